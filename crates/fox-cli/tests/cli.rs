@@ -1,0 +1,155 @@
+//! `foxc` as a user runs it: exit codes, messages, files written.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn foxc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_foxc"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap()
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("foxc-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn check_clean_program_exits_zero_silently() {
+    let o = foxc(&["check", "queries/triangle.logic"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stderr(&o), "");
+}
+
+#[test]
+fn check_bad_program_exits_one_with_location() {
+    let dir = temp_dir("bad");
+    let f = dir.join("q.logic");
+    std::fs::write(&f, "edge(x, y) -> int32(x), int32(y).\npath(x, y) <- edg(x, y).\n").unwrap();
+    let o = foxc(&["check", "--color", "never", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(e.contains("q.logic:2:15"), "{e}");
+    assert!(e.contains("edg"), "{e}");
+    assert!(e.contains("edge"), "a suggestion of the closest name: {e}");
+    assert!(e.contains('^'), "{e}");
+}
+
+#[test]
+fn check_reports_every_file_and_fails_if_any_fails() {
+    let dir = temp_dir("multi");
+    let bad = dir.join("bad.logic");
+    std::fs::write(&bad, "p(x) <- q(x)\n").unwrap();
+    let o = foxc(&[
+        "check",
+        "--color",
+        "never",
+        "queries/triangle.logic",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("bad.logic:"), "{}", stderr(&o));
+}
+
+#[test]
+fn missing_file_is_a_clear_error() {
+    let o = foxc(&["check", "no/such/file.logic"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(e.contains("cannot read `no/such/file.logic`"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+}
+
+#[test]
+fn non_utf8_file_is_a_clear_error() {
+    let dir = temp_dir("utf8");
+    let f = dir.join("q.logic");
+    std::fs::write(&f, b"p(1).\n\xff\xfe\n").unwrap();
+    let o = foxc(&["check", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("not UTF-8"), "{}", stderr(&o));
+}
+
+#[test]
+fn compile_writes_a_plan_that_loads_back() {
+    let dir = temp_dir("compile");
+    let out = dir.join("plan.ron");
+    let o = foxc(&[
+        "compile",
+        "queries/transitive_closure.logic",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let plan = fox_ra::from_ron(&text).unwrap();
+    assert_eq!(fox_ra::to_ron(&plan), text);
+}
+
+#[test]
+fn compile_of_a_bad_program_writes_nothing() {
+    let dir = temp_dir("nowrite");
+    let src = dir.join("q.logic");
+    std::fs::write(&src, "p(x) <- q(x, y), !r(z).\n").unwrap();
+    let out = dir.join("plan.ron");
+    let o = foxc(&["compile", src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!out.exists());
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        1,
+        "no temporary file is left behind"
+    );
+}
+
+#[test]
+fn emit_stages_print_to_stdout() {
+    for (stage, needle) in [("ast", "Rule"), ("core", "path"), ("ra", "path")] {
+        let o = foxc(&["compile", "queries/transitive_closure.logic", "--emit", stage]);
+        assert_eq!(o.status.code(), Some(0), "{stage}: {}", stderr(&o));
+        assert!(stdout(&o).contains(needle), "{stage}: {}", stdout(&o));
+    }
+}
+
+#[test]
+fn emit_ra_of_triangle_uses_the_multiway_join() {
+    let o = foxc(&["compile", "queries/triangle.logic", "--emit", "ra"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).to_lowercase().contains("multijoin"), "{}", stdout(&o));
+}
+
+#[test]
+fn kernel_plan_is_reported_as_not_available() {
+    let o = foxc(&["compile", "queries/triangle.logic", "--emit", "kernels"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("not available"), "{}", stderr(&o));
+}
+
+#[test]
+fn help_explains_the_commands() {
+    let o = foxc(&["--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let h = stdout(&o);
+    assert!(h.contains("check") && h.contains("compile"), "{h}");
+    let o = foxc(&["compile", "--help"]);
+    assert!(stdout(&o).contains("--emit"), "{}", stdout(&o));
+}

@@ -1,0 +1,22 @@
+//! fox-ra: the relational-algebra query plan.
+//!
+//! * [`ir`]: the plan IR ([`RaPlan`]): relation variables and a CFG of basic blocks whose
+//!   statements assign relational operators to SSA temporaries.
+//! * [`plan()`]: the planner from `fox_sema::core::CoreProgram` (join order, semi-naive
+//!   recursion, multi-way joins for cyclic bodies).
+//! * [`print_plan`]: the readable form (`foxc compile --emit ra`).
+//! * [`to_ron`] / [`from_ron`]: the serialised form, checked by [`validate`] when read.
+//!
+//! This crate never names a kernel: choosing algorithms for operators is `fox-kernel`'s job.
+
+mod error;
+pub mod ir;
+mod plan;
+mod print;
+mod ron_io;
+
+pub use error::PlanError;
+pub use ir::*;
+pub use plan::{convert_value, plan, widens};
+pub use print::{print_plan, value as print_value};
+pub use ron_io::{from_ron, to_ron, validate};

@@ -1,0 +1,1498 @@
+//! The first planner: core program → [`RaPlan`].
+//!
+//! Strata are planned in order. A non-recursive stratum computes each predicate once as
+//! the union of its facts and rules. A recursive stratum is evaluated semi-naively: the
+//! non-recursive rules initialise the full relations and the deltas, then a loop block
+//! evaluates, for every rule and every recursive body atom, the variant that reads that
+//! atom's delta and the full relations elsewhere, and merges the new tuples until no
+//! delta holds a row.
+//!
+//! A rule body becomes a join tree: each positive atom is scanned with its constant
+//! arguments and repeated variables turned into a selection and its unused columns
+//! projected away; the atoms are joined greedily (smallest estimate first, connected
+//! atoms before cross products); filters, assignments and negations are applied as soon
+//! as their variables are bound. When three or more atoms form a cycle (the body's
+//! hypergraph is not α-acyclic), the atoms of the cycle become one [`Op::MultiJoin`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use fox_sema::core::{
+    CExpr, CExprKind, CmpOp, Column, CoreLit, CoreProgram, CoreRule, Fact, PredId, Term, Type, Value, VarId,
+};
+use fox_syntax::ast::Span;
+use fox_syntax::diag::Diagnostic;
+
+use crate::error::PlanError;
+use crate::ir::*;
+
+/// Estimated rows of a relation of unknown size.
+const DEFAULT_ROWS: f64 = 1_000_000.0;
+/// Estimated rows of a delta relation: deltas are usually much smaller than full relations.
+const DEFAULT_DELTA_ROWS: f64 = 10_000.0;
+/// The fraction of rows an equality selection keeps.
+const EQ_SELECTIVITY: f64 = 0.1;
+
+/// Plans a checked core program.
+pub fn plan(core: &CoreProgram) -> Result<RaPlan, PlanError> {
+    let mut p = Planner::new(core)?;
+    for (i, s) in core.strata.iter().enumerate() {
+        p.plan_stratum(i, s)?;
+    }
+    p.plan_outputs()?;
+    Ok(p.plan)
+}
+
+struct Planner<'a> {
+    core: &'a CoreProgram,
+    plan: RaPlan,
+    /// The full relation of each predicate, indexed by `PredId`.
+    full: Vec<RelId>,
+    /// The block statements are appended to.
+    cur: usize,
+}
+
+struct View<'p>(&'p RaPlan);
+
+impl SchemaSource for View<'_> {
+    fn relation(&self, id: RelId) -> Option<&RelVar> {
+        self.0.relations.get(id.0 as usize)
+    }
+    fn temp(&self, id: TempId) -> Option<&Schema> {
+        self.0.temps.get(id.0 as usize)
+    }
+}
+
+/// A partial result of a rule body: column `i` of `temp` holds variable `vars[i]`.
+#[derive(Clone, Debug)]
+struct Unit {
+    temp: TempId,
+    vars: Vec<VarId>,
+    est: f64,
+}
+
+fn internal(msg: impl Into<String>) -> PlanError {
+    PlanError::Internal(msg.into())
+}
+
+fn program_error(d: Diagnostic) -> PlanError {
+    PlanError::Program(Box::new(d))
+}
+
+impl<'a> Planner<'a> {
+    fn new(core: &'a CoreProgram) -> Result<Planner<'a>, PlanError> {
+        let mut plan = RaPlan {
+            version: PLAN_VERSION,
+            relations: Vec::new(),
+            temps: Vec::new(),
+            blocks: vec![Block {
+                label: "start".into(),
+                stmts: Vec::new(),
+                term: Terminator::Halt,
+            }],
+            entry: BlockId(0),
+        };
+        let mut has_rules = vec![false; core.preds.len()];
+        let mut has_facts = vec![false; core.preds.len()];
+        for s in &core.strata {
+            for r in &s.rules {
+                *has_rules
+                    .get_mut(r.head.0 as usize)
+                    .ok_or_else(|| internal(format!("a rule defines unknown predicate #{}", r.head.0)))? = true;
+            }
+            for f in &s.facts {
+                *has_facts
+                    .get_mut(f.pred.0 as usize)
+                    .ok_or_else(|| internal(format!("a fact of unknown predicate #{}", f.pred.0)))? = true;
+            }
+        }
+        let mut full = Vec::with_capacity(core.preds.len());
+        for (i, p) in core.preds.iter().enumerate() {
+            let kind = if p.input {
+                if has_rules[i] || has_facts[i] {
+                    return Err(program_error(
+                        Diagnostic::error(
+                            format!("`{}` is read with `.input` and also defined in the program", p.name),
+                            p.span,
+                        )
+                        .with_help(
+                            "put the extra tuples in a predicate of their own and take the union of both in a rule",
+                        ),
+                    ));
+                }
+                let spec = core.inputs.iter().find(|s| s.pred.0 as usize == i);
+                RelKind::Input {
+                    file: spec.map_or_else(|| format!("{}.csv", p.name), |s| s.file.clone()),
+                    sep: spec.map_or_else(|| ",".to_string(), |s| s.sep.clone()),
+                }
+            } else if has_facts[i] && !has_rules[i] {
+                RelKind::Facts
+            } else {
+                RelKind::Derived
+            };
+            let props = if p.input {
+                Props::default()
+            } else {
+                Props::set(p.columns.len())
+            };
+            full.push(RelId(plan.relations.len() as u32));
+            plan.relations.push(RelVar {
+                name: p.name.clone(),
+                columns: p.columns.clone(),
+                kind,
+                props,
+            });
+        }
+        Ok(Planner {
+            core,
+            plan,
+            full,
+            cur: 0,
+        })
+    }
+
+    fn full_rel(&self, p: PredId) -> Result<RelId, PlanError> {
+        self.full
+            .get(p.0 as usize)
+            .copied()
+            .ok_or_else(|| internal(format!("unknown predicate #{}", p.0)))
+    }
+
+    fn pred_columns(&self, p: PredId) -> Result<&'a [Column], PlanError> {
+        self.core
+            .preds
+            .get(p.0 as usize)
+            .map(|i| i.columns.as_slice())
+            .ok_or_else(|| internal(format!("unknown predicate #{}", p.0)))
+    }
+
+    fn pred_name(&self, p: PredId) -> &'a str {
+        self.core.preds.get(p.0 as usize).map_or("?", |i| i.name.as_str())
+    }
+
+    fn rel(&self, r: RelId) -> Result<&RelVar, PlanError> {
+        self.plan
+            .relations
+            .get(r.0 as usize)
+            .ok_or_else(|| internal(format!("unknown relation r{}", r.0)))
+    }
+
+    fn add_rel(&mut self, rel: RelVar) -> RelId {
+        self.plan.relations.push(rel);
+        RelId(self.plan.relations.len() as u32 - 1)
+    }
+
+    fn new_block(&mut self, label: String) -> usize {
+        self.plan.blocks.push(Block {
+            label,
+            stmts: Vec::new(),
+            term: Terminator::Halt,
+        });
+        self.plan.blocks.len() - 1
+    }
+
+    fn push(&mut self, s: Stmt) {
+        if let Some(b) = self.plan.blocks.get_mut(self.cur) {
+            b.stmts.push(s);
+        }
+    }
+
+    fn set_term(&mut self, block: usize, term: Terminator) {
+        if let Some(b) = self.plan.blocks.get_mut(block) {
+            b.term = term;
+        }
+    }
+
+    /// Appends `t := op` to the current block, with the given column names.
+    fn emit(&mut self, op: Op, names: Vec<String>) -> Result<TempId, PlanError> {
+        self.emit_typed(op, names, None)
+    }
+
+    fn emit_typed(&mut self, op: Op, names: Vec<String>, const_types: Option<&[Type]>) -> Result<TempId, PlanError> {
+        let (types, props) = op_output(&op, &View(&self.plan), const_types).map_err(internal)?;
+        if types.len() != names.len() {
+            return Err(internal(format!(
+                "{} column names for {} columns",
+                names.len(),
+                types.len()
+            )));
+        }
+        let id = TempId(self.plan.temps.len() as u32);
+        self.plan.temps.push(Schema {
+            columns: names
+                .into_iter()
+                .zip(types)
+                .map(|(name, ty)| Column { name, ty })
+                .collect(),
+            props,
+        });
+        self.push(Stmt::Let { dst: id, op });
+        Ok(id)
+    }
+
+    fn schema(&self, t: TempId) -> Result<&Schema, PlanError> {
+        self.plan
+            .temps
+            .get(t.0 as usize)
+            .ok_or_else(|| internal(format!("unknown temp t{}", t.0)))
+    }
+
+    fn col_names(&self, t: TempId) -> Result<Vec<String>, PlanError> {
+        Ok(self.schema(t)?.columns.iter().map(|c| c.name.clone()).collect())
+    }
+
+    // ----- strata -----
+
+    fn plan_stratum(&mut self, index: usize, s: &fox_sema::core::Stratum) -> Result<(), PlanError> {
+        for r in &s.rules {
+            if !s.preds.contains(&r.head) {
+                return Err(internal(format!(
+                    "a rule of `{}` is in the wrong stratum",
+                    self.pred_name(r.head)
+                )));
+            }
+        }
+        for f in &s.facts {
+            if !s.preds.contains(&f.pred) {
+                return Err(internal(format!(
+                    "a fact of `{}` is in the wrong stratum",
+                    self.pred_name(f.pred)
+                )));
+            }
+        }
+        match (s.recursive, topo_order(s)) {
+            (false, Some(order)) => {
+                for p in order {
+                    let facts: Vec<&Fact> = s.facts.iter().filter(|f| f.pred == p).collect();
+                    let rules: Vec<(&CoreRule, Option<(usize, RelId)>)> =
+                        s.rules.iter().filter(|r| r.head == p).map(|r| (r, None)).collect();
+                    if let Some(t) = self.plan_pred(p, &facts, &rules)? {
+                        let rel = self.full_rel(p)?;
+                        self.push(Stmt::Store { rel, src: t });
+                    }
+                }
+                Ok(())
+            }
+            _ => self.plan_recursive(index, s),
+        }
+    }
+
+    fn plan_recursive(&mut self, index: usize, s: &fox_sema::core::Stratum) -> Result<(), PlanError> {
+        let in_stratum = |p: PredId| s.preds.contains(&p);
+        let recursive_atoms = |r: &CoreRule| -> Vec<usize> {
+            r.body
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| matches!(l, CoreLit::Atom { pred, .. } if in_stratum(*pred)))
+                .map(|(i, _)| i)
+                .collect()
+        };
+        // Relation variables of the loop.
+        let mut delta = BTreeMap::new();
+        let mut new = BTreeMap::new();
+        for &p in &s.preds {
+            let of = self.full_rel(p)?;
+            let (name, columns) = {
+                let r = self.rel(of)?;
+                (r.name.clone(), r.columns.clone())
+            };
+            let arity = columns.len();
+            let d = self.add_rel(RelVar {
+                name: format!("delta.{name}"),
+                columns: columns.clone(),
+                kind: RelKind::Delta { of },
+                props: Props::set(arity),
+            });
+            let n = self.add_rel(RelVar {
+                name: format!("new.{name}"),
+                columns,
+                kind: RelKind::New { of },
+                props: Props::set(arity),
+            });
+            delta.insert(p, d);
+            new.insert(p, n);
+        }
+        // Initialisation: facts and the rules without a recursive atom.
+        for &p in &s.preds {
+            let facts: Vec<&Fact> = s.facts.iter().filter(|f| f.pred == p).collect();
+            let mut rules = Vec::new();
+            for r in s.rules.iter().filter(|r| r.head == p) {
+                if recursive_atoms(r).is_empty() {
+                    rules.push((r, None));
+                } else if r.aggs.is_some() {
+                    return Err(program_error(
+                        Diagnostic::error(
+                            format!("aggregation inside the recursion of `{}`", self.pred_name(p)),
+                            r.span,
+                        )
+                        .with_help("aggregate over the result of the recursion in a separate rule"),
+                    ));
+                }
+            }
+            let full = self.full_rel(p)?;
+            if let Some(t) = self.plan_pred(p, &facts, &rules)? {
+                self.push(Stmt::Store { rel: full, src: t });
+            }
+        }
+        for &p in &s.preds {
+            let (dst, src) = (delta[&p], self.full_rel(p)?);
+            self.push(Stmt::Assign { dst, src });
+        }
+        let names: Vec<&str> = s.preds.iter().map(|&p| self.pred_name(p)).collect();
+        let body = self.new_block(format!("stratum {index} loop ({})", names.join(", ")));
+        self.set_term(self.cur, Terminator::Jump(BlockId(body as u32)));
+        self.cur = body;
+        // One iteration: new := (∪ variants) − full.
+        for &p in &s.preds {
+            let mut variants = Vec::new();
+            for r in s.rules.iter().filter(|r| r.head == p) {
+                for k in recursive_atoms(r) {
+                    if let Some(CoreLit::Atom { pred, .. }) = r.body.get(k) {
+                        variants.push((r, Some((k, delta[pred]))));
+                    }
+                }
+            }
+            let n = new[&p];
+            match self.plan_pred(p, &[], &variants)? {
+                Some(t) => {
+                    let full = self.full_rel(p)?;
+                    let names = self.col_names(t)?;
+                    let f = self.emit(Op::Scan(full), names.clone())?;
+                    let d = self.emit(Op::Difference { left: t, right: f }, names)?;
+                    self.push(Stmt::Store { rel: n, src: d });
+                }
+                None => self.push(Stmt::Clear { rel: n }),
+            }
+        }
+        for &p in &s.preds {
+            let into = self.full_rel(p)?;
+            self.push(Stmt::Merge { into, from: new[&p] });
+        }
+        for &p in &s.preds {
+            self.push(Stmt::Assign {
+                dst: delta[&p],
+                src: new[&p],
+            });
+        }
+        let exit = self.new_block(format!("after stratum {index}"));
+        self.set_term(
+            body,
+            Terminator::LoopIf {
+                nonempty: s.preds.iter().map(|p| delta[p]).collect(),
+                body: BlockId(body as u32),
+                exit: BlockId(exit as u32),
+            },
+        );
+        self.cur = exit;
+        Ok(())
+    }
+
+    /// The union of a predicate's facts and rule variants, as a set; `None` when it has
+    /// neither.
+    fn plan_pred(
+        &mut self,
+        p: PredId,
+        facts: &[&Fact],
+        rules: &[(&CoreRule, Option<(usize, RelId)>)],
+    ) -> Result<Option<TempId>, PlanError> {
+        let columns = self.pred_columns(p)?;
+        let names: Vec<String> = columns.iter().map(|c| c.name.clone()).collect();
+        let types: Vec<Type> = columns.iter().map(|c| c.ty).collect();
+        let mut branches = Vec::new();
+        if !facts.is_empty() {
+            let mut rows = Vec::with_capacity(facts.len());
+            for f in facts {
+                if f.values.len() != columns.len() {
+                    return Err(program_error(Diagnostic::error(
+                        format!(
+                            "`{}` has {} columns but this fact has {} values",
+                            self.pred_name(p),
+                            columns.len(),
+                            f.values.len()
+                        ),
+                        f.span,
+                    )));
+                }
+                let mut row = Vec::with_capacity(columns.len());
+                for (v, c) in f.values.iter().zip(columns) {
+                    row.push(convert_value(v, c.ty).ok_or_else(|| {
+                        program_error(Diagnostic::error(
+                            format!(
+                                "the value {} does not fit column `{}` of `{}`, which has type {}",
+                                crate::print::value(v),
+                                c.name,
+                                self.pred_name(p),
+                                c.ty
+                            ),
+                            f.span,
+                        ))
+                    })?);
+                }
+                rows.push(row);
+            }
+            branches.push(self.emit_typed(Op::Const(rows), names.clone(), Some(&types))?);
+        }
+        for (r, delta) in rules {
+            branches.push(self.plan_rule(r, *delta)?);
+        }
+        let t = match branches.len() {
+            0 => return Ok(None),
+            1 => branches[0],
+            _ => self.emit(Op::Union(branches), names.clone())?,
+        };
+        if self.schema(t)?.props.implies(&Props::set(names.len())) {
+            return Ok(Some(t));
+        }
+        Ok(Some(self.emit(Op::Unique(t), names)?))
+    }
+
+    // ----- rules -----
+
+    /// Plans one rule (reading the delta relation at body literal `delta.0` when given);
+    /// the result has the head predicate's columns and may hold duplicates.
+    fn plan_rule(&mut self, rule: &CoreRule, delta: Option<(usize, RelId)>) -> Result<TempId, PlanError> {
+        let mut cx = RuleCx::new(rule);
+        let body = self.plan_body(&mut cx, delta)?;
+        let head_cols = self.pred_columns(rule.head)?;
+        if head_cols.len() != rule.head_args.len() {
+            return Err(program_error(Diagnostic::error(
+                format!(
+                    "`{}` has {} columns but this rule's head has {} arguments",
+                    self.pred_name(rule.head),
+                    head_cols.len(),
+                    rule.head_args.len()
+                ),
+                rule.span,
+            )));
+        }
+        let (t, vars) = match &rule.aggs {
+            None => (body.temp, body.vars),
+            Some(aggs) => {
+                let names = self.col_names(body.temp)?;
+                let distinct = self.emit(Op::Unique(body.temp), names)?;
+                let agg_vars: Vec<VarId> = aggs.iter().map(|a| a.var).collect();
+                let mut group_vars = Vec::new();
+                for t in &rule.head_args {
+                    if let Term::Var(v) = t {
+                        if !agg_vars.contains(v) && !group_vars.contains(v) {
+                            group_vars.push(*v);
+                        }
+                    }
+                }
+                let mut group = Vec::new();
+                for v in &group_vars {
+                    group.push(cx.position(&body.vars, *v, rule.span)?);
+                }
+                let mut calls = Vec::new();
+                for a in aggs {
+                    let arg = match &a.arg {
+                        Some(e) => Some(cx.lower(e, &body.vars)?),
+                        None => None,
+                    };
+                    calls.push(AggCall {
+                        func: a.func,
+                        arg,
+                        ty: cx.var_type(a.var)?,
+                    });
+                }
+                let mut out_vars = group_vars.clone();
+                out_vars.extend(&agg_vars);
+                let names = out_vars.iter().map(|&v| cx.var_name(v)).collect();
+                let t = self.emit(
+                    Op::Aggregate {
+                        input: distinct,
+                        group,
+                        aggs: calls,
+                    },
+                    names,
+                )?;
+                (t, out_vars)
+            }
+        };
+        // The head: one expression per column of the predicate.
+        let mut exprs = Vec::with_capacity(head_cols.len());
+        for (term, col) in rule.head_args.iter().zip(head_cols) {
+            exprs.push(match term {
+                Term::Var(v) => {
+                    let pos = cx.position(&vars, *v, rule.span)?;
+                    let from = cx.var_type(*v)?;
+                    coerce(Expr::col(pos, from), col.ty).ok_or_else(|| {
+                        program_error(Diagnostic::error(
+                            format!(
+                                "`{}` has type {from}, but column `{}` of `{}` has type {}",
+                                cx.var_name(*v),
+                                col.name,
+                                self.pred_name(rule.head),
+                                col.ty
+                            ),
+                            rule.span,
+                        ))
+                    })?
+                }
+                Term::Const(c) => Expr::constant(convert_value(c, col.ty).ok_or_else(|| {
+                    program_error(Diagnostic::error(
+                        format!(
+                            "the value {} does not fit column `{}` of `{}`, which has type {}",
+                            crate::print::value(c),
+                            col.name,
+                            self.pred_name(rule.head),
+                            col.ty
+                        ),
+                        rule.span,
+                    ))
+                })?),
+            });
+        }
+        let names: Vec<String> = head_cols.iter().map(|c| c.name.clone()).collect();
+        self.project_or_map(t, exprs, names)
+    }
+
+    /// `Project` when every expression is a plain column, `Map` otherwise; nothing when
+    /// the expressions are the input's columns in order.
+    fn project_or_map(&mut self, t: TempId, exprs: Vec<Expr>, names: Vec<String>) -> Result<TempId, PlanError> {
+        let cols: Option<Vec<usize>> = exprs
+            .iter()
+            .map(|e| match e.kind {
+                ExprKind::Col(i) => Some(i),
+                _ => None,
+            })
+            .collect();
+        match cols {
+            // Column names are labels only: a projection that would just rename is left out.
+            Some(cols) if cols.iter().copied().eq(0..self.schema(t)?.columns.len()) => Ok(t),
+            Some(cols) => self.emit(Op::Project { input: t, cols }, names),
+            None => self.emit(Op::Map { input: t, exprs }, names),
+        }
+    }
+
+    fn plan_body(&mut self, cx: &mut RuleCx, delta: Option<(usize, RelId)>) -> Result<Unit, PlanError> {
+        let rule = cx.rule;
+        // Access paths for the positive atoms.
+        let mut atoms: Vec<(usize, Unit)> = Vec::new();
+        for (i, lit) in rule.body.iter().enumerate() {
+            if let CoreLit::Atom { pred, args, span } = lit {
+                let (rel, is_delta) = match delta {
+                    Some((k, d)) if k == i => (d, true),
+                    _ => (self.full_rel(*pred)?, false),
+                };
+                let needed = cx.needed_except(Some(i));
+                let u = self.access(cx, *pred, args, *span, rel, is_delta, &needed)?;
+                atoms.push((i, u));
+            }
+        }
+        // Atoms on a cycle go to one multi-way join.
+        let edges: Vec<BTreeSet<VarId>> = atoms
+            .iter()
+            .map(|(i, _)| match rule.body.get(*i) {
+                Some(CoreLit::Atom { args, .. }) => term_vars(args).collect(),
+                _ => BTreeSet::new(),
+            })
+            .collect();
+        let core = cyclic_core(&edges);
+        let mut cur = None;
+        if core.len() >= 3 {
+            for &a in &core {
+                cx.applied[atoms[a].0] = true;
+            }
+            let inputs: Vec<Unit> = core.iter().map(|&a| atoms[a].1.clone()).collect();
+            cur = Some(self.multi_join(cx, &inputs)?);
+        }
+        let mut rest: Vec<(usize, Unit)> = atoms
+            .into_iter()
+            .enumerate()
+            .filter(|(a, _)| !core.contains(a) || core.len() < 3)
+            .map(|(_, x)| x)
+            .collect();
+        let mut cur = match cur {
+            Some(u) => u,
+            None => {
+                let start = rest
+                    .iter()
+                    .enumerate()
+                    .min_by(|(_, a), (_, b)| a.1.est.total_cmp(&b.1.est))
+                    .map(|(i, _)| i);
+                match start {
+                    Some(i) => {
+                        let (lit, u) = rest.remove(i);
+                        cx.applied[lit] = true;
+                        u
+                    }
+                    None => {
+                        // No positive atom: one empty binding.
+                        let t = self.emit_typed(Op::Const(vec![Vec::new()]), Vec::new(), Some(&[]))?;
+                        Unit {
+                            temp: t,
+                            vars: Vec::new(),
+                            est: 1.0,
+                        }
+                    }
+                }
+            }
+        };
+        cur = self.apply_ready(cx, cur)?;
+        while !rest.is_empty() {
+            let connected = |u: &Unit| {
+                u.vars.is_empty()
+                    || cur.vars.is_empty()
+                    || u.vars.iter().any(|v| cur.vars.contains(v))
+                    || !cx.eq_links(&cur.vars, &u.vars).is_empty()
+            };
+            let next = rest
+                .iter()
+                .enumerate()
+                .min_by(|(_, a), (_, b)| {
+                    (!connected(&a.1))
+                        .cmp(&!connected(&b.1))
+                        .then(a.1.est.total_cmp(&b.1.est))
+                })
+                .map(|(i, _)| i)
+                .unwrap_or(0);
+            let (lit, u) = rest.remove(next);
+            cx.applied[lit] = true;
+            cur = self.join(cx, cur, u)?;
+            cur = self.apply_ready(cx, cur)?;
+        }
+        if let Some((i, lit)) = rule.body.iter().enumerate().find(|(i, _)| !cx.applied[*i]) {
+            let unbound = cx.lit_vars(lit).into_iter().find(|v| !cur.vars.contains(v));
+            let span = lit_span(lit);
+            let name = unbound.map_or_else(|| "?".to_string(), |v| cx.var_name(v));
+            return Err(program_error(
+                Diagnostic::error(
+                    format!("variable `{name}` is not bound by a positive atom or an assignment"),
+                    span,
+                )
+                .with_label(format!("literal {} of this rule cannot be evaluated", i + 1)),
+            ));
+        }
+        Ok(cur)
+    }
+
+    /// Scans an atom's relation, selects on its constants and repeated variables, and keeps
+    /// one column per distinct variable in `needed`.
+    #[allow(clippy::too_many_arguments)]
+    fn access(
+        &mut self,
+        cx: &RuleCx,
+        pred: PredId,
+        args: &[Term],
+        span: Span,
+        rel: RelId,
+        is_delta: bool,
+        needed: &BTreeSet<VarId>,
+    ) -> Result<Unit, PlanError> {
+        let (columns, kind) = {
+            let r = self.rel(rel)?;
+            (r.columns.clone(), r.kind.clone())
+        };
+        if columns.len() != args.len() {
+            return Err(program_error(Diagnostic::error(
+                format!(
+                    "`{}` has {} columns but is used with {} arguments",
+                    self.pred_name(pred),
+                    columns.len(),
+                    args.len()
+                ),
+                span,
+            )));
+        }
+        let mut est = if is_delta {
+            DEFAULT_DELTA_ROWS
+        } else if kind == RelKind::Facts {
+            self.core
+                .strata
+                .iter()
+                .flat_map(|s| &s.facts)
+                .filter(|f| f.pred == pred)
+                .count() as f64
+        } else {
+            DEFAULT_ROWS
+        };
+        let names: Vec<String> = columns.iter().map(|c| c.name.clone()).collect();
+        let mut t = self.emit(Op::Scan(rel), names.clone())?;
+        let mut conds = Vec::new();
+        let mut first: Vec<(VarId, usize)> = Vec::new();
+        for (j, (arg, col)) in args.iter().zip(&columns).enumerate() {
+            match arg {
+                Term::Const(v) => {
+                    let c = Expr::col(j, col.ty);
+                    let cond = match convert_value(v, col.ty) {
+                        Some(v) => Expr::cmp(CmpOp::Eq, c, Expr::constant(v)),
+                        None => {
+                            let k = Expr::constant(v.clone());
+                            let c = coerce(c, k.ty).ok_or_else(|| {
+                                program_error(
+                                    Diagnostic::error(
+                                        format!(
+                                            "the value {} can never equal column `{}` of `{}`, which has type {}",
+                                            crate::print::value(v),
+                                            col.name,
+                                            self.pred_name(pred),
+                                            col.ty
+                                        ),
+                                        span,
+                                    )
+                                    .with_label(format!(
+                                        "argument {} has type {}",
+                                        j + 1,
+                                        k.ty
+                                    )),
+                                )
+                            })?;
+                            Expr::cmp(CmpOp::Eq, c, k)
+                        }
+                    };
+                    conds.push(cond);
+                    est *= EQ_SELECTIVITY;
+                }
+                Term::Var(v) => match first.iter().find(|(w, _)| w == v) {
+                    Some(&(_, p)) => {
+                        conds.push(Expr::cmp(CmpOp::Eq, Expr::col(p, columns[p].ty), Expr::col(j, col.ty)));
+                        est *= EQ_SELECTIVITY;
+                    }
+                    None => first.push((*v, j)),
+                },
+            }
+        }
+        if !conds.is_empty() {
+            t = self.emit(
+                Op::Select {
+                    input: t,
+                    pred: Expr::and(conds),
+                },
+                names,
+            )?;
+        }
+        let mut vars = Vec::new();
+        let mut exprs = Vec::new();
+        for &(v, j) in &first {
+            if !cx.keep_all && !needed.contains(&v) {
+                continue;
+            }
+            let want = cx.var_type(v)?;
+            let col = &columns[j];
+            exprs.push(coerce(Expr::col(j, col.ty), want).ok_or_else(|| {
+                program_error(Diagnostic::error(
+                    format!(
+                        "`{}` has type {want}, but column `{}` of `{}` has type {}",
+                        cx.var_name(v),
+                        col.name,
+                        self.pred_name(pred),
+                        col.ty
+                    ),
+                    span,
+                ))
+            })?);
+            vars.push(v);
+        }
+        let names = vars.iter().map(|&v| cx.var_name(v)).collect();
+        let temp = self.project_or_map(t, exprs, names)?;
+        Ok(Unit { temp, vars, est })
+    }
+
+    fn multi_join(&mut self, cx: &RuleCx, inputs: &[Unit]) -> Result<Unit, PlanError> {
+        let mut order: Vec<VarId> = Vec::new();
+        for u in inputs {
+            for v in &u.vars {
+                if !order.contains(v) {
+                    order.push(*v);
+                }
+            }
+        }
+        let needed = cx.needed();
+        let output_vars: Vec<VarId> = order
+            .iter()
+            .copied()
+            .filter(|v| cx.keep_all || needed.contains(v))
+            .collect();
+        let mut mj_inputs = Vec::new();
+        for u in inputs {
+            let vars = u
+                .vars
+                .iter()
+                .map(|v| order.iter().position(|w| w == v).unwrap_or(0))
+                .collect();
+            mj_inputs.push(MultiJoinInput { src: u.temp, vars });
+        }
+        let mut vars = Vec::new();
+        for &v in &order {
+            vars.push(Column {
+                name: cx.var_name(v),
+                ty: cx.var_type(v)?,
+            });
+        }
+        let output = output_vars
+            .iter()
+            .map(|v| order.iter().position(|w| w == v).unwrap_or(0))
+            .collect();
+        let names = output_vars.iter().map(|&v| cx.var_name(v)).collect();
+        let temp = self.emit(
+            Op::MultiJoin {
+                vars,
+                inputs: mj_inputs,
+                output,
+            },
+            names,
+        )?;
+        let est = inputs.iter().map(|u| u.est).fold(f64::INFINITY, f64::min);
+        Ok(Unit {
+            temp,
+            vars: output_vars,
+            est,
+        })
+    }
+
+    /// Joins `right` into `cur`, keeping the variables still needed.
+    fn join(&mut self, cx: &mut RuleCx, cur: Unit, right: Unit) -> Result<Unit, PlanError> {
+        let est = cur.est.min(right.est);
+        if cur.vars.is_empty() && !right.vars.is_empty() {
+            // `cur` only says whether the body can hold at all.
+            let t = self.emit(
+                Op::SemiJoin {
+                    left: right.temp,
+                    right: cur.temp,
+                    left_keys: Vec::new(),
+                    right_keys: Vec::new(),
+                },
+                self.col_names(right.temp)?,
+            )?;
+            return self.trim(
+                cx,
+                Unit {
+                    temp: t,
+                    vars: right.vars,
+                    est,
+                },
+            );
+        }
+        let mut left_keys = Vec::new();
+        let mut right_keys = Vec::new();
+        for (j, v) in right.vars.iter().enumerate() {
+            if let Some(i) = cur.vars.iter().position(|w| w == v) {
+                left_keys.push(i);
+                right_keys.push(j);
+            }
+        }
+        let shares_all = right_keys.len() == right.vars.len();
+        // Equalities between an expression of each side (`x = y::int64`) are join keys
+        // too; their expressions become extra columns where they are not plain columns.
+        let links = cx.eq_links(&cur.vars, &right.vars);
+        for (i, _, _) in &links {
+            cx.applied[*i] = true;
+        }
+        let (cur, lk) = self.key_columns(cx, cur, links.iter().map(|l| l.1))?;
+        let (right, rk) = self.key_columns(cx, right, links.iter().map(|l| l.2))?;
+        left_keys.extend(lk);
+        right_keys.extend(rk);
+        let needed = cx.needed();
+        let keep = |v: &VarId| cx.keep_all || needed.contains(v);
+        if shares_all {
+            // Every variable of `right` is bound already: it only filters.
+            let t = self.emit(
+                Op::SemiJoin {
+                    left: cur.temp,
+                    right: right.temp,
+                    left_keys,
+                    right_keys,
+                },
+                self.col_names(cur.temp)?,
+            )?;
+            return self.trim(
+                cx,
+                Unit {
+                    temp: t,
+                    vars: cur.vars,
+                    est,
+                },
+            );
+        }
+        let mut output = Vec::new();
+        let mut vars = Vec::new();
+        for (i, v) in cur.vars.iter().enumerate() {
+            if keep(v) {
+                output.push(JoinCol {
+                    side: Side::Left,
+                    col: i,
+                });
+                vars.push(*v);
+            }
+        }
+        for (j, v) in right.vars.iter().enumerate() {
+            if keep(v) && !cur.vars.contains(v) {
+                output.push(JoinCol {
+                    side: Side::Right,
+                    col: j,
+                });
+                vars.push(*v);
+            }
+        }
+        let names = vars.iter().map(|&v| cx.var_name(v)).collect();
+        let temp = self.emit(
+            Op::Join {
+                left: cur.temp,
+                right: right.temp,
+                left_keys,
+                right_keys,
+                output,
+            },
+            names,
+        )?;
+        Ok(Unit { temp, vars, est })
+    }
+
+    /// Appends a column for each key expression that is not a plain column of `u`;
+    /// returns the key column of each expression.
+    fn key_columns<'e>(
+        &mut self,
+        cx: &RuleCx,
+        u: Unit,
+        exprs: impl Iterator<Item = &'e CExpr>,
+    ) -> Result<(Unit, Vec<usize>), PlanError> {
+        let arity = self.schema(u.temp)?.columns.len();
+        let mut keys = Vec::new();
+        let mut computed = Vec::new();
+        for e in exprs {
+            let e = cx.lower(e, &u.vars)?;
+            match e.kind {
+                ExprKind::Col(i) => keys.push(i),
+                _ => {
+                    keys.push(arity + computed.len());
+                    computed.push(e);
+                }
+            }
+        }
+        if computed.is_empty() {
+            return Ok((u, keys));
+        }
+        let mut names = self.col_names(u.temp)?;
+        let mut exprs: Vec<Expr> = self
+            .schema(u.temp)?
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Expr::col(i, c.ty))
+            .collect();
+        for (k, e) in computed.into_iter().enumerate() {
+            names.push(format!("$key{k}"));
+            exprs.push(e);
+        }
+        let temp = self.emit(Op::Map { input: u.temp, exprs }, names)?;
+        Ok((Unit { temp, ..u }, keys))
+    }
+
+    /// Projects away the variables nothing later needs (and any key columns).
+    fn trim(&mut self, cx: &RuleCx, u: Unit) -> Result<Unit, PlanError> {
+        let needed = cx.needed();
+        let arity = self.schema(u.temp)?.columns.len();
+        if arity == u.vars.len() && (cx.keep_all || u.vars.iter().all(|v| needed.contains(v))) {
+            return Ok(u);
+        }
+        let (cols, vars): (Vec<usize>, Vec<VarId>) = u
+            .vars
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| cx.keep_all || needed.contains(v))
+            .map(|(i, v)| (i, *v))
+            .unzip();
+        let names = vars.iter().map(|&v| cx.var_name(v)).collect();
+        let temp = self.emit(Op::Project { input: u.temp, cols }, names)?;
+        Ok(Unit { temp, vars, est: u.est })
+    }
+
+    /// Applies every filter, assignment and negation whose variables are bound.
+    fn apply_ready(&mut self, cx: &mut RuleCx, mut cur: Unit) -> Result<Unit, PlanError> {
+        let rule = cx.rule;
+        loop {
+            let mut progress = false;
+            // Filters, all at once.
+            let mut conds = Vec::new();
+            for (i, lit) in rule.body.iter().enumerate() {
+                if let CoreLit::Filter { cond, .. } = lit {
+                    if !cx.applied[i] && cx.bound(lit, &cur.vars) {
+                        conds.push(cx.lower(cond, &cur.vars)?);
+                        cx.applied[i] = true;
+                    }
+                }
+            }
+            if !conds.is_empty() {
+                let names = self.col_names(cur.temp)?;
+                let temp = self.emit(
+                    Op::Select {
+                        input: cur.temp,
+                        pred: Expr::and(conds),
+                    },
+                    names,
+                )?;
+                cur.temp = temp;
+                cur.est *= EQ_SELECTIVITY;
+                progress = true;
+            }
+            // Negations.
+            for (i, lit) in rule.body.iter().enumerate() {
+                if let CoreLit::NotAtom { pred, args, span } = lit {
+                    if !cx.applied[i] && cx.bound(lit, &cur.vars) {
+                        cx.applied[i] = true;
+                        cur = self.anti_join(cx, cur, *pred, args, *span)?;
+                        progress = true;
+                    }
+                }
+            }
+            // Assignments, one at a time (each adds a column).
+            for (i, lit) in rule.body.iter().enumerate() {
+                if let CoreLit::Assign { var, expr, span } = lit {
+                    if !cx.applied[i] && cx.expr_vars(expr).iter().all(|v| cur.vars.contains(v)) {
+                        cx.applied[i] = true;
+                        cur = self.assign(cx, cur, *var, expr, *span)?;
+                        progress = true;
+                    }
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+        self.trim(cx, cur)
+    }
+
+    fn assign(&mut self, cx: &RuleCx, cur: Unit, var: VarId, expr: &CExpr, span: Span) -> Result<Unit, PlanError> {
+        let e = cx.lower(expr, &cur.vars)?;
+        let want = cx.var_type(var)?;
+        if let Some(p) = cur.vars.iter().position(|v| *v == var) {
+            // Already bound: the assignment is an equality test.
+            let c = Expr::col(p, want);
+            let (a, b) = match (coerce(c.clone(), e.ty), coerce(e.clone(), want)) {
+                (_, Some(e2)) => (c, e2),
+                (Some(c2), None) => (c2, e),
+                (None, None) => {
+                    return Err(program_error(Diagnostic::error(
+                        format!(
+                            "`{}` has type {want} and cannot equal a value of type {}",
+                            cx.var_name(var),
+                            e.ty
+                        ),
+                        span,
+                    )))
+                }
+            };
+            let temp = self.emit(
+                Op::Select {
+                    input: cur.temp,
+                    pred: Expr::cmp(CmpOp::Eq, a, b),
+                },
+                self.col_names(cur.temp)?,
+            )?;
+            return Ok(Unit { temp, ..cur });
+        }
+        let ety = e.ty;
+        let e = coerce(e, want).ok_or_else(|| {
+            program_error(Diagnostic::error(
+                format!(
+                    "`{}` has type {want} but is assigned a value of type {ety}",
+                    cx.var_name(var)
+                ),
+                span,
+            ))
+        })?;
+        // The map also drops the columns nothing later needs.
+        let needed = cx.needed();
+        let mut exprs = Vec::new();
+        let mut vars = Vec::new();
+        for (i, (v, c)) in cur.vars.iter().zip(&self.schema(cur.temp)?.columns).enumerate() {
+            if cx.keep_all || needed.contains(v) {
+                exprs.push(Expr::col(i, c.ty));
+                vars.push(*v);
+            }
+        }
+        exprs.push(e);
+        vars.push(var);
+        let names = vars.iter().map(|&v| cx.var_name(v)).collect();
+        let temp = self.emit(Op::Map { input: cur.temp, exprs }, names)?;
+        Ok(Unit {
+            temp,
+            vars,
+            est: cur.est,
+        })
+    }
+
+    fn anti_join(
+        &mut self,
+        cx: &RuleCx,
+        cur: Unit,
+        pred: PredId,
+        args: &[Term],
+        span: Span,
+    ) -> Result<Unit, PlanError> {
+        let rel = self.full_rel(pred)?;
+        let needed: BTreeSet<VarId> = term_vars(args).collect();
+        let neg = self.access(cx, pred, args, span, rel, false, &needed)?;
+        let mut left_keys = Vec::new();
+        for v in &neg.vars {
+            left_keys.push(cur.vars.iter().position(|w| w == v).ok_or_else(|| {
+                program_error(Diagnostic::error(
+                    format!(
+                        "variable `{}` of a negated atom is not bound by a positive atom",
+                        cx.var_name(*v)
+                    ),
+                    span,
+                ))
+            })?);
+        }
+        let names = self.col_names(cur.temp)?;
+        let temp = self.emit(
+            Op::AntiJoin {
+                left: cur.temp,
+                right: neg.temp,
+                right_keys: (0..left_keys.len()).collect(),
+                left_keys,
+            },
+            names,
+        )?;
+        Ok(Unit { temp, ..cur })
+    }
+
+    // ----- outputs -----
+
+    fn plan_outputs(&mut self) -> Result<(), PlanError> {
+        for o in &self.core.outputs {
+            let rel = self.full_rel(o.pred)?;
+            let (columns, props) = {
+                let r = self.rel(rel)?;
+                (r.columns.clone(), r.props.clone())
+            };
+            let names: Vec<String> = columns.iter().map(|c| c.name.clone()).collect();
+            let mut t = self.emit(Op::Scan(rel), names.clone())?;
+            if !props.unique {
+                t = self.emit(Op::Unique(t), names.clone())?;
+            }
+            let mut keys = Vec::new();
+            for &(col, desc) in &o.order_by {
+                if col >= columns.len() {
+                    return Err(program_error(Diagnostic::error(
+                        format!("`{}` has no column {}", self.pred_name(o.pred), col + 1),
+                        o.span,
+                    )));
+                }
+                if !keys.iter().any(|k: &SortKey| k.col == col) {
+                    keys.push(SortKey { col, desc });
+                }
+            }
+            // The remaining columns break ties, so the order is total and deterministic.
+            for col in 0..columns.len() {
+                if !keys.iter().any(|k| k.col == col) {
+                    keys.push(SortKey::asc(col));
+                }
+            }
+            if !self.schema(t)?.props.sorted.starts_with(&keys) {
+                t = self.emit(Op::Sort { input: t, keys }, names.clone())?;
+            }
+            if let Some(n) = o.limit {
+                t = self.emit(Op::Limit { input: t, n }, names)?;
+            }
+            self.push(Stmt::Output { rel, src: t });
+        }
+        Ok(())
+    }
+}
+
+/// Per-rule planning state.
+struct RuleCx<'r> {
+    rule: &'r CoreRule,
+    /// Which body literals the partial result already reflects.
+    applied: Vec<bool>,
+    /// Aggregation rules keep every body variable: the aggregate runs over the distinct
+    /// bindings of all of them.
+    keep_all: bool,
+}
+
+impl<'r> RuleCx<'r> {
+    fn new(rule: &'r CoreRule) -> RuleCx<'r> {
+        RuleCx {
+            rule,
+            applied: vec![false; rule.body.len()],
+            keep_all: rule.aggs.is_some(),
+        }
+    }
+
+    fn var_name(&self, v: VarId) -> String {
+        self.rule
+            .vars
+            .get(v.0 as usize)
+            .map_or_else(|| format!("v{}", v.0), |i| i.name.clone())
+    }
+
+    fn var_type(&self, v: VarId) -> Result<Type, PlanError> {
+        self.rule
+            .vars
+            .get(v.0 as usize)
+            .map(|i| i.ty)
+            .ok_or_else(|| internal(format!("a rule uses undeclared variable #{}", v.0)))
+    }
+
+    fn position(&self, vars: &[VarId], v: VarId, span: Span) -> Result<usize, PlanError> {
+        vars.iter().position(|w| *w == v).ok_or_else(|| {
+            program_error(Diagnostic::error(
+                format!(
+                    "variable `{}` is not bound by a positive atom or an assignment",
+                    self.var_name(v)
+                ),
+                span,
+            ))
+        })
+    }
+
+    fn expr_vars(&self, e: &CExpr) -> Vec<VarId> {
+        let mut out = Vec::new();
+        collect_vars(e, &mut out);
+        out
+    }
+
+    fn lit_vars(&self, lit: &CoreLit) -> Vec<VarId> {
+        match lit {
+            CoreLit::Atom { args, .. } | CoreLit::NotAtom { args, .. } => term_vars(args).collect(),
+            CoreLit::Assign { var, expr, .. } => {
+                let mut v = self.expr_vars(expr);
+                v.push(*var);
+                v
+            }
+            CoreLit::Filter { cond, .. } => self.expr_vars(cond),
+        }
+    }
+
+    /// The pending equality filters `a = b` where `a` reads only variables of `left` and
+    /// `b` only variables of `right`, some of them not in `left`: (literal, a, b).
+    fn eq_links(&self, left: &[VarId], right: &[VarId]) -> Vec<(usize, &'r CExpr, &'r CExpr)> {
+        let mut out = Vec::new();
+        for (i, lit) in self.rule.body.iter().enumerate() {
+            let CoreLit::Filter { cond, .. } = lit else { continue };
+            let CExprKind::Cmp(CmpOp::Eq, a, b) = &cond.kind else {
+                continue;
+            };
+            if self.applied[i] || a.ty != b.ty {
+                continue;
+            }
+            let (va, vb) = (self.expr_vars(a), self.expr_vars(b));
+            let within = |vs: &[VarId], set: &[VarId]| !vs.is_empty() && vs.iter().all(|v| set.contains(v));
+            let new = |vs: &[VarId]| vs.iter().any(|v| !left.contains(v));
+            if within(&va, left) && within(&vb, right) && new(&vb) {
+                out.push((i, &**a, &**b));
+            } else if within(&vb, left) && within(&va, right) && new(&va) {
+                out.push((i, &**b, &**a));
+            }
+        }
+        out
+    }
+
+    /// True when every variable the literal reads is in `vars`.
+    fn bound(&self, lit: &CoreLit, vars: &[VarId]) -> bool {
+        self.lit_vars(lit).iter().all(|v| vars.contains(v))
+    }
+
+    /// The variables needed by the head and by the literals not yet applied.
+    fn needed(&self) -> BTreeSet<VarId> {
+        self.needed_except(None)
+    }
+
+    fn needed_except(&self, skip: Option<usize>) -> BTreeSet<VarId> {
+        let mut out: BTreeSet<VarId> = term_vars(&self.rule.head_args).collect();
+        if let Some(aggs) = &self.rule.aggs {
+            for a in aggs {
+                if let Some(e) = &a.arg {
+                    out.extend(self.expr_vars(e));
+                }
+            }
+        }
+        for (i, lit) in self.rule.body.iter().enumerate() {
+            if !self.applied[i] && Some(i) != skip {
+                out.extend(self.lit_vars(lit));
+            }
+        }
+        out
+    }
+
+    /// Rewrites a core expression over variables into one over the columns holding them.
+    fn lower(&self, e: &CExpr, vars: &[VarId]) -> Result<Expr, PlanError> {
+        let b = |x: &CExpr| self.lower(x, vars).map(Box::new);
+        let kind = match &e.kind {
+            CExprKind::Var(v) => ExprKind::Col(self.position(vars, *v, self.rule.span)?),
+            CExprKind::Const(c) => ExprKind::Const(c.clone()),
+            CExprKind::Cast(a) => ExprKind::Cast(b(a)?),
+            CExprKind::Neg(a) => ExprKind::Neg(b(a)?),
+            CExprKind::Arith(op, x, y) => ExprKind::Arith(*op, b(x)?, b(y)?),
+            CExprKind::Cmp(op, x, y) => ExprKind::Cmp(*op, b(x)?, b(y)?),
+            CExprKind::And(es) => ExprKind::And(es.iter().map(|x| self.lower(x, vars)).collect::<Result<_, _>>()?),
+            CExprKind::Or(es) => ExprKind::Or(es.iter().map(|x| self.lower(x, vars)).collect::<Result<_, _>>()?),
+            CExprKind::Not(a) => ExprKind::Not(b(a)?),
+            CExprKind::In(a, vs) => ExprKind::In(b(a)?, vs.clone()),
+            CExprKind::Call(f, es) => {
+                ExprKind::Call(*f, es.iter().map(|x| self.lower(x, vars)).collect::<Result<_, _>>()?)
+            }
+        };
+        Ok(Expr { kind, ty: e.ty })
+    }
+}
+
+fn collect_vars(e: &CExpr, out: &mut Vec<VarId>) {
+    match &e.kind {
+        CExprKind::Var(v) => {
+            if !out.contains(v) {
+                out.push(*v)
+            }
+        }
+        CExprKind::Const(_) => {}
+        CExprKind::Cast(a) | CExprKind::Neg(a) | CExprKind::Not(a) | CExprKind::In(a, _) => collect_vars(a, out),
+        CExprKind::Arith(_, a, b) | CExprKind::Cmp(_, a, b) => {
+            collect_vars(a, out);
+            collect_vars(b, out);
+        }
+        CExprKind::And(es) | CExprKind::Or(es) | CExprKind::Call(_, es) => {
+            for a in es {
+                collect_vars(a, out);
+            }
+        }
+    }
+}
+
+fn term_vars(args: &[Term]) -> impl Iterator<Item = VarId> + '_ {
+    args.iter().filter_map(|t| match t {
+        Term::Var(v) => Some(*v),
+        Term::Const(_) => None,
+    })
+}
+
+fn lit_span(lit: &CoreLit) -> Span {
+    match lit {
+        CoreLit::Atom { span, .. }
+        | CoreLit::NotAtom { span, .. }
+        | CoreLit::Assign { span, .. }
+        | CoreLit::Filter { span, .. } => *span,
+    }
+}
+
+/// The predicates of a non-recursive stratum in an order where each comes after the
+/// ones of the stratum it reads; `None` when they depend on each other cyclically.
+fn topo_order(s: &fox_sema::core::Stratum) -> Option<Vec<PredId>> {
+    let deps = |p: PredId| -> BTreeSet<PredId> {
+        s.rules
+            .iter()
+            .filter(|r| r.head == p)
+            .flat_map(|r| &r.body)
+            .filter_map(|l| match l {
+                CoreLit::Atom { pred, .. } | CoreLit::NotAtom { pred, .. } if s.preds.contains(pred) => Some(*pred),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut order = Vec::new();
+    let mut left: Vec<PredId> = s.preds.clone();
+    while !left.is_empty() {
+        let ready = left.iter().position(|&p| deps(p).iter().all(|d| order.contains(d)))?;
+        order.push(left.remove(ready));
+    }
+    Some(order)
+}
+
+/// The atoms that remain after GYO reduction of the body's hypergraph (one edge per atom,
+/// over its variables): empty for an α-acyclic body, otherwise the atoms on cycles.
+fn cyclic_core(edges: &[BTreeSet<VarId>]) -> Vec<usize> {
+    let mut edges: Vec<BTreeSet<VarId>> = edges.to_vec();
+    let mut alive = vec![true; edges.len()];
+    loop {
+        let mut changed = false;
+        // A variable in only one edge is an ear's private variable.
+        let mut count: BTreeMap<VarId, usize> = BTreeMap::new();
+        for (e, _) in edges.iter().zip(&alive).filter(|(_, a)| **a) {
+            for v in e {
+                *count.entry(*v).or_default() += 1;
+            }
+        }
+        for (e, _) in edges.iter_mut().zip(&alive).filter(|(_, a)| **a) {
+            let before = e.len();
+            e.retain(|v| count.get(v).copied().unwrap_or(0) > 1);
+            changed |= e.len() != before;
+        }
+        // An edge contained in another is an ear.
+        let n = edges.len();
+        for i in 0..n {
+            if !alive[i] {
+                continue;
+            }
+            let contained = edges[i].is_empty() || (0..n).any(|j| j != i && alive[j] && edges[i].is_subset(&edges[j]));
+            if contained {
+                alive[i] = false;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    alive.iter().enumerate().filter(|(_, a)| **a).map(|(i, _)| i).collect()
+}
+
+/// True when a value of type `from` converts to `to` without loss (LANGUAGE.md's implicit
+/// widening, and decimal rescaling to a larger scale).
+pub fn widens(from: Type, to: Type) -> bool {
+    use Type::*;
+    match (from, to) {
+        _ if from == to => true,
+        (Int32, Int64 | Decimal(_) | Float64) | (Int64, Decimal(_) | Float64) | (Decimal(_), Float64) => true,
+        (Decimal(a), Decimal(b)) => b >= a,
+        _ => false,
+    }
+}
+
+/// `e` as type `to`, wrapped in a cast when the types differ; `None` when `to` is not a
+/// widening of `e`'s type.
+fn coerce(e: Expr, to: Type) -> Option<Expr> {
+    if e.ty == to {
+        Some(e)
+    } else if widens(e.ty, to) {
+        Some(Expr {
+            kind: ExprKind::Cast(Box::new(e)),
+            ty: to,
+        })
+    } else {
+        None
+    }
+}
+
+/// A constant converted to type `to` when that loses nothing (an integer that fits,
+/// a decimal with no digits beyond the target scale, a widening).
+pub fn convert_value(v: &Value, to: Type) -> Option<Value> {
+    fn pow10(s: u8) -> Option<i128> {
+        10i128.checked_pow(u32::from(s))
+    }
+    fn int_to(i: i128, to: Type) -> Option<Value> {
+        match to {
+            Type::Int32 => i32::try_from(i).ok().map(Value::Int32),
+            Type::Int64 => i64::try_from(i).ok().map(Value::Int64),
+            Type::Decimal(s) => Some(Value::Decimal {
+                unscaled: i.checked_mul(pow10(s)?)?,
+                scale: s,
+            }),
+            Type::Float64 => Some(Value::Float64(i as f64)),
+            _ => None,
+        }
+    }
+    match (v, to) {
+        _ if value_type(v) == to => Some(v.clone()),
+        (Value::Int32(i), _) => int_to(i128::from(*i), to),
+        (Value::Int64(i), _) => int_to(i128::from(*i), to),
+        (Value::Decimal { unscaled, scale }, Type::Decimal(s)) => {
+            if s >= *scale {
+                Some(Value::Decimal {
+                    unscaled: unscaled.checked_mul(pow10(s - scale)?)?,
+                    scale: s,
+                })
+            } else {
+                let d = pow10(scale - s)?;
+                (unscaled % d == 0).then(|| Value::Decimal {
+                    unscaled: unscaled / d,
+                    scale: s,
+                })
+            }
+        }
+        (Value::Decimal { unscaled, scale }, Type::Float64) => {
+            Some(Value::Float64(*unscaled as f64 / 10f64.powi(i32::from(*scale))))
+        }
+        _ => None,
+    }
+}

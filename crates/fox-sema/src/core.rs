@@ -1,0 +1,260 @@
+//! The typed core language: what `fox-sema` produces and `fox-ra` plans.
+//!
+//! A [`CoreProgram`] is a list of predicates (with column names and types) and an ordered
+//! list of strata. Each stratum holds the core rules that define its predicates; a stratum
+//! only reads predicates of earlier strata or its own (recursive strata are marked).
+//! Core rules are flat: one head, a conjunction of literals over numbered, typed variables,
+//! no disjunction, no functional terms (they became atoms), no comparison chains, no
+//! nested negation. Every variable is bound by a positive atom or an assignment
+//! (safety has been checked), and the literals appear in an order in which each
+//! assignment's inputs are bound before it.
+
+use fox_syntax::ast::Span;
+use serde::{Deserialize, Serialize};
+
+/// A column or value type. Decimal carries its scale (number of fraction digits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Type {
+    Int32,
+    Int64,
+    Decimal(u8),
+    Float64,
+    String,
+    Date,
+    Bool,
+}
+
+impl std::fmt::Display for Type {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Type::Int32 => write!(f, "int32"),
+            Type::Int64 => write!(f, "int64"),
+            Type::Decimal(s) => write!(f, "decimal({s})"),
+            Type::Float64 => write!(f, "float64"),
+            Type::String => write!(f, "string"),
+            Type::Date => write!(f, "date"),
+            Type::Bool => write!(f, "bool"),
+        }
+    }
+}
+
+/// A constant value of a known type.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Value {
+    Int32(i32),
+    Int64(i64),
+    /// `unscaled / 10^scale`
+    Decimal {
+        unscaled: i128,
+        scale: u8,
+    },
+    /// Kept as bits so that values compare and hash exactly.
+    Float64(f64),
+    String(String),
+    /// Days since 1970-01-01.
+    Date(i32),
+    Bool(bool),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PredId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct VarId(pub u32);
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CoreProgram {
+    /// Indexed by `PredId`.
+    pub preds: Vec<PredInfo>,
+    /// In evaluation order.
+    pub strata: Vec<Stratum>,
+    /// `.input` directives, in source order.
+    pub inputs: Vec<InputSpec>,
+    /// The predicates to output: the `.output` directives in source order, or, when the
+    /// program has none, every derived predicate that no rule consumes (in name order).
+    pub outputs: Vec<OutputSpec>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PredInfo {
+    pub name: String,
+    pub columns: Vec<Column>,
+    /// `Some(k)` for a functional predicate: the first `k` columns are the key and the
+    /// last column is the value (`k == columns.len() - 1`).
+    pub functional_keys: Option<usize>,
+    /// Read from data (`.input`).
+    pub input: bool,
+    /// Where it was declared, or first defined.
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Column {
+    pub name: String,
+    pub ty: Type,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stratum {
+    /// The predicates this stratum defines (facts and rules).
+    pub preds: Vec<PredId>,
+    /// True when some predicate of this stratum depends on itself (directly or through
+    /// other predicates of the stratum): it is evaluated to a fixpoint.
+    pub recursive: bool,
+    /// Ground facts of this stratum's predicates: one row of constants each.
+    pub facts: Vec<Fact>,
+    pub rules: Vec<CoreRule>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Fact {
+    pub pred: PredId,
+    pub values: Vec<Value>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CoreRule {
+    pub head: PredId,
+    /// One term per head column.
+    pub head_args: Vec<Term>,
+    /// The variables of this rule, indexed by `VarId`.
+    pub vars: Vec<VarInfo>,
+    /// A conjunction.
+    pub body: Vec<CoreLit>,
+    /// `Some` for an aggregation rule: the body's distinct bindings of all its variables
+    /// are grouped by the head variables that are not aggregate results.
+    pub aggs: Option<Vec<CoreAgg>>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VarInfo {
+    /// The source name, or a generated one (`_1`, `$f0`) for anonymous/introduced variables.
+    pub name: String,
+    pub ty: Type,
+    /// True for variables the user did not name (`_`, functional terms, non-variable
+    /// atom arguments).
+    pub generated: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Term {
+    Var(VarId),
+    Const(Value),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum CoreLit {
+    /// A positive atom: binds its variables. Arguments are variables or constants.
+    Atom { pred: PredId, args: Vec<Term>, span: Span },
+    /// A negated atom: all its variables are bound elsewhere.
+    NotAtom { pred: PredId, args: Vec<Term>, span: Span },
+    /// `var = expr`, binding `var` (its inputs are bound by earlier literals).
+    Assign { var: VarId, expr: CExpr, span: Span },
+    /// A filter over bound variables: comparisons, `like`, `prefix`, `in`, their negations.
+    Filter { cond: CExpr, span: Span },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CoreAgg {
+    /// The variable the aggregate binds (appears in the head).
+    pub var: VarId,
+    pub func: AggFunc,
+    /// `None` for `count()`.
+    pub arg: Option<CExpr>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Result types: `Count` is int64; `Sum` of int32/int64 is int64 (its argument is cast to
+/// int64), of decimal(s) decimal(s), of float64 float64; `Min`/`Max` keep the type; `Avg` of
+/// an integer or decimal(s) is decimal(max(s, 6)), of float64 float64. The result type is
+/// the aggregate variable's type.
+pub enum AggFunc {
+    Sum,
+    Count,
+    Min,
+    Max,
+    Avg,
+}
+
+/// A typed expression. Implicit widenings are explicit `Cast` nodes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CExpr {
+    pub kind: CExprKind,
+    pub ty: Type,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum CExprKind {
+    Var(VarId),
+    Const(Value),
+    /// Widening (int32→int64→decimal→float64) or a decimal rescale, or `to_float`/`to_int`.
+    Cast(Box<CExpr>),
+    Neg(Box<CExpr>),
+    /// Operands of the same type, except: on decimals, `Add`/`Sub` operands have the
+    /// result's scale, `Mul` yields the sum of the operand scales, `Div` yields scale 6
+    /// (integer operands are cast to `decimal(0)`); `int / int` truncates; a `Date` plus or
+    /// minus an integer (int32 or int64) is a `Date`, and `Date - Date` is `Int64` days.
+    Arith(ArithOp, Box<CExpr>, Box<CExpr>),
+    Cmp(CmpOp, Box<CExpr>, Box<CExpr>),
+    And(Vec<CExpr>),
+    Or(Vec<CExpr>),
+    Not(Box<CExpr>),
+    /// `e in (c1, c2, …)` over constants.
+    In(Box<CExpr>, Vec<Value>),
+    /// A built-in function or predicate: `like`, `prefix`, `substr`, `strlen`, `concat`,
+    /// `year`, `month`, `day`, `abs`, `round`.
+    Call(Builtin, Vec<CExpr>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ArithOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Builtin {
+    Like,
+    Prefix,
+    Substr,
+    Strlen,
+    Concat,
+    Year,
+    Month,
+    Day,
+    Abs,
+    Round,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InputSpec {
+    pub pred: PredId,
+    /// Path relative to the data directory; `<pred>.csv` when not given.
+    pub file: String,
+    /// Field separator; `,` when not given.
+    pub sep: String,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutputSpec {
+    pub pred: PredId,
+    /// Column index and descending flag. Empty: ascending on all columns.
+    pub order_by: Vec<(usize, bool)>,
+    pub limit: Option<u64>,
+    pub span: Span,
+}
