@@ -1,6 +1,8 @@
-//! The kernel IR: a CFG of basic blocks holding data-parallel kernel launches over
-//! typed buffer variables, lowered from the RA plan of `fox-ra`, with list scheduling,
-//! liveness analysis and explicit alloc/free points.
+//! The kernel IR: a CFG of basic blocks holding data-parallel kernel launches over typed
+//! buffer variables, lowered from the RA plan of `fox-ra`, with list scheduling, liveness
+//! analysis and explicit free points; and its serialised form (versioned RON).
 //!
-//! Not implemented yet: this crate is a reserved slot in the workspace layout
-//! (see docs/architecture.md). Nothing depends on it.
+//! This crate never touches a device.
+
+pub mod ir;
+pub use ir::*;

@@ -1,5 +1,7 @@
-//! Loads kernel plans and interprets their CFG on a backend (GPU or CPU), owns the
-//! buffer pool, loads input data and writes results.
+//! Loads kernel plans and interprets their CFG on a [`Backend`], owns the string
+//! dictionary, loads input data (CSV/TBL), writes results, and measures time and memory.
 //!
-//! Not implemented yet: this crate is a reserved slot in the workspace layout
-//! (see docs/architecture.md). Nothing depends on it.
+//! This crate never contains a kernel algorithm: kernels run on a backend.
+
+pub mod backend;
+pub use backend::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};

@@ -1,0 +1,326 @@
+//! The kernel plan: a Harmony-style CFG of basic blocks holding kernel launches over typed
+//! buffer variables.
+//!
+//! # Buffers
+//! A buffer variable ([`BufId`]) names a one-dimensional array of one element type
+//! ([`Elem`]). Its length is not part of the plan: it is decided when the instruction that
+//! defines it runs, by that kernel's contract (the host always knows every live buffer's
+//! length, because kernels whose output size depends on the data count first, scan, and
+//! then write into an exactly sized buffer). A buffer variable may be defined more than
+//! once (in a loop, or by `Move`); each definition replaces the previous value.
+//! Buffers are immutable once defined: kernels never write their arguments.
+//!
+//! A relation is a set of column buffers of equal length (struct of arrays). Column
+//! encodings: `int32`/`date` → `I32` (dates are days since 1970-01-01), `int64` → `I64`,
+//! `decimal(s)` → `I64` holding `value * 10^s`, `float64` → `F64`, `string` → `U32` (a code
+//! into the run's string dictionary), `bool` → `U8` (0 or 1).
+//!
+//! # Memory
+//! Every instruction's outputs are allocated when it runs (its definition is its
+//! allocation point). `Free` instructions, placed by liveness analysis right after the
+//! last use of a value on every path, release them. Peak memory is therefore the largest
+//! live set, not the sum of all buffers.
+//!
+//! # Strings
+//! The dictionary is built when inputs are loaded, in sorted order, so that code order is
+//! string order. Strings created during the run (`substr`, `concat`) are appended, after
+//! which code order no longer matches string order; operations that need string order
+//! (comparisons `<`, `min`/`max`, sorts for output) therefore read a `Rank` dictionary
+//! table (`rank[code]` = position of the string in sorted order), which is the identity
+//! while no string has been appended. Equality is code equality in every case (the
+//! dictionary never holds a string twice). Every string constant of the plan (in `Const`
+//! rows, expressions and in-lists) is put in the dictionary before the run starts, so
+//! each has a code; a backend gets the code of a string constant from the launch context
+//! the runtime passes it.
+
+use fox_sema::core::{AggFunc, ArithOp, CmpOp, Column, Type, Value};
+use serde::{Deserialize, Serialize};
+
+/// The version of the kernel plan format.
+pub const KERNEL_PLAN_VERSION: u32 = 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct BufId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct BlockId(pub u32);
+
+/// Element type of a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Elem {
+    /// Flags and booleans (0 or 1).
+    U8,
+    I32,
+    /// String codes and row indices / permutations.
+    U32,
+    I64,
+    /// Counts and offsets.
+    U64,
+    F64,
+}
+
+impl Elem {
+    pub fn size(self) -> usize {
+        match self {
+            Elem::U8 => 1,
+            Elem::I32 | Elem::U32 => 4,
+            Elem::I64 | Elem::U64 | Elem::F64 => 8,
+        }
+    }
+
+    /// The storage of a column type.
+    pub fn of(ty: Type) -> Elem {
+        match ty {
+            Type::Int32 | Type::Date => Elem::I32,
+            Type::Int64 | Type::Decimal(_) => Elem::I64,
+            Type::Float64 => Elem::F64,
+            Type::String => Elem::U32,
+            Type::Bool => Elem::U8,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelPlan {
+    pub version: u32,
+    /// Every buffer variable, indexed by `BufId`.
+    pub buffers: Vec<BufVar>,
+    /// The base relations read from data, indexed by `LoadInput::input`.
+    pub inputs: Vec<InputRel>,
+    pub blocks: Vec<Block>,
+    pub entry: BlockId,
+    /// The largest number of buffer variables live at once, from liveness analysis.
+    pub planned_peak_buffers: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BufVar {
+    /// Readable name: `edge.x`, `t12.perm`, `delta.path.y`.
+    pub name: String,
+    pub elem: Elem,
+    /// The column type when the buffer holds a relation column.
+    pub ty: Option<Type>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InputRel {
+    /// The predicate name.
+    pub name: String,
+    pub columns: Vec<Column>,
+    /// Path relative to the data directory.
+    pub file: String,
+    pub sep: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Block {
+    pub label: String,
+    pub instrs: Vec<Instr>,
+    pub term: Terminator,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Terminator {
+    Jump(BlockId),
+    Halt,
+    /// Continue with `body` while any buffer of `nonempty` has at least one element
+    /// (the first column of each delta relation), otherwise with `exit`.
+    LoopIf { nonempty: Vec<BufId>, body: BlockId, exit: BlockId },
+}
+
+impl Terminator {
+    pub fn successors(&self) -> Vec<BlockId> {
+        match self {
+            Terminator::Jump(b) => vec![*b],
+            Terminator::Halt => Vec::new(),
+            Terminator::LoopIf { body, exit, .. } => vec![*body, *exit],
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Instr {
+    /// `outs := kernel(args)`.
+    Launch { kernel: Kernel, args: Vec<BufId>, outs: Vec<BufId> },
+    /// `dst := src` (the same immutable array under another name; no copy).
+    Move { dst: BufId, src: BufId },
+    /// The value of `buf` is dead: release it.
+    Free { buf: BufId },
+    /// Emit a result relation: download `cols` and write predicate `name`, ordered by
+    /// `order` (column index, descending) then ascending on the remaining columns, at
+    /// most `limit` rows. String columns are ordered by string value.
+    Output { name: String, columns: Vec<Column>, cols: Vec<BufId>, order: Vec<(usize, bool)>, limit: Option<u64> },
+}
+
+/// A data-parallel primitive. Each variant documents its arguments, outputs and contract.
+/// "rows" means the common length of a group of column buffers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Kernel {
+    // ---- data in ----------------------------------------------------------------
+    /// args: none. outs: the columns of `KernelPlan::inputs[input]`, loaded from data.
+    LoadInput { input: usize },
+    /// args: none. outs: one buffer per column, `rows[i][c]` in `outs[c]`. Values have the
+    /// column types `types`.
+    Const { types: Vec<Type>, rows: Vec<Vec<Value>> },
+    /// args: none. outs: one buffer indexed by string code, computed from the dictionary
+    /// as it is when the instruction runs (its length is the dictionary's size).
+    DictTable { op: DictOp },
+
+    // ---- expressions ---------------------------------------------------------------
+    /// args: `n_cols` columns of equal length, then dictionary tables. outs: one buffer of
+    /// the same length, `out[i] = expr(row i)`. An expression with no column arguments
+    /// (constants only) takes one column anyway to give the length. Errors (division by
+    /// zero, decimal or integer overflow) stop the run with a message naming the
+    /// expression.
+    Eval { expr: KExpr, n_cols: usize },
+    /// args: the argument columns of a string-producing built-in (`substr`, `concat`)
+    /// of equal length. outs: one string-code column. Runs on the host side (it adds
+    /// strings to the dictionary).
+    StrFn { func: StrFunc },
+
+    // ---- movement ------------------------------------------------------------------
+    /// args: `flags` (U8), then k columns of the same length. outs: k columns holding
+    /// the rows whose flag is non-zero, in their original order (stream compaction).
+    Compact,
+    /// args: `idx` (U32), then k columns. outs: k columns, `out[i] = col[idx[i] + shift]`.
+    Gather { shift: u32 },
+    /// args: `parts` groups of `width` columns each (group g is args[g*width..]).
+    /// outs: `width` columns: the groups concatenated in order (bag union).
+    Concat { parts: usize, width: usize },
+    /// args: k columns. outs: k columns, rows `start .. min(start + len, rows)`.
+    Slice { start: u64, len: u64 },
+
+    // ---- sorting, sets -------------------------------------------------------------
+    /// args: k key columns, then one `Rank` table if any key has `by_rank`. outs: `perm`
+    /// (U32): the stable permutation that orders rows by the keys lexicographically
+    /// (`desc[i]` reverses key i; `by_rank[i]` orders a string key by string value
+    /// instead of by code). Floats order by total order (-0.0 < 0.0, NaN last).
+    SortPerm { desc: Vec<bool>, by_rank: Vec<bool> },
+    /// args: k columns sorted lexicographically. outs: flags (U8): 1 where row i differs
+    /// from row i-1 in any column (row 0 is always 1).
+    AdjacentDistinct,
+    /// args: `nkeys` left key columns, `nkeys` right key columns; both sides sorted
+    /// ascending on their keys (by code for strings). outs: `counts` (U64) per left row:
+    /// the number of right rows with equal keys.
+    JoinCount { nkeys: usize },
+    /// args: `counts` (U64). outs: `offsets` (U64, same length, exclusive prefix sum) and
+    /// `total` (U64, length 1).
+    ExclusiveScan,
+    /// args: `nkeys` left keys, `nkeys` right keys (sorted as for `JoinCount`), `offsets`
+    /// and `total` from `ExclusiveScan` of the counts. outs: `left_idx`, `right_idx`
+    /// (U32, length `total`): every matching pair, ordered by left row then right row.
+    JoinWrite { nkeys: usize },
+    /// args: `nkeys` left keys, `nkeys` right keys, both sorted ascending on the keys.
+    /// outs: flags (U8) per left row: 1 when some right row has equal keys (`anti`:
+    /// when none does). Semi-join, anti-join, and set difference (keys = all columns).
+    MatchFlags { nkeys: usize, anti: bool },
+    /// args: `width` columns of `a`, then `width` columns of `b`; each sorted ascending on
+    /// all columns and duplicate-free. outs: `width` columns: `a ∪ b`, sorted and
+    /// duplicate-free (merge-based union).
+    MergeUnion { width: usize },
+    /// args: `nkeys` key columns sorted ascending, then one value column per aggregate
+    /// (none for `count`), then one `Rank` table if a `min`/`max` is over strings. outs:
+    /// the key columns with one row per run of equal keys (in order), then one column per
+    /// aggregate. With `nkeys == 0` the whole input is one group (no row when empty).
+    /// Sums of integers and decimals are exact (128-bit accumulation) and fail on
+    /// overflow of the result type; `avg` of a decimal or integer is
+    /// `round_half_away(sum * 10^(out_scale - in_scale) / count)`.
+    ReduceByKey { nkeys: usize, aggs: Vec<AggSpec> },
+
+    // ---- leapfrog triejoin levels ---------------------------------------------------
+    /// args: m columns of a relation sorted ascending on all columns, duplicate-free.
+    /// outs: for each level d < m: `values_d` (the value of column d of each distinct
+    /// prefix of length d+1, in order), and for d < m-1 also `start_d` (U32, length
+    /// `len(values_d) + 1`): the children of node j of level d are the nodes
+    /// `start_d[j] .. start_d[j+1]` of level d+1. Order of outs: values_0, start_0,
+    /// values_1, start_1, …, values_{m-1}.
+    TrieBuild { arity: usize },
+    /// args: `values_0` of a trie. outs: `lo`, `hi` (U32, one row each): `0` and
+    /// `len(values_0)`, the range of the root's children.
+    RootRange,
+    /// args: `lo`, `hi` (U32). outs: `counts` (U64): `hi - lo` per row.
+    RangeCount,
+    /// args: `lo` (U32), `offsets` and `total` (U64, from `ExclusiveScan` of `RangeCount`).
+    /// outs: `parent` (U32: the row each output comes from) and `pos` (U32: `lo[parent] + k`
+    /// for the k-th output of that parent), length `total` (load-balanced expansion).
+    Expand,
+    /// args: `values` (a trie level), `lo`, `hi` (U32, per row), `needle` (per row, same
+    /// element type as `values`). outs: `found` (U8) and `pos` (U32): whether `needle`
+    /// occurs in the sorted slice `values[lo..hi]`, and its index when it does.
+    SortedSearch,
+}
+
+/// One aggregate of a `ReduceByKey`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AggSpec {
+    pub func: AggFunc,
+    /// The type of the value column (`None` for `count`).
+    pub input: Option<Type>,
+    /// The type of the result column.
+    pub output: Type,
+}
+
+/// Tables computed from the string dictionary, indexed by code.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DictOp {
+    /// U32: the position of each string in sorted order.
+    Rank,
+    /// U8: SQL LIKE with `%` and `_` (case-sensitive).
+    Like(String),
+    /// U8: starts with the prefix.
+    Prefix(String),
+    /// I32: length in characters.
+    Strlen,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum StrFunc {
+    /// args: string, start (I64), length (I64): 1-based, as SQL `substring`.
+    Substr,
+    /// args: two strings.
+    Concat,
+}
+
+/// A typed scalar expression over the arguments of an `Eval`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KExpr {
+    pub kind: KExprKind,
+    pub ty: Type,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum KExprKind {
+    /// Argument column `i` (i < n_cols).
+    Col(usize),
+    /// `table[index]` where `table` is argument `n_cols + t` (a dictionary table) and
+    /// `index` is a string code.
+    Table(usize, Box<KExpr>),
+    Const(Value),
+    /// Widening, decimal rescale (scale up exact; scale down rounds half away from zero),
+    /// `to_float`, `to_int` (truncates toward zero; out of range is an error).
+    Cast(Box<KExpr>),
+    Neg(Box<KExpr>),
+    /// Integer `/` truncates toward zero; decimal `/` rounds half away from zero to the
+    /// result scale; division by zero is an error.
+    Arith(ArithOp, Box<KExpr>, Box<KExpr>),
+    /// Strings compare for equality by code; ordered comparisons of strings are lowered
+    /// to comparisons of `Rank` table lookups.
+    Cmp(CmpOp, Box<KExpr>, Box<KExpr>),
+    And(Vec<KExpr>),
+    Or(Vec<KExpr>),
+    Not(Box<KExpr>),
+    /// Membership in constants of the operand's type.
+    In(Box<KExpr>, Vec<Value>),
+    /// `year`, `month`, `day` of a date; `abs`; `round(x, digits)`.
+    Call(ScalarFn, Vec<KExpr>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ScalarFn {
+    Year,
+    Month,
+    Day,
+    Abs,
+    /// `round(x, digits)`: `digits` is a constant argument.
+    Round,
+}

@@ -1,0 +1,110 @@
+//! The interface between the plan interpreter and a device: buffers, transfers, launches.
+
+use fox_kernel::{Elem, Kernel};
+use std::fmt;
+
+/// A buffer on the backend's device. The runtime owns each `DevBuf` and gives it back
+/// with [`Backend::free`]; a backend never frees a buffer on its own.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct DevBuf {
+    /// The backend's handle.
+    pub id: u64,
+    pub elem: Elem,
+    /// Number of elements.
+    pub len: usize,
+}
+
+impl DevBuf {
+    pub fn bytes(&self) -> usize {
+        self.len * self.elem.size()
+    }
+}
+
+/// A column in host memory.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostCol {
+    U8(Vec<u8>),
+    I32(Vec<i32>),
+    U32(Vec<u32>),
+    I64(Vec<i64>),
+    U64(Vec<u64>),
+    F64(Vec<f64>),
+}
+
+impl HostCol {
+    pub fn elem(&self) -> Elem {
+        match self {
+            HostCol::U8(_) => Elem::U8,
+            HostCol::I32(_) => Elem::I32,
+            HostCol::U32(_) => Elem::U32,
+            HostCol::I64(_) => Elem::I64,
+            HostCol::U64(_) => Elem::U64,
+            HostCol::F64(_) => Elem::F64,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            HostCol::U8(v) => v.len(),
+            HostCol::I32(v) => v.len(),
+            HostCol::U32(v) => v.len(),
+            HostCol::I64(v) => v.len(),
+            HostCol::U64(v) => v.len(),
+            HostCol::F64(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What a launch may need from the runtime besides its buffers.
+pub trait LaunchCtx {
+    /// The dictionary code of a string constant of the plan (every one has a code).
+    fn string_code(&self, s: &str) -> Option<u32>;
+}
+
+/// Memory accounting of a backend, in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemStats {
+    /// Bytes of live buffers now.
+    pub in_use: usize,
+    /// The largest `in_use` seen (the high-water mark).
+    pub peak: usize,
+    /// The sum of the sizes of every buffer ever allocated.
+    pub total_allocated: usize,
+}
+
+/// An error a backend reports: a kernel's data error (division by zero, overflow, an
+/// index out of range in a plan that was edited by hand), an allocation failure, or a
+/// device failure. Never a panic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendError(pub String);
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BackendError {}
+
+/// A device that runs the kernels of the kernel IR. `LoadInput`, `Const`, `DictTable` and
+/// `StrFn` are run by the runtime on the host (it owns data files and the dictionary) and
+/// never reach a backend; every other kernel does, with the contract documented on
+/// [`Kernel`].
+pub trait Backend {
+    /// A short name for messages and timing tables: `cpu`, `gpu (NVIDIA H100 …)`.
+    fn name(&self) -> String;
+    fn upload(&mut self, col: HostCol) -> Result<DevBuf, BackendError>;
+    fn download(&mut self, buf: &DevBuf) -> Result<HostCol, BackendError>;
+    /// Runs `kernel` on `args` and returns its outputs, allocated by the backend with the
+    /// lengths the kernel's contract gives. Arguments are checked (count, element types,
+    /// lengths) and a mismatch is an error, not a panic.
+    fn launch(&mut self, kernel: &Kernel, args: &[&DevBuf], ctx: &dyn LaunchCtx) -> Result<Vec<DevBuf>, BackendError>;
+    fn free(&mut self, buf: DevBuf);
+    /// Waits until all launched work is done (for timing).
+    fn sync(&mut self) -> Result<(), BackendError>;
+    fn mem(&self) -> MemStats;
+}
