@@ -2,7 +2,9 @@
 //! checker lowers into core rules.
 
 use crate::core::{Builtin, Type};
-use fox_syntax::ast::{AggBinding, Atom, CmpOp, Expr, Formula, Span};
+use crate::types::TYPE_NAMES;
+use fox_syntax::ast::{AggBinding, Atom, CmpOp, Expr, Formula, Ident, Span};
+use fox_syntax::diag::Diagnostic;
 use std::collections::HashMap;
 
 /// What the checker knows about a predicate.
@@ -73,9 +75,12 @@ impl Env {
 
 /// The candidate closest to `name` by edit distance, if close enough to be a likely typo.
 pub(crate) fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<String> {
-    let limit = (name.chars().count() / 3).max(1);
+    let len = name.chars().count();
+    let limit = (len / 3).max(1);
     candidates
         .filter(|c| *c != name)
+        // A one-letter name is no useful suggestion for another one.
+        .filter(|c| len > 1 || c.chars().count() > 1)
         .map(|c| (strsim::damerau_levenshtein(name, c), c))
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, c)| (*d, c.to_string()))
@@ -157,4 +162,16 @@ pub(crate) struct FlatRule {
     pub span: Span,
     /// The rule was introduced for a negated formula.
     pub aux: bool,
+}
+
+/// The error for a predicate named like a type (`int32(x) <- …`), if it is one.
+pub(crate) fn type_name_error(name: &Ident) -> Option<Diagnostic> {
+    TYPE_NAMES.contains(&name.name.as_str()).then(|| {
+        Diagnostic::error(
+            format!("`{}` is a type and cannot be used as a predicate name", name.name),
+            name.span,
+        )
+        .with_label("a type name")
+        .with_help("choose another name")
+    })
 }

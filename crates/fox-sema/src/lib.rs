@@ -28,11 +28,12 @@ pub use print::print_core;
 
 use crate::core::{Column, CoreProgram, Fact, InputSpec, OutputSpec, PredId, PredInfo, Stratum};
 use crate::desugar::{blit_vars, dnf, expr_vars, formula_vars};
-use crate::env::{builtin, closest, BLit, BuiltinUse, Env, FlatRule, PredSig};
+use crate::env::{builtin, closest, type_name_error, BLit, BuiltinUse, Env, FlatRule, PredSig};
 use crate::lower::{const_lit, const_value, lower_rule, Dep, Lowered};
 use crate::types::{common, lit_value, type_from_name, value_type, MAX_SCALE, TYPE_NAMES};
 use fox_syntax::ast::{self, Atom, Decl, DeclShape, Expr, ExprKind, Formula, HeadKind, Ident, Item, Span};
 use fox_syntax::diag::Diagnostic;
+use fox_syntax::pretty::print_expr;
 use std::collections::{HashMap, HashSet};
 
 /// Checks a program. The core program is `Some` exactly when there is no error; warnings
@@ -198,6 +199,10 @@ impl Checker {
             self.error(shadow_error(&d.pred));
             return;
         }
+        if let Some(e) = type_name_error(&d.pred) {
+            self.error(e);
+            return;
+        }
         let columns = d.shape.columns();
         let mut types: Vec<Option<ast::Span>> = vec![None; columns.len()];
         let mut tys = vec![None; columns.len()];
@@ -314,6 +319,11 @@ impl Checker {
     }
 
     fn input(&mut self, i: &ast::InputDirective) {
+        if let Some(e) = type_name_error(&i.pred) {
+            self.error(e);
+            self.env.undeclared_inputs.insert(i.pred.name.clone());
+            return;
+        }
         let Some(id) = self.env.lookup(&i.pred.name) else {
             let mut d = Diagnostic::error(
                 format!("`.input` of undeclared predicate `{}`", i.pred.name),
@@ -408,6 +418,10 @@ impl Checker {
             self.error(shadow_error(&h.pred));
             return None;
         }
+        if let Some(e) = type_name_error(&h.pred) {
+            self.error(e);
+            return None;
+        }
         let functional = match &h.kind {
             HeadKind::Functional { keys, .. } => Some(keys.len()),
             HeadKind::Relational(_) => None,
@@ -455,8 +469,54 @@ impl Checker {
             self.error(d);
             return None;
         }
-        if sig.functional.is_some() != functional.is_some() || sig.arity() != args.len() || sig.functional != functional
-        {
+        if sig.functional.is_some() != functional.is_some() {
+            let first = if sig.declared {
+                format!("declared as `{}`", sig.shape_text())
+            } else {
+                format!("first defined here as `{}`", sig.shape_text())
+            };
+            let d = match &h.kind {
+                HeadKind::Relational(_) => {
+                    let example = match args.split_last() {
+                        Some((value, keys)) => format!(
+                            "{}[{}] = {}",
+                            h.pred.name,
+                            keys.iter().map(print_expr).collect::<Vec<_>>().join(", "),
+                            print_expr(value)
+                        ),
+                        None => format!("{}[…] = v", h.pred.name),
+                    };
+                    Diagnostic::error(
+                        format!(
+                            "`{}` is a functional predicate, written here as a relation",
+                            h.pred.name
+                        ),
+                        h.span,
+                    )
+                    .with_label("written as a relation")
+                    .with_secondary(sig.span, first)
+                    .with_help(format!("write `{example}`"))
+                }
+                HeadKind::Functional { .. } => Diagnostic::error(
+                    format!(
+                        "`{}` is a relation, written here as a functional predicate",
+                        h.pred.name
+                    ),
+                    h.span,
+                )
+                .with_label("written as a functional predicate")
+                .with_secondary(sig.span, first)
+                .with_help(format!(
+                    "write `{}({})`",
+                    h.pred.name,
+                    args.iter().map(print_expr).collect::<Vec<_>>().join(", ")
+                )),
+            };
+            self.env.preds[id].defined = true;
+            self.error(d);
+            return None;
+        }
+        if sig.arity() != args.len() || sig.functional != functional {
             let used = match functional {
                 Some(k) => format!("`{}` with {} and a value", h.pred.name, plural(k, "key")),
                 None => format!("`{}` with {}", h.pred.name, plural(args.len(), "column")),
@@ -464,6 +524,7 @@ impl Checker {
             let d = Diagnostic::error(format!("{used} does not match its earlier definition"), h.span)
                 .with_label(format!("defined here as {used}"))
                 .with_secondary(sig.span, format!("`{}` is defined here", sig.shape_text()));
+            self.env.preds[id].defined = true;
             self.error(d);
             return None;
         }
@@ -769,6 +830,8 @@ impl Checker {
 
     fn facts(&mut self) -> Vec<Fact> {
         let mut out = Vec::new();
+        // The first fact of each key of a functional predicate: its value and span.
+        let mut keyed: HashMap<(usize, Vec<String>), (core::Value, Span)> = HashMap::new();
         for f in std::mem::take(&mut self.facts) {
             let Some(sig) = self.env.preds.get(f.pred) else {
                 continue;
@@ -804,6 +867,30 @@ impl Checker {
                     }
                 }
             }
+            if let (true, Some(k)) = (ok, sig.functional) {
+                if let Some(value) = values.get(k) {
+                    let keys: Vec<String> = values[..k].iter().map(print::value).collect();
+                    match keyed.get(&(f.pred, keys.clone())) {
+                        Some((first, span)) if first != value => {
+                            let d = Diagnostic::error(
+                                format!("`{}[{}]` is given two values", sig.name, keys.join(", ")),
+                                f.span,
+                            )
+                            .with_label(format!("second value `{}`", print::value(value)))
+                            .with_secondary(*span, format!("first value `{}`", print::value(first)))
+                            .with_help(
+                                "a functional predicate has at most one value per key; remove one of these facts",
+                            );
+                            self.diags.push(d);
+                            ok = false;
+                        }
+                        Some(_) => {}
+                        None => {
+                            keyed.insert((f.pred, keys), (value.clone(), f.span));
+                        }
+                    }
+                }
+            }
             if ok {
                 out.push(Fact {
                     pred: PredId(f.pred as u32),
@@ -822,6 +909,10 @@ impl Checker {
         for item in &program.items {
             let Item::Output(o) = item else { continue };
             any = true;
+            if let Some(e) = type_name_error(&o.pred) {
+                self.error(e);
+                continue;
+            }
             let Some(id) = self.env.lookup(&o.pred.name).filter(|&id| !self.env.preds[id].aux) else {
                 let mut d = Diagnostic::error(format!("`.output` of unknown predicate `{}`", o.pred.name), o.pred.span)
                     .with_label("not declared or defined");

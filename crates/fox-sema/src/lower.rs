@@ -8,7 +8,7 @@ use crate::core::{
     VarInfo,
 };
 use crate::desugar::{blit_vars, expr_vars};
-use crate::env::{builtin, closest, BLit, BuiltinUse, Env, FlatRule, BUILTIN_FUNCS};
+use crate::env::{builtin, closest, type_name_error, BLit, BuiltinUse, Env, FlatRule, BUILTIN_FUNCS};
 use crate::types::{
     common, convert_value, is_integral, is_numeric, lit_value, scale_of, value_type, widens_to, MAX_SCALE,
 };
@@ -581,6 +581,10 @@ impl Lower<'_> {
 
     /// Looks a body predicate up and checks how it is used.
     fn resolve(&mut self, pred: &Ident, functional: bool, nargs: usize, span: Span) -> Option<usize> {
+        if let Some(e) = type_name_error(pred) {
+            self.error(e);
+            return None;
+        }
         let Some(id) = self.env.lookup(&pred.name) else {
             if self.env.undeclared_inputs.contains(&pred.name) {
                 // Reported at the `.input`; the rule still counts as failed.
@@ -1399,10 +1403,10 @@ impl Lower<'_> {
 
     fn ty_compare(&mut self, l: &Expr, op: ast::CmpOp, r: &Expr, span: Span) -> TyRes {
         let (cl, cr) = self.ty_pair(l, r, None, None)?;
-        self.compare(op, cl, cr, l.span, r.span, span)
+        self.compare(op, cl, cr, l, r, span)
     }
 
-    fn compare(&mut self, op: ast::CmpOp, cl: CExpr, cr: CExpr, sl: Span, sr: Span, span: Span) -> TyRes {
+    fn compare(&mut self, op: ast::CmpOp, cl: CExpr, cr: CExpr, l: &Expr, r: &Expr, span: Span) -> TyRes {
         let (tl, tr) = (cl.ty, cr.ty);
         match common(tl, tr) {
             Some(t) => Ok(bool_expr(CExprKind::Cmp(
@@ -1411,10 +1415,14 @@ impl Lower<'_> {
                 Box::new(cast(cr, t)),
             ))),
             None => {
-                let mut d = Diagnostic::error(format!("cannot compare {tl} with {tr}"), span)
-                    .with_label(format!("{tl} {} {tr}", op.symbol()))
-                    .with_secondary(sl, tl.to_string())
-                    .with_secondary(sr, tr.to_string());
+                let mut d = if l.span.start < r.span.end && r.span.start < l.span.end {
+                    Diagnostic::error(format!("cannot compare {tl} with {tr}"), span)
+                        .with_label(format!("{tl} {} {tr}", op.symbol()))
+                } else {
+                    Diagnostic::error(format!("cannot compare {tl} with {tr}"), l.span)
+                        .with_label(side_label(l, tl))
+                        .with_secondary(r.span, side_label(r, tr))
+                };
                 if tl == Type::Date || tr == Type::Date {
                     d = d.with_help("dates compare only with dates; write a date constant as date(\"1998-09-02\")");
                 } else if tl == Type::String || tr == Type::String {
@@ -1462,7 +1470,7 @@ impl Lower<'_> {
                 let mut alts = Vec::new();
                 for e in list {
                     let (a, b) = self.ty_pair(expr, e, None, None)?;
-                    alts.push(self.compare(ast::CmpOp::Eq, a, b, expr.span, e.span, e.span)?);
+                    alts.push(self.compare(ast::CmpOp::Eq, a, b, expr, e, e.span)?);
                 }
                 bool_expr(CExprKind::Or(alts))
             }
@@ -1695,4 +1703,20 @@ pub(crate) fn mismatch(want: Type, found: Type, span: Span, what: &str) -> Diagn
         });
     }
     d
+}
+
+/// "`name` is a string" or "this is an integer": what one side of a comparison is.
+fn side_label(e: &Expr, t: Type) -> String {
+    let what = match t {
+        Type::Int32 | Type::Int64 => "an integer",
+        Type::Decimal(_) => "a decimal",
+        Type::Float64 => "a float",
+        Type::String => "a string",
+        Type::Date => "a date",
+        Type::Bool => "a boolean",
+    };
+    match &e.kind {
+        ExprKind::Var(v) if !v.starts_with('$') => format!("`{v}` is {what}"),
+        _ => format!("this is {what}"),
+    }
 }

@@ -13,6 +13,7 @@ use crate::core::{
     AggFunc, ArithOp, Builtin, CExpr, CExprKind, CmpOp, CoreLit, CoreProgram, CoreRule, PredId, Term, Value, VarId,
 };
 use crate::types::civil_from_days;
+use fox_syntax::pretty::quote;
 use std::fmt::Write;
 
 /// Prints a core program: predicates, inputs, strata with their facts and rules, outputs.
@@ -219,20 +220,6 @@ fn rule(p: &CoreProgram, r: &CoreRule) -> String {
         None if body.is_empty() => format!("{head}."),
         None => format!("{head} <- {body}."),
     }
-}
-
-fn quote(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// A constant as LogiQL source.

@@ -615,3 +615,111 @@ fn never_panics_on_mangled_programs() {
         }
     }
 }
+
+#[test]
+fn functional_predicate_written_as_relation_in_a_head() {
+    insta::assert_snapshot!(errors("price[p] = v -> int64(p), decimal(v).\nprice(1, 2.00).\n"), @r"
+        error: `price` is a functional predicate, written here as a relation
+          ┌─ t.logic:2:1
+          │
+        1 │ price[p] = v -> int64(p), decimal(v).
+          │ ------------------------------------- declared as `price[p] = v`
+        2 │ price(1, 2.00).
+          │ ^^^^^^^^^^^^^^ written as a relation
+          │
+          = help: write `price[1] = 2.00`
+    ");
+    let d = errors(
+        "e(x, y) -> int64(x), int64(y).\ne[1] = 2.\nq(a, b) -> int64(a), int64(b).\n.input q.\ne[a] = b <- q(a, b).\n",
+    );
+    assert!(
+        d.contains("`e` is a relation, written here as a functional predicate"),
+        "{d}"
+    );
+    assert!(
+        d.contains("help: write `e(1, 2)`") && d.contains("help: write `e(a, b)`"),
+        "{d}"
+    );
+    assert!(!d.contains("declared but has no facts"), "{d}");
+}
+
+#[test]
+fn conflicting_functional_facts() {
+    insta::assert_snapshot!(errors("price[p] = v -> int64(p), decimal(v).\nprice[7] = 19.99.\nprice[7] = 18.00.\n"), @r"
+        error: `price[7]` is given two values
+          ┌─ t.logic:3:1
+          │
+        2 │ price[7] = 19.99.
+          │ ---------------- first value `19.99`
+        3 │ price[7] = 18.00.
+          │ ^^^^^^^^^^^^^^^^ second value `18.00`
+          │
+          = help: a functional predicate has at most one value per key; remove one of these facts
+    ");
+    // Equal duplicates are one fact; other keys are independent.
+    let p = program("price[p] = v -> int64(p), decimal(v).\nprice[7] = 19.99.\nprice[7] = 19.99.\nprice[8] = 18.00.\n");
+    assert_eq!(p.strata[0].facts.len(), 3);
+    let d = errors("m[a, b] = v <- v = 1, a = 1, b = 2.\nm[1, 2] = 1.\nm[1, 3] = 2.\nm[1, 2] = 3.\n");
+    assert!(d.contains("`m[1, 2]` is given two values"), "{d}");
+    assert_eq!(error_count(&d), 1, "{d}");
+}
+
+#[test]
+fn type_names_are_not_predicate_names() {
+    insta::assert_snapshot!(errors(&format!("{EDGE}int32(x) <- edge(x, _).\n")), @r"
+        error: `int32` is a type and cannot be used as a predicate name
+          ┌─ t.logic:3:1
+          │
+        3 │ int32(x) <- edge(x, _).
+          │ ^^^^^ a type name
+          │
+          = help: choose another name
+    ");
+    for name in [
+        "int32", "int64", "int", "float64", "float", "decimal", "string", "date", "bool",
+    ] {
+        let d = errors(&format!("{EDGE}p(x) <- edge(x, _), {name}(x).\n"));
+        assert!(
+            d.contains(&format!("`{name}` is a type and cannot be used as a predicate name")),
+            "{d}"
+        );
+        let d = errors(&format!("{name}(x) -> int32(x).\n"));
+        assert!(d.contains("is a type and cannot be used as a predicate name"), "{d}");
+    }
+    let d = errors(".input string.\n.output date.\n");
+    assert_eq!(error_count(&d), 2, "{d}");
+    // Type atoms in declarations are still types.
+    program("t(a, b, c, d, e, f, g, h, i) -> int32(a), int64(b), int(c), float64(d), float(e), decimal(f), string(g), date(h), bool(i).\n.input t.\n");
+}
+
+#[test]
+fn comparison_type_error_labels_each_side() {
+    // codespan leaves trailing spaces on the connector line.
+    let d = errors("o(name) -> string(name).\n.input o.\np(name) <- o(name), name = 42.\n");
+    let d: Vec<&str> = d.lines().map(str::trim_end).collect();
+    insta::assert_snapshot!(d.join("\n"), @r"
+        error: cannot compare string with int64
+          ┌─ t.logic:3:21
+          │
+        3 │ p(name) <- o(name), name = 42.
+          │                     ^^^^   -- this is an integer
+          │                     │
+          │                     `name` is a string
+          │
+          = help: strings compare only with strings
+    ");
+}
+
+#[test]
+fn no_suggestion_between_one_letter_names() {
+    let d = errors("e(x) -> int32(x).\n.input e.\nf(x) <- g(x).\n");
+    assert!(!d.contains("did you mean"), "{d}");
+    let d = errors("edge(x) -> int32(x).\n.input edge.\nf(x) <- edg(x).\n");
+    assert!(d.contains("did you mean `edge`?"), "{d}");
+}
+
+#[test]
+fn core_strings_are_escaped() {
+    let src = "s(x) -> string(x).\ns(\"a\\tb\\rc\\nd\\\"e\\\\f\").\n";
+    assert!(core(src).contains(r#"s("a\tb\rc\nd\"e\\f")."#), "{}", core(src));
+}

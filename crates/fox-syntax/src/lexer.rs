@@ -318,11 +318,31 @@ fn lex_string(lex: &mut logos::Lexer<Token>) -> String {
     lex.bump(consumed);
     if !terminated {
         let end = lex.span().end;
-        lex.extras.diags.push(
-            Diagnostic::error("unterminated string literal", Span::new(start, end))
-                .with_label("this string has no closing quote")
-                .with_help("close the string with `\"` on the same line"),
-        );
+        let mut d = Diagnostic::error("unterminated string literal", Span::new(start, end))
+            .with_label("this string has no closing quote");
+        // A string broken over two lines: the next line holds its closing quote when it has
+        // an odd number of quotes. The string then ends there, so that quote does not open
+        // another (unterminated) string.
+        if let Some(next) = lex.remainder().strip_prefix('\n') {
+            let line = next.split('\n').next().unwrap_or_default();
+            let quotes: Vec<usize> = line
+                .char_indices()
+                .filter(|&(i, c)| c == '"' && !line[..i].ends_with('\\'))
+                .map(|(i, _)| i)
+                .collect();
+            if quotes.len() % 2 == 1 {
+                value.push('\n');
+                value.push_str(&line[..quotes[0]]);
+                lex.bump(1 + quotes[0] + 1);
+                d = d.with_note("note: the string goes on up to the quote on the next line");
+                d = d.with_help("a string cannot span lines; write a line break as `\\n`");
+                lex.extras.diags.push(d);
+                return value;
+            }
+        }
+        lex.extras
+            .diags
+            .push(d.with_help("close the string with `\"` on the same line"));
     }
     value
 }
@@ -511,6 +531,32 @@ mod tests {
         assert_eq!(d[0].message, "unterminated block comment");
         let (_, d) = lex("\"abc\\");
         assert_eq!(d.len(), 2);
+    }
+
+    #[test]
+    fn string_broken_over_two_lines_is_one_error() {
+        // The quote on the next line closes the broken string instead of opening another.
+        let (t, d) = lex("e(\"ab\ncd\").");
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].message, "unterminated string literal");
+        assert_eq!(d[0].span(), Span::new(2, 5));
+        assert_eq!(
+            t.into_iter().map(|(_, t, _)| t).collect::<Vec<_>>(),
+            vec![
+                Token::Ident("e".into()),
+                Token::LParen,
+                Token::Str("ab\ncd".into()),
+                Token::RParen,
+                Token::Dot
+            ]
+        );
+        // A next line with balanced quotes is a clause of its own.
+        let (t, d) = lex("\"ab\nx(\"c\").");
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(t.iter().any(|(_, t, _)| *t == Token::Str("c".into())));
+        // The whole file parses with that one error.
+        let (_, d) = crate::parse("e(x) -> string(x).\ne(\"ab\ncd\").\n");
+        assert_eq!(d.len(), 1, "{d:?}");
     }
 
     #[test]
