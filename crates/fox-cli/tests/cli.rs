@@ -101,8 +101,8 @@ fn compile_writes_a_plan_that_loads_back() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = std::fs::read_to_string(&out).unwrap();
-    let plan = fox_ra::from_ron(&text).unwrap();
-    assert_eq!(fox_ra::to_ron(&plan), text);
+    let plan = fox_kernel::from_ron(&text).unwrap();
+    assert_eq!(fox_kernel::to_ron(&plan), text);
 }
 
 #[test]
@@ -123,7 +123,12 @@ fn compile_of_a_bad_program_writes_nothing() {
 
 #[test]
 fn emit_stages_print_to_stdout() {
-    for (stage, needle) in [("ast", "Rule"), ("core", "path"), ("ra", "path")] {
+    for (stage, needle) in [
+        ("ast", "Rule"),
+        ("core", "path"),
+        ("ra", "path"),
+        ("kernels", "merge_union"),
+    ] {
         let o = foxc(&["compile", "queries/transitive_closure.logic", "--emit", stage]);
         assert_eq!(o.status.code(), Some(0), "{stage}: {}", stderr(&o));
         assert!(stdout(&o).contains(needle), "{stage}: {}", stdout(&o));
@@ -138,10 +143,18 @@ fn emit_ra_of_triangle_uses_the_multiway_join() {
 }
 
 #[test]
-fn kernel_plan_is_reported_as_not_available() {
+fn emit_kernels_and_dot() {
     let o = foxc(&["compile", "queries/triangle.logic", "--emit", "kernels"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("not available"), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let k = stdout(&o);
+    assert!(
+        k.contains("trie_build") && k.contains("sorted_search") && k.contains("free "),
+        "{k}"
+    );
+    let o = foxc(&["compile", "queries/transitive_closure.logic", "--emit", "dot"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let d = stdout(&o);
+    assert!(d.starts_with("digraph") && d.contains("->"), "{d}");
 }
 
 #[test]

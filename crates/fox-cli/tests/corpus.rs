@@ -1,7 +1,7 @@
 //! The repository's programs through the whole front end.
 //!
 //! - every `.logic` file in `queries/`, `tests/programs/` and `tpch/` checks clean, plans,
-//!   and its plan round-trips through RON;
+//!   lowers to kernels, and both plans round-trip through RON;
 //! - every program in `tests/bad/` fails with located diagnostics, snapshotted;
 //! - the typed core and the RA plan of the example programs are snapshotted.
 
@@ -75,6 +75,18 @@ fn every_good_program_checks_plans_and_round_trips() {
             Ok(back) if back == plan => {}
             Ok(_) => failures.push(format!("{}: plan changed through RON", source.name)),
             Err(e) => failures.push(format!("{}: plan RON does not load: {e}", source.name)),
+        }
+        let kernels = match fox_kernel::lower(&plan) {
+            Ok(k) => k,
+            Err(e) => {
+                failures.push(format!("{}: lowering failed: {e}", source.name));
+                continue;
+            }
+        };
+        match fox_kernel::from_ron(&fox_kernel::to_ron(&kernels)) {
+            Ok(back) if back == kernels => {}
+            Ok(_) => failures.push(format!("{}: kernel plan changed through RON", source.name)),
+            Err(e) => failures.push(format!("{}: kernel plan RON does not load: {e}", source.name)),
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

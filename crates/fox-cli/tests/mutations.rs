@@ -1,6 +1,6 @@
 //! No program makes the front end panic: the repository's programs, mutated token by
 //! token (deleted, duplicated, replaced by another token of the same program, swapped),
-//! go through parse → check → plan. Syntax is fuzzed on its own in fox-syntax; these
+//! go through parse → check → plan → lower. Syntax is fuzzed on its own in fox-syntax; these
 //! mutants are mostly well-formed, so they reach the type checker and the planner.
 
 use fox_cli::{check, Source};
@@ -112,6 +112,10 @@ fn mutated_programs_never_panic() {
                 if let Ok(plan) = fox_ra::plan(&core) {
                     let _ = fox_ra::print_plan(&plan);
                     fox_ra::from_ron(&fox_ra::to_ron(&plan)).unwrap();
+                    if let Ok(kernels) = fox_kernel::lower(&plan) {
+                        let _ = fox_kernel::print_kernels(&kernels);
+                        fox_kernel::from_ron(&fox_kernel::to_ron(&kernels)).unwrap();
+                    }
                 }
             }
         }

@@ -15,11 +15,20 @@
 //! `decimal(s)` → `I64` holding `value * 10^s`, `float64` → `F64`, `string` → `U32` (a code
 //! into the run's string dictionary), `bool` → `U8` (0 or 1).
 //!
+//! A relation with no columns (`p()`, or an auxiliary predicate of a negation that shares
+//! no variable with its rule) still has a row count (0 or 1 for a set): it is stored as one
+//! hidden `U8` column of ones (named `rel.$rows`, with no column type), so that every
+//! kernel sees at least one column and every relation has a length.
+//!
 //! # Memory
 //! Every instruction's outputs are allocated when it runs (its definition is its
 //! allocation point). `Free` instructions, placed by liveness analysis right after the
 //! last use of a value on every path, release them. Peak memory is therefore the largest
-//! live set, not the sum of all buffers.
+//! live set, not the sum of all buffers. A value that is dead along one edge of a branch
+//! but live along the other is freed at the start of the successor it is dead in (an edge
+//! into a block with several predecessors gets a block of its own holding those frees).
+//! After `Move`, two names share one array: the array is released when the last name
+//! holding it is freed or redefined.
 //!
 //! # Strings
 //! The dictionary is built when inputs are loaded, in sorted order, so that code order is
@@ -125,7 +134,11 @@ pub enum Terminator {
     Halt,
     /// Continue with `body` while any buffer of `nonempty` has at least one element
     /// (the first column of each delta relation), otherwise with `exit`.
-    LoopIf { nonempty: Vec<BufId>, body: BlockId, exit: BlockId },
+    LoopIf {
+        nonempty: Vec<BufId>,
+        body: BlockId,
+        exit: BlockId,
+    },
 }
 
 impl Terminator {
@@ -141,15 +154,27 @@ impl Terminator {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Instr {
     /// `outs := kernel(args)`.
-    Launch { kernel: Kernel, args: Vec<BufId>, outs: Vec<BufId> },
-    /// `dst := src` (the same immutable array under another name; no copy).
+    Launch {
+        kernel: Kernel,
+        args: Vec<BufId>,
+        outs: Vec<BufId>,
+    },
+    /// `dst := src` (the same immutable array under another name; no copy). The array
+    /// lives until every name holding it has been freed or redefined.
     Move { dst: BufId, src: BufId },
     /// The value of `buf` is dead: release it.
     Free { buf: BufId },
     /// Emit a result relation: download `cols` and write predicate `name`, ordered by
     /// `order` (column index, descending) then ascending on the remaining columns, at
-    /// most `limit` rows. String columns are ordered by string value.
-    Output { name: String, columns: Vec<Column>, cols: Vec<BufId>, order: Vec<(usize, bool)>, limit: Option<u64> },
+    /// most `limit` rows. String columns are ordered by string value. A relation with no
+    /// columns has empty `columns` and one hidden `U8` column in `cols` giving its row count.
+    Output {
+        name: String,
+        columns: Vec<Column>,
+        cols: Vec<BufId>,
+        order: Vec<(usize, bool)>,
+        limit: Option<u64>,
+    },
 }
 
 /// A data-parallel primitive. Each variant documents its arguments, outputs and contract.
@@ -201,7 +226,9 @@ pub enum Kernel {
     AdjacentDistinct,
     /// args: `nkeys` left key columns, `nkeys` right key columns; both sides sorted
     /// ascending on their keys (by code for strings). outs: `counts` (U64) per left row:
-    /// the number of right rows with equal keys.
+    /// the number of right rows with equal keys. With `nkeys == 0` (a cross product) the
+    /// args are instead one column of the left and one of the right (any element types,
+    /// unsorted), which give the row counts, and every pair of rows matches.
     JoinCount { nkeys: usize },
     /// args: `counts` (U64). outs: `offsets` (U64, same length, exclusive prefix sum) and
     /// `total` (U64, length 1).
@@ -209,17 +236,22 @@ pub enum Kernel {
     /// args: `nkeys` left keys, `nkeys` right keys (sorted as for `JoinCount`), `offsets`
     /// and `total` from `ExclusiveScan` of the counts. outs: `left_idx`, `right_idx`
     /// (U32, length `total`): every matching pair, ordered by left row then right row.
+    /// With `nkeys == 0` the key args are one column of each side, as for `JoinCount`.
     JoinWrite { nkeys: usize },
     /// args: `nkeys` left keys, `nkeys` right keys, both sorted ascending on the keys.
     /// outs: flags (U8) per left row: 1 when some right row has equal keys (`anti`:
     /// when none does). Semi-join, anti-join, and set difference (keys = all columns).
+    /// With `nkeys == 0` the args are one column of each side, as for `JoinCount`: every
+    /// left flag is 1 when the right has a row (`anti`: when it has none).
     MatchFlags { nkeys: usize, anti: bool },
     /// args: `width` columns of `a`, then `width` columns of `b`; each sorted ascending on
     /// all columns and duplicate-free. outs: `width` columns: `a ∪ b`, sorted and
     /// duplicate-free (merge-based union).
     MergeUnion { width: usize },
     /// args: `nkeys` key columns sorted ascending, then one value column per aggregate
-    /// (none for `count`), then one `Rank` table if a `min`/`max` is over strings. outs:
+    /// (none for `count`); when `nkeys == 0` and every aggregate is a `count`, one column of
+    /// the input (any element type) giving the row count; then one `Rank` table if a
+    /// `min`/`max` is over strings. outs:
     /// the key columns with one row per run of equal keys (in order), then one column per
     /// aggregate. With `nkeys == 0` the whole input is one group (no row when empty).
     /// Sums of integers and decimals are exact (128-bit accumulation) and fail on
@@ -246,7 +278,8 @@ pub enum Kernel {
     Expand,
     /// args: `values` (a trie level), `lo`, `hi` (U32, per row), `needle` (per row, same
     /// element type as `values`). outs: `found` (U8) and `pos` (U32): whether `needle`
-    /// occurs in the sorted slice `values[lo..hi]`, and its index when it does.
+    /// occurs in the sorted slice `values[lo..hi]`, and its index when it does (otherwise
+    /// the first index of the slice whose value is not below `needle`, `hi` if none).
     SortedSearch,
 }
 
@@ -293,7 +326,8 @@ pub enum KExprKind {
     /// Argument column `i` (i < n_cols).
     Col(usize),
     /// `table[index]` where `table` is argument `n_cols + t` (a dictionary table) and
-    /// `index` is a string code.
+    /// `index` is a string code. The entry reads as the node's `ty`: a `Rank` entry (U32)
+    /// as `int64`, a `Like` or `Prefix` entry (U8) as `bool`, a `Strlen` entry as `int32`.
     Table(usize, Box<KExpr>),
     Const(Value),
     /// Widening, decimal rescale (scale up exact; scale down rounds half away from zero),

@@ -34,8 +34,8 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Compile a program to its plan (RON). Without -o and --emit the plan goes to
-    /// standard output.
+    /// Compile a program to its kernel plan (versioned RON, what `foxrun` executes).
+    /// Without -o and --emit the plan goes to standard output.
     Compile {
         /// The .logic file.
         file: PathBuf,
@@ -44,7 +44,8 @@ enum Command {
         output: Option<PathBuf>,
         /// Print a stage of the pipeline to standard output instead of the plan:
         /// ast (the syntax tree), core (the typed, stratified core clauses), ra (the
-        /// relational plan in readable form), kernels or dot (the kernel plan).
+        /// relational plan), kernels (the kernel plan with its frees), dot (the kernel
+        /// CFG for graphviz: `foxc compile q.logic --emit dot | dot -Tsvg > q.svg`).
         #[arg(long, value_enum, value_name = "STAGE")]
         emit: Option<Emit>,
     },
@@ -143,20 +144,21 @@ fn cmd_compile(path: &Path, output: Option<&Path>, emit: Option<Emit>, color: bo
         return Ok(ExitCode::SUCCESS);
     }
     let plan = fox_ra::plan(&core).map_err(|e| anyhow::anyhow!("{}: cannot plan the program: {e}", source.name))?;
+    if emit == Some(Emit::Ra) {
+        write_stdout(&fox_ra::print_plan(&plan))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let kernels = fox_kernel::lower(&plan)
+        .map_err(|e| anyhow::anyhow!("{}: cannot lower the plan to kernels: {e}", source.name))?;
     match emit {
-        Some(Emit::Ra) => write_stdout(&fox_ra::print_plan(&plan))?,
-        Some(Emit::Kernels | Emit::Dot) => {
-            anyhow::bail!(
-                "the kernel plan (--emit kernels, --emit dot) is not available in this version of foxc; \
-                 --emit ra prints the relational plan"
-            )
-        }
-        Some(Emit::Ast | Emit::Core) => unreachable!("handled above"),
-        None if output.is_none() => write_stdout(&fox_ra::to_ron(&plan))?,
+        Some(Emit::Kernels) => write_stdout(&fox_kernel::print_kernels(&kernels))?,
+        Some(Emit::Dot) => write_stdout(&fox_kernel::to_dot(&kernels))?,
+        Some(Emit::Ast | Emit::Core | Emit::Ra) => unreachable!("handled above"),
+        None if output.is_none() => write_stdout(&fox_kernel::to_ron(&kernels))?,
         None => {}
     }
     if let Some(out) = output {
-        write_atomically(out, fox_ra::to_ron(&plan).as_bytes())?;
+        write_atomically(out, fox_kernel::to_ron(&kernels).as_bytes())?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,580 @@
+//! `foxrun` as a user runs it: the example programs end to end on the CPU backend against
+//! the results stated in their header comments, plans loaded from RON, and every kind of
+//! bad input (exit 1, a message naming file and line or the plan element, no output file).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn foxrun(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap()
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("foxrun-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `program` on the CPU with `data` and checks the CSV file of each listed output.
+fn check_program(program: &str, data: Option<&Path>, expected: &[(&str, &str)]) {
+    let out = temp_dir(&format!("out-{}", program.replace(['/', '.'], "_")));
+    let out_s = out.display().to_string();
+    let mut args = vec![program, "--backend", "cpu", "--out", &out_s];
+    let data_s = data.map(|d| d.display().to_string());
+    if let Some(d) = &data_s {
+        args.extend(["--data", d.as_str()]);
+    }
+    let o = foxrun(&args);
+    assert_eq!(o.status.code(), Some(0), "{program}: {}", stderr(&o));
+    for (pred, csv) in expected {
+        let path = out.join(format!("{pred}.csv"));
+        let got = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{program}: {}: {e}", path.display()));
+        assert_eq!(got, *csv, "{program}: output `{pred}`");
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn aggregates() {
+    check_program(
+        "tests/programs/aggregates.logic",
+        None,
+        &[
+            (
+                "stats",
+                "r,s,n,lo,hi,a\neast,14.75,2,4.25,10.50,7.375000\nnorth,1.00,1,1.00,1.00,1.000000\n\
+                 west,14.00,2,7.00,7.00,7.000000\n",
+            ),
+            ("grand", "t\n29.75\n"),
+            ("per_region", "r,n\neast,2\nnorth,1\nwest,2\n"),
+            ("doubled", "r,s\neast,29.50\nnorth,2.00\nwest,28.00\n"),
+            ("first_region", "r\neast\n"),
+            ("distinct_amounts", "n\n4\n"),
+            ("all_sales", "n\n5\n"),
+            ("big_sales", "n\n"),
+        ],
+    );
+}
+
+#[test]
+fn arithmetic() {
+    check_program(
+        "tests/programs/arithmetic.logic",
+        None,
+        &[
+            (
+                "calc",
+                "k,a,b,c,d,e,g\n1,15,16,-3,9,3,5\n2,-7,-6,8,-2,-2,-6\n3,21,22,-6,12,5,8\n",
+            ),
+            ("left_assoc", "a,b\n4,2\n"),
+            ("absolute", "k,y\n1,7\n2,4\n3,10\n"),
+            ("rounded", "k,r\n1,2.3\n2,-1.2\n3,0.1\n"),
+            ("floats", "k,f\n1,10500.0\n2,-6000.0\n3,15000.0\n"),
+            ("ints", "k,i\n1,2\n2,-2\n3,0\n"),
+            ("halves", "k,h\n1,3.5\n2,-2.0\n3,5.0\n"),
+        ],
+    );
+}
+
+#[test]
+fn comparison_chains() {
+    check_program(
+        "tests/programs/comparison_chains.logic",
+        None,
+        &[
+            ("ascending", "x,y,z\n1,2,3\n1,2,4\n1,3,4\n2,3,4\n"),
+            ("in_range", "v\n2\n3\n"),
+            ("descending", "a,b,c\n2,1,1\n3,1,1\n3,2,2\n4,1,1\n4,2,2\n4,3,3\n"),
+            (
+                "zigzag",
+                "x,y,z\n1,2,1\n1,3,1\n1,4,1\n2,1,2\n2,3,2\n2,4,2\n3,1,3\n3,2,3\n3,4,3\n4,1,4\n4,2,4\n4,3,4\n",
+            ),
+            ("doubled_lt", "x,y\n1,2\n1,3\n2,3\n"),
+            ("eq_ne", "x\n1\n"),
+            ("listed", "x\n1\n3\n"),
+        ],
+    );
+}
+
+#[test]
+fn dates() {
+    check_program(
+        "tests/programs/dates.logic",
+        None,
+        &[
+            ("lead_time", "id,days\n1,3\n2,2\n3,30\n"),
+            ("due", "id,d\n1,1998-12-01\n2,1996-05-28\n3,1996-03-30\n"),
+            ("week_before", "id,d\n1,1998-08-26\n2,1996-02-21\n3,1995-12-24\n"),
+            ("parts", "id,y,m,dd\n1,1998,9,2\n2,1996,2,28\n3,1995,12,31\n"),
+            ("in_1996", "id\n2\n"),
+            ("late", "id\n3\n"),
+            ("leap_day", "id\n2\n"),
+        ],
+    );
+}
+
+#[test]
+fn decimals() {
+    check_program(
+        "tests/programs/decimals.logic",
+        None,
+        &[
+            ("net", "id,n\n1,9.5000\n2,17.9910\n3,5.5000\n"),
+            ("taxed", "id,t\n1,10.28375000\n2,19.47525750\n3,5.95375000\n"),
+            ("third", "id,q\n1,3.333333\n2,6.663333\n3,1.833333\n"),
+            ("plus", "id,s\n1,10.125\n2,20.115\n3,5.625\n"),
+            ("line", "id,l\n1,30.00\n2,19.99\n3,22.00\n"),
+            ("total", "s\n35.49\n"),
+            ("as_float", "id,f\n1,15.0\n2,29.985\n3,8.25\n"),
+        ],
+    );
+}
+
+#[test]
+fn disjunction() {
+    check_program(
+        "tests/programs/disjunction.logic",
+        None,
+        &[
+            ("either", "x\n1\n2\n3\n"),
+            ("both_c", "x\n2\n3\n"),
+            ("mixed", "x\n2\n4\n"),
+            ("nested", "x\n2\n4\n"),
+            ("tagged", "x,t\n1,a\n2,a\n2,b\n3,b\n"),
+        ],
+    );
+}
+
+#[test]
+fn functional() {
+    check_program(
+        "tests/programs/functional.logic",
+        None,
+        &[
+            ("cheap", "p\n1\n"),
+            ("big", "p\n2\n"),
+            ("above", "p\n2\n"),
+            ("stock_value", "s\n349.97\n"),
+            ("as_relation", "p,v\n1,5.00\n2,150.00\n3,99.99\n"),
+            ("discounted", "p,d\n1,4.50\n3,99.49\n"),
+        ],
+    );
+}
+
+#[test]
+fn multiple_heads() {
+    check_program(
+        "tests/programs/multiple_heads.logic",
+        None,
+        &[
+            ("tagged", "x,c1\n1,small\n2,small\n"),
+            ("doubled", "x,y\n1,2\n2,4\n"),
+            ("marker", "c0\n7\n"),
+            ("flag", "c0\n7\n"),
+            ("size", "c\n2\n"),
+        ],
+    );
+}
+
+#[test]
+fn names_and_comments() {
+    check_program(
+        "tests/programs/names_and_comments.logic",
+        None,
+        &[
+            ("lineitem:late", "o\n100\n102\n"),
+            ("order_2:total", "o,n\n100,2\n101,1\n102,1\n"),
+            (
+                "shipped_on:day",
+                "o,d\n100,1998-09-01\n100,1998-09-03\n101,1998-08-30\n102,1998-09-10\n",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn negation() {
+    check_program(
+        "tests/programs/negation.logic",
+        None,
+        &[
+            ("reached", "x\n1\n2\n3\n"),
+            ("leaf", "x\n3\n5\n"),
+            ("not_from_1", "x\n3\n5\n"),
+        ],
+    );
+}
+
+#[test]
+fn strings() {
+    check_program(
+        "tests/programs/strings.logic",
+        None,
+        &[
+            ("brass", "id\n1\n3\n6\n"),
+            ("not_brass", "id\n2\n4\n5\n"),
+            ("promo", "id\n2\n3\n"),
+            ("romo", "id\n2\n3\n"),
+            (
+                "short_kind",
+                "id,s\n1,STAND\n2,PROMO\n3,PROMO\n4,LARGE\n5,SMALL\n6,MEDIU\n",
+            ),
+            ("name_len", "id,n\n1,12\n2,10\n3,11\n4,8\n5,10\n6,9\n"),
+            ("long_name", "id\n1\n3\n"),
+            (
+                "label",
+                "id,l\n1,STANDARD BRASS: brass widget\n2,PROMO STEEL: steel bolt\n3,PROMO BRASS: copper pipe\n\
+                 4,\"LARGE TIN: say \"\"hi\"\"\"\n5,SMALL COPPER: back\\slash\n6,\"MEDIUM BRASS: two\nlines\"\n",
+            ),
+            ("sized", "id\n4\n5\n"),
+            ("after_m", "id\n1\n2\n3\n5\n"),
+        ],
+    );
+}
+
+#[test]
+fn types() {
+    check_program(
+        "tests/programs/types.logic",
+        None,
+        &[
+            (
+                "wide",
+                "x64,xd,xf\n-2,-1.50,-1.5\n-1,-1.00,-1.0\n1,1.00,1.0\n2,19.99,19.99\n",
+            ),
+            ("yes", "a\n1\n"),
+            ("no", "a\n-1\n"),
+        ],
+    );
+}
+
+#[test]
+fn recursion() {
+    check_program(
+        "tests/programs/unicode_arrows.logic",
+        None,
+        &[
+            ("even", "n\n0\n2\n4\n"),
+            ("odd", "n\n1\n3\n"),
+            ("path", "x,y\n0,1\n0,2\n0,3\n0,4\n1,2\n1,3\n1,4\n2,3\n2,4\n3,4\n"),
+        ],
+    );
+    check_program(
+        "tests/programs/recursion_mutual.logic",
+        None,
+        &[
+            ("even", "n\n0\n2\n4\n6\n8\n"),
+            ("odd", "n\n1\n3\n5\n7\n9\n"),
+            ("from_two", "n,k\n3,1\n4,2\n5,3\n6,4\n7,5\n8,6\n9,7\n"),
+        ],
+    );
+    check_program(
+        "queries/even_odd.logic",
+        None,
+        &[("even", "n\n0\n2\n4\n"), ("odd", "n\n1\n3\n5\n")],
+    );
+}
+
+const SG: &str = "x,y\n2,3\n3,2\n4,5\n4,6\n5,4\n5,6\n6,4\n6,5\n7,8\n8,7\n";
+
+#[test]
+fn same_generation() {
+    check_program("tests/programs/same_generation.logic", None, &[("sg", SG)]);
+    let data = temp_dir("sg-data");
+    std::fs::write(data.join("parent.csv"), "1,2\n1,3\n2,4\n3,5\n3,6\n4,7\n6,8\n").unwrap();
+    check_program("queries/same_generation.logic", Some(&data), &[("sg", SG)]);
+    std::fs::remove_dir_all(&data).unwrap();
+}
+
+#[test]
+fn inputs_from_data_files() {
+    let data = root().join("tests/programs/data");
+    check_program(
+        "tests/programs/io_directives.logic",
+        Some(&data),
+        &[
+            ("path", "x,y\n1,2\n1,3\n1,4\n2,3\n2,4\n3,4\n"),
+            ("revenue", "orderkey,rev\n2,380.0000\n1,300.0000\n3,300.0000\n"),
+            (
+                "shipped",
+                "orderkey,shipdate,shipmode\n3,1998-09-02,AIR\n2,1998-09-01,AIR\n",
+            ),
+        ],
+    );
+    check_program(
+        "tests/programs/triangles_input.logic",
+        Some(&data),
+        &[("tri", "x,y,z\n1,2,3\n2,3,4\n"), ("ntri", "n\n2\n")],
+    );
+    check_program(
+        "queries/transitive_closure.logic",
+        Some(&data),
+        &[("path", "x,y\n1,2\n1,3\n1,4\n2,3\n2,4\n3,4\n")],
+    );
+}
+
+/// The graph queries on the complete graph K5 (both directions of every edge): 10
+/// triangles, 5 4-cliques, one 5-clique.
+#[test]
+fn cliques_of_k5() {
+    let data = temp_dir("k5");
+    let mut edges = String::new();
+    for a in 1..=5 {
+        for b in 1..=5 {
+            if a != b {
+                edges.push_str(&format!("{a},{b}\n"));
+            }
+        }
+    }
+    std::fs::write(data.join("edge.csv"), edges).unwrap();
+    let mut tri = String::from("x,y,z\n");
+    let mut c4 = String::from("x,y,z,w\n");
+    for a in 1..=5 {
+        for b in a + 1..=5 {
+            for c in b + 1..=5 {
+                tri.push_str(&format!("{a},{b},{c}\n"));
+                for d in c + 1..=5 {
+                    c4.push_str(&format!("{a},{b},{c},{d}\n"));
+                }
+            }
+        }
+    }
+    check_program("queries/triangle.logic", Some(&data), &[("tri", &tri)]);
+    check_program("queries/triangle_count.logic", Some(&data), &[("ntri", "n\n10\n")]);
+    check_program("queries/clique4.logic", Some(&data), &[("clique4", &c4)]);
+    check_program("queries/clique4_count.logic", Some(&data), &[("n4", "n\n5\n")]);
+    check_program("queries/clique5_count.logic", Some(&data), &[("n5", "n\n1\n")]);
+    std::fs::remove_dir_all(&data).unwrap();
+}
+
+#[test]
+fn stdout_tables_timing_and_backend_notice() {
+    let o = foxrun(&["queries/even_odd.logic", "--timing"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "even\nn\n-\n0\n2\n4\n3 rows\n\nodd\nn\n-\n1\n3\n5\n3 rows\n"
+    );
+    let e = stderr(&o);
+    assert!(
+        e.starts_with("foxrun: no GPU backend in this build; running on the CPU\n"),
+        "{e}"
+    );
+    assert!(
+        e.contains("load ") && e.contains("compute ") && e.contains("output "),
+        "{e}"
+    );
+    assert!(e.contains("memory: planned peak "), "{e}");
+    assert!(e.contains("Output(even)"), "{e}");
+    let o = foxrun(&["queries/even_odd.logic", "--backend", "gpu"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no GPU backend"), "{}", stderr(&o));
+    let o = foxrun(&["queries/even_odd.logic", "--backend", "tpu"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+fn kernel_plan(program: &str) -> fox_kernel::KernelPlan {
+    let source = fox_cli::Source::read(&root().join(program)).unwrap();
+    let core = fox_cli::check(&source).core.unwrap();
+    fox_kernel::lower(&fox_ra::plan(&core).unwrap()).unwrap()
+}
+
+#[test]
+fn runs_a_compiled_plan() {
+    let dir = temp_dir("ron");
+    let plan_path = dir.join("plan.ron");
+    std::fs::write(
+        &plan_path,
+        fox_kernel::to_ron(&kernel_plan("tests/programs/strings.logic")),
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let o = foxrun(&[
+        plan_path.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(out.join("short_kind.csv")).unwrap(),
+        "id,s\n1,STAND\n2,PROMO\n3,PROMO\n4,LARGE\n5,SMALL\n6,MEDIU\n"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Runs a failing case and checks exit status 1, the message, and that nothing was written.
+fn expect_failure(args: &[&str], out: &Path, needles: &[&str]) {
+    let mut all: Vec<&str> = args.to_vec();
+    let out_s = out.display().to_string();
+    all.extend(["--backend", "cpu", "--out", &out_s]);
+    let o = foxrun(&all);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    for n in needles {
+        assert!(e.contains(n), "expected {n:?} in: {e}");
+    }
+    assert!(!e.contains("panicked"), "{e}");
+    let written: Vec<_> = std::fs::read_dir(out)
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    assert!(written.is_empty(), "files were written: {written:?}");
+}
+
+const TYPED: &str = "t(i, d, dt, b, s) -> int32(i), decimal(d), date(dt), bool(b), string(s).\n.input t.\n\
+                     ok(i, s) <- t(i, _, _, _, s).\n.output ok.\n";
+
+#[test]
+fn bad_data_is_an_error_naming_file_line_and_column() {
+    let dir = temp_dir("bad-data");
+    let program = dir.join("q.logic");
+    std::fs::write(&program, TYPED).unwrap();
+    let good = "1,2.50,2020-01-01,true,\"a, b\"\n";
+    let cases: &[(&str, Option<&str>, &[&str])] = &[
+        (
+            "missing file",
+            None,
+            &["cannot read `", "t.csv` (input of `t`): No such file"],
+        ),
+        (
+            "column count",
+            Some("1,2.50,2020-01-01,true\n"),
+            &["t.csv:2: expected 5 fields", "found 4"],
+        ),
+        (
+            "bad int",
+            Some("x1,2.50,2020-01-01,true,s\n"),
+            &["t.csv:2: column 1 (`i`, int32)", "`x1`"],
+        ),
+        (
+            "bad decimal",
+            Some("1,2.5x,2020-01-01,true,s\n"),
+            &["t.csv:2: column 2 (`d`, decimal(2))", "`2.5x`"],
+        ),
+        (
+            "decimal digits",
+            Some("1,2.505,2020-01-01,true,s\n"),
+            &["t.csv:2: column 2", "3 fraction digits"],
+        ),
+        (
+            "bad date",
+            Some("1,2.50,2020-02-30,true,s\n"),
+            &["t.csv:2: column 3 (`dt`, date)", "`2020-02-30`"],
+        ),
+        (
+            "bad bool",
+            Some("1,2.50,2020-01-01,yes,s\n"),
+            &["t.csv:2: column 4 (`b`, bool)", "`yes`"],
+        ),
+        (
+            "unterminated quote",
+            Some("1,2.50,2020-01-01,true,\"s\n"),
+            &["t.csv:2: unterminated quoted field"],
+        ),
+    ];
+    for (what, row, needles) in cases {
+        let data = dir.join(what.replace(' ', "_"));
+        std::fs::create_dir_all(&data).unwrap();
+        if let Some(row) = row {
+            std::fs::write(data.join("t.csv"), format!("{good}{row}")).unwrap();
+        }
+        let out = data.join("out");
+        expect_failure(
+            &[program.to_str().unwrap(), "--data", data.to_str().unwrap()],
+            &out,
+            needles,
+        );
+        assert!(!out.exists(), "{what}: the output directory was created");
+    }
+    // The good row alone runs.
+    let data = dir.join("good");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("t.csv"), good).unwrap();
+    let out = data.join("out");
+    let o = foxrun(&[
+        program.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(out.join("ok.csv")).unwrap(),
+        "i,s\n1,\"a, b\"\n"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_programs_and_plans_are_clean_errors() {
+    let dir = temp_dir("bad-plan");
+    let out = dir.join("out");
+    // A program with errors: diagnostics, exit 1.
+    let bad = dir.join("bad.logic");
+    std::fs::write(&bad, "edge(x, y) -> int32(x), int32(y).\npath(x, y) <- edg(x, y).\n").unwrap();
+    expect_failure(
+        &[bad.to_str().unwrap(), "--color", "never"],
+        &out,
+        &["bad.logic:2:15", "1 error"],
+    );
+    // A plan of another version.
+    let mut plan = kernel_plan("queries/even_odd.logic");
+    plan.version += 1;
+    let other = dir.join("other.ron");
+    std::fs::write(&other, fox_kernel::to_ron(&plan)).unwrap();
+    expect_failure(&[other.to_str().unwrap()], &out, &["other.ron", "version"]);
+    // A plan hand-edited to output a buffer that nothing defines.
+    let mut plan = kernel_plan("queries/even_odd.logic");
+    let id = plan.buffers.len() as u32;
+    plan.buffers.push(fox_kernel::BufVar {
+        name: "hand_edited".into(),
+        elem: fox_kernel::Elem::I32,
+        ty: Some(fox_sema::core::Type::Int32),
+    });
+    let edited = plan
+        .blocks
+        .iter_mut()
+        .flat_map(|b| b.instrs.iter_mut())
+        .find_map(|i| match i {
+            fox_kernel::Instr::Output { cols, .. } => {
+                cols[0] = fox_kernel::BufId(id);
+                Some(())
+            }
+            _ => None,
+        });
+    assert!(edited.is_some());
+    let edited_path = dir.join("edited.ron");
+    std::fs::write(&edited_path, fox_kernel::to_ron(&plan)).unwrap();
+    expect_failure(&[edited_path.to_str().unwrap()], &out, &["hand_edited"]);
+    // Not a plan at all.
+    let junk = dir.join("junk.ron");
+    std::fs::write(&junk, "(this is not a plan").unwrap();
+    expect_failure(&[junk.to_str().unwrap()], &out, &["junk.ron"]);
+    // A missing file.
+    expect_failure(&["no/such/plan.ron"], &out, &["cannot read `no/such/plan.ron`"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,1397 @@
+//! Lowering of the RA plan into kernel launches.
+//!
+//! Every relation variable becomes one buffer per column (`rel.col`); every temp becomes a
+//! set of column buffers (`t12.x`) produced by the kernels that implement its operator.
+//! The lowering tracks what it knows about the physical order of each value (sorted on
+//! which keys, by code or by string value, duplicate-free) and inserts sorts only where an
+//! algorithm needs an order the value does not have. After lowering, [`crate::sched`]
+//! cleans up and orders each block and [`crate::live`] places the frees.
+
+use std::collections::HashMap;
+
+use fox_ra::{Expr, ExprKind, JoinCol, MultiJoinInput, Op, Props, RaPlan, RelId, RelKind, Schema, Side, SortKey, Stmt};
+use fox_sema::core::{AggFunc, Builtin, CmpOp, Column, Type, Value};
+
+use crate::ir::*;
+use crate::sig::kernel_outputs;
+
+/// Why an RA plan could not be lowered.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum LowerError {
+    /// The plan uses something the kernel vocabulary cannot express.
+    #[error("{0}")]
+    Unsupported(String),
+    /// The RA plan is inconsistent (it fails `fox_ra::validate`), or lowering broke one of
+    /// the kernels' contracts.
+    #[error("cannot lower the plan: {0}")]
+    Invalid(String),
+}
+
+/// Translates an RA plan into a kernel plan: lowering, scheduling, liveness analysis and
+/// free placement.
+pub fn lower(ra: &RaPlan) -> Result<KernelPlan, LowerError> {
+    fox_ra::validate(ra).map_err(|e| LowerError::Invalid(e.to_string()))?;
+    let mut l = Lower {
+        ra,
+        buffers: Vec::new(),
+        names: HashMap::new(),
+        inputs: Vec::new(),
+        rels: Vec::new(),
+        temps: HashMap::new(),
+        defs: HashMap::new(),
+        instrs: Vec::new(),
+        tables: HashMap::new(),
+        prefix: String::new(),
+    };
+    let init = l.declare_relations()?;
+    let mut blocks = Vec::with_capacity(ra.blocks.len() + 1);
+    for b in &ra.blocks {
+        l.temps.clear();
+        l.defs.clear();
+        l.tables.clear();
+        for s in &b.stmts {
+            l.stmt(s)?;
+        }
+        let term = match &b.term {
+            fox_ra::Terminator::Jump(t) => Terminator::Jump(BlockId(t.0)),
+            fox_ra::Terminator::Halt => Terminator::Halt,
+            fox_ra::Terminator::LoopIf { nonempty, body, exit } => Terminator::LoopIf {
+                nonempty: nonempty.iter().map(|r| l.rels[r.0 as usize][0]).collect(),
+                body: BlockId(body.0),
+                exit: BlockId(exit.0),
+            },
+        };
+        blocks.push(Block {
+            label: b.label.clone(),
+            instrs: std::mem::take(&mut l.instrs),
+            term,
+        });
+    }
+    let entry_has_preds = ra.blocks.iter().any(|b| b.term.successors().contains(&ra.entry));
+    let entry = if entry_has_preds {
+        blocks.push(Block {
+            label: "load".into(),
+            instrs: init,
+            term: Terminator::Jump(BlockId(ra.entry.0)),
+        });
+        BlockId(blocks.len() as u32 - 1)
+    } else {
+        let b = &mut blocks[ra.entry.0 as usize];
+        let rest = std::mem::take(&mut b.instrs);
+        b.instrs = init;
+        b.instrs.extend(rest);
+        BlockId(ra.entry.0)
+    };
+    let mut plan = KernelPlan {
+        version: KERNEL_PLAN_VERSION,
+        buffers: l.buffers,
+        inputs: l.inputs,
+        blocks,
+        entry,
+        planned_peak_buffers: 0,
+    };
+    crate::sched::optimize(&mut plan);
+    crate::live::place_frees(&mut plan);
+    Ok(plan)
+}
+
+/// A relation value during lowering: its column buffers and what is known about them.
+#[derive(Clone, Debug)]
+struct Val {
+    /// The column buffers; one hidden `U8` column when the relation has no columns.
+    cols: Vec<BufId>,
+    /// The logical columns.
+    columns: Vec<Column>,
+    /// The rows are ordered on these keys.
+    sorted: Vec<SortKey>,
+    /// String keys of `sorted` are ordered by string value rather than by code.
+    ranked: bool,
+    unique: bool,
+}
+
+impl Val {
+    fn arity(&self) -> usize {
+        self.columns.len()
+    }
+
+    fn ty(&self, c: usize) -> Type {
+        self.columns[c].ty
+    }
+
+    /// The prefix of `sorted` that holds in code order (what merge-based kernels need).
+    fn code_sorted(&self) -> &[SortKey] {
+        let cut = if self.ranked {
+            self.sorted
+                .iter()
+                .position(|k| self.ty(k.col) == Type::String)
+                .unwrap_or(self.sorted.len())
+        } else {
+            self.sorted.len()
+        };
+        &self.sorted[..cut]
+    }
+
+    /// The prefix of `sorted` that holds in value order (what `order by` means).
+    fn value_sorted(&self) -> &[SortKey] {
+        let cut = if self.ranked {
+            self.sorted.len()
+        } else {
+            self.sorted
+                .iter()
+                .position(|k| self.ty(k.col) == Type::String)
+                .unwrap_or(self.sorted.len())
+        };
+        &self.sorted[..cut]
+    }
+
+    /// True when the rows are sorted in code order on every column (in some order), so
+    /// that equal rows are adjacent.
+    fn fully_sorted(&self) -> bool {
+        let s = self.code_sorted();
+        (0..self.arity()).all(|c| s.iter().any(|k| k.col == c))
+    }
+}
+
+fn asc(cols: impl IntoIterator<Item = usize>) -> Vec<SortKey> {
+    cols.into_iter().map(SortKey::asc).collect()
+}
+
+fn phys_types(columns: &[Column]) -> Vec<Type> {
+    if columns.is_empty() {
+        vec![Type::Bool]
+    } else {
+        columns.iter().map(|c| c.ty).collect()
+    }
+}
+
+struct Lower<'a> {
+    ra: &'a RaPlan,
+    buffers: Vec<BufVar>,
+    /// How often each buffer name has been given (names are made unique with `~n`).
+    names: HashMap<String, usize>,
+    inputs: Vec<InputRel>,
+    /// The column buffers of each relation variable.
+    rels: Vec<Vec<BufId>>,
+    /// The temps of the current block.
+    temps: HashMap<fox_ra::TempId, Val>,
+    /// The operators defining the temps of the current block.
+    defs: HashMap<fox_ra::TempId, &'a Op>,
+    instrs: Vec<Instr>,
+    /// Dictionary tables computed in the current block since the last string-producing
+    /// kernel (which makes them stale).
+    tables: HashMap<DictOp, BufId>,
+    /// The name prefix of the buffers being created (`t12`).
+    prefix: String,
+}
+
+type R<T> = Result<T, LowerError>;
+
+impl<'a> Lower<'a> {
+    // ---- buffers and launches ----------------------------------------------------------
+
+    fn new_buf(&mut self, name: &str, elem: Elem, ty: Option<Type>) -> BufId {
+        let n = self.names.entry(name.to_string()).or_insert(0);
+        *n += 1;
+        let name = if *n == 1 {
+            name.to_string()
+        } else {
+            format!("{name}~{n}")
+        };
+        self.buffers.push(BufVar { name, elem, ty });
+        BufId(self.buffers.len() as u32 - 1)
+    }
+
+    fn elem(&self, b: BufId) -> Elem {
+        self.buffers[b.0 as usize].elem
+    }
+
+    /// Emits `kernel(args)` into fresh buffers named `prefix.label` (or as given).
+    fn launch(&mut self, kernel: Kernel, args: Vec<BufId>, outs: &[(&str, Option<Type>)]) -> R<Vec<BufId>> {
+        let elems: Vec<Elem> = args.iter().map(|&b| self.elem(b)).collect();
+        let out_elems = kernel_outputs(&kernel, &elems, &self.inputs)
+            .map_err(|m| LowerError::Invalid(format!("{}: {kernel:?} {m}", self.prefix)))?;
+        if out_elems.len() != outs.len() {
+            return Err(LowerError::Invalid(format!(
+                "{}: {kernel:?} has {} outputs, {} named",
+                self.prefix,
+                out_elems.len(),
+                outs.len()
+            )));
+        }
+        let outs: Vec<BufId> = out_elems
+            .iter()
+            .zip(outs)
+            .map(|(&e, &(label, ty))| {
+                let name = format!("{}.{label}", self.prefix);
+                self.new_buf(&name, e, ty)
+            })
+            .collect();
+        self.instrs.push(Instr::Launch {
+            kernel,
+            args,
+            outs: outs.clone(),
+        });
+        Ok(outs)
+    }
+
+    fn launch1(&mut self, kernel: Kernel, args: Vec<BufId>, label: &str, ty: Option<Type>) -> R<BufId> {
+        Ok(self.launch(kernel, args, &[(label, ty)])?[0])
+    }
+
+    /// Emits `kernel(args)` into existing buffers.
+    fn launch_into(&mut self, kernel: Kernel, args: Vec<BufId>, outs: Vec<BufId>) -> R<()> {
+        let elems: Vec<Elem> = args.iter().map(|&b| self.elem(b)).collect();
+        let out_elems = kernel_outputs(&kernel, &elems, &self.inputs)
+            .map_err(|m| LowerError::Invalid(format!("{kernel:?} {m}")))?;
+        let have: Vec<Elem> = outs.iter().map(|&b| self.elem(b)).collect();
+        if out_elems != have {
+            return Err(LowerError::Invalid(format!(
+                "{kernel:?} produces {out_elems:?}, stored into {have:?}"
+            )));
+        }
+        self.instrs.push(Instr::Launch { kernel, args, outs });
+        Ok(())
+    }
+
+    /// Column output specs for a value's columns, named after them.
+    fn col_names(columns: &[Column]) -> Vec<(String, Option<Type>)> {
+        if columns.is_empty() {
+            vec![("$rows".to_string(), None)]
+        } else {
+            columns.iter().map(|c| (c.name.clone(), Some(c.ty))).collect()
+        }
+    }
+
+    fn launch_cols(&mut self, kernel: Kernel, args: Vec<BufId>, columns: &[Column]) -> R<Vec<BufId>> {
+        let names = Self::col_names(columns);
+        let refs: Vec<(&str, Option<Type>)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+        self.launch(kernel, args, &refs)
+    }
+
+    fn dict_table(&mut self, op: DictOp) -> R<BufId> {
+        if let Some(&b) = self.tables.get(&op) {
+            return Ok(b);
+        }
+        let label = match &op {
+            DictOp::Rank => "rank",
+            DictOp::Like(_) => "like",
+            DictOp::Prefix(_) => "prefix",
+            DictOp::Strlen => "strlen",
+        };
+        let b = self.launch1(Kernel::DictTable { op: op.clone() }, Vec::new(), label, None)?;
+        self.tables.insert(op, b);
+        Ok(b)
+    }
+
+    /// A hidden row-count column of ones as long as `like`.
+    fn ones(&mut self, like: BufId) -> R<BufId> {
+        let expr = KExpr {
+            kind: KExprKind::Const(Value::Bool(true)),
+            ty: Type::Bool,
+        };
+        self.launch1(Kernel::Eval { expr, n_cols: 1 }, vec![like], "$rows", None)
+    }
+
+    // ---- relation variables ------------------------------------------------------------
+
+    /// Creates the buffers of every relation variable; returns the instructions that give
+    /// them their initial contents (inputs are loaded, the rest start empty).
+    fn declare_relations(&mut self) -> R<Vec<Instr>> {
+        let mut init = Vec::new();
+        for r in &self.ra.relations {
+            let bufs: Vec<BufId> = if r.columns.is_empty() {
+                vec![self.new_buf(&format!("{}.$rows", r.name), Elem::U8, None)]
+            } else {
+                r.columns
+                    .iter()
+                    .map(|c| self.new_buf(&format!("{}.{}", r.name, c.name), Elem::of(c.ty), Some(c.ty)))
+                    .collect()
+            };
+            let kernel = match &r.kind {
+                RelKind::Input { file, sep } => {
+                    if r.columns.is_empty() {
+                        return Err(LowerError::Unsupported(format!(
+                            "input predicate `{}` has no columns; an input needs at least one",
+                            r.name
+                        )));
+                    }
+                    self.inputs.push(InputRel {
+                        name: r.name.clone(),
+                        columns: r.columns.clone(),
+                        file: file.clone(),
+                        sep: sep.clone(),
+                    });
+                    Kernel::LoadInput {
+                        input: self.inputs.len() - 1,
+                    }
+                }
+                _ => Kernel::Const {
+                    types: phys_types(&r.columns),
+                    rows: Vec::new(),
+                },
+            };
+            init.push(Instr::Launch {
+                kernel,
+                args: Vec::new(),
+                outs: bufs.clone(),
+            });
+            self.rels.push(bufs);
+        }
+        Ok(init)
+    }
+
+    fn rel_val(&self, r: RelId) -> Val {
+        let rel = &self.ra.relations[r.0 as usize];
+        Val {
+            cols: self.rels[r.0 as usize].clone(),
+            columns: rel.columns.clone(),
+            sorted: rel.props.sorted.clone(),
+            ranked: false,
+            unique: rel.props.unique,
+        }
+    }
+
+    fn move_into(&mut self, r: RelId, v: &Val) {
+        let dsts = self.rels[r.0 as usize].clone();
+        for (d, s) in dsts.into_iter().zip(v.cols.clone()) {
+            self.instrs.push(Instr::Move { dst: d, src: s });
+        }
+    }
+
+    fn temp(&self, t: fox_ra::TempId) -> R<Val> {
+        self.temps
+            .get(&t)
+            .cloned()
+            .ok_or_else(|| LowerError::Invalid(format!("t{} is read before it is defined", t.0)))
+    }
+
+    // ---- statements ----------------------------------------------------------------------
+
+    fn stmt(&mut self, s: &'a Stmt) -> R<()> {
+        match s {
+            Stmt::Let { dst, op } => {
+                self.prefix = format!("t{}", dst.0);
+                let schema = self
+                    .ra
+                    .temps
+                    .get(dst.0 as usize)
+                    .ok_or_else(|| LowerError::Invalid(format!("t{} has no schema", dst.0)))?;
+                let v = self.op(op, schema)?;
+                self.temps.insert(*dst, v);
+                self.defs.insert(*dst, op);
+            }
+            Stmt::Store { rel, src } => {
+                let r = &self.ra.relations[rel.0 as usize];
+                self.prefix = r.name.clone();
+                let v = self.temp(*src)?;
+                let v = self.ensure(v, &r.props)?;
+                self.move_into(*rel, &v);
+            }
+            Stmt::Merge { into, from } => {
+                let r = &self.ra.relations[into.0 as usize];
+                self.prefix = r.name.clone();
+                let set = Props::set(r.columns.len());
+                let a = self.rel_val(*into);
+                let a = self.ensure(a, &set)?;
+                let b = self.rel_val(*from);
+                let b = self.ensure(b, &set)?;
+                let mut args = a.cols.clone();
+                args.extend(&b.cols);
+                let mut columns = a.columns.clone();
+                for c in &mut columns {
+                    c.name = format!("merged.{}", c.name);
+                }
+                let width = a.cols.len();
+                let outs = self.launch_cols(Kernel::MergeUnion { width }, args, &columns)?;
+                let merged = Val { cols: outs, ..a };
+                self.move_into(*into, &merged);
+            }
+            Stmt::Assign { dst, src } => {
+                let r = &self.ra.relations[dst.0 as usize];
+                self.prefix = r.name.clone();
+                let v = self.rel_val(*src);
+                let v = self.ensure(v, &r.props)?;
+                self.move_into(*dst, &v);
+            }
+            Stmt::Clear { rel } => {
+                let r = &self.ra.relations[rel.0 as usize];
+                let kernel = Kernel::Const {
+                    types: phys_types(&r.columns),
+                    rows: Vec::new(),
+                };
+                self.launch_into(kernel, Vec::new(), self.rels[rel.0 as usize].clone())?;
+            }
+            Stmt::Output { rel, src } => {
+                let r = &self.ra.relations[rel.0 as usize];
+                let v = self.temp(*src)?;
+                let schema = &self.ra.temps[src.0 as usize];
+                let order = schema.props.sorted.iter().map(|k| (k.col, k.desc)).collect();
+                let limit = match self.defs.get(src) {
+                    Some(Op::Limit { n, .. }) => Some(*n),
+                    _ => None,
+                };
+                self.instrs.push(Instr::Output {
+                    name: r.name.clone(),
+                    columns: r.columns.clone(),
+                    cols: v.cols,
+                    order,
+                    limit,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    // ---- order and uniqueness --------------------------------------------------------
+
+    /// Gathers every column of `v` at `idx`, into columns named after `columns`.
+    fn gather(&mut self, idx: BufId, cols: &[BufId], columns: &[Column], shift: u32) -> R<Vec<BufId>> {
+        let mut args = vec![idx];
+        args.extend(cols);
+        self.launch_cols(Kernel::Gather { shift }, args, columns)
+    }
+
+    fn permute(&mut self, v: Val, perm: BufId) -> R<Val> {
+        let cols = self.gather(perm, &v.cols, &v.columns, 0)?;
+        Ok(Val { cols, ..v })
+    }
+
+    /// Sorts `v` on `keys` in code order (what the merge-based kernels need).
+    fn sort_code(&mut self, v: Val, keys: &[SortKey]) -> R<Val> {
+        if v.code_sorted().starts_with(keys) {
+            return Ok(v);
+        }
+        let args: Vec<BufId> = keys.iter().map(|k| v.cols[k.col]).collect();
+        let kernel = Kernel::SortPerm {
+            desc: keys.iter().map(|k| k.desc).collect(),
+            by_rank: vec![false; keys.len()],
+        };
+        let perm = self.launch1(kernel, args, "perm", None)?;
+        let v = self.permute(v, perm)?;
+        Ok(Val {
+            sorted: keys.to_vec(),
+            ranked: false,
+            ..v
+        })
+    }
+
+    /// Sorts `v` on `keys` in value order (strings by string value), as `order by` means.
+    fn sort_value(&mut self, v: Val, keys: &[SortKey]) -> R<Val> {
+        if v.value_sorted().starts_with(keys) {
+            return Ok(v);
+        }
+        let by_rank: Vec<bool> = keys.iter().map(|k| v.ty(k.col) == Type::String).collect();
+        let ranked = by_rank.iter().any(|&b| b);
+        let mut args: Vec<BufId> = keys.iter().map(|k| v.cols[k.col]).collect();
+        if ranked {
+            args.push(self.dict_table(DictOp::Rank)?);
+        }
+        let kernel = Kernel::SortPerm {
+            desc: keys.iter().map(|k| k.desc).collect(),
+            by_rank,
+        };
+        let perm = self.launch1(kernel, args, "perm", None)?;
+        let v = self.permute(v, perm)?;
+        Ok(Val {
+            sorted: keys.to_vec(),
+            ranked,
+            ..v
+        })
+    }
+
+    /// Drops repeated rows of `v`, which is sorted on all columns in code order.
+    fn distinct(&mut self, v: Val) -> R<Val> {
+        let flags = self.launch1(Kernel::AdjacentDistinct, v.cols.clone(), "distinct", None)?;
+        let cols = self.compact(flags, &v.cols, &v.columns)?;
+        Ok(Val {
+            cols,
+            unique: true,
+            ..v
+        })
+    }
+
+    fn compact(&mut self, flags: BufId, cols: &[BufId], columns: &[Column]) -> R<Vec<BufId>> {
+        let mut args = vec![flags];
+        args.extend(cols);
+        self.launch_cols(Kernel::Compact, args, columns)
+    }
+
+    /// `v` sorted on `keys` and then on the remaining columns, duplicate-free.
+    fn unique_on(&mut self, v: Val, keys: &[SortKey]) -> R<Val> {
+        if v.arity() == 0 {
+            // All rows are equal: keep at most one.
+            return if v.unique { Ok(v) } else { self.distinct(v) };
+        }
+        let mut full = keys.to_vec();
+        for c in 0..v.arity() {
+            if !full.iter().any(|k| k.col == c) {
+                full.push(SortKey::asc(c));
+            }
+        }
+        let v = if v.code_sorted().starts_with(keys) && v.fully_sorted() {
+            v
+        } else {
+            self.sort_code(v, &full)?
+        };
+        if v.unique {
+            Ok(v)
+        } else {
+            self.distinct(v)
+        }
+    }
+
+    /// `v` with the properties `req` promises, sorting and dropping duplicates as needed.
+    fn ensure(&mut self, v: Val, req: &Props) -> R<Val> {
+        let v = if req.unique && !v.unique {
+            self.unique_on(v, &req.sorted)?
+        } else {
+            v
+        };
+        self.sort_code(v, &req.sorted)
+    }
+
+    /// The order in which to compare the key pairs of a join so that an existing sort of
+    /// one side can be used: a permutation of `0..lk.len()`.
+    fn key_order(l: &Val, lk: &[usize], r: &Val, rk: &[usize]) -> Vec<usize> {
+        let n = lk.len();
+        for (v, keys) in [(l, lk), (r, rk)] {
+            let s = v.code_sorted();
+            if s.len() < n || s[..n].iter().any(|k| k.desc) {
+                continue;
+            }
+            let perm: Option<Vec<usize>> = s[..n].iter().map(|k| keys.iter().position(|&c| c == k.col)).collect();
+            if let Some(perm) = perm {
+                let mut seen = perm.clone();
+                seen.sort_unstable();
+                seen.dedup();
+                if seen.len() == n {
+                    return perm;
+                }
+            }
+        }
+        (0..n).collect()
+    }
+
+    /// The columns `cols` of `v` (no kernel unless no column is kept).
+    fn project(&mut self, v: &Val, cols: &[usize]) -> R<Val> {
+        let columns: Vec<Column> = cols.iter().map(|&c| v.columns[c].clone()).collect();
+        let bufs = if cols.is_empty() {
+            vec![self.ones(v.cols[0])?]
+        } else {
+            cols.iter().map(|&c| v.cols[c]).collect()
+        };
+        let mut sorted = Vec::new();
+        for k in &v.sorted {
+            match cols.iter().position(|&c| c == k.col) {
+                Some(p) => sorted.push(SortKey { col: p, desc: k.desc }),
+                None => break,
+            }
+        }
+        let keeps_all = (0..v.arity()).all(|c| cols.contains(&c));
+        Ok(Val {
+            cols: bufs,
+            columns,
+            sorted,
+            ranked: v.ranked,
+            unique: v.unique && keeps_all,
+        })
+    }
+
+    // ---- operators -----------------------------------------------------------------------
+
+    fn op(&mut self, op: &Op, schema: &Schema) -> R<Val> {
+        let columns = schema.columns.clone();
+        match op {
+            Op::Scan(r) => {
+                // Copies of the names, so that a later store into the relation in this
+                // block does not change the temp (the copies are removed again where
+                // that cannot happen).
+                let v = self.rel_val(*r);
+                let mut cols = Vec::with_capacity(v.cols.len());
+                for (i, &src) in v.cols.iter().enumerate() {
+                    let (name, ty) = match columns.get(i) {
+                        Some(c) => (c.name.clone(), Some(c.ty)),
+                        None => ("$rows".to_string(), None),
+                    };
+                    let dst = self.new_buf(&format!("{}.{name}", self.prefix), self.elem(src), ty);
+                    self.instrs.push(Instr::Move { dst, src });
+                    cols.push(dst);
+                }
+                Ok(Val { cols, columns, ..v })
+            }
+            Op::Const(rows) => {
+                let types = phys_types(&columns);
+                let rows: Vec<Vec<Value>> = if columns.is_empty() {
+                    rows.iter().map(|_| vec![Value::Bool(true)]).collect()
+                } else {
+                    rows.clone()
+                };
+                let n = rows.len();
+                let cols = self.launch_cols(Kernel::Const { types, rows }, Vec::new(), &columns)?;
+                let arity = columns.len();
+                Ok(Val {
+                    cols,
+                    columns,
+                    sorted: if n <= 1 { asc(0..arity) } else { Vec::new() },
+                    ranked: false,
+                    unique: n <= 1,
+                })
+            }
+            Op::Select { input, pred } => {
+                let v = self.temp(*input)?;
+                let flags = self.expr_col(&v, pred, "flags")?;
+                let cols = self.compact(flags, &v.cols, &columns)?;
+                Ok(Val { cols, columns, ..v })
+            }
+            Op::Map { input, exprs } => {
+                let v = self.temp(*input)?;
+                let mut cols = Vec::with_capacity(exprs.len());
+                for (e, c) in exprs.iter().zip(&columns) {
+                    cols.push(self.expr_col(&v, e, &c.name)?);
+                }
+                if cols.is_empty() {
+                    cols.push(self.ones(v.cols[0])?);
+                }
+                // Order and uniqueness survive through plain column references.
+                let refs: Vec<Option<usize>> = exprs
+                    .iter()
+                    .map(|e| match e.kind {
+                        ExprKind::Col(i) => Some(i),
+                        _ => None,
+                    })
+                    .collect();
+                let mut sorted = Vec::new();
+                for k in &v.sorted {
+                    match refs.iter().position(|&r| r == Some(k.col)) {
+                        Some(p) => sorted.push(SortKey { col: p, desc: k.desc }),
+                        None => break,
+                    }
+                }
+                let unique = v.unique && (0..v.arity()).all(|c| refs.contains(&Some(c)));
+                Ok(Val {
+                    cols,
+                    columns,
+                    sorted,
+                    ranked: v.ranked,
+                    unique,
+                })
+            }
+            Op::Project { input, cols } => {
+                let v = self.temp(*input)?;
+                let p = self.project(&v, cols)?;
+                Ok(Val { columns, ..p })
+            }
+            Op::Union(inputs) => {
+                let vals: Vec<Val> = inputs.iter().map(|&t| self.temp(t)).collect::<R<_>>()?;
+                if vals.len() == 1 {
+                    return Ok(Val {
+                        columns,
+                        ..vals[0].clone()
+                    });
+                }
+                let width = vals[0].cols.len();
+                let args: Vec<BufId> = vals.iter().flat_map(|v| v.cols.clone()).collect();
+                let cols = self.launch_cols(
+                    Kernel::Concat {
+                        parts: vals.len(),
+                        width,
+                    },
+                    args,
+                    &columns,
+                )?;
+                Ok(Val {
+                    cols,
+                    columns,
+                    sorted: Vec::new(),
+                    ranked: false,
+                    unique: false,
+                })
+            }
+            Op::Unique(input) => {
+                let v = self.temp(*input)?;
+                let keys = if v.fully_sorted() {
+                    v.code_sorted().to_vec()
+                } else {
+                    asc(0..v.arity())
+                };
+                let u = self.unique_on(v, &keys)?;
+                Ok(Val { columns, ..u })
+            }
+            Op::Sort { input, keys } => {
+                let v = self.temp(*input)?;
+                let s = self.sort_value(v, keys)?;
+                Ok(Val { columns, ..s })
+            }
+            Op::Limit { input, n } => {
+                let v = self.temp(*input)?;
+                // The first `n` rows in the order the input promises, by value.
+                let claim = &self.ra.temps[input.0 as usize].props.sorted;
+                let v = self.sort_value(v, claim)?;
+                let cols = self.launch_cols(Kernel::Slice { start: 0, len: *n }, v.cols.clone(), &columns)?;
+                Ok(Val { cols, columns, ..v })
+            }
+            Op::Join {
+                left,
+                right,
+                left_keys,
+                right_keys,
+                output,
+            } => self.join(*left, *right, left_keys, right_keys, output, columns),
+            Op::SemiJoin {
+                left,
+                right,
+                left_keys,
+                right_keys,
+            } => self.semi_join(*left, *right, left_keys, right_keys, false, columns),
+            Op::AntiJoin {
+                left,
+                right,
+                left_keys,
+                right_keys,
+            } => self.semi_join(*left, *right, left_keys, right_keys, true, columns),
+            Op::Difference { left, right } => {
+                let l = self.temp(*left)?;
+                let all: Vec<usize> = (0..l.arity()).collect();
+                self.semi_join(*left, *right, &all, &all, true, columns)
+            }
+            Op::Aggregate { input, group, aggs } => self.aggregate(*input, group, aggs, columns),
+            Op::MultiJoin { vars, inputs, output } => self.multi_join(vars, inputs, output, columns),
+        }
+    }
+
+    /// The key columns of the two sides of a join-like kernel; with no keys, one column of
+    /// each side (which give the row counts).
+    fn key_args(l: &Val, lk: &[usize], r: &Val, rk: &[usize]) -> Vec<BufId> {
+        if lk.is_empty() {
+            return vec![l.cols[0], r.cols[0]];
+        }
+        let mut args: Vec<BufId> = lk.iter().map(|&c| l.cols[c]).collect();
+        args.extend(rk.iter().map(|&c| r.cols[c]));
+        args
+    }
+
+    /// Sorts both sides of a join-like operator on their keys, in an order that reuses an
+    /// existing sort where there is one. Returns the sorted sides and the reordered keys.
+    fn sort_sides(&mut self, l: Val, lk: &[usize], r: Val, rk: &[usize]) -> R<(Val, Vec<usize>, Val, Vec<usize>)> {
+        if lk.is_empty() {
+            return Ok((l, Vec::new(), r, Vec::new()));
+        }
+        let perm = Self::key_order(&l, lk, &r, rk);
+        let lk: Vec<usize> = perm.iter().map(|&i| lk[i]).collect();
+        let rk: Vec<usize> = perm.iter().map(|&i| rk[i]).collect();
+        let l = self.sort_code(l, &asc(lk.iter().copied()))?;
+        let r = self.sort_code(r, &asc(rk.iter().copied()))?;
+        Ok((l, lk, r, rk))
+    }
+
+    fn join(
+        &mut self,
+        left: fox_ra::TempId,
+        right: fox_ra::TempId,
+        lk: &[usize],
+        rk: &[usize],
+        output: &[JoinCol],
+        columns: Vec<Column>,
+    ) -> R<Val> {
+        let (l, r) = (self.temp(left)?, self.temp(right)?);
+        let (l, lk, r, rk) = self.sort_sides(l, lk, r, rk)?;
+        let nkeys = lk.len();
+        let keys = Self::key_args(&l, &lk, &r, &rk);
+        let counts = self.launch1(Kernel::JoinCount { nkeys }, keys.clone(), "counts", None)?;
+        let scan = self.launch(
+            Kernel::ExclusiveScan,
+            vec![counts],
+            &[("offsets", None), ("total", None)],
+        )?;
+        let mut args = keys;
+        args.extend(&scan);
+        let idx = self.launch(Kernel::JoinWrite { nkeys }, args, &[("lidx", None), ("ridx", None)])?;
+        // One gather per side, of the columns the output takes from it.
+        let mut picked: HashMap<(bool, usize), BufId> = HashMap::new();
+        for (side, v, ix) in [(Side::Left, &l, idx[0]), (Side::Right, &r, idx[1])] {
+            let mut want: Vec<usize> = Vec::new();
+            for jc in output {
+                if jc.side == side && !want.contains(&jc.col) {
+                    want.push(jc.col);
+                }
+            }
+            if want.is_empty() {
+                continue;
+            }
+            let srcs: Vec<BufId> = want.iter().map(|&c| v.cols[c]).collect();
+            let names: Vec<Column> = want
+                .iter()
+                .map(|&c| {
+                    let pos = output.iter().position(|o| o.side == side && o.col == c).unwrap_or(0);
+                    columns.get(pos).cloned().unwrap_or_else(|| v.columns[c].clone())
+                })
+                .collect();
+            let got = self.gather(ix, &srcs, &names, 0)?;
+            for (c, b) in want.into_iter().zip(got) {
+                picked.insert((side == Side::Left, c), b);
+            }
+        }
+        let mut cols: Vec<BufId> = output
+            .iter()
+            .map(|jc| picked[&(jc.side == Side::Left, jc.col)])
+            .collect();
+        if cols.is_empty() {
+            cols.push(self.ones(idx[0])?);
+        }
+        // Pairs come in left row order, so the left's order survives on its kept columns.
+        let mut sorted = Vec::new();
+        for k in l.code_sorted() {
+            match output.iter().position(|o| o.side == Side::Left && o.col == k.col) {
+                Some(p) => sorted.push(SortKey { col: p, desc: k.desc }),
+                None => break,
+            }
+        }
+        let covers = |side: Side, v: &Val| (0..v.arity()).all(|c| output.contains(&JoinCol { side, col: c }));
+        let unique = l.unique && r.unique && covers(Side::Left, &l) && covers(Side::Right, &r);
+        Ok(Val {
+            cols,
+            columns,
+            sorted,
+            ranked: false,
+            unique,
+        })
+    }
+
+    /// Semi-join (`anti == false`), anti-join and difference: the rows of the left side
+    /// with (without) a match on the right. The output has the left's (sorted) order.
+    fn semi_join(
+        &mut self,
+        left: fox_ra::TempId,
+        right: fox_ra::TempId,
+        lk: &[usize],
+        rk: &[usize],
+        anti: bool,
+        columns: Vec<Column>,
+    ) -> R<Val> {
+        let (l, r) = (self.temp(left)?, self.temp(right)?);
+        // Only the right's key columns matter.
+        let r = if rk.is_empty() { r } else { self.project(&r, rk)? };
+        let rk: Vec<usize> = (0..rk.len()).collect();
+        let (l, lk, r, rk) = self.sort_sides(l, lk, r, &rk)?;
+        let nkeys = lk.len();
+        let keys = Self::key_args(&l, &lk, &r, &rk);
+        let flags = self.launch1(Kernel::MatchFlags { nkeys, anti }, keys, "match", None)?;
+        let cols = self.compact(flags, &l.cols, &columns)?;
+        Ok(Val { cols, columns, ..l })
+    }
+
+    fn aggregate(
+        &mut self,
+        input: fox_ra::TempId,
+        group: &[usize],
+        aggs: &[fox_ra::AggCall],
+        columns: Vec<Column>,
+    ) -> R<Val> {
+        let v = self.temp(input)?;
+        // Group keys in an order the input may already be sorted in.
+        // `perm[j]` is the position in `group` of the j-th sort key.
+        let perm = Self::key_order(&v, group, &v, group);
+        let keys: Vec<usize> = perm.iter().map(|&i| group[i]).collect();
+        let v = self.sort_code(v, &asc(keys.iter().copied()))?;
+        let mut args: Vec<BufId> = keys.iter().map(|&c| v.cols[c]).collect();
+        let mut specs = Vec::with_capacity(aggs.len());
+        let mut rank = false;
+        let g = group.len();
+        for (i, a) in aggs.iter().enumerate() {
+            let label = columns.get(g + i).map_or("agg", |c| c.name.as_str()).to_string();
+            let input = match &a.arg {
+                Some(e) => {
+                    args.push(self.expr_col(&v, e, &format!("{label}.arg"))?);
+                    rank |= e.ty == Type::String && matches!(a.func, AggFunc::Min | AggFunc::Max);
+                    Some(e.ty)
+                }
+                None => None,
+            };
+            specs.push(AggSpec {
+                func: a.func,
+                input,
+                output: a.ty,
+            });
+        }
+        if g == 0 && specs.iter().all(|s| s.input.is_none()) {
+            args.push(v.cols[0]);
+        }
+        if rank {
+            args.push(self.dict_table(DictOp::Rank)?);
+        }
+        // Outputs: the keys in sort order, then the aggregates.
+        let mut out_cols: Vec<Column> = perm.iter().map(|&i| columns[i].clone()).collect();
+        out_cols.extend(columns[g..].iter().cloned());
+        let outs = self.launch_cols(Kernel::ReduceByKey { nkeys: g, aggs: specs }, args, &out_cols)?;
+        // Back to the declared column order: group columns, then aggregates.
+        let mut cols = vec![BufId(0); columns.len()];
+        for (j, &i) in perm.iter().enumerate() {
+            cols[i] = outs[j];
+        }
+        cols[g..].copy_from_slice(&outs[g..]);
+        if cols.is_empty() {
+            return Err(LowerError::Invalid("an aggregation without columns".into()));
+        }
+        // One row per group, in key order; the keys are unique, so the rows are sorted
+        // on every column after them too.
+        let mut sorted: Vec<SortKey> = perm.iter().map(|&i| SortKey::asc(i)).collect();
+        for c in g..columns.len() {
+            sorted.push(SortKey::asc(c));
+        }
+        Ok(Val {
+            cols,
+            columns,
+            sorted,
+            ranked: false,
+            unique: true,
+        })
+    }
+
+    // ---- multi-way join (leapfrog triejoin, breadth first) ------------------------------
+
+    fn multi_join(
+        &mut self,
+        vars: &[Column],
+        inputs: &[MultiJoinInput],
+        output: &[usize],
+        columns: Vec<Column>,
+    ) -> R<Val> {
+        if vars.is_empty() {
+            return Err(LowerError::Unsupported("a multi-way join binds no variable".into()));
+        }
+        struct Atom {
+            vars: Vec<usize>,
+            values: Vec<BufId>,
+            starts: Vec<BufId>,
+            depth: usize,
+        }
+        #[derive(Clone, Copy, PartialEq)]
+        enum Slot {
+            Var(usize),
+            Lo(usize),
+            Hi(usize),
+        }
+        let mut atoms: Vec<Atom> = Vec::new();
+        let mut nullary: Vec<Val> = Vec::new();
+        let mut state: Vec<(Slot, BufId)> = Vec::new();
+        for inp in inputs {
+            let v = self.temp(inp.src)?;
+            if inp.vars.is_empty() {
+                nullary.push(v);
+                continue;
+            }
+            let a = atoms.len();
+            // Columns in the global variable order, as a set sorted on all of them.
+            let mut order: Vec<usize> = (0..inp.vars.len()).collect();
+            order.sort_by_key(|&i| inp.vars[i]);
+            let v = self.project(&v, &order)?;
+            let m = order.len();
+            let v = self.unique_on(v, &asc(0..m))?;
+            let v = self.sort_code(v, &asc(0..m))?;
+            let names: Vec<String> = (0..m)
+                .flat_map(|d| {
+                    let mut n = vec![format!("a{a}.v{d}")];
+                    if d + 1 < m {
+                        n.push(format!("a{a}.s{d}"));
+                    }
+                    n
+                })
+                .collect();
+            let refs: Vec<(&str, Option<Type>)> = names.iter().map(|n| (n.as_str(), None)).collect();
+            let trie = self.launch(Kernel::TrieBuild { arity: m }, v.cols.clone(), &refs)?;
+            let values: Vec<BufId> = trie.iter().step_by(2).copied().collect();
+            let starts: Vec<BufId> = trie.iter().skip(1).step_by(2).copied().collect();
+            let (lo, hi) = (format!("a{a}.lo"), format!("a{a}.hi"));
+            let root = self.launch(Kernel::RootRange, vec![values[0]], &[(&lo, None), (&hi, None)])?;
+            state.push((Slot::Lo(a), root[0]));
+            state.push((Slot::Hi(a), root[1]));
+            atoms.push(Atom {
+                vars: order.iter().map(|&i| inp.vars[i]).collect(),
+                values,
+                starts,
+                depth: 0,
+            });
+        }
+        let find = |state: &[(Slot, BufId)], s: Slot| state.iter().find(|(x, _)| *x == s).map(|&(_, b)| b);
+        for (var, vcol) in vars.iter().enumerate() {
+            let members: Vec<usize> = (0..atoms.len())
+                .filter(|&a| atoms[a].vars.get(atoms[a].depth) == Some(&var))
+                .collect();
+            let Some(&lead) = members.first() else {
+                return Err(LowerError::Invalid(format!(
+                    "variable `{}` of a multi-way join is bound by no input",
+                    vcol.name
+                )));
+            };
+            let missing = || LowerError::Invalid("a multi-way join lost an atom's range".into());
+            let lo = find(&state, Slot::Lo(lead)).ok_or_else(missing)?;
+            let hi = find(&state, Slot::Hi(lead)).ok_or_else(missing)?;
+            let lvl = vcol.name.clone();
+            // Expand the lead atom's children: one row per (binding, child).
+            let counts = self.launch1(Kernel::RangeCount, vec![lo, hi], &format!("{lvl}.counts"), None)?;
+            let scan = self.launch(
+                Kernel::ExclusiveScan,
+                vec![counts],
+                &[(&format!("{lvl}.offsets"), None), (&format!("{lvl}.total"), None)],
+            )?;
+            let ex = self.launch(
+                Kernel::Expand,
+                vec![lo, scan[0], scan[1]],
+                &[(&format!("{lvl}.parent"), None), (&format!("{lvl}.pos"), None)],
+            )?;
+            let (parent, pos) = (ex[0], ex[1]);
+            let depth = atoms[lead].depth;
+            let value = self.launch1(
+                Kernel::Gather { shift: 0 },
+                vec![pos, atoms[lead].values[depth]],
+                &vcol.name,
+                Some(vcol.ty),
+            )?;
+            // Every other state column follows its parent row.
+            let others: Vec<(Slot, BufId)> = state
+                .iter()
+                .copied()
+                .filter(|(s, _)| *s != Slot::Lo(lead) && *s != Slot::Hi(lead))
+                .collect();
+            let mut next: Vec<(Slot, BufId)> = Vec::new();
+            if !others.is_empty() {
+                let mut args = vec![parent];
+                args.extend(others.iter().map(|&(_, b)| b));
+                let names: Vec<String> = others.iter().map(|&(_, b)| self.base_name(b)).collect();
+                let refs: Vec<(&str, Option<Type>)> = others
+                    .iter()
+                    .zip(&names)
+                    .map(|(&(_, b), n)| (n.as_str(), self.buffers[b.0 as usize].ty))
+                    .collect();
+                let got = self.launch(Kernel::Gather { shift: 0 }, args, &refs)?;
+                next.extend(others.iter().map(|&(s, _)| s).zip(got));
+            }
+            next.push((Slot::Var(var), value));
+            if depth + 1 < atoms[lead].vars.len() {
+                let range = self.child_range(lead, atoms[lead].starts[depth], pos)?;
+                next.push((Slot::Lo(lead), range.0));
+                next.push((Slot::Hi(lead), range.1));
+            }
+            atoms[lead].depth += 1;
+            state = next;
+            // Intersect with every other atom that binds this variable.
+            let rest = &members[1..];
+            if rest.is_empty() {
+                continue;
+            }
+            let mut found = Vec::new();
+            let mut positions = Vec::new();
+            for &a in rest {
+                let d = atoms[a].depth;
+                let lo = find(&state, Slot::Lo(a)).ok_or_else(missing)?;
+                let hi = find(&state, Slot::Hi(a)).ok_or_else(missing)?;
+                let r = self.launch(
+                    Kernel::SortedSearch,
+                    vec![atoms[a].values[d], lo, hi, value],
+                    &[(&format!("a{a}.found"), None), (&format!("a{a}.pos"), None)],
+                )?;
+                found.push(r[0]);
+                positions.push(r[1]);
+            }
+            let flags = if found.len() == 1 {
+                found[0]
+            } else {
+                let expr = KExpr {
+                    kind: KExprKind::And(
+                        (0..found.len())
+                            .map(|i| KExpr {
+                                kind: KExprKind::Col(i),
+                                ty: Type::Bool,
+                            })
+                            .collect(),
+                    ),
+                    ty: Type::Bool,
+                };
+                self.launch1(
+                    Kernel::Eval {
+                        expr,
+                        n_cols: found.len(),
+                    },
+                    found.clone(),
+                    &format!("{lvl}.found"),
+                    None,
+                )?
+            };
+            let kept: Vec<(Slot, BufId)> = state
+                .iter()
+                .copied()
+                .filter(|(s, _)| !rest.iter().any(|&a| *s == Slot::Lo(a) || *s == Slot::Hi(a)))
+                .collect();
+            let mut args = vec![flags];
+            args.extend(kept.iter().map(|&(_, b)| b));
+            args.extend(&positions);
+            let mut names: Vec<(String, Option<Type>)> = kept
+                .iter()
+                .map(|&(_, b)| (self.base_name(b), self.buffers[b.0 as usize].ty))
+                .collect();
+            names.extend(rest.iter().map(|a| (format!("a{a}.pos"), None)));
+            let refs: Vec<(&str, Option<Type>)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+            let got = self.launch(Kernel::Compact, args, &refs)?;
+            state = kept.iter().map(|&(s, _)| s).zip(got.iter().copied()).collect();
+            for (i, &a) in rest.iter().enumerate() {
+                let d = atoms[a].depth;
+                if d + 1 < atoms[a].vars.len() {
+                    let range = self.child_range(a, atoms[a].starts[d], got[kept.len() + i])?;
+                    state.push((Slot::Lo(a), range.0));
+                    state.push((Slot::Hi(a), range.1));
+                }
+                atoms[a].depth += 1;
+            }
+        }
+        let mut var_cols: Vec<BufId> = (0..vars.len())
+            .map(|v| find(&state, Slot::Var(v)))
+            .collect::<Option<_>>()
+            .ok_or_else(|| LowerError::Invalid("a multi-way join lost a variable".into()))?;
+        // Inputs without variables only say whether there are results at all.
+        for n in nullary {
+            let flags = self.launch1(
+                Kernel::MatchFlags { nkeys: 0, anti: false },
+                vec![var_cols[0], n.cols[0]],
+                "nonempty",
+                None,
+            )?;
+            var_cols = self.compact(flags, &var_cols, vars)?;
+        }
+        let mut cols: Vec<BufId> = output.iter().map(|&v| var_cols[v]).collect();
+        if cols.is_empty() {
+            cols.push(self.ones(var_cols[0])?);
+        }
+        // Bindings come out in lexicographic order of the variable order, each once.
+        let mut sorted = Vec::new();
+        for v in 0..vars.len() {
+            match output.iter().position(|&o| o == v) {
+                Some(p) => sorted.push(SortKey::asc(p)),
+                None => break,
+            }
+        }
+        let unique = (0..vars.len()).all(|v| output.contains(&v));
+        Ok(Val {
+            cols,
+            columns,
+            sorted,
+            ranked: false,
+            unique,
+        })
+    }
+
+    /// The range of children of the trie nodes at `pos`: `start[pos]`, `start[pos + 1]`.
+    fn child_range(&mut self, atom: usize, start: BufId, pos: BufId) -> R<(BufId, BufId)> {
+        let lo = self.launch1(
+            Kernel::Gather { shift: 0 },
+            vec![pos, start],
+            &format!("a{atom}.lo"),
+            None,
+        )?;
+        let hi = self.launch1(
+            Kernel::Gather { shift: 1 },
+            vec![pos, start],
+            &format!("a{atom}.hi"),
+            None,
+        )?;
+        Ok((lo, hi))
+    }
+
+    /// The part of a buffer's name after the temp prefix (`t3.a0.lo~2` → `a0.lo`).
+    fn base_name(&self, b: BufId) -> String {
+        let name = &self.buffers[b.0 as usize].name;
+        let name = name.split('~').next().unwrap_or(name);
+        match name.split_once('.') {
+            Some((_, rest)) => rest.to_string(),
+            None => name.to_string(),
+        }
+    }
+
+    // ---- expressions ---------------------------------------------------------------------
+
+    /// A column holding `e` over the rows of `v`: the column itself for a column
+    /// reference, the output of a string function, or an `Eval`.
+    fn expr_col(&mut self, v: &Val, e: &Expr, label: &str) -> R<BufId> {
+        match &e.kind {
+            ExprKind::Col(i) => {
+                return v
+                    .cols
+                    .get(*i)
+                    .copied()
+                    .ok_or_else(|| LowerError::Invalid(format!("an expression reads column {i} of {}", v.arity())))
+            }
+            ExprKind::Call(b @ (Builtin::Substr | Builtin::Concat), args) => return self.str_fn(v, *b, args, label),
+            _ => {}
+        }
+        let mut cx = ExprCx::default();
+        let k = self.kexpr(v, &mut cx, e)?;
+        if cx.args.is_empty() {
+            cx.args.push(v.cols[0]);
+        }
+        let n_cols = cx.args.len();
+        let mut args = cx.args;
+        args.extend(cx.tables);
+        let ty = if label == "flags" { None } else { Some(e.ty) };
+        self.launch1(Kernel::Eval { expr: k, n_cols }, args, label, ty)
+    }
+
+    /// `substr` or `concat` over the rows of `v`: its arguments as columns, then the
+    /// string-producing kernel.
+    fn str_fn(&mut self, v: &Val, b: Builtin, args: &[Expr], label: &str) -> R<BufId> {
+        let (func, want): (StrFunc, &[Type]) = match b {
+            Builtin::Substr => (StrFunc::Substr, &[Type::String, Type::Int64, Type::Int64]),
+            _ => (StrFunc::Concat, &[Type::String, Type::String]),
+        };
+        if args.len() != want.len() {
+            return Err(LowerError::Invalid(format!(
+                "{func:?} takes {} arguments, found {}",
+                want.len(),
+                args.len()
+            )));
+        }
+        let mut cols = Vec::with_capacity(args.len());
+        for (i, (a, &t)) in args.iter().zip(want).enumerate() {
+            let a = if a.ty == t {
+                a.clone()
+            } else {
+                Expr {
+                    kind: ExprKind::Cast(Box::new(a.clone())),
+                    ty: t,
+                }
+            };
+            cols.push(self.expr_col(v, &a, &format!("{label}.arg{i}"))?);
+        }
+        let out = self.launch1(Kernel::StrFn { func }, cols, label, Some(Type::String))?;
+        // The dictionary grew: tables computed before no longer cover every code.
+        self.tables.clear();
+        Ok(out)
+    }
+
+    fn kexpr(&mut self, v: &Val, cx: &mut ExprCx, e: &Expr) -> R<KExpr> {
+        let ty = e.ty;
+        let node = |kind| KExpr { kind, ty };
+        Ok(match &e.kind {
+            ExprKind::Col(i) => {
+                let b = *v
+                    .cols
+                    .get(*i)
+                    .ok_or_else(|| LowerError::Invalid(format!("an expression reads column {i} of {}", v.arity())))?;
+                node(KExprKind::Col(cx.arg(b)))
+            }
+            ExprKind::Const(c) => node(KExprKind::Const(c.clone())),
+            ExprKind::Cast(a) => node(KExprKind::Cast(Box::new(self.kexpr(v, cx, a)?))),
+            ExprKind::Neg(a) => node(KExprKind::Neg(Box::new(self.kexpr(v, cx, a)?))),
+            ExprKind::Not(a) => node(KExprKind::Not(Box::new(self.kexpr(v, cx, a)?))),
+            ExprKind::Arith(op, a, b) => {
+                let (a, b) = (self.kexpr(v, cx, a)?, self.kexpr(v, cx, b)?);
+                node(KExprKind::Arith(*op, Box::new(a), Box::new(b)))
+            }
+            ExprKind::Cmp(op, a, b) => {
+                let string = a.ty == Type::String;
+                let (mut a, mut b) = (self.kexpr(v, cx, a)?, self.kexpr(v, cx, b)?);
+                if string && !matches!(op, CmpOp::Eq | CmpOp::Ne) {
+                    let t = self.table(cx, DictOp::Rank)?;
+                    let rank = |x: KExpr| KExpr {
+                        kind: KExprKind::Table(t, Box::new(x)),
+                        ty: Type::Int64,
+                    };
+                    a = rank(a);
+                    b = rank(b);
+                }
+                node(KExprKind::Cmp(*op, Box::new(a), Box::new(b)))
+            }
+            ExprKind::And(es) => node(KExprKind::And(
+                es.iter().map(|a| self.kexpr(v, cx, a)).collect::<R<_>>()?,
+            )),
+            ExprKind::Or(es) => node(KExprKind::Or(
+                es.iter().map(|a| self.kexpr(v, cx, a)).collect::<R<_>>()?,
+            )),
+            ExprKind::In(a, vals) => node(KExprKind::In(Box::new(self.kexpr(v, cx, a)?), vals.clone())),
+            ExprKind::Call(b, args) => match b {
+                Builtin::Like | Builtin::Prefix => {
+                    let name = if *b == Builtin::Like { "like" } else { "prefix" };
+                    let [s, p] = args.as_slice() else {
+                        return Err(LowerError::Invalid(format!("`{name}` takes two arguments")));
+                    };
+                    let ExprKind::Const(Value::String(pat)) = &p.kind else {
+                        return Err(LowerError::Unsupported(format!(
+                            "the pattern of `{name}` must be a string constant"
+                        )));
+                    };
+                    let s = self.kexpr(v, cx, s)?;
+                    let op = if *b == Builtin::Like {
+                        DictOp::Like(pat.clone())
+                    } else {
+                        DictOp::Prefix(pat.clone())
+                    };
+                    let t = self.table(cx, op)?;
+                    KExpr {
+                        kind: KExprKind::Table(t, Box::new(s)),
+                        ty: Type::Bool,
+                    }
+                }
+                Builtin::Strlen => {
+                    let [s] = args.as_slice() else {
+                        return Err(LowerError::Invalid("`strlen` takes one argument".into()));
+                    };
+                    let s = self.kexpr(v, cx, s)?;
+                    let t = self.table(cx, DictOp::Strlen)?;
+                    let len = KExpr {
+                        kind: KExprKind::Table(t, Box::new(s)),
+                        ty: Type::Int32,
+                    };
+                    if ty == Type::Int32 {
+                        len
+                    } else {
+                        node(KExprKind::Cast(Box::new(len)))
+                    }
+                }
+                Builtin::Substr | Builtin::Concat => {
+                    let col = self.str_fn(v, *b, args, "str")?;
+                    node(KExprKind::Col(cx.arg(col)))
+                }
+                Builtin::Year | Builtin::Month | Builtin::Day | Builtin::Abs | Builtin::Round => {
+                    let f = match b {
+                        Builtin::Year => ScalarFn::Year,
+                        Builtin::Month => ScalarFn::Month,
+                        Builtin::Day => ScalarFn::Day,
+                        Builtin::Abs => ScalarFn::Abs,
+                        _ => ScalarFn::Round,
+                    };
+                    let args = args.iter().map(|a| self.kexpr(v, cx, a)).collect::<R<_>>()?;
+                    node(KExprKind::Call(f, args))
+                }
+            },
+        })
+    }
+
+    /// The index of a dictionary table among the expression's tables.
+    fn table(&mut self, cx: &mut ExprCx, op: DictOp) -> R<usize> {
+        let b = self.dict_table(op)?;
+        Ok(match cx.tables.iter().position(|&t| t == b) {
+            Some(i) => i,
+            None => {
+                cx.tables.push(b);
+                cx.tables.len() - 1
+            }
+        })
+    }
+}
+
+/// The arguments of an `Eval` being built.
+#[derive(Default)]
+struct ExprCx {
+    args: Vec<BufId>,
+    tables: Vec<BufId>,
+}
+
+impl ExprCx {
+    fn arg(&mut self, b: BufId) -> usize {
+        match self.args.iter().position(|&a| a == b) {
+            Some(i) => i,
+            None => {
+                self.args.push(b);
+                self.args.len() - 1
+            }
+        }
+    }
+}

@@ -1,0 +1,399 @@
+//! The readable forms of a kernel plan: text (`foxc compile --emit kernels`) and a
+//! graphviz drawing of its CFG (`--emit dot`).
+
+use std::fmt::Write;
+
+use fox_sema::core::{AggFunc, ArithOp, CmpOp, Column, Type};
+
+use crate::ir::*;
+
+/// Renders a plan: its inputs, then every block with one launch per line (outputs with
+/// their element types, then the kernel and its arguments), moves, frees, outputs and the
+/// terminator.
+pub fn print_kernels(plan: &KernelPlan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "kernel plan (version {}): {} buffers, planned peak {} live",
+        plan.version,
+        plan.buffers.len(),
+        plan.planned_peak_buffers
+    );
+    if !plan.inputs.is_empty() {
+        out.push_str("inputs:\n");
+        for (i, r) in plan.inputs.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "  {i}: {} from {:?} sep {:?} {}",
+                r.name,
+                r.file,
+                r.sep,
+                columns(&r.columns)
+            );
+        }
+    }
+    for (b, block) in plan.blocks.iter().enumerate() {
+        let entry = if plan.entry.0 as usize == b { ", entry" } else { "" };
+        let _ = writeln!(out, "block b{b} ({}{entry}):", block.label);
+        for line in block_lines(plan, block) {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    out
+}
+
+/// The lines of a block: its instructions (consecutive frees on one line) and terminator.
+fn block_lines(plan: &KernelPlan, block: &Block) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut frees: Vec<String> = Vec::new();
+    for i in &block.instrs {
+        if let Instr::Free { buf } = i {
+            frees.push(name(plan, *buf));
+            continue;
+        }
+        if !frees.is_empty() {
+            lines.push(format!("free {}", frees.join(", ")));
+            frees.clear();
+        }
+        lines.push(instr_text(plan, i));
+    }
+    if !frees.is_empty() {
+        lines.push(format!("free {}", frees.join(", ")));
+    }
+    lines.push(term_text(plan, &block.term));
+    lines
+}
+
+fn name(plan: &KernelPlan, b: BufId) -> String {
+    plan.buffers
+        .get(b.0 as usize)
+        .map_or_else(|| format!("#{}?", b.0), |v| v.name.clone())
+}
+
+fn typed(plan: &KernelPlan, b: BufId) -> String {
+    match plan.buffers.get(b.0 as usize) {
+        Some(v) => format!("{}:{}", v.name, elem_name(v.elem)),
+        None => format!("#{}?", b.0),
+    }
+}
+
+pub(crate) fn elem_name(e: Elem) -> &'static str {
+    match e {
+        Elem::U8 => "u8",
+        Elem::I32 => "i32",
+        Elem::U32 => "u32",
+        Elem::I64 => "i64",
+        Elem::U64 => "u64",
+        Elem::F64 => "f64",
+    }
+}
+
+fn columns(cols: &[Column]) -> String {
+    let parts: Vec<String> = cols.iter().map(|c| format!("{}: {}", c.name, c.ty)).collect();
+    format!("({})", parts.join(", "))
+}
+
+/// One instruction as text.
+pub fn instr_text(plan: &KernelPlan, i: &Instr) -> String {
+    match i {
+        Instr::Launch { kernel, args, outs } => {
+            let outs: Vec<String> = outs.iter().map(|&b| typed(plan, b)).collect();
+            let args_s: Vec<String> = args.iter().map(|&b| name(plan, b)).collect();
+            format!(
+                "{} = {}({})",
+                outs.join(", "),
+                kernel_text(plan, kernel, args),
+                args_s.join(", ")
+            )
+        }
+        Instr::Move { dst, src } => format!("{} = move {}", typed(plan, *dst), name(plan, *src)),
+        Instr::Free { buf } => format!("free {}", name(plan, *buf)),
+        Instr::Output {
+            name: n,
+            columns: cols,
+            cols: bufs,
+            order,
+            limit,
+        } => {
+            let bufs: Vec<String> = bufs.iter().map(|&b| name(plan, b)).collect();
+            let mut s = format!("output {n} {} from [{}]", columns(cols), bufs.join(", "));
+            if !order.is_empty() {
+                let keys: Vec<String> = order
+                    .iter()
+                    .map(|&(c, desc)| {
+                        let n = cols.get(c).map_or_else(|| format!("#{c}"), |c| c.name.clone());
+                        if desc {
+                            format!("{n} desc")
+                        } else {
+                            n
+                        }
+                    })
+                    .collect();
+                let _ = write!(s, " order by {}", keys.join(", "));
+            }
+            if let Some(l) = limit {
+                let _ = write!(s, " limit {l}");
+            }
+            s
+        }
+    }
+}
+
+fn term_text(plan: &KernelPlan, t: &Terminator) -> String {
+    match t {
+        Terminator::Jump(b) => format!("goto b{}", b.0),
+        Terminator::Halt => "halt".into(),
+        Terminator::LoopIf { nonempty, body, exit } => {
+            let bufs: Vec<String> = nonempty.iter().map(|&b| name(plan, b)).collect();
+            format!("if nonempty({}) goto b{} else b{}", bufs.join(", "), body.0, exit.0)
+        }
+    }
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
+    match k {
+        Kernel::LoadInput { input } => match plan.inputs.get(*input) {
+            Some(r) => format!("load_input[{}]", r.name),
+            None => format!("load_input[#{input}?]"),
+        },
+        Kernel::Const { rows, .. } => {
+            const SHOWN: usize = 6;
+            let mut parts: Vec<String> = rows
+                .iter()
+                .take(SHOWN)
+                .map(|r| {
+                    let vals: Vec<String> = r.iter().map(fox_ra::print_value).collect();
+                    format!("({})", vals.join(", "))
+                })
+                .collect();
+            if rows.len() > SHOWN {
+                parts.push(format!("… {} rows", rows.len()));
+            }
+            format!("const[{}]", parts.join(", "))
+        }
+        Kernel::DictTable { op } => format!("dict_table[{}]", dict_text(op)),
+        Kernel::Eval { expr, n_cols } => {
+            let names: Vec<String> = args.iter().map(|&b| name(plan, b)).collect();
+            let tables: Vec<String> = args
+                .iter()
+                .skip(*n_cols)
+                .map(|&b| {
+                    plan.blocks
+                        .iter()
+                        .flat_map(|bl| &bl.instrs)
+                        .find_map(|i| match i {
+                            Instr::Launch {
+                                kernel: Kernel::DictTable { op },
+                                outs,
+                                ..
+                            } if outs.contains(&b) => Some(dict_text(op)),
+                            _ => None,
+                        })
+                        .unwrap_or_else(|| name(plan, b))
+                })
+                .collect();
+            format!("eval[{}]", expr_text(expr, &names, &tables))
+        }
+        Kernel::StrFn { func } => match func {
+            StrFunc::Substr => "substr".into(),
+            StrFunc::Concat => "concat".into(),
+        },
+        Kernel::Compact => "compact".into(),
+        Kernel::Gather { shift } => {
+            if *shift == 0 {
+                "gather".into()
+            } else {
+                format!("gather[+{shift}]")
+            }
+        }
+        Kernel::Concat { parts, width } => format!("concat_rows[{parts} × {width}]"),
+        Kernel::Slice { start, len } => format!("slice[{start}, len {len}]"),
+        Kernel::SortPerm { desc, by_rank } => {
+            let keys: Vec<String> = desc
+                .iter()
+                .zip(by_rank)
+                .map(|(&d, &r)| {
+                    let mut s = if d { "desc" } else { "asc" }.to_string();
+                    if r {
+                        s.push_str(" by rank");
+                    }
+                    s
+                })
+                .collect();
+            format!("sort_perm[{}]", keys.join(", "))
+        }
+        Kernel::AdjacentDistinct => "adjacent_distinct".into(),
+        Kernel::JoinCount { nkeys } => format!("join_count[{}]", keys_text(*nkeys)),
+        Kernel::ExclusiveScan => "exclusive_scan".into(),
+        Kernel::JoinWrite { nkeys } => format!("join_write[{}]", keys_text(*nkeys)),
+        Kernel::MatchFlags { nkeys, anti } => {
+            let what = if *anti { "anti_match" } else { "match" };
+            format!("{what}[{}]", keys_text(*nkeys))
+        }
+        Kernel::MergeUnion { width } => format!("merge_union[{}]", plural(*width, "column")),
+        Kernel::ReduceByKey { nkeys, aggs } => {
+            let aggs: Vec<String> = aggs
+                .iter()
+                .map(|a| {
+                    let f = agg_name(a.func);
+                    match a.input {
+                        Some(t) => format!("{f}({t}) -> {}", a.output),
+                        None => format!("{f}() -> {}", a.output),
+                    }
+                })
+                .collect();
+            format!("reduce_by_key[{}; {}]", plural(*nkeys, "key"), aggs.join(", "))
+        }
+        Kernel::TrieBuild { arity } => format!("trie_build[{}]", plural(*arity, "level")),
+        Kernel::RootRange => "root_range".into(),
+        Kernel::RangeCount => "range_count".into(),
+        Kernel::Expand => "expand".into(),
+        Kernel::SortedSearch => "sorted_search".into(),
+    }
+}
+
+fn keys_text(n: usize) -> String {
+    if n == 0 {
+        "cross".into()
+    } else {
+        plural(n, "key")
+    }
+}
+
+fn agg_name(f: AggFunc) -> &'static str {
+    match f {
+        AggFunc::Sum => "sum",
+        AggFunc::Count => "count",
+        AggFunc::Min => "min",
+        AggFunc::Max => "max",
+        AggFunc::Avg => "avg",
+    }
+}
+
+fn dict_text(op: &DictOp) -> String {
+    match op {
+        DictOp::Rank => "rank".into(),
+        DictOp::Like(p) => format!("like {p:?}"),
+        DictOp::Prefix(p) => format!("prefix {p:?}"),
+        DictOp::Strlen => "strlen".into(),
+    }
+}
+
+/// An expression in infix form, naming the argument buffers it reads.
+fn expr_text(e: &KExpr, cols: &[String], tables: &[String]) -> String {
+    let sub = |x: &KExpr| expr_text(x, cols, tables);
+    let paren = |x: &KExpr| match x.kind {
+        KExprKind::Col(_) | KExprKind::Const(_) | KExprKind::Table(..) | KExprKind::Call(..) => sub(x),
+        _ => format!("({})", sub(x)),
+    };
+    match &e.kind {
+        KExprKind::Col(i) => cols.get(*i).cloned().unwrap_or_else(|| format!("#{i}?")),
+        KExprKind::Table(t, x) => {
+            let t = tables.get(*t).cloned().unwrap_or_else(|| format!("table#{t}?"));
+            format!("{t}[{}]", sub(x))
+        }
+        KExprKind::Const(v) => fox_ra::print_value(v),
+        KExprKind::Cast(x) => format!("{}::{}", paren(x), type_name(e.ty)),
+        KExprKind::Neg(x) => format!("-{}", paren(x)),
+        KExprKind::Arith(op, a, b) => {
+            let o = match op {
+                ArithOp::Add => "+",
+                ArithOp::Sub => "-",
+                ArithOp::Mul => "*",
+                ArithOp::Div => "/",
+            };
+            format!("{} {o} {}", paren(a), paren(b))
+        }
+        KExprKind::Cmp(op, a, b) => {
+            let o = match op {
+                CmpOp::Eq => "=",
+                CmpOp::Ne => "!=",
+                CmpOp::Lt => "<",
+                CmpOp::Le => "<=",
+                CmpOp::Gt => ">",
+                CmpOp::Ge => ">=",
+            };
+            format!("{} {o} {}", paren(a), paren(b))
+        }
+        KExprKind::And(es) => join(es, " and ", &paren),
+        KExprKind::Or(es) => join(es, " or ", &paren),
+        KExprKind::Not(x) => format!("!{}", paren(x)),
+        KExprKind::In(x, vals) => {
+            let vals: Vec<String> = vals.iter().map(fox_ra::print_value).collect();
+            format!("{} in ({})", paren(x), vals.join(", "))
+        }
+        KExprKind::Call(f, args) => {
+            let f = match f {
+                ScalarFn::Year => "year",
+                ScalarFn::Month => "month",
+                ScalarFn::Day => "day",
+                ScalarFn::Abs => "abs",
+                ScalarFn::Round => "round",
+            };
+            let args: Vec<String> = args.iter().map(sub).collect();
+            format!("{f}({})", args.join(", "))
+        }
+    }
+}
+
+fn join(es: &[KExpr], sep: &str, f: &dyn Fn(&KExpr) -> String) -> String {
+    if es.is_empty() {
+        return if sep == " and " { "true".into() } else { "false".into() };
+    }
+    es.iter().map(f).collect::<Vec<_>>().join(sep)
+}
+
+fn type_name(t: Type) -> String {
+    t.to_string()
+}
+
+/// The kernel CFG for graphviz: one node per block labelled with its instructions, one
+/// edge per control-flow successor (`nonempty` / `empty` on the loop test).
+pub fn to_dot(plan: &KernelPlan) -> String {
+    let mut out = String::from("digraph kernels {\n  node [shape=box, fontname=\"monospace\"];\n");
+    for (b, block) in plan.blocks.iter().enumerate() {
+        let mut label = format!("b{b} ({})\\l", escape(&block.label));
+        for line in block_lines(plan, block) {
+            label.push_str(&escape(&line));
+            label.push_str("\\l");
+        }
+        let style = if plan.entry.0 as usize == b { ", penwidth=2" } else { "" };
+        let _ = writeln!(out, "  b{b} [label=\"{label}\"{style}];");
+    }
+    for (b, block) in plan.blocks.iter().enumerate() {
+        match &block.term {
+            Terminator::Jump(t) => {
+                let _ = writeln!(out, "  b{b} -> b{};", t.0);
+            }
+            Terminator::Halt => {}
+            Terminator::LoopIf { body, exit, .. } => {
+                let _ = writeln!(out, "  b{b} -> b{} [label=\"nonempty\"];", body.0);
+                let _ = writeln!(out, "  b{b} -> b{} [label=\"empty\"];", exit.0);
+            }
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// Escapes text for a double-quoted graphviz label.
+fn escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            '\n' => o.push_str("\\l"),
+            c => o.push(c),
+        }
+    }
+    o
+}

@@ -1,0 +1,292 @@
+//! Clean-up and list scheduling of the lowered blocks.
+//!
+//! * Copy propagation: a `Move` into a buffer that is defined once and read only later in
+//!   the same block is removed, and its readers read the source instead, when the source
+//!   keeps its value until the last of them.
+//! * Common launches: a launch repeating an earlier one of the same block (same kernel,
+//!   same arguments, none redefined since) is dropped and its readers read the earlier
+//!   outputs, when all those outputs are defined once and read only in that block.
+//! * Dead code: a launch or move whose outputs are all dead is removed (repeated until
+//!   nothing changes). Loading an input is kept, so that every declared input is read and
+//!   checked.
+//! * List scheduling: each block is reordered so that values are computed right before
+//!   their first use. The order is a depth-first post-order of the dependence graph
+//!   (read after write, write after read, write after write, and the order of the
+//!   instructions with effects: outputs, input loads, dictionary tables and
+//!   string-producing kernels), started from the instructions nothing depends on, in
+//!   their original order.
+
+use crate::bitset::BufSet;
+use crate::ir::*;
+use crate::live::{defs, liveness, term_uses, uses};
+
+pub(crate) fn optimize(plan: &mut KernelPlan) {
+    copy_propagate(plan);
+    common_launches(plan);
+    dead_code(plan);
+    for b in &mut plan.blocks {
+        schedule(b);
+    }
+}
+
+fn copy_propagate(plan: &mut KernelPlan) {
+    let (mut ndefs, reader) = def_counts(plan);
+    for (bi, b) in plan.blocks.iter_mut().enumerate() {
+        let mut i = 0;
+        while i < b.instrs.len() {
+            let Instr::Move { dst, src } = b.instrs[i] else {
+                i += 1;
+                continue;
+            };
+            let eligible = ndefs[dst.0 as usize] == 1 && reader[dst.0 as usize].is_none_or(|r| r == bi) && dst != src;
+            if !eligible {
+                i += 1;
+                continue;
+            }
+            let readers: Vec<usize> = (0..b.instrs.len())
+                .filter(|&j| uses(&b.instrs[j]).contains(&dst))
+                .collect();
+            if readers.iter().any(|&j| j < i) {
+                i += 1;
+                continue;
+            }
+            let last = readers.last().copied().unwrap_or(i);
+            let src_kept = (i + 1..=last).all(|j| !defs(&b.instrs[j]).contains(&src));
+            if !src_kept {
+                i += 1;
+                continue;
+            }
+            for &j in &readers {
+                replace_use(&mut b.instrs[j], dst, src);
+            }
+            b.instrs.remove(i);
+            ndefs[dst.0 as usize] = 0;
+        }
+    }
+}
+
+/// For each buffer: how many instructions define it, and whether it is read outside one
+/// block (or by a terminator).
+fn def_counts(plan: &KernelPlan) -> (Vec<usize>, Vec<Option<usize>>) {
+    let n = plan.buffers.len();
+    let mut ndefs = vec![0usize; n];
+    let mut reader: Vec<Option<usize>> = vec![None; n];
+    for (bi, b) in plan.blocks.iter().enumerate() {
+        for i in &b.instrs {
+            for d in defs(i) {
+                ndefs[d.0 as usize] += 1;
+            }
+            for u in uses(i) {
+                let r = &mut reader[u.0 as usize];
+                *r = match *r {
+                    None => Some(bi),
+                    Some(x) if x == bi => Some(bi),
+                    Some(_) => Some(usize::MAX),
+                };
+            }
+        }
+        for u in term_uses(&b.term) {
+            reader[u.0 as usize] = Some(usize::MAX);
+        }
+    }
+    (ndefs, reader)
+}
+
+fn common_launches(plan: &mut KernelPlan) {
+    let (ndefs, reader) = def_counts(plan);
+    let local = |b: BufId, bi: usize| ndefs[b.0 as usize] == 1 && reader[b.0 as usize].is_none_or(|r| r == bi);
+    for (bi, block) in plan.blocks.iter_mut().enumerate() {
+        // Earlier pure launches whose arguments still hold the same values.
+        let mut avail: Vec<usize> = Vec::new();
+        let mut subst: std::collections::HashMap<BufId, BufId> = std::collections::HashMap::new();
+        let mut dropped = std::collections::HashSet::new();
+        for j in 0..block.instrs.len() {
+            for (from, to) in &subst {
+                replace_use(&mut block.instrs[j], *from, *to);
+            }
+            let i = &block.instrs[j];
+            if let Instr::Launch { kernel, args, outs } = i {
+                if removable(i) && !has_effect(i) && outs.iter().all(|&o| local(o, bi)) {
+                    let same = avail.iter().copied().find(|&k| match &block.instrs[k] {
+                        Instr::Launch {
+                            kernel: k2, args: a2, ..
+                        } => k2 == kernel && a2 == args,
+                        _ => false,
+                    });
+                    if let Some(k) = same {
+                        if let Instr::Launch { outs: earlier, .. } = &block.instrs[k] {
+                            for (&o, &e) in outs.iter().zip(earlier) {
+                                subst.insert(o, e);
+                            }
+                        }
+                        dropped.insert(j);
+                        continue;
+                    }
+                }
+            }
+            let ds = defs(i);
+            avail.retain(|&k| {
+                let Instr::Launch { args, outs, .. } = &block.instrs[k] else {
+                    return false;
+                };
+                !ds.iter().any(|d| args.contains(d) || outs.contains(d))
+            });
+            if let Instr::Launch { outs, .. } = i {
+                if removable(i) && !has_effect(i) && outs.iter().all(|&o| local(o, bi)) {
+                    avail.push(j);
+                }
+            }
+        }
+        let mut k = 0;
+        block.instrs.retain(|_| {
+            k += 1;
+            !dropped.contains(&(k - 1))
+        });
+    }
+}
+
+fn replace_use(i: &mut Instr, from: BufId, to: BufId) {
+    let sub = |b: &mut BufId| {
+        if *b == from {
+            *b = to;
+        }
+    };
+    match i {
+        Instr::Launch { args, .. } => args.iter_mut().for_each(sub),
+        Instr::Move { src, .. } => sub(src),
+        Instr::Output { cols, .. } => cols.iter_mut().for_each(sub),
+        Instr::Free { .. } => {}
+    }
+}
+
+fn removable(i: &Instr) -> bool {
+    match i {
+        Instr::Launch { kernel, .. } => !matches!(kernel, Kernel::LoadInput { .. }),
+        Instr::Move { .. } => true,
+        Instr::Free { .. } | Instr::Output { .. } => false,
+    }
+}
+
+fn dead_code(plan: &mut KernelPlan) {
+    loop {
+        let (_, live_out) = liveness(plan);
+        let mut removed = false;
+        for (b, block) in plan.blocks.iter_mut().enumerate() {
+            let mut live: BufSet = live_out[b].clone();
+            for u in term_uses(&block.term) {
+                live.insert(u);
+            }
+            let mut keep = vec![true; block.instrs.len()];
+            for (k, i) in block.instrs.iter().enumerate().rev() {
+                let ds = defs(i);
+                if removable(i) && ds.iter().all(|d| !live.contains(*d)) {
+                    keep[k] = false;
+                    removed = true;
+                    continue;
+                }
+                for d in ds {
+                    live.remove(d);
+                }
+                for u in uses(i) {
+                    live.insert(u);
+                }
+            }
+            let mut k = 0;
+            block.instrs.retain(|_| {
+                k += 1;
+                keep[k - 1]
+            });
+        }
+        if !removed {
+            return;
+        }
+    }
+}
+
+fn has_effect(i: &Instr) -> bool {
+    match i {
+        Instr::Output { .. } => true,
+        Instr::Launch { kernel, .. } => matches!(
+            kernel,
+            Kernel::LoadInput { .. } | Kernel::DictTable { .. } | Kernel::StrFn { .. }
+        ),
+        _ => false,
+    }
+}
+
+/// Reorders a block so that definitions come right before their first use.
+fn schedule(block: &mut Block) {
+    let n = block.instrs.len();
+    if n < 2 {
+        return;
+    }
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut has_succ = vec![false; n];
+    let mut last_def: std::collections::HashMap<BufId, usize> = std::collections::HashMap::new();
+    let mut readers: std::collections::HashMap<BufId, Vec<usize>> = std::collections::HashMap::new();
+    let mut last_effect: Option<usize> = None;
+    for (j, i) in block.instrs.iter().enumerate() {
+        let mut p = Vec::new();
+        for u in uses(i) {
+            if let Some(&d) = last_def.get(&u) {
+                p.push(d);
+            }
+            readers.entry(u).or_default().push(j);
+        }
+        for d in defs(i) {
+            if let Some(&w) = last_def.get(&d) {
+                p.push(w);
+            }
+            if let Some(rs) = readers.remove(&d) {
+                p.extend(rs.into_iter().filter(|&r| r != j));
+            }
+            last_def.insert(d, j);
+        }
+        if let Instr::Free { buf } = i {
+            // A free comes after every reader of the value.
+            if let Some(rs) = readers.get(buf) {
+                p.extend(rs.iter().copied());
+            }
+            if let Some(&d) = last_def.get(buf) {
+                p.push(d);
+            }
+        }
+        if has_effect(i) {
+            if let Some(e) = last_effect {
+                p.push(e);
+            }
+            last_effect = Some(j);
+        }
+        p.sort_unstable();
+        p.dedup();
+        for &x in &p {
+            has_succ[x] = true;
+        }
+        preds[j] = p;
+    }
+    let mut done = vec![false; n];
+    let mut order = Vec::with_capacity(n);
+    for root in 0..n {
+        if has_succ[root] || done[root] {
+            continue;
+        }
+        // Iterative depth-first post-order over the predecessors.
+        let mut stack: Vec<(usize, usize)> = vec![(root, 0)];
+        while let Some(&mut (j, ref mut next)) = stack.last_mut() {
+            if let Some(&p) = preds[j].get(*next) {
+                *next += 1;
+                if !done[p] {
+                    stack.push((p, 0));
+                }
+            } else {
+                stack.pop();
+                if !done[j] {
+                    done[j] = true;
+                    order.push(j);
+                }
+            }
+        }
+    }
+    let mut old: Vec<Option<Instr>> = std::mem::take(&mut block.instrs).into_iter().map(Some).collect();
+    block.instrs = order.into_iter().filter_map(|j| old[j].take()).collect();
+}

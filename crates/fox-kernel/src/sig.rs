@@ -1,0 +1,395 @@
+//! The element types each kernel takes and produces: the machine-checkable part of the
+//! contracts documented on [`Kernel`]. Lowering uses it to type the buffers it creates and
+//! [`crate::validate`] to check plans read from disk.
+
+use fox_sema::core::{AggFunc, Type, Value};
+
+use crate::ir::*;
+
+/// The element types of the outputs of `kernel` applied to arguments of element types
+/// `args`, or why the arguments do not fit its contract. `inputs` are the plan's base
+/// relations (for `LoadInput`).
+pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Result<Vec<Elem>, String> {
+    let count = |n: usize| -> Result<(), String> {
+        if args.len() == n {
+            Ok(())
+        } else {
+            Err(format!("takes {n} arguments, found {}", args.len()))
+        }
+    };
+    let at_least = |n: usize| -> Result<(), String> {
+        if args.len() >= n {
+            Ok(())
+        } else {
+            Err(format!("takes at least {n} arguments, found {}", args.len()))
+        }
+    };
+    let expect = |i: usize, e: Elem, what: &str| -> Result<(), String> {
+        match args.get(i) {
+            Some(&a) if a == e => Ok(()),
+            Some(&a) => Err(format!("argument {i} ({what}) must be {e:?}, found {a:?}")),
+            None => Err(format!("argument {i} ({what}) is missing")),
+        }
+    };
+    let same_groups = |groups: usize, width: usize| -> Result<(), String> {
+        for g in 1..groups {
+            for c in 0..width {
+                let (a, b) = (args[c], args[g * width + c]);
+                if a != b {
+                    return Err(format!(
+                        "column {c} of group {g} is {b:?}, but column {c} of group 0 is {a:?}"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    };
+    // The key arguments of a join-like kernel: the number of leading args they take.
+    let join_keys = |nkeys: usize| -> Result<usize, String> {
+        if nkeys == 0 {
+            at_least(2)?;
+            return Ok(2);
+        }
+        at_least(2 * nkeys)?;
+        same_groups(2, nkeys)?;
+        Ok(2 * nkeys)
+    };
+    match kernel {
+        Kernel::LoadInput { input } => {
+            count(0)?;
+            let rel = inputs
+                .get(*input)
+                .ok_or_else(|| format!("loads input {input}, but the plan has {} inputs", inputs.len()))?;
+            if rel.columns.is_empty() {
+                return Err(format!("input `{}` has no columns", rel.name));
+            }
+            Ok(rel.columns.iter().map(|c| Elem::of(c.ty)).collect())
+        }
+        Kernel::Const { types, rows } => {
+            count(0)?;
+            if types.is_empty() {
+                return Err("constant rows need at least one column".into());
+            }
+            for (r, row) in rows.iter().enumerate() {
+                if row.len() != types.len() {
+                    return Err(format!("row {r} has {} values, expected {}", row.len(), types.len()));
+                }
+                for (v, &t) in row.iter().zip(types) {
+                    if fox_ra::value_type(v) != t {
+                        return Err(format!(
+                            "row {r} holds a {} in a column of type {t}",
+                            fox_ra::value_type(v)
+                        ));
+                    }
+                }
+            }
+            Ok(types.iter().map(|&t| Elem::of(t)).collect())
+        }
+        Kernel::DictTable { op } => {
+            count(0)?;
+            Ok(vec![dict_elem(op)])
+        }
+        Kernel::Eval { expr, n_cols } => {
+            if *n_cols == 0 {
+                return Err("an expression kernel needs at least one column argument".into());
+            }
+            at_least(*n_cols)?;
+            check_kexpr(expr, &args[..*n_cols], &args[*n_cols..])?;
+            Ok(vec![Elem::of(expr.ty)])
+        }
+        Kernel::StrFn { func } => {
+            match func {
+                StrFunc::Substr => {
+                    count(3)?;
+                    expect(0, Elem::U32, "string")?;
+                    expect(1, Elem::I64, "start")?;
+                    expect(2, Elem::I64, "length")?;
+                }
+                StrFunc::Concat => {
+                    count(2)?;
+                    expect(0, Elem::U32, "string")?;
+                    expect(1, Elem::U32, "string")?;
+                }
+            }
+            Ok(vec![Elem::U32])
+        }
+        Kernel::Compact => {
+            at_least(2)?;
+            expect(0, Elem::U8, "flags")?;
+            Ok(args[1..].to_vec())
+        }
+        Kernel::Gather { .. } => {
+            at_least(2)?;
+            expect(0, Elem::U32, "index")?;
+            Ok(args[1..].to_vec())
+        }
+        Kernel::Concat { parts, width } => {
+            if *parts == 0 || *width == 0 {
+                return Err("a concatenation needs at least one part of at least one column".into());
+            }
+            count(parts * width)?;
+            same_groups(*parts, *width)?;
+            Ok(args[..*width].to_vec())
+        }
+        Kernel::Slice { .. } => {
+            at_least(1)?;
+            Ok(args.to_vec())
+        }
+        Kernel::SortPerm { desc, by_rank } => {
+            let k = desc.len();
+            if k == 0 || by_rank.len() != k {
+                return Err(format!(
+                    "a sort needs at least one key and one `desc` and `by_rank` flag per key ({} and {})",
+                    desc.len(),
+                    by_rank.len()
+                ));
+            }
+            let ranked = by_rank.iter().any(|&b| b);
+            count(k + usize::from(ranked))?;
+            for (i, &b) in by_rank.iter().enumerate() {
+                if b {
+                    expect(i, Elem::U32, "a string key ordered by rank")?;
+                }
+            }
+            if ranked {
+                expect(k, Elem::U32, "the rank table")?;
+            }
+            Ok(vec![Elem::U32])
+        }
+        Kernel::AdjacentDistinct => {
+            at_least(1)?;
+            Ok(vec![Elem::U8])
+        }
+        Kernel::JoinCount { nkeys } => {
+            count(join_keys(*nkeys)?)?;
+            Ok(vec![Elem::U64])
+        }
+        Kernel::ExclusiveScan => {
+            count(1)?;
+            expect(0, Elem::U64, "counts")?;
+            Ok(vec![Elem::U64, Elem::U64])
+        }
+        Kernel::JoinWrite { nkeys } => {
+            let k = join_keys(*nkeys)?;
+            count(k + 2)?;
+            expect(k, Elem::U64, "offsets")?;
+            expect(k + 1, Elem::U64, "total")?;
+            Ok(vec![Elem::U32, Elem::U32])
+        }
+        Kernel::MatchFlags { nkeys, .. } => {
+            count(join_keys(*nkeys)?)?;
+            Ok(vec![Elem::U8])
+        }
+        Kernel::MergeUnion { width } => {
+            if *width == 0 {
+                return Err("a merge needs at least one column".into());
+            }
+            count(2 * width)?;
+            same_groups(2, *width)?;
+            Ok(args[..*width].to_vec())
+        }
+        Kernel::ReduceByKey { nkeys, aggs } => {
+            let mut outs: Vec<Elem> = Vec::new();
+            let mut i = 0;
+            for _ in 0..*nkeys {
+                let e = *args
+                    .get(i)
+                    .ok_or_else(|| format!("takes {nkeys} key columns, found {}", args.len()))?;
+                outs.push(e);
+                i += 1;
+            }
+            let mut rank = false;
+            let mut values = 0;
+            for (n, a) in aggs.iter().enumerate() {
+                match (a.func, a.input) {
+                    (AggFunc::Count, None) => {
+                        if a.output != Type::Int64 {
+                            return Err(format!("aggregate {n}: count yields int64, not {}", a.output));
+                        }
+                    }
+                    (AggFunc::Count, Some(_)) => return Err(format!("aggregate {n}: count takes no value column")),
+                    (f, None) => return Err(format!("aggregate {n}: {f:?} needs a value column")),
+                    (f, Some(t)) => {
+                        expect(i, Elem::of(t), &format!("the value of aggregate {n}"))?;
+                        check_agg_type(f, t, a.output).map_err(|m| format!("aggregate {n}: {m}"))?;
+                        rank |= t == Type::String && matches!(f, AggFunc::Min | AggFunc::Max);
+                        i += 1;
+                        values += 1;
+                    }
+                }
+                outs.push(Elem::of(a.output));
+            }
+            if *nkeys == 0 && values == 0 {
+                if args.len() <= i {
+                    return Err("without keys or value columns, one column giving the row count is needed".into());
+                }
+                i += 1;
+            }
+            if rank {
+                expect(i, Elem::U32, "the rank table")?;
+                i += 1;
+            }
+            count(i)?;
+            Ok(outs)
+        }
+        Kernel::TrieBuild { arity } => {
+            if *arity == 0 {
+                return Err("a trie needs at least one column".into());
+            }
+            count(*arity)?;
+            let mut outs = Vec::with_capacity(2 * arity - 1);
+            for (d, &e) in args.iter().enumerate() {
+                outs.push(e);
+                if d + 1 < *arity {
+                    outs.push(Elem::U32);
+                }
+            }
+            Ok(outs)
+        }
+        Kernel::RootRange => {
+            count(1)?;
+            Ok(vec![Elem::U32, Elem::U32])
+        }
+        Kernel::RangeCount => {
+            count(2)?;
+            expect(0, Elem::U32, "lo")?;
+            expect(1, Elem::U32, "hi")?;
+            Ok(vec![Elem::U64])
+        }
+        Kernel::Expand => {
+            count(3)?;
+            expect(0, Elem::U32, "lo")?;
+            expect(1, Elem::U64, "offsets")?;
+            expect(2, Elem::U64, "total")?;
+            Ok(vec![Elem::U32, Elem::U32])
+        }
+        Kernel::SortedSearch => {
+            count(4)?;
+            expect(1, Elem::U32, "lo")?;
+            expect(2, Elem::U32, "hi")?;
+            expect(3, args[0], "needle")?;
+            Ok(vec![Elem::U8, Elem::U32])
+        }
+    }
+}
+
+/// The element type of a dictionary table.
+pub fn dict_elem(op: &DictOp) -> Elem {
+    match op {
+        DictOp::Rank => Elem::U32,
+        DictOp::Like(_) | DictOp::Prefix(_) => Elem::U8,
+        DictOp::Strlen => Elem::I32,
+    }
+}
+
+/// The type a table entry reads as in an expression.
+pub fn table_type(table: Elem) -> Option<Type> {
+    match table {
+        Elem::U32 => Some(Type::Int64),
+        Elem::U8 => Some(Type::Bool),
+        Elem::I32 => Some(Type::Int32),
+        _ => None,
+    }
+}
+
+fn check_agg_type(f: AggFunc, input: Type, output: Type) -> Result<(), String> {
+    let expected = match (f, input) {
+        (AggFunc::Count, _) => Type::Int64,
+        (AggFunc::Min | AggFunc::Max, t) => t,
+        (AggFunc::Sum, Type::Int32 | Type::Int64) => Type::Int64,
+        (AggFunc::Sum, t @ (Type::Decimal(_) | Type::Float64)) => t,
+        (AggFunc::Avg, Type::Int32 | Type::Int64) => Type::Decimal(6),
+        (AggFunc::Avg, Type::Decimal(s)) => Type::Decimal(s.max(6)),
+        (AggFunc::Avg, Type::Float64) => Type::Float64,
+        (f, t) => return Err(format!("{f:?} of {t} is not defined")),
+    };
+    if expected == output {
+        Ok(())
+    } else {
+        Err(format!("{f:?} of {input} yields {expected}, not {output}"))
+    }
+}
+
+/// Checks an expression against the element types of an `Eval`'s columns and tables.
+fn check_kexpr(e: &KExpr, cols: &[Elem], tables: &[Elem]) -> Result<(), String> {
+    let sub = |a: &KExpr| check_kexpr(a, cols, tables);
+    match &e.kind {
+        KExprKind::Col(i) => match cols.get(*i) {
+            None => Err(format!(
+                "the expression reads column {i}, but the kernel has {} columns",
+                cols.len()
+            )),
+            Some(&c) if c != Elem::of(e.ty) => Err(format!(
+                "the expression reads column {i} as {}, but it holds {c:?}",
+                e.ty
+            )),
+            Some(_) => Ok(()),
+        },
+        KExprKind::Table(t, idx) => {
+            let table = *tables.get(*t).ok_or_else(|| {
+                format!(
+                    "the expression reads table {t}, but the kernel has {} tables",
+                    tables.len()
+                )
+            })?;
+            if table_type(table) != Some(e.ty) {
+                return Err(format!("table {t} ({table:?}) cannot be read as {}", e.ty));
+            }
+            if idx.ty != Type::String {
+                return Err(format!("table {t} is indexed by a {}, not a string", idx.ty));
+            }
+            sub(idx)
+        }
+        KExprKind::Const(v) => {
+            if fox_ra::value_type(v) == e.ty {
+                Ok(())
+            } else {
+                Err(format!(
+                    "a constant of type {} is labelled {}",
+                    fox_ra::value_type(v),
+                    e.ty
+                ))
+            }
+        }
+        KExprKind::Cast(a) | KExprKind::Neg(a) => sub(a),
+        KExprKind::Not(a) => {
+            sub(a)?;
+            bool_operand(a)
+        }
+        KExprKind::In(a, vals) => {
+            sub(a)?;
+            match vals.iter().find(|v| fox_ra::value_type(v) != a.ty) {
+                Some(v) => Err(format!(
+                    "an in-list holds a {} for an operand of type {}",
+                    value_ty(v),
+                    a.ty
+                )),
+                None => Ok(()),
+            }
+        }
+        KExprKind::Arith(_, a, b) | KExprKind::Cmp(_, a, b) => {
+            sub(a)?;
+            sub(b)
+        }
+        KExprKind::And(es) | KExprKind::Or(es) => {
+            for a in es {
+                sub(a)?;
+                bool_operand(a)?;
+            }
+            Ok(())
+        }
+        KExprKind::Call(_, es) => es.iter().try_for_each(sub),
+    }
+}
+
+fn value_ty(v: &Value) -> Type {
+    fox_ra::value_type(v)
+}
+
+fn bool_operand(a: &KExpr) -> Result<(), String> {
+    if a.ty == Type::Bool {
+        Ok(())
+    } else {
+        Err(format!("a boolean operator has an operand of type {}", a.ty))
+    }
+}
