@@ -1,2 +1,161 @@
 //! Every kernel of the kernel IR, in Rust with rayon, with the same contracts as the
 //! GPU kernels (see `fox_kernel::Kernel`).
+//!
+//! [`CpuBackend`] keeps its buffers in host memory and accounts for them like a device
+//! would (bytes in use, high-water mark, total allocated). [`run_kernel`] is the kernel
+//! dispatcher on plain host columns; the backend calls it for every launch.
+
+mod date;
+mod expr;
+mod join;
+mod movement;
+mod reduce;
+mod sort;
+mod trie;
+mod util;
+
+pub use date::{civil_from_days, days_from_civil};
+
+use fox_kernel::Kernel;
+use fox_runtime::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};
+use std::collections::HashMap;
+
+/// The CPU backend: buffers in host memory, kernels run with rayon.
+#[derive(Debug, Default)]
+pub struct CpuBackend {
+    bufs: HashMap<u64, HostCol>,
+    next_id: u64,
+    mem: MemStats,
+}
+
+impl CpuBackend {
+    pub fn new() -> CpuBackend {
+        CpuBackend::default()
+    }
+
+    fn register(&mut self, col: HostCol) -> DevBuf {
+        let id = self.next_id;
+        self.next_id += 1;
+        let buf = DevBuf {
+            id,
+            elem: col.elem(),
+            len: col.len(),
+        };
+        let bytes = buf.bytes();
+        self.mem.in_use += bytes;
+        self.mem.total_allocated += bytes;
+        self.mem.peak = self.mem.peak.max(self.mem.in_use);
+        self.bufs.insert(id, col);
+        buf
+    }
+
+    fn get(&self, buf: &DevBuf) -> Result<&HostCol, BackendError> {
+        let col = self
+            .bufs
+            .get(&buf.id)
+            .ok_or_else(|| BackendError(format!("cpu backend: buffer {} is not allocated", buf.id)))?;
+        if col.elem() != buf.elem || col.len() != buf.len {
+            return Err(BackendError(format!(
+                "cpu backend: buffer {} is {} x {}, but the handle says {} x {}",
+                buf.id,
+                col.len(),
+                util::elem_name(col.elem()),
+                buf.len,
+                util::elem_name(buf.elem)
+            )));
+        }
+        Ok(col)
+    }
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> String {
+        "cpu".to_string()
+    }
+
+    fn upload(&mut self, col: HostCol) -> Result<DevBuf, BackendError> {
+        Ok(self.register(col))
+    }
+
+    fn download(&mut self, buf: &DevBuf) -> Result<HostCol, BackendError> {
+        self.get(buf).cloned()
+    }
+
+    fn launch(&mut self, kernel: &Kernel, args: &[&DevBuf], ctx: &dyn LaunchCtx) -> Result<Vec<DevBuf>, BackendError> {
+        let cols = args.iter().map(|b| self.get(b)).collect::<Result<Vec<_>, _>>()?;
+        let outs = run_kernel(kernel, &cols, ctx)?;
+        Ok(outs.into_iter().map(|c| self.register(c)).collect())
+    }
+
+    fn free(&mut self, buf: DevBuf) {
+        if let Some(col) = self.bufs.remove(&buf.id) {
+            self.mem.in_use -= col.len() * col.elem().size();
+        }
+    }
+
+    fn sync(&mut self) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    fn mem(&self) -> MemStats {
+        self.mem
+    }
+}
+
+/// The short name of a kernel, for messages.
+pub fn kernel_name(kernel: &Kernel) -> &'static str {
+    match kernel {
+        Kernel::LoadInput { .. } => "LoadInput",
+        Kernel::Const { .. } => "Const",
+        Kernel::DictTable { .. } => "DictTable",
+        Kernel::Eval { .. } => "Eval",
+        Kernel::StrFn { .. } => "StrFn",
+        Kernel::Compact => "Compact",
+        Kernel::Gather { .. } => "Gather",
+        Kernel::Concat { .. } => "Concat",
+        Kernel::Slice { .. } => "Slice",
+        Kernel::SortPerm { .. } => "SortPerm",
+        Kernel::AdjacentDistinct => "AdjacentDistinct",
+        Kernel::JoinCount { .. } => "JoinCount",
+        Kernel::ExclusiveScan => "ExclusiveScan",
+        Kernel::JoinWrite { .. } => "JoinWrite",
+        Kernel::MatchFlags { .. } => "MatchFlags",
+        Kernel::MergeUnion { .. } => "MergeUnion",
+        Kernel::ReduceByKey { .. } => "ReduceByKey",
+        Kernel::TrieBuild { .. } => "TrieBuild",
+        Kernel::RootRange => "RootRange",
+        Kernel::RangeCount => "RangeCount",
+        Kernel::Expand => "Expand",
+        Kernel::SortedSearch => "SortedSearch",
+    }
+}
+
+/// Runs one kernel on host columns and returns its outputs, per the contract on
+/// [`Kernel`]. Arguments are checked; a mismatch or a data error is an error naming the
+/// kernel.
+pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Result<Vec<HostCol>, BackendError> {
+    let res = match kernel {
+        Kernel::LoadInput { .. } | Kernel::Const { .. } | Kernel::DictTable { .. } | Kernel::StrFn { .. } => {
+            Err("runs on the host in the runtime and cannot be launched on a backend".to_string())
+        }
+        Kernel::Eval { expr, n_cols } => expr::eval(expr, *n_cols, args, ctx).map(|c| vec![c]),
+        Kernel::Compact => movement::compact(args),
+        Kernel::Gather { shift } => movement::gather(args, *shift),
+        Kernel::Concat { parts, width } => movement::concat(args, *parts, *width),
+        Kernel::Slice { start, len } => movement::slice(args, *start, *len),
+        Kernel::SortPerm { desc, by_rank } => sort::sort_perm(args, desc, by_rank).map(|c| vec![c]),
+        Kernel::AdjacentDistinct => sort::adjacent_distinct(args).map(|c| vec![c]),
+        Kernel::JoinCount { nkeys } => join::join_count(args, *nkeys).map(|c| vec![c]),
+        Kernel::ExclusiveScan => join::exclusive_scan(args),
+        Kernel::JoinWrite { nkeys } => join::join_write(args, *nkeys),
+        Kernel::MatchFlags { nkeys, anti } => join::match_flags(args, *nkeys, *anti).map(|c| vec![c]),
+        Kernel::MergeUnion { width } => join::merge_union(args, *width),
+        Kernel::ReduceByKey { nkeys, aggs } => reduce::reduce_by_key(args, *nkeys, aggs),
+        Kernel::TrieBuild { arity } => trie::trie_build(args, *arity),
+        Kernel::RootRange => trie::root_range(args),
+        Kernel::RangeCount => trie::range_count(args).map(|c| vec![c]),
+        Kernel::Expand => trie::expand(args),
+        Kernel::SortedSearch => trie::sorted_search(args),
+    };
+    res.map_err(|msg| BackendError(format!("kernel {}: {msg}", kernel_name(kernel))))
+}

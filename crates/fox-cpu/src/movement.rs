@@ -1,0 +1,126 @@
+//! Data movement: stream compaction, gather, concatenation, slicing.
+
+use crate::util::{
+    alloc, as_u32, as_u8, chunks, common_len, elem_name, expect_len, gather_col, map_col, map_ranges, par_map, KResult,
+    PAR_MIN,
+};
+use fox_runtime::HostCol;
+
+/// `Compact`: args `flags` then k columns; the rows whose flag is non-zero, in order.
+pub(crate) fn compact(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
+    let Some((flags, cols)) = args.split_first() else {
+        return Err("expects flags and the columns to compact".to_string());
+    };
+    let flags = as_u8(flags, "flags")?;
+    expect_len(cols, flags.len(), "compacted columns")?;
+    let idx = selected(flags);
+    Ok(cols.iter().map(|c| gather_col(c, &idx)).collect())
+}
+
+/// The positions of the non-zero flags, in order (count per chunk, scan, write).
+pub(crate) fn selected(flags: &[u8]) -> Vec<usize> {
+    if flags.len() < PAR_MIN {
+        return flags
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| **f != 0)
+            .map(|(i, _)| i)
+            .collect();
+    }
+    let ranges = chunks(flags.len());
+    let parts = map_ranges(&ranges, |a, b| {
+        flags[a..b]
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| **f != 0)
+            .map(|(i, _)| a + i)
+            .collect::<Vec<_>>()
+    });
+    parts.concat()
+}
+
+/// `Gather { shift }`: args `idx` then k columns; `out[i] = col[idx[i] + shift]`.
+pub(crate) fn gather(args: &[&HostCol], shift: u32) -> KResult<Vec<HostCol>> {
+    let Some((idx, cols)) = args.split_first() else {
+        return Err("expects an index column and the columns to gather from".to_string());
+    };
+    let idx = as_u32(idx, "the index column")?;
+    let mut pos = alloc::<usize>(idx.len(), "gather indices")?;
+    for (p, &i) in pos.iter_mut().zip(idx) {
+        *p = i as usize + shift as usize;
+    }
+    for (c, col) in cols.iter().enumerate() {
+        if let Some((row, &p)) = pos.iter().enumerate().find(|(_, p)| **p >= col.len()) {
+            return Err(format!(
+                "index {} + shift {shift} = {p} at row {row} is out of range of column {c} ({} rows)",
+                idx[row],
+                col.len()
+            ));
+        }
+    }
+    Ok(cols.iter().map(|c| gather_col(c, &pos)).collect())
+}
+
+/// `Concat { parts, width }`: `parts` groups of `width` columns, concatenated in order.
+pub(crate) fn concat(args: &[&HostCol], parts: usize, width: usize) -> KResult<Vec<HostCol>> {
+    let n = parts.checked_mul(width).ok_or("parts * width overflows")?;
+    if args.len() != n {
+        return Err(format!(
+            "expects {parts} groups of {width} columns ({n} arguments), got {}",
+            args.len()
+        ));
+    }
+    if parts == 0 {
+        return Err("needs at least one group to give the column types".to_string());
+    }
+    let groups: Vec<&[&HostCol]> = args.chunks(width).collect();
+    for (g, grp) in groups.iter().enumerate() {
+        common_len(grp, &format!("group {g}"))?;
+        for (c, col) in grp.iter().enumerate() {
+            if col.elem() != groups[0][c].elem() {
+                return Err(format!(
+                    "column {c} of group {g} is {}, but of group 0 is {}",
+                    elem_name(col.elem()),
+                    elem_name(groups[0][c].elem())
+                ));
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(width);
+    for c in 0..width {
+        let total: usize = groups.iter().map(|g| g[c].len()).sum();
+        macro_rules! cat {
+            ($var:ident) => {{
+                let mut v = Vec::new();
+                v.try_reserve_exact(total)
+                    .map_err(|_| format!("cannot allocate {total} rows: out of memory"))?;
+                for g in &groups {
+                    if let HostCol::$var(x) = g[c] {
+                        v.extend_from_slice(x);
+                    }
+                }
+                HostCol::$var(v)
+            }};
+        }
+        out.push(match groups[0][c] {
+            HostCol::U8(_) => cat!(U8),
+            HostCol::I32(_) => cat!(I32),
+            HostCol::U32(_) => cat!(U32),
+            HostCol::I64(_) => cat!(I64),
+            HostCol::U64(_) => cat!(U64),
+            HostCol::F64(_) => cat!(F64),
+        });
+    }
+    Ok(out)
+}
+
+/// `Slice { start, len }`: rows `start .. min(start + len, rows)` of k columns.
+pub(crate) fn slice(args: &[&HostCol], start: u64, len: u64) -> KResult<Vec<HostCol>> {
+    let rows = common_len(args, "sliced columns")?;
+    let a = usize::try_from(start).unwrap_or(usize::MAX).min(rows);
+    let b = a.saturating_add(usize::try_from(len).unwrap_or(usize::MAX)).min(rows);
+    Ok(args
+        .iter()
+        .map(|c| map_col!(c, v => par_map(b - a, |i| v[a + i])))
+        .collect())
+}

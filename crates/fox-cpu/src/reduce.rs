@@ -1,0 +1,246 @@
+//! `ReduceByKey`: sum, count, min, max, avg per run of equal keys.
+
+use crate::expr::div_round_half_away;
+use crate::movement::selected;
+use crate::util::{as_u32, cmp_at, common_len, elem_name, gather_col, par_map, KResult};
+use fox_kernel::{AggSpec, Elem};
+use fox_runtime::HostCol;
+use fox_sema::core::{AggFunc, Type};
+use std::cmp::Ordering;
+
+/// The scale of a type stored as a scaled integer (0 for integers).
+fn scale_of(ty: Type) -> Option<u32> {
+    match ty {
+        Type::Int32 | Type::Int64 => Some(0),
+        Type::Decimal(s) => Some(u32::from(s)),
+        _ => None,
+    }
+}
+
+/// Integer-stored results in the output's element type, range-checked.
+fn store_ints(vals: Vec<i128>, ty: Type, bounds: &[(usize, usize)], what: &str) -> KResult<HostCol> {
+    let bad = |g: usize| format!("the {what} of the group at row {} does not fit {ty}", bounds[g].0);
+    macro_rules! conv {
+        ($var:ident, $t:ty) => {
+            HostCol::$var(
+                vals.iter()
+                    .enumerate()
+                    .map(|(g, &x)| <$t>::try_from(x).map_err(|_| bad(g)))
+                    .collect::<KResult<Vec<$t>>>()?,
+            )
+        };
+    }
+    Ok(match Elem::of(ty) {
+        Elem::U8 => conv!(U8, u8),
+        Elem::I32 => conv!(I32, i32),
+        Elem::U32 => conv!(U32, u32),
+        Elem::I64 => conv!(I64, i64),
+        Elem::U64 => conv!(U64, u64),
+        Elem::F64 => return Err(format!("the {what} cannot be stored as {ty}")),
+    })
+}
+
+/// Value `i` of an integer-stored column, widened.
+fn int_at(col: &HostCol, i: usize) -> i128 {
+    match col {
+        HostCol::U8(v) => i128::from(v[i]),
+        HostCol::I32(v) => i128::from(v[i]),
+        HostCol::U32(v) => i128::from(v[i]),
+        HostCol::I64(v) => i128::from(v[i]),
+        HostCol::U64(v) => i128::from(v[i]),
+        HostCol::F64(v) => v[i] as i128,
+    }
+}
+
+fn float_sum(v: &[f64], a: usize, b: usize) -> f64 {
+    v[a..b].iter().sum()
+}
+
+/// `ReduceByKey { nkeys, aggs }`: args `nkeys` sorted key columns, one value column per
+/// aggregate other than `count` (with no keys and only counts, one column giving the row
+/// count), then the `Rank` table if a `min`/`max` is over strings.
+pub(crate) fn reduce_by_key(args: &[&HostCol], nkeys: usize, aggs: &[AggSpec]) -> KResult<Vec<HostCol>> {
+    let nvals = aggs.iter().filter(|a| a.func != AggFunc::Count).count();
+    let len_col = usize::from(nkeys == 0 && nvals == 0);
+    let need_rank = aggs
+        .iter()
+        .any(|a| matches!(a.func, AggFunc::Min | AggFunc::Max) && a.input == Some(Type::String));
+    let ncols = nkeys + nvals + len_col;
+    let want = ncols + usize::from(need_rank);
+    if args.len() != want {
+        return Err(format!(
+            "expects {nkeys} key(s), {nvals} value column(s){}{}: {want} arguments, got {}",
+            if len_col == 1 {
+                ", a column giving the row count"
+            } else {
+                ""
+            },
+            if need_rank { " and the rank table" } else { "" },
+            args.len()
+        ));
+    }
+    let n = common_len(&args[..ncols], "keys and values")?;
+    let rank = if need_rank {
+        Some(as_u32(args[ncols], "the rank table")?)
+    } else {
+        None
+    };
+    let keys = &args[..nkeys];
+    let starts: Vec<usize> = if n == 0 {
+        Vec::new()
+    } else if nkeys == 0 {
+        vec![0]
+    } else {
+        let flags = par_map(n, |i| {
+            u8::from(i == 0 || keys.iter().any(|c| cmp_at(c, i, c, i - 1) != Ordering::Equal))
+        });
+        selected(&flags)
+    };
+    let bounds: Vec<(usize, usize)> = (0..starts.len())
+        .map(|g| (starts[g], starts.get(g + 1).copied().unwrap_or(n)))
+        .collect();
+    let mut out: Vec<HostCol> = keys.iter().map(|k| gather_col(k, &starts)).collect();
+    let mut next_val = nkeys;
+    for (a, spec) in aggs.iter().enumerate() {
+        let val = match (spec.func, spec.input) {
+            (AggFunc::Count, _) | (_, None) => None,
+            (_, Some(ty)) => {
+                let col = args[next_val];
+                next_val += 1;
+                if col.elem() != Elem::of(ty) {
+                    return Err(format!(
+                        "the value column of aggregate {a} is {}, but its type {ty} is stored as {}",
+                        elem_name(col.elem()),
+                        elem_name(Elem::of(ty))
+                    ));
+                }
+                Some((col, ty))
+            }
+        };
+        out.push(aggregate(a, spec, val, rank, &bounds)?);
+    }
+    Ok(out)
+}
+
+fn aggregate(
+    a: usize,
+    spec: &AggSpec,
+    val: Option<(&HostCol, Type)>,
+    rank: Option<&[u32]>,
+    bounds: &[(usize, usize)],
+) -> KResult<HostCol> {
+    let out_ty = spec.output;
+    let ng = bounds.len();
+    let needs_input = || format!("aggregate {a} ({:?}) needs an input type and value column", spec.func);
+    match spec.func {
+        AggFunc::Count => store_ints(
+            bounds.iter().map(|(s, e)| (e - s) as i128).collect(),
+            out_ty,
+            bounds,
+            "count",
+        ),
+        AggFunc::Sum | AggFunc::Avg => {
+            let (col, in_ty) = val.ok_or_else(needs_input)?;
+            if let HostCol::F64(v) = col {
+                if out_ty != Type::Float64 {
+                    return Err(format!(
+                        "aggregate {a}: a float {:?} must give float64, not {out_ty}",
+                        spec.func
+                    ));
+                }
+                let avg = spec.func == AggFunc::Avg;
+                return Ok(HostCol::F64(par_map(ng, |g| {
+                    let (s, e) = bounds[g];
+                    let sum = float_sum(v, s, e);
+                    if avg {
+                        sum / (e - s) as f64
+                    } else {
+                        sum
+                    }
+                })));
+            }
+            let (Some(si), Some(so)) = (scale_of(in_ty), scale_of(out_ty)) else {
+                return Err(format!("aggregate {a}: cannot {:?} {in_ty} into {out_ty}", spec.func));
+            };
+            let what = if spec.func == AggFunc::Sum { "sum" } else { "average" };
+            let overflow = |g: usize| format!("the {what} of the group at row {} does not fit {out_ty}", bounds[g].0);
+            let avg = spec.func == AggFunc::Avg;
+            let vals = par_map(ng, |g| {
+                let (s, e) = bounds[g];
+                // At most 2^32 values of at most 2^63 each: the sum fits 96 bits.
+                let sum: i128 = (s..e).map(|i| int_at(col, i)).sum();
+                let count = (e - s) as i128;
+                let (num, den) = if so >= si {
+                    let m = 10i128.checked_pow(so - si).ok_or(g)?;
+                    (sum.checked_mul(m).ok_or(g)?, if avg { count } else { 1 })
+                } else {
+                    let d = 10i128.checked_pow(si - so).ok_or(g)?;
+                    (sum, if avg { count.checked_mul(d).ok_or(g)? } else { d })
+                };
+                div_round_half_away(num, den).ok_or(g)
+            });
+            let vals = vals.into_iter().collect::<Result<Vec<_>, usize>>().map_err(overflow)?;
+            store_ints(vals, out_ty, bounds, what)
+        }
+        AggFunc::Min | AggFunc::Max => {
+            let (col, in_ty) = val.ok_or_else(needs_input)?;
+            if Elem::of(out_ty) != col.elem() {
+                return Err(format!(
+                    "aggregate {a}: {:?} of {in_ty} cannot give {out_ty}",
+                    spec.func
+                ));
+            }
+            let max = spec.func == AggFunc::Max;
+            let better = |o: Ordering| {
+                if max {
+                    o == Ordering::Greater
+                } else {
+                    o == Ordering::Less
+                }
+            };
+            let picks: Vec<Result<usize, String>> = if in_ty == Type::String {
+                let (HostCol::U32(codes), Some(rank)) = (col, rank) else {
+                    return Err(format!(
+                        "aggregate {a}: {:?} of strings needs codes and the rank table",
+                        spec.func
+                    ));
+                };
+                let rank_of = |i: usize| {
+                    rank.get(codes[i] as usize).copied().ok_or_else(|| {
+                        format!(
+                            "string code {} at row {i} is outside the rank table ({} entries)",
+                            codes[i],
+                            rank.len()
+                        )
+                    })
+                };
+                par_map(ng, |g| {
+                    let (s, e) = bounds[g];
+                    let mut best = s;
+                    let mut best_rank = rank_of(s)?;
+                    for i in s + 1..e {
+                        let r = rank_of(i)?;
+                        if better(r.cmp(&best_rank)) {
+                            best = i;
+                            best_rank = r;
+                        }
+                    }
+                    Ok(best)
+                })
+            } else {
+                par_map(ng, |g| {
+                    let (s, e) = bounds[g];
+                    let mut best = s;
+                    for i in s + 1..e {
+                        if better(cmp_at(col, i, col, best)) {
+                            best = i;
+                        }
+                    }
+                    Ok(best)
+                })
+            };
+            let picks = picks.into_iter().collect::<KResult<Vec<_>>>()?;
+            Ok(gather_col(col, &picks))
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! Leapfrog-triejoin level operators: trie construction, root ranges, range counts,
+//! load-balanced expansion, and search in sorted trie levels.
+
+use crate::movement::selected;
+use crate::util::{
+    alloc, as_u32, as_u64, cmp_at, common_len, elem_name, expect_args, expect_len, gather_col, par_map, KResult,
+};
+use fox_runtime::HostCol;
+use rayon::prelude::*;
+use std::cmp::Ordering;
+
+/// `TrieBuild { arity }`: the levels of the trie of a sorted, duplicate-free relation.
+pub(crate) fn trie_build(args: &[&HostCol], arity: usize) -> KResult<Vec<HostCol>> {
+    if arity == 0 {
+        return Err("needs arity of at least 1".to_string());
+    }
+    expect_args(args, arity, "the relation's columns")?;
+    let n = common_len(args, "columns")?;
+    crate::util::check_u32_rows(n, "the relation")?;
+    let mut out = Vec::with_capacity(2 * arity - 1);
+    // new[i]: row i starts a new prefix of length d+1.
+    let mut new = vec![0u8; n];
+    let mut prev_nodes: Vec<usize> = Vec::new();
+    for (d, col) in args.iter().enumerate() {
+        new = par_map(n, |i| {
+            u8::from(new[i] != 0 || i == 0 || cmp_at(col, i, col, i - 1) != Ordering::Equal)
+        });
+        let nodes = selected(&new);
+        if d > 0 {
+            // start_{d-1}[j]: the number of level-d nodes before parent j's first row.
+            let mut start = Vec::with_capacity(prev_nodes.len() + 1);
+            let mut k = 0;
+            for &p in &prev_nodes {
+                while k < nodes.len() && nodes[k] < p {
+                    k += 1;
+                }
+                start.push(k as u32);
+            }
+            start.push(nodes.len() as u32);
+            out.push(HostCol::U32(start));
+        }
+        out.push(gather_col(col, &nodes));
+        prev_nodes = nodes;
+    }
+    Ok(out)
+}
+
+/// `RootRange`: `lo = [0]`, `hi = [len(values_0)]`.
+pub(crate) fn root_range(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
+    expect_args(args, 1, "values_0")?;
+    let len = u32::try_from(args[0].len()).map_err(|_| "the root level has more than u32 rows".to_string())?;
+    Ok(vec![HostCol::U32(vec![0]), HostCol::U32(vec![len])])
+}
+
+/// `RangeCount`: `hi - lo` per row.
+pub(crate) fn range_count(args: &[&HostCol]) -> KResult<HostCol> {
+    expect_args(args, 2, "lo, hi")?;
+    let lo = as_u32(args[0], "lo")?;
+    let hi = as_u32(args[1], "hi")?;
+    expect_len(&[args[1]], lo.len(), "hi")?;
+    if let Some(i) = (0..lo.len()).find(|&i| hi[i] < lo[i]) {
+        return Err(format!("row {i} has hi {} below lo {}", hi[i], lo[i]));
+    }
+    Ok(HostCol::U64(par_map(lo.len(), |i| u64::from(hi[i] - lo[i]))))
+}
+
+/// `Expand`: for each row i, `offsets[i+1] - offsets[i]` outputs with `parent = i` and
+/// `pos = lo[i] + k`.
+pub(crate) fn expand(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
+    expect_args(args, 3, "lo, offsets, total")?;
+    let lo = as_u32(args[0], "lo")?;
+    let offsets = as_u64(args[1], "offsets")?;
+    let total = as_u64(args[2], "total")?;
+    expect_len(&[args[1]], lo.len(), "offsets")?;
+    let [total] = total else {
+        return Err(format!("total must have one row, has {}", total.len()));
+    };
+    let n = lo.len();
+    crate::util::check_u32_rows(n, "the input")?;
+    let end = |i: usize| if i + 1 < n { offsets[i + 1] } else { *total };
+    if n == 0 && *total != 0 {
+        return Err(format!("total is {total} for no rows"));
+    }
+    for (i, &s) in offsets.iter().enumerate() {
+        let e = end(i);
+        if (i == 0 && s != 0) || e < s {
+            return Err(format!("offsets are not an exclusive scan at row {i} ({s} .. {e})"));
+        }
+        if u64::from(lo[i]).saturating_add(e - s) > u64::from(u32::MAX) + 1 {
+            return Err(format!(
+                "row {i}: positions from {} for {} rows exceed u32",
+                lo[i],
+                e - s
+            ));
+        }
+    }
+    let total = usize::try_from(*total).map_err(|_| format!("{total} outputs do not fit in memory"))?;
+    let mut parent = alloc::<u32>(total, "parent")?;
+    let mut pos = alloc::<u32>(total, "pos")?;
+    // Each row writes its own disjoint output range.
+    let mut work = Vec::with_capacity(n);
+    let (mut prest, mut qrest) = (&mut parent[..], &mut pos[..]);
+    for (i, &s) in offsets.iter().enumerate() {
+        let len = (end(i) - s) as usize;
+        let (p, pr) = prest.split_at_mut(len);
+        let (q, qr) = qrest.split_at_mut(len);
+        prest = pr;
+        qrest = qr;
+        work.push((i, p, q));
+    }
+    let write = |(i, p, q): (usize, &mut [u32], &mut [u32])| {
+        for (k, (p, q)) in p.iter_mut().zip(q.iter_mut()).enumerate() {
+            *p = i as u32;
+            *q = lo[i] + k as u32;
+        }
+    };
+    if total < crate::util::PAR_MIN {
+        work.into_iter().for_each(write);
+    } else {
+        work.into_par_iter().with_min_len(1024).for_each(write);
+    }
+    Ok(vec![HostCol::U32(parent), HostCol::U32(pos)])
+}
+
+/// `SortedSearch`: whether `needle[i]` occurs in `values[lo[i]..hi[i]]`, and where.
+/// `pos` is the first index of the slice whose value is not below the needle (the
+/// match when found).
+pub(crate) fn sorted_search(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
+    expect_args(args, 4, "values, lo, hi, needle")?;
+    let (values, needle) = (args[0], args[3]);
+    let lo = as_u32(args[1], "lo")?;
+    let hi = as_u32(args[2], "hi")?;
+    let n = lo.len();
+    expect_len(&[args[2], args[3]], n, "hi and needle")?;
+    if values.elem() != needle.elem() {
+        return Err(format!(
+            "needle is {}, values are {}",
+            elem_name(needle.elem()),
+            elem_name(values.elem())
+        ));
+    }
+    if let Some(i) = (0..n).find(|&i| lo[i] > hi[i] || hi[i] as usize > values.len()) {
+        return Err(format!(
+            "row {i}: range {} .. {} is not within the {} values",
+            lo[i],
+            hi[i],
+            values.len()
+        ));
+    }
+    let res = par_map(n, |i| {
+        let (mut a, mut b) = (lo[i] as usize, hi[i] as usize);
+        while a < b {
+            let mid = a + (b - a) / 2;
+            if cmp_at(values, mid, needle, i) == Ordering::Less {
+                a = mid + 1;
+            } else {
+                b = mid;
+            }
+        }
+        let found = a < hi[i] as usize && cmp_at(values, a, needle, i) == Ordering::Equal;
+        (u8::from(found), a as u32)
+    });
+    let (found, pos): (Vec<u8>, Vec<u32>) = res.into_iter().unzip();
+    Ok(vec![HostCol::U8(found), HostCol::U32(pos)])
+}

@@ -1,0 +1,199 @@
+//! Shared helpers: argument checks, typed views of columns, row comparison, parallel maps.
+
+use fox_kernel::Elem;
+use fox_runtime::HostCol;
+use rayon::prelude::*;
+use std::cmp::Ordering;
+
+/// Inputs shorter than this run sequentially: below it, rayon's scheduling costs more
+/// than it saves.
+pub(crate) const PAR_MIN: usize = 16 * 1024;
+
+/// Rows per parallel work item.
+pub(crate) const CHUNK: usize = 8 * 1024;
+
+/// A kernel's error before the kernel name is attached.
+pub(crate) type KResult<T> = Result<T, String>;
+
+pub(crate) fn elem_name(e: Elem) -> &'static str {
+    match e {
+        Elem::U8 => "u8",
+        Elem::I32 => "i32",
+        Elem::U32 => "u32",
+        Elem::I64 => "i64",
+        Elem::U64 => "u64",
+        Elem::F64 => "f64",
+    }
+}
+
+/// Checks the number of arguments.
+pub(crate) fn expect_args(args: &[&HostCol], n: usize, what: &str) -> KResult<()> {
+    if args.len() == n {
+        Ok(())
+    } else {
+        Err(format!("expects {n} argument(s) ({what}), got {}", args.len()))
+    }
+}
+
+/// Checks that every column of `cols` has `len` rows.
+pub(crate) fn expect_len(cols: &[&HostCol], len: usize, what: &str) -> KResult<()> {
+    for (i, c) in cols.iter().enumerate() {
+        if c.len() != len {
+            return Err(format!("{what}: column {i} has {} rows, expected {len}", c.len()));
+        }
+    }
+    Ok(())
+}
+
+/// The common length of a group of columns (0 for no columns).
+pub(crate) fn common_len(cols: &[&HostCol], what: &str) -> KResult<usize> {
+    let len = cols.first().map_or(0, |c| c.len());
+    expect_len(cols, len, what)?;
+    Ok(len)
+}
+
+pub(crate) fn as_u8<'a>(c: &'a HostCol, what: &str) -> KResult<&'a [u8]> {
+    match c {
+        HostCol::U8(v) => Ok(v),
+        other => Err(format!("{what} must be u8, got {}", elem_name(other.elem()))),
+    }
+}
+
+pub(crate) fn as_u32<'a>(c: &'a HostCol, what: &str) -> KResult<&'a [u32]> {
+    match c {
+        HostCol::U32(v) => Ok(v),
+        other => Err(format!("{what} must be u32, got {}", elem_name(other.elem()))),
+    }
+}
+
+pub(crate) fn as_u64<'a>(c: &'a HostCol, what: &str) -> KResult<&'a [u64]> {
+    match c {
+        HostCol::U64(v) => Ok(v),
+        other => Err(format!("{what} must be u64, got {}", elem_name(other.elem()))),
+    }
+}
+
+/// A vector of `n` default elements, or an error instead of an abort when memory runs out.
+pub(crate) fn alloc<T: Default + Clone>(n: usize, what: &str) -> KResult<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| format!("cannot allocate {n} elements for {what}: out of memory"))?;
+    v.resize(n, T::default());
+    Ok(v)
+}
+
+/// Row count as a u32 index space (permutations and row indices are u32).
+pub(crate) fn check_u32_rows(n: usize, what: &str) -> KResult<()> {
+    if n > u32::MAX as usize {
+        Err(format!("{what} has {n} rows, more than u32 row indices can address"))
+    } else {
+        Ok(())
+    }
+}
+
+/// The order-preserving unsigned image of a float under total order, with every NaN
+/// mapped to the largest value (NaN last).
+pub(crate) fn f64_key(x: f64) -> u64 {
+    if x.is_nan() {
+        u64::MAX
+    } else {
+        let b = x.to_bits();
+        if b >> 63 == 1 {
+            !b
+        } else {
+            b | (1 << 63)
+        }
+    }
+}
+
+/// Compares row `i` of `a` with row `j` of `b` (same element type; floats by total order).
+#[inline]
+pub(crate) fn cmp_at(a: &HostCol, i: usize, b: &HostCol, j: usize) -> Ordering {
+    match (a, b) {
+        (HostCol::U8(x), HostCol::U8(y)) => x[i].cmp(&y[j]),
+        (HostCol::I32(x), HostCol::I32(y)) => x[i].cmp(&y[j]),
+        (HostCol::U32(x), HostCol::U32(y)) => x[i].cmp(&y[j]),
+        (HostCol::I64(x), HostCol::I64(y)) => x[i].cmp(&y[j]),
+        (HostCol::U64(x), HostCol::U64(y)) => x[i].cmp(&y[j]),
+        (HostCol::F64(x), HostCol::F64(y)) => f64_key(x[i]).cmp(&f64_key(y[j])),
+        _ => a.elem().cmp(&b.elem()),
+    }
+}
+
+/// Lexicographic comparison of row `i` of `a` with row `j` of `b` (column lists of equal
+/// length and element types).
+#[inline]
+pub(crate) fn cmp_rows(a: &[&HostCol], i: usize, b: &[&HostCol], j: usize) -> Ordering {
+    for (x, y) in a.iter().zip(b) {
+        match cmp_at(x, i, y, j) {
+            Ordering::Equal => {}
+            o => return o,
+        }
+    }
+    Ordering::Equal
+}
+
+/// Checks that two key lists pair up with equal element types.
+pub(crate) fn same_elems(a: &[&HostCol], b: &[&HostCol], what: &str) -> KResult<()> {
+    for (k, (x, y)) in a.iter().zip(b).enumerate() {
+        if x.elem() != y.elem() {
+            return Err(format!(
+                "{what}: key {k} is {} on the left and {} on the right",
+                elem_name(x.elem()),
+                elem_name(y.elem())
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `(0..n).map(f)`, in parallel for large `n`.
+pub(crate) fn par_map<T: Send, F: Fn(usize) -> T + Sync + Send>(n: usize, f: F) -> Vec<T> {
+    if n < PAR_MIN {
+        (0..n).map(f).collect()
+    } else {
+        (0..n).into_par_iter().map(f).collect()
+    }
+}
+
+/// The chunk boundaries `[0, CHUNK, 2*CHUNK, …, n)` as ranges.
+pub(crate) fn chunks(n: usize) -> Vec<(usize, usize)> {
+    (0..n.div_ceil(CHUNK))
+        .map(|c| (c * CHUNK, ((c + 1) * CHUNK).min(n)))
+        .collect()
+}
+
+/// Runs `f` on each range, in parallel when there is more than one, results in order.
+pub(crate) fn map_ranges<T: Send, F: Fn(usize, usize) -> T + Sync + Send>(ranges: &[(usize, usize)], f: F) -> Vec<T> {
+    if ranges.len() <= 1 {
+        ranges.iter().map(|&(a, b)| f(a, b)).collect()
+    } else {
+        ranges.par_iter().map(|&(a, b)| f(a, b)).collect()
+    }
+}
+
+/// Collects per-range results, keeping the first error in range order.
+pub(crate) fn first_err<T>(parts: Vec<KResult<T>>) -> KResult<Vec<T>> {
+    parts.into_iter().collect()
+}
+
+/// Applies `$body` to the vector inside a `HostCol`, rebuilding a `HostCol` of the same
+/// element type from the result.
+macro_rules! map_col {
+    ($col:expr, $v:ident => $body:expr) => {
+        match $col {
+            HostCol::U8($v) => HostCol::U8($body),
+            HostCol::I32($v) => HostCol::I32($body),
+            HostCol::U32($v) => HostCol::U32($body),
+            HostCol::I64($v) => HostCol::I64($body),
+            HostCol::U64($v) => HostCol::U64($body),
+            HostCol::F64($v) => HostCol::F64($body),
+        }
+    };
+}
+pub(crate) use map_col;
+
+/// Gathers `col[idx[i]]` for every `i` (indices already checked).
+pub(crate) fn gather_col(col: &HostCol, idx: &[usize]) -> HostCol {
+    map_col!(col, v => par_map(idx.len(), |i| v[idx[i]]))
+}
