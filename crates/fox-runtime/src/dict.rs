@@ -1,0 +1,206 @@
+//! The run's string dictionary: every string of the input data and every string constant of
+//! the plan gets a code before the run starts, in sorted (byte) order, so that code order is
+//! string order. Strings created during the run (`substr`, `concat`) are appended; after
+//! that, string order is given by the `Rank` table.
+
+use fox_kernel::DictOp;
+use std::collections::HashMap;
+
+/// A string dictionary. Codes are dense (`0..len()`), and no string has two codes.
+#[derive(Debug, Default, Clone)]
+pub struct Dictionary {
+    strings: Vec<String>,
+    codes: HashMap<String, u32>,
+    /// Number of strings assigned in sorted order (before any was appended).
+    sorted_prefix: usize,
+}
+
+impl Dictionary {
+    /// A dictionary of `strings` (duplicates allowed) with codes in sorted order.
+    pub fn from_strings<I: IntoIterator<Item = String>>(strings: I) -> Dictionary {
+        let mut all: Vec<String> = strings.into_iter().collect();
+        all.sort_unstable();
+        all.dedup();
+        let codes = all.iter().enumerate().map(|(i, s)| (s.clone(), i as u32)).collect();
+        Dictionary {
+            sorted_prefix: all.len(),
+            strings: all,
+            codes,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.strings.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.strings.is_empty()
+    }
+
+    pub fn code(&self, s: &str) -> Option<u32> {
+        self.codes.get(s).copied()
+    }
+
+    pub fn get(&self, code: u32) -> Option<&str> {
+        self.strings.get(code as usize).map(String::as_str)
+    }
+
+    /// True when no string has been appended since the dictionary was built, so that code
+    /// order is string order.
+    pub fn is_ordered(&self) -> bool {
+        self.sorted_prefix == self.strings.len()
+    }
+
+    /// The code of `s`, appending it when it is new. Fails when the dictionary is full
+    /// (2^32 strings).
+    pub fn intern(&mut self, s: &str) -> Option<u32> {
+        if let Some(c) = self.codes.get(s) {
+            return Some(*c);
+        }
+        let code = u32::try_from(self.strings.len()).ok()?;
+        self.strings.push(s.to_string());
+        self.codes.insert(s.to_string(), code);
+        Some(code)
+    }
+
+    /// `rank[code]`: the position of each string in sorted order.
+    pub fn rank(&self) -> Vec<u32> {
+        if self.is_ordered() {
+            return (0..self.strings.len() as u32).collect();
+        }
+        let mut order: Vec<u32> = (0..self.strings.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| self.strings[a as usize].cmp(&self.strings[b as usize]));
+        let mut rank = vec![0u32; order.len()];
+        for (pos, code) in order.into_iter().enumerate() {
+            rank[code as usize] = pos as u32;
+        }
+        rank
+    }
+
+    /// The table of a `DictTable` instruction.
+    pub fn table(&self, op: &DictOp) -> crate::HostCol {
+        use crate::HostCol;
+        match op {
+            DictOp::Rank => HostCol::U32(self.rank()),
+            DictOp::Like(pattern) => {
+                let pat: Vec<char> = pattern.chars().collect();
+                HostCol::U8(self.strings.iter().map(|s| like(s, &pat) as u8).collect())
+            }
+            DictOp::Prefix(p) => HostCol::U8(self.strings.iter().map(|s| s.starts_with(p.as_str()) as u8).collect()),
+            DictOp::Strlen => HostCol::I32(
+                self.strings
+                    .iter()
+                    .map(|s| i32::try_from(s.chars().count()).unwrap_or(i32::MAX))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// SQL `LIKE` (case-sensitive, no escape character): `%` matches any run of characters,
+/// `_` exactly one character.
+pub fn like(s: &str, pattern: &[char]) -> bool {
+    let text: Vec<char> = s.chars().collect();
+    // Greedy matching with backtracking to the last `%`: linear in practice, quadratic at
+    // worst, never exponential.
+    let (mut t, mut p) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() && (pattern[p] == '_' || (pattern[p] != '%' && pattern[p] == text[t])) {
+            t += 1;
+            p += 1;
+        } else if p < pattern.len() && pattern[p] == '%' {
+            star = Some((p, t));
+            p += 1;
+        } else if let Some((sp, st)) = star {
+            p = sp + 1;
+            t = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|&c| c == '%')
+}
+
+/// SQL `substring(s from start for len)` on characters, 1-based: the characters at
+/// positions `start .. start + len` that exist (a start before 1 still counts the missing
+/// positions; a negative length is empty).
+pub fn substr(s: &str, start: i64, len: i64) -> String {
+    if len <= 0 {
+        return String::new();
+    }
+    let end = start.saturating_add(len);
+    let from = start.max(1);
+    if end <= from {
+        return String::new();
+    }
+    s.chars()
+        .skip(usize::try_from(from - 1).unwrap_or(usize::MAX))
+        .take(usize::try_from(end - from).unwrap_or(usize::MAX))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l(s: &str, p: &str) -> bool {
+        like(s, &p.chars().collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn like_patterns() {
+        assert!(l("LARGE BRASS", "%BRASS"));
+        assert!(!l("LARGE BRASS X", "%BRASS"));
+        assert!(l("abc", "a_c"));
+        assert!(!l("abbc", "a_c"));
+        assert!(l("", "%"));
+        assert!(!l("", "_"));
+        assert!(l("special packages requests", "%special%requests%"));
+        assert!(!l("requests special", "%special%requests%"));
+        assert!(l("aXbXc", "%X%X%"));
+        assert!(!l("Brass", "%BRASS"));
+        assert!(l("héllo", "h_llo"));
+        assert!(l("abc", "abc"));
+        assert!(!l("abc", "ab"));
+        assert!(l("mississippi", "%iss%ppi"));
+    }
+
+    #[test]
+    fn substr_is_one_based_on_characters() {
+        assert_eq!(substr("13-555", 1, 2), "13");
+        assert_eq!(substr("hello", 2, 3), "ell");
+        assert_eq!(substr("hello", 4, 10), "lo");
+        assert_eq!(substr("hello", 0, 2), "h");
+        assert_eq!(substr("hello", -5, 3), "");
+        assert_eq!(substr("hello", 9, 2), "");
+        assert_eq!(substr("hello", 2, -1), "");
+        assert_eq!(substr("héllo", 2, 2), "él");
+        assert_eq!(substr("hello", i64::MAX, i64::MAX), "");
+    }
+
+    #[test]
+    fn codes_follow_sorted_order_until_appends() {
+        let mut d = Dictionary::from_strings(["b", "a", "c", "a"].map(String::from));
+        assert_eq!(d.len(), 3);
+        assert_eq!(d.code("a"), Some(0));
+        assert_eq!(d.code("c"), Some(2));
+        assert!(d.is_ordered());
+        assert_eq!(d.rank(), vec![0, 1, 2]);
+        assert_eq!(d.intern("b"), Some(1));
+        assert_eq!(d.intern("ab"), Some(3));
+        assert!(!d.is_ordered());
+        assert_eq!(d.rank(), vec![0, 2, 3, 1]);
+        assert_eq!(d.get(3), Some("ab"));
+        assert_eq!(d.table(&DictOp::Strlen), crate::HostCol::I32(vec![1, 1, 1, 2]));
+        assert_eq!(
+            d.table(&DictOp::Prefix("a".into())),
+            crate::HostCol::U8(vec![1, 0, 0, 1])
+        );
+        assert_eq!(
+            d.table(&DictOp::Like("_b".into())),
+            crate::HostCol::U8(vec![0, 0, 0, 1])
+        );
+    }
+}

@@ -1,0 +1,767 @@
+//! The interpreter of the kernel CFG.
+//!
+//! Before the first instruction runs, every input the plan loads is read and every string
+//! constant of the plan is collected, so the dictionary can be built in sorted order. Then
+//! blocks run from `entry`: launches go to the backend (host-side kernels are run here and
+//! uploaded), `Move` shares a device buffer between two variables (a reference count per
+//! device buffer frees it when its last variable is freed or redefined), and `Output`
+//! downloads and orders a result. Whatever happens, every device buffer is freed before
+//! `run` returns.
+
+use crate::dict::Dictionary;
+use crate::load::{load_input, Interner, LoadedCol};
+use crate::output::{sort_rows, to_rows, OutputTable};
+use crate::{Backend, DevBuf, HostCol, InstrStat, LaunchCtx, RunOptions, RunResult, RunStats, RuntimeError};
+use fox_kernel::{Elem, Instr, KExpr, KExprKind, Kernel, KernelPlan, StrFunc, Terminator};
+use fox_sema::core::{Type, Value};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Runs `plan` on `backend` and returns its outputs.
+pub fn run(plan: &KernelPlan, backend: &mut dyn Backend, opts: &RunOptions) -> Result<RunResult, RuntimeError> {
+    let mut it = Interp {
+        plan,
+        backend,
+        dict: Dictionary::default(),
+        inputs: Vec::new(),
+        slots: Vec::new(),
+        free_slots: Vec::new(),
+        vars: vec![None; plan.buffers.len()],
+        live_vars: 0,
+        stats: RunStats {
+            planned_peak_buffers: plan.planned_peak_buffers,
+            ..RunStats::default()
+        },
+        instr_stats: plan.blocks.iter().map(|b| vec![None; b.instrs.len()]).collect(),
+        outputs: Vec::new(),
+        timing: opts.timing,
+    };
+    it.stats.backend = it.backend.name();
+    let res = it.prepare(opts).and_then(|_| it.execute());
+    it.release_all();
+    let mem = it.backend.mem();
+    it.stats.peak_bytes = mem.peak;
+    it.stats.total_allocated_bytes = mem.total_allocated;
+    it.stats.instrs = it.instr_stats.iter().flatten().flatten().cloned().collect();
+    res?;
+    Ok(RunResult {
+        outputs: it.outputs,
+        stats: it.stats,
+    })
+}
+
+/// An input's columns, encoded, waiting for its `LoadInput`.
+struct LoadedInput {
+    cols: Vec<HostCol>,
+    /// The number of `LoadInput` instructions of this input (the last one may take the
+    /// columns instead of copying them, unless a loop can run it again).
+    reusable: bool,
+}
+
+struct Interp<'a> {
+    plan: &'a KernelPlan,
+    backend: &'a mut dyn Backend,
+    dict: Dictionary,
+    inputs: Vec<Option<LoadedInput>>,
+    /// Device buffers with the number of variables holding each.
+    slots: Vec<Option<(DevBuf, usize)>>,
+    free_slots: Vec<usize>,
+    /// The slot each buffer variable holds, if defined.
+    vars: Vec<Option<usize>>,
+    live_vars: usize,
+    stats: RunStats,
+    instr_stats: Vec<Vec<Option<InstrStat>>>,
+    outputs: Vec<OutputTable>,
+    timing: bool,
+}
+
+struct DictCtx<'a>(&'a Dictionary);
+
+impl LaunchCtx for DictCtx<'_> {
+    fn string_code(&self, s: &str) -> Option<u32> {
+        self.0.code(s)
+    }
+}
+
+/// Where an instruction is, for messages.
+fn at(plan: &KernelPlan, block: usize, i: usize) -> String {
+    format!("block `{}` ({}), instruction {}", plan.blocks[block].label, block, i)
+}
+
+pub(crate) fn kernel_name(k: &Kernel, plan: &KernelPlan) -> String {
+    match k {
+        Kernel::LoadInput { input } => match plan.inputs.get(*input) {
+            Some(i) => format!("LoadInput({})", i.name),
+            None => "LoadInput".to_string(),
+        },
+        Kernel::Const { .. } => "Const".into(),
+        Kernel::DictTable { op } => format!("DictTable({})", dict_op_name(op)),
+        Kernel::Eval { .. } => "Eval".into(),
+        Kernel::StrFn { func } => format!("StrFn({func:?})"),
+        Kernel::Compact => "Compact".into(),
+        Kernel::Gather { .. } => "Gather".into(),
+        Kernel::Concat { .. } => "Concat".into(),
+        Kernel::Slice { .. } => "Slice".into(),
+        Kernel::SortPerm { .. } => "SortPerm".into(),
+        Kernel::AdjacentDistinct => "AdjacentDistinct".into(),
+        Kernel::JoinCount { .. } => "JoinCount".into(),
+        Kernel::ExclusiveScan => "ExclusiveScan".into(),
+        Kernel::JoinWrite { .. } => "JoinWrite".into(),
+        Kernel::MatchFlags { anti: false, .. } => "MatchFlags".into(),
+        Kernel::MatchFlags { anti: true, .. } => "MatchFlags(anti)".into(),
+        Kernel::MergeUnion { .. } => "MergeUnion".into(),
+        Kernel::ReduceByKey { .. } => "ReduceByKey".into(),
+        Kernel::TrieBuild { .. } => "TrieBuild".into(),
+        Kernel::RootRange => "RootRange".into(),
+        Kernel::RangeCount => "RangeCount".into(),
+        Kernel::Expand => "Expand".into(),
+        Kernel::SortedSearch => "SortedSearch".into(),
+    }
+}
+
+fn dict_op_name(op: &fox_kernel::DictOp) -> &'static str {
+    match op {
+        fox_kernel::DictOp::Rank => "Rank",
+        fox_kernel::DictOp::Like(_) => "Like",
+        fox_kernel::DictOp::Prefix(_) => "Prefix",
+        fox_kernel::DictOp::Strlen => "Strlen",
+    }
+}
+
+fn collect_expr_strings(e: &KExpr, out: &mut Vec<String>) {
+    match &e.kind {
+        KExprKind::Col(_) => {}
+        KExprKind::Const(v) => collect_value_string(v, out),
+        KExprKind::Table(_, x) | KExprKind::Cast(x) | KExprKind::Neg(x) | KExprKind::Not(x) => {
+            collect_expr_strings(x, out)
+        }
+        KExprKind::Arith(_, a, b) | KExprKind::Cmp(_, a, b) => {
+            collect_expr_strings(a, out);
+            collect_expr_strings(b, out);
+        }
+        KExprKind::And(xs) | KExprKind::Or(xs) | KExprKind::Call(_, xs) => {
+            xs.iter().for_each(|x| collect_expr_strings(x, out))
+        }
+        KExprKind::In(x, vs) => {
+            collect_expr_strings(x, out);
+            vs.iter().for_each(|v| collect_value_string(v, out));
+        }
+    }
+}
+
+fn collect_value_string(v: &Value, out: &mut Vec<String>) {
+    if let Value::String(s) = v {
+        out.push(s.clone());
+    }
+}
+
+impl Interp<'_> {
+    /// Reads every input the plan loads and builds the dictionary from their strings and
+    /// the plan's string constants.
+    fn prepare(&mut self, opts: &RunOptions) -> Result<(), RuntimeError> {
+        let start = Instant::now();
+        let plan = self.plan;
+        let mut uses = vec![0usize; plan.inputs.len()];
+        let mut in_loop_target = vec![false; plan.inputs.len()];
+        let mut constants = Vec::new();
+        let targets: Vec<BlockIdx> = plan
+            .blocks
+            .iter()
+            .flat_map(|b| b.term.successors())
+            .map(|b| b.0 as usize)
+            .collect();
+        for (b, block) in plan.blocks.iter().enumerate() {
+            for (i, ins) in block.instrs.iter().enumerate() {
+                let Instr::Launch { kernel, .. } = ins else { continue };
+                match kernel {
+                    Kernel::LoadInput { input } => {
+                        let Some(u) = uses.get_mut(*input) else {
+                            return Err(RuntimeError::Plan(format!(
+                                "{}: LoadInput of input {input}, but the plan has {} inputs",
+                                at(plan, b, i),
+                                plan.inputs.len()
+                            )));
+                        };
+                        *u += 1;
+                        // A block that is some block's successor may run more than once.
+                        if targets.contains(&b) {
+                            in_loop_target[*input] = true;
+                        }
+                    }
+                    Kernel::Const { rows, .. } => rows
+                        .iter()
+                        .flatten()
+                        .for_each(|v| collect_value_string(v, &mut constants)),
+                    Kernel::Eval { expr, .. } => collect_expr_strings(expr, &mut constants),
+                    _ => {}
+                }
+            }
+        }
+        let data_dir = opts.data_dir.clone().unwrap_or_default();
+        let mut strings = Interner::default();
+        let mut loaded: Vec<Option<Vec<LoadedCol>>> = Vec::with_capacity(plan.inputs.len());
+        for (k, input) in plan.inputs.iter().enumerate() {
+            loaded.push(if uses[k] > 0 {
+                Some(load_input(Path::new(&data_dir), input, &mut strings)?)
+            } else {
+                None
+            });
+        }
+        let mut all = std::mem::take(&mut strings.strings);
+        let n_data = all.len();
+        all.extend(constants);
+        self.dict = Dictionary::from_strings(all.iter().cloned());
+        let remap: Vec<u32> = all[..n_data]
+            .iter()
+            .map(|s| self.dict.code(s).expect("every collected string is in the dictionary"))
+            .collect();
+        self.inputs = loaded
+            .into_iter()
+            .enumerate()
+            .map(|(k, cols)| {
+                cols.map(|cols| LoadedInput {
+                    cols: cols
+                        .into_iter()
+                        .map(|c| match c {
+                            LoadedCol::I32(v) => HostCol::I32(v),
+                            LoadedCol::I64(v) => HostCol::I64(v),
+                            LoadedCol::F64(v) => HostCol::F64(v),
+                            LoadedCol::Bool(v) => HostCol::U8(v),
+                            LoadedCol::Str(v) => HostCol::U32(v.into_iter().map(|id| remap[id as usize]).collect()),
+                        })
+                        .collect(),
+                    reusable: uses[k] > 1 || in_loop_target[k],
+                })
+            })
+            .collect();
+        self.stats.load += start.elapsed();
+        Ok(())
+    }
+
+    fn execute(&mut self) -> Result<(), RuntimeError> {
+        let plan = self.plan;
+        let mut block = plan.entry.0 as usize;
+        if block >= plan.blocks.len() {
+            return Err(RuntimeError::Plan(format!(
+                "the entry block {block} does not exist (the plan has {} blocks)",
+                plan.blocks.len()
+            )));
+        }
+        loop {
+            let b = &plan.blocks[block];
+            for (i, ins) in b.instrs.iter().enumerate() {
+                self.instr(block, i, ins)?;
+            }
+            let next = match &b.term {
+                Terminator::Halt => return Ok(()),
+                Terminator::Jump(t) => *t,
+                Terminator::LoopIf { nonempty, body, exit } => {
+                    let mut any = false;
+                    for buf in nonempty {
+                        let slot = self.var_slot(buf.0 as usize).map_err(|what| {
+                            RuntimeError::Plan(format!("block `{}`: the loop test reads {what}", b.label))
+                        })?;
+                        if self.slot_buf(slot).len > 0 {
+                            any = true;
+                            break;
+                        }
+                    }
+                    if any {
+                        *body
+                    } else {
+                        *exit
+                    }
+                }
+            };
+            if next.0 as usize >= plan.blocks.len() {
+                return Err(RuntimeError::Plan(format!(
+                    "block `{}` jumps to block {}, which does not exist (the plan has {} blocks)",
+                    b.label,
+                    next.0,
+                    plan.blocks.len()
+                )));
+            }
+            block = next.0 as usize;
+        }
+    }
+
+    fn buf_name(&self, var: usize) -> String {
+        match self.plan.buffers.get(var) {
+            Some(b) => format!("buffer `{}` (b{var})", b.name),
+            None => format!("buffer b{var}"),
+        }
+    }
+
+    /// The slot a variable holds, or a description of what is wrong with it.
+    fn var_slot(&self, var: usize) -> Result<usize, String> {
+        match self.vars.get(var) {
+            None => Err(format!(
+                "buffer b{var}, which does not exist (the plan has {} buffers)",
+                self.plan.buffers.len()
+            )),
+            Some(None) => Err(format!("{}, which is not defined here", self.buf_name(var))),
+            Some(Some(s)) => Ok(*s),
+        }
+    }
+
+    fn slot_buf(&self, slot: usize) -> &DevBuf {
+        &self.slots[slot].as_ref().expect("a variable's slot is occupied").0
+    }
+
+    fn check_out(&self, var: usize) -> Result<Elem, String> {
+        self.plan.buffers.get(var).map(|b| b.elem).ok_or_else(|| {
+            format!(
+                "buffer b{var}, which does not exist (the plan has {} buffers)",
+                self.plan.buffers.len()
+            )
+        })
+    }
+
+    /// Drops a variable's value, freeing its device buffer when no other variable holds it.
+    fn release(&mut self, var: usize) {
+        let Some(slot) = self.vars.get_mut(var).and_then(Option::take) else {
+            return;
+        };
+        self.live_vars -= 1;
+        let entry = self.slots[slot].as_mut().expect("a variable's slot is occupied");
+        entry.1 -= 1;
+        if entry.1 == 0 {
+            let (buf, _) = self.slots[slot].take().expect("checked above");
+            self.free_slots.push(slot);
+            self.backend.free(buf);
+        }
+    }
+
+    fn assign(&mut self, var: usize, slot: usize) {
+        self.release(var);
+        self.vars[var] = Some(slot);
+        self.live_vars += 1;
+        self.stats.actual_peak_buffers = self.stats.actual_peak_buffers.max(self.live_vars);
+    }
+
+    fn define(&mut self, var: usize, buf: DevBuf) {
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.slots[s] = Some((buf, 1));
+                s
+            }
+            None => {
+                self.slots.push(Some((buf, 1)));
+                self.slots.len() - 1
+            }
+        };
+        self.assign(var, slot);
+    }
+
+    fn release_all(&mut self) {
+        for var in 0..self.vars.len() {
+            self.release(var);
+        }
+    }
+
+    fn instr(&mut self, block: usize, i: usize, ins: &Instr) -> Result<(), RuntimeError> {
+        let plan = self.plan;
+        match ins {
+            Instr::Move { dst, src } => {
+                let (dst, src) = (dst.0 as usize, src.0 as usize);
+                let slot = self
+                    .var_slot(src)
+                    .map_err(|w| RuntimeError::Plan(format!("{}: Move reads {w}", at(plan, block, i))))?;
+                let dst_elem = self
+                    .check_out(dst)
+                    .map_err(|w| RuntimeError::Plan(format!("{}: Move writes {w}", at(plan, block, i))))?;
+                if dst_elem != self.slot_buf(slot).elem {
+                    return Err(RuntimeError::Plan(format!(
+                        "{}: Move of {} ({:?}) into {} ({dst_elem:?})",
+                        at(plan, block, i),
+                        self.buf_name(src),
+                        self.slot_buf(slot).elem,
+                        self.buf_name(dst)
+                    )));
+                }
+                if dst != src {
+                    self.slots[slot].as_mut().expect("occupied").1 += 1;
+                    self.assign(dst, slot);
+                }
+                Ok(())
+            }
+            Instr::Free { buf } => {
+                let var = buf.0 as usize;
+                if var >= self.vars.len() {
+                    return Err(RuntimeError::Plan(format!(
+                        "{}: Free of buffer b{var}, which does not exist (the plan has {} buffers)",
+                        at(plan, block, i),
+                        self.plan.buffers.len()
+                    )));
+                }
+                self.release(var);
+                Ok(())
+            }
+            Instr::Output {
+                name,
+                columns,
+                cols,
+                order,
+                limit,
+            } => {
+                let start = Instant::now();
+                let what = format!("{} (output `{name}`)", at(plan, block, i));
+                // A relation with no columns is one hidden column giving its row count.
+                let hidden = usize::from(columns.is_empty());
+                if cols.len() != columns.len() + hidden {
+                    return Err(RuntimeError::Plan(format!(
+                        "{what}: {} columns but {} buffers",
+                        columns.len(),
+                        cols.len()
+                    )));
+                }
+                if let Some((c, _)) = order.iter().find(|(c, _)| *c >= columns.len()) {
+                    return Err(RuntimeError::Plan(format!(
+                        "{what}: ordered by column {c}, but it has {} columns",
+                        columns.len()
+                    )));
+                }
+                let mut host = Vec::with_capacity(cols.len());
+                for c in cols {
+                    let slot = self
+                        .var_slot(c.0 as usize)
+                        .map_err(|w| RuntimeError::Plan(format!("{what}: reads {w}")))?;
+                    let buf = &self.slots[slot].as_ref().expect("occupied").0;
+                    let col = self.backend.download(buf).map_err(|e| RuntimeError::Kernel {
+                        at: what.clone(),
+                        msg: e.0,
+                    })?;
+                    host.push(col);
+                }
+                let mut rows = if hidden == 1 {
+                    vec![Vec::new(); host[0].len()]
+                } else {
+                    to_rows(&what, columns, &host, &self.dict)?
+                };
+                drop(host);
+                sort_rows(&mut rows, order, *limit);
+                self.outputs.push(OutputTable {
+                    name: name.clone(),
+                    columns: columns.clone(),
+                    rows,
+                });
+                let d = start.elapsed();
+                self.stats.output += d;
+                self.record(block, i, || format!("Output({name})"), d);
+                Ok(())
+            }
+            Instr::Launch { kernel, args, outs } => {
+                let start = Instant::now();
+                let loading = matches!(kernel, Kernel::LoadInput { .. });
+                self.launch(block, i, kernel, args, outs)?;
+                if self.timing && !loading {
+                    self.backend.sync().map_err(|e| RuntimeError::Kernel {
+                        at: format!("{} ({})", at(plan, block, i), kernel_name(kernel, plan)),
+                        msg: e.0,
+                    })?;
+                }
+                let d = start.elapsed();
+                if loading {
+                    self.stats.load += d;
+                } else {
+                    self.stats.compute += d;
+                }
+                self.record(block, i, || kernel_name(kernel, plan), d);
+                Ok(())
+            }
+        }
+    }
+
+    fn record(&mut self, block: usize, i: usize, kernel: impl FnOnce() -> String, d: Duration) {
+        let label = &self.plan.blocks[block].label;
+        let s = self.instr_stats[block][i].get_or_insert_with(|| InstrStat {
+            label: format!("{label}.{i}"),
+            kernel: kernel(),
+            calls: 0,
+            total: Duration::ZERO,
+        });
+        s.calls += 1;
+        s.total += d;
+    }
+
+    fn launch(
+        &mut self,
+        block: usize,
+        i: usize,
+        kernel: &Kernel,
+        args: &[fox_kernel::BufId],
+        outs: &[fox_kernel::BufId],
+    ) -> Result<(), RuntimeError> {
+        let plan = self.plan;
+        let what = || format!("{} ({})", at(plan, block, i), kernel_name(kernel, plan));
+        let mut arg_slots = Vec::with_capacity(args.len());
+        for a in args {
+            let slot = self
+                .var_slot(a.0 as usize)
+                .map_err(|w| RuntimeError::Plan(format!("{}: reads {w}", what())))?;
+            arg_slots.push(slot);
+        }
+        let mut out_elems = Vec::with_capacity(outs.len());
+        for o in outs {
+            out_elems.push(
+                self.check_out(o.0 as usize)
+                    .map_err(|w| RuntimeError::Plan(format!("{}: writes {w}", what())))?,
+            );
+        }
+        let host_kernel = matches!(
+            kernel,
+            Kernel::LoadInput { .. } | Kernel::Const { .. } | Kernel::DictTable { .. } | Kernel::StrFn { .. }
+        );
+        let results: Vec<DevBuf> = if host_kernel {
+            let cols = self.host_kernel(kernel, &arg_slots, outs.len()).map_err(|e| match e {
+                HostError::Plan(m) => RuntimeError::Plan(format!("{}: {m}", what())),
+                HostError::Kernel(m) => RuntimeError::Kernel { at: what(), msg: m },
+            })?;
+            let mut bufs = Vec::with_capacity(cols.len());
+            for (k, col) in cols.into_iter().enumerate() {
+                if col.elem() != out_elems[k] {
+                    bufs.into_iter().for_each(|b| self.backend.free(b));
+                    return Err(RuntimeError::Plan(format!(
+                        "{}: output {} is {:?} but {} is declared {:?}",
+                        what(),
+                        k + 1,
+                        col.elem(),
+                        self.buf_name(outs[k].0 as usize),
+                        out_elems[k]
+                    )));
+                }
+                match self.backend.upload(col) {
+                    Ok(b) => bufs.push(b),
+                    Err(e) => {
+                        bufs.into_iter().for_each(|b| self.backend.free(b));
+                        return Err(RuntimeError::Kernel { at: what(), msg: e.0 });
+                    }
+                }
+            }
+            bufs
+        } else {
+            let refs: Vec<&DevBuf> = arg_slots
+                .iter()
+                .map(|&s| &self.slots[s].as_ref().expect("occupied").0)
+                .collect();
+            let ctx = DictCtx(&self.dict);
+            self.backend
+                .launch(kernel, &refs, &ctx)
+                .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?
+        };
+        let mismatch = if results.len() != outs.len() {
+            Some(format!(
+                "{}: the kernel returned {} buffers but the plan names {} outputs",
+                what(),
+                results.len(),
+                outs.len()
+            ))
+        } else {
+            results.iter().zip(&out_elems).enumerate().find_map(|(k, (r, e))| {
+                (r.elem != *e).then(|| {
+                    format!(
+                        "{}: output {} is {:?} but {} is declared {:?}",
+                        what(),
+                        k + 1,
+                        r.elem,
+                        self.buf_name(outs[k].0 as usize),
+                        e
+                    )
+                })
+            })
+        };
+        if let Some(m) = mismatch {
+            results.into_iter().for_each(|b| self.backend.free(b));
+            return Err(RuntimeError::Plan(m));
+        }
+        for (o, buf) in outs.iter().zip(results) {
+            self.define(o.0 as usize, buf);
+        }
+        Ok(())
+    }
+
+    fn download_arg(&mut self, slot: usize) -> Result<HostCol, HostError> {
+        let buf = &self.slots[slot].as_ref().expect("occupied").0;
+        self.backend.download(buf).map_err(|e| HostError::Kernel(e.0))
+    }
+
+    /// Runs a host-side kernel and returns its output columns.
+    fn host_kernel(&mut self, kernel: &Kernel, args: &[usize], n_outs: usize) -> Result<Vec<HostCol>, HostError> {
+        let expect_outs = |n: usize| {
+            if n_outs == n {
+                Ok(())
+            } else {
+                Err(HostError::Plan(format!(
+                    "it has {n} outputs but the plan names {n_outs}"
+                )))
+            }
+        };
+        let expect_args = |n: usize| {
+            if args.len() == n {
+                Ok(())
+            } else {
+                Err(HostError::Plan(format!(
+                    "it takes {n} arguments but the plan gives {}",
+                    args.len()
+                )))
+            }
+        };
+        match kernel {
+            Kernel::LoadInput { input } => {
+                expect_args(0)?;
+                let rel = &self.plan.inputs[*input];
+                expect_outs(rel.columns.len())?;
+                let entry = self.inputs[*input].as_mut().expect("loaded in prepare");
+                Ok(if entry.reusable {
+                    entry.cols.clone()
+                } else {
+                    entry.reusable = true;
+                    std::mem::take(&mut entry.cols)
+                })
+                .and_then(|cols: Vec<HostCol>| {
+                    if cols.is_empty() && !rel.columns.is_empty() {
+                        Err(HostError::Plan("the input was already loaded".into()))
+                    } else {
+                        Ok(cols)
+                    }
+                })
+            }
+            Kernel::Const { types, rows } if types.is_empty() => {
+                // A relation with no columns: its hidden row-count column of ones.
+                expect_args(0)?;
+                expect_outs(1)?;
+                if let Some(r) = rows.iter().position(|r| !r.is_empty()) {
+                    return Err(HostError::Plan(format!("row {r} has values but there are no columns")));
+                }
+                Ok(vec![HostCol::U8(vec![1; rows.len()])])
+            }
+            Kernel::Const { types, rows } => {
+                expect_args(0)?;
+                expect_outs(types.len())?;
+                const_columns(types, rows, &self.dict).map_err(HostError::Plan)
+            }
+            Kernel::DictTable { op } => {
+                expect_args(0)?;
+                expect_outs(1)?;
+                Ok(vec![self.dict.table(op)])
+            }
+            Kernel::StrFn { func } => {
+                expect_outs(1)?;
+                let n = match func {
+                    StrFunc::Substr => 3,
+                    StrFunc::Concat => 2,
+                };
+                expect_args(n)?;
+                let mut cols = Vec::with_capacity(n);
+                for &s in args {
+                    cols.push(self.download_arg(s)?);
+                }
+                let len = cols[0].len();
+                if cols.iter().any(|c| c.len() != len) {
+                    return Err(HostError::Plan("its arguments have different lengths".into()));
+                }
+                let text = |dict: &Dictionary, code: u32| {
+                    dict.get(code)
+                        .map(str::to_string)
+                        .ok_or_else(|| HostError::Kernel(format!("string code {code} is not in the dictionary")))
+                };
+                let mut out = Vec::with_capacity(len);
+                match (func, cols.as_slice()) {
+                    (StrFunc::Substr, [HostCol::U32(s), HostCol::I64(st), HostCol::I64(ln)]) => {
+                        for r in 0..len {
+                            let v = crate::dict::substr(&text(&self.dict, s[r])?, st[r], ln[r]);
+                            out.push(self.intern(&v)?);
+                        }
+                    }
+                    (StrFunc::Concat, [HostCol::U32(a), HostCol::U32(b)]) => {
+                        for r in 0..len {
+                            let mut v = text(&self.dict, a[r])?;
+                            v.push_str(self.dict.get(b[r]).ok_or_else(|| {
+                                HostError::Kernel(format!("string code {} is not in the dictionary", b[r]))
+                            })?);
+                            out.push(self.intern(&v)?);
+                        }
+                    }
+                    _ => {
+                        let got: Vec<String> = cols.iter().map(|c| format!("{:?}", c.elem())).collect();
+                        return Err(HostError::Plan(format!(
+                            "its arguments are [{}]; {func:?} takes {}",
+                            got.join(", "),
+                            match func {
+                                StrFunc::Substr => "[U32, I64, I64]",
+                                StrFunc::Concat => "[U32, U32]",
+                            }
+                        )));
+                    }
+                }
+                Ok(vec![HostCol::U32(out)])
+            }
+            _ => unreachable!("only host kernels reach host_kernel"),
+        }
+    }
+
+    fn intern(&mut self, s: &str) -> Result<u32, HostError> {
+        self.dict
+            .intern(s)
+            .ok_or_else(|| HostError::Kernel("the string dictionary is full (2^32 strings)".into()))
+    }
+}
+
+type BlockIdx = usize;
+
+enum HostError {
+    Plan(String),
+    Kernel(String),
+}
+
+/// The columns of a `Const` instruction.
+fn const_columns(types: &[Type], rows: &[Vec<Value>], dict: &Dictionary) -> Result<Vec<HostCol>, String> {
+    let mut cols: Vec<HostCol> = types
+        .iter()
+        .map(|t| match Elem::of(*t) {
+            Elem::U8 => HostCol::U8(Vec::new()),
+            Elem::I32 => HostCol::I32(Vec::new()),
+            Elem::U32 => HostCol::U32(Vec::new()),
+            Elem::I64 => HostCol::I64(Vec::new()),
+            Elem::U64 => HostCol::U64(Vec::new()),
+            Elem::F64 => HostCol::F64(Vec::new()),
+        })
+        .collect();
+    for (r, row) in rows.iter().enumerate() {
+        if row.len() != types.len() {
+            return Err(format!("row {r} has {} values for {} columns", row.len(), types.len()));
+        }
+        for (c, v) in row.iter().enumerate() {
+            let bad = || format!("row {r}, column {c}: {v:?} is not a value of type {}", types[c]);
+            match (&mut cols[c], types[c], v) {
+                (HostCol::I32(col), Type::Int32, Value::Int32(x)) => col.push(*x),
+                (HostCol::I32(col), Type::Date, Value::Date(x)) => col.push(*x),
+                (HostCol::I64(col), Type::Int64, Value::Int64(x)) => col.push(*x),
+                (HostCol::I64(col), Type::Int64, Value::Int32(x)) => col.push(*x as i64),
+                (HostCol::I64(col), Type::Decimal(ts), _) => {
+                    let (unscaled, scale) = match v {
+                        Value::Decimal { unscaled, scale } => (*unscaled, *scale),
+                        Value::Int32(x) => (*x as i128, 0),
+                        Value::Int64(x) => (*x as i128, 0),
+                        _ => return Err(bad()),
+                    };
+                    let x = (scale <= ts)
+                        .then(|| 10i128.checked_pow((ts - scale) as u32))
+                        .flatten()
+                        .and_then(|p| unscaled.checked_mul(p))
+                        .and_then(|x| i64::try_from(x).ok())
+                        .ok_or_else(bad)?;
+                    col.push(x);
+                }
+                (HostCol::F64(col), Type::Float64, Value::Float64(x)) => col.push(*x),
+                (HostCol::U8(col), Type::Bool, Value::Bool(x)) => col.push(*x as u8),
+                (HostCol::U32(col), Type::String, Value::String(s)) => col.push(
+                    dict.code(s)
+                        .ok_or_else(|| format!("string {s:?} has no dictionary code"))?,
+                ),
+                _ => return Err(bad()),
+            }
+        }
+    }
+    Ok(cols)
+}

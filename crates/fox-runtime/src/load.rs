@@ -1,0 +1,378 @@
+//! Reading input relations from CSV and TBL files into typed host columns.
+//!
+//! Files have no header; fields follow the declared columns. With the separator `,` a field
+//! may be quoted as in RFC 4180 (`"a, b"`, `"say ""hi"""`, line breaks inside quotes);
+//! with any other separator (TBL) fields are raw text. A trailing separator at the end of a
+//! line is accepted. Every error names the file, the line and the column.
+
+use crate::RuntimeError;
+use fox_kernel::InputRel;
+use fox_sema::core::Type;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Strings met while loading, numbered in the order they were first seen. After loading,
+/// the dictionary is built from them and every string column is renumbered.
+#[derive(Default, Debug)]
+pub struct Interner {
+    pub strings: Vec<String>,
+    ids: HashMap<String, u32>,
+}
+
+impl Interner {
+    pub fn intern(&mut self, s: &str) -> Result<u32, String> {
+        if let Some(id) = self.ids.get(s) {
+            return Ok(*id);
+        }
+        let id = u32::try_from(self.strings.len()).map_err(|_| "more than 2^32 distinct strings".to_string())?;
+        self.strings.push(s.to_string());
+        self.ids.insert(s.to_string(), id);
+        Ok(id)
+    }
+}
+
+/// A loaded column. String columns hold interner ids until they are renumbered into
+/// dictionary codes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LoadedCol {
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    F64(Vec<f64>),
+    Str(Vec<u32>),
+    Bool(Vec<u8>),
+}
+
+impl LoadedCol {
+    fn new(ty: Type) -> LoadedCol {
+        match ty {
+            Type::Int32 | Type::Date => LoadedCol::I32(Vec::new()),
+            Type::Int64 | Type::Decimal(_) => LoadedCol::I64(Vec::new()),
+            Type::Float64 => LoadedCol::F64(Vec::new()),
+            Type::String => LoadedCol::Str(Vec::new()),
+            Type::Bool => LoadedCol::Bool(Vec::new()),
+        }
+    }
+}
+
+/// Reads the file of `input` from `data_dir` into one column per declared column.
+pub fn load_input(data_dir: &Path, input: &InputRel, strings: &mut Interner) -> Result<Vec<LoadedCol>, RuntimeError> {
+    let path = data_dir.join(&input.file);
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(&path).map_err(|e| RuntimeError::Data {
+        msg: format!("cannot read `{shown}` (input of `{}`): {}", input.name, io_reason(&e)),
+    })?;
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
+            return Err(RuntimeError::Data {
+                msg: format!("{shown}:{line}: the file is not UTF-8 text (input of `{}`)", input.name),
+            });
+        }
+    };
+    parse_input(text, &shown, input, strings)
+}
+
+fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "No such file".to_string(),
+        std::io::ErrorKind::PermissionDenied => "Permission denied".to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// Parses the text of an input file. `file` is the name errors show.
+pub fn parse_input(
+    text: &str,
+    file: &str,
+    input: &InputRel,
+    strings: &mut Interner,
+) -> Result<Vec<LoadedCol>, RuntimeError> {
+    if input.sep.is_empty() {
+        return Err(RuntimeError::Data {
+            msg: format!("input `{}` has an empty separator", input.name),
+        });
+    }
+    let mut cols: Vec<LoadedCol> = input.columns.iter().map(|c| LoadedCol::new(c.ty)).collect();
+    let ncols = cols.len();
+    let quoted = input.sep == ",";
+    let mut fields: Vec<std::borrow::Cow<str>> = Vec::with_capacity(ncols + 1);
+    let mut rest = text;
+    let mut line_no = 1usize;
+    while !rest.is_empty() {
+        let start_line = line_no;
+        fields.clear();
+        if quoted {
+            let (consumed, lines) = split_csv_record(rest, &mut fields).map_err(|msg| RuntimeError::Data {
+                msg: format!("{file}:{start_line}: {msg}"),
+            })?;
+            rest = &rest[consumed..];
+            line_no += lines;
+        } else {
+            let end = rest.find('\n').unwrap_or(rest.len());
+            let line = rest[..end].strip_suffix('\r').unwrap_or(&rest[..end]);
+            rest = if end < rest.len() { &rest[end + 1..] } else { "" };
+            line_no += 1;
+            fields.extend(line.split(input.sep.as_str()).map(std::borrow::Cow::Borrowed));
+        }
+        // A trailing separator leaves one empty field after the last column.
+        if fields.len() == ncols + 1 && fields.last().is_some_and(|f| f.is_empty()) {
+            fields.pop();
+        }
+        if fields.len() != ncols {
+            return Err(RuntimeError::Data {
+                msg: format!(
+                    "{file}:{start_line}: expected {ncols} field{} (the columns of `{}`), found {}",
+                    if ncols == 1 { "" } else { "s" },
+                    input.name,
+                    fields.len()
+                ),
+            });
+        }
+        for (c, field) in fields.iter().enumerate() {
+            let column = &input.columns[c];
+            parse_field(field, column.ty, &mut cols[c], strings).map_err(|detail| RuntimeError::Data {
+                msg: format!(
+                    "{file}:{start_line}: column {} (`{}`, {}): {detail}",
+                    c + 1,
+                    column.name,
+                    column.ty
+                ),
+            })?;
+        }
+    }
+    Ok(cols)
+}
+
+/// Splits one CSV record off the front of `text` (RFC 4180 quoting). Returns the bytes
+/// consumed (through the line break) and the number of lines the record spans.
+fn split_csv_record<'a>(text: &'a str, fields: &mut Vec<std::borrow::Cow<'a, str>>) -> Result<(usize, usize), String> {
+    let bytes = text.as_bytes();
+    let mut i = 0usize;
+    let mut lines = 0usize;
+    loop {
+        // The start of a field.
+        if i < bytes.len() && bytes[i] == b'"' {
+            let mut value = String::new();
+            let mut seg = i + 1;
+            let mut j = i + 1;
+            loop {
+                match bytes.get(j) {
+                    None => return Err("unterminated quoted field (a `\"` is never closed)".to_string()),
+                    Some(b'"') if bytes.get(j + 1) == Some(&b'"') => {
+                        value.push_str(&text[seg..=j]);
+                        j += 2;
+                        seg = j;
+                    }
+                    Some(b'"') => {
+                        value.push_str(&text[seg..j]);
+                        j += 1;
+                        break;
+                    }
+                    Some(b'\n') => {
+                        lines += 1;
+                        j += 1;
+                    }
+                    Some(_) => j += 1,
+                }
+            }
+            fields.push(std::borrow::Cow::Owned(value));
+            i = j;
+            match bytes.get(i) {
+                Some(b',') => i += 1,
+                Some(b'\n') => return Ok((i + 1, lines + 1)),
+                Some(b'\r') if bytes.get(i + 1) == Some(&b'\n') => return Ok((i + 2, lines + 1)),
+                None => return Ok((i, lines + 1)),
+                Some(_) => {
+                    return Err(format!(
+                        "column {}: unexpected text after a closing quote (a quote inside a quoted field is written `\"\"`)",
+                        fields.len()
+                    ))
+                }
+            }
+        } else {
+            let end = bytes[i..]
+                .iter()
+                .position(|&b| b == b',' || b == b'\n')
+                .map_or(bytes.len(), |p| i + p);
+            let raw = &text[i..end];
+            match bytes.get(end) {
+                Some(b',') => {
+                    fields.push(std::borrow::Cow::Borrowed(raw));
+                    i = end + 1;
+                }
+                Some(_) => {
+                    fields.push(std::borrow::Cow::Borrowed(raw.strip_suffix('\r').unwrap_or(raw)));
+                    return Ok((end + 1, lines + 1));
+                }
+                None => {
+                    fields.push(std::borrow::Cow::Borrowed(raw.strip_suffix('\r').unwrap_or(raw)));
+                    return Ok((end, lines + 1));
+                }
+            }
+        }
+    }
+}
+
+fn article(ty: Type) -> &'static str {
+    match ty {
+        Type::Int32 | Type::Int64 => "an",
+        _ => "a",
+    }
+}
+
+fn parse_field(field: &str, ty: Type, col: &mut LoadedCol, strings: &mut Interner) -> Result<(), String> {
+    let bad = || format!("`{field}` is not {} {ty}", article(ty));
+    match col {
+        LoadedCol::I32(v) => {
+            let x = match ty {
+                Type::Date => parse_date(field).ok_or_else(|| format!("`{field}` is not a date (YYYY-MM-DD)"))?,
+                _ => parse_int(field, i32::MIN as i64, i32::MAX as i64).map_err(|e| e.message(field, ty))? as i32,
+            };
+            v.push(x);
+        }
+        LoadedCol::I64(v) => {
+            let x = match ty {
+                Type::Decimal(s) => parse_decimal(field, s)?,
+                _ => parse_int(field, i64::MIN, i64::MAX).map_err(|e| e.message(field, ty))?,
+            };
+            v.push(x);
+        }
+        LoadedCol::F64(v) => v.push(field.parse::<f64>().map_err(|_| bad())?),
+        LoadedCol::Str(v) => v.push(strings.intern(field)?),
+        LoadedCol::Bool(v) => v.push(match field {
+            "true" => 1,
+            "false" => 0,
+            _ => return Err(format!("`{field}` is not a bool (true or false)")),
+        }),
+    }
+    Ok(())
+}
+
+enum IntError {
+    Syntax,
+    Range,
+}
+
+impl IntError {
+    fn message(&self, field: &str, ty: Type) -> String {
+        match self {
+            IntError::Syntax => format!("`{field}` is not {} {ty}", article(ty)),
+            IntError::Range => format!("`{field}` is out of the range of {ty}"),
+        }
+    }
+}
+
+fn parse_int(field: &str, min: i64, max: i64) -> Result<i64, IntError> {
+    let (neg, digits) = split_sign(field);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(IntError::Syntax);
+    }
+    let mut v: i128 = 0;
+    for b in digits.bytes() {
+        v = v * 10 + (b - b'0') as i128;
+        if v > (i64::MAX as i128) + 1 {
+            return Err(IntError::Range);
+        }
+    }
+    let v = if neg { -v } else { v };
+    if v < min as i128 || v > max as i128 {
+        return Err(IntError::Range);
+    }
+    Ok(v as i64)
+}
+
+fn split_sign(field: &str) -> (bool, &str) {
+    match field.as_bytes().first() {
+        Some(b'-') => (true, &field[1..]),
+        Some(b'+') => (false, &field[1..]),
+        _ => (false, field),
+    }
+}
+
+/// An exact decimal of scale `scale` as its unscaled integer: `12.3` at scale 2 is 1230.
+pub fn parse_decimal(field: &str, scale: u8) -> Result<i64, String> {
+    let ty = Type::Decimal(scale);
+    let (neg, body) = split_sign(field);
+    let (int, frac) = match body.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (body, ""),
+    };
+    let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if (int.is_empty() && frac.is_empty()) || !all_digits(int) || !all_digits(frac) {
+        return Err(format!("`{field}` is not a {ty}"));
+    }
+    if frac.len() > scale as usize {
+        return Err(format!(
+            "`{field}` has {} fraction digits; the column has scale {scale}",
+            frac.len()
+        ));
+    }
+    let out_of_range = || format!("`{field}` is out of the range of {ty}");
+    let mut v: i128 = 0;
+    for b in int.bytes().chain(frac.bytes()) {
+        v = v * 10 + (b - b'0') as i128;
+        if v > i64::MAX as i128 + 1 {
+            return Err(out_of_range());
+        }
+    }
+    for _ in frac.len()..scale as usize {
+        v *= 10;
+        if v > i64::MAX as i128 + 1 {
+            return Err(out_of_range());
+        }
+    }
+    let v = if neg { -v } else { v };
+    i64::try_from(v).map_err(|_| out_of_range())
+}
+
+/// `YYYY-MM-DD` as days since 1970-01-01, validating the calendar date.
+pub fn parse_date(field: &str) -> Option<i32> {
+    let b = field.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let num = |s: &[u8]| -> Option<i64> {
+        s.iter()
+            .try_fold(0i64, |acc, &c| c.is_ascii_digit().then(|| acc * 10 + (c - b'0') as i64))
+    };
+    let (y, m, d) = (num(&b[0..4])?, num(&b[5..7])?, num(&b[8..10])?);
+    if !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) {
+        return None;
+    }
+    i32::try_from(days_from_civil(y, m, d)).ok()
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        _ => 28,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146097 + doe - 719468
+}
+
+/// The date of a day number: `(year, month, day)`.
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}

@@ -1,0 +1,218 @@
+//! Reading CSV and TBL input: typed fields, quoting, and an error naming file, line and
+//! column for every kind of bad row.
+
+use fox_kernel::InputRel;
+use fox_runtime::load::{parse_date, parse_decimal, parse_input, Interner, LoadedCol};
+use fox_runtime::RuntimeError;
+use fox_sema::core::{Column, Type};
+
+fn rel(sep: &str, cols: &[(&str, Type)]) -> InputRel {
+    InputRel {
+        name: "r".into(),
+        columns: cols
+            .iter()
+            .map(|(n, t)| Column {
+                name: n.to_string(),
+                ty: *t,
+            })
+            .collect(),
+        file: "r.csv".into(),
+        sep: sep.into(),
+    }
+}
+
+fn parse(text: &str, sep: &str, cols: &[(&str, Type)]) -> Result<(Vec<LoadedCol>, Vec<String>), String> {
+    let mut strings = Interner::default();
+    parse_input(text, "data/r.csv", &rel(sep, cols), &mut strings)
+        .map(|c| (c, strings.strings.clone()))
+        .map_err(|e| match e {
+            RuntimeError::Data { msg } => msg,
+            other => panic!("not a data error: {other:?}"),
+        })
+}
+
+fn err(text: &str, sep: &str, cols: &[(&str, Type)]) -> String {
+    parse(text, sep, cols).expect_err("the input must be rejected")
+}
+
+#[test]
+fn typed_fields_of_every_type() {
+    let cols = [
+        ("a", Type::Int32),
+        ("b", Type::Int64),
+        ("c", Type::Decimal(2)),
+        ("d", Type::Float64),
+        ("e", Type::String),
+        ("f", Type::Date),
+        ("g", Type::Bool),
+    ];
+    let (c, strings) = parse(
+        "1,-9000000000,12.3,1.5e3,hello,1998-09-02,true\n-2,+7,-0.05,-0.25,,1970-01-01,false\n",
+        ",",
+        &cols,
+    )
+    .unwrap();
+    assert_eq!(c[0], LoadedCol::I32(vec![1, -2]));
+    assert_eq!(c[1], LoadedCol::I64(vec![-9_000_000_000, 7]));
+    assert_eq!(c[2], LoadedCol::I64(vec![1230, -5]));
+    assert_eq!(c[3], LoadedCol::F64(vec![1500.0, -0.25]));
+    assert_eq!(c[4], LoadedCol::Str(vec![0, 1]));
+    assert_eq!(strings, vec!["hello".to_string(), String::new()]);
+    assert_eq!(c[5], LoadedCol::I32(vec![10471, 0]));
+    assert_eq!(c[6], LoadedCol::Bool(vec![1, 0]));
+}
+
+#[test]
+fn tbl_with_trailing_separator_and_crlf() {
+    let cols = [("k", Type::Int64), ("m", Type::String)];
+    let (c, strings) = parse("1|AIR|\r\n2|\"RAIL\"|\n", "|", &cols).unwrap();
+    assert_eq!(c[0], LoadedCol::I64(vec![1, 2]));
+    // TBL fields are raw: quotes are part of the text.
+    assert_eq!(strings, vec!["AIR".to_string(), "\"RAIL\"".to_string()]);
+    // Without the trailing separator too, and no newline at the end of the file.
+    let (c, _) = parse("1|AIR\n2|RAIL", "|", &cols).unwrap();
+    assert_eq!(c[0], LoadedCol::I64(vec![1, 2]));
+}
+
+#[test]
+fn csv_quoting_per_rfc_4180() {
+    let cols = [("s", Type::String), ("n", Type::Int32)];
+    let (c, strings) = parse(
+        "\"a, b\",1\n\"say \"\"hi\"\"\",2\n\"two\nlines\",3\nplain,4,\n",
+        ",",
+        &cols,
+    )
+    .unwrap();
+    assert_eq!(c[1], LoadedCol::I32(vec![1, 2, 3, 4]));
+    assert_eq!(strings, vec!["a, b", "say \"hi\"", "two\nlines", "plain"]);
+    // Line numbers count the lines of a quoted line break.
+    let e = err("\"two\nlines\",3\nx,y\n", ",", &cols);
+    assert!(e.starts_with("data/r.csv:3: column 2 (`n`, int32)"), "{e}");
+}
+
+#[test]
+fn wrong_column_count_names_line() {
+    let cols = [("x", Type::Int32), ("y", Type::Int32)];
+    let e = err("1,2\n3\n", ",", &cols);
+    assert_eq!(e, "data/r.csv:2: expected 2 fields (the columns of `r`), found 1");
+    let e = err("1,2\n3,4,5\n", ",", &cols);
+    assert!(e.contains("data/r.csv:2:") && e.contains("found 3"), "{e}");
+    // One trailing separator is accepted, two are not.
+    let e = err("1|2||\n", "|", &cols);
+    assert!(e.contains("data/r.csv:1:") && e.contains("found 4"), "{e}");
+}
+
+#[test]
+fn bad_numbers_name_line_column_and_type() {
+    let cols = [("x", Type::Int32), ("y", Type::Int32)];
+    assert_eq!(
+        err("1,2\n3,abc\n", ",", &cols),
+        "data/r.csv:2: column 2 (`y`, int32): `abc` is not an int32"
+    );
+    let e = err("2147483648,1\n", ",", &cols);
+    assert!(
+        e.contains("data/r.csv:1: column 1 (`x`, int32)") && e.contains("out of the range"),
+        "{e}"
+    );
+    assert!(parse("-2147483648,2147483647\n", ",", &cols).is_ok());
+    let e = err("1, 2\n", ",", &cols);
+    assert!(e.contains("column 2") && e.contains("` 2` is not an int32"), "{e}");
+    let e = err("1,2.0\n", ",", &cols);
+    assert!(e.contains("column 2"), "{e}");
+    let e = err(
+        "99999999999999999999999,1\n",
+        ",",
+        &[("x", Type::Int64), ("y", Type::Int64)],
+    );
+    assert!(e.contains("out of the range of int64"), "{e}");
+    let e = err("x\n", ",", &[("f", Type::Float64)]);
+    assert!(e.contains("column 1 (`f`, float64): `x` is not a float64"), "{e}");
+}
+
+#[test]
+fn decimals_are_exact_and_checked() {
+    assert_eq!(parse_decimal("12.3", 2), Ok(1230));
+    assert_eq!(parse_decimal("-1.25", 2), Ok(-125));
+    assert_eq!(parse_decimal("+5", 2), Ok(500));
+    assert_eq!(parse_decimal("0.0825", 4), Ok(825));
+    assert_eq!(parse_decimal(".5", 1), Ok(5));
+    assert_eq!(parse_decimal("7", 0), Ok(7));
+    assert_eq!(parse_decimal("92233720368547758.07", 2), Ok(i64::MAX));
+    assert!(parse_decimal("92233720368547758.08", 2)
+        .unwrap_err()
+        .contains("out of the range"));
+    for bad in ["", "-", ".", "1.2.3", "1e5", "abc", "1,5", " 1.5"] {
+        assert!(parse_decimal(bad, 2).is_err(), "{bad:?}");
+    }
+    let cols = [("k", Type::Int32), ("p", Type::Decimal(2))];
+    assert_eq!(
+        err("1,1.50\n2,1.505\n", ",", &cols),
+        "data/r.csv:2: column 2 (`p`, decimal(2)): `1.505` has 3 fraction digits; the column has scale 2"
+    );
+    assert_eq!(
+        err("1,x1\n", ",", &cols),
+        "data/r.csv:1: column 2 (`p`, decimal(2)): `x1` is not a decimal(2)"
+    );
+}
+
+#[test]
+fn dates_are_validated() {
+    assert_eq!(parse_date("1970-01-01"), Some(0));
+    assert_eq!(parse_date("1996-02-29"), Some(9555));
+    assert_eq!(parse_date("2000-02-29"), Some(11016));
+    for bad in [
+        "1995-02-29",
+        "1900-02-29",
+        "1998-13-01",
+        "1998-00-10",
+        "1998-04-31",
+        "98-09-02",
+        "1998/09/02",
+        "1998-9-2",
+    ] {
+        assert_eq!(parse_date(bad), None, "{bad}");
+    }
+    let e = err("1998-02-30\n", ",", &[("d", Type::Date)]);
+    assert_eq!(
+        e,
+        "data/r.csv:1: column 1 (`d`, date): `1998-02-30` is not a date (YYYY-MM-DD)"
+    );
+}
+
+#[test]
+fn bools_are_true_or_false() {
+    let e = err("true\nTRUE\n", ",", &[("b", Type::Bool)]);
+    assert_eq!(
+        e,
+        "data/r.csv:2: column 1 (`b`, bool): `TRUE` is not a bool (true or false)"
+    );
+}
+
+#[test]
+fn unterminated_quote_names_its_line() {
+    let cols = [("s", Type::String), ("n", Type::Int32)];
+    let e = err("a,1\n\"open,2\nb,3\n", ",", &cols);
+    assert!(e.starts_with("data/r.csv:2: unterminated quoted field"), "{e}");
+    let e = err("\"a\"x,1\n", ",", &cols);
+    assert!(
+        e.starts_with("data/r.csv:1: column 1: unexpected text after a closing quote"),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_file_names_path_and_input() {
+    let mut strings = Interner::default();
+    let dir = std::path::Path::new("no-such-dir-fox");
+    let e = fox_runtime::load::load_input(dir, &rel(",", &[("x", Type::Int32)]), &mut strings).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "cannot read `no-such-dir-fox/r.csv` (input of `r`): No such file"
+    );
+}
+
+#[test]
+fn empty_file_is_an_empty_relation() {
+    let (c, _) = parse("", ",", &[("x", Type::Int32)]).unwrap();
+    assert_eq!(c[0], LoadedCol::I32(vec![]));
+}
