@@ -15,7 +15,10 @@ fn run_on_graph(query: &str, edges: &[(i32, i32)]) -> fox_runtime::RunResult {
     let csv: String = edges.iter().map(|(a, b)| format!("{a},{b}\n")).collect();
     std::fs::write(dir.join("edge.csv"), csv).unwrap();
     let mut backend = fox_cpu::CpuBackend::new();
-    let opts = fox_runtime::RunOptions { data_dir: Some(dir.clone()), timing: false };
+    let opts = fox_runtime::RunOptions {
+        data_dir: Some(dir.clone()),
+        timing: false,
+    };
     let result = fox_runtime::run(&plan, &mut backend, &opts).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     result
@@ -23,7 +26,9 @@ fn run_on_graph(query: &str, edges: &[(i32, i32)]) -> fox_runtime::RunResult {
 
 /// Both directions of every edge of the complete graph K_n.
 fn complete(n: i32) -> Vec<(i32, i32)> {
-    (0..n).flat_map(|a| (0..n).filter(move |&b| b != a).map(move |b| (a, b))).collect()
+    (0..n)
+        .flat_map(|a| (0..n).filter(move |&b| b != a).map(move |b| (a, b)))
+        .collect()
 }
 
 #[test]
@@ -31,7 +36,7 @@ fn peak_is_below_the_sum_of_all_buffers_on_multi_joins() {
     for (query, expected_rows) in [("clique4.logic", 1820), ("triangle.logic", 560)] {
         // K_16: C(16,4) = 1820 four-cliques, C(16,3) = 560 triangles.
         let r = run_on_graph(query, &complete(16));
-        assert_eq!(r.outputs[0].rows.len(), expected_rows, "{query}");
+        assert_eq!(r.outputs[0].rows().len(), expected_rows, "{query}");
         let s = &r.stats;
         assert!(s.peak_bytes > 0);
         assert!(
@@ -54,7 +59,7 @@ fn recursion_frees_each_iteration() {
     // A path 0 → 1 → … → 199: 199 iterations, closure of 19,900 pairs.
     let edges: Vec<(i32, i32)> = (0..199).map(|i| (i, i + 1)).collect();
     let r = run_on_graph("transitive_closure.logic", &edges);
-    assert_eq!(r.outputs[0].rows.len(), 199 * 200 / 2);
+    assert_eq!(r.outputs[0].rows().len(), 199 * 200 / 2);
     let s = &r.stats;
     // Every iteration allocates new buffers; without frees the total would be the peak.
     assert!(

@@ -1038,7 +1038,8 @@ impl Ev<'_> {
 
 // ---- display --------------------------------------------------------------------------
 
-fn show_value(v: &Value) -> String {
+/// The text of a constant for messages.
+pub fn show_value(v: &Value) -> String {
     match v {
         Value::Int32(i) => i.to_string(),
         Value::Int64(i) => i.to_string(),
@@ -1086,7 +1087,7 @@ fn cmp_symbol(op: CmpOp) -> &'static str {
 
 /// The text of an expression for messages: `c0` is column argument 0, `t0[…]` a lookup
 /// in dictionary table 0.
-pub(crate) fn show(e: &KExpr) -> String {
+pub fn show(e: &KExpr) -> String {
     let join = |xs: &[KExpr], sep: &str| xs.iter().map(show).collect::<Vec<_>>().join(sep);
     match &e.kind {
         KExprKind::Col(i) => format!("c{i}"),

@@ -3,30 +3,16 @@
 //! Both sides are sorted on their keys. The left side is cut into chunks that run in
 //! parallel; each chunk finds its starting point on the right by binary search (the
 //! merge-path split) and then walks its runs of equal keys, locating each run's matching
-//! right range by binary search from the previous one.
+//! right range by galloping search from the previous one. Key comparisons go through
+//! [`Rows`] views, monomorphised for the common key shapes.
 
+use crate::keys::{gallop, search, with_rows, Rows};
 use crate::util::{
-    alloc, as_u64, chunks, cmp_rows, common_len, expect_args, first_err, map_ranges, par_map, same_elems, KResult,
-    PAR_MIN,
+    alloc, as_u64, chunks, common_len, expect_args, first_err, map_ranges, same_elems, KResult, PAR_MIN,
 };
 use fox_runtime::HostCol;
 use rayon::prelude::*;
 use std::cmp::Ordering;
-
-/// The first right row in `lo..hi` whose keys are not less than (`upper`: greater than)
-/// left row `i`.
-fn search(left: &[&HostCol], i: usize, right: &[&HostCol], mut lo: usize, mut hi: usize, upper: bool) -> usize {
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        let o = cmp_rows(right, mid, left, i);
-        if o == Ordering::Less || (upper && o == Ordering::Equal) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
-}
 
 /// The number of key arguments of a join: `nkeys` per side, or with no keys one column
 /// per side that only gives its row count.
@@ -51,40 +37,56 @@ fn sides<'a>(args: &'a [&'a HostCol], nkeys: usize) -> KResult<(&'a [&'a HostCol
     Ok((left, right, nl, nr))
 }
 
-/// The matching right range `[lo, hi)` of every left row in `a..b`.
-fn ranges_of(left: &[&HostCol], right: &[&HostCol], nr: usize, a: usize, b: usize) -> Vec<(usize, usize)> {
-    if left.is_empty() {
-        return vec![(0, nr); b - a];
+/// Calls `f(i, lo, hi)` with the matching right range `[lo, hi)` of every left row `i` in
+/// `a..b`, in order.
+#[inline]
+fn walk_ranges<R: Rows>(left: &R, right: &R, nr: usize, a: usize, b: usize, mut f: impl FnMut(usize, usize, usize)) {
+    if a >= b {
+        return;
     }
-    let mut out = Vec::with_capacity(b - a);
-    let mut r = 0;
+    let mut r = search(left, a, right, 0, nr, false);
+    let (mut lo, mut hi) = (r, r);
     for i in a..b {
-        if i > a && cmp_rows(left, i, left, i - 1) == Ordering::Equal {
-            let prev = out[i - a - 1];
-            out.push(prev);
-            continue;
+        if i == a || left.cmp_with(i, left, i - 1) != Ordering::Equal {
+            lo = gallop(left, i, right, r, nr, false);
+            hi = gallop(left, i, right, lo, nr, true);
+            r = hi;
         }
-        let lo = search(left, i, right, r, nr, false);
-        let hi = search(left, i, right, lo, nr, true);
-        out.push((lo, hi));
-        r = lo;
+        f(i, lo, hi);
     }
-    out
 }
 
-/// Matching right ranges of every left row, computed per chunk in parallel.
-fn all_ranges(left: &[&HostCol], right: &[&HostCol], nl: usize, nr: usize) -> Vec<Vec<(usize, usize)>> {
-    map_ranges(&chunks(nl), |a, b| ranges_of(left, right, nr, a, b))
+/// Runs `f(a, out_chunk)` over the chunks of a fresh output of `n` elements, in parallel
+/// for large `n`.
+fn fill_chunks<T: Default + Clone + Send>(
+    n: usize,
+    what: &str,
+    f: impl Fn(usize, &mut [T]) + Sync + Send,
+) -> KResult<Vec<T>> {
+    let mut out = alloc::<T>(n, what)?;
+    let chunk = crate::util::CHUNK;
+    if n < PAR_MIN {
+        out.chunks_mut(chunk).enumerate().for_each(|(c, o)| f(c * chunk, o));
+    } else {
+        out.par_chunks_mut(chunk).enumerate().for_each(|(c, o)| f(c * chunk, o));
+    }
+    Ok(out)
+}
+
+fn counts_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize) -> KResult<Vec<u64>> {
+    fill_chunks(nl, "counts", |a, out| {
+        walk_ranges(left, right, nr, a, a + out.len(), |i, lo, hi| {
+            out[i - a] = (hi - lo) as u64
+        })
+    })
 }
 
 /// `JoinCount { nkeys }`: per left row, the number of right rows with equal keys.
 pub(crate) fn join_count(args: &[&HostCol], nkeys: usize) -> KResult<HostCol> {
     expect_args(args, key_args(nkeys), "left keys, right keys")?;
     let (left, right, nl, nr) = sides(args, nkeys)?;
-    let parts = all_ranges(left, right, nl, nr);
-    Ok(HostCol::U64(
-        parts.into_iter().flatten().map(|(lo, hi)| (hi - lo) as u64).collect(),
-    ))
+    let counts = with_rows!(left, right, |l, r| counts_k(&l, &r, nl, nr))?;
+    Ok(HostCol::U64(counts))
 }
 
 /// `ExclusiveScan`: `offsets` (exclusive prefix sum of `counts`) and `total`.
@@ -144,45 +146,84 @@ pub(crate) fn join_write(args: &[&HostCol], nkeys: usize) -> KResult<Vec<HostCol
         return Err(format!("total must have one row, has {}", total.len()));
     };
     crate::util::check_u32_rows(nl.max(nr), "a join side")?;
+    with_rows!(left, right, |l, r| write_k(&l, &r, nl, nr, offsets, *total))
+}
+
+fn write_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize, offsets: &[u64], total: u64) -> KResult<Vec<HostCol>> {
     let ranges = chunks(nl);
-    let parts = map_ranges(&ranges, |a, b| ranges_of(left, right, nr, a, b));
-    // The offsets must be the scan of these counts, or the writes would overlap.
+    // The offsets must be the scan of the counts, or the writes would overlap: each chunk
+    // checks its own rows against its first offset, then the chunk totals are chained.
+    let sums = first_err(
+        map_ranges(&ranges, |a, b| {
+            let mut sum = 0u64;
+            let mut bad = None;
+            walk_ranges(left, right, nr, a, b, |i, lo, hi| {
+                if bad.is_none() && offsets[i].wrapping_sub(offsets[a]) != sum {
+                    bad = Some(i);
+                }
+                sum += (hi - lo) as u64;
+            });
+            match bad {
+                None => Ok(sum),
+                Some(i) => Err(i),
+            }
+        })
+        .into_iter()
+        .map(|r| r.map_err(|i| i.to_string()))
+        .collect(),
+    );
+    let sums = match sums {
+        Ok(s) => s,
+        Err(_) => {
+            // Report the first wrong offset exactly.
+            let mut sum = 0u64;
+            let mut msg = String::new();
+            for (i, &off) in offsets.iter().enumerate() {
+                if off != sum {
+                    msg = format!("offsets[{i}] is {off}, but the counts before it sum to {sum}");
+                    break;
+                }
+                walk_ranges(left, right, nr, i, i + 1, |_, lo, hi| sum += (hi - lo) as u64);
+            }
+            return Err(msg);
+        }
+    };
     let mut sum = 0u64;
-    for (i, &(lo, hi)) in parts.iter().flatten().enumerate() {
-        if offsets[i] != sum {
+    for (&(a, _), s) in ranges.iter().zip(&sums) {
+        if offsets[a] != sum {
             return Err(format!(
-                "offsets[{i}] is {}, but the counts before it sum to {sum}",
-                offsets[i]
+                "offsets[{a}] is {}, but the counts before it sum to {sum}",
+                offsets[a]
             ));
         }
-        sum += (hi - lo) as u64;
+        sum += s;
     }
-    if *total != sum {
+    if total != sum {
         return Err(format!("total is {total}, but the join has {sum} pairs"));
     }
     let total = usize::try_from(sum).map_err(|_| format!("{sum} join pairs do not fit in memory"))?;
     let mut li = alloc::<u32>(total, "left_idx")?;
     let mut ri = alloc::<u32>(total, "right_idx")?;
     // Disjoint output slices, one per chunk.
-    let mut work = Vec::with_capacity(parts.len());
+    let mut work = Vec::with_capacity(ranges.len());
     let (mut lrest, mut rrest) = (&mut li[..], &mut ri[..]);
-    for (&(a, _), part) in ranges.iter().zip(&parts) {
-        let len: usize = part.iter().map(|(lo, hi)| hi - lo).sum();
-        let (l, lr) = lrest.split_at_mut(len);
-        let (r, rr) = rrest.split_at_mut(len);
+    for (&(a, b), &len) in ranges.iter().zip(&sums) {
+        let (l, lr) = lrest.split_at_mut(len as usize);
+        let (r, rr) = rrest.split_at_mut(len as usize);
         lrest = lr;
         rrest = rr;
-        work.push((a, part, l, r));
+        work.push((a, b, l, r));
     }
-    let write = |(a, part, l, r): ChunkOut| {
+    let write = |(a, b, l, r): (usize, usize, &mut [u32], &mut [u32])| {
         let mut o = 0;
-        for (k, &(lo, hi)) in part.iter().enumerate() {
-            for j in lo..hi {
-                l[o] = (a + k) as u32;
-                r[o] = j as u32;
-                o += 1;
+        walk_ranges(left, right, nr, a, b, |i, lo, hi| {
+            let n = hi - lo;
+            l[o..o + n].fill(i as u32);
+            for (k, x) in r[o..o + n].iter_mut().enumerate() {
+                *x = (lo + k) as u32;
             }
-        }
+            o += n;
+        });
     };
     if work.len() <= 1 {
         work.into_iter().for_each(write);
@@ -192,66 +233,105 @@ pub(crate) fn join_write(args: &[&HostCol], nkeys: usize) -> KResult<Vec<HostCol
     Ok(vec![HostCol::U32(li), HostCol::U32(ri)])
 }
 
-/// One chunk of a join's output: its first left row, its ranges, and its output slices.
-type ChunkOut<'a> = (usize, &'a Vec<(usize, usize)>, &'a mut [u32], &'a mut [u32]);
+fn flags_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize, anti: bool) -> KResult<Vec<u8>> {
+    fill_chunks(nl, "flags", |a, out| {
+        let b = a + out.len();
+        let mut r = search(left, a, right, 0, nr, false);
+        let mut flag = 0u8;
+        for i in a..b {
+            if i == a || left.cmp_with(i, left, i - 1) != Ordering::Equal {
+                r = gallop(left, i, right, r, nr, false);
+                let found = r < nr && right.cmp_with(r, left, i) == Ordering::Equal;
+                flag = u8::from(found != anti);
+            }
+            out[i - a] = flag;
+        }
+    })
+}
 
 /// `MatchFlags { nkeys, anti }`: 1 per left row that has (`anti`: has no) right match.
 pub(crate) fn match_flags(args: &[&HostCol], nkeys: usize, anti: bool) -> KResult<HostCol> {
     expect_args(args, key_args(nkeys), "left keys, right keys")?;
     let (left, right, nl, nr) = sides(args, nkeys)?;
-    let parts = all_ranges(left, right, nl, nr);
-    Ok(HostCol::U8(
-        parts
-            .into_iter()
-            .flatten()
-            .map(|(lo, hi)| u8::from((hi > lo) != anti))
-            .collect(),
-    ))
+    let flags = with_rows!(left, right, |l, r| flags_k(&l, &r, nl, nr, anti))?;
+    Ok(HostCol::U8(flags))
 }
 
-/// Where each output row of a union comes from.
-#[derive(Clone, Copy)]
-enum Src {
-    A(usize),
-    B(usize),
-}
+/// How each output row of a union is made: from `a`, from `b`, or from `a` with an equal
+/// row of `b` skipped.
+const FROM_A: u8 = 0;
+const FROM_B: u8 = 1;
+const FROM_BOTH: u8 = 2;
 
-/// Merges `a[a0..a1]` with `b[b0..b1]`, keeping one row of each equal pair (from `a`).
-fn merge(a: &[&HostCol], b: &[&HostCol], (a0, a1): (usize, usize), (b0, b1): (usize, usize)) -> Vec<Src> {
+/// Merges `a[a0..a1]` with `b[b0..b1]` into a plan of [`FROM_A`], [`FROM_B`], [`FROM_BOTH`].
+fn merge_plan<R: Rows>(a: &R, b: &R, (a0, a1): (usize, usize), (b0, b1): (usize, usize)) -> Vec<u8> {
     let mut out = Vec::with_capacity(a1 - a0 + b1 - b0);
     let (mut i, mut j) = (a0, b0);
     while i < a1 && j < b1 {
-        match cmp_rows(a, i, b, j) {
+        match a.cmp_with(i, b, j) {
             Ordering::Less => {
-                out.push(Src::A(i));
+                out.push(FROM_A);
                 i += 1;
             }
             Ordering::Greater => {
-                out.push(Src::B(j));
+                out.push(FROM_B);
                 j += 1;
             }
             Ordering::Equal => {
-                out.push(Src::A(i));
+                out.push(FROM_BOTH);
                 i += 1;
                 j += 1;
             }
         }
     }
-    out.extend((i..a1).map(Src::A));
-    out.extend((j..b1).map(Src::B));
+    out.resize(out.len() + (a1 - i), FROM_A);
+    out.resize(out.len() + (b1 - j), FROM_B);
     out
 }
 
-/// `MergeUnion { width }`: the sorted, duplicate-free union of two sorted, duplicate-free
-/// relations.
-pub(crate) fn merge_union(args: &[&HostCol], width: usize) -> KResult<Vec<HostCol>> {
-    expect_args(args, 2 * width, "the columns of a, the columns of b")?;
-    if width == 0 {
-        return Err("needs at least one column".to_string());
+/// Writes one column of a union from its plan, starting at rows `a0` of `x`, `b0` of `y`.
+fn replay<T: Copy>(plan: &[u8], x: &[T], y: &[T], (mut i, mut j): (usize, usize), out: &mut [T]) {
+    for (o, &p) in out.iter_mut().zip(plan) {
+        if p == FROM_B {
+            *o = y[j];
+            j += 1;
+        } else {
+            *o = x[i];
+            i += 1;
+            j += usize::from(p == FROM_BOTH);
+        }
     }
-    let (a, b, na, nb) = sides(args, width)?;
-    // Split a into chunks; each chunk starts in b at the first row not below its first row.
-    let ranges = chunks(na);
+}
+
+fn union_col<T: Copy + Default + Send + Sync>(
+    x: &[T],
+    y: &[T],
+    plans: &[(Vec<u8>, (usize, usize))],
+    total: usize,
+) -> KResult<Vec<T>> {
+    let mut out = alloc::<T>(total, "the union")?;
+    let mut parts = Vec::with_capacity(plans.len());
+    let mut rest = &mut out[..];
+    for (plan, start) in plans {
+        let (o, r) = rest.split_at_mut(plan.len());
+        rest = r;
+        parts.push((plan, *start, o));
+    }
+    let go = |(plan, start, o): (&Vec<u8>, (usize, usize), &mut [T])| replay(plan, x, y, start, o);
+    if parts.len() <= 1 {
+        parts.into_iter().for_each(go);
+    } else {
+        parts.into_par_iter().for_each(go);
+    }
+    Ok(out)
+}
+
+fn union_plans<R: Rows>(a: &R, b: &R, na: usize, nb: usize) -> Vec<(Vec<u8>, (usize, usize))> {
+    // Split a into pieces; each starts in b at the first row not below its first row.
+    let piece = (na / (4 * rayon::current_num_threads().max(1))).max(4 * crate::util::CHUNK);
+    let ranges: Vec<(usize, usize)> = (0..na.div_ceil(piece))
+        .map(|c| (c * piece, ((c + 1) * piece).min(na)))
+        .collect();
     let starts: Vec<usize> = ranges
         .iter()
         .enumerate()
@@ -265,27 +345,31 @@ pub(crate) fn merge_union(args: &[&HostCol], width: usize) -> KResult<Vec<HostCo
         let b1 = starts.get(c + 1).copied().unwrap_or(nb);
         work.push((r, (starts[c], b1.max(starts[c]))));
     }
-    let parts = map_ranges(&(0..work.len()).map(|w| (w, w + 1)).collect::<Vec<_>>(), |w, _| {
-        merge(a, b, work[w].0, work[w].1)
-    });
-    let src: Vec<Src> = parts.concat();
+    map_ranges(&(0..work.len()).map(|w| (w, w + 1)).collect::<Vec<_>>(), |w, _| {
+        let (ra, rb) = work[w];
+        (merge_plan(a, b, ra, rb), (ra.0, rb.0))
+    })
+}
+
+/// `MergeUnion { width }`: the sorted, duplicate-free union of two sorted, duplicate-free
+/// relations.
+pub(crate) fn merge_union(args: &[&HostCol], width: usize) -> KResult<Vec<HostCol>> {
+    expect_args(args, 2 * width, "the columns of a, the columns of b")?;
+    if width == 0 {
+        return Err("needs at least one column".to_string());
+    }
+    let (a, b, na, nb) = sides(args, width)?;
+    let plans = with_rows!(a, b, |x, y| union_plans(&x, &y, na, nb));
+    let total: usize = plans.iter().map(|(p, _)| p.len()).sum();
     let mut out = Vec::with_capacity(width);
     for c in 0..width {
-        macro_rules! sel {
-            ($var:ident, $x:expr, $y:expr) => {
-                HostCol::$var(par_map(src.len(), |i| match src[i] {
-                    Src::A(k) => $x[k],
-                    Src::B(k) => $y[k],
-                }))
-            };
-        }
         out.push(match (a[c], b[c]) {
-            (HostCol::U8(x), HostCol::U8(y)) => sel!(U8, x, y),
-            (HostCol::I32(x), HostCol::I32(y)) => sel!(I32, x, y),
-            (HostCol::U32(x), HostCol::U32(y)) => sel!(U32, x, y),
-            (HostCol::I64(x), HostCol::I64(y)) => sel!(I64, x, y),
-            (HostCol::U64(x), HostCol::U64(y)) => sel!(U64, x, y),
-            (HostCol::F64(x), HostCol::F64(y)) => sel!(F64, x, y),
+            (HostCol::U8(x), HostCol::U8(y)) => HostCol::U8(union_col(x, y, &plans, total)?),
+            (HostCol::I32(x), HostCol::I32(y)) => HostCol::I32(union_col(x, y, &plans, total)?),
+            (HostCol::U32(x), HostCol::U32(y)) => HostCol::U32(union_col(x, y, &plans, total)?),
+            (HostCol::I64(x), HostCol::I64(y)) => HostCol::I64(union_col(x, y, &plans, total)?),
+            (HostCol::U64(x), HostCol::U64(y)) => HostCol::U64(union_col(x, y, &plans, total)?),
+            (HostCol::F64(x), HostCol::F64(y)) => HostCol::F64(union_col(x, y, &plans, total)?),
             (x, _) => {
                 return Err(format!(
                     "column {c} differs in element type between a and b: {:?}",

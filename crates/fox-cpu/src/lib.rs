@@ -8,6 +8,7 @@
 mod date;
 mod expr;
 mod join;
+mod keys;
 mod movement;
 mod reduce;
 mod sort;
@@ -15,6 +16,7 @@ mod trie;
 mod util;
 
 pub use date::{civil_from_days, days_from_civil};
+pub use expr::{show as show_kexpr, show_value};
 
 use fox_kernel::Kernel;
 use fox_runtime::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};

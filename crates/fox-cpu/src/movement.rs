@@ -1,10 +1,10 @@
 //! Data movement: stream compaction, gather, concatenation, slicing.
 
 use crate::util::{
-    alloc, as_u32, as_u8, chunks, common_len, elem_name, expect_len, gather_col, map_col, map_ranges, par_map, KResult,
-    PAR_MIN,
+    alloc, as_u32, as_u8, chunks, common_len, elem_name, expect_len, map_col, map_ranges, par_map, KResult, PAR_MIN,
 };
 use fox_runtime::HostCol;
+use rayon::prelude::*;
 
 /// `Compact`: args `flags` then k columns; the rows whose flag is non-zero, in order.
 pub(crate) fn compact(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
@@ -13,8 +13,55 @@ pub(crate) fn compact(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
     };
     let flags = as_u8(flags, "flags")?;
     expect_len(cols, flags.len(), "compacted columns")?;
-    let idx = selected(flags);
-    Ok(cols.iter().map(|c| gather_col(c, &idx)).collect())
+    // Count per chunk, then each chunk writes its rows into its own slice of the output.
+    let ranges = chunks(flags.len());
+    let counts = map_ranges(&ranges, |a, b| flags[a..b].iter().filter(|f| **f != 0).count());
+    let total: usize = counts.iter().sum();
+    cols.iter()
+        .map(|c| {
+            Ok(match c {
+                HostCol::U8(v) => HostCol::U8(compact_col(flags, v, &ranges, &counts, total)?),
+                HostCol::I32(v) => HostCol::I32(compact_col(flags, v, &ranges, &counts, total)?),
+                HostCol::U32(v) => HostCol::U32(compact_col(flags, v, &ranges, &counts, total)?),
+                HostCol::I64(v) => HostCol::I64(compact_col(flags, v, &ranges, &counts, total)?),
+                HostCol::U64(v) => HostCol::U64(compact_col(flags, v, &ranges, &counts, total)?),
+                HostCol::F64(v) => HostCol::F64(compact_col(flags, v, &ranges, &counts, total)?),
+            })
+        })
+        .collect()
+}
+
+fn compact_col<T: Copy + Default + Send + Sync>(
+    flags: &[u8],
+    v: &[T],
+    ranges: &[(usize, usize)],
+    counts: &[usize],
+    total: usize,
+) -> KResult<Vec<T>> {
+    let mut out = alloc::<T>(total, "the compacted column")?;
+    let mut parts = Vec::with_capacity(ranges.len());
+    let mut rest = &mut out[..];
+    for (&r, &c) in ranges.iter().zip(counts) {
+        let (o, tail) = rest.split_at_mut(c);
+        rest = tail;
+        parts.push((r, o));
+    }
+    let write = |((a, b), o): ((usize, usize), &mut [T])| {
+        // Branch-free: write every row into a scratch buffer, advancing only on a flag.
+        let mut tmp = vec![T::default(); b - a + 1];
+        let mut k = 0;
+        for (&f, &x) in flags[a..b].iter().zip(&v[a..b]) {
+            tmp[k] = x;
+            k += usize::from(f != 0);
+        }
+        o.copy_from_slice(&tmp[..k]);
+    };
+    if parts.len() <= 1 {
+        parts.into_iter().for_each(write);
+    } else {
+        parts.into_par_iter().for_each(write);
+    }
+    Ok(out)
 }
 
 /// The positions of the non-zero flags, in order (count per chunk, scan, write).
@@ -45,12 +92,20 @@ pub(crate) fn gather(args: &[&HostCol], shift: u32) -> KResult<Vec<HostCol>> {
         return Err("expects an index column and the columns to gather from".to_string());
     };
     let idx = as_u32(idx, "the index column")?;
-    let mut pos = alloc::<usize>(idx.len(), "gather indices")?;
-    for (p, &i) in pos.iter_mut().zip(idx) {
-        *p = i as usize + shift as usize;
-    }
+    let max = if idx.len() < PAR_MIN {
+        idx.iter().copied().max()
+    } else {
+        idx.par_iter().copied().max()
+    };
+    let max = max.map(|m| m as usize + shift as usize);
     for (c, col) in cols.iter().enumerate() {
-        if let Some((row, &p)) = pos.iter().enumerate().find(|(_, p)| **p >= col.len()) {
+        if max.is_some_and(|m| m >= col.len()) {
+            let (row, p) = idx
+                .iter()
+                .enumerate()
+                .map(|(r, &i)| (r, i as usize + shift as usize))
+                .find(|(_, p)| *p >= col.len())
+                .expect("the largest index is out of range");
             return Err(format!(
                 "index {} + shift {shift} = {p} at row {row} is out of range of column {c} ({} rows)",
                 idx[row],
@@ -58,7 +113,23 @@ pub(crate) fn gather(args: &[&HostCol], shift: u32) -> KResult<Vec<HostCol>> {
             ));
         }
     }
-    Ok(cols.iter().map(|c| gather_col(c, &pos)).collect())
+    let shift = shift as usize;
+    Ok(cols
+        .iter()
+        .map(|c| map_col!(c, v => gather_u32(v, idx, shift)))
+        .collect())
+}
+
+/// `v[idx[i] + shift]` for every `i` (indices already checked).
+fn gather_u32<T: Copy + Send + Sync>(v: &[T], idx: &[u32], shift: usize) -> Vec<T> {
+    if idx.len() < PAR_MIN {
+        idx.iter().map(|&i| v[i as usize + shift]).collect()
+    } else {
+        idx.par_iter()
+            .with_min_len(4096)
+            .map(|&i| v[i as usize + shift])
+            .collect()
+    }
 }
 
 /// `Concat { parts, width }`: `parts` groups of `width` columns, concatenated in order.

@@ -107,4 +107,9 @@ pub trait Backend {
     /// Waits until all launched work is done (for timing).
     fn sync(&mut self) -> Result<(), BackendError>;
     fn mem(&self) -> MemStats;
+    /// Time spent compiling kernels so far (included in the launches' times); zero for a
+    /// backend that compiles nothing at run time.
+    fn compile_time(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
 }

@@ -10,7 +10,7 @@
 
 use crate::dict::Dictionary;
 use crate::load::{load_input, Interner, LoadedCol};
-use crate::output::{sort_rows, to_rows, OutputTable};
+use crate::output::{build_table, OutputTable};
 use crate::{Backend, DevBuf, HostCol, InstrStat, LaunchCtx, RunOptions, RunResult, RunStats, RuntimeError};
 use fox_kernel::{Elem, Instr, KExpr, KExprKind, Kernel, KernelPlan, StrFunc, Terminator};
 use fox_sema::core::{Type, Value};
@@ -41,6 +41,7 @@ pub fn run(plan: &KernelPlan, backend: &mut dyn Backend, opts: &RunOptions) -> R
     it.release_all();
     let mem = it.backend.mem();
     it.stats.peak_bytes = mem.peak;
+    it.stats.compile = it.backend.compile_time();
     it.stats.total_allocated_bytes = mem.total_allocated;
     it.stats.instrs = it.instr_stats.iter().flatten().flatten().cloned().collect();
     res?;
@@ -433,18 +434,12 @@ impl Interp<'_> {
                     })?;
                     host.push(col);
                 }
-                let mut rows = if hidden == 1 {
-                    vec![Vec::new(); host[0].len()]
-                } else {
-                    to_rows(&what, columns, &host, &self.dict)?
-                };
-                drop(host);
-                sort_rows(&mut rows, order, *limit);
-                self.outputs.push(OutputTable {
-                    name: name.clone(),
-                    columns: columns.clone(),
-                    rows,
-                });
+                let hidden_rows = (hidden == 1).then(|| host[0].len());
+                if hidden == 1 {
+                    host.clear();
+                }
+                let table = build_table(&what, name, columns, host, hidden_rows, &self.dict, order, *limit)?;
+                self.outputs.push(table);
                 let d = start.elapsed();
                 self.stats.output += d;
                 self.record(block, i, || format!("Output({name})"), d);

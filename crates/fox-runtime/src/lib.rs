@@ -14,7 +14,7 @@ pub mod output;
 pub use backend::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};
 pub use dict::Dictionary;
 pub use interp::run;
-pub use output::{format_table, format_value, write_csv, write_csv_all, OutputTable};
+pub use output::{format_table, format_value, write_csv, write_csv_all, write_csv_to, OutputTable};
 
 use std::fmt;
 use std::path::PathBuf;
@@ -51,6 +51,8 @@ pub struct RunStats {
     pub compute: Duration,
     /// Downloading, ordering and converting results.
     pub output: Duration,
+    /// Kernel compilation by the backend (part of `compute`).
+    pub compile: Duration,
     /// The backend's memory high-water mark, in bytes.
     pub peak_bytes: usize,
     /// The sum of the sizes of every buffer allocated during the run, in bytes.
@@ -144,6 +146,12 @@ pub fn format_stats(stats: &RunStats) -> String {
         ms(stats.compute),
         ms(stats.output)
     ));
+    if !stats.compile.is_zero() {
+        out.push_str(&format!(
+            "kernel compilation {:.3} ms (within compute)\n",
+            ms(stats.compile)
+        ));
+    }
     out.push_str(&format!(
         "memory: planned peak {} buffers (actual {}), actual peak {} bytes, total allocated {} bytes\n",
         stats.planned_peak_buffers, stats.actual_peak_buffers, stats.peak_bytes, stats.total_allocated_bytes

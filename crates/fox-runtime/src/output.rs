@@ -4,27 +4,132 @@ use crate::dict::Dictionary;
 use crate::load::civil_from_days;
 use crate::{HostCol, RuntimeError};
 use fox_sema::core::{Column, Type, Value};
+use rayon::prelude::*;
 use std::cmp::Ordering;
 use std::path::Path;
 
 /// One output relation, its rows in final output order.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Results produced by a run are held column by column (with the strings they use in a
+/// small dictionary of their own, sorted by text) and, when the columns are not already
+/// in output order, a permutation giving it; rows of values are built only on demand
+/// ([`OutputTable::rows`]).
+#[derive(Clone, Debug)]
 pub struct OutputTable {
     pub name: String,
     pub columns: Vec<Column>,
-    pub rows: Vec<Vec<Value>>,
+    data: Data,
 }
 
-/// Converts downloaded columns of the types of `columns` into rows of values. `what`
-/// names the output in messages.
-pub(crate) fn to_rows(
-    what: &str,
-    columns: &[Column],
-    cols: &[HostCol],
-    dict: &Dictionary,
-) -> Result<Vec<Vec<Value>>, RuntimeError> {
+#[derive(Clone, Debug)]
+enum Data {
+    Rows(Vec<Vec<Value>>),
+    Cols(ColTable),
+}
+
+/// Columns in their encodings. String columns hold codes into `strings`, which is sorted
+/// by text, so code order is string order.
+#[derive(Clone, Debug)]
+struct ColTable {
+    cols: Vec<HostCol>,
+    strings: Vec<String>,
+    /// Output row `r` is row `perm[r]` of the columns; the identity when `None`.
+    perm: Option<Vec<u32>>,
+    len: usize,
+}
+
+impl PartialEq for OutputTable {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && self.columns == other.columns
+            && self.len() == other.len()
+            && (0..self.len()).all(|r| self.row(r) == other.row(r))
+    }
+}
+
+impl OutputTable {
+    /// A table of rows of values, already in output order.
+    pub fn from_rows(name: impl Into<String>, columns: Vec<Column>, rows: Vec<Vec<Value>>) -> OutputTable {
+        OutputTable {
+            name: name.into(),
+            columns,
+            data: Data::Rows(rows),
+        }
+    }
+
+    /// The number of rows.
+    pub fn len(&self) -> usize {
+        match &self.data {
+            Data::Rows(r) => r.len(),
+            Data::Cols(t) => t.len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every row as values, in output order.
+    pub fn rows(&self) -> Vec<Vec<Value>> {
+        match &self.data {
+            Data::Rows(r) => r.clone(),
+            Data::Cols(_) => (0..self.len()).map(|r| self.row(r)).collect(),
+        }
+    }
+
+    /// Row `r` (in output order) as values. Panics when `r >= len()`.
+    pub fn row(&self, r: usize) -> Vec<Value> {
+        match &self.data {
+            Data::Rows(rows) => rows[r].clone(),
+            Data::Cols(t) => {
+                let src = t.src(r);
+                (0..self.columns.len()).map(|c| self.value_at(t, src, c)).collect()
+            }
+        }
+    }
+
+    fn value_at(&self, t: &ColTable, src: usize, c: usize) -> Value {
+        match (&t.cols[c], self.columns[c].ty) {
+            (HostCol::I32(v), Type::Date) => Value::Date(v[src]),
+            (HostCol::I32(v), _) => Value::Int32(v[src]),
+            (HostCol::I64(v), Type::Decimal(scale)) => Value::Decimal {
+                unscaled: v[src] as i128,
+                scale,
+            },
+            (HostCol::I64(v), _) => Value::Int64(v[src]),
+            (HostCol::F64(v), _) => Value::Float64(v[src]),
+            (HostCol::U8(v), _) => Value::Bool(v[src] != 0),
+            (HostCol::U32(v), _) => Value::String(t.strings[v[src] as usize].clone()),
+            (HostCol::U64(v), _) => Value::Int64(v[src] as i64),
+        }
+    }
+
+    /// The text of cell (`r`, `c`) as CSV and the stdout table show it (unquoted).
+    fn cell_text(&self, r: usize, c: usize) -> String {
+        match &self.data {
+            Data::Rows(rows) => format_value(&rows[r][c], self.columns[c].ty),
+            Data::Cols(t) => {
+                let mut out = Vec::new();
+                write_cell(&t.cols[c], self.columns[c].ty, t.src(r), &t.strings, &mut out);
+                String::from_utf8(out).expect("cells are UTF-8")
+            }
+        }
+    }
+}
+
+impl ColTable {
+    #[inline]
+    fn src(&self, r: usize) -> usize {
+        match &self.perm {
+            Some(p) => p[r] as usize,
+            None => r,
+        }
+    }
+}
+
+/// Checks that downloaded columns match the types of `columns` and have one length.
+fn check_columns(what: &str, columns: &[Column], cols: &[HostCol]) -> Result<usize, RuntimeError> {
     let n = cols.first().map_or(0, HostCol::len);
-    let mut rows: Vec<Vec<Value>> = (0..n).map(|_| Vec::with_capacity(cols.len())).collect();
     for (c, (col, column)) in cols.iter().zip(columns).enumerate() {
         if col.len() != n {
             return Err(RuntimeError::Plan(format!(
@@ -33,42 +138,234 @@ pub(crate) fn to_rows(
                 col.len()
             )));
         }
-        let mismatch = || {
-            RuntimeError::Plan(format!(
+        let ok = matches!(
+            (column.ty, col),
+            (Type::Int32 | Type::Date, HostCol::I32(_))
+                | (Type::Int64 | Type::Decimal(_), HostCol::I64(_))
+                | (Type::Float64, HostCol::F64(_))
+                | (Type::Bool, HostCol::U8(_))
+                | (Type::String, HostCol::U32(_))
+        );
+        if !ok {
+            return Err(RuntimeError::Plan(format!(
                 "{what}: column `{}` of type {} is held in a buffer of {:?} elements",
                 column.name,
                 column.ty,
                 col.elem()
-            ))
-        };
-        match (column.ty, col) {
-            (Type::Int32, HostCol::I32(v)) => rows.iter_mut().zip(v).for_each(|(r, &x)| r.push(Value::Int32(x))),
-            (Type::Date, HostCol::I32(v)) => rows.iter_mut().zip(v).for_each(|(r, &x)| r.push(Value::Date(x))),
-            (Type::Int64, HostCol::I64(v)) => rows.iter_mut().zip(v).for_each(|(r, &x)| r.push(Value::Int64(x))),
-            (Type::Decimal(scale), HostCol::I64(v)) => rows.iter_mut().zip(v).for_each(|(r, &x)| {
-                r.push(Value::Decimal {
-                    unscaled: x as i128,
-                    scale,
-                })
-            }),
-            (Type::Float64, HostCol::F64(v)) => rows.iter_mut().zip(v).for_each(|(r, &x)| r.push(Value::Float64(x))),
-            (Type::Bool, HostCol::U8(v)) => rows.iter_mut().zip(v).for_each(|(r, &x)| r.push(Value::Bool(x != 0))),
-            (Type::String, HostCol::U32(v)) => {
-                for (r, &code) in rows.iter_mut().zip(v) {
-                    let s = dict.get(code).ok_or_else(|| {
-                        RuntimeError::Plan(format!(
-                            "{what}: column `{}` holds string code {code}, but the dictionary has {} strings",
-                            column.name,
-                            dict.len()
-                        ))
-                    })?;
-                    r.push(Value::String(s.to_string()));
-                }
-            }
-            _ => return Err(mismatch()),
+            )));
         }
     }
-    Ok(rows)
+    Ok(n)
+}
+
+/// Replaces the dictionary codes of the string columns by codes into a dictionary of
+/// only the strings they use, sorted by text, which it returns.
+fn localize_strings(
+    what: &str,
+    columns: &[Column],
+    cols: &mut [HostCol],
+    dict: &Dictionary,
+) -> Result<Vec<String>, RuntimeError> {
+    const UNSEEN: u32 = u32::MAX;
+    let mut local: Vec<u32> = Vec::new();
+    let mut used: Vec<u32> = Vec::new();
+    for (col, column) in cols.iter().zip(columns) {
+        let HostCol::U32(v) = col else { continue };
+        if local.is_empty() {
+            local = vec![UNSEEN; dict.len()];
+        }
+        for &code in v {
+            match local.get_mut(code as usize) {
+                Some(l) => {
+                    if *l == UNSEEN {
+                        *l = 0;
+                        used.push(code);
+                    }
+                }
+                None => {
+                    return Err(RuntimeError::Plan(format!(
+                        "{what}: column `{}` holds string code {code}, but the dictionary has {} strings",
+                        column.name,
+                        dict.len()
+                    )))
+                }
+            }
+        }
+    }
+    if used.is_empty() {
+        return Ok(Vec::new());
+    }
+    let text = |code: u32| dict.get(code).expect("checked above");
+    used.sort_unstable_by(|&a, &b| text(a).cmp(text(b)));
+    for (k, &code) in used.iter().enumerate() {
+        local[code as usize] = k as u32;
+    }
+    for col in cols.iter_mut() {
+        if let HostCol::U32(v) = col {
+            v.par_iter_mut()
+                .with_min_len(1 << 16)
+                .for_each(|x| *x = local[*x as usize]);
+        }
+    }
+    Ok(used.into_iter().map(|c| text(c).to_string()).collect())
+}
+
+/// The order-preserving unsigned image of row `i` of a column (strings by local code,
+/// floats by total order), reversed when `desc`.
+#[inline]
+fn image(col: &HostCol, i: usize, desc: bool) -> u64 {
+    let x = match col {
+        HostCol::I32(v) => u64::from(v[i] as u32 ^ 0x8000_0000),
+        HostCol::I64(v) => v[i] as u64 ^ (1 << 63),
+        HostCol::F64(v) => {
+            let b = v[i].to_bits();
+            if b >> 63 == 1 {
+                !b
+            } else {
+                b | (1 << 63)
+            }
+        }
+        HostCol::U8(v) => u64::from(v[i]),
+        HostCol::U32(v) => u64::from(v[i]),
+        HostCol::U64(v) => v[i],
+    };
+    if desc {
+        !x
+    } else {
+        x
+    }
+}
+
+/// Bits of a column's image.
+fn image_bits(col: &HostCol) -> u32 {
+    match col {
+        HostCol::U8(_) => 8,
+        HostCol::I32(_) | HostCol::U32(_) => 32,
+        HostCol::I64(_) | HostCol::U64(_) | HostCol::F64(_) => 64,
+    }
+}
+
+/// The comparison keys of output order: the `order` columns, then every other column
+/// ascending. Columns that repeat an order key add nothing and are left out.
+fn order_keys(order: &[(usize, bool)], ncols: usize) -> Vec<(usize, bool)> {
+    let mut keys: Vec<(usize, bool)> = Vec::with_capacity(order.len() + ncols);
+    for &(c, desc) in order {
+        if !keys.iter().any(|k| k.0 == c) {
+            keys.push((c, desc));
+        }
+    }
+    for c in 0..ncols {
+        if !keys.iter().any(|k| k.0 == c) {
+            keys.push((c, false));
+        }
+    }
+    keys
+}
+
+#[inline]
+fn cmp_keyed(cols: &[HostCol], keys: &[(usize, bool)], i: usize, j: usize) -> Ordering {
+    for &(c, desc) in keys {
+        let o = image(&cols[c], i, desc).cmp(&image(&cols[c], j, desc));
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    Ordering::Equal
+}
+
+/// Whether the rows of `cols` are already in the order of `keys` (one linear pass).
+pub(crate) fn is_ordered(cols: &[HostCol], keys: &[(usize, bool)], n: usize) -> bool {
+    if n < 2 {
+        return true;
+    }
+    let ok = |i: usize| cmp_keyed(cols, keys, i - 1, i) != Ordering::Greater;
+    if n < PAR_MIN {
+        (1..n).all(ok)
+    } else {
+        (1..n).into_par_iter().with_min_len(1 << 16).all(ok)
+    }
+}
+
+/// The permutation that puts the rows of `cols` in the order of `keys`.
+pub(crate) fn order_perm(cols: &[HostCol], keys: &[(usize, bool)], n: usize) -> Vec<u32> {
+    let bits: u32 = keys.iter().map(|&(c, _)| image_bits(&cols[c])).sum();
+    if bits <= 64 {
+        let pack = |i: usize| {
+            let mut k = 0u64;
+            for &(c, desc) in keys {
+                let b = image_bits(&cols[c]);
+                let x = image(&cols[c], i, desc);
+                k = if b == 64 { x } else { (k << b) | (x & ((1u64 << b) - 1)) };
+            }
+            (k, i as u32)
+        };
+        let mut pairs: Vec<(u64, u32)> = if n < PAR_MIN {
+            (0..n).map(pack).collect()
+        } else {
+            (0..n).into_par_iter().map(pack).collect()
+        };
+        if n < PAR_MIN {
+            pairs.sort_unstable();
+        } else {
+            pairs.par_sort_unstable();
+        }
+        return pairs.into_iter().map(|(_, i)| i).collect();
+    }
+    let mut perm: Vec<u32> = (0..n as u32).collect();
+    let cmp = |a: &u32, b: &u32| cmp_keyed(cols, keys, *a as usize, *b as usize).then(a.cmp(b));
+    if n < PAR_MIN {
+        perm.sort_unstable_by(cmp);
+    } else {
+        perm.par_sort_unstable_by(cmp);
+    }
+    perm
+}
+
+/// Inputs shorter than this are ordered and written without threads.
+const PAR_MIN: usize = 1 << 15;
+
+/// Builds an output table from downloaded columns of the types of `columns` (or, for a
+/// relation with no columns, the row count `hidden_rows`): ordered by `order` (column
+/// index, descending) then ascending on every column, at most `limit` rows. `what` names
+/// the output in messages.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn build_table(
+    what: &str,
+    name: &str,
+    columns: &[Column],
+    mut cols: Vec<HostCol>,
+    hidden_rows: Option<usize>,
+    dict: &Dictionary,
+    order: &[(usize, bool)],
+    limit: Option<u64>,
+) -> Result<OutputTable, RuntimeError> {
+    let limit = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+    let (cols, strings, perm, len) = match hidden_rows {
+        Some(n) => (Vec::new(), Vec::new(), None, n.min(limit)),
+        None => {
+            let n = check_columns(what, columns, &cols)?;
+            let strings = localize_strings(what, columns, &mut cols, dict)?;
+            let keys = order_keys(order, cols.len());
+            let perm = if is_ordered(&cols, &keys, n) {
+                None
+            } else {
+                let mut p = order_perm(&cols, &keys, n);
+                p.truncate(limit);
+                Some(p)
+            };
+            (cols, strings, perm, n.min(limit))
+        }
+    };
+    Ok(OutputTable {
+        name: name.to_string(),
+        columns: columns.to_vec(),
+        data: Data::Cols(ColTable {
+            cols,
+            strings,
+            perm,
+            len,
+        }),
+    })
 }
 
 /// Orders two values of one column: numbers numerically (floats by total order), strings
@@ -190,31 +487,62 @@ fn is_numeric(ty: Type) -> bool {
     matches!(ty, Type::Int32 | Type::Int64 | Type::Decimal(_) | Type::Float64)
 }
 
+/// Appends the decimal digits of `x`.
+#[inline]
+fn push_int(out: &mut Vec<u8>, x: i64) {
+    let mut buf = [0u8; 20];
+    let mut u = x.unsigned_abs();
+    let mut k = buf.len();
+    loop {
+        k -= 1;
+        buf[k] = b'0' + (u % 10) as u8;
+        u /= 10;
+        if u == 0 {
+            break;
+        }
+    }
+    if x < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&buf[k..]);
+}
+
+/// Appends the text of row `src` of a column of type `ty` (strings from `strings`).
+#[inline]
+fn write_cell(col: &HostCol, ty: Type, src: usize, strings: &[String], out: &mut Vec<u8>) {
+    match (col, ty) {
+        (HostCol::I32(v), Type::Date) => out.extend_from_slice(format_date(v[src]).as_bytes()),
+        (HostCol::I32(v), _) => push_int(out, i64::from(v[src])),
+        (HostCol::I64(v), Type::Decimal(scale)) => {
+            out.extend_from_slice(format_decimal(v[src] as i128, scale).as_bytes())
+        }
+        (HostCol::I64(v), _) => push_int(out, v[src]),
+        (HostCol::F64(v), _) => {
+            use std::io::Write;
+            let _ = write!(out, "{:?}", v[src]);
+        }
+        (HostCol::U8(v), _) => out.extend_from_slice(if v[src] != 0 { b"true" } else { b"false" }),
+        (HostCol::U32(v), _) => out.extend_from_slice(strings[v[src] as usize].as_bytes()),
+        (HostCol::U64(v), _) => push_int(out, v[src] as i64),
+    }
+}
+
 /// The stdout form of a table: a header of column names, a rule, one line per row with
 /// numbers right-aligned and other values left-aligned, and a `N rows` footer.
 pub fn format_table(t: &OutputTable) -> String {
-    let cells: Vec<Vec<String>> = t
-        .rows
-        .iter()
-        .map(|r| {
-            r.iter()
-                .zip(&t.columns)
-                .map(|(v, c)| display_cell(&format_value(v, c.ty)))
-                .collect()
-        })
-        .collect();
-    let mut widths: Vec<usize> = t.columns.iter().map(|c| c.name.chars().count()).collect();
-    for row in &cells {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
+    let n = t.len();
     let mut out = String::new();
-    let n = t.rows.len();
     if t.columns.is_empty() {
         // A relation with no columns is true (one row) or false (none).
         out.push_str(&format!("{}\n{n} row{}\n", n > 0, if n == 1 { "" } else { "s" }));
         return out;
+    }
+    let cell = |r: usize, c: usize| display_cell(&t.cell_text(r, c));
+    let mut widths: Vec<usize> = t.columns.iter().map(|c| c.name.chars().count()).collect();
+    for r in 0..n {
+        for (c, w) in widths.iter_mut().enumerate() {
+            *w = (*w).max(cell(r, c).chars().count());
+        }
     }
     let line = |out: &mut String, cells: &[String], right: &dyn Fn(usize) -> bool| {
         let mut s = String::new();
@@ -240,8 +568,9 @@ pub fn format_table(t: &OutputTable) -> String {
     let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
     out.push_str(&rule.join("-+-"));
     out.push('\n');
-    for row in &cells {
-        line(&mut out, row, &|i| numeric[i]);
+    for r in 0..n {
+        let cells: Vec<String> = (0..t.columns.len()).map(|c| cell(r, c)).collect();
+        line(&mut out, &cells, &|i| numeric[i]);
     }
     out.push_str(&format!("{n} row{}\n", if n == 1 { "" } else { "s" }));
     out
@@ -267,35 +596,129 @@ fn csv_field(s: &str, out: &mut String) {
     }
 }
 
-/// The CSV text of a table: a header of column names, then one line per row.
-pub fn csv_text(t: &OutputTable) -> String {
-    let mut out = String::new();
+fn csv_quoted(s: &str) -> String {
+    let mut q = String::new();
+    csv_field(s, &mut q);
+    q
+}
+
+/// Appends the CSV lines of output rows `a..b`; `quoted` holds the CSV form of each
+/// string of a columnar table.
+fn csv_lines(t: &OutputTable, quoted: &[String], a: usize, b: usize, out: &mut Vec<u8>) {
+    match &t.data {
+        Data::Rows(rows) => {
+            let mut s = String::new();
+            for row in &rows[a..b] {
+                for (i, (v, c)) in row.iter().zip(&t.columns).enumerate() {
+                    if i > 0 {
+                        s.push(',');
+                    }
+                    csv_field(&format_value(v, c.ty), &mut s);
+                }
+                s.push('\n');
+            }
+            out.extend_from_slice(s.as_bytes());
+        }
+        Data::Cols(ct) => {
+            let cols: Vec<(&HostCol, Type)> = ct.cols.iter().zip(&t.columns).map(|(h, c)| (h, c.ty)).collect();
+            match (cols.as_slice(), &ct.perm) {
+                // The common shape of graph results, without a match per cell.
+                ([(HostCol::I32(x), Type::Int32), (HostCol::I32(y), Type::Int32)], None) => {
+                    for (&x, &y) in x[a..b].iter().zip(&y[a..b]) {
+                        push_int(out, i64::from(x));
+                        out.push(b',');
+                        push_int(out, i64::from(y));
+                        out.push(b'\n');
+                    }
+                }
+                _ => {
+                    for r in a..b {
+                        let src = ct.src(r);
+                        for (i, (col, ty)) in cols.iter().enumerate() {
+                            if i > 0 {
+                                out.push(b',');
+                            }
+                            write_cell(col, *ty, src, quoted, out);
+                        }
+                        out.push(b'\n');
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Writes the CSV text of a table (a header of column names, then one line per row) to
+/// `w`, formatting large tables in parallel batches while the previous batch is written.
+pub fn write_csv_to<W: std::io::Write + Send>(t: &OutputTable, w: &mut W) -> std::io::Result<()> {
+    let mut header = String::new();
     for (i, c) in t.columns.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            header.push(',');
         }
-        csv_field(&c.name, &mut out);
+        csv_field(&c.name, &mut header);
     }
-    out.push('\n');
-    for row in &t.rows {
-        for (i, (v, c)) in row.iter().zip(&t.columns).enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            csv_field(&format_value(v, c.ty), &mut out);
-        }
-        out.push('\n');
+    header.push('\n');
+    w.write_all(header.as_bytes())?;
+    let quoted: Vec<String> = match &t.data {
+        Data::Cols(ct) => ct.strings.iter().map(|s| csv_quoted(s)).collect(),
+        Data::Rows(_) => Vec::new(),
+    };
+    let n = t.len();
+    if t.columns.is_empty() {
+        // A relation with no columns has one empty line per row.
+        return w.write_all(&vec![b'\n'; n]);
     }
-    out
+    if n < PAR_MIN {
+        let mut out = Vec::new();
+        csv_lines(t, &quoted, 0, n, &mut out);
+        return w.write_all(&out);
+    }
+    const PIECE: usize = 1 << 16;
+    const BATCH: usize = 16 * PIECE;
+    let format = |a: usize| -> Vec<Vec<u8>> {
+        let b = (a + BATCH).min(n);
+        (a..b)
+            .step_by(PIECE)
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|p| {
+                let mut out = Vec::with_capacity(PIECE * 12);
+                csv_lines(t, &quoted, p, (p + PIECE).min(b), &mut out);
+                out
+            })
+            .collect()
+    };
+    let write = |w: &mut W, parts: Vec<Vec<u8>>| parts.iter().try_for_each(|p| w.write_all(p));
+    let mut pending = format(0);
+    let mut a = BATCH;
+    while a < n {
+        let (res, next) = rayon::join(|| write(w, std::mem::take(&mut pending)), || format(a));
+        res?;
+        pending = next;
+        a += BATCH;
+    }
+    write(w, pending)
+}
+
+/// The CSV text of a table: a header of column names, then one line per row.
+pub fn csv_text(t: &OutputTable) -> String {
+    let mut out = Vec::new();
+    write_csv_to(t, &mut out).expect("writing to memory does not fail");
+    String::from_utf8(out).expect("CSV text is UTF-8")
+}
+
+/// Writes `t` as CSV to a new file at `path`.
+fn write_csv_file(t: &OutputTable, path: &Path) -> std::io::Result<()> {
+    let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+    write_csv_to(t, &mut f)?;
+    use std::io::Write;
+    f.flush()
 }
 
 /// Writes `t` as CSV to `path`, whole or not at all (a temporary file beside it, renamed
 /// into place).
 pub fn write_csv(t: &OutputTable, path: &Path) -> Result<(), RuntimeError> {
-    write_atomically(path, csv_text(t).as_bytes())
-}
-
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), RuntimeError> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -304,7 +727,7 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), RuntimeE
         msg: format!("`{}` is not a file name", path.display()),
     })?;
     let tmp = dir.join(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
-    let res = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, path));
+    let res = write_csv_file(t, &tmp).and_then(|_| std::fs::rename(&tmp, path));
     if let Err(e) = res {
         let _ = std::fs::remove_file(&tmp);
         return Err(RuntimeError::Io {
@@ -330,7 +753,7 @@ pub fn write_csv_all(tables: &[OutputTable], dir: &Path) -> Result<Vec<std::path
     for t in tables {
         let path = dir.join(format!("{}.csv", t.name));
         let tmp = dir.join(format!(".{}.csv.tmp{}", t.name, std::process::id()));
-        if let Err(e) = std::fs::write(&tmp, csv_text(t)) {
+        if let Err(e) = write_csv_file(t, &tmp) {
             let _ = std::fs::remove_file(&tmp);
             cleanup(&staged);
             return Err(RuntimeError::Io {
@@ -348,4 +771,110 @@ pub fn write_csv_all(tables: &[OutputTable], dir: &Path) -> Result<Vec<std::path
         }
     }
     Ok(staged.into_iter().map(|(_, p)| p).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn col(name: &str, ty: Type) -> Column {
+        Column { name: name.into(), ty }
+    }
+
+    fn table(
+        cols: Vec<HostCol>,
+        columns: &[Column],
+        dict: &Dictionary,
+        order: &[(usize, bool)],
+        limit: Option<u64>,
+    ) -> OutputTable {
+        build_table("test", "t", columns, cols, None, dict, order, limit).unwrap()
+    }
+
+    fn expected(t: &OutputTable, order: &[(usize, bool)], limit: Option<u64>) -> Vec<Vec<Value>> {
+        let mut rows = match &t.data {
+            Data::Cols(ct) => (0..ct.cols[0].len())
+                .map(|src| (0..t.columns.len()).map(|c| t.value_at(ct, src, c)).collect())
+                .collect(),
+            Data::Rows(r) => r.clone(),
+        };
+        sort_rows(&mut rows, order, limit);
+        rows
+    }
+
+    #[test]
+    fn ordered_columns_are_detected_and_kept_without_a_permutation() {
+        let n = 100_000;
+        let x: Vec<i32> = (0..n).map(|i| i / 10 - 5000).collect();
+        let y: Vec<i32> = (0..n).map(|i| i % 10).collect();
+        let columns = [col("x", Type::Int32), col("y", Type::Int32)];
+        let dict = Dictionary::default();
+        let t = table(
+            vec![HostCol::I32(x.clone()), HostCol::I32(y.clone())],
+            &columns,
+            &dict,
+            &[],
+            None,
+        );
+        let Data::Cols(ct) = &t.data else { panic!() };
+        assert!(ct.perm.is_none());
+        assert_eq!(t.len(), n as usize);
+        assert_eq!(t.row(12), vec![Value::Int32(-4999), Value::Int32(2)]);
+        assert!(csv_text(&t).starts_with("x,y\n-5000,0\n-5000,1\n"));
+        // Descending on y is not the order of the columns: a permutation is built.
+        let t = table(
+            vec![HostCol::I32(x), HostCol::I32(y)],
+            &columns,
+            &dict,
+            &[(1, true)],
+            Some(25),
+        );
+        let Data::Cols(ct) = &t.data else { panic!() };
+        assert!(ct.perm.is_some());
+        assert_eq!(t.rows(), expected(&t, &[(1, true)], Some(25)));
+    }
+
+    #[test]
+    fn unordered_columns_sort_like_rows_strings_by_text() {
+        let dict = Dictionary::from_strings(["b", "a", "B", "c, d", "é"].map(String::from));
+        let code = |s: &str| dict.code(s).unwrap();
+        let mut state = 17u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let n = 50_000;
+        let s: Vec<u32> = (0..n)
+            .map(|_| code(["b", "a", "B", "c, d", "é"][(next() % 5) as usize]))
+            .collect();
+        let v: Vec<i64> = (0..n).map(|_| (next() % 100) as i64 - 50).collect();
+        let f: Vec<f64> = (0..n)
+            .map(|_| [-0.0, 0.0, 1.5, f64::NAN, -2.0][(next() % 5) as usize])
+            .collect();
+        let columns = [
+            col("s", Type::String),
+            col("v", Type::Decimal(2)),
+            col("f", Type::Float64),
+        ];
+        for (order, limit) in [
+            (vec![], None),
+            (vec![(1, true)], Some(100)),
+            (vec![(2, false), (0, true)], None),
+        ] {
+            let cols = vec![
+                HostCol::U32(s.clone()),
+                HostCol::I64(v.clone()),
+                HostCol::F64(f.clone()),
+            ];
+            let t = table(cols, &columns, &dict, &order, limit);
+            let got = t.rows();
+            let want = expected(&t, &order, limit);
+            assert_eq!(got.len(), want.len());
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(format!("{g:?}"), format!("{w:?}"));
+            }
+        }
+    }
 }

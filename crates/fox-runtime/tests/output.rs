@@ -38,14 +38,14 @@ fn values_format_as_csv_text() {
 }
 
 fn table() -> OutputTable {
-    OutputTable {
-        name: "t".into(),
-        columns: vec![
+    OutputTable::from_rows(
+        "t",
+        vec![
             col("name", Type::String),
             col("amount", Type::Decimal(2)),
             col("d", Type::Date),
         ],
-        rows: vec![
+        vec![
             vec![Value::String("plain".into()), dec(1050, 2), Value::Date(0)],
             vec![
                 Value::String("a, \"quoted\"\nline".into()),
@@ -53,7 +53,7 @@ fn table() -> OutputTable {
                 Value::Date(10471),
             ],
         ],
-    }
+    )
 }
 
 #[test]
@@ -87,24 +87,25 @@ fn write_csv_writes_whole_file_and_leaves_no_temporary() {
 
 #[test]
 fn table_is_aligned_with_a_footer() {
-    let t = OutputTable {
-        name: "t".into(),
-        columns: vec![col("x", Type::Int32), col("label", Type::String)],
-        rows: vec![
+    let t = OutputTable::from_rows(
+        "t",
+        vec![col("x", Type::Int32), col("label", Type::String)],
+        vec![
             vec![Value::Int32(1), Value::String("a".into())],
             vec![Value::Int32(100), Value::String("long text".into())],
         ],
-    };
+    );
     assert_eq!(
         format_table(&t),
         "  x | label\n----+----------\n  1 | a\n100 | long text\n2 rows\n"
     );
-    let one = OutputTable {
-        rows: vec![vec![Value::Int32(5), Value::String("tab\there".into())]],
-        ..t.clone()
-    };
+    let one = OutputTable::from_rows(
+        "t",
+        t.columns.clone(),
+        vec![vec![Value::Int32(5), Value::String("tab\there".into())]],
+    );
     assert_eq!(format_table(&one), "x | label\n--+----------\n5 | tab\\there\n1 row\n");
-    let empty = OutputTable { rows: vec![], ..t };
+    let empty = OutputTable::from_rows("t", t.columns, vec![]);
     assert_eq!(format_table(&empty), "x | label\n--+------\n0 rows\n");
 }
 

@@ -153,15 +153,15 @@ fn load_then_output_orders_strings_by_text() {
     assert_eq!(r.outputs.len(), 2);
     assert_eq!(r.outputs[0].name, "by_age");
     assert_eq!(
-        r.outputs[0].rows,
+        r.outputs[0].rows(),
         vec![
             vec![s("alice"), Value::Int32(41)],
             vec![s("bob"), Value::Int32(30)],
             vec![s("carol"), Value::Int32(30)]
         ]
     );
-    assert_eq!(r.outputs[1].rows[0], vec![s("alice"), Value::Int32(41)]);
-    assert_eq!(r.outputs[1].rows[3], vec![s("dave, jr"), Value::Int32(7)]);
+    assert_eq!(r.outputs[1].rows()[0], vec![s("alice"), Value::Int32(41)]);
+    assert_eq!(r.outputs[1].rows()[3], vec![s("dave, jr"), Value::Int32(7)]);
     assert_eq!(be.mem.in_use, 0);
     assert_eq!(be.mem.peak, 4 * 4 + 4 * 4);
     assert_eq!(r.stats.peak_bytes, 32);
@@ -233,7 +233,7 @@ fn dictionary_codes_constants_and_string_functions() {
     // Data and constants: alpha=0, bob=1, mallory=2, zed=3. substr gives "ze" (new, 4)
     // and "lph" (new, 5); concat gives "zedze" (6) and "alphalph" (7).
     assert_eq!(
-        r.outputs[0].rows,
+        r.outputs[0].rows(),
         vec![vec![s("alpha"), s("alphalph")], vec![s("zed"), s("zedze")]]
     );
     // Every buffer, defined or not freed by the plan, is freed at the end.
@@ -294,8 +294,8 @@ fn move_shares_a_buffer_until_its_last_name_is_freed() {
     );
     let mut be = Store::default();
     let r = run(&p, &mut be, &RunOptions::default()).unwrap();
-    assert_eq!(r.outputs[0].rows, vec![vec![Value::Int32(1)], vec![Value::Int32(2)]]);
-    assert_eq!(r.outputs[1].rows, vec![vec![Value::Int32(9)]]);
+    assert_eq!(r.outputs[0].rows(), vec![vec![Value::Int32(1)], vec![Value::Int32(2)]]);
+    assert_eq!(r.outputs[1].rows(), vec![vec![Value::Int32(9)]]);
     assert_eq!(be.frees, 2);
     assert_eq!(be.mem.in_use, 0);
     assert_eq!(be.mem.peak, 12);
@@ -319,7 +319,7 @@ fn a_relation_without_columns_outputs_its_row_count() {
         ],
     );
     let r = run(&p, &mut Store::default(), &RunOptions::default()).unwrap();
-    assert_eq!(r.outputs[0].rows, vec![Vec::<Value>::new()]);
+    assert_eq!(r.outputs[0].rows(), vec![Vec::<Value>::new()]);
     assert_eq!(fox_runtime::format_table(&r.outputs[0]), "true\n1 row\n");
 }
 

@@ -76,11 +76,20 @@ fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
     };
     let mut backend: Box<dyn Backend> = match cli.backend {
         BackendChoice::Cpu => Box::new(fox_cpu::CpuBackend::new()),
-        BackendChoice::Gpu => anyhow::bail!("this build of foxrun has no GPU backend; use --backend cpu"),
-        BackendChoice::Auto => {
-            eprintln!("foxrun: no GPU backend in this build; running on the CPU");
-            Box::new(fox_cpu::CpuBackend::new())
-        }
+        BackendChoice::Gpu => match fox_cuda::CudaBackend::new() {
+            Ok(gpu) => Box::new(gpu),
+            Err(e) => anyhow::bail!("no usable GPU for --backend gpu: {e}"),
+        },
+        BackendChoice::Auto => match fox_cuda::CudaBackend::new() {
+            Ok(gpu) => {
+                eprintln!("foxrun: running on the {}", gpu.name());
+                Box::new(gpu)
+            }
+            Err(e) => {
+                eprintln!("foxrun: no usable GPU ({e}); running on the CPU");
+                Box::new(fox_cpu::CpuBackend::new())
+            }
+        },
     };
     let Some(plan) = load_plan(&cli.file, color)? else {
         return Ok(ExitCode::from(1));

@@ -79,9 +79,9 @@ pub fn run_engine(prog: &CoreProgram, data_dir: &Path) -> Result<Vec<Table>, Str
         .outputs
         .into_iter()
         .map(|t| Table {
+            rows: t.rows(),
             name: t.name,
             columns: t.columns,
-            rows: t.rows,
         })
         .collect())
 }
