@@ -1,5 +1,23 @@
 //! Every kernel of the kernel IR on an NVIDIA GPU: `kernels/*.cu` compiled at run time
-//! with NVRTC, generated expression kernels, streams, events and a memory pool.
+//! with NVRTC (PTX cached on disk), generated expression kernels, one stream, the
+//! device memory pool.
 //!
-//! Not implemented yet: this crate is a reserved slot in the workspace layout
-//! (see docs/architecture.md). Nothing depends on it.
+//! The crate builds without CUDA: the driver and NVRTC are loaded when a backend is
+//! opened, and [`CudaBackend::new`] reports what is missing instead of panicking.
+//! [`testing`] holds the harness of the GPU-vs-CPU tests.
+
+mod backend;
+pub mod codegen;
+pub mod compile;
+mod device;
+mod k_eval;
+mod k_join;
+mod k_move;
+mod k_reduce;
+mod k_scan;
+mod k_sort;
+mod k_trie;
+pub mod testing;
+
+pub use backend::{kernel_name, CudaBackend};
+pub use compile::CompileStats;

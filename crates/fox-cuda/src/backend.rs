@@ -1,0 +1,142 @@
+//! [`CudaBackend`]: the `Backend` of the runtime on an NVIDIA GPU. Each kernel of the IR
+//! goes to its launcher (`k_*.rs`), which checks its arguments as the CPU backend does,
+//! allocates its outputs and launches the kernels of `kernels/*.cu`.
+
+use crate::compile::CompileStats;
+use crate::device::Gpu;
+use crate::{k_eval, k_join, k_move, k_reduce, k_scan, k_sort, k_trie};
+use fox_kernel::Kernel;
+use fox_runtime::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};
+use std::time::Duration;
+
+/// The GPU backend: buffers in device memory, kernels compiled with NVRTC.
+pub struct CudaBackend {
+    gpu: Gpu,
+}
+
+impl CudaBackend {
+    /// Opens GPU 0. Fails, with a message saying what is missing, when there is no driver,
+    /// no NVRTC or no device.
+    pub fn new() -> Result<CudaBackend, BackendError> {
+        Ok(CudaBackend { gpu: Gpu::new()? })
+    }
+
+    /// Time spent compiling kernels (or reading their PTX from the disk cache), and how
+    /// many came from where.
+    pub fn compile_stats(&self) -> CompileStats {
+        self.gpu.compile_stats()
+    }
+
+    /// The device's name (`NVIDIA H100 80GB HBM3`).
+    pub fn device_name(&self) -> &str {
+        self.gpu.device_name()
+    }
+}
+
+/// The short name of a kernel, for messages.
+pub fn kernel_name(kernel: &Kernel) -> &'static str {
+    match kernel {
+        Kernel::LoadInput { .. } => "LoadInput",
+        Kernel::Const { .. } => "Const",
+        Kernel::DictTable { .. } => "DictTable",
+        Kernel::Eval { .. } => "Eval",
+        Kernel::StrFn { .. } => "StrFn",
+        Kernel::Compact => "Compact",
+        Kernel::Gather { .. } => "Gather",
+        Kernel::Concat { .. } => "Concat",
+        Kernel::Slice { .. } => "Slice",
+        Kernel::SortPerm { .. } => "SortPerm",
+        Kernel::AdjacentDistinct => "AdjacentDistinct",
+        Kernel::JoinCount { .. } => "JoinCount",
+        Kernel::ExclusiveScan => "ExclusiveScan",
+        Kernel::JoinWrite { .. } => "JoinWrite",
+        Kernel::MatchFlags { .. } => "MatchFlags",
+        Kernel::MergeUnion { .. } => "MergeUnion",
+        Kernel::ReduceByKey { .. } => "ReduceByKey",
+        Kernel::TrieBuild { .. } => "TrieBuild",
+        Kernel::RootRange => "RootRange",
+        Kernel::RangeCount => "RangeCount",
+        Kernel::Expand => "Expand",
+        Kernel::SortedSearch => "SortedSearch",
+    }
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> String {
+        let (major, minor) = self.gpu.compute_capability();
+        format!("gpu ({}, sm_{major}{minor})", self.gpu.device_name())
+    }
+
+    fn upload(&mut self, col: HostCol) -> Result<DevBuf, BackendError> {
+        self.gpu.upload(&col)
+    }
+
+    fn download(&mut self, buf: &DevBuf) -> Result<HostCol, BackendError> {
+        self.gpu.download(buf)
+    }
+
+    fn launch(&mut self, kernel: &Kernel, args: &[&DevBuf], ctx: &dyn LaunchCtx) -> Result<Vec<DevBuf>, BackendError> {
+        let name = kernel_name(kernel);
+        for a in args {
+            self.gpu
+                .ptr(a)
+                .map_err(|e| BackendError(format!("kernel {name}: {e}")))?;
+        }
+        let gpu = &mut self.gpu;
+        let res = dispatch(gpu, kernel, args, ctx);
+        res.map_err(|e| {
+            if e.0.starts_with("kernel ") {
+                e
+            } else {
+                BackendError(format!("kernel {name}: {e}"))
+            }
+        })
+    }
+
+    fn free(&mut self, buf: DevBuf) {
+        self.gpu.free(buf);
+    }
+
+    fn sync(&mut self) -> Result<(), BackendError> {
+        self.gpu.sync()
+    }
+
+    fn mem(&self) -> MemStats {
+        self.gpu.mem()
+    }
+
+    fn compile_time(&self) -> Duration {
+        self.gpu.compile_stats().total
+    }
+}
+
+fn dispatch(
+    gpu: &mut Gpu,
+    kernel: &Kernel,
+    args: &[&DevBuf],
+    ctx: &dyn LaunchCtx,
+) -> Result<Vec<DevBuf>, BackendError> {
+    match kernel {
+        Kernel::LoadInput { .. } | Kernel::Const { .. } | Kernel::DictTable { .. } | Kernel::StrFn { .. } => Err(
+            BackendError("runs on the host in the runtime and cannot be launched on a backend".to_string()),
+        ),
+        Kernel::Gather { shift } => k_move::gather_kernel(gpu, *shift, args),
+        Kernel::Concat { parts, width } => k_move::concat(gpu, *parts, *width, args),
+        Kernel::Slice { start, len } => k_move::slice(gpu, *start, *len, args),
+        Kernel::RootRange => k_move::root_range(gpu, args),
+        Kernel::RangeCount => k_move::range_count(gpu, args),
+        Kernel::Eval { expr, n_cols } => k_eval::eval(gpu, expr, *n_cols, args, ctx),
+        Kernel::Compact => k_scan::compact_kernel(gpu, args),
+        Kernel::ExclusiveScan => k_scan::exclusive_scan(gpu, args),
+        Kernel::SortPerm { desc, by_rank } => k_sort::sort_perm_kernel(gpu, desc, by_rank, args),
+        Kernel::AdjacentDistinct => k_sort::adjacent_distinct(gpu, args),
+        Kernel::JoinCount { nkeys } => k_join::join_count(gpu, *nkeys, args),
+        Kernel::JoinWrite { nkeys } => k_join::join_write(gpu, *nkeys, args),
+        Kernel::MatchFlags { nkeys, anti } => k_join::match_flags(gpu, *nkeys, *anti, args),
+        Kernel::MergeUnion { width } => k_join::merge_union(gpu, *width, args),
+        Kernel::ReduceByKey { nkeys, aggs } => k_reduce::reduce_by_key(gpu, *nkeys, aggs, args),
+        Kernel::TrieBuild { arity } => k_trie::trie_build(gpu, *arity, args),
+        Kernel::Expand => k_trie::expand(gpu, args),
+        Kernel::SortedSearch => k_trie::sorted_search(gpu, args),
+    }
+}

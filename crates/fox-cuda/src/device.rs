@@ -1,0 +1,574 @@
+//! The device: one CUDA context and stream, device buffers, module loading and kernel
+//! launches, the error word kernels report data errors through.
+//!
+//! Buffers are byte allocations from the device's default memory pool (its release
+//! threshold raised so that freed memory stays in the pool), rounded up to 16 bytes so
+//! that kernels may read a buffer's last elements with 16-byte vector loads. A buffer of
+//! length 0 has no allocation and the pointer 0. Event tracking is disabled before the
+//! first allocation: everything runs on one stream, in order.
+
+use crate::compile::{module_source, CompileStats, Compiler, NVRTC_MISSING};
+use cudarc::driver::{
+    result, sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig,
+    PushKernelArg,
+};
+use fox_kernel::Elem;
+use fox_runtime::{BackendError, DevBuf, HostCol, MemStats};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A kernel argument. Pointers are passed as 64-bit values (kernels take `T*`). Every
+/// scalar type a kernel parameter may have is here, used or not.
+#[allow(dead_code)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum KArg {
+    Ptr(u64),
+    U32(u32),
+    U64(u64),
+    I32(i32),
+    I64(i64),
+    F64(f64),
+}
+
+/// Error codes of the error word (`err[0]`). `err[1]` is the row (the smallest failing
+/// one: kernels use `atomicMin`, and `reset_err` sets it to `u64::MAX`), `err[2]` and
+/// `err[3]` are details whose meaning the launcher knows.
+pub(crate) const ERR_INDEX: u64 = 1;
+
+/// A device buffer: `len` elements of `elem` in `mem` (none when `len` is 0).
+struct Slot {
+    mem: Option<CudaSlice<u8>>,
+    elem: Elem,
+    len: usize,
+}
+
+pub(crate) struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    bufs: HashMap<u64, Slot>,
+    next_id: u64,
+    mem: MemStats,
+    /// Loaded modules, by module name or `gen:<hash>` for generated sources.
+    modules: HashMap<String, Arc<CudaModule>>,
+    functions: HashMap<(String, String), CudaFunction>,
+    compiler: Compiler,
+    err: CudaSlice<u64>,
+    name: String,
+    cc: (i32, i32),
+    sm_count: u32,
+    max_smem_optin: u32,
+}
+
+/// A driver error as text.
+fn drv(what: &str, e: DriverError) -> BackendError {
+    BackendError(format!("{what}: {e:?}"))
+}
+
+fn mib(bytes: usize) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+impl Gpu {
+    /// Opens GPU 0. A missing driver or NVRTC, no device, or a driver older than CUDA 13.0
+    /// is an error, never a panic.
+    pub fn new() -> Result<Gpu, BackendError> {
+        // SAFETY: only tries to open the libraries by their candidate names.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(BackendError("libcuda.so.1 not found: no NVIDIA driver".to_string()));
+        }
+        if !crate::compile::nvrtc_available() {
+            return Err(BackendError(NVRTC_MISSING.to_string()));
+        }
+        result::init().map_err(|e| drv("cannot initialise the CUDA driver", e))?;
+        let mut version = 0;
+        // SAFETY: the driver is loaded and initialised; the pointer is valid.
+        unsafe { sys::cuDriverGetVersion(&mut version) }
+            .result()
+            .map_err(|e| drv("cannot read the driver version", e))?;
+        if version < 13000 {
+            return Err(BackendError(format!(
+                "the NVIDIA driver supports CUDA {}.{}; fox needs CUDA 13.0 or newer",
+                version / 1000,
+                (version % 1000) / 10
+            )));
+        }
+        let count = CudaContext::device_count().map_err(|e| drv("cannot count CUDA devices", e))?;
+        if count < 1 {
+            return Err(BackendError("no CUDA device".to_string()));
+        }
+        let ctx = CudaContext::new(0).map_err(|e| drv("cannot open CUDA device 0", e))?;
+        // SAFETY: called before any allocation in this context object; one stream in order.
+        unsafe { ctx.disable_event_tracking() };
+        if ctx.has_async_alloc() {
+            // SAFETY: the default pool of this context's device; the value outlives the call.
+            unsafe {
+                let pool = result::device::get_default_mem_pool(ctx.cu_device())
+                    .map_err(|e| drv("cannot get the memory pool", e))?;
+                let mut threshold: u64 = u64::MAX;
+                sys::cuMemPoolSetAttribute(
+                    pool,
+                    sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                    &mut threshold as *mut u64 as *mut std::ffi::c_void,
+                )
+                .result()
+                .map_err(|e| drv("cannot set the memory pool's release threshold", e))?;
+            }
+        }
+        let stream = ctx.new_stream().map_err(|e| drv("cannot create a stream", e))?;
+        let name = ctx.name().map_err(|e| drv("cannot read the device name", e))?;
+        let cc = ctx
+            .compute_capability()
+            .map_err(|e| drv("cannot read the compute capability", e))?;
+        let attr = |a| ctx.attribute(a).map_err(|e| drv("cannot read a device attribute", e));
+        let sm_count = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(1) as u32;
+        let max_smem_optin =
+            attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?.max(0) as u32;
+        let compiler = Compiler::new(&format!("compute_{}{}", cc.0, cc.1))?;
+        let err = stream
+            .alloc_zeros::<u64>(4)
+            .map_err(|e| drv("cannot allocate the error word", e))?;
+        Ok(Gpu {
+            ctx,
+            stream,
+            bufs: HashMap::new(),
+            next_id: 1,
+            mem: MemStats::default(),
+            modules: HashMap::new(),
+            functions: HashMap::new(),
+            compiler,
+            err,
+            name,
+            cc,
+            sm_count,
+            max_smem_optin,
+        })
+    }
+
+    pub fn device_name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.cc
+    }
+
+    #[allow(dead_code)]
+    pub fn sm_count(&self) -> u32 {
+        self.sm_count
+    }
+
+    pub fn mem(&self) -> MemStats {
+        self.mem
+    }
+
+    pub fn compile_stats(&self) -> CompileStats {
+        self.compiler.stats()
+    }
+
+    /// A grid for a grid-stride loop over `n` items with `block` threads: enough blocks
+    /// to cover `n` with `per_thread` items each, at most `waves` blocks per SM.
+    pub fn grid_for(&self, n: usize, block: u32, per_thread: u32, waves: u32) -> u32 {
+        let per_block = u64::from(block) * u64::from(per_thread.max(1));
+        let need = (n as u64).div_ceil(per_block.max(1));
+        need.min(u64::from(self.sm_count) * u64::from(waves.max(1))) as u32
+    }
+
+    /// Allocates `len` elements of `elem`, uninitialised.
+    pub fn alloc(&mut self, elem: Elem, len: usize) -> Result<DevBuf, BackendError> {
+        let bytes = len
+            .checked_mul(elem.size())
+            .filter(|b| *b <= isize::MAX as usize - 16)
+            .ok_or_else(|| BackendError(format!("cannot allocate {len} elements of {elem:?}: size overflows")))?;
+        let mem = if bytes == 0 {
+            None
+        } else {
+            let padded = bytes.div_ceil(16) * 16;
+            // SAFETY: the memory is uninitialised; kernels write it before anything reads it.
+            match unsafe { self.stream.alloc::<u8>(padded) } {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    let (free, total) = self.ctx.mem_get_info().unwrap_or((0, 0));
+                    let what = if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+                        "out of device memory".to_string()
+                    } else {
+                        format!("{e:?}")
+                    };
+                    return Err(BackendError(format!(
+                        "cannot allocate {} ({len} x {elem:?}) on {}: {what} ({} free of {}, {} in use by this run)",
+                        mib(bytes),
+                        self.name,
+                        mib(free),
+                        mib(total),
+                        mib(self.mem.in_use)
+                    )));
+                }
+            }
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        self.bufs.insert(id, Slot { mem, elem, len });
+        self.mem.in_use += bytes;
+        self.mem.total_allocated += bytes;
+        self.mem.peak = self.mem.peak.max(self.mem.in_use);
+        Ok(DevBuf { id, elem, len })
+    }
+
+    pub fn alloc_zeroed(&mut self, elem: Elem, len: usize) -> Result<DevBuf, BackendError> {
+        let buf = self.alloc(elem, len)?;
+        if let Err(e) = self.memset_zero(&buf) {
+            self.free(buf);
+            return Err(e);
+        }
+        Ok(buf)
+    }
+
+    fn slot(&self, buf: &DevBuf) -> Result<&Slot, BackendError> {
+        let slot = self
+            .bufs
+            .get(&buf.id)
+            .ok_or_else(|| BackendError(format!("gpu backend: buffer {} is not allocated", buf.id)))?;
+        if slot.elem != buf.elem || slot.len != buf.len {
+            return Err(BackendError(format!(
+                "gpu backend: buffer {} is {} x {:?}, but the handle says {} x {:?}",
+                buf.id, slot.len, slot.elem, buf.len, buf.elem
+            )));
+        }
+        Ok(slot)
+    }
+
+    /// The raw device pointer of `buf` (0 for an empty buffer).
+    pub fn ptr(&self, buf: &DevBuf) -> Result<u64, BackendError> {
+        let slot = self.slot(buf)?;
+        Ok(match &slot.mem {
+            Some(m) => {
+                let (p, _sync) = m.device_ptr(&self.stream);
+                p
+            }
+            None => 0,
+        })
+    }
+
+    pub fn free(&mut self, buf: DevBuf) {
+        if let Some(slot) = self.bufs.remove(&buf.id) {
+            self.mem.in_use -= slot.len * slot.elem.size();
+        }
+    }
+
+    /// Copies a host column to a new device buffer.
+    pub fn upload(&mut self, col: &HostCol) -> Result<DevBuf, BackendError> {
+        let buf = self.alloc(col.elem(), col.len())?;
+        let res = match col {
+            HostCol::U8(v) => self.htod(&buf, v),
+            HostCol::I32(v) => self.htod(&buf, v),
+            HostCol::U32(v) => self.htod(&buf, v),
+            HostCol::I64(v) => self.htod(&buf, v),
+            HostCol::U64(v) => self.htod(&buf, v),
+            HostCol::F64(v) => self.htod(&buf, v),
+        };
+        match res {
+            Ok(()) => Ok(buf),
+            Err(e) => {
+                self.free(buf);
+                Err(e)
+            }
+        }
+    }
+
+    fn htod<T: cudarc::driver::DeviceRepr>(&mut self, buf: &DevBuf, v: &[T]) -> Result<(), BackendError> {
+        let Some(slot) = self.bufs.get_mut(&buf.id) else {
+            return Err(BackendError(format!("gpu backend: buffer {} is not allocated", buf.id)));
+        };
+        let Some(mem) = slot.mem.as_mut() else {
+            return Ok(());
+        };
+        // SAFETY: the allocation holds at least `v.len()` elements of `T` (same element size).
+        let mut view = unsafe { mem.transmute_mut::<T>(v.len()) }
+            .ok_or_else(|| BackendError("gpu backend: upload larger than its buffer".to_string()))?;
+        self.stream
+            .memcpy_htod(v, &mut view)
+            .map_err(|e| drv("cannot copy to the device", e))
+    }
+
+    /// Copies a device buffer to the host (waits for the stream).
+    pub fn download(&mut self, buf: &DevBuf) -> Result<HostCol, BackendError> {
+        self.slot(buf)?;
+        Ok(match buf.elem {
+            Elem::U8 => HostCol::U8(self.dtoh(buf)?),
+            Elem::I32 => HostCol::I32(self.dtoh(buf)?),
+            Elem::U32 => HostCol::U32(self.dtoh(buf)?),
+            Elem::I64 => HostCol::I64(self.dtoh(buf)?),
+            Elem::U64 => HostCol::U64(self.dtoh(buf)?),
+            Elem::F64 => HostCol::F64(self.dtoh(buf)?),
+        })
+    }
+
+    fn dtoh<T: cudarc::driver::DeviceRepr + Default + Clone>(&mut self, buf: &DevBuf) -> Result<Vec<T>, BackendError> {
+        let mut out: Vec<T> = Vec::new();
+        out.try_reserve_exact(buf.len).map_err(|_| {
+            BackendError(format!(
+                "cannot download {} ({} x {:?}): out of host memory",
+                mib(buf.bytes()),
+                buf.len,
+                buf.elem
+            ))
+        })?;
+        out.resize(buf.len, T::default());
+        let slot = self.slot(buf)?;
+        if let Some(mem) = &slot.mem {
+            // SAFETY: the allocation holds `buf.len` elements of `T`.
+            let view = unsafe { mem.transmute::<T>(buf.len) }
+                .ok_or_else(|| BackendError("gpu backend: download larger than its buffer".to_string()))?;
+            self.stream
+                .memcpy_dtoh(&view, &mut out)
+                .map_err(|e| drv("cannot copy from the device", e))?;
+            self.sync()?;
+        }
+        Ok(out)
+    }
+
+    /// Reads element `index` of a U64 buffer (synchronous: waits for the stream).
+    pub fn read_u64(&mut self, buf: &DevBuf, index: usize) -> Result<u64, BackendError> {
+        let b = self.read_bytes::<8>(buf, Elem::U64, index)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    /// Reads element `index` of a U32 buffer (synchronous: waits for the stream).
+    pub fn read_u32(&mut self, buf: &DevBuf, index: usize) -> Result<u32, BackendError> {
+        let b = self.read_bytes::<4>(buf, Elem::U32, index)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    fn read_bytes<const N: usize>(&mut self, buf: &DevBuf, elem: Elem, index: usize) -> Result<[u8; N], BackendError> {
+        let slot = self.slot(buf)?;
+        if buf.elem != elem || index >= buf.len {
+            return Err(BackendError(format!(
+                "gpu backend: cannot read element {index} of {elem:?} from a buffer of {} x {:?}",
+                buf.len, buf.elem
+            )));
+        }
+        let mut host = [0u8; N];
+        if let Some(mem) = &slot.mem {
+            let view = mem.slice(index * N..(index + 1) * N);
+            self.stream
+                .memcpy_dtoh(&view, &mut host[..])
+                .map_err(|e| drv("cannot read from the device", e))?;
+        }
+        self.sync()?;
+        Ok(host)
+    }
+
+    /// Writes element `index` of a U64 buffer.
+    pub fn write_u64(&mut self, buf: &DevBuf, index: usize, v: u64) -> Result<(), BackendError> {
+        self.slot(buf)?;
+        if buf.elem != Elem::U64 || index >= buf.len {
+            return Err(BackendError(format!(
+                "gpu backend: cannot write element {index} of a buffer of {} x {:?} as u64",
+                buf.len, buf.elem
+            )));
+        }
+        let Some(mem) = self.bufs.get_mut(&buf.id).and_then(|s| s.mem.as_mut()) else {
+            return Ok(());
+        };
+        let mut view = mem.slice_mut(index * 8..(index + 1) * 8);
+        self.stream
+            .memcpy_htod(&v.to_le_bytes()[..], &mut view)
+            .map_err(|e| drv("cannot write to the device", e))
+    }
+
+    pub fn memset_zero(&mut self, buf: &DevBuf) -> Result<(), BackendError> {
+        self.slot(buf)?;
+        let Some(mem) = self.bufs.get_mut(&buf.id).and_then(|s| s.mem.as_mut()) else {
+            return Ok(());
+        };
+        self.stream
+            .memset_zeros(mem)
+            .map_err(|e| drv("cannot clear device memory", e))
+    }
+
+    /// Copies `n` elements from `src[src_off..]` to `dst[dst_off..]` (same element type).
+    pub fn copy(
+        &mut self,
+        dst: &DevBuf,
+        dst_off: usize,
+        src: &DevBuf,
+        src_off: usize,
+        n: usize,
+    ) -> Result<(), BackendError> {
+        if dst.elem != src.elem
+            || dst_off.checked_add(n).is_none_or(|e| e > dst.len)
+            || src_off.checked_add(n).is_none_or(|e| e > src.len)
+        {
+            return Err(BackendError(format!(
+                "gpu backend: bad copy of {n} elements from {}[{src_off}..] ({:?}) to {}[{dst_off}..] ({:?})",
+                src.len, src.elem, dst.len, dst.elem
+            )));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let size = dst.elem.size() as u64;
+        let d = self.ptr(dst)? + dst_off as u64 * size;
+        let s = self.ptr(src)? + src_off as u64 * size;
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| drv("cannot bind the CUDA context", e))?;
+        // SAFETY: both ranges were checked against their buffers' lengths.
+        unsafe { result::memcpy_dtod_async(d, s, n * dst.elem.size(), self.stream.cu_stream()) }
+            .map_err(|e| drv("cannot copy on the device", e))
+    }
+
+    /// Waits for all launched work and reports an asynchronous device fault.
+    pub fn sync(&mut self) -> Result<(), BackendError> {
+        self.stream.synchronize().map_err(|e| drv("device failure", e))?;
+        self.ctx.check_err().map_err(|e| drv("device failure", e))
+    }
+
+    /// The device pointer of the error word (`u64 x 4`).
+    pub fn err_ptr(&self) -> u64 {
+        let (p, _sync) = self.err.device_ptr(&self.stream);
+        p
+    }
+
+    /// Sets the error word to "no error": code 0, row `u64::MAX`, details 0.
+    pub fn reset_err(&mut self) -> Result<(), BackendError> {
+        let words = [0u64, u64::MAX, 0, 0];
+        self.stream
+            .memcpy_htod(&words[..], &mut self.err)
+            .map_err(|e| drv("cannot reset the error word", e))
+    }
+
+    /// Reads the error word (synchronous): code, row, detail, detail.
+    pub fn read_err(&mut self) -> Result<[u64; 4], BackendError> {
+        let mut words = [0u64; 4];
+        self.stream
+            .memcpy_dtoh(&self.err, &mut words[..])
+            .map_err(|e| drv("cannot read the error word", e))?;
+        self.sync()?;
+        Ok(words)
+    }
+
+    /// Reads the error word and turns a set code into an error naming `kernel`.
+    pub fn check_err(&mut self, kernel: &str) -> Result<(), BackendError> {
+        let [code, row, d1, d2] = self.read_err()?;
+        if code == 0 {
+            return Ok(());
+        }
+        let what = match code {
+            ERR_INDEX => "index out of range".to_string(),
+            c => format!("data error {c}"),
+        };
+        Err(BackendError(format!(
+            "kernel {kernel}: {what} at row {row} (details {d1}, {d2})"
+        )))
+    }
+
+    fn function(&mut self, key: &str, what: &str, source: &str, kernel: &str) -> Result<CudaFunction, BackendError> {
+        if let Some(f) = self.functions.get(&(key.to_string(), kernel.to_string())) {
+            return Ok(f.clone());
+        }
+        let module = match self.modules.get(key) {
+            Some(m) => m.clone(),
+            None => {
+                let ptx = self.compiler.ptx(what, source)?;
+                let m = self
+                    .ctx
+                    .load_module(cudarc::nvrtc::Ptx::from_src(ptx.as_str()))
+                    .map_err(|e| drv(&format!("cannot load the PTX of {what}"), e))?;
+                self.modules.insert(key.to_string(), m.clone());
+                m
+            }
+        };
+        if kernel.contains('\0') {
+            return Err(BackendError(format!("bad kernel name {kernel:?}")));
+        }
+        let f = module
+            .load_function(kernel)
+            .map_err(|e| drv(&format!("no kernel {kernel} in {what}"), e))?;
+        self.functions.insert((key.to_string(), kernel.to_string()), f.clone());
+        Ok(f)
+    }
+
+    /// Launches `kernel` of `kernels/<module>.cu` (compiled once per process). A grid of
+    /// 0 launches nothing.
+    pub fn launch(
+        &mut self,
+        module: &'static str,
+        kernel: &str,
+        grid: u32,
+        block: u32,
+        smem: u32,
+        args: &[KArg],
+    ) -> Result<(), BackendError> {
+        if grid == 0 {
+            return Ok(());
+        }
+        let source = module_source(module).ok_or_else(|| BackendError(format!("no kernel module {module}")))?;
+        let f = self.function(module, &format!("kernels/{module}.cu"), source, kernel)?;
+        self.launch_function(&f, kernel, grid, block, smem, args)
+    }
+
+    /// Launches `kernel` of a generated source (compiled once per process per source).
+    pub fn launch_generated(
+        &mut self,
+        source: &str,
+        kernel: &str,
+        grid: u32,
+        block: u32,
+        smem: u32,
+        args: &[KArg],
+    ) -> Result<(), BackendError> {
+        if grid == 0 {
+            return Ok(());
+        }
+        let key = format!("gen:{:032x}", crate::compile::fnv1a128(&[source.as_bytes()]));
+        let f = self.function(&key, &format!("generated kernel {kernel}"), source, kernel)?;
+        self.launch_function(&f, kernel, grid, block, smem, args)
+    }
+
+    fn launch_function(
+        &mut self,
+        f: &CudaFunction,
+        kernel: &str,
+        grid: u32,
+        block: u32,
+        smem: u32,
+        args: &[KArg],
+    ) -> Result<(), BackendError> {
+        if smem > 48 * 1024 {
+            if smem > self.max_smem_optin {
+                return Err(BackendError(format!(
+                    "kernel {kernel}: {smem} bytes of shared memory requested, the device allows {}",
+                    self.max_smem_optin
+                )));
+            }
+            f.set_attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                smem as i32,
+            )
+            .map_err(|e| drv(&format!("kernel {kernel}: cannot raise the shared memory limit"), e))?;
+        }
+        let mut b = self.stream.launch_builder(f);
+        for a in args {
+            match a {
+                KArg::Ptr(v) | KArg::U64(v) => b.arg(v),
+                KArg::U32(v) => b.arg(v),
+                KArg::I32(v) => b.arg(v),
+                KArg::I64(v) => b.arg(v),
+                KArg::F64(v) => b.arg(v),
+            };
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (grid, 1, 1),
+            block_dim: (block, 1, 1),
+            shared_mem_bytes: smem,
+        };
+        // SAFETY: the launchers pass the arguments the kernel declares, with pointers to
+        // live buffers whose lengths they checked.
+        unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| {
+            drv(
+                &format!("cannot launch kernel {kernel} ({grid} x {block}, {smem} B shared)"),
+                e,
+            )
+        })
+    }
+}

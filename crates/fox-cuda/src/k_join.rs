@@ -1,0 +1,453 @@
+//! Sort-merge joins (`JoinCount`, `JoinWrite`), semi/anti-join flags (`MatchFlags`) and
+//! the merge union (`MergeUnion`), on kernels/join.cu.
+//!
+//! Every left row finds its matching right range `[lo, hi)` by binary search, narrowed per
+//! block to the range matching the block's first and last rows (both sides are sorted).
+//! `JoinWrite` then checks that the offsets are the scan of those counts and writes the
+//! pairs with the load-balanced expansion of kernels/trie.cu, so a left row with a huge
+//! run of matches is spread over many threads. The union removes from `b` the rows that
+//! `a` holds (anti-join flags and compaction), then places every row of the two disjoint
+//! sides at its merged position (its index plus its rank in the other side).
+//!
+//! Multi-column keys reach the kernels as a descriptor in device memory (type codes and
+//! column pointers, see kernels/join.cu), filled by a small kernel rather than host copies.
+
+use crate::device::{Gpu, KArg};
+use crate::k_scan;
+use fox_kernel::Elem;
+use fox_runtime::{BackendError, DevBuf};
+
+pub(crate) const BLOCK: u32 = 256;
+
+/// Outputs of `expand_write` per block (kernels/trie.cu `EXPAND_TILE`).
+pub(crate) const EXPAND_TILE: u64 = 1024;
+
+pub(crate) fn err(msg: impl Into<String>) -> BackendError {
+    BackendError(msg.into())
+}
+
+/// The type code of an element type in the kernels.
+pub(crate) fn type_code(e: Elem) -> u64 {
+    match e {
+        Elem::U8 => 0,
+        Elem::I32 => 1,
+        Elem::U32 => 2,
+        Elem::I64 => 3,
+        Elem::U64 => 4,
+        Elem::F64 => 5,
+    }
+}
+
+/// A second handle to the same buffer (the original stays in a [`Scratch`]).
+fn alias(b: &DevBuf) -> DevBuf {
+    DevBuf {
+        id: b.id,
+        elem: b.elem,
+        len: b.len,
+    }
+}
+
+/// The buffers a launcher allocates: on success every one that is not an output is freed,
+/// on an error all of them.
+pub(crate) struct Scratch(Vec<DevBuf>);
+
+impl Scratch {
+    pub(crate) fn new() -> Scratch {
+        Scratch(Vec::new())
+    }
+
+    /// Allocates a buffer owned by the scratch and returns a handle to it.
+    pub(crate) fn alloc(&mut self, gpu: &mut Gpu, elem: Elem, len: usize) -> Result<DevBuf, BackendError> {
+        let b = gpu.alloc(elem, len)?;
+        Ok(self.adopt(b))
+    }
+
+    pub(crate) fn alloc_zeroed(&mut self, gpu: &mut Gpu, elem: Elem, len: usize) -> Result<DevBuf, BackendError> {
+        let b = gpu.alloc_zeroed(elem, len)?;
+        Ok(self.adopt(b))
+    }
+
+    /// Takes ownership of a buffer made elsewhere and returns a handle to it.
+    pub(crate) fn adopt(&mut self, b: DevBuf) -> DevBuf {
+        let h = alias(&b);
+        self.0.push(b);
+        h
+    }
+
+    pub(crate) fn adopt_all(&mut self, bufs: Vec<DevBuf>) -> Vec<DevBuf> {
+        bufs.into_iter().map(|b| self.adopt(b)).collect()
+    }
+
+    /// Frees the scratch buffers: all of them on an error, the non-outputs on success.
+    pub(crate) fn finish(
+        self,
+        gpu: &mut Gpu,
+        res: Result<Vec<DevBuf>, BackendError>,
+    ) -> Result<Vec<DevBuf>, BackendError> {
+        match res {
+            Ok(outs) => {
+                for b in self.0 {
+                    if !outs.iter().any(|o| o.id == b.id) {
+                        gpu.free(b);
+                    }
+                }
+                Ok(outs)
+            }
+            Err(e) => {
+                for b in self.0 {
+                    gpu.free(b);
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Blocks of `per` items covering `n` items.
+pub(crate) fn blocks(n: u64, per: u64) -> Result<u32, BackendError> {
+    let b = n.div_ceil(per);
+    u32::try_from(b)
+        .ok()
+        .filter(|&b| b <= i32::MAX as u32)
+        .ok_or_else(|| err(format!("{n} items need {b} thread blocks, more than a grid holds")))
+}
+
+/// A grid for a grid-stride loop over `n` items.
+pub(crate) fn stride_grid(gpu: &Gpu, n: usize) -> u32 {
+    gpu.grid_for(n, BLOCK, 1, 32)
+}
+
+/// Writes `words` into a new u64 device buffer through `fill_desc` launches of `module`
+/// (16 words each). Returns the buffer and the shared memory its kernels need.
+pub(crate) fn desc_buffer(
+    gpu: &mut Gpu,
+    s: &mut Scratch,
+    module: &'static str,
+    words: &[u64],
+) -> Result<(DevBuf, u32), BackendError> {
+    let bytes = words.len() * 8;
+    if bytes > 40 * 1024 {
+        return Err(err(format!(
+            "{} key columns are more than the kernels' key descriptor holds",
+            words.len()
+        )));
+    }
+    let desc = s.alloc(gpu, Elem::U64, words.len().max(1))?;
+    let ptr = gpu.ptr(&desc)?;
+    for (c, chunk) in words.chunks(16).enumerate() {
+        let mut a = vec![
+            KArg::Ptr(ptr),
+            KArg::U32((c * 16) as u32),
+            KArg::U32(chunk.len() as u32),
+        ];
+        a.extend((0..16).map(|i| KArg::U64(chunk.get(i).copied().unwrap_or(0))));
+        gpu.launch(module, "fill_desc", 1, 32, 0, &a)?;
+    }
+    Ok((desc, bytes as u32))
+}
+
+/// The descriptor of key column groups of equal element types: the type codes of the
+/// first group, then each group's column pointers.
+pub(crate) fn key_desc(
+    gpu: &mut Gpu,
+    s: &mut Scratch,
+    module: &'static str,
+    groups: &[&[&DevBuf]],
+) -> Result<(DevBuf, u32), BackendError> {
+    let mut words: Vec<u64> = groups[0].iter().map(|c| type_code(c.elem)).collect();
+    for g in groups {
+        for c in g.iter() {
+            words.push(gpu.ptr(c)?);
+        }
+    }
+    desc_buffer(gpu, s, module, &words)
+}
+
+/// The common length of a group of columns (0 for none).
+pub(crate) fn common_len(cols: &[&DevBuf], what: &str) -> Result<usize, BackendError> {
+    let len = cols.first().map_or(0, |c| c.len);
+    for (i, c) in cols.iter().enumerate() {
+        if c.len != len {
+            return Err(err(format!("{what}: column {i} has {} rows, expected {len}", c.len)));
+        }
+    }
+    Ok(len)
+}
+
+pub(crate) fn expect_args(args: &[&DevBuf], n: usize, what: &str) -> Result<(), BackendError> {
+    if args.len() == n {
+        Ok(())
+    } else {
+        Err(err(format!("expects {n} argument(s) ({what}), got {}", args.len())))
+    }
+}
+
+pub(crate) fn expect_elem(b: &DevBuf, elem: Elem, what: &str) -> Result<(), BackendError> {
+    if b.elem == elem {
+        Ok(())
+    } else {
+        Err(err(format!("{what} must be {elem:?}, got {:?}", b.elem)))
+    }
+}
+
+fn key_args(nkeys: usize) -> usize {
+    if nkeys == 0 {
+        2
+    } else {
+        2 * nkeys
+    }
+}
+
+/// Left keys, right keys and the row counts of both sides (no keys: the two columns only
+/// give the row counts).
+type Sides<'a> = (&'a [&'a DevBuf], &'a [&'a DevBuf], usize, usize);
+
+fn sides<'a>(args: &'a [&'a DevBuf], nkeys: usize) -> Result<Sides<'a>, BackendError> {
+    if nkeys == 0 {
+        return Ok((&[], &[], args[0].len, args[1].len));
+    }
+    let (left, right) = args.split_at(nkeys);
+    let nl = common_len(left, "left keys")?;
+    let nr = common_len(right, "right keys")?;
+    for (k, (x, y)) in left.iter().zip(right).enumerate() {
+        if x.elem != y.elem {
+            return Err(err(format!(
+                "keys: key {k} is {:?} on the left and {:?} on the right",
+                x.elem, y.elem
+            )));
+        }
+    }
+    Ok((left, right, nl, nr))
+}
+
+/// What `join_bounds` writes per left row.
+enum Mode<'a> {
+    Counts(&'a DevBuf),
+    Flags(&'a DevBuf, bool),
+    /// `lo` per left row, checked against `offsets` and `total`.
+    Lo(&'a DevBuf, &'a DevBuf, u64),
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bounds(
+    gpu: &mut Gpu,
+    s: &mut Scratch,
+    left: &[&DevBuf],
+    right: &[&DevBuf],
+    nl: usize,
+    nr: usize,
+    mode: Mode,
+) -> Result<(), BackendError> {
+    if nl == 0 {
+        return Ok(());
+    }
+    let (desc, smem) = key_desc(gpu, s, "join", &[left, right])?;
+    let (m, anti, counts, flags, lo, offsets, total) = match mode {
+        Mode::Counts(c) => (0, 0, gpu.ptr(c)?, 0, 0, 0, 0),
+        Mode::Flags(f, anti) => (1, i32::from(anti), 0, gpu.ptr(f)?, 0, 0, 0),
+        Mode::Lo(lo, offsets, total) => (2, 0, 0, 0, gpu.ptr(lo)?, gpu.ptr(offsets)?, total),
+    };
+    if m == 2 {
+        gpu.reset_err()?;
+    }
+    let args = [
+        KArg::Ptr(gpu.ptr(&desc)?),
+        KArg::I32(left.len() as i32),
+        KArg::U64(nl as u64),
+        KArg::U64(nr as u64),
+        KArg::I32(m),
+        KArg::I32(anti),
+        KArg::Ptr(counts),
+        KArg::Ptr(flags),
+        KArg::Ptr(lo),
+        KArg::Ptr(offsets),
+        KArg::U64(total),
+        KArg::Ptr(gpu.err_ptr()),
+    ];
+    gpu.launch(
+        "join",
+        "join_bounds",
+        blocks(nl as u64, u64::from(BLOCK))?,
+        BLOCK,
+        smem,
+        &args,
+    )?;
+    if m == 2 {
+        gpu.check_err("JoinWrite (the offsets and total are not the exclusive scan of the join counts)")?;
+    }
+    Ok(())
+}
+
+/// `JoinCount { nkeys }`: per left row, the number of right rows with equal keys.
+pub(crate) fn join_count(gpu: &mut Gpu, nkeys: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    expect_args(args, key_args(nkeys), "left keys, right keys")?;
+    let (left, right, nl, nr) = sides(args, nkeys)?;
+    let mut s = Scratch::new();
+    let res = (|| {
+        let counts = s.alloc(gpu, Elem::U64, nl)?;
+        bounds(gpu, &mut s, left, right, nl, nr, Mode::Counts(&counts))?;
+        Ok(vec![counts])
+    })();
+    s.finish(gpu, res)
+}
+
+/// `MatchFlags { nkeys, anti }`: 1 per left row that has (`anti`: has no) right match.
+pub(crate) fn match_flags(
+    gpu: &mut Gpu,
+    nkeys: usize,
+    anti: bool,
+    args: &[&DevBuf],
+) -> Result<Vec<DevBuf>, BackendError> {
+    expect_args(args, key_args(nkeys), "left keys, right keys")?;
+    let (left, right, nl, nr) = sides(args, nkeys)?;
+    let mut s = Scratch::new();
+    let res = (|| {
+        let flags = s.alloc(gpu, Elem::U8, nl)?;
+        bounds(gpu, &mut s, left, right, nl, nr, Mode::Flags(&flags, anti))?;
+        Ok(vec![flags])
+    })();
+    s.finish(gpu, res)
+}
+
+/// Load-balanced expansion (kernels/trie.cu `expand_write`): for every output `o < total`
+/// the row `r` whose range of `offsets` holds it, and `lo[r] + (o - offsets[r])`. The
+/// offsets must already be known to be the exclusive scan ending at `total`.
+pub(crate) fn expand_pairs(
+    gpu: &mut Gpu,
+    s: &mut Scratch,
+    lo: &DevBuf,
+    offsets: &DevBuf,
+    total: u64,
+) -> Result<(DevBuf, DevBuf), BackendError> {
+    let len = usize::try_from(total).map_err(|_| err(format!("{total} outputs do not fit in memory")))?;
+    let parent = s.alloc(gpu, Elem::U32, len)?;
+    let pos = s.alloc(gpu, Elem::U32, len)?;
+    if total > 0 {
+        let args = [
+            KArg::Ptr(gpu.ptr(lo)?),
+            KArg::Ptr(gpu.ptr(offsets)?),
+            KArg::U64(offsets.len as u64),
+            KArg::U64(total),
+            KArg::Ptr(gpu.ptr(&parent)?),
+            KArg::Ptr(gpu.ptr(&pos)?),
+        ];
+        gpu.launch("trie", "expand_write", blocks(total, EXPAND_TILE)?, BLOCK, 0, &args)?;
+    }
+    Ok((parent, pos))
+}
+
+/// `JoinWrite { nkeys }`: every matching pair `(left_idx, right_idx)`, by left then right.
+pub(crate) fn join_write(gpu: &mut Gpu, nkeys: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    let k = key_args(nkeys);
+    expect_args(args, k + 2, "left keys, right keys, offsets, total")?;
+    let (left, right, nl, nr) = sides(&args[..k], nkeys)?;
+    let (offsets, total) = (args[k], args[k + 1]);
+    expect_elem(offsets, Elem::U64, "offsets")?;
+    expect_elem(total, Elem::U64, "total")?;
+    if offsets.len != nl {
+        return Err(err(format!("offsets has {} rows, the left side {nl}", offsets.len)));
+    }
+    if total.len != 1 {
+        return Err(err(format!("total must have one row, has {}", total.len)));
+    }
+    if nl.max(nr) > u32::MAX as usize {
+        return Err(err(format!(
+            "a join side has {} rows, more than u32 row indices can address",
+            nl.max(nr)
+        )));
+    }
+    let total = gpu.read_u64(total, 0)?;
+    if nl == 0 && total != 0 {
+        return Err(err(format!("total is {total}, but the join has 0 pairs")));
+    }
+    let mut s = Scratch::new();
+    let res = (|| {
+        let lo = s.alloc(gpu, Elem::U32, nl)?;
+        bounds(gpu, &mut s, left, right, nl, nr, Mode::Lo(&lo, offsets, total))?;
+        let (li, ri) = expand_pairs(gpu, &mut s, &lo, offsets, total)?;
+        Ok(vec![li, ri])
+    })();
+    s.finish(gpu, res)
+}
+
+/// The scatter kernel for an element width.
+pub(crate) fn scatter_name(elem: Elem) -> &'static str {
+    match elem.size() {
+        1 => "scatter_u8",
+        4 => "scatter_u32",
+        _ => "scatter_u64",
+    }
+}
+
+/// `MergeUnion { width }`: the sorted, duplicate-free union of two sorted, duplicate-free
+/// relations.
+pub(crate) fn merge_union(gpu: &mut Gpu, width: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    expect_args(args, 2 * width, "the columns of a, the columns of b")?;
+    if width == 0 {
+        return Err(err("needs at least one column"));
+    }
+    let (a, b, na, nb) = sides(args, width)?;
+    let mut s = Scratch::new();
+    let res = (|| {
+        // b without the rows a holds.
+        let b_only: Vec<DevBuf> = if na == 0 || nb == 0 {
+            Vec::new()
+        } else {
+            let keep = s.alloc(gpu, Elem::U8, nb)?;
+            bounds(gpu, &mut s, b, a, nb, na, Mode::Flags(&keep, true))?;
+            let cols = k_scan::compact(gpu, &keep, b)?;
+            s.adopt_all(cols)
+        };
+        let b2: Vec<&DevBuf> = if b_only.is_empty() {
+            b.to_vec()
+        } else {
+            b_only.iter().collect()
+        };
+        let nb2 = b2[0].len;
+        let n = na + nb2;
+        if n > u32::MAX as usize + 1 {
+            return Err(err(format!("the union has {n} rows, more than u32 positions address")));
+        }
+        let pos_a = s.alloc(gpu, Elem::U32, na)?;
+        let pos_b = s.alloc(gpu, Elem::U32, nb2)?;
+        if n > 0 {
+            let (desc, smem) = key_desc(gpu, &mut s, "join", &[a, &b2])?;
+            let args = [
+                KArg::Ptr(gpu.ptr(&desc)?),
+                KArg::I32(width as i32),
+                KArg::U64(na as u64),
+                KArg::U64(nb2 as u64),
+                KArg::Ptr(gpu.ptr(&pos_a)?),
+                KArg::Ptr(gpu.ptr(&pos_b)?),
+            ];
+            gpu.launch(
+                "join",
+                "union_pos",
+                blocks(n as u64, u64::from(BLOCK))?,
+                BLOCK,
+                smem,
+                &args,
+            )?;
+        }
+        let mut outs = Vec::with_capacity(width);
+        for c in 0..width {
+            let out = s.alloc(gpu, a[c].elem, n)?;
+            for (src, pos) in [(a[c], &pos_a), (b2[c], &pos_b)] {
+                if src.len == 0 {
+                    continue;
+                }
+                let args = [
+                    KArg::Ptr(gpu.ptr(src)?),
+                    KArg::Ptr(gpu.ptr(pos)?),
+                    KArg::U64(src.len as u64),
+                    KArg::Ptr(gpu.ptr(&out)?),
+                ];
+                let grid = stride_grid(gpu, src.len);
+                gpu.launch("join", scatter_name(src.elem), grid, BLOCK, 0, &args)?;
+            }
+            outs.push(out);
+        }
+        Ok(outs)
+    })();
+    s.finish(gpu, res)
+}

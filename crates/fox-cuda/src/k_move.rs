@@ -1,0 +1,246 @@
+//! Data movement: `Gather`, `Concat`, `Slice`, and the trie range kernels `RootRange`
+//! and `RangeCount` (kernels/movement.cu; concatenation and slices are device copies).
+
+use crate::device::{Gpu, KArg};
+use fox_kernel::Elem;
+use fox_runtime::{BackendError, DevBuf, HostCol};
+
+const BLOCK: u32 = 256;
+
+/// Error code of `range_count` (kernels/movement.cu).
+const ERR_RANGE: u64 = 2;
+
+fn err(msg: impl Into<String>) -> BackendError {
+    BackendError(msg.into())
+}
+
+/// Frees every buffer of `bufs` (on an error path).
+pub(crate) fn free_all(gpu: &mut Gpu, bufs: Vec<DevBuf>) {
+    for b in bufs {
+        gpu.free(b);
+    }
+}
+
+/// The common length of a group of columns (0 for none).
+fn common_len(cols: &[&DevBuf], what: &str) -> Result<usize, BackendError> {
+    let len = cols.first().map_or(0, |c| c.len);
+    for (i, c) in cols.iter().enumerate() {
+        if c.len != len {
+            return Err(err(format!("{what}: column {i} has {} rows, expected {len}", c.len)));
+        }
+    }
+    Ok(len)
+}
+
+/// The gather kernel for an element width.
+fn gather_name(elem: Elem) -> &'static str {
+    match elem.size() {
+        1 => "gather_u8",
+        4 => "gather_u32",
+        _ => "gather_u64",
+    }
+}
+
+/// `out[i] = col[idx[i] + shift]` for every column of `cols` (columns may differ in
+/// length). An index out of range of a column is an error naming the first such column
+/// and, in it, the first row, as the CPU backend reports it.
+pub(crate) fn gather(gpu: &mut Gpu, idx: &DevBuf, shift: u32, cols: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    if idx.elem != Elem::U32 {
+        return Err(err(format!("the index column must be u32, got {:?}", idx.elem)));
+    }
+    let n = idx.len;
+    let idx_ptr = gpu.ptr(idx)?;
+    let mut outs = Vec::with_capacity(cols.len());
+    let res = (|| {
+        if n > 0 && !cols.is_empty() {
+            gpu.reset_err()?;
+        }
+        for (c, col) in cols.iter().enumerate() {
+            let out = gpu.alloc(col.elem, n)?;
+            let out_ptr = gpu.ptr(&out)?;
+            outs.push(out);
+            let grid = gpu.grid_for(n, BLOCK, 4, 16);
+            let args = [
+                KArg::Ptr(out_ptr),
+                KArg::Ptr(gpu.ptr(col)?),
+                KArg::Ptr(idx_ptr),
+                KArg::U64(n as u64),
+                KArg::U32(shift),
+                KArg::U64(col.len as u64),
+                KArg::U64(c as u64),
+                KArg::Ptr(gpu.err_ptr()),
+            ];
+            gpu.launch("movement", gather_name(col.elem), grid, BLOCK, 0, &args)?;
+        }
+        if n > 0 && !cols.is_empty() {
+            let [code, key, _, _] = gpu.read_err()?;
+            if code != 0 {
+                let c = (key >> 40) as usize;
+                let row = (key & ((1 << 40) - 1)) as usize;
+                let i = gpu.read_u32(idx, row)?;
+                let len = cols.get(c).map_or(0, |col| col.len);
+                return Err(err(format!(
+                    "index {i} + shift {shift} = {} at row {row} is out of range of column {c} ({len} rows)",
+                    u64::from(i) + u64::from(shift)
+                )));
+            }
+        }
+        Ok(())
+    })();
+    match res {
+        Ok(()) => Ok(outs),
+        Err(e) => {
+            free_all(gpu, outs);
+            Err(e)
+        }
+    }
+}
+
+/// `Gather { shift }`: args `idx` then k columns.
+pub(crate) fn gather_kernel(gpu: &mut Gpu, shift: u32, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    let Some((idx, cols)) = args.split_first() else {
+        return Err(err("expects an index column and the columns to gather from"));
+    };
+    gather(gpu, idx, shift, cols)
+}
+
+/// `Concat { parts, width }`: `parts` groups of `width` columns, concatenated in order.
+pub(crate) fn concat(gpu: &mut Gpu, parts: usize, width: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    let n = parts.checked_mul(width).ok_or_else(|| err("parts * width overflows"))?;
+    if args.len() != n {
+        return Err(err(format!(
+            "expects {parts} groups of {width} columns ({n} arguments), got {}",
+            args.len()
+        )));
+    }
+    if parts == 0 {
+        return Err(err("needs at least one group to give the column types"));
+    }
+    let groups: Vec<&[&DevBuf]> = args.chunks(width).collect();
+    for (g, grp) in groups.iter().enumerate() {
+        common_len(grp, &format!("group {g}"))?;
+        for (c, col) in grp.iter().enumerate() {
+            if col.elem != groups[0][c].elem {
+                return Err(err(format!(
+                    "column {c} of group {g} is {:?}, but of group 0 is {:?}",
+                    col.elem, groups[0][c].elem
+                )));
+            }
+        }
+    }
+    let mut outs = Vec::with_capacity(width);
+    let res = (|| {
+        for c in 0..width {
+            let total = groups
+                .iter()
+                .try_fold(0usize, |acc, g| acc.checked_add(g[c].len))
+                .ok_or_else(|| err("the concatenation's length overflows"))?;
+            let out = gpu.alloc(groups[0][c].elem, total)?;
+            let mut at = 0;
+            for g in &groups {
+                gpu.copy(&out, at, g[c], 0, g[c].len)?;
+                at += g[c].len;
+            }
+            outs.push(out);
+        }
+        Ok(())
+    })();
+    match res {
+        Ok(()) => Ok(outs),
+        Err(e) => {
+            free_all(gpu, outs);
+            Err(e)
+        }
+    }
+}
+
+/// `Slice { start, len }`: rows `start .. min(start + len, rows)` of k columns.
+pub(crate) fn slice(gpu: &mut Gpu, start: u64, len: u64, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    let rows = common_len(args, "sliced columns")?;
+    let a = usize::try_from(start).unwrap_or(usize::MAX).min(rows);
+    let b = a.saturating_add(usize::try_from(len).unwrap_or(usize::MAX)).min(rows);
+    let mut outs = Vec::with_capacity(args.len());
+    let res = (|| {
+        for col in args {
+            let out = gpu.alloc(col.elem, b - a)?;
+            let r = gpu.copy(&out, 0, col, a, b - a);
+            outs.push(out);
+            r?;
+        }
+        Ok(())
+    })();
+    match res {
+        Ok(()) => Ok(outs),
+        Err(e) => {
+            free_all(gpu, outs);
+            Err(e)
+        }
+    }
+}
+
+/// `RootRange`: `lo = [0]`, `hi = [len(values_0)]`.
+pub(crate) fn root_range(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    if args.len() != 1 {
+        return Err(err(format!("expects 1 argument(s) (values_0), got {}", args.len())));
+    }
+    gpu.ptr(args[0])?;
+    let len = u32::try_from(args[0].len).map_err(|_| err("the root level has more than u32 rows"))?;
+    let lo = gpu.upload(&HostCol::U32(vec![0]))?;
+    match gpu.upload(&HostCol::U32(vec![len])) {
+        Ok(hi) => Ok(vec![lo, hi]),
+        Err(e) => {
+            gpu.free(lo);
+            Err(e)
+        }
+    }
+}
+
+/// `RangeCount`: `hi - lo` per row (U64); a row with `hi < lo` is an error.
+pub(crate) fn range_count(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    if args.len() != 2 {
+        return Err(err(format!("expects 2 argument(s) (lo, hi), got {}", args.len())));
+    }
+    let (lo, hi) = (args[0], args[1]);
+    for (b, what) in [(lo, "lo"), (hi, "hi")] {
+        if b.elem != Elem::U32 {
+            return Err(err(format!("{what} must be u32, got {:?}", b.elem)));
+        }
+    }
+    if hi.len != lo.len {
+        return Err(err(format!("hi: column 0 has {} rows, expected {}", hi.len, lo.len)));
+    }
+    let n = lo.len;
+    let out = gpu.alloc(Elem::U64, n)?;
+    let res = (|| {
+        if n == 0 {
+            return Ok(());
+        }
+        gpu.reset_err()?;
+        let args = [
+            KArg::Ptr(gpu.ptr(&out)?),
+            KArg::Ptr(gpu.ptr(lo)?),
+            KArg::Ptr(gpu.ptr(hi)?),
+            KArg::U64(n as u64),
+            KArg::Ptr(gpu.err_ptr()),
+        ];
+        let grid = gpu.grid_for(n, BLOCK, 4, 16);
+        gpu.launch("movement", "range_count", grid, BLOCK, 0, &args)?;
+        let [code, row, _, _] = gpu.read_err()?;
+        if code == ERR_RANGE {
+            let row = row as usize;
+            let (l, h) = (gpu.read_u32(lo, row)?, gpu.read_u32(hi, row)?);
+            return Err(err(format!("row {row} has hi {h} below lo {l}")));
+        }
+        if code != 0 {
+            return Err(err(format!("device error code {code} at row {row}")));
+        }
+        Ok(())
+    })();
+    match res {
+        Ok(()) => Ok(vec![out]),
+        Err(e) => {
+            gpu.free(out);
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! `ReduceByKey` on kernels/reduce.cu: sum, count, min, max, avg per run of equal keys.
+//!
+//! Segment starts are the compacted row numbers of the adjacent-distinct flags of the
+//! keys. Integer and decimal sums and averages, and min/max, cut each segment into pieces
+//! of `PIECE` rows (pieces numbered by an exclusive scan of the per-segment piece counts);
+//! one warp reduces a piece to an exact 128-bit partial sum or to its best key and first
+//! row, and one thread per segment combines its pieces, so one huge group is spread over
+//! the whole device. Float sums add each segment's values one after the other in row
+//! order, one thread per segment: that is the order fox-cpu adds in, and it makes the
+//! results bit-identical (a huge float group is therefore summed by a single thread).
+
+use crate::device::{Gpu, KArg};
+use crate::k_join::{blocks, common_len, err, key_desc, stride_grid, type_code, Scratch, BLOCK};
+use crate::{k_move, k_scan, k_trie};
+use fox_kernel::{AggSpec, Elem};
+use fox_runtime::{BackendError, DevBuf};
+use fox_sema::core::{AggFunc, Type};
+
+/// Pieces per block of `piece_sum`/`piece_minmax` (one warp each).
+const PIECE_WARPS_PER_BLOCK: u64 = (BLOCK / 32) as u64;
+
+/// The scale of a type stored as a scaled integer (0 for integers).
+fn scale_of(ty: Type) -> Option<u32> {
+    match ty {
+        Type::Int32 | Type::Int64 => Some(0),
+        Type::Decimal(s) => Some(u32::from(s)),
+        _ => None,
+    }
+}
+
+/// The output kind of an integer-stored result in kernels/reduce.cu `store_int`.
+fn int_kind(e: Elem) -> Option<i32> {
+    match e {
+        Elem::U8 => Some(0),
+        Elem::I32 => Some(1),
+        Elem::U32 => Some(2),
+        Elem::I64 => Some(3),
+        Elem::U64 => Some(4),
+        Elem::F64 => None,
+    }
+}
+
+/// The segments of the input: their first rows (U32) and their number.
+struct Segments {
+    starts: Option<DevBuf>,
+    ng: usize,
+    n: usize,
+}
+
+/// Piece offsets of the segments (`poff`, per segment) and the number of pieces.
+struct Pieces {
+    poff: DevBuf,
+    np: u64,
+}
+
+fn segments(gpu: &mut Gpu, s: &mut Scratch, keys: &[&DevBuf], n: usize) -> Result<Segments, BackendError> {
+    if n == 0 {
+        return Ok(Segments { starts: None, ng: 0, n });
+    }
+    if keys.is_empty() {
+        let starts = s.alloc_zeroed(gpu, Elem::U32, 1)?;
+        return Ok(Segments {
+            starts: Some(starts),
+            ng: 1,
+            n,
+        });
+    }
+    let (desc, smem) = key_desc(gpu, s, "reduce", &[keys])?;
+    let flags = s.alloc(gpu, Elem::U8, n)?;
+    let args = [
+        KArg::Ptr(gpu.ptr(&desc)?),
+        KArg::I32(keys.len() as i32),
+        KArg::U64(n as u64),
+        KArg::Ptr(gpu.ptr(&flags)?),
+    ];
+    let grid = stride_grid(gpu, n);
+    gpu.launch("reduce", "seg_flags", grid, BLOCK, smem, &args)?;
+    let rows = k_trie::iota(gpu, s, n)?;
+    let mut starts = s.adopt_all(k_scan::compact(gpu, &flags, &[&rows])?);
+    if starts.len() != 1 {
+        return Err(err(format!("compaction gave {} columns for one", starts.len())));
+    }
+    let starts = starts.remove(0);
+    let ng = starts.len;
+    Ok(Segments {
+        starts: Some(starts),
+        ng,
+        n,
+    })
+}
+
+fn pieces(gpu: &mut Gpu, s: &mut Scratch, seg: &Segments) -> Result<Pieces, BackendError> {
+    let starts = seg.starts.as_ref().ok_or_else(|| err("no segments"))?;
+    let counts = s.alloc(gpu, Elem::U64, seg.ng)?;
+    let args = [
+        KArg::Ptr(gpu.ptr(starts)?),
+        KArg::U64(seg.ng as u64),
+        KArg::U64(seg.n as u64),
+        KArg::Ptr(gpu.ptr(&counts)?),
+    ];
+    let grid = stride_grid(gpu, seg.ng);
+    gpu.launch("reduce", "seg_pieces", grid, BLOCK, 0, &args)?;
+    let (poff, total) = k_scan::exclusive_scan_u64(gpu, &counts)?;
+    let poff = s.adopt(poff);
+    let total = s.adopt(total);
+    let np = gpu.read_u64(&total, 0)?;
+    Ok(Pieces { poff, np })
+}
+
+/// `ReduceByKey { nkeys, aggs }`: args `nkeys` sorted key columns, one value column per
+/// aggregate other than `count` (with no keys and only counts, one column giving the row
+/// count), then the `Rank` table if a `min`/`max` is over strings.
+pub(crate) fn reduce_by_key(
+    gpu: &mut Gpu,
+    nkeys: usize,
+    aggs: &[AggSpec],
+    args: &[&DevBuf],
+) -> Result<Vec<DevBuf>, BackendError> {
+    let nvals = aggs.iter().filter(|a| a.func != AggFunc::Count).count();
+    let len_col = usize::from(nkeys == 0 && nvals == 0);
+    let need_rank = aggs
+        .iter()
+        .any(|a| matches!(a.func, AggFunc::Min | AggFunc::Max) && a.input == Some(Type::String));
+    let ncols = nkeys + nvals + len_col;
+    let want = ncols + usize::from(need_rank);
+    if args.len() != want {
+        return Err(err(format!(
+            "expects {nkeys} key(s), {nvals} value column(s){}{}: {want} arguments, got {}",
+            if len_col == 1 {
+                ", a column giving the row count"
+            } else {
+                ""
+            },
+            if need_rank { " and the rank table" } else { "" },
+            args.len()
+        )));
+    }
+    let n = common_len(&args[..ncols], "keys and values")?;
+    let rank = if need_rank {
+        let r = args[ncols];
+        if r.elem != Elem::U32 {
+            return Err(err(format!("the rank table must be U32, got {:?}", r.elem)));
+        }
+        Some(r)
+    } else {
+        None
+    };
+    if n > u32::MAX as usize {
+        return Err(err(format!(
+            "the input has {n} rows, more than u32 row indices can address"
+        )));
+    }
+    let keys = &args[..nkeys];
+    // The value column of each aggregate, checked before any work.
+    let mut vals: Vec<Option<(&DevBuf, Type)>> = Vec::with_capacity(aggs.len());
+    let mut next_val = nkeys;
+    for (a, spec) in aggs.iter().enumerate() {
+        vals.push(match (spec.func, spec.input) {
+            (AggFunc::Count, _) => None,
+            (f, None) => {
+                return Err(err(format!(
+                    "aggregate {a} ({f:?}) needs an input type and value column"
+                )));
+            }
+            (_, Some(ty)) => {
+                let col = args[next_val];
+                next_val += 1;
+                if col.elem != Elem::of(ty) {
+                    return Err(err(format!(
+                        "the value column of aggregate {a} is {:?}, but its type {ty} is stored as {:?}",
+                        col.elem,
+                        Elem::of(ty)
+                    )));
+                }
+                Some((col, ty))
+            }
+        });
+    }
+    let mut s = Scratch::new();
+    let res = (|| {
+        let seg = segments(gpu, &mut s, keys, n)?;
+        let mut outs = Vec::with_capacity(nkeys + aggs.len());
+        match &seg.starts {
+            Some(starts) if nkeys > 0 => outs.extend(s.adopt_all(k_move::gather(gpu, starts, 0, keys)?)),
+            _ => {
+                for k in keys {
+                    outs.push(s.alloc(gpu, k.elem, 0)?);
+                }
+            }
+        }
+        let mut pcs: Option<Pieces> = None;
+        for (a, (spec, val)) in aggs.iter().zip(&vals).enumerate() {
+            let out = aggregate(gpu, &mut s, a, spec, *val, rank, &seg, &mut pcs)?;
+            outs.push(out);
+        }
+        Ok(outs)
+    })();
+    s.finish(gpu, res)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn aggregate(
+    gpu: &mut Gpu,
+    s: &mut Scratch,
+    a: usize,
+    spec: &AggSpec,
+    val: Option<(&DevBuf, Type)>,
+    rank: Option<&DevBuf>,
+    seg: &Segments,
+    pcs: &mut Option<Pieces>,
+) -> Result<DevBuf, BackendError> {
+    let out_ty = spec.output;
+    let ng = seg.ng;
+    let needs_input = || {
+        err(format!(
+            "aggregate {a} ({:?}) needs an input type and value column",
+            spec.func
+        ))
+    };
+    match spec.func {
+        AggFunc::Count => {
+            let elem = Elem::of(out_ty);
+            let kind = int_kind(elem).ok_or_else(|| err(format!("the count cannot be stored as {out_ty}")))?;
+            let out = s.alloc(gpu, elem, ng)?;
+            if let Some(starts) = &seg.starts {
+                gpu.reset_err()?;
+                let args = [
+                    KArg::Ptr(gpu.ptr(starts)?),
+                    KArg::U64(ng as u64),
+                    KArg::U64(seg.n as u64),
+                    KArg::I32(kind),
+                    KArg::Ptr(gpu.ptr(&out)?),
+                    KArg::Ptr(gpu.err_ptr()),
+                ];
+                let grid = stride_grid(gpu, ng);
+                gpu.launch("reduce", "seg_count", grid, BLOCK, 0, &args)?;
+                gpu.check_err(&format!("ReduceByKey (the count of a group does not fit {out_ty})"))?;
+            }
+            Ok(out)
+        }
+        AggFunc::Sum | AggFunc::Avg => {
+            let (col, in_ty) = val.ok_or_else(needs_input)?;
+            let avg = spec.func == AggFunc::Avg;
+            if col.elem == Elem::F64 {
+                if out_ty != Type::Float64 {
+                    return Err(err(format!(
+                        "aggregate {a}: a float {:?} must give float64, not {out_ty}",
+                        spec.func
+                    )));
+                }
+                let out = s.alloc(gpu, Elem::F64, ng)?;
+                if let Some(starts) = &seg.starts {
+                    let args = [
+                        KArg::Ptr(gpu.ptr(col)?),
+                        KArg::Ptr(gpu.ptr(starts)?),
+                        KArg::U64(ng as u64),
+                        KArg::U64(seg.n as u64),
+                        KArg::I32(i32::from(avg)),
+                        KArg::Ptr(gpu.ptr(&out)?),
+                    ];
+                    let grid = stride_grid(gpu, ng);
+                    gpu.launch("reduce", "seg_fsum", grid, BLOCK, 0, &args)?;
+                }
+                return Ok(out);
+            }
+            let (Some(si), Some(so)) = (scale_of(in_ty), scale_of(out_ty)) else {
+                return Err(err(format!(
+                    "aggregate {a}: cannot {:?} {in_ty} into {out_ty}",
+                    spec.func
+                )));
+            };
+            let what = if avg { "average" } else { "sum" };
+            let out_elem = Elem::of(out_ty);
+            let kind = int_kind(out_elem).ok_or_else(|| err(format!("the {what} cannot be stored as {out_ty}")))?;
+            let out = s.alloc(gpu, out_elem, ng)?;
+            let Some(starts) = &seg.starts else {
+                return Ok(out);
+            };
+            let (mul, div) = if so >= si {
+                (10i128.checked_pow(so - si), Some(1i128))
+            } else {
+                (Some(1i128), 10i128.checked_pow(si - so))
+            };
+            let (Some(mul), Some(div)) = (mul, div) else {
+                return Err(err(format!("the {what} of the group at row 0 does not fit {out_ty}")));
+            };
+            let t = match col.elem {
+                Elem::I32 => 1,
+                Elem::I64 => 3,
+                e => return Err(err(format!("aggregate {a}: cannot sum a {e:?} column"))),
+            };
+            let p = piece_partials(gpu, s, seg, pcs)?;
+            let partial = s.alloc(gpu, Elem::U64, 2 * p.np as usize)?;
+            let args = [
+                KArg::Ptr(gpu.ptr(col)?),
+                KArg::I32(t),
+                KArg::Ptr(gpu.ptr(starts)?),
+                KArg::Ptr(gpu.ptr(&p.poff)?),
+                KArg::U64(ng as u64),
+                KArg::U64(seg.n as u64),
+                KArg::U64(p.np),
+                KArg::Ptr(gpu.ptr(&partial)?),
+            ];
+            gpu.launch(
+                "reduce",
+                "piece_sum",
+                blocks(p.np, PIECE_WARPS_PER_BLOCK)?,
+                BLOCK,
+                0,
+                &args,
+            )?;
+            gpu.reset_err()?;
+            let args = [
+                KArg::Ptr(gpu.ptr(&partial)?),
+                KArg::Ptr(gpu.ptr(&p.poff)?),
+                KArg::Ptr(gpu.ptr(starts)?),
+                KArg::U64(ng as u64),
+                KArg::U64(seg.n as u64),
+                KArg::U64(p.np),
+                KArg::I32(i32::from(avg)),
+                KArg::U64(mul as u64),
+                KArg::U64((mul >> 64) as u64),
+                KArg::U64(div as u64),
+                KArg::U64((div >> 64) as u64),
+                KArg::I32(kind),
+                KArg::Ptr(gpu.ptr(&out)?),
+                KArg::Ptr(gpu.err_ptr()),
+            ];
+            let grid = stride_grid(gpu, ng);
+            gpu.launch("reduce", "seg_sum", grid, BLOCK, 0, &args)?;
+            gpu.check_err(&format!("ReduceByKey (the {what} of a group does not fit {out_ty})"))?;
+            Ok(out)
+        }
+        AggFunc::Min | AggFunc::Max => {
+            let (col, in_ty) = val.ok_or_else(needs_input)?;
+            if Elem::of(out_ty) != col.elem {
+                return Err(err(format!(
+                    "aggregate {a}: {:?} of {in_ty} cannot give {out_ty}",
+                    spec.func
+                )));
+            }
+            let rank = if in_ty == Type::String {
+                match rank {
+                    Some(r) if col.elem == Elem::U32 => Some(r),
+                    _ => {
+                        return Err(err(format!(
+                            "aggregate {a}: {:?} of strings needs codes and the rank table",
+                            spec.func
+                        )))
+                    }
+                }
+            } else {
+                None
+            };
+            let Some(starts) = &seg.starts else {
+                return s.alloc(gpu, col.elem, 0);
+            };
+            let is_max = i32::from(spec.func == AggFunc::Max);
+            let p = piece_partials(gpu, s, seg, pcs)?;
+            let partial = s.alloc(gpu, Elem::U64, 2 * p.np as usize)?;
+            let (rank_ptr, nrank) = match rank {
+                Some(r) => (gpu.ptr(r)?, r.len as u64),
+                None => (0, 0),
+            };
+            gpu.reset_err()?;
+            let args = [
+                KArg::Ptr(gpu.ptr(col)?),
+                KArg::I32(type_code(col.elem) as i32),
+                KArg::Ptr(rank_ptr),
+                KArg::U64(nrank),
+                KArg::I32(is_max),
+                KArg::Ptr(gpu.ptr(starts)?),
+                KArg::Ptr(gpu.ptr(&p.poff)?),
+                KArg::U64(ng as u64),
+                KArg::U64(seg.n as u64),
+                KArg::U64(p.np),
+                KArg::Ptr(gpu.ptr(&partial)?),
+                KArg::Ptr(gpu.err_ptr()),
+            ];
+            gpu.launch(
+                "reduce",
+                "piece_minmax",
+                blocks(p.np, PIECE_WARPS_PER_BLOCK)?,
+                BLOCK,
+                0,
+                &args,
+            )?;
+            gpu.check_err("ReduceByKey (a string code is outside the rank table)")?;
+            let best = s.alloc(gpu, Elem::U32, ng)?;
+            let args = [
+                KArg::Ptr(gpu.ptr(&partial)?),
+                KArg::Ptr(gpu.ptr(&p.poff)?),
+                KArg::U64(ng as u64),
+                KArg::U64(p.np),
+                KArg::I32(is_max),
+                KArg::Ptr(gpu.ptr(&best)?),
+            ];
+            let grid = stride_grid(gpu, ng);
+            gpu.launch("reduce", "seg_minmax", grid, BLOCK, 0, &args)?;
+            let mut picked = s.adopt_all(k_move::gather(gpu, &best, 0, &[col])?);
+            Ok(picked.remove(0))
+        }
+    }
+}
+
+/// The pieces of the segments, computed once per launch.
+fn piece_partials<'a>(
+    gpu: &mut Gpu,
+    s: &mut Scratch,
+    seg: &Segments,
+    pcs: &'a mut Option<Pieces>,
+) -> Result<&'a Pieces, BackendError> {
+    if pcs.is_none() {
+        *pcs = Some(pieces(gpu, s, seg)?);
+    }
+    pcs.as_ref().ok_or_else(|| err("no pieces"))
+}

@@ -1,0 +1,203 @@
+//! `ExclusiveScan` and `Compact` (kernels/scan.cu), and the shared primitives other
+//! launchers build on: [`exclusive_scan_u64`] and [`compact`].
+//!
+//! The scan is one pass over the counts: each tile of 2048 counts is scanned in a block,
+//! and its offset comes from a decoupled look-back over the status words of the tiles
+//! before it (tile indices are handed out in launch order by an atomic counter, so a tile
+//! only ever waits for tiles that are running). Compaction counts the flags of each tile
+//! of 4096 rows, scans the counts, reads the total, and then writes each column with one
+//! order-preserving scatter kernel per column.
+
+use crate::device::{Gpu, KArg};
+use fox_kernel::Elem;
+use fox_runtime::{BackendError, DevBuf};
+
+const SCAN_THREADS: u32 = 256;
+/// Counts per scan tile (`SCAN_TILE` in kernels/scan.cu).
+const SCAN_TILE: usize = 2048;
+const CPT_THREADS: u32 = 256;
+/// Rows per compaction tile (`CPT_TILE` in kernels/scan.cu).
+const CPT_TILE: usize = 4096;
+/// Error code of an overflowing scan (`ERR_OVERFLOW` in kernels/scan.cu).
+const ERR_OVERFLOW: u64 = 3;
+
+fn err(msg: impl Into<String>) -> BackendError {
+    BackendError(msg.into())
+}
+
+/// Frees every buffer of `bufs`.
+pub(crate) fn free_all(gpu: &mut Gpu, bufs: Vec<DevBuf>) {
+    for b in bufs {
+        gpu.free(b);
+    }
+}
+
+/// A grid dimension, or an error when `tiles` does not fit one.
+pub(crate) fn grid_u32(tiles: usize, what: &str) -> Result<u32, BackendError> {
+    u32::try_from(tiles).map_err(|_| err(format!("{what}: {tiles} tiles do not fit one grid")))
+}
+
+/// The scan behind [`exclusive_scan_u64`]; `check` reads the error word afterwards (a
+/// synchronisation), which callers whose sums cannot overflow skip.
+fn scan(gpu: &mut Gpu, counts: &DevBuf, check: bool) -> Result<(DevBuf, DevBuf), BackendError> {
+    if counts.elem != Elem::U64 {
+        return Err(err(format!("counts must be u64, got {:?}", counts.elem)));
+    }
+    let n = counts.len;
+    let offsets = gpu.alloc(Elem::U64, n)?;
+    let total = match gpu.alloc(Elem::U64, 1) {
+        Ok(t) => t,
+        Err(e) => {
+            gpu.free(offsets);
+            return Err(e);
+        }
+    };
+    let mut temps = Vec::new();
+    let res = (|| {
+        if n == 0 {
+            return gpu.write_u64(&total, 0, 0);
+        }
+        let ntiles = n.div_ceil(SCAN_TILE);
+        let grid = grid_u32(ntiles, "exclusive scan")?;
+        let flags = gpu.alloc_zeroed(Elem::U32, ntiles + 1)?;
+        let flags_ptr = gpu.ptr(&flags)?;
+        temps.push(flags);
+        let vals = gpu.alloc(Elem::U64, 2 * ntiles)?;
+        let vals_ptr = gpu.ptr(&vals)?;
+        temps.push(vals);
+        if check {
+            gpu.reset_err()?;
+        }
+        let args = [
+            KArg::Ptr(gpu.ptr(counts)?),
+            KArg::Ptr(gpu.ptr(&offsets)?),
+            KArg::Ptr(gpu.ptr(&total)?),
+            KArg::U64(n as u64),
+            KArg::Ptr(flags_ptr),
+            KArg::Ptr(vals_ptr),
+            KArg::U32(grid),
+            KArg::Ptr(gpu.err_ptr()),
+        ];
+        gpu.launch("scan", "exclusive_scan_u64", grid, SCAN_THREADS, 0, &args)?;
+        if check {
+            let [code, _, _, _] = gpu.read_err()?;
+            if code == ERR_OVERFLOW {
+                return Err(err("the sum of the counts overflows u64"));
+            } else if code != 0 {
+                return Err(err(format!("unexpected error code {code} from the scan")));
+            }
+        }
+        Ok(())
+    })();
+    free_all(gpu, temps);
+    match res {
+        Ok(()) => Ok((offsets, total)),
+        Err(e) => {
+            gpu.free(offsets);
+            gpu.free(total);
+            Err(e)
+        }
+    }
+}
+
+/// The exclusive prefix sum of `counts` (U64) and its total (U64, length 1). A sum that
+/// overflows u64 is an error.
+pub(crate) fn exclusive_scan_u64(gpu: &mut Gpu, counts: &DevBuf) -> Result<(DevBuf, DevBuf), BackendError> {
+    scan(gpu, counts, true)
+}
+
+/// `ExclusiveScan`: args `counts`; outs `offsets`, `total`.
+pub(crate) fn exclusive_scan(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    if args.len() != 1 {
+        return Err(err(format!("expects 1 argument(s) (counts), got {}", args.len())));
+    }
+    let (offsets, total) = exclusive_scan_u64(gpu, args[0])?;
+    Ok(vec![offsets, total])
+}
+
+/// The scatter kernel for an element width.
+fn scatter_name(elem: Elem) -> &'static str {
+    match elem.size() {
+        1 => "compact_scatter_u8",
+        4 => "compact_scatter_u32",
+        _ => "compact_scatter_u64",
+    }
+}
+
+/// The rows of `cols` whose flag (U8) is non-zero, in order. Every column must have as
+/// many rows as `flags`.
+pub(crate) fn compact(gpu: &mut Gpu, flags: &DevBuf, cols: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    if flags.elem != Elem::U8 {
+        return Err(err(format!("flags must be u8, got {:?}", flags.elem)));
+    }
+    let n = flags.len;
+    for (i, c) in cols.iter().enumerate() {
+        if c.len != n {
+            return Err(err(format!(
+                "compacted columns: column {i} has {} rows, expected {n}",
+                c.len
+            )));
+        }
+    }
+    let mut outs = Vec::with_capacity(cols.len());
+    let mut temps = Vec::new();
+    let res = (|| {
+        if n == 0 || cols.is_empty() {
+            for c in cols {
+                outs.push(gpu.alloc(c.elem, 0)?);
+            }
+            return Ok(());
+        }
+        let ntiles = n.div_ceil(CPT_TILE);
+        let grid = grid_u32(ntiles, "compaction")?;
+        let flags_ptr = gpu.ptr(flags)?;
+        let counts = gpu.alloc(Elem::U64, ntiles)?;
+        let counts_ptr = gpu.ptr(&counts)?;
+        temps.push(counts);
+        let args = [KArg::Ptr(flags_ptr), KArg::U64(n as u64), KArg::Ptr(counts_ptr)];
+        gpu.launch("scan", "compact_count", grid, CPT_THREADS, 0, &args)?;
+        // Per-tile counts are at most 4096 and sum to at most n: the scan cannot overflow.
+        let (offsets, total) = scan(gpu, &temps[0], false)?;
+        let offsets_ptr = gpu.ptr(&offsets)?;
+        temps.push(offsets);
+        let m = gpu.read_u64(&total, 0)?;
+        temps.push(total);
+        let m = usize::try_from(m)
+            .ok()
+            .filter(|m| *m <= n)
+            .ok_or_else(|| err(format!("compaction counted {m} rows out of {n}")))?;
+        for col in cols {
+            let out = gpu.alloc(col.elem, m)?;
+            let out_ptr = gpu.ptr(&out)?;
+            outs.push(out);
+            if m == 0 {
+                continue;
+            }
+            let args = [
+                KArg::Ptr(flags_ptr),
+                KArg::Ptr(gpu.ptr(col)?),
+                KArg::U64(n as u64),
+                KArg::Ptr(offsets_ptr),
+                KArg::Ptr(out_ptr),
+            ];
+            gpu.launch("scan", scatter_name(col.elem), grid, CPT_THREADS, 0, &args)?;
+        }
+        Ok(())
+    })();
+    free_all(gpu, temps);
+    match res {
+        Ok(()) => Ok(outs),
+        Err(e) => {
+            free_all(gpu, outs);
+            Err(e)
+        }
+    }
+}
+
+/// `Compact`: args `flags` then k columns; outs the k compacted columns.
+pub(crate) fn compact_kernel(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    let Some((flags, cols)) = args.split_first() else {
+        return Err(err("expects flags and the columns to compact"));
+    };
+    compact(gpu, flags, cols)
+}

@@ -1,0 +1,294 @@
+//! `SortPerm` and `AdjacentDistinct` (kernels/sort.cu), and the shared primitive
+//! [`sort_perm`].
+//!
+//! The permutation comes from an LSB radix sort of (key, row) pairs with 8-bit digits.
+//! Key columns are sorted from the last (least significant) to the first; for each, the
+//! column is read through the permutation so far and turned into order-preserving
+//! unsigned integers (32 or 64 bits), one kernel counts every digit place at once, and
+//! the digit places whose digit is the same for every key are skipped. Each remaining
+//! place is one onesweep kernel: a tile ranks its keys by the digit in shared memory and
+//! finds where its keys go from the counts of the tiles before it (decoupled look-back
+//! per digit), then writes keys and rows. Every pass is stable, so the result is the
+//! stable lexicographic order.
+
+use crate::device::{Gpu, KArg, ERR_INDEX};
+use crate::k_scan::{free_all, grid_u32};
+use fox_kernel::Elem;
+use fox_runtime::{BackendError, DevBuf};
+
+const BLOCK: u32 = 256;
+const SWEEP_THREADS: u32 = 256;
+/// Keys per onesweep tile for 32-bit keys (256 threads x `SWEEP_ITEMS_32`).
+const TILE_32: usize = 256 * 16;
+/// Keys per onesweep tile for 64-bit keys (256 threads x `SWEEP_ITEMS_64`).
+const TILE_64: usize = 256 * 12;
+
+fn err(msg: impl Into<String>) -> BackendError {
+    BackendError(msg.into())
+}
+
+/// The transformed width of a key column in bytes (4 or 8) and its prep kernel.
+fn key_kind(elem: Elem, by_rank: bool) -> (usize, &'static str) {
+    if by_rank {
+        return (4, "sort_prep_rank");
+    }
+    match elem {
+        Elem::U8 => (4, "sort_prep_u8"),
+        Elem::I32 => (4, "sort_prep_i32"),
+        Elem::U32 => (4, "sort_prep_u32"),
+        Elem::I64 => (8, "sort_prep_i64"),
+        Elem::U64 => (8, "sort_prep_u64"),
+        Elem::F64 => (8, "sort_prep_f64"),
+    }
+}
+
+/// The stable permutation (U32) ordering the rows of `keys` lexicographically: `desc[i]`
+/// reverses key i, `by_rank[i]` orders string key i by `rank[code]` (then `rank` must be
+/// given). Floats order by total order (-0.0 < 0.0, NaN last).
+pub(crate) fn sort_perm(
+    gpu: &mut Gpu,
+    keys: &[&DevBuf],
+    desc: &[bool],
+    rank: Option<&DevBuf>,
+    by_rank: &[bool],
+) -> Result<DevBuf, BackendError> {
+    let k = keys.len();
+    if desc.len() != k || by_rank.len() != k {
+        return Err(err(format!(
+            "has {k} key(s), {} desc flags and {} by_rank flags",
+            desc.len(),
+            by_rank.len()
+        )));
+    }
+    if let Some(r) = rank {
+        if r.elem != Elem::U32 {
+            return Err(err(format!("the rank table must be u32, got {:?}", r.elem)));
+        }
+    }
+    let n = keys.first().map_or(0, |c| c.len);
+    for (i, c) in keys.iter().enumerate() {
+        if c.len != n {
+            return Err(err(format!("keys: column {i} has {} rows, expected {n}", c.len)));
+        }
+        if by_rank[i] {
+            if c.elem != Elem::U32 {
+                return Err(err(format!(
+                    "key {i} is ordered by string rank but is {:?}, not a string code column",
+                    c.elem
+                )));
+            }
+            if rank.is_none() {
+                return Err(err(format!(
+                    "key {i} is ordered by string rank but no rank table is given"
+                )));
+            }
+        }
+    }
+    if n > u32::MAX as usize {
+        return Err(err(format!(
+            "the input has {n} rows, more than u32 row indices can address"
+        )));
+    }
+    if n == 0 {
+        return gpu.alloc(Elem::U32, 0);
+    }
+
+    let kinds: Vec<(usize, &'static str)> = (0..k).map(|i| key_kind(keys[i].elem, by_rank[i])).collect();
+    let wide = kinds.iter().any(|(w, _)| *w == 8);
+    let max_tiles = kinds
+        .iter()
+        .map(|(w, _)| n.div_ceil(if *w == 8 { TILE_64 } else { TILE_32 }))
+        .max()
+        .unwrap_or(0);
+    let key_elem = if wide { Elem::U64 } else { Elem::U32 };
+
+    let mut bufs: Vec<DevBuf> = Vec::new();
+    let alloc = |gpu: &mut Gpu, bufs: &mut Vec<DevBuf>, elem: Elem, len: usize| -> Result<usize, BackendError> {
+        bufs.push(gpu.alloc(elem, len)?);
+        Ok(bufs.len() - 1)
+    };
+    let res = (|| -> Result<usize, BackendError> {
+        let key_bufs = [alloc(gpu, &mut bufs, key_elem, n)?, alloc(gpu, &mut bufs, key_elem, n)?];
+        let perm_bufs = [
+            alloc(gpu, &mut bufs, Elem::U32, n)?,
+            alloc(gpu, &mut bufs, Elem::U32, n)?,
+        ];
+        let hist = alloc(gpu, &mut bufs, Elem::U32, 8 * 256)?;
+        let offsets = alloc(gpu, &mut bufs, Elem::U32, 8 * 256)?;
+        let mask = alloc(gpu, &mut bufs, Elem::U64, 1)?;
+        let status = alloc(gpu, &mut bufs, Elem::U64, max_tiles * 256)?;
+        let counters = alloc(gpu, &mut bufs, Elem::U64, 8 * k)?;
+        gpu.memset_zero(&bufs[counters])?;
+        let ptr = |gpu: &Gpu, bufs: &[DevBuf], i: usize| gpu.ptr(&bufs[i]);
+        let keys_p = [ptr(gpu, &bufs, key_bufs[0])?, ptr(gpu, &bufs, key_bufs[1])?];
+        let perms_p = [ptr(gpu, &bufs, perm_bufs[0])?, ptr(gpu, &bufs, perm_bufs[1])?];
+        let hist_p = ptr(gpu, &bufs, hist)?;
+        let offsets_p = ptr(gpu, &bufs, offsets)?;
+        let status_p = ptr(gpu, &bufs, status)?;
+        let counters_p = ptr(gpu, &bufs, counters)?;
+        let rank_p = match rank {
+            Some(r) => gpu.ptr(r)?,
+            None => 0,
+        };
+        let rank_len = rank.map_or(0, |r| r.len as u64);
+
+        // kc/pc: the key and permutation buffers holding the current data.
+        let (mut kc, mut pc) = (0usize, 0usize);
+        let mut first = true;
+        let mut pass_no = 0usize;
+        let grid = gpu.grid_for(n, BLOCK, 4, 16);
+        for key in (0..k).rev() {
+            let (width, prep) = kinds[key];
+            let mut args = vec![
+                KArg::Ptr(gpu.ptr(keys[key])?),
+                KArg::Ptr(if first { 0 } else { perms_p[pc] }),
+                KArg::Ptr(if first { perms_p[pc] } else { 0 }),
+                KArg::Ptr(keys_p[kc]),
+                KArg::U64(n as u64),
+                KArg::U32(u32::from(desc[key])),
+            ];
+            if by_rank[key] {
+                args.extend([KArg::Ptr(rank_p), KArg::U64(rank_len), KArg::Ptr(gpu.err_ptr())]);
+                gpu.reset_err()?;
+            }
+            gpu.launch("sort", prep, grid, BLOCK, 0, &args)?;
+            if by_rank[key] {
+                let [code, row, _, _] = gpu.read_err()?;
+                if code == ERR_INDEX {
+                    let row = usize::try_from(row).unwrap_or(usize::MAX);
+                    let code = if row < n { gpu.read_u32(keys[key], row)? } else { 0 };
+                    return Err(err(format!(
+                        "string code {code} of key {key} at row {row} is outside the rank table ({rank_len} entries)"
+                    )));
+                } else if code != 0 {
+                    return Err(err(format!("unexpected error code {code} from the rank lookup")));
+                }
+            }
+            first = false;
+
+            let places: u32 = if width == 8 { 8 } else { 4 };
+            let (hist_k, sweep_k, tile) = if width == 8 {
+                ("radix_hist_u64", "onesweep_u64", TILE_64)
+            } else {
+                ("radix_hist_u32", "onesweep_u32", TILE_32)
+            };
+            gpu.memset_zero(&bufs[hist])?;
+            let hgrid = gpu.grid_for(n, BLOCK, 16, 4);
+            let hargs = [KArg::Ptr(keys_p[kc]), KArg::U64(n as u64), KArg::Ptr(hist_p)];
+            gpu.launch("sort", hist_k, hgrid, BLOCK, 0, &hargs)?;
+            let mask_p = ptr(gpu, &bufs, mask)?;
+            let oargs = [
+                KArg::Ptr(hist_p),
+                KArg::Ptr(offsets_p),
+                KArg::U32(places),
+                KArg::U64(n as u64),
+                KArg::Ptr(mask_p),
+            ];
+            gpu.launch("sort", "radix_digit_offsets", 1, 256, 0, &oargs)?;
+            let constant = gpu.read_u64(&bufs[mask], 0)?;
+            let ntiles = n.div_ceil(tile);
+            let sgrid = grid_u32(ntiles, "radix sort")?;
+            for p in 0..places {
+                if constant & (1 << p) != 0 {
+                    continue;
+                }
+                gpu.memset_zero(&bufs[status])?;
+                let sargs = [
+                    KArg::Ptr(keys_p[kc]),
+                    KArg::Ptr(perms_p[pc]),
+                    KArg::Ptr(keys_p[1 - kc]),
+                    KArg::Ptr(perms_p[1 - pc]),
+                    KArg::U64(n as u64),
+                    KArg::U32(8 * p),
+                    KArg::Ptr(offsets_p + u64::from(p) * 256 * 4),
+                    KArg::Ptr(status_p),
+                    KArg::Ptr(counters_p + pass_no as u64 * 8),
+                ];
+                gpu.launch("sort", sweep_k, sgrid, SWEEP_THREADS, 0, &sargs)?;
+                pass_no += 1;
+                kc = 1 - kc;
+                pc = 1 - pc;
+            }
+        }
+        Ok(perm_bufs[pc])
+    })();
+    match res {
+        Ok(keep) => {
+            let perm = bufs.swap_remove(keep);
+            free_all(gpu, bufs);
+            Ok(perm)
+        }
+        Err(e) => {
+            free_all(gpu, bufs);
+            Err(e)
+        }
+    }
+}
+
+/// `SortPerm { desc, by_rank }`: args k key columns, then the `Rank` table if any key is
+/// by rank; outs `perm`.
+pub(crate) fn sort_perm_kernel(
+    gpu: &mut Gpu,
+    desc: &[bool],
+    by_rank: &[bool],
+    args: &[&DevBuf],
+) -> Result<Vec<DevBuf>, BackendError> {
+    let k = desc.len();
+    if by_rank.len() != k {
+        return Err(err(format!("has {k} desc flags but {} by_rank flags", by_rank.len())));
+    }
+    let need_rank = by_rank.iter().any(|b| *b);
+    let want = k + usize::from(need_rank);
+    if args.len() != want {
+        return Err(err(format!(
+            "expects {k} key column(s){}, got {} arguments",
+            if need_rank { " and the rank table" } else { "" },
+            args.len()
+        )));
+    }
+    let rank = if need_rank { Some(args[k]) } else { None };
+    Ok(vec![sort_perm(gpu, &args[..k], desc, rank, by_rank)?])
+}
+
+/// The adjacent-distinct kernel for an element type.
+fn adjacent_name(elem: Elem) -> &'static str {
+    match elem {
+        Elem::F64 => "adjacent_distinct_f64",
+        Elem::U8 => "adjacent_distinct_u8",
+        Elem::I32 | Elem::U32 => "adjacent_distinct_u32",
+        Elem::I64 | Elem::U64 => "adjacent_distinct_u64",
+    }
+}
+
+/// `AdjacentDistinct`: args k columns of equal length; outs flags (U8), 1 where row i
+/// differs from row i-1 in any column (row 0 is 1). Floats compare by total order.
+pub(crate) fn adjacent_distinct(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    let n = args.first().map_or(0, |c| c.len);
+    for (i, c) in args.iter().enumerate() {
+        if c.len != n {
+            return Err(err(format!("columns: column {i} has {} rows, expected {n}", c.len)));
+        }
+    }
+    let out = gpu.alloc(Elem::U8, n)?;
+    let res = (|| {
+        let out_ptr = gpu.ptr(&out)?;
+        let grid = gpu.grid_for(n, BLOCK, 4, 16);
+        for (c, col) in args.iter().enumerate() {
+            let a = [
+                KArg::Ptr(gpu.ptr(col)?),
+                KArg::Ptr(out_ptr),
+                KArg::U64(n as u64),
+                KArg::U32(u32::from(c > 0)),
+            ];
+            gpu.launch("sort", adjacent_name(col.elem), grid, BLOCK, 0, &a)?;
+        }
+        Ok(())
+    })();
+    match res {
+        Ok(()) => Ok(vec![out]),
+        Err(e) => {
+            gpu.free(out);
+            Err(e)
+        }
+    }
+}

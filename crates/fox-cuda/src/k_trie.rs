@@ -1,0 +1,183 @@
+//! Leapfrog-triejoin levels on kernels/trie.cu: `TrieBuild`, `Expand` (load-balanced
+//! expansion) and `SortedSearch`.
+//!
+//! `TrieBuild` marks, level by level, the rows that start a new prefix (a row starts a
+//! prefix of length d+1 when it starts one of length d or differs from the previous row in
+//! column d), compacts their row numbers into the level's node rows, gathers the level's
+//! values, and finds each parent's first child by binary search in the child node rows
+//! (every parent row is also a child row).
+
+use crate::device::{Gpu, KArg};
+use crate::k_join::{err, expand_pairs, expect_args, expect_elem, stride_grid, type_code, Scratch, BLOCK};
+use crate::{k_move, k_scan};
+use fox_kernel::Elem;
+use fox_runtime::{BackendError, DevBuf};
+
+/// `0, 1, …, n-1` as u32 (n must fit u32 indices).
+pub(crate) fn iota(gpu: &mut Gpu, s: &mut Scratch, n: usize) -> Result<DevBuf, BackendError> {
+    let out = s.alloc(gpu, Elem::U32, n)?;
+    let grid = stride_grid(gpu, n);
+    let args = [KArg::Ptr(gpu.ptr(&out)?), KArg::U64(n as u64)];
+    gpu.launch("trie", "iota_u32", grid, BLOCK, 0, &args)?;
+    Ok(out)
+}
+
+/// `TrieBuild { arity }`: the levels of the trie of a sorted, duplicate-free relation.
+pub(crate) fn trie_build(gpu: &mut Gpu, arity: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    if arity == 0 {
+        return Err(err("needs arity of at least 1"));
+    }
+    expect_args(args, arity, "the relation's columns")?;
+    let n = crate::k_join::common_len(args, "columns")?;
+    if n > u32::MAX as usize {
+        return Err(err(format!(
+            "the relation has {n} rows, more than u32 row indices can address"
+        )));
+    }
+    let mut s = Scratch::new();
+    let res = (|| {
+        let mut outs = Vec::with_capacity(2 * arity - 1);
+        if n == 0 {
+            for (d, col) in args.iter().enumerate() {
+                if d > 0 {
+                    outs.push(s.alloc_zeroed(gpu, Elem::U32, 1)?);
+                }
+                outs.push(s.alloc(gpu, col.elem, 0)?);
+            }
+            return Ok(outs);
+        }
+        let rows = iota(gpu, &mut s, n)?;
+        let mut prev: Option<(DevBuf, DevBuf)> = None;
+        for col in args {
+            let flags = s.alloc(gpu, Elem::U8, n)?;
+            let fargs = [
+                KArg::Ptr(match &prev {
+                    Some((f, _)) => gpu.ptr(f)?,
+                    None => 0,
+                }),
+                KArg::Ptr(gpu.ptr(col)?),
+                KArg::I32(type_code(col.elem) as i32),
+                KArg::U64(n as u64),
+                KArg::Ptr(gpu.ptr(&flags)?),
+            ];
+            let grid = stride_grid(gpu, n);
+            gpu.launch("trie", "trie_flags", grid, BLOCK, 0, &fargs)?;
+            let mut nodes = s.adopt_all(k_scan::compact(gpu, &flags, &[&rows])?);
+            if nodes.len() != 1 {
+                return Err(err(format!("compaction gave {} columns for one", nodes.len())));
+            }
+            let nodes = nodes.remove(0);
+            if let Some((_, parents)) = &prev {
+                let start = s.alloc(gpu, Elem::U32, parents.len + 1)?;
+                let targs = [
+                    KArg::Ptr(gpu.ptr(parents)?),
+                    KArg::U64(parents.len as u64),
+                    KArg::Ptr(gpu.ptr(&nodes)?),
+                    KArg::U64(nodes.len as u64),
+                    KArg::Ptr(gpu.ptr(&start)?),
+                ];
+                let grid = stride_grid(gpu, parents.len + 1);
+                gpu.launch("trie", "trie_start", grid, BLOCK, 0, &targs)?;
+                outs.push(start);
+            }
+            let mut values = s.adopt_all(k_move::gather(gpu, &nodes, 0, &[*col])?);
+            outs.push(values.remove(0));
+            prev = Some((flags, nodes));
+        }
+        Ok(outs)
+    })();
+    s.finish(gpu, res)
+}
+
+/// `Expand`: for each row i, `offsets[i+1] - offsets[i]` outputs with `parent = i` and
+/// `pos = lo[i] + k`.
+pub(crate) fn expand(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    expect_args(args, 3, "lo, offsets, total")?;
+    let (lo, offsets, total) = (args[0], args[1], args[2]);
+    expect_elem(lo, Elem::U32, "lo")?;
+    expect_elem(offsets, Elem::U64, "offsets")?;
+    expect_elem(total, Elem::U64, "total")?;
+    let n = lo.len;
+    if offsets.len != n {
+        return Err(err(format!("offsets: column 0 has {} rows, expected {n}", offsets.len)));
+    }
+    if total.len != 1 {
+        return Err(err(format!("total must have one row, has {}", total.len)));
+    }
+    if n > u32::MAX as usize {
+        return Err(err(format!(
+            "the input has {n} rows, more than u32 row indices can address"
+        )));
+    }
+    let total = gpu.read_u64(total, 0)?;
+    if n == 0 && total != 0 {
+        return Err(err(format!("total is {total} for no rows")));
+    }
+    let mut s = Scratch::new();
+    let res = (|| {
+        if n > 0 {
+            gpu.reset_err()?;
+            let args = [
+                KArg::Ptr(gpu.ptr(lo)?),
+                KArg::Ptr(gpu.ptr(offsets)?),
+                KArg::U64(n as u64),
+                KArg::U64(total),
+                KArg::Ptr(gpu.err_ptr()),
+            ];
+            let grid = stride_grid(gpu, n);
+            gpu.launch("trie", "expand_check", grid, BLOCK, 0, &args)?;
+            gpu.check_err(
+                "Expand (code 1: the offsets are not an exclusive scan ending at total; code 2: positions exceed u32)",
+            )?;
+        }
+        let (parent, pos) = expand_pairs(gpu, &mut s, lo, offsets, total)?;
+        Ok(vec![parent, pos])
+    })();
+    s.finish(gpu, res)
+}
+
+/// `SortedSearch`: whether `needle[i]` occurs in `values[lo[i]..hi[i]]`, and the first
+/// index of that slice whose value is not below it.
+pub(crate) fn sorted_search(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    expect_args(args, 4, "values, lo, hi, needle")?;
+    let (values, lo, hi, needle) = (args[0], args[1], args[2], args[3]);
+    expect_elem(lo, Elem::U32, "lo")?;
+    expect_elem(hi, Elem::U32, "hi")?;
+    let n = lo.len;
+    for (c, what) in [(hi, "hi"), (needle, "needle")] {
+        if c.len != n {
+            return Err(err(format!("hi and needle: {what} has {} rows, expected {n}", c.len)));
+        }
+    }
+    if values.elem != needle.elem {
+        return Err(err(format!(
+            "needle is {:?}, values are {:?}",
+            needle.elem, values.elem
+        )));
+    }
+    let mut s = Scratch::new();
+    let res = (|| {
+        let found = s.alloc(gpu, Elem::U8, n)?;
+        let pos = s.alloc(gpu, Elem::U32, n)?;
+        if n > 0 {
+            gpu.reset_err()?;
+            let args = [
+                KArg::Ptr(gpu.ptr(values)?),
+                KArg::U64(values.len as u64),
+                KArg::I32(type_code(values.elem) as i32),
+                KArg::Ptr(gpu.ptr(lo)?),
+                KArg::Ptr(gpu.ptr(hi)?),
+                KArg::Ptr(gpu.ptr(needle)?),
+                KArg::U64(n as u64),
+                KArg::Ptr(gpu.ptr(&found)?),
+                KArg::Ptr(gpu.ptr(&pos)?),
+                KArg::Ptr(gpu.err_ptr()),
+            ];
+            let grid = stride_grid(gpu, n);
+            gpu.launch("trie", "sorted_search", grid, BLOCK, 0, &args)?;
+            gpu.check_err("SortedSearch (a range lo .. hi is not within the values)")?;
+        }
+        Ok(vec![found, pos])
+    })();
+    s.finish(gpu, res)
+}

@@ -1,0 +1,401 @@
+//! The harness of the GPU-vs-CPU tests: opening the GPU or skipping visibly, random
+//! columns, and [`compare`], which runs one kernel on the CPU and the GPU backend and
+//! reports the first difference with everything needed to reproduce it.
+//!
+//! Without a GPU, [`gpu_or_skip`] prints "skipped: no GPU" straight to standard error (so
+//! the line shows even when the test harness captures output) and returns `None`; with
+//! `FOX_REQUIRE_GPU=1` it panics instead.
+
+use crate::{kernel_name, CudaBackend};
+use fox_cpu::CpuBackend;
+use fox_kernel::{Elem, Kernel};
+use fox_runtime::{Backend, DevBuf, HostCol, LaunchCtx};
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::io::Write;
+
+/// Whether `FOX_REQUIRE_GPU=1` is set (on the GPU machine).
+pub fn require_gpu() -> bool {
+    std::env::var("FOX_REQUIRE_GPU").is_ok_and(|v| v == "1")
+}
+
+/// The GPU backend, or `None` after printing a visible "skipped" line when there is no
+/// usable GPU. Panics when `FOX_REQUIRE_GPU=1` and no GPU can be opened.
+pub fn gpu_or_skip(test: &str) -> Option<CudaBackend> {
+    match CudaBackend::new() {
+        Ok(b) => Some(b),
+        Err(e) if require_gpu() => panic!("{test}: FOX_REQUIRE_GPU=1 but the GPU cannot be opened: {e}"),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "{test}: skipped: no GPU ({e})");
+            None
+        }
+    }
+}
+
+/// Sizes every kernel is tested at: empty, one row, around block sizes.
+pub const SIZES: &[usize] = &[0, 1, 2, 1000, 1023, 1024, 1025, 4097];
+
+/// The large case of each kernel family (10^7 + a few, not a multiple of any block).
+pub const LARGE: usize = 10_000_019;
+
+/// SplitMix64: a small deterministic generator.
+#[derive(Clone, Debug)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+        }
+    }
+
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// How the values of a random column are spread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dist {
+    /// Over the element type's whole range (floats: finite values of every magnitude,
+    /// with some NaN, ±0.0 and ±infinity mixed in).
+    Uniform,
+    /// Uniform over `0..k` (many duplicates for small k; signed types also get negative
+    /// values `-k/2..k/2`).
+    Range(u64),
+    /// Every row the same value.
+    AllEqual,
+    /// 90% of the rows one value, the rest uniform over `0..1000`.
+    Skewed,
+}
+
+impl Dist {
+    /// The distributions every kernel is tested with.
+    pub const ALL: [Dist; 5] = [
+        Dist::Uniform,
+        Dist::Range(16),
+        Dist::Range(1000),
+        Dist::AllEqual,
+        Dist::Skewed,
+    ];
+}
+
+/// Every element type.
+pub const ELEMS: [Elem; 6] = [Elem::U8, Elem::I32, Elem::U32, Elem::I64, Elem::U64, Elem::F64];
+
+/// One random raw value (as i64 bits of the "small" domain, or full-range bits).
+fn small_value(rng: &mut Rng, dist: Dist) -> Option<i64> {
+    match dist {
+        Dist::Uniform => None,
+        Dist::Range(k) => Some(rng.below(k.max(1)) as i64),
+        Dist::AllEqual => Some(7),
+        Dist::Skewed => Some(if rng.chance(90) { 42 } else { rng.below(1000) as i64 }),
+    }
+}
+
+fn random_f64(rng: &mut Rng) -> f64 {
+    match rng.below(20) {
+        0 => f64::NAN,
+        1 => -0.0,
+        2 => 0.0,
+        3 => f64::INFINITY,
+        4 => f64::NEG_INFINITY,
+        5 => -f64::NAN,
+        _ => {
+            let mant = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+            let exp = rng.below(80) as i32 - 40;
+            let sign = if rng.chance(50) { -1.0 } else { 1.0 };
+            sign * mant * 2f64.powi(exp)
+        }
+    }
+}
+
+/// A random column of `n` values of `elem` spread as `dist`.
+pub fn random_col(rng: &mut Rng, elem: Elem, n: usize, dist: Dist) -> HostCol {
+    let signed = |rng: &mut Rng, v: i64| -> i64 {
+        match dist {
+            Dist::Range(k) => v - (k / 2) as i64,
+            _ => {
+                if rng.chance(10) {
+                    -v
+                } else {
+                    v
+                }
+            }
+        }
+    };
+    match elem {
+        Elem::U8 => HostCol::U8(
+            (0..n)
+                .map(|_| small_value(rng, dist).map_or(rng.next_u64() as u8, |v| v as u8))
+                .collect(),
+        ),
+        Elem::U32 => HostCol::U32(
+            (0..n)
+                .map(|_| small_value(rng, dist).map_or(rng.next_u64() as u32, |v| v as u32))
+                .collect(),
+        ),
+        Elem::U64 => HostCol::U64(
+            (0..n)
+                .map(|_| small_value(rng, dist).map_or(rng.next_u64(), |v| v as u64))
+                .collect(),
+        ),
+        Elem::I32 => HostCol::I32(
+            (0..n)
+                .map(|_| match small_value(rng, dist) {
+                    None => rng.next_u64() as i32,
+                    Some(v) => signed(rng, v) as i32,
+                })
+                .collect(),
+        ),
+        Elem::I64 => HostCol::I64(
+            (0..n)
+                .map(|_| match small_value(rng, dist) {
+                    None => rng.next_u64() as i64,
+                    Some(v) => signed(rng, v),
+                })
+                .collect(),
+        ),
+        Elem::F64 => HostCol::F64(
+            (0..n)
+                .map(|_| match small_value(rng, dist) {
+                    None => random_f64(rng),
+                    Some(v) => signed(rng, v) as f64 * 0.5,
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// A U32 column of `n` values in `0..bound`.
+pub fn random_index(rng: &mut Rng, n: usize, bound: u64) -> HostCol {
+    HostCol::U32((0..n).map(|_| rng.below(bound) as u32).collect())
+}
+
+/// The order-preserving image of a float (total order, every NaN last), as fox-cpu
+/// orders floats.
+pub fn f64_key(x: f64) -> u64 {
+    if x.is_nan() {
+        u64::MAX
+    } else {
+        let b = x.to_bits();
+        if b >> 63 == 1 {
+            !b
+        } else {
+            b | (1 << 63)
+        }
+    }
+}
+
+/// Compares row `i` of `a` with row `j` of `b` (same element type).
+pub fn cmp_at(a: &HostCol, i: usize, b: &HostCol, j: usize) -> Ordering {
+    match (a, b) {
+        (HostCol::U8(x), HostCol::U8(y)) => x[i].cmp(&y[j]),
+        (HostCol::I32(x), HostCol::I32(y)) => x[i].cmp(&y[j]),
+        (HostCol::U32(x), HostCol::U32(y)) => x[i].cmp(&y[j]),
+        (HostCol::I64(x), HostCol::I64(y)) => x[i].cmp(&y[j]),
+        (HostCol::U64(x), HostCol::U64(y)) => x[i].cmp(&y[j]),
+        (HostCol::F64(x), HostCol::F64(y)) => f64_key(x[i]).cmp(&f64_key(y[j])),
+        _ => a.elem().cmp(&b.elem()),
+    }
+}
+
+/// Takes rows `idx` of a column.
+pub fn take(col: &HostCol, idx: &[usize]) -> HostCol {
+    match col {
+        HostCol::U8(v) => HostCol::U8(idx.iter().map(|&i| v[i]).collect()),
+        HostCol::I32(v) => HostCol::I32(idx.iter().map(|&i| v[i]).collect()),
+        HostCol::U32(v) => HostCol::U32(idx.iter().map(|&i| v[i]).collect()),
+        HostCol::I64(v) => HostCol::I64(idx.iter().map(|&i| v[i]).collect()),
+        HostCol::U64(v) => HostCol::U64(idx.iter().map(|&i| v[i]).collect()),
+        HostCol::F64(v) => HostCol::F64(idx.iter().map(|&i| v[i]).collect()),
+    }
+}
+
+/// The columns' rows sorted lexicographically (floats by total order), duplicates
+/// removed when `dedup`.
+pub fn sort_rows(cols: &[HostCol], dedup: bool) -> Vec<HostCol> {
+    let n = cols.first().map_or(0, |c| c.len());
+    let cmp = |&i: &usize, &j: &usize| {
+        cols.iter()
+            .map(|c| cmp_at(c, i, c, j))
+            .find(|o| *o != Ordering::Equal)
+            .unwrap_or(Ordering::Equal)
+    };
+    let mut idx: Vec<usize> = (0..n).collect();
+    idx.sort_by(cmp);
+    if dedup {
+        idx.dedup_by(|a, b| cmp(a, b) == Ordering::Equal);
+    }
+    cols.iter().map(|c| take(c, &idx)).collect()
+}
+
+/// A launch context with string constants (none by default).
+#[derive(Clone, Debug, Default)]
+pub struct Strings(pub HashMap<String, u32>);
+
+impl LaunchCtx for Strings {
+    fn string_code(&self, s: &str) -> Option<u32> {
+        self.0.get(s).copied()
+    }
+}
+
+/// A short description of a column: `1025 x I32`.
+pub fn describe(col: &HostCol) -> String {
+    format!("{} x {:?}", col.len(), col.elem())
+}
+
+fn value_at(col: &HostCol, i: usize) -> String {
+    match col {
+        HostCol::U8(v) => v[i].to_string(),
+        HostCol::I32(v) => v[i].to_string(),
+        HostCol::U32(v) => v[i].to_string(),
+        HostCol::I64(v) => v[i].to_string(),
+        HostCol::U64(v) => v[i].to_string(),
+        HostCol::F64(v) => format!("{:?} (bits {:#018x})", v[i], v[i].to_bits()),
+    }
+}
+
+/// The first index where `a` and `b` differ (F64 bitwise, every NaN equal to every NaN),
+/// and the number of differing indices; `None` when equal. Columns of different types or
+/// lengths differ at index `min(len)`.
+pub fn first_mismatch(a: &HostCol, b: &HostCol) -> Option<(usize, usize)> {
+    if a.elem() != b.elem() || a.len() != b.len() {
+        return Some((a.len().min(b.len()), 1));
+    }
+    let same = |i: usize| match (a, b) {
+        (HostCol::F64(x), HostCol::F64(y)) => x[i].to_bits() == y[i].to_bits() || (x[i].is_nan() && y[i].is_nan()),
+        _ => cmp_at(a, i, b, i) == Ordering::Equal,
+    };
+    let mut first = None;
+    let mut count = 0;
+    for i in 0..a.len() {
+        if !same(i) {
+            first.get_or_insert(i);
+            count += 1;
+        }
+    }
+    first.map(|f| (f, count))
+}
+
+fn run_on(
+    backend: &mut dyn Backend,
+    kernel: &Kernel,
+    args: &[HostCol],
+    ctx: &dyn LaunchCtx,
+) -> Result<Vec<HostCol>, String> {
+    let before = backend.mem().in_use;
+    let mut bufs: Vec<DevBuf> = Vec::with_capacity(args.len());
+    let mut res = Ok(Vec::new());
+    for a in args {
+        match backend.upload(a.clone()) {
+            Ok(b) => bufs.push(b),
+            Err(e) => {
+                res = Err(format!("upload: {e}"));
+                break;
+            }
+        }
+    }
+    if res.is_ok() {
+        let refs: Vec<&DevBuf> = bufs.iter().collect();
+        res = match backend.launch(kernel, &refs, ctx) {
+            Ok(outs) => {
+                let host: Result<Vec<HostCol>, String> = outs
+                    .iter()
+                    .map(|o| backend.download(o).map_err(|e| format!("download: {e}")))
+                    .collect();
+                for o in outs {
+                    backend.free(o);
+                }
+                host
+            }
+            Err(e) => Err(e.0),
+        };
+    }
+    for b in bufs {
+        backend.free(b);
+    }
+    let after = backend.mem().in_use;
+    if after != before {
+        return Err(format!(
+            "{}: {} bytes in use after the launch and frees, {before} before (a leak)",
+            backend.name(),
+            after
+        ));
+    }
+    res
+}
+
+/// Runs `kernel` on `args` on the CPU and on `gpu`, and panics with the kernel, the case,
+/// the argument shapes and the first mismatching output index when the outputs differ
+/// (or one side fails and the other does not). Returns the CPU's outputs, or its error
+/// message when both failed.
+pub fn compare(
+    gpu: &mut CudaBackend,
+    kernel: &Kernel,
+    args: &[HostCol],
+    ctx: &dyn LaunchCtx,
+    case: &str,
+) -> Result<Vec<HostCol>, String> {
+    let mut cpu = CpuBackend::new();
+    let want = run_on(&mut cpu, kernel, args, ctx);
+    let got = run_on(gpu, kernel, args, ctx);
+    let mut kdesc = format!("{kernel:?}");
+    if kdesc.len() > 300 {
+        let mut cut = 300;
+        while !kdesc.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        kdesc.truncate(cut);
+        kdesc.push('…');
+    }
+    let shapes: Vec<String> = args.iter().map(describe).collect();
+    let head = format!(
+        "{} [{kdesc}] case {case}, args [{}]",
+        kernel_name(kernel),
+        shapes.join(", ")
+    );
+    match (want, got) {
+        (Ok(w), Ok(g)) => {
+            if w.len() != g.len() {
+                panic!("{head}: cpu gives {} outputs, gpu {}", w.len(), g.len());
+            }
+            for (o, (a, b)) in w.iter().zip(&g).enumerate() {
+                if a.elem() != b.elem() || a.len() != b.len() {
+                    panic!(
+                        "{head}: output {o} is {} on the cpu, {} on the gpu",
+                        describe(a),
+                        describe(b)
+                    );
+                }
+                if let Some((i, count)) = first_mismatch(a, b) {
+                    panic!(
+                        "{head}: output {o} ({}) differs at {count} indices, first at index {i}: cpu {}, gpu {}",
+                        describe(a),
+                        value_at(a, i),
+                        value_at(b, i)
+                    );
+                }
+            }
+            Ok(w)
+        }
+        (Err(w), Err(_)) => Err(w),
+        (Ok(_), Err(g)) => panic!("{head}: the cpu succeeds, the gpu fails: {g}"),
+        (Err(w), Ok(_)) => panic!("{head}: the cpu fails ({w}), the gpu succeeds"),
+    }
+}

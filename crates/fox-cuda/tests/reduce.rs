@@ -1,0 +1,240 @@
+//! GPU vs CPU: ReduceByKey with every aggregate (count, exact integer and decimal sum and
+//! average with rescaling, float sum and average, min and max of numbers, floats, bools
+//! and strings by rank), 0 to 3 keys, sizes around block sizes, all-equal and skewed keys,
+//! overflow and bad string codes, and one group of 10^7 rows.
+
+use fox_cuda::testing::{compare, gpu_or_skip, random_col, sort_rows, Dist, Rng, Strings, LARGE, SIZES};
+use fox_cuda::CudaBackend;
+use fox_kernel::{AggSpec, Elem, Kernel};
+use fox_runtime::HostCol;
+use fox_sema::core::{AggFunc, Type};
+
+fn spec(func: AggFunc, input: Option<Type>, output: Type) -> AggSpec {
+    AggSpec { func, input, output }
+}
+
+/// Aggregates over value types the CPU accepts, with small values so sums fit.
+fn agg_specs() -> Vec<AggSpec> {
+    use AggFunc::*;
+    vec![
+        spec(Count, None, Type::Int64),
+        spec(Sum, Some(Type::Int32), Type::Int64),
+        spec(Sum, Some(Type::Int64), Type::Int64),
+        spec(Sum, Some(Type::Decimal(2)), Type::Decimal(2)),
+        spec(Sum, Some(Type::Decimal(4)), Type::Decimal(2)),
+        spec(Avg, Some(Type::Int64), Type::Decimal(2)),
+        spec(Avg, Some(Type::Decimal(2)), Type::Decimal(4)),
+        spec(Avg, Some(Type::Decimal(3)), Type::Decimal(1)),
+        spec(Sum, Some(Type::Float64), Type::Float64),
+        spec(Avg, Some(Type::Float64), Type::Float64),
+        spec(Min, Some(Type::Int32), Type::Int32),
+        spec(Max, Some(Type::Int64), Type::Int64),
+        spec(Min, Some(Type::Float64), Type::Float64),
+        spec(Max, Some(Type::Float64), Type::Float64),
+        spec(Min, Some(Type::Bool), Type::Bool),
+        spec(Max, Some(Type::Date), Type::Date),
+        spec(Min, Some(Type::String), Type::String),
+        spec(Max, Some(Type::String), Type::String),
+        spec(Count, None, Type::Int32),
+    ]
+}
+
+const RANK_LEN: usize = 500;
+
+/// A random permutation of `0..n` as a rank table.
+fn rank_table(rng: &mut Rng, n: usize) -> HostCol {
+    let mut v: Vec<u32> = (0..n as u32).collect();
+    for i in (1..n).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        v.swap(i, j);
+    }
+    HostCol::U32(v)
+}
+
+/// A value column for an aggregate's input type.
+fn value_col(rng: &mut Rng, ty: Type, n: usize, dist: Dist) -> HostCol {
+    match ty {
+        Type::String => HostCol::U32((0..n).map(|_| rng.below(RANK_LEN as u64) as u32).collect()),
+        Type::Bool => HostCol::U8((0..n).map(|_| rng.below(2) as u8).collect()),
+        Type::Float64 => random_col(rng, Elem::F64, n, dist),
+        Type::Int32 | Type::Date => random_col(rng, Elem::I32, n, Dist::Range(2_000_001)),
+        _ => random_col(rng, Elem::I64, n, Dist::Range(2_000_000_001)),
+    }
+}
+
+/// The arguments of a ReduceByKey over `keys` and `aggs`.
+fn reduce_args(rng: &mut Rng, keys: &[HostCol], aggs: &[AggSpec], n: usize, dist: Dist) -> Vec<HostCol> {
+    let mut args = keys.to_vec();
+    for a in aggs {
+        if let (f, Some(ty)) = (a.func, a.input) {
+            if f != AggFunc::Count {
+                args.push(value_col(rng, ty, n, dist));
+            }
+        }
+    }
+    if keys.is_empty() && args.is_empty() {
+        args.push(random_col(rng, Elem::U8, n, Dist::Uniform));
+    }
+    if aggs
+        .iter()
+        .any(|a| matches!(a.func, AggFunc::Min | AggFunc::Max) && a.input == Some(Type::String))
+    {
+        args.push(rank_table(rng, RANK_LEN));
+    }
+    args
+}
+
+fn check(gpu: &mut CudaBackend, nkeys: usize, aggs: &[AggSpec], args: &[HostCol], case: &str) -> Result<(), String> {
+    compare(
+        gpu,
+        &Kernel::ReduceByKey {
+            nkeys,
+            aggs: aggs.to_vec(),
+        },
+        args,
+        &Strings::default(),
+        case,
+    )
+    .map(|_| ())
+}
+
+#[test]
+fn reduce_every_aggregate_keys_sizes_and_distributions() {
+    let Some(mut gpu) = gpu_or_skip("reduce_every_aggregate_keys_sizes_and_distributions") else {
+        return;
+    };
+    let mut rng = Rng::new(21);
+    let key_sets: [&[Elem]; 5] = [
+        &[],
+        &[Elem::U32],
+        &[Elem::F64],
+        &[Elem::I32, Elem::U8],
+        &[Elem::I64, Elem::U32, Elem::F64],
+    ];
+    let aggs = agg_specs();
+    for keys_elems in key_sets {
+        for &dist in &Dist::ALL {
+            for &n in SIZES.iter().chain(&[100_003]) {
+                let key_cols: Vec<HostCol> = keys_elems.iter().map(|&e| random_col(&mut rng, e, n, dist)).collect();
+                let keys = sort_rows(&key_cols, false);
+                let args = reduce_args(&mut rng, &keys, &aggs, n, dist);
+                let case = format!("keys {keys_elems:?}, dist {dist:?}, n {n}");
+                check(&mut gpu, keys.len(), &aggs, &args, &case).expect("ReduceByKey succeeds");
+            }
+        }
+    }
+}
+
+#[test]
+fn reduce_counts_only_without_keys() {
+    let Some(mut gpu) = gpu_or_skip("reduce_counts_only_without_keys") else {
+        return;
+    };
+    let mut rng = Rng::new(22);
+    let aggs = vec![
+        spec(AggFunc::Count, None, Type::Int64),
+        spec(AggFunc::Count, None, Type::Int32),
+    ];
+    for &n in SIZES {
+        let args = vec![random_col(&mut rng, Elem::F64, n, Dist::Uniform)];
+        check(&mut gpu, 0, &aggs, &args, &format!("counts only, n {n}")).expect("succeeds");
+    }
+}
+
+#[test]
+fn reduce_errors_match_the_cpu() {
+    let Some(mut gpu) = gpu_or_skip("reduce_errors_match_the_cpu") else {
+        return;
+    };
+    let mut rng = Rng::new(23);
+    // Sums of large i64 values overflow int64.
+    let keys = sort_rows(&[random_col(&mut rng, Elem::U32, 4097, Dist::Range(3))], false);
+    let big = HostCol::I64((0..4097).map(|i| i64::MAX - i).collect());
+    let aggs = vec![spec(AggFunc::Sum, Some(Type::Int64), Type::Int64)];
+    let res = check(&mut gpu, 1, &aggs, &[keys[0].clone(), big.clone()], "i64 sum overflow");
+    assert!(res.is_err(), "the overflowing sum must fail on both");
+    // Int32 results that do not fit.
+    let aggs = vec![spec(AggFunc::Sum, Some(Type::Int64), Type::Int32)];
+    let small = HostCol::I64((0..4097).map(|_| 3_000_000).collect());
+    let res = check(&mut gpu, 1, &aggs, &[keys[0].clone(), small], "int32 result overflow");
+    assert!(res.is_err(), "an int32 sum above 2^31 must fail on both");
+    // Rescaling overflows.
+    let aggs = vec![spec(AggFunc::Avg, Some(Type::Decimal(0)), Type::Decimal(18))];
+    let res = check(&mut gpu, 1, &aggs, &[keys[0].clone(), big], "decimal rescale overflow");
+    assert!(res.is_err(), "a rescale overflow must fail on both");
+    // A string code outside the rank table.
+    let aggs = vec![spec(AggFunc::Max, Some(Type::String), Type::String)];
+    let codes = HostCol::U32((0..4097).map(|i| if i == 2000 { 999 } else { 1 }).collect());
+    let res = check(
+        &mut gpu,
+        1,
+        &aggs,
+        &[keys[0].clone(), codes, rank_table(&mut rng, 10)],
+        "code outside the rank table",
+    );
+    assert!(res.is_err(), "a bad string code must fail on both");
+    // Float sum into a non-float type, count into float64: rejected, even when empty.
+    for (a, n) in [
+        (spec(AggFunc::Sum, Some(Type::Float64), Type::Int64), 0),
+        (spec(AggFunc::Sum, Some(Type::Float64), Type::Int64), 10),
+        (spec(AggFunc::Count, None, Type::Float64), 0),
+    ] {
+        let mut args = vec![random_col(&mut rng, Elem::U32, n, Dist::AllEqual)];
+        if a.func != AggFunc::Count {
+            args.push(random_col(&mut rng, Elem::F64, n, Dist::Uniform));
+        }
+        let res = check(&mut gpu, 1, std::slice::from_ref(&a), &args, &format!("{a:?}, n {n}"));
+        assert!(res.is_err(), "{a:?} must be rejected on both");
+    }
+}
+
+#[test]
+fn reduce_ten_million_rows() {
+    let Some(mut gpu) = gpu_or_skip("reduce_ten_million_rows") else {
+        return;
+    };
+    let mut rng = Rng::new(24);
+    let aggs = agg_specs();
+    // One group of every row.
+    let args = reduce_args(&mut rng, &[], &aggs, LARGE, Dist::Uniform);
+    check(&mut gpu, 0, &aggs, &args, "one group of 10^7 rows").expect("succeeds");
+    // Skewed keys: one huge group and many small ones.
+    let keys = sort_rows(&[random_col(&mut rng, Elem::U32, LARGE, Dist::Skewed)], false);
+    let args = reduce_args(&mut rng, &keys, &aggs, LARGE, Dist::Skewed);
+    check(&mut gpu, 1, &aggs, &args, "skewed keys, 10^7 rows").expect("succeeds");
+    // Many groups.
+    let keys = sort_rows(&[random_col(&mut rng, Elem::I64, LARGE, Dist::Range(1 << 22))], false);
+    let args = reduce_args(&mut rng, &keys, &aggs, LARGE, Dist::Range(1000));
+    check(&mut gpu, 1, &aggs, &args, "4M groups, 10^7 rows").expect("succeeds");
+}
+
+/// Finite floats of many magnitudes: sums depend on the order of the additions.
+fn finite_floats(rng: &mut Rng, n: usize) -> HostCol {
+    HostCol::F64(
+        (0..n)
+            .map(|_| {
+                let mant = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                let sign = if rng.chance(50) { -1.0 } else { 1.0 };
+                sign * mant * 2f64.powi(rng.below(40) as i32 - 20)
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn reduce_float_sums_are_bit_identical() {
+    let Some(mut gpu) = gpu_or_skip("reduce_float_sums_are_bit_identical") else {
+        return;
+    };
+    let mut rng = Rng::new(25);
+    let aggs = vec![
+        spec(AggFunc::Sum, Some(Type::Float64), Type::Float64),
+        spec(AggFunc::Avg, Some(Type::Float64), Type::Float64),
+    ];
+    for (n, groups) in [(1000, 1), (4097, 3), (100_003, 17), (1_000_003, 1000), (LARGE, 1)] {
+        let keys = sort_rows(&[random_col(&mut rng, Elem::U32, n, Dist::Range(groups))], false);
+        let vals = finite_floats(&mut rng, n);
+        let case = format!("finite floats, n {n}, about {groups} groups");
+        check(&mut gpu, 1, &aggs, &[keys[0].clone(), vals.clone(), vals], &case).expect("succeeds");
+    }
+}

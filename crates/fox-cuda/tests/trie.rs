@@ -1,0 +1,182 @@
+//! GPU vs CPU: TrieBuild on random sorted unique relations of arity 1 to 3, Expand with
+//! zero-length and long ranges, SortedSearch hits and misses, their argument errors, and
+//! 10^7-row cases.
+
+use fox_cuda::testing::{compare, gpu_or_skip, random_col, sort_rows, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
+use fox_kernel::{Elem, Kernel};
+use fox_runtime::HostCol;
+
+#[test]
+fn trie_build_arity_one_to_three() {
+    let Some(mut gpu) = gpu_or_skip("trie_build_arity_one_to_three") else {
+        return;
+    };
+    let mut rng = Rng::new(31);
+    let ctx = Strings::default();
+    let shapes: [&[Elem]; 6] = [
+        &[Elem::U32],
+        &[Elem::F64],
+        &[Elem::U32, Elem::U32],
+        &[Elem::I32, Elem::F64],
+        &[Elem::U32, Elem::U32, Elem::U32],
+        &[Elem::U8, Elem::I64, Elem::U64],
+    ];
+    for elems in shapes {
+        for &dist in &Dist::ALL {
+            for &n in SIZES.iter().chain(&[100_003]) {
+                let cols: Vec<HostCol> = elems.iter().map(|&e| random_col(&mut rng, e, n, dist)).collect();
+                let rel = sort_rows(&cols, true);
+                let case = format!("columns {elems:?}, dist {dist:?}, n {n} ({} unique)", rel[0].len());
+                compare(&mut gpu, &Kernel::TrieBuild { arity: elems.len() }, &rel, &ctx, &case)
+                    .expect("TrieBuild succeeds");
+            }
+        }
+    }
+    let cols: Vec<HostCol> = (0..2)
+        .map(|_| random_col(&mut rng, Elem::U32, LARGE, Dist::Range(1 << 13)))
+        .collect();
+    let rel = sort_rows(&cols, true);
+    compare(&mut gpu, &Kernel::TrieBuild { arity: 2 }, &rel, &ctx, "large arity 2").expect("succeeds");
+}
+
+/// `lo`, `offsets`, `total` of random ranges with lengths below `max_len` (many zero).
+fn expand_args(rng: &mut Rng, n: usize, max_len: u64, zero_percent: u64) -> Vec<HostCol> {
+    let mut lo = Vec::with_capacity(n);
+    let mut offsets = Vec::with_capacity(n);
+    let mut total = 0u64;
+    for _ in 0..n {
+        let len = if rng.chance(zero_percent) {
+            0
+        } else {
+            rng.below(max_len)
+        };
+        lo.push(rng.below(1 << 30) as u32);
+        offsets.push(total);
+        total += len;
+    }
+    vec![HostCol::U32(lo), HostCol::U64(offsets), HostCol::U64(vec![total])]
+}
+
+#[test]
+fn expand_zero_and_long_ranges() {
+    let Some(mut gpu) = gpu_or_skip("expand_zero_and_long_ranges") else {
+        return;
+    };
+    let mut rng = Rng::new(32);
+    let ctx = Strings::default();
+    for &n in SIZES {
+        for (max_len, zeros) in [(1, 0), (2, 50), (8, 30), (3000, 90), (1, 100)] {
+            let args = expand_args(&mut rng, n, max_len, zeros);
+            let case = format!("n {n}, lengths < {max_len}, {zeros}% zero");
+            compare(&mut gpu, &Kernel::Expand, &args, &ctx, &case).expect("Expand succeeds");
+        }
+    }
+    // One row with a very long range, surrounded by empty ones.
+    let mut args = expand_args(&mut rng, 1025, 1, 100);
+    if let HostCol::U64(off) = &mut args[1] {
+        for o in off.iter_mut().skip(513) {
+            *o = 3_000_000;
+        }
+    }
+    args[2] = HostCol::U64(vec![3_000_000]);
+    compare(&mut gpu, &Kernel::Expand, &args, &ctx, "one range of 3e6").expect("succeeds");
+    let args = expand_args(&mut rng, LARGE, 3, 20);
+    compare(&mut gpu, &Kernel::Expand, &args, &ctx, "large").expect("succeeds");
+}
+
+#[test]
+fn expand_rejects_bad_offsets() {
+    let Some(mut gpu) = gpu_or_skip("expand_rejects_bad_offsets") else {
+        return;
+    };
+    let ctx = Strings::default();
+    let cases = [
+        ("first offset not 0", vec![1u32, 2], vec![1u64, 2], 3u64),
+        ("decreasing", vec![1, 2], vec![0, 5], 3),
+        ("positions past u32", vec![u32::MAX, 0], vec![0, 2], 2),
+        ("no rows, total 1", vec![], vec![], 1),
+    ];
+    for (what, lo, off, total) in cases {
+        let args = vec![HostCol::U32(lo), HostCol::U64(off), HostCol::U64(vec![total])];
+        assert!(
+            compare(&mut gpu, &Kernel::Expand, &args, &ctx, what).is_err(),
+            "{what}: both must fail"
+        );
+    }
+}
+
+#[test]
+fn sorted_search_hits_and_misses() {
+    let Some(mut gpu) = gpu_or_skip("sorted_search_hits_and_misses") else {
+        return;
+    };
+    let mut rng = Rng::new(33);
+    let ctx = Strings::default();
+    for &e in &ELEMS {
+        for &dist in &Dist::ALL {
+            for &n in SIZES.iter().chain(&[LARGE]) {
+                if n == LARGE && e != Elem::U32 && e != Elem::F64 {
+                    continue;
+                }
+                let nv = 1 + rng.below(5000) as usize;
+                let values = sort_rows(&[random_col(&mut rng, e, nv, dist)], false).remove(0);
+                let mut lo = Vec::with_capacity(n);
+                let mut hi = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let a = rng.below(nv as u64 + 1) as u32;
+                    let b = a + rng.below(nv as u64 + 1 - u64::from(a)) as u32;
+                    lo.push(a);
+                    hi.push(b);
+                }
+                // Needles: half drawn from the values (hits when inside the range), half random.
+                let random = random_col(&mut rng, e, n, dist);
+                let pick: Vec<usize> = (0..n).map(|_| rng.below(nv as u64) as usize).collect();
+                let needle = match (&values, random) {
+                    (HostCol::U8(v), HostCol::U8(r)) => {
+                        HostCol::U8((0..n).map(|i| if i % 2 == 0 { v[pick[i]] } else { r[i] }).collect())
+                    }
+                    (HostCol::I32(v), HostCol::I32(r)) => {
+                        HostCol::I32((0..n).map(|i| if i % 2 == 0 { v[pick[i]] } else { r[i] }).collect())
+                    }
+                    (HostCol::U32(v), HostCol::U32(r)) => {
+                        HostCol::U32((0..n).map(|i| if i % 2 == 0 { v[pick[i]] } else { r[i] }).collect())
+                    }
+                    (HostCol::I64(v), HostCol::I64(r)) => {
+                        HostCol::I64((0..n).map(|i| if i % 2 == 0 { v[pick[i]] } else { r[i] }).collect())
+                    }
+                    (HostCol::U64(v), HostCol::U64(r)) => {
+                        HostCol::U64((0..n).map(|i| if i % 2 == 0 { v[pick[i]] } else { r[i] }).collect())
+                    }
+                    (HostCol::F64(v), HostCol::F64(r)) => {
+                        HostCol::F64((0..n).map(|i| if i % 2 == 0 { v[pick[i]] } else { r[i] }).collect())
+                    }
+                    _ => unreachable!("same element type"),
+                };
+                let args = vec![values, HostCol::U32(lo), HostCol::U32(hi), needle];
+                let case = format!("values {nv} x {e:?}, dist {dist:?}, {n} searches");
+                compare(&mut gpu, &Kernel::SortedSearch, &args, &ctx, &case).expect("SortedSearch succeeds");
+            }
+        }
+    }
+}
+
+#[test]
+fn sorted_search_rejects_ranges_outside_the_values() {
+    let Some(mut gpu) = gpu_or_skip("sorted_search_rejects_ranges_outside_the_values") else {
+        return;
+    };
+    let ctx = Strings::default();
+    let values = HostCol::U32(vec![1, 3, 5]);
+    for (what, lo, hi) in [("hi past the end", 0u32, 4u32), ("lo above hi", 2, 1)] {
+        let args = vec![
+            values.clone(),
+            HostCol::U32(vec![0, lo]),
+            HostCol::U32(vec![3, hi]),
+            HostCol::U32(vec![3, 3]),
+        ];
+        assert!(
+            compare(&mut gpu, &Kernel::SortedSearch, &args, &ctx, what).is_err(),
+            "{what}: both must fail"
+        );
+    }
+}

@@ -1,0 +1,156 @@
+// Sort-merge joins: per-left-row matching ranges (JoinCount, MatchFlags, JoinWrite's
+// first pass) and merge union positions.
+//
+// Multi-column keys are described by a descriptor in device memory, copied into shared
+// memory at the start of each kernel: `desc[0..k]` are element type codes (0 u8, 1 i32,
+// 2 u32, 3 i64, 4 u64, 5 f64), then one group of `k` column pointers per side
+// (`desc[k + g*k + c]`). Every value is compared through an order-preserving u64 image
+// (signed integers with the sign bit flipped, floats by total order with NaN last), the
+// order fox-cpu uses.
+
+#define BLOCK 256
+
+typedef unsigned long long u64;
+
+__device__ __forceinline__ u64 okey(u64 p, u64 t, u64 i) {
+    switch (t) {
+    case 0:
+        return ((const unsigned char*)p)[i];
+    case 1:
+        return (u64)((unsigned)((const int*)p)[i] ^ 0x80000000u);
+    case 2:
+        return ((const unsigned*)p)[i];
+    case 3:
+        return (u64)((const long long*)p)[i] ^ 0x8000000000000000ull;
+    case 4:
+        return ((const u64*)p)[i];
+    default: {
+        double x = ((const double*)p)[i];
+        if (x != x) return ~0ull;
+        u64 b = (u64)__double_as_longlong(x);
+        return (b >> 63) ? ~b : (b | 0x8000000000000000ull);
+    }
+    }
+}
+
+// Lexicographic comparison of row i of group ga with row j of group gb: -1, 0 or 1.
+__device__ __forceinline__ int cmp_rows(const u64* sd, int k, int ga, u64 i, int gb, u64 j) {
+    for (int c = 0; c < k; ++c) {
+        u64 a = okey(sd[k + ga * k + c], sd[c], i);
+        u64 b = okey(sd[k + gb * k + c], sd[c], j);
+        if (a != b) return a < b ? -1 : 1;
+    }
+    return 0;
+}
+
+// First row r of group g in [lo, hi) with row r >= (upper: >) row i of group q.
+__device__ __forceinline__ u64 search(const u64* sd, int k, int g, u64 lo, u64 hi, int q, u64 i, bool upper) {
+    while (lo < hi) {
+        u64 mid = lo + (hi - lo) / 2;
+        int o = cmp_rows(sd, k, g, mid, q, i);
+        if (o < 0 || (upper && o == 0)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+__device__ __forceinline__ void load_desc(u64* sd, const u64* desc, int n) {
+    for (int t = threadIdx.x; t < n; t += blockDim.x) sd[t] = desc[t];
+    __syncthreads();
+}
+
+__device__ __forceinline__ void set_err(u64* err, u64 code, u64 row, u64 detail) {
+    atomicMin(err + 1, row);
+    if (atomicCAS(err, 0ull, code) == 0ull) err[2] = detail;
+}
+
+// out[start + t] = v_t for t < n (n <= 16): builds key descriptors without host copies.
+extern "C" __global__ void fill_desc(u64* out, unsigned start, unsigned n, u64 v0, u64 v1, u64 v2, u64 v3, u64 v4,
+                                     u64 v5, u64 v6, u64 v7, u64 v8, u64 v9, u64 v10, u64 v11, u64 v12, u64 v13,
+                                     u64 v14, u64 v15) {
+    unsigned t = threadIdx.x;
+    if (t >= n) return;
+    u64 v = t == 0 ? v0 : t == 1 ? v1 : t == 2 ? v2 : t == 3 ? v3 : t == 4 ? v4 : t == 5 ? v5 : t == 6 ? v6
+          : t == 7 ? v7 : t == 8 ? v8 : t == 9 ? v9 : t == 10 ? v10 : t == 11 ? v11 : t == 12 ? v12
+          : t == 13 ? v13 : t == 14 ? v14 : v15;
+    out[start + t] = v;
+}
+
+// For every left row i (group 0, nl rows) the matching right range [lo, hi) in group 1
+// (nr rows). With k == 0 every pair matches: [0, nr).
+//   mode 0: counts[i] = hi - lo (u64)
+//   mode 1: flags[i] = (hi > lo) != anti (u8)
+//   mode 2: lo_out[i] = lo (u32), and checks that `offsets`/`total` are the exclusive scan
+//           of the counts (error code 1 at the first row found that disagrees).
+// One left row per thread; the block first narrows the right range to the one matching
+// its first and last rows (both sides are sorted), so each thread searches a short range.
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    join_bounds(const u64* desc, int k, u64 nl, u64 nr, int mode, int anti, u64* counts, unsigned char* flags,
+                unsigned* lo_out, const u64* offsets, u64 total, u64* err) {
+    extern __shared__ u64 sd[];
+    __shared__ u64 s_lo, s_hi;
+    load_desc(sd, desc, 3 * k);
+    u64 first = (u64)blockIdx.x * BLOCK;
+    if (first >= nl) return;
+    if (threadIdx.x == 0) {
+        u64 last = min(first + BLOCK, nl) - 1;
+        u64 a = search(sd, k, 1, 0, nr, 0, first, false);
+        u64 b = search(sd, k, 1, a, nr, 0, last, true);
+        s_lo = a;
+        s_hi = b;
+    }
+    __syncthreads();
+    u64 i = first + threadIdx.x;
+    if (i >= nl) return;
+    u64 lo = search(sd, k, 1, s_lo, s_hi, 0, i, false);
+    u64 hi = search(sd, k, 1, lo, s_hi, 0, i, true);
+    u64 cnt = hi - lo;
+    if (mode == 0) {
+        counts[i] = cnt;
+    } else if (mode == 1) {
+        flags[i] = (unsigned char)((cnt > 0) != (anti != 0));
+    } else {
+        lo_out[i] = (unsigned)lo;
+        u64 s = offsets[i];
+        u64 e = i + 1 < nl ? offsets[i + 1] : total;
+        if ((i == 0 && s != 0) || e < s || e - s != cnt) set_err(err, 1, i, s);
+    }
+}
+
+// Merge union, write positions. Group 0 is `a` (na rows), group 1 is `b` with every row
+// equal to a row of `a` removed (nb rows); the two are disjoint, so the output position of
+// a[i] is i + #{b < a[i]} and that of b[j] is j + #{a < b[j]}. Thread t < na handles a[t],
+// thread t >= na handles b[t - na].
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    union_pos(const u64* desc, int k, u64 na, u64 nb, unsigned* pos_a, unsigned* pos_b) {
+    extern __shared__ u64 sd[];
+    load_desc(sd, desc, 3 * k);
+    u64 t = (u64)blockIdx.x * BLOCK + threadIdx.x;
+    if (t < na) {
+        pos_a[t] = (unsigned)(t + search(sd, k, 1, 0, nb, 0, t, false));
+    } else if (t < na + nb) {
+        u64 j = t - na;
+        pos_b[j] = (unsigned)(j + search(sd, k, 0, 0, na, 1, j, false));
+    }
+}
+
+// dst[pos[i]] = src[i] for i < n, per element size.
+extern "C" __global__ void scatter_u8(const unsigned char* src, const unsigned* pos, u64 n, unsigned char* dst) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+        dst[pos[i]] = src[i];
+}
+
+extern "C" __global__ void scatter_u32(const unsigned* src, const unsigned* pos, u64 n, unsigned* dst) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+        dst[pos[i]] = src[i];
+}
+
+extern "C" __global__ void scatter_u64(const u64* src, const unsigned* pos, u64 n, u64* dst) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+        dst[pos[i]] = src[i];
+}
+
+// out[i] = v for i < n (counts of a cross product).
+extern "C" __global__ void fill_u64(u64* out, u64 n, u64 v) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) out[i] = v;
+}

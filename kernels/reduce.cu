@@ -1,0 +1,303 @@
+// ReduceByKey: segment flags, then per segment count, exact integer/decimal sum and
+// average (128-bit), float sum and average (sequential per segment, the order fox-cpu
+// adds in), min and max (first best row, strings by rank).
+//
+// Large segments are cut into pieces of PIECE rows; one warp reduces a piece into a
+// partial (exact 128-bit sum, or best key and row), and one thread per segment then
+// combines its pieces in order.
+//
+// Type codes: 0 u8, 1 i32, 2 u32, 3 i64, 4 u64, 5 f64. Error codes: 1 the result does not
+// fit the output type, 2 a string code outside the rank table.
+
+#define BLOCK 256
+#define PIECE 1024
+
+typedef unsigned long long u64;
+typedef __int128 i128;
+typedef unsigned __int128 u128;
+
+__device__ __forceinline__ u64 okey(const void* p, int t, u64 i) {
+    switch (t) {
+    case 0:
+        return ((const unsigned char*)p)[i];
+    case 1:
+        return (u64)((unsigned)((const int*)p)[i] ^ 0x80000000u);
+    case 2:
+        return ((const unsigned*)p)[i];
+    case 3:
+        return (u64)((const long long*)p)[i] ^ 0x8000000000000000ull;
+    case 4:
+        return ((const u64*)p)[i];
+    default: {
+        double x = ((const double*)p)[i];
+        if (x != x) return ~0ull;
+        u64 b = (u64)__double_as_longlong(x);
+        return (b >> 63) ? ~b : (b | 0x8000000000000000ull);
+    }
+    }
+}
+
+__device__ __forceinline__ void set_err(u64* err, u64 code, u64 row, u64 detail) {
+    atomicMin(err + 1, row);
+    if (atomicCAS(err, 0ull, code) == 0ull) err[2] = detail;
+}
+
+// out[start + t] = v_t for t < n (n <= 16).
+extern "C" __global__ void fill_desc(u64* out, unsigned start, unsigned n, u64 v0, u64 v1, u64 v2, u64 v3, u64 v4,
+                                     u64 v5, u64 v6, u64 v7, u64 v8, u64 v9, u64 v10, u64 v11, u64 v12, u64 v13,
+                                     u64 v14, u64 v15) {
+    unsigned t = threadIdx.x;
+    if (t >= n) return;
+    u64 v = t == 0 ? v0 : t == 1 ? v1 : t == 2 ? v2 : t == 3 ? v3 : t == 4 ? v4 : t == 5 ? v5 : t == 6 ? v6
+          : t == 7 ? v7 : t == 8 ? v8 : t == 9 ? v9 : t == 10 ? v10 : t == 11 ? v11 : t == 12 ? v12
+          : t == 13 ? v13 : t == 14 ? v14 : v15;
+    out[start + t] = v;
+}
+
+// flags[i] = 1 where row i differs from row i-1 in any of the k key columns (row 0: 1).
+// desc: k type codes, then k column pointers.
+extern "C" __global__ void seg_flags(const u64* desc, int k, u64 n, unsigned char* flags) {
+    extern __shared__ u64 sd[];
+    for (int t = threadIdx.x; t < 2 * k; t += blockDim.x) sd[t] = desc[t];
+    __syncthreads();
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        bool f = i == 0;
+        for (int c = 0; c < k && !f; ++c) {
+            const void* p = (const void*)sd[k + c];
+            int t = (int)sd[c];
+            f = okey(p, t, i) != okey(p, t, i - 1);
+        }
+        flags[i] = (unsigned char)f;
+    }
+}
+
+__device__ __forceinline__ u64 seg_end(const unsigned* starts, u64 g, u64 ng, u64 n) {
+    return g + 1 < ng ? (u64)starts[g + 1] : n;
+}
+
+// pieces[g] = ceil(len_g / PIECE).
+extern "C" __global__ void seg_pieces(const unsigned* starts, u64 ng, u64 n, u64* pieces) {
+    for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < ng; g += (u64)gridDim.x * blockDim.x) {
+        u64 len = seg_end(starts, g, ng, n) - starts[g];
+        pieces[g] = (len + PIECE - 1) / PIECE;
+    }
+}
+
+// The segment owning piece p: the last g with poff[g] <= p.
+__device__ __forceinline__ u64 piece_owner(const u64* poff, u64 ng, u64 p) {
+    u64 lo = 0, hi = ng;
+    while (lo < hi) {
+        u64 mid = lo + (hi - lo) / 2;
+        if (poff[mid] <= p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo - 1;
+}
+
+// The rows [*a, *b) of piece p.
+__device__ __forceinline__ void piece_rows(const unsigned* starts, const u64* poff, u64 ng, u64 n, u64 p, u64* a,
+                                           u64* b) {
+    u64 g = piece_owner(poff, ng, p);
+    u64 s = (u64)starts[g] + (p - poff[g]) * PIECE;
+    *a = s;
+    *b = min(s + PIECE, seg_end(starts, g, ng, n));
+}
+
+__device__ __forceinline__ i128 shfl_down_i128(i128 v, int d) {
+    u64 lo = (u64)v, hi = (u64)((u128)v >> 64);
+    lo = __shfl_down_sync(0xffffffffu, lo, d);
+    hi = __shfl_down_sync(0xffffffffu, hi, d);
+    return (i128)(((u128)hi << 64) | lo);
+}
+
+// One warp per piece: the exact sum of an i32 (t == 1) or i64 (t == 3) column over the
+// piece, as two u64 words (low, high) in partial[2p], partial[2p+1].
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    piece_sum(const void* col, int t, const unsigned* starts, const u64* poff, u64 ng, u64 n, u64 np,
+              u64* partial) {
+    u64 p = ((u64)blockIdx.x * BLOCK + threadIdx.x) / 32;
+    int lane = threadIdx.x & 31;
+    if (p >= np) return;
+    u64 a, b;
+    piece_rows(starts, poff, ng, n, p, &a, &b);
+    i128 s = 0;
+    if (t == 1) {
+        const int* v = (const int*)col;
+        for (u64 i = a + lane; i < b; i += 32) s += (i128)v[i];
+    } else {
+        const long long* v = (const long long*)col;
+        for (u64 i = a + lane; i < b; i += 32) s += (i128)v[i];
+    }
+    for (int d = 16; d > 0; d >>= 1) s += shfl_down_i128(s, d);
+    if (lane == 0) {
+        partial[2 * p] = (u64)s;
+        partial[2 * p + 1] = (u64)((u128)s >> 64);
+    }
+}
+
+// The comparison key of row i: the order-preserving image of the value, or for strings
+// (rank != 0) the rank of its code.
+__device__ __forceinline__ bool mm_key(const void* col, int t, const unsigned* rank, u64 nrank, u64 i, u64* key,
+                                       u64* err) {
+    if (rank != 0) {
+        unsigned code = ((const unsigned*)col)[i];
+        if ((u64)code >= nrank) {
+            set_err(err, 2, i, code);
+            return false;
+        }
+        *key = rank[code];
+        return true;
+    }
+    *key = okey(col, t, i);
+    return true;
+}
+
+// (k1, i1) replaces (k0, i0) when its key is strictly better, or equal at an earlier row.
+__device__ __forceinline__ bool mm_better(int is_max, u64 k1, u64 i1, u64 k0, u64 i0) {
+    if (k1 != k0) return is_max ? k1 > k0 : k1 < k0;
+    return i1 < i0;
+}
+
+// One warp per piece: the best key of the piece and the first row holding it, in
+// partial[2p] (key) and partial[2p+1] (row).
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    piece_minmax(const void* col, int t, const unsigned* rank, u64 nrank, int is_max, const unsigned* starts,
+                 const u64* poff, u64 ng, u64 n, u64 np, u64* partial, u64* err) {
+    u64 p = ((u64)blockIdx.x * BLOCK + threadIdx.x) / 32;
+    int lane = threadIdx.x & 31;
+    if (p >= np) return;
+    u64 a, b;
+    piece_rows(starts, poff, ng, n, p, &a, &b);
+    u64 bk = 0, bi = ~0ull;
+    for (u64 i = a + lane; i < b; i += 32) {
+        u64 k;
+        if (!mm_key(col, t, rank, nrank, i, &k, err)) continue;
+        if (bi == ~0ull || mm_better(is_max, k, i, bk, bi)) {
+            bk = k;
+            bi = i;
+        }
+    }
+    for (int d = 16; d > 0; d >>= 1) {
+        u64 ok = __shfl_down_sync(0xffffffffu, bk, d);
+        u64 oi = __shfl_down_sync(0xffffffffu, bi, d);
+        if (lane + d < 32 && oi != ~0ull && (bi == ~0ull || mm_better(is_max, ok, oi, bk, bi))) {
+            bk = ok;
+            bi = oi;
+        }
+    }
+    if (lane == 0) {
+        partial[2 * p] = bk;
+        partial[2 * p + 1] = bi;
+    }
+}
+
+// One thread per segment: the first best row over the segment's pieces.
+extern "C" __global__ void seg_minmax(const u64* partial, const u64* poff, u64 ng, u64 np, int is_max,
+                                      unsigned* best) {
+    for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < ng; g += (u64)gridDim.x * blockDim.x) {
+        u64 p0 = poff[g], p1 = g + 1 < ng ? poff[g + 1] : np;
+        u64 bk = 0, bi = ~0ull;
+        for (u64 p = p0; p < p1; ++p) {
+            u64 k = partial[2 * p], i = partial[2 * p + 1];
+            if (i != ~0ull && (bi == ~0ull || mm_better(is_max, k, i, bk, bi))) {
+                bk = k;
+                bi = i;
+            }
+        }
+        best[g] = (unsigned)bi;
+    }
+}
+
+// Stores x into out[g] as output kind ok (0 u8, 1 i32, 2 u32, 3 i64, 4 u64); false when it
+// does not fit.
+__device__ __forceinline__ bool store_int(void* out, int ok, u64 g, i128 x) {
+    switch (ok) {
+    case 0:
+        if (x < 0 || x > 255) return false;
+        ((unsigned char*)out)[g] = (unsigned char)x;
+        return true;
+    case 1:
+        if (x < -(i128)2147483648ll || x > (i128)2147483647ll) return false;
+        ((int*)out)[g] = (int)x;
+        return true;
+    case 2:
+        if (x < 0 || x > (i128)0xffffffffull) return false;
+        ((unsigned*)out)[g] = (unsigned)x;
+        return true;
+    case 3:
+        if (x < -(i128)0x7fffffffffffffffll - 1 || x > (i128)0x7fffffffffffffffll) return false;
+        ((long long*)out)[g] = (long long)x;
+        return true;
+    default:
+        if (x < 0 || x > (i128)0xffffffffffffffffull) return false;
+        ((u64*)out)[g] = (u64)x;
+        return true;
+    }
+}
+
+// One thread per segment: the number of rows, stored as output kind ok (error code 1).
+extern "C" __global__ void seg_count(const unsigned* starts, u64 ng, u64 n, int ok, void* out, u64* err) {
+    for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < ng; g += (u64)gridDim.x * blockDim.x) {
+        u64 len = seg_end(starts, g, ng, n) - starts[g];
+        if (!store_int(out, ok, g, (i128)len)) set_err(err, 1, starts[g], g);
+    }
+}
+
+__device__ __forceinline__ u128 uabs(i128 x) { return x < 0 ? (u128)0 - (u128)x : (u128)x; }
+
+// Checked 128-bit multiplication.
+__device__ __forceinline__ bool mul_i128(i128 a, i128 b, i128* r) {
+    if (a == 0 || b == 0) {
+        *r = 0;
+        return true;
+    }
+    u128 ua = uabs(a), ub = uabs(b);
+    bool neg = (a < 0) != (b < 0);
+    u128 lim = neg ? ((u128)1 << 127) : (((u128)1 << 127) - 1);
+    if (ua > lim / ub) return false;
+    u128 prod = ua * ub;
+    if (prod > lim) return false;
+    *r = neg ? (i128)((u128)0 - prod) : (i128)prod;
+    return true;
+}
+
+// n / d rounded half away from zero (d > 0 here).
+__device__ __forceinline__ i128 div_round_half_away(i128 n, i128 d) {
+    i128 q = n / d;
+    i128 r = n % d;
+    if (r != 0 && uabs(r) >= uabs(d) - uabs(r)) return ((n < 0) != (d < 0)) ? q - 1 : q + 1;
+    return q;
+}
+
+// One thread per segment: the exact sum (is_avg == 0) or average of its pieces' partial
+// sums, `round_half_away(sum * mul / (count? * div))` with mul = 10^(out_scale - in_scale)
+// or div = 10^(in_scale - out_scale) (one of them is 1), stored as output kind ok.
+// Error code 1 at the segment's first row when it does not fit.
+extern "C" __global__ void seg_sum(const u64* partial, const u64* poff, const unsigned* starts, u64 ng, u64 n,
+                                   u64 np, int is_avg, u64 mul_lo, u64 mul_hi, u64 div_lo, u64 div_hi, int ok,
+                                   void* out, u64* err) {
+    i128 mul = (i128)(((u128)mul_hi << 64) | mul_lo);
+    i128 div = (i128)(((u128)div_hi << 64) | div_lo);
+    for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < ng; g += (u64)gridDim.x * blockDim.x) {
+        u64 p0 = poff[g], p1 = g + 1 < ng ? poff[g + 1] : np;
+        i128 s = 0;
+        for (u64 p = p0; p < p1; ++p) s += (i128)(((u128)partial[2 * p + 1] << 64) | partial[2 * p]);
+        i128 count = (i128)(seg_end(starts, g, ng, n) - starts[g]);
+        i128 num, den;
+        bool okm = mul_i128(s, mul, &num);
+        if (is_avg) okm = okm && mul_i128(count, div, &den);
+        else den = div;
+        if (!okm || !store_int(out, ok, g, div_round_half_away(num, den))) set_err(err, 1, starts[g], g);
+    }
+}
+
+// One thread per segment: the float sum in row order (the order fox-cpu adds in), divided
+// by the row count for an average.
+extern "C" __global__ void seg_fsum(const double* v, const unsigned* starts, u64 ng, u64 n, int is_avg, double* out) {
+    for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < ng; g += (u64)gridDim.x * blockDim.x) {
+        u64 a = starts[g], b = seg_end(starts, g, ng, n);
+        double s = -0.0;
+        for (u64 i = a; i < b; ++i) s = __dadd_rn(s, v[i]);
+        out[g] = is_avg ? __ddiv_rn(s, (double)(b - a)) : s;
+    }
+}

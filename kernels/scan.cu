@@ -1,0 +1,275 @@
+// Exclusive scan of u64 counts (single pass, decoupled look-back) and stream compaction
+// (per-tile counts, a scan of the counts, an order-preserving scatter per column).
+//
+// Error word (unsigned long long err[4]): err[0] = code (set with atomicCAS from 0),
+// err[1] = smallest failing row (atomicMin; the host resets it to ~0 before the launch),
+// err[2], err[3] = details.
+
+#include <cub/block/block_load.cuh>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+#include <cub/block/block_store.cuh>
+
+#define ERR_OVERFLOW 3ULL
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+typedef unsigned char u8;
+
+__device__ __forceinline__ void report_err(u64* err, u64 code, u64 row) {
+    atomicMin(&err[1], row);
+    atomicCAS(&err[0], 0ULL, code);
+}
+
+// ---- exclusive scan ----------------------------------------------------------------------
+//
+// A partial sum with an overflow flag. `o` is set exactly when the true (unbounded) sum of
+// the counts it covers is 2^64 or more, so the combination is associative and commutative.
+struct Acc {
+    u64 v;
+    u32 o;
+};
+
+__device__ __forceinline__ Acc acc_add(const Acc& a, const Acc& b) {
+    Acc r;
+    r.v = a.v + b.v;
+    r.o = a.o | b.o | (r.v < a.v ? 1u : 0u);
+    return r;
+}
+
+struct AccAdd {
+    __device__ __forceinline__ Acc operator()(const Acc& a, const Acc& b) const { return acc_add(a, b); }
+};
+
+#define SCAN_THREADS 256
+#define SCAN_ITEMS 8
+#define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
+
+// Tile status flags: 0 = nothing yet, AGG = the tile's own sum is in agg[tile], PREFIX = the
+// inclusive prefix up to and including the tile is in inc[tile]; OVF = that value overflowed.
+#define ST_AGG 1u
+#define ST_PREFIX 2u
+#define ST_OVF 4u
+
+__device__ __forceinline__ u32 ld_flag(const u32* p) { return *(const volatile u32*)p; }
+__device__ __forceinline__ void st_flag(u32* p, u32 v) { *(volatile u32*)p = v; }
+__device__ __forceinline__ u64 ld_val(const u64* p) { return *(const volatile u64*)p; }
+__device__ __forceinline__ void st_val(u64* p, u64 v) { *(volatile u64*)p = v; }
+
+// The block-prefix callback of BlockScan: called by the 32 lanes of warp 0 with the tile's
+// aggregate; returns (in lane 0) the sum of all earlier tiles. Values are published before
+// their flag with a fence in between, and read after their flag with a fence in between.
+struct LookBack {
+    u32* flags;
+    u64* agg;
+    u64* inc;
+    u32 tile;
+    u32 ntiles;
+    u64* total;
+    u64* err;
+
+    __device__ __forceinline__ void publish_prefix(Acc p) {
+        st_val(&inc[tile], p.v);
+        __threadfence();
+        st_flag(&flags[tile], ST_PREFIX | (p.o ? ST_OVF : 0u));
+        if (tile == ntiles - 1) {
+            total[0] = p.v;
+            if (p.o) report_err(err, ERR_OVERFLOW, 0);
+        }
+    }
+
+    __device__ Acc operator()(Acc block_agg) {
+        const u32 lane = threadIdx.x & 31;
+        Acc excl;
+        excl.v = 0;
+        excl.o = 0;
+        if (tile == 0) {
+            if (lane == 0) publish_prefix(block_agg);
+            return excl;
+        }
+        if (lane == 0) {
+            st_val(&agg[tile], block_agg.v);
+            __threadfence();
+            st_flag(&flags[tile], ST_AGG | (block_agg.o ? ST_OVF : 0u));
+        }
+        long long end = (long long)tile - 1;
+        while (true) {
+            const long long p = end - (long long)lane;
+            u32 f = ST_PREFIX;
+            Acc val;
+            val.v = 0;
+            val.o = 0;
+            if (p >= 0) {
+                do {
+                    f = ld_flag(&flags[p]);
+                } while (f == 0);
+                __threadfence();
+                val.v = (f & ST_PREFIX) ? ld_val(&inc[p]) : ld_val(&agg[p]);
+                val.o = (f & ST_OVF) ? 1u : 0u;
+            }
+            const u32 ballot = __ballot_sync(0xffffffffu, (f & ST_PREFIX) != 0);
+            // Lanes up to and including the nearest tile with a prefix contribute.
+            const u32 first = ballot ? (u32)(__ffs(ballot) - 1) : 32u;
+            if (lane > first) {
+                val.v = 0;
+                val.o = 0;
+            }
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) {
+                Acc other;
+                other.v = __shfl_xor_sync(0xffffffffu, val.v, off);
+                other.o = __shfl_xor_sync(0xffffffffu, val.o, off);
+                val = acc_add(val, other);
+            }
+            excl = acc_add(excl, val);
+            if (ballot) break;
+            end -= 32;
+        }
+        if (lane == 0) publish_prefix(acc_add(excl, block_agg));
+        return excl;
+    }
+};
+
+// offsets[i] = counts[0] + ... + counts[i-1], total[0] = the sum of all counts (n > 0).
+// `flags` holds ntiles + 1 zeroed words (the last is the tile counter); `vals` holds
+// 2 * ntiles words. Tiles take their index from the counter in launch order, so every tile
+// a tile waits for has started. An overflowing sum sets ERR_OVERFLOW.
+extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
+    exclusive_scan_u64(const u64* __restrict__ counts, u64* __restrict__ offsets, u64* __restrict__ total, u64 n,
+                       u32* flags, u64* vals, u32 ntiles, u64* err) {
+    typedef cub::BlockLoad<u64, SCAN_THREADS, SCAN_ITEMS, cub::BLOCK_LOAD_WARP_TRANSPOSE> Load;
+    typedef cub::BlockStore<u64, SCAN_THREADS, SCAN_ITEMS, cub::BLOCK_STORE_WARP_TRANSPOSE> Store;
+    typedef cub::BlockScan<Acc, SCAN_THREADS, cub::BLOCK_SCAN_WARP_SCANS> Scan;
+    __shared__ union {
+        typename Load::TempStorage load;
+        typename Store::TempStorage store;
+        typename Scan::TempStorage scan;
+    } smem;
+    __shared__ u32 s_tile;
+
+    if (threadIdx.x == 0) s_tile = atomicAdd(&flags[ntiles], 1u);
+    __syncthreads();
+    const u32 tile = s_tile;
+    const u64 base = (u64)tile * SCAN_TILE;
+    const int valid = (int)min((u64)SCAN_TILE, n - base);
+
+    u64 items[SCAN_ITEMS];
+    Load(smem.load).Load(counts + base, items, valid, 0ULL);
+    __syncthreads();
+
+    Acc a[SCAN_ITEMS];
+#pragma unroll
+    for (int j = 0; j < SCAN_ITEMS; j++) {
+        a[j].v = items[j];
+        a[j].o = 0;
+    }
+    LookBack lb;
+    lb.flags = flags;
+    lb.agg = vals;
+    lb.inc = vals + ntiles;
+    lb.tile = tile;
+    lb.ntiles = ntiles;
+    lb.total = total;
+    lb.err = err;
+    Scan(smem.scan).ExclusiveScan(a, a, AccAdd(), lb);
+    __syncthreads();
+
+#pragma unroll
+    for (int j = 0; j < SCAN_ITEMS; j++) items[j] = a[j].v;
+    Store(smem.store).Store(offsets + base, items, valid);
+}
+
+// ---- compaction --------------------------------------------------------------------------
+
+#define CPT_THREADS 256
+#define CPT_ITEMS 16
+#define CPT_TILE (CPT_THREADS * CPT_ITEMS)
+
+// The 16 flags of this thread (blocked: flags base + tid * 16 ..), 0 past `valid`.
+__device__ __forceinline__ void load_flags16(const u8* __restrict__ flags, u64 base, int valid, u8 (&f)[CPT_ITEMS]) {
+    const int first = threadIdx.x * CPT_ITEMS;
+    if (valid == CPT_TILE) {
+        // The tile starts at a multiple of 4096 bytes of a 16-byte aligned buffer.
+        const uint4 w = *reinterpret_cast<const uint4*>(flags + base + first);
+        const u32 words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+#pragma unroll
+            for (int b = 0; b < 4; b++) f[q * 4 + b] = (u8)(words[q] >> (8 * b));
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < CPT_ITEMS; j++) f[j] = (first + j < valid) ? flags[base + first + j] : (u8)0;
+    }
+}
+
+// counts[tile] = the number of non-zero flags in tile `tile` (one block per tile).
+extern "C" __global__ void __launch_bounds__(CPT_THREADS)
+    compact_count(const u8* __restrict__ flags, u64 n, u64* __restrict__ counts) {
+    typedef cub::BlockReduce<u32, CPT_THREADS> Reduce;
+    __shared__ typename Reduce::TempStorage smem;
+    const u64 base = (u64)blockIdx.x * CPT_TILE;
+    const int valid = (int)min((u64)CPT_TILE, n - base);
+    u8 f[CPT_ITEMS];
+    load_flags16(flags, base, valid, f);
+    u32 c = 0;
+#pragma unroll
+    for (int j = 0; j < CPT_ITEMS; j++) c += f[j] != 0;
+    const u32 sum = Reduce(smem).Sum(c);
+    if (threadIdx.x == 0) counts[blockIdx.x] = sum;
+}
+
+// out[offsets[tile] + k] = the k-th flagged value of tile `tile`, in order (one block per
+// tile). The flagged values are packed in shared memory, then written out contiguously.
+template <typename T>
+__device__ __forceinline__ void compact_scatter_impl(const u8* __restrict__ flags, const T* __restrict__ col, u64 n,
+                                                     const u64* __restrict__ offsets, T* __restrict__ out) {
+    typedef cub::BlockScan<u32, CPT_THREADS> Scan;
+    typedef cub::BlockLoad<T, CPT_THREADS, CPT_ITEMS, cub::BLOCK_LOAD_WARP_TRANSPOSE> Load;
+    __shared__ typename Scan::TempStorage scan_storage;
+    __shared__ union {
+        typename Load::TempStorage load;
+        T stage[CPT_TILE];
+    } smem;
+
+    const u64 base = (u64)blockIdx.x * CPT_TILE;
+    const int valid = (int)min((u64)CPT_TILE, n - base);
+    u8 f[CPT_ITEMS];
+    load_flags16(flags, base, valid, f);
+    u32 c = 0;
+#pragma unroll
+    for (int j = 0; j < CPT_ITEMS; j++) c += f[j] != 0;
+    u32 pos, tile_total;
+    Scan(scan_storage).ExclusiveSum(c, pos, tile_total);
+    if (tile_total == 0) return;  // uniform across the block
+
+    T v[CPT_ITEMS];
+    if (valid == CPT_TILE) {
+        Load(smem.load).Load(col + base, v);
+    } else {
+        Load(smem.load).Load(col + base, v, valid, T(0));
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < CPT_ITEMS; j++) {
+        if (f[j]) smem.stage[pos++] = v[j];
+    }
+    __syncthreads();
+    const u64 dst = offsets[blockIdx.x];
+    for (u32 i = threadIdx.x; i < tile_total; i += CPT_THREADS) out[dst + i] = smem.stage[i];
+}
+
+extern "C" __global__ void __launch_bounds__(CPT_THREADS)
+    compact_scatter_u8(const u8* flags, const u8* col, u64 n, const u64* offsets, u8* out) {
+    compact_scatter_impl<u8>(flags, col, n, offsets, out);
+}
+
+extern "C" __global__ void __launch_bounds__(CPT_THREADS)
+    compact_scatter_u32(const u8* flags, const u32* col, u64 n, const u64* offsets, u32* out) {
+    compact_scatter_impl<u32>(flags, col, n, offsets, out);
+}
+
+extern "C" __global__ void __launch_bounds__(CPT_THREADS)
+    compact_scatter_u64(const u8* flags, const u64* col, u64 n, const u64* offsets, u64* out) {
+    compact_scatter_impl<u64>(flags, col, n, offsets, out);
+}

@@ -1,0 +1,315 @@
+// Sorting: the stable permutation of SortPerm by LSB radix sort (8-bit digits, onesweep:
+// one upfront histogram of every digit place, then per digit place one kernel that ranks
+// a tile and finds its output offsets with a decoupled look-back across tiles), and the
+// flags of AdjacentDistinct.
+//
+// A key column is first turned into order-preserving unsigned integers (32 bits for u8,
+// i32, u32 and string ranks, 64 bits for i64, u64 and f64), inverted for a descending key.
+// Keys are sorted from the least significant to the most significant one; each radix pass
+// is stable, so the result orders rows lexicographically and keeps equal rows in input
+// order.
+//
+// Error word (unsigned long long err[4]): err[0] = code (set with atomicCAS from 0),
+// err[1] = smallest failing row (atomicMin; the host resets it to ~0 before the launch),
+// err[2], err[3] = details.
+
+#include <cub/block/block_load.cuh>
+#include <cub/block/block_radix_rank.cuh>
+#include <cub/block/block_scan.cuh>
+
+#define ERR_INDEX 1ULL
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+typedef unsigned char u8;
+
+__device__ __forceinline__ void report_err(u64* err, u64 code, u64 row) {
+    atomicMin(&err[1], row);
+    atomicCAS(&err[0], 0ULL, code);
+}
+
+// ---- key transformation ------------------------------------------------------------------
+
+__device__ __forceinline__ u32 ukey(u8 x) { return x; }
+__device__ __forceinline__ u32 ukey(u32 x) { return x; }
+__device__ __forceinline__ u32 ukey(int x) { return (u32)x ^ 0x80000000u; }
+__device__ __forceinline__ u64 ukey(u64 x) { return x; }
+__device__ __forceinline__ u64 ukey(long long x) { return (u64)x ^ 0x8000000000000000ULL; }
+// Total order with -0.0 < 0.0 and every NaN mapped to the largest key (NaN last).
+__device__ __forceinline__ u64 ukey(double x) {
+    const u64 b = (u64)__double_as_longlong(x);
+    if ((b & 0x7fffffffffffffffULL) > 0x7ff0000000000000ULL) return ~0ULL;
+    return (b >> 63) ? ~b : (b | 0x8000000000000000ULL);
+}
+
+// key_out[i] = ukey(col[src]) (inverted when desc), src = perm[i] when `perm` is given,
+// else i; without `perm`, perm_out[i] = i starts the permutation.
+template <typename T, typename K>
+__device__ __forceinline__ void prep_impl(const T* __restrict__ col, const u32* __restrict__ perm,
+                                          u32* __restrict__ perm_out, K* __restrict__ key_out, u64 n, u32 desc) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        u64 src = i;
+        if (perm) {
+            src = perm[i];
+        } else {
+            perm_out[i] = (u32)i;
+        }
+        K k = ukey(col[src]);
+        key_out[i] = desc ? (K)~k : k;
+    }
+}
+
+#define PREP(NAME, T, K)                                                                                 \
+    extern "C" __global__ void NAME(const T* col, const u32* perm, u32* perm_out, K* key_out, u64 n,   \
+                                    u32 desc) {                                                          \
+        prep_impl<T, K>(col, perm, perm_out, key_out, n, desc);                                          \
+    }
+
+PREP(sort_prep_u8, u8, u32)
+PREP(sort_prep_i32, int, u32)
+PREP(sort_prep_u32, u32, u32)
+PREP(sort_prep_i64, long long, u64)
+PREP(sort_prep_u64, u64, u64)
+PREP(sort_prep_f64, double, u64)
+
+// As prep_impl for a string key ordered by rank: key = rank[code]. A code outside the
+// table records its (original) row in the error word and gives key 0.
+extern "C" __global__ void sort_prep_rank(const u32* __restrict__ col, const u32* __restrict__ perm,
+                                          u32* __restrict__ perm_out, u32* __restrict__ key_out, u64 n, u32 desc,
+                                          const u32* __restrict__ rank, u64 rank_len, u64* err) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        u64 src = i;
+        if (perm) {
+            src = perm[i];
+        } else {
+            perm_out[i] = (u32)i;
+        }
+        const u32 code = col[src];
+        u32 k = 0;
+        if (code < rank_len) {
+            k = rank[code];
+        } else {
+            report_err(err, ERR_INDEX, src);
+        }
+        key_out[i] = desc ? ~k : k;
+    }
+}
+
+// ---- upfront histogram ---------------------------------------------------------------------
+
+#define HIST_THREADS 256
+
+// hist[p * 256 + d] += the number of keys whose digit p (bits 8p .. 8p+7) is d, for every
+// digit place p < PLACES. `hist` is zeroed by the host. Grid-stride.
+template <typename K, int PLACES>
+__device__ __forceinline__ void hist_impl(const K* __restrict__ keys, u64 n, u32* __restrict__ hist) {
+    __shared__ u32 s_hist[PLACES][256];
+    for (int i = threadIdx.x; i < PLACES * 256; i += HIST_THREADS) (&s_hist[0][0])[i] = 0;
+    __syncthreads();
+    const u64 stride = (u64)gridDim.x * HIST_THREADS;
+    for (u64 i = (u64)blockIdx.x * HIST_THREADS + threadIdx.x; i < n; i += stride) {
+        const K k = keys[i];
+#pragma unroll
+        for (int p = 0; p < PLACES; p++) atomicAdd(&s_hist[p][(u32)(k >> (8 * p)) & 255u], 1u);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < PLACES * 256; i += HIST_THREADS) {
+        const u32 c = (&s_hist[0][0])[i];
+        if (c) atomicAdd(&hist[i], c);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(HIST_THREADS) radix_hist_u32(const u32* keys, u64 n, u32* hist) {
+    hist_impl<u32, 4>(keys, n, hist);
+}
+
+extern "C" __global__ void __launch_bounds__(HIST_THREADS) radix_hist_u64(const u64* keys, u64 n, u32* hist) {
+    hist_impl<u64, 8>(keys, n, hist);
+}
+
+// One block of 256 threads: offsets[p * 256 + d] = the number of keys whose digit p is
+// below d (exclusive scan of each place's histogram), and bit p of mask[0] set when every
+// key has the same digit p (the pass can be skipped).
+extern "C" __global__ void __launch_bounds__(256)
+    radix_digit_offsets(const u32* __restrict__ hist, u32* __restrict__ offsets, u32 places, u64 n, u64* mask) {
+    typedef cub::BlockScan<u32, 256> Scan;
+    __shared__ typename Scan::TempStorage smem;
+    __shared__ u32 s_mask;
+    if (threadIdx.x == 0) s_mask = 0;
+    __syncthreads();
+    for (u32 p = 0; p < places; p++) {
+        const u32 c = hist[p * 256 + threadIdx.x];
+        if ((u64)c == n) atomicOr(&s_mask, 1u << p);
+        u32 excl;
+        Scan(smem).ExclusiveSum(c, excl);
+        offsets[p * 256 + threadIdx.x] = excl;
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) mask[0] = s_mask;
+}
+
+// ---- onesweep pass ---------------------------------------------------------------------------
+
+#define SWEEP_THREADS 256
+#define RADIX_BITS 8
+#define RADIX_DIGITS 256
+
+// Per (tile, digit) status word: the top two bits say what the low 62 hold.
+#define ST_AGG (1ULL << 62)     // the count of the digit in this tile
+#define ST_PREFIX (2ULL << 62)  // the count of the digit in this tile and all earlier ones
+#define ST_VALUE ((1ULL << 62) - 1)
+
+struct DigitOf {
+    u32 shift;
+    __device__ __forceinline__ u32 Digit(u32 k) const { return (k >> shift) & 255u; }
+    __device__ __forceinline__ u32 Digit(u64 k) const { return (u32)(k >> shift) & 255u; }
+};
+
+struct CountsOut {
+    int* count;
+    __device__ __forceinline__ void operator()(int (&bins)[1]) { *count = bins[0]; }
+};
+
+// One digit place of the LSB sort: moves (key, value) pairs from *_in to *_out, stably by
+// digit `shift / 8`. `digit_start[d]` is the number of keys whose digit is below d (from
+// radix_digit_offsets); `status` holds ntiles * 256 zeroed words; `counter` is a zeroed
+// word handing out tile indices in launch order (so a tile only waits for tiles that have
+// started). Keys are loaded warp-striped, the arrangement BlockRadixRankMatch ranks stably;
+// the ranked tile is exchanged through shared memory and written out digit run by digit run.
+template <typename K, int ITEMS>
+__device__ __forceinline__ void onesweep_impl(const K* __restrict__ keys_in, const u32* __restrict__ vals_in,
+                                              K* __restrict__ keys_out, u32* __restrict__ vals_out, u64 n, u32 shift,
+                                              const u32* __restrict__ digit_start, u64* status, u64* counter) {
+    constexpr int TILE = SWEEP_THREADS * ITEMS;
+    typedef cub::BlockRadixRankMatch<SWEEP_THREADS, RADIX_BITS, false> Rank;
+    __shared__ union {
+        typename Rank::TempStorage rank;
+        struct {
+            K keys[TILE];
+            u32 vals[TILE];
+        } x;
+    } smem;
+    __shared__ u32 s_base[RADIX_DIGITS];
+    __shared__ u32 s_tile;
+
+    const u32 t = threadIdx.x;
+    if (t == 0) s_tile = (u32)atomicAdd(counter, 1ULL);
+    __syncthreads();
+    const u64 tile = s_tile;
+    const u64 base = tile * TILE;
+    const int valid = (int)min((u64)TILE, n - base);
+
+    K keys[ITEMS];
+    u32 vals[ITEMS];
+    // Out-of-range slots get the largest key: digit 255, ranked after every valid key.
+    cub::LoadDirectWarpStriped(t, keys_in + base, keys, valid, (K)~(K)0);
+    cub::LoadDirectWarpStriped(t, vals_in + base, vals, valid, 0u);
+
+    int ranks[ITEMS];
+    int excl_in_tile[1];
+    int count = 0;
+    DigitOf digit;
+    digit.shift = shift;
+    CountsOut cb;
+    cb.count = &count;
+    Rank(smem.rank).RankKeys(keys, ranks, digit, excl_in_tile, cb);
+
+    // Thread t owns digit t: its count in this tile, its start before this tile.
+    u64 cnt = (u64)count;
+    if (t == RADIX_DIGITS - 1) cnt -= (u64)(TILE - valid);
+    u64* st = status + tile * RADIX_DIGITS + t;
+    u64 before = 0;
+    if (tile == 0) {
+        *(volatile u64*)st = ST_PREFIX | cnt;
+    } else {
+        *(volatile u64*)st = ST_AGG | cnt;
+        u64 p = tile - 1;
+        while (true) {
+            u64 s;
+            do {
+                s = *(volatile u64*)(status + p * RADIX_DIGITS + t);
+            } while ((s >> 62) == 0);
+            before += s & ST_VALUE;
+            if (s & ST_PREFIX) break;
+            p--;
+        }
+        *(volatile u64*)st = ST_PREFIX | (before + cnt);
+    }
+    // Key of rank r in this tile with digit d goes to digit_start[d] + before[d] + r - excl[d].
+    s_base[t] = digit_start[t] + (u32)before - (u32)excl_in_tile[0];
+    __syncthreads();  // the rank storage is reused below
+
+#pragma unroll
+    for (int j = 0; j < ITEMS; j++) {
+        smem.x.keys[ranks[j]] = keys[j];
+        smem.x.vals[ranks[j]] = vals[j];
+    }
+    __syncthreads();
+    for (int r = t; r < valid; r += SWEEP_THREADS) {
+        const K k = smem.x.keys[r];
+        const u32 dst = s_base[digit.Digit(k)] + (u32)r;
+        keys_out[dst] = k;
+        vals_out[dst] = smem.x.vals[r];
+    }
+}
+
+#define SWEEP_ITEMS_32 16
+#define SWEEP_ITEMS_64 12
+
+extern "C" __global__ void __launch_bounds__(SWEEP_THREADS)
+    onesweep_u32(const u32* keys_in, const u32* vals_in, u32* keys_out, u32* vals_out, u64 n, u32 shift,
+                 const u32* digit_start, u64* status, u64* counter) {
+    onesweep_impl<u32, SWEEP_ITEMS_32>(keys_in, vals_in, keys_out, vals_out, n, shift, digit_start, status, counter);
+}
+
+extern "C" __global__ void __launch_bounds__(SWEEP_THREADS)
+    onesweep_u64(const u64* keys_in, const u32* vals_in, u64* keys_out, u32* vals_out, u64 n, u32 shift,
+                 const u32* digit_start, u64* status, u64* counter) {
+    onesweep_impl<u64, SWEEP_ITEMS_64>(keys_in, vals_in, keys_out, vals_out, n, shift, digit_start, status, counter);
+}
+
+// ---- adjacent distinct -----------------------------------------------------------------------
+
+// flags[i] = (i == 0 || col[i] != col[i-1]), or-ed into flags when `accumulate`. Floats
+// compare by their total-order key (every NaN equal, -0.0 != 0.0).
+template <typename T>
+__device__ __forceinline__ bool differs(const T* __restrict__ col, u64 i) {
+    return col[i] != col[i - 1];
+}
+
+template <>
+__device__ __forceinline__ bool differs<double>(const double* __restrict__ col, u64 i) {
+    return ukey(col[i]) != ukey(col[i - 1]);
+}
+
+template <typename T>
+__device__ __forceinline__ void adjacent_impl(const T* __restrict__ col, u8* __restrict__ flags, u64 n,
+                                              u32 accumulate) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const bool d = i == 0 || differs<T>(col, i);
+        if (accumulate) {
+            if (d) flags[i] = 1;
+        } else {
+            flags[i] = d ? 1 : 0;
+        }
+    }
+}
+
+extern "C" __global__ void adjacent_distinct_u8(const u8* col, u8* flags, u64 n, u32 accumulate) {
+    adjacent_impl<u8>(col, flags, n, accumulate);
+}
+
+extern "C" __global__ void adjacent_distinct_u32(const u32* col, u8* flags, u64 n, u32 accumulate) {
+    adjacent_impl<u32>(col, flags, n, accumulate);
+}
+
+extern "C" __global__ void adjacent_distinct_u64(const u64* col, u8* flags, u64 n, u32 accumulate) {
+    adjacent_impl<u64>(col, flags, n, accumulate);
+}
+
+extern "C" __global__ void adjacent_distinct_f64(const double* col, u8* flags, u64 n, u32 accumulate) {
+    adjacent_impl<double>(col, flags, n, accumulate);
+}
