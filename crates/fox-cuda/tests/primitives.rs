@@ -102,8 +102,8 @@ fn exclusive_scan_overflow_is_an_error() {
             &[HostCol::U64(v)],
             &format!("n={n} overflow in the last row"),
         );
-        let big: Vec<u64> = (0..n).map(|_| (1 << 62) + rng.below(1000)).collect();
-        check_fails(&mut gpu, &k, &[HostCol::U64(big)], &format!("n={n} every count 2^62"));
+        let big: Vec<u64> = (0..n).map(|_| (1 << 63) + rng.below(1000)).collect();
+        check_fails(&mut gpu, &k, &[HostCol::U64(big)], &format!("n={n} every count 2^63"));
     }
     // Overflowing partial sums inside one tile and across many tiles.
     let v: Vec<u64> = (0..LARGE as u64)
