@@ -31,6 +31,63 @@ impl CudaBackend {
     pub fn device_name(&self) -> &str {
         self.gpu.device_name()
     }
+
+    /// Runs `f` between two CUDA events (`CU_EVENT_DEFAULT`) recorded on the backend's
+    /// stream and returns its result with the device time between them in milliseconds
+    /// (waits for the second event). Work `f` enqueues before it returns is timed; a
+    /// launcher that synchronises inside (to read a count) is timed with that gap.
+    pub fn timed<R>(
+        &mut self,
+        f: impl FnOnce(&mut CudaBackend) -> Result<R, BackendError>,
+    ) -> Result<(R, f64), BackendError> {
+        let start = self.gpu.record_event()?;
+        let r = f(self)?;
+        let end = self.gpu.record_event()?;
+        let ms = start
+            .elapsed_ms(&end)
+            .map_err(|e| BackendError(format!("cannot read the time between two events: {e:?}")))?;
+        self.gpu.sync()?;
+        Ok((r, f64::from(ms)))
+    }
+
+    /// Launches `kernel` as [`Backend::launch`] does, timed with CUDA events: its outputs
+    /// and the device time in milliseconds.
+    pub fn time_launch(
+        &mut self,
+        kernel: &Kernel,
+        args: &[&DevBuf],
+        ctx: &dyn LaunchCtx,
+    ) -> Result<(Vec<DevBuf>, f64), BackendError> {
+        self.timed(|b| b.launch(kernel, args, ctx))
+    }
+
+    /// Copies all of `src` to `dst` on the device (same element type and length), as
+    /// one `cuMemcpyDtoDAsync`: the copy-bandwidth ceiling of the benchmarks.
+    pub fn copy_buffer(&mut self, dst: &DevBuf, src: &DevBuf) -> Result<(), BackendError> {
+        if dst.len != src.len {
+            return Err(BackendError(format!(
+                "copy of {} elements into a buffer of {}",
+                src.len, dst.len
+            )));
+        }
+        self.gpu.copy(dst, 0, src, 0, src.len)
+    }
+
+    /// Turns the page-locked staging of large uploads and downloads on or off (on by
+    /// default unless `FOX_PINNED_STAGING=0`; off for good once it cannot be allocated).
+    pub fn set_pinned_staging(&mut self, on: bool) {
+        self.gpu.set_staging(on);
+    }
+
+    /// Whether large transfers go through the page-locked staging buffer.
+    pub fn pinned_staging(&self) -> bool {
+        self.gpu.staging()
+    }
+
+    /// The number of streaming multiprocessors.
+    pub fn sm_count(&self) -> u32 {
+        self.gpu.sm_count()
+    }
 }
 
 /// The short name of a kernel, for messages.

@@ -6,11 +6,17 @@
 //! that kernels may read a buffer's last elements with 16-byte vector loads. A buffer of
 //! length 0 has no allocation and the pointer 0. Event tracking is disabled before the
 //! first allocation: everything runs on one stream, in order.
+//!
+//! Transfers of at least [`STAGING_MIN`] bytes go through one reusable page-locked staging
+//! buffer (grown on demand up to [`STAGING_MAX`]) in two halves: the host copies one
+//! chunk into a half while the DMA engine moves the other, and an event per half says
+//! when it may be reused. When the staging buffer cannot be allocated, or
+//! `FOX_PINNED_STAGING=0`, transfers are plain (pageable) copies.
 
 use crate::compile::{module_source, CompileStats, Compiler, NVRTC_MISSING};
 use cudarc::driver::{
-    result, sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig,
-    PushKernelArg,
+    result, sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DriverError,
+    LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 use fox_kernel::Elem;
 use fox_runtime::{BackendError, DevBuf, HostCol, MemStats};
@@ -42,6 +48,62 @@ struct Slot {
     len: usize,
 }
 
+/// Transfers smaller than this are plain copies (the driver stages them itself).
+const STAGING_MIN: usize = 1 << 20;
+/// The largest staging buffer (both halves together).
+const STAGING_MAX: usize = 128 << 20;
+/// Host copies of at least this many bytes are split over several threads.
+const PAR_COPY_MIN: usize = 4 << 20;
+
+/// The page-locked staging buffer: two halves of `half` bytes, and for each an event
+/// recorded after the last transfer that used it.
+struct Staging {
+    mem: PinnedHostSlice<u8>,
+    half: usize,
+    done: [CudaEvent; 2],
+}
+
+impl Staging {
+    /// The start of half `h` (`h` is 0 or 1).
+    fn half_ptr(&mut self, h: usize) -> Result<*mut u8, DriverError> {
+        // The slice's own event is never recorded (transfers use `done`), so this does not wait.
+        let base = self.mem.as_mut_ptr()?;
+        // SAFETY: the allocation holds `2 * half` bytes.
+        Ok(unsafe { base.add(h * self.half) })
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        // The host memory is freed after this: wait for transfers that still use it.
+        for e in &self.done {
+            let _ = e.synchronize();
+        }
+    }
+}
+
+/// Copies `src` to `dst` (equal lengths), over several threads when it is large.
+fn host_copy(dst: &mut [u8], src: &[u8]) {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    if src.len() < PAR_COPY_MIN || threads < 2 {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let part = src.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        for (d, c) in dst.chunks_mut(part).zip(src.chunks(part)) {
+            s.spawn(move || d.copy_from_slice(c));
+        }
+    });
+}
+
+/// The bytes of a slice of plain numbers.
+fn bytes_of<T: cudarc::driver::DeviceRepr>(v: &[T]) -> &[u8] {
+    // SAFETY: the element types of host columns (u8, i32, u32, i64, u64, f64) have no
+    // padding and every byte is initialised.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
 pub(crate) struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
@@ -57,6 +119,9 @@ pub(crate) struct Gpu {
     cc: (i32, i32),
     sm_count: u32,
     max_smem_optin: u32,
+    /// Whether large transfers go through `staging`.
+    use_staging: bool,
+    staging: Option<Staging>,
 }
 
 /// A driver error as text.
@@ -141,6 +206,8 @@ impl Gpu {
             cc,
             sm_count,
             max_smem_optin,
+            use_staging: std::env::var("FOX_PINNED_STAGING").map_or(true, |v| v != "0"),
+            staging: None,
         })
     }
 
@@ -152,7 +219,6 @@ impl Gpu {
         self.cc
     }
 
-    #[allow(dead_code)]
     pub fn sm_count(&self) -> u32 {
         self.sm_count
     }
@@ -275,6 +341,13 @@ impl Gpu {
     }
 
     fn htod<T: cudarc::driver::DeviceRepr>(&mut self, buf: &DevBuf, v: &[T]) -> Result<(), BackendError> {
+        if std::mem::size_of_val(v) >= STAGING_MIN && self.staging_ready(std::mem::size_of_val(v)) {
+            let dst = self.ptr(buf)?;
+            if buf.len < v.len() {
+                return Err(BackendError("gpu backend: upload larger than its buffer".to_string()));
+            }
+            return self.htod_staged(dst, bytes_of(v));
+        }
         let Some(slot) = self.bufs.get_mut(&buf.id) else {
             return Err(BackendError(format!("gpu backend: buffer {} is not allocated", buf.id)));
         };
@@ -313,6 +386,14 @@ impl Gpu {
             ))
         })?;
         out.resize(buf.len, T::default());
+        let bytes = std::mem::size_of_val(&out[..]);
+        if bytes >= STAGING_MIN && self.staging_ready(bytes) {
+            let src = self.ptr(buf)?;
+            // SAFETY: `out` holds `buf.len` initialised plain numbers; any bytes are valid.
+            let dst = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, bytes) };
+            self.dtoh_staged(dst, src)?;
+            return Ok(out);
+        }
         let slot = self.slot(buf)?;
         if let Some(mem) = &slot.mem {
             // SAFETY: the allocation holds `buf.len` elements of `T`.
@@ -324,6 +405,134 @@ impl Gpu {
             self.sync()?;
         }
         Ok(out)
+    }
+
+    /// Turns the pinned staging of large transfers on or off (on by default unless
+    /// `FOX_PINNED_STAGING=0`). Turning it off frees the staging buffer.
+    pub fn set_staging(&mut self, on: bool) {
+        self.use_staging = on;
+        if !on {
+            self.staging = None;
+        }
+    }
+
+    pub fn staging(&self) -> bool {
+        self.use_staging
+    }
+
+    /// Makes sure the staging buffer is there for a transfer of `bytes` (growing it up to
+    /// [`STAGING_MAX`]); false when staging is off or the buffer cannot be allocated,
+    /// and then the transfer is a plain copy.
+    fn staging_ready(&mut self, bytes: usize) -> bool {
+        if !self.use_staging {
+            return false;
+        }
+        let want = bytes.next_power_of_two().clamp(2 * STAGING_MIN, STAGING_MAX);
+        if self.staging.as_ref().is_some_and(|s| 2 * s.half >= want) {
+            return true;
+        }
+        // Drop the old buffer first (it waits for its transfers).
+        self.staging = None;
+        let new = || -> Result<Staging, DriverError> {
+            let ev = || self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING));
+            let done = [ev()?, ev()?];
+            // SAFETY: the memory is uninitialised; it is only read after being written.
+            // Flags 0 (not write-combined): the host reads it back after downloads.
+            let mem = unsafe { self.ctx.alloc_pinned_with_flags::<u8>(want, 0) }?;
+            Ok(Staging {
+                mem,
+                half: want / 2,
+                done,
+            })
+        };
+        match new() {
+            Ok(st) => {
+                self.staging = Some(st);
+                true
+            }
+            Err(_) => {
+                // Page-locked memory is scarce: stay with plain copies from now on.
+                self.use_staging = false;
+                false
+            }
+        }
+    }
+
+    /// Copies `src` to device address `dst` through the staging buffer, chunk by chunk.
+    fn htod_staged(&mut self, dst: u64, src: &[u8]) -> Result<(), BackendError> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| drv("cannot bind the CUDA context", e))?;
+        let stream = self.stream.cu_stream();
+        let st = self.staging.as_mut().expect("staging_ready made it");
+        let half = st.half;
+        for (k, chunk) in src.chunks(half).enumerate() {
+            let h = k % 2;
+            st.done[h]
+                .synchronize()
+                .map_err(|e| drv("cannot copy to the device", e))?;
+            let p = st.half_ptr(h).map_err(|e| drv("cannot copy to the device", e))?;
+            // SAFETY: half `h` holds `half >= chunk.len()` bytes, and no transfer uses it
+            // now (its last one is done).
+            let stage = unsafe { std::slice::from_raw_parts_mut(p, chunk.len()) };
+            host_copy(stage, chunk);
+            // SAFETY: the destination range lies in the buffer (checked by the caller);
+            // the source stays valid and unchanged until `done[h]` completes.
+            unsafe { result::memcpy_htod_async(dst + (k * half) as u64, &stage[..], stream) }
+                .map_err(|e| drv("cannot copy to the device", e))?;
+            st.done[h]
+                .record(&self.stream)
+                .map_err(|e| drv("cannot copy to the device", e))?;
+        }
+        Ok(())
+    }
+
+    /// Copies device address `src` to `dst` through the staging buffer, chunk by chunk
+    /// (waits for the stream).
+    fn dtoh_staged(&mut self, dst: &mut [u8], src: u64) -> Result<(), BackendError> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| drv("cannot bind the CUDA context", e))?;
+        let stream = self.stream.cu_stream();
+        let st = self.staging.as_mut().expect("staging_ready made it");
+        let half = st.half;
+        let n = dst.len();
+        let chunks = n.div_ceil(half);
+        let issue = |st: &mut Staging, k: usize| -> Result<(), DriverError> {
+            let h = k % 2;
+            let len = half.min(n - k * half);
+            st.done[h].synchronize()?;
+            let p = st.half_ptr(h)?;
+            // SAFETY: half `h` holds `len` bytes and no transfer uses it now; the source
+            // range lies in the buffer (`n` bytes from `src`).
+            let stage = unsafe { std::slice::from_raw_parts_mut(p, len) };
+            unsafe { result::memcpy_dtoh_async(stage, src + (k * half) as u64, stream) }?;
+            st.done[h].record(&self.stream)
+        };
+        let fail = |e| drv("cannot copy from the device", e);
+        for k in 0..chunks.min(2) {
+            issue(st, k).map_err(fail)?;
+        }
+        for k in 0..chunks {
+            let h = k % 2;
+            let len = half.min(n - k * half);
+            st.done[h].synchronize().map_err(fail)?;
+            let p = st.half_ptr(h).map_err(fail)?;
+            // SAFETY: the transfer into half `h` is complete.
+            let stage = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
+            host_copy(&mut dst[k * half..k * half + len], stage);
+            if k + 2 < chunks {
+                issue(st, k + 2).map_err(fail)?;
+            }
+        }
+        self.sync()
+    }
+
+    /// Records a timing event (`CU_EVENT_DEFAULT`) on the stream.
+    pub fn record_event(&self) -> Result<CudaEvent, BackendError> {
+        self.stream
+            .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| drv("cannot record an event", e))
     }
 
     /// Reads element `index` of a U64 buffer (synchronous: waits for the stream).

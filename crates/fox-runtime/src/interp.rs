@@ -406,6 +406,7 @@ impl Interp<'_> {
                 limit,
             } => {
                 let start = Instant::now();
+                let download_before = self.stats.download;
                 let what = format!("{} (output `{name}`)", at(plan, block, i));
                 // A relation with no columns is one hidden column giving its row count.
                 let hidden = usize::from(columns.is_empty());
@@ -428,10 +429,12 @@ impl Interp<'_> {
                         .var_slot(c.0 as usize)
                         .map_err(|w| RuntimeError::Plan(format!("{what}: reads {w}")))?;
                     let buf = &self.slots[slot].as_ref().expect("occupied").0;
+                    let t = Instant::now();
                     let col = self.backend.download(buf).map_err(|e| RuntimeError::Kernel {
                         at: what.clone(),
                         msg: e.0,
                     })?;
+                    self.stats.download += t.elapsed();
                     host.push(col);
                 }
                 let hidden_rows = (hidden == 1).then(|| host[0].len());
@@ -441,12 +444,13 @@ impl Interp<'_> {
                 let table = build_table(&what, name, columns, host, hidden_rows, &self.dict, order, *limit)?;
                 self.outputs.push(table);
                 let d = start.elapsed();
-                self.stats.output += d;
+                self.stats.output += d.saturating_sub(self.stats.download - download_before);
                 self.record(block, i, || format!("Output({name})"), d);
                 Ok(())
             }
             Instr::Launch { kernel, args, outs } => {
                 let start = Instant::now();
+                let transfers_before = self.stats.upload + self.stats.download;
                 let loading = matches!(kernel, Kernel::LoadInput { .. });
                 self.launch(block, i, kernel, args, outs)?;
                 if self.timing && !loading {
@@ -456,10 +460,12 @@ impl Interp<'_> {
                     })?;
                 }
                 let d = start.elapsed();
+                // Uploads and downloads inside the instruction are counted on their own.
+                let own = d.saturating_sub(self.stats.upload + self.stats.download - transfers_before);
                 if loading {
-                    self.stats.load += d;
+                    self.stats.load += own;
                 } else {
-                    self.stats.compute += d;
+                    self.stats.compute += own;
                 }
                 self.record(block, i, || kernel_name(kernel, plan), d);
                 Ok(())
@@ -525,7 +531,18 @@ impl Interp<'_> {
                         out_elems[k]
                     )));
                 }
-                match self.backend.upload(col) {
+                let t = Instant::now();
+                let up = self.backend.upload(col).and_then(|b| {
+                    if self.timing {
+                        if let Err(e) = self.backend.sync() {
+                            self.backend.free(b);
+                            return Err(e);
+                        }
+                    }
+                    Ok(b)
+                });
+                self.stats.upload += t.elapsed();
+                match up {
                     Ok(b) => bufs.push(b),
                     Err(e) => {
                         bufs.into_iter().for_each(|b| self.backend.free(b));
@@ -577,7 +594,10 @@ impl Interp<'_> {
 
     fn download_arg(&mut self, slot: usize) -> Result<HostCol, HostError> {
         let buf = &self.slots[slot].as_ref().expect("occupied").0;
-        self.backend.download(buf).map_err(|e| HostError::Kernel(e.0))
+        let t = Instant::now();
+        let col = self.backend.download(buf).map_err(|e| HostError::Kernel(e.0));
+        self.stats.download += t.elapsed();
+        col
     }
 
     /// Runs a host-side kernel and returns its output columns.

@@ -45,11 +45,18 @@ pub struct RunStats {
     pub backend: String,
     /// One entry per instruction that ran (launches and outputs), in plan order.
     pub instrs: Vec<InstrStat>,
-    /// Reading input files and uploading them.
+    /// Reading and parsing input files, building the dictionary, and the host-side
+    /// preparation of `LoadInput` (its upload is in `upload`).
     pub load: Duration,
-    /// Every other instruction but outputs.
+    /// Time spent in [`Backend::upload`] (with a [`Backend::sync`] after each when
+    /// `RunOptions::timing` is set): input columns and host-side kernels' results.
+    pub upload: Duration,
+    /// Every other instruction but outputs, less its uploads and downloads.
     pub compute: Duration,
-    /// Downloading, ordering and converting results.
+    /// Time spent in [`Backend::download`]: results, and the arguments of host-side
+    /// kernels (`StrFn`).
+    pub download: Duration,
+    /// Ordering and converting results (their download is in `download`).
     pub output: Duration,
     /// Kernel compilation by the backend (part of `compute`).
     pub compile: Duration,
@@ -102,7 +109,7 @@ impl fmt::Display for RuntimeError {
 impl std::error::Error for RuntimeError {}
 
 /// The `--timing` report: time per kernel (all its instructions together), the slowest
-/// instructions, the load/compute/output split, and memory.
+/// instructions, the load/upload/compute/download/output split, and memory.
 pub fn format_stats(stats: &RunStats) -> String {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let mut by_kernel: Vec<(String, u64, Duration)> = Vec::new();
@@ -141,17 +148,15 @@ pub fn format_stats(stats: &RunStats) -> String {
         ));
     }
     out.push_str(&format!(
-        "load {:.3} ms, compute {:.3} ms, output {:.3} ms\n",
+        "load (parse) {:.3} ms, upload {:.3} ms, compute {:.3} ms (of which kernel compilation {:.3} ms), \
+         download {:.3} ms, output {:.3} ms\n",
         ms(stats.load),
+        ms(stats.upload),
         ms(stats.compute),
+        ms(stats.compile),
+        ms(stats.download),
         ms(stats.output)
     ));
-    if !stats.compile.is_zero() {
-        out.push_str(&format!(
-            "kernel compilation {:.3} ms (within compute)\n",
-            ms(stats.compile)
-        ));
-    }
     out.push_str(&format!(
         "memory: planned peak {} buffers (actual {}), actual peak {} bytes, total allocated {} bytes\n",
         stats.planned_peak_buffers, stats.actual_peak_buffers, stats.peak_bytes, stats.total_allocated_bytes

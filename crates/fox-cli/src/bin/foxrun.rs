@@ -34,8 +34,8 @@ struct Cli {
     /// Where kernels run: auto (the GPU when one is usable, otherwise the CPU), gpu, cpu.
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     backend: BackendChoice,
-    /// Print per-kernel times, the load/compute/output split and memory use to standard
-    /// error.
+    /// Print per-kernel times, the load/upload/compute/download/output split (with
+    /// kernel compilation) and memory use to standard error.
     #[arg(long)]
     timing: bool,
     /// Colour diagnostics: auto (when standard error is a terminal), always, never.

@@ -1,0 +1,832 @@
+//! `foxbench`: benchmarks of the backends' primitives.
+//!
+//! `foxbench kernels` times the kernels the plans are made of on random data (never
+//! zeros): the radix sort (`SortPerm`) of 32-bit keys, the sort of key/value pairs
+//! (`SortPerm` then `Gather`), `ExclusiveScan` of u64 counts, `Compact` of a u32 column
+//! by 50% flags, the sort-merge join (`JoinCount`, `ExclusiveScan`, `JoinWrite`) of two
+//! pre-sorted relations with about one match per key, and the device-to-device copy
+//! whose bandwidth (bytes read plus bytes written) is the ceiling of the memory-bound
+//! primitives, plus uploads and downloads. Each is run once untimed (compilation, module
+//! loading; its result is checked against a host computation), then `--repeat` times;
+//! the median is reported. On the GPU, times come from CUDA events on the backend's
+//! stream; on the CPU, from the wall clock.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use fox_kernel::Kernel;
+use fox_runtime::{Backend, BackendError, DevBuf, HostCol, LaunchCtx};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(
+    name = "foxbench",
+    version,
+    about = "Benchmarks Fox's kernels on a backend",
+    long_about = "Benchmarks Fox's kernels on a backend.\n\n\
+                  `foxbench kernels` times, on random data: the radix sort (SortPerm) of 2^LOG2N \
+                  u32 keys; the sort of 2^LOG2N key/value pairs (SortPerm, Gather of the values, \
+                  and both together); ExclusiveScan of 2^LOG2N u64 counts; Compact of 2^LOG2N u32 \
+                  rows by 50% flags; the sort-merge join (JoinCount + ExclusiveScan + JoinWrite) \
+                  of two pre-sorted 2^JOIN_LOG2N-row relations with about one match per key; a \
+                  device-to-device copy (the bandwidth ceiling: bytes read plus bytes written); \
+                  and uploads and downloads. Each primitive runs once untimed (compilation, \
+                  module loading), its result checked on the host, then --repeat times; the \
+                  table gives the median time (CUDA events on the GPU, the wall clock on the \
+                  CPU), the throughput, the fraction of the copy bandwidth for the memory-bound \
+                  primitives, and with --cub the speed relative to CUB's primitives \
+                  (bench/cub_reference.cu, run by bench/kernels.sh).\n\n\
+                  Exit status: 0 on success, 1 when the backend fails or a result is wrong, 2 \
+                  for a bad command line."
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Time the primitive kernels (sort, gather, scan, compaction, join, copy, transfers).
+    Kernels(KernelsArgs),
+}
+
+#[derive(Args)]
+struct KernelsArgs {
+    /// Where kernels run.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Gpu)]
+    backend: BackendChoice,
+    /// log2 of the number of keys, pairs, counts and rows (4..=30).
+    #[arg(long, default_value_t = 28, value_parser = clap::value_parser!(u32).range(4..=30))]
+    log2n: u32,
+    /// log2 of the number of rows of each side of the join (4..=30).
+    #[arg(long, default_value_t = 26, value_parser = clap::value_parser!(u32).range(4..=30))]
+    join_log2n: u32,
+    /// Timed runs per primitive (after one untimed warm-up run); the median is reported.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    repeat: u32,
+    /// Also write every measurement (all times, not only medians) to FILE as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// CUB's times from bench/cub_reference.cu (lines `cub <name> <n> <ms>`): adds CUB's
+    /// time and Fox's speed as a percentage of CUB's to the matching rows.
+    #[arg(long, value_name = "FILE")]
+    cub: Option<PathBuf>,
+    /// Skip the host checks of the warm-up results.
+    #[arg(long)]
+    no_check: bool,
+    /// Seed of the random data.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BackendChoice {
+    Gpu,
+    Cpu,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let res = match &cli.cmd {
+        Cmd::Kernels(a) => kernels(a),
+    };
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("foxbench: error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The launch context of the benchmarks: their kernels use no string constants.
+struct NoStrings;
+
+impl LaunchCtx for NoStrings {
+    fn string_code(&self, _s: &str) -> Option<u32> {
+        None
+    }
+}
+
+enum Dev {
+    Gpu(Box<fox_cuda::CudaBackend>),
+    Cpu(fox_cpu::CpuBackend),
+}
+
+impl Dev {
+    fn backend(&mut self) -> &mut dyn Backend {
+        match self {
+            Dev::Gpu(g) => g.as_mut(),
+            Dev::Cpu(c) => c,
+        }
+    }
+
+    /// Runs `f` and returns its result with its time in milliseconds: CUDA events on the
+    /// GPU, the wall clock (after a sync) on the CPU.
+    fn time<R>(
+        &mut self,
+        f: impl FnOnce(&mut dyn Backend) -> Result<R, BackendError>,
+    ) -> Result<(R, f64), BackendError> {
+        match self {
+            Dev::Gpu(g) => g.timed(|b| f(b)),
+            Dev::Cpu(c) => {
+                let start = Instant::now();
+                let r = f(c)?;
+                c.sync()?;
+                Ok((r, start.elapsed().as_secs_f64() * 1e3))
+            }
+        }
+    }
+}
+
+/// One measured primitive.
+struct Row {
+    name: &'static str,
+    /// Keys, rows or pairs per run (the join: rows of one side).
+    n: usize,
+    times_ms: Vec<f64>,
+    /// The work per run in `unit`s (keys, tuples) or bytes (for `GB/s`).
+    work: f64,
+    unit: Unit,
+    /// Whether the row is compared with the copy bandwidth.
+    vs_ceiling: bool,
+    /// The CUB primitive it is compared with.
+    cub_name: Option<&'static str>,
+    /// What the table adds in words (the join's output size).
+    note: String,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Unit {
+    Keys,
+    Pairs,
+    Tuples,
+    Bytes,
+}
+
+impl Row {
+    fn median(&self) -> f64 {
+        median(&self.times_ms)
+    }
+
+    /// Work per second in the unit (bytes/s for `Bytes`).
+    fn rate(&self) -> f64 {
+        self.work / (self.median() * 1e-3)
+    }
+
+    fn rate_text(&self) -> String {
+        let r = self.rate();
+        match self.unit {
+            Unit::Bytes => format!("{:.1} GB/s", r / 1e9),
+            Unit::Keys => format!("{:.3} Gkeys/s", r / 1e9),
+            Unit::Pairs => format!("{:.3} Gpairs/s", r / 1e9),
+            Unit::Tuples => format!("{:.3} Gtuples/s", r / 1e9),
+        }
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let m = s.len();
+    if m == 0 {
+        f64::NAN
+    } else if m % 2 == 1 {
+        s[m / 2]
+    } else {
+        0.5 * (s[m / 2 - 1] + s[m / 2])
+    }
+}
+
+/// splitmix64: the random data of the benchmarks.
+fn mix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// `n` values `f(mix64(seed, i))`, generated on all cores.
+fn random<T: Send + Default + Clone>(n: usize, seed: u64, f: impl Fn(u64) -> T + Sync) -> Vec<T> {
+    let mut v = vec![T::default(); n];
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get()).min(32);
+    let part = n.div_ceil(threads).max(1 << 16);
+    let salt = mix64(seed);
+    std::thread::scope(|s| {
+        for (c, chunk) in v.chunks_mut(part).enumerate() {
+            let f = &f;
+            s.spawn(move || {
+                for (k, x) in chunk.iter_mut().enumerate() {
+                    let i = (c * part + k) as u64;
+                    *x = f(mix64(salt ^ i.wrapping_mul(0x2545_f491_4f6c_dd1d)));
+                }
+            });
+        }
+    });
+    v
+}
+
+fn be(e: BackendError) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
+}
+
+/// Runs `f` once untimed (its outputs are returned for checking) and `repeat` times
+/// timed (their outputs are freed).
+fn measure(
+    dev: &mut Dev,
+    repeat: u32,
+    what: &str,
+    mut f: impl FnMut(&mut dyn Backend) -> Result<Vec<DevBuf>, BackendError>,
+) -> anyhow::Result<(Vec<DevBuf>, Vec<f64>)> {
+    let ctx = |e: BackendError| anyhow::anyhow!("{what}: {e}");
+    let first = f(dev.backend()).map_err(ctx)?;
+    dev.backend().sync().map_err(ctx)?;
+    let mut times = Vec::with_capacity(repeat as usize);
+    for _ in 0..repeat {
+        let (outs, ms) = dev.time(&mut f).map_err(ctx)?;
+        for b in outs {
+            dev.backend().free(b);
+        }
+        times.push(ms);
+    }
+    Ok((first, times))
+}
+
+fn launch(b: &mut dyn Backend, k: &Kernel, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    b.launch(k, args, &NoStrings)
+}
+
+fn take1(mut v: Vec<DevBuf>, what: &str) -> Result<DevBuf, BackendError> {
+    match (v.pop(), v.is_empty()) {
+        (Some(b), true) => Ok(b),
+        _ => Err(BackendError(format!("{what} did not return one buffer"))),
+    }
+}
+
+fn download_u32(dev: &mut Dev, b: &DevBuf) -> anyhow::Result<Vec<u32>> {
+    match dev.backend().download(b).map_err(be)? {
+        HostCol::U32(v) => Ok(v),
+        c => anyhow::bail!("expected a u32 buffer, got {:?}", c.elem()),
+    }
+}
+
+fn download_u64(dev: &mut Dev, b: &DevBuf) -> anyhow::Result<Vec<u64>> {
+    match dev.backend().download(b).map_err(be)? {
+        HostCol::U64(v) => Ok(v),
+        c => anyhow::bail!("expected a u64 buffer, got {:?}", c.elem()),
+    }
+}
+
+fn free_all(dev: &mut Dev, bufs: Vec<DevBuf>) {
+    for b in bufs {
+        dev.backend().free(b);
+    }
+}
+
+fn sort_perm_kernel() -> Kernel {
+    Kernel::SortPerm {
+        desc: vec![false],
+        by_rank: vec![false],
+    }
+}
+
+/// Checks that `perm` is the stable sorting permutation of `keys`.
+fn check_perm(keys: &[u32], perm: &[u32]) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        perm.len() == keys.len(),
+        "the permutation has {} rows for {}",
+        perm.len(),
+        keys.len()
+    );
+    let mut seen = vec![false; keys.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        let p = p as usize;
+        anyhow::ensure!(
+            p < keys.len() && !seen[p],
+            "perm[{i}] = {p} is out of range or repeated"
+        );
+        seen[p] = true;
+        if i > 0 {
+            let q = perm[i - 1] as usize;
+            anyhow::ensure!(
+                (keys[q], q) < (keys[p], p),
+                "rows {q} and {p} at positions {} and {i} are out of (stable) order",
+                i - 1
+            );
+        }
+    }
+    Ok(())
+}
+
+fn kernels(a: &KernelsArgs) -> anyhow::Result<()> {
+    let mut dev = match a.backend {
+        BackendChoice::Gpu => Dev::Gpu(Box::new(
+            fox_cuda::CudaBackend::new().map_err(|e| anyhow::anyhow!("no usable GPU for --backend gpu: {e}"))?,
+        )),
+        BackendChoice::Cpu => Dev::Cpu(fox_cpu::CpuBackend::new()),
+    };
+    let cub = match &a.cub {
+        Some(p) => read_cub(p)?,
+        None => Vec::new(),
+    };
+    let check = !a.no_check;
+    let n = 1usize << a.log2n;
+    let jn = 1usize << a.join_log2n;
+    let rep = a.repeat;
+    let name = dev.backend().name();
+    eprintln!(
+        "foxbench: {name}, n = 2^{}, join 2^{} x 2^{}, {rep} repeats",
+        a.log2n, a.join_log2n, a.join_log2n
+    );
+    let mut rows: Vec<Row> = Vec::new();
+
+    // The copy ceiling: n u32 read and written.
+    let keys_host: Vec<u32> = random(n, a.seed, |x| x as u32);
+    let keys = dev.backend().upload(HostCol::U32(keys_host.clone())).map_err(be)?;
+    {
+        let times = match &mut dev {
+            Dev::Gpu(g) => {
+                let dst = g.upload(HostCol::U32(vec![0; n])).map_err(be)?;
+                g.copy_buffer(&dst, &keys).map_err(be)?;
+                let mut times = Vec::new();
+                for _ in 0..rep {
+                    let ((), ms) = g.timed(|g| g.copy_buffer(&dst, &keys)).map_err(be)?;
+                    times.push(ms);
+                }
+                if check {
+                    let got = match g.download(&dst).map_err(be)? {
+                        HostCol::U32(v) => v,
+                        _ => anyhow::bail!("copy: the copy is not u32"),
+                    };
+                    anyhow::ensure!(got == keys_host, "copy: the copy differs from its source");
+                }
+                g.free(dst);
+                times
+            }
+            Dev::Cpu(_) => {
+                let mut dst = vec![0u32; n];
+                dst.copy_from_slice(&keys_host);
+                let mut times = Vec::new();
+                for _ in 0..rep {
+                    let start = Instant::now();
+                    dst.copy_from_slice(std::hint::black_box(&keys_host));
+                    std::hint::black_box(&mut dst);
+                    times.push(start.elapsed().as_secs_f64() * 1e3);
+                }
+                times
+            }
+        };
+        rows.push(Row {
+            name: "copy",
+            n,
+            times_ms: times,
+            work: 8.0 * n as f64,
+            unit: Unit::Bytes,
+            vs_ceiling: true,
+            cub_name: Some("memcpy_dtod"),
+            note: "u32, read + written".into(),
+        });
+    }
+
+    // Radix sort of the keys.
+    let (outs, times) = measure(&mut dev, rep, "sort_keys", |b| launch(b, &sort_perm_kernel(), &[&keys]))?;
+    let perm = take1(outs, "SortPerm").map_err(be)?;
+    if check {
+        check_perm(&keys_host, &download_u32(&mut dev, &perm)?).map_err(|e| anyhow::anyhow!("sort_keys: {e}"))?;
+    }
+    rows.push(Row {
+        name: "sort_keys",
+        n,
+        times_ms: times,
+        work: n as f64,
+        unit: Unit::Keys,
+        vs_ceiling: false,
+        cub_name: Some("sort_keys"),
+        note: "SortPerm, u32 keys".into(),
+    });
+
+    // Key/value pairs: the gather of the values by the permutation, and both together.
+    let vals_host: Vec<u32> = random(n, a.seed ^ 0x5151, |x| (x >> 32) as u32);
+    let vals = dev.backend().upload(HostCol::U32(vals_host.clone())).map_err(be)?;
+    let gather = Kernel::Gather { shift: 0 };
+    let (outs, times) = measure(&mut dev, rep, "gather", |b| launch(b, &gather, &[&perm, &vals]))?;
+    let gathered = take1(outs, "Gather").map_err(be)?;
+    // The values in key order (the permutation was checked above).
+    let mut sorted_vals = Vec::new();
+    if check {
+        let p = download_u32(&mut dev, &perm)?;
+        let got = download_u32(&mut dev, &gathered)?;
+        sorted_vals = p.iter().map(|&i| vals_host[i as usize]).collect();
+        anyhow::ensure!(got == sorted_vals, "gather: wrong values");
+    }
+    free_all(&mut dev, vec![gathered, perm]);
+    rows.push(Row {
+        name: "gather",
+        n,
+        times_ms: times,
+        work: 12.0 * n as f64,
+        unit: Unit::Bytes,
+        vs_ceiling: true,
+        cub_name: None,
+        note: "u32 by a u32 permutation".into(),
+    });
+    let (outs, times) = measure(&mut dev, rep, "sort_pairs", |b| {
+        let perm = take1(launch(b, &sort_perm_kernel(), &[&keys])?, "SortPerm")?;
+        let out = launch(b, &gather, &[&perm, &vals]);
+        b.free(perm);
+        out
+    })?;
+    if check {
+        anyhow::ensure!(outs.len() == 1, "sort_pairs: Gather returned {} buffers", outs.len());
+        let got = download_u32(&mut dev, &outs[0])?;
+        anyhow::ensure!(got == sorted_vals, "sort_pairs: the values are not in stable key order");
+    }
+    drop(sorted_vals);
+    free_all(&mut dev, outs);
+    dev.backend().free(vals);
+    rows.push(Row {
+        name: "sort_pairs",
+        n,
+        times_ms: times,
+        work: n as f64,
+        unit: Unit::Pairs,
+        vs_ceiling: false,
+        cub_name: Some("sort_pairs"),
+        note: "SortPerm + Gather, u32/u32".into(),
+    });
+
+    // Exclusive scan of u64 counts in 0..=3.
+    let counts_host: Vec<u64> = random(n, a.seed ^ 0x5ca7, |x| x & 3);
+    let counts = dev.backend().upload(HostCol::U64(counts_host.clone())).map_err(be)?;
+    let (outs, times) = measure(&mut dev, rep, "scan", |b| launch(b, &Kernel::ExclusiveScan, &[&counts]))?;
+    if check {
+        anyhow::ensure!(outs.len() == 2, "scan: ExclusiveScan returned {} buffers", outs.len());
+        let offsets = download_u64(&mut dev, &outs[0])?;
+        let total = download_u64(&mut dev, &outs[1])?;
+        let mut sum = 0u64;
+        for (i, (&o, &c)) in offsets.iter().zip(&counts_host).enumerate() {
+            anyhow::ensure!(o == sum, "scan: offset {i} is {o}, expected {sum}");
+            sum += c;
+        }
+        anyhow::ensure!(total == [sum], "scan: total {total:?}, expected {sum}");
+    }
+    free_all(&mut dev, outs);
+    dev.backend().free(counts);
+    rows.push(Row {
+        name: "scan",
+        n,
+        times_ms: times,
+        work: 16.0 * n as f64,
+        unit: Unit::Bytes,
+        vs_ceiling: true,
+        cub_name: Some("scan_u64"),
+        note: "ExclusiveScan, u64".into(),
+    });
+
+    // Compaction of the keys by 50% flags.
+    let flags_host: Vec<u8> = random(n, a.seed ^ 0xf1a9, |x| (x >> 40) as u8 & 1);
+    let selected = flags_host.iter().filter(|&&f| f != 0).count();
+    let flags = dev.backend().upload(HostCol::U8(flags_host.clone())).map_err(be)?;
+    let (outs, times) = measure(&mut dev, rep, "compact", |b| {
+        launch(b, &Kernel::Compact, &[&flags, &keys])
+    })?;
+    if check {
+        let got = download_u32(&mut dev, &outs[0])?;
+        let want: Vec<u32> = keys_host
+            .iter()
+            .zip(&flags_host)
+            .filter(|(_, &f)| f != 0)
+            .map(|(&k, _)| k)
+            .collect();
+        anyhow::ensure!(got == want, "compact: wrong rows");
+    }
+    free_all(&mut dev, outs);
+    dev.backend().free(flags);
+    rows.push(Row {
+        name: "compact",
+        n,
+        times_ms: times,
+        work: (n + 4 * n + 4 * selected) as f64,
+        unit: Unit::Bytes,
+        vs_ceiling: true,
+        cub_name: Some("select_flagged"),
+        note: format!("Compact, u32, {selected} kept"),
+    });
+
+    // Uploads and downloads of the keys (on the GPU with and without pinned staging).
+    let modes: Vec<(bool, &'static str, &'static str)> = match &dev {
+        Dev::Gpu(g) if g.pinned_staging() => vec![
+            (true, "upload", "download"),
+            (false, "upload_pageable", "download_pageable"),
+        ],
+        _ => vec![(false, "upload", "download")],
+    };
+    for (pinned, up_name, down_name) in modes {
+        if let Dev::Gpu(g) = &mut dev {
+            g.set_pinned_staging(pinned);
+        }
+        let mut up_times = Vec::new();
+        let mut down_times = Vec::new();
+        for r in 0..=rep {
+            let col = HostCol::U32(keys_host.clone());
+            let (buf, ms) = dev.time(|b| b.upload(col)).map_err(be)?;
+            let (col, dms) = dev.time(|b| b.download(&buf)).map_err(be)?;
+            dev.backend().free(buf);
+            if check && r == 0 {
+                anyhow::ensure!(
+                    col == HostCol::U32(keys_host.clone()),
+                    "{up_name}/{down_name}: data differs"
+                );
+            }
+            if r > 0 {
+                up_times.push(ms);
+                down_times.push(dms);
+            }
+        }
+        for (nm, times) in [(up_name, up_times), (down_name, down_times)] {
+            rows.push(Row {
+                name: nm,
+                n,
+                times_ms: times,
+                work: 4.0 * n as f64,
+                unit: Unit::Bytes,
+                vs_ceiling: false,
+                cub_name: None,
+                note: if pinned {
+                    "u32, pinned staging"
+                } else {
+                    "u32, plain copy"
+                }
+                .into(),
+            });
+        }
+    }
+    if let Dev::Gpu(g) = &mut dev {
+        g.set_pinned_staging(true);
+    }
+    dev.backend().free(keys);
+    drop(keys_host);
+
+    // Sort-merge join of two sorted relations with keys in 0..jn: about one match per key.
+    let mut lk_host: Vec<u32> = random(jn, a.seed ^ 0x1ef7, |x| (x % jn as u64) as u32);
+    let mut rk_host: Vec<u32> = random(jn, a.seed ^ 0x1e57, |x| (x % jn as u64) as u32);
+    lk_host.sort_unstable();
+    rk_host.sort_unstable();
+    let lk = dev.backend().upload(HostCol::U32(lk_host.clone())).map_err(be)?;
+    let rk = dev.backend().upload(HostCol::U32(rk_host.clone())).map_err(be)?;
+    let (outs, times) = measure(&mut dev, rep, "join", |b| {
+        let counts = take1(launch(b, &Kernel::JoinCount { nkeys: 1 }, &[&lk, &rk])?, "JoinCount")?;
+        let scanned = launch(b, &Kernel::ExclusiveScan, &[&counts]);
+        b.free(counts);
+        let scanned = scanned?;
+        if scanned.len() != 2 {
+            let n = scanned.len();
+            scanned.into_iter().for_each(|x| b.free(x));
+            return Err(BackendError(format!("ExclusiveScan returned {n} buffers")));
+        }
+        let out = launch(
+            b,
+            &Kernel::JoinWrite { nkeys: 1 },
+            &[&lk, &rk, &scanned[0], &scanned[1]],
+        );
+        scanned.into_iter().for_each(|x| b.free(x));
+        out
+    })?;
+    anyhow::ensure!(outs.len() == 2, "join: JoinWrite returned {} buffers", outs.len());
+    let pairs = outs[0].len;
+    if check {
+        let (mut i, mut j, mut want) = (0usize, 0usize, 0usize);
+        while i < jn && j < jn {
+            match lk_host[i].cmp(&rk_host[j]) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    let k = lk_host[i];
+                    let i0 = i;
+                    let j0 = j;
+                    while i < jn && lk_host[i] == k {
+                        i += 1;
+                    }
+                    while j < jn && rk_host[j] == k {
+                        j += 1;
+                    }
+                    want += (i - i0) * (j - j0);
+                }
+            }
+        }
+        anyhow::ensure!(pairs == want, "join: {pairs} pairs, expected {want}");
+        let li = download_u32(&mut dev, &outs[0])?;
+        let ri = download_u32(&mut dev, &outs[1])?;
+        for t in 0..pairs {
+            let (l, r) = (li[t] as usize, ri[t] as usize);
+            anyhow::ensure!(
+                l < jn && r < jn && lk_host[l] == rk_host[r],
+                "join: pair {t} ({l}, {r}) does not match"
+            );
+            anyhow::ensure!(
+                t == 0 || (li[t - 1], ri[t - 1]) < (li[t], ri[t]),
+                "join: pair {t} is out of order"
+            );
+        }
+    }
+    free_all(&mut dev, outs);
+    free_all(&mut dev, vec![lk, rk]);
+    rows.push(Row {
+        name: "join",
+        n: jn,
+        times_ms: times,
+        work: 2.0 * jn as f64,
+        unit: Unit::Tuples,
+        vs_ceiling: false,
+        cub_name: None,
+        note: format!("2 x {jn} rows in, {pairs} pairs out"),
+    });
+
+    let ceiling = rows.iter().find(|r| r.name == "copy").map_or(f64::NAN, Row::rate);
+    let table = format_table(&name, &rows, ceiling, &cub);
+    print!("{table}");
+    if let Some(p) = &a.json {
+        let json = to_json(&name, a, &rows, ceiling, &cub);
+        std::fs::write(p, json).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// CUB's times: (name, n, ms).
+fn read_cub(path: &Path) -> anyhow::Result<Vec<(String, usize, f64)>> {
+    let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    for (k, line) in text.lines().enumerate() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.is_empty() {
+            continue;
+        }
+        let bad = || {
+            anyhow::anyhow!(
+                "{}:{}: expected `cub <name> <n> <ms>`, got {line:?}",
+                path.display(),
+                k + 1
+            )
+        };
+        if f.len() != 4 || f[0] != "cub" {
+            return Err(bad());
+        }
+        let n: usize = f[2].parse().map_err(|_| bad())?;
+        let ms: f64 = f[3].parse().map_err(|_| bad())?;
+        if !ms.is_finite() || ms <= 0.0 {
+            return Err(bad());
+        }
+        out.push((f[1].to_string(), n, ms));
+    }
+    Ok(out)
+}
+
+/// CUB's time for a row, when the reference ran the same size.
+fn cub_ms(row: &Row, cub: &[(String, usize, f64)]) -> Option<f64> {
+    let name = row.cub_name?;
+    cub.iter().find(|c| c.0 == name && c.1 == row.n).map(|c| c.2)
+}
+
+fn format_table(device: &str, rows: &[Row], ceiling: f64, cub: &[(String, usize, f64)]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "foxbench kernels on {device}");
+    let _ = writeln!(
+        out,
+        "copy ceiling {:.1} GB/s (device-to-device copy, bytes read + written)",
+        ceiling / 1e9
+    );
+    let header = [
+        "primitive",
+        "n",
+        "median ms",
+        "throughput",
+        "% copy bw",
+        "CUB ms",
+        "% of CUB speed",
+        "notes",
+    ];
+    let mut cells: Vec<[String; 8]> = Vec::new();
+    for r in rows {
+        let frac = if r.vs_ceiling && r.unit == Unit::Bytes {
+            format!("{:.1}%", 100.0 * r.rate() / ceiling)
+        } else {
+            "-".into()
+        };
+        let (cub_t, cub_r) = match cub_ms(r, cub) {
+            Some(c) => (format!("{c:.3}"), format!("{:.1}%", 100.0 * c / r.median())),
+            None => ("-".into(), "-".into()),
+        };
+        cells.push([
+            r.name.to_string(),
+            format!("2^{}", r.n.trailing_zeros()),
+            format!("{:.3}", r.median()),
+            r.rate_text(),
+            frac,
+            cub_t,
+            cub_r,
+            r.note.clone(),
+        ]);
+    }
+    let mut w = header.map(|h| h.len());
+    for c in &cells {
+        for (k, s) in c.iter().enumerate() {
+            w[k] = w[k].max(s.chars().count());
+        }
+    }
+    let line = |c: &[String; 8]| {
+        let mut s = format!("{:<w0$}", c[0], w0 = w[0]);
+        for k in 1..7 {
+            s.push_str(&format!("  {:>wk$}", c[k], wk = w[k]));
+        }
+        s.push_str(&format!("  {}", c[7]));
+        s.trim_end().to_string()
+    };
+    let _ = writeln!(out, "{}", line(&header.map(String::from)));
+    for c in &cells {
+        let _ = writeln!(out, "{}", line(c));
+    }
+    if !cub.is_empty() {
+        let missing: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.cub_name.is_some() && cub_ms(r, cub).is_none())
+            .map(|r| r.name)
+            .collect();
+        if !missing.is_empty() {
+            let _ = writeln!(
+                out,
+                "no CUB time of the same size for: {} (run the reference with the same --log2n)",
+                missing.join(", ")
+            );
+        }
+    }
+    out
+}
+
+fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+fn json_num(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x}")
+    } else {
+        "null".into()
+    }
+}
+
+fn to_json(device: &str, a: &KernelsArgs, rows: &[Row], ceiling: f64, cub: &[(String, usize, f64)]) -> String {
+    let mut o = String::from("{\n");
+    let _ = writeln!(o, "  \"device\": {},", json_str(device));
+    let _ = writeln!(
+        o,
+        "  \"log2n\": {},\n  \"join_log2n\": {},\n  \"repeat\": {},\n  \"seed\": {},",
+        a.log2n, a.join_log2n, a.repeat, a.seed
+    );
+    let _ = writeln!(o, "  \"copy_ceiling_bytes_per_s\": {},", json_num(ceiling));
+    o.push_str("  \"rows\": [\n");
+    for (k, r) in rows.iter().enumerate() {
+        let unit = match r.unit {
+            Unit::Keys => "keys/s",
+            Unit::Pairs => "pairs/s",
+            Unit::Tuples => "tuples/s",
+            Unit::Bytes => "bytes/s",
+        };
+        let times: Vec<String> = r.times_ms.iter().map(|t| json_num(*t)).collect();
+        let frac = if r.vs_ceiling && r.unit == Unit::Bytes {
+            json_num(r.rate() / ceiling)
+        } else {
+            "null".into()
+        };
+        let cub_t = cub_ms(r, cub);
+        let _ = write!(
+            o,
+            "    {{\"name\": {}, \"n\": {}, \"median_ms\": {}, \"times_ms\": [{}], \"throughput\": {}, \"unit\": {}, \
+             \"ceiling_fraction\": {}, \"cub\": {}, \"cub_ms\": {}, \"cub_speed_fraction\": {}, \"note\": {}}}",
+            json_str(r.name),
+            r.n,
+            json_num(r.median()),
+            times.join(", "),
+            json_num(r.rate()),
+            json_str(unit),
+            frac,
+            r.cub_name.map_or("null".into(), json_str),
+            cub_t.map_or("null".into(), json_num),
+            cub_t.map_or("null".into(), |c| json_num(c / r.median())),
+            json_str(&r.note)
+        );
+        o.push_str(if k + 1 < rows.len() { ",\n" } else { "\n" });
+    }
+    o.push_str("  ]\n}\n");
+    o
+}

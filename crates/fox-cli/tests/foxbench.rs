@@ -1,0 +1,152 @@
+//! `foxbench` as CI runs it: the kernel benchmarks on the CPU backend at a small size.
+
+use std::process::{Command, Output};
+
+fn foxbench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_foxbench"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+const ROWS: [&str; 9] = [
+    "copy",
+    "sort_keys",
+    "gather",
+    "sort_pairs",
+    "scan",
+    "compact",
+    "upload",
+    "download",
+    "join",
+];
+
+#[test]
+fn kernels_on_the_cpu_print_every_row() {
+    let json = std::env::temp_dir().join(format!("foxbench-{}.json", std::process::id()));
+    let o = foxbench(&[
+        "kernels",
+        "--backend",
+        "cpu",
+        "--log2n",
+        "12",
+        "--join-log2n",
+        "10",
+        "--repeat",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "stdout:\n{out}\nstderr:\n{}", text(&o.stderr));
+    assert!(out.contains("copy ceiling"), "{out}");
+    for row in ROWS {
+        assert!(
+            out.lines().any(|l| l.split_whitespace().next() == Some(row)),
+            "no row {row} in:\n{out}"
+        );
+    }
+    // The join reports its output size; 2^10 rows a side with keys in 0..2^10.
+    assert!(out.contains("2 x 1024 rows in"), "{out}");
+    let j = std::fs::read_to_string(&json).unwrap();
+    let _ = std::fs::remove_file(&json);
+    for row in ROWS {
+        assert!(
+            j.contains(&format!("\"name\": \"{row}\"")),
+            "no row {row} in the JSON:\n{j}"
+        );
+    }
+}
+
+#[test]
+fn kernels_with_a_cub_reference_give_ratios() {
+    let dir = std::env::temp_dir().join(format!("foxbench-cub-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cub = dir.join("cub.txt");
+    std::fs::write(
+        &cub,
+        "cub sort_keys 4096 0.5\ncub sort_pairs 4096 0.6\ncub scan_u64 4096 0.01\n\
+         cub select_flagged 4096 0.02\ncub memcpy_dtod 4096 0.001\n",
+    )
+    .unwrap();
+    let o = foxbench(&[
+        "kernels",
+        "--backend",
+        "cpu",
+        "--log2n",
+        "12",
+        "--join-log2n",
+        "8",
+        "--repeat",
+        "1",
+        "--cub",
+        cub.to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", text(&o.stderr));
+    let sort = out.lines().find(|l| l.starts_with("sort_keys")).unwrap();
+    assert!(sort.contains("0.500") && sort.contains('%'), "{sort}");
+}
+
+#[test]
+fn bad_cub_file_and_bad_sizes_fail() {
+    let bad = std::env::temp_dir().join(format!("foxbench-badcub-{}.txt", std::process::id()));
+    std::fs::write(&bad, "sort_keys 12\n").unwrap();
+    let o = foxbench(&[
+        "kernels",
+        "--backend",
+        "cpu",
+        "--log2n",
+        "6",
+        "--cub",
+        bad.to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_file(&bad);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("expected `cub <name> <n> <ms>`"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = foxbench(&["kernels", "--backend", "cpu", "--log2n", "40"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn help_explains() {
+    let o = foxbench(&["--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let h = text(&o.stdout);
+    assert!(h.contains("kernels"), "{h}");
+    assert!(h.contains("Exit status"), "{h}");
+    let o = foxbench(&["kernels", "--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let h = text(&o.stdout);
+    for flag in ["--backend", "--log2n", "--join-log2n", "--repeat", "--json", "--cub"] {
+        assert!(h.contains(flag), "no {flag} in:\n{h}");
+    }
+}
+
+#[test]
+fn foxrun_timing_separates_transfers() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .args(["queries/even_odd.logic", "--timing", "--backend", "cpu"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let e = text(&o.stderr);
+    let line = e
+        .lines()
+        .find(|l| l.starts_with("load (parse) "))
+        .unwrap_or_else(|| panic!("{e}"));
+    for part in ["upload ", "compute ", "kernel compilation ", "download ", "output "] {
+        assert!(line.contains(part), "no {part:?} in {line:?}");
+    }
+}
