@@ -104,34 +104,6 @@ impl Backend for CpuBackend {
     }
 }
 
-/// The short name of a kernel, for messages.
-pub fn kernel_name(kernel: &Kernel) -> &'static str {
-    match kernel {
-        Kernel::LoadInput { .. } => "LoadInput",
-        Kernel::Const { .. } => "Const",
-        Kernel::DictTable { .. } => "DictTable",
-        Kernel::Eval { .. } => "Eval",
-        Kernel::StrFn { .. } => "StrFn",
-        Kernel::Compact => "Compact",
-        Kernel::Gather { .. } => "Gather",
-        Kernel::Concat { .. } => "Concat",
-        Kernel::Slice { .. } => "Slice",
-        Kernel::SortPerm { .. } => "SortPerm",
-        Kernel::AdjacentDistinct => "AdjacentDistinct",
-        Kernel::JoinCount { .. } => "JoinCount",
-        Kernel::ExclusiveScan => "ExclusiveScan",
-        Kernel::JoinWrite { .. } => "JoinWrite",
-        Kernel::MatchFlags { .. } => "MatchFlags",
-        Kernel::MergeUnion { .. } => "MergeUnion",
-        Kernel::ReduceByKey { .. } => "ReduceByKey",
-        Kernel::TrieBuild { .. } => "TrieBuild",
-        Kernel::RootRange => "RootRange",
-        Kernel::RangeCount => "RangeCount",
-        Kernel::Expand => "Expand",
-        Kernel::SortedSearch => "SortedSearch",
-    }
-}
-
 /// Runs one kernel on host columns and returns its outputs, per the contract on
 /// [`Kernel`]. Arguments are checked; a mismatch or a data error is an error naming the
 /// kernel.
@@ -159,5 +131,5 @@ pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Re
         Kernel::Expand => trie::expand(args),
         Kernel::SortedSearch => trie::sorted_search(args),
     };
-    res.map_err(|msg| BackendError(format!("kernel {}: {msg}", kernel_name(kernel))))
+    res.map_err(|msg| BackendError(format!("kernel {}: {msg}", kernel.name())))
 }

@@ -90,34 +90,6 @@ impl CudaBackend {
     }
 }
 
-/// The short name of a kernel, for messages.
-pub fn kernel_name(kernel: &Kernel) -> &'static str {
-    match kernel {
-        Kernel::LoadInput { .. } => "LoadInput",
-        Kernel::Const { .. } => "Const",
-        Kernel::DictTable { .. } => "DictTable",
-        Kernel::Eval { .. } => "Eval",
-        Kernel::StrFn { .. } => "StrFn",
-        Kernel::Compact => "Compact",
-        Kernel::Gather { .. } => "Gather",
-        Kernel::Concat { .. } => "Concat",
-        Kernel::Slice { .. } => "Slice",
-        Kernel::SortPerm { .. } => "SortPerm",
-        Kernel::AdjacentDistinct => "AdjacentDistinct",
-        Kernel::JoinCount { .. } => "JoinCount",
-        Kernel::ExclusiveScan => "ExclusiveScan",
-        Kernel::JoinWrite { .. } => "JoinWrite",
-        Kernel::MatchFlags { .. } => "MatchFlags",
-        Kernel::MergeUnion { .. } => "MergeUnion",
-        Kernel::ReduceByKey { .. } => "ReduceByKey",
-        Kernel::TrieBuild { .. } => "TrieBuild",
-        Kernel::RootRange => "RootRange",
-        Kernel::RangeCount => "RangeCount",
-        Kernel::Expand => "Expand",
-        Kernel::SortedSearch => "SortedSearch",
-    }
-}
-
 impl Backend for CudaBackend {
     fn name(&self) -> String {
         let (major, minor) = self.gpu.compute_capability();
@@ -133,7 +105,7 @@ impl Backend for CudaBackend {
     }
 
     fn launch(&mut self, kernel: &Kernel, args: &[&DevBuf], ctx: &dyn LaunchCtx) -> Result<Vec<DevBuf>, BackendError> {
-        let name = kernel_name(kernel);
+        let name = kernel.name();
         for a in args {
             self.gpu
                 .ptr(a)

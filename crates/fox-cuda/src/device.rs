@@ -50,6 +50,8 @@ struct Slot {
 
 /// Transfers smaller than this are plain copies (the driver stages them itself).
 const STAGING_MIN: usize = 1 << 20;
+/// Downloads of at least this many elements fault their host memory in from all cores.
+const PARALLEL_FILL_MIN: usize = 1 << 20;
 /// The largest staging buffer (both halves together).
 const STAGING_MAX: usize = 128 << 20;
 /// Host copies of at least this many bytes are split over several threads.
@@ -375,7 +377,10 @@ impl Gpu {
         })
     }
 
-    fn dtoh<T: cudarc::driver::DeviceRepr + Default + Clone>(&mut self, buf: &DevBuf) -> Result<Vec<T>, BackendError> {
+    fn dtoh<T: cudarc::driver::DeviceRepr + Default + Clone + Send + Sync>(
+        &mut self,
+        buf: &DevBuf,
+    ) -> Result<Vec<T>, BackendError> {
         let mut out: Vec<T> = Vec::new();
         out.try_reserve_exact(buf.len).map_err(|_| {
             BackendError(format!(
@@ -385,7 +390,14 @@ impl Gpu {
                 buf.elem
             ))
         })?;
-        out.resize(buf.len, T::default());
+        // Fresh host memory is faulted in page by page on first touch: filling it from
+        // many threads spreads the faults over the cores (one thread manages ~2 GB/s).
+        if buf.len >= PARALLEL_FILL_MIN {
+            use rayon::iter::ParallelExtend;
+            out.par_extend(rayon::iter::repeat_n(T::default(), buf.len));
+        } else {
+            out.resize(buf.len, T::default());
+        }
         let bytes = std::mem::size_of_val(&out[..]);
         if bytes >= STAGING_MIN && self.staging_ready(bytes) {
             let src = self.ptr(buf)?;

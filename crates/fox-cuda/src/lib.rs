@@ -19,5 +19,5 @@ mod k_sort;
 mod k_trie;
 pub mod testing;
 
-pub use backend::{kernel_name, CudaBackend};
+pub use backend::CudaBackend;
 pub use compile::CompileStats;

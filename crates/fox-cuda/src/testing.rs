@@ -6,7 +6,7 @@
 //! the line shows even when the test harness captures output) and returns `None`; with
 //! `FOX_REQUIRE_GPU=1` it panics instead.
 
-use crate::{kernel_name, CudaBackend};
+use crate::CudaBackend;
 use fox_cpu::CpuBackend;
 use fox_kernel::{Elem, Kernel};
 use fox_runtime::{Backend, DevBuf, HostCol, LaunchCtx};
@@ -365,11 +365,7 @@ pub fn compare(
         kdesc.push('…');
     }
     let shapes: Vec<String> = args.iter().map(describe).collect();
-    let head = format!(
-        "{} [{kdesc}] case {case}, args [{}]",
-        kernel_name(kernel),
-        shapes.join(", ")
-    );
+    let head = format!("{} [{kdesc}] case {case}, args [{}]", kernel.name(), shapes.join(", "));
     match (want, got) {
         (Ok(w), Ok(g)) => {
             if w.len() != g.len() {

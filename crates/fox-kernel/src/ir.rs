@@ -283,6 +283,36 @@ pub enum Kernel {
     SortedSearch,
 }
 
+impl Kernel {
+    /// The short name of a kernel, for messages and timing tables.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kernel::LoadInput { .. } => "LoadInput",
+            Kernel::Const { .. } => "Const",
+            Kernel::DictTable { .. } => "DictTable",
+            Kernel::Eval { .. } => "Eval",
+            Kernel::StrFn { .. } => "StrFn",
+            Kernel::Compact => "Compact",
+            Kernel::Gather { .. } => "Gather",
+            Kernel::Concat { .. } => "Concat",
+            Kernel::Slice { .. } => "Slice",
+            Kernel::SortPerm { .. } => "SortPerm",
+            Kernel::AdjacentDistinct => "AdjacentDistinct",
+            Kernel::JoinCount { .. } => "JoinCount",
+            Kernel::ExclusiveScan => "ExclusiveScan",
+            Kernel::JoinWrite { .. } => "JoinWrite",
+            Kernel::MatchFlags { .. } => "MatchFlags",
+            Kernel::MergeUnion { .. } => "MergeUnion",
+            Kernel::ReduceByKey { .. } => "ReduceByKey",
+            Kernel::TrieBuild { .. } => "TrieBuild",
+            Kernel::RootRange => "RootRange",
+            Kernel::RangeCount => "RangeCount",
+            Kernel::Expand => "Expand",
+            Kernel::SortedSearch => "SortedSearch",
+        }
+    }
+}
+
 /// One aggregate of a `ReduceByKey`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AggSpec {

@@ -89,34 +89,18 @@ fn at(plan: &KernelPlan, block: usize, i: usize) -> String {
     format!("block `{}` ({}), instruction {}", plan.blocks[block].label, block, i)
 }
 
+/// The kernel's name with the detail a timing table wants: the input relation, the
+/// dictionary table, the string function, anti for anti-joins.
 pub(crate) fn kernel_name(k: &Kernel, plan: &KernelPlan) -> String {
     match k {
         Kernel::LoadInput { input } => match plan.inputs.get(*input) {
             Some(i) => format!("LoadInput({})", i.name),
             None => "LoadInput".to_string(),
         },
-        Kernel::Const { .. } => "Const".into(),
         Kernel::DictTable { op } => format!("DictTable({})", dict_op_name(op)),
-        Kernel::Eval { .. } => "Eval".into(),
         Kernel::StrFn { func } => format!("StrFn({func:?})"),
-        Kernel::Compact => "Compact".into(),
-        Kernel::Gather { .. } => "Gather".into(),
-        Kernel::Concat { .. } => "Concat".into(),
-        Kernel::Slice { .. } => "Slice".into(),
-        Kernel::SortPerm { .. } => "SortPerm".into(),
-        Kernel::AdjacentDistinct => "AdjacentDistinct".into(),
-        Kernel::JoinCount { .. } => "JoinCount".into(),
-        Kernel::ExclusiveScan => "ExclusiveScan".into(),
-        Kernel::JoinWrite { .. } => "JoinWrite".into(),
-        Kernel::MatchFlags { anti: false, .. } => "MatchFlags".into(),
         Kernel::MatchFlags { anti: true, .. } => "MatchFlags(anti)".into(),
-        Kernel::MergeUnion { .. } => "MergeUnion".into(),
-        Kernel::ReduceByKey { .. } => "ReduceByKey".into(),
-        Kernel::TrieBuild { .. } => "TrieBuild".into(),
-        Kernel::RootRange => "RootRange".into(),
-        Kernel::RangeCount => "RangeCount".into(),
-        Kernel::Expand => "Expand".into(),
-        Kernel::SortedSearch => "SortedSearch".into(),
+        other => other.name().into(),
     }
 }
 
