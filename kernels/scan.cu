@@ -42,7 +42,7 @@ struct AccAdd {
 };
 
 #define SCAN_THREADS 256
-#define SCAN_ITEMS 8
+#define SCAN_ITEMS 16
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
 
 // Tile status flags: 0 = nothing yet, AGG = the tile's own sum is in agg[tile], PREFIX = the

@@ -101,19 +101,47 @@ extern "C" __global__ void sort_prep_rank(const u32* __restrict__ col, const u32
 
 #define HIST_THREADS 256
 
-// hist[p * 256 + d] += the number of keys whose digit p (bits 8p .. 8p+7) is d, for every
-// digit place p < PLACES. `hist` is zeroed by the host. Grid-stride.
+// hist[p * 256 + d] += the number of keys whose digit p (bits 8p .. 8p+7) of key ^ xor_mask
+// is d, for every digit place p < PLACES. `hist` is zeroed by the host. Grid-stride, with
+// 16-byte loads (two in flight per thread) when `keys` is 16-byte aligned.
 template <typename K, int PLACES>
-__device__ __forceinline__ void hist_impl(const K* __restrict__ keys, u64 n, u32* __restrict__ hist) {
+__device__ __forceinline__ void hist_add(u32 (*s_hist)[256], K k) {
+#pragma unroll
+    for (int p = 0; p < PLACES; p++) atomicAdd(&s_hist[p][(u32)(k >> (8 * p)) & 255u], 1u);
+}
+
+template <typename K, int PLACES>
+__device__ __forceinline__ void hist_impl(const K* __restrict__ keys, u64 n, u32* __restrict__ hist, K xor_mask) {
     __shared__ u32 s_hist[PLACES][256];
     for (int i = threadIdx.x; i < PLACES * 256; i += HIST_THREADS) (&s_hist[0][0])[i] = 0;
     __syncthreads();
+    constexpr int PER_VEC = 16 / sizeof(K);
+    const u64 gtid = (u64)blockIdx.x * HIST_THREADS + threadIdx.x;
     const u64 stride = (u64)gridDim.x * HIST_THREADS;
-    for (u64 i = (u64)blockIdx.x * HIST_THREADS + threadIdx.x; i < n; i += stride) {
-        const K k = keys[i];
+    u64 done = 0;
+    if ((reinterpret_cast<size_t>(keys) & 15) == 0) {
+        const uint4* v = reinterpret_cast<const uint4*>(keys);
+        const u64 nvec = n / PER_VEC;
+        u64 i = gtid;
+        for (; i + stride < nvec; i += 2 * stride) {
+            const uint4 a = v[i];
+            const uint4 b = v[i + stride];
+            const K* ka = reinterpret_cast<const K*>(&a);
+            const K* kb = reinterpret_cast<const K*>(&b);
 #pragma unroll
-        for (int p = 0; p < PLACES; p++) atomicAdd(&s_hist[p][(u32)(k >> (8 * p)) & 255u], 1u);
+            for (int j = 0; j < PER_VEC; j++) hist_add<K, PLACES>(s_hist, (K)(ka[j] ^ xor_mask));
+#pragma unroll
+            for (int j = 0; j < PER_VEC; j++) hist_add<K, PLACES>(s_hist, (K)(kb[j] ^ xor_mask));
+        }
+        if (i < nvec) {
+            const uint4 a = v[i];
+            const K* ka = reinterpret_cast<const K*>(&a);
+#pragma unroll
+            for (int j = 0; j < PER_VEC; j++) hist_add<K, PLACES>(s_hist, (K)(ka[j] ^ xor_mask));
+        }
+        done = nvec * PER_VEC;
     }
+    for (u64 i = done + gtid; i < n; i += stride) hist_add<K, PLACES>(s_hist, (K)(keys[i] ^ xor_mask));
     __syncthreads();
     for (int i = threadIdx.x; i < PLACES * 256; i += HIST_THREADS) {
         const u32 c = (&s_hist[0][0])[i];
@@ -121,12 +149,14 @@ __device__ __forceinline__ void hist_impl(const K* __restrict__ keys, u64 n, u32
     }
 }
 
-extern "C" __global__ void __launch_bounds__(HIST_THREADS) radix_hist_u32(const u32* keys, u64 n, u32* hist) {
-    hist_impl<u32, 4>(keys, n, hist);
+extern "C" __global__ void __launch_bounds__(HIST_THREADS)
+    radix_hist_u32(const u32* keys, u64 n, u32* hist, u32 xor_mask) {
+    hist_impl<u32, 4>(keys, n, hist, xor_mask);
 }
 
-extern "C" __global__ void __launch_bounds__(HIST_THREADS) radix_hist_u64(const u64* keys, u64 n, u32* hist) {
-    hist_impl<u64, 8>(keys, n, hist);
+extern "C" __global__ void __launch_bounds__(HIST_THREADS)
+    radix_hist_u64(const u64* keys, u64 n, u32* hist, u64 xor_mask) {
+    hist_impl<u64, 8>(keys, n, hist, xor_mask);
 }
 
 // One block of 256 threads: offsets[p * 256 + d] = the number of keys whose digit p is
@@ -152,9 +182,12 @@ extern "C" __global__ void __launch_bounds__(256)
 
 // ---- onesweep pass ---------------------------------------------------------------------------
 
-#define SWEEP_THREADS 256
+#define SWEEP_THREADS 384
+#define SWEEP_WARPS (SWEEP_THREADS / 32)
 #define RADIX_BITS 8
 #define RADIX_DIGITS 256
+// Status words read at once by a thread walking back over earlier tiles.
+#define LOOKBACK_WINDOW 4
 
 // Per (tile, digit) status word: the top two bits say what the low 62 hold.
 #define ST_AGG (1ULL << 62)     // the count of the digit in this tile
@@ -167,29 +200,46 @@ struct DigitOf {
     __device__ __forceinline__ u32 Digit(u64 k) const { return (u32)(k >> shift) & 255u; }
 };
 
-struct CountsOut {
-    int* count;
-    __device__ __forceinline__ void operator()(int (&bins)[1]) { *count = bins[0]; }
+// Called by every thread once the tile's digit counts are known (before the ranks are):
+// thread t < 256 publishes the count of digit t as its tile's aggregate (the prefix for
+// tile 0), so that later tiles can look back past this one early.
+struct PublishCounts {
+    u64* status;
+    u64 tile;
+    int pad;  // out-of-range slots, all counted under digit 255
+    u32* cnt;
+    __device__ __forceinline__ void operator()(int (&bins)[1]) {
+        const u32 t = threadIdx.x;
+        if (t < RADIX_DIGITS) {
+            u32 c = (u32)bins[0];
+            if (t == RADIX_DIGITS - 1) c -= (u32)pad;
+            *cnt = c;
+            *(volatile u64*)(status + tile * RADIX_DIGITS + t) = (tile == 0 ? ST_PREFIX : ST_AGG) | (u64)c;
+        }
+    }
 };
 
 // One digit place of the LSB sort: moves (key, value) pairs from *_in to *_out, stably by
 // digit `shift / 8`. `digit_start[d]` is the number of keys whose digit is below d (from
 // radix_digit_offsets); `status` holds ntiles * 256 zeroed words; `counter` is a zeroed
 // word handing out tile indices in launch order (so a tile only waits for tiles that have
-// started). Keys are loaded warp-striped, the arrangement BlockRadixRankMatch ranks stably;
-// the ranked tile is exchanged through shared memory and written out digit run by digit run.
+// started). Keys are loaded warp-striped, the arrangement BlockRadixRankMatchEarlyCounts
+// ranks stably, and xor-ed with `xor_mask`; without `vals_in` the value of row i is i (the
+// identity permutation). The ranked tile is exchanged through shared memory and written out
+// digit run by digit run, first the keys, then the values (loaded only then).
 template <typename K, int ITEMS>
 __device__ __forceinline__ void onesweep_impl(const K* __restrict__ keys_in, const u32* __restrict__ vals_in,
                                               K* __restrict__ keys_out, u32* __restrict__ vals_out, u64 n, u32 shift,
-                                              const u32* __restrict__ digit_start, u64* status, u64* counter) {
+                                              const u32* __restrict__ digit_start, u64* status, u64* counter,
+                                              K xor_mask) {
     constexpr int TILE = SWEEP_THREADS * ITEMS;
-    typedef cub::BlockRadixRankMatch<SWEEP_THREADS, RADIX_BITS, false> Rank;
+    typedef cub::BlockRadixRankMatchEarlyCounts<SWEEP_THREADS, RADIX_BITS, false, cub::BLOCK_SCAN_RAKING_MEMOIZE,
+                                                cub::WARP_MATCH_ANY, 1>
+        Rank;
     __shared__ union {
         typename Rank::TempStorage rank;
-        struct {
-            K keys[TILE];
-            u32 vals[TILE];
-        } x;
+        K keys[TILE];
+        u32 vals[TILE];
     } smem;
     __shared__ u32 s_base[RADIX_DIGITS];
     __shared__ u32 s_tile;
@@ -200,74 +250,113 @@ __device__ __forceinline__ void onesweep_impl(const K* __restrict__ keys_in, con
     const u64 tile = s_tile;
     const u64 base = tile * TILE;
     const int valid = (int)min((u64)TILE, n - base);
+    // Warp-striped: item j of this thread is row base + wbase + j * 32.
+    const int wbase = (int)(t / 32) * (ITEMS * 32) + (int)(t % 32);
 
     K keys[ITEMS];
-    u32 vals[ITEMS];
-    // Out-of-range slots get the largest key: digit 255, ranked after every valid key.
-    cub::LoadDirectWarpStriped(t, keys_in + base, keys, valid, (K)~(K)0);
-    cub::LoadDirectWarpStriped(t, vals_in + base, vals, valid, 0u);
+    if (valid == TILE) {
+        cub::LoadDirectWarpStriped(t, keys_in + base, keys);
+#pragma unroll
+        for (int j = 0; j < ITEMS; j++) keys[j] ^= xor_mask;
+    } else {
+        cub::LoadDirectWarpStriped(t, keys_in + base, keys, valid, (K)0);
+        // Out-of-range slots get the largest key: digit 255, ranked after every valid key.
+#pragma unroll
+        for (int j = 0; j < ITEMS; j++) keys[j] = (wbase + j * 32 < valid) ? (K)(keys[j] ^ xor_mask) : (K)~(K)0;
+    }
 
     int ranks[ITEMS];
     int excl_in_tile[1];
-    int count = 0;
+    u32 cnt = 0;
     DigitOf digit;
     digit.shift = shift;
-    CountsOut cb;
-    cb.count = &count;
+    PublishCounts cb;
+    cb.status = status;
+    cb.tile = tile;
+    cb.pad = TILE - valid;
+    cb.cnt = &cnt;
     Rank(smem.rank).RankKeys(keys, ranks, digit, excl_in_tile, cb);
 
-    // Thread t owns digit t: its count in this tile, its start before this tile.
-    u64 cnt = (u64)count;
-    if (t == RADIX_DIGITS - 1) cnt -= (u64)(TILE - valid);
-    u64* st = status + tile * RADIX_DIGITS + t;
-    u64 before = 0;
-    if (tile == 0) {
-        *(volatile u64*)st = ST_PREFIX | cnt;
-    } else {
-        *(volatile u64*)st = ST_AGG | cnt;
-        u64 p = tile - 1;
-        while (true) {
-            u64 s;
-            do {
-                s = *(volatile u64*)(status + p * RADIX_DIGITS + t);
-            } while ((s >> 62) == 0);
-            before += s & ST_VALUE;
-            if (s & ST_PREFIX) break;
-            p--;
+    // Thread t < 256 owns digit t: its start before this tile, from a look-back over the
+    // status words of the earlier tiles, LOOKBACK_WINDOW at a time. Tile 0 holds a prefix,
+    // so the walk ends at tile 0 at the latest.
+    if (t < RADIX_DIGITS) {
+        u64 before = 0;
+        if (tile > 0) {
+            long long p = (long long)tile - 1;
+            bool done = false;
+            while (!done) {
+                u64 s[LOOKBACK_WINDOW];
+#pragma unroll
+                for (int w = 0; w < LOOKBACK_WINDOW; w++) {
+                    s[w] = (p - w >= 0) ? *(volatile u64*)(status + (u64)(p - w) * RADIX_DIGITS + t) : ST_PREFIX;
+                }
+#pragma unroll
+                for (int w = 0; w < LOOKBACK_WINDOW; w++) {
+                    if (!done) {
+                        while ((s[w] >> 62) == 0) s[w] = *(volatile u64*)(status + (u64)(p - w) * RADIX_DIGITS + t);
+                        before += s[w] & ST_VALUE;
+                        if (s[w] & ST_PREFIX) done = true;
+                    }
+                }
+                p -= LOOKBACK_WINDOW;
+            }
+            *(volatile u64*)(status + tile * RADIX_DIGITS + t) = ST_PREFIX | (before + (u64)cnt);
         }
-        *(volatile u64*)st = ST_PREFIX | (before + cnt);
+        // Key of rank r in this tile with digit d goes to digit_start[d] + before[d] + r - excl[d].
+        s_base[t] = digit_start[t] + (u32)before - (u32)excl_in_tile[0];
     }
-    // Key of rank r in this tile with digit d goes to digit_start[d] + before[d] + r - excl[d].
-    s_base[t] = digit_start[t] + (u32)before - (u32)excl_in_tile[0];
     __syncthreads();  // the rank storage is reused below
 
 #pragma unroll
-    for (int j = 0; j < ITEMS; j++) {
-        smem.x.keys[ranks[j]] = keys[j];
-        smem.x.vals[ranks[j]] = vals[j];
-    }
+    for (int j = 0; j < ITEMS; j++) smem.keys[ranks[j]] = keys[j];
     __syncthreads();
-    for (int r = t; r < valid; r += SWEEP_THREADS) {
-        const K k = smem.x.keys[r];
-        const u32 dst = s_base[digit.Digit(k)] + (u32)r;
-        keys_out[dst] = k;
-        vals_out[dst] = smem.x.vals[r];
+    u32 dst[ITEMS];
+#pragma unroll
+    for (int j = 0; j < ITEMS; j++) {
+        const int r = (int)t + j * SWEEP_THREADS;
+        const K k = smem.keys[r];
+        dst[j] = s_base[digit.Digit(k)] + (u32)r;
+        if (r < valid) keys_out[dst[j]] = k;
+    }
+
+    u32 vals[ITEMS];
+    if (vals_in) {
+        if (valid == TILE) {
+            cub::LoadDirectWarpStriped(t, vals_in + base, vals);
+        } else {
+            cub::LoadDirectWarpStriped(t, vals_in + base, vals, valid, 0u);
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < ITEMS; j++) vals[j] = (u32)(base + (u64)(wbase + j * 32));
+    }
+    __syncthreads();  // every key has been read from shared memory
+#pragma unroll
+    for (int j = 0; j < ITEMS; j++) smem.vals[ranks[j]] = vals[j];
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < ITEMS; j++) {
+        const int r = (int)t + j * SWEEP_THREADS;
+        if (r < valid) vals_out[dst[j]] = smem.vals[r];
     }
 }
 
-#define SWEEP_ITEMS_32 16
-#define SWEEP_ITEMS_64 12
+#define SWEEP_ITEMS_32 23
+#define SWEEP_ITEMS_64 15
 
 extern "C" __global__ void __launch_bounds__(SWEEP_THREADS)
     onesweep_u32(const u32* keys_in, const u32* vals_in, u32* keys_out, u32* vals_out, u64 n, u32 shift,
-                 const u32* digit_start, u64* status, u64* counter) {
-    onesweep_impl<u32, SWEEP_ITEMS_32>(keys_in, vals_in, keys_out, vals_out, n, shift, digit_start, status, counter);
+                 const u32* digit_start, u64* status, u64* counter, u32 xor_mask) {
+    onesweep_impl<u32, SWEEP_ITEMS_32>(keys_in, vals_in, keys_out, vals_out, n, shift, digit_start, status, counter,
+                                       xor_mask);
 }
 
 extern "C" __global__ void __launch_bounds__(SWEEP_THREADS)
     onesweep_u64(const u64* keys_in, const u32* vals_in, u64* keys_out, u32* vals_out, u64 n, u32 shift,
-                 const u32* digit_start, u64* status, u64* counter) {
-    onesweep_impl<u64, SWEEP_ITEMS_64>(keys_in, vals_in, keys_out, vals_out, n, shift, digit_start, status, counter);
+                 const u32* digit_start, u64* status, u64* counter, u64 xor_mask) {
+    onesweep_impl<u64, SWEEP_ITEMS_64>(keys_in, vals_in, keys_out, vals_out, n, shift, digit_start, status, counter,
+                                       xor_mask);
 }
 
 // ---- adjacent distinct -----------------------------------------------------------------------

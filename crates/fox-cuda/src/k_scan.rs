@@ -1,7 +1,7 @@
 //! `ExclusiveScan` and `Compact` (kernels/scan.cu), and the shared primitives other
 //! launchers build on: [`exclusive_scan_u64`] and [`compact`].
 //!
-//! The scan is one pass over the counts: each tile of 2048 counts is scanned in a block,
+//! The scan is one pass over the counts: each tile of 4096 counts is scanned in a block,
 //! and its offset comes from a decoupled look-back over the status words of the tiles
 //! before it (tile indices are handed out in launch order by an atomic counter, so a tile
 //! only ever waits for tiles that are running). Compaction counts the flags of each tile
@@ -14,7 +14,7 @@ use fox_runtime::{BackendError, DevBuf};
 
 const SCAN_THREADS: u32 = 256;
 /// Counts per scan tile (`SCAN_TILE` in kernels/scan.cu).
-const SCAN_TILE: usize = 2048;
+const SCAN_TILE: usize = 4096;
 const CPT_THREADS: u32 = 256;
 /// Rows per compaction tile (`CPT_TILE` in kernels/scan.cu).
 const CPT_TILE: usize = 4096;

@@ -17,11 +17,11 @@ use fox_kernel::Elem;
 use fox_runtime::{BackendError, DevBuf};
 
 const BLOCK: u32 = 256;
-const SWEEP_THREADS: u32 = 256;
-/// Keys per onesweep tile for 32-bit keys (256 threads x `SWEEP_ITEMS_32`).
-const TILE_32: usize = 256 * 16;
-/// Keys per onesweep tile for 64-bit keys (256 threads x `SWEEP_ITEMS_64`).
-const TILE_64: usize = 256 * 12;
+const SWEEP_THREADS: u32 = 384;
+/// Keys per onesweep tile for 32-bit keys (384 threads x `SWEEP_ITEMS_32`).
+const TILE_32: usize = 384 * 23;
+/// Keys per onesweep tile for 64-bit keys (384 threads x `SWEEP_ITEMS_64`).
+const TILE_64: usize = 384 * 15;
 
 fn err(msg: impl Into<String>) -> BackendError {
     BackendError(msg.into())
@@ -39,6 +39,33 @@ fn key_kind(elem: Elem, by_rank: bool) -> (usize, &'static str) {
         Elem::I64 => (8, "sort_prep_i64"),
         Elem::U64 => (8, "sort_prep_u64"),
         Elem::F64 => (8, "sort_prep_f64"),
+    }
+}
+
+/// For a key column whose order-preserving transform is an xor with a constant (u32, i32,
+/// u64, i64, ascending or descending): that constant. The first key sorted may then skip
+/// the prep kernel: the histogram and the first onesweep pass read the column itself and
+/// apply the xor, and the first pass makes up the identity permutation.
+fn xor_transform(elem: Elem, desc: bool, by_rank: bool) -> Option<u64> {
+    if by_rank {
+        return None;
+    }
+    let (sign, all) = match elem {
+        Elem::U32 => (0, u64::from(u32::MAX)),
+        Elem::I32 => (1u64 << 31, u64::from(u32::MAX)),
+        Elem::U64 => (0, u64::MAX),
+        Elem::I64 => (1u64 << 63, u64::MAX),
+        _ => return None,
+    };
+    Some(if desc { sign ^ all } else { sign })
+}
+
+/// A kernel argument holding an xor mask of the key width (4 or 8 bytes).
+fn xor_arg(width: usize, mask: u64) -> KArg {
+    if width == 8 {
+        KArg::U64(mask)
+    } else {
+        KArg::U32(mask as u32)
     }
 }
 
@@ -139,42 +166,63 @@ pub(crate) fn sort_perm(
         let grid = gpu.grid_for(n, BLOCK, 4, 16);
         for key in (0..k).rev() {
             let (width, prep) = kinds[key];
-            let mut args = vec![
-                KArg::Ptr(gpu.ptr(keys[key])?),
-                KArg::Ptr(if first { 0 } else { perms_p[pc] }),
-                KArg::Ptr(if first { perms_p[pc] } else { 0 }),
-                KArg::Ptr(keys_p[kc]),
-                KArg::U64(n as u64),
-                KArg::U32(u32::from(desc[key])),
-            ];
-            if by_rank[key] {
-                args.extend([KArg::Ptr(rank_p), KArg::U64(rank_len), KArg::Ptr(gpu.err_ptr())]);
-                gpu.reset_err()?;
-            }
-            gpu.launch("sort", prep, grid, BLOCK, 0, &args)?;
-            if by_rank[key] {
-                let [code, row, _, _] = gpu.read_err()?;
-                if code == ERR_INDEX {
-                    let row = usize::try_from(row).unwrap_or(usize::MAX);
-                    let code = if row < n { gpu.read_u32(keys[key], row)? } else { 0 };
-                    return Err(err(format!(
-                        "string code {code} of key {key} at row {row} is outside the rank table ({rank_len} entries)"
-                    )));
-                } else if code != 0 {
-                    return Err(err(format!("unexpected error code {code} from the rank lookup")));
-                }
-            }
-            first = false;
-
             let places: u32 = if width == 8 { 8 } else { 4 };
             let (hist_k, sweep_k, tile) = if width == 8 {
                 ("radix_hist_u64", "onesweep_u64", TILE_64)
             } else {
                 ("radix_hist_u32", "onesweep_u32", TILE_32)
             };
+            // The first key of a plain integer type skips the prep kernel (see xor_transform).
+            let fused = if first {
+                xor_transform(keys[key].elem, desc[key], by_rank[key])
+            } else {
+                None
+            };
+            let run_prep = |gpu: &mut Gpu, first: bool| -> Result<(), BackendError> {
+                let mut args = vec![
+                    KArg::Ptr(gpu.ptr(keys[key])?),
+                    KArg::Ptr(if first { 0 } else { perms_p[pc] }),
+                    KArg::Ptr(if first { perms_p[pc] } else { 0 }),
+                    KArg::Ptr(keys_p[kc]),
+                    KArg::U64(n as u64),
+                    KArg::U32(u32::from(desc[key])),
+                ];
+                if by_rank[key] {
+                    args.extend([KArg::Ptr(rank_p), KArg::U64(rank_len), KArg::Ptr(gpu.err_ptr())]);
+                    gpu.reset_err()?;
+                }
+                gpu.launch("sort", prep, grid, BLOCK, 0, &args)?;
+                if by_rank[key] {
+                    let [code, row, _, _] = gpu.read_err()?;
+                    if code == ERR_INDEX {
+                        let row = usize::try_from(row).unwrap_or(usize::MAX);
+                        let code = if row < n { gpu.read_u32(keys[key], row)? } else { 0 };
+                        return Err(err(format!(
+                            "string code {code} of key {key} at row {row} is outside the rank table ({rank_len} entries)"
+                        )));
+                    } else if code != 0 {
+                        return Err(err(format!("unexpected error code {code} from the rank lookup")));
+                    }
+                }
+                Ok(())
+            };
+            if fused.is_none() {
+                run_prep(gpu, first)?;
+            }
+
+            // The histogram reads the column itself when fused, else the prepared keys.
+            let (hist_in, hist_xor) = match fused {
+                Some(x) => (gpu.ptr(keys[key])?, x),
+                None => (keys_p[kc], 0),
+            };
             gpu.memset_zero(&bufs[hist])?;
-            let hgrid = gpu.grid_for(n, BLOCK, 16, 4);
-            let hargs = [KArg::Ptr(keys_p[kc]), KArg::U64(n as u64), KArg::Ptr(hist_p)];
+            let hgrid = gpu.grid_for(n, BLOCK, 32, 4);
+            let hargs = [
+                KArg::Ptr(hist_in),
+                KArg::U64(n as u64),
+                KArg::Ptr(hist_p),
+                xor_arg(width, hist_xor),
+            ];
             gpu.launch("sort", hist_k, hgrid, BLOCK, 0, &hargs)?;
             let mask_p = ptr(gpu, &bufs, mask)?;
             let oargs = [
@@ -186,6 +234,14 @@ pub(crate) fn sort_perm(
             ];
             gpu.launch("sort", "radix_digit_offsets", 1, 256, 0, &oargs)?;
             let constant = gpu.read_u64(&bufs[mask], 0)?;
+            let all_constant = (0..places).all(|p| constant & (1 << p) != 0);
+            if fused.is_some() && all_constant {
+                // No pass runs: the prep kernel still makes the identity permutation.
+                run_prep(gpu, first)?;
+            }
+            let mut pass_xor = fused.filter(|_| !all_constant);
+            first = false;
+
             let ntiles = n.div_ceil(tile);
             let sgrid = grid_u32(ntiles, "radix sort")?;
             for p in 0..places {
@@ -193,9 +249,14 @@ pub(crate) fn sort_perm(
                     continue;
                 }
                 gpu.memset_zero(&bufs[status])?;
+                // The first pass of a fused key reads the column and makes up the rows.
+                let (kin, vin, x) = match pass_xor.take() {
+                    Some(x) => (gpu.ptr(keys[key])?, 0, x),
+                    None => (keys_p[kc], perms_p[pc], 0),
+                };
                 let sargs = [
-                    KArg::Ptr(keys_p[kc]),
-                    KArg::Ptr(perms_p[pc]),
+                    KArg::Ptr(kin),
+                    KArg::Ptr(vin),
                     KArg::Ptr(keys_p[1 - kc]),
                     KArg::Ptr(perms_p[1 - pc]),
                     KArg::U64(n as u64),
@@ -203,6 +264,7 @@ pub(crate) fn sort_perm(
                     KArg::Ptr(offsets_p + u64::from(p) * 256 * 4),
                     KArg::Ptr(status_p),
                     KArg::Ptr(counters_p + pass_no as u64 * 8),
+                    xor_arg(width, x),
                 ];
                 gpu.launch("sort", sweep_k, sgrid, SWEEP_THREADS, 0, &sargs)?;
                 pass_no += 1;
