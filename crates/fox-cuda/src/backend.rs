@@ -134,6 +134,16 @@ impl Backend for CudaBackend {
         self.gpu.mem()
     }
 
+    fn launch_timed(
+        &mut self,
+        kernel: &Kernel,
+        args: &[&DevBuf],
+        ctx: &dyn LaunchCtx,
+    ) -> Result<(Vec<DevBuf>, Option<Duration>), BackendError> {
+        let (outs, ms) = self.time_launch(kernel, args, ctx)?;
+        Ok((outs, Some(Duration::from_secs_f64(ms.max(0.0) / 1000.0))))
+    }
+
     fn compile_time(&self) -> Duration {
         self.gpu.compile_stats().total
     }

@@ -107,6 +107,18 @@ pub trait Backend {
     /// Waits until all launched work is done (for timing).
     fn sync(&mut self) -> Result<(), BackendError>;
     fn mem(&self) -> MemStats;
+    /// Runs `kernel` as [`Backend::launch`] does and also returns the time the device
+    /// spent on it when the backend can measure that apart from the host (CUDA events);
+    /// `None` means the caller should time the launch with a host clock.
+    fn launch_timed(
+        &mut self,
+        kernel: &Kernel,
+        args: &[&DevBuf],
+        ctx: &dyn LaunchCtx,
+    ) -> Result<(Vec<DevBuf>, Option<std::time::Duration>), BackendError> {
+        self.launch(kernel, args, ctx).map(|outs| (outs, None))
+    }
+
     /// Time spent compiling kernels so far (included in the launches' times); zero for a
     /// backend that compiles nothing at run time.
     fn compile_time(&self) -> std::time::Duration {

@@ -35,6 +35,7 @@ pub fn run(plan: &KernelPlan, backend: &mut dyn Backend, opts: &RunOptions) -> R
         instr_stats: plan.blocks.iter().map(|b| vec![None; b.instrs.len()]).collect(),
         outputs: Vec::new(),
         timing: opts.timing,
+        device_time: None,
     };
     it.stats.backend = it.backend.name();
     let res = it.prepare(opts).and_then(|_| it.execute());
@@ -74,6 +75,8 @@ struct Interp<'a> {
     instr_stats: Vec<Vec<Option<InstrStat>>>,
     outputs: Vec<OutputTable>,
     timing: bool,
+    /// The device time of the last launch, when the backend measured it.
+    device_time: Option<Duration>,
 }
 
 struct DictCtx<'a>(&'a Dictionary);
@@ -436,6 +439,7 @@ impl Interp<'_> {
                 let start = Instant::now();
                 let transfers_before = self.stats.upload + self.stats.download;
                 let loading = matches!(kernel, Kernel::LoadInput { .. });
+                self.device_time = None;
                 self.launch(block, i, kernel, args, outs)?;
                 if self.timing && !loading {
                     self.backend.sync().map_err(|e| RuntimeError::Kernel {
@@ -451,7 +455,10 @@ impl Interp<'_> {
                 } else {
                     self.stats.compute += own;
                 }
-                self.record(block, i, || kernel_name(kernel, plan), d);
+                // The per-kernel table shows the device's own time where the backend
+                // measures it (CUDA events), the host clock otherwise.
+                let shown = self.device_time.take().unwrap_or(d);
+                self.record(block, i, || kernel_name(kernel, plan), shown);
                 Ok(())
             }
         }
@@ -541,9 +548,18 @@ impl Interp<'_> {
                 .map(|&s| &self.slots[s].as_ref().expect("occupied").0)
                 .collect();
             let ctx = DictCtx(&self.dict);
-            self.backend
-                .launch(kernel, &refs, &ctx)
-                .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?
+            if self.timing {
+                let (outs, device) = self
+                    .backend
+                    .launch_timed(kernel, &refs, &ctx)
+                    .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
+                self.device_time = device;
+                outs
+            } else {
+                self.backend
+                    .launch(kernel, &refs, &ctx)
+                    .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?
+            }
         };
         let mismatch = if results.len() != outs.len() {
             Some(format!(
