@@ -119,6 +119,10 @@ pub struct InputRel {
     /// Path relative to the data directory.
     pub file: String,
     pub sep: String,
+    /// The columns that identify a row (`key (…)`); empty when none is declared. The
+    /// loader rejects data in which two rows share them.
+    #[serde(default)]
+    pub key: Vec<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -308,7 +308,7 @@ impl<'a> Lower<'a> {
                     .collect()
             };
             let kernel = match &r.kind {
-                RelKind::Input { file, sep } => {
+                RelKind::Input { file, sep, key } => {
                     if r.columns.is_empty() {
                         return Err(LowerError::Unsupported(format!(
                             "input predicate `{}` has no columns; an input needs at least one",
@@ -320,6 +320,7 @@ impl<'a> Lower<'a> {
                         columns: r.columns.clone(),
                         file: file.clone(),
                         sep: sep.clone(),
+                        key: key.clone(),
                     });
                     Kernel::LoadInput {
                         input: self.inputs.len() - 1,

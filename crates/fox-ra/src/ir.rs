@@ -60,8 +60,15 @@ pub struct RelVar {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum RelKind {
-    /// A base table read from data (`.input`); may hold duplicate rows and has no order.
-    Input { file: String, sep: String },
+    /// A base table read from data (`.input`); has no order, and may hold duplicate rows
+    /// unless it has a key: `key` lists the columns that identify a row (the loader checks
+    /// that no two rows share them), so a keyed input is a set.
+    Input {
+        file: String,
+        sep: String,
+        #[serde(default)]
+        key: Vec<usize>,
+    },
     /// A predicate defined only by facts.
     Facts,
     /// The full relation of an IDB predicate.

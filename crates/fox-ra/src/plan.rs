@@ -123,14 +123,19 @@ impl<'a> Planner<'a> {
                 RelKind::Input {
                     file: spec.map_or_else(|| format!("{}.csv", p.name), |s| s.file.clone()),
                     sep: spec.map_or_else(|| ",".to_string(), |s| s.sep.clone()),
+                    key: spec.map(|s| s.key.clone()).unwrap_or_default(),
                 }
             } else if has_facts[i] && !has_rules[i] {
                 RelKind::Facts
             } else {
                 RelKind::Derived
             };
-            let props = if p.input {
-                Props::default()
+            let props = if let RelKind::Input { key, .. } = &kind {
+                // A key makes the input a set; its rows still come in file order.
+                Props {
+                    sorted: Vec::new(),
+                    unique: !key.is_empty(),
+                }
             } else {
                 Props::set(p.columns.len())
             };
@@ -467,8 +472,8 @@ impl<'a> Planner<'a> {
         let (t, vars) = match &rule.aggs {
             None => (body.temp, body.vars),
             Some(aggs) => {
-                let names = self.col_names(body.temp)?;
-                let distinct = self.emit(Op::Unique(body.temp), names)?;
+                // The body is an exact bag of its bindings (see `RuleCx::bag`).
+                let distinct = body.temp;
                 let agg_vars: Vec<VarId> = aggs.iter().map(|a| a.var).collect();
                 let mut group_vars = Vec::new();
                 for t in &rule.head_args {
@@ -566,6 +571,16 @@ impl<'a> Planner<'a> {
 
     fn plan_body(&mut self, cx: &mut RuleCx, delta: Option<(usize, RelId)>) -> Result<Unit, PlanError> {
         let rule = cx.rule;
+        // Atoms on a cycle go to one multi-way join.
+        let edges: Vec<BTreeSet<VarId>> = rule
+            .body
+            .iter()
+            .filter_map(|lit| match lit {
+                CoreLit::Atom { args, .. } => Some(term_vars(args).collect()),
+                _ => None,
+            })
+            .collect();
+        let core = cyclic_core(&edges);
         // Access paths for the positive atoms.
         let mut atoms: Vec<(usize, Unit)> = Vec::new();
         for (i, lit) in rule.body.iter().enumerate() {
@@ -574,20 +589,17 @@ impl<'a> Planner<'a> {
                     Some((k, d)) if k == i => (d, true),
                     _ => (self.full_rel(*pred)?, false),
                 };
-                let needed = cx.needed_except(Some(i));
+                // The multi-way join treats its inputs as sets: in a bag, they keep every
+                // variable so that no binding is lost.
+                let needed = if cx.bag && core.len() >= 3 && core.contains(&atoms.len()) {
+                    term_vars(args).collect()
+                } else {
+                    cx.needed_except(Some(i))
+                };
                 let u = self.access(cx, *pred, args, *span, rel, is_delta, &needed)?;
                 atoms.push((i, u));
             }
         }
-        // Atoms on a cycle go to one multi-way join.
-        let edges: Vec<BTreeSet<VarId>> = atoms
-            .iter()
-            .map(|(i, _)| match rule.body.get(*i) {
-                Some(CoreLit::Atom { args, .. }) => term_vars(args).collect(),
-                _ => BTreeSet::new(),
-            })
-            .collect();
-        let core = cyclic_core(&edges);
         let mut cur = None;
         if core.len() >= 3 {
             for &a in &core {
@@ -761,6 +773,10 @@ impl<'a> Planner<'a> {
                 names,
             )?;
         }
+        if cx.bag && !self.schema(t)?.props.unique {
+            // An input without a key may hold a row twice; a binding is one row.
+            t = self.emit(Op::Unique(t), self.col_names(t)?)?;
+        }
         let mut vars = Vec::new();
         let mut exprs = Vec::new();
         for &(v, j) in &first {
@@ -801,7 +817,7 @@ impl<'a> Planner<'a> {
         let output_vars: Vec<VarId> = order
             .iter()
             .copied()
-            .filter(|v| cx.keep_all || needed.contains(v))
+            .filter(|v| cx.keep_all || cx.bag || needed.contains(v))
             .collect();
         let mut mj_inputs = Vec::new();
         for u in inputs {
@@ -843,7 +859,7 @@ impl<'a> Planner<'a> {
     /// Joins `right` into `cur`, keeping the variables still needed.
     fn join(&mut self, cx: &mut RuleCx, cur: Unit, right: Unit) -> Result<Unit, PlanError> {
         let est = cur.est.min(right.est);
-        if cur.vars.is_empty() && !right.vars.is_empty() {
+        if cur.vars.is_empty() && !right.vars.is_empty() && (!cx.bag || self.schema(cur.temp)?.props.unique) {
             // `cur` only says whether the body can hold at all.
             let t = self.emit(
                 Op::SemiJoin {
@@ -884,7 +900,7 @@ impl<'a> Planner<'a> {
         right_keys.extend(rk);
         let needed = cx.needed();
         let keep = |v: &VarId| cx.keep_all || needed.contains(v);
-        if shares_all {
+        if shares_all && (!cx.bag || self.schema(right.temp)?.props.unique) {
             // Every variable of `right` is bound already: it only filters.
             let t = self.emit(
                 Op::SemiJoin {
@@ -1197,9 +1213,15 @@ struct RuleCx<'r> {
     rule: &'r CoreRule,
     /// Which body literals the partial result already reflects.
     applied: Vec<bool>,
-    /// Aggregation rules keep every body variable: the aggregate runs over the distinct
-    /// bindings of all of them.
+    /// Keep every body variable (no projection of the body).
     keep_all: bool,
+    /// Aggregation rules: the aggregate runs over the distinct bindings of all body
+    /// variables. The body is planned as an exact bag of those bindings instead of keeping
+    /// every variable: each atom is made a set of its rows (a no-op for sets), and then
+    /// projections keep duplicates and joins multiply them, so every binding is one row
+    /// however few of its variables remain; only a semi-join against something that is
+    /// not known to be a set would lose rows, and the planner joins instead.
+    bag: bool,
 }
 
 impl<'r> RuleCx<'r> {
@@ -1207,7 +1229,8 @@ impl<'r> RuleCx<'r> {
         RuleCx {
             rule,
             applied: vec![false; rule.body.len()],
-            keep_all: rule.aggs.is_some(),
+            keep_all: false,
+            bag: rule.aggs.is_some(),
         }
     }
 

@@ -18,7 +18,7 @@ pub fn print_plan(plan: &RaPlan) -> String {
             out,
             "  {}: {} {}{}",
             r.name,
-            p.kind(&r.kind),
+            p.kind(&r.kind, &r.columns),
             columns(&r.columns),
             props(&r.props, &r.columns)
         );
@@ -54,9 +54,19 @@ impl Printer<'_> {
         self.cols(t).get(i).map_or_else(|| format!("#{i}"), |c| c.name.clone())
     }
 
-    fn kind(&self, k: &RelKind) -> String {
+    fn kind(&self, k: &RelKind, cols: &[Column]) -> String {
         match k {
-            RelKind::Input { file, sep } => format!("input from {} sep {}", quote(file), quote(sep)),
+            RelKind::Input { file, sep, key } => {
+                let mut s = format!("input from {} sep {}", quote(file), quote(sep));
+                if !key.is_empty() {
+                    let cols: Vec<String> = key
+                        .iter()
+                        .map(|&k| cols.get(k).map_or_else(|| format!("#{k}"), |c| c.name.clone()))
+                        .collect();
+                    s.push_str(&format!(" key ({})", cols.join(", ")));
+                }
+                s
+            }
             RelKind::Facts => "facts".into(),
             RelKind::Derived => "derived".into(),
             RelKind::Delta { of } => format!("delta of {}", self.rel(*of)),

@@ -247,6 +247,10 @@ pub struct InputSpec {
     pub file: String,
     /// Field separator; `,` when not given.
     pub sep: String,
+    /// `key (…)`: the columns (indices, distinct, in the order written) that identify a
+    /// row; empty when the directive names no key.
+    #[serde(default)]
+    pub key: Vec<usize>,
     pub span: Span,
 }
 

@@ -355,6 +355,33 @@ impl Checker {
                 return;
             }
         }
+        let mut key = Vec::new();
+        if let Some((cols, _)) = &i.key {
+            let columns = &self.env.preds[id].columns;
+            for c in cols {
+                match columns.iter().position(|n| *n == c.name) {
+                    Some(k) if key.contains(&k) => {
+                        self.error(
+                            Diagnostic::error(format!("column `{}` is named twice in the key", c.name), c.span)
+                                .with_label("named again here"),
+                        );
+                        return;
+                    }
+                    Some(k) => key.push(k),
+                    None => {
+                        let d = Diagnostic::error(format!("`{}` has no column `{}`", i.pred.name, c.name), c.span)
+                            .with_label("not a column")
+                            .with_help(format!(
+                                "the columns of `{}` are {}",
+                                i.pred.name,
+                                columns.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+                            ));
+                        self.error(d);
+                        return;
+                    }
+                }
+            }
+        }
         self.env.preds[id].input = Some(i.span);
         self.inputs.push(InputSpec {
             pred: PredId(id as u32),
@@ -363,6 +390,7 @@ impl Checker {
                 .as_ref()
                 .map_or_else(|| format!("{}.csv", i.pred.name), |(f, _)| f.clone()),
             sep: i.sep.as_ref().map_or_else(|| ",".to_string(), |(s, _)| s.clone()),
+            key,
             span: i.span,
         });
     }

@@ -54,7 +54,7 @@ pub enum Item {
     Decl(Decl),
     /// A rule `heads <- body.` or a fact `heads.` (a rule with no body).
     Rule(Rule),
-    /// `.input p [from "file"] [sep "|"].`
+    /// `.input p [from "file"] [sep "|"] [key (c, …)].`
     Input(InputDirective),
     /// `.output p [order by col [asc|desc], …] [limit n].`
     Output(OutputDirective),
@@ -265,12 +265,14 @@ pub enum Lit {
     Bool(bool),
 }
 
-/// `.input p [from "file"] [sep "|"].`
+/// `.input p [from "file"] [sep "|"] [key (c, …)].`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct InputDirective {
     pub pred: Ident,
     pub from: Option<(String, Span)>,
     pub sep: Option<(String, Span)>,
+    /// `key (c1, …)`: columns that identify a row (no two rows share them).
+    pub key: Option<(Vec<Ident>, Span)>,
     pub span: Span,
 }
 
@@ -372,6 +374,10 @@ impl Item {
                 i.pred.erase_spans();
                 for (_, s) in i.from.iter_mut().chain(i.sep.iter_mut()) {
                     *s = Span::default();
+                }
+                if let Some((cols, s)) = &mut i.key {
+                    *s = Span::default();
+                    cols.iter_mut().for_each(Ident::erase_spans);
                 }
             }
             Item::Output(o) => {

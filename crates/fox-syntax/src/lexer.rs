@@ -114,6 +114,8 @@ pub enum Token {
     From,
     #[token("sep")]
     Sep,
+    #[token("key")]
+    Key,
     #[token("order")]
     Order,
     #[token("by")]
@@ -181,6 +183,7 @@ impl fmt::Display for Token {
             Token::DotOutput => ".output",
             Token::From => "from",
             Token::Sep => "sep",
+            Token::Key => "key",
             Token::Order => "order",
             Token::By => "by",
             Token::Asc => "asc",

@@ -255,7 +255,7 @@ fn readable(term: &str) -> String {
     }
 }
 
-const DIRECTIVE_WORDS: [&str; 7] = ["from", "sep", "order", "by", "asc", "desc", "limit"];
+const DIRECTIVE_WORDS: [&str; 8] = ["from", "sep", "key", "order", "by", "asc", "desc", "limit"];
 const LITERALS: [&str; 7] = ["integer", "decimal", "float", "string", "date literal", "true", "false"];
 
 /// `expected one of: identifier, literal, `(``, in a stable, readable order.

@@ -110,6 +110,11 @@ fn write_item(out: &mut String, item: &Item) {
                 out.push_str(" sep ");
                 out.push_str(&quote(s));
             }
+            if let Some((cols, _)) = &i.key {
+                out.push_str(" key (");
+                join(out, cols, |o, c| o.push_str(&c.name));
+                out.push(')');
+            }
             out.push('.');
         }
         Item::Output(o) => {

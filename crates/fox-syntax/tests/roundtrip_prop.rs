@@ -156,12 +156,14 @@ fn item() -> impl Strategy<Value = Item> {
         ident(),
         prop::option::of(any::<String>()),
         prop::option::of("[ -~]{0,3}"),
+        prop::option::of(prop::collection::vec(ident(), 1..3)),
     )
-        .prop_map(|(pred, from, sep)| {
+        .prop_map(|(pred, from, sep, key)| {
             Item::Input(InputDirective {
                 pred,
                 from: from.map(|f| (f, sp())),
                 sep: sep.map(|s| (s, sp())),
+                key: key.map(|k| (k, sp())),
                 span: sp(),
             })
         });

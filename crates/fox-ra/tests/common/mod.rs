@@ -48,6 +48,7 @@ impl Prog {
             pred: p,
             file: format!("{name}.csv"),
             sep: ",".into(),
+            key: Vec::new(),
             span: sp(),
         });
         p
