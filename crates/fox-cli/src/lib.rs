@@ -65,3 +65,95 @@ pub fn check(source: &Source) -> Checked {
     diagnostics.extend(sema_diags);
     Checked { ast, core, diagnostics }
 }
+
+/// The kernel plan of `path`: loaded from RON (`.ron`), or compiled from a program. `None`
+/// when the program has errors (its diagnostics are printed to standard error, prefixed
+/// with `tool`).
+pub fn load_plan(path: &Path, color: bool, tool: &str) -> anyhow::Result<Option<fox_kernel::KernelPlan>> {
+    let is_plan = path.extension().is_some_and(|e| e == "ron");
+    let source = Source::read(path)?;
+    if is_plan {
+        let plan = fox_kernel::from_ron(&source.text).map_err(|e| anyhow::anyhow!("{}: {e}", source.name))?;
+        return Ok(Some(plan));
+    }
+    let checked = check(&source);
+    if !checked.diagnostics.is_empty() {
+        eprint!("{}", source.render(&checked.diagnostics, color));
+    }
+    let errors = checked.diagnostics.iter().filter(|d| d.is_error()).count();
+    let Some(core) = checked.core.filter(|_| errors == 0) else {
+        let n = errors.max(1);
+        eprintln!("{tool}: {}: {} error{}", source.name, n, if n == 1 { "" } else { "s" });
+        return Ok(None);
+    };
+    let ra = fox_ra::plan(&core).map_err(|e| anyhow::anyhow!("{}: cannot plan the program: {e}", source.name))?;
+    let plan = fox_kernel::lower(&ra)
+        .map_err(|e| anyhow::anyhow!("{}: cannot lower the plan to kernels: {e}", source.name))?;
+    Ok(Some(plan))
+}
+
+/// A TPC-H scale factor from the command line (`1`, `0.01`, `10`).
+pub fn parse_scale_factor(s: &str) -> Result<f64, String> {
+    let sf: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a scale factor (a number such as 1, 0.1 or 10)"))?;
+    fox_runtime::tpch::check_scale(sf)?;
+    Ok(sf)
+}
+
+/// Progress bars on standard error for loading and generating data (drawn only when
+/// standard error is a terminal).
+pub struct Bars {
+    bar: std::sync::Mutex<Option<indicatif::ProgressBar>>,
+}
+
+impl Bars {
+    pub fn new() -> Bars {
+        Bars {
+            bar: std::sync::Mutex::new(None),
+        }
+    }
+}
+
+impl Default for Bars {
+    fn default() -> Self {
+        Bars::new()
+    }
+}
+
+impl fox_runtime::LoadProgress for Bars {
+    fn start(&self, table: &str, rows: u64) {
+        let bar = if rows > 0 {
+            indicatif::ProgressBar::new(rows).with_style(
+                indicatif::ProgressStyle::with_template(
+                    "{prefix:>10} [{bar:30}] {human_pos}/{human_len} rows {per_sec} {eta}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            )
+        } else {
+            indicatif::ProgressBar::new_spinner()
+        };
+        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        bar.set_prefix(table.to_string());
+        if let Ok(mut b) = self.bar.lock() {
+            *b = Some(bar);
+        }
+    }
+
+    fn advance(&self, rows: u64) {
+        if let Ok(b) = self.bar.lock() {
+            if let Some(b) = b.as_ref() {
+                b.inc(rows);
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let Ok(mut b) = self.bar.lock() {
+            if let Some(b) = b.take() {
+                b.finish_and_clear();
+            }
+        }
+    }
+}

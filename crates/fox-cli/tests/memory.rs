@@ -18,6 +18,7 @@ fn run_on_graph(query: &str, edges: &[(i32, i32)]) -> fox_runtime::RunResult {
     let opts = fox_runtime::RunOptions {
         data_dir: Some(dir.clone()),
         timing: false,
+        ..Default::default()
     };
     let result = fox_runtime::run(&plan, &mut backend, &opts).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();

@@ -73,6 +73,7 @@ fn check(gpu: &mut dyn Backend, program: &Path, data: &Path) -> bool {
     let opts = RunOptions {
         data_dir: Some(data.to_path_buf()),
         timing: false,
+        ..Default::default()
     };
     let want = run(&plan, &mut CpuBackend::new(), &opts);
     let got = run(&plan, gpu, &opts);

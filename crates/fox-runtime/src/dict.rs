@@ -7,69 +7,100 @@ use fox_kernel::DictOp;
 use std::collections::HashMap;
 
 /// A string dictionary. Codes are dense (`0..len()`), and no string has two codes.
+///
+/// The sorted part is shared (cloning a dictionary is cheap), so a loaded database can
+/// hand its dictionary to every run, and each run appends its own new strings.
 #[derive(Debug, Default, Clone)]
 pub struct Dictionary {
+    /// The strings assigned in sorted order when the dictionary was built.
+    sorted: std::sync::Arc<Sorted>,
+    /// Strings appended since, in the order they came.
+    extra: Vec<String>,
+    extra_codes: HashMap<String, u32>,
+}
+
+#[derive(Debug, Default)]
+struct Sorted {
     strings: Vec<String>,
     codes: HashMap<String, u32>,
-    /// Number of strings assigned in sorted order (before any was appended).
-    sorted_prefix: usize,
 }
 
 impl Dictionary {
     /// A dictionary of `strings` (duplicates allowed) with codes in sorted order.
     pub fn from_strings<I: IntoIterator<Item = String>>(strings: I) -> Dictionary {
         let mut all: Vec<String> = strings.into_iter().collect();
-        all.sort_unstable();
+        if all.len() > 100_000 {
+            use rayon::slice::ParallelSliceMut;
+            all.par_sort_unstable();
+        } else {
+            all.sort_unstable();
+        }
         all.dedup();
         let codes = all.iter().enumerate().map(|(i, s)| (s.clone(), i as u32)).collect();
         Dictionary {
-            sorted_prefix: all.len(),
-            strings: all,
-            codes,
+            sorted: std::sync::Arc::new(Sorted { strings: all, codes }),
+            extra: Vec::new(),
+            extra_codes: HashMap::new(),
         }
     }
 
     pub fn len(&self) -> usize {
-        self.strings.len()
+        self.sorted.strings.len() + self.extra.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.strings.is_empty()
+        self.len() == 0
     }
 
     pub fn code(&self, s: &str) -> Option<u32> {
-        self.codes.get(s).copied()
+        self.sorted.codes.get(s).or_else(|| self.extra_codes.get(s)).copied()
     }
 
     pub fn get(&self, code: u32) -> Option<&str> {
-        self.strings.get(code as usize).map(String::as_str)
+        let c = code as usize;
+        let n = self.sorted.strings.len();
+        if c < n {
+            Some(self.sorted.strings[c].as_str())
+        } else {
+            self.extra.get(c - n).map(String::as_str)
+        }
+    }
+
+    /// Every string, in code order.
+    fn iter(&self) -> impl Iterator<Item = &str> {
+        self.sorted.strings.iter().chain(&self.extra).map(String::as_str)
     }
 
     /// True when no string has been appended since the dictionary was built, so that code
     /// order is string order.
     pub fn is_ordered(&self) -> bool {
-        self.sorted_prefix == self.strings.len()
+        self.extra.is_empty()
     }
 
     /// The code of `s`, appending it when it is new. Fails when the dictionary is full
     /// (2^32 strings).
     pub fn intern(&mut self, s: &str) -> Option<u32> {
-        if let Some(c) = self.codes.get(s) {
-            return Some(*c);
+        if let Some(c) = self.code(s) {
+            return Some(c);
         }
-        let code = u32::try_from(self.strings.len()).ok()?;
-        self.strings.push(s.to_string());
-        self.codes.insert(s.to_string(), code);
+        let code = u32::try_from(self.len()).ok()?;
+        self.extra.push(s.to_string());
+        self.extra_codes.insert(s.to_string(), code);
         Some(code)
     }
 
     /// `rank[code]`: the position of each string in sorted order.
     pub fn rank(&self) -> Vec<u32> {
+        let n = self.len() as u32;
         if self.is_ordered() {
-            return (0..self.strings.len() as u32).collect();
+            return (0..n).collect();
         }
-        let mut order: Vec<u32> = (0..self.strings.len() as u32).collect();
-        order.sort_unstable_by(|&a, &b| self.strings[a as usize].cmp(&self.strings[b as usize]));
+        let mut order: Vec<u32> = (0..n).collect();
+        {
+            use rayon::slice::ParallelSliceMut;
+            let text = |c: u32| self.get(c).unwrap_or_default();
+            order.par_sort_unstable_by(|&a, &b| text(a).cmp(text(b)));
+        }
         let mut rank = vec![0u32; order.len()];
         for (pos, code) in order.into_iter().enumerate() {
             rank[code as usize] = pos as u32;
@@ -84,16 +115,26 @@ impl Dictionary {
             DictOp::Rank => HostCol::U32(self.rank()),
             DictOp::Like(pattern) => {
                 let pat: Vec<char> = pattern.chars().collect();
-                HostCol::U8(self.strings.iter().map(|s| like(s, &pat) as u8).collect())
+                HostCol::U8(self.par_map(|s| like(s, &pat) as u8))
             }
-            DictOp::Prefix(p) => HostCol::U8(self.strings.iter().map(|s| s.starts_with(p.as_str()) as u8).collect()),
-            DictOp::Strlen => HostCol::I32(
-                self.strings
-                    .iter()
-                    .map(|s| i32::try_from(s.chars().count()).unwrap_or(i32::MAX))
-                    .collect(),
-            ),
+            DictOp::Prefix(p) => HostCol::U8(self.par_map(|s| s.starts_with(p.as_str()) as u8)),
+            DictOp::Strlen => HostCol::I32(self.par_map(|s| i32::try_from(s.chars().count()).unwrap_or(i32::MAX))),
         }
+    }
+}
+
+impl Dictionary {
+    /// `f` of every string, in code order (in parallel for large dictionaries).
+    fn par_map<T: Send>(&self, f: impl Fn(&str) -> T + Sync) -> Vec<T> {
+        use rayon::prelude::*;
+        if self.len() < 100_000 {
+            return self.iter().map(f).collect();
+        }
+        let n = self.sorted.strings.len();
+        let mut out: Vec<T> = self.sorted.strings.par_iter().map(|s| f(s)).collect();
+        out.extend(self.extra.iter().map(|s| f(s)));
+        debug_assert_eq!(out.len(), n + self.extra.len());
+        out
     }
 }
 

@@ -8,8 +8,9 @@
 //! downloads and orders a result. Whatever happens, every device buffer is freed before
 //! `run` returns.
 
+use crate::database::{empty_col, to_host, used_input_columns, Database, Resident};
 use crate::dict::Dictionary;
-use crate::load::{load_input, Interner, LoadedCol};
+use crate::load::{load_input_cols, Interner};
 use crate::output::{build_table, OutputTable};
 use crate::{Backend, DevBuf, HostCol, InstrStat, LaunchCtx, RunOptions, RunResult, RunStats, RuntimeError};
 use fox_kernel::{Elem, Instr, KExpr, KExprKind, Kernel, KernelPlan, StrFunc, Terminator};
@@ -19,9 +20,24 @@ use std::time::{Duration, Instant};
 
 /// Runs `plan` on `backend` and returns its outputs.
 pub fn run(plan: &KernelPlan, backend: &mut dyn Backend, opts: &RunOptions) -> Result<RunResult, RuntimeError> {
+    run_resident(plan, backend, opts, None)
+}
+
+/// [`run`] with the inputs of `opts.database`, taking the device copies of its columns
+/// from `resident` (and leaving there the ones this run uploads), so later runs on the
+/// same backend upload nothing. The buffers in `resident` are never freed by a run.
+pub fn run_resident(
+    plan: &KernelPlan,
+    backend: &mut dyn Backend,
+    opts: &RunOptions,
+    resident: Option<&mut Resident>,
+) -> Result<RunResult, RuntimeError> {
     let mut it = Interp {
         plan,
         backend,
+        database: opts.database.clone(),
+        resident,
+        pinned: Vec::new(),
         dict: Dictionary::default(),
         inputs: Vec::new(),
         slots: Vec::new(),
@@ -63,10 +79,14 @@ struct LoadedInput {
 struct Interp<'a> {
     plan: &'a KernelPlan,
     backend: &'a mut dyn Backend,
+    database: Option<std::sync::Arc<Database>>,
+    resident: Option<&'a mut Resident>,
     dict: Dictionary,
     inputs: Vec<Option<LoadedInput>>,
     /// Device buffers with the number of variables holding each.
     slots: Vec<Option<(DevBuf, usize)>>,
+    /// `pinned[slot]`: the slot's buffer belongs to `resident` and is never freed here.
+    pinned: Vec<bool>,
     free_slots: Vec<usize>,
     /// The slot each buffer variable holds, if defined.
     vars: Vec<Option<usize>>,
@@ -185,12 +205,44 @@ impl Interp<'_> {
                 }
             }
         }
+        let used = used_input_columns(plan);
+        if let Some(db) = self.database.clone() {
+            // The data is loaded: check the declarations, and give the plan's new string
+            // constants codes after the data's.
+            for (k, input) in plan.inputs.iter().enumerate() {
+                if uses[k] > 0 {
+                    let t = db.table_for(input).map_err(|msg| RuntimeError::Data { msg })?;
+                    if let Some(c) = (0..input.columns.len()).find(|&c| used[k][c] && Database::column(t, c).is_none())
+                    {
+                        return Err(RuntimeError::Data {
+                            msg: format!(
+                                "column `{}` of `{}` was not loaded (the data was loaded for other programs)",
+                                input.columns[c].name, input.name
+                            ),
+                        });
+                    }
+                }
+            }
+            self.dict = db.dictionary().clone();
+            constants.sort_unstable();
+            constants.dedup();
+            for s in &constants {
+                if self.dict.intern(s).is_none() {
+                    return Err(RuntimeError::Data {
+                        msg: "the string dictionary is full (2^32 strings)".into(),
+                    });
+                }
+            }
+            self.inputs = plan.inputs.iter().map(|_| None).collect();
+            self.stats.load += start.elapsed();
+            return Ok(());
+        }
         let data_dir = opts.data_dir.clone().unwrap_or_default();
         let mut strings = Interner::default();
-        let mut loaded: Vec<Option<Vec<LoadedCol>>> = Vec::with_capacity(plan.inputs.len());
+        let mut loaded = Vec::with_capacity(plan.inputs.len());
         for (k, input) in plan.inputs.iter().enumerate() {
             loaded.push(if uses[k] > 0 {
-                Some(load_input(Path::new(&data_dir), input, &mut strings)?)
+                Some(load_input_cols(Path::new(&data_dir), input, &used[k], &mut strings)?)
             } else {
                 None
             });
@@ -210,12 +262,14 @@ impl Interp<'_> {
                 cols.map(|cols| LoadedInput {
                     cols: cols
                         .into_iter()
-                        .map(|c| match c {
-                            LoadedCol::I32(v) => HostCol::I32(v),
-                            LoadedCol::I64(v) => HostCol::I64(v),
-                            LoadedCol::F64(v) => HostCol::F64(v),
-                            LoadedCol::Bool(v) => HostCol::U8(v),
-                            LoadedCol::Str(v) => HostCol::U32(v.into_iter().map(|id| remap[id as usize]).collect()),
+                        .zip(&plan.inputs[k].columns)
+                        .zip(&used[k])
+                        .map(|((c, col), &u)| {
+                            if u {
+                                to_host(c, &remap)
+                            } else {
+                                empty_col(Elem::of(col.ty))
+                            }
                         })
                         .collect(),
                     reusable: uses[k] > 1 || in_loop_target[k],
@@ -224,6 +278,65 @@ impl Interp<'_> {
             .collect();
         self.stats.load += start.elapsed();
         Ok(())
+    }
+
+    /// `LoadInput` from the loaded database: each column from `resident` when it is there,
+    /// otherwise uploaded (and left in `resident` when there is one); columns the plan
+    /// never reads are empty.
+    fn load_resident(&mut self, db: &Database, input: usize) -> Result<Vec<(DevBuf, bool)>, RuntimeError> {
+        let rel = &self.plan.inputs[input];
+        let t = db.table_for(rel).map_err(|msg| RuntimeError::Data { msg })?;
+        let mut out: Vec<(DevBuf, bool)> = Vec::with_capacity(rel.columns.len());
+        for (c, col) in rel.columns.iter().enumerate() {
+            let key = (rel.name.clone(), c);
+            if let Some(b) = self.resident.as_ref().and_then(|r| r.bufs.get(&key)) {
+                out.push((
+                    DevBuf {
+                        id: b.id,
+                        elem: b.elem,
+                        len: b.len,
+                    },
+                    true,
+                ));
+                continue;
+            }
+            let host = match Database::column(t, c) {
+                Some(h) => h.clone(),
+                None => empty_col(Elem::of(col.ty)),
+            };
+            let keep = self.resident.is_some() && Database::column(t, c).is_some();
+            let t0 = Instant::now();
+            let up = self.backend.upload(host);
+            self.stats.upload += t0.elapsed();
+            let b = match up {
+                Ok(b) => b,
+                Err(e) => {
+                    for (b, pinned) in out {
+                        if !pinned {
+                            self.backend.free(b);
+                        }
+                    }
+                    return Err(RuntimeError::Kernel {
+                        at: format!("LoadInput({})", rel.name),
+                        msg: e.0,
+                    });
+                }
+            };
+            if keep {
+                let copy = DevBuf {
+                    id: b.id,
+                    elem: b.elem,
+                    len: b.len,
+                };
+                if let Some(r) = self.resident.as_mut() {
+                    r.bufs.insert(key, b);
+                }
+                out.push((copy, true));
+            } else {
+                out.push((b, false));
+            }
+        }
+        Ok(out)
     }
 
     fn execute(&mut self) -> Result<(), RuntimeError> {
@@ -316,7 +429,9 @@ impl Interp<'_> {
         if entry.1 == 0 {
             let (buf, _) = self.slots[slot].take().expect("checked above");
             self.free_slots.push(slot);
-            self.backend.free(buf);
+            if !std::mem::take(&mut self.pinned[slot]) {
+                self.backend.free(buf);
+            }
         }
     }
 
@@ -328,13 +443,19 @@ impl Interp<'_> {
     }
 
     fn define(&mut self, var: usize, buf: DevBuf) {
+        self.define_pinned(var, buf, false);
+    }
+
+    fn define_pinned(&mut self, var: usize, buf: DevBuf, pinned: bool) {
         let slot = match self.free_slots.pop() {
             Some(s) => {
                 self.slots[s] = Some((buf, 1));
+                self.pinned[s] = pinned;
                 s
             }
             None => {
                 self.slots.push(Some((buf, 1)));
+                self.pinned.push(pinned);
                 self.slots.len() - 1
             }
         };
@@ -499,6 +620,26 @@ impl Interp<'_> {
                 self.check_out(o.0 as usize)
                     .map_err(|w| RuntimeError::Plan(format!("{}: writes {w}", what())))?,
             );
+        }
+        if let (Kernel::LoadInput { input }, Some(db)) = (kernel, self.database.clone()) {
+            let n = self.plan.inputs.get(*input).map_or(0, |i| i.columns.len());
+            if !args.is_empty()
+                || outs.len() != n
+                || out_elems
+                    .iter()
+                    .zip(&self.plan.inputs[*input].columns)
+                    .any(|(e, c)| *e != Elem::of(c.ty))
+            {
+                return Err(RuntimeError::Plan(format!(
+                    "{}: the outputs do not match the columns of the input",
+                    what()
+                )));
+            }
+            let bufs = self.load_resident(&db, *input)?;
+            for (o, (buf, pinned)) in outs.iter().zip(bufs) {
+                self.define_pinned(o.0 as usize, buf, pinned);
+            }
+            return Ok(());
         }
         let host_kernel = matches!(
             kernel,

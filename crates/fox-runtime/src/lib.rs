@@ -6,14 +6,17 @@
 //! dictionary work, which the runtime does itself and uploads.
 
 pub mod backend;
+pub mod database;
 pub mod dict;
 mod interp;
 pub mod load;
 pub mod output;
+pub mod tpch;
 
 pub use backend::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};
+pub use database::{DataSource, Database, LoadProgress, NoProgress, Resident};
 pub use dict::Dictionary;
-pub use interp::run;
+pub use interp::{run, run_resident};
 pub use output::{format_table, format_value, write_csv, write_csv_all, write_csv_to, OutputTable};
 
 use std::fmt;
@@ -29,6 +32,8 @@ pub struct RunOptions {
     /// Wait for each launch to finish before timing it (`Backend::sync`), so per-kernel
     /// times are exact; without it, times of an asynchronous backend only cover launches.
     pub timing: bool,
+    /// Loaded data to read the inputs from instead of `data_dir` (see [`Database`]).
+    pub database: Option<std::sync::Arc<Database>>,
 }
 
 /// The results of a run, in the order the plan emitted them, and its statistics.

@@ -43,7 +43,7 @@ pub enum LoadedCol {
 }
 
 impl LoadedCol {
-    fn new(ty: Type) -> LoadedCol {
+    pub(crate) fn new(ty: Type) -> LoadedCol {
         match ty {
             Type::Int32 | Type::Date => LoadedCol::I32(Vec::new()),
             Type::Int64 | Type::Decimal(_) => LoadedCol::I64(Vec::new()),
@@ -56,6 +56,17 @@ impl LoadedCol {
 
 /// Reads the file of `input` from `data_dir` into one column per declared column.
 pub fn load_input(data_dir: &Path, input: &InputRel, strings: &mut Interner) -> Result<Vec<LoadedCol>, RuntimeError> {
+    load_input_cols(data_dir, input, &vec![true; input.columns.len()], strings)
+}
+
+/// [`load_input`] keeping only the columns with `wanted[c]` (the others are checked for
+/// their count of fields but not parsed, and come back empty); then checks the key.
+pub fn load_input_cols(
+    data_dir: &Path,
+    input: &InputRel,
+    wanted: &[bool],
+    strings: &mut Interner,
+) -> Result<Vec<LoadedCol>, RuntimeError> {
     let path = data_dir.join(&input.file);
     let shown = path.display().to_string();
     let bytes = std::fs::read(&path).map_err(|e| RuntimeError::Data {
@@ -70,7 +81,9 @@ pub fn load_input(data_dir: &Path, input: &InputRel, strings: &mut Interner) -> 
             });
         }
     };
-    parse_input(text, &shown, input, strings)
+    let cols = parse_input_cols(text, &shown, input, wanted, strings)?;
+    check_key(&shown, input, &cols, wanted)?;
+    Ok(cols)
 }
 
 fn io_reason(e: &std::io::Error) -> String {
@@ -86,6 +99,19 @@ pub fn parse_input(
     text: &str,
     file: &str,
     input: &InputRel,
+    strings: &mut Interner,
+) -> Result<Vec<LoadedCol>, RuntimeError> {
+    parse_input_cols(text, file, input, &vec![true; input.columns.len()], strings)
+}
+
+/// [`parse_input`] keeping only the columns with `wanted[c]`; the others come back empty.
+/// Their fields are still checked (a malformed number or date anywhere in the file is an
+/// error), except strings, which any text is.
+pub fn parse_input_cols(
+    text: &str,
+    file: &str,
+    input: &InputRel,
+    wanted: &[bool],
     strings: &mut Interner,
 ) -> Result<Vec<LoadedCol>, RuntimeError> {
     if input.sep.is_empty() {
@@ -131,7 +157,15 @@ pub fn parse_input(
         }
         for (c, field) in fields.iter().enumerate() {
             let column = &input.columns[c];
-            parse_field(field, column.ty, &mut cols[c], strings).map_err(|detail| RuntimeError::Data {
+            let keep = wanted.get(c).copied().unwrap_or(true);
+            if !keep && column.ty == Type::String {
+                continue;
+            }
+            let res = parse_field(field, column.ty, &mut cols[c], strings);
+            if !keep {
+                cols[c].clear();
+            }
+            res.map_err(|detail| RuntimeError::Data {
                 msg: format!(
                     "{file}:{start_line}: column {} (`{}`, {}): {detail}",
                     c + 1,
@@ -221,7 +255,7 @@ fn article(ty: Type) -> &'static str {
     }
 }
 
-fn parse_field(field: &str, ty: Type, col: &mut LoadedCol, strings: &mut Interner) -> Result<(), String> {
+pub(crate) fn parse_field(field: &str, ty: Type, col: &mut LoadedCol, strings: &mut Interner) -> Result<(), String> {
     let bad = || format!("`{field}` is not {} {ty}", article(ty));
     match col {
         LoadedCol::I32(v) => {
@@ -375,4 +409,84 @@ pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let y = yoe + era * 400 + i64::from(m <= 2);
     (y, m, d)
+}
+
+impl LoadedCol {
+    pub fn len(&self) -> usize {
+        match self {
+            LoadedCol::I32(v) => v.len(),
+            LoadedCol::I64(v) => v.len(),
+            LoadedCol::F64(v) => v.len(),
+            LoadedCol::Str(v) => v.len(),
+            LoadedCol::Bool(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn clear(&mut self) {
+        match self {
+            LoadedCol::I32(v) => v.clear(),
+            LoadedCol::I64(v) => v.clear(),
+            LoadedCol::F64(v) => v.clear(),
+            LoadedCol::Str(v) => v.clear(),
+            LoadedCol::Bool(v) => v.clear(),
+        }
+    }
+}
+
+/// Checks that no two rows of a loaded input share the values of its key columns (the
+/// key columns must be among the loaded ones). Rows in strictly increasing key order (as
+/// dbgen writes them) are checked in one pass; others are sorted first.
+pub fn check_key(file: &str, input: &InputRel, cols: &[LoadedCol], wanted: &[bool]) -> Result<(), RuntimeError> {
+    if input.key.is_empty() {
+        return Ok(());
+    }
+    let key: Vec<&LoadedCol> = input.key.iter().filter_map(|&k| cols.get(k)).collect();
+    if key.len() != input.key.len() || input.key.iter().any(|&k| !wanted.get(k).copied().unwrap_or(false)) {
+        return Err(RuntimeError::Plan(format!(
+            "the key of `{}` names a column that was not loaded",
+            input.name
+        )));
+    }
+    let rows = key[0].len();
+    let cmp = |a: usize, b: usize| -> std::cmp::Ordering {
+        for c in &key {
+            let o = match c {
+                LoadedCol::I32(v) => v[a].cmp(&v[b]),
+                LoadedCol::I64(v) => v[a].cmp(&v[b]),
+                LoadedCol::F64(v) => v[a].total_cmp(&v[b]),
+                LoadedCol::Str(v) => v[a].cmp(&v[b]),
+                LoadedCol::Bool(v) => v[a].cmp(&v[b]),
+            };
+            if o != std::cmp::Ordering::Equal {
+                return o;
+            }
+        }
+        std::cmp::Ordering::Equal
+    };
+    let increasing = (1..rows).all(|r| cmp(r - 1, r) == std::cmp::Ordering::Less);
+    if increasing {
+        return Ok(());
+    }
+    let mut order: Vec<usize> = (0..rows).collect();
+    {
+        use rayon::slice::ParallelSliceMut;
+        order.par_sort_by(|&a, &b| cmp(a, b).then(a.cmp(&b)));
+    }
+    if let Some(w) = order.windows(2).find(|w| cmp(w[0], w[1]) == std::cmp::Ordering::Equal) {
+        let names: Vec<&str> = input.key.iter().map(|&k| input.columns[k].name.as_str()).collect();
+        return Err(RuntimeError::Data {
+            msg: format!(
+                "{file}: rows {} and {} have the same key ({}), which `.input {} … key (…)` declares unique",
+                w[0] + 1,
+                w[1] + 1,
+                names.join(", "),
+                input.name
+            ),
+        });
+    }
+    Ok(())
 }

@@ -18,6 +18,7 @@ fn rel(sep: &str, cols: &[(&str, Type)]) -> InputRel {
             .collect(),
         file: "r.csv".into(),
         sep: sep.into(),
+        key: Vec::new(),
     }
 }
 

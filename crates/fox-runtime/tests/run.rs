@@ -119,6 +119,7 @@ fn people_input() -> InputRel {
         columns: vec![col("name", Type::String), col("age", Type::Int32)],
         file: "person.csv".into(),
         sep: ",".into(),
+        key: Vec::new(),
     }
 }
 
@@ -148,6 +149,7 @@ fn load_then_output_orders_strings_by_text() {
     let opts = RunOptions {
         data_dir: Some(dir.clone()),
         timing: true,
+        ..Default::default()
     };
     let r = run(&p, &mut be, &opts).unwrap();
     assert_eq!(r.outputs.len(), 2);
@@ -222,12 +224,15 @@ fn dictionary_codes_constants_and_string_functions() {
                 vec![],
                 None,
             ),
+            // Reads the input's names, so they are loaded (unread columns are not).
+            output("people", vec![col("name", Type::String)], &[0], vec![], None),
         ],
     );
     let mut be = Store::default();
     let opts = RunOptions {
         data_dir: Some(dir.clone()),
         timing: false,
+        ..Default::default()
     };
     let r = run(&p, &mut be, &opts).unwrap();
     // Data and constants: alpha=0, bob=1, mallory=2, zed=3. substr gives "ze" (new, 4)
@@ -504,6 +509,7 @@ fn bad_input_data_stops_the_run_and_frees_everything() {
     let opts = RunOptions {
         data_dir: Some(dir.clone()),
         timing: false,
+        ..Default::default()
     };
     let e = run(&p, &mut be, &opts).unwrap_err();
     let file = dir.join("person.csv").display().to_string();

@@ -2,11 +2,10 @@
 //! process) on a backend, and prints or writes its results.
 
 use clap::{Parser, ValueEnum};
-use fox_cli::{check, Source};
-use fox_kernel::KernelPlan;
-use fox_runtime::{format_stats, format_table, run, write_csv_all, Backend, RunOptions};
+use fox_cli::{load_plan, parse_scale_factor, Bars};
+use fox_runtime::{format_stats, format_table, run, write_csv_all, Backend, DataSource, Database, RunOptions};
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -25,8 +24,14 @@ struct Cli {
     #[arg(value_name = "PLAN.ron|Q.logic")]
     file: PathBuf,
     /// The directory `.input` files are read from (default: the current directory).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "tpch")]
     data: Option<PathBuf>,
+    /// Generate the TPC-H tables at scale factor SF in memory (with the dbgen rules, as the
+    /// `tpchgen` crate does) instead of reading files: each `.input` of `part`, `supplier`,
+    /// `partsupp`, `customer`, `orders`, `lineitem`, `nation` or `region` reads the
+    /// generated table (see tpch/schema.logic for their columns).
+    #[arg(long, value_name = "SF", value_parser = parse_scale_factor)]
+    tpch: Option<f64>,
     /// Write each output predicate to DIR/<predicate>.csv (DIR is created) instead of
     /// printing it.
     #[arg(long, value_name = "DIR")]
@@ -91,12 +96,24 @@ fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
             }
         },
     };
-    let Some(plan) = load_plan(&cli.file, color)? else {
+    let Some(plan) = load_plan(&cli.file, color, "foxrun")? else {
         return Ok(ExitCode::from(1));
+    };
+    let database = match cli.tpch {
+        Some(sf) => {
+            let db =
+                Database::load(&DataSource::Tpch(sf), &[&plan], &Bars::new()).map_err(|e| anyhow::anyhow!("{e}"))?;
+            if cli.timing {
+                eprintln!("generated TPC-H SF {sf} in {:.1} s", db.load_time.as_secs_f64());
+            }
+            Some(std::sync::Arc::new(db))
+        }
+        None => None,
     };
     let opts = RunOptions {
         data_dir: cli.data.clone(),
         timing: cli.timing,
+        database,
     };
     let result = run(&plan, backend.as_mut(), &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
     if cli.timing {
@@ -120,31 +137,6 @@ fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The kernel plan of `path`: loaded from RON, or compiled from a program. `None` when the
-/// program has errors (its diagnostics are printed).
-fn load_plan(path: &Path, color: bool) -> anyhow::Result<Option<KernelPlan>> {
-    let is_plan = path.extension().is_some_and(|e| e == "ron");
-    let source = Source::read(path)?;
-    if is_plan {
-        let plan = fox_kernel::from_ron(&source.text).map_err(|e| anyhow::anyhow!("{}: {e}", source.name))?;
-        return Ok(Some(plan));
-    }
-    let checked = check(&source);
-    if !checked.diagnostics.is_empty() {
-        eprint!("{}", source.render(&checked.diagnostics, color));
-    }
-    let errors = checked.diagnostics.iter().filter(|d| d.is_error()).count();
-    let Some(core) = checked.core.filter(|_| errors == 0) else {
-        let n = errors.max(1);
-        eprintln!("foxrun: {}: {} error{}", source.name, n, if n == 1 { "" } else { "s" });
-        return Ok(None);
-    };
-    let ra = fox_ra::plan(&core).map_err(|e| anyhow::anyhow!("{}: cannot plan the program: {e}", source.name))?;
-    let plan = fox_kernel::lower(&ra)
-        .map_err(|e| anyhow::anyhow!("{}: cannot lower the plan to kernels: {e}", source.name))?;
-    Ok(Some(plan))
 }
 
 fn write_stdout(text: &str) -> anyhow::Result<()> {

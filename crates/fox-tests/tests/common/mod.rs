@@ -73,6 +73,7 @@ pub fn run_engine(prog: &CoreProgram, data_dir: &Path) -> Result<Vec<Table>, Str
     let opts = fox_runtime::RunOptions {
         data_dir: Some(data_dir.to_path_buf()),
         timing: false,
+        ..Default::default()
     };
     let result = fox_runtime::run(&kp, &mut backend, &opts).map_err(|e| format!("run failed: {e}"))?;
     Ok(result

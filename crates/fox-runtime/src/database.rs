@@ -1,0 +1,267 @@
+//! A loaded data set that several runs share: tables in host memory with their strings
+//! already in a sorted dictionary, loaded once from files or generated (TPC-H), and the
+//! device copies of its columns kept between runs ([`Resident`]), so that a benchmark
+//! measures queries on resident data.
+//!
+//! A table is loaded with the column types of the plans' `.input` declarations, and only
+//! the columns those plans read are kept; a run whose plan reads another column of a
+//! loaded table, or declares it with another type, is an error that says so.
+
+use crate::dict::Dictionary;
+use crate::load::{check_key, load_input_cols, Interner, LoadedCol};
+use crate::{DevBuf, HostCol, RuntimeError};
+use fox_kernel::{Elem, InputRel, Instr, Kernel, KernelPlan};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Where a data set's tables come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DataSource {
+    /// `.input` files under a directory (`--data DIR`).
+    Files(PathBuf),
+    /// The TPC-H tables generated at a scale factor (`--tpch SF`).
+    Tpch(f64),
+}
+
+/// Told how loading goes, for progress bars.
+pub trait LoadProgress: Sync {
+    /// Loading of `table` starts; about `rows` rows (0 when unknown).
+    fn start(&self, table: &str, rows: u64);
+    /// `rows` more rows of the current table are done.
+    fn advance(&self, rows: u64);
+    /// The current table is done.
+    fn finish(&self);
+}
+
+/// Progress that nobody watches.
+pub struct NoProgress;
+
+impl LoadProgress for NoProgress {
+    fn start(&self, _: &str, _: u64) {}
+    fn advance(&self, _: u64) {}
+    fn finish(&self) {}
+}
+
+/// One loaded table.
+#[derive(Debug)]
+pub struct Table {
+    pub input: InputRel,
+    /// One entry per declared column; `None` for the columns no plan reads.
+    cols: Vec<Option<HostCol>>,
+    pub rows: usize,
+}
+
+/// Tables in host memory and the dictionary of their strings.
+#[derive(Debug, Default)]
+pub struct Database {
+    dict: Dictionary,
+    tables: BTreeMap<String, Table>,
+    /// Time spent reading or generating, parsing, and building the dictionary.
+    pub load_time: Duration,
+}
+
+/// The columns of its `LoadInput`s that a plan reads (the others are only freed).
+pub fn used_input_columns(plan: &KernelPlan) -> Vec<Vec<bool>> {
+    let mut read: HashSet<u32> = HashSet::new();
+    for b in &plan.blocks {
+        for ins in &b.instrs {
+            match ins {
+                Instr::Launch { args, .. } => read.extend(args.iter().map(|a| a.0)),
+                Instr::Move { src, .. } => {
+                    read.insert(src.0);
+                }
+                Instr::Output { cols, .. } => read.extend(cols.iter().map(|c| c.0)),
+                Instr::Free { .. } => {}
+            }
+        }
+    }
+    let mut used: Vec<Vec<bool>> = plan.inputs.iter().map(|i| vec![false; i.columns.len()]).collect();
+    for b in &plan.blocks {
+        for ins in &b.instrs {
+            if let Instr::Launch {
+                kernel: Kernel::LoadInput { input },
+                outs,
+                ..
+            } = ins
+            {
+                if let Some(u) = used.get_mut(*input) {
+                    for (c, o) in outs.iter().enumerate() {
+                        if c < u.len() && read.contains(&o.0) {
+                            u[c] = true;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // The key columns are read by the check of the key.
+    for (u, i) in used.iter_mut().zip(&plan.inputs) {
+        for &k in &i.key {
+            if let Some(x) = u.get_mut(k) {
+                *x = true;
+            }
+        }
+    }
+    used
+}
+
+impl Database {
+    /// Loads, from `source`, every input table of `plans` with the columns they read.
+    pub fn load(
+        source: &DataSource,
+        plans: &[&KernelPlan],
+        progress: &dyn LoadProgress,
+    ) -> Result<Database, RuntimeError> {
+        let start = Instant::now();
+        // One declaration per table, and the union of the columns the plans read.
+        let mut wanted: BTreeMap<String, (InputRel, Vec<bool>)> = BTreeMap::new();
+        for plan in plans {
+            for (input, used) in plan.inputs.iter().zip(used_input_columns(plan)) {
+                match wanted.get_mut(&input.name) {
+                    None => {
+                        wanted.insert(input.name.clone(), (input.clone(), used));
+                    }
+                    Some((first, w)) => {
+                        if first.columns != input.columns {
+                            return Err(RuntimeError::Data {
+                                msg: format!(
+                                    "two programs declare `{}` with different columns; load them separately",
+                                    input.name
+                                ),
+                            });
+                        }
+                        w.iter_mut().zip(used).for_each(|(a, b)| *a |= b);
+                    }
+                }
+            }
+        }
+        let mut strings = Interner::default();
+        let mut loaded: Vec<(InputRel, Vec<bool>, Vec<LoadedCol>)> = Vec::new();
+        for (name, (input, used)) in wanted {
+            let cols = match source {
+                DataSource::Files(dir) => {
+                    progress.start(&name, 0);
+                    let cols = load_input_cols(dir, &input, &used, &mut strings)?;
+                    progress.advance(cols.iter().map(LoadedCol::len).max().unwrap_or(0) as u64);
+                    cols
+                }
+                DataSource::Tpch(sf) => {
+                    progress.start(&name, crate::tpch::approx_rows(&name, *sf));
+                    let cols = crate::tpch::generate(&input, *sf, &used, &mut strings, &|n| progress.advance(n))?;
+                    check_key(&format!("TPC-H {name}"), &input, &cols, &used)?;
+                    cols
+                }
+            };
+            progress.finish();
+            loaded.push((input, used, cols));
+        }
+        let dict = Dictionary::from_strings(strings.strings.iter().cloned());
+        let remap: Vec<u32> = strings
+            .strings
+            .iter()
+            .map(|s| dict.code(s).expect("every loaded string is in the dictionary"))
+            .collect();
+        let mut tables = BTreeMap::new();
+        for (input, used, cols) in loaded {
+            let rows = cols
+                .iter()
+                .zip(&used)
+                .filter(|(_, u)| **u)
+                .map(|(c, _)| c.len())
+                .max()
+                .unwrap_or(0);
+            let cols = cols
+                .into_iter()
+                .zip(&used)
+                .map(|(c, &u)| u.then(|| to_host(c, &remap)))
+                .collect();
+            tables.insert(input.name.clone(), Table { input, cols, rows });
+        }
+        Ok(Database {
+            dict,
+            tables,
+            load_time: start.elapsed(),
+        })
+    }
+
+    pub fn dictionary(&self) -> &Dictionary {
+        &self.dict
+    }
+
+    pub fn tables(&self) -> impl Iterator<Item = &Table> {
+        self.tables.values()
+    }
+
+    /// The table a plan's input reads, checked against its declaration.
+    pub(crate) fn table_for(&self, input: &InputRel) -> Result<&Table, String> {
+        let t = self.tables.get(&input.name).ok_or_else(|| {
+            format!(
+                "the loaded data has no table `{}` (it has {})",
+                input.name,
+                self.tables
+                    .keys()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })?;
+        if t.input.columns != input.columns {
+            return Err(format!(
+                "`{}` is declared with other columns than when the data was loaded",
+                input.name
+            ));
+        }
+        Ok(t)
+    }
+
+    /// Column `c` of a table as the plan reads it; `None` when it was not loaded.
+    pub(crate) fn column(t: &Table, c: usize) -> Option<&HostCol> {
+        t.cols.get(c).and_then(Option::as_ref)
+    }
+}
+
+/// Converts a loaded column to its device representation (strings as dictionary codes).
+pub(crate) fn to_host(c: LoadedCol, remap: &[u32]) -> HostCol {
+    match c {
+        LoadedCol::I32(v) => HostCol::I32(v),
+        LoadedCol::I64(v) => HostCol::I64(v),
+        LoadedCol::F64(v) => HostCol::F64(v),
+        LoadedCol::Bool(v) => HostCol::U8(v),
+        LoadedCol::Str(v) => HostCol::U32(v.into_iter().map(|id| remap[id as usize]).collect()),
+    }
+}
+
+/// An empty column of an element type (what a plan gets for a column it never reads).
+pub(crate) fn empty_col(elem: Elem) -> HostCol {
+    match elem {
+        Elem::U8 => HostCol::U8(Vec::new()),
+        Elem::I32 => HostCol::I32(Vec::new()),
+        Elem::U32 => HostCol::U32(Vec::new()),
+        Elem::I64 => HostCol::I64(Vec::new()),
+        Elem::U64 => HostCol::U64(Vec::new()),
+        Elem::F64 => HostCol::F64(Vec::new()),
+    }
+}
+
+/// Device copies of a database's columns, uploaded by the first run that reads them and
+/// shared by the later runs on the same backend. Give them back with
+/// [`Resident::release`].
+#[derive(Debug, Default)]
+pub struct Resident {
+    pub(crate) bufs: HashMap<(String, usize), DevBuf>,
+}
+
+impl Resident {
+    /// Bytes held on the device.
+    pub fn bytes(&self) -> usize {
+        self.bufs.values().map(DevBuf::bytes).sum()
+    }
+
+    /// Frees every buffer on `backend` (the one the runs used).
+    pub fn release(self, backend: &mut dyn crate::Backend) {
+        for (_, b) in self.bufs {
+            backend.free(b);
+        }
+    }
+}
