@@ -2,6 +2,8 @@
 //! parse, check, plan, and render diagnostics. Logic lives in the library crates; this
 //! module only sequences them.
 
+pub mod tpch;
+
 use fox_sema::core::CoreProgram;
 use fox_syntax::ast::Program;
 use fox_syntax::diag::{render, Diagnostic};

@@ -102,6 +102,10 @@ impl Backend for CpuBackend {
     fn mem(&self) -> MemStats {
         self.mem
     }
+
+    fn reset_peak(&mut self) {
+        self.mem.peak = self.mem.in_use;
+    }
 }
 
 /// Runs one kernel on host columns and returns its outputs, per the contract on

@@ -134,6 +134,10 @@ impl Backend for CudaBackend {
         self.gpu.mem()
     }
 
+    fn reset_peak(&mut self) {
+        self.gpu.reset_peak();
+    }
+
     fn launch_timed(
         &mut self,
         kernel: &Kernel,

@@ -225,6 +225,10 @@ impl Gpu {
         self.sm_count
     }
 
+    pub fn reset_peak(&mut self) {
+        self.mem.peak = self.mem.in_use;
+    }
+
     pub fn mem(&self) -> MemStats {
         self.mem
     }

@@ -455,6 +455,8 @@ impl<'a> Planner<'a> {
     /// Plans one rule (reading the delta relation at body literal `delta.0` when given);
     /// the result has the head predicate's columns and may hold duplicates.
     fn plan_rule(&mut self, rule: &CoreRule, delta: Option<(usize, RelId)>) -> Result<TempId, PlanError> {
+        let with_implied = with_implied_order(rule);
+        let rule = &with_implied;
         let mut cx = RuleCx::new(rule);
         let body = self.plan_body(&mut cx, delta)?;
         let head_cols = self.pred_columns(rule.head)?;
@@ -580,7 +582,35 @@ impl<'a> Planner<'a> {
                 _ => None,
             })
             .collect();
-        let core = cyclic_core(&edges);
+        let mut core = cyclic_core(&edges);
+        // The variables at the key columns of each atom (every column of a relation without
+        // a declared key).
+        let mut keys: Vec<BTreeSet<VarId>> = Vec::new();
+        for (i, lit) in rule.body.iter().enumerate() {
+            if let CoreLit::Atom { pred, args, .. } = lit {
+                let rel = match delta {
+                    Some((k, d)) if k == i => d,
+                    _ => self.full_rel(*pred)?,
+                };
+                let key: Vec<usize> = match &self.rel(rel)?.kind {
+                    RelKind::Input { key, .. } if !key.is_empty() => key.clone(),
+                    _ => (0..args.len()).collect(),
+                };
+                keys.push(
+                    key.iter()
+                        .filter_map(|&k| match args.get(k) {
+                            Some(Term::Var(v)) => Some(*v),
+                            _ => None,
+                        })
+                        .collect(),
+                );
+            }
+        }
+        if core.len() >= 3 && key_lookup_order(&core, &edges, &keys) {
+            // Joined in the right order, every atom of the cycle but the first is found
+            // by its key, so binary joins never grow past the first atom: no multi-way join.
+            core.clear();
+        }
         // Access paths for the positive atoms.
         let mut atoms: Vec<(usize, Unit)> = Vec::new();
         for (i, lit) in rule.body.iter().enumerate() {
@@ -589,14 +619,21 @@ impl<'a> Planner<'a> {
                     Some((k, d)) if k == i => (d, true),
                     _ => (self.full_rel(*pred)?, false),
                 };
-                // The multi-way join treats its inputs as sets: in a bag, they keep every
-                // variable so that no binding is lost.
-                let needed = if cx.bag && core.len() >= 3 && core.contains(&atoms.len()) {
-                    term_vars(args).collect()
-                } else {
-                    cx.needed_except(Some(i))
-                };
-                let u = self.access(cx, *pred, args, *span, rel, is_delta, &needed)?;
+                // The multi-way join treats its inputs as sets: in a bag, they keep their key
+                // variables so that no binding is lost.
+                let keep_all = cx.bag && core.len() >= 3 && core.contains(&atoms.len());
+                let mut needed = cx.needed_except(Some(i));
+                if keep_all {
+                    needed.extend(keys[atoms.len()].iter().copied());
+                }
+                let mut u = self.access(cx, *pred, args, *span, rel, is_delta, &needed)?;
+                if !keep_all {
+                    // Filters, assignments and negations over this atom's variables alone
+                    // apply before any join.
+                    cx.applied[i] = true;
+                    u = self.apply_ready(cx, u)?;
+                    cx.applied[i] = false;
+                }
                 atoms.push((i, u));
             }
         }
@@ -1410,6 +1447,113 @@ fn topo_order(s: &fox_sema::core::Stratum) -> Option<Vec<PredId>> {
         order.push(left.remove(ready));
     }
     Some(order)
+}
+
+/// `rule` with the order comparisons between variables that its own imply by
+/// transitivity (`x < y, y < z` gives `x < z`) added as filters, where an atom binds both
+/// variables: such a filter then selects on the atom before any join (in a clique query,
+/// every edge atom keeps only its increasing edges, so all read one relation).
+fn with_implied_order(rule: &CoreRule) -> CoreRule {
+    // Edges a -> b meaning a < b (strict) or a <= b.
+    let mut less: BTreeMap<(VarId, VarId), bool> = BTreeMap::new();
+    for lit in &rule.body {
+        if let CoreLit::Filter { cond, .. } = lit {
+            if let CExprKind::Cmp(op, a, b) = &cond.kind {
+                if let (CExprKind::Var(x), CExprKind::Var(y)) = (&a.kind, &b.kind) {
+                    if a.ty != b.ty {
+                        continue;
+                    }
+                    let (lo, hi, strict) = match op {
+                        CmpOp::Lt => (*x, *y, true),
+                        CmpOp::Le => (*x, *y, false),
+                        CmpOp::Gt => (*y, *x, true),
+                        CmpOp::Ge => (*y, *x, false),
+                        _ => continue,
+                    };
+                    let e = less.entry((lo, hi)).or_insert(false);
+                    *e |= strict;
+                }
+            }
+        }
+    }
+    if less.len() < 2 {
+        return rule.clone();
+    }
+    let direct: BTreeSet<(VarId, VarId)> = less.keys().copied().collect();
+    // Transitive closure (bodies have few variables).
+    loop {
+        let mut added = Vec::new();
+        for (&(a, b), &s1) in &less {
+            for (&(c, d), &s2) in &less {
+                if b == c && a != d {
+                    let strict = s1 || s2;
+                    match less.get(&(a, d)) {
+                        Some(&old) if old || !strict => {}
+                        _ => added.push(((a, d), strict)),
+                    }
+                }
+            }
+        }
+        if added.is_empty() {
+            break;
+        }
+        for (k, s) in added {
+            let e = less.entry(k).or_insert(false);
+            *e |= s;
+        }
+    }
+    let together = |a: VarId, b: VarId| {
+        rule.body.iter().any(|l| match l {
+            CoreLit::Atom { args, .. } => {
+                let vs: BTreeSet<VarId> = term_vars(args).collect();
+                vs.contains(&a) && vs.contains(&b)
+            }
+            _ => false,
+        })
+    };
+    let mut out = rule.clone();
+    for (&(a, b), &strict) in &less {
+        if direct.contains(&(a, b)) || a == b || !together(a, b) {
+            continue;
+        }
+        let ty = match rule.vars.get(a.0 as usize) {
+            Some(v) => v.ty,
+            None => continue,
+        };
+        out.body.push(CoreLit::Filter {
+            cond: CExpr {
+                kind: CExprKind::Cmp(
+                    if strict { CmpOp::Lt } else { CmpOp::Le },
+                    Box::new(CExpr {
+                        kind: CExprKind::Var(a),
+                        ty,
+                    }),
+                    Box::new(CExpr {
+                        kind: CExprKind::Var(b),
+                        ty,
+                    }),
+                ),
+                ty: Type::Bool,
+            },
+            span: rule.span,
+        });
+    }
+    out
+}
+
+/// True when the atoms of a cycle (`core`, indices into `vars` and `keys`) can be joined
+/// one at a time so that each atom after the first has all its key variables bound by
+/// the atoms before it (a join on a key of the new atom never grows the result).
+fn key_lookup_order(core: &[usize], vars: &[BTreeSet<VarId>], keys: &[BTreeSet<VarId>]) -> bool {
+    core.iter().any(|&start| {
+        let mut bound: BTreeSet<VarId> = vars[start].clone();
+        let mut left: Vec<usize> = core.iter().copied().filter(|&a| a != start).collect();
+        while let Some(p) = left.iter().position(|&a| keys[a].is_subset(&bound)) {
+            let a = left.remove(p);
+            bound.extend(vars[a].iter().copied());
+        }
+        left.is_empty()
+    })
 }
 
 /// The atoms that remain after GYO reduction of the body's hypergraph (one edge per atom,

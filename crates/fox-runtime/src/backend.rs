@@ -107,6 +107,8 @@ pub trait Backend {
     /// Waits until all launched work is done (for timing).
     fn sync(&mut self) -> Result<(), BackendError>;
     fn mem(&self) -> MemStats;
+    /// Restarts the high-water mark at the bytes in use now (to measure one run of many).
+    fn reset_peak(&mut self);
     /// Runs `kernel` as [`Backend::launch`] does and also returns the time the device
     /// spent on it when the backend can measure that apart from the host (CUDA events);
     /// `None` means the caller should time the launch with a host clock.

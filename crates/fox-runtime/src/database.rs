@@ -13,6 +13,7 @@ use crate::{DevBuf, HostCol, RuntimeError};
 use fox_kernel::{Elem, InputRel, Instr, Kernel, KernelPlan};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Where a data set's tables come from.
@@ -49,14 +50,21 @@ pub struct Table {
     pub input: InputRel,
     /// One entry per declared column; `None` for the columns no plan reads.
     cols: Vec<Option<HostCol>>,
+    /// For each loaded string column, its distinct codes in ascending order.
+    distinct: Vec<Option<Arc<Vec<u32>>>>,
     pub rows: usize,
 }
+
+/// A column of a table: (table, column index).
+type ColumnRef = (String, usize);
 
 /// Tables in host memory and the dictionary of their strings.
 #[derive(Debug, Default)]
 pub struct Database {
     dict: Dictionary,
     tables: BTreeMap<String, Table>,
+    /// The distinct codes of sets of string columns, by the columns (table, column).
+    codes_of: Mutex<HashMap<Vec<ColumnRef>, Arc<Vec<u32>>>>,
     /// Time spent reading or generating, parsing, and building the dictionary.
     pub load_time: Duration,
 }
@@ -171,18 +179,81 @@ impl Database {
                 .map(|(c, _)| c.len())
                 .max()
                 .unwrap_or(0);
-            let cols = cols
+            let cols: Vec<Option<HostCol>> = cols
                 .into_iter()
                 .zip(&used)
                 .map(|(c, &u)| u.then(|| to_host(c, &remap)))
                 .collect();
-            tables.insert(input.name.clone(), Table { input, cols, rows });
+            let distinct = cols
+                .iter()
+                .zip(&input.columns)
+                .map(|(c, col)| match (c, col.ty) {
+                    (Some(HostCol::U32(v)), fox_sema::core::Type::String) => {
+                        use rayon::slice::ParallelSliceMut;
+                        let mut d = v.clone();
+                        d.par_sort_unstable();
+                        d.dedup();
+                        Some(Arc::new(d))
+                    }
+                    _ => None,
+                })
+                .collect();
+            tables.insert(
+                input.name.clone(),
+                Table {
+                    input,
+                    cols,
+                    distinct,
+                    rows,
+                },
+            );
         }
         Ok(Database {
             dict,
             tables,
+            codes_of: Mutex::new(HashMap::new()),
             load_time: start.elapsed(),
         })
+    }
+
+    /// The distinct codes of the string columns a plan reads (sorted), so that dictionary
+    /// tables need only be computed at those codes.
+    pub(crate) fn codes_read_by(&self, plan: &KernelPlan) -> Arc<Vec<u32>> {
+        let mut key: Vec<ColumnRef> = Vec::new();
+        for (input, used) in plan.inputs.iter().zip(used_input_columns(plan)) {
+            for (c, u) in used.into_iter().enumerate() {
+                if u && input.columns[c].ty == fox_sema::core::Type::String {
+                    key.push((input.name.clone(), c));
+                }
+            }
+        }
+        key.sort();
+        key.dedup();
+        if let Some(hit) = self.codes_of.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return hit;
+        }
+        let lists: Vec<&Arc<Vec<u32>>> = key
+            .iter()
+            .filter_map(|(t, c)| {
+                self.tables
+                    .get(t)
+                    .and_then(|t| t.distinct.get(*c))
+                    .and_then(Option::as_ref)
+            })
+            .collect();
+        let codes = if lists.len() == 1 {
+            lists[0].clone()
+        } else {
+            use rayon::slice::ParallelSliceMut;
+            let mut all: Vec<u32> = lists.iter().flat_map(|l| l.iter().copied()).collect();
+            all.par_sort_unstable();
+            all.dedup();
+            Arc::new(all)
+        };
+        if let Ok(mut m) = self.codes_of.lock() {
+            m.insert(key, codes.clone());
+        }
+        codes
     }
 
     pub fn dictionary(&self) -> &Dictionary {

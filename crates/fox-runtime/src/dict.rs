@@ -48,6 +48,11 @@ impl Dictionary {
         self.sorted.strings.len() + self.extra.len()
     }
 
+    /// The number of strings of the sorted part (the codes below it).
+    pub fn sorted_len(&self) -> usize {
+        self.sorted.strings.len()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -110,17 +115,116 @@ impl Dictionary {
 
     /// The table of a `DictTable` instruction.
     pub fn table(&self, op: &DictOp) -> crate::HostCol {
+        self.table_for(op, None)
+    }
+
+    /// The table of a `DictTable` instruction, computed only at the codes of `codes`
+    /// (sorted, distinct) when given: the other entries are never read by the run (its
+    /// string columns hold no other code) and are 0. A rank table then orders the given
+    /// codes among themselves.
+    pub fn table_for(&self, op: &DictOp, codes: Option<&[u32]>) -> crate::HostCol {
         use crate::HostCol;
+        let Some(codes) = codes else {
+            return match op {
+                DictOp::Rank => HostCol::U32(self.rank()),
+                DictOp::Like(pattern) => {
+                    let m = LikeMatcher::new(pattern);
+                    HostCol::U8(self.par_map(|s| m.matches(s) as u8))
+                }
+                DictOp::Prefix(p) => HostCol::U8(self.par_map(|s| s.starts_with(p.as_str()) as u8)),
+                DictOp::Strlen => HostCol::I32(self.par_map(strlen)),
+            };
+        };
         match op {
-            DictOp::Rank => HostCol::U32(self.rank()),
-            DictOp::Like(pattern) => {
-                let pat: Vec<char> = pattern.chars().collect();
-                HostCol::U8(self.par_map(|s| like(s, &pat) as u8))
+            DictOp::Rank => {
+                let mut rank = vec![0u32; self.len()];
+                if self.is_ordered() {
+                    codes.iter().for_each(|&c| rank[c as usize] = c);
+                } else {
+                    use rayon::slice::ParallelSliceMut;
+                    let mut order = codes.to_vec();
+                    let text = |c: u32| self.get(c).unwrap_or_default();
+                    order.par_sort_unstable_by(|&a, &b| text(a).cmp(text(b)));
+                    for (pos, c) in order.into_iter().enumerate() {
+                        rank[c as usize] = pos as u32;
+                    }
+                }
+                HostCol::U32(rank)
             }
-            DictOp::Prefix(p) => HostCol::U8(self.par_map(|s| s.starts_with(p.as_str()) as u8)),
-            DictOp::Strlen => HostCol::I32(self.par_map(|s| i32::try_from(s.chars().count()).unwrap_or(i32::MAX))),
+            DictOp::Like(pattern) => {
+                let m = LikeMatcher::new(pattern);
+                HostCol::U8(self.scatter(codes, |s| m.matches(s) as u8))
+            }
+            DictOp::Prefix(p) => HostCol::U8(self.scatter(codes, |s| s.starts_with(p.as_str()) as u8)),
+            DictOp::Strlen => HostCol::I32(self.scatter(codes, strlen)),
         }
     }
+
+    /// A table with `f` of the strings of `codes` at their codes, 0 elsewhere.
+    fn scatter<T: Send + Copy + Default>(&self, codes: &[u32], f: impl Fn(&str) -> T + Sync) -> Vec<T> {
+        use rayon::prelude::*;
+        let vals: Vec<T> = if codes.len() < 100_000 {
+            codes.iter().map(|&c| f(self.get(c).unwrap_or_default())).collect()
+        } else {
+            codes.par_iter().map(|&c| f(self.get(c).unwrap_or_default())).collect()
+        };
+        let mut out = vec![T::default(); self.len()];
+        for (&c, v) in codes.iter().zip(vals) {
+            if let Some(o) = out.get_mut(c as usize) {
+                *o = v;
+            }
+        }
+        out
+    }
+}
+
+fn strlen(s: &str) -> i32 {
+    i32::try_from(s.chars().count()).unwrap_or(i32::MAX)
+}
+
+/// A compiled `LIKE` pattern: the byte matcher when the pattern is ASCII (then `_` still
+/// matches one character of a non-ASCII text, by falling back to characters).
+pub struct LikeMatcher {
+    pattern: Vec<char>,
+    ascii: Option<Vec<u8>>,
+}
+
+impl LikeMatcher {
+    pub fn new(pattern: &str) -> LikeMatcher {
+        LikeMatcher {
+            pattern: pattern.chars().collect(),
+            ascii: pattern.is_ascii().then(|| pattern.as_bytes().to_vec()),
+        }
+    }
+
+    pub fn matches(&self, s: &str) -> bool {
+        match &self.ascii {
+            Some(p) if s.is_ascii() || !p.contains(&b'_') => like_bytes(s.as_bytes(), p),
+            _ => like(s, &self.pattern),
+        }
+    }
+}
+
+/// [`like`] on bytes (exact for ASCII patterns without `_`, and for ASCII texts).
+fn like_bytes(text: &[u8], pattern: &[u8]) -> bool {
+    let (mut t, mut p) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() && (pattern[p] == b'_' || (pattern[p] != b'%' && pattern[p] == text[t])) {
+            t += 1;
+            p += 1;
+        } else if p < pattern.len() && pattern[p] == b'%' {
+            star = Some((p, t));
+            p += 1;
+        } else if let Some((sp, st)) = star {
+            p = sp + 1;
+            t = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|&c| c == b'%')
 }
 
 impl Dictionary {

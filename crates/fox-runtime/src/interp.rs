@@ -38,6 +38,7 @@ pub fn run_resident(
         database: opts.database.clone(),
         resident,
         pinned: Vec::new(),
+        reachable: None,
         dict: Dictionary::default(),
         inputs: Vec::new(),
         slots: Vec::new(),
@@ -87,6 +88,10 @@ struct Interp<'a> {
     slots: Vec<Option<(DevBuf, usize)>>,
     /// `pinned[slot]`: the slot's buffer belongs to `resident` and is never freed here.
     pinned: Vec<bool>,
+    /// With a database: the codes this run's strings can have (those of the string columns
+    /// it reads and of its constants, sorted); strings appended during the run come on
+    /// top. Dictionary tables are computed only there.
+    reachable: Option<Vec<u32>>,
     free_slots: Vec<usize>,
     /// The slot each buffer variable holds, if defined.
     vars: Vec<Option<usize>>,
@@ -226,13 +231,20 @@ impl Interp<'_> {
             self.dict = db.dictionary().clone();
             constants.sort_unstable();
             constants.dedup();
+            let mut reachable: Vec<u32> = db.codes_read_by(plan).to_vec();
             for s in &constants {
-                if self.dict.intern(s).is_none() {
-                    return Err(RuntimeError::Data {
-                        msg: "the string dictionary is full (2^32 strings)".into(),
-                    });
+                match self.dict.intern(s) {
+                    Some(c) => reachable.push(c),
+                    None => {
+                        return Err(RuntimeError::Data {
+                            msg: "the string dictionary is full (2^32 strings)".into(),
+                        })
+                    }
                 }
             }
+            reachable.sort_unstable();
+            reachable.dedup();
+            self.reachable = Some(reachable);
             self.inputs = plan.inputs.iter().map(|_| None).collect();
             self.stats.load += start.elapsed();
             return Ok(());
@@ -799,7 +811,14 @@ impl Interp<'_> {
             Kernel::DictTable { op } => {
                 expect_args(0)?;
                 expect_outs(1)?;
-                Ok(vec![self.dict.table(op)])
+                let codes = self.reachable.as_ref().map(|r| {
+                    // Strings appended during the run have the codes after the loaded ones.
+                    let mut codes = r.clone();
+                    let first_new = codes.last().map_or(0, |&c| c + 1).max(self.dict.sorted_len() as u32);
+                    codes.extend(first_new..self.dict.len() as u32);
+                    codes
+                });
+                Ok(vec![self.dict.table_for(op, codes.as_deref())])
             }
             Kernel::StrFn { func } => {
                 expect_outs(1)?;

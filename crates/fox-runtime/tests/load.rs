@@ -217,3 +217,21 @@ fn empty_file_is_an_empty_relation() {
     let (c, _) = parse("", ",", &[("x", Type::Int32)]).unwrap();
     assert_eq!(c[0], LoadedCol::I32(vec![]));
 }
+
+#[test]
+fn keys_are_checked() {
+    let cols = [("k", Type::Int32), ("j", Type::Int32), ("s", Type::String)];
+    let mut input = rel(",", &cols);
+    input.key = vec![0, 1];
+    let check = |text: &str| {
+        let mut strings = Interner::default();
+        let loaded = parse_input(text, "data/r.csv", &input, &mut strings).unwrap();
+        fox_runtime::load::check_key("data/r.csv", &input, &loaded, &[true, true, true])
+    };
+    // Increasing, unordered, and two rows that share (k, j) though they differ in s.
+    assert!(check("1,1,a\n1,2,a\n2,1,a\n").is_ok());
+    assert!(check("2,1,a\n1,2,a\n1,1,a\n").is_ok());
+    let e = check("1,1,a\n2,1,b\n1,1,c\n").unwrap_err().to_string();
+    assert!(e.contains("data/r.csv: rows 1 and 3 have the same key (k, j)"), "{e}");
+    assert!(check("").is_ok());
+}

@@ -59,6 +59,9 @@ impl Backend for Store {
     fn mem(&self) -> MemStats {
         self.mem
     }
+    fn reset_peak(&mut self) {
+        self.mem.peak = self.mem.in_use;
+    }
 }
 
 fn col(name: &str, ty: Type) -> Column {

@@ -357,7 +357,7 @@ impl Checker {
         }
         let mut key = Vec::new();
         if let Some((cols, _)) = &i.key {
-            let columns = &self.env.preds[id].columns;
+            let columns = self.env.preds[id].columns.clone();
             for c in cols {
                 match columns.iter().position(|n| *n == c.name) {
                     Some(k) if key.contains(&k) => {
@@ -365,7 +365,6 @@ impl Checker {
                             Diagnostic::error(format!("column `{}` is named twice in the key", c.name), c.span)
                                 .with_label("named again here"),
                         );
-                        return;
                     }
                     Some(k) => key.push(k),
                     None => {
@@ -377,7 +376,6 @@ impl Checker {
                                 columns.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
                             ));
                         self.error(d);
-                        return;
                     }
                 }
             }

@@ -49,6 +49,60 @@ struct Cli {
 enum Cmd {
     /// Time the primitive kernels (sort, gather, scan, compaction, join, copy, transfers).
     Kernels(KernelsArgs),
+    /// Run the TPC-H queries (tpch/queries/qNN.logic) on data loaded once and resident on
+    /// the backend: per query the planning time, the first run, the median of the hot
+    /// runs with its upload/compute/download/output split, and the peak memory; then the
+    /// total and the geometric mean of the medians.
+    Tpch(TpchArgs),
+    /// Write the eight TPC-H tables at a scale factor as `.tbl` files (for DuckDB or
+    /// `--data`), with the same rows `--tpch` generates.
+    TpchGen(TpchGenArgs),
+}
+
+#[derive(Args)]
+struct TpchArgs {
+    /// Scale factor of the generated data (1 = 6 million lineitems).
+    #[arg(long, value_name = "SF", value_parser = fox_cli::parse_scale_factor, required_unless_present = "data")]
+    sf: Option<f64>,
+    /// Read the tables from DIR/<table>.tbl instead of generating them.
+    #[arg(long, value_name = "DIR", conflicts_with = "sf")]
+    data: Option<PathBuf>,
+    /// Where kernels run.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Gpu)]
+    backend: BackendChoice,
+    /// The queries to run, e.g. 1,6,14 (default: 1 to 22).
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=22))]
+    queries: Vec<u32>,
+    /// Hot runs per query after the first; the median is reported.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    repeat: u32,
+    /// The folder of the query programs.
+    #[arg(long, value_name = "DIR", default_value = "tpch/queries")]
+    dir: PathBuf,
+    /// Compare each result with DIR/qNN.csv (a header row, then the rows; numbers within
+    /// 0.01) and fail on a difference.
+    #[arg(long, value_name = "DIR")]
+    check: Option<PathBuf>,
+    /// Compare each result with the official SF1 answers shipped in the tpchgen crate
+    /// (needs --sf 1).
+    #[arg(long)]
+    check_sf1: bool,
+    /// Also write the measurements to FILE as JSON (tpch/bench-duckdb.py --fox-json reads it).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write each query's result to DIR/qNN.csv.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct TpchGenArgs {
+    /// Scale factor.
+    #[arg(long, value_name = "SF", value_parser = fox_cli::parse_scale_factor)]
+    sf: f64,
+    /// The folder to write part.tbl … region.tbl into (created).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
 }
 
 #[derive(Args)]
@@ -90,6 +144,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let res = match &cli.cmd {
         Cmd::Kernels(a) => kernels(a),
+        Cmd::Tpch(a) => tpch(a),
+        Cmd::TpchGen(a) => tpch_gen(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
@@ -829,4 +885,119 @@ fn to_json(device: &str, a: &KernelsArgs, rows: &[Row], ceiling: f64, cub: &[(St
     }
     o.push_str("  ]\n}\n");
     o
+}
+
+fn tpch(a: &TpchArgs) -> anyhow::Result<()> {
+    use fox_cli::tpch as t;
+    let queries: Vec<u32> = if a.queries.is_empty() {
+        (1..=22).collect()
+    } else {
+        a.queries.clone()
+    };
+    if a.check_sf1 && a.sf != Some(1.0) {
+        anyhow::bail!("--check-sf1 compares with the answers at scale factor 1: use --sf 1");
+    }
+    let mut backend: Box<dyn Backend> = match a.backend {
+        BackendChoice::Gpu => {
+            Box::new(fox_cuda::CudaBackend::new().map_err(|e| anyhow::anyhow!("no usable GPU for --backend gpu: {e}"))?)
+        }
+        BackendChoice::Cpu => Box::new(fox_cpu::CpuBackend::new()),
+    };
+    let plans = t::compile_queries(&a.dir, &queries)?;
+    let (source, scale) = match (&a.data, a.sf) {
+        (Some(d), _) => (fox_runtime::DataSource::Files(d.clone()), d.display().to_string()),
+        (None, Some(sf)) => (fox_runtime::DataSource::Tpch(sf), format!("{sf}")),
+        (None, None) => anyhow::bail!("give --sf SF or --data DIR"),
+    };
+    let db = t::load(&source, &plans, true)?;
+    let rows: usize = db.tables().map(|t| t.rows).sum();
+    eprintln!(
+        "foxbench: TPC-H {} ({} rows in {} tables) loaded in {:.1} s; {}, {} hot runs per query",
+        match &a.data {
+            Some(d) => format!("from {}", d.display()),
+            None => format!("SF {scale}"),
+        },
+        rows,
+        db.tables().count(),
+        db.load_time.as_secs_f64(),
+        backend.name(),
+        a.repeat
+    );
+    let mut failures = Vec::new();
+    let runs = t::run_queries(backend.as_mut(), std::sync::Arc::new(db), &plans, a.repeat, |r| {
+        eprintln!(
+            "  Q{:<2} {:>9.2} ms median, first {:.2} ms, {} rows",
+            r.query,
+            r.median().as_secs_f64() * 1e3,
+            r.first.as_secs_f64() * 1e3,
+            r.output.len()
+        );
+    })?;
+    for r in &runs {
+        let ours = t::result_rows(&r.output);
+        let verdict = if a.check_sf1 {
+            Some(t::compare_sf1(r.query, &ours))
+        } else if let Some(dir) = &a.check {
+            let p = dir.join(format!("q{:02}.csv", r.query));
+            let text = std::fs::read_to_string(&p).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
+            let want: Vec<Vec<String>> = t::parse_csv(&text).into_iter().skip(1).collect();
+            Some(t::compare_rows(&ours, &want, 0.01))
+        } else {
+            None
+        };
+        if let Some(Err(e)) = verdict {
+            failures.push(format!("Q{}: {e}", r.query));
+        }
+        if let Some(dir) = &a.out {
+            std::fs::create_dir_all(dir)?;
+            let mut o = r.output.clone();
+            o.name = format!("q{:02}", r.query);
+            fox_runtime::write_csv(&o, &dir.join(format!("q{:02}.csv", r.query)))
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+    }
+    print!("{}", t::table(&runs));
+    if let Some(p) = &a.json {
+        std::fs::write(p, t::json(&runs, &scale, &backend.name()))
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+    }
+    if a.check.is_some() || a.check_sf1 {
+        if failures.is_empty() {
+            println!("all {} results match the answers", runs.len());
+        } else {
+            for f in &failures {
+                println!("MISMATCH {f}");
+            }
+            anyhow::bail!("{} of {} results differ from the answers", failures.len(), runs.len());
+        }
+    }
+    Ok(())
+}
+
+fn tpch_gen(a: &TpchGenArgs) -> anyhow::Result<()> {
+    let bars = fox_cli::Bars::new();
+    let current = std::sync::Mutex::new(String::new());
+    let t0 = Instant::now();
+    fox_runtime::tpch::write_tbl(&a.out, a.sf, &|table, rows| {
+        use fox_runtime::LoadProgress;
+        if let Ok(mut c) = current.lock() {
+            if *c != table {
+                if !c.is_empty() {
+                    bars.finish();
+                }
+                *c = table.to_string();
+                bars.start(table, fox_runtime::tpch::approx_rows(table, a.sf));
+            }
+        }
+        bars.advance(rows);
+    })
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    fox_runtime::LoadProgress::finish(&bars);
+    eprintln!(
+        "foxbench: wrote TPC-H SF {} to {} in {:.1} s",
+        a.sf,
+        a.out.display(),
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
 }

@@ -1,0 +1,168 @@
+//! The 22 TPC-H queries of tpch/queries on generated data at scale factor 0.01, on the CPU
+//! backend, against answers DuckDB computed on the same data (tests/tpch/sf0.01, written
+//! by `python3 tpch/bench-duckdb.py --data DIR --answers-out tests/tpch/sf0.01` over the
+//! files of `foxbench tpch-gen --sf 0.01 --out DIR`); and the schema each query declares.
+
+use fox_cli::tpch;
+use fox_runtime::DataSource;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[test]
+fn all_queries_match_duckdb_at_sf_0_01() {
+    let queries: Vec<u32> = (1..=22).collect();
+    let plans = tpch::compile_queries(&repo().join("tpch/queries"), &queries).unwrap();
+    let db = tpch::load(&DataSource::Tpch(0.01), &plans, false).unwrap();
+    let mut backend = fox_cpu::CpuBackend::new();
+    // One hot run after the first: the second run reads the resident columns.
+    let runs = tpch::run_queries(&mut backend, Arc::new(db), &plans, 1, |_| {}).unwrap();
+    assert_eq!(backend_in_use(&backend), 0, "resident columns are released");
+    let mut failures = Vec::new();
+    for r in &runs {
+        let path = repo().join(format!("tests/tpch/sf0.01/q{:02}.csv", r.query));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut want = tpch::parse_csv(&text);
+        let header = want.remove(0);
+        let ours: Vec<String> = r.output.columns.iter().map(|c| c.name.clone()).collect();
+        if ours != header {
+            failures.push(format!("Q{}: columns {ours:?}, expected {header:?}", r.query));
+        }
+        if let Err(e) = tpch::compare_rows(&tpch::result_rows(&r.output), &want, 0.01) {
+            failures.push(format!("Q{}: {e}", r.query));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn backend_in_use(b: &fox_cpu::CpuBackend) -> usize {
+    fox_runtime::Backend::mem(b).in_use
+}
+
+/// Every query declares the tables it reads exactly as tpch/schema.logic does.
+#[test]
+fn queries_declare_the_schema_verbatim() {
+    let schema = std::fs::read_to_string(repo().join("tpch/schema.logic")).unwrap();
+    // The declaration of a table with its `.input` line: from `name(` at the start of a
+    // line to the end of its `.input` line.
+    let block = |text: &str, table: &str| -> Option<String> {
+        let start = text.find(&format!("\n{table}("))? + 1;
+        let input = text[start..].find(&format!(".input {table} "))? + start;
+        let end = text[input..].find('\n').map_or(text.len(), |e| input + e);
+        Some(text[start..end].to_string())
+    };
+    for q in 1..=22 {
+        let path = repo().join(format!("tpch/queries/q{q:02}.logic"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut tables = 0;
+        for table in fox_runtime::tpch::TABLES {
+            if let Some(b) = block(&text, table) {
+                tables += 1;
+                assert_eq!(
+                    Some(&b),
+                    block(&schema, table).as_ref(),
+                    "Q{q}: `{table}` differs from the schema"
+                );
+            }
+        }
+        assert!(tables > 0, "Q{q} reads no table");
+    }
+}
+
+/// `foxrun Q --tpch SF --out DIR` writes DIR/qNN.csv, the same as the answer.
+#[test]
+fn foxrun_generates_the_data() {
+    let dir = std::env::temp_dir().join(format!("fox-tpch-foxrun-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .args(["tpch/queries/q06.logic", "--tpch", "0.01", "--backend", "cpu", "--out"])
+        .arg(&dir)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = std::fs::read_to_string(dir.join("q06.csv")).unwrap();
+    let want = std::fs::read_to_string(repo().join("tests/tpch/sf0.01/q06.csv")).unwrap();
+    assert_eq!(got, want);
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // A bad scale factor and a table TPC-H does not have are clear errors.
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .args(["tpch/queries/q06.logic", "--tpch", "0"])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("scale factor"));
+    let prog = std::env::temp_dir().join(format!("fox-tpch-bad-{}.logic", std::process::id()));
+    std::fs::write(
+        &prog,
+        "shipments(a) -> int32(a).\n.input shipments.\nn[] = c <- agg<<c = count()>> shipments(_).\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .arg(&prog)
+        .args(["--tpch", "0.01", "--backend", "cpu"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("no table `shipments`") && e.contains("lineitem"), "{e}");
+    std::fs::remove_file(&prog).unwrap();
+}
+
+/// `foxbench tpch-gen` writes the .tbl files, and the same queries on them give the same
+/// results as on generated data.
+#[test]
+fn tbl_files_and_generated_data_agree() {
+    let dir = std::env::temp_dir().join(format!("fox-tpch-gen-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = Command::new(env!("CARGO_BIN_EXE_foxbench"))
+        .args(["tpch-gen", "--sf", "0.01", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for t in fox_runtime::tpch::TABLES {
+        assert!(dir.join(format!("{t}.tbl")).is_file(), "{t}.tbl");
+    }
+    let queries = [1, 9, 13, 16, 22];
+    let plans = tpch::compile_queries(&repo().join("tpch/queries"), &queries).unwrap();
+    let from_files = tpch::load(&DataSource::Files(dir.clone()), &plans, false).unwrap();
+    let generated = tpch::load(&DataSource::Tpch(0.01), &plans, false).unwrap();
+    let mut backend = fox_cpu::CpuBackend::new();
+    let a = tpch::run_queries(&mut backend, Arc::new(from_files), &plans, 0, |_| {}).unwrap();
+    let b = tpch::run_queries(&mut backend, Arc::new(generated), &plans, 0, |_| {}).unwrap();
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(
+            tpch::result_rows(&x.output),
+            tpch::result_rows(&y.output),
+            "Q{}",
+            x.query
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn comparison_of_answers() {
+    let rows = |t: &str| tpch::parse_csv(t);
+    assert!(tpch::compare_rows(&rows("a,1.004\n"), &rows("a,1.00\n"), 0.01).is_ok());
+    assert!(tpch::compare_rows(&rows("a,1.02\n"), &rows("a,1.00\n"), 0.01).is_err());
+    assert!(tpch::compare_rows(&rows("a,1\n"), &rows("b,1\n"), 0.01).is_err());
+    assert!(tpch::compare_rows(&rows("a,1\nb,2\n"), &rows("b,2\na,1\n"), 0.01).is_ok());
+    assert!(tpch::compare_rows(&rows("a,1\n"), &rows("a,1\na,1\n"), 0.01).is_err());
+    assert!(tpch::compare_rows(&[], &rows("\"\"\n"), 0.01).is_ok());
+    assert_eq!(
+        rows("x,\"a, \"\"b\"\"\"\n1,2"),
+        vec![vec!["x", "a, \"b\""], vec!["1", "2"]]
+    );
+    // The official SF1 answers, with their known defects, accept the exact results.
+    assert!(tpch::compare_sf1(6, &rows("123141078.2283\n")).is_ok());
+    assert!(tpch::compare_sf1(6, &rows("123141079.2283\n")).is_err());
+    assert!(tpch::compare_sf1(17, &rows("348406.054286\n")).is_ok());
+}
