@@ -26,6 +26,9 @@ pub struct QueryRun {
     pub stats: RunStats,
     /// The result of the last run.
     pub output: OutputTable,
+    /// With `profile`: the statistics of one more run with per-kernel timing (each launch
+    /// waited for), which the medians do not include.
+    pub profile: Option<RunStats>,
 }
 
 impl QueryRun {
@@ -79,6 +82,7 @@ pub fn run_queries(
     db: Arc<Database>,
     plans: &[(u32, KernelPlan, Duration)],
     repeat: u32,
+    profile: bool,
     mut each: impl FnMut(&QueryRun),
 ) -> anyhow::Result<Vec<QueryRun>> {
     let mut resident = Resident::default();
@@ -108,6 +112,17 @@ pub fn run_queries(
                 .into_iter()
                 .next()
                 .ok_or_else(|| anyhow::anyhow!("Q{q} has no output"))?;
+            let profile = if profile {
+                let timed = RunOptions {
+                    timing: true,
+                    ..opts.clone()
+                };
+                let r = fox_runtime::run_resident(plan, backend, &timed, Some(&mut resident))
+                    .map_err(|e| anyhow::anyhow!("Q{q}: {e}"))?;
+                Some(r.stats)
+            } else {
+                None
+            };
             let run = QueryRun {
                 query: *q,
                 compile: *compile,
@@ -115,6 +130,7 @@ pub fn run_queries(
                 hot,
                 stats: last.stats,
                 output,
+                profile,
             };
             each(&run);
             out.push(run);
@@ -135,19 +151,30 @@ pub fn table(runs: &[QueryRun]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:>5} {:>8} {:>9} {:>10} {:>10} {:>9} {:>10} {:>9} {:>9} {:>10}",
-        "query", "rows", "plan ms", "first ms", "median ms", "upload", "compute", "download", "output", "peak MB"
+        "{:>5} {:>8} {:>9} {:>10} {:>10} {:>8} {:>9} {:>10} {:>9} {:>9} {:>10}",
+        "query",
+        "rows",
+        "plan ms",
+        "first ms",
+        "median ms",
+        "prepare",
+        "upload",
+        "compute",
+        "download",
+        "output",
+        "peak MB"
     );
     for r in runs {
         let st = &r.stats;
         let _ = writeln!(
             s,
-            "{:>5} {:>8} {:>9.2} {:>10.2} {:>10.2} {:>9.2} {:>10.2} {:>9.2} {:>9.2} {:>10.1}",
+            "{:>5} {:>8} {:>9.2} {:>10.2} {:>10.2} {:>8.2} {:>9.2} {:>10.2} {:>9.2} {:>9.2} {:>10.1}",
             format!("Q{}", r.query),
             r.output.len(),
             ms(r.compile),
             ms(r.first),
             ms(r.median()),
+            ms(st.load),
             ms(st.upload),
             ms(st.compute),
             ms(st.download),
@@ -177,7 +204,7 @@ pub fn json(runs: &[QueryRun], sf: &str, backend: &str) -> String {
         let st = &r.stats;
         s.push_str(&format!(
             "{{\"query\":{},\"rows\":{},\"plan_ms\":{:.4},\"first_ms\":{:.4},\"median_ms\":{:.4},\"runs_ms\":[{}],\
-             \"upload_ms\":{:.4},\"compute_ms\":{:.4},\"download_ms\":{:.4},\"output_ms\":{:.4},\
+             \"prepare_ms\":{:.4},\"upload_ms\":{:.4},\"compute_ms\":{:.4},\"download_ms\":{:.4},\"output_ms\":{:.4},\
              \"kernel_compile_ms\":{:.4},\"peak_bytes\":{}}}",
             r.query,
             r.output.len(),
@@ -185,6 +212,7 @@ pub fn json(runs: &[QueryRun], sf: &str, backend: &str) -> String {
             ms(r.first),
             ms(r.median()),
             hot.join(","),
+            ms(st.load),
             ms(st.upload),
             ms(st.compute),
             ms(st.download),

@@ -20,7 +20,7 @@ fn all_queries_match_duckdb_at_sf_0_01() {
     let db = tpch::load(&DataSource::Tpch(0.01), &plans, false).unwrap();
     let mut backend = fox_cpu::CpuBackend::new();
     // One hot run after the first: the second run reads the resident columns.
-    let runs = tpch::run_queries(&mut backend, Arc::new(db), &plans, 1, |_| {}).unwrap();
+    let runs = tpch::run_queries(&mut backend, Arc::new(db), &plans, 1, false, |_| {}).unwrap();
     assert_eq!(backend_in_use(&backend), 0, "resident columns are released");
     let mut failures = Vec::new();
     for r in &runs {
@@ -135,8 +135,8 @@ fn tbl_files_and_generated_data_agree() {
     let from_files = tpch::load(&DataSource::Files(dir.clone()), &plans, false).unwrap();
     let generated = tpch::load(&DataSource::Tpch(0.01), &plans, false).unwrap();
     let mut backend = fox_cpu::CpuBackend::new();
-    let a = tpch::run_queries(&mut backend, Arc::new(from_files), &plans, 0, |_| {}).unwrap();
-    let b = tpch::run_queries(&mut backend, Arc::new(generated), &plans, 0, |_| {}).unwrap();
+    let a = tpch::run_queries(&mut backend, Arc::new(from_files), &plans, 0, false, |_| {}).unwrap();
+    let b = tpch::run_queries(&mut backend, Arc::new(generated), &plans, 0, true, |_| {}).unwrap();
     for (x, y) in a.iter().zip(&b) {
         assert_eq!(
             tpch::result_rows(&x.output),

@@ -177,13 +177,17 @@ fn dead_code(plan: &mut KernelPlan) {
                 live.insert(u);
             }
             let mut keep = vec![true; block.instrs.len()];
-            for (k, i) in block.instrs.iter().enumerate().rev() {
+            for (k, i) in block.instrs.iter_mut().enumerate().rev() {
                 let ds = defs(i);
                 if removable(i) && ds.iter().all(|d| !live.contains(*d)) {
                     keep[k] = false;
                     removed = true;
                     continue;
                 }
+                if drop_dead_columns(i, &live) {
+                    removed = true;
+                }
+                let ds = defs(i);
                 for d in ds {
                     live.remove(d);
                 }
@@ -201,6 +205,47 @@ fn dead_code(plan: &mut KernelPlan) {
             return;
         }
     }
+}
+
+/// Removes from a column-wise kernel (compaction, gather, slice, concatenation: output
+/// column `c` is computed from input column `c` alone) the output columns that are not
+/// `live` afterwards, with their input columns, so that no kernel moves a column nothing
+/// reads (and an input column only such kernels read is never loaded). Keeps at least one
+/// column. Returns whether it removed any.
+fn drop_dead_columns(i: &mut Instr, live: &BufSet) -> bool {
+    let Instr::Launch { kernel, args, outs } = i else {
+        return false;
+    };
+    // Output c reads args[first + c + g * stride] for g in 0..groups.
+    let (first, stride, groups) = match kernel {
+        Kernel::Compact | Kernel::Gather { .. } => (1, 0, 1),
+        Kernel::Slice { .. } => (0, 0, 1),
+        Kernel::Concat { parts, width } => (0, *width, *parts),
+        _ => return false,
+    };
+    let dead: Vec<usize> = (0..outs.len()).filter(|&c| !live.contains(outs[c])).collect();
+    if dead.is_empty() || dead.len() == outs.len() {
+        return false;
+    }
+    let width = outs.len();
+    if args.len() != first + width * groups.max(1) || (groups > 1 && stride != width) {
+        return false;
+    }
+    let mut new_args: Vec<BufId> = args[..first].to_vec();
+    for g in 0..groups {
+        for c in 0..width {
+            if !dead.contains(&c) {
+                new_args.push(args[first + g * width + c]);
+            }
+        }
+    }
+    let new_outs: Vec<BufId> = (0..width).filter(|c| !dead.contains(c)).map(|c| outs[c]).collect();
+    if let Kernel::Concat { width: w, .. } = kernel {
+        *w = new_outs.len();
+    }
+    *args = new_args;
+    *outs = new_outs;
+    true
 }
 
 fn has_effect(i: &Instr) -> bool {

@@ -38,7 +38,7 @@ pub fn run_resident(
         database: opts.database.clone(),
         resident,
         pinned: Vec::new(),
-        reachable: None,
+        reachable: Reachable::All,
         dict: Dictionary::default(),
         inputs: Vec::new(),
         slots: Vec::new(),
@@ -69,6 +69,17 @@ pub fn run_resident(
     })
 }
 
+/// The string codes a run can meet, worked out at the first dictionary table that needs
+/// them.
+enum Reachable {
+    /// Every code (the dictionary was built for this run).
+    All,
+    /// The database's codes of the plan's string columns, and the constants' codes.
+    Pending(std::sync::Arc<Database>, Vec<u32>),
+    /// Those, merged and sorted.
+    Known(Vec<u32>),
+}
+
 /// An input's columns, encoded, waiting for its `LoadInput`.
 struct LoadedInput {
     cols: Vec<HostCol>,
@@ -89,9 +100,9 @@ struct Interp<'a> {
     /// `pinned[slot]`: the slot's buffer belongs to `resident` and is never freed here.
     pinned: Vec<bool>,
     /// With a database: the codes this run's strings can have (those of the string columns
-    /// it reads and of its constants, sorted); strings appended during the run come on
-    /// top. Dictionary tables are computed only there.
-    reachable: Option<Vec<u32>>,
+    /// it reads and of its constants); strings appended during the run come on top.
+    /// Dictionary tables are computed only there.
+    reachable: Reachable,
     free_slots: Vec<usize>,
     /// The slot each buffer variable holds, if defined.
     vars: Vec<Option<usize>>,
@@ -231,10 +242,10 @@ impl Interp<'_> {
             self.dict = db.dictionary().clone();
             constants.sort_unstable();
             constants.dedup();
-            let mut reachable: Vec<u32> = db.codes_read_by(plan).to_vec();
+            let mut const_codes = Vec::with_capacity(constants.len());
             for s in &constants {
                 match self.dict.intern(s) {
-                    Some(c) => reachable.push(c),
+                    Some(c) => const_codes.push(c),
                     None => {
                         return Err(RuntimeError::Data {
                             msg: "the string dictionary is full (2^32 strings)".into(),
@@ -242,9 +253,7 @@ impl Interp<'_> {
                     }
                 }
             }
-            reachable.sort_unstable();
-            reachable.dedup();
-            self.reachable = Some(reachable);
+            self.reachable = Reachable::Pending(db, const_codes);
             self.inputs = plan.inputs.iter().map(|_| None).collect();
             self.stats.load += start.elapsed();
             return Ok(());
@@ -653,6 +662,35 @@ impl Interp<'_> {
             }
             return Ok(());
         }
+        if let (
+            Kernel::DictTable {
+                op: fox_kernel::DictOp::Rank,
+            },
+            true,
+            [o],
+        ) = (kernel, self.dict.is_ordered() && self.resident.is_some(), outs)
+        {
+            // While no string is appended the rank table is the identity over the loaded
+            // dictionary: it is made once and stays on the device with the data.
+            let key = ("$rank".to_string(), self.dict.len());
+            if !self.resident.as_ref().is_some_and(|r| r.bufs.contains_key(&key)) {
+                let t = Instant::now();
+                let up = self.backend.upload(HostCol::U32((0..self.dict.len() as u32).collect()));
+                self.stats.upload += t.elapsed();
+                let b = up.map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
+                if let Some(r) = self.resident.as_mut() {
+                    r.bufs.insert(key.clone(), b);
+                }
+            }
+            let b = &self.resident.as_ref().expect("checked above").bufs[&key];
+            let copy = DevBuf {
+                id: b.id,
+                elem: b.elem,
+                len: b.len,
+            };
+            self.define_pinned(o.0 as usize, copy, true);
+            return Ok(());
+        }
         let host_kernel = matches!(
             kernel,
             Kernel::LoadInput { .. } | Kernel::Const { .. } | Kernel::DictTable { .. } | Kernel::StrFn { .. }
@@ -811,13 +849,23 @@ impl Interp<'_> {
             Kernel::DictTable { op } => {
                 expect_args(0)?;
                 expect_outs(1)?;
-                let codes = self.reachable.as_ref().map(|r| {
-                    // Strings appended during the run have the codes after the loaded ones.
-                    let mut codes = r.clone();
-                    let first_new = codes.last().map_or(0, |&c| c + 1).max(self.dict.sorted_len() as u32);
-                    codes.extend(first_new..self.dict.len() as u32);
-                    codes
-                });
+                if let Reachable::Pending(db, consts) = &self.reachable {
+                    let mut codes = db.codes_read_by(self.plan).to_vec();
+                    codes.extend(consts);
+                    codes.sort_unstable();
+                    codes.dedup();
+                    self.reachable = Reachable::Known(codes);
+                }
+                let codes = match &self.reachable {
+                    Reachable::Known(r) => {
+                        // Strings appended since have the codes after the loaded ones.
+                        let mut codes = r.clone();
+                        let first_new = codes.last().map_or(0, |&c| c + 1).max(self.dict.sorted_len() as u32);
+                        codes.extend(first_new..self.dict.len() as u32);
+                        Some(codes)
+                    }
+                    _ => None,
+                };
                 Ok(vec![self.dict.table_for(op, codes.as_deref())])
             }
             Kernel::StrFn { func } => {

@@ -93,6 +93,10 @@ struct TpchArgs {
     /// Write each query's result to DIR/qNN.csv.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// After the timed runs, run each query once more with per-kernel timing (each
+    /// launch waited for) and write its kernel table to FILE.
+    #[arg(long, value_name = "FILE")]
+    profile: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -924,15 +928,22 @@ fn tpch(a: &TpchArgs) -> anyhow::Result<()> {
         a.repeat
     );
     let mut failures = Vec::new();
-    let runs = t::run_queries(backend.as_mut(), std::sync::Arc::new(db), &plans, a.repeat, |r| {
-        eprintln!(
-            "  Q{:<2} {:>9.2} ms median, first {:.2} ms, {} rows",
-            r.query,
-            r.median().as_secs_f64() * 1e3,
-            r.first.as_secs_f64() * 1e3,
-            r.output.len()
-        );
-    })?;
+    let runs = t::run_queries(
+        backend.as_mut(),
+        std::sync::Arc::new(db),
+        &plans,
+        a.repeat,
+        a.profile.is_some(),
+        |r| {
+            eprintln!(
+                "  Q{:<2} {:>9.2} ms median, first {:.2} ms, {} rows",
+                r.query,
+                r.median().as_secs_f64() * 1e3,
+                r.first.as_secs_f64() * 1e3,
+                r.output.len()
+            );
+        },
+    )?;
     for r in &runs {
         let ours = t::result_rows(&r.output);
         let verdict = if a.check_sf1 {
@@ -957,6 +968,15 @@ fn tpch(a: &TpchArgs) -> anyhow::Result<()> {
         }
     }
     print!("{}", t::table(&runs));
+    if let Some(p) = &a.profile {
+        let mut text = String::new();
+        for r in &runs {
+            if let Some(st) = &r.profile {
+                text.push_str(&format!("== Q{}\n{}\n", r.query, fox_runtime::format_stats(st)));
+            }
+        }
+        std::fs::write(p, text).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+    }
     if let Some(p) = &a.json {
         std::fs::write(p, t::json(&runs, &scale, &backend.name()))
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
