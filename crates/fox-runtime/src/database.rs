@@ -55,6 +55,9 @@ pub struct Table {
     pub rows: usize,
 }
 
+/// Part of a table's rows, with its strings numbered by its own interner.
+type Part = (Vec<LoadedCol>, Interner);
+
 /// A column of a table: (table, column index).
 type ColumnRef = (String, usize);
 
@@ -144,34 +147,70 @@ impl Database {
                 }
             }
         }
-        let mut strings = Interner::default();
-        let mut loaded: Vec<(InputRel, Vec<bool>, Vec<LoadedCol>)> = Vec::new();
+        // Each table comes in parts, each with strings numbered by its own interner.
+        let mut loaded: Vec<(InputRel, Vec<bool>, Vec<Part>)> = Vec::new();
         for (name, (input, used)) in wanted {
-            let cols = match source {
+            let parts = match source {
                 DataSource::Files(dir) => {
                     progress.start(&name, 0);
+                    let mut strings = Interner::default();
                     let cols = load_input_cols(dir, &input, &used, &mut strings)?;
                     progress.advance(cols.iter().map(LoadedCol::len).max().unwrap_or(0) as u64);
-                    cols
+                    vec![(cols, strings)]
                 }
                 DataSource::Tpch(sf) => {
                     progress.start(&name, crate::tpch::approx_rows(&name, *sf));
-                    let cols = crate::tpch::generate(&input, *sf, &used, &mut strings, &|n| progress.advance(n))?;
-                    check_key(&format!("TPC-H {name}"), &input, &cols, &used)?;
-                    cols
+                    crate::tpch::generate(&input, *sf, &used, &|n| progress.advance(n))?
                 }
             };
             progress.finish();
-            loaded.push((input, used, cols));
+            loaded.push((input, used, parts));
         }
-        let dict = Dictionary::from_strings(strings.strings.iter().cloned());
-        let remap: Vec<u32> = strings
-            .strings
-            .iter()
-            .map(|s| dict.code(s).expect("every loaded string is in the dictionary"))
-            .collect();
+        // The dictionary: every string of every part, sorted; then each part's numbers
+        // become dictionary codes, on all cores.
+        let sorted: Vec<String> = {
+            use rayon::prelude::*;
+            let mut all: Vec<&str> = loaded
+                .iter()
+                .flat_map(|(_, _, parts)| parts.iter().flat_map(|(_, s)| s.strings.iter().map(String::as_str)))
+                .collect();
+            all.par_sort_unstable();
+            all.dedup();
+            all.par_iter().map(|s| s.to_string()).collect()
+        };
+        let mut tables_cols: Vec<(InputRel, Vec<bool>, Vec<LoadedCol>)> = Vec::with_capacity(loaded.len());
+        for (input, used, parts) in loaded {
+            use rayon::prelude::*;
+            let mut acc: Option<Vec<LoadedCol>> = None;
+            for (cols, strings) in parts {
+                let remap: Vec<u32> = strings
+                    .strings
+                    .par_iter()
+                    .map(|s| sorted.binary_search_by(|x| x.as_str().cmp(s)).unwrap_or(0) as u32)
+                    .collect();
+                let cols: Vec<LoadedCol> = cols
+                    .into_par_iter()
+                    .map(|c| match c {
+                        LoadedCol::Str(v) => LoadedCol::Str(v.into_iter().map(|i| remap[i as usize]).collect()),
+                        other => other,
+                    })
+                    .collect();
+                match &mut acc {
+                    None => acc = Some(cols),
+                    Some(a) => a.iter_mut().zip(cols).for_each(|(a, c)| a.append(c)),
+                }
+            }
+            let cols = acc.unwrap_or_else(|| input.columns.iter().map(|c| LoadedCol::new(c.ty)).collect());
+            if matches!(source, DataSource::Tpch(_)) {
+                check_key(&format!("TPC-H {}", input.name), &input, &cols, &used)?;
+            }
+            tables_cols.push((input, used, cols));
+        }
+        let identity: Vec<u32> = (0..sorted.len() as u32).collect();
+        let dict = Dictionary::from_sorted(sorted);
+        let remap = identity;
         let mut tables = BTreeMap::new();
-        for (input, used, cols) in loaded {
+        for (input, used, cols) in tables_cols {
             let rows = cols
                 .iter()
                 .zip(&used)

@@ -19,10 +19,10 @@ pub struct Dictionary {
     extra_codes: HashMap<String, u32>,
 }
 
+/// Strings in ascending order; a string's code is its position (found by binary search).
 #[derive(Debug, Default)]
 struct Sorted {
     strings: Vec<String>,
-    codes: HashMap<String, u32>,
 }
 
 impl Dictionary {
@@ -36,9 +36,14 @@ impl Dictionary {
             all.sort_unstable();
         }
         all.dedup();
-        let codes = all.iter().enumerate().map(|(i, s)| (s.clone(), i as u32)).collect();
+        Dictionary::from_sorted(all)
+    }
+
+    /// A dictionary of strings that are already in ascending order without duplicates.
+    pub fn from_sorted(strings: Vec<String>) -> Dictionary {
+        debug_assert!(strings.windows(2).all(|w| w[0] < w[1]));
         Dictionary {
-            sorted: std::sync::Arc::new(Sorted { strings: all, codes }),
+            sorted: std::sync::Arc::new(Sorted { strings }),
             extra: Vec::new(),
             extra_codes: HashMap::new(),
         }
@@ -58,7 +63,10 @@ impl Dictionary {
     }
 
     pub fn code(&self, s: &str) -> Option<u32> {
-        self.sorted.codes.get(s).or_else(|| self.extra_codes.get(s)).copied()
+        match self.sorted.strings.binary_search_by(|x| x.as_str().cmp(s)) {
+            Ok(i) => Some(i as u32),
+            Err(_) => self.extra_codes.get(s).copied(),
+        }
     }
 
     pub fn get(&self, code: u32) -> Option<&str> {
@@ -187,22 +195,66 @@ fn strlen(s: &str) -> i32 {
 pub struct LikeMatcher {
     pattern: Vec<char>,
     ascii: Option<Vec<u8>>,
+    /// Without `_`: the literal pieces between `%`s, and whether the first and last are
+    /// anchored at the start and the end of the text. Matching is then a prefix test, a
+    /// suffix test and a left-to-right substring search for the pieces in between.
+    pieces: Option<(Vec<String>, bool, bool)>,
 }
 
 impl LikeMatcher {
     pub fn new(pattern: &str) -> LikeMatcher {
+        let pieces = (!pattern.contains('_')).then(|| {
+            let parts: Vec<String> = pattern.split('%').map(str::to_string).collect();
+            (parts, !pattern.starts_with('%'), !pattern.ends_with('%'))
+        });
         LikeMatcher {
             pattern: pattern.chars().collect(),
             ascii: pattern.is_ascii().then(|| pattern.as_bytes().to_vec()),
+            pieces,
         }
     }
 
     pub fn matches(&self, s: &str) -> bool {
+        if let Some((parts, anchored_start, anchored_end)) = &self.pieces {
+            return like_pieces(s, parts, *anchored_start, *anchored_end);
+        }
         match &self.ascii {
-            Some(p) if s.is_ascii() || !p.contains(&b'_') => like_bytes(s.as_bytes(), p),
+            Some(p) if s.is_ascii() => like_bytes(s.as_bytes(), p),
             _ => like(s, &self.pattern),
         }
     }
+}
+
+/// LIKE for a pattern without `_`: `parts` are the pattern split at `%`.
+fn like_pieces(s: &str, parts: &[String], anchored_start: bool, anchored_end: bool) -> bool {
+    if parts.len() == 1 {
+        // No `%` at all: equality.
+        return s == parts[0];
+    }
+    let first = &parts[0];
+    let last = &parts[parts.len() - 1];
+    // `parts.len() >= 2`: the first and the last piece are distinct occurrences.
+    if anchored_start && !s.starts_with(first.as_str()) {
+        return false;
+    }
+    let mut from = if anchored_start { first.len() } else { 0 };
+    let mut to = s.len();
+    if anchored_end {
+        if !s.ends_with(last.as_str()) || to - last.len() < from {
+            return false;
+        }
+        to -= last.len();
+    }
+    for p in &parts[1..parts.len() - 1] {
+        if p.is_empty() {
+            continue;
+        }
+        match s[from..to].find(p.as_str()) {
+            Some(i) => from += i + p.len(),
+            None => return false,
+        }
+    }
+    true
 }
 
 /// [`like`] on bytes (exact for ASCII patterns without `_`, and for ASCII texts).
@@ -272,18 +324,35 @@ pub fn like(s: &str, pattern: &[char]) -> bool {
 /// positions `start .. start + len` that exist (a start before 1 still counts the missing
 /// positions; a negative length is empty).
 pub fn substr(s: &str, start: i64, len: i64) -> String {
+    substr_of(s, start, len).to_string()
+}
+
+/// [`substr`] as a slice of `s`.
+pub fn substr_of(s: &str, start: i64, len: i64) -> &str {
     if len <= 0 {
-        return String::new();
+        return "";
     }
     let end = start.saturating_add(len);
     let from = start.max(1);
     if end <= from {
-        return String::new();
+        return "";
     }
-    s.chars()
-        .skip(usize::try_from(from - 1).unwrap_or(usize::MAX))
-        .take(usize::try_from(end - from).unwrap_or(usize::MAX))
-        .collect()
+    let skip = usize::try_from(from - 1).unwrap_or(usize::MAX);
+    let take = usize::try_from(end - from).unwrap_or(usize::MAX);
+    let mut idx = s.char_indices().map(|(i, _)| i).chain(std::iter::once(s.len()));
+    let Some(b) = idx.nth(skip) else {
+        return "";
+    };
+    let e = if take == 0 {
+        b
+    } else {
+        s.char_indices()
+            .map(|(i, _)| i)
+            .chain(std::iter::once(s.len()))
+            .nth(skip.saturating_add(take))
+            .unwrap_or(s.len())
+    };
+    &s[b..e.max(b)]
 }
 
 #[cfg(test)]
@@ -323,6 +392,82 @@ mod tests {
         assert_eq!(substr("hello", 2, -1), "");
         assert_eq!(substr("héllo", 2, 2), "él");
         assert_eq!(substr("hello", i64::MAX, i64::MAX), "");
+    }
+
+    #[test]
+    fn substr_slices_agree_with_characters() {
+        let reference = |s: &str, start: i64, len: i64| -> String {
+            if len <= 0 {
+                return String::new();
+            }
+            let end = start.saturating_add(len);
+            let from = start.max(1);
+            if end <= from {
+                return String::new();
+            }
+            s.chars()
+                .skip(usize::try_from(from - 1).unwrap_or(usize::MAX))
+                .take(usize::try_from(end - from).unwrap_or(usize::MAX))
+                .collect()
+        };
+        for s in ["", "a", "héllo", "13-555-1234", "日本語テキスト"] {
+            for start in [-3i64, -1, 0, 1, 2, 3, 5, 7, 20, i64::MAX, i64::MIN] {
+                for len in [-1i64, 0, 1, 2, 3, 10, i64::MAX, i64::MIN] {
+                    assert_eq!(
+                        substr_of(s, start, len),
+                        reference(s, start, len),
+                        "{s:?} {start} {len}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn like_matchers_agree() {
+        let texts = [
+            "",
+            "a",
+            "special requests",
+            "xspecialyrequestsz",
+            "requests special",
+            "héllo",
+            "BRASS",
+            "LARGE BRASS",
+        ];
+        let pats = [
+            "%",
+            "_",
+            "%special%requests%",
+            "special%",
+            "%BRASS",
+            "h_llo",
+            "%_%",
+            "a",
+            "%ss",
+            "_%_",
+        ];
+        for t in texts {
+            for p in pats {
+                let chars: Vec<char> = p.chars().collect();
+                assert_eq!(LikeMatcher::new(p).matches(t), like(t, &chars), "{t:?} like {p:?}");
+            }
+        }
+        // Random texts and patterns over a small alphabet, so that matches are common.
+        let mut x: u64 = 0x9E3779B97F4A7C15;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let alphabet = ['a', 'b', 'é', '%', '_'];
+        for _ in 0..20000 {
+            let t: String = (0..next(8)).map(|_| alphabet[next(3) as usize]).collect();
+            let p: String = (0..next(6)).map(|_| alphabet[next(5) as usize]).collect();
+            let chars: Vec<char> = p.chars().collect();
+            assert_eq!(LikeMatcher::new(&p).matches(&t), like(&t, &chars), "{t:?} like {p:?}");
+        }
     }
 
     #[test]

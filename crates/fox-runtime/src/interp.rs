@@ -883,28 +883,29 @@ impl Interp<'_> {
                 if cols.iter().any(|c| c.len() != len) {
                     return Err(HostError::Plan("its arguments have different lengths".into()));
                 }
-                let text = |dict: &Dictionary, code: u32| {
-                    dict.get(code)
-                        .map(str::to_string)
-                        .ok_or_else(|| HostError::Kernel(format!("string code {code} is not in the dictionary")))
-                };
-                let mut out = Vec::with_capacity(len);
-                match (func, cols.as_slice()) {
-                    (StrFunc::Substr, [HostCol::U32(s), HostCol::I64(st), HostCol::I64(ln)]) => {
-                        for r in 0..len {
-                            let v = crate::dict::substr(&text(&self.dict, s[r])?, st[r], ln[r]);
-                            out.push(self.intern(&v)?);
-                        }
-                    }
-                    (StrFunc::Concat, [HostCol::U32(a), HostCol::U32(b)]) => {
-                        for r in 0..len {
-                            let mut v = text(&self.dict, a[r])?;
-                            v.push_str(self.dict.get(b[r]).ok_or_else(|| {
-                                HostError::Kernel(format!("string code {} is not in the dictionary", b[r]))
-                            })?);
-                            out.push(self.intern(&v)?);
-                        }
-                    }
+                let text = dict_text;
+                use rayon::prelude::*;
+                // The results are computed on all cores, then given codes in row order
+                // (each distinct result looked up in the dictionary once).
+                let results: Vec<std::borrow::Cow<str>> = match (func, cols.as_slice()) {
+                    (StrFunc::Substr, [HostCol::U32(s), HostCol::I64(st), HostCol::I64(ln)]) => (0..len)
+                        .into_par_iter()
+                        .map(|r| {
+                            Ok(std::borrow::Cow::Borrowed(crate::dict::substr_of(
+                                text(&self.dict, s[r])?,
+                                st[r],
+                                ln[r],
+                            )))
+                        })
+                        .collect::<Result<_, HostError>>()?,
+                    (StrFunc::Concat, [HostCol::U32(a), HostCol::U32(b)]) => (0..len)
+                        .into_par_iter()
+                        .map(|r| {
+                            let mut v = text(&self.dict, a[r])?.to_string();
+                            v.push_str(text(&self.dict, b[r])?);
+                            Ok(std::borrow::Cow::Owned(v))
+                        })
+                        .collect::<Result<_, HostError>>()?,
                     _ => {
                         let got: Vec<String> = cols.iter().map(|c| format!("{:?}", c.elem())).collect();
                         return Err(HostError::Plan(format!(
@@ -915,6 +916,39 @@ impl Interp<'_> {
                                 StrFunc::Concat => "[U32, U32]",
                             }
                         )));
+                    }
+                };
+                let mut seen: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+                let mut out = Vec::with_capacity(len);
+                let mut new_strings: Vec<String> = Vec::new();
+                for v in &results {
+                    let code = match seen.get(v.as_ref()) {
+                        Some(&c) => c,
+                        None => {
+                            let c = match self.dict.code(v) {
+                                Some(c) => c,
+                                None => {
+                                    new_strings.push(v.to_string());
+                                    u32::MAX - (new_strings.len() as u32 - 1)
+                                }
+                            };
+                            seen.insert(v.as_ref(), c);
+                            c
+                        }
+                    };
+                    out.push(code);
+                }
+                // New strings get codes after the dictionary's, in the order first met.
+                if !new_strings.is_empty() {
+                    let mut codes = Vec::with_capacity(new_strings.len());
+                    for s in &new_strings {
+                        codes.push(self.intern(s)?);
+                    }
+                    let first_marker = u32::MAX - (new_strings.len() as u32 - 1);
+                    for c in &mut out {
+                        if *c >= first_marker {
+                            *c = codes[(u32::MAX - *c) as usize];
+                        }
                     }
                 }
                 Ok(vec![HostCol::U32(out)])
@@ -931,6 +965,11 @@ impl Interp<'_> {
 }
 
 type BlockIdx = usize;
+
+fn dict_text(dict: &Dictionary, code: u32) -> Result<&str, HostError> {
+    dict.get(code)
+        .ok_or_else(|| HostError::Kernel(format!("string code {code} is not in the dictionary")))
+}
 
 enum HostError {
     Plan(String),

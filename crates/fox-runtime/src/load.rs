@@ -426,6 +426,18 @@ impl LoadedCol {
         self.len() == 0
     }
 
+    /// Appends the values of `other`, a column of the same type.
+    pub(crate) fn append(&mut self, other: LoadedCol) {
+        match (self, other) {
+            (LoadedCol::I32(a), LoadedCol::I32(b)) => a.extend(b),
+            (LoadedCol::I64(a), LoadedCol::I64(b)) => a.extend(b),
+            (LoadedCol::F64(a), LoadedCol::F64(b)) => a.extend(b),
+            (LoadedCol::Str(a), LoadedCol::Str(b)) => a.extend(b),
+            (LoadedCol::Bool(a), LoadedCol::Bool(b)) => a.extend(b),
+            _ => unreachable!("parts of a table have the same column types"),
+        }
+    }
+
     fn clear(&mut self) {
         match self {
             LoadedCol::I32(v) => v.clear(),

@@ -284,15 +284,15 @@ fn part_columns(
 }
 
 /// Generates the TPC-H table `input.name` at scale factor `sf`, parsed with the declared
-/// columns of `input`, keeping the columns with `wanted[c]`. `progress` is called with the
+/// columns of `input`, keeping the columns with `wanted[c]`, in parts (in row order), each
+/// with its string columns numbered by its own interner. `progress` is called with the
 /// number of rows of each part as it finishes.
 pub fn generate(
     input: &InputRel,
     sf: f64,
     wanted: &[bool],
-    strings: &mut Interner,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<Vec<LoadedCol>, RuntimeError> {
+) -> Result<Vec<(Vec<LoadedCol>, Interner)>, RuntimeError> {
     let table = input.name.as_str();
     let Some(ncols) = column_count(table) else {
         return Err(RuntimeError::Data {
@@ -324,40 +324,7 @@ pub fn generate(
             Ok((cols, local))
         })
         .collect();
-    let mut out: Option<Vec<LoadedCol>> = None;
-    for chunk in chunks {
-        let (cols, local) = chunk?;
-        // Local string ids become ids of the shared interner.
-        let mut remap = Vec::with_capacity(local.strings.len());
-        for s in &local.strings {
-            remap.push(strings.intern(s).map_err(|msg| RuntimeError::Data { msg })?);
-        }
-        match &mut out {
-            None => {
-                out = Some(
-                    cols.into_iter()
-                        .map(|c| match c {
-                            LoadedCol::Str(v) => LoadedCol::Str(v.into_iter().map(|i| remap[i as usize]).collect()),
-                            other => other,
-                        })
-                        .collect(),
-                )
-            }
-            Some(acc) => {
-                for (a, c) in acc.iter_mut().zip(cols) {
-                    match (a, c) {
-                        (LoadedCol::I32(a), LoadedCol::I32(c)) => a.extend(c),
-                        (LoadedCol::I64(a), LoadedCol::I64(c)) => a.extend(c),
-                        (LoadedCol::F64(a), LoadedCol::F64(c)) => a.extend(c),
-                        (LoadedCol::Bool(a), LoadedCol::Bool(c)) => a.extend(c),
-                        (LoadedCol::Str(a), LoadedCol::Str(c)) => a.extend(c.into_iter().map(|i| remap[i as usize])),
-                        _ => unreachable!("every part has the same column types"),
-                    }
-                }
-            }
-        }
-    }
-    Ok(out.unwrap_or_default())
+    chunks.into_iter().collect()
 }
 
 /// Writes the eight tables at scale factor `sf` as `.tbl` files into `dir` (created),
