@@ -883,29 +883,30 @@ impl Interp<'_> {
                 if cols.iter().any(|c| c.len() != len) {
                     return Err(HostError::Plan("its arguments have different lengths".into()));
                 }
-                let text = dict_text;
                 use rayon::prelude::*;
+                for c in &cols {
+                    if let HostCol::U32(v) = c {
+                        if let Some(&bad) = v.par_iter().find_any(|&&x| x as usize >= self.dict.len()) {
+                            dict_text(&self.dict, bad)?;
+                        }
+                    }
+                }
+                let text = |code: u32| self.dict.get(code).unwrap_or_default();
                 // The results are computed on all cores, then given codes in row order
                 // (each distinct result looked up in the dictionary once).
                 let results: Vec<std::borrow::Cow<str>> = match (func, cols.as_slice()) {
                     (StrFunc::Substr, [HostCol::U32(s), HostCol::I64(st), HostCol::I64(ln)]) => (0..len)
                         .into_par_iter()
-                        .map(|r| {
-                            Ok(std::borrow::Cow::Borrowed(crate::dict::substr_of(
-                                text(&self.dict, s[r])?,
-                                st[r],
-                                ln[r],
-                            )))
-                        })
-                        .collect::<Result<_, HostError>>()?,
+                        .map(|r| std::borrow::Cow::Borrowed(crate::dict::substr_of(text(s[r]), st[r], ln[r])))
+                        .collect(),
                     (StrFunc::Concat, [HostCol::U32(a), HostCol::U32(b)]) => (0..len)
                         .into_par_iter()
                         .map(|r| {
-                            let mut v = text(&self.dict, a[r])?.to_string();
-                            v.push_str(text(&self.dict, b[r])?);
-                            Ok(std::borrow::Cow::Owned(v))
+                            let mut v = text(a[r]).to_string();
+                            v.push_str(text(b[r]));
+                            std::borrow::Cow::Owned(v)
                         })
-                        .collect::<Result<_, HostError>>()?,
+                        .collect(),
                     _ => {
                         let got: Vec<String> = cols.iter().map(|c| format!("{:?}", c.elem())).collect();
                         return Err(HostError::Plan(format!(
@@ -918,26 +919,54 @@ impl Interp<'_> {
                         )));
                     }
                 };
+                // Each chunk of rows numbers its distinct results (on all cores); then each
+                // distinct result gets its code once.
+                let chunks: Vec<(Vec<u32>, Vec<&str>)> = results
+                    .par_chunks(1 << 16)
+                    .map(|c| {
+                        let mut m: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+                        let mut distinct = Vec::new();
+                        let ids = c
+                            .iter()
+                            .map(|v| {
+                                *m.entry(v.as_ref()).or_insert_with(|| {
+                                    distinct.push(v.as_ref());
+                                    distinct.len() as u32 - 1
+                                })
+                            })
+                            .collect();
+                        (ids, distinct)
+                    })
+                    .collect();
                 let mut seen: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
-                let mut out = Vec::with_capacity(len);
                 let mut new_strings: Vec<String> = Vec::new();
-                for v in &results {
-                    let code = match seen.get(v.as_ref()) {
-                        Some(&c) => c,
-                        None => {
-                            let c = match self.dict.code(v) {
-                                Some(c) => c,
-                                None => {
-                                    new_strings.push(v.to_string());
-                                    u32::MAX - (new_strings.len() as u32 - 1)
-                                }
-                            };
-                            seen.insert(v.as_ref(), c);
-                            c
-                        }
-                    };
-                    out.push(code);
+                let mut maps: Vec<Vec<u32>> = Vec::with_capacity(chunks.len());
+                for (_, distinct) in &chunks {
+                    let mut map = Vec::with_capacity(distinct.len());
+                    for &v in distinct {
+                        let c = match seen.get(v) {
+                            Some(&c) => c,
+                            None => {
+                                let c = match self.dict.code(v) {
+                                    Some(c) => c,
+                                    None => {
+                                        new_strings.push(v.to_string());
+                                        u32::MAX - (new_strings.len() as u32 - 1)
+                                    }
+                                };
+                                seen.insert(v, c);
+                                c
+                            }
+                        };
+                        map.push(c);
+                    }
+                    maps.push(map);
                 }
+                let mut out: Vec<u32> = chunks
+                    .par_iter()
+                    .zip(&maps)
+                    .flat_map_iter(|((ids, _), map)| ids.iter().map(move |&i| map[i as usize]))
+                    .collect();
                 // New strings get codes after the dictionary's, in the order first met.
                 if !new_strings.is_empty() {
                     let mut codes = Vec::with_capacity(new_strings.len());

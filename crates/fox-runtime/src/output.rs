@@ -167,6 +167,16 @@ fn localize_strings(
     dict: &Dictionary,
 ) -> Result<Vec<String>, RuntimeError> {
     const UNSEEN: u32 = u32::MAX;
+    let values: usize = cols
+        .iter()
+        .map(|c| match c {
+            HostCol::U32(v) => v.len(),
+            _ => 0,
+        })
+        .sum();
+    if values < dict.len() / 64 {
+        return localize_few(what, columns, cols, dict);
+    }
     let mut local: Vec<u32> = Vec::new();
     let mut used: Vec<u32> = Vec::new();
     for (col, column) in cols.iter().zip(columns) {
@@ -205,6 +215,39 @@ fn localize_strings(
             v.par_iter_mut()
                 .with_min_len(1 << 16)
                 .for_each(|x| *x = local[*x as usize]);
+        }
+    }
+    Ok(used.into_iter().map(|c| text(c).to_string()).collect())
+}
+
+/// [`localize_strings`] for outputs with few string values next to a large dictionary:
+/// the codes they use are collected in a map rather than a table over the dictionary.
+fn localize_few(
+    what: &str,
+    columns: &[Column],
+    cols: &mut [HostCol],
+    dict: &Dictionary,
+) -> Result<Vec<String>, RuntimeError> {
+    let mut used: Vec<u32> = Vec::new();
+    for (col, column) in cols.iter().zip(columns) {
+        let HostCol::U32(v) = col else { continue };
+        if let Some(&code) = v.iter().find(|&&c| c as usize >= dict.len()) {
+            return Err(RuntimeError::Plan(format!(
+                "{what}: column `{}` holds string code {code}, but the dictionary has {} strings",
+                column.name,
+                dict.len()
+            )));
+        }
+        used.extend_from_slice(v);
+    }
+    used.sort_unstable();
+    used.dedup();
+    let text = |code: u32| dict.get(code).expect("checked above");
+    used.sort_unstable_by(|&a, &b| text(a).cmp(text(b)));
+    let local: std::collections::HashMap<u32, u32> = used.iter().enumerate().map(|(k, &c)| (c, k as u32)).collect();
+    for col in cols.iter_mut() {
+        if let HostCol::U32(v) = col {
+            v.iter_mut().for_each(|x| *x = local[x]);
         }
     }
     Ok(used.into_iter().map(|c| text(c).to_string()).collect())
