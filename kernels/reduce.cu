@@ -3,8 +3,8 @@
 // adds in), min and max (first best row, strings by rank).
 //
 // Large segments are cut into pieces of PIECE rows; one warp reduces a piece into a
-// partial (exact 128-bit sum, or best key and row), and one thread per segment then
-// combines its pieces in order.
+// partial (exact 128-bit sum, or best key and row), and one warp per segment then
+// combines its pieces (exact sums and first-best rows do not depend on the order).
 //
 // Type codes: 0 u8, 1 i32, 2 u32, 3 i64, 4 u64, 5 f64. Error codes: 1 the result does not
 // fit the output type, 2 a string code outside the rank table.
@@ -191,20 +191,30 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
     }
 }
 
-// One thread per segment: the first best row over the segment's pieces.
+// One warp per segment: the first best row over the segment's pieces.
 extern "C" __global__ void seg_minmax(const u64* partial, const u64* poff, u64 ng, u64 np, int is_max,
                                       unsigned* best) {
-    for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < ng; g += (u64)gridDim.x * blockDim.x) {
+    const int lane = threadIdx.x & 31;
+    const u64 nwarps = ((u64)gridDim.x * blockDim.x) >> 5;
+    for (u64 g = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < ng; g += nwarps) {
         u64 p0 = poff[g], p1 = g + 1 < ng ? poff[g + 1] : np;
         u64 bk = 0, bi = ~0ull;
-        for (u64 p = p0; p < p1; ++p) {
+        for (u64 p = p0 + lane; p < p1; p += 32) {
             u64 k = partial[2 * p], i = partial[2 * p + 1];
             if (i != ~0ull && (bi == ~0ull || mm_better(is_max, k, i, bk, bi))) {
                 bk = k;
                 bi = i;
             }
         }
-        best[g] = (unsigned)bi;
+        for (int d = 16; d > 0; d >>= 1) {
+            u64 ok = __shfl_down_sync(0xffffffffu, bk, d);
+            u64 oi = __shfl_down_sync(0xffffffffu, bi, d);
+            if (lane + d < 32 && oi != ~0ull && (bi == ~0ull || mm_better(is_max, ok, oi, bk, bi))) {
+                bk = ok;
+                bi = oi;
+            }
+        }
+        if (lane == 0) best[g] = (unsigned)bi;
     }
 }
 
@@ -269,7 +279,7 @@ __device__ __forceinline__ i128 div_round_half_away(i128 n, i128 d) {
     return q;
 }
 
-// One thread per segment: the exact sum (is_avg == 0) or average of its pieces' partial
+// One warp per segment: the exact sum (is_avg == 0) or average of its pieces' partial
 // sums, `round_half_away(sum * mul / (count? * div))` with mul = 10^(out_scale - in_scale)
 // or div = 10^(in_scale - out_scale) (one of them is 1), stored as output kind ok.
 // Error code 1 at the segment's first row when it does not fit.
@@ -278,10 +288,14 @@ extern "C" __global__ void seg_sum(const u64* partial, const u64* poff, const un
                                    void* out, u64* err) {
     i128 mul = (i128)(((u128)mul_hi << 64) | mul_lo);
     i128 div = (i128)(((u128)div_hi << 64) | div_lo);
-    for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < ng; g += (u64)gridDim.x * blockDim.x) {
+    const int lane = threadIdx.x & 31;
+    const u64 nwarps = ((u64)gridDim.x * blockDim.x) >> 5;
+    for (u64 g = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < ng; g += nwarps) {
         u64 p0 = poff[g], p1 = g + 1 < ng ? poff[g + 1] : np;
         i128 s = 0;
-        for (u64 p = p0; p < p1; ++p) s += (i128)(((u128)partial[2 * p + 1] << 64) | partial[2 * p]);
+        for (u64 p = p0 + lane; p < p1; p += 32) s += (i128)(((u128)partial[2 * p + 1] << 64) | partial[2 * p]);
+        for (int d = 16; d > 0; d >>= 1) s += shfl_down_i128(s, d);
+        if (lane != 0) continue;
         i128 count = (i128)(seg_end(starts, g, ng, n) - starts[g]);
         i128 num, den;
         bool okm = mul_i128(s, mul, &num);

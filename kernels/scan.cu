@@ -23,22 +23,13 @@ __device__ __forceinline__ void report_err(u64* err, u64 code, u64 row) {
 
 // ---- exclusive scan ----------------------------------------------------------------------
 //
-// A partial sum with an overflow flag. `o` is set exactly when the true (unbounded) sum of
-// the counts it covers is 2^64 or more, so the combination is associative and commutative.
-struct Acc {
-    u64 v;
-    u32 o;
-};
+// A plain u64 scan; overflow is found afterwards, element by element: the running sum
+// wraps past 2^64 exactly at the elements where exclusive + count wraps (every count is
+// below 2^64, so each step crosses at most one multiple of 2^64), which every thread
+// checks for its own elements.
 
-__device__ __forceinline__ Acc acc_add(const Acc& a, const Acc& b) {
-    Acc r;
-    r.v = a.v + b.v;
-    r.o = a.o | b.o | (r.v < a.v ? 1u : 0u);
-    return r;
-}
-
-struct AccAdd {
-    __device__ __forceinline__ Acc operator()(const Acc& a, const Acc& b) const { return acc_add(a, b); }
+struct U64Add {
+    __device__ __forceinline__ u64 operator()(const u64& a, const u64& b) const { return a + b; }
 };
 
 #define SCAN_THREADS 256
@@ -46,10 +37,9 @@ struct AccAdd {
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
 
 // Tile status flags: 0 = nothing yet, AGG = the tile's own sum is in agg[tile], PREFIX = the
-// inclusive prefix up to and including the tile is in inc[tile]; OVF = that value overflowed.
+// inclusive prefix up to and including the tile is in inc[tile].
 #define ST_AGG 1u
 #define ST_PREFIX 2u
-#define ST_OVF 4u
 
 __device__ __forceinline__ u32 ld_flag(const u32* p) { return *(const volatile u32*)p; }
 __device__ __forceinline__ void st_flag(u32* p, u32 v) { *(volatile u32*)p = v; }
@@ -66,66 +56,49 @@ struct LookBack {
     u32 tile;
     u32 ntiles;
     u64* total;
-    u64* err;
 
-    __device__ __forceinline__ void publish_prefix(Acc p) {
-        st_val(&inc[tile], p.v);
+    __device__ __forceinline__ void publish_prefix(u64 p) {
+        st_val(&inc[tile], p);
         __threadfence();
-        st_flag(&flags[tile], ST_PREFIX | (p.o ? ST_OVF : 0u));
-        if (tile == ntiles - 1) {
-            total[0] = p.v;
-            if (p.o) report_err(err, ERR_OVERFLOW, 0);
-        }
+        st_flag(&flags[tile], ST_PREFIX);
+        if (tile == ntiles - 1) total[0] = p;
     }
 
-    __device__ Acc operator()(Acc block_agg) {
+    __device__ u64 operator()(u64 block_agg) {
         const u32 lane = threadIdx.x & 31;
-        Acc excl;
-        excl.v = 0;
-        excl.o = 0;
+        u64 excl = 0;
         if (tile == 0) {
             if (lane == 0) publish_prefix(block_agg);
             return excl;
         }
         if (lane == 0) {
-            st_val(&agg[tile], block_agg.v);
+            st_val(&agg[tile], block_agg);
             __threadfence();
-            st_flag(&flags[tile], ST_AGG | (block_agg.o ? ST_OVF : 0u));
+            st_flag(&flags[tile], ST_AGG);
         }
         long long end = (long long)tile - 1;
         while (true) {
             const long long p = end - (long long)lane;
             u32 f = ST_PREFIX;
-            Acc val;
-            val.v = 0;
-            val.o = 0;
+            u64 val = 0;
             if (p >= 0) {
                 do {
                     f = ld_flag(&flags[p]);
                 } while (f == 0);
                 __threadfence();
-                val.v = (f & ST_PREFIX) ? ld_val(&inc[p]) : ld_val(&agg[p]);
-                val.o = (f & ST_OVF) ? 1u : 0u;
+                val = (f & ST_PREFIX) ? ld_val(&inc[p]) : ld_val(&agg[p]);
             }
             const u32 ballot = __ballot_sync(0xffffffffu, (f & ST_PREFIX) != 0);
             // Lanes up to and including the nearest tile with a prefix contribute.
             const u32 first = ballot ? (u32)(__ffs(ballot) - 1) : 32u;
-            if (lane > first) {
-                val.v = 0;
-                val.o = 0;
-            }
+            if (lane > first) val = 0;
 #pragma unroll
-            for (int off = 16; off > 0; off >>= 1) {
-                Acc other;
-                other.v = __shfl_xor_sync(0xffffffffu, val.v, off);
-                other.o = __shfl_xor_sync(0xffffffffu, val.o, off);
-                val = acc_add(val, other);
-            }
-            excl = acc_add(excl, val);
+            for (int off = 16; off > 0; off >>= 1) val += __shfl_xor_sync(0xffffffffu, val, off);
+            excl += val;
             if (ballot) break;
             end -= 32;
         }
-        if (lane == 0) publish_prefix(acc_add(excl, block_agg));
+        if (lane == 0) publish_prefix(excl + block_agg);
         return excl;
     }
 };
@@ -139,7 +112,7 @@ extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
                        u32* flags, u64* vals, u32 ntiles, u64* err) {
     typedef cub::BlockLoad<u64, SCAN_THREADS, SCAN_ITEMS, cub::BLOCK_LOAD_WARP_TRANSPOSE> Load;
     typedef cub::BlockStore<u64, SCAN_THREADS, SCAN_ITEMS, cub::BLOCK_STORE_WARP_TRANSPOSE> Store;
-    typedef cub::BlockScan<Acc, SCAN_THREADS, cub::BLOCK_SCAN_WARP_SCANS> Scan;
+    typedef cub::BlockScan<u64, SCAN_THREADS, cub::BLOCK_SCAN_WARP_SCANS> Scan;
     __shared__ union {
         typename Load::TempStorage load;
         typename Store::TempStorage store;
@@ -157,12 +130,9 @@ extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
     Load(smem.load).Load(counts + base, items, valid, 0ULL);
     __syncthreads();
 
-    Acc a[SCAN_ITEMS];
+    u64 c[SCAN_ITEMS];
 #pragma unroll
-    for (int j = 0; j < SCAN_ITEMS; j++) {
-        a[j].v = items[j];
-        a[j].o = 0;
-    }
+    for (int j = 0; j < SCAN_ITEMS; j++) c[j] = items[j];
     LookBack lb;
     lb.flags = flags;
     lb.agg = vals;
@@ -170,12 +140,14 @@ extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
     lb.tile = tile;
     lb.ntiles = ntiles;
     lb.total = total;
-    lb.err = err;
-    Scan(smem.scan).ExclusiveScan(a, a, AccAdd(), lb);
+    Scan(smem.scan).ExclusiveScan(items, items, U64Add(), lb);
     __syncthreads();
 
+    // Padding counts are 0 and never wrap.
+    bool wrapped = false;
 #pragma unroll
-    for (int j = 0; j < SCAN_ITEMS; j++) items[j] = a[j].v;
+    for (int j = 0; j < SCAN_ITEMS; j++) wrapped |= items[j] + c[j] < items[j];
+    if (wrapped) report_err(err, ERR_OVERFLOW, 0);
     Store(smem.store).Store(offsets + base, items, valid);
 }
 

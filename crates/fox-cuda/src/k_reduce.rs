@@ -326,7 +326,8 @@ fn aggregate(
                 KArg::Ptr(gpu.ptr(&out)?),
                 KArg::Ptr(gpu.err_ptr()),
             ];
-            let grid = stride_grid(gpu, ng);
+            // One warp per segment.
+            let grid = stride_grid(gpu, ng.saturating_mul(32));
             gpu.launch("reduce", "seg_sum", grid, BLOCK, 0, &args)?;
             gpu.check_err(&format!("ReduceByKey (the {what} of a group does not fit {out_ty})"))?;
             Ok(out)
@@ -395,7 +396,8 @@ fn aggregate(
                 KArg::I32(is_max),
                 KArg::Ptr(gpu.ptr(&best)?),
             ];
-            let grid = stride_grid(gpu, ng);
+            // One warp per segment.
+            let grid = stride_grid(gpu, ng.saturating_mul(32));
             gpu.launch("reduce", "seg_minmax", grid, BLOCK, 0, &args)?;
             let mut picked = s.adopt_all(k_move::gather(gpu, &best, 0, &[col])?);
             Ok(picked.remove(0))
