@@ -158,6 +158,18 @@ __device__ __forceinline__ bool mm_better(int is_max, u64 k1, u64 i1, u64 k0, u6
     return i1 < i0;
 }
 
+// The warp's best (key, row) in lane 0; a row of ~0 means none.
+__device__ __forceinline__ void warp_best(int is_max, int lane, u64* bk, u64* bi) {
+    for (int d = 16; d > 0; d >>= 1) {
+        u64 ok = __shfl_down_sync(0xffffffffu, *bk, d);
+        u64 oi = __shfl_down_sync(0xffffffffu, *bi, d);
+        if (lane + d < 32 && oi != ~0ull && (*bi == ~0ull || mm_better(is_max, ok, oi, *bk, *bi))) {
+            *bk = ok;
+            *bi = oi;
+        }
+    }
+}
+
 // One warp per piece: the best key of the piece and the first row holding it, in
 // partial[2p] (key) and partial[2p+1] (row).
 extern "C" __global__ void __launch_bounds__(BLOCK)
@@ -177,14 +189,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
             bi = i;
         }
     }
-    for (int d = 16; d > 0; d >>= 1) {
-        u64 ok = __shfl_down_sync(0xffffffffu, bk, d);
-        u64 oi = __shfl_down_sync(0xffffffffu, bi, d);
-        if (lane + d < 32 && oi != ~0ull && (bi == ~0ull || mm_better(is_max, ok, oi, bk, bi))) {
-            bk = ok;
-            bi = oi;
-        }
-    }
+    warp_best(is_max, lane, &bk, &bi);
     if (lane == 0) {
         partial[2 * p] = bk;
         partial[2 * p + 1] = bi;
@@ -206,14 +211,7 @@ extern "C" __global__ void seg_minmax(const u64* partial, const u64* poff, u64 n
                 bi = i;
             }
         }
-        for (int d = 16; d > 0; d >>= 1) {
-            u64 ok = __shfl_down_sync(0xffffffffu, bk, d);
-            u64 oi = __shfl_down_sync(0xffffffffu, bi, d);
-            if (lane + d < 32 && oi != ~0ull && (bi == ~0ull || mm_better(is_max, ok, oi, bk, bi))) {
-                bk = ok;
-                bi = oi;
-            }
-        }
+        warp_best(is_max, lane, &bk, &bi);
         if (lane == 0) best[g] = (unsigned)bi;
     }
 }

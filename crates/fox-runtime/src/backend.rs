@@ -32,6 +32,18 @@ pub enum HostCol {
 }
 
 impl HostCol {
+    /// An empty column of element type `elem`.
+    pub fn empty(elem: Elem) -> HostCol {
+        match elem {
+            Elem::U8 => HostCol::U8(Vec::new()),
+            Elem::I32 => HostCol::I32(Vec::new()),
+            Elem::U32 => HostCol::U32(Vec::new()),
+            Elem::I64 => HostCol::I64(Vec::new()),
+            Elem::U64 => HostCol::U64(Vec::new()),
+            Elem::F64 => HostCol::F64(Vec::new()),
+        }
+    }
+
     pub fn elem(&self) -> Elem {
         match self {
             HostCol::U8(_) => Elem::U8,

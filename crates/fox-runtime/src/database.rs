@@ -10,7 +10,7 @@
 use crate::dict::Dictionary;
 use crate::load::{check_key, load_input_cols, Interner, LoadedCol};
 use crate::{DevBuf, HostCol, RuntimeError};
-use fox_kernel::{Elem, InputRel, Instr, Kernel, KernelPlan};
+use fox_kernel::{InputRel, Instr, Kernel, KernelPlan};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -339,18 +339,6 @@ pub(crate) fn to_host(c: LoadedCol, remap: &[u32]) -> HostCol {
         LoadedCol::F64(v) => HostCol::F64(v),
         LoadedCol::Bool(v) => HostCol::U8(v),
         LoadedCol::Str(v) => HostCol::U32(v.into_iter().map(|id| remap[id as usize]).collect()),
-    }
-}
-
-/// An empty column of an element type (what a plan gets for a column it never reads).
-pub(crate) fn empty_col(elem: Elem) -> HostCol {
-    match elem {
-        Elem::U8 => HostCol::U8(Vec::new()),
-        Elem::I32 => HostCol::I32(Vec::new()),
-        Elem::U32 => HostCol::U32(Vec::new()),
-        Elem::I64 => HostCol::I64(Vec::new()),
-        Elem::U64 => HostCol::U64(Vec::new()),
-        Elem::F64 => HostCol::F64(Vec::new()),
     }
 }
 

@@ -259,13 +259,20 @@ fn like_pieces(s: &str, parts: &[String], anchored_start: bool, anchored_end: bo
 
 /// [`like`] on bytes (exact for ASCII patterns without `_`, and for ASCII texts).
 fn like_bytes(text: &[u8], pattern: &[u8]) -> bool {
+    like_units(text, pattern, b'%', b'_')
+}
+
+/// LIKE over units (bytes or characters) with the wildcards `any` (`%`) and `one` (`_`).
+/// Greedy matching with backtracking to the last `any`: linear in practice, quadratic at
+/// worst, never exponential.
+fn like_units<T: Copy + PartialEq>(text: &[T], pattern: &[T], any: T, one: T) -> bool {
     let (mut t, mut p) = (0usize, 0usize);
     let mut star: Option<(usize, usize)> = None;
     while t < text.len() {
-        if p < pattern.len() && (pattern[p] == b'_' || (pattern[p] != b'%' && pattern[p] == text[t])) {
+        if p < pattern.len() && (pattern[p] == one || (pattern[p] != any && pattern[p] == text[t])) {
             t += 1;
             p += 1;
-        } else if p < pattern.len() && pattern[p] == b'%' {
+        } else if p < pattern.len() && pattern[p] == any {
             star = Some((p, t));
             p += 1;
         } else if let Some((sp, st)) = star {
@@ -276,7 +283,7 @@ fn like_bytes(text: &[u8], pattern: &[u8]) -> bool {
             return false;
         }
     }
-    pattern[p..].iter().all(|&c| c == b'%')
+    pattern[p..].iter().all(|&c| c == any)
 }
 
 impl Dictionary {
@@ -298,26 +305,7 @@ impl Dictionary {
 /// `_` exactly one character.
 pub fn like(s: &str, pattern: &[char]) -> bool {
     let text: Vec<char> = s.chars().collect();
-    // Greedy matching with backtracking to the last `%`: linear in practice, quadratic at
-    // worst, never exponential.
-    let (mut t, mut p) = (0usize, 0usize);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if p < pattern.len() && (pattern[p] == '_' || (pattern[p] != '%' && pattern[p] == text[t])) {
-            t += 1;
-            p += 1;
-        } else if p < pattern.len() && pattern[p] == '%' {
-            star = Some((p, t));
-            p += 1;
-        } else if let Some((sp, st)) = star {
-            p = sp + 1;
-            t = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    pattern[p..].iter().all(|&c| c == '%')
+    like_units(&text, pattern, '%', '_')
 }
 
 /// SQL `substring(s from start for len)` on characters, 1-based: the characters at

@@ -8,7 +8,7 @@
 //! downloads and orders a result. Whatever happens, every device buffer is freed before
 //! `run` returns.
 
-use crate::database::{empty_col, to_host, used_input_columns, Database, Resident};
+use crate::database::{to_host, used_input_columns, Database, Resident};
 use crate::dict::Dictionary;
 use crate::load::{load_input_cols, Interner};
 use crate::output::{build_table, OutputTable};
@@ -289,7 +289,7 @@ impl Interp<'_> {
                             if u {
                                 to_host(c, &remap)
                             } else {
-                                empty_col(Elem::of(col.ty))
+                                HostCol::empty(Elem::of(col.ty))
                             }
                         })
                         .collect(),
@@ -323,7 +323,7 @@ impl Interp<'_> {
             }
             let host = match Database::column(t, c) {
                 Some(h) => h.clone(),
-                None => empty_col(Elem::of(col.ty)),
+                None => HostCol::empty(Elem::of(col.ty)),
             };
             let keep = self.resident.is_some() && Database::column(t, c).is_some();
             let t0 = Instant::now();
@@ -1007,17 +1007,7 @@ enum HostError {
 
 /// The columns of a `Const` instruction.
 fn const_columns(types: &[Type], rows: &[Vec<Value>], dict: &Dictionary) -> Result<Vec<HostCol>, String> {
-    let mut cols: Vec<HostCol> = types
-        .iter()
-        .map(|t| match Elem::of(*t) {
-            Elem::U8 => HostCol::U8(Vec::new()),
-            Elem::I32 => HostCol::I32(Vec::new()),
-            Elem::U32 => HostCol::U32(Vec::new()),
-            Elem::I64 => HostCol::I64(Vec::new()),
-            Elem::U64 => HostCol::U64(Vec::new()),
-            Elem::F64 => HostCol::F64(Vec::new()),
-        })
-        .collect();
+    let mut cols: Vec<HostCol> = types.iter().map(|t| HostCol::empty(Elem::of(*t))).collect();
     for (r, row) in rows.iter().enumerate() {
         if row.len() != types.len() {
             return Err(format!("row {r} has {} values for {} columns", row.len(), types.len()));
