@@ -23,6 +23,8 @@ pub enum DataSource {
     Files(PathBuf),
     /// The TPC-H tables generated at a scale factor (`--tpch SF`).
     Tpch(f64),
+    /// The `edge` relation of a generated graph (`--graph SPEC`).
+    Graph(crate::graph::GraphSpec),
 }
 
 /// Told how loading goes, for progress bars.
@@ -161,6 +163,13 @@ impl Database {
                 DataSource::Tpch(sf) => {
                     progress.start(&name, crate::tpch::approx_rows(&name, *sf));
                     crate::tpch::generate(&input, *sf, &used, &|n| progress.advance(n))?
+                }
+                DataSource::Graph(spec) => {
+                    progress.start(&name, spec.generated_edges());
+                    vec![(
+                        graph_columns(&input, spec, &|n| progress.advance(n))?,
+                        Interner::default(),
+                    )]
                 }
             };
             progress.finish();
@@ -329,6 +338,44 @@ impl Database {
     pub(crate) fn column(t: &Table, c: usize) -> Option<&HostCol> {
         t.cols.get(c).and_then(Option::as_ref)
     }
+}
+
+/// The columns of `.input edge` from a generated graph: two integer columns.
+fn graph_columns(
+    input: &InputRel,
+    spec: &crate::graph::GraphSpec,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<LoadedCol>, RuntimeError> {
+    use fox_sema::core::Type;
+    if input.name != "edge" {
+        return Err(RuntimeError::Data {
+            msg: format!(
+                "`.input {}`: a generated graph (--graph {spec}) has only the relation `edge`",
+                input.name
+            ),
+        });
+    }
+    let types: Vec<Type> = input.columns.iter().map(|c| c.ty).collect();
+    let (x, y) = match types.as_slice() {
+        [a, b] if [a, b].iter().all(|t| matches!(t, Type::Int32 | Type::Int64)) => crate::graph::generate(spec, progress),
+        _ => {
+            return Err(RuntimeError::Data {
+                msg: format!(
+                    "`edge` is declared with columns ({}), but a generated graph gives two integer columns (int32 or int64)",
+                    types.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
+                ),
+            })
+        }
+    };
+    Ok([x, y]
+        .into_iter()
+        .zip(types)
+        .map(|(v, t)| match t {
+            // Vertices are below 2^31 (scale ≤ 30, n < 2^31).
+            Type::Int32 => LoadedCol::I32(v.into_iter().map(|a| a as i32).collect()),
+            _ => LoadedCol::I64(v),
+        })
+        .collect())
 }
 
 /// Converts a loaded column to its device representation (strings as dictionary codes).

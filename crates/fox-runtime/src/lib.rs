@@ -8,6 +8,7 @@
 pub mod backend;
 pub mod database;
 pub mod dict;
+pub mod graph;
 mod interp;
 pub mod load;
 pub mod output;

@@ -24,14 +24,21 @@ struct Cli {
     #[arg(value_name = "PLAN.ron|Q.logic")]
     file: PathBuf,
     /// The directory `.input` files are read from (default: the current directory).
-    #[arg(long, value_name = "DIR", conflicts_with = "tpch")]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["tpch", "graph"])]
     data: Option<PathBuf>,
     /// Generate the TPC-H tables at scale factor SF in memory (with the dbgen rules, as the
     /// `tpchgen` crate does) instead of reading files: each `.input` of `part`, `supplier`,
     /// `partsupp`, `customer`, `orders`, `lineitem`, `nation` or `region` reads the
     /// generated table (see tpch/schema.logic for their columns).
-    #[arg(long, value_name = "SF", value_parser = parse_scale_factor)]
+    #[arg(long, value_name = "SF", value_parser = parse_scale_factor, conflicts_with = "graph")]
     tpch: Option<f64>,
+    /// Generate the relation `edge` (two integer columns) of an undirected graph instead
+    /// of reading it: `rmat:SCALE[:EDGEFACTOR][:SEED]` (Graph500's R-MAT, 2^SCALE vertices,
+    /// EDGEFACTOR × 2^SCALE edges drawn, default 16) or `gnm:N:M:SEED` (N vertices, M
+    /// edges, uniform). Self-loops and duplicates are removed and every edge is given in
+    /// both directions.
+    #[arg(long, value_name = "SPEC", value_parser = fox_runtime::graph::GraphSpec::parse)]
+    graph: Option<fox_runtime::graph::GraphSpec>,
     /// Write each output predicate to DIR/<predicate>.csv (DIR is created) instead of
     /// printing it.
     #[arg(long, value_name = "DIR")]
@@ -99,12 +106,16 @@ fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
     let Some(plan) = load_plan(&cli.file, color, "foxrun")? else {
         return Ok(ExitCode::from(1));
     };
-    let database = match cli.tpch {
-        Some(sf) => {
-            let db =
-                Database::load(&DataSource::Tpch(sf), &[&plan], &Bars::new()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let source = match (cli.tpch, &cli.graph) {
+        (Some(sf), _) => Some((DataSource::Tpch(sf), format!("TPC-H SF {sf}"))),
+        (None, Some(g)) => Some((DataSource::Graph(g.clone()), format!("the graph {g}"))),
+        (None, None) => None,
+    };
+    let database = match source {
+        Some((source, what)) => {
+            let db = Database::load(&source, &[&plan], &Bars::new()).map_err(|e| anyhow::anyhow!("{e}"))?;
             if cli.timing {
-                eprintln!("generated TPC-H SF {sf} in {:.1} s", db.load_time.as_secs_f64());
+                eprintln!("generated {what} in {:.1} s", db.load_time.as_secs_f64());
             }
             Some(std::sync::Arc::new(db))
         }
