@@ -239,7 +239,7 @@ pub fn generate(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync)) -> (Vec<i64>,
     let und = undirected(spec, progress);
     let mut both: Vec<u64> = Vec::with_capacity(und.len() * 2);
     both.extend(und.iter().copied());
-    both.extend(und.iter().map(|e| (e << 32) | (e >> 32)));
+    both.extend(und.iter().map(|e| e.rotate_right(32)));
     both.par_sort_unstable();
     let x = both.par_iter().map(|e| (e >> 32) as i64).collect();
     let y = both.par_iter().map(|e| (e & 0xffff_ffff) as i64).collect();
