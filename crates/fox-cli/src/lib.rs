@@ -72,6 +72,16 @@ pub fn check(source: &Source) -> Checked {
 /// when the program has errors (its diagnostics are printed to standard error, prefixed
 /// with `tool`).
 pub fn load_plan(path: &Path, color: bool, tool: &str) -> anyhow::Result<Option<fox_kernel::KernelPlan>> {
+    load_plan_with(path, color, tool, &fox_ra::PlanOptions::default())
+}
+
+/// [`load_plan`] planning a program with `options`.
+pub fn load_plan_with(
+    path: &Path,
+    color: bool,
+    tool: &str,
+    options: &fox_ra::PlanOptions,
+) -> anyhow::Result<Option<fox_kernel::KernelPlan>> {
     let is_plan = path.extension().is_some_and(|e| e == "ron");
     let source = Source::read(path)?;
     if is_plan {
@@ -88,7 +98,8 @@ pub fn load_plan(path: &Path, color: bool, tool: &str) -> anyhow::Result<Option<
         eprintln!("{tool}: {}: {} error{}", source.name, n, if n == 1 { "" } else { "s" });
         return Ok(None);
     };
-    let ra = fox_ra::plan(&core).map_err(|e| anyhow::anyhow!("{}: cannot plan the program: {e}", source.name))?;
+    let ra = fox_ra::plan_with(&core, options)
+        .map_err(|e| anyhow::anyhow!("{}: cannot plan the program: {e}", source.name))?;
     let plan = fox_kernel::lower(&ra)
         .map_err(|e| anyhow::anyhow!("{}: cannot lower the plan to kernels: {e}", source.name))?;
     Ok(Some(plan))

@@ -150,3 +150,37 @@ fn foxrun_timing_separates_transfers() {
         assert!(line.contains(part), "no {part:?} in {line:?}");
     }
 }
+
+/// `foxbench clique` on the CPU: the LFTJ and the binary-join plan agree on K6's 20
+/// triangles and 15 4-cliques.
+#[test]
+fn clique_benchmark_on_the_cpu() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for (k, want) in [("3", "20"), ("4", "15")] {
+        let o = Command::new(env!("CARGO_BIN_EXE_foxbench"))
+            .args([
+                "clique",
+                "--graph",
+                "gnm:6:15:1",
+                "--k",
+                k,
+                "--backend",
+                "cpu",
+                "--repeat",
+                "1",
+            ])
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let out = text(&o.stdout);
+        let rows: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with("LFTJ") || l.starts_with("binary joins"))
+            .collect();
+        assert_eq!(rows.len(), 2, "{out}");
+        for r in rows {
+            assert!(r.split_whitespace().any(|w| w == want), "{k}-cliques: {r}");
+        }
+    }
+}

@@ -34,7 +34,27 @@ const EQ_SELECTIVITY: f64 = 0.1;
 
 /// Plans a checked core program.
 pub fn plan(core: &CoreProgram) -> Result<RaPlan, PlanError> {
+    plan_with(core, &PlanOptions::default())
+}
+
+/// Choices of the planner a user may override (for experiments and baselines).
+#[derive(Clone, Debug)]
+pub struct PlanOptions {
+    /// Route cyclic bodies to the multi-way join (leapfrog triejoin); `false` plans every
+    /// body as binary joins.
+    pub multiway: bool,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        PlanOptions { multiway: true }
+    }
+}
+
+/// [`plan`] with `options`.
+pub fn plan_with(core: &CoreProgram, options: &PlanOptions) -> Result<RaPlan, PlanError> {
     let mut p = Planner::new(core)?;
+    p.multiway = options.multiway;
     for (i, s) in core.strata.iter().enumerate() {
         p.plan_stratum(i, s)?;
     }
@@ -49,6 +69,8 @@ struct Planner<'a> {
     full: Vec<RelId>,
     /// The block statements are appended to.
     cur: usize,
+    /// See [`PlanOptions::multiway`].
+    multiway: bool,
 }
 
 struct View<'p>(&'p RaPlan);
@@ -152,6 +174,7 @@ impl<'a> Planner<'a> {
             plan,
             full,
             cur: 0,
+            multiway: true,
         })
     }
 
@@ -606,7 +629,7 @@ impl<'a> Planner<'a> {
                 );
             }
         }
-        if core.len() >= 3 && key_lookup_order(&core, &edges, &keys) {
+        if core.len() >= 3 && (!self.multiway || key_lookup_order(&core, &edges, &keys)) {
             // Joined in the right order, every atom of the cycle but the first is found
             // by its key, so binary joins never grow past the first atom: no multi-way join.
             core.clear();

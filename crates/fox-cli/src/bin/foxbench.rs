@@ -57,6 +57,30 @@ enum Cmd {
     /// Write the eight TPC-H tables at a scale factor as `.tbl` files (for DuckDB or
     /// `--data`), with the same rows `--tpch` generates.
     TpchGen(TpchGenArgs),
+    /// Count the k-cliques (k = 3: triangles) of a generated graph with the leapfrog
+    /// triejoin on a backend, and, in the same run, with the CPU backend's LFTJ and with
+    /// binary joins as baselines: per system the count, the median time, its split into
+    /// building the trie and joining, edges per second, and the peak memory.
+    Clique(CliqueArgs),
+}
+
+#[derive(Args)]
+struct CliqueArgs {
+    /// The graph: rmat:SCALE[:EDGEFACTOR][:SEED] or gnm:N:M:SEED.
+    #[arg(long, value_name = "SPEC", value_parser = fox_runtime::graph::GraphSpec::parse)]
+    graph: fox_runtime::graph::GraphSpec,
+    /// The clique size: 3 (queries/triangle_count.logic), 4 or 5 (queries/cliqueK_count.logic).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(3..=5))]
+    k: u32,
+    /// Where the measured LFTJ runs.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Gpu)]
+    backend: BackendChoice,
+    /// Timed runs per system after one untimed run; the median is reported.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeat: u32,
+    /// Run only the LFTJ on --backend, without the baselines.
+    #[arg(long)]
+    no_baselines: bool,
 }
 
 #[derive(Args)]
@@ -150,6 +174,7 @@ fn main() -> ExitCode {
         Cmd::Kernels(a) => kernels(a),
         Cmd::Tpch(a) => tpch(a),
         Cmd::TpchGen(a) => tpch_gen(a),
+        Cmd::Clique(a) => clique(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
@@ -1019,5 +1044,182 @@ fn tpch_gen(a: &TpchGenArgs) -> anyhow::Result<()> {
         a.out.display(),
         t0.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// One system of `foxbench clique`.
+struct CliqueRow {
+    system: &'static str,
+    backend: String,
+    result: Result<(u64, f64, f64, f64, usize), String>,
+}
+
+fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
+    use fox_runtime::{DataSource, Database, Resident, RunOptions};
+    let query = match a.k {
+        3 => "queries/triangle_count.logic",
+        4 => "queries/clique4_count.logic",
+        _ => "queries/clique5_count.logic",
+    };
+    let path = Path::new(query);
+    let lftj = fox_cli::load_plan(path, false, "foxbench")?.ok_or_else(|| anyhow::anyhow!("{query} has errors"))?;
+    let binary = fox_cli::load_plan_with(path, false, "foxbench", &fox_ra::PlanOptions { multiway: false })?
+        .ok_or_else(|| anyhow::anyhow!("{query} has errors"))?;
+    let db = Database::load(&DataSource::Graph(a.graph.clone()), &[&lftj], &fox_cli::Bars::new())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let directed: usize = db.tables().map(|t| t.rows).sum();
+    let edges = directed / 2;
+    eprintln!(
+        "foxbench: graph {} ({} vertex labels, {edges} undirected edges) generated in {:.1} s; {}-cliques with {query}",
+        a.graph,
+        match &a.graph {
+            fox_runtime::graph::GraphSpec::Rmat { scale, .. } => 1u64 << scale,
+            fox_runtime::graph::GraphSpec::Gnm { n, .. } => *n,
+        },
+        db.load_time.as_secs_f64(),
+        a.k
+    );
+    let db = std::sync::Arc::new(db);
+    let mut systems: Vec<(&'static str, BackendChoice, &fox_kernel::KernelPlan)> = vec![("LFTJ", a.backend, &lftj)];
+    if !a.no_baselines {
+        if a.backend == BackendChoice::Gpu {
+            systems.push(("LFTJ", BackendChoice::Cpu, &lftj));
+        }
+        systems.push(("binary joins", a.backend, &binary));
+    }
+    let mut rows = Vec::new();
+    for (system, choice, plan) in systems {
+        let mut backend: Box<dyn Backend> = match choice {
+            BackendChoice::Gpu => Box::new(
+                fox_cuda::CudaBackend::new().map_err(|e| anyhow::anyhow!("no usable GPU for --backend gpu: {e}"))?,
+            ),
+            BackendChoice::Cpu => Box::new(fox_cpu::CpuBackend::new()),
+        };
+        let name = backend.name();
+        let mut resident = Resident::default();
+        let opts = RunOptions {
+            database: Some(db.clone()),
+            ..Default::default()
+        };
+        let result = (|| -> Result<(u64, f64, f64, f64, usize), String> {
+            let count = |r: &fox_runtime::RunResult| -> u64 {
+                r.outputs
+                    .first()
+                    .filter(|t| !t.is_empty())
+                    .map(|t| match t.row(0).first() {
+                        Some(fox_sema::core::Value::Int64(n)) => *n as u64,
+                        _ => 0,
+                    })
+                    .unwrap_or(0)
+            };
+            let first = fox_runtime::run_resident(plan, backend.as_mut(), &opts, Some(&mut resident))
+                .map_err(|e| e.to_string())?;
+            let n = count(&first);
+            let mut times = Vec::new();
+            let mut peak = 0;
+            for _ in 0..a.repeat {
+                backend.reset_peak();
+                let t = Instant::now();
+                let r = fox_runtime::run_resident(plan, backend.as_mut(), &opts, Some(&mut resident))
+                    .map_err(|e| e.to_string())?;
+                times.push(t.elapsed().as_secs_f64() * 1e3);
+                peak = peak.max(r.stats.peak_bytes);
+                if count(&r) != n {
+                    return Err("the count changed between runs".into());
+                }
+            }
+            // One more run with per-kernel timing splits building the tries from joining.
+            let timed = RunOptions {
+                timing: true,
+                ..opts.clone()
+            };
+            let r = fox_runtime::run_resident(plan, backend.as_mut(), &timed, Some(&mut resident))
+                .map_err(|e| e.to_string())?;
+            let last_build = plan
+                .blocks
+                .iter()
+                .flat_map(|b| {
+                    b.instrs
+                        .iter()
+                        .enumerate()
+                        .map(move |(i, ins)| (b.label.clone(), i, ins))
+                })
+                .filter(|(_, _, ins)| {
+                    matches!(
+                        ins,
+                        fox_kernel::Instr::Launch {
+                            kernel: fox_kernel::Kernel::TrieBuild { .. },
+                            ..
+                        }
+                    )
+                })
+                .map(|(label, i, _)| (label, i))
+                .next_back();
+            let (mut build, mut total) = (0.0, 0.0);
+            for s in &r.stats.instrs {
+                let ms = s.total.as_secs_f64() * 1e3;
+                total += ms;
+                if let Some((label, i)) = &last_build {
+                    let at = s
+                        .label
+                        .rsplit_once('.')
+                        .and_then(|(l, k)| Some((l, k.parse::<usize>().ok()?)));
+                    if at.is_some_and(|(l, k)| l == label && k <= *i) {
+                        build += ms;
+                    }
+                }
+            }
+            Ok((n, median(&times), build, total - build, peak))
+        })();
+        resident.release(backend.as_mut());
+        rows.push(CliqueRow {
+            system,
+            backend: name,
+            result,
+        });
+    }
+    println!(
+        "{:<13} {:<44} {:>14} {:>11} {:>10} {:>10} {:>12} {:>9}",
+        "system", "backend", "cliques", "median ms", "build ms", "join ms", "Medges/s", "peak MB"
+    );
+    let mut counts = Vec::new();
+    for r in &rows {
+        match &r.result {
+            Ok((n, ms, build, join, peak)) => {
+                counts.push(*n);
+                println!(
+                    "{:<13} {:<44} {:>14} {:>11.2} {:>10.2} {:>10.2} {:>12.1} {:>9.1}",
+                    r.system,
+                    r.backend,
+                    n,
+                    ms,
+                    build,
+                    join,
+                    edges as f64 / (ms * 1e-3) / 1e6,
+                    *peak as f64 / 1e6
+                );
+            }
+            Err(e) => println!("{:<13} {:<44} error: {e}", r.system, r.backend),
+        }
+    }
+    println!("edges/s counts undirected edges ({edges}); build and join come from one more run with each kernel timed");
+    if let (Some(ms0), true) = (
+        rows.first().and_then(|r| r.result.as_ref().ok()).map(|x| x.1),
+        rows.len() > 1,
+    ) {
+        for r in &rows[1..] {
+            if let Ok((_, ms, ..)) = &r.result {
+                println!(
+                    "time of {} on {}: {:.2}x the first row's",
+                    r.system,
+                    r.backend,
+                    ms / ms0
+                );
+            }
+        }
+    }
+    if counts.windows(2).any(|w| w[0] != w[1]) {
+        anyhow::bail!("the systems disagree on the count: {counts:?}");
+    }
     Ok(())
 }
