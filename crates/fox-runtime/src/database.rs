@@ -304,6 +304,18 @@ impl Database {
         codes
     }
 
+    /// True when every input `plan` reads is loaded with its declared columns and every
+    /// column it reads.
+    pub fn covers(&self, plan: &KernelPlan) -> bool {
+        plan.inputs.iter().zip(used_input_columns(plan)).all(|(input, used)| {
+            self.table_for(input).is_ok_and(|t| {
+                used.iter()
+                    .enumerate()
+                    .all(|(c, u)| !u || Database::column(t, c).is_some())
+            })
+        })
+    }
+
     pub fn dictionary(&self) -> &Dictionary {
         &self.dict
     }
