@@ -127,9 +127,10 @@ impl Dictionary {
     }
 
     /// The table of a `DictTable` instruction, computed only at the codes of `codes`
-    /// (sorted, distinct) when given: the other entries are never read by the run (its
-    /// string columns hold no other code) and are 0. A rank table then orders the given
-    /// codes among themselves.
+    /// (sorted, distinct) when given, and at every code from the sorted part's end on
+    /// (the strings appended since it was built): the other entries are never read by the
+    /// run (its string columns hold no other code) and are 0. A rank table then orders
+    /// those codes among themselves.
     pub fn table_for(&self, op: &DictOp, codes: Option<&[u32]>) -> crate::HostCol {
         use crate::HostCol;
         let Some(codes) = codes else {
@@ -150,7 +151,12 @@ impl Dictionary {
                     codes.iter().for_each(|&c| rank[c as usize] = c);
                 } else {
                     use rayon::slice::ParallelSliceMut;
-                    let mut order = codes.to_vec();
+                    let mut order: Vec<u32> = codes
+                        .iter()
+                        .copied()
+                        .filter(|&c| (c as usize) < self.sorted_len())
+                        .chain(self.sorted_len() as u32..self.len() as u32)
+                        .collect();
                     let text = |c: u32| self.get(c).unwrap_or_default();
                     order.par_sort_unstable_by(|&a, &b| text(a).cmp(text(b)));
                     for (pos, c) in order.into_iter().enumerate() {
@@ -168,9 +174,12 @@ impl Dictionary {
         }
     }
 
-    /// A table with `f` of the strings of `codes` at their codes, 0 elsewhere.
+    /// A table with `f` of the strings of `codes` and of the appended strings at their
+    /// codes, 0 elsewhere.
     fn scatter<T: Send + Copy + Default>(&self, codes: &[u32], f: impl Fn(&str) -> T + Sync) -> Vec<T> {
         use rayon::prelude::*;
+        let n = self.sorted_len();
+        let codes = &codes[..codes.partition_point(|&c| (c as usize) < n)];
         let vals: Vec<T> = if codes.len() < 100_000 {
             codes.iter().map(|&c| f(self.get(c).unwrap_or_default())).collect()
         } else {
@@ -178,9 +187,10 @@ impl Dictionary {
         };
         let mut out = vec![T::default(); self.len()];
         for (&c, v) in codes.iter().zip(vals) {
-            if let Some(o) = out.get_mut(c as usize) {
-                *o = v;
-            }
+            out[c as usize] = v;
+        }
+        for (k, s) in self.extra.iter().enumerate() {
+            out[n + k] = f(s);
         }
         out
     }

@@ -77,7 +77,7 @@ enum Reachable {
     /// The database's codes of the plan's string columns, and the constants' codes.
     Pending(std::sync::Arc<Database>, Vec<u32>),
     /// Those, merged and sorted.
-    Known(Vec<u32>),
+    Known(std::sync::Arc<Vec<u32>>),
 }
 
 /// An input's columns, encoded, waiting for its `LoadInput`.
@@ -850,23 +850,40 @@ impl Interp<'_> {
                 expect_args(0)?;
                 expect_outs(1)?;
                 if let Reachable::Pending(db, consts) = &self.reachable {
-                    let mut codes = db.codes_read_by(self.plan).to_vec();
-                    codes.extend(consts);
-                    codes.sort_unstable();
-                    codes.dedup();
+                    let base = db.codes_read_by(self.plan);
+                    // Constants of the loaded dictionary that no column read holds join
+                    // the codes (appended ones are covered by the table anyway).
+                    let n = self.dict.sorted_len() as u32;
+                    let mut missing: Vec<u32> = consts
+                        .iter()
+                        .copied()
+                        .filter(|&c| c < n && base.binary_search(&c).is_err())
+                        .collect();
+                    let codes = if missing.is_empty() {
+                        base
+                    } else {
+                        missing.sort_unstable();
+                        missing.dedup();
+                        let mut merged = Vec::with_capacity(base.len() + missing.len());
+                        let (mut i, mut j) = (0, 0);
+                        while i < base.len() || j < missing.len() {
+                            if j == missing.len() || (i < base.len() && base[i] < missing[j]) {
+                                merged.push(base[i]);
+                                i += 1;
+                            } else {
+                                merged.push(missing[j]);
+                                j += 1;
+                            }
+                        }
+                        std::sync::Arc::new(merged)
+                    };
                     self.reachable = Reachable::Known(codes);
                 }
                 let codes = match &self.reachable {
-                    Reachable::Known(r) => {
-                        // Strings appended since have the codes after the loaded ones.
-                        let mut codes = r.clone();
-                        let first_new = codes.last().map_or(0, |&c| c + 1).max(self.dict.sorted_len() as u32);
-                        codes.extend(first_new..self.dict.len() as u32);
-                        Some(codes)
-                    }
+                    Reachable::Known(r) => Some(r.as_slice()),
                     _ => None,
                 };
-                Ok(vec![self.dict.table_for(op, codes.as_deref())])
+                Ok(vec![self.dict.table_for(op, codes)])
             }
             Kernel::StrFn { func } => {
                 expect_outs(1)?;
