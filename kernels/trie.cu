@@ -148,3 +148,91 @@ extern "C" __global__ void sorted_search(const void* values, u64 nv, int t, cons
         pos[i] = (unsigned)a;
     }
 }
+
+// IntersectCount. desc holds, for `ways` ways, the pointers of their values, lo and hi
+// columns and the lengths of their values: desc[w], desc[ways + w], desc[2 ways + w],
+// desc[3 ways + w].
+#define IC_MAX_WAYS 16
+
+// Per row: work = the size of the smallest range, lead = its way. A range outside its
+// values is error code 1 (detail: lo, row: the row).
+extern "C" __global__ void ic_work(const u64* desc, int ways, u64 n, u64* work, unsigned char* lead, u64* err) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        u64 best = ~0ull;
+        int bw = 0;
+        for (int w = 0; w < ways; ++w) {
+            unsigned a = ((const unsigned*)desc[ways + w])[i];
+            unsigned b = ((const unsigned*)desc[2 * ways + w])[i];
+            if (a > b || (u64)b > desc[3 * ways + w]) {
+                set_err(err, 1, i, a);
+                best = 0;
+                bw = w;
+                break;
+            }
+            if ((u64)(b - a) < best) {
+                best = b - a;
+                bw = w;
+            }
+        }
+        work[i] = best;
+        lead[i] = (unsigned char)bw;
+    }
+}
+
+// Counts the candidates (row r, k-th value of its lead's range) whose value lies in the
+// range of every other way of row r (binary search). Candidates are load-balanced as in
+// expand_write: a block takes a tile of EXPAND_TILE of them, whatever rows they belong
+// to. The block's count is added to *out.
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    ic_count(const u64* desc, int ways, int t, const u64* offsets, const unsigned char* lead, u64 n, u64 total,
+             u64* out) {
+    __shared__ u64 s_r0, s_r1;
+    __shared__ u64 s_desc[3 * IC_MAX_WAYS];
+    __shared__ u64 s_warp[BLOCK / 32];
+    u64 t0 = (u64)blockIdx.x * EXPAND_TILE;
+    if (t0 >= total) return;
+    u64 t1 = min(t0 + EXPAND_TILE, total);
+    if (threadIdx.x == 0) {
+        u64 r0 = owner(offsets, 0, n, t0);
+        u64 r1 = owner(offsets, r0, n, t1 - 1);
+        s_r0 = r0;
+        s_r1 = r1 + 1;
+    }
+    if (threadIdx.x < 3 * ways) s_desc[threadIdx.x] = desc[threadIdx.x];
+    __syncthreads();
+    u64 r0 = s_r0, r1 = s_r1;
+    unsigned cnt = 0;
+#pragma unroll
+    for (int it = 0; it < EXPAND_ITEMS; ++it) {
+        u64 o = t0 + (u64)it * BLOCK + threadIdx.x;
+        if (o < t1) {
+            u64 r = owner(offsets, r0, r1, o);
+            int l = lead[r];
+            unsigned pos = ((const unsigned*)s_desc[ways + l])[r] + (unsigned)(o - offsets[r]);
+            u64 key = okey((const void*)s_desc[l], t, pos);
+            bool all = true;
+            for (int w = 0; w < ways && all; ++w) {
+                if (w == l) continue;
+                const void* vals = (const void*)s_desc[w];
+                u64 a = ((const unsigned*)s_desc[ways + w])[r];
+                u64 end = ((const unsigned*)s_desc[2 * ways + w])[r];
+                u64 b = end;
+                while (a < b) {
+                    u64 mid = a + (b - a) / 2;
+                    if (okey(vals, t, mid) < key) a = mid + 1;
+                    else b = mid;
+                }
+                all = a < end && okey(vals, t, a) == key;
+            }
+            cnt += all ? 1u : 0u;
+        }
+    }
+    for (int d = 16; d > 0; d >>= 1) cnt += __shfl_down_sync(0xffffffffu, cnt, d);
+    if ((threadIdx.x & 31) == 0) s_warp[threadIdx.x >> 5] = cnt;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        u64 sum = 0;
+        for (int w = 0; w < BLOCK / 32; ++w) sum += s_warp[w];
+        if (sum) atomicAdd((unsigned long long*)out, (unsigned long long)sum);
+    }
+}

@@ -9,6 +9,7 @@ mod date;
 mod expr;
 mod join;
 mod keys;
+pub mod lftj;
 mod movement;
 mod reduce;
 mod sort;
@@ -134,6 +135,7 @@ pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Re
         Kernel::RangeCount => trie::range_count(args).map(|c| vec![c]),
         Kernel::Expand => trie::expand(args),
         Kernel::SortedSearch => trie::sorted_search(args),
+        Kernel::IntersectCount { ways } => trie::intersect_count(args, *ways).map(|c| vec![c]),
     };
     res.map_err(|msg| BackendError(format!("kernel {}: {msg}", kernel.name())))
 }

@@ -163,3 +163,159 @@ pub(crate) fn sorted_search(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
     let (found, pos): (Vec<u8>, Vec<u32>) = res.into_iter().unzip();
     Ok(vec![HostCol::U8(found), HostCol::U32(pos)])
 }
+
+/// `IntersectCount { ways }`: the number of (row, value) pairs whose value lies in the
+/// range of every way of that row; one I64 row, or none when the count is 0.
+pub(crate) fn intersect_count(args: &[&HostCol], ways: usize) -> KResult<HostCol> {
+    if ways == 0 {
+        return Err("needs at least one range".to_string());
+    }
+    expect_args(args, 3 * ways, "values, lo, hi per way")?;
+    let n = args[1].len();
+    let mut los = Vec::with_capacity(ways);
+    let mut his = Vec::with_capacity(ways);
+    for w in 0..ways {
+        let (values, lo, hi) = (args[3 * w], args[3 * w + 1], args[3 * w + 2]);
+        if values.elem() != args[0].elem() {
+            return Err(format!(
+                "way {w}: values are {}, way 0's are {}",
+                elem_name(values.elem()),
+                elem_name(args[0].elem())
+            ));
+        }
+        let lo = as_u32(lo, "lo")?;
+        let hi = as_u32(hi, "hi")?;
+        expect_len(&[args[3 * w + 1], args[3 * w + 2]], n, "lo and hi")?;
+        if let Some(i) = (0..n).find(|&i| lo[i] > hi[i] || hi[i] as usize > values.len()) {
+            return Err(format!(
+                "way {w}, row {i}: range {} .. {} is not within the {} values",
+                lo[i],
+                hi[i],
+                values.len()
+            ));
+        }
+        los.push(lo);
+        his.push(hi);
+    }
+    let values: Vec<&HostCol> = (0..ways).map(|w| args[3 * w]).collect();
+    let total: u64 = match values[0] {
+        HostCol::I32(_) => count_typed(&slices(&values, |c| matches_i32(c)), &los, &his, n),
+        HostCol::I64(_) => count_typed(&slices(&values, |c| matches_i64(c)), &los, &his, n),
+        HostCol::U32(_) => count_typed(&slices(&values, |c| matches_u32(c)), &los, &his, n),
+        HostCol::U64(_) => count_typed(&slices(&values, |c| matches_u64(c)), &los, &his, n),
+        HostCol::U8(_) => count_typed(&slices(&values, |c| matches_u8(c)), &los, &his, n),
+        HostCol::F64(_) => {
+            let keys: Vec<Vec<u64>> = values
+                .iter()
+                .map(|c| match c {
+                    HostCol::F64(x) => x.iter().map(|&v| crate::util::f64_key(v)).collect(),
+                    _ => Vec::new(),
+                })
+                .collect();
+            let refs: Vec<&[u64]> = keys.iter().map(Vec::as_slice).collect();
+            count_typed(&refs, &los, &his, n)
+        }
+    };
+    let total = i64::try_from(total).map_err(|_| format!("the count {total} exceeds int64"))?;
+    Ok(HostCol::I64(if total == 0 { Vec::new() } else { vec![total] }))
+}
+
+fn slices<'a, T>(cols: &[&'a HostCol], f: impl Fn(&'a HostCol) -> Option<&'a [T]>) -> Vec<&'a [T]> {
+    cols.iter().map(|c| f(c).unwrap_or(&[])).collect()
+}
+
+fn matches_i32(c: &HostCol) -> Option<&[i32]> {
+    match c {
+        HostCol::I32(x) => Some(x),
+        _ => None,
+    }
+}
+
+fn matches_i64(c: &HostCol) -> Option<&[i64]> {
+    match c {
+        HostCol::I64(x) => Some(x),
+        _ => None,
+    }
+}
+
+fn matches_u32(c: &HostCol) -> Option<&[u32]> {
+    match c {
+        HostCol::U32(x) => Some(x),
+        _ => None,
+    }
+}
+
+fn matches_u64(c: &HostCol) -> Option<&[u64]> {
+    match c {
+        HostCol::U64(x) => Some(x),
+        _ => None,
+    }
+}
+
+fn matches_u8(c: &HostCol) -> Option<&[u8]> {
+    match c {
+        HostCol::U8(x) => Some(x),
+        _ => None,
+    }
+}
+
+/// The first index in `v[from..to]` whose value is not below `key` (`to` if none), by
+/// galloping from `from`: cheap when the answer is near, logarithmic when it is far.
+#[inline]
+fn gallop<T: Ord>(v: &[T], from: usize, to: usize, key: &T) -> usize {
+    let mut lo = from;
+    let mut step = 1;
+    let mut hi = from;
+    while hi < to && v[hi] < *key {
+        lo = hi + 1;
+        hi += step;
+        step *= 2;
+    }
+    let mut hi = hi.min(to);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if v[mid] < *key {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+fn count_typed<T: Ord + Sync>(values: &[&[T]], los: &[&[u32]], his: &[&[u32]], n: usize) -> u64 {
+    let ways = values.len();
+    let row = |i: usize| -> u64 {
+        let size = |w: usize| his[w][i] - los[w][i];
+        let lead = (0..ways).min_by_key(|&w| size(w)).unwrap_or(0);
+        if ways == 1 {
+            return u64::from(size(0));
+        }
+        let mut cur: Vec<usize> = (0..ways).map(|w| los[w][i] as usize).collect();
+        let mut count = 0;
+        'values: for k in los[lead][i] as usize..his[lead][i] as usize {
+            let v = &values[lead][k];
+            for w in 0..ways {
+                if w == lead {
+                    continue;
+                }
+                let end = his[w][i] as usize;
+                let p = gallop(values[w], cur[w], end, v);
+                cur[w] = p;
+                if p == end {
+                    break 'values;
+                }
+                if values[w][p] != *v {
+                    continue 'values;
+                }
+            }
+            count += 1;
+        }
+        count
+    };
+    if n < crate::util::PAR_MIN {
+        (0..n).map(row).sum()
+    } else {
+        (0..n).into_par_iter().with_min_len(256).map(row).sum()
+    }
+}

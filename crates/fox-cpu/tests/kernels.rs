@@ -816,6 +816,72 @@ fn sorted_search_matches_reference() {
     assert!(err.0.contains("SortedSearch") && err.0.contains("not within"), "{err}");
 }
 
+#[test]
+fn intersect_count_matches_reference() {
+    let mut rng = Rng(15);
+    for (n, dist) in cases(true) {
+        let elem = ELEMS[rng.below(6) as usize];
+        let ways = 1 + rng.below(4) as usize;
+        let m = n.min(300);
+        let mut args: Vec<HostCol> = Vec::new();
+        let mut levels: Vec<(Vec<Cell>, Vec<u32>, Vec<u32>)> = Vec::new();
+        for _ in 0..ways {
+            let vals: Vec<Cell> = sorted_dedup(gen_rows(&mut rng, &[elem], n.max(1), dist))
+                .into_iter()
+                .map(|r| r[0])
+                .collect();
+            let mut lo = Vec::new();
+            let mut hi = Vec::new();
+            for _ in 0..m {
+                let a = rng.below(vals.len() as u64 + 1) as u32;
+                let b = a + rng.below(vals.len() as u64 - a as u64 + 1) as u32;
+                lo.push(a);
+                hi.push(b);
+            }
+            args.push(col_of(elem, &vals));
+            args.push(HostCol::U32(lo.clone()));
+            args.push(HostCol::U32(hi.clone()));
+            levels.push((vals, lo, hi));
+        }
+        let refs: Vec<&HostCol> = args.iter().collect();
+        let got = run_ok(&Kernel::IntersectCount { ways }, &refs);
+        let mut want = 0i64;
+        for i in 0..m {
+            let (v0, lo0, hi0) = &levels[0];
+            for x in &v0[lo0[i] as usize..hi0[i] as usize] {
+                if levels[1..]
+                    .iter()
+                    .all(|(v, lo, hi)| v[lo[i] as usize..hi[i] as usize].binary_search(x).is_ok())
+                {
+                    want += 1;
+                }
+            }
+        }
+        let want = if want == 0 { vec![] } else { vec![want] };
+        assert_eq!(
+            got,
+            vec![HostCol::I64(want)],
+            "intersect n={n} {dist:?} {elem:?} ways={ways}"
+        );
+    }
+    let err = run(
+        &Kernel::IntersectCount { ways: 2 },
+        &[
+            &HostCol::I32(vec![1, 2]),
+            &HostCol::U32(vec![0]),
+            &HostCol::U32(vec![2]),
+            &HostCol::I32(vec![1, 2]),
+            &HostCol::U32(vec![0]),
+            &HostCol::U32(vec![3]),
+        ],
+    )
+    .unwrap_err();
+    assert!(
+        err.0.contains("IntersectCount") && err.0.contains("not within"),
+        "{err}"
+    );
+}
+
 // ---- argument checks and the backend ---------------------------------------------------------
 
 #[test]

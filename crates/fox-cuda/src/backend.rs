@@ -181,5 +181,6 @@ fn dispatch(
         Kernel::TrieBuild { arity } => k_trie::trie_build(gpu, *arity, args),
         Kernel::Expand => k_trie::expand(gpu, args),
         Kernel::SortedSearch => k_trie::sorted_search(gpu, args),
+        Kernel::IntersectCount { ways } => k_trie::intersect_count(gpu, *ways, args),
     }
 }

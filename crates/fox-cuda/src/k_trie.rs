@@ -8,10 +8,13 @@
 //! (every parent row is also a child row).
 
 use crate::device::{Gpu, KArg};
-use crate::k_join::{err, expand_pairs, expect_args, expect_elem, stride_grid, type_code, Scratch, BLOCK};
+use crate::k_join::{
+    blocks, desc_buffer, err, expand_pairs, expect_args, expect_elem, stride_grid, type_code, Scratch, BLOCK,
+    EXPAND_TILE,
+};
 use crate::{k_move, k_scan};
 use fox_kernel::Elem;
-use fox_runtime::{BackendError, DevBuf};
+use fox_runtime::{BackendError, DevBuf, HostCol};
 
 /// `0, 1, …, n-1` as u32 (n must fit u32 indices).
 pub(crate) fn iota(gpu: &mut Gpu, s: &mut Scratch, n: usize) -> Result<DevBuf, BackendError> {
@@ -178,6 +181,90 @@ pub(crate) fn sorted_search(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBu
             gpu.check_err("SortedSearch (a range lo .. hi is not within the values)")?;
         }
         Ok(vec![found, pos])
+    })();
+    s.finish(gpu, res)
+}
+
+/// The most ways an `IntersectCount` takes (kernels/trie.cu `IC_MAX_WAYS`).
+const IC_MAX_WAYS: usize = 16;
+
+/// `IntersectCount { ways }`: the number of (row, value) pairs whose value lies in the
+/// range of every way of that row; one I64 row, or none when the count is 0. Each row's
+/// candidates are the values of its smallest range (`ic_work`), spread evenly over the
+/// threads whatever rows they come from (`ic_count`), each searched in the other ranges.
+pub(crate) fn intersect_count(gpu: &mut Gpu, ways: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    if ways == 0 || ways > IC_MAX_WAYS {
+        return Err(err(format!("takes 1 to {IC_MAX_WAYS} ways, not {ways}")));
+    }
+    expect_args(args, 3 * ways, "values, lo, hi per way")?;
+    let n = args[1].len;
+    for w in 0..ways {
+        let (values, lo, hi) = (args[3 * w], args[3 * w + 1], args[3 * w + 2]);
+        if values.elem != args[0].elem {
+            return Err(err(format!(
+                "way {w}: values are {:?}, way 0's are {:?}",
+                values.elem, args[0].elem
+            )));
+        }
+        expect_elem(lo, Elem::U32, "lo")?;
+        expect_elem(hi, Elem::U32, "hi")?;
+        for (c, what) in [(lo, "lo"), (hi, "hi")] {
+            if c.len != n {
+                return Err(err(format!("way {w}: {what} has {} rows, expected {n}", c.len)));
+            }
+        }
+    }
+    if n > u32::MAX as usize {
+        return Err(err(format!("{n} rows are more than u32 row indices can address")));
+    }
+    let mut s = Scratch::new();
+    let res = (|| {
+        let mut total_count = 0u64;
+        if n > 0 {
+            let mut words = Vec::with_capacity(4 * ways);
+            for part in 0..3 {
+                for w in 0..ways {
+                    words.push(gpu.ptr(args[3 * w + part])?);
+                }
+            }
+            words.extend((0..ways).map(|w| args[3 * w].len as u64));
+            let (desc, _) = desc_buffer(gpu, &mut s, "join", &words)?;
+            let work = s.alloc(gpu, Elem::U64, n)?;
+            let lead = s.alloc(gpu, Elem::U8, n)?;
+            gpu.reset_err()?;
+            let wargs = [
+                KArg::Ptr(gpu.ptr(&desc)?),
+                KArg::I32(ways as i32),
+                KArg::U64(n as u64),
+                KArg::Ptr(gpu.ptr(&work)?),
+                KArg::Ptr(gpu.ptr(&lead)?),
+                KArg::Ptr(gpu.err_ptr()),
+            ];
+            gpu.launch("trie", "ic_work", stride_grid(gpu, n), BLOCK, 0, &wargs)?;
+            gpu.check_err("IntersectCount (a range lo .. hi is not within its values)")?;
+            let (offsets, total) = k_scan::exclusive_scan_u64(gpu, &work)?;
+            let offsets = s.adopt(offsets);
+            let total = s.adopt(total);
+            let candidates = gpu.read_u64(&total, 0)?;
+            if candidates > 0 {
+                let out = s.alloc_zeroed(gpu, Elem::U64, 1)?;
+                let cargs = [
+                    KArg::Ptr(gpu.ptr(&desc)?),
+                    KArg::I32(ways as i32),
+                    KArg::I32(type_code(args[0].elem) as i32),
+                    KArg::Ptr(gpu.ptr(&offsets)?),
+                    KArg::Ptr(gpu.ptr(&lead)?),
+                    KArg::U64(n as u64),
+                    KArg::U64(candidates),
+                    KArg::Ptr(gpu.ptr(&out)?),
+                ];
+                gpu.launch("trie", "ic_count", blocks(candidates, EXPAND_TILE)?, BLOCK, 0, &cargs)?;
+                total_count = gpu.read_u64(&out, 0)?;
+            }
+        }
+        let total = i64::try_from(total_count).map_err(|_| err(format!("the count {total_count} exceeds int64")))?;
+        let rows = if total == 0 { Vec::new() } else { vec![total] };
+        Ok(vec![gpu.upload(&HostCol::I64(rows))?])
     })();
     s.finish(gpu, res)
 }

@@ -1,5 +1,6 @@
 //! GPU vs CPU: TrieBuild on random sorted unique relations of arity 1 to 3, Expand with
-//! zero-length and long ranges, SortedSearch hits and misses, their argument errors, and
+//! zero-length and long ranges, SortedSearch hits and misses, IntersectCount over 1 to 4
+//! ways with skewed range sizes, their argument errors, and
 //! 10^7-row cases.
 
 use fox_cuda::testing::{compare, gpu_or_skip, random_col, sort_rows, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
@@ -176,6 +177,89 @@ fn sorted_search_rejects_ranges_outside_the_values() {
         ];
         assert!(
             compare(&mut gpu, &Kernel::SortedSearch, &args, &ctx, what).is_err(),
+            "{what}: both must fail"
+        );
+    }
+}
+
+/// `ways` triples (values, lo, hi) over `n` rows: sorted unique values drawn from `dist`,
+/// and ranges whose lengths are mostly short, with `hubs` percent of them as long as they
+/// can be.
+fn intersect_args(rng: &mut Rng, e: Elem, dist: Dist, ways: usize, n: usize, hubs: u64) -> Vec<HostCol> {
+    let mut args = Vec::new();
+    for _ in 0..ways {
+        let nv = 1 + rng.below(20_000) as usize;
+        let values = sort_rows(&[random_col(rng, e, nv, dist)], true).remove(0);
+        let nv = values.len() as u64;
+        let mut lo = Vec::with_capacity(n);
+        let mut hi = Vec::with_capacity(n);
+        for _ in 0..n {
+            let a = rng.below(nv + 1);
+            let room = nv - a;
+            let len = if rng.chance(hubs) {
+                room
+            } else {
+                rng.below(room.min(40) + 1)
+            };
+            lo.push(a as u32);
+            hi.push((a + len) as u32);
+        }
+        args.extend([values, HostCol::U32(lo), HostCol::U32(hi)]);
+    }
+    args
+}
+
+#[test]
+fn intersect_count_ways_and_skew() {
+    let Some(mut gpu) = gpu_or_skip("intersect_count_ways_and_skew") else {
+        return;
+    };
+    let mut rng = Rng::new(34);
+    let ctx = Strings::default();
+    for &e in &ELEMS {
+        for &dist in &Dist::ALL {
+            for &n in SIZES.iter().chain(&[100_003]) {
+                for ways in 1..=4 {
+                    let args = intersect_args(&mut rng, e, dist, ways, n, 2);
+                    let case = format!("{ways} ways of {e:?}, dist {dist:?}, {n} rows");
+                    compare(&mut gpu, &Kernel::IntersectCount { ways }, &args, &ctx, &case)
+                        .expect("IntersectCount succeeds");
+                }
+            }
+        }
+    }
+    // Every row intersects a level with itself: the count is the sum of the range lengths.
+    let mut args = intersect_args(&mut rng, Elem::I32, Dist::Range(1 << 20), 1, LARGE, 0);
+    let same = args.clone();
+    args.extend(same);
+    compare(
+        &mut gpu,
+        &Kernel::IntersectCount { ways: 2 },
+        &args,
+        &ctx,
+        "large, a level with itself",
+    )
+    .expect("succeeds");
+}
+
+#[test]
+fn intersect_count_rejects_ranges_outside_the_values() {
+    let Some(mut gpu) = gpu_or_skip("intersect_count_rejects_ranges_outside_the_values") else {
+        return;
+    };
+    let ctx = Strings::default();
+    let values = HostCol::I32(vec![1, 3, 5]);
+    for (what, lo, hi) in [("hi past the end", 0u32, 4u32), ("lo above hi", 2, 1)] {
+        let args = vec![
+            values.clone(),
+            HostCol::U32(vec![0, 0]),
+            HostCol::U32(vec![3, 3]),
+            values.clone(),
+            HostCol::U32(vec![0, lo]),
+            HostCol::U32(vec![3, hi]),
+        ];
+        assert!(
+            compare(&mut gpu, &Kernel::IntersectCount { ways: 2 }, &args, &ctx, what).is_err(),
             "{what}: both must fail"
         );
     }

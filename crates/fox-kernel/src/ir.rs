@@ -285,6 +285,13 @@ pub enum Kernel {
     /// occurs in the sorted slice `values[lo..hi]`, and its index when it does (otherwise
     /// the first index of the slice whose value is not below `needle`, `hi` if none).
     SortedSearch,
+    /// The last level of a counting leapfrog triejoin. args: `ways` triples `values`,
+    /// `lo`, `hi`: a trie level (sorted, strictly ascending, the same element type for
+    /// every triple) and a range of it per row (U32; every triple has the same rows).
+    /// outs: `n` (I64): one row holding the number of (row, value) pairs such that the
+    /// value occurs in the range of every triple of that row, or no row when there is none
+    /// (the count of an aggregate over no rows). Each row's work is its smallest range.
+    IntersectCount { ways: usize },
 }
 
 impl Kernel {
@@ -313,6 +320,7 @@ impl Kernel {
             Kernel::RangeCount => "RangeCount",
             Kernel::Expand => "Expand",
             Kernel::SortedSearch => "SortedSearch",
+            Kernel::IntersectCount { .. } => "IntersectCount",
         }
     }
 }

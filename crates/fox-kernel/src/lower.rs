@@ -756,7 +756,12 @@ impl<'a> Lower<'a> {
                 self.semi_join(*left, *right, &all, &all, true, columns)
             }
             Op::Aggregate { input, group, aggs } => self.aggregate(*input, group, aggs, columns),
-            Op::MultiJoin { vars, inputs, output } => self.multi_join(vars, inputs, output, columns),
+            Op::MultiJoin {
+                vars,
+                inputs,
+                output,
+                count,
+            } => self.multi_join(vars, inputs, output, *count, columns),
         }
     }
 
@@ -955,6 +960,7 @@ impl<'a> Lower<'a> {
         vars: &[Column],
         inputs: &[MultiJoinInput],
         output: &[usize],
+        count: bool,
         columns: Vec<Column>,
     ) -> R<Val> {
         if vars.is_empty() {
@@ -975,6 +981,9 @@ impl<'a> Lower<'a> {
         let mut atoms: Vec<Atom> = Vec::new();
         let mut nullary: Vec<Val> = Vec::new();
         let mut state: Vec<(Slot, BufId)> = Vec::new();
+        // Atoms over the same input with the same column order share one trie.
+        type Trie = (Vec<BufId>, Vec<BufId>, BufId, BufId);
+        let mut tries: Vec<((fox_ra::TempId, Vec<usize>), Trie)> = Vec::new();
         for inp in inputs {
             let v = self.temp(inp.src)?;
             if inp.vars.is_empty() {
@@ -985,25 +994,35 @@ impl<'a> Lower<'a> {
             // Columns in the global variable order, as a set sorted on all of them.
             let mut order: Vec<usize> = (0..inp.vars.len()).collect();
             order.sort_by_key(|&i| inp.vars[i]);
-            let v = self.project(&v, &order)?;
-            let m = order.len();
-            let v = self.unique_on(v, &asc(0..m))?;
-            let v = self.sort_code(v, &asc(0..m))?;
-            let names: Vec<String> = (0..m)
-                .flat_map(|d| {
-                    let mut n = vec![format!("a{a}.v{d}")];
-                    if d + 1 < m {
-                        n.push(format!("a{a}.s{d}"));
-                    }
-                    n
-                })
-                .collect();
-            let refs: Vec<(&str, Option<Type>)> = names.iter().map(|n| (n.as_str(), None)).collect();
-            let trie = self.launch(Kernel::TrieBuild { arity: m }, v.cols.clone(), &refs)?;
-            let values: Vec<BufId> = trie.iter().step_by(2).copied().collect();
-            let starts: Vec<BufId> = trie.iter().skip(1).step_by(2).copied().collect();
-            let (lo, hi) = (format!("a{a}.lo"), format!("a{a}.hi"));
-            let root = self.launch(Kernel::RootRange, vec![values[0]], &[(&lo, None), (&hi, None)])?;
+            let key = (inp.src, order.clone());
+            let (values, starts, lo, hi) = match tries.iter().find(|(k, _)| *k == key) {
+                Some((_, t)) => t.clone(),
+                None => {
+                    let v = self.project(&v, &order)?;
+                    let m = order.len();
+                    let v = self.unique_on(v, &asc(0..m))?;
+                    let v = self.sort_code(v, &asc(0..m))?;
+                    let names: Vec<String> = (0..m)
+                        .flat_map(|d| {
+                            let mut n = vec![format!("a{a}.v{d}")];
+                            if d + 1 < m {
+                                n.push(format!("a{a}.s{d}"));
+                            }
+                            n
+                        })
+                        .collect();
+                    let refs: Vec<(&str, Option<Type>)> = names.iter().map(|n| (n.as_str(), None)).collect();
+                    let trie = self.launch(Kernel::TrieBuild { arity: m }, v.cols.clone(), &refs)?;
+                    let values: Vec<BufId> = trie.iter().step_by(2).copied().collect();
+                    let starts: Vec<BufId> = trie.iter().skip(1).step_by(2).copied().collect();
+                    let (lo, hi) = (format!("a{a}.lo"), format!("a{a}.hi"));
+                    let root = self.launch(Kernel::RootRange, vec![values[0]], &[(&lo, None), (&hi, None)])?;
+                    let t = (values, starts, root[0], root[1]);
+                    tries.push((key, t.clone()));
+                    t
+                }
+            };
+            let root = [lo, hi];
             state.push((Slot::Lo(a), root[0]));
             state.push((Slot::Hi(a), root[1]));
             atoms.push(Atom {
@@ -1025,6 +1044,34 @@ impl<'a> Lower<'a> {
                 )));
             };
             let missing = || LowerError::Invalid("a multi-way join lost an atom's range".into());
+            if count && var + 1 == vars.len() {
+                // The last level is only counted: the size of the intersection of the
+                // members' ranges, summed over the bindings so far.
+                if !nullary.is_empty() {
+                    return Err(LowerError::Invalid(
+                        "a counting multi-way join has an input without variables".into(),
+                    ));
+                }
+                let mut args = Vec::with_capacity(3 * members.len());
+                for &a in &members {
+                    args.push(atoms[a].values[atoms[a].depth]);
+                    args.push(find(&state, Slot::Lo(a)).ok_or_else(missing)?);
+                    args.push(find(&state, Slot::Hi(a)).ok_or_else(missing)?);
+                }
+                let n = self.launch1(
+                    Kernel::IntersectCount { ways: members.len() },
+                    args,
+                    &columns[0].name,
+                    Some(columns[0].ty),
+                )?;
+                return Ok(Val {
+                    cols: vec![n],
+                    columns,
+                    sorted: vec![SortKey::asc(0)],
+                    ranked: false,
+                    unique: true,
+                });
+            }
             let lo = find(&state, Slot::Lo(lead)).ok_or_else(missing)?;
             let hi = find(&state, Slot::Hi(lead)).ok_or_else(missing)?;
             let lvl = vcol.name.clone();
@@ -1042,6 +1089,23 @@ impl<'a> Lower<'a> {
             )?;
             let (parent, pos) = (ex[0], ex[1]);
             let depth = atoms[lead].depth;
+            // Members at the same level of the same trie with the same range as the lead
+            // hold exactly the lead's values: they follow the lead without a search.
+            let twins: Vec<usize> = members[1..]
+                .iter()
+                .copied()
+                .filter(|&a| {
+                    atoms[a].depth == depth
+                        && atoms[a].values[depth] == atoms[lead].values[depth]
+                        && find(&state, Slot::Lo(a)) == Some(lo)
+                        && find(&state, Slot::Hi(a)) == Some(hi)
+                })
+                .collect();
+            let follows = |s: Slot| {
+                std::iter::once(lead)
+                    .chain(twins.iter().copied())
+                    .any(|a| s == Slot::Lo(a) || s == Slot::Hi(a))
+            };
             let value = self.launch1(
                 Kernel::Gather { shift: 0 },
                 vec![pos, atoms[lead].values[depth]],
@@ -1049,11 +1113,7 @@ impl<'a> Lower<'a> {
                 Some(vcol.ty),
             )?;
             // Every other state column follows its parent row.
-            let others: Vec<(Slot, BufId)> = state
-                .iter()
-                .copied()
-                .filter(|(s, _)| *s != Slot::Lo(lead) && *s != Slot::Hi(lead))
-                .collect();
+            let others: Vec<(Slot, BufId)> = state.iter().copied().filter(|(s, _)| !follows(*s)).collect();
             let mut next: Vec<(Slot, BufId)> = Vec::new();
             if !others.is_empty() {
                 let mut args = vec![parent];
@@ -1070,13 +1130,18 @@ impl<'a> Lower<'a> {
             next.push((Slot::Var(var), value));
             if depth + 1 < atoms[lead].vars.len() {
                 let range = self.child_range(lead, atoms[lead].starts[depth], pos)?;
-                next.push((Slot::Lo(lead), range.0));
-                next.push((Slot::Hi(lead), range.1));
+                for a in std::iter::once(lead).chain(twins.iter().copied()) {
+                    next.push((Slot::Lo(a), range.0));
+                    next.push((Slot::Hi(a), range.1));
+                }
             }
-            atoms[lead].depth += 1;
+            for a in std::iter::once(lead).chain(twins.iter().copied()) {
+                atoms[a].depth += 1;
+            }
             state = next;
             // Intersect with every other atom that binds this variable.
-            let rest = &members[1..];
+            let rest: Vec<usize> = members[1..].iter().copied().filter(|a| !twins.contains(a)).collect();
+            let rest = &rest[..];
             if rest.is_empty() {
                 continue;
             }

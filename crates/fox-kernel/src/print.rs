@@ -257,6 +257,7 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
         Kernel::RangeCount => "range_count".into(),
         Kernel::Expand => "expand".into(),
         Kernel::SortedSearch => "sorted_search".into(),
+        Kernel::IntersectCount { ways } => format!("intersect_count[{}]", plural(*ways, "way")),
     }
 }
 

@@ -270,6 +270,18 @@ pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Re
             expect(3, args[0], "needle")?;
             Ok(vec![Elem::U8, Elem::U32])
         }
+        Kernel::IntersectCount { ways } => {
+            if *ways == 0 {
+                return Err("an intersection needs at least one range".into());
+            }
+            count(3 * ways)?;
+            for w in 0..*ways {
+                expect(3 * w, args[0], "values")?;
+                expect(3 * w + 1, Elem::U32, "lo")?;
+                expect(3 * w + 2, Elem::U32, "hi")?;
+            }
+            Ok(vec![Elem::I64])
+        }
     }
 }
 

@@ -266,10 +266,16 @@ pub enum Op {
     /// variable order; each input binds a set of distinct variables and is treated as a
     /// set. The output lists each distinct binding once, projected onto `output`
     /// (indices into `vars`), in lexicographic order of the variable order.
+    ///
+    /// With `count` (and no `output`), the bindings are only counted: the output is one
+    /// `int64` column holding their number in one row, or no row when there is none (as
+    /// `count()` over them), and the last variable is never materialised.
     MultiJoin {
         vars: Vec<Column>,
         inputs: Vec<MultiJoinInput>,
         output: Vec<usize>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        count: bool,
     },
 }
 
@@ -600,7 +606,12 @@ pub fn op_output(op: &Op, src: &impl SchemaSource, const_types: Option<&[Type]>)
             let s = temp(*input)?;
             Ok((s.types(), s.props.clone()))
         }
-        Op::MultiJoin { vars, inputs, output } => {
+        Op::MultiJoin {
+            vars,
+            inputs,
+            output,
+            count,
+        } => {
             if inputs.len() < 2 {
                 return Err("a multi-way join needs at least two inputs".into());
             }
@@ -638,6 +649,15 @@ pub fn op_output(op: &Op, src: &impl SchemaSource, const_types: Option<&[Type]>)
                 ));
             }
             check_cols("a multi-way join output", output, vars.len())?;
+            if *count {
+                if !output.is_empty() {
+                    return Err("a counting multi-way join has no output variables".into());
+                }
+                if inputs.iter().any(|i| i.vars.is_empty()) {
+                    return Err("a counting multi-way join has an input without variables".into());
+                }
+                return Ok((vec![Type::Int64], Props::set(1)));
+            }
             let types = output.iter().map(|&v| vars[v].ty).collect();
             let props = if output.iter().copied().eq(0..vars.len()) {
                 Props::set(vars.len())

@@ -3,7 +3,8 @@
 //! * [`ir`]: the plan IR ([`RaPlan`]): relation variables and a CFG of basic blocks whose
 //!   statements assign relational operators to SSA temporaries.
 //! * [`plan()`]: the planner from `fox_sema::core::CoreProgram` (join order, semi-naive
-//!   recursion, multi-way joins for cyclic bodies).
+//!   recursion, multi-way joins for cyclic bodies), then the rewrites of `opt` (inlining,
+//!   common subexpressions, counting multi-way joins, dead temps).
 //! * [`print_plan`]: the readable form (`foxc compile --emit ra`).
 //! * [`to_ron`] / [`from_ron`]: the serialised form, checked by [`validate`] when read.
 //!
@@ -11,6 +12,7 @@
 
 mod error;
 pub mod ir;
+mod opt;
 mod plan;
 mod print;
 mod ron_io;

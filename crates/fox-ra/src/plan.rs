@@ -59,7 +59,9 @@ pub fn plan_with(core: &CoreProgram, options: &PlanOptions) -> Result<RaPlan, Pl
         p.plan_stratum(i, s)?;
     }
     p.plan_outputs()?;
-    Ok(p.plan)
+    let mut plan = p.plan;
+    crate::opt::optimize(&mut plan);
+    Ok(plan)
 }
 
 struct Planner<'a> {
@@ -650,13 +652,17 @@ impl<'a> Planner<'a> {
                     needed.extend(keys[atoms.len()].iter().copied());
                 }
                 let mut u = self.access(cx, *pred, args, *span, rel, is_delta, &needed)?;
-                if !keep_all {
+                cx.applied[i] = true;
+                if keep_all {
+                    // Filters over this atom's variables alone apply before the join; the
+                    // atom keeps all its columns.
+                    u = self.apply_filters(cx, u)?;
+                } else {
                     // Filters, assignments and negations over this atom's variables alone
                     // apply before any join.
-                    cx.applied[i] = true;
                     u = self.apply_ready(cx, u)?;
-                    cx.applied[i] = false;
                 }
+                cx.applied[i] = false;
                 atoms.push((i, u));
             }
         }
@@ -905,6 +911,7 @@ impl<'a> Planner<'a> {
                 vars,
                 inputs: mj_inputs,
                 output,
+                count: false,
             },
             names,
         )?;
@@ -1074,33 +1081,45 @@ impl<'a> Planner<'a> {
     }
 
     /// Applies every filter, assignment and negation whose variables are bound.
+    /// Applies, in one selection, every filter not yet applied whose variables `cur` binds;
+    /// returns whether there was one.
+    fn select_ready(&mut self, cx: &mut RuleCx, cur: &mut Unit) -> Result<bool, PlanError> {
+        let rule = cx.rule;
+        let mut conds = Vec::new();
+        for (i, lit) in rule.body.iter().enumerate() {
+            if let CoreLit::Filter { cond, .. } = lit {
+                if !cx.applied[i] && cx.bound(lit, &cur.vars) {
+                    conds.push(cx.lower(cond, &cur.vars)?);
+                    cx.applied[i] = true;
+                }
+            }
+        }
+        if conds.is_empty() {
+            return Ok(false);
+        }
+        let names = self.col_names(cur.temp)?;
+        cur.temp = self.emit(
+            Op::Select {
+                input: cur.temp,
+                pred: Expr::and(conds),
+            },
+            names,
+        )?;
+        cur.est *= EQ_SELECTIVITY;
+        Ok(true)
+    }
+
+    /// The filters `cur` binds, and nothing else (its columns stay).
+    fn apply_filters(&mut self, cx: &mut RuleCx, mut cur: Unit) -> Result<Unit, PlanError> {
+        self.select_ready(cx, &mut cur)?;
+        Ok(cur)
+    }
+
     fn apply_ready(&mut self, cx: &mut RuleCx, mut cur: Unit) -> Result<Unit, PlanError> {
         let rule = cx.rule;
         loop {
-            let mut progress = false;
             // Filters, all at once.
-            let mut conds = Vec::new();
-            for (i, lit) in rule.body.iter().enumerate() {
-                if let CoreLit::Filter { cond, .. } = lit {
-                    if !cx.applied[i] && cx.bound(lit, &cur.vars) {
-                        conds.push(cx.lower(cond, &cur.vars)?);
-                        cx.applied[i] = true;
-                    }
-                }
-            }
-            if !conds.is_empty() {
-                let names = self.col_names(cur.temp)?;
-                let temp = self.emit(
-                    Op::Select {
-                        input: cur.temp,
-                        pred: Expr::and(conds),
-                    },
-                    names,
-                )?;
-                cur.temp = temp;
-                cur.est *= EQ_SELECTIVITY;
-                progress = true;
-            }
+            let mut progress = self.select_ready(cx, &mut cur)?;
             // Negations.
             for (i, lit) in rule.body.iter().enumerate() {
                 if let CoreLit::NotAtom { pred, args, span } = lit {

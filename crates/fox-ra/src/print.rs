@@ -216,7 +216,12 @@ impl Printer<'_> {
             }
             Op::Unique(t) => format!("unique t{}", t.0),
             Op::Limit { input, n } => format!("limit t{} {n}", input.0),
-            Op::MultiJoin { vars, inputs, output } => {
+            Op::MultiJoin {
+                vars,
+                inputs,
+                output,
+                count,
+            } => {
                 let var = |v: usize| vars.get(v).map_or_else(|| format!("v{v}"), |c| c.name.clone());
                 let order: Vec<String> = (0..vars.len()).map(var).collect();
                 let ins: Vec<String> = inputs
@@ -227,12 +232,12 @@ impl Printer<'_> {
                     })
                     .collect();
                 let outs: Vec<String> = output.iter().map(|&v| var(v)).collect();
-                format!(
-                    "multijoin [{}] order [{}] -> [{}]",
-                    ins.join(", "),
-                    order.join(", "),
-                    outs.join(", ")
-                )
+                let outs = if *count {
+                    "count".to_string()
+                } else {
+                    format!("[{}]", outs.join(", "))
+                };
+                format!("multijoin [{}] order [{}] -> {outs}", ins.join(", "), order.join(", "))
             }
         }
     }

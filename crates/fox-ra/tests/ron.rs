@@ -119,7 +119,7 @@ fn a_temp_read_before_its_definition_is_reported() {
             inputs[0].src = TempId(40);
         }
     });
-    assert_eq!(msg, "block b0: t4: t40 is read but not defined before");
+    assert_eq!(msg, "block b0: t2: t40 is read but not defined before");
 }
 
 #[test]
@@ -138,7 +138,7 @@ fn an_arity_mismatch_is_reported() {
     });
     assert_eq!(
         msg,
-        "block b0: t4: a multi-way join input t2 has 2 columns but binds 3 variables"
+        "block b0: t2: a multi-way join input t0 has 2 columns but binds 3 variables"
     );
 }
 

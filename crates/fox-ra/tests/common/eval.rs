@@ -248,7 +248,12 @@ fn op(op: &Op, rels: &[Vec<Row>], temps: &BTreeMap<TempId, Vec<Row>>) -> Vec<Row
         }
         Op::Unique(input) => set(t(input).clone()),
         Op::Limit { input, n } => t(input).iter().take(*n as usize).cloned().collect(),
-        Op::MultiJoin { vars, inputs, output } => {
+        Op::MultiJoin {
+            vars,
+            inputs,
+            output,
+            count,
+        } => {
             let mut bindings: Vec<Vec<Option<Value>>> = vec![vec![None; vars.len()]];
             for inp in inputs {
                 let mut next = Vec::new();
@@ -268,6 +273,18 @@ fn op(op: &Op, rels: &[Vec<Row>], temps: &BTreeMap<TempId, Vec<Row>>) -> Vec<Row
                     }
                 }
                 bindings = next;
+            }
+            if *count {
+                let n = set(bindings
+                    .into_iter()
+                    .map(|b| b.into_iter().map(Option::unwrap).collect())
+                    .collect())
+                .len();
+                return if n == 0 {
+                    Vec::new()
+                } else {
+                    vec![vec![Value::Int64(n as i64)]]
+                };
             }
             let rows = bindings
                 .into_iter()
