@@ -151,8 +151,8 @@ fn foxrun_timing_separates_transfers() {
     }
 }
 
-/// `foxbench clique` on the CPU: the LFTJ and the binary-join plan agree on K6's 20
-/// triangles and 15 4-cliques.
+/// `foxbench clique` on the CPU: the CPU backend's LFTJ, the iterator CPU LFTJ and the
+/// binary-join plan agree on K6's 20 triangles and 15 4-cliques.
 #[test]
 fn clique_benchmark_on_the_cpu() {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -174,13 +174,55 @@ fn clique_benchmark_on_the_cpu() {
             .unwrap();
         assert!(o.status.success(), "{}", text(&o.stderr));
         let out = text(&o.stdout);
-        let rows: Vec<&str> = out
-            .lines()
-            .filter(|l| l.starts_with("LFTJ") || l.starts_with("binary joins"))
-            .collect();
-        assert_eq!(rows.len(), 2, "{out}");
-        for r in rows {
+        let rows = clique_rows(&out);
+        assert_eq!(rows.len(), 3, "{out}");
+        for r in &rows {
             assert!(r.split_whitespace().any(|w| w == want), "{k}-cliques: {r}");
         }
+        assert!(rows[1].starts_with("CPU LFTJ") && rows[1].contains(" threads"), "{out}");
     }
+}
+
+fn clique_rows(out: &str) -> Vec<&str> {
+    out.lines()
+        .filter(|l| l.starts_with("LFTJ") || l.starts_with("CPU LFTJ") || l.starts_with("binary joins"))
+        .collect()
+}
+
+/// `foxbench clique --graph FILE --symmetrize`: a one-directional edge list of K7 with a
+/// duplicate and a self-loop; every system counts C(7,3) = 35 triangles.
+#[test]
+fn clique_benchmark_on_an_edge_list_file() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let file = std::env::temp_dir().join(format!("foxbench-k7-{}.txt", std::process::id()));
+    let mut t = String::from("# K7, one direction\n3 3\n0 1\n");
+    for a in 0..7 {
+        for b in a + 1..7 {
+            t.push_str(&format!("{b}\t{a}\n"));
+        }
+    }
+    std::fs::write(&file, t).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_foxbench"))
+        .args([
+            "clique",
+            "--graph",
+            file.to_str().unwrap(),
+            "--symmetrize",
+            "--backend",
+            "cpu",
+            "--repeat",
+            "1",
+        ])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let rows = clique_rows(&out);
+    assert_eq!(rows.len(), 3, "{out}");
+    for r in &rows {
+        assert!(r.split_whitespace().any(|w| w == "35"), "{r}");
+    }
+    assert!(out.contains("undirected edges (21)"), "{out}");
 }

@@ -12,18 +12,27 @@ fn repo() -> PathBuf {
 
 /// The single value `foxrun` prints for a counting query (or 0 for "0 rows").
 fn foxrun_count(query: &str, spec: &str) -> u64 {
+    foxrun_count_with(query, &["--graph", spec])
+}
+
+/// [`foxrun_count`] with the data options `args`.
+fn foxrun_count_with(query: &str, args: &[&str]) -> u64 {
+    static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("fox-graph-{}-{n}", std::process::id()));
     let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
-        .args([query, "--graph", spec, "--backend", "cpu", "--out"])
-        .arg(std::env::temp_dir().join(format!("fox-graph-{}-{}", std::process::id(), spec.replace(':', "_"))))
+        .arg(query)
+        .args(args)
+        .args(["--backend", "cpu", "--out"])
+        .arg(&dir)
         .current_dir(repo())
         .output()
         .unwrap();
     assert!(
         o.status.success(),
-        "{query} {spec}: {}",
+        "{query} {args:?}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let dir = std::env::temp_dir().join(format!("fox-graph-{}-{}", std::process::id(), spec.replace(':', "_")));
     let name = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
     let text = std::fs::read_to_string(&name).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
@@ -32,11 +41,20 @@ fn foxrun_count(query: &str, spec: &str) -> u64 {
 
 /// Triangles and 4-cliques counted with adjacency sets (each clique once).
 fn cliques(spec: &str) -> (u64, u64) {
-    let (x, y) = generate(&GraphSpec::parse(spec).unwrap(), &|_| {});
-    let n = x.iter().chain(&y).copied().max().map_or(0, |m| m as usize + 1);
+    let (x, y) = generate(&GraphSpec::parse(spec).unwrap(), &|_| {}).unwrap();
+    cliques_of(&x.into_iter().zip(y).collect::<Vec<_>>())
+}
+
+/// Triangles and 4-cliques of the undirected graph of `edges` (any direction, self-loops
+/// and duplicates allowed), counted with adjacency sets.
+fn cliques_of(edges: &[(i64, i64)]) -> (u64, u64) {
+    let n = edges.iter().map(|&(a, b)| a.max(b)).max().map_or(0, |m| m as usize + 1);
     let mut adj: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
-    for (&a, &b) in x.iter().zip(&y) {
-        adj[a as usize].insert(b as usize);
+    for &(a, b) in edges {
+        if a != b {
+            adj[a as usize].insert(b as usize);
+            adj[b as usize].insert(a as usize);
+        }
     }
     let (mut t, mut k4) = (0u64, 0u64);
     for a in 0..n {
@@ -79,6 +97,35 @@ fn clique_counts_on_generated_graphs() {
             "4-cliques of {spec}"
         );
     }
+    // Vertices renumbered by degree: the same counts, and the edges are the same graph.
+    for spec in ["gnm:60:600:3", "rmat:8:8:2", "gnm:40:0:1"] {
+        let (t, k4) = cliques(spec);
+        let args = ["--graph", spec, "--degree-order"];
+        assert_eq!(
+            foxrun_count_with("queries/triangle_count.logic", &args),
+            t,
+            "triangles of {spec}, by degree"
+        );
+        assert_eq!(
+            foxrun_count_with("queries/clique4_count.logic", &args),
+            k4,
+            "4-cliques of {spec}, by degree"
+        );
+        let g = GraphSpec::parse(spec).unwrap().with_degree_order(true);
+        let (x, y) = generate(&g, &|_| {}).unwrap();
+        let edges: Vec<(i64, i64)> = x.into_iter().zip(y).collect();
+        assert_eq!(cliques_of(&edges), (t, k4), "{spec} renumbered");
+        let n = edges.iter().map(|e| e.0.max(e.1) + 1).max().unwrap_or(0) as usize;
+        let mut degree = vec![0usize; n];
+        for &(a, _) in &edges {
+            degree[a as usize] += 1;
+        }
+        let used: Vec<usize> = degree.into_iter().filter(|&d| d > 0).collect();
+        assert!(
+            used.windows(2).all(|w| w[0] <= w[1]),
+            "{spec}: labels in order of degree"
+        );
+    }
     // K5 and K6: C(5,3) triangles, C(6,4) 4-cliques.
     assert_eq!(cliques("gnm:5:10:1").0, 10);
     assert_eq!(cliques("gnm:6:15:1").1, 15);
@@ -102,4 +149,129 @@ fn bad_graph_specs_and_relations_are_clear_errors() {
     let o = run(&["tpch/queries/q06.logic", "--graph", "rmat:4", "--backend", "cpu"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("has only the relation `edge`"));
+}
+
+/// A random undirected graph as `(x, y)` pairs, each edge once in a random direction.
+fn random_edges(n: u64, m: usize, seed: u64) -> Vec<(i64, i64)> {
+    let mut s = seed;
+    let mut next = move || {
+        s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    (0..m).map(|_| ((next() % n) as i64, (next() % n) as i64)).collect()
+}
+
+fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("fox-graph-file-{}-{name}", std::process::id()))
+}
+
+/// `--graph FILE`: a SNAP-style file (comments, tabs, commas, weights, CRLF, duplicates,
+/// self-loops) holding both directions gives the generated-graph counts; a one-directional
+/// list of the same graph with `--symmetrize` gives the same counts.
+#[test]
+fn edge_list_files_with_and_without_symmetrize() {
+    let edges = random_edges(40, 300, 7);
+    let (t, k4) = cliques_of(&edges);
+    assert!(t > 0 && k4 > 0, "{t} {k4}");
+    // Both directions, in SNAP style, with noise the reader must skip or remove.
+    let mut snap = String::from("# Undirected graph: test\n# Nodes: 40 Edges: 300\n# FromNodeId\tToNodeId\n");
+    for (i, &(a, b)) in edges.iter().enumerate() {
+        match i % 4 {
+            0 => snap.push_str(&format!("{a}\t{b}\n{b}\t{a}\n")),
+            1 => snap.push_str(&format!("{a} {b} 0.25\r\n{b},{a},7\n")),
+            2 => snap.push_str(&format!("  {a}\t {b}\n\n{b} {a}\n{a} {b}\n")),
+            _ => snap.push_str(&format!("% weighted\n{b}, {a}\n{a}  {b}\n{a} {a}\n")),
+        }
+    }
+    let both = temp_path("snap.txt");
+    std::fs::write(&both, &snap).unwrap();
+    // One direction only (as drawn), with duplicates.
+    let mut one = String::new();
+    for &(a, b) in edges.iter().chain(&edges[..50]) {
+        one.push_str(&format!("{a} {b}\n"));
+    }
+    let one_path = temp_path("one.tsv");
+    std::fs::write(&one_path, &one).unwrap();
+    let b = both.to_str().unwrap();
+    let o = one_path.to_str().unwrap();
+    for (query, want) in [("queries/triangle_count.logic", t), ("queries/clique4_count.logic", k4)] {
+        assert_eq!(foxrun_count_with(query, &["--graph", b]), want, "{query} on {b}");
+        assert_eq!(
+            foxrun_count_with(query, &["--graph", b, "--symmetrize"]),
+            want,
+            "{query} on {b} --symmetrize"
+        );
+        assert_eq!(
+            foxrun_count_with(query, &["--graph", o, "--symmetrize"]),
+            want,
+            "{query} on {o} --symmetrize"
+        );
+    }
+    // Without --symmetrize a one-directional list is taken as given: only the edges
+    // drawn with x < y can close a triangle x < y < z.
+    let ascending: Vec<(i64, i64)> = edges.iter().copied().filter(|(a, b)| a < b).collect();
+    let mut as_given = 0;
+    let set: BTreeSet<(i64, i64)> = ascending.iter().copied().collect();
+    for &(x, y) in &set {
+        for &(y2, z) in set.range((y, i64::MIN)..) {
+            if y2 != y {
+                break;
+            }
+            as_given += u64::from(set.contains(&(x, z)));
+        }
+    }
+    assert_eq!(
+        foxrun_count_with("queries/triangle_count.logic", &["--graph", o]),
+        as_given
+    );
+    assert!(as_given < t);
+    std::fs::remove_file(&both).unwrap();
+    std::fs::remove_file(&one_path).unwrap();
+}
+
+#[test]
+fn bad_edge_list_lines_are_clear_errors() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_foxrun"))
+            .args(args)
+            .current_dir(repo())
+            .output()
+            .unwrap()
+    };
+    let bad = temp_path("bad.txt");
+    std::fs::write(&bad, "# edges\n1 2\n2 3\n3 four\n").unwrap();
+    let p = bad.to_str().unwrap();
+    let o = run(&["queries/triangle_count.logic", "--graph", p, "--backend", "cpu"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("{p}:4: expected two integer vertex ids")) && err.contains("found `3 four`"),
+        "{err}"
+    );
+    std::fs::write(&bad, "1 2\n2 4294967296\n").unwrap();
+    let o = run(&[
+        "queries/triangle_count.logic",
+        "--graph",
+        p,
+        "--backend",
+        "cpu",
+        "--symmetrize",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("{p}:2: the vertex id 4294967296 does not fit in int32")),
+        "{err}"
+    );
+    std::fs::remove_file(&bad).unwrap();
+    // No such file: a bad command line.
+    let o = run(&["queries/triangle_count.logic", "--graph", "no/such/edges.txt"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no file `no/such/edges.txt` exists"));
+    // --symmetrize needs --graph.
+    let o = run(&["queries/triangle_count.logic", "--symmetrize"]);
+    assert_eq!(o.status.code(), Some(2));
 }

@@ -6,10 +6,13 @@
 //! A table is loaded with the column types of the plans' `.input` declarations, and only
 //! the columns those plans read are kept; a run whose plan reads another column of a
 //! loaded table, or declares it with another type, is an error that says so.
+//!
+//! [`Database::with_tables`] adds tables of rows held in memory (the results of earlier
+//! runs, which `fox repl` keeps) to a loaded database without copying its tables.
 
 use crate::dict::Dictionary;
 use crate::load::{check_key, load_input_cols, Interner, LoadedCol};
-use crate::{DevBuf, HostCol, RuntimeError};
+use crate::{DevBuf, HostCol, OutputTable, RuntimeError};
 use fox_kernel::{InputRel, Instr, Kernel, KernelPlan};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -67,7 +70,8 @@ type ColumnRef = (String, usize);
 #[derive(Debug, Default)]
 pub struct Database {
     dict: Dictionary,
-    tables: BTreeMap<String, Table>,
+    /// Shared, so that [`Database::with_tables`] copies no column.
+    tables: BTreeMap<String, Arc<Table>>,
     /// The distinct codes of sets of string columns, by the columns (table, column).
     codes_of: Mutex<HashMap<Vec<ColumnRef>, Arc<Vec<u32>>>>,
     /// Time spent reading or generating, parsing, and building the dictionary.
@@ -126,7 +130,6 @@ impl Database {
         plans: &[&KernelPlan],
         progress: &dyn LoadProgress,
     ) -> Result<Database, RuntimeError> {
-        let start = Instant::now();
         // One declaration per table, and the union of the columns the plans read.
         let mut wanted: BTreeMap<String, (InputRel, Vec<bool>)> = BTreeMap::new();
         for plan in plans {
@@ -149,9 +152,21 @@ impl Database {
                 }
             }
         }
+        Database::load_tables(source, wanted.into_values().collect(), progress)
+    }
+
+    /// Loads, from `source`, the tables `wanted`: each with its declaration and the
+    /// columns to keep (`used[c]`), one entry per table.
+    pub fn load_tables(
+        source: &DataSource,
+        wanted: Vec<(InputRel, Vec<bool>)>,
+        progress: &dyn LoadProgress,
+    ) -> Result<Database, RuntimeError> {
+        let start = Instant::now();
         // Each table comes in parts, each with strings numbered by its own interner.
         let mut loaded: Vec<(InputRel, Vec<bool>, Vec<Part>)> = Vec::new();
-        for (name, (input, used)) in wanted {
+        for (input, used) in wanted {
+            let name = input.name.clone();
             let parts = match source {
                 DataSource::Files(dir) => {
                     progress.start(&name, 0);
@@ -248,12 +263,12 @@ impl Database {
                 .collect();
             tables.insert(
                 input.name.clone(),
-                Table {
+                Arc::new(Table {
                     input,
                     cols,
                     distinct,
                     rows,
-                },
+                }),
             );
         }
         Ok(Database {
@@ -321,7 +336,85 @@ impl Database {
     }
 
     pub fn tables(&self) -> impl Iterator<Item = &Table> {
-        self.tables.values()
+        self.tables.values().map(|t| t.as_ref())
+    }
+
+    /// A database with the tables of this one (shared, not copied) and `extra` tables of
+    /// rows held in memory, such as the results of earlier runs: each `OutputTable` is
+    /// read as the input `InputRel` (which hides a table of this database of the same
+    /// name). Their strings join the dictionary: those it lacks are appended, as the
+    /// strings a run creates are, so that string order then comes from the rank table.
+    pub fn with_tables(&self, extra: &[(InputRel, &OutputTable)]) -> Result<Database, RuntimeError> {
+        let mut dict = self.dict.clone();
+        let mut tables = self.tables.clone();
+        for (input, t) in extra {
+            let types_match = t.columns.len() == input.columns.len()
+                && t.columns.iter().zip(&input.columns).all(|(a, b)| a.ty == b.ty);
+            if !types_match || input.columns.is_empty() {
+                return Err(RuntimeError::Data {
+                    msg: format!(
+                        "the rows given for `{}` have columns ({}) but it is declared with ({})",
+                        input.name,
+                        t.columns
+                            .iter()
+                            .map(|c| c.ty.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        input
+                            .columns
+                            .iter()
+                            .map(|c| c.ty.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+            }
+            let full = || RuntimeError::Data {
+                msg: "the string dictionary is full (2^32 strings)".into(),
+            };
+            let cols: Vec<HostCol> = match t.encoded() {
+                Some((cols, strings)) => {
+                    let codes = strings
+                        .iter()
+                        .map(|s| dict.intern(s).ok_or_else(full))
+                        .collect::<Result<Vec<u32>, _>>()?;
+                    cols.into_iter()
+                        .map(|c| match c {
+                            HostCol::U32(v) => HostCol::U32(v.into_iter().map(|x| codes[x as usize]).collect()),
+                            other => other,
+                        })
+                        .collect()
+                }
+                None => columns_of_values(&input.name, &t.rows(), &input.columns, &mut dict)?,
+            };
+            let distinct = cols
+                .iter()
+                .map(|c| match c {
+                    HostCol::U32(v) => {
+                        let mut d = v.clone();
+                        d.sort_unstable();
+                        d.dedup();
+                        Some(Arc::new(d))
+                    }
+                    _ => None,
+                })
+                .collect();
+            tables.insert(
+                input.name.clone(),
+                Arc::new(Table {
+                    input: input.clone(),
+                    cols: cols.into_iter().map(Some).collect(),
+                    distinct,
+                    rows: t.len(),
+                }),
+            );
+        }
+        Ok(Database {
+            dict,
+            tables,
+            codes_of: Mutex::new(HashMap::new()),
+            load_time: Duration::ZERO,
+        })
     }
 
     /// The table a plan's input reads, checked against its declaration.
@@ -347,7 +440,7 @@ impl Database {
     }
 
     /// Column `c` of a table as the plan reads it; `None` when it was not loaded.
-    pub(crate) fn column(t: &Table, c: usize) -> Option<&HostCol> {
+    pub fn column(t: &Table, c: usize) -> Option<&HostCol> {
         t.cols.get(c).and_then(Option::as_ref)
     }
 }
@@ -369,7 +462,7 @@ fn graph_columns(
     }
     let types: Vec<Type> = input.columns.iter().map(|c| c.ty).collect();
     let (x, y) = match types.as_slice() {
-        [a, b] if [a, b].iter().all(|t| matches!(t, Type::Int32 | Type::Int64)) => crate::graph::generate(spec, progress),
+        [a, b] if [a, b].iter().all(|t| matches!(t, Type::Int32 | Type::Int64)) => crate::graph::generate(spec, progress).map_err(|msg| RuntimeError::Data { msg })?,
         _ => {
             return Err(RuntimeError::Data {
                 msg: format!(
@@ -388,6 +481,48 @@ fn graph_columns(
             _ => LoadedCol::I64(v),
         })
         .collect())
+}
+
+/// The columns of rows of values of the types of `columns`, strings interned in `dict`.
+/// `table` names the rows in messages.
+fn columns_of_values(
+    table: &str,
+    rows: &[Vec<fox_sema::core::Value>],
+    columns: &[fox_sema::core::Column],
+    dict: &mut Dictionary,
+) -> Result<Vec<HostCol>, RuntimeError> {
+    use fox_sema::core::{Type, Value};
+    let mut cols: Vec<HostCol> = columns
+        .iter()
+        .map(|c| HostCol::empty(fox_kernel::Elem::of(c.ty)))
+        .collect();
+    for (r, row) in rows.iter().enumerate() {
+        let bad = |what: &str| RuntimeError::Data {
+            msg: format!("row {} of the rows given for `{table}`: {what}", r + 1),
+        };
+        if row.len() != columns.len() {
+            return Err(bad("wrong number of values"));
+        }
+        for ((col, v), column) in cols.iter_mut().zip(row).zip(columns) {
+            match (col, v, column.ty) {
+                (HostCol::I32(c), Value::Int32(x), Type::Int32) | (HostCol::I32(c), Value::Date(x), Type::Date) => {
+                    c.push(*x)
+                }
+                (HostCol::I64(c), Value::Int64(x), Type::Int64) => c.push(*x),
+                (HostCol::I64(c), Value::Decimal { unscaled, scale }, Type::Decimal(s)) if *scale == s => {
+                    c.push(i64::try_from(*unscaled).map_err(|_| bad("a decimal out of range"))?)
+                }
+                (HostCol::F64(c), Value::Float64(x), _) => c.push(*x),
+                (HostCol::U8(c), Value::Bool(x), _) => c.push(u8::from(*x)),
+                (HostCol::U32(c), Value::String(s), _) => c.push(
+                    dict.intern(s)
+                        .ok_or_else(|| bad("the string dictionary is full (2^32 strings)"))?,
+                ),
+                _ => return Err(bad(&format!("a value not of the type of column `{}`", column.name))),
+            }
+        }
+    }
+    Ok(cols)
 }
 
 /// Converts a loaded column to its device representation (strings as dictionary codes).
@@ -420,5 +555,74 @@ impl Resident {
         for (_, b) in self.bufs {
             backend.free(b);
         }
+    }
+
+    /// Frees the buffers of the columns of the tables named `names` on `backend`, so that
+    /// the next run that reads such a table uploads it again (as it must when the table
+    /// is one of [`Database::with_tables`]'s, whose contents change from run to run).
+    pub fn release_tables(&mut self, names: &[&str], backend: &mut dyn crate::Backend) {
+        let keys: Vec<(String, usize)> = self
+            .bufs
+            .keys()
+            .filter(|(t, _)| names.contains(&t.as_str()))
+            .cloned()
+            .collect();
+        for k in keys {
+            if let Some(b) = self.bufs.remove(&k) {
+                backend.free(b);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fox_sema::core::{Column, Type, Value};
+
+    #[test]
+    fn tables_in_memory_join_the_dictionary() {
+        let base = Database {
+            dict: Dictionary::from_strings(["b".to_string(), "d".to_string()]),
+            ..Default::default()
+        };
+        let columns = vec![
+            Column {
+                name: "k".into(),
+                ty: Type::Int32,
+            },
+            Column {
+                name: "s".into(),
+                ty: Type::String,
+            },
+        ];
+        let rows = vec![
+            vec![Value::Int32(1), Value::String("d".into())],
+            vec![Value::Int32(2), Value::String("a".into())],
+            vec![Value::Int32(3), Value::String("d".into())],
+        ];
+        let t = OutputTable::from_rows("p", columns.clone(), rows);
+        let input = InputRel {
+            name: "p".into(),
+            columns,
+            file: String::new(),
+            sep: ",".into(),
+            key: Vec::new(),
+        };
+        let db = base.with_tables(&[(input.clone(), &t)]).unwrap();
+        // A string of the dictionary keeps its code; a new one is appended.
+        assert_eq!(db.dictionary().code("d"), Some(1));
+        assert_eq!(db.dictionary().code("a"), Some(2));
+        assert!(!db.dictionary().is_ordered());
+        let table = db.table_for(&input).unwrap();
+        assert_eq!(table.rows, 3);
+        assert_eq!(Database::column(table, 0), Some(&HostCol::I32(vec![1, 2, 3])));
+        assert_eq!(Database::column(table, 1), Some(&HostCol::U32(vec![1, 2, 1])));
+        assert_eq!(table.distinct[1].as_deref(), Some(&vec![1, 2]));
+        // The database it came from is unchanged; other types are refused.
+        assert_eq!(base.dictionary().code("a"), None);
+        let mut wrong = input.clone();
+        wrong.columns[1].ty = Type::Int64;
+        assert!(base.with_tables(&[(wrong, &t)]).is_err());
     }
 }

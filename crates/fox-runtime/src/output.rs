@@ -69,6 +69,40 @@ impl OutputTable {
         self.len() == 0
     }
 
+    /// The rows as columns in their encodings, in no particular order, and the strings
+    /// the codes of string columns index (sorted by text); `None` for a table built from
+    /// values or one without columns.
+    pub(crate) fn encoded(&self) -> Option<(Vec<HostCol>, &[String])> {
+        let Data::Cols(t) = &self.data else {
+            return None;
+        };
+        if t.cols.is_empty() {
+            return None;
+        }
+        let n = t.cols.first().map_or(0, HostCol::len);
+        if n == t.len {
+            return Some((t.cols.clone(), &t.strings));
+        }
+        // Fewer rows than the columns hold (a limit): the output's rows.
+        fn pick<T: Copy>(v: &[T], rows: &[usize]) -> Vec<T> {
+            rows.iter().map(|&r| v[r]).collect()
+        }
+        let rows: Vec<usize> = (0..t.len).map(|r| t.src(r)).collect();
+        let cols = t
+            .cols
+            .iter()
+            .map(|c| match c {
+                HostCol::U8(v) => HostCol::U8(pick(v, &rows)),
+                HostCol::I32(v) => HostCol::I32(pick(v, &rows)),
+                HostCol::U32(v) => HostCol::U32(pick(v, &rows)),
+                HostCol::I64(v) => HostCol::I64(pick(v, &rows)),
+                HostCol::U64(v) => HostCol::U64(pick(v, &rows)),
+                HostCol::F64(v) => HostCol::F64(pick(v, &rows)),
+            })
+            .collect();
+        Some((cols, &t.strings))
+    }
+
     /// Every row as values, in output order.
     pub fn rows(&self) -> Vec<Vec<Value>> {
         match &self.data {

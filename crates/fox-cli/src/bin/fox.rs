@@ -40,9 +40,19 @@ struct ReplArgs {
     /// Generate the TPC-H tables at scale factor SF for the `.input`s of TPC-H tables.
     #[arg(long, value_name = "SF", value_parser = fox_cli::parse_scale_factor, conflicts_with = "graph")]
     tpch: Option<f64>,
-    /// Generate `edge` from a graph spec: rmat:SCALE[:EF][:SEED] or gnm:N:M:SEED.
-    #[arg(long, value_name = "SPEC", value_parser = fox_runtime::graph::GraphSpec::parse)]
+    /// The `edge` relation of a graph: rmat:SCALE[:EF][:SEED], gnm:N:M:SEED, or an
+    /// edge-list file (as `foxrun --graph`).
+    #[arg(long, value_name = "SPEC|PATH", value_parser = fox_runtime::graph::GraphSpec::parse)]
     graph: Option<fox_runtime::graph::GraphSpec>,
+    /// With an edge-list file for --graph: add the reverse of every edge and drop
+    /// self-loops.
+    #[arg(long, requires = "graph")]
+    symmetrize: bool,
+    /// Renumber the graph's vertices 0, 1, … in ascending order of degree (ties by label)
+    /// before running, so that `x < y` orients every edge from its endpoint of lower degree
+    /// (clique counts are unchanged; listed vertices carry the new numbers).
+    #[arg(long, requires = "graph")]
+    degree_order: bool,
     /// Where queries run: auto (the GPU when one is usable), gpu, cpu.
     #[arg(long, value_enum, default_value_t = Choice::Auto)]
     backend: Choice,
@@ -65,7 +75,11 @@ fn main() -> ExitCode {
     };
     let source = match (a.tpch, &a.graph) {
         (Some(sf), _) => Some(DataSource::Tpch(sf)),
-        (None, Some(g)) => Some(DataSource::Graph(g.clone())),
+        (None, Some(g)) => Some(DataSource::Graph(
+            g.clone()
+                .with_symmetrize(a.symmetrize)
+                .with_degree_order(a.degree_order),
+        )),
         _ => None,
     };
     let interactive = std::io::stdin().is_terminal();

@@ -57,18 +57,28 @@ enum Cmd {
     /// Write the eight TPC-H tables at a scale factor as `.tbl` files (for DuckDB or
     /// `--data`), with the same rows `--tpch` generates.
     TpchGen(TpchGenArgs),
-    /// Count the k-cliques (k = 3: triangles) of a generated graph with the leapfrog
-    /// triejoin on a backend, and, in the same run, with the CPU backend's LFTJ and with
-    /// binary joins as baselines: per system the count, the median time, its split into
-    /// building the trie and joining, edges per second, and the peak memory.
+    /// Count the k-cliques (k = 3: triangles) of a graph with the leapfrog triejoin on a
+    /// backend, and, in the same run, with the classic iterator LFTJ on all CPU cores
+    /// (fox_cpu::lftj) and with binary joins as baselines: per system the count, the
+    /// median time, its split into building the trie and joining, edges per second, and
+    /// the peak memory. The run fails when the systems disagree on the count.
     Clique(CliqueArgs),
 }
 
 #[derive(Args)]
 struct CliqueArgs {
-    /// The graph: rmat:SCALE[:EDGEFACTOR][:SEED] or gnm:N:M:SEED.
-    #[arg(long, value_name = "SPEC", value_parser = fox_runtime::graph::GraphSpec::parse)]
+    /// The graph: rmat:SCALE[:EDGEFACTOR][:SEED], gnm:N:M:SEED, or an edge-list file
+    /// (as `foxrun --graph`).
+    #[arg(long, value_name = "SPEC|PATH", value_parser = fox_runtime::graph::GraphSpec::parse)]
     graph: fox_runtime::graph::GraphSpec,
+    /// With an edge-list file: add the reverse of every edge and drop self-loops.
+    #[arg(long)]
+    symmetrize: bool,
+    /// Renumber the graph's vertices 0, 1, … in ascending order of degree (ties by label)
+    /// before running, so that `x < y` orients every edge from its endpoint of lower degree
+    /// (clique counts are unchanged; listed vertices carry the new numbers).
+    #[arg(long)]
+    degree_order: bool,
     /// The clique size: 3 (queries/triangle_count.logic), 4 or 5 (queries/cliqueK_count.logic).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(3..=5))]
     k: u32,
@@ -81,6 +91,11 @@ struct CliqueArgs {
     /// Run only the LFTJ on --backend, without the baselines.
     #[arg(long)]
     no_baselines: bool,
+    /// With --backend gpu, also run the plan's breadth-first LFTJ kernels on the CPU
+    /// backend (about 100 times slower than the GPU, and several times slower than the
+    /// CPU iterator LFTJ on the same cores).
+    #[arg(long)]
+    cpu_kernels: bool,
 }
 
 #[derive(Args)]
@@ -1051,11 +1066,47 @@ fn tpch_gen(a: &TpchGenArgs) -> anyhow::Result<()> {
 struct CliqueRow {
     system: &'static str,
     backend: String,
+    /// The count, the median time, build and join times (ms), and the peak bytes.
     result: Result<(u64, f64, f64, f64, usize), String>,
 }
 
+/// The classic iterator LFTJ of `fox_cpu::lftj` on all cores: per run, the trie of the
+/// edges with x < y (sorted, deduplicated) is built, then the k-cliques counted. One
+/// untimed run, then `repeat` timed ones; the medians of the total, the build and the join.
+fn cpu_lftj<T: fox_cpu::lftj::Key>(
+    x: &[T],
+    y: &[T],
+    k: u32,
+    repeat: u32,
+) -> Result<(u64, f64, f64, f64, usize), String> {
+    use fox_cpu::lftj;
+    let once = || -> Result<(u64, f64, f64, usize), String> {
+        let t0 = Instant::now();
+        let trie = lftj::ascending_edge_trie(x, y)?;
+        let build = t0.elapsed().as_secs_f64() * 1e3;
+        let t1 = Instant::now();
+        let n = lftj::count_cliques(&trie, k as usize)?;
+        let join = t1.elapsed().as_secs_f64() * 1e3;
+        // The sorted pairs and the trie's levels live together while building.
+        let peak = trie.bytes() + trie.len() * 2 * std::mem::size_of::<T>();
+        Ok((n, build, join, peak))
+    };
+    let (n, _, _, peak) = once()?;
+    let (mut total, mut build, mut join) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..repeat {
+        let (m, b, j, _) = once()?;
+        if m != n {
+            return Err("the count changed between runs".into());
+        }
+        total.push(b + j);
+        build.push(b);
+        join.push(j);
+    }
+    Ok((n, median(&total), median(&build), median(&join), peak))
+}
+
 fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
-    use fox_runtime::{DataSource, Database, Resident, RunOptions};
+    use fox_runtime::{DataSource, Database, HostCol, Resident, RunOptions};
     let query = match a.k {
         3 => "queries/triangle_count.logic",
         4 => "queries/clique4_count.logic",
@@ -1065,24 +1116,46 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
     let lftj = fox_cli::load_plan(path, false, "foxbench")?.ok_or_else(|| anyhow::anyhow!("{query} has errors"))?;
     let binary = fox_cli::load_plan_with(path, false, "foxbench", &fox_ra::PlanOptions { multiway: false })?
         .ok_or_else(|| anyhow::anyhow!("{query} has errors"))?;
-    let db = Database::load(&DataSource::Graph(a.graph.clone()), &[&lftj], &fox_cli::Bars::new())
+    let spec = a
+        .graph
+        .clone()
+        .with_symmetrize(a.symmetrize)
+        .with_degree_order(a.degree_order);
+    let db = Database::load(&DataSource::Graph(spec.clone()), &[&lftj], &fox_cli::Bars::new())
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let directed: usize = db.tables().map(|t| t.rows).sum();
-    let edges = directed / 2;
+    let table = db
+        .tables()
+        .find(|t| t.input.name == "edge")
+        .ok_or_else(|| anyhow::anyhow!("{query} reads no relation `edge`"))?;
+    let (x, y) = (Database::column(table, 0), Database::column(table, 1));
+    // The edges the query can use: x < y (each undirected edge once when symmetric).
+    let edges = match (x, y) {
+        (Some(HostCol::I32(x)), Some(HostCol::I32(y))) => x.iter().zip(y).filter(|(a, b)| a < b).count(),
+        (Some(HostCol::I64(x)), Some(HostCol::I64(y))) => x.iter().zip(y).filter(|(a, b)| a < b).count(),
+        _ => anyhow::bail!("{query}: `edge` must have two int32 or two int64 columns"),
+    };
+    let threads = fox_cpu::lftj::threads();
     eprintln!(
-        "foxbench: graph {} ({} vertex labels, {edges} undirected edges) generated in {:.1} s; {}-cliques with {query}",
-        a.graph,
-        match &a.graph {
-            fox_runtime::graph::GraphSpec::Rmat { scale, .. } => 1u64 << scale,
-            fox_runtime::graph::GraphSpec::Gnm { n, .. } => *n,
-        },
+        "foxbench: graph {spec} ({}{} rows of edge, {edges} undirected edges) loaded in {:.1} s; {}-cliques with {query}",
+        spec.vertex_labels().map_or(String::new(), |n| format!("{n} vertex labels, ")),
+        table.rows,
         db.load_time.as_secs_f64(),
         a.k
     );
+    // The classic CPU LFTJ first (it needs the columns, not the backends).
+    let mut cpu_row = (!a.no_baselines).then(|| CliqueRow {
+        system: "CPU LFTJ",
+        backend: format!("iterator LFTJ (fox_cpu::lftj), {threads} threads"),
+        result: match (x, y) {
+            (Some(HostCol::I32(x)), Some(HostCol::I32(y))) => cpu_lftj(x, y, a.k, a.repeat),
+            (Some(HostCol::I64(x)), Some(HostCol::I64(y))) => cpu_lftj(x, y, a.k, a.repeat),
+            _ => Err("`edge` must have two int32 or two int64 columns".into()),
+        },
+    });
     let db = std::sync::Arc::new(db);
     let mut systems: Vec<(&'static str, BackendChoice, &fox_kernel::KernelPlan)> = vec![("LFTJ", a.backend, &lftj)];
     if !a.no_baselines {
-        if a.backend == BackendChoice::Gpu {
+        if a.backend == BackendChoice::Gpu && a.cpu_kernels {
             systems.push(("LFTJ", BackendChoice::Cpu, &lftj));
         }
         systems.push(("binary joins", a.backend, &binary));
@@ -1095,7 +1168,13 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
             ),
             BackendChoice::Cpu => Box::new(fox_cpu::CpuBackend::new()),
         };
-        let name = backend.name();
+        let name = match choice {
+            BackendChoice::Cpu if system == "LFTJ" => {
+                format!("cpu backend, breadth-first kernels, {threads} threads")
+            }
+            BackendChoice::Cpu => format!("cpu backend, {threads} threads"),
+            BackendChoice::Gpu => backend.name(),
+        };
         let mut resident = Resident::default();
         let opts = RunOptions {
             database: Some(db.clone()),
@@ -1177,6 +1256,10 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
             backend: name,
             result,
         });
+        // The CPU LFTJ right after the measured LFTJ.
+        if rows.len() == 1 {
+            rows.extend(cpu_row.take());
+        }
     }
     println!(
         "{:<13} {:<44} {:>14} {:>11} {:>10} {:>10} {:>12} {:>9}",
@@ -1202,7 +1285,10 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
             Err(e) => println!("{:<13} {:<44} error: {e}", r.system, r.backend),
         }
     }
-    println!("edges/s counts undirected edges ({edges}); build and join come from one more run with each kernel timed");
+    println!(
+        "edges/s counts undirected edges ({edges}); build and join come from one more run with each kernel timed \
+         (CPU LFTJ: medians of its runs; its peak is the sorted pairs and the trie)"
+    );
     if let (Some(ms0), true) = (
         rows.first().and_then(|r| r.result.as_ref().ok()).map(|x| x.1),
         rows.len() > 1,

@@ -32,13 +32,25 @@ struct Cli {
     /// generated table (see tpch/schema.logic for their columns).
     #[arg(long, value_name = "SF", value_parser = parse_scale_factor, conflicts_with = "graph")]
     tpch: Option<f64>,
-    /// Generate the relation `edge` (two integer columns) of an undirected graph instead
-    /// of reading it: `rmat:SCALE[:EDGEFACTOR][:SEED]` (Graph500's R-MAT, 2^SCALE vertices,
-    /// EDGEFACTOR × 2^SCALE edges drawn, default 16) or `gnm:N:M:SEED` (N vertices, M
-    /// edges, uniform). Self-loops and duplicates are removed and every edge is given in
-    /// both directions.
-    #[arg(long, value_name = "SPEC", value_parser = fox_runtime::graph::GraphSpec::parse)]
+    /// The relation `edge` (two integer columns) of a graph: generated,
+    /// `rmat:SCALE[:EDGEFACTOR][:SEED]` (Graph500's R-MAT, 2^SCALE vertices, EDGEFACTOR ×
+    /// 2^SCALE edges drawn, default 16) or `gnm:N:M:SEED` (N vertices, M edges, uniform),
+    /// without self-loops or duplicates and every edge in both directions; or read from
+    /// an edge-list file PATH (two int32 vertex ids a line, separated by whitespace,
+    /// commas or tabs, further columns ignored, lines starting with # or % skipped), taken
+    /// as given (direction and self-loops kept) with duplicates removed.
+    #[arg(long, value_name = "SPEC|PATH", value_parser = fox_runtime::graph::GraphSpec::parse)]
     graph: Option<fox_runtime::graph::GraphSpec>,
+    /// With an edge-list file for --graph: add the reverse of every edge and drop
+    /// self-loops (duplicates are removed either way). Generated graphs are symmetric
+    /// already.
+    #[arg(long, requires = "graph")]
+    symmetrize: bool,
+    /// Renumber the graph's vertices 0, 1, … in ascending order of degree (ties by label)
+    /// before running, so that `x < y` orients every edge from its endpoint of lower degree
+    /// (clique counts are unchanged; listed vertices carry the new numbers).
+    #[arg(long, requires = "graph")]
+    degree_order: bool,
     /// Write each output predicate to DIR/<predicate>.csv (DIR is created) instead of
     /// printing it.
     #[arg(long, value_name = "DIR")]
@@ -108,14 +120,21 @@ fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
     };
     let source = match (cli.tpch, &cli.graph) {
         (Some(sf), _) => Some((DataSource::Tpch(sf), format!("TPC-H SF {sf}"))),
-        (None, Some(g)) => Some((DataSource::Graph(g.clone()), format!("the graph {g}"))),
+        (None, Some(g)) => {
+            let g = g
+                .clone()
+                .with_symmetrize(cli.symmetrize)
+                .with_degree_order(cli.degree_order);
+            let what = format!("the graph {g}");
+            Some((DataSource::Graph(g), what))
+        }
         (None, None) => None,
     };
     let database = match source {
         Some((source, what)) => {
             let db = Database::load(&source, &[&plan], &Bars::new()).map_err(|e| anyhow::anyhow!("{e}"))?;
             if cli.timing {
-                eprintln!("generated {what} in {:.1} s", db.load_time.as_secs_f64());
+                eprintln!("loaded {what} in {:.1} s", db.load_time.as_secs_f64());
             }
             Some(std::sync::Arc::new(db))
         }
