@@ -8,18 +8,32 @@
 //! `query(v1, …) <- body.` over the body's named variables, compiled with the session's
 //! program and run; its rows are printed (the first 50, then a count).
 //!
-//! With generated data (`--tpch`, `--graph`), which cannot change during a session, the
-//! answer of a query is kept with the program that produced it: asking again while the
-//! program is the same answers from the stored result; any change of the program runs the
-//! query again (the whole program, not only the strata that changed).
+//! Queries are answered incrementally. Every predicate has a fingerprint: a hash of the
+//! text of the items that define it (its rules and facts), its column types, and the
+//! fingerprints of the predicates its rules read, so that a recursive component (one
+//! stratum) has one fingerprint for all its predicates; an input's fingerprint is its
+//! declaration and the identity of the data (the generator, or the file's size and
+//! modification time). The contents of the derived predicates a query computed are kept,
+//! by fingerprint; a later query reads every predicate whose fingerprint is kept as an
+//! input whose rows come from memory (its rules are dropped), and computes only the
+//! predicates it needs whose fingerprint changed, and the query rule. Adding or retracting
+//! a rule changes the fingerprints of its predicate and of everything that depends on it,
+//! so exactly those are computed again; only the contents of the current fingerprints are
+//! kept. The answers of the last few queries are kept the same way, by the fingerprint of
+//! the query rule. The data (`--data DIR` or the current directory, or generated data) is
+//! loaded once into a [`Database`] shared by the runs, and loaded again when a query needs
+//! another table or column, or when a file changed.
 
 use crate::{check, Source};
-use fox_kernel::KernelPlan;
-use fox_runtime::{Backend, DataSource, Database, Resident, RunOptions};
+use fox_kernel::{InputRel, KernelPlan};
+use fox_runtime::{Backend, DataSource, Database, OutputTable, Resident, RunOptions};
+use fox_sema::core::{CoreLit, CoreProgram, InputSpec, OutputSpec, PredId, PredInfo};
 use fox_syntax::ast::{Expr, ExprKind, Formula, Item, Literal};
 use fox_syntax::diag::Diagnostic;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,6 +43,12 @@ pub const SHOWN_ROWS: usize = 50;
 
 /// The name of the predicate a query becomes.
 const QUERY_PRED: &str = "query";
+
+/// How many answers of queries are kept (by the fingerprint of the query rule).
+const ANSWERS_KEPT: usize = 16;
+
+/// A predicate's fingerprint: a hash of everything its contents depend on.
+type Fp = u128;
 
 /// Where the backend comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,13 +83,15 @@ pub struct Session {
     backend_name: String,
     data_dir: Option<PathBuf>,
     source: Option<DataSource>,
-    /// The loaded data and the plans it was loaded for.
-    db: Option<(Arc<Database>, Vec<KernelPlan>)>,
+    /// The loaded data.
+    loaded: Option<Loaded>,
     resident: Resident,
     timing: bool,
     color: bool,
-    /// With generated data: results of queries, by the program text that produced them.
-    answers: HashMap<String, fox_runtime::OutputTable>,
+    /// The contents of derived predicates computed by earlier queries, by fingerprint.
+    cache: HashMap<Fp, Arc<OutputTable>>,
+    /// The answers of the last queries, by the fingerprint of the query predicate.
+    answers: VecDeque<(Fp, OutputTable)>,
     /// Counter of statements, for diagnostics' file names.
     count: usize,
 }
@@ -91,11 +113,12 @@ impl Session {
                 backend_name,
                 data_dir,
                 source,
-                db: None,
+                loaded: None,
                 resident: Resident::default(),
                 timing: false,
                 color,
-                answers: HashMap::new(),
+                cache: HashMap::new(),
+                answers: VecDeque::new(),
                 count: 0,
             },
             notice,
@@ -209,8 +232,8 @@ impl Session {
     }
 
     /// The program of a query: the session's items without their `.output`s, the query
-    /// rule and its `.output`. Returns the program and the query's variables.
-    fn query_program(&self, body: &str, out: &mut String) -> Option<(String, Vec<String>)> {
+    /// rule and its `.output`, with the place of each item in the text.
+    fn query_program(&self, body: &str, out: &mut String) -> Option<QueryProgram> {
         let body = body.trim().trim_end_matches('.').trim();
         if body.is_empty() {
             out.push_str("error: a query needs a body: `?- edge(x, y).`\n");
@@ -233,18 +256,30 @@ impl Session {
             }
         }
         let mut text = String::new();
+        let mut items = Vec::new();
         for st in &self.stmts {
             if !st.text.trim_start().starts_with(".output") {
+                items.push(text.len()..text.len() + st.text.len());
                 text.push_str(&st.text);
                 text.push('\n');
             }
         }
-        let _ = writeln!(text, "{QUERY_PRED}({}) <- {body}.", vars.join(", "));
+        let rule = format!("{QUERY_PRED}({}) <- {body}.", vars.join(", "));
+        items.push(text.len()..text.len() + rule.len());
+        let _ = writeln!(text, "{rule}");
         let _ = writeln!(text, ".output {QUERY_PRED}.");
-        Some((text, vars))
+        Some(QueryProgram {
+            text,
+            vars,
+            items,
+            body: body.to_string(),
+        })
     }
 
-    fn compile(&self, program: &str, body: &str, out: &mut String) -> Option<(fox_ra::RaPlan, KernelPlan)> {
+    /// Checks the program of a query; reports its errors (against the query's body when
+    /// they all lie in it).
+    fn check_query(&self, qp: &QueryProgram, out: &mut String) -> Option<CoreProgram> {
+        let (program, body) = (&qp.text, &qp.body);
         let src = Source {
             name: "<query>".into(),
             text: program.to_string(),
@@ -269,60 +304,175 @@ impl Session {
             }
             return None;
         }
-        let core = checked.core?;
-        let ra = match fox_ra::plan(&core) {
-            Ok(p) => p,
-            Err(e) => {
-                let _ = writeln!(out, "error: cannot plan the query: {e}");
-                return None;
+        checked.core
+    }
+
+    /// Where the data comes from: the generator, or the files of `--data DIR` (the
+    /// current directory without it).
+    fn data_source(&self) -> DataSource {
+        self.source
+            .clone()
+            .unwrap_or_else(|| DataSource::Files(self.data_dir.clone().unwrap_or_default()))
+    }
+
+    /// Checks a query's program and takes the fingerprints of its predicates; forgets the
+    /// kept contents of predicates whose fingerprints are no longer the program's.
+    fn analyze(&mut self, qp: &QueryProgram, out: &mut String) -> Option<Analysis> {
+        let core = self.check_query(qp, out)?;
+        let Some(query) = core.preds.iter().position(|p| p.name == QUERY_PRED) else {
+            out.push_str("error: the query produced no output\n");
+            return None;
+        };
+        let a = analysis(core, PredId(query as u32), qp, &self.data_source());
+        let live: HashSet<Fp> = a.fps.iter().copied().collect();
+        self.cache.retain(|fp, _| live.contains(fp));
+        Some(a)
+    }
+
+    /// The relational and kernel plans of a query program with the predicates that are
+    /// kept read from memory; when such a program cannot be planned, the whole program.
+    fn plan_query(&self, a: &Analysis, out: &mut String) -> Option<(Rewritten, fox_ra::RaPlan, KernelPlan)> {
+        let rw = rewrite(a, &self.cache);
+        let mut msg = String::new();
+        if let Some((ra, k)) = plan_core(&rw.core, &mut msg) {
+            return Some((rw, ra, k));
+        }
+        if rw.reused.is_empty() {
+            out.push_str(&msg);
+            return None;
+        }
+        let rw = rewrite(a, &HashMap::new());
+        let (ra, k) = plan_core(&rw.core, out)?;
+        Some((rw, ra, k))
+    }
+
+    /// The loaded data with the tables `wanted` (declaration and the columns read),
+    /// loading them (again) when they are not all loaded with those columns, or when a
+    /// file's stamp differs from `stamps` (taken when the fingerprints were).
+    fn data_for(
+        &mut self,
+        wanted: Vec<(InputRel, Vec<bool>)>,
+        stamps: &BTreeMap<String, String>,
+        out: &mut String,
+    ) -> Option<Arc<Database>> {
+        let source = self.data_source();
+        let stamp_of = |input: &InputRel| -> String {
+            match &source {
+                DataSource::Files(dir) => stamps
+                    .get(&input.name)
+                    .cloned()
+                    .unwrap_or_else(|| file_stamp(&dir.join(&input.file))),
+                _ => String::new(),
             }
         };
-        match fox_kernel::lower(&ra) {
-            Ok(k) => Some((ra, k)),
+        if let Some(l) = &self.loaded {
+            let fresh = wanted.iter().all(|(i, u)| {
+                l.tables.get(&i.name).is_some_and(|(li, lu, st)| {
+                    li == i && u.iter().zip(lu).all(|(a, b)| !*a || *b) && *st == stamp_of(i)
+                })
+            });
+            if fresh {
+                return Some(l.db.clone());
+            }
+        }
+        // Load again: the tables wanted, with the other tables and columns loaded before
+        // (so that queries taking turns do not load in turn), when they still hold.
+        let only_wanted: BTreeMap<String, LoadedTable> = wanted
+            .into_iter()
+            .map(|(i, u)| {
+                let st = stamp_of(&i);
+                (i.name.clone(), (i, u, st))
+            })
+            .collect();
+        let mut tables = only_wanted.clone();
+        if let Some(l) = self.loaded.take() {
+            for (name, (li, lu, _)) in l.tables {
+                match tables.get_mut(&name) {
+                    Some((i, u, _)) => {
+                        if *i == li {
+                            u.iter_mut().zip(&lu).for_each(|(a, b)| *a |= *b);
+                        }
+                    }
+                    None => {
+                        let st = stamp_of(&li);
+                        tables.insert(name, (li, lu, st));
+                    }
+                }
+            }
+        }
+        // The device copies belong to the old data.
+        let r = std::mem::take(&mut self.resident);
+        r.release(self.backend.as_mut());
+        let load = |t: &BTreeMap<String, LoadedTable>| {
+            Database::load_tables(
+                &source,
+                t.values().map(|(i, u, _)| (i.clone(), u.clone())).collect(),
+                &crate::Bars::new(),
+            )
+        };
+        let loaded = match load(&tables) {
+            Ok(db) => Ok((db, tables)),
+            // A table loaded before may be gone: the wanted ones alone.
+            Err(_) if tables.len() > only_wanted.len() => load(&only_wanted).map(|db| (db, only_wanted)),
+            Err(e) => Err(e),
+        };
+        match loaded {
+            Ok((db, tables)) => {
+                let db = Arc::new(db);
+                self.loaded = Some(Loaded { db: db.clone(), tables });
+                Some(db)
+            }
             Err(e) => {
-                let _ = writeln!(out, "error: cannot lower the query to kernels: {e}");
+                let _ = writeln!(out, "error: {e}");
                 None
             }
         }
     }
 
-    /// The loaded data for `plan` (loading it, or loading it again with more columns,
-    /// when the data comes from a generator).
-    fn options_for(&mut self, plan: &KernelPlan, out: &mut String) -> Option<RunOptions> {
-        let Some(source) = self.source.clone() else {
-            return Some(RunOptions {
-                data_dir: self.data_dir.clone(),
-                timing: self.timing,
-                database: None,
-            });
-        };
-        let covered = self.db.as_ref().is_some_and(|(db, _)| db.covers(plan));
-        if !covered {
-            let mut plans: Vec<KernelPlan> = self.db.take().map(|(_, p)| p).unwrap_or_default();
-            plans.push(plan.clone());
-            // The device copies belong to the old data.
-            let r = std::mem::take(&mut self.resident);
-            r.release(self.backend.as_mut());
-            let refs: Vec<&KernelPlan> = plans.iter().collect();
-            match Database::load(&source, &refs, &crate::Bars::new()) {
-                Ok(db) => self.db = Some((Arc::new(db), plans)),
+    /// Runs `plan` on the loaded data, with the predicates of `rw.reused` read from memory.
+    fn run(&mut self, plan: &KernelPlan, rw: &Rewritten, out: &mut String) -> Option<fox_runtime::RunResult> {
+        let reused = |name: &str| rw.reused.iter().any(|(n, _)| n == name);
+        let wanted: Vec<(InputRel, Vec<bool>)> = plan
+            .inputs
+            .iter()
+            .cloned()
+            .zip(fox_runtime::database::used_input_columns(plan))
+            .filter(|(i, _)| !reused(&i.name))
+            .collect();
+        let base = self.data_for(wanted, &rw.stamps, out)?;
+        let db = if rw.reused.is_empty() {
+            base
+        } else {
+            let extra: Vec<(InputRel, &OutputTable)> = rw
+                .reused
+                .iter()
+                .filter_map(|(n, t)| {
+                    plan.inputs
+                        .iter()
+                        .find(|i| i.name == *n)
+                        .map(|i| (i.clone(), t.as_ref()))
+                })
+                .collect();
+            match base.with_tables(&extra) {
+                Ok(db) => Arc::new(db),
                 Err(e) => {
                     let _ = writeln!(out, "error: {e}");
                     return None;
                 }
             }
-        }
-        Some(RunOptions {
+        };
+        // Tables in memory are uploaded by each run (and a device copy of a loaded table
+        // of the same name must not stand in for them).
+        let names: Vec<&str> = rw.reused.iter().map(|(n, _)| n.as_str()).collect();
+        self.resident.release_tables(&names, self.backend.as_mut());
+        let opts = RunOptions {
             data_dir: None,
             timing: self.timing,
-            database: self.db.as_ref().map(|(db, _)| db.clone()),
-        })
-    }
-
-    fn run(&mut self, plan: &KernelPlan, out: &mut String) -> Option<fox_runtime::RunResult> {
-        let opts = self.options_for(plan, out)?;
-        let resident = opts.database.is_some().then_some(&mut self.resident);
-        match fox_runtime::run_resident(plan, self.backend.as_mut(), &opts, resident) {
+            database: Some(db),
+        };
+        let r = fox_runtime::run_resident(plan, self.backend.as_mut(), &opts, Some(&mut self.resident));
+        self.resident.release_tables(&names, self.backend.as_mut());
+        match r {
             Ok(r) => Some(r),
             Err(e) => {
                 let _ = writeln!(out, "error: {e}");
@@ -331,38 +481,57 @@ impl Session {
         }
     }
 
+    /// Plans and runs a query program, keeps the contents of the predicates it computed,
+    /// and returns the query's rows, the run, and what was computed and reused.
+    fn execute(&mut self, a: &Analysis, out: &mut String) -> Option<(OutputTable, fox_runtime::RunResult, Report)> {
+        let (rw, _, plan) = self.plan_query(a, out)?;
+        let mut r = self.run(&plan, &rw, out)?;
+        let Some(q) = r.outputs.iter().position(|t| t.name == QUERY_PRED) else {
+            out.push_str("error: the query produced no output\n");
+            return None;
+        };
+        let table = r.outputs.remove(q);
+        for t in std::mem::take(&mut r.outputs) {
+            if let Some((_, fp)) = rw.capture.iter().find(|(n, _)| *n == t.name) {
+                self.cache.insert(*fp, Arc::new(t));
+            }
+        }
+        let qfp = a.fps[a.query.0 as usize];
+        self.answers.retain(|(f, _)| *f != qfp);
+        if self.answers.len() >= ANSWERS_KEPT {
+            self.answers.pop_front();
+        }
+        self.answers.push_back((qfp, table.clone()));
+        Some((table, r, rw.report))
+    }
+
     fn query(&mut self, body: &str, out: &mut String) {
-        let Some((program, vars)) = self.query_program(body, out) else {
+        let Some(qp) = self.query_program(body, out) else {
             return;
         };
         let start = Instant::now();
-        let cached = if self.source.is_some() {
-            self.answers.get(&program)
-        } else {
-            None
+        let Some(a) = self.analyze(&qp, out) else {
+            return;
         };
-        let table = match cached {
-            Some(t) => t.clone(),
+        let qfp = a.fps[a.query.0 as usize];
+        let (table, report) = match self.answers.iter().find(|(f, _)| *f == qfp) {
+            Some((_, t)) => (
+                t.clone(),
+                Report {
+                    computed: Vec::new(),
+                    reused: vec![QUERY_PRED.to_string()],
+                },
+            ),
             None => {
-                let Some((_, plan)) = self.compile(&program, body.trim().trim_end_matches('.').trim(), out) else {
+                let Some((t, _, report)) = self.execute(&a, out) else {
                     return;
                 };
-                let Some(r) = self.run(&plan, out) else {
-                    return;
-                };
-                let Some(t) = r.outputs.into_iter().next() else {
-                    out.push_str("error: the query produced no output\n");
-                    return;
-                };
-                if self.source.is_some() {
-                    self.answers.insert(program, t.clone());
-                }
-                t
+                (t, report)
             }
         };
-        print_answer(&table, vars.is_empty(), out);
+        print_answer(&table, qp.vars.is_empty(), out);
         if self.timing {
-            let _ = writeln!(out, "({:.3} ms)", start.elapsed().as_secs_f64() * 1e3);
+            let _ = writeln!(out, "({report}; {:.3} ms)", start.elapsed().as_secs_f64() * 1e3);
         }
     }
 
@@ -524,26 +693,30 @@ impl Session {
 
     fn explain(&mut self, q: &str, analyze: bool, out: &mut String) {
         let body = q.strip_prefix("?-").unwrap_or(q).trim();
-        let Some((program, _)) = self.query_program(body, out) else {
+        let Some(qp) = self.query_program(body, out) else {
             return;
         };
-        let body = body.trim_end_matches('.').trim();
-        let Some((ra, plan)) = self.compile(&program, body, out) else {
+        let Some(a) = self.analyze(&qp, out) else {
             return;
         };
         if !analyze {
+            let Some((rw, ra, plan)) = self.plan_query(&a, out) else {
+                return;
+            };
             out.push_str(&fox_ra::print_plan(&ra));
             out.push('\n');
             out.push_str(&fox_kernel::print_kernels(&plan));
+            let _ = writeln!(out, "{}", rw.report);
             return;
         }
         let timing = std::mem::replace(&mut self.timing, true);
-        let r = self.run(&plan, out);
+        let r = self.execute(&a, out);
         self.timing = timing;
-        if let Some(r) = r {
+        if let Some((t, r, report)) = r {
             out.push_str(&fox_runtime::format_stats(&r.stats));
-            let rows = r.outputs.first().map_or(0, |t| t.len());
+            let rows = t.len();
             let _ = writeln!(out, "{rows} row{}", if rows == 1 { "" } else { "s" });
+            let _ = writeln!(out, "{report}");
         }
     }
 
@@ -554,10 +727,13 @@ impl Session {
             return;
         };
         let body = q.trim().strip_prefix("?-").unwrap_or(q.trim()).trim();
-        let Some((program, _)) = self.query_program(body, out) else {
+        let Some(qp) = self.query_program(body, out) else {
             return;
         };
-        let Some((_, plan)) = self.compile(&program, body.trim_end_matches('.').trim(), out) else {
+        let Some(a) = self.analyze(&qp, out) else {
+            return;
+        };
+        let Some((_, _, plan)) = self.plan_query(&a, out) else {
             return;
         };
         let dot = fox_kernel::to_dot(&plan);
@@ -622,7 +798,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         ".dot QUERY FILE.svg",
         "draw the kernel plan (graphviz `dot`, else FILE.dot)",
     ),
-    (".timing on|off", "print the time of each query"),
+    (
+        ".timing on|off",
+        "print each query's time and what it computed and reused",
+    ),
     (".backend gpu|cpu|auto", "where queries run"),
     (".save FILE.logic", "write the session's statements to a file"),
     (".quit", "leave (also end of input)"),
@@ -641,6 +820,332 @@ fn make_backend(kind: BackendKind) -> Result<(Box<dyn Backend>, String), String>
                 format!("no usable GPU ({e}); running on the CPU\n"),
             )),
         },
+    }
+}
+
+/// The program of a query.
+struct QueryProgram {
+    text: String,
+    /// The query's variables (the columns of `query`).
+    vars: Vec<String>,
+    /// Where each item (the session's, then the query rule) lies in `text`, in order.
+    items: Vec<Range<usize>>,
+    /// The body as the user wrote it, without the final `.`.
+    body: String,
+}
+
+/// A loaded table: its declaration, the columns loaded, and its file's stamp (with files).
+type LoadedTable = (InputRel, Vec<bool>, String);
+
+/// The data loaded for the runs, shared by them.
+struct Loaded {
+    db: Arc<Database>,
+    tables: BTreeMap<String, LoadedTable>,
+}
+
+/// A checked query program and the fingerprints of its predicates.
+struct Analysis {
+    core: CoreProgram,
+    /// Indexed by `PredId`.
+    fps: Vec<Fp>,
+    query: PredId,
+    /// The stratum of each predicate defined by facts or rules.
+    stratum_of: Vec<Option<usize>>,
+    /// The predicates each stratum's rules read, outside the stratum.
+    deps: Vec<BTreeSet<PredId>>,
+    /// With files: the stamp of each input's file when the fingerprints were taken.
+    stamps: BTreeMap<String, String>,
+}
+
+/// A query program in which the predicates whose contents are kept are inputs.
+struct Rewritten {
+    core: CoreProgram,
+    /// The predicates read from memory, and their contents.
+    reused: Vec<(String, Arc<OutputTable>)>,
+    /// The predicates computed whose contents are to be kept, and their fingerprints.
+    capture: Vec<(String, Fp)>,
+    stamps: BTreeMap<String, String>,
+    report: Report,
+}
+
+/// What a query computed and what it read from memory (predicates defined by rules).
+struct Report {
+    computed: Vec<String>,
+    reused: Vec<String>,
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if !self.computed.is_empty() {
+            parts.push(format!("computed: {}", self.computed.join(", ")));
+        }
+        if !self.reused.is_empty() {
+            parts.push(format!("reused: {}", self.reused.join(", ")));
+        }
+        f.write_str(&parts.join("; "))
+    }
+}
+
+/// 128 bits of hash from two differently seeded hashers.
+struct FpHasher(DefaultHasher, DefaultHasher);
+
+impl FpHasher {
+    fn new(kind: &str) -> FpHasher {
+        let mut h = FpHasher(DefaultHasher::new(), DefaultHasher::new());
+        0x9E37_79B9_7F4A_7C15u64.hash(&mut h.1);
+        h.add(kind);
+        h
+    }
+
+    fn add<T: Hash + ?Sized>(&mut self, x: &T) {
+        x.hash(&mut self.0);
+        x.hash(&mut self.1);
+    }
+
+    fn finish(&self) -> Fp {
+        (u128::from(self.0.finish()) << 64) | u128::from(self.1.finish())
+    }
+}
+
+/// A file's size, modification time (and on Unix its inode and change time), to notice
+/// that it changed; `missing` when it cannot be read.
+fn file_stamp(path: &Path) -> String {
+    let Ok(m) = std::fs::metadata(path) else {
+        return "missing".to_string();
+    };
+    #[allow(unused_mut)]
+    let mut s = format!("{} {:?}", m.len(), m.modified().ok());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let _ = write!(s, " {} {}.{}", m.ino(), m.ctime(), m.ctime_nsec());
+    }
+    s
+}
+
+/// A predicate's name and columns, for a fingerprint.
+fn add_signature(h: &mut FpHasher, p: &PredInfo) {
+    h.add(&p.name);
+    for c in &p.columns {
+        h.add(&c.name);
+        h.add(&c.ty);
+    }
+    h.add(&p.functional_keys);
+}
+
+/// Takes the fingerprints of the predicates of a query program (see the module's
+/// documentation), in evaluation order.
+fn analysis(core: CoreProgram, query: PredId, qp: &QueryProgram, data: &DataSource) -> Analysis {
+    // The item whose text holds a byte of the program.
+    let item_of = |at: u32| -> Option<usize> {
+        let at = at as usize;
+        let i = qp.items.partition_point(|r| r.start <= at);
+        (i > 0 && at < qp.items[i - 1].end).then(|| i - 1)
+    };
+    let data_id = match data {
+        DataSource::Files(dir) => format!("files in {:?}", dir),
+        other => format!("{other:?}"),
+    };
+    let mut stamps = BTreeMap::new();
+    let mut fps: Vec<Fp> = Vec::with_capacity(core.preds.len());
+    for (i, p) in core.preds.iter().enumerate() {
+        // Inputs, and predicates declared but never defined (empty).
+        let mut h = FpHasher::new(if p.input { "input" } else { "empty" });
+        add_signature(&mut h, p);
+        if p.input {
+            let spec = core.inputs.iter().find(|s| s.pred.0 as usize == i);
+            let file = spec.map_or_else(|| format!("{}.csv", p.name), |s| s.file.clone());
+            h.add(&data_id);
+            h.add(&file);
+            h.add(&spec.map(|s| (&s.sep, &s.key)));
+            if let DataSource::Files(dir) = data {
+                let st = file_stamp(&dir.join(&file));
+                h.add(&st);
+                stamps.insert(p.name.clone(), st);
+            }
+        }
+        fps.push(h.finish());
+    }
+    let mut stratum_of = vec![None; core.preds.len()];
+    let mut deps = Vec::with_capacity(core.strata.len());
+    for (k, s) in core.strata.iter().enumerate() {
+        let mine: HashSet<PredId> = s.preds.iter().copied().collect();
+        let mut h = FpHasher::new("stratum");
+        h.add(&s.recursive);
+        for &p in &s.preds {
+            stratum_of[p.0 as usize] = Some(k);
+            add_signature(&mut h, &core.preds[p.0 as usize]);
+        }
+        // The text of the items that define the stratum's predicates; a definition that
+        // lies in no item (none should) by its core form.
+        let mut items = BTreeSet::new();
+        for span in s.rules.iter().map(|r| r.span).chain(s.facts.iter().map(|f| f.span)) {
+            match item_of(span.start) {
+                Some(i) => {
+                    items.insert(i);
+                }
+                None => h.add(&format!("{:?}", s)),
+            }
+        }
+        for i in items {
+            h.add(&qp.text[qp.items[i].clone()]);
+        }
+        let mut read = BTreeSet::new();
+        for r in &s.rules {
+            for l in &r.body {
+                if let CoreLit::Atom { pred, .. } | CoreLit::NotAtom { pred, .. } = l {
+                    if !mine.contains(pred) {
+                        read.insert(*pred);
+                    }
+                }
+            }
+        }
+        let read_fps: BTreeSet<(&str, Fp)> = read
+            .iter()
+            .map(|p| (core.preds[p.0 as usize].name.as_str(), fps[p.0 as usize]))
+            .collect();
+        h.add(&read_fps);
+        let fp = h.finish();
+        for &p in &s.preds {
+            let mut h = FpHasher::new("pred");
+            h.add(&fp);
+            h.add(&core.preds[p.0 as usize].name);
+            fps[p.0 as usize] = h.finish();
+        }
+        deps.push(read);
+    }
+    Analysis {
+        core,
+        fps,
+        query,
+        stratum_of,
+        deps,
+        stamps,
+    }
+}
+
+/// The query program that reads from `cache` every predicate the query needs whose
+/// contents are kept: it becomes an input (its rules and facts dropped), and only the
+/// other predicates the query needs are computed, those defined by rules with an
+/// `.output` that keeps them. The inputs and predicates the query does not need are left
+/// out.
+fn rewrite(a: &Analysis, cache: &HashMap<Fp, Arc<OutputTable>>) -> Rewritten {
+    let core = &a.core;
+    let fp = |p: PredId| a.fps[p.0 as usize];
+    let info = |p: PredId| &core.preds[p.0 as usize];
+    // Kept are the strata of rules over predicates with columns (an input needs one),
+    // apart from the query's and the auxiliary predicates of negated formulas.
+    let keepable = |s: &fox_sema::core::Stratum| {
+        !s.rules.is_empty()
+            && s.preds
+                .iter()
+                .all(|&p| p != a.query && !info(p).name.starts_with('$') && !info(p).columns.is_empty())
+    };
+    // From the query down: a stratum is read from memory, or computed from what it reads.
+    let mut state: Vec<Option<bool>> = vec![None; core.strata.len()];
+    let mut inputs = HashSet::new();
+    let mut stack = vec![a.query];
+    while let Some(p) = stack.pop() {
+        if info(p).input {
+            inputs.insert(p);
+            continue;
+        }
+        let Some(k) = a.stratum_of[p.0 as usize] else {
+            continue;
+        };
+        if state[k].is_some() {
+            continue;
+        }
+        let s = &core.strata[k];
+        let reuse = keepable(s) && s.preds.iter().all(|&q| cache.contains_key(&fp(q)));
+        state[k] = Some(reuse);
+        if !reuse {
+            stack.extend(a.deps[k].iter().copied());
+        }
+    }
+    let mut out = core.clone();
+    for (i, p) in out.preds.iter_mut().enumerate() {
+        p.input = p.input && inputs.contains(&PredId(i as u32));
+    }
+    out.inputs.retain(|s| inputs.contains(&s.pred));
+    out.strata.clear();
+    out.outputs = core.outputs.iter().filter(|o| o.pred == a.query).cloned().collect();
+    let (mut reused, mut capture) = (Vec::new(), Vec::new());
+    let mut report = Report {
+        computed: Vec::new(),
+        reused: Vec::new(),
+    };
+    for (k, s) in core.strata.iter().enumerate() {
+        let names = || {
+            s.preds
+                .iter()
+                .map(|&p| info(p).name.clone())
+                .filter(|n| !n.starts_with('$'))
+        };
+        match state[k] {
+            Some(true) => {
+                for &p in &s.preds {
+                    let name = info(p).name.clone();
+                    out.preds[p.0 as usize].input = true;
+                    out.inputs.push(InputSpec {
+                        pred: p,
+                        file: "(kept from an earlier query)".into(),
+                        sep: ",".into(),
+                        // A set: every column is the key.
+                        key: (0..info(p).columns.len()).collect(),
+                        span: info(p).span,
+                    });
+                    if let Some(t) = cache.get(&fp(p)) {
+                        reused.push((name.clone(), t.clone()));
+                    }
+                    report.reused.push(name);
+                }
+            }
+            Some(false) => {
+                if keepable(s) {
+                    for &p in &s.preds {
+                        capture.push((info(p).name.clone(), fp(p)));
+                        out.outputs.push(OutputSpec {
+                            pred: p,
+                            order_by: Vec::new(),
+                            limit: None,
+                            span: info(p).span,
+                        });
+                    }
+                }
+                if !s.rules.is_empty() {
+                    report.computed.extend(names());
+                }
+                out.strata.push(s.clone());
+            }
+            None => {}
+        }
+    }
+    Rewritten {
+        core: out,
+        reused,
+        capture,
+        stamps: a.stamps.clone(),
+        report,
+    }
+}
+
+/// The relational and kernel plans of a core program; errors are written to `out`.
+fn plan_core(core: &CoreProgram, out: &mut String) -> Option<(fox_ra::RaPlan, KernelPlan)> {
+    let ra = match fox_ra::plan(core) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = writeln!(out, "error: cannot plan the query: {e}");
+            return None;
+        }
+    };
+    match fox_kernel::lower(&ra) {
+        Ok(k) => Some((ra, k)),
+        Err(e) => {
+            let _ = writeln!(out, "error: cannot lower the query to kernels: {e}");
+            None
+        }
     }
 }
 

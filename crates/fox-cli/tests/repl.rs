@@ -221,3 +221,390 @@ sys.stdout.write(out.decode("utf-8", "replace"))
     assert!(out.contains("1 | 3"), "{out}");
     assert!(out.contains("1 row"), "{out}");
 }
+
+// ---- incremental re-planning -------------------------------------------------------------
+
+/// One step of a session checked by [`incremental`].
+enum Step<'a> {
+    /// A statement of one item.
+    Add(&'a str),
+    /// `.retract N`.
+    Retract(usize),
+    /// `?- body.` with the query's variables (as the REPL orders them), and the
+    /// predicates it must compute and reuse (`"computed: a, b; reused: c"`, in any order).
+    Ask(&'a str, &'a str, &'a str),
+    /// Writes a file (to change the data during the session).
+    Write(PathBuf, String),
+    /// A command and a text its output must contain.
+    Command(&'a str, &'a str),
+}
+
+/// A `fox repl --backend cpu` on pipes, read line by line.
+struct Live {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: String,
+}
+
+impl Live {
+    fn start(args: &[&str]) -> Live {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fox"))
+            .arg("repl")
+            .args(["--backend", "cpu"])
+            .args(args)
+            .current_dir(repo())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Live {
+            child,
+            stdin,
+            lines,
+            seen: String::new(),
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The lines printed up to the first one `last` accepts (included).
+    fn until(&mut self, last: impl Fn(&str) -> bool) -> Vec<String> {
+        let mut got = Vec::new();
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(std::time::Duration::from_secs(120))
+                .unwrap_or_else(|_| panic!("the REPL stopped answering; it printed:\n{}", self.seen));
+            self.seen.push_str(&line);
+            self.seen.push('\n');
+            let done = last(&line);
+            got.push(line);
+            if done {
+                return got;
+            }
+        }
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The predicates of a report `computed: a, b; reused: c` as sorted lists.
+fn report_sets(r: &str) -> (Vec<String>, Vec<String>) {
+    let mut computed = Vec::new();
+    let mut reused = Vec::new();
+    for part in r.split("; ") {
+        let (list, names) = match part.split_once(": ") {
+            Some(("computed", n)) => (&mut computed, n),
+            Some(("reused", n)) => (&mut reused, n),
+            _ => panic!("not a report: {r:?}"),
+        };
+        list.extend(names.split(", ").map(str::to_string));
+    }
+    computed.sort();
+    reused.sort();
+    (computed, reused)
+}
+
+/// The answer of `foxrun` (a fresh run of the whole program, nothing kept) to the query:
+/// the table as the REPL prints it.
+fn fresh_answer(args: &[&str], items: &[String], body: &str, vars: &str) -> String {
+    let file = tmp(&format!(
+        "fresh-{}.logic",
+        std::thread::current().name().unwrap_or("t").replace("::", "-")
+    ));
+    let mut program = items.join("\n");
+    program.push_str(&format!("\nquery({vars}) <- {body}.\n.output query.\n"));
+    std::fs::write(&file, &program).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .arg(&file)
+        .args(["--backend", "cpu"])
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        o.status.success(),
+        "foxrun failed on\n{program}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = String::from_utf8(o.stdout).unwrap();
+    out.strip_prefix("query\n").unwrap_or(&out).to_string()
+}
+
+/// Runs a session step by step with `.timing on`: each query's answer must be the one a
+/// fresh run of the program gives, and its report must name exactly the predicates
+/// computed and reused that the step says.
+fn incremental(args: &[&str], steps: &[Step]) {
+    let mut live = Live::start(args);
+    live.send(".timing on");
+    live.until(|l| l == "timing on");
+    let mut items: Vec<String> = Vec::new();
+    for step in steps {
+        match step {
+            Step::Add(s) => {
+                live.send(s);
+                let got = live.until(|l| l.starts_with("ok (") || l.starts_with("error"));
+                assert_eq!(got.last().unwrap(), "ok (1 item added)", "{s}:\n{}", live.seen);
+                items.push(s.to_string());
+            }
+            Step::Retract(n) => {
+                live.send(&format!(".retract {n}"));
+                let got = live.until(|l| l.starts_with("retracted") || l.starts_with("error"));
+                assert!(got.last().unwrap().starts_with("retracted"), "{}", live.seen);
+                items.remove(n - 1);
+            }
+            Step::Write(path, text) => std::fs::write(path, text).unwrap(),
+            Step::Command(c, want) => {
+                live.send(c);
+                live.send(".timing on");
+                let got = live.until(|l| l == "timing on").join("\n");
+                assert!(got.contains(want), "{c}: expected {want:?} in\n{got}");
+            }
+            Step::Ask(body, vars, report) => {
+                live.send(&format!("?- {body}."));
+                let mut got = live.until(|l| (l.starts_with('(') && l.ends_with(" ms)")) || l.starts_with("error"));
+                let timing = got.pop().unwrap();
+                assert!(!timing.starts_with("error"), "?- {body}.\n{}", live.seen);
+                let answer: String = got.iter().map(|l| format!("{l}\n")).collect();
+                let fresh = fresh_answer(args, &items, body, vars);
+                assert_eq!(answer, fresh, "?- {body}. (the REPL, then a fresh run)\n{}", live.seen);
+                let r = timing[1..].rsplit_once("; ").unwrap().0;
+                assert_eq!(report_sets(r), report_sets(report), "?- {body}.\n{}", live.seen);
+            }
+        }
+    }
+    live.send(".quit");
+}
+
+#[test]
+fn a_recursive_predicate_is_computed_once_and_then_reused() {
+    use Step::*;
+    incremental(
+        &[],
+        &[
+            Add("edge(x, y) -> int32(x), int32(y)."),
+            Add("edge(1, 2)."),
+            Add("edge(2, 3)."),
+            Add("edge(3, 4)."),
+            Add("edge(4, 2)."),
+            Add("edge(5, 6)."),
+            Add("path(x, y) <- edge(x, y)."),
+            Add("path(x, z) <- path(x, y), edge(y, z)."),
+            Ask("path(1, y)", "y", "computed: path, query"),
+            Ask("path(x, 4)", "x", "computed: query; reused: path"),
+            Ask("path(x, y), path(y, x), x < y", "x, y", "computed: query; reused: path"),
+            // The same query again is answered from its kept answer.
+            Ask("path(1, y)", "y", "reused: query"),
+            // Mutual recursion is one component: computed together, reused together.
+            Add("even(x) -> int32(x)."),
+            Add("odd(y) <- even(x), path(x, y), x != y."),
+            Add("even(y) <- odd(x), edge(x, y)."),
+            Add("even(1)."),
+            Ask("odd(x)", "x", "computed: even, odd, query; reused: path"),
+            Ask("even(x), !odd(x)", "x", "computed: query; reused: even, odd"),
+            // Aggregates, functional predicates and negation over a reused predicate.
+            Add("deg[x] = n <- agg<<n = count()>> path(x, _)."),
+            Add("unreached(x) <- edge(x, _), !path(1, x)."),
+            Ask("deg[x] = n, n > 2", "x, n", "computed: deg, query; reused: path"),
+            Ask(
+                "unreached(x), deg[x] = n",
+                "x, n",
+                "computed: unreached, query; reused: deg, path",
+            ),
+            Command(".explain analyze deg[x] = n.", "computed: query; reused: deg"),
+            Command(
+                ".explain ?- deg[x] = n, path(x, _).",
+                "computed: query; reused: path, deg",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn adding_or_retracting_a_rule_recomputes_it_and_its_dependents_only() {
+    use Step::*;
+    incremental(
+        &[],
+        &[
+            Add("edge(x, y) -> int32(x), int32(y)."),
+            Add("edge(1, 2)."),
+            Add("edge(2, 3)."),
+            Add("edge(3, 1)."),
+            Add("edge(7, 8)."),
+            Add("path(x, y) <- edge(x, y)."),
+            Add("two(x, z) <- path(x, y), edge(y, z)."),
+            Add("out(x) <- edge(x, _), !two(x, _)."),
+            Add("other(x) <- edge(_, x)."),
+            Ask("out(x)", "x", "computed: path, two, out, query"),
+            Ask("other(x)", "x", "computed: other, query"),
+            Ask("two(x, y), other(y)", "x, y", "computed: query; reused: two, other"),
+            // Statement 10: the recursive rule of `path` changes `path`, `two`, `out`, not
+            // `other`.
+            Add("path(x, z) <- path(x, y), edge(y, z)."),
+            Ask(
+                "two(x, y), other(y)",
+                "x, y",
+                "computed: path, two, query; reused: other",
+            ),
+            Ask("out(x)", "x", "computed: out, query; reused: two"),
+            // A fact of `edge` changes everything.
+            Add("edge(8, 9)."),
+            Ask("out(x), other(x)", "x", "computed: path, two, out, other, query"),
+            // Retracting the recursive rule: back to the first `path`.
+            Retract(10),
+            Ask(
+                "two(x, y), other(y)",
+                "x, y",
+                "computed: path, two, query; reused: other",
+            ),
+            Ask("out(x)", "x", "computed: out, query; reused: two"),
+            // Retracting the fact of statement 5 (`edge(7, 8)`).
+            Retract(5),
+            Ask("out(x), path(x, y)", "x, y", "computed: path, two, out, query"),
+            Ask("other(x)", "x", "computed: other, query"),
+            // Retracting `other`'s only rule and defining it again by another rule.
+            Retract(8),
+            Add("other(x) <- edge(x, _), x > 1."),
+            Ask("other(x), out(x)", "x", "computed: other, query; reused: out"),
+        ],
+    );
+}
+
+#[test]
+fn kept_string_columns_keep_their_strings_and_their_order() {
+    use Step::*;
+    incremental(
+        &[],
+        &[
+            Add("part(id, name) -> int32(id), string(name)."),
+            Add("part(1, \"bolt\")."),
+            Add("part(2, \"anchor\")."),
+            Add("part(3, \"zebra\")."),
+            Add("part(4, \"Mango\")."),
+            Add("part(5, \"été\")."),
+            // Strings made by `concat` and `substr` (not in any dictionary of the data),
+            // and recursion over made strings.
+            Add("label(id, l) <- part(id, n), l = concat(n, \"-x\")."),
+            Add("short(id, s) <- label(id, l), s = substr(l, 2, 3)."),
+            Add("word(s) <- part(_, n), strlen(n) < 5, s = n."),
+            Add("word(t) <- word(s), strlen(s) < 7, t = concat(s, \"a\")."),
+            Ask("label(id, l)", "id, l", "computed: label, query"),
+            Ask("label(id, l), l > \"b\"", "id, l", "computed: query; reused: label"),
+            Ask("short(id, s)", "id, s", "computed: short, query; reused: label"),
+            Ask(
+                "label(id, l), short(id2, s), s < l",
+                "id, l, id2, s",
+                "computed: query; reused: label, short",
+            ),
+            Ask(
+                "label(id, l), like(l, \"%o%\"), strlen(l) > 5",
+                "id, l",
+                "computed: query; reused: label",
+            ),
+            Ask(
+                "label(id, l), part(id2, n), m = concat(n, \"-w\"), l < m",
+                "id, l, id2, n, m",
+                "computed: query; reused: label",
+            ),
+            Ask("word(s)", "s", "computed: word, query"),
+            Ask(
+                "word(s), label(_, l), substr(l, 1, 4) = s",
+                "s, l",
+                "computed: query; reused: word, label",
+            ),
+            Ask(
+                "word(s), word(t), s < t, strlen(t) = strlen(s) + 1",
+                "s, t",
+                "computed: query; reused: word",
+            ),
+            Ask(
+                "word(s), s in (\"bolta\", \"zeb\")",
+                "s",
+                "computed: query; reused: word",
+            ),
+            Ask("word(s), s = \"Mangoaa\"", "s", "computed: query; reused: word"),
+        ],
+    );
+}
+
+#[test]
+fn with_data_files_a_changed_file_is_noticed() {
+    use Step::*;
+    let dir = tmp("data");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let edge = dir.join("edge.csv");
+    let name = dir.join("name.csv");
+    std::fs::write(&edge, "1,2\n2,3\n3,4\n").unwrap();
+    std::fs::write(&name, "1,one\n2,two\n3,three\n4,four\n5,five\n").unwrap();
+    let d = dir.to_str().unwrap();
+    incremental(
+        &["--data", d],
+        &[
+            Add("edge(x, y) -> int32(x), int32(y)."),
+            Add(".input edge."),
+            Add("name(x, n) -> int32(x), string(n)."),
+            Add(".input name."),
+            Add("path(x, y) <- edge(x, y)."),
+            Add("path(x, z) <- path(x, y), edge(y, z)."),
+            Add("named(a, b) <- path(x, y), name(x, a), name(y, b)."),
+            Add("tagged(t) <- named(a, b), t = concat(a, b)."),
+            Ask("path(1, y)", "y", "computed: path, query"),
+            Ask("named(a, b), a < b", "a, b", "computed: named, query; reused: path"),
+            Ask(
+                "tagged(t), t > \"three\"",
+                "t",
+                "computed: tagged, query; reused: named",
+            ),
+            Ask("path(x, 4)", "x", "computed: query; reused: path"),
+            // Another row in `edge.csv`: everything over `edge` is computed again.
+            Write(edge.clone(), "1,2\n2,3\n3,4\n4,5\n".into()),
+            Ask("path(1, y)", "y", "computed: path, query"),
+            Ask("named(a, b), a < b", "a, b", "computed: named, query; reused: path"),
+            Ask(
+                "tagged(t), t > \"three\"",
+                "t",
+                "computed: tagged, query; reused: named",
+            ),
+            // Another name: `path` stays.
+            Write(name.clone(), "1,one\n2,two\n3,three\n4,four\n5,zz\n".into()),
+            Ask(
+                "tagged(t), t > \"three\"",
+                "t",
+                "computed: named, tagged, query; reused: path",
+            ),
+            Ask("named(a, b), name(_, b)", "a, b", "computed: query; reused: named"),
+            // Dictionary tables over kept strings of the data and made ones.
+            Ask(
+                "named(a, b), like(b, \"t%\"), strlen(a) > 3",
+                "a, b",
+                "computed: query; reused: named",
+            ),
+            Ask("tagged(t), like(t, \"%o%\")", "t", "computed: query; reused: tagged"),
+        ],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
