@@ -236,3 +236,27 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
         if (sum) atomicAdd((unsigned long long*)out, (unsigned long long)sum);
     }
 }
+
+// MinRange: per row, the (lo, hi) pair of the `ways` in desc (the lo columns, then the hi
+// columns) with the fewest values, the first of equals; hi below lo is error code 1.
+extern "C" __global__ void min_range(const u64* desc, int ways, u64 n, unsigned* lo_out, unsigned* hi_out, u64* err) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        unsigned best_lo = 0, best_hi = 0;
+        u64 best = ~0ull;
+        for (int w = 0; w < ways; ++w) {
+            unsigned a = ((const unsigned*)desc[w])[i];
+            unsigned b = ((const unsigned*)desc[ways + w])[i];
+            if (b < a) {
+                set_err(err, 1, i, a);
+                break;
+            }
+            if ((u64)(b - a) < best) {
+                best = b - a;
+                best_lo = a;
+                best_hi = b;
+            }
+        }
+        lo_out[i] = best_lo;
+        hi_out[i] = best_hi;
+    }
+}

@@ -136,6 +136,7 @@ pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Re
         Kernel::Expand => trie::expand(args),
         Kernel::SortedSearch => trie::sorted_search(args),
         Kernel::IntersectCount { ways } => trie::intersect_count(args, *ways).map(|c| vec![c]),
+        Kernel::MinRange { ways } => trie::min_range(args, *ways),
     };
     res.map_err(|msg| BackendError(format!("kernel {}: {msg}", kernel.name())))
 }

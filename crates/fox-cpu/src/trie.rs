@@ -319,3 +319,31 @@ fn count_typed<T: Ord + Sync>(values: &[&[T]], los: &[&[u32]], his: &[&[u32]], n
         (0..n).into_par_iter().with_min_len(256).map(row).sum()
     }
 }
+
+/// `MinRange { ways }`: per row, the `(lo, hi)` pair with the fewest values (the first of
+/// equals).
+pub(crate) fn min_range(args: &[&HostCol], ways: usize) -> KResult<Vec<HostCol>> {
+    if ways == 0 {
+        return Err("needs at least one range".to_string());
+    }
+    expect_args(args, 2 * ways, "lo, hi per way")?;
+    let n = args[0].len();
+    let mut los = Vec::with_capacity(ways);
+    let mut his = Vec::with_capacity(ways);
+    for w in 0..ways {
+        expect_len(&[args[2 * w], args[2 * w + 1]], n, "lo and hi")?;
+        let lo = as_u32(args[2 * w], "lo")?;
+        let hi = as_u32(args[2 * w + 1], "hi")?;
+        if let Some(i) = (0..n).find(|&i| hi[i] < lo[i]) {
+            return Err(format!("way {w}, row {i} has hi {} below lo {}", hi[i], lo[i]));
+        }
+        los.push(lo);
+        his.push(hi);
+    }
+    let best = par_map(n, |i| {
+        let w = (0..ways).min_by_key(|&w| his[w][i] - los[w][i]).unwrap_or(0);
+        (los[w][i], his[w][i])
+    });
+    let (lo, hi): (Vec<u32>, Vec<u32>) = best.into_iter().unzip();
+    Ok(vec![HostCol::U32(lo), HostCol::U32(hi)])
+}

@@ -882,6 +882,21 @@ fn intersect_count_matches_reference() {
     );
 }
 
+#[test]
+fn min_range_matches_reference() {
+    let lo0 = HostCol::U32(vec![0, 10, 4, 7]);
+    let hi0 = HostCol::U32(vec![5, 12, 4, 9]);
+    let lo1 = HostCol::U32(vec![1, 0, 0, 3]);
+    let hi1 = HostCol::U32(vec![3, 9, 9, 5]);
+    let got = run_ok(&Kernel::MinRange { ways: 2 }, &[&lo0, &hi0, &lo1, &hi1]);
+    assert_eq!(
+        got,
+        vec![HostCol::U32(vec![1, 10, 4, 7]), HostCol::U32(vec![3, 12, 4, 9])]
+    );
+    let err = run(&Kernel::MinRange { ways: 1 }, &[&hi1, &lo1]).unwrap_err();
+    assert!(err.0.contains("MinRange") && err.0.contains("below"), "{err}");
+}
+
 // ---- argument checks and the backend ---------------------------------------------------------
 
 #[test]

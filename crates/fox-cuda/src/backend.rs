@@ -182,5 +182,6 @@ fn dispatch(
         Kernel::Expand => k_trie::expand(gpu, args),
         Kernel::SortedSearch => k_trie::sorted_search(gpu, args),
         Kernel::IntersectCount { ways } => k_trie::intersect_count(gpu, *ways, args),
+        Kernel::MinRange { ways } => k_trie::min_range(gpu, *ways, args),
     }
 }

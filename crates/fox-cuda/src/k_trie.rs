@@ -268,3 +268,45 @@ pub(crate) fn intersect_count(gpu: &mut Gpu, ways: usize, args: &[&DevBuf]) -> R
     })();
     s.finish(gpu, res)
 }
+
+/// `MinRange { ways }`: per row, the `(lo, hi)` pair with the fewest values.
+pub(crate) fn min_range(gpu: &mut Gpu, ways: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    if ways == 0 {
+        return Err(err("needs at least one range"));
+    }
+    expect_args(args, 2 * ways, "lo, hi per way")?;
+    let n = args[0].len;
+    for (i, a) in args.iter().enumerate() {
+        expect_elem(a, Elem::U32, if i % 2 == 0 { "lo" } else { "hi" })?;
+        if a.len != n {
+            return Err(err(format!("lo and hi: column {i} has {} rows, expected {n}", a.len)));
+        }
+    }
+    let mut s = Scratch::new();
+    let res = (|| {
+        let lo = s.alloc(gpu, Elem::U32, n)?;
+        let hi = s.alloc(gpu, Elem::U32, n)?;
+        if n > 0 {
+            let mut words = Vec::with_capacity(2 * ways);
+            for part in 0..2 {
+                for w in 0..ways {
+                    words.push(gpu.ptr(args[2 * w + part])?);
+                }
+            }
+            let (desc, _) = desc_buffer(gpu, &mut s, "join", &words)?;
+            gpu.reset_err()?;
+            let margs = [
+                KArg::Ptr(gpu.ptr(&desc)?),
+                KArg::I32(ways as i32),
+                KArg::U64(n as u64),
+                KArg::Ptr(gpu.ptr(&lo)?),
+                KArg::Ptr(gpu.ptr(&hi)?),
+                KArg::Ptr(gpu.err_ptr()),
+            ];
+            gpu.launch("trie", "min_range", stride_grid(gpu, n), BLOCK, 0, &margs)?;
+            gpu.check_err("MinRange (a range has hi below lo)")?;
+        }
+        Ok(vec![lo, hi])
+    })();
+    s.finish(gpu, res)
+}

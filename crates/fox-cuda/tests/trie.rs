@@ -264,3 +264,40 @@ fn intersect_count_rejects_ranges_outside_the_values() {
         );
     }
 }
+
+#[test]
+fn min_range_picks_the_smallest() {
+    let Some(mut gpu) = gpu_or_skip("min_range_picks_the_smallest") else {
+        return;
+    };
+    let mut rng = Rng::new(35);
+    let ctx = Strings::default();
+    for &n in SIZES.iter().chain(&[LARGE]) {
+        for ways in 1..=4 {
+            let mut args = Vec::new();
+            for _ in 0..ways {
+                let lo: Vec<u32> = (0..n).map(|_| rng.below(1 << 20) as u32).collect();
+                let hi: Vec<u32> = lo
+                    .iter()
+                    .map(|&l| {
+                        let long = rng.chance(10);
+                        l + rng.below(if long { 1 << 16 } else { 8 }) as u32
+                    })
+                    .collect();
+                args.extend([HostCol::U32(lo), HostCol::U32(hi)]);
+            }
+            let case = format!("{ways} ways, {n} rows");
+            compare(&mut gpu, &Kernel::MinRange { ways }, &args, &ctx, &case).expect("MinRange succeeds");
+        }
+    }
+    let args = vec![
+        HostCol::U32(vec![0, 5]),
+        HostCol::U32(vec![3, 4]),
+        HostCol::U32(vec![0, 0]),
+        HostCol::U32(vec![9, 9]),
+    ];
+    assert!(
+        compare(&mut gpu, &Kernel::MinRange { ways: 2 }, &args, &ctx, "hi below lo").is_err(),
+        "hi below lo: both must fail"
+    );
+}

@@ -292,6 +292,10 @@ pub enum Kernel {
     /// value occurs in the range of every triple of that row, or no row when there is none
     /// (the count of an aggregate over no rows). Each row's work is its smallest range.
     IntersectCount { ways: usize },
+    /// args: `ways` pairs `lo`, `hi` (U32, the same rows). outs: `lo`, `hi` (U32): per row,
+    /// the pair with the fewest values (`hi - lo`; the first of equals), from which a
+    /// level of a multi-way join expands when its ranges index the same trie level.
+    MinRange { ways: usize },
 }
 
 impl Kernel {
@@ -321,6 +325,7 @@ impl Kernel {
             Kernel::Expand => "Expand",
             Kernel::SortedSearch => "SortedSearch",
             Kernel::IntersectCount { .. } => "IntersectCount",
+            Kernel::MinRange { .. } => "MinRange",
         }
     }
 }

@@ -152,6 +152,28 @@ impl Val {
     }
 }
 
+/// A slot of a multi-way join's state: a variable's column, or an atom's current range.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum MjSlot {
+    Var(usize),
+    Lo(usize),
+    Hi(usize),
+}
+
+/// An atom of a multi-way join as a level sees it: its trie and how deep it is bound.
+struct AtomView {
+    values: Vec<BufId>,
+    starts: Vec<BufId>,
+    depth: usize,
+    arity: usize,
+}
+
+/// The state after a level, and the new depth of each atom that bound it.
+struct LevelOut {
+    state: Vec<(MjSlot, BufId)>,
+    depths: Vec<(usize, usize)>,
+}
+
 fn asc(cols: impl IntoIterator<Item = usize>) -> Vec<SortKey> {
     cols.into_iter().map(SortKey::asc).collect()
 }
@@ -972,12 +994,7 @@ impl<'a> Lower<'a> {
             starts: Vec<BufId>,
             depth: usize,
         }
-        #[derive(Clone, Copy, PartialEq)]
-        enum Slot {
-            Var(usize),
-            Lo(usize),
-            Hi(usize),
-        }
+        type Slot = MjSlot;
         let mut atoms: Vec<Atom> = Vec::new();
         let mut nullary: Vec<Val> = Vec::new();
         let mut state: Vec<(Slot, BufId)> = Vec::new();
@@ -1075,6 +1092,27 @@ impl<'a> Lower<'a> {
             let lo = find(&state, Slot::Lo(lead)).ok_or_else(missing)?;
             let hi = find(&state, Slot::Hi(lead)).ok_or_else(missing)?;
             let lvl = vcol.name.clone();
+            if let Some(next) = self.level_from_smallest(
+                &atoms
+                    .iter()
+                    .map(|a| AtomView {
+                        values: a.values.clone(),
+                        starts: a.starts.clone(),
+                        depth: a.depth,
+                        arity: a.vars.len(),
+                    })
+                    .collect::<Vec<_>>(),
+                &members,
+                &state,
+                var,
+                vcol,
+            )? {
+                for (a, d) in next.depths {
+                    atoms[a].depth = d;
+                }
+                state = next.state;
+                continue;
+            }
             // Expand the lead atom's children: one row per (binding, child).
             let counts = self.launch1(Kernel::RangeCount, vec![lo, hi], &format!("{lvl}.counts"), None)?;
             let scan = self.launch(
@@ -1243,6 +1281,158 @@ impl<'a> Lower<'a> {
             ranked: false,
             unique,
         })
+    }
+
+    /// A level of a multi-way join whose members all index the same trie level with
+    /// different ranges (the atoms of a clique): each row expands from its smallest range
+    /// (`MinRange`), and every member then searches the candidate in its own range, so a
+    /// hub's long list never drives the expansion. `None` when the level is not of that
+    /// kind (one member, members over different levels, or all members at the lead's range).
+    fn level_from_smallest(
+        &mut self,
+        atoms: &[AtomView],
+        members: &[usize],
+        state: &[(MjSlot, BufId)],
+        var: usize,
+        vcol: &Column,
+    ) -> R<Option<LevelOut>> {
+        let find = |s: MjSlot| state.iter().find(|(x, _)| *x == s).map(|&(_, b)| b);
+        let lead = members[0];
+        let depth = |a: usize| atoms[a].depth;
+        let values = atoms[lead].values[depth(lead)];
+        let level = |a: usize| atoms[a].values[depth(a)];
+        let range = |a: usize| (find(MjSlot::Lo(a)), find(MjSlot::Hi(a)));
+        // Members over the same level with the same range buffers search once, as one.
+        let mut distinct: Vec<usize> = Vec::new();
+        for &a in members {
+            if !distinct.iter().any(|&b| range(b) == range(a) && level(b) == level(a)) {
+                distinct.push(a);
+            }
+        }
+        // The members the rows may expand from: those over the lead's level.
+        let sources: Vec<usize> = distinct.iter().copied().filter(|&a| level(a) == values).collect();
+        if sources.len() < 2 {
+            return Ok(None);
+        }
+        let missing = || LowerError::Invalid("a multi-way join lost an atom's range".into());
+        let lvl = vcol.name.clone();
+        let mut args = Vec::new();
+        for &a in &sources {
+            let (lo, hi) = range(a);
+            args.push(lo.ok_or_else(missing)?);
+            args.push(hi.ok_or_else(missing)?);
+        }
+        let small = self.launch(
+            Kernel::MinRange { ways: sources.len() },
+            args,
+            &[(&format!("{lvl}.lo"), None), (&format!("{lvl}.hi"), None)],
+        )?;
+        let counts = self.launch1(
+            Kernel::RangeCount,
+            vec![small[0], small[1]],
+            &format!("{lvl}.counts"),
+            None,
+        )?;
+        let scan = self.launch(
+            Kernel::ExclusiveScan,
+            vec![counts],
+            &[(&format!("{lvl}.offsets"), None), (&format!("{lvl}.total"), None)],
+        )?;
+        let ex = self.launch(
+            Kernel::Expand,
+            vec![small[0], scan[0], scan[1]],
+            &[(&format!("{lvl}.parent"), None), (&format!("{lvl}.pos"), None)],
+        )?;
+        let (parent, pos) = (ex[0], ex[1]);
+        let value = self.launch1(
+            Kernel::Gather { shift: 0 },
+            vec![pos, values],
+            &vcol.name,
+            Some(vcol.ty),
+        )?;
+        // Every state column follows its parent row (members' ranges once each).
+        // A member whose range is another's is carried by that one.
+        let follows_distinct = |s: MjSlot| {
+            members
+                .iter()
+                .any(|&a| !distinct.contains(&a) && (s == MjSlot::Lo(a) || s == MjSlot::Hi(a)))
+        };
+        let carried: Vec<(MjSlot, BufId)> = state.iter().copied().filter(|(s, _)| !follows_distinct(*s)).collect();
+        let mut args = vec![parent];
+        args.extend(carried.iter().map(|&(_, b)| b));
+        let names: Vec<(String, Option<Type>)> = carried
+            .iter()
+            .map(|&(_, b)| (self.base_name(b), self.buffers[b.0 as usize].ty))
+            .collect();
+        let refs: Vec<(&str, Option<Type>)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+        let got = self.launch(Kernel::Gather { shift: 0 }, args, &refs)?;
+        let moved: Vec<(MjSlot, BufId)> = carried.iter().map(|&(s, _)| s).zip(got).collect();
+        let mfind = |s: MjSlot| moved.iter().find(|(x, _)| *x == s).map(|&(_, b)| b);
+        let mut found = Vec::new();
+        let mut positions = Vec::new();
+        for &a in &distinct {
+            let lo = mfind(MjSlot::Lo(a)).ok_or_else(missing)?;
+            let hi = mfind(MjSlot::Hi(a)).ok_or_else(missing)?;
+            let r = self.launch(
+                Kernel::SortedSearch,
+                vec![level(a), lo, hi, value],
+                &[(&format!("a{a}.found"), None), (&format!("a{a}.pos"), None)],
+            )?;
+            found.push(r[0]);
+            positions.push(r[1]);
+        }
+        let expr = KExpr {
+            kind: KExprKind::And(
+                (0..found.len())
+                    .map(|i| KExpr {
+                        kind: KExprKind::Col(i),
+                        ty: Type::Bool,
+                    })
+                    .collect(),
+            ),
+            ty: Type::Bool,
+        };
+        let flags = self.launch1(
+            Kernel::Eval {
+                expr,
+                n_cols: found.len(),
+            },
+            found,
+            &format!("{lvl}.found"),
+            None,
+        )?;
+        let in_level = |s: MjSlot| members.iter().any(|&a| s == MjSlot::Lo(a) || s == MjSlot::Hi(a));
+        let mut kept: Vec<(MjSlot, BufId)> = moved.iter().copied().filter(|(s, _)| !in_level(*s)).collect();
+        kept.push((MjSlot::Var(var), value));
+        let mut args = vec![flags];
+        args.extend(kept.iter().map(|&(_, b)| b));
+        args.extend(&positions);
+        let mut names: Vec<(String, Option<Type>)> = kept
+            .iter()
+            .map(|&(_, b)| (self.base_name(b), self.buffers[b.0 as usize].ty))
+            .collect();
+        names.extend(distinct.iter().map(|a| (format!("a{a}.pos"), None)));
+        let refs: Vec<(&str, Option<Type>)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+        let got = self.launch(Kernel::Compact, args, &refs)?;
+        let mut next: Vec<(MjSlot, BufId)> = kept.iter().map(|&(s, _)| s).zip(got.iter().copied()).collect();
+        let mut depths = Vec::new();
+        for (i, &a) in distinct.iter().enumerate() {
+            let d = depth(a);
+            let same: Vec<usize> = members
+                .iter()
+                .copied()
+                .filter(|&b| range(b) == range(a) && level(b) == level(a))
+                .collect();
+            if d + 1 < atoms[a].arity {
+                let child = self.child_range(a, atoms[a].starts[d], got[kept.len() + i])?;
+                for &b in &same {
+                    next.push((MjSlot::Lo(b), child.0));
+                    next.push((MjSlot::Hi(b), child.1));
+                }
+            }
+            depths.extend(same.iter().map(|&b| (b, depth(b) + 1)));
+        }
+        Ok(Some(LevelOut { state: next, depths }))
     }
 
     /// The range of children of the trie nodes at `pos`: `start[pos]`, `start[pos + 1]`.

@@ -258,6 +258,7 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
         Kernel::Expand => "expand".into(),
         Kernel::SortedSearch => "sorted_search".into(),
         Kernel::IntersectCount { ways } => format!("intersect_count[{}]", plural(*ways, "way")),
+        Kernel::MinRange { ways } => format!("min_range[{}]", plural(*ways, "way")),
     }
 }
 

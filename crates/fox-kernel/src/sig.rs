@@ -282,6 +282,16 @@ pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Re
             }
             Ok(vec![Elem::I64])
         }
+        Kernel::MinRange { ways } => {
+            if *ways == 0 {
+                return Err("the smallest of no ranges".into());
+            }
+            count(2 * ways)?;
+            for i in 0..2 * ways {
+                expect(i, Elem::U32, if i % 2 == 0 { "lo" } else { "hi" })?;
+            }
+            Ok(vec![Elem::U32, Elem::U32])
+        }
     }
 }
 
