@@ -126,6 +126,23 @@ fn clique_counts_on_generated_graphs() {
             "{spec}: labels in order of degree"
         );
     }
+    // Another variable order of the multi-way join: the same counts.
+    let (t, k4) = cliques("rmat:8:8:2");
+    for order in ["z,y,x", "y,x", "w,z,y,x", "z,x"] {
+        let args = ["--graph", "rmat:8:8:2", "--var-order", order];
+        if !order.contains('w') {
+            assert_eq!(
+                foxrun_count_with("queries/triangle_count.logic", &args),
+                t,
+                "triangles, --var-order {order}"
+            );
+        }
+        assert_eq!(
+            foxrun_count_with("queries/clique4_count.logic", &args),
+            k4,
+            "4-cliques, --var-order {order}"
+        );
+    }
     // K5 and K6: C(5,3) triangles, C(6,4) 4-cliques.
     assert_eq!(cliques("gnm:5:10:1").0, 10);
     assert_eq!(cliques("gnm:6:15:1").1, 15);
@@ -149,6 +166,19 @@ fn bad_graph_specs_and_relations_are_clear_errors() {
     let o = run(&["tpch/queries/q06.logic", "--graph", "rmat:4", "--backend", "cpu"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("has only the relation `edge`"));
+    let out = run(&[
+        "queries/triangle_count.logic",
+        "--graph",
+        "gnm:5:10:1",
+        "--var-order",
+        "x,q",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--var-order names `q`, which no multi-way join binds (they bind x, y, z)"),
+        "{err}"
+    );
 }
 
 /// A random undirected graph as `(x, y)` pairs, each edge once in a random direction.

@@ -19,6 +19,10 @@ pub enum PlanError {
     /// type mismatch).
     #[error("the plan is inconsistent: {0}")]
     Invalid(String),
+    /// A planner option that does not fit the program (`--var-order` naming a variable
+    /// no multi-way join binds).
+    #[error("{0}")]
+    Options(String),
     /// The core program broke one of the invariants `fox-sema` promises.
     #[error("internal error while planning: {0}")]
     Internal(String),

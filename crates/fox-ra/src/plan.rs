@@ -43,11 +43,18 @@ pub struct PlanOptions {
     /// Route cyclic bodies to the multi-way join (leapfrog triejoin); `false` plans every
     /// body as binary joins.
     pub multiway: bool,
+    /// Variables that come first, in this order, in the variable order of every
+    /// multi-way join that binds them (the others follow in the planner's order); each
+    /// must be bound by some multi-way join of the program.
+    pub var_order: Vec<String>,
 }
 
 impl Default for PlanOptions {
     fn default() -> Self {
-        PlanOptions { multiway: true }
+        PlanOptions {
+            multiway: true,
+            var_order: Vec::new(),
+        }
     }
 }
 
@@ -55,10 +62,22 @@ impl Default for PlanOptions {
 pub fn plan_with(core: &CoreProgram, options: &PlanOptions) -> Result<RaPlan, PlanError> {
     let mut p = Planner::new(core)?;
     p.multiway = options.multiway;
+    p.var_order = options.var_order.clone();
     for (i, s) in core.strata.iter().enumerate() {
         p.plan_stratum(i, s)?;
     }
     p.plan_outputs()?;
+    if let Some(v) = p.var_order.iter().find(|v| !p.ordered.contains(*v)) {
+        let bound: Vec<&str> = p.ordered.iter().map(String::as_str).collect();
+        return Err(PlanError::Options(if bound.is_empty() {
+            format!("--var-order names `{v}`, but the program has no multi-way join")
+        } else {
+            format!(
+                "--var-order names `{v}`, which no multi-way join binds (they bind {})",
+                bound.join(", ")
+            )
+        }));
+    }
     let mut plan = p.plan;
     crate::opt::optimize(&mut plan);
     Ok(plan)
@@ -73,6 +92,10 @@ struct Planner<'a> {
     cur: usize,
     /// See [`PlanOptions::multiway`].
     multiway: bool,
+    /// See [`PlanOptions::var_order`].
+    var_order: Vec<String>,
+    /// The variables of the multi-way joins planned so far.
+    ordered: BTreeSet<String>,
 }
 
 struct View<'p>(&'p RaPlan);
@@ -177,6 +200,8 @@ impl<'a> Planner<'a> {
             full,
             cur: 0,
             multiway: true,
+            var_order: Vec::new(),
+            ordered: BTreeSet::new(),
         })
     }
 
@@ -878,6 +903,15 @@ impl<'a> Planner<'a> {
                     order.push(*v);
                 }
             }
+        }
+        // Variables named by `var_order` first, in its order; the rest keep theirs.
+        let rank = |v: &VarId| {
+            let name = cx.var_name(*v);
+            self.var_order.iter().position(|n| *n == name).unwrap_or(usize::MAX)
+        };
+        order.sort_by_key(rank);
+        for v in &order {
+            self.ordered.insert(cx.var_name(*v));
         }
         let needed = cx.needed();
         let output_vars: Vec<VarId> = order

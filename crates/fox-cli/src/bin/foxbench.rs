@@ -79,6 +79,12 @@ struct CliqueArgs {
     /// (clique counts are unchanged; listed vertices carry the new numbers).
     #[arg(long)]
     degree_order: bool,
+    /// The variable order of the multi-way joins (leapfrog triejoin), for experiments:
+    /// the named variables come first, in this order, and the others follow in the
+    /// planner's order (e.g. `--var-order z,y,x`). Each name must be a variable of the
+    /// clique query (x, y, z and w for k = 3 and 4; a to e for k = 5).
+    #[arg(long, value_name = "VARS", value_delimiter = ',')]
+    var_order: Vec<String>,
     /// The clique size: 3 (queries/triangle_count.logic), 4 or 5 (queries/cliqueK_count.logic).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(3..=5))]
     k: u32,
@@ -1113,9 +1119,22 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
         _ => "queries/clique5_count.logic",
     };
     let path = Path::new(query);
-    let lftj = fox_cli::load_plan(path, false, "foxbench")?.ok_or_else(|| anyhow::anyhow!("{query} has errors"))?;
-    let binary = fox_cli::load_plan_with(path, false, "foxbench", &fox_ra::PlanOptions { multiway: false })?
+    let options = fox_ra::PlanOptions {
+        var_order: a.var_order.clone(),
+        ..fox_ra::PlanOptions::default()
+    };
+    let lftj = fox_cli::load_plan_with(path, false, "foxbench", &options)?
         .ok_or_else(|| anyhow::anyhow!("{query} has errors"))?;
+    let binary = fox_cli::load_plan_with(
+        path,
+        false,
+        "foxbench",
+        &fox_ra::PlanOptions {
+            multiway: false,
+            ..fox_ra::PlanOptions::default()
+        },
+    )?
+    .ok_or_else(|| anyhow::anyhow!("{query} has errors"))?;
     let spec = a
         .graph
         .clone()

@@ -2,7 +2,7 @@
 //! process) on a backend, and prints or writes its results.
 
 use clap::{Parser, ValueEnum};
-use fox_cli::{load_plan, parse_scale_factor, Bars};
+use fox_cli::{load_plan_with, parse_scale_factor, Bars};
 use fox_runtime::{format_stats, format_table, run, write_csv_all, Backend, DataSource, Database, RunOptions};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -51,6 +51,12 @@ struct Cli {
     /// (clique counts are unchanged; listed vertices carry the new numbers).
     #[arg(long, requires = "graph")]
     degree_order: bool,
+    /// The variable order of the multi-way joins (leapfrog triejoin), for experiments:
+    /// the named variables come first, in this order, and the others follow in the
+    /// planner's order (e.g. `--var-order z,y,x`). Each name must be bound by some
+    /// multi-way join of the program.
+    #[arg(long, value_name = "VARS", value_delimiter = ',')]
+    var_order: Vec<String>,
     /// Write each output predicate to DIR/<predicate>.csv (DIR is created) instead of
     /// printing it.
     #[arg(long, value_name = "DIR")]
@@ -115,7 +121,15 @@ fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
             }
         },
     };
-    let Some(plan) = load_plan(&cli.file, color, "foxrun")? else {
+    if !cli.var_order.is_empty() && cli.file.extension().is_some_and(|e| e == "ron") {
+        eprintln!("foxrun: --var-order applies when a program is compiled, not to a compiled plan (.ron)");
+        return Ok(ExitCode::from(2));
+    }
+    let options = fox_ra::PlanOptions {
+        var_order: cli.var_order.clone(),
+        ..fox_ra::PlanOptions::default()
+    };
+    let Some(plan) = load_plan_with(&cli.file, color, "foxrun", &options)? else {
         return Ok(ExitCode::from(1));
     };
     let source = match (cli.tpch, &cli.graph) {
