@@ -1114,18 +1114,7 @@ impl<'a> Lower<'a> {
                 continue;
             }
             // Expand the lead atom's children: one row per (binding, child).
-            let counts = self.launch1(Kernel::RangeCount, vec![lo, hi], &format!("{lvl}.counts"), None)?;
-            let scan = self.launch(
-                Kernel::ExclusiveScan,
-                vec![counts],
-                &[(&format!("{lvl}.offsets"), None), (&format!("{lvl}.total"), None)],
-            )?;
-            let ex = self.launch(
-                Kernel::Expand,
-                vec![lo, scan[0], scan[1]],
-                &[(&format!("{lvl}.parent"), None), (&format!("{lvl}.pos"), None)],
-            )?;
-            let (parent, pos) = (ex[0], ex[1]);
+            let (parent, pos) = self.expand_ranges(lo, hi, &lvl)?;
             let depth = atoms[lead].depth;
             // Members at the same level of the same trie with the same range as the lead
             // hold exactly the lead's values: they follow the lead without a search.
@@ -1152,19 +1141,7 @@ impl<'a> Lower<'a> {
             )?;
             // Every other state column follows its parent row.
             let others: Vec<(Slot, BufId)> = state.iter().copied().filter(|(s, _)| !follows(*s)).collect();
-            let mut next: Vec<(Slot, BufId)> = Vec::new();
-            if !others.is_empty() {
-                let mut args = vec![parent];
-                args.extend(others.iter().map(|&(_, b)| b));
-                let names: Vec<String> = others.iter().map(|&(_, b)| self.base_name(b)).collect();
-                let refs: Vec<(&str, Option<Type>)> = others
-                    .iter()
-                    .zip(&names)
-                    .map(|(&(_, b), n)| (n.as_str(), self.buffers[b.0 as usize].ty))
-                    .collect();
-                let got = self.launch(Kernel::Gather { shift: 0 }, args, &refs)?;
-                next.extend(others.iter().map(|&(s, _)| s).zip(got));
-            }
+            let (mut next, _) = self.carry_state(Kernel::Gather { shift: 0 }, parent, &others, &[])?;
             next.push((Slot::Var(var), value));
             if depth + 1 < atoms[lead].vars.len() {
                 let range = self.child_range(lead, atoms[lead].starts[depth], pos)?;
@@ -1197,50 +1174,23 @@ impl<'a> Lower<'a> {
                 found.push(r[0]);
                 positions.push(r[1]);
             }
-            let flags = if found.len() == 1 {
-                found[0]
-            } else {
-                let expr = KExpr {
-                    kind: KExprKind::And(
-                        (0..found.len())
-                            .map(|i| KExpr {
-                                kind: KExprKind::Col(i),
-                                ty: Type::Bool,
-                            })
-                            .collect(),
-                    ),
-                    ty: Type::Bool,
-                };
-                self.launch1(
-                    Kernel::Eval {
-                        expr,
-                        n_cols: found.len(),
-                    },
-                    found.clone(),
-                    &format!("{lvl}.found"),
-                    None,
-                )?
-            };
+            let flags = self.all_found(found, &lvl)?;
             let kept: Vec<(Slot, BufId)> = state
                 .iter()
                 .copied()
                 .filter(|(s, _)| !rest.iter().any(|&a| *s == Slot::Lo(a) || *s == Slot::Hi(a)))
                 .collect();
-            let mut args = vec![flags];
-            args.extend(kept.iter().map(|&(_, b)| b));
-            args.extend(&positions);
-            let mut names: Vec<(String, Option<Type>)> = kept
+            let extra: Vec<(BufId, String)> = rest
                 .iter()
-                .map(|&(_, b)| (self.base_name(b), self.buffers[b.0 as usize].ty))
+                .zip(&positions)
+                .map(|(a, &p)| (p, format!("a{a}.pos")))
                 .collect();
-            names.extend(rest.iter().map(|a| (format!("a{a}.pos"), None)));
-            let refs: Vec<(&str, Option<Type>)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
-            let got = self.launch(Kernel::Compact, args, &refs)?;
-            state = kept.iter().map(|&(s, _)| s).zip(got.iter().copied()).collect();
+            let (next, got) = self.carry_state(Kernel::Compact, flags, &kept, &extra)?;
+            state = next;
             for (i, &a) in rest.iter().enumerate() {
                 let d = atoms[a].depth;
                 if d + 1 < atoms[a].vars.len() {
-                    let range = self.child_range(a, atoms[a].starts[d], got[kept.len() + i])?;
+                    let range = self.child_range(a, atoms[a].starts[d], got[i])?;
                     state.push((Slot::Lo(a), range.0));
                     state.push((Slot::Hi(a), range.1));
                 }
@@ -1327,23 +1277,7 @@ impl<'a> Lower<'a> {
             args,
             &[(&format!("{lvl}.lo"), None), (&format!("{lvl}.hi"), None)],
         )?;
-        let counts = self.launch1(
-            Kernel::RangeCount,
-            vec![small[0], small[1]],
-            &format!("{lvl}.counts"),
-            None,
-        )?;
-        let scan = self.launch(
-            Kernel::ExclusiveScan,
-            vec![counts],
-            &[(&format!("{lvl}.offsets"), None), (&format!("{lvl}.total"), None)],
-        )?;
-        let ex = self.launch(
-            Kernel::Expand,
-            vec![small[0], scan[0], scan[1]],
-            &[(&format!("{lvl}.parent"), None), (&format!("{lvl}.pos"), None)],
-        )?;
-        let (parent, pos) = (ex[0], ex[1]);
+        let (parent, pos) = self.expand_ranges(small[0], small[1], &lvl)?;
         let value = self.launch1(
             Kernel::Gather { shift: 0 },
             vec![pos, values],
@@ -1358,15 +1292,7 @@ impl<'a> Lower<'a> {
                 .any(|&a| !distinct.contains(&a) && (s == MjSlot::Lo(a) || s == MjSlot::Hi(a)))
         };
         let carried: Vec<(MjSlot, BufId)> = state.iter().copied().filter(|(s, _)| !follows_distinct(*s)).collect();
-        let mut args = vec![parent];
-        args.extend(carried.iter().map(|&(_, b)| b));
-        let names: Vec<(String, Option<Type>)> = carried
-            .iter()
-            .map(|&(_, b)| (self.base_name(b), self.buffers[b.0 as usize].ty))
-            .collect();
-        let refs: Vec<(&str, Option<Type>)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
-        let got = self.launch(Kernel::Gather { shift: 0 }, args, &refs)?;
-        let moved: Vec<(MjSlot, BufId)> = carried.iter().map(|&(s, _)| s).zip(got).collect();
+        let (moved, _) = self.carry_state(Kernel::Gather { shift: 0 }, parent, &carried, &[])?;
         let mfind = |s: MjSlot| moved.iter().find(|(x, _)| *x == s).map(|&(_, b)| b);
         let mut found = Vec::new();
         let mut positions = Vec::new();
@@ -1381,6 +1307,58 @@ impl<'a> Lower<'a> {
             found.push(r[0]);
             positions.push(r[1]);
         }
+        let flags = self.all_found(found, &lvl)?;
+        let in_level = |s: MjSlot| members.iter().any(|&a| s == MjSlot::Lo(a) || s == MjSlot::Hi(a));
+        let mut kept: Vec<(MjSlot, BufId)> = moved.iter().copied().filter(|(s, _)| !in_level(*s)).collect();
+        kept.push((MjSlot::Var(var), value));
+        let extra: Vec<(BufId, String)> = distinct
+            .iter()
+            .zip(&positions)
+            .map(|(a, &p)| (p, format!("a{a}.pos")))
+            .collect();
+        let (mut next, got) = self.carry_state(Kernel::Compact, flags, &kept, &extra)?;
+        let mut depths = Vec::new();
+        for (i, &a) in distinct.iter().enumerate() {
+            let d = depth(a);
+            let same: Vec<usize> = members
+                .iter()
+                .copied()
+                .filter(|&b| range(b) == range(a) && level(b) == level(a))
+                .collect();
+            if d + 1 < atoms[a].arity {
+                let child = self.child_range(a, atoms[a].starts[d], got[i])?;
+                for &b in &same {
+                    next.push((MjSlot::Lo(b), child.0));
+                    next.push((MjSlot::Hi(b), child.1));
+                }
+            }
+            depths.extend(same.iter().map(|&b| (b, depth(b) + 1)));
+        }
+        Ok(Some(LevelOut { state: next, depths }))
+    }
+
+    /// One row per value of each row's range `lo .. hi`: `RangeCount`, `ExclusiveScan`,
+    /// `Expand`; returns `parent` and `pos`.
+    fn expand_ranges(&mut self, lo: BufId, hi: BufId, lvl: &str) -> R<(BufId, BufId)> {
+        let counts = self.launch1(Kernel::RangeCount, vec![lo, hi], &format!("{lvl}.counts"), None)?;
+        let scan = self.launch(
+            Kernel::ExclusiveScan,
+            vec![counts],
+            &[(&format!("{lvl}.offsets"), None), (&format!("{lvl}.total"), None)],
+        )?;
+        let ex = self.launch(
+            Kernel::Expand,
+            vec![lo, scan[0], scan[1]],
+            &[(&format!("{lvl}.parent"), None), (&format!("{lvl}.pos"), None)],
+        )?;
+        Ok((ex[0], ex[1]))
+    }
+
+    /// The conjunction of `found` flags (the one flag itself when there is one).
+    fn all_found(&mut self, found: Vec<BufId>, lvl: &str) -> R<BufId> {
+        if found.len() == 1 {
+            return Ok(found[0]);
+        }
         let expr = KExpr {
             kind: KExprKind::And(
                 (0..found.len())
@@ -1392,47 +1370,36 @@ impl<'a> Lower<'a> {
             ),
             ty: Type::Bool,
         };
-        let flags = self.launch1(
-            Kernel::Eval {
-                expr,
-                n_cols: found.len(),
-            },
-            found,
-            &format!("{lvl}.found"),
-            None,
-        )?;
-        let in_level = |s: MjSlot| members.iter().any(|&a| s == MjSlot::Lo(a) || s == MjSlot::Hi(a));
-        let mut kept: Vec<(MjSlot, BufId)> = moved.iter().copied().filter(|(s, _)| !in_level(*s)).collect();
-        kept.push((MjSlot::Var(var), value));
-        let mut args = vec![flags];
-        args.extend(kept.iter().map(|&(_, b)| b));
-        args.extend(&positions);
-        let mut names: Vec<(String, Option<Type>)> = kept
+        let n_cols = found.len();
+        self.launch1(Kernel::Eval { expr, n_cols }, found, &format!("{lvl}.found"), None)
+    }
+
+    /// Moves a multi-way join's state columns, and `extra` columns after them, through a
+    /// row-selecting kernel (`Gather` by parent rows, `Compact` by flags) whose first
+    /// argument is `by`. Returns the moved state and the moved extras; nothing is launched
+    /// when there is nothing to move.
+    fn carry_state(
+        &mut self,
+        kernel: Kernel,
+        by: BufId,
+        state: &[(MjSlot, BufId)],
+        extra: &[(BufId, String)],
+    ) -> R<(Vec<(MjSlot, BufId)>, Vec<BufId>)> {
+        if state.is_empty() && extra.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let mut args = vec![by];
+        args.extend(state.iter().map(|&(_, b)| b));
+        args.extend(extra.iter().map(|(b, _)| *b));
+        let mut names: Vec<(String, Option<Type>)> = state
             .iter()
             .map(|&(_, b)| (self.base_name(b), self.buffers[b.0 as usize].ty))
             .collect();
-        names.extend(distinct.iter().map(|a| (format!("a{a}.pos"), None)));
+        names.extend(extra.iter().map(|(_, n)| (n.clone(), None)));
         let refs: Vec<(&str, Option<Type>)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
-        let got = self.launch(Kernel::Compact, args, &refs)?;
-        let mut next: Vec<(MjSlot, BufId)> = kept.iter().map(|&(s, _)| s).zip(got.iter().copied()).collect();
-        let mut depths = Vec::new();
-        for (i, &a) in distinct.iter().enumerate() {
-            let d = depth(a);
-            let same: Vec<usize> = members
-                .iter()
-                .copied()
-                .filter(|&b| range(b) == range(a) && level(b) == level(a))
-                .collect();
-            if d + 1 < atoms[a].arity {
-                let child = self.child_range(a, atoms[a].starts[d], got[kept.len() + i])?;
-                for &b in &same {
-                    next.push((MjSlot::Lo(b), child.0));
-                    next.push((MjSlot::Hi(b), child.1));
-                }
-            }
-            depths.extend(same.iter().map(|&b| (b, depth(b) + 1)));
-        }
-        Ok(Some(LevelOut { state: next, depths }))
+        let mut got = self.launch(kernel, args, &refs)?;
+        let extras = got.split_off(state.len());
+        Ok((state.iter().map(|&(s, _)| s).zip(got).collect(), extras))
     }
 
     /// The range of children of the trie nodes at `pos`: `start[pos]`, `start[pos + 1]`.
