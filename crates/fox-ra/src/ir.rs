@@ -299,6 +299,26 @@ impl Op {
             Op::MultiJoin { inputs, .. } => inputs.iter().map(|i| i.src).collect(),
         }
     }
+
+    /// The temps this operator reads, mutably (in the order of [`Op::inputs`]).
+    pub fn inputs_mut(&mut self) -> Vec<&mut TempId> {
+        match self {
+            Op::Scan(_) | Op::Const(_) => Vec::new(),
+            Op::Select { input, .. }
+            | Op::Map { input, .. }
+            | Op::Project { input, .. }
+            | Op::Aggregate { input, .. }
+            | Op::Sort { input, .. }
+            | Op::Unique(input)
+            | Op::Limit { input, .. } => vec![input],
+            Op::Join { left, right, .. }
+            | Op::SemiJoin { left, right, .. }
+            | Op::AntiJoin { left, right, .. }
+            | Op::Difference { left, right } => vec![left, right],
+            Op::Union(ts) => ts.iter_mut().collect(),
+            Op::MultiJoin { inputs, .. } => inputs.iter_mut().map(|i| &mut i.src).collect(),
+        }
+    }
 }
 
 /// A typed scalar expression over the columns of an operator's input.

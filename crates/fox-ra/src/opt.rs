@@ -58,26 +58,6 @@ fn renumber(plan: &mut RaPlan) {
     plan.temps = temps;
 }
 
-/// The temps an operator reads, mutably.
-fn inputs_mut(op: &mut Op) -> Vec<&mut TempId> {
-    match op {
-        Op::Scan(_) | Op::Const(_) => Vec::new(),
-        Op::Select { input, .. }
-        | Op::Map { input, .. }
-        | Op::Project { input, .. }
-        | Op::Aggregate { input, .. }
-        | Op::Sort { input, .. }
-        | Op::Unique(input)
-        | Op::Limit { input, .. } => vec![input],
-        Op::Join { left, right, .. }
-        | Op::SemiJoin { left, right, .. }
-        | Op::AntiJoin { left, right, .. }
-        | Op::Difference { left, right } => vec![left, right],
-        Op::Union(ts) => ts.iter_mut().collect(),
-        Op::MultiJoin { inputs, .. } => inputs.iter_mut().map(|i| &mut i.src).collect(),
-    }
-}
-
 /// Replaces reads of temps by `map` in a statement.
 fn rename(stmt: &mut Stmt, map: &HashMap<TempId, TempId>) {
     let fix = |t: &mut TempId| {
@@ -86,7 +66,7 @@ fn rename(stmt: &mut Stmt, map: &HashMap<TempId, TempId>) {
         }
     };
     match stmt {
-        Stmt::Let { op, .. } => inputs_mut(op).into_iter().for_each(fix),
+        Stmt::Let { op, .. } => op.inputs_mut().into_iter().for_each(fix),
         Stmt::Store { src, .. } | Stmt::Output { src, .. } => fix(src),
         Stmt::Merge { .. } | Stmt::Assign { .. } | Stmt::Clear { .. } => {}
     }
