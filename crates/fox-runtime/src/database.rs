@@ -251,13 +251,7 @@ impl Database {
                 .iter()
                 .zip(&input.columns)
                 .map(|(c, col)| match (c, col.ty) {
-                    (Some(HostCol::U32(v)), fox_sema::core::Type::String) => {
-                        use rayon::slice::ParallelSliceMut;
-                        let mut d = v.clone();
-                        d.par_sort_unstable();
-                        d.dedup();
-                        Some(Arc::new(d))
-                    }
+                    (Some(HostCol::U32(v)), fox_sema::core::Type::String) => Some(distinct_codes(v.iter().copied())),
                     _ => None,
                 })
                 .collect();
@@ -307,11 +301,7 @@ impl Database {
         let codes = if lists.len() == 1 {
             lists[0].clone()
         } else {
-            use rayon::slice::ParallelSliceMut;
-            let mut all: Vec<u32> = lists.iter().flat_map(|l| l.iter().copied()).collect();
-            all.par_sort_unstable();
-            all.dedup();
-            Arc::new(all)
+            distinct_codes(lists.iter().flat_map(|l| l.iter().copied()))
         };
         if let Ok(mut m) = self.codes_of.lock() {
             m.insert(key, codes.clone());
@@ -390,12 +380,7 @@ impl Database {
             let distinct = cols
                 .iter()
                 .map(|c| match c {
-                    HostCol::U32(v) => {
-                        let mut d = v.clone();
-                        d.sort_unstable();
-                        d.dedup();
-                        Some(Arc::new(d))
-                    }
+                    HostCol::U32(v) => Some(distinct_codes(v.iter().copied())),
                     _ => None,
                 })
                 .collect();
@@ -446,6 +431,15 @@ impl Database {
 }
 
 /// The columns of `.input edge` from a generated graph: two integer columns.
+/// The distinct dictionary codes among `codes`, in ascending order (sorted on all cores).
+fn distinct_codes(codes: impl Iterator<Item = u32>) -> Arc<Vec<u32>> {
+    use rayon::slice::ParallelSliceMut;
+    let mut all: Vec<u32> = codes.collect();
+    all.par_sort_unstable();
+    all.dedup();
+    Arc::new(all)
+}
+
 fn graph_columns(
     input: &InputRel,
     spec: &crate::graph::GraphSpec,
