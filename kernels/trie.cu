@@ -95,6 +95,17 @@ __device__ __forceinline__ u64 owner(const u64* offsets, u64 lo, u64 hi, u64 o) 
     return lo - 1;
 }
 
+// Thread 0 of a block finds the rows [*r0, *r1) that own the outputs [t0, t1) of a tile
+// (the caller synchronises before reading them).
+__device__ __forceinline__ void tile_rows(const u64* offsets, u64 n, u64 t0, u64 t1, u64* r0, u64* r1) {
+    if (threadIdx.x == 0) {
+        u64 a = owner(offsets, 0, n, t0);
+        u64 b = owner(offsets, a, n, t1 - 1);
+        *r0 = a;
+        *r1 = b + 1;
+    }
+}
+
 // Load-balanced expansion: for every output o < total, parent[o] = the row r whose range
 // [offsets[r], offsets[r+1]) holds o, and pos[o] = lo[r] + (o - offsets[r]). A block
 // handles a tile of EXPAND_TILE outputs; thread 0 finds the rows owning the tile's first
@@ -105,12 +116,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
     u64 t0 = (u64)blockIdx.x * EXPAND_TILE;
     if (t0 >= total) return;
     u64 t1 = min(t0 + EXPAND_TILE, total);
-    if (threadIdx.x == 0) {
-        u64 r0 = owner(offsets, 0, n, t0);
-        u64 r1 = owner(offsets, r0, n, t1 - 1);
-        s_r0 = r0;
-        s_r1 = r1 + 1;
-    }
+    tile_rows(offsets, n, t0, t1, &s_r0, &s_r1);
     __syncthreads();
     u64 r0 = s_r0, r1 = s_r1;
 #pragma unroll
@@ -192,12 +198,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
     u64 t0 = (u64)blockIdx.x * EXPAND_TILE;
     if (t0 >= total) return;
     u64 t1 = min(t0 + EXPAND_TILE, total);
-    if (threadIdx.x == 0) {
-        u64 r0 = owner(offsets, 0, n, t0);
-        u64 r1 = owner(offsets, r0, n, t1 - 1);
-        s_r0 = r0;
-        s_r1 = r1 + 1;
-    }
+    tile_rows(offsets, n, t0, t1, &s_r0, &s_r1);
     if (threadIdx.x < 3 * ways) s_desc[threadIdx.x] = desc[threadIdx.x];
     __syncthreads();
     u64 r0 = s_r0, r1 = s_r1;

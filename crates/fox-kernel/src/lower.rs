@@ -160,6 +160,9 @@ enum MjSlot {
     Hi(usize),
 }
 
+/// A multi-way join's state: the buffer of each slot.
+type MjState = Vec<(MjSlot, BufId)>;
+
 /// An atom of a multi-way join as a level sees it: its trie and how deep it is bound.
 struct AtomView {
     values: Vec<BufId>,
@@ -1384,7 +1387,7 @@ impl<'a> Lower<'a> {
         by: BufId,
         state: &[(MjSlot, BufId)],
         extra: &[(BufId, String)],
-    ) -> R<(Vec<(MjSlot, BufId)>, Vec<BufId>)> {
+    ) -> R<(MjState, Vec<BufId>)> {
         if state.is_empty() && extra.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
