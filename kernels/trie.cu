@@ -106,16 +106,17 @@ __device__ __forceinline__ void tile_rows(const u64* offsets, u64 n, u64 t0, u64
     }
 }
 
-// Load-balanced expansion: for every output o < total, parent[o] = the row r whose range
-// [offsets[r], offsets[r+1]) holds o, and pos[o] = lo[r] + (o - offsets[r]). A block
-// handles a tile of EXPAND_TILE outputs; thread 0 finds the rows owning the tile's first
-// and last outputs, and each output then searches only between them.
+// Load-balanced expansion of the outputs o in [start, end) (a window of the whole
+// expansion): parent[o - start] = the row r whose range [offsets[r], offsets[r+1]) holds o,
+// and pos[o - start] = lo[r] + (o - offsets[r]). A block handles a tile of EXPAND_TILE
+// outputs; thread 0 finds the rows owning the tile's first and last outputs, and each
+// output then searches only between them.
 extern "C" __global__ void __launch_bounds__(BLOCK)
-    expand_write(const unsigned* lo, const u64* offsets, u64 n, u64 total, unsigned* parent, unsigned* pos) {
+    expand_write(const unsigned* lo, const u64* offsets, u64 n, u64 start, u64 end, unsigned* parent, unsigned* pos) {
     __shared__ u64 s_r0, s_r1;
-    u64 t0 = (u64)blockIdx.x * EXPAND_TILE;
-    if (t0 >= total) return;
-    u64 t1 = min(t0 + EXPAND_TILE, total);
+    u64 t0 = start + (u64)blockIdx.x * EXPAND_TILE;
+    if (t0 >= end) return;
+    u64 t1 = min(t0 + EXPAND_TILE, end);
     tile_rows(offsets, n, t0, t1, &s_r0, &s_r1);
     __syncthreads();
     u64 r0 = s_r0, r1 = s_r1;
@@ -124,8 +125,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
         u64 o = t0 + (u64)it * BLOCK + threadIdx.x;
         if (o < t1) {
             u64 r = owner(offsets, r0, r1, o);
-            parent[o] = (unsigned)r;
-            pos[o] = lo[r] + (unsigned)(o - offsets[r]);
+            parent[o - start] = (unsigned)r;
+            pos[o - start] = lo[r] + (unsigned)(o - offsets[r]);
         }
     }
 }
@@ -236,6 +237,213 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
         for (int w = 0; w < BLOCK / 32; ++w) sum += s_warp[w];
         if (sum) atomicAdd((unsigned long long*)out, (unsigned long long)sum);
     }
+}
+
+// ---- IntersectCount with a shared way ---------------------------------------------------
+//
+// When one way's range (way s) is the same over runs of consecutive rows (the rows of a
+// level expanded from the same parent), its values are put in a hash table in shared memory
+// once per run and tile, and the candidates of those rows (the values of the smallest other
+// way) are looked up there instead of being searched for.
+
+// Per way w: the number of rows whose (lo, hi) differs from the previous row's (the first
+// row counts), added to runs[w].
+extern "C" __global__ void ic_runs(const u64* desc, int ways, u64 n, u64* runs) {
+    for (int w = 0; w < ways; ++w) {
+        const unsigned* lo = (const unsigned*)desc[ways + w];
+        const unsigned* hi = (const unsigned*)desc[2 * ways + w];
+        unsigned c = 0;
+        for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+            c += (i == 0 || lo[i] != lo[i - 1] || hi[i] != hi[i - 1]) ? 1u : 0u;
+        for (int d = 16; d > 0; d >>= 1) c += __shfl_down_sync(0xffffffffu, c, d);
+        if ((threadIdx.x & 31) == 0 && c) atomicAdd((unsigned long long*)&runs[w], (unsigned long long)c);
+    }
+}
+
+// Per row, which way a row's candidates come from, and how it finds them in the others:
+// hashed (work_h = the size of the smallest way other than s, lead_h = that way) when way
+// s's range fits a table (at most `cap` values) and is not much smaller than the candidates,
+// otherwise searched as in ic_work (work_b, lead_b). A range outside its values is error
+// code 1 (detail: lo, row: the row).
+extern "C" __global__ void ic_split(const u64* desc, int ways, int s, u64 n, unsigned cap, u64* work_h,
+                                   unsigned char* lead_h, u64* work_b, unsigned char* lead_b, u64* err) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        u64 best = ~0ull, other = ~0ull;
+        int bw = 0, ow = s == 0 ? 1 : 0;
+        bool bad = false;
+        for (int w = 0; w < ways; ++w) {
+            unsigned a = ((const unsigned*)desc[ways + w])[i];
+            unsigned b = ((const unsigned*)desc[2 * ways + w])[i];
+            if (a > b || (u64)b > desc[3 * ways + w]) {
+                set_err(err, 1, i, a);
+                bad = true;
+                break;
+            }
+            u64 len = b - a;
+            if (len < best) {
+                best = len;
+                bw = w;
+            }
+            if (w != s && len < other) {
+                other = len;
+                ow = w;
+            }
+        }
+        u64 shared = (u64)(((const unsigned*)desc[2 * ways + s])[i] - ((const unsigned*)desc[ways + s])[i]);
+        bool hashed = !bad && best > 0 && shared <= cap && other <= 8 * shared;
+        work_h[i] = hashed ? other : 0;
+        lead_h[i] = (unsigned char)ow;
+        work_b[i] = (hashed || bad) ? 0 : best;
+        lead_b[i] = (unsigned char)bw;
+    }
+}
+
+#define ICH_ITEMS 32
+#define ICH_TILE (BLOCK * ICH_ITEMS)
+
+template <typename K>
+__device__ __forceinline__ unsigned ich_hash(K key, int bits) {
+    if (sizeof(K) == 4) return ((unsigned)key * 2654435769u) >> (32 - bits);
+    return (unsigned)(((u64)key * 0x9E3779B97F4A7C15ull) >> (64 - bits));
+}
+
+// Counts the hashed candidates of a tile of ICH_TILE of them. The tile's rows are cut into
+// segments of equal way-s ranges; per segment the block fills the table with way s's values,
+// then each thread looks up its own consecutive candidates (and searches the ways other than
+// s and the lead). Keys equal to the empty marker are remembered apart.
+template <typename K, int CAP>
+__device__ __forceinline__ void ic_hash_impl(const u64* desc, int ways, int t, int s, const u64* offsets,
+                                             const unsigned char* lead, u64 n, u64 total, u64* out) {
+    __shared__ K table[2 * CAP];
+    __shared__ u64 s_desc[3 * IC_MAX_WAYS];
+    __shared__ u64 s_r0, s_r1, s_next;
+    __shared__ int s_marked;
+    __shared__ u64 s_warp[BLOCK / 32];
+    const K EMPTY = (K)~(K)0;
+    const u64 t0 = (u64)blockIdx.x * ICH_TILE;
+    if (t0 >= total) return;
+    const u64 t1 = min(t0 + ICH_TILE, total);
+    tile_rows(offsets, n, t0, t1, &s_r0, &s_r1);
+    if (threadIdx.x < 3 * ways) s_desc[threadIdx.x] = desc[threadIdx.x];
+    __syncthreads();
+    const u64 r1 = s_r1;
+    const unsigned* lo_s = (const unsigned*)s_desc[ways + s];
+    const unsigned* hi_s = (const unsigned*)s_desc[2 * ways + s];
+    const void* vals_s = (const void*)s_desc[s];
+    // This thread's candidates.
+    const u64 a = min(t0 + (u64)threadIdx.x * ICH_ITEMS, t1);
+    const u64 b = min(a + ICH_ITEMS, t1);
+    unsigned cnt = 0;
+    u64 row = s_r0;
+    while (true) {
+        const unsigned klo = lo_s[row], khi = hi_s[row];
+        // The segment ends at the first row after `row` with another range (or the tile's end).
+        if (threadIdx.x == 0) s_next = r1;
+        __syncthreads();
+        for (u64 base = row + 1; base < r1; base += BLOCK) {
+            u64 r = base + threadIdx.x;
+            bool diff = r < r1 && (lo_s[r] != klo || hi_s[r] != khi);
+            if (diff) atomicMin((unsigned long long*)&s_next, (unsigned long long)r);
+            if (__syncthreads_or(diff)) break;
+        }
+        const u64 next = s_next;
+        const u64 cs = max(t0, offsets[row]);
+        const u64 ce = next < r1 ? offsets[next] : t1;
+        if (cs < ce) {
+            const unsigned m = khi - klo;
+            int bits = 5;
+            while ((1u << bits) < 2 * m) ++bits;
+            const unsigned mask = (1u << bits) - 1;
+            for (unsigned i = threadIdx.x; i <= mask; i += BLOCK) table[i] = EMPTY;
+            if (threadIdx.x == 0) s_marked = 0;
+            __syncthreads();
+            for (unsigned i = threadIdx.x; i < m; i += BLOCK) {
+                K key = (K)okey(vals_s, t, (u64)klo + i);
+                if (key == EMPTY) {
+                    s_marked = 1;
+                    continue;
+                }
+                unsigned h = ich_hash<K>(key, bits);
+                while (atomicCAS(&table[h], EMPTY, key) != EMPTY) h = (h + 1) & mask;
+            }
+            __syncthreads();
+            const u64 o0 = max(a, cs), o1 = min(b, ce);
+            if (o0 < o1) {
+                u64 r = owner(offsets, row, next, o0);
+                u64 rend = r + 1 < n ? offsets[r + 1] : total;
+                int l = lead[r];
+                const void* vals_l = (const void*)s_desc[l];
+                u64 base = (u64)((const unsigned*)s_desc[ways + l])[r] - offsets[r];
+                for (u64 o = o0; o < o1; ++o) {
+                    while (o >= rend) {
+                        ++r;
+                        rend = r + 1 < n ? offsets[r + 1] : total;
+                        l = lead[r];
+                        vals_l = (const void*)s_desc[l];
+                        base = (u64)((const unsigned*)s_desc[ways + l])[r] - offsets[r];
+                    }
+                    const u64 key = okey(vals_l, t, base + o);
+                    bool hit;
+                    if ((K)key == EMPTY) {
+                        hit = s_marked != 0;
+                    } else {
+                        unsigned h = ich_hash<K>((K)key, bits);
+                        while (true) {
+                            K v = table[h];
+                            if (v == (K)key) {
+                                hit = true;
+                                break;
+                            }
+                            if (v == EMPTY) {
+                                hit = false;
+                                break;
+                            }
+                            h = (h + 1) & mask;
+                        }
+                    }
+                    for (int w = 0; w < ways && hit; ++w) {
+                        if (w == s || w == l) continue;
+                        const void* vals = (const void*)s_desc[w];
+                        u64 lo = ((const unsigned*)s_desc[ways + w])[r];
+                        u64 end = ((const unsigned*)s_desc[2 * ways + w])[r];
+                        u64 hi = end;
+                        while (lo < hi) {
+                            u64 mid = lo + (hi - lo) / 2;
+                            if (okey(vals, t, mid) < key) lo = mid + 1;
+                            else hi = mid;
+                        }
+                        hit = lo < end && okey(vals, t, lo) == key;
+                    }
+                    cnt += hit ? 1u : 0u;
+                }
+            }
+        }
+        __syncthreads();
+        if (next >= r1) break;
+        row = next;
+    }
+    for (int d = 16; d > 0; d >>= 1) cnt += __shfl_down_sync(0xffffffffu, cnt, d);
+    if ((threadIdx.x & 31) == 0) s_warp[threadIdx.x >> 5] = cnt;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        u64 sum = 0;
+        for (int w = 0; w < BLOCK / 32; ++w) sum += s_warp[w];
+        if (sum) atomicAdd((unsigned long long*)out, (unsigned long long)sum);
+    }
+}
+
+// Values of at most 32 bits (type codes 0 to 2), ranges of way s of at most 4096 values.
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    ic_hash32(const u64* desc, int ways, int t, int s, const u64* offsets, const unsigned char* lead, u64 n,
+              u64 total, u64* out) {
+    ic_hash_impl<unsigned, 4096>(desc, ways, t, s, offsets, lead, n, total, out);
+}
+
+// 64-bit values, ranges of way s of at most 2048 values.
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    ic_hash64(const u64* desc, int ways, int t, int s, const u64* offsets, const unsigned char* lead, u64 n,
+              u64 total, u64* out) {
+    ic_hash_impl<u64, 2048>(desc, ways, t, s, offsets, lead, n, total, out);
 }
 
 // MinRange: per row, the (lo, hi) pair of the `ways` in desc (the lo columns, then the hi

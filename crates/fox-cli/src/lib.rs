@@ -115,6 +115,31 @@ pub fn parse_scale_factor(s: &str) -> Result<f64, String> {
     Ok(sf)
 }
 
+/// A memory size for the command line: bytes, or a number with a binary suffix K, M, G or
+/// T (`512M`, `1.5G`; `KiB`, `MiB`, … and `KB`, `MB`, … mean the same).
+pub fn parse_memory_size(s: &str) -> Result<u64, String> {
+    let bad = || format!("`{s}` is not a memory size (bytes, or a number with K, M, G or T, such as 512M or 4G)");
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let unit = unit.trim().to_ascii_uppercase();
+    let unit = unit.trim_end_matches("IB").trim_end_matches('B');
+    let mult: u64 = match unit {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        "T" => 1 << 40,
+        _ => return Err(bad()),
+    };
+    let x: f64 = num.parse().map_err(|_| bad())?;
+    let bytes = x * mult as f64;
+    if !bytes.is_finite() || bytes < 1.0 || bytes > u64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(bytes as u64)
+}
+
 /// Progress bars on standard error for loading and generating data (drawn only when
 /// standard error is a terminal).
 pub struct Bars {

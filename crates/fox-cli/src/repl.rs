@@ -469,6 +469,7 @@ impl Session {
             data_dir: None,
             timing: self.timing,
             database: Some(db),
+            memory_limit: None,
         };
         let r = fox_runtime::run_resident(plan, self.backend.as_mut(), &opts, Some(&mut self.resident));
         self.resident.release_tables(&names, self.backend.as_mut());

@@ -305,3 +305,57 @@ fn bad_edge_list_lines_are_clear_errors() {
     let o = run(&["queries/triangle_count.logic", "--symmetrize"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// `foxrun` on the CPU: standard output, and the `Window` calls its `--timing` table shows.
+fn foxrun_rounds(query: &str, args: &[&str]) -> (String, u64) {
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .arg(query)
+        .args(args)
+        .args(["--backend", "cpu", "--timing"])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{query} {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    let windows = err
+        .lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some("Window")).then(|| w.next().unwrap().parse::<u64>().unwrap())
+        })
+        .unwrap_or(0);
+    (String::from_utf8(o.stdout).unwrap(), windows)
+}
+
+#[test]
+fn multi_round_expansion_gives_the_same_results() {
+    let spec = "rmat:9:8:2";
+    let (t, k4) = cliques(spec);
+    for (query, limit, want) in [
+        ("queries/clique4_count.logic", "300K", Some(k4)),
+        ("queries/clique5_count.logic", "300K", None),
+        ("queries/clique4.logic", "400K", None),
+        ("queries/triangle.logic", "200K", None),
+    ] {
+        let (whole, w1) = foxrun_rounds(query, &["--graph", spec]);
+        let (cut, w2) = foxrun_rounds(query, &["--graph", spec, "--memory-limit", limit]);
+        assert_eq!(cut, whole, "{query}: the same output in rounds");
+        // One window per round, and one more that finds no round left, per level.
+        assert!(w2 > w1 + 2, "{query}: {w2} windows with the limit, {w1} without");
+        if let Some(n) = want {
+            assert!(whole.lines().any(|l| l.trim() == n.to_string()), "{query}: {whole}");
+        }
+    }
+    assert!(t > 0 && k4 > 0);
+    // A limit below what the run holds anyway still makes progress, a row at a time.
+    let (one, _) = foxrun_rounds(
+        "queries/clique4_count.logic",
+        &["--graph", "gnm:30:120:4", "--memory-limit", "1"],
+    );
+    let (all, _) = foxrun_rounds("queries/clique4_count.logic", &["--graph", "gnm:30:120:4"]);
+    assert_eq!(one, all);
+}

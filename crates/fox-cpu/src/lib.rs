@@ -104,6 +104,14 @@ impl Backend for CpuBackend {
         self.mem
     }
 
+    /// The machine's memory (`MemTotal` of /proc/meminfo), where the system says.
+    fn memory_capacity(&self) -> Option<usize> {
+        let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+        kib.checked_mul(1024)
+    }
+
     fn reset_peak(&mut self) {
         self.mem.peak = self.mem.in_use;
     }
@@ -114,7 +122,11 @@ impl Backend for CpuBackend {
 /// kernel.
 pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Result<Vec<HostCol>, BackendError> {
     let res = match kernel {
-        Kernel::LoadInput { .. } | Kernel::Const { .. } | Kernel::DictTable { .. } | Kernel::StrFn { .. } => {
+        Kernel::LoadInput { .. }
+        | Kernel::Const { .. }
+        | Kernel::DictTable { .. }
+        | Kernel::StrFn { .. }
+        | Kernel::Window { .. } => {
             Err("runs on the host in the runtime and cannot be launched on a backend".to_string())
         }
         Kernel::Eval { expr, n_cols } => expr::eval(expr, *n_cols, args, ctx).map(|c| vec![c]),

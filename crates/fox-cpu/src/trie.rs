@@ -67,7 +67,9 @@ pub(crate) fn range_count(args: &[&HostCol]) -> KResult<HostCol> {
 /// `Expand`: for each row i, `offsets[i+1] - offsets[i]` outputs with `parent = i` and
 /// `pos = lo[i] + k`.
 pub(crate) fn expand(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
-    expect_args(args, 3, "lo, offsets, total")?;
+    if args.len() != 4 {
+        expect_args(args, 3, "lo, offsets, total")?;
+    }
     let lo = as_u32(args[0], "lo")?;
     let offsets = as_u64(args[1], "offsets")?;
     let total = as_u64(args[2], "total")?;
@@ -94,27 +96,44 @@ pub(crate) fn expand(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
             ));
         }
     }
-    let total = usize::try_from(*total).map_err(|_| format!("{total} outputs do not fit in memory"))?;
-    let mut parent = alloc::<u32>(total, "parent")?;
-    let mut pos = alloc::<u32>(total, "pos")?;
-    // Each row writes its own disjoint output range.
-    let mut work = Vec::with_capacity(n);
+    // The outputs written: all of them, or those of the window.
+    let (w0, w1) = match args.get(3) {
+        None => (0, *total),
+        Some(w) => match as_u64(w, "window")? {
+            [a, b] if a <= b && b <= total => (*a, *b),
+            [a, b] => return Err(format!("window {a} .. {b} is not within the {total} outputs")),
+            w => return Err(format!("window must have two rows, has {}", w.len())),
+        },
+    };
+    let len = usize::try_from(w1 - w0).map_err(|_| format!("{} outputs do not fit in memory", w1 - w0))?;
+    let mut parent = alloc::<u32>(len, "parent")?;
+    let mut pos = alloc::<u32>(len, "pos")?;
+    // Each row writes its own disjoint part of the window.
+    let first = offsets.partition_point(|&o| o <= w0).saturating_sub(1);
+    let mut work = Vec::new();
     let (mut prest, mut qrest) = (&mut parent[..], &mut pos[..]);
-    for (i, &s) in offsets.iter().enumerate() {
-        let len = (end(i) - s) as usize;
-        let (p, pr) = prest.split_at_mut(len);
-        let (q, qr) = qrest.split_at_mut(len);
+    for (i, &off) in offsets.iter().enumerate().skip(first) {
+        let (s, e) = (off.max(w0), end(i).min(w1));
+        if s >= w1 {
+            break;
+        }
+        if e <= s {
+            continue;
+        }
+        let k0 = (s - off) as u32;
+        let (p, pr) = prest.split_at_mut((e - s) as usize);
+        let (q, qr) = qrest.split_at_mut((e - s) as usize);
         prest = pr;
         qrest = qr;
-        work.push((i, p, q));
+        work.push((i, k0, p, q));
     }
-    let write = |(i, p, q): (usize, &mut [u32], &mut [u32])| {
+    let write = |(i, k0, p, q): (usize, u32, &mut [u32], &mut [u32])| {
         for (k, (p, q)) in p.iter_mut().zip(q.iter_mut()).enumerate() {
             *p = i as u32;
-            *q = lo[i] + k as u32;
+            *q = lo[i] + k0 + k as u32;
         }
     };
-    if total < crate::util::PAR_MIN {
+    if len < crate::util::PAR_MIN {
         work.into_iter().for_each(write);
     } else {
         work.into_par_iter().with_min_len(1024).for_each(write);

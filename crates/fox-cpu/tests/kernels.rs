@@ -744,7 +744,34 @@ fn root_range_range_count_and_expand_match_reference() {
                 pos.push(p);
             }
         }
+        // Windows of the outputs: every cut of the sequence gives its slice.
+        let total = parent.len() as u64;
+        for _ in 0..4 {
+            let a = rng.below(total + 1);
+            let b = a + rng.below(total - a + 1);
+            let w = HostCol::U64(vec![a, b]);
+            let got = run_ok(&Kernel::Expand, &[&loc, &scan[0], &scan[1], &w]);
+            let (a, b) = (a as usize, b as usize);
+            assert_eq!(
+                got,
+                vec![HostCol::U32(parent[a..b].to_vec()), HostCol::U32(pos[a..b].to_vec())],
+                "expand n={m} window {a}..{b}"
+            );
+        }
         assert_eq!(got, vec![HostCol::U32(parent), HostCol::U32(pos)], "expand n={m}");
+    }
+    for w in [vec![2u64, 1], vec![0, 4], vec![0]] {
+        let err = run(
+            &Kernel::Expand,
+            &[
+                &HostCol::U32(vec![0, 0]),
+                &HostCol::U64(vec![0, 1]),
+                &HostCol::U64(vec![3]),
+                &HostCol::U64(w.clone()),
+            ],
+        )
+        .unwrap_err();
+        assert!(err.0.contains("window"), "{w:?}: {err}");
     }
     let err = run(&Kernel::RangeCount, &[&HostCol::U32(vec![5]), &HostCol::U32(vec![4])]).unwrap_err();
     assert!(err.0.contains("RangeCount"), "{err}");

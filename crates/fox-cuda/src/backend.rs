@@ -134,6 +134,10 @@ impl Backend for CudaBackend {
         self.gpu.mem()
     }
 
+    fn memory_capacity(&self) -> Option<usize> {
+        Some(self.gpu.capacity())
+    }
+
     fn reset_peak(&mut self) {
         self.gpu.reset_peak();
     }
@@ -160,9 +164,13 @@ fn dispatch(
     ctx: &dyn LaunchCtx,
 ) -> Result<Vec<DevBuf>, BackendError> {
     match kernel {
-        Kernel::LoadInput { .. } | Kernel::Const { .. } | Kernel::DictTable { .. } | Kernel::StrFn { .. } => Err(
-            BackendError("runs on the host in the runtime and cannot be launched on a backend".to_string()),
-        ),
+        Kernel::LoadInput { .. }
+        | Kernel::Const { .. }
+        | Kernel::DictTable { .. }
+        | Kernel::StrFn { .. }
+        | Kernel::Window { .. } => Err(BackendError(
+            "runs on the host in the runtime and cannot be launched on a backend".to_string(),
+        )),
         Kernel::Gather { shift } => k_move::gather_kernel(gpu, *shift, args),
         Kernel::Concat { parts, width } => k_move::concat(gpu, *parts, *width, args),
         Kernel::Slice { start, len } => k_move::slice(gpu, *start, *len, args),

@@ -121,6 +121,9 @@ pub(crate) struct Gpu {
     cc: (i32, i32),
     sm_count: u32,
     max_smem_optin: u32,
+    /// The device memory free when the backend opened, less a reserve for kernels'
+    /// scratch space and the driver.
+    capacity: usize,
     /// Whether large transfers go through `staging`.
     use_staging: bool,
     staging: Option<Staging>,
@@ -194,6 +197,10 @@ impl Gpu {
         let err = stream
             .alloc_zeros::<u64>(4)
             .map_err(|e| drv("cannot allocate the error word", e))?;
+        let (free, _) = ctx
+            .mem_get_info()
+            .map_err(|e| drv("cannot read the free device memory", e))?;
+        let capacity = free.saturating_sub((free / 32).max(256 << 20));
         Ok(Gpu {
             ctx,
             stream,
@@ -208,6 +215,7 @@ impl Gpu {
             cc,
             sm_count,
             max_smem_optin,
+            capacity,
             use_staging: std::env::var("FOX_PINNED_STAGING").map_or(true, |v| v != "0"),
             staging: None,
         })
@@ -231,6 +239,11 @@ impl Gpu {
 
     pub fn mem(&self) -> MemStats {
         self.mem
+    }
+
+    /// The device memory this backend may fill (see `Gpu::capacity`).
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
     pub fn compile_stats(&self) -> CompileStats {

@@ -317,8 +317,9 @@ pub(crate) fn expand_pairs(
     s: &mut Scratch,
     lo: &DevBuf,
     offsets: &DevBuf,
-    total: u64,
+    (start, end): (u64, u64),
 ) -> Result<(DevBuf, DevBuf), BackendError> {
+    let total = end - start;
     let len = usize::try_from(total).map_err(|_| err(format!("{total} outputs do not fit in memory")))?;
     let parent = s.alloc(gpu, Elem::U32, len)?;
     let pos = s.alloc(gpu, Elem::U32, len)?;
@@ -327,7 +328,8 @@ pub(crate) fn expand_pairs(
             KArg::Ptr(gpu.ptr(lo)?),
             KArg::Ptr(gpu.ptr(offsets)?),
             KArg::U64(offsets.len as u64),
-            KArg::U64(total),
+            KArg::U64(start),
+            KArg::U64(end),
             KArg::Ptr(gpu.ptr(&parent)?),
             KArg::Ptr(gpu.ptr(&pos)?),
         ];
@@ -364,7 +366,7 @@ pub(crate) fn join_write(gpu: &mut Gpu, nkeys: usize, args: &[&DevBuf]) -> Resul
     let res = (|| {
         let lo = s.alloc(gpu, Elem::U32, nl)?;
         bounds(gpu, &mut s, left, right, nl, nr, Mode::Lo(&lo, offsets, total))?;
-        let (li, ri) = expand_pairs(gpu, &mut s, &lo, offsets, total)?;
+        let (li, ri) = expand_pairs(gpu, &mut s, &lo, offsets, (0, total))?;
         Ok(vec![li, ri])
     })();
     s.finish(gpu, res)

@@ -95,7 +95,9 @@ pub(crate) fn trie_build(gpu: &mut Gpu, arity: usize, args: &[&DevBuf]) -> Resul
 /// `Expand`: for each row i, `offsets[i+1] - offsets[i]` outputs with `parent = i` and
 /// `pos = lo[i] + k`.
 pub(crate) fn expand(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    expect_args(args, 3, "lo, offsets, total")?;
+    if args.len() != 4 {
+        expect_args(args, 3, "lo, offsets, total")?;
+    }
     let (lo, offsets, total) = (args[0], args[1], args[2]);
     expect_elem(lo, Elem::U32, "lo")?;
     expect_elem(offsets, Elem::U64, "offsets")?;
@@ -116,6 +118,21 @@ pub(crate) fn expand(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, Bac
     if n == 0 && total != 0 {
         return Err(err(format!("total is {total} for no rows")));
     }
+    // The outputs written: all of them, or those of the window.
+    let window = match args.get(3) {
+        None => (0, total),
+        Some(w) => {
+            expect_elem(w, Elem::U64, "window")?;
+            if w.len != 2 {
+                return Err(err(format!("window must have two rows, has {}", w.len)));
+            }
+            let (a, b) = (gpu.read_u64(w, 0)?, gpu.read_u64(w, 1)?);
+            if a > b || b > total {
+                return Err(err(format!("window {a} .. {b} is not within the {total} outputs")));
+            }
+            (a, b)
+        }
+    };
     let mut s = Scratch::new();
     let res = (|| {
         if n > 0 {
@@ -133,7 +150,7 @@ pub(crate) fn expand(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, Bac
                 "Expand (code 1: the offsets are not an exclusive scan ending at total; code 2: positions exceed u32)",
             )?;
         }
-        let (parent, pos) = expand_pairs(gpu, &mut s, lo, offsets, total)?;
+        let (parent, pos) = expand_pairs(gpu, &mut s, lo, offsets, window)?;
         Ok(vec![parent, pos])
     })();
     s.finish(gpu, res)
@@ -188,6 +205,9 @@ pub(crate) fn sorted_search(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBu
 /// The most ways an `IntersectCount` takes (kernels/trie.cu `IC_MAX_WAYS`).
 const IC_MAX_WAYS: usize = 16;
 
+/// Candidates per block of `ic_hash32`/`ic_hash64` (kernels/trie.cu `ICH_TILE`).
+const IC_HASH_TILE: u64 = 256 * 32;
+
 /// `IntersectCount { ways }`: the number of (row, value) pairs whose value lies in the
 /// range of every way of that row; one I64 row, or none when the count is 0. Each row's
 /// candidates are the values of its smallest range (`ic_work`), spread evenly over the
@@ -229,6 +249,13 @@ pub(crate) fn intersect_count(gpu: &mut Gpu, ways: usize, args: &[&DevBuf]) -> R
             }
             words.extend((0..ways).map(|w| args[3 * w].len as u64));
             let (desc, _) = desc_buffer(gpu, &mut s, "join", &words)?;
+            if let Some(count) = intersect_shared(gpu, &mut s, &desc, ways, n, args[0].elem)? {
+                total_count = count;
+                let total =
+                    i64::try_from(total_count).map_err(|_| err(format!("the count {total_count} exceeds int64")))?;
+                let rows = if total == 0 { Vec::new() } else { vec![total] };
+                return Ok(vec![gpu.upload(&HostCol::I64(rows))?]);
+            }
             let work = s.alloc(gpu, Elem::U64, n)?;
             let lead = s.alloc(gpu, Elem::U8, n)?;
             gpu.reset_err()?;
@@ -267,6 +294,106 @@ pub(crate) fn intersect_count(gpu: &mut Gpu, ways: usize, args: &[&DevBuf]) -> R
         Ok(vec![gpu.upload(&HostCol::I64(rows))?])
     })();
     s.finish(gpu, res)
+}
+
+/// Rows fewer than this are intersected by search alone.
+const IC_SHARED_MIN_ROWS: usize = 2048;
+
+/// `IntersectCount` when one way's range is shared by runs of consecutive rows (on
+/// average at least two rows a run): the rows whose shared range fits a shared-memory table
+/// look their candidates up in it (`ic_hash32`/`ic_hash64`), the others search as usual
+/// (`ic_count`). `None` when no way is shared enough, and nothing was counted.
+fn intersect_shared(
+    gpu: &mut Gpu,
+    s: &mut Scratch,
+    desc: &DevBuf,
+    ways: usize,
+    n: usize,
+    elem: Elem,
+) -> Result<Option<u64>, BackendError> {
+    if ways < 2 || n < IC_SHARED_MIN_ROWS {
+        return Ok(None);
+    }
+    let runs = s.alloc_zeroed(gpu, Elem::U64, ways)?;
+    let rargs = [
+        KArg::Ptr(gpu.ptr(desc)?),
+        KArg::I32(ways as i32),
+        KArg::U64(n as u64),
+        KArg::Ptr(gpu.ptr(&runs)?),
+    ];
+    gpu.launch("trie", "ic_runs", stride_grid(gpu, n), BLOCK, 0, &rargs)?;
+    let runs = match gpu.download(&runs)? {
+        HostCol::U64(v) => v,
+        _ => return Err(err("the run counts are not U64")),
+    };
+    let (shared, &fewest) = runs
+        .iter()
+        .enumerate()
+        .min_by_key(|&(_, r)| *r)
+        .ok_or_else(|| err("no way to share"))?;
+    if fewest.saturating_mul(2) > n as u64 {
+        return Ok(None);
+    }
+    let (kernel, cap) = if elem.size() <= 4 {
+        ("ic_hash32", 4096u32)
+    } else {
+        ("ic_hash64", 2048)
+    };
+    let work_h = s.alloc(gpu, Elem::U64, n)?;
+    let lead_h = s.alloc(gpu, Elem::U8, n)?;
+    let work_b = s.alloc(gpu, Elem::U64, n)?;
+    let lead_b = s.alloc(gpu, Elem::U8, n)?;
+    gpu.reset_err()?;
+    let sargs = [
+        KArg::Ptr(gpu.ptr(desc)?),
+        KArg::I32(ways as i32),
+        KArg::I32(shared as i32),
+        KArg::U64(n as u64),
+        KArg::U32(cap),
+        KArg::Ptr(gpu.ptr(&work_h)?),
+        KArg::Ptr(gpu.ptr(&lead_h)?),
+        KArg::Ptr(gpu.ptr(&work_b)?),
+        KArg::Ptr(gpu.ptr(&lead_b)?),
+        KArg::Ptr(gpu.err_ptr()),
+    ];
+    gpu.launch("trie", "ic_split", stride_grid(gpu, n), BLOCK, 0, &sargs)?;
+    gpu.check_err("IntersectCount (a range lo .. hi is not within its values)")?;
+    let out = s.alloc_zeroed(gpu, Elem::U64, 1)?;
+    let t = type_code(elem) as i32;
+    let (off_h, tot_h) = k_scan::exclusive_scan_u64(gpu, &work_h)?;
+    let (off_h, tot_h) = (s.adopt(off_h), s.adopt(tot_h));
+    let hashed = gpu.read_u64(&tot_h, 0)?;
+    if hashed > 0 {
+        let hargs = [
+            KArg::Ptr(gpu.ptr(desc)?),
+            KArg::I32(ways as i32),
+            KArg::I32(t),
+            KArg::I32(shared as i32),
+            KArg::Ptr(gpu.ptr(&off_h)?),
+            KArg::Ptr(gpu.ptr(&lead_h)?),
+            KArg::U64(n as u64),
+            KArg::U64(hashed),
+            KArg::Ptr(gpu.ptr(&out)?),
+        ];
+        gpu.launch("trie", kernel, blocks(hashed, IC_HASH_TILE)?, BLOCK, 0, &hargs)?;
+    }
+    let (off_b, tot_b) = k_scan::exclusive_scan_u64(gpu, &work_b)?;
+    let (off_b, tot_b) = (s.adopt(off_b), s.adopt(tot_b));
+    let searched = gpu.read_u64(&tot_b, 0)?;
+    if searched > 0 {
+        let cargs = [
+            KArg::Ptr(gpu.ptr(desc)?),
+            KArg::I32(ways as i32),
+            KArg::I32(t),
+            KArg::Ptr(gpu.ptr(&off_b)?),
+            KArg::Ptr(gpu.ptr(&lead_b)?),
+            KArg::U64(n as u64),
+            KArg::U64(searched),
+            KArg::Ptr(gpu.ptr(&out)?),
+        ];
+        gpu.launch("trie", "ic_count", blocks(searched, EXPAND_TILE)?, BLOCK, 0, &cargs)?;
+    }
+    Ok(Some(gpu.read_u64(&out, 0)?))
 }
 
 /// `MinRange { ways }`: per row, the `(lo, hi)` pair with the fewest values.

@@ -1,7 +1,7 @@
 //! GPU vs CPU: TrieBuild on random sorted unique relations of arity 1 to 3, Expand with
-//! zero-length and long ranges, SortedSearch hits and misses, IntersectCount over 1 to 4
-//! ways with skewed range sizes, their argument errors, and
-//! 10^7-row cases.
+//! zero-length and long ranges (and windows of its outputs), SortedSearch hits and misses,
+//! IntersectCount over 1 to 4 ways with skewed range sizes and with one way shared by runs
+//! of rows (the shared-memory tables), their argument errors, and 10^7-row cases.
 
 use fox_cuda::testing::{compare, gpu_or_skip, random_col, sort_rows, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
 use fox_kernel::{Elem, Kernel};
@@ -70,6 +70,30 @@ fn expand_zero_and_long_ranges() {
             let args = expand_args(&mut rng, n, max_len, zeros);
             let case = format!("n {n}, lengths < {max_len}, {zeros}% zero");
             compare(&mut gpu, &Kernel::Expand, &args, &ctx, &case).expect("Expand succeeds");
+            // Windows of the outputs (multi-round expansion): the empty one, the whole
+            // sequence and random cuts.
+            let HostCol::U64(t) = &args[2] else { unreachable!() };
+            let total = t[0];
+            for k in 0..4 {
+                let (a, b) = match k {
+                    0 => (total / 2, total / 2),
+                    1 => (0, total),
+                    _ => {
+                        let a = rng.below(total + 1);
+                        (a, a + rng.below(total - a + 1))
+                    }
+                };
+                let mut wargs = args.clone();
+                wargs.push(HostCol::U64(vec![a, b]));
+                compare(
+                    &mut gpu,
+                    &Kernel::Expand,
+                    &wargs,
+                    &ctx,
+                    &format!("{case}, window {a}..{b}"),
+                )
+                .expect("Expand of a window succeeds");
+            }
         }
     }
     // One row with a very long range, surrounded by empty ones.
@@ -102,6 +126,18 @@ fn expand_rejects_bad_offsets() {
         assert!(
             compare(&mut gpu, &Kernel::Expand, &args, &ctx, what).is_err(),
             "{what}: both must fail"
+        );
+    }
+    for w in [vec![2u64, 1], vec![0, 4], vec![0]] {
+        let args = vec![
+            HostCol::U32(vec![0, 0]),
+            HostCol::U64(vec![0, 1]),
+            HostCol::U64(vec![3]),
+            HostCol::U64(w.clone()),
+        ];
+        assert!(
+            compare(&mut gpu, &Kernel::Expand, &args, &ctx, "bad window").is_err(),
+            "window {w:?}: both must fail"
         );
     }
 }
@@ -300,4 +336,122 @@ fn min_range_picks_the_smallest() {
         compare(&mut gpu, &Kernel::MinRange { ways: 2 }, &args, &ctx, "hi below lo").is_err(),
         "hi below lo: both must fail"
     );
+}
+
+/// `col` with the largest value of its type added (for floats, NaN): the key that the
+/// shared-memory tables of IntersectCount use as their empty marker.
+fn with_max(col: HostCol) -> HostCol {
+    match col {
+        HostCol::U8(mut v) => {
+            v.push(u8::MAX);
+            HostCol::U8(v)
+        }
+        HostCol::I32(mut v) => {
+            v.push(i32::MAX);
+            HostCol::I32(v)
+        }
+        HostCol::U32(mut v) => {
+            v.push(u32::MAX);
+            HostCol::U32(v)
+        }
+        HostCol::I64(mut v) => {
+            v.push(i64::MAX);
+            HostCol::I64(v)
+        }
+        HostCol::U64(mut v) => {
+            v.push(u64::MAX);
+            HostCol::U64(v)
+        }
+        HostCol::F64(mut v) => {
+            v.push(f64::NAN);
+            HostCol::F64(v)
+        }
+    }
+}
+
+/// `ways` triples (values, lo, hi) over `n` rows in which way `shared` has one range per
+/// run of consecutive rows (runs of 1 to `max_run` rows, ranges of up to `max_shared`
+/// values, some of exactly `cap` - 1, `cap` and `cap` + 1), as the rows of a multi-way
+/// join's level have; the other ways' ranges are per row, empty to many times longer.
+/// Every way indexes the same level, so that intersections are not empty.
+fn shared_args(rng: &mut Rng, e: Elem, ways: usize, shared: usize, n: usize, max_run: u64, cap: u64) -> Vec<HostCol> {
+    let nv = 2 * cap as usize + rng.below(6000) as usize;
+    let values = sort_rows(&[with_max(random_col(rng, e, nv, Dist::Range(3 * nv as u64)))], true).remove(0);
+    let nv = values.len() as u64;
+    let mut cols: Vec<(Vec<u32>, Vec<u32>)> = vec![(Vec::with_capacity(n), Vec::with_capacity(n)); ways];
+    let mut row = 0;
+    while row < n {
+        let run = (1 + rng.below(max_run) as usize).min(n - row);
+        let len = match rng.below(10) {
+            0 => cap - 1 + rng.below(3),
+            1 => 0,
+            2 => nv,
+            _ => rng.below(cap.min(300)),
+        }
+        .min(nv);
+        // The values up to the end, so that the largest value is often in the range.
+        let a = if rng.chance(30) {
+            nv - len
+        } else {
+            rng.below(nv - len + 1)
+        };
+        for _ in 0..run {
+            for (w, (lo, hi)) in cols.iter_mut().enumerate() {
+                let (x, y) = if w == shared {
+                    (a, a + len)
+                } else {
+                    let l = match rng.below(10) {
+                        0 => 0,
+                        1 => nv,
+                        2 | 3 => rng.below(9 * len + 2),
+                        _ => rng.below(len / 2 + 3),
+                    }
+                    .min(nv);
+                    let x = if rng.chance(30) { nv - l } else { rng.below(nv - l + 1) };
+                    (x, x + l)
+                };
+                lo.push(x as u32);
+                hi.push(y as u32);
+            }
+        }
+        row += run;
+    }
+    let mut args = Vec::new();
+    for (lo, hi) in cols {
+        args.extend([values.clone(), HostCol::U32(lo), HostCol::U32(hi)]);
+    }
+    args
+}
+
+#[test]
+fn intersect_count_shared_ranges() {
+    let Some(mut gpu) = gpu_or_skip("intersect_count_shared_ranges") else {
+        return;
+    };
+    let mut rng = Rng::new(36);
+    let ctx = Strings::default();
+    for &e in &ELEMS {
+        let cap = if e.size() <= 4 { 4096 } else { 2048 };
+        for ways in 2..=4 {
+            for &n in &[2047usize, 2048, 4097, 100_003] {
+                for max_run in [2, 40, 3000] {
+                    let shared = rng.below(ways as u64) as usize;
+                    let args = shared_args(&mut rng, e, ways, shared, n, max_run, cap);
+                    let case =
+                        format!("{ways} ways of {e:?}, way {shared} shared by runs of up to {max_run}, {n} rows");
+                    compare(&mut gpu, &Kernel::IntersectCount { ways }, &args, &ctx, &case)
+                        .expect("IntersectCount succeeds");
+                }
+            }
+        }
+    }
+    let args = shared_args(&mut rng, Elem::I32, 2, 1, LARGE, 200, 4096);
+    compare(
+        &mut gpu,
+        &Kernel::IntersectCount { ways: 2 },
+        &args,
+        &ctx,
+        "large, shared runs",
+    )
+    .expect("succeeds");
 }

@@ -276,10 +276,21 @@ pub enum Kernel {
     RootRange,
     /// args: `lo`, `hi` (U32). outs: `counts` (U64): `hi - lo` per row.
     RangeCount,
-    /// args: `lo` (U32), `offsets` and `total` (U64, from `ExclusiveScan` of `RangeCount`).
+    /// args: `lo` (U32), `offsets` and `total` (U64, from `ExclusiveScan` of `RangeCount`),
+    /// and optionally `window` (U64, two rows `start`, `end` from [`Kernel::Window`]).
     /// outs: `parent` (U32: the row each output comes from) and `pos` (U32: `lo[parent] + k`
-    /// for the k-th output of that parent), length `total` (load-balanced expansion).
+    /// for the k-th output of that parent), length `total` (load-balanced expansion); with
+    /// a window, only the outputs `start .. end` of that sequence (length `end - start`).
     Expand,
+    /// args: `total` (U64, one row: the number of outputs of an expansion), then optionally
+    /// `prev` (U64: the window of the previous round). outs: `window` (U64): the outputs
+    /// of the next round as two rows `start`, `end`, where `start` is the `end` of `prev`
+    /// (0 without `prev`) and `end = min(total, start + n)`, `n` ≥ 1 being the number of
+    /// outputs of `row_bytes` bytes each that fit half the memory the run may still use;
+    /// no rows when `start` has reached `total` (no round is left). A level of a multi-way
+    /// join whose expansion may not fit in memory runs once per window (multi-round
+    /// expansion). Runs on the host side: the runtime knows the memory.
+    Window { row_bytes: u64 },
     /// args: `values` (a trie level), `lo`, `hi` (U32, per row), `needle` (per row, same
     /// element type as `values`). outs: `found` (U8) and `pos` (U32): whether `needle`
     /// occurs in the sorted slice `values[lo..hi]`, and its index when it does (otherwise
@@ -323,6 +334,7 @@ impl Kernel {
             Kernel::RootRange => "RootRange",
             Kernel::RangeCount => "RangeCount",
             Kernel::Expand => "Expand",
+            Kernel::Window { .. } => "Window",
             Kernel::SortedSearch => "SortedSearch",
             Kernel::IntersectCount { .. } => "IntersectCount",
             Kernel::MinRange { .. } => "MinRange",

@@ -42,13 +42,22 @@ pub fn lower(ra: &RaPlan) -> Result<KernelPlan, LowerError> {
         instrs: Vec::new(),
         tables: HashMap::new(),
         prefix: String::new(),
+        blocks: Vec::new(),
+        child_ranges: Vec::new(),
+        cur: BlockId(0),
+        cur_label: String::new(),
     };
     let init = l.declare_relations()?;
-    let mut blocks = Vec::with_capacity(ra.blocks.len() + 1);
-    for b in &ra.blocks {
+    let entry_has_preds = ra.blocks.iter().any(|b| b.term.successors().contains(&ra.entry));
+    // Blocks the lowering adds (the loops of multi-round expansions) come after the RA's
+    // blocks and the load block.
+    l.blocks = vec![None; ra.blocks.len() + usize::from(entry_has_preds)];
+    for (i, b) in ra.blocks.iter().enumerate() {
         l.temps.clear();
         l.defs.clear();
         l.tables.clear();
+        l.cur = BlockId(i as u32);
+        l.cur_label = b.label.clone();
         for s in &b.stmts {
             l.stmt(s)?;
         }
@@ -61,27 +70,31 @@ pub fn lower(ra: &RaPlan) -> Result<KernelPlan, LowerError> {
                 exit: BlockId(exit.0),
             },
         };
-        blocks.push(Block {
-            label: b.label.clone(),
-            instrs: std::mem::take(&mut l.instrs),
-            term,
-        });
+        l.end_block(term);
     }
-    let entry_has_preds = ra.blocks.iter().any(|b| b.term.successors().contains(&ra.entry));
     let entry = if entry_has_preds {
-        blocks.push(Block {
+        let id = ra.blocks.len();
+        l.blocks[id] = Some(Block {
             label: "load".into(),
             instrs: init,
             term: Terminator::Jump(BlockId(ra.entry.0)),
         });
-        BlockId(blocks.len() as u32 - 1)
+        BlockId(id as u32)
     } else {
-        let b = &mut blocks[ra.entry.0 as usize];
+        let b = l.blocks[ra.entry.0 as usize]
+            .as_mut()
+            .ok_or_else(|| LowerError::Invalid("the entry block was not lowered".into()))?;
         let rest = std::mem::take(&mut b.instrs);
         b.instrs = init;
         b.instrs.extend(rest);
         BlockId(ra.entry.0)
     };
+    let blocks: Vec<Block> = l
+        .blocks
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| b.ok_or_else(|| LowerError::Invalid(format!("block {i} was never filled"))))
+        .collect::<R<_>>()?;
     let mut plan = KernelPlan {
         version: KERNEL_PLAN_VERSION,
         buffers: l.buffers,
@@ -171,6 +184,24 @@ struct AtomView {
     arity: usize,
 }
 
+/// A level of a multi-way join running in rounds: the loop's blocks, the expansion's
+/// total and the variable holding the current window.
+struct OpenRound {
+    body: BlockId,
+    exit: BlockId,
+    total: BufId,
+    window: BufId,
+    row_bytes: u64,
+}
+
+/// The result of a multi-way join after its rounds.
+enum Closed {
+    /// No level ran in rounds: the columns as computed.
+    Same(Vec<BufId>),
+    /// The columns accumulated over the rounds.
+    Accumulated(Vec<BufId>),
+}
+
 /// The state after a level, and the new depth of each atom that bound it.
 struct LevelOut {
     state: Vec<(MjSlot, BufId)>,
@@ -207,6 +238,16 @@ struct Lower<'a> {
     tables: HashMap<DictOp, BufId>,
     /// The name prefix of the buffers being created (`t12`).
     prefix: String,
+    /// Every block of the plan by id, once it is filled: the RA's blocks keep their ids
+    /// (their first part, when the lowering splits one), the load block follows them,
+    /// then the blocks the lowering adds.
+    blocks: Vec<Option<Block>>,
+    /// The child ranges computed by the multi-way join being lowered, by trie level
+    /// starts and node positions.
+    child_ranges: Vec<((BufId, BufId), (BufId, BufId))>,
+    /// The block `instrs` belongs to, and its label.
+    cur: BlockId,
+    cur_label: String,
 }
 
 type R<T> = Result<T, LowerError>;
@@ -315,6 +356,34 @@ impl<'a> Lower<'a> {
             ty: Type::Bool,
         };
         self.launch1(Kernel::Eval { expr, n_cols: 1 }, vec![like], "$rows", None)
+    }
+
+    // ---- blocks ------------------------------------------------------------------------
+
+    /// A new, still empty block labelled `label`.
+    fn new_block(&mut self, label: String) -> BlockId {
+        self.blocks.push(Some(Block {
+            label,
+            instrs: Vec::new(),
+            term: Terminator::Halt,
+        }));
+        BlockId(self.blocks.len() as u32 - 1)
+    }
+
+    /// Ends the block being filled with `term`.
+    fn end_block(&mut self, term: Terminator) {
+        let label = std::mem::take(&mut self.cur_label);
+        let instrs = std::mem::take(&mut self.instrs);
+        self.blocks[self.cur.0 as usize] = Some(Block { label, instrs, term });
+    }
+
+    /// Continues by filling block `b` (made by `new_block`).
+    fn start_block(&mut self, b: BlockId) {
+        self.cur = b;
+        self.cur_label = self.blocks[b.0 as usize]
+            .as_ref()
+            .map(|b| b.label.clone())
+            .unwrap_or_default();
     }
 
     // ---- relation variables ------------------------------------------------------------
@@ -991,6 +1060,7 @@ impl<'a> Lower<'a> {
         if vars.is_empty() {
             return Err(LowerError::Unsupported("a multi-way join binds no variable".into()));
         }
+        self.child_ranges.clear();
         struct Atom {
             vars: Vec<usize>,
             values: Vec<BufId>,
@@ -1053,7 +1123,39 @@ impl<'a> Lower<'a> {
             });
         }
         let find = |state: &[(Slot, BufId)], s: Slot| state.iter().find(|(x, _)| *x == s).map(|&(_, b)| b);
+        // Levels from the third variable on may expand to more rows than any input has:
+        // they run in rounds (see `open_round`), the result accumulating in `acc`.
+        let mut rounds: Vec<OpenRound> = Vec::new();
+        let mut acc: Option<Vec<BufId>> = None;
         for (var, vcol) in vars.iter().enumerate() {
+            let windowed = var >= 2 && !(count && var + 1 == vars.len());
+            if windowed && acc.is_none() {
+                let types = if count {
+                    vec![columns[0].ty]
+                } else {
+                    phys_types(&columns)
+                };
+                let names = if count {
+                    vec![(columns[0].name.clone(), Some(columns[0].ty))]
+                } else {
+                    Self::col_names(&columns)
+                };
+                let refs: Vec<(String, Option<Type>)> = names.iter().map(|(n, t)| (format!("{n}.acc"), *t)).collect();
+                let refs: Vec<(&str, Option<Type>)> = refs.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+                acc = Some(self.launch(
+                    Kernel::Const {
+                        types,
+                        rows: Vec::new(),
+                    },
+                    Vec::new(),
+                    &refs,
+                )?);
+            }
+            // The bytes each expanded row of this level costs: its parent and position,
+            // the state it carries, the value, each member's search and the flags; twice
+            // that for what the next levels make of it.
+            let row_bytes = 2 * (8 + 4 * state.len() as u64 + 4 + 5 * atoms.len() as u64 + 1);
+            let window = windowed.then_some(row_bytes);
             let members: Vec<usize> = (0..atoms.len())
                 .filter(|&a| atoms[a].vars.get(atoms[a].depth) == Some(&var))
                 .collect();
@@ -1084,6 +1186,24 @@ impl<'a> Lower<'a> {
                     &columns[0].name,
                     Some(columns[0].ty),
                 )?;
+                let n = self.close_rounds(rounds, acc, vec![n])?;
+                let n = match n {
+                    Closed::Same(c) => c[0],
+                    // The counts of the rounds, summed.
+                    Closed::Accumulated(c) => self.launch1(
+                        Kernel::ReduceByKey {
+                            nkeys: 0,
+                            aggs: vec![AggSpec {
+                                func: fox_sema::core::AggFunc::Sum,
+                                input: Some(columns[0].ty),
+                                output: columns[0].ty,
+                            }],
+                        },
+                        c,
+                        &columns[0].name,
+                        Some(columns[0].ty),
+                    )?,
+                };
                 return Ok(Val {
                     cols: vec![n],
                     columns,
@@ -1107,8 +1227,9 @@ impl<'a> Lower<'a> {
                     .collect::<Vec<_>>(),
                 &members,
                 &state,
-                var,
-                vcol,
+                (var, vcol),
+                &mut rounds,
+                window,
             )? {
                 for (a, d) in next.depths {
                     atoms[a].depth = d;
@@ -1117,7 +1238,7 @@ impl<'a> Lower<'a> {
                 continue;
             }
             // Expand the lead atom's children: one row per (binding, child).
-            let (parent, pos) = self.expand_ranges(lo, hi, &lvl)?;
+            let (parent, pos) = self.expand_ranges(lo, hi, &lvl, &mut rounds, window)?;
             let depth = atoms[lead].depth;
             // Members at the same level of the same trie with the same range as the lead
             // hold exactly the lead's values: they follow the lead without a search.
@@ -1165,15 +1286,23 @@ impl<'a> Lower<'a> {
             }
             let mut found = Vec::new();
             let mut positions = Vec::new();
+            // Members searching the same level over the same ranges search once.
+            let mut searched: Vec<([BufId; 3], BufId, BufId)> = Vec::new();
             for &a in rest {
                 let d = atoms[a].depth;
                 let lo = find(&state, Slot::Lo(a)).ok_or_else(missing)?;
                 let hi = find(&state, Slot::Hi(a)).ok_or_else(missing)?;
+                let key = [atoms[a].values[d], lo, hi];
+                if let Some(&(_, _, p)) = searched.iter().find(|(k, _, _)| *k == key) {
+                    positions.push(p);
+                    continue;
+                }
                 let r = self.launch(
                     Kernel::SortedSearch,
                     vec![atoms[a].values[d], lo, hi, value],
                     &[(&format!("a{a}.found"), None), (&format!("a{a}.pos"), None)],
                 )?;
+                searched.push((key, r[0], r[1]));
                 found.push(r[0]);
                 positions.push(r[1]);
             }
@@ -1218,6 +1347,9 @@ impl<'a> Lower<'a> {
         if cols.is_empty() {
             cols.push(self.ones(var_cols[0])?);
         }
+        let cols = match self.close_rounds(rounds, acc, cols)? {
+            Closed::Same(c) | Closed::Accumulated(c) => c,
+        };
         // Bindings come out in lexicographic order of the variable order, each once.
         let mut sorted = Vec::new();
         for v in 0..vars.len() {
@@ -1246,8 +1378,9 @@ impl<'a> Lower<'a> {
         atoms: &[AtomView],
         members: &[usize],
         state: &[(MjSlot, BufId)],
-        var: usize,
-        vcol: &Column,
+        (var, vcol): (usize, &Column),
+        rounds: &mut Vec<OpenRound>,
+        window: Option<u64>,
     ) -> R<Option<LevelOut>> {
         let find = |s: MjSlot| state.iter().find(|(x, _)| *x == s).map(|&(_, b)| b);
         let lead = members[0];
@@ -1280,7 +1413,7 @@ impl<'a> Lower<'a> {
             args,
             &[(&format!("{lvl}.lo"), None), (&format!("{lvl}.hi"), None)],
         )?;
-        let (parent, pos) = self.expand_ranges(small[0], small[1], &lvl)?;
+        let (parent, pos) = self.expand_ranges(small[0], small[1], &lvl, rounds, window)?;
         let value = self.launch1(
             Kernel::Gather { shift: 0 },
             vec![pos, values],
@@ -1341,20 +1474,100 @@ impl<'a> Lower<'a> {
     }
 
     /// One row per value of each row's range `lo .. hi`: `RangeCount`, `ExclusiveScan`,
-    /// `Expand`; returns `parent` and `pos`.
-    fn expand_ranges(&mut self, lo: BufId, hi: BufId, lvl: &str) -> R<(BufId, BufId)> {
+    /// `Expand`; returns `parent` and `pos`. With `window` (the bytes an expanded row
+    /// costs), the expansion runs in rounds: a `Window` of its outputs that fits in memory
+    /// at a time, the rest of the block (up to `close_rounds`) once per window.
+    fn expand_ranges(
+        &mut self,
+        lo: BufId,
+        hi: BufId,
+        lvl: &str,
+        rounds: &mut Vec<OpenRound>,
+        window: Option<u64>,
+    ) -> R<(BufId, BufId)> {
         let counts = self.launch1(Kernel::RangeCount, vec![lo, hi], &format!("{lvl}.counts"), None)?;
         let scan = self.launch(
             Kernel::ExclusiveScan,
             vec![counts],
             &[(&format!("{lvl}.offsets"), None), (&format!("{lvl}.total"), None)],
         )?;
+        let mut args = vec![lo, scan[0], scan[1]];
+        if let Some(row_bytes) = window {
+            let w = self.launch1(
+                Kernel::Window { row_bytes },
+                vec![scan[1]],
+                &format!("{lvl}.window"),
+                None,
+            )?;
+            let n = self.blocks.len();
+            let body = self.new_block(format!("{lvl}.round{n}"));
+            let exit = self.new_block(format!("{lvl}.done{n}"));
+            self.end_block(Terminator::LoopIf {
+                nonempty: vec![w],
+                body,
+                exit,
+            });
+            self.start_block(body);
+            rounds.push(OpenRound {
+                body,
+                exit,
+                total: scan[1],
+                window: w,
+                row_bytes,
+            });
+            args.push(w);
+        }
         let ex = self.launch(
             Kernel::Expand,
-            vec![lo, scan[0], scan[1]],
+            args,
             &[(&format!("{lvl}.parent"), None), (&format!("{lvl}.pos"), None)],
         )?;
         Ok((ex[0], ex[1]))
+    }
+
+    /// Ends the rounds `open_round` began, innermost first: the result `cols` of a round
+    /// is appended to `acc`, the next window taken, and the loop repeated while one is
+    /// left. Returns `cols` itself when no level ran in rounds, otherwise the accumulated
+    /// columns (valid after the loops).
+    fn close_rounds(&mut self, rounds: Vec<OpenRound>, acc: Option<Vec<BufId>>, cols: Vec<BufId>) -> R<Closed> {
+        let Some(acc) = acc.filter(|_| !rounds.is_empty()) else {
+            return Ok(Closed::Same(cols));
+        };
+        if acc.len() != cols.len() {
+            return Err(LowerError::Invalid("a multi-way join's rounds lost a column".into()));
+        }
+        let width = cols.len();
+        let mut args = acc.clone();
+        args.extend(cols);
+        let names: Vec<(String, Option<Type>)> = acc
+            .iter()
+            .map(|&b| (self.base_name(b), self.buffers[b.0 as usize].ty))
+            .collect();
+        let refs: Vec<(&str, Option<Type>)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+        let grown = self.launch(Kernel::Concat { parts: 2, width }, args, &refs)?;
+        for (&a, g) in acc.iter().zip(grown) {
+            self.instrs.push(Instr::Move { dst: a, src: g });
+        }
+        for r in rounds.into_iter().rev() {
+            let name = self.base_name(r.window);
+            let next = self.launch1(
+                Kernel::Window { row_bytes: r.row_bytes },
+                vec![r.total, r.window],
+                &name,
+                None,
+            )?;
+            self.instrs.push(Instr::Move {
+                dst: r.window,
+                src: next,
+            });
+            self.end_block(Terminator::LoopIf {
+                nonempty: vec![r.window],
+                body: r.body,
+                exit: r.exit,
+            });
+            self.start_block(r.exit);
+        }
+        Ok(Closed::Accumulated(acc))
     }
 
     /// The conjunction of `found` flags (the one flag itself when there is one).
@@ -1391,22 +1604,53 @@ impl<'a> Lower<'a> {
         if state.is_empty() && extra.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
+        // Slots holding the same buffer (the root range of atoms over one trie) move once
+        // and keep sharing it.
+        let mut distinct: Vec<BufId> = Vec::new();
+        for &(_, b) in state {
+            if !distinct.contains(&b) {
+                distinct.push(b);
+            }
+        }
+        let mut extra_distinct: Vec<(BufId, String)> = Vec::new();
+        for (b, n) in extra {
+            if !extra_distinct.iter().any(|(d, _)| d == b) {
+                extra_distinct.push((*b, n.clone()));
+            }
+        }
         let mut args = vec![by];
-        args.extend(state.iter().map(|&(_, b)| b));
-        args.extend(extra.iter().map(|(b, _)| *b));
-        let mut names: Vec<(String, Option<Type>)> = state
+        args.extend(distinct.iter().copied());
+        args.extend(extra_distinct.iter().map(|(b, _)| *b));
+        let mut names: Vec<(String, Option<Type>)> = distinct
             .iter()
-            .map(|&(_, b)| (self.base_name(b), self.buffers[b.0 as usize].ty))
+            .map(|&b| (self.base_name(b), self.buffers[b.0 as usize].ty))
             .collect();
-        names.extend(extra.iter().map(|(_, n)| (n.clone(), None)));
+        names.extend(extra_distinct.iter().map(|(_, n)| (n.clone(), None)));
         let refs: Vec<(&str, Option<Type>)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
         let mut got = self.launch(kernel, args, &refs)?;
-        let extras = got.split_off(state.len());
-        Ok((state.iter().map(|&(s, _)| s).zip(got).collect(), extras))
+        let got_extra = got.split_off(distinct.len());
+        let moved = state
+            .iter()
+            .map(|&(s, b)| (s, got[distinct.iter().position(|&d| d == b).unwrap_or(0)]))
+            .collect();
+        let extras = extra
+            .iter()
+            .map(|(b, _)| got_extra[extra_distinct.iter().position(|(d, _)| d == b).unwrap_or(0)])
+            .collect();
+        Ok((moved, extras))
     }
 
     /// The range of children of the trie nodes at `pos`: `start[pos]`, `start[pos + 1]`.
     fn child_range(&mut self, atom: usize, start: BufId, pos: BufId) -> R<(BufId, BufId)> {
+        if let Some(&(_, r)) = self.child_ranges.iter().find(|(k, _)| *k == (start, pos)) {
+            return Ok(r);
+        }
+        let r = self.child_range_new(atom, start, pos)?;
+        self.child_ranges.push(((start, pos), r));
+        Ok(r)
+    }
+
+    fn child_range_new(&mut self, atom: usize, start: BufId, pos: BufId) -> R<(BufId, BufId)> {
         let lo = self.launch1(
             Kernel::Gather { shift: 0 },
             vec![pos, start],

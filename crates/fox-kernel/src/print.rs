@@ -256,6 +256,7 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
         Kernel::RootRange => "root_range".into(),
         Kernel::RangeCount => "range_count".into(),
         Kernel::Expand => "expand".into(),
+        Kernel::Window { row_bytes } => format!("window[{row_bytes} bytes/row]"),
         Kernel::SortedSearch => "sorted_search".into(),
         Kernel::IntersectCount { ways } => format!("intersect_count[{}]", plural(*ways, "way")),
         Kernel::MinRange { ways } => format!("min_range[{}]", plural(*ways, "way")),

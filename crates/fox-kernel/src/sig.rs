@@ -257,11 +257,25 @@ pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Re
             Ok(vec![Elem::U64])
         }
         Kernel::Expand => {
-            count(3)?;
+            if args.len() != 3 {
+                count(4)?;
+                expect(3, Elem::U64, "window")?;
+            }
             expect(0, Elem::U32, "lo")?;
             expect(1, Elem::U64, "offsets")?;
             expect(2, Elem::U64, "total")?;
             Ok(vec![Elem::U32, Elem::U32])
+        }
+        Kernel::Window { row_bytes } => {
+            if *row_bytes == 0 {
+                return Err("a window needs a row size of at least one byte".into());
+            }
+            if args.len() != 1 {
+                count(2)?;
+                expect(1, Elem::U64, "prev")?;
+            }
+            expect(0, Elem::U64, "total")?;
+            Ok(vec![Elem::U64])
         }
         Kernel::SortedSearch => {
             count(4)?;

@@ -119,6 +119,11 @@ pub trait Backend {
     /// Waits until all launched work is done (for timing).
     fn sync(&mut self) -> Result<(), BackendError>;
     fn mem(&self) -> MemStats;
+    /// The memory the backend's buffers can use in all, in bytes, when it knows it (the
+    /// device's memory; the machine's for the CPU).
+    fn memory_capacity(&self) -> Option<usize> {
+        None
+    }
     /// Restarts the high-water mark at the bytes in use now (to measure one run of many).
     fn reset_peak(&mut self);
     /// Runs `kernel` as [`Backend::launch`] does and also returns the time the device

@@ -52,6 +52,7 @@ pub fn run_resident(
         instr_stats: plan.blocks.iter().map(|b| vec![None; b.instrs.len()]).collect(),
         outputs: Vec::new(),
         timing: opts.timing,
+        memory_limit: opts.memory_limit,
         device_time: None,
     };
     it.stats.backend = it.backend.name();
@@ -111,6 +112,7 @@ struct Interp<'a> {
     instr_stats: Vec<Vec<Option<InstrStat>>>,
     outputs: Vec<OutputTable>,
     timing: bool,
+    memory_limit: Option<u64>,
     /// The device time of the last launch, when the backend measured it.
     device_time: Option<Duration>,
 }
@@ -693,7 +695,11 @@ impl Interp<'_> {
         }
         let host_kernel = matches!(
             kernel,
-            Kernel::LoadInput { .. } | Kernel::Const { .. } | Kernel::DictTable { .. } | Kernel::StrFn { .. }
+            Kernel::LoadInput { .. }
+                | Kernel::Const { .. }
+                | Kernel::DictTable { .. }
+                | Kernel::StrFn { .. }
+                | Kernel::Window { .. }
         );
         let results: Vec<DevBuf> = if host_kernel {
             let cols = self.host_kernel(kernel, &arg_slots, outs.len()).map_err(|e| match e {
@@ -999,8 +1005,58 @@ impl Interp<'_> {
                 }
                 Ok(vec![HostCol::U32(out)])
             }
+            Kernel::Window { row_bytes } => {
+                expect_outs(1)?;
+                if args.is_empty() || args.len() > 2 {
+                    return Err(HostError::Plan(format!(
+                        "it takes 1 or 2 arguments but the plan gives {}",
+                        args.len()
+                    )));
+                }
+                let total = match self.download_arg(args[0])? {
+                    HostCol::U64(v) if v.len() == 1 => v[0],
+                    c => {
+                        return Err(HostError::Plan(format!(
+                            "total must be one U64 row, is {} rows",
+                            c.len()
+                        )))
+                    }
+                };
+                let start = match args.get(1) {
+                    None => 0,
+                    Some(&a) => match self.download_arg(a)? {
+                        HostCol::U64(v) if v.len() == 2 => v[1],
+                        HostCol::U64(v) if v.is_empty() => total,
+                        c => {
+                            return Err(HostError::Plan(format!(
+                                "the previous window must be 0 or 2 U64 rows, is {} rows",
+                                c.len()
+                            )))
+                        }
+                    },
+                };
+                if start >= total {
+                    return Ok(vec![HostCol::U64(Vec::new())]);
+                }
+                let rows = (self.round_budget() / (*row_bytes).max(1)).max(1);
+                self.stats.rounds += 1;
+                Ok(vec![HostCol::U64(vec![start, total.min(start.saturating_add(rows))])])
+            }
             _ => unreachable!("only host kernels reach host_kernel"),
         }
+    }
+
+    /// The bytes one round of a multi-round expansion may take: half of what the run may
+    /// still allocate (the limit of the run, else the backend's capacity, else 8 GiB).
+    fn round_budget(&self) -> u64 {
+        let cap = self.backend.memory_capacity().map(|c| c as u64);
+        let limit = match (self.memory_limit, cap) {
+            (Some(l), Some(c)) => l.min(c),
+            (Some(l), None) => l,
+            (None, Some(c)) => c,
+            (None, None) => 8 << 30,
+        };
+        limit.saturating_sub(self.backend.mem().in_use as u64) / 2
     }
 
     fn intern(&mut self, s: &str) -> Result<u32, HostError> {

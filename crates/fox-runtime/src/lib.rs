@@ -35,6 +35,10 @@ pub struct RunOptions {
     pub timing: bool,
     /// Loaded data to read the inputs from instead of `data_dir` (see [`Database`]).
     pub database: Option<std::sync::Arc<Database>>,
+    /// The memory, in bytes, the run may hold on the backend (its buffers and the
+    /// database's resident columns); the backend's own capacity when `None`. Levels of
+    /// multi-way joins that would expand beyond it run in rounds (`Kernel::Window`).
+    pub memory_limit: Option<u64>,
 }
 
 /// The results of a run, in the order the plan emitted them, and its statistics.
@@ -74,6 +78,8 @@ pub struct RunStats {
     pub planned_peak_buffers: usize,
     /// The largest number of buffer variables that held a value at once during the run.
     pub actual_peak_buffers: usize,
+    /// The rounds of multi-round expansions (non-empty windows) the run took.
+    pub rounds: u64,
 }
 
 /// Time spent in one instruction of the plan over the whole run.

@@ -102,6 +102,14 @@ struct CliqueArgs {
     /// CPU iterator LFTJ on the same cores).
     #[arg(long)]
     cpu_kernels: bool,
+    /// Write the per-kernel table of each system's timed run (the run that splits build
+    /// from join) to FILE.
+    #[arg(long, value_name = "FILE")]
+    profile: Option<PathBuf>,
+    /// The memory the backend runs may use (e.g. 512M, 16G; default: all of the device's);
+    /// levels of the LFTJ that would expand beyond it run in rounds.
+    #[arg(long, value_name = "SIZE", value_parser = fox_cli::parse_memory_size)]
+    memory_limit: Option<u64>,
 }
 
 #[derive(Args)]
@@ -1072,8 +1080,9 @@ fn tpch_gen(a: &TpchGenArgs) -> anyhow::Result<()> {
 struct CliqueRow {
     system: &'static str,
     backend: String,
-    /// The count, the median time, build and join times (ms), and the peak bytes.
-    result: Result<(u64, f64, f64, f64, usize), String>,
+    /// The count, the median time, build and join times (ms), the peak bytes and the
+    /// rounds of multi-round expansions.
+    result: Result<(u64, f64, f64, f64, usize, u64), String>,
 }
 
 /// The classic iterator LFTJ of `fox_cpu::lftj` on all cores: per run, the trie of the
@@ -1084,7 +1093,7 @@ fn cpu_lftj<T: fox_cpu::lftj::Key>(
     y: &[T],
     k: u32,
     repeat: u32,
-) -> Result<(u64, f64, f64, f64, usize), String> {
+) -> Result<(u64, f64, f64, f64, usize, u64), String> {
     use fox_cpu::lftj;
     let once = || -> Result<(u64, f64, f64, usize), String> {
         let t0 = Instant::now();
@@ -1108,7 +1117,7 @@ fn cpu_lftj<T: fox_cpu::lftj::Key>(
         build.push(b);
         join.push(j);
     }
-    Ok((n, median(&total), median(&build), median(&join), peak))
+    Ok((n, median(&total), median(&build), median(&join), peak, 0))
 }
 
 fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
@@ -1180,6 +1189,7 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
         systems.push(("binary joins", a.backend, &binary));
     }
     let mut rows = Vec::new();
+    let mut profile = String::new();
     for (system, choice, plan) in systems {
         let mut backend: Box<dyn Backend> = match choice {
             BackendChoice::Gpu => Box::new(
@@ -1197,9 +1207,10 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
         let mut resident = Resident::default();
         let opts = RunOptions {
             database: Some(db.clone()),
+            memory_limit: a.memory_limit,
             ..Default::default()
         };
-        let result = (|| -> Result<(u64, f64, f64, f64, usize), String> {
+        let result = (|| -> Result<(u64, f64, f64, f64, usize, u64), String> {
             let count = |r: &fox_runtime::RunResult| -> u64 {
                 r.outputs
                     .first()
@@ -1233,6 +1244,10 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
             };
             let r = fox_runtime::run_resident(plan, backend.as_mut(), &timed, Some(&mut resident))
                 .map_err(|e| e.to_string())?;
+            profile.push_str(&format!(
+                "== {system} on {name}\n{}\n",
+                fox_runtime::format_stats(&r.stats)
+            ));
             let last_build = plan
                 .blocks
                 .iter()
@@ -1267,7 +1282,7 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
                     }
                 }
             }
-            Ok((n, median(&times), build, total - build, peak))
+            Ok((n, median(&times), build, total - build, peak, r.stats.rounds))
         })();
         resident.release(backend.as_mut());
         rows.push(CliqueRow {
@@ -1281,16 +1296,16 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
         }
     }
     println!(
-        "{:<13} {:<44} {:>14} {:>11} {:>10} {:>10} {:>12} {:>9}",
-        "system", "backend", "cliques", "median ms", "build ms", "join ms", "Medges/s", "peak MB"
+        "{:<13} {:<44} {:>14} {:>11} {:>10} {:>10} {:>12} {:>9} {:>7}",
+        "system", "backend", "cliques", "median ms", "build ms", "join ms", "Medges/s", "peak MB", "rounds"
     );
     let mut counts = Vec::new();
     for r in &rows {
         match &r.result {
-            Ok((n, ms, build, join, peak)) => {
+            Ok((n, ms, build, join, peak, rounds)) => {
                 counts.push(*n);
                 println!(
-                    "{:<13} {:<44} {:>14} {:>11.2} {:>10.2} {:>10.2} {:>12.1} {:>9.1}",
+                    "{:<13} {:<44} {:>14} {:>11.2} {:>10.2} {:>10.2} {:>12.1} {:>9.1} {:>7}",
                     r.system,
                     r.backend,
                     n,
@@ -1298,7 +1313,8 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
                     build,
                     join,
                     edges as f64 / (ms * 1e-3) / 1e6,
-                    *peak as f64 / 1e6
+                    *peak as f64 / 1e6,
+                    rounds
                 );
             }
             Err(e) => println!("{:<13} {:<44} error: {e}", r.system, r.backend),
@@ -1322,6 +1338,9 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
                 );
             }
         }
+    }
+    if let Some(p) = &a.profile {
+        std::fs::write(p, &profile).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
     }
     if counts.windows(2).any(|w| w[0] != w[1]) {
         anyhow::bail!("the systems disagree on the count: {counts:?}");

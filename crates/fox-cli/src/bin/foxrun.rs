@@ -68,6 +68,10 @@ struct Cli {
     /// kernel compilation) and memory use to standard error.
     #[arg(long)]
     timing: bool,
+    /// The memory the run may use on the backend (e.g. 512M, 16G; default: all of the
+    /// device's). Levels of multi-way joins that would expand beyond it run in rounds.
+    #[arg(long, value_name = "SIZE", value_parser = fox_cli::parse_memory_size)]
+    memory_limit: Option<u64>,
     /// Colour diagnostics: auto (when standard error is a terminal), always, never.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     color: ColorChoice,
@@ -158,6 +162,7 @@ fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
         data_dir: cli.data.clone(),
         timing: cli.timing,
         database,
+        memory_limit: cli.memory_limit,
     };
     let result = run(&plan, backend.as_mut(), &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
     if cli.timing {
