@@ -95,29 +95,44 @@ __device__ __forceinline__ u64 owner(const u64* offsets, u64 lo, u64 hi, u64 o) 
     return lo - 1;
 }
 
-// Thread 0 of a block finds the rows [*r0, *r1) that own the outputs [t0, t1) of a tile
-// (the caller synchronises before reading them).
-__device__ __forceinline__ void tile_rows(const u64* offsets, u64 n, u64 t0, u64 t1, u64* r0, u64* r1) {
+// tstart[k] = the row whose range [offsets[r], offsets[r+1]) (the last ending at total)
+// holds output start + k * tile, for the tiles of [start, end): the first row of each
+// block of a load-balanced kernel, found by scattering from the rows instead of a search
+// per block.
+extern "C" __global__ void tile_owners(const u64* offsets, u64 n, u64 total, u64 start, u64 end, u64 tile,
+                                       unsigned* tstart) {
+    for (u64 r = (u64)blockIdx.x * blockDim.x + threadIdx.x; r < n; r += (u64)gridDim.x * blockDim.x) {
+        const u64 s = max(offsets[r], start);
+        const u64 e = min(r + 1 < n ? offsets[r + 1] : total, end);
+        if (s >= e) continue;
+        const u64 k1 = (e - start + tile - 1) / tile;
+        for (u64 k = (s - start + tile - 1) / tile; k < k1; ++k) tstart[k] = (unsigned)r;
+    }
+}
+
+// Thread 0 of block b reads the rows [*r0, *r1) that hold the outputs of its tile: from its
+// first output's row to the next tile's first row (the caller synchronises before reading).
+__device__ __forceinline__ void tile_rows(const unsigned* tstart, u64 ntiles, u64 n, u64* r0, u64* r1) {
     if (threadIdx.x == 0) {
-        u64 a = owner(offsets, 0, n, t0);
-        u64 b = owner(offsets, a, n, t1 - 1);
-        *r0 = a;
-        *r1 = b + 1;
+        const u64 b = blockIdx.x;
+        *r0 = tstart[b];
+        *r1 = b + 1 < ntiles ? (u64)tstart[b + 1] + 1 : n;
     }
 }
 
 // Load-balanced expansion of the outputs o in [start, end) (a window of the whole
 // expansion): parent[o - start] = the row r whose range [offsets[r], offsets[r+1]) holds o,
 // and pos[o - start] = lo[r] + (o - offsets[r]). A block handles a tile of EXPAND_TILE
-// outputs; thread 0 finds the rows owning the tile's first and last outputs, and each
-// output then searches only between them.
+// outputs (tile_owners gives its first row), and each output searches only between the
+// tile's rows.
 extern "C" __global__ void __launch_bounds__(BLOCK)
-    expand_write(const unsigned* lo, const u64* offsets, u64 n, u64 start, u64 end, unsigned* parent, unsigned* pos) {
+    expand_write(const unsigned* lo, const u64* offsets, u64 n, u64 start, u64 end, const unsigned* tstart,
+                 u64 ntiles, unsigned* parent, unsigned* pos) {
     __shared__ u64 s_r0, s_r1;
     u64 t0 = start + (u64)blockIdx.x * EXPAND_TILE;
     if (t0 >= end) return;
     u64 t1 = min(t0 + EXPAND_TILE, end);
-    tile_rows(offsets, n, t0, t1, &s_r0, &s_r1);
+    tile_rows(tstart, ntiles, n, &s_r0, &s_r1);
     __syncthreads();
     u64 r0 = s_r0, r1 = s_r1;
 #pragma unroll
@@ -186,46 +201,72 @@ extern "C" __global__ void ic_work(const u64* desc, int ways, u64 n, u64* work, 
     }
 }
 
+// Whether `key` is among the values of way w's range of row r (binary search); desc as
+// for IntersectCount, T the values' type code.
+template <int T>
+__device__ __forceinline__ bool way_has(const u64* desc, int ways, int w, u64 r, u64 key) {
+    const void* vals = (const void*)desc[w];
+    u64 a = ((const unsigned*)desc[ways + w])[r];
+    const u64 end = ((const unsigned*)desc[2 * ways + w])[r];
+    u64 b = end;
+    while (a < b) {
+        const u64 mid = a + (b - a) / 2;
+        if (okey(vals, T, mid) < key) a = mid + 1;
+        else b = mid;
+    }
+    return a < end && okey(vals, T, a) == key;
+}
+
 // Counts the candidates (row r, k-th value of its lead's range) whose value lies in the
 // range of every other way of row r (binary search). Candidates are load-balanced as in
 // expand_write: a block takes a tile of EXPAND_TILE of them, whatever rows they belong
-// to. The block's count is added to *out.
-extern "C" __global__ void __launch_bounds__(BLOCK)
-    ic_count(const u64* desc, int ways, int t, const u64* offsets, const unsigned char* lead, u64 n, u64 total,
-             u64* out) {
+// to; the offsets of the tile's rows are staged in shared memory for the owner searches
+// when there are at most ICC_ROWS of them. The block's count is added to *out. T is the
+// values' type code.
+#define ICC_ROWS 1024
+template <int T>
+__device__ __forceinline__ void ic_count_impl(const u64* desc, int ways, const u64* offsets, const unsigned char* lead,
+                                              u64 n, u64 total, const unsigned* tstart, u64 ntiles, u64* out) {
     __shared__ u64 s_r0, s_r1;
     __shared__ u64 s_desc[3 * IC_MAX_WAYS];
     __shared__ u64 s_warp[BLOCK / 32];
-    u64 t0 = (u64)blockIdx.x * EXPAND_TILE;
+    __shared__ u64 s_off[ICC_ROWS];
+    const u64 t0 = (u64)blockIdx.x * EXPAND_TILE;
     if (t0 >= total) return;
-    u64 t1 = min(t0 + EXPAND_TILE, total);
-    tile_rows(offsets, n, t0, t1, &s_r0, &s_r1);
+    const u64 t1 = min(t0 + EXPAND_TILE, total);
+    tile_rows(tstart, ntiles, n, &s_r0, &s_r1);
     if (threadIdx.x < 3 * ways) s_desc[threadIdx.x] = desc[threadIdx.x];
     __syncthreads();
-    u64 r0 = s_r0, r1 = s_r1;
+    const u64 r0 = s_r0, r1 = s_r1;
+    const bool staged = r1 - r0 <= ICC_ROWS;
+    if (staged)
+        for (u64 i = threadIdx.x; i < r1 - r0; i += BLOCK) s_off[i] = offsets[r0 + i];
+    __syncthreads();
     unsigned cnt = 0;
 #pragma unroll
     for (int it = 0; it < EXPAND_ITEMS; ++it) {
-        u64 o = t0 + (u64)it * BLOCK + threadIdx.x;
+        const u64 o = t0 + (u64)it * BLOCK + threadIdx.x;
         if (o < t1) {
-            u64 r = owner(offsets, r0, r1, o);
-            int l = lead[r];
-            unsigned pos = ((const unsigned*)s_desc[ways + l])[r] + (unsigned)(o - offsets[r]);
-            u64 key = okey((const void*)s_desc[l], t, pos);
-            bool all = true;
-            for (int w = 0; w < ways && all; ++w) {
-                if (w == l) continue;
-                const void* vals = (const void*)s_desc[w];
-                u64 a = ((const unsigned*)s_desc[ways + w])[r];
-                u64 end = ((const unsigned*)s_desc[2 * ways + w])[r];
-                u64 b = end;
-                while (a < b) {
-                    u64 mid = a + (b - a) / 2;
-                    if (okey(vals, t, mid) < key) a = mid + 1;
-                    else b = mid;
+            u64 r, off;
+            if (staged) {
+                u64 lo = 0, hi = r1 - r0;
+                while (lo < hi) {
+                    const u64 mid = lo + (hi - lo) / 2;
+                    if (s_off[mid] <= o) lo = mid + 1;
+                    else hi = mid;
                 }
-                all = a < end && okey(vals, t, a) == key;
+                r = r0 + lo - 1;
+                off = s_off[lo - 1];
+            } else {
+                r = owner(offsets, r0, r1, o);
+                off = offsets[r];
             }
+            const int l = lead[r];
+            const unsigned pos = ((const unsigned*)s_desc[ways + l])[r] + (unsigned)(o - off);
+            const u64 key = okey((const void*)s_desc[l], T, pos);
+            bool all = true;
+            for (int w = 0; w < ways && all; ++w)
+                if (w != l) all = way_has<T>(s_desc, ways, w, r, key);
             cnt += all ? 1u : 0u;
         }
     }
@@ -238,6 +279,19 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
         if (sum) atomicAdd((unsigned long long*)out, (unsigned long long)sum);
     }
 }
+
+#define IC_COUNT_KERNEL(NAME, T)                                                                          \
+    extern "C" __global__ void __launch_bounds__(BLOCK)                                                  \
+        NAME(const u64* desc, int ways, const u64* offsets, const unsigned char* lead, u64 n, u64 total, \
+             const unsigned* tstart, u64 ntiles, u64* out) {                                             \
+        ic_count_impl<T>(desc, ways, offsets, lead, n, total, tstart, ntiles, out);                      \
+    }
+IC_COUNT_KERNEL(ic_count_t0, 0)
+IC_COUNT_KERNEL(ic_count_t1, 1)
+IC_COUNT_KERNEL(ic_count_t2, 2)
+IC_COUNT_KERNEL(ic_count_t3, 3)
+IC_COUNT_KERNEL(ic_count_t4, 4)
+IC_COUNT_KERNEL(ic_count_t5, 5)
 
 // ---- IntersectCount with a shared way ---------------------------------------------------
 //
@@ -262,10 +316,10 @@ extern "C" __global__ void ic_runs(const u64* desc, int ways, u64 n, u64* runs) 
 
 // Per row, which way a row's candidates come from, and how it finds them in the others:
 // hashed (work_h = the size of the smallest way other than s, lead_h = that way) when way
-// s's range fits a table (at most `cap` values) and is not much smaller than the candidates,
-// otherwise searched as in ic_work (work_b, lead_b). A range outside its values is error
+// s's range fits a table (at most `cap` values) and the candidates are at most `factor`
+// times as many as its values, otherwise searched as in ic_work (work_b, lead_b). A range outside its values is error
 // code 1 (detail: lo, row: the row).
-extern "C" __global__ void ic_split(const u64* desc, int ways, int s, u64 n, unsigned cap, u64* work_h,
+extern "C" __global__ void ic_split(const u64* desc, int ways, int s, u64 n, unsigned cap, unsigned factor, u64* work_h,
                                    unsigned char* lead_h, u64* work_b, unsigned char* lead_b, u64* err) {
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
         u64 best = ~0ull, other = ~0ull;
@@ -290,7 +344,7 @@ extern "C" __global__ void ic_split(const u64* desc, int ways, int s, u64 n, uns
             }
         }
         u64 shared = (u64)(((const unsigned*)desc[2 * ways + s])[i] - ((const unsigned*)desc[ways + s])[i]);
-        bool hashed = !bad && best > 0 && shared <= cap && other <= 8 * shared;
+        bool hashed = !bad && best > 0 && shared <= cap && other <= (u64)factor * shared;
         work_h[i] = hashed ? other : 0;
         lead_h[i] = (unsigned char)ow;
         work_b[i] = (hashed || bad) ? 0 : best;
@@ -300,6 +354,30 @@ extern "C" __global__ void ic_split(const u64* desc, int ways, int s, u64 n, uns
 
 #define ICH_ITEMS 32
 #define ICH_TILE (BLOCK * ICH_ITEMS)
+#define ICH_PIECE 256
+#define ICH_UNROLL 4
+
+// The exclusive prefix sum of v over the block's threads, written to out[threadIdx.x];
+// returns the block's total (every thread). `warp_sum` is scratch of BLOCK / 32 words.
+__device__ __forceinline__ unsigned block_exclusive_sum(unsigned v, unsigned* out, unsigned* warp_sum) {
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    unsigned x = v;
+    for (int d = 1; d < 32; d <<= 1) {
+        unsigned y = __shfl_up_sync(0xffffffffu, x, d);
+        if (lane >= (unsigned)d) x += y;
+    }
+    if (lane == 31) warp_sum[warp] = x;
+    __syncthreads();
+    unsigned before = 0, total = 0;
+    for (int w = 0; w < BLOCK / 32; ++w) {
+        const unsigned ws = warp_sum[w];
+        if (w < (int)warp) before += ws;
+        total += ws;
+    }
+    out[threadIdx.x] = before + x - v;
+    __syncthreads();
+    return total;
+}
 
 template <typename K>
 __device__ __forceinline__ unsigned ich_hash(K key, int bits) {
@@ -309,30 +387,37 @@ __device__ __forceinline__ unsigned ich_hash(K key, int bits) {
 
 // Counts the hashed candidates of a tile of ICH_TILE of them. The tile's rows are cut into
 // segments of equal way-s ranges; per segment the block fills the table with way s's values,
-// then each thread looks up its own consecutive candidates (and searches the ways other than
-// s and the lead). Keys equal to the empty marker are remembered apart.
-template <typename K, int CAP>
-__device__ __forceinline__ void ic_hash_impl(const u64* desc, int ways, int t, int s, const u64* offsets,
-                                             const unsigned char* lead, u64 n, u64 total, u64* out) {
+// then looks the candidates up (and searches the ways other than s and the lead). Keys
+// equal to the empty marker are remembered apart. The rows of a segment are taken BLOCK
+// at a time: each thread reads one row's lead and position into shared memory and cuts
+// its candidates in the tile into pieces of ICH_PIECE, numbered by a block scan; warps take
+// pieces in turn, their lanes consecutive candidates (coalesced loads, several in flight).
+// T is the values' type code.
+template <typename K, int CAP, int T>
+__device__ __forceinline__ void ic_hash_impl(const u64* desc, int ways, int s, const u64* offsets,
+                                             const unsigned char* lead, u64 n, u64 total, const unsigned* tstart,
+                                             u64 ntiles, u64* out) {
     __shared__ K table[2 * CAP];
     __shared__ u64 s_desc[3 * IC_MAX_WAYS];
     __shared__ u64 s_r0, s_r1, s_next;
     __shared__ int s_marked;
     __shared__ u64 s_warp[BLOCK / 32];
+    __shared__ unsigned s_pstart[BLOCK];
+    __shared__ unsigned s_warp_sum[BLOCK / 32];
+    __shared__ u64 s_os[BLOCK], s_oe[BLOCK], s_base[BLOCK];
+    __shared__ unsigned char s_lead[BLOCK];
     const K EMPTY = (K)~(K)0;
     const u64 t0 = (u64)blockIdx.x * ICH_TILE;
     if (t0 >= total) return;
     const u64 t1 = min(t0 + ICH_TILE, total);
-    tile_rows(offsets, n, t0, t1, &s_r0, &s_r1);
+    tile_rows(tstart, ntiles, n, &s_r0, &s_r1);
     if (threadIdx.x < 3 * ways) s_desc[threadIdx.x] = desc[threadIdx.x];
     __syncthreads();
     const u64 r1 = s_r1;
     const unsigned* lo_s = (const unsigned*)s_desc[ways + s];
     const unsigned* hi_s = (const unsigned*)s_desc[2 * ways + s];
     const void* vals_s = (const void*)s_desc[s];
-    // This thread's candidates.
-    const u64 a = min(t0 + (u64)threadIdx.x * ICH_ITEMS, t1);
-    const u64 b = min(a + ICH_ITEMS, t1);
+    const unsigned lane = threadIdx.x & 31;
     unsigned cnt = 0;
     u64 row = s_r0;
     while (true) {
@@ -340,15 +425,15 @@ __device__ __forceinline__ void ic_hash_impl(const u64* desc, int ways, int t, i
         // The segment ends at the first row after `row` with another range (or the tile's end).
         if (threadIdx.x == 0) s_next = r1;
         __syncthreads();
-        for (u64 base = row + 1; base < r1; base += BLOCK) {
-            u64 r = base + threadIdx.x;
-            bool diff = r < r1 && (lo_s[r] != klo || hi_s[r] != khi);
+        for (u64 b = row + 1; b < r1; b += BLOCK) {
+            const u64 r = b + threadIdx.x;
+            const bool diff = r < r1 && (lo_s[r] != klo || hi_s[r] != khi);
             if (diff) atomicMin((unsigned long long*)&s_next, (unsigned long long)r);
             if (__syncthreads_or(diff)) break;
         }
         const u64 next = s_next;
         const u64 cs = max(t0, offsets[row]);
-        const u64 ce = next < r1 ? offsets[next] : t1;
+        const u64 ce = next < r1 ? min(offsets[next], t1) : t1;
         if (cs < ce) {
             const unsigned m = khi - klo;
             int bits = 5;
@@ -358,7 +443,7 @@ __device__ __forceinline__ void ic_hash_impl(const u64* desc, int ways, int t, i
             if (threadIdx.x == 0) s_marked = 0;
             __syncthreads();
             for (unsigned i = threadIdx.x; i < m; i += BLOCK) {
-                K key = (K)okey(vals_s, t, (u64)klo + i);
+                const K key = (K)okey(vals_s, T, (u64)klo + i);
                 if (key == EMPTY) {
                     s_marked = 1;
                     continue;
@@ -367,55 +452,76 @@ __device__ __forceinline__ void ic_hash_impl(const u64* desc, int ways, int t, i
                 while (atomicCAS(&table[h], EMPTY, key) != EMPTY) h = (h + 1) & mask;
             }
             __syncthreads();
-            const u64 o0 = max(a, cs), o1 = min(b, ce);
-            if (o0 < o1) {
-                u64 r = owner(offsets, row, next, o0);
-                u64 rend = r + 1 < n ? offsets[r + 1] : total;
-                int l = lead[r];
-                const void* vals_l = (const void*)s_desc[l];
-                u64 base = (u64)((const unsigned*)s_desc[ways + l])[r] - offsets[r];
-                for (u64 o = o0; o < o1; ++o) {
-                    while (o >= rend) {
-                        ++r;
-                        rend = r + 1 < n ? offsets[r + 1] : total;
-                        l = lead[r];
-                        vals_l = (const void*)s_desc[l];
-                        base = (u64)((const unsigned*)s_desc[ways + l])[r] - offsets[r];
+            const bool marked = s_marked != 0;
+            for (u64 rb = row; rb < next; rb += BLOCK) {
+                const u64 r = rb + threadIdx.x;
+                u64 os = 0, oe = 0;
+                if (r < next) {
+                    os = max(offsets[r], cs);
+                    oe = min(r + 1 < n ? offsets[r + 1] : total, ce);
+                    if (oe < os) oe = os;
+                    if (oe > os) {
+                        const int l = lead[r];
+                        s_lead[threadIdx.x] = (unsigned char)l;
+                        s_base[threadIdx.x] = (u64)((const unsigned*)s_desc[ways + l])[r] - offsets[r];
                     }
-                    const u64 key = okey(vals_l, t, base + o);
-                    bool hit;
-                    if ((K)key == EMPTY) {
-                        hit = s_marked != 0;
-                    } else {
-                        unsigned h = ich_hash<K>((K)key, bits);
-                        while (true) {
-                            K v = table[h];
-                            if (v == (K)key) {
-                                hit = true;
-                                break;
-                            }
-                            if (v == EMPTY) {
-                                hit = false;
-                                break;
-                            }
-                            h = (h + 1) & mask;
-                        }
-                    }
-                    for (int w = 0; w < ways && hit; ++w) {
-                        if (w == s || w == l) continue;
-                        const void* vals = (const void*)s_desc[w];
-                        u64 lo = ((const unsigned*)s_desc[ways + w])[r];
-                        u64 end = ((const unsigned*)s_desc[2 * ways + w])[r];
-                        u64 hi = end;
-                        while (lo < hi) {
-                            u64 mid = lo + (hi - lo) / 2;
-                            if (okey(vals, t, mid) < key) lo = mid + 1;
-                            else hi = mid;
-                        }
-                        hit = lo < end && okey(vals, t, lo) == key;
-                    }
-                    cnt += hit ? 1u : 0u;
                 }
+                const unsigned np = (unsigned)((oe - os + ICH_PIECE - 1) / ICH_PIECE);
+                const unsigned pieces = block_exclusive_sum(np, s_pstart, s_warp_sum);
+                s_os[threadIdx.x] = os;
+                s_oe[threadIdx.x] = oe;
+                __syncthreads();
+                for (unsigned q = threadIdx.x >> 5; q < pieces; q += BLOCK / 32) {
+                    // The row slot j holding piece q: the last with s_pstart[j] <= q.
+                    unsigned lo = 0, hi = BLOCK;
+                    while (hi - lo > 1) {
+                        const unsigned mid = (lo + hi) >> 1;
+                        if (s_pstart[mid] <= q) lo = mid;
+                        else hi = mid;
+                    }
+                    const unsigned j = lo;
+                    const u64 rr = rb + j;
+                    const u64 o0 = s_os[j] + (u64)(q - s_pstart[j]) * ICH_PIECE;
+                    const u64 o1 = min(o0 + ICH_PIECE, s_oe[j]);
+                    const int l = s_lead[j];
+                    const void* vals_l = (const void*)s_desc[l];
+                    const u64 base = s_base[j];
+                    for (u64 o = o0 + lane; o < o1; o += 32 * ICH_UNROLL) {
+                        u64 keys[ICH_UNROLL];
+#pragma unroll
+                        for (int u = 0; u < ICH_UNROLL; ++u) {
+                            const u64 oo = o + 32 * u;
+                            keys[u] = oo < o1 ? okey(vals_l, T, base + oo) : 0;
+                        }
+#pragma unroll
+                        for (int u = 0; u < ICH_UNROLL; ++u) {
+                            if (o + 32 * u >= o1) continue;
+                            const u64 key = keys[u];
+                            bool hit;
+                            if ((K)key == EMPTY) {
+                                hit = marked;
+                            } else {
+                                unsigned h = ich_hash<K>((K)key, bits);
+                                while (true) {
+                                    const K v = table[h];
+                                    if (v == (K)key) {
+                                        hit = true;
+                                        break;
+                                    }
+                                    if (v == EMPTY) {
+                                        hit = false;
+                                        break;
+                                    }
+                                    h = (h + 1) & mask;
+                                }
+                            }
+                            for (int w = 0; w < ways && hit; ++w)
+                                if (w != s && w != l) hit = way_has<T>(s_desc, ways, w, rr, key);
+                            cnt += hit ? 1u : 0u;
+                        }
+                    }
+                }
+                __syncthreads();
             }
         }
         __syncthreads();
@@ -423,7 +529,7 @@ __device__ __forceinline__ void ic_hash_impl(const u64* desc, int ways, int t, i
         row = next;
     }
     for (int d = 16; d > 0; d >>= 1) cnt += __shfl_down_sync(0xffffffffu, cnt, d);
-    if ((threadIdx.x & 31) == 0) s_warp[threadIdx.x >> 5] = cnt;
+    if (lane == 0) s_warp[threadIdx.x >> 5] = cnt;
     __syncthreads();
     if (threadIdx.x == 0) {
         u64 sum = 0;
@@ -432,19 +538,21 @@ __device__ __forceinline__ void ic_hash_impl(const u64* desc, int ways, int t, i
     }
 }
 
-// Values of at most 32 bits (type codes 0 to 2), ranges of way s of at most 4096 values.
-extern "C" __global__ void __launch_bounds__(BLOCK)
-    ic_hash32(const u64* desc, int ways, int t, int s, const u64* offsets, const unsigned char* lead, u64 n,
-              u64 total, u64* out) {
-    ic_hash_impl<unsigned, 4096>(desc, ways, t, s, offsets, lead, n, total, out);
-}
-
-// 64-bit values, ranges of way s of at most 2048 values.
-extern "C" __global__ void __launch_bounds__(BLOCK)
-    ic_hash64(const u64* desc, int ways, int t, int s, const u64* offsets, const unsigned char* lead, u64 n,
-              u64 total, u64* out) {
-    ic_hash_impl<u64, 2048>(desc, ways, t, s, offsets, lead, n, total, out);
-}
+// One kernel per type code (t = 0 u8 … 5 f64): values of at most 32 bits get tables of
+// u32 keys for ranges of way s of at most 4096 values, 64-bit values tables of u64 keys for
+// at most 2048.
+#define IC_HASH_KERNEL(NAME, K, CAP, T)                                                                     \
+    extern "C" __global__ void __launch_bounds__(BLOCK)                                                    \
+        NAME(const u64* desc, int ways, int s, const u64* offsets, const unsigned char* lead, u64 n, u64 total, \
+             const unsigned* tstart, u64 ntiles, u64* out) {                                                \
+        ic_hash_impl<K, CAP, T>(desc, ways, s, offsets, lead, n, total, tstart, ntiles, out);              \
+    }
+IC_HASH_KERNEL(ic_hash_t0, unsigned, 4096, 0)
+IC_HASH_KERNEL(ic_hash_t1, unsigned, 4096, 1)
+IC_HASH_KERNEL(ic_hash_t2, unsigned, 4096, 2)
+IC_HASH_KERNEL(ic_hash_t3, u64, 2048, 3)
+IC_HASH_KERNEL(ic_hash_t4, u64, 2048, 4)
+IC_HASH_KERNEL(ic_hash_t5, u64, 2048, 5)
 
 // MinRange: per row, the (lo, hi) pair of the `ways` in desc (the lo columns, then the hi
 // columns) with the fewest values, the first of equals; hi below lo is error code 1.

@@ -20,19 +20,9 @@ fn foxrun_count_with(query: &str, args: &[&str]) -> u64 {
     static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("fox-graph-{}-{n}", std::process::id()));
-    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
-        .arg(query)
-        .args(args)
-        .args(["--backend", "cpu", "--out"])
-        .arg(&dir)
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{query} {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = ["--out".to_string(), dir.display().to_string()];
+    let args: Vec<&str> = args.iter().copied().chain(out.iter().map(String::as_str)).collect();
+    foxrun_cpu(query, &args);
     let name = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
     let text = std::fs::read_to_string(&name).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
@@ -306,12 +296,12 @@ fn bad_edge_list_lines_are_clear_errors() {
     assert_eq!(o.status.code(), Some(2));
 }
 
-/// `foxrun` on the CPU: standard output, and the `Window` calls its `--timing` table shows.
-fn foxrun_rounds(query: &str, args: &[&str]) -> (String, u64) {
+/// `foxrun QUERY ARGS --backend cpu`, which must succeed.
+fn foxrun_cpu(query: &str, args: &[&str]) -> std::process::Output {
     let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
         .arg(query)
         .args(args)
-        .args(["--backend", "cpu", "--timing"])
+        .args(["--backend", "cpu"])
         .current_dir(repo())
         .output()
         .unwrap();
@@ -320,6 +310,13 @@ fn foxrun_rounds(query: &str, args: &[&str]) -> (String, u64) {
         "{query} {args:?}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+    o
+}
+
+/// `foxrun` on the CPU: standard output, and the `Window` calls its `--timing` table shows.
+fn foxrun_rounds(query: &str, args: &[&str]) -> (String, u64) {
+    let args: Vec<&str> = args.iter().copied().chain(["--timing"]).collect();
+    let o = foxrun_cpu(query, &args);
     let err = String::from_utf8_lossy(&o.stderr);
     let windows = err
         .lines()

@@ -324,18 +324,51 @@ pub(crate) fn expand_pairs(
     let parent = s.alloc(gpu, Elem::U32, len)?;
     let pos = s.alloc(gpu, Elem::U32, len)?;
     if total > 0 {
+        let (tstart, ntiles) = tile_owners(gpu, s, offsets, end, (start, end), EXPAND_TILE)?;
         let args = [
             KArg::Ptr(gpu.ptr(lo)?),
             KArg::Ptr(gpu.ptr(offsets)?),
             KArg::U64(offsets.len as u64),
             KArg::U64(start),
             KArg::U64(end),
+            KArg::Ptr(gpu.ptr(&tstart)?),
+            KArg::U64(ntiles),
             KArg::Ptr(gpu.ptr(&parent)?),
             KArg::Ptr(gpu.ptr(&pos)?),
         ];
         gpu.launch("trie", "expand_write", blocks(total, EXPAND_TILE)?, BLOCK, 0, &args)?;
     }
     Ok((parent, pos))
+}
+
+/// The first row of each tile of `tile` outputs of `[start, end)` in a load-balanced
+/// kernel over `offsets` (an exclusive scan whose sum is `total`): kernels/trie.cu
+/// `tile_owners`. Returns the rows (U32, scratch) and the number of tiles.
+pub(crate) fn tile_owners(
+    gpu: &mut Gpu,
+    s: &mut Scratch,
+    offsets: &DevBuf,
+    total: u64,
+    (start, end): (u64, u64),
+    tile: u64,
+) -> Result<(DevBuf, u64), BackendError> {
+    let ntiles = (end - start).div_ceil(tile);
+    let len = usize::try_from(ntiles).map_err(|_| err(format!("{ntiles} tiles do not fit in memory")))?;
+    let tstart = s.alloc(gpu, Elem::U32, len)?;
+    if ntiles > 0 {
+        let n = offsets.len;
+        let args = [
+            KArg::Ptr(gpu.ptr(offsets)?),
+            KArg::U64(n as u64),
+            KArg::U64(total),
+            KArg::U64(start),
+            KArg::U64(end),
+            KArg::U64(tile),
+            KArg::Ptr(gpu.ptr(&tstart)?),
+        ];
+        gpu.launch("trie", "tile_owners", stride_grid(gpu, n), BLOCK, 0, &args)?;
+    }
+    Ok((tstart, ntiles))
 }
 
 /// `JoinWrite { nkeys }`: every matching pair `(left_idx, right_idx)`, by left then right.
