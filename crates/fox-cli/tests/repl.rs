@@ -608,3 +608,60 @@ fn with_data_files_a_changed_file_is_noticed() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `fox repl --backend BACKEND ARGS` with `script` on standard input; returns stdout.
+fn repl_on(backend: &str, args: &[&str], script: &str) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fox"))
+        .args(["repl", "--backend", backend])
+        .args(args)
+        .current_dir(repo())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{backend}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+#[test]
+fn a_session_on_the_gpu_answers_as_on_the_cpu() {
+    // Skips without a GPU, fails with FOX_REQUIRE_GPU=1.
+    if fox_cuda::testing::gpu_or_skip("a_session_on_the_gpu_answers_as_on_the_cpu").is_none() {
+        return;
+    }
+    let sessions: [(&[&str], &str); 2] = [
+        (
+            &[],
+            "edge(x, y) -> int32(x), int32(y).\n\
+             edge(1, 2). edge(2, 3). edge(3, 4). edge(4, 1). edge(2, 4).\n\
+             path(x, y) <- edge(x, y).\n\
+             path(x, z) <- path(x, y), edge(y, z).\n\
+             ?- path(1, y).\n\
+             ?- path(x, y), path(y, x), x < y.\n\
+             deg[x] = n <- agg<<n = count()>> edge(x, _).\n\
+             ?- deg[x] = n, n > 1.\n\
+             edge(4, 5).\n\
+             ?- path(x, 5).\n\
+             ?- deg[x] = n.\n",
+        ),
+        (
+            &["--graph", "gnm:60:600:3"],
+            "edge(x, y) -> int32(x), int32(y).\n\
+             .input edge.\n\
+             tri(x, y, z) <- edge(x, y), edge(y, z), edge(x, z), x < y < z.\n\
+             ntri[] = n <- agg<<n = count()>> tri(_, _, _).\n\
+             ?- ntri[] = n.\n\
+             ?- tri(x, y, z), x < 5.\n\
+             ?- ntri[] = n.\n",
+        ),
+    ];
+    for (args, script) in sessions {
+        let cpu = repl_on("cpu", args, script);
+        let gpu = repl_on("gpu", args, script);
+        assert_eq!(gpu, cpu, "{args:?}");
+        assert!(cpu.contains(" rows\n") && !cpu.contains("error"), "{cpu}");
+    }
+}
