@@ -190,28 +190,38 @@ impl Database {
             progress.finish();
             loaded.push((input, used, parts));
         }
-        // The dictionary: every string of every part, sorted; then each part's numbers
-        // become dictionary codes, on all cores.
-        let sorted: Vec<String> = {
+        // The dictionary: every string of every part, sorted on all cores with where it
+        // came from; a pass over the sorted strings numbers the distinct ones and gives each
+        // part's numbers their dictionary codes.
+        let (sorted, mut remaps) = {
             use rayon::prelude::*;
-            let mut all: Vec<&str> = loaded
-                .iter()
-                .flat_map(|(_, _, parts)| parts.iter().flat_map(|(_, s)| s.strings.iter().map(String::as_str)))
-                .collect();
-            all.par_sort_unstable();
-            all.dedup();
-            all.par_iter().map(|s| s.to_string()).collect()
+            let mut all: Vec<(&str, u32, u32)> = Vec::new();
+            let mut remaps: Vec<Vec<u32>> = Vec::new();
+            for (_, _, parts) in &loaded {
+                for (_, s) in parts {
+                    let part = remaps.len() as u32;
+                    all.extend(s.strings.iter().enumerate().map(|(i, x)| (x.as_str(), part, i as u32)));
+                    remaps.push(vec![0; s.strings.len()]);
+                }
+            }
+            all.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
+            let mut sorted: Vec<String> = Vec::new();
+            for (k, &(text, part, i)) in all.iter().enumerate() {
+                if k == 0 || all[k - 1].0 != text {
+                    sorted.push(text.to_string());
+                }
+                remaps[part as usize][i as usize] = sorted.len() as u32 - 1;
+            }
+            (sorted, remaps)
         };
+        let mut next_part = 0;
         let mut tables_cols: Vec<(InputRel, Vec<bool>, Vec<LoadedCol>)> = Vec::with_capacity(loaded.len());
         for (input, used, parts) in loaded {
             use rayon::prelude::*;
             let mut acc: Option<Vec<LoadedCol>> = None;
-            for (cols, strings) in parts {
-                let remap: Vec<u32> = strings
-                    .strings
-                    .par_iter()
-                    .map(|s| sorted.binary_search_by(|x| x.as_str().cmp(s)).unwrap_or(0) as u32)
-                    .collect();
+            for (cols, _) in parts {
+                let remap = std::mem::take(&mut remaps[next_part]);
+                next_part += 1;
                 let cols: Vec<LoadedCol> = cols
                     .into_par_iter()
                     .map(|c| match c {
