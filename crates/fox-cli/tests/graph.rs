@@ -169,6 +169,33 @@ fn bad_graph_specs_and_relations_are_clear_errors() {
         err.contains("--var-order names `q`, which no multi-way join binds (they bind x, y, z)"),
         "{err}"
     );
+    // A memory limit that is no size is a command-line error.
+    for bad in ["abc", "12Q", "0", "1e3", ""] {
+        let out = run(&[
+            "queries/triangle_count.logic",
+            "--graph",
+            "gnm:5:10:1",
+            "--memory-limit",
+            bad,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "--memory-limit {bad:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("is not a memory size"), "--memory-limit {bad:?}: {err}");
+    }
+    for good in ["512K", "1.5G", "64MiB", "100000"] {
+        let out = run(&[
+            "queries/triangle_count.logic",
+            "--graph",
+            "gnm:5:10:1",
+            "--memory-limit",
+            good,
+        ]);
+        assert!(
+            out.status.success(),
+            "--memory-limit {good}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// A random undirected graph as `(x, y)` pairs, each edge once in a random direction.
