@@ -201,6 +201,19 @@ extern "C" __global__ void ic_work(const u64* desc, int ways, u64 n, u64* work, 
     }
 }
 
+// Adds the block's counts (one per thread) to *out; every thread of the block calls it.
+// `warp` is scratch of BLOCK / 32 words.
+__device__ __forceinline__ void block_count_add(unsigned cnt, u64* warp, u64* out) {
+    for (int d = 16; d > 0; d >>= 1) cnt += __shfl_down_sync(0xffffffffu, cnt, d);
+    if ((threadIdx.x & 31) == 0) warp[threadIdx.x >> 5] = cnt;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        u64 sum = 0;
+        for (int w = 0; w < BLOCK / 32; ++w) sum += warp[w];
+        if (sum) atomicAdd((unsigned long long*)out, (unsigned long long)sum);
+    }
+}
+
 // Whether `key` is among the values of way w's range of row r (binary search); desc as
 // for IntersectCount, T the values' type code.
 template <int T>
@@ -270,14 +283,7 @@ __device__ __forceinline__ void ic_count_impl(const u64* desc, int ways, const u
             cnt += all ? 1u : 0u;
         }
     }
-    for (int d = 16; d > 0; d >>= 1) cnt += __shfl_down_sync(0xffffffffu, cnt, d);
-    if ((threadIdx.x & 31) == 0) s_warp[threadIdx.x >> 5] = cnt;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        u64 sum = 0;
-        for (int w = 0; w < BLOCK / 32; ++w) sum += s_warp[w];
-        if (sum) atomicAdd((unsigned long long*)out, (unsigned long long)sum);
-    }
+    block_count_add(cnt, s_warp, out);
 }
 
 #define IC_COUNT_KERNEL(NAME, T)                                                                          \
@@ -528,14 +534,7 @@ __device__ __forceinline__ void ic_hash_impl(const u64* desc, int ways, int s, c
         if (next >= r1) break;
         row = next;
     }
-    for (int d = 16; d > 0; d >>= 1) cnt += __shfl_down_sync(0xffffffffu, cnt, d);
-    if (lane == 0) s_warp[threadIdx.x >> 5] = cnt;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        u64 sum = 0;
-        for (int w = 0; w < BLOCK / 32; ++w) sum += s_warp[w];
-        if (sum) atomicAdd((unsigned long long*)out, (unsigned long long)sum);
-    }
+    block_count_add(cnt, s_warp, out);
 }
 
 // One kernel per type code (t = 0 u8 … 5 f64): values of at most 32 bits get tables of

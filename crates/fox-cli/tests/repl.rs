@@ -11,9 +11,13 @@ fn repo() -> PathBuf {
 
 /// Runs `fox repl --backend cpu ARGS` with `script` on standard input; returns stdout.
 fn repl(args: &[&str], script: &str) -> String {
+    repl_on("cpu", args, script)
+}
+
+/// `fox repl --backend BACKEND ARGS` with `script` on standard input; returns stdout.
+fn repl_on(backend: &str, args: &[&str], script: &str) -> String {
     let mut child = Command::new(env!("CARGO_BIN_EXE_fox"))
-        .arg("repl")
-        .args(["--backend", "cpu"])
+        .args(["repl", "--backend", backend])
         .args(args)
         .current_dir(repo())
         .stdin(Stdio::piped())
@@ -23,7 +27,7 @@ fn repl(args: &[&str], script: &str) -> String {
         .unwrap();
     child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
     let o = child.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{backend}: {}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout).unwrap()
 }
 
@@ -607,23 +611,6 @@ fn with_data_files_a_changed_file_is_noticed() {
         ],
     );
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// `fox repl --backend BACKEND ARGS` with `script` on standard input; returns stdout.
-fn repl_on(backend: &str, args: &[&str], script: &str) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fox"))
-        .args(["repl", "--backend", backend])
-        .args(args)
-        .current_dir(repo())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
-    let o = child.wait_with_output().unwrap();
-    assert!(o.status.success(), "{backend}: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout).unwrap()
 }
 
 #[test]

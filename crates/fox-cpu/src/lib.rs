@@ -104,12 +104,16 @@ impl Backend for CpuBackend {
         self.mem
     }
 
-    /// The machine's memory (`MemTotal` of /proc/meminfo), where the system says.
+    /// The machine's memory (`MemTotal` of /proc/meminfo), where the system says; read
+    /// once per process.
     fn memory_capacity(&self) -> Option<usize> {
-        let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-        let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
-        let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-        kib.checked_mul(1024)
+        static TOTAL: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+        *TOTAL.get_or_init(|| {
+            let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+            let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+            kib.checked_mul(1024)
+        })
     }
 
     fn reset_peak(&mut self) {

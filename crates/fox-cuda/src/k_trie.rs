@@ -215,9 +215,10 @@ const IC_HASH_TILE: u64 = 256 * 32;
 const IC_HASH_FACTOR: u32 = 8;
 
 /// `IntersectCount { ways }`: the number of (row, value) pairs whose value lies in the
-/// range of every way of that row; one I64 row, or none when the count is 0. Each row's
-/// candidates are the values of its smallest range (`ic_work`), spread evenly over the
-/// threads whatever rows they come from (`ic_count`), each searched in the other ranges.
+/// range of every way of that row; one I64 row, or none when the count is 0. Rows sharing
+/// a range in runs look candidates up in tables (`intersect_shared`); otherwise each row's
+/// candidates are the values of its smallest range (`ic_work`), each searched in the
+/// other ranges (`count_searched`).
 pub(crate) fn intersect_count(gpu: &mut Gpu, ways: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
     if ways == 0 || ways > IC_MAX_WAYS {
         return Err(err(format!("takes 1 to {IC_MAX_WAYS} ways, not {ways}")));
@@ -255,48 +256,25 @@ pub(crate) fn intersect_count(gpu: &mut Gpu, ways: usize, args: &[&DevBuf]) -> R
             }
             words.extend((0..ways).map(|w| args[3 * w].len as u64));
             let (desc, _) = desc_buffer(gpu, &mut s, "join", &words)?;
-            if let Some(count) = intersect_shared(gpu, &mut s, &desc, ways, n, args[0].elem)? {
-                total_count = count;
-                let total =
-                    i64::try_from(total_count).map_err(|_| err(format!("the count {total_count} exceeds int64")))?;
-                let rows = if total == 0 { Vec::new() } else { vec![total] };
-                return Ok(vec![gpu.upload(&HostCol::I64(rows))?]);
-            }
-            let work = s.alloc(gpu, Elem::U64, n)?;
-            let lead = s.alloc(gpu, Elem::U8, n)?;
-            gpu.reset_err()?;
-            let wargs = [
-                KArg::Ptr(gpu.ptr(&desc)?),
-                KArg::I32(ways as i32),
-                KArg::U64(n as u64),
-                KArg::Ptr(gpu.ptr(&work)?),
-                KArg::Ptr(gpu.ptr(&lead)?),
-                KArg::Ptr(gpu.err_ptr()),
-            ];
-            gpu.launch("trie", "ic_work", stride_grid(gpu, n), BLOCK, 0, &wargs)?;
-            gpu.check_err("IntersectCount (a range lo .. hi is not within its values)")?;
-            let (offsets, total) = k_scan::exclusive_scan_u64(gpu, &work)?;
-            let offsets = s.adopt(offsets);
-            let total = s.adopt(total);
-            let candidates = gpu.read_u64(&total, 0)?;
-            if candidates > 0 {
-                let out = s.alloc_zeroed(gpu, Elem::U64, 1)?;
-                let (tstart, ntiles) = tile_owners(gpu, &mut s, &offsets, candidates, (0, candidates), EXPAND_TILE)?;
-                let cargs = [
+            let elem = args[0].elem;
+            let out = s.alloc_zeroed(gpu, Elem::U64, 1)?;
+            if !intersect_shared(gpu, &mut s, &desc, ways, n, elem, &out)? {
+                let work = s.alloc(gpu, Elem::U64, n)?;
+                let lead = s.alloc(gpu, Elem::U8, n)?;
+                gpu.reset_err()?;
+                let wargs = [
                     KArg::Ptr(gpu.ptr(&desc)?),
                     KArg::I32(ways as i32),
-                    KArg::Ptr(gpu.ptr(&offsets)?),
-                    KArg::Ptr(gpu.ptr(&lead)?),
                     KArg::U64(n as u64),
-                    KArg::U64(candidates),
-                    KArg::Ptr(gpu.ptr(&tstart)?),
-                    KArg::U64(ntiles),
-                    KArg::Ptr(gpu.ptr(&out)?),
+                    KArg::Ptr(gpu.ptr(&work)?),
+                    KArg::Ptr(gpu.ptr(&lead)?),
+                    KArg::Ptr(gpu.err_ptr()),
                 ];
-                let kernel = format!("ic_count_t{}", type_code(args[0].elem));
-                gpu.launch("trie", &kernel, blocks(candidates, EXPAND_TILE)?, BLOCK, 0, &cargs)?;
-                total_count = gpu.read_u64(&out, 0)?;
+                gpu.launch("trie", "ic_work", stride_grid(gpu, n), BLOCK, 0, &wargs)?;
+                gpu.check_err("IntersectCount (a range lo .. hi is not within its values)")?;
+                count_searched(gpu, &mut s, (&desc, ways, n, elem), &work, &lead, &out)?;
             }
+            total_count = gpu.read_u64(&out, 0)?;
         }
         let total = i64::try_from(total_count).map_err(|_| err(format!("the count {total_count} exceeds int64")))?;
         let rows = if total == 0 { Vec::new() } else { vec![total] };
@@ -311,7 +289,8 @@ const IC_SHARED_MIN_ROWS: usize = 2048;
 /// `IntersectCount` when one way's range is shared by runs of consecutive rows (on
 /// average at least two rows a run): the rows whose shared range fits a shared-memory table
 /// look their candidates up in it (`ic_hash_t*`), the others search as usual
-/// (`ic_count_t*`). `None` when no way is shared enough, and nothing was counted.
+/// (`count_searched`); the count is added to `out`. `false` when no way is shared enough,
+/// and nothing was counted.
 fn intersect_shared(
     gpu: &mut Gpu,
     s: &mut Scratch,
@@ -319,9 +298,10 @@ fn intersect_shared(
     ways: usize,
     n: usize,
     elem: Elem,
-) -> Result<Option<u64>, BackendError> {
+    out: &DevBuf,
+) -> Result<bool, BackendError> {
     if ways < 2 || n < IC_SHARED_MIN_ROWS {
-        return Ok(None);
+        return Ok(false);
     }
     let runs = s.alloc_zeroed(gpu, Elem::U64, ways)?;
     let rargs = [
@@ -341,11 +321,9 @@ fn intersect_shared(
         .min_by_key(|&(_, r)| *r)
         .ok_or_else(|| err("no way to share"))?;
     if fewest.saturating_mul(2) > n as u64 {
-        return Ok(None);
+        return Ok(false);
     }
     let cap: u32 = if elem.size() <= 4 { 4096 } else { 2048 };
-    let t = type_code(elem);
-    let kernel = format!("ic_hash_t{t}");
     let work_h = s.alloc(gpu, Elem::U64, n)?;
     let lead_h = s.alloc(gpu, Elem::U8, n)?;
     let work_b = s.alloc(gpu, Elem::U64, n)?;
@@ -366,7 +344,6 @@ fn intersect_shared(
     ];
     gpu.launch("trie", "ic_split", stride_grid(gpu, n), BLOCK, 0, &sargs)?;
     gpu.check_err("IntersectCount (a range lo .. hi is not within its values)")?;
-    let out = s.alloc_zeroed(gpu, Elem::U64, 1)?;
     let (off_h, tot_h) = k_scan::exclusive_scan_u64(gpu, &work_h)?;
     let (off_h, tot_h) = (s.adopt(off_h), s.adopt(tot_h));
     let hashed = gpu.read_u64(&tot_h, 0)?;
@@ -382,37 +359,46 @@ fn intersect_shared(
             KArg::U64(hashed),
             KArg::Ptr(gpu.ptr(&tstart)?),
             KArg::U64(ntiles),
-            KArg::Ptr(gpu.ptr(&out)?),
+            KArg::Ptr(gpu.ptr(out)?),
         ];
+        let kernel = format!("ic_hash_t{}", type_code(elem));
         gpu.launch("trie", &kernel, blocks(hashed, IC_HASH_TILE)?, BLOCK, 0, &hargs)?;
     }
+    count_searched(gpu, s, (desc, ways, n, elem), &work_b, &lead_b, out)?;
+    Ok(true)
+}
 
-    let (off_b, tot_b) = k_scan::exclusive_scan_u64(gpu, &work_b)?;
-    let (off_b, tot_b) = (s.adopt(off_b), s.adopt(tot_b));
-    let searched = gpu.read_u64(&tot_b, 0)?;
-    if searched > 0 {
-        let (tstart, ntiles) = tile_owners(gpu, s, &off_b, searched, (0, searched), EXPAND_TILE)?;
-        let cargs = [
-            KArg::Ptr(gpu.ptr(desc)?),
-            KArg::I32(ways as i32),
-            KArg::Ptr(gpu.ptr(&off_b)?),
-            KArg::Ptr(gpu.ptr(&lead_b)?),
-            KArg::U64(n as u64),
-            KArg::U64(searched),
-            KArg::Ptr(gpu.ptr(&tstart)?),
-            KArg::U64(ntiles),
-            KArg::Ptr(gpu.ptr(&out)?),
-        ];
-        gpu.launch(
-            "trie",
-            &format!("ic_count_t{t}"),
-            blocks(searched, EXPAND_TILE)?,
-            BLOCK,
-            0,
-            &cargs,
-        )?;
+/// Adds to `out` the candidates of each row (`work` of them, the values of way `lead`'s
+/// range) found in every other way's range by binary search (`ic_count_t*`), spread evenly
+/// over the threads whatever rows they come from.
+fn count_searched(
+    gpu: &mut Gpu,
+    s: &mut Scratch,
+    (desc, ways, n, elem): (&DevBuf, usize, usize, Elem),
+    work: &DevBuf,
+    lead: &DevBuf,
+    out: &DevBuf,
+) -> Result<(), BackendError> {
+    let (offsets, total) = k_scan::exclusive_scan_u64(gpu, work)?;
+    let (offsets, total) = (s.adopt(offsets), s.adopt(total));
+    let candidates = gpu.read_u64(&total, 0)?;
+    if candidates == 0 {
+        return Ok(());
     }
-    Ok(Some(gpu.read_u64(&out, 0)?))
+    let (tstart, ntiles) = tile_owners(gpu, s, &offsets, candidates, (0, candidates), EXPAND_TILE)?;
+    let cargs = [
+        KArg::Ptr(gpu.ptr(desc)?),
+        KArg::I32(ways as i32),
+        KArg::Ptr(gpu.ptr(&offsets)?),
+        KArg::Ptr(gpu.ptr(lead)?),
+        KArg::U64(n as u64),
+        KArg::U64(candidates),
+        KArg::Ptr(gpu.ptr(&tstart)?),
+        KArg::U64(ntiles),
+        KArg::Ptr(gpu.ptr(out)?),
+    ];
+    let kernel = format!("ic_count_t{}", type_code(elem));
+    gpu.launch("trie", &kernel, blocks(candidates, EXPAND_TILE)?, BLOCK, 0, &cargs)
 }
 
 /// `MinRange { ways }`: per row, the `(lo, hi)` pair with the fewest values.

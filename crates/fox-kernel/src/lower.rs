@@ -1124,22 +1124,16 @@ impl<'a> Lower<'a> {
         }
         let find = |state: &[(Slot, BufId)], s: Slot| state.iter().find(|(x, _)| *x == s).map(|&(_, b)| b);
         // Levels from the third variable on may expand to more rows than any input has:
-        // they run in rounds (see `open_round`), the result accumulating in `acc`.
+        // they run in rounds (see `expand_ranges`), the result accumulating in `acc`.
         let mut rounds: Vec<OpenRound> = Vec::new();
         let mut acc: Option<Vec<BufId>> = None;
         for (var, vcol) in vars.iter().enumerate() {
             let windowed = var >= 2 && !(count && var + 1 == vars.len());
             if windowed && acc.is_none() {
-                let types = if count {
-                    vec![columns[0].ty]
-                } else {
-                    phys_types(&columns)
-                };
-                let names = if count {
-                    vec![(columns[0].name.clone(), Some(columns[0].ty))]
-                } else {
-                    Self::col_names(&columns)
-                };
+                // A counting join accumulates its count column, a listing its output columns.
+                let acc_cols = if count { &columns[..1] } else { &columns[..] };
+                let types = phys_types(acc_cols);
+                let names = Self::col_names(acc_cols);
                 let refs: Vec<(String, Option<Type>)> = names.iter().map(|(n, t)| (format!("{n}.acc"), *t)).collect();
                 let refs: Vec<(&str, Option<Type>)> = refs.iter().map(|(n, t)| (n.as_str(), *t)).collect();
                 acc = Some(self.launch(
@@ -1287,13 +1281,13 @@ impl<'a> Lower<'a> {
             let mut found = Vec::new();
             let mut positions = Vec::new();
             // Members searching the same level over the same ranges search once.
-            let mut searched: Vec<([BufId; 3], BufId, BufId)> = Vec::new();
+            let mut searched: Vec<([BufId; 3], BufId)> = Vec::new();
             for &a in rest {
                 let d = atoms[a].depth;
                 let lo = find(&state, Slot::Lo(a)).ok_or_else(missing)?;
                 let hi = find(&state, Slot::Hi(a)).ok_or_else(missing)?;
                 let key = [atoms[a].values[d], lo, hi];
-                if let Some(&(_, _, p)) = searched.iter().find(|(k, _, _)| *k == key) {
+                if let Some(&(_, p)) = searched.iter().find(|(k, _)| *k == key) {
                     positions.push(p);
                     continue;
                 }
@@ -1302,7 +1296,7 @@ impl<'a> Lower<'a> {
                     vec![atoms[a].values[d], lo, hi, value],
                     &[(&format!("a{a}.found"), None), (&format!("a{a}.pos"), None)],
                 )?;
-                searched.push((key, r[0], r[1]));
+                searched.push((key, r[1]));
                 found.push(r[0]);
                 positions.push(r[1]);
             }
@@ -1525,7 +1519,7 @@ impl<'a> Lower<'a> {
         Ok((ex[0], ex[1]))
     }
 
-    /// Ends the rounds `open_round` began, innermost first: the result `cols` of a round
+    /// Ends the rounds `expand_ranges` began, innermost first: the result `cols` of a round
     /// is appended to `acc`, the next window taken, and the loop repeated while one is
     /// left. Returns `cols` itself when no level ran in rounds, otherwise the accumulated
     /// columns (valid after the loops).
