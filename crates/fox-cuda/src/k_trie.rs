@@ -212,7 +212,7 @@ const IC_HASH_TILE: u64 = 256 * 32;
 /// times the shared range (otherwise it searches from its smallest range): on the
 /// triangles of R-MAT scale 22 (degree order) on an H100, 8 took 20.8 G lookups and
 /// 0.44 G searches, 167 ms for the whole count, against 189 ms with searches alone and
-/// 244 ms with lookups for every row whose shared range fits a table.
+/// 196 ms with lookups for every row whose shared range fits a table.
 const IC_HASH_FACTOR: u32 = 8;
 
 /// `IntersectCount { ways }`: the number of (row, value) pairs whose value lies in the
