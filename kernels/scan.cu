@@ -32,35 +32,38 @@ struct U64Add {
     __device__ __forceinline__ u64 operator()(const u64& a, const u64& b) const { return a + b; }
 };
 
-#define SCAN_THREADS 256
-#define SCAN_ITEMS 16
+#define SCAN_THREADS 128
+#define SCAN_ITEMS 24
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
 
-// Tile status flags: 0 = nothing yet, AGG = the tile's own sum is in agg[tile], PREFIX = the
-// inclusive prefix up to and including the tile is in inc[tile].
-#define ST_AGG 1u
-#define ST_PREFIX 2u
+// Tile status: one 16-byte word per tile, {flag, value}, written and read with a single
+// 16-byte access, so a reader sees a flag together with its value and no fence is needed
+// between them (aligned 16-byte accesses of one instruction are not torn on the GPU; CUB's
+// single-pass scan makes the same assumption). Flag 0 = nothing yet, ST_AGG = the value is
+// the tile's own sum, ST_PREFIX = the value is the inclusive prefix up to and including
+// the tile.
+#define ST_AGG 1ULL
+#define ST_PREFIX 2ULL
 
-__device__ __forceinline__ u32 ld_flag(const u32* p) { return *(const volatile u32*)p; }
-__device__ __forceinline__ void st_flag(u32* p, u32 v) { *(volatile u32*)p = v; }
-__device__ __forceinline__ u64 ld_val(const u64* p) { return *(const volatile u64*)p; }
-__device__ __forceinline__ void st_val(u64* p, u64 v) { *(volatile u64*)p = v; }
+__device__ __forceinline__ void st_status(ulonglong2* p, u64 flag, u64 v) {
+    asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(flag), "l"(v) : "memory");
+}
+__device__ __forceinline__ void ld_status(const ulonglong2* p, u64& flag, u64& v) {
+    asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(flag), "=l"(v) : "l"(p) : "memory");
+}
 
 // The block-prefix callback of BlockScan: called by the 32 lanes of warp 0 with the tile's
-// aggregate; returns (in lane 0) the sum of all earlier tiles. Values are published before
-// their flag with a fence in between, and read after their flag with a fence in between.
+// aggregate; returns (in lane 0) the sum of all earlier tiles. Each lane waits for one
+// earlier tile, 32 tiles per step, backing off with a short sleep while a tile has
+// published nothing.
 struct LookBack {
-    u32* flags;
-    u64* agg;
-    u64* inc;
+    ulonglong2* status;
     u32 tile;
     u32 ntiles;
     u64* total;
 
     __device__ __forceinline__ void publish_prefix(u64 p) {
-        st_val(&inc[tile], p);
-        __threadfence();
-        st_flag(&flags[tile], ST_PREFIX);
+        st_status(&status[tile], ST_PREFIX, p);
         if (tile == ntiles - 1) total[0] = p;
     }
 
@@ -71,24 +74,22 @@ struct LookBack {
             if (lane == 0) publish_prefix(block_agg);
             return excl;
         }
-        if (lane == 0) {
-            st_val(&agg[tile], block_agg);
-            __threadfence();
-            st_flag(&flags[tile], ST_AGG);
-        }
+        if (lane == 0) st_status(&status[tile], ST_AGG, block_agg);
         long long end = (long long)tile - 1;
         while (true) {
             const long long p = end - (long long)lane;
-            u32 f = ST_PREFIX;
+            u64 f = ST_PREFIX;
             u64 val = 0;
             if (p >= 0) {
-                do {
-                    f = ld_flag(&flags[p]);
-                } while (f == 0);
-                __threadfence();
-                val = (f & ST_PREFIX) ? ld_val(&inc[p]) : ld_val(&agg[p]);
+                u32 delay = 0;
+                while (true) {
+                    ld_status(&status[p], f, val);
+                    if (f != 0) break;
+                    __nanosleep(delay);
+                    delay = delay ? min(2 * delay, 256u) : 16u;
+                }
             }
-            const u32 ballot = __ballot_sync(0xffffffffu, (f & ST_PREFIX) != 0);
+            const u32 ballot = __ballot_sync(0xffffffffu, f == ST_PREFIX);
             // Lanes up to and including the nearest tile with a prefix contribute.
             const u32 first = ballot ? (u32)(__ffs(ballot) - 1) : 32u;
             if (lane > first) val = 0;
@@ -104,12 +105,12 @@ struct LookBack {
 };
 
 // offsets[i] = counts[0] + ... + counts[i-1], total[0] = the sum of all counts (n > 0).
-// `flags` holds ntiles + 1 zeroed words (the last is the tile counter); `vals` holds
-// 2 * ntiles words. Tiles take their index from the counter in launch order, so every tile
-// a tile waits for has started. An overflowing sum sets ERR_OVERFLOW.
+// `counter` is one zeroed word handing out tile indices in launch order (so every tile a
+// tile waits for has started); `status` holds ntiles zeroed 16-byte words (16-byte
+// aligned). An overflowing sum sets ERR_OVERFLOW.
 extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
     exclusive_scan_u64(const u64* __restrict__ counts, u64* __restrict__ offsets, u64* __restrict__ total, u64 n,
-                       u32* flags, u64* vals, u32 ntiles, u64* err) {
+                       u32* counter, ulonglong2* status, u32 ntiles, u64* err) {
     typedef cub::BlockLoad<u64, SCAN_THREADS, SCAN_ITEMS, cub::BLOCK_LOAD_WARP_TRANSPOSE> Load;
     typedef cub::BlockStore<u64, SCAN_THREADS, SCAN_ITEMS, cub::BLOCK_STORE_WARP_TRANSPOSE> Store;
     typedef cub::BlockScan<u64, SCAN_THREADS, cub::BLOCK_SCAN_WARP_SCANS> Scan;
@@ -120,35 +121,41 @@ extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
     } smem;
     __shared__ u32 s_tile;
 
-    if (threadIdx.x == 0) s_tile = atomicAdd(&flags[ntiles], 1u);
+    if (threadIdx.x == 0) s_tile = atomicAdd(counter, 1u);
     __syncthreads();
     const u32 tile = s_tile;
     const u64 base = (u64)tile * SCAN_TILE;
     const int valid = (int)min((u64)SCAN_TILE, n - base);
 
     u64 items[SCAN_ITEMS];
-    Load(smem.load).Load(counts + base, items, valid, 0ULL);
+    if (valid == SCAN_TILE) {
+        Load(smem.load).Load(counts + base, items);
+    } else {
+        Load(smem.load).Load(counts + base, items, valid, 0ULL);
+    }
     __syncthreads();
 
-    u64 c[SCAN_ITEMS];
-#pragma unroll
-    for (int j = 0; j < SCAN_ITEMS; j++) c[j] = items[j];
+    const u64 last = items[SCAN_ITEMS - 1];
     LookBack lb;
-    lb.flags = flags;
-    lb.agg = vals;
-    lb.inc = vals + ntiles;
+    lb.status = status;
     lb.tile = tile;
     lb.ntiles = ntiles;
     lb.total = total;
     Scan(smem.scan).ExclusiveScan(items, items, U64Add(), lb);
     __syncthreads();
 
-    // Padding counts are 0 and never wrap.
-    bool wrapped = false;
+    // Element j wraps exactly when its inclusive sum, the next exclusive one, is below its
+    // exclusive one; the last element's inclusive sum is items[last] + its count. Padding
+    // counts are 0 and never wrap.
+    bool wrapped = items[SCAN_ITEMS - 1] + last < items[SCAN_ITEMS - 1];
 #pragma unroll
-    for (int j = 0; j < SCAN_ITEMS; j++) wrapped |= items[j] + c[j] < items[j];
+    for (int j = 0; j + 1 < SCAN_ITEMS; j++) wrapped |= items[j + 1] < items[j];
     if (wrapped) report_err(err, ERR_OVERFLOW, 0);
-    Store(smem.store).Store(offsets + base, items, valid);
+    if (valid == SCAN_TILE) {
+        Store(smem.store).Store(offsets + base, items);
+    } else {
+        Store(smem.store).Store(offsets + base, items, valid);
+    }
 }
 
 // ---- compaction --------------------------------------------------------------------------

@@ -189,10 +189,17 @@ extern "C" __global__ void __launch_bounds__(256)
 // Status words read at once by a thread walking back over earlier tiles.
 #define LOOKBACK_WINDOW 4
 
-// Per (tile, digit) status word: the top two bits say what the low 62 hold.
+// Per (tile, digit) status word: the top two bits say what the low 56 hold, bits 56..61
+// the pass (its epoch) that wrote it, so that one zeroed status array serves 64 passes: a
+// word of an earlier pass reads as "nothing yet".
 #define ST_AGG (1ULL << 62)     // the count of the digit in this tile
 #define ST_PREFIX (2ULL << 62)  // the count of the digit in this tile and all earlier ones
-#define ST_VALUE ((1ULL << 62) - 1)
+#define ST_VALUE ((1ULL << 56) - 1)
+#define ST_EPOCH_SHIFT 56
+
+__device__ __forceinline__ bool st_ready(u64 s, u64 epoch) {
+    return (s >> 62) != 0 && ((s >> ST_EPOCH_SHIFT) & 63) == epoch;
+}
 
 struct DigitOf {
     u32 shift;
@@ -206,6 +213,7 @@ struct DigitOf {
 struct PublishCounts {
     u64* status;
     u64 tile;
+    u64 epoch;
     int pad;  // out-of-range slots, all counted under digit 255
     u32* cnt;
     __device__ __forceinline__ void operator()(int (&bins)[1]) {
@@ -214,16 +222,18 @@ struct PublishCounts {
             u32 c = (u32)bins[0];
             if (t == RADIX_DIGITS - 1) c -= (u32)pad;
             *cnt = c;
-            *(volatile u64*)(status + tile * RADIX_DIGITS + t) = (tile == 0 ? ST_PREFIX : ST_AGG) | (u64)c;
+            *(volatile u64*)(status + tile * RADIX_DIGITS + t) =
+                (tile == 0 ? ST_PREFIX : ST_AGG) | (epoch << ST_EPOCH_SHIFT) | (u64)c;
         }
     }
 };
 
 // One digit place of the LSB sort: moves (key, value) pairs from *_in to *_out, stably by
 // digit `shift / 8`. `digit_start[d]` is the number of keys whose digit is below d (from
-// radix_digit_offsets); `status` holds ntiles * 256 zeroed words; `counter` is a zeroed
-// word handing out tile indices in launch order (so a tile only waits for tiles that have
-// started). Keys are loaded warp-striped, the arrangement BlockRadixRankMatchEarlyCounts
+// radix_digit_offsets); `status` holds ntiles * 256 words, none of which holds a word of
+// epoch `epoch` (0..63); `counter` is a zeroed word handing out tile indices in launch
+// order (so a tile only waits for tiles that have started). Without `keys_out` (the last
+// pass of a sort that only needs the permutation) the keys are not written. Keys are loaded warp-striped, the arrangement BlockRadixRankMatchEarlyCounts
 // ranks stably, and xor-ed with `xor_mask`; without `vals_in` the value of row i is i (the
 // identity permutation). The ranked tile is exchanged through shared memory and written out
 // digit run by digit run, first the keys, then the values (loaded only then).
@@ -231,7 +241,7 @@ template <typename K, int ITEMS>
 __device__ __forceinline__ void onesweep_impl(const K* __restrict__ keys_in, const u32* __restrict__ vals_in,
                                               K* __restrict__ keys_out, u32* __restrict__ vals_out, u64 n, u32 shift,
                                               const u32* __restrict__ digit_start, u64* status, u64* counter,
-                                              K xor_mask) {
+                                              u32 epoch, K xor_mask) {
     constexpr int TILE = SWEEP_THREADS * ITEMS;
     typedef cub::BlockRadixRankMatchEarlyCounts<SWEEP_THREADS, RADIX_BITS, false, cub::BLOCK_SCAN_RAKING_MEMOIZE,
                                                 cub::WARP_MATCH_ANY, 1>
@@ -273,6 +283,7 @@ __device__ __forceinline__ void onesweep_impl(const K* __restrict__ keys_in, con
     PublishCounts cb;
     cb.status = status;
     cb.tile = tile;
+    cb.epoch = epoch;
     cb.pad = TILE - valid;
     cb.cnt = &cnt;
     Rank(smem.rank).RankKeys(keys, ranks, digit, excl_in_tile, cb);
@@ -289,19 +300,22 @@ __device__ __forceinline__ void onesweep_impl(const K* __restrict__ keys_in, con
                 u64 s[LOOKBACK_WINDOW];
 #pragma unroll
                 for (int w = 0; w < LOOKBACK_WINDOW; w++) {
-                    s[w] = (p - w >= 0) ? *(volatile u64*)(status + (u64)(p - w) * RADIX_DIGITS + t) : ST_PREFIX;
+                    s[w] = (p - w >= 0) ? *(volatile u64*)(status + (u64)(p - w) * RADIX_DIGITS + t)
+                                        : ST_PREFIX | ((u64)epoch << ST_EPOCH_SHIFT);
                 }
 #pragma unroll
                 for (int w = 0; w < LOOKBACK_WINDOW; w++) {
                     if (!done) {
-                        while ((s[w] >> 62) == 0) s[w] = *(volatile u64*)(status + (u64)(p - w) * RADIX_DIGITS + t);
+                        while (!st_ready(s[w], epoch))
+                            s[w] = *(volatile u64*)(status + (u64)(p - w) * RADIX_DIGITS + t);
                         before += s[w] & ST_VALUE;
                         if (s[w] & ST_PREFIX) done = true;
                     }
                 }
                 p -= LOOKBACK_WINDOW;
             }
-            *(volatile u64*)(status + tile * RADIX_DIGITS + t) = ST_PREFIX | (before + (u64)cnt);
+            *(volatile u64*)(status + tile * RADIX_DIGITS + t) =
+                ST_PREFIX | ((u64)epoch << ST_EPOCH_SHIFT) | (before + (u64)cnt);
         }
         // Key of rank r in this tile with digit d goes to digit_start[d] + before[d] + r - excl[d].
         s_base[t] = digit_start[t] + (u32)before - (u32)excl_in_tile[0];
@@ -317,7 +331,7 @@ __device__ __forceinline__ void onesweep_impl(const K* __restrict__ keys_in, con
         const int r = (int)t + j * SWEEP_THREADS;
         const K k = smem.keys[r];
         dst[j] = s_base[digit.Digit(k)] + (u32)r;
-        if (r < valid) keys_out[dst[j]] = k;
+        if (keys_out && r < valid) keys_out[dst[j]] = k;
     }
 
     u32 vals[ITEMS];
@@ -347,16 +361,16 @@ __device__ __forceinline__ void onesweep_impl(const K* __restrict__ keys_in, con
 
 extern "C" __global__ void __launch_bounds__(SWEEP_THREADS)
     onesweep_u32(const u32* keys_in, const u32* vals_in, u32* keys_out, u32* vals_out, u64 n, u32 shift,
-                 const u32* digit_start, u64* status, u64* counter, u32 xor_mask) {
+                 const u32* digit_start, u64* status, u64* counter, u32 epoch, u32 xor_mask) {
     onesweep_impl<u32, SWEEP_ITEMS_32>(keys_in, vals_in, keys_out, vals_out, n, shift, digit_start, status, counter,
-                                       xor_mask);
+                                       epoch, xor_mask);
 }
 
 extern "C" __global__ void __launch_bounds__(SWEEP_THREADS)
     onesweep_u64(const u64* keys_in, const u32* vals_in, u64* keys_out, u32* vals_out, u64 n, u32 shift,
-                 const u32* digit_start, u64* status, u64* counter, u64 xor_mask) {
+                 const u32* digit_start, u64* status, u64* counter, u32 epoch, u64 xor_mask) {
     onesweep_impl<u64, SWEEP_ITEMS_64>(keys_in, vals_in, keys_out, vals_out, n, shift, digit_start, status, counter,
-                                       xor_mask);
+                                       epoch, xor_mask);
 }
 
 // ---- adjacent distinct -----------------------------------------------------------------------

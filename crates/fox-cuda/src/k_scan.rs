@@ -1,9 +1,9 @@
 //! `ExclusiveScan` and `Compact` (kernels/scan.cu), and the shared primitives other
 //! launchers build on: [`exclusive_scan_u64`] and [`compact`].
 //!
-//! The scan is one pass over the counts: each tile of 4096 counts is scanned in a block,
-//! and its offset comes from a decoupled look-back over the status words of the tiles
-//! before it (tile indices are handed out in launch order by an atomic counter, so a tile
+//! The scan is one pass over the counts: each tile of 3072 counts is scanned in a block,
+//! and its offset comes from a decoupled look-back over the 16-byte status words (flag and
+//! value together) of the tiles before it (tile indices are handed out in launch order by an atomic counter, so a tile
 //! only ever waits for tiles that are running). Compaction counts the flags of each tile
 //! of 4096 rows, scans the counts, reads the total, and then writes each column with one
 //! order-preserving scatter kernel per column.
@@ -12,9 +12,9 @@ use crate::device::{Gpu, KArg};
 use fox_kernel::Elem;
 use fox_runtime::{BackendError, DevBuf};
 
-const SCAN_THREADS: u32 = 256;
+const SCAN_THREADS: u32 = 128;
 /// Counts per scan tile (`SCAN_TILE` in kernels/scan.cu).
-const SCAN_TILE: usize = 4096;
+const SCAN_TILE: usize = 3072;
 const CPT_THREADS: u32 = 256;
 /// Rows per compaction tile (`CPT_TILE` in kernels/scan.cu).
 const CPT_TILE: usize = 4096;
@@ -59,12 +59,11 @@ fn scan(gpu: &mut Gpu, counts: &DevBuf, check: bool) -> Result<(DevBuf, DevBuf),
         }
         let ntiles = n.div_ceil(SCAN_TILE);
         let grid = grid_u32(ntiles, "exclusive scan")?;
-        let flags = gpu.alloc_zeroed(Elem::U32, ntiles + 1)?;
-        let flags_ptr = gpu.ptr(&flags)?;
-        temps.push(flags);
-        let vals = gpu.alloc(Elem::U64, 2 * ntiles)?;
-        let vals_ptr = gpu.ptr(&vals)?;
-        temps.push(vals);
+        // The tile counter, then one {flag, value} pair of u64 per tile (16-byte aligned:
+        // allocations are).
+        let status = gpu.alloc_zeroed(Elem::U64, 2 + 2 * ntiles)?;
+        let counter_ptr = gpu.ptr(&status)?;
+        temps.push(status);
         if check {
             gpu.reset_err()?;
         }
@@ -73,8 +72,8 @@ fn scan(gpu: &mut Gpu, counts: &DevBuf, check: bool) -> Result<(DevBuf, DevBuf),
             KArg::Ptr(gpu.ptr(&offsets)?),
             KArg::Ptr(gpu.ptr(&total)?),
             KArg::U64(n as u64),
-            KArg::Ptr(flags_ptr),
-            KArg::Ptr(vals_ptr),
+            KArg::Ptr(counter_ptr),
+            KArg::Ptr(counter_ptr + 16),
             KArg::U32(grid),
             KArg::Ptr(gpu.err_ptr()),
         ];

@@ -8,7 +8,8 @@
 //! the digit places whose digit is the same for every key are skipped. Each remaining
 //! place is one onesweep kernel: a tile ranks its keys by the digit in shared memory and
 //! finds where its keys go from the counts of the tiles before it (decoupled look-back
-//! per digit), then writes keys and rows. Every pass is stable, so the result is the
+//! per digit), then writes keys and rows (the last pass of the last key only the rows,
+//! when only the permutation is wanted). Every pass is stable, so the result is the
 //! stable lexicographic order.
 
 use crate::device::{Gpu, KArg, ERR_INDEX};
@@ -244,11 +245,22 @@ pub(crate) fn sort_perm(
 
             let ntiles = n.div_ceil(tile);
             let sgrid = grid_u32(ntiles, "radix sort")?;
+            // The last pass of the last key writes only the permutation.
+            let last_place = (0..places).rev().find(|p| constant & (1 << p) == 0);
             for p in 0..places {
                 if constant & (1 << p) != 0 {
                     continue;
                 }
-                gpu.memset_zero(&bufs[status])?;
+                // Status words carry their pass modulo 64: one zeroing serves 64 passes.
+                let epoch = (pass_no % 64) as u32;
+                if epoch == 0 {
+                    gpu.memset_zero(&bufs[status])?;
+                }
+                let keys_out = if key == 0 && Some(p) == last_place {
+                    0
+                } else {
+                    keys_p[1 - kc]
+                };
                 // The first pass of a fused key reads the column and makes up the rows.
                 let (kin, vin, x) = match pass_xor.take() {
                     Some(x) => (gpu.ptr(keys[key])?, 0, x),
@@ -257,13 +269,14 @@ pub(crate) fn sort_perm(
                 let sargs = [
                     KArg::Ptr(kin),
                     KArg::Ptr(vin),
-                    KArg::Ptr(keys_p[1 - kc]),
+                    KArg::Ptr(keys_out),
                     KArg::Ptr(perms_p[1 - pc]),
                     KArg::U64(n as u64),
                     KArg::U32(8 * p),
                     KArg::Ptr(offsets_p + u64::from(p) * 256 * 4),
                     KArg::Ptr(status_p),
                     KArg::Ptr(counters_p + pass_no as u64 * 8),
+                    KArg::U32(epoch),
                     xor_arg(width, x),
                 ];
                 gpu.launch("sort", sweep_k, sgrid, SWEEP_THREADS, 0, &sargs)?;
