@@ -7,6 +7,7 @@
 
 mod date;
 mod expr;
+mod fused;
 mod join;
 mod keys;
 pub mod lftj;
@@ -18,6 +19,7 @@ mod util;
 
 pub use date::{civil_from_days, days_from_civil};
 pub use expr::{show as show_kexpr, show_value};
+pub use reduce::{finish_int_sum, scale_of};
 
 use fox_kernel::Kernel;
 use fox_runtime::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};
@@ -146,6 +148,13 @@ pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Re
         Kernel::MatchFlags { nkeys, anti } => join::match_flags(args, *nkeys, *anti).map(|c| vec![c]),
         Kernel::MergeUnion { width } => join::merge_union(args, *width),
         Kernel::ReduceByKey { nkeys, aggs } => reduce::reduce_by_key(args, *nkeys, aggs),
+        Kernel::FusedReduce {
+            filter,
+            nkeys,
+            aggs,
+            exprs,
+            n_cols,
+        } => fused::fused_reduce(args, filter.as_ref(), *nkeys, aggs, exprs, *n_cols, ctx),
         Kernel::TrieBuild { arity } => trie::trie_build(args, *arity),
         Kernel::RootRange => trie::root_range(args),
         Kernel::RangeCount => trie::range_count(args).map(|c| vec![c]),

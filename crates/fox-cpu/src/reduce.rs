@@ -9,7 +9,7 @@ use fox_sema::core::{AggFunc, Type};
 use std::cmp::Ordering;
 
 /// The scale of a type stored as a scaled integer (0 for integers).
-fn scale_of(ty: Type) -> Option<u32> {
+pub fn scale_of(ty: Type) -> Option<u32> {
     match ty {
         Type::Int32 | Type::Int64 => Some(0),
         Type::Decimal(s) => Some(u32::from(s)),
@@ -50,6 +50,20 @@ fn int_at(col: &HostCol, i: usize) -> i128 {
         HostCol::U64(v) => i128::from(v[i]),
         HostCol::F64(v) => v[i] as i128,
     }
+}
+
+/// A `sum` (or with `avg`, an average over `count` values) of integer-stored values
+/// whose exact sum is `sum`, rescaled from scale `si` to the result's scale `so`:
+/// `round_half_away(sum * 10^(so - si) / count)`. `None` when it overflows 128 bits.
+pub fn finish_int_sum(avg: bool, si: u32, so: u32, sum: i128, count: i128) -> Option<i128> {
+    let (num, den) = if so >= si {
+        let m = 10i128.checked_pow(so - si)?;
+        (sum.checked_mul(m)?, if avg { count } else { 1 })
+    } else {
+        let d = 10i128.checked_pow(si - so)?;
+        (sum, if avg { count.checked_mul(d)? } else { d })
+    };
+    div_round_half_away(num, den)
 }
 
 fn float_sum(v: &[f64], a: usize, b: usize) -> f64 {
@@ -169,15 +183,7 @@ fn aggregate(
                 let (s, e) = bounds[g];
                 // At most 2^32 values of at most 2^63 each: the sum fits 96 bits.
                 let sum: i128 = (s..e).map(|i| int_at(col, i)).sum();
-                let count = (e - s) as i128;
-                let (num, den) = if so >= si {
-                    let m = 10i128.checked_pow(so - si).ok_or(g)?;
-                    (sum.checked_mul(m).ok_or(g)?, if avg { count } else { 1 })
-                } else {
-                    let d = 10i128.checked_pow(si - so).ok_or(g)?;
-                    (sum, if avg { count.checked_mul(d).ok_or(g)? } else { d })
-                };
-                div_round_half_away(num, den).ok_or(g)
+                finish_int_sum(avg, si, so, sum, (e - s) as i128).ok_or(g)
             });
             let vals = vals.into_iter().collect::<Result<Vec<_>, usize>>().map_err(overflow)?;
             store_ints(vals, out_ty, bounds, what)

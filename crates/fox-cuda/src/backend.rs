@@ -4,7 +4,7 @@
 
 use crate::compile::CompileStats;
 use crate::device::Gpu;
-use crate::{k_eval, k_join, k_move, k_reduce, k_scan, k_sort, k_trie};
+use crate::{k_eval, k_fused, k_join, k_move, k_reduce, k_scan, k_sort, k_trie};
 use fox_kernel::Kernel;
 use fox_runtime::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};
 use std::time::Duration;
@@ -85,6 +85,12 @@ impl CudaBackend {
     }
 
     /// The number of streaming multiprocessors.
+    /// How many `FusedReduce` launches the one-pass kernel settled (the others ran as
+    /// the kernels the fusion stands for).
+    pub fn fused_one_pass_runs(&self) -> u64 {
+        self.gpu.fused_one_pass
+    }
+
     pub fn sm_count(&self) -> u32 {
         self.gpu.sm_count()
     }
@@ -186,6 +192,13 @@ fn dispatch(
         Kernel::MatchFlags { nkeys, anti } => k_join::match_flags(gpu, *nkeys, *anti, args),
         Kernel::MergeUnion { width } => k_join::merge_union(gpu, *width, args),
         Kernel::ReduceByKey { nkeys, aggs } => k_reduce::reduce_by_key(gpu, *nkeys, aggs, args),
+        Kernel::FusedReduce {
+            filter,
+            nkeys,
+            aggs,
+            exprs,
+            n_cols,
+        } => k_fused::fused_reduce(gpu, filter.as_ref(), *nkeys, aggs, exprs, *n_cols, args, ctx),
         Kernel::TrieBuild { arity } => k_trie::trie_build(gpu, *arity, args),
         Kernel::Expand => k_trie::expand(gpu, args),
         Kernel::SortedSearch => k_trie::sorted_search(gpu, args),

@@ -975,3 +975,426 @@ impl Gen<'_> {
         })
     }
 }
+
+// ---- fused filter and aggregation ------------------------------------------------------------
+
+/// Threads per block of a fused reduction.
+pub const FUSED_BLOCK: u32 = 128;
+
+/// The identity of an accumulator.
+fn ident(kind: AccKind) -> &'static str {
+    match kind {
+        AccKind::Sum => "0",
+        AccKind::Min => "FUSED_I64_MAX",
+        AccKind::Max => "FUSED_I64_MIN",
+    }
+}
+
+/// The bits flipped in a packed key of one key column (see [`generate_fused`]).
+pub const FUSED_KEY_FLIP_1: u64 = 1 << 63;
+/// The bits flipped in a packed key of two 4-byte key columns.
+pub const FUSED_KEY_FLIP_2: u64 = (1 << 63) | (1 << 31);
+
+/// What one accumulator of a fused reduction keeps per group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccKind {
+    /// The exact sum (128 bits) of the values.
+    Sum,
+    Min,
+    Max,
+}
+
+/// The kernel of a fused reduction over a small set of groups (see [`crate::k_fused`]).
+/// Each warp takes `FUSED_UNROLL` rows per lane at a time: it first evaluates every row's
+/// filter, packed 64-bit key and values (loads only, so they overlap), then numbers each
+/// key in the block's hash table in shared memory (the order in which the block met its
+/// keys). A row of one of the block's first `GREG` groups is added into its thread's own
+/// accumulators (shared memory, no atomics; sums in 64 bits, values of 2^55 or more go
+/// straight to the table); a row of a later group goes straight into the table with
+/// shared atomics (128-bit sums). Every 256 rows per thread, and at the end, each warp
+/// sums its threads' accumulators (`redux` in 16-bit parts unless every value is small,
+/// shuffles for minima and maxima) and one lane adds them into the table; at the end each
+/// block adds its table into the table in global memory. Anything the kernel cannot
+/// settle exactly (a failing or out-of-range value, a full table, a key equal to the
+/// empty marker) sets the fail word, and every warp stops soon after; the host then runs
+/// the unfused kernels instead.
+///
+/// Kernel parameters: one pointer per argument (columns, then tables), the length of
+/// each table, `n` (rows), the global table `g` (u64 words: `gcap` keys, `gcap` counts,
+/// then per accumulator `gcap` slots: two words (low, high) for a sum, one for a min or
+/// max) and the fail word (`unsigned*`).
+#[derive(Clone, Debug)]
+pub struct GeneratedFused {
+    pub source: String,
+    pub kernel: String,
+}
+
+/// Shared-memory slots per block and global slots of the fused reduction's tables.
+pub struct FusedShape {
+    pub cap: u32,
+    pub gcap: u32,
+    /// Groups per block whose accumulators each thread keeps in registers.
+    pub greg: u32,
+    /// Rows per lane whose loads a warp issues together.
+    pub unroll: u32,
+    /// Blocks per SM the kernel is compiled for (`__launch_bounds__`), and launched with.
+    pub min_blocks: u32,
+}
+
+/// Generates the fused reduction kernel: `filter` (bool) and the accumulators `accs`
+/// (kind and value expression) over arguments of element types `arg_elems`, with
+/// `nkeys` leading key columns (at most two of 4 bytes, or one of 8).
+pub fn generate_fused(
+    filter: Option<&KExpr>,
+    accs: &[(AccKind, &KExpr)],
+    nkeys: usize,
+    n_cols: usize,
+    arg_elems: &[Elem],
+    shape: &FusedShape,
+    ctx: &dyn LaunchCtx,
+) -> Result<GeneratedFused, String> {
+    if n_cols == 0 || arg_elems.len() < n_cols || nkeys > n_cols {
+        return Err(format!("a fused reduction of {n_cols} columns with {nkeys} keys"));
+    }
+    let mut g = Gen {
+        elems: arg_elems,
+        n_cols,
+        ctx,
+        msgs: Vec::new(),
+        funcs: String::new(),
+        next: 0,
+    };
+    let filter_f = match filter {
+        Some(f) => Some(g.int(f)?.0),
+        None => None,
+    };
+    let mut vals = Vec::with_capacity(accs.len());
+    for (_, e) in accs {
+        let (f, unchecked) = g.int(e)?;
+        let range = match Elem::of(e.ty) {
+            Elem::I64 => None,
+            _ if !unchecked => None,
+            Elem::I32 => Some(("-2147483648LL", "2147483647LL")),
+            Elem::U8 => Some(("0LL", "255LL")),
+            Elem::U32 => Some(("0LL", "4294967295LL")),
+            other => return Err(format!("a fused value of element type {other:?}")),
+        };
+        vals.push((f, range));
+    }
+    let key_word = |j: usize| -> Result<String, String> {
+        Ok(match arg_elems[j] {
+            Elem::U8 | Elem::U32 => format!("(u64)p.a{j}[i]"),
+            Elem::I32 => format!("(u64)(unsigned)p.a{j}[i]"),
+            Elem::I64 | Elem::U64 => format!("(u64)p.a{j}[i]"),
+            Elem::F64 => return Err("a fused reduction keyed by a float".into()),
+        })
+    };
+    // The packed key, its top bit (and with two keys bit 31) flipped so that the empty
+    // marker stands for a rare key (i64::MAX, or two i32::MAX), not -1.
+    let pack = match nkeys {
+        0 => "0ull".to_string(),
+        1 => format!("({}) ^ {FUSED_KEY_FLIP_1:#x}ull", key_word(0)?),
+        2 => format!(
+            "((({}) << 32) | ({})) ^ {FUSED_KEY_FLIP_2:#x}ull",
+            key_word(0)?,
+            key_word(1)?
+        ),
+        _ => return Err(format!("a fused reduction with {nkeys} keys")),
+    };
+    let count = |k: AccKind| accs.iter().filter(|(a, _)| *a == k).count();
+    let (nsum, nmin, nmax) = (count(AccKind::Sum), count(AccKind::Min), count(AccKind::Max));
+
+    let mut src = String::new();
+    src.push_str(PRELUDE);
+    let (cap, gcap) = (shape.cap, shape.gcap);
+    let _ = writeln!(
+        src,
+        "#define CAP {cap}u\n#define GCAP {gcap}u\n#define GREG {}\n#define FUSED_UNROLL {}\n#define FUSED_BLOCK {FUSED_BLOCK}",
+        shape.greg.max(1),
+        shape.unroll.max(1)
+    );
+    src.push_str(FUSED_PRELUDE);
+    src.push_str("struct P {\n");
+    for (j, e) in arg_elems.iter().enumerate() {
+        let _ = writeln!(src, "  const {}* __restrict__ a{j};", c_type(*e));
+    }
+    for j in n_cols..arg_elems.len() {
+        let _ = writeln!(src, "  u64 l{j};");
+    }
+    src.push_str("};\n\n");
+    src.push_str(&g.funcs);
+    let mut params = Vec::new();
+    for (j, e) in arg_elems.iter().enumerate() {
+        params.push(format!("const {}* __restrict__ a{j}", c_type(*e)));
+    }
+    for j in n_cols..arg_elems.len() {
+        params.push(format!("u64 l{j}"));
+    }
+    params.extend(["u64 n", "u64* g", "unsigned* fail"].map(String::from));
+    let _ = writeln!(
+        src,
+        "extern \"C\" __global__ void __launch_bounds__({FUSED_BLOCK}, {}) KERNEL_NAME({}) {{",
+        shape.min_blocks.max(1),
+        params.join(", ")
+    );
+    src.push_str("  P p;\n");
+    for j in 0..arg_elems.len() {
+        let _ = writeln!(src, "  p.a{j} = a{j};");
+    }
+    for j in n_cols..arg_elems.len() {
+        let _ = writeln!(src, "  p.l{j} = l{j};");
+    }
+    let arr = |k: usize| k.max(1);
+    let _ = writeln!(
+        src,
+        "  __shared__ u64 s_keys[CAP];\n  __shared__ unsigned s_dense[CAP];\n  __shared__ unsigned s_slot_of[GREG];\n  __shared__ unsigned s_ngroups;\n  __shared__ u64 s_cnt[CAP];\n  __shared__ u64 s_sum[{}];\n  __shared__ i64 s_min[{}];\n  __shared__ i64 s_max[{}];",
+        2 * arr(nsum) * cap as usize,
+        arr(nmin) * cap as usize,
+        arr(nmax) * cap as usize
+    );
+    let _ = writeln!(
+        src,
+        "  if (threadIdx.x == 0) s_ngroups = 0u;\n  for (unsigned s = threadIdx.x; s < CAP; s += blockDim.x) {{\n    s_keys[s] = FUSED_EMPTY;\n    s_dense[s] = FUSED_NONE;\n    s_cnt[s] = 0;\n    for (int j = 0; j < {}; j++) {{ s_sum[2 * (j * CAP + s)] = 0; s_sum[2 * (j * CAP + s) + 1] = 0; }}\n    for (int j = 0; j < {nmin}; j++) s_min[j * CAP + s] = FUSED_I64_MAX;\n    for (int j = 0; j < {nmax}; j++) s_max[j * CAP + s] = FUSED_I64_MIN;\n  }}\n  __syncthreads();",
+        nsum
+    );
+    // Per-thread accumulators of the first GREG groups of the block, in shared memory
+    // (each thread its own, so no atomics): C(s) counts, R(s, j) accumulator j.
+    let _ = writeln!(
+        src,
+        "  __shared__ unsigned s_c[GREG * FUSED_BLOCK];\n  __shared__ i64 s_acc[GREG * {} * FUSED_BLOCK];\n#define C(s) s_c[(s) * FUSED_BLOCK + threadIdx.x]\n#define R(s, j) s_acc[((s) * {} + (j)) * FUSED_BLOCK + threadIdx.x]",
+        arr(accs.len()),
+        arr(accs.len())
+    );
+    src.push_str("  for (int s = 0; s < GREG; s++) {\n    C(s) = 0u;\n");
+    for (j, (kind, _)) in accs.iter().enumerate() {
+        let _ = writeln!(src, "    R(s, {j}) = {};", ident(*kind));
+    }
+    src.push_str("  }\n");
+    // The warp-wide flush of the accumulators into the shared table (every lane calls it).
+    let mut flush = String::from(
+        "#pragma unroll\n    for (int s = 0; s < GREG; s++) {\n      const unsigned tot = __reduce_add_sync(FUSED_FULL, C(s));\n      if (tot != 0u) {\n",
+    );
+    let mut lane0 = String::new();
+    let (mut si, mut mi, mut xi) = (0usize, 0usize, 0usize);
+    let mut direct = String::new();
+    let mut reg_add = String::new();
+    let mut big_add = String::new();
+    for (j, (kind, _)) in accs.iter().enumerate() {
+        match kind {
+            AccKind::Sum => {
+                let _ = writeln!(
+                    flush,
+                    "        const i128 t{j} = fused_warp_sum(R(s, {j})); R(s, {j}) = 0;"
+                );
+                let _ = writeln!(lane0, "          fused_add128(&s_sum[2 * ({si}u * CAP + h)], t{j});");
+                let _ = writeln!(direct, "          fused_add128(&s_sum[2 * ({si}u * CAP + h)], v{j});");
+                let _ = writeln!(reg_add, "              if (sm{j}) R(s, {j}) += v{j};");
+                let _ = writeln!(
+                    big_add,
+                    "          if (!sm{j}) fused_add128(&s_sum[2 * ({si}u * CAP + h)], v{j});"
+                );
+                si += 1;
+            }
+            AccKind::Min => {
+                let _ = writeln!(
+                    flush,
+                    "        const i64 t{j} = fused_warp_min(R(s, {j})); R(s, {j}) = FUSED_I64_MAX;"
+                );
+                let _ = writeln!(
+                    lane0,
+                    "          atomicMin((long long*)&s_min[{mi}u * CAP + h], (long long)t{j});"
+                );
+                let _ = writeln!(
+                    direct,
+                    "          atomicMin((long long*)&s_min[{mi}u * CAP + h], (long long)v{j});"
+                );
+                let _ = writeln!(
+                    reg_add,
+                    "              R(s, {j}) = v{j} < R(s, {j}) ? v{j} : R(s, {j});"
+                );
+                mi += 1;
+            }
+            AccKind::Max => {
+                let _ = writeln!(
+                    flush,
+                    "        const i64 t{j} = fused_warp_max(R(s, {j})); R(s, {j}) = FUSED_I64_MIN;"
+                );
+                let _ = writeln!(
+                    lane0,
+                    "          atomicMax((long long*)&s_max[{xi}u * CAP + h], (long long)t{j});"
+                );
+                let _ = writeln!(
+                    direct,
+                    "          atomicMax((long long*)&s_max[{xi}u * CAP + h], (long long)v{j});"
+                );
+                let _ = writeln!(
+                    reg_add,
+                    "              R(s, {j}) = v{j} > R(s, {j}) ? v{j} : R(s, {j});"
+                );
+                xi += 1;
+            }
+        }
+    }
+    let _ = write!(
+        flush,
+        "        if (lane == 0u) {{\n          const unsigned h = *(volatile unsigned*)&s_slot_of[s];\n          atomicAdd(&s_cnt[h], (u64)tot);\n{lane0}        }}\n        C(s) = 0u;\n      }}\n    }}\n"
+    );
+    // Each warp takes FUSED_UNROLL rows per lane at a time: first every row's filter,
+    // key and values (loads only, so they overlap), then the table updates.
+    let _ = writeln!(
+        src,
+        "  const unsigned lane = threadIdx.x & 31u;\n  const u64 warp = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;\n  const u64 nwarps = ((u64)gridDim.x * blockDim.x) >> 5;\n  u64 step = 0;\n  for (u64 base = warp * (32 * FUSED_UNROLL); base < n; base += nwarps * (32 * FUSED_UNROLL), step++) {{\n    bool act[FUSED_UNROLL];\n    u64 key[FUSED_UNROLL];\n    unsigned bad = 0u;"
+    );
+    for (j, (kind, _)) in accs.iter().enumerate() {
+        let _ = writeln!(src, "    i64 v{j}[FUSED_UNROLL];");
+        if *kind == AccKind::Sum {
+            let _ = writeln!(src, "    bool sm{j}[FUSED_UNROLL];");
+        }
+    }
+    src.push_str("#pragma unroll\n    for (int u = 0; u < FUSED_UNROLL; u++) {\n      const u64 i = base + (u64)u * 32 + lane;\n      act[u] = i < n;\n");
+    if let Some(f) = &filter_f {
+        let _ = writeln!(
+            src,
+            "      if (act[u]) {{ i64 fv; if ({f}(p, i, fv) != 0u) bad = 1u; else act[u] = fv != 0; }}"
+        );
+    }
+    let _ = writeln!(
+        src,
+        "      key[u] = 0ull;\n      if (act[u]) {{ key[u] = {pack}; if (key[u] == FUSED_EMPTY) bad = 3u; }}"
+    );
+    for (j, ((kind, _), (f, range))) in accs.iter().zip(&vals).enumerate() {
+        let _ = writeln!(
+            src,
+            "      v{j}[u] = {};\n      if (act[u]) {{ if ({f}(p, i, v{j}[u]) != 0u) bad = 1u;{} }}",
+            ident(*kind),
+            match range {
+                Some((lo, hi)) => format!(" else if (v{j}[u] < {lo} || v{j}[u] > {hi}) bad = 1u;"),
+                None => String::new(),
+            }
+        );
+        if *kind == AccKind::Sum {
+            // Below 2^55 in magnitude: 256 of them add up within 64 bits.
+            let _ = writeln!(src, "      sm{j}[u] = (u64)(v{j}[u] + (1LL << 55)) < (1ull << 56);");
+        }
+    }
+    src.push_str("    }\n");
+    let idx = |t: &str| {
+        let mut t = t.to_string();
+        for j in 0..accs.len() {
+            t = t.replace(&format!("v{j};"), &format!("v{j}[u];"));
+            t = t.replace(&format!("v{j})"), &format!("v{j}[u])"));
+            t = t.replace(&format!("v{j} "), &format!("v{j}[u] "));
+            t = t.replace(&format!("(sm{j})"), &format!("(sm{j}[u])"));
+            t = t.replace(&format!("(!sm{j})"), &format!("(!sm{j}[u])"));
+        }
+        t
+    };
+    let (reg_add, big_add, direct) = (idx(&reg_add), idx(&big_add), idx(&direct));
+    let _ = write!(
+        src,
+        "    if (__any_sync(FUSED_FULL, bad != 0u)) {{ if (lane == 0u) atomicOr(fail, 1u); return; }}\n    bool full = false;\n#pragma unroll\n    for (int u = 0; u < FUSED_UNROLL; u++) {{\n    if (act[u]) {{\n      unsigned h = 0u;\n      const unsigned d = fused_group(s_keys, s_dense, s_slot_of, &s_ngroups, key[u], h);\n      if (d == FUSED_NONE) {{\n        full = true;\n      }} else {{\n        if (d < GREG) {{\n          const unsigned s = d;\n          C(s)++;\n{reg_add}{big_add}        }} else {{\n          atomicAdd(&s_cnt[h], 1ull);\n{direct}        }}\n      }}\n    }}\n    }}\n    if (__any_sync(FUSED_FULL, full)) {{ if (lane == 0u) atomicOr(fail, 2u); return; }}\n    if ((step & (256u / FUSED_UNROLL - 1u)) == 256u / FUSED_UNROLL - 1u) {{\n    {flush}    }}\n"
+    );
+    src.push_str(
+        "    if ((step & 3u) == 3u) {\n      unsigned f = 0u;\n      if (lane == 0u) f = *(volatile unsigned*)fail;\n      if (__shfl_sync(FUSED_FULL, f, 0) != 0u) return;\n    }\n  }\n",
+    );
+    let _ = write!(src, "  {{\n    {flush}  }}\n");
+    src.push_str("  __syncthreads();\n  if (*(volatile unsigned*)fail != 0u) return;\n");
+    // Merge into the global table.
+    let _ = writeln!(
+        src,
+        "  u64* g_keys = g;\n  u64* g_cnt = g + GCAP;\n  u64* g_sum = g + 2 * GCAP;\n  i64* g_min = (i64*)(g_sum + 2 * {nsum} * GCAP);\n  i64* g_max = g_min + {nmin} * GCAP;"
+    );
+    let _ = writeln!(
+        src,
+        "  for (unsigned s = threadIdx.x; s < CAP; s += blockDim.x) {{\n    const u64 k = s_keys[s];\n    if (k == FUSED_EMPTY) continue;\n    const unsigned gs = fused_slot(g_keys, GCAP, k);\n    if (gs == FUSED_NONE) {{ atomicOr(fail, 2u); continue; }}\n    atomicAdd(&g_cnt[gs], s_cnt[s]);\n    for (int j = 0; j < {nsum}; j++) {{\n      const u64 lo = s_sum[2 * (j * CAP + s)], hi = s_sum[2 * (j * CAP + s) + 1];\n      fused_add128(&g_sum[2 * (j * GCAP + gs)], (i128)(((u128)hi << 64) | (u128)lo));\n    }}\n    for (int j = 0; j < {nmin}; j++) atomicMin((long long*)&g_min[j * GCAP + gs], (long long)s_min[j * CAP + s]);\n    for (int j = 0; j < {nmax}; j++) atomicMax((long long*)&g_max[j * GCAP + gs], (long long)s_max[j * CAP + s]);\n  }}\n}}"
+    );
+    let kernel = format!("fox_fused_{:016x}", fnv1a(&src));
+    let source = src.replace("KERNEL_NAME", &kernel);
+    Ok(GeneratedFused { source, kernel })
+}
+
+const FUSED_PRELUDE: &str = r#"
+#define FUSED_FULL 0xffffffffu
+#define FUSED_EMPTY 0xffffffffffffffffull
+#define FUSED_NONE 0xffffffffu
+#define FUSED_I64_MAX 9223372036854775807LL
+#define FUSED_I64_MIN (-9223372036854775807LL - 1)
+
+// The slot of key k in a linear-probing table of `cap` (a power of two) slots, inserting
+// it when absent; FUSED_NONE when the table is full.
+static __device__ __forceinline__ unsigned fused_slot(u64* keys, unsigned cap, u64 k) {
+  unsigned h = (unsigned)((k * 0x9E3779B97F4A7C15ull) >> 40) & (cap - 1u);
+  for (unsigned probe = 0; probe < cap; probe++) {
+    const u64 cur = *(volatile u64*)&keys[h];
+    if (cur == k) return h;
+    if (cur == FUSED_EMPTY) {
+      const u64 prev = atomicCAS((unsigned long long*)&keys[h], FUSED_EMPTY, k);
+      if (prev == FUSED_EMPTY || prev == k) return h;
+    }
+    h = (h + 1u) & (cap - 1u);
+  }
+  return FUSED_NONE;
+}
+
+// The block's dense number of key k (the order in which the block met its keys) and in
+// `slot` its slot in the block's table, inserting it when absent; FUSED_NONE when the
+// table is full. The first GREG numbers also record their slot in `slot_of`.
+static __device__ __forceinline__ unsigned fused_group(u64* keys, unsigned* dense, unsigned* slot_of,
+                                                       unsigned* ngroups, u64 k, unsigned& slot) {
+  unsigned h = (unsigned)((k * 0x9E3779B97F4A7C15ull) >> 40) & (CAP - 1u);
+  for (unsigned probe = 0; probe < CAP; probe++) {
+    u64 cur = *(volatile u64*)&keys[h];
+    if (cur == FUSED_EMPTY) {
+      cur = atomicCAS((unsigned long long*)&keys[h], FUSED_EMPTY, k);
+      if (cur == FUSED_EMPTY) {
+        const unsigned d = atomicAdd(ngroups, 1u);
+        if (d < GREG) *(volatile unsigned*)&slot_of[d] = h;
+        __threadfence_block();
+        *(volatile unsigned*)&dense[h] = d;
+        slot = h;
+        return d;
+      }
+    }
+    if (cur == k) {
+      unsigned d;
+      while ((d = *(volatile unsigned*)&dense[h]) == FUSED_NONE) {}
+      slot = h;
+      return d;
+    }
+    h = (h + 1u) & (CAP - 1u);
+  }
+  return FUSED_NONE;
+}
+
+// Adds x to the 128-bit value at p[0] (low word), p[1] (high word).
+static __device__ __forceinline__ void fused_add128(u64* p, i128 x) {
+  if (x == 0) return;
+  const u64 lo = (u64)x;
+  const u64 hi = (u64)((u128)x >> 64);
+  const u64 old = atomicAdd((unsigned long long*)&p[0], lo);
+  const u64 carry = (old + lo < old) ? 1ull : 0ull;
+  if (hi + carry != 0ull) atomicAdd((unsigned long long*)&p[1], hi + carry);
+}
+
+// The exact sum of v over the warp (every lane calls it).
+static __device__ __forceinline__ i128 fused_warp_sum(i64 v) {
+  if (__all_sync(FUSED_FULL, v >= -(1LL << 26) && v < (1LL << 26))) return (i128)__reduce_add_sync(FUSED_FULL, (int)v);
+  const u64 u = (u64)v;
+  const unsigned s0 = __reduce_add_sync(FUSED_FULL, (unsigned)(u & 0xffffull));
+  const unsigned s1 = __reduce_add_sync(FUSED_FULL, (unsigned)((u >> 16) & 0xffffull));
+  const unsigned s2 = __reduce_add_sync(FUSED_FULL, (unsigned)((u >> 32) & 0xffffull));
+  const int s3 = __reduce_add_sync(FUSED_FULL, (int)(v >> 48));
+  return (i128)s3 * ((i128)1 << 48) + (i128)s2 * ((i128)1 << 32) + (i128)s1 * ((i128)1 << 16) + (i128)s0;
+}
+
+static __device__ __forceinline__ i64 fused_warp_min(i64 v) {
+  for (int o = 16; o > 0; o >>= 1) { const i64 w = __shfl_xor_sync(FUSED_FULL, v, o); v = w < v ? w : v; }
+  return v;
+}
+
+static __device__ __forceinline__ i64 fused_warp_max(i64 v) {
+  for (int o = 16; o > 0; o >>= 1) { const i64 w = __shfl_xor_sync(FUSED_FULL, v, o); v = w > v ? w : v; }
+  return v;
+}
+
+"#;

@@ -127,6 +127,8 @@ pub(crate) struct Gpu {
     /// Whether large transfers go through `staging`.
     use_staging: bool,
     staging: Option<Staging>,
+    /// Fused reductions settled by the one-pass kernel (the others ran unfused).
+    pub(crate) fused_one_pass: u64,
 }
 
 /// A driver error as text.
@@ -218,6 +220,7 @@ impl Gpu {
             capacity,
             use_staging: std::env::var("FOX_PINNED_STAGING").map_or(true, |v| v != "0"),
             staging: None,
+            fused_one_pass: 0,
         })
     }
 

@@ -11,6 +11,7 @@ pub mod codegen;
 pub mod compile;
 mod device;
 mod k_eval;
+mod k_fused;
 mod k_join;
 mod k_move;
 mod k_reduce;

@@ -267,3 +267,68 @@ fn generated_expression_kernels_compile_for_sm_90() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// Generated fused reductions (a filter, 0 to 2 keys, sums of columns and of decimal
+/// products, minima and maxima) compile for sm_90.
+#[test]
+fn generated_fused_reductions_compile_for_sm_90() {
+    use fox_cuda::codegen::{generate_fused, AccKind, FusedShape};
+    use fox_kernel::{Elem, KExpr, KExprKind};
+    use fox_sema::core::{ArithOp, CmpOp, Type, Value};
+    if !nvrtc_or_skip("generated_fused_reductions_compile_for_sm_90") {
+        return;
+    }
+    let e = |kind: KExprKind, ty: Type| KExpr { kind, ty };
+    let col = |i: usize, ty: Type| e(KExprKind::Col(i), ty);
+    let b = Box::new;
+    let dec = Type::Decimal(2);
+    let ctx = fox_cuda::testing::Strings::default();
+    let mut failures = Vec::new();
+    for nkeys in 0..=2usize {
+        let v = nkeys;
+        let filter = e(
+            KExprKind::Cmp(
+                CmpOp::Le,
+                b(col(v + 2, Type::Date)),
+                b(e(KExprKind::Const(Value::Date(10_000)), Type::Date)),
+            ),
+            Type::Bool,
+        );
+        let prod = e(
+            KExprKind::Arith(ArithOp::Mul, b(col(v, dec)), b(col(v + 1, dec))),
+            Type::Decimal(4),
+        );
+        let price = col(v, dec);
+        let day = col(v + 2, Type::Date);
+        let accs = [
+            (AccKind::Sum, &price),
+            (AccKind::Sum, &prod),
+            (AccKind::Min, &day),
+            (AccKind::Max, &price),
+        ];
+        let mut elems = vec![Elem::U32; nkeys];
+        elems.extend([Elem::I64, Elem::I64, Elem::I32]);
+        let shape = FusedShape {
+            cap: 256,
+            gcap: 4096,
+            greg: 4,
+            unroll: 2,
+            min_blocks: 2,
+        };
+        for with_filter in [false, true] {
+            let f = with_filter.then_some(&filter);
+            let g = match generate_fused(f, &accs, nkeys, nkeys + 3, &elems, &shape, &ctx) {
+                Ok(g) => g,
+                Err(msg) => {
+                    failures.push(format!("{nkeys} keys: cannot generate: {msg}"));
+                    continue;
+                }
+            };
+            match compile::compile_ptx(&format!("fused sample {nkeys}"), &g.source, "compute_90") {
+                Ok(ptx) => assert!(entries(&ptx).contains(&g.kernel), "{nkeys} keys: {} missing", g.kernel),
+                Err(err) => failures.push(format!("{nkeys} keys: {}\n--- source ---\n{}", err.0, g.source)),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

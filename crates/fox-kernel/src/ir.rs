@@ -262,6 +262,24 @@ pub enum Kernel {
     /// overflow of the result type; `avg` of a decimal or integer is
     /// `round_half_away(sum * 10^(out_scale - in_scale) / count)`.
     ReduceByKey { nkeys: usize, aggs: Vec<AggSpec> },
+    /// A filter and an aggregation in one kernel. args: `n_cols` columns of equal length,
+    /// the first `nkeys` of them the group keys, then the dictionary tables the
+    /// expressions read (as for `Eval`). The rows aggregated are those where `filter`
+    /// holds (every row without one); the value of aggregate j is `exprs[j]` evaluated on
+    /// the row (`None` for `count`). outs: as `ReduceByKey` over those rows and values
+    /// sorted on the keys (one row per group, ascending by code; then one column per
+    /// aggregate; no row for no rows). The result, and the error when an expression
+    /// fails on a row that passes the filter, are those of `Eval` of the filter,
+    /// `Compact` of the columns, `Eval` of each value, `SortPerm` and `Gather` by the
+    /// keys, then `ReduceByKey`; a row the filter drops is never evaluated further.
+    /// No aggregate is a `min`/`max` of strings.
+    FusedReduce {
+        filter: Option<KExpr>,
+        nkeys: usize,
+        aggs: Vec<AggSpec>,
+        exprs: Vec<Option<KExpr>>,
+        n_cols: usize,
+    },
 
     // ---- leapfrog triejoin levels ---------------------------------------------------
     /// args: m columns of a relation sorted ascending on all columns, duplicate-free.
@@ -330,6 +348,7 @@ impl Kernel {
             Kernel::MatchFlags { .. } => "MatchFlags",
             Kernel::MergeUnion { .. } => "MergeUnion",
             Kernel::ReduceByKey { .. } => "ReduceByKey",
+            Kernel::FusedReduce { .. } => "FusedReduce",
             Kernel::TrieBuild { .. } => "TrieBuild",
             Kernel::RootRange => "RootRange",
             Kernel::RangeCount => "RangeCount",

@@ -7,7 +7,7 @@
 //! algorithm needs an order the value does not have. After lowering, [`crate::sched`]
 //! cleans up and orders each block and [`crate::live`] places the frees.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use fox_ra::{Expr, ExprKind, JoinCol, MultiJoinInput, Op, Props, RaPlan, RelId, RelKind, Schema, Side, SortKey, Stmt};
 use fox_sema::core::{AggFunc, Builtin, CmpOp, Column, Type, Value};
@@ -41,6 +41,8 @@ pub fn lower(ra: &RaPlan) -> Result<KernelPlan, LowerError> {
         defs: HashMap::new(),
         instrs: Vec::new(),
         tables: HashMap::new(),
+        deferred: HashSet::new(),
+        dst: None,
         prefix: String::new(),
         blocks: Vec::new(),
         child_ranges: Vec::new(),
@@ -56,6 +58,7 @@ pub fn lower(ra: &RaPlan) -> Result<KernelPlan, LowerError> {
         l.temps.clear();
         l.defs.clear();
         l.tables.clear();
+        l.deferred = deferred_selects(b);
         l.cur = BlockId(i as u32);
         l.cur_label = b.label.clone();
         for s in &b.stmts {
@@ -120,6 +123,18 @@ struct Val {
     /// String keys of `sorted` are ordered by string value rather than by code.
     ranked: bool,
     unique: bool,
+    /// A filter not yet applied: the relation is the rows of `cols` for which the
+    /// predicate holds over the columns of the select's input. Only the operators that
+    /// take it along (a projection) or apply it themselves (an aggregation) see such a
+    /// value; [`Lower::temp`] applies it for every other reader.
+    pending: Option<Box<Pending>>,
+}
+
+/// A select whose compaction is left to the aggregation that reads its rows.
+#[derive(Clone, Debug)]
+struct Pending {
+    pred: Expr,
+    input: Val,
 }
 
 impl Val {
@@ -236,6 +251,11 @@ struct Lower<'a> {
     /// Dictionary tables computed in the current block since the last string-producing
     /// kernel (which makes them stale).
     tables: HashMap<DictOp, BufId>,
+    /// The selects of the current block whose rows only an aggregation reads (through
+    /// projections): they leave the filter to it (see [`Val::pending`]).
+    deferred: HashSet<fox_ra::TempId>,
+    /// The temp being defined.
+    dst: Option<fox_ra::TempId>,
     /// The name prefix of the buffers being created (`t12`).
     prefix: String,
     /// Every block of the plan by id, once it is filled: the RA's blocks keep their ids
@@ -443,6 +463,7 @@ impl<'a> Lower<'a> {
             sorted: rel.props.sorted.clone(),
             ranked: false,
             unique: rel.props.unique,
+            pending: None,
         }
     }
 
@@ -453,11 +474,28 @@ impl<'a> Lower<'a> {
         }
     }
 
-    fn temp(&self, t: fox_ra::TempId) -> R<Val> {
+    /// The value of temp `t`, with a pending filter applied.
+    fn temp(&mut self, t: fox_ra::TempId) -> R<Val> {
+        let v = self.temp_raw(t)?;
+        self.settle(v)
+    }
+
+    /// The value of temp `t` as it is, perhaps with a pending filter.
+    fn temp_raw(&self, t: fox_ra::TempId) -> R<Val> {
         self.temps
             .get(&t)
             .cloned()
             .ok_or_else(|| LowerError::Invalid(format!("t{} is read before it is defined", t.0)))
+    }
+
+    /// `v` with its pending filter applied: the flags, then a compaction.
+    fn settle(&mut self, mut v: Val) -> R<Val> {
+        let Some(p) = v.pending.take() else {
+            return Ok(v);
+        };
+        let flags = self.expr_col(&p.input, &p.pred, "flags")?;
+        let cols = self.compact(flags, &v.cols, &v.columns)?;
+        Ok(Val { cols, ..v })
     }
 
     // ---- statements ----------------------------------------------------------------------
@@ -471,7 +509,9 @@ impl<'a> Lower<'a> {
                     .temps
                     .get(dst.0 as usize)
                     .ok_or_else(|| LowerError::Invalid(format!("t{} has no schema", dst.0)))?;
+                self.dst = Some(*dst);
                 let v = self.op(op, schema)?;
+                self.dst = None;
                 self.temps.insert(*dst, v);
                 self.defs.insert(*dst, op);
             }
@@ -689,6 +729,7 @@ impl<'a> Lower<'a> {
             sorted,
             ranked: v.ranked,
             unique: v.unique && keeps_all,
+            pending: v.pending.clone(),
         })
     }
 
@@ -730,10 +771,21 @@ impl<'a> Lower<'a> {
                     sorted: if n <= 1 { asc(0..arity) } else { Vec::new() },
                     ranked: false,
                     unique: n <= 1,
+                    pending: None,
                 })
             }
             Op::Select { input, pred } => {
                 let v = self.temp(*input)?;
+                if self.dst.is_some_and(|d| self.deferred.contains(&d)) {
+                    return Ok(Val {
+                        columns,
+                        pending: Some(Box::new(Pending {
+                            pred: pred.clone(),
+                            input: v.clone(),
+                        })),
+                        ..v
+                    });
+                }
                 let flags = self.expr_col(&v, pred, "flags")?;
                 let cols = self.compact(flags, &v.cols, &columns)?;
                 Ok(Val { cols, columns, ..v })
@@ -769,10 +821,12 @@ impl<'a> Lower<'a> {
                     sorted,
                     ranked: v.ranked,
                     unique,
+                    pending: None,
                 })
             }
             Op::Project { input, cols } => {
-                let v = self.temp(*input)?;
+                // A pending filter is carried along.
+                let v = self.temp_raw(*input)?;
                 let p = self.project(&v, cols)?;
                 Ok(Val { columns, ..p })
             }
@@ -800,6 +854,7 @@ impl<'a> Lower<'a> {
                     sorted: Vec::new(),
                     ranked: false,
                     unique: false,
+                    pending: None,
                 })
             }
             Op::Unique(input) => {
@@ -954,6 +1009,7 @@ impl<'a> Lower<'a> {
             sorted,
             ranked: false,
             unique,
+            pending: None,
         })
     }
 
@@ -987,7 +1043,17 @@ impl<'a> Lower<'a> {
         aggs: &[fox_ra::AggCall],
         columns: Vec<Column>,
     ) -> R<Val> {
-        let v = self.temp(input)?;
+        let v = self.temp_raw(input)?;
+        let sorted_on_keys = {
+            let s = v.code_sorted();
+            s.len() >= group.len() && s[..group.len()].iter().all(|k| !k.desc && group.contains(&k.col))
+        };
+        if v.pending.is_some() || (!sorted_on_keys && !group.is_empty()) {
+            if let Some(out) = self.fused_aggregate(&v, group, aggs, &columns)? {
+                return Ok(out);
+            }
+        }
+        let v = self.settle(v)?;
         // Group keys in an order the input may already be sorted in.
         // `perm[j]` is the position in `group` of the j-th sort key.
         let perm = Self::key_order(&v, group, &v, group);
@@ -1044,7 +1110,74 @@ impl<'a> Lower<'a> {
             sorted,
             ranked: false,
             unique: true,
+            pending: None,
         })
+    }
+
+    /// An aggregation of `v` (and of its pending filter) as one `FusedReduce`, without
+    /// compacting or sorting its input; `None` when the aggregation cannot be fused (see
+    /// [`fusable`]) or two group columns are one buffer.
+    fn fused_aggregate(
+        &mut self,
+        v: &Val,
+        group: &[usize],
+        aggs: &[fox_ra::AggCall],
+        columns: &[Column],
+    ) -> R<Option<Val>> {
+        let pred = v.pending.as_ref().map(|p| &p.pred);
+        if !fusable(pred, aggs) {
+            return Ok(None);
+        }
+        let keys: Vec<BufId> = group.iter().map(|&c| v.cols[c]).collect();
+        let mut cx = ExprCx::default();
+        for &k in &keys {
+            cx.arg(k);
+        }
+        if cx.args.len() != keys.len() {
+            return Ok(None);
+        }
+        let filter = match &v.pending {
+            Some(p) => Some(self.kexpr(&p.input, &mut cx, &p.pred)?),
+            None => None,
+        };
+        let mut specs = Vec::with_capacity(aggs.len());
+        let mut exprs = Vec::with_capacity(aggs.len());
+        for a in aggs {
+            let e = match &a.arg {
+                Some(e) => Some(self.kexpr(v, &mut cx, e)?),
+                None => None,
+            };
+            specs.push(AggSpec {
+                func: a.func,
+                input: a.arg.as_ref().map(|e| e.ty),
+                output: a.ty,
+            });
+            exprs.push(e);
+        }
+        if cx.args.is_empty() {
+            cx.args.push(v.cols[0]);
+        }
+        let n_cols = cx.args.len();
+        let mut args = cx.args;
+        args.extend(cx.tables);
+        let kernel = Kernel::FusedReduce {
+            filter,
+            nkeys: group.len(),
+            aggs: specs,
+            exprs,
+            n_cols,
+        };
+        let cols = self.launch_cols(kernel, args, columns)?;
+        // One row per group in key order; the keys are unique, so the rows are sorted on
+        // every column after them too.
+        Ok(Some(Val {
+            cols,
+            columns: columns.to_vec(),
+            sorted: asc(0..columns.len()),
+            ranked: false,
+            unique: true,
+            pending: None,
+        }))
     }
 
     // ---- multi-way join (leapfrog triejoin, breadth first) ------------------------------
@@ -1204,6 +1337,7 @@ impl<'a> Lower<'a> {
                     sorted: vec![SortKey::asc(0)],
                     ranked: false,
                     unique: true,
+                    pending: None,
                 });
             }
             let lo = find(&state, Slot::Lo(lead)).ok_or_else(missing)?;
@@ -1359,6 +1493,7 @@ impl<'a> Lower<'a> {
             sorted,
             ranked: false,
             unique,
+            pending: None,
         })
     }
 
@@ -1839,6 +1974,72 @@ impl<'a> Lower<'a> {
             }
         })
     }
+}
+
+/// Whether an aggregation (and the filter before it) can run as one `FusedReduce`: no
+/// expression makes strings (those run on the host) and no aggregate is a `min`/`max` of
+/// strings (ordered by string value).
+fn fusable(pred: Option<&Expr>, aggs: &[fox_ra::AggCall]) -> bool {
+    fn pure(e: &Expr) -> bool {
+        match &e.kind {
+            ExprKind::Col(_) | ExprKind::Const(_) => true,
+            ExprKind::Cast(a) | ExprKind::Neg(a) | ExprKind::Not(a) | ExprKind::In(a, _) => pure(a),
+            ExprKind::Arith(_, a, b) | ExprKind::Cmp(_, a, b) => pure(a) && pure(b),
+            ExprKind::And(es) | ExprKind::Or(es) => es.iter().all(pure),
+            ExprKind::Call(b, es) => !matches!(b, Builtin::Substr | Builtin::Concat) && es.iter().all(pure),
+        }
+    }
+    pred.is_none_or(pure)
+        && aggs.iter().all(|a| match &a.arg {
+            None => true,
+            Some(e) => pure(e) && !(e.ty == Type::String && matches!(a.func, AggFunc::Min | AggFunc::Max)),
+        })
+}
+
+/// The selects of a block whose result is read once, by a chain of projections (each
+/// read once) ending in a fusable aggregation.
+fn deferred_selects(b: &fox_ra::Block) -> HashSet<fox_ra::TempId> {
+    let mut uses: HashMap<fox_ra::TempId, usize> = HashMap::new();
+    let mut reader: HashMap<fox_ra::TempId, (fox_ra::TempId, &Op)> = HashMap::new();
+    for s in &b.stmts {
+        match s {
+            Stmt::Let { dst, op } => {
+                for t in op.inputs() {
+                    *uses.entry(t).or_default() += 1;
+                    reader.insert(t, (*dst, op));
+                }
+            }
+            Stmt::Store { src, .. } | Stmt::Output { src, .. } => {
+                *uses.entry(*src).or_default() += 1;
+                reader.remove(src);
+            }
+            _ => {}
+        }
+    }
+    let mut out = HashSet::new();
+    for s in &b.stmts {
+        let Stmt::Let {
+            dst,
+            op: Op::Select { pred, .. },
+        } = s
+        else {
+            continue;
+        };
+        let mut t = *dst;
+        while uses.get(&t) == Some(&1) {
+            match reader.get(&t) {
+                Some((d, Op::Project { .. })) => t = *d,
+                Some((_, Op::Aggregate { aggs, .. })) => {
+                    if fusable(Some(pred), aggs) {
+                        out.insert(*dst);
+                    }
+                    break;
+                }
+                _ => break,
+            }
+        }
+    }
+    out
 }
 
 /// The arguments of an `Eval` being built.

@@ -181,25 +181,7 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
         }
         Kernel::DictTable { op } => format!("dict_table[{}]", dict_text(op)),
         Kernel::Eval { expr, n_cols } => {
-            let names: Vec<String> = args.iter().map(|&b| name(plan, b)).collect();
-            let tables: Vec<String> = args
-                .iter()
-                .skip(*n_cols)
-                .map(|&b| {
-                    plan.blocks
-                        .iter()
-                        .flat_map(|bl| &bl.instrs)
-                        .find_map(|i| match i {
-                            Instr::Launch {
-                                kernel: Kernel::DictTable { op },
-                                outs,
-                                ..
-                            } if outs.contains(&b) => Some(dict_text(op)),
-                            _ => None,
-                        })
-                        .unwrap_or_else(|| name(plan, b))
-                })
-                .collect();
+            let (names, tables) = expr_args(plan, args, *n_cols);
             format!("eval[{}]", expr_text(expr, &names, &tables))
         }
         Kernel::StrFn { func } => match func {
@@ -252,6 +234,32 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
                 .collect();
             format!("reduce_by_key[{}; {}]", plural(*nkeys, "key"), aggs.join(", "))
         }
+        Kernel::FusedReduce {
+            filter,
+            nkeys,
+            aggs,
+            exprs,
+            n_cols,
+        } => {
+            let (names, tables) = expr_args(plan, args, *n_cols);
+            let show = |e: &KExpr| expr_text(e, &names, &tables);
+            let aggs: Vec<String> = aggs
+                .iter()
+                .zip(exprs)
+                .map(|(a, e)| {
+                    let f = agg_name(a.func);
+                    match e {
+                        Some(e) => format!("{f}({}) -> {}", show(e), a.output),
+                        None => format!("{f}() -> {}", a.output),
+                    }
+                })
+                .collect();
+            let filter = filter
+                .as_ref()
+                .map(|f| format!("where {}; ", show(f)))
+                .unwrap_or_default();
+            format!("fused_reduce[{filter}{}; {}]", plural(*nkeys, "key"), aggs.join(", "))
+        }
         Kernel::TrieBuild { arity } => format!("trie_build[{}]", plural(*arity, "level")),
         Kernel::RootRange => "root_range".into(),
         Kernel::RangeCount => "range_count".into(),
@@ -261,6 +269,30 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
         Kernel::IntersectCount { ways } => format!("intersect_count[{}]", plural(*ways, "way")),
         Kernel::MinRange { ways } => format!("min_range[{}]", plural(*ways, "way")),
     }
+}
+
+/// The names of an expression kernel's columns, and of its tables (by what they hold).
+fn expr_args(plan: &KernelPlan, args: &[BufId], n_cols: usize) -> (Vec<String>, Vec<String>) {
+    let names: Vec<String> = args.iter().map(|&b| name(plan, b)).collect();
+    let tables: Vec<String> = args
+        .iter()
+        .skip(n_cols)
+        .map(|&b| {
+            plan.blocks
+                .iter()
+                .flat_map(|bl| &bl.instrs)
+                .find_map(|i| match i {
+                    Instr::Launch {
+                        kernel: Kernel::DictTable { op },
+                        outs,
+                        ..
+                    } if outs.contains(&b) => Some(dict_text(op)),
+                    _ => None,
+                })
+                .unwrap_or_else(|| name(plan, b))
+        })
+        .collect();
+    (names, tables)
 }
 
 fn keys_text(n: usize) -> String {

@@ -232,6 +232,59 @@ pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Re
             count(i)?;
             Ok(outs)
         }
+        Kernel::FusedReduce {
+            filter,
+            nkeys,
+            aggs,
+            exprs,
+            n_cols,
+        } => {
+            if *n_cols == 0 {
+                return Err("a fused reduction needs at least one column argument".into());
+            }
+            if nkeys > n_cols {
+                return Err(format!("takes {nkeys} key columns among {n_cols} columns"));
+            }
+            at_least(*n_cols)?;
+            let (cols, tables) = args.split_at(*n_cols);
+            if let Some(f) = filter {
+                check_kexpr(f, cols, tables).map_err(|m| format!("the filter: {m}"))?;
+                if f.ty != Type::Bool {
+                    return Err(format!("the filter is of type {}, not bool", f.ty));
+                }
+            }
+            if exprs.len() != aggs.len() {
+                return Err(format!(
+                    "has {} aggregates but {} value expressions",
+                    aggs.len(),
+                    exprs.len()
+                ));
+            }
+            let mut outs: Vec<Elem> = cols[..*nkeys].to_vec();
+            for (n, (a, e)) in aggs.iter().zip(exprs).enumerate() {
+                match (a.func, a.input, e) {
+                    (AggFunc::Count, None, None) => {
+                        if a.output != Type::Int64 {
+                            return Err(format!("aggregate {n}: count yields int64, not {}", a.output));
+                        }
+                    }
+                    (AggFunc::Count, _, _) => return Err(format!("aggregate {n}: count takes no value")),
+                    (f, Some(t), Some(e)) => {
+                        check_kexpr(e, cols, tables).map_err(|m| format!("aggregate {n}: {m}"))?;
+                        if e.ty != t {
+                            return Err(format!("aggregate {n}: the value is of type {}, not {t}", e.ty));
+                        }
+                        if t == Type::String && matches!(f, AggFunc::Min | AggFunc::Max) {
+                            return Err(format!("aggregate {n}: {f:?} of strings is not fused"));
+                        }
+                        check_agg_type(f, t, a.output).map_err(|m| format!("aggregate {n}: {m}"))?;
+                    }
+                    (f, _, _) => return Err(format!("aggregate {n}: {f:?} needs a value of its input type")),
+                }
+                outs.push(Elem::of(a.output));
+            }
+            Ok(outs)
+        }
         Kernel::TrieBuild { arity } => {
             if *arity == 0 {
                 return Err("a trie needs at least one column".into());

@@ -219,6 +219,12 @@ impl Interp<'_> {
                         .flatten()
                         .for_each(|v| collect_value_string(v, &mut constants)),
                     Kernel::Eval { expr, .. } => collect_expr_strings(expr, &mut constants),
+                    Kernel::FusedReduce { filter, exprs, .. } => {
+                        filter
+                            .iter()
+                            .chain(exprs.iter().flatten())
+                            .for_each(|e| collect_expr_strings(e, &mut constants));
+                    }
                     _ => {}
                 }
             }
