@@ -107,6 +107,19 @@ fn pieces(gpu: &mut Gpu, s: &mut Scratch, seg: &Segments) -> Result<Pieces, Back
     Ok(Pieces { poff, np })
 }
 
+/// The error of a group result that does not fit its type (error code 1 of `seg_count`
+/// and `seg_sum`, with the smallest failing group's first row), worded as fox-cpu words it.
+fn check_fit(gpu: &mut Gpu, what: &str, out_ty: Type) -> Result<(), BackendError> {
+    let [code, row, _, _] = gpu.read_err()?;
+    match code {
+        0 => Ok(()),
+        1 => Err(err(format!(
+            "the {what} of the group at row {row} does not fit {out_ty}"
+        ))),
+        c => Err(err(format!("unexpected error code {c} from the reduction"))),
+    }
+}
+
 /// `ReduceByKey { nkeys, aggs }`: args `nkeys` sorted key columns, one value column per
 /// aggregate other than `count` (with no keys and only counts, one column giving the row
 /// count), then the `Rank` table if a `min`/`max` is over strings.
@@ -234,7 +247,7 @@ fn aggregate(
                 ];
                 let grid = stride_grid(gpu, ng);
                 gpu.launch("reduce", "seg_count", grid, BLOCK, 0, &args)?;
-                gpu.check_err(&format!("ReduceByKey (the count of a group does not fit {out_ty})"))?;
+                check_fit(gpu, "count", out_ty)?;
             }
             Ok(out)
         }
@@ -329,7 +342,7 @@ fn aggregate(
             // One warp per segment.
             let grid = stride_grid(gpu, ng.saturating_mul(32));
             gpu.launch("reduce", "seg_sum", grid, BLOCK, 0, &args)?;
-            gpu.check_err(&format!("ReduceByKey (the {what} of a group does not fit {out_ty})"))?;
+            check_fit(gpu, what, out_ty)?;
             Ok(out)
         }
         AggFunc::Min | AggFunc::Max => {

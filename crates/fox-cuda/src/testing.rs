@@ -293,7 +293,8 @@ pub fn first_mismatch(a: &HostCol, b: &HostCol) -> Option<(usize, usize)> {
     first.map(|f| (f, count))
 }
 
-fn run_on(
+/// Runs `kernel` on `backend` with `args` uploaded; the outputs downloaded, or the error.
+pub fn run_on(
     backend: &mut dyn Backend,
     kernel: &Kernel,
     args: &[HostCol],

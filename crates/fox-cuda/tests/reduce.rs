@@ -3,7 +3,8 @@
 //! and strings by rank), 0 to 3 keys, sizes around block sizes, all-equal and skewed keys,
 //! overflow and bad string codes, and one group of 10^7 rows.
 
-use fox_cuda::testing::{compare, gpu_or_skip, random_col, sort_rows, Dist, Rng, Strings, LARGE, SIZES};
+use fox_cpu::CpuBackend;
+use fox_cuda::testing::{compare, gpu_or_skip, random_col, run_on, sort_rows, Dist, Rng, Strings, LARGE, SIZES};
 use fox_cuda::CudaBackend;
 use fox_kernel::{AggSpec, Elem, Kernel};
 use fox_runtime::HostCol;
@@ -156,8 +157,27 @@ fn reduce_errors_match_the_cpu() {
     // Int32 results that do not fit.
     let aggs = vec![spec(AggFunc::Sum, Some(Type::Int64), Type::Int32)];
     let small = HostCol::I64((0..4097).map(|_| 3_000_000).collect());
-    let res = check(&mut gpu, 1, &aggs, &[keys[0].clone(), small], "int32 result overflow");
+    let res = check(
+        &mut gpu,
+        1,
+        &aggs,
+        &[keys[0].clone(), small.clone()],
+        "int32 result overflow",
+    );
     assert!(res.is_err(), "an int32 sum above 2^31 must fail on both");
+    // Both name the first group that does not fit, in the same words.
+    let k = Kernel::ReduceByKey {
+        nkeys: 1,
+        aggs: aggs.clone(),
+    };
+    let args = [keys[0].clone(), small];
+    let want = run_on(&mut CpuBackend::new(), &k, &args, &Strings::default()).unwrap_err();
+    let got = run_on(&mut gpu, &k, &args, &Strings::default()).unwrap_err();
+    assert_eq!(got, want);
+    assert!(
+        want.contains("the sum of the group at row 0 does not fit int32"),
+        "{want}"
+    );
     // Rescaling overflows.
     let aggs = vec![spec(AggFunc::Avg, Some(Type::Decimal(0)), Type::Decimal(18))];
     let res = check(&mut gpu, 1, &aggs, &[keys[0].clone(), big], "decimal rescale overflow");
