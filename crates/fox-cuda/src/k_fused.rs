@@ -13,7 +13,7 @@
 //! `Eval` of the filter, `Compact`, `Eval` of each value, `SortPerm`, `Gather` and
 //! `ReduceByKey`, so results and errors are those of the CPU word for word.
 
-use crate::codegen::{self, AccKind, FusedShape, FUSED_BLOCK, MAX_ROWS};
+use crate::codegen::{self, AccKind, FusedLayout, FusedShape, FUSED_BLOCK, MAX_ROWS};
 use crate::device::{Gpu, KArg};
 use crate::{k_eval, k_move, k_reduce, k_scan, k_sort};
 use fox_kernel::{AggSpec, Elem, KExpr};
@@ -61,12 +61,33 @@ pub(crate) fn fused_reduce(
             args[c].len
         )));
     }
-    if let Some(plan) = one_pass_plan(nkeys, aggs, exprs, args, n) {
-        if let Some(outs) = one_pass(gpu, filter, nkeys, aggs, &plan, n_cols, args, ctx)? {
+    let f = Fused {
+        filter,
+        nkeys,
+        aggs,
+        exprs,
+        n_cols,
+        args,
+        ctx,
+    };
+    if let Some(plan) = one_pass_plan(&f) {
+        if let Some(outs) = one_pass(gpu, &f, &plan)? {
             return Ok(outs);
         }
     }
-    composed(gpu, filter, nkeys, aggs, exprs, n_cols, args, ctx)
+    composed(gpu, &f)
+}
+
+/// One `FusedReduce`: the kernel's fields and its arguments.
+#[derive(Clone, Copy)]
+struct Fused<'a> {
+    filter: Option<&'a KExpr>,
+    nkeys: usize,
+    aggs: &'a [AggSpec],
+    exprs: &'a [Option<KExpr>],
+    n_cols: usize,
+    args: &'a [&'a DevBuf],
+    ctx: &'a dyn LaunchCtx,
 }
 
 /// The accumulators of the one-pass kernel: distinct (kind, expression) pairs, and for
@@ -77,13 +98,15 @@ struct OnePass<'a> {
     shape: FusedShape,
 }
 
-fn one_pass_plan<'a>(
-    nkeys: usize,
-    aggs: &[AggSpec],
-    exprs: &'a [Option<KExpr>],
-    args: &[&DevBuf],
-    n: usize,
-) -> Option<OnePass<'a>> {
+fn one_pass_plan<'a>(f: &Fused<'a>) -> Option<OnePass<'a>> {
+    let Fused {
+        nkeys,
+        aggs,
+        exprs,
+        args,
+        ..
+    } = *f;
+    let n = args[0].len;
     if n == 0 || n as u64 >= MAX_ROWS {
         return None;
     }
@@ -161,29 +184,27 @@ fn one_pass_plan<'a>(
 
 /// The one-pass reduction, or `None` when it could not settle the result (the caller
 /// then runs the composition).
-#[allow(clippy::too_many_arguments)]
-fn one_pass(
-    gpu: &mut Gpu,
-    filter: Option<&KExpr>,
-    nkeys: usize,
-    aggs: &[AggSpec],
-    plan: &OnePass,
-    n_cols: usize,
-    args: &[&DevBuf],
-    ctx: &dyn LaunchCtx,
-) -> Result<Option<Vec<DevBuf>>, BackendError> {
+fn one_pass(gpu: &mut Gpu, f: &Fused, plan: &OnePass) -> Result<Option<Vec<DevBuf>>, BackendError> {
+    let Fused {
+        filter,
+        nkeys,
+        aggs,
+        n_cols,
+        args,
+        ctx,
+        ..
+    } = *f;
     let elems: Vec<Elem> = args.iter().map(|a| a.elem).collect();
     let g = codegen::generate_fused(filter, &plan.accs, nkeys, n_cols, &elems, &plan.shape, ctx).map_err(err)?;
-    let gcap = GCAP as usize;
-    let count = |k: AccKind| plan.accs.iter().filter(|(a, _)| *a == k).count();
-    let (nsum, nmin, nmax) = (count(AccKind::Sum), count(AccKind::Min), count(AccKind::Max));
-    // keys, counts, sums (two words), mins, maxs, then the fail word.
-    let words = gcap * (2 + 2 * nsum + nmin + nmax) + 1;
+    let layout = FusedLayout::new(&plan.accs, GCAP as usize);
+    let gcap = layout.gcap;
+    // The table (keys empty, counts and sums zero, minima and maxima at their
+    // identities), then the fail word.
+    let words = layout.words + 1;
     let mut init = vec![0u64; words];
     init[..gcap].fill(u64::MAX);
-    let min_at = gcap * (2 + 2 * nsum);
-    init[min_at..min_at + gcap * nmin].fill(i64::MAX as u64);
-    init[min_at + gcap * nmin..min_at + gcap * (nmin + nmax)].fill(i64::MIN as u64);
+    init[layout.min_at..layout.max_at].fill(i64::MAX as u64);
+    init[layout.max_at..layout.words].fill(i64::MIN as u64);
     let table = gpu.upload(&HostCol::U64(init))?;
     let res = (|| {
         let gp = gpu.ptr(&table)?;
@@ -239,16 +260,10 @@ fn one_pass(
     slots.sort_by_key(|&s| (0..nkeys).map(|j| decode(t[s], j)).collect::<Vec<_>>());
     let cnt = |s: usize| t[gcap + s];
     let sum_of = |acc: usize, s: usize| -> i128 {
-        let j = plan.accs[..acc].iter().filter(|(k, _)| *k == AccKind::Sum).count();
-        let at = 2 * gcap + 2 * (j * gcap + s);
+        let at = layout.acc_at[acc] + 2 * s;
         ((u128::from(t[at + 1]) << 64) | u128::from(t[at])) as i128
     };
-    let ext_of = |acc: usize, s: usize| -> i64 {
-        let kind = plan.accs[acc].0;
-        let j = plan.accs[..acc].iter().filter(|(k, _)| *k == kind).count();
-        let base = min_at + if kind == AccKind::Min { 0 } else { gcap * nmin };
-        t[base + j * gcap + s] as i64
-    };
+    let ext_of = |acc: usize, s: usize| -> i64 { t[layout.acc_at[acc] + s] as i64 };
     let mut outs: Vec<HostCol> = Vec::with_capacity(nkeys + aggs.len());
     for (j, key) in args[..nkeys].iter().enumerate() {
         let v: Vec<i128> = slots.iter().map(|&s| decode(t[s], j)).collect();
@@ -309,76 +324,54 @@ fn one_pass(
 }
 
 /// The kernels the fusion stands for, in order (see the module documentation).
-#[allow(clippy::too_many_arguments)]
-fn composed(
-    gpu: &mut Gpu,
-    filter: Option<&KExpr>,
-    nkeys: usize,
-    aggs: &[AggSpec],
-    exprs: &[Option<KExpr>],
-    n_cols: usize,
-    args: &[&DevBuf],
-    ctx: &dyn LaunchCtx,
-) -> Result<Vec<DevBuf>, BackendError> {
-    let mut temps: Vec<DevBuf> = Vec::new();
-    let res = composed_in(gpu, filter, nkeys, aggs, exprs, n_cols, args, ctx, &mut temps);
-    k_scan::free_all(gpu, temps);
+fn composed(gpu: &mut Gpu, f: &Fused) -> Result<Vec<DevBuf>, BackendError> {
+    let (mut kept, mut vals) = (Vec::new(), Vec::new());
+    let res = composed_in(gpu, f, &mut kept, &mut vals);
+    k_scan::free_all(gpu, kept);
+    k_scan::free_all(gpu, vals);
     res
 }
 
-#[allow(clippy::too_many_arguments)]
+/// [`composed`], leaving the rows that pass the filter in `kept` and the aggregates'
+/// values in `vals` for the caller to free.
 fn composed_in(
     gpu: &mut Gpu,
-    filter: Option<&KExpr>,
-    nkeys: usize,
-    aggs: &[AggSpec],
-    exprs: &[Option<KExpr>],
-    n_cols: usize,
-    args: &[&DevBuf],
-    ctx: &dyn LaunchCtx,
-    temps: &mut Vec<DevBuf>,
+    f: &Fused,
+    kept: &mut Vec<DevBuf>,
+    vals: &mut Vec<DevBuf>,
 ) -> Result<Vec<DevBuf>, BackendError> {
+    let Fused {
+        filter,
+        nkeys,
+        aggs,
+        exprs,
+        n_cols,
+        args,
+        ctx,
+    } = *f;
     let (cols, tables) = args.split_at(n_cols);
-    let kept_at = temps.len();
-    if let Some(f) = filter {
-        let flags = k_eval::eval(gpu, f, n_cols, args, ctx)
+    if let Some(e) = filter {
+        let flags = k_eval::eval(gpu, e, n_cols, args, ctx)
             .map_err(|e| err(format!("the filter: {}", e.0)))?
             .remove(0);
-        let kept = k_scan::compact(gpu, &flags, cols);
-        temps.push(flags);
-        temps.extend(kept?);
+        let compacted = k_scan::compact(gpu, &flags, cols);
+        gpu.free(flags);
+        *kept = compacted?;
     }
-    let vals_at = temps.len();
-    {
-        let rows: Vec<&DevBuf> = if filter.is_some() {
-            temps[kept_at + 1..vals_at]
-                .iter()
-                .chain(tables.iter().copied())
-                .collect()
-        } else {
-            args.to_vec()
-        };
-        let mut vals = Vec::new();
-        for (j, e) in exprs.iter().enumerate() {
-            if let Some(e) = e {
-                match k_eval::eval(gpu, e, n_cols, &rows, ctx) {
-                    Ok(mut v) => vals.push(v.remove(0)),
-                    Err(e) => {
-                        temps.extend(vals);
-                        return Err(err(format!("aggregate {j}: {}", e.0)));
-                    }
-                }
-            }
-        }
-        temps.extend(vals);
-    }
+    // The rows the values are evaluated on: columns, then tables.
     let rows: Vec<&DevBuf> = if filter.is_some() {
-        temps[kept_at + 1..vals_at].iter().collect()
+        kept.iter().chain(tables.iter().copied()).collect()
     } else {
-        cols.to_vec()
+        args.to_vec()
     };
+    for (j, e) in exprs.iter().enumerate() {
+        if let Some(e) = e {
+            let v = k_eval::eval(gpu, e, n_cols, &rows, ctx).map_err(|e| err(format!("aggregate {j}: {}", e.0)))?;
+            vals.extend(v);
+        }
+    }
     let mut cols_in: Vec<&DevBuf> = rows[..nkeys].to_vec();
-    cols_in.extend(&temps[vals_at..]);
+    cols_in.extend(vals.iter());
     if nkeys == 0 {
         if cols_in.is_empty() {
             cols_in.push(rows[0]);

@@ -1044,40 +1044,30 @@ impl<'a> Lower<'a> {
         columns: Vec<Column>,
     ) -> R<Val> {
         let v = self.temp_raw(input)?;
-        let sorted_on_keys = {
-            let s = v.code_sorted();
-            s.len() >= group.len() && s[..group.len()].iter().all(|k| !k.desc && group.contains(&k.col))
-        };
-        if v.pending.is_some() || (!sorted_on_keys && !group.is_empty()) {
+        // Group keys in an order the input may already be sorted in (a pending filter
+        // keeps the order). `perm[j]` is the position in `group` of the j-th sort key.
+        let perm = Self::key_order(&v, group, &v, group);
+        let keys: Vec<usize> = perm.iter().map(|&i| group[i]).collect();
+        let order = asc(keys.iter().copied());
+        // Unsorted or filtered input aggregates in one kernel where it can.
+        if v.pending.is_some() || !v.code_sorted().starts_with(&order) {
             if let Some(out) = self.fused_aggregate(&v, group, aggs, &columns)? {
                 return Ok(out);
             }
         }
         let v = self.settle(v)?;
-        // Group keys in an order the input may already be sorted in.
-        // `perm[j]` is the position in `group` of the j-th sort key.
-        let perm = Self::key_order(&v, group, &v, group);
-        let keys: Vec<usize> = perm.iter().map(|&i| group[i]).collect();
-        let v = self.sort_code(v, &asc(keys.iter().copied()))?;
+        let v = self.sort_code(v, &order)?;
         let mut args: Vec<BufId> = keys.iter().map(|&c| v.cols[c]).collect();
         let mut specs = Vec::with_capacity(aggs.len());
         let mut rank = false;
         let g = group.len();
         for (i, a) in aggs.iter().enumerate() {
             let label = columns.get(g + i).map_or("agg", |c| c.name.as_str()).to_string();
-            let input = match &a.arg {
-                Some(e) => {
-                    args.push(self.expr_col(&v, e, &format!("{label}.arg"))?);
-                    rank |= e.ty == Type::String && matches!(a.func, AggFunc::Min | AggFunc::Max);
-                    Some(e.ty)
-                }
-                None => None,
-            };
-            specs.push(AggSpec {
-                func: a.func,
-                input,
-                output: a.ty,
-            });
+            if let Some(e) = &a.arg {
+                args.push(self.expr_col(&v, e, &format!("{label}.arg"))?);
+                rank |= e.ty == Type::String && matches!(a.func, AggFunc::Min | AggFunc::Max);
+            }
+            specs.push(agg_spec(a));
         }
         if g == 0 && specs.iter().all(|s| s.input.is_none()) {
             args.push(v.cols[0]);
@@ -1140,19 +1130,12 @@ impl<'a> Lower<'a> {
             Some(p) => Some(self.kexpr(&p.input, &mut cx, &p.pred)?),
             None => None,
         };
-        let mut specs = Vec::with_capacity(aggs.len());
         let mut exprs = Vec::with_capacity(aggs.len());
         for a in aggs {
-            let e = match &a.arg {
+            exprs.push(match &a.arg {
                 Some(e) => Some(self.kexpr(v, &mut cx, e)?),
                 None => None,
-            };
-            specs.push(AggSpec {
-                func: a.func,
-                input: a.arg.as_ref().map(|e| e.ty),
-                output: a.ty,
             });
-            exprs.push(e);
         }
         if cx.args.is_empty() {
             cx.args.push(v.cols[0]);
@@ -1163,7 +1146,7 @@ impl<'a> Lower<'a> {
         let kernel = Kernel::FusedReduce {
             filter,
             nkeys: group.len(),
-            aggs: specs,
+            aggs: aggs.iter().map(agg_spec).collect(),
             exprs,
             n_cols,
         };
@@ -1973,6 +1956,15 @@ impl<'a> Lower<'a> {
                 cx.tables.len() - 1
             }
         })
+    }
+}
+
+/// The kernel's description of an aggregate call.
+fn agg_spec(a: &fox_ra::AggCall) -> AggSpec {
+    AggSpec {
+        func: a.func,
+        input: a.arg.as_ref().map(|e| e.ty),
+        output: a.ty,
     }
 }
 
