@@ -32,8 +32,12 @@ struct U64Add {
     __device__ __forceinline__ u64 operator()(const u64& a, const u64& b) const { return a + b; }
 };
 
+#ifndef SCAN_THREADS
 #define SCAN_THREADS 128
+#endif
+#ifndef SCAN_ITEMS
 #define SCAN_ITEMS 24
+#endif
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
 
 // Tile status: one 16-byte word per tile, {flag, value}, written and read with a single
@@ -160,21 +164,29 @@ extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
 
 // ---- compaction --------------------------------------------------------------------------
 
+#ifndef CPT_THREADS
 #define CPT_THREADS 256
+#endif
+#ifndef CPT_ITEMS
 #define CPT_ITEMS 16
+#endif
 #define CPT_TILE (CPT_THREADS * CPT_ITEMS)
 
-// The 16 flags of this thread (blocked: flags base + tid * 16 ..), 0 past `valid`.
+// The CPT_ITEMS flags of this thread (blocked: flags base + tid * CPT_ITEMS ..), 0 past
+// `valid`. CPT_ITEMS is a multiple of 16.
 __device__ __forceinline__ void load_flags16(const u8* __restrict__ flags, u64 base, int valid, u8 (&f)[CPT_ITEMS]) {
     const int first = threadIdx.x * CPT_ITEMS;
     if (valid == CPT_TILE) {
-        // The tile starts at a multiple of 4096 bytes of a 16-byte aligned buffer.
-        const uint4 w = *reinterpret_cast<const uint4*>(flags + base + first);
-        const u32 words[4] = {w.x, w.y, w.z, w.w};
+        // The tile starts at a multiple of CPT_TILE bytes of a 16-byte aligned buffer.
 #pragma unroll
-        for (int q = 0; q < 4; q++) {
+        for (int k = 0; k < CPT_ITEMS / 16; k++) {
+            const uint4 w = reinterpret_cast<const uint4*>(flags + base + first)[k];
+            const u32 words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-            for (int b = 0; b < 4; b++) f[q * 4 + b] = (u8)(words[q] >> (8 * b));
+            for (int q = 0; q < 4; q++) {
+#pragma unroll
+                for (int b = 0; b < 4; b++) f[k * 16 + q * 4 + b] = (u8)(words[q] >> (8 * b));
+            }
         }
     } else {
 #pragma unroll

@@ -12,6 +12,7 @@
 
 use crate::dict::Dictionary;
 use crate::load::{check_key, load_input_cols, Interner, LoadedCol};
+use crate::strings::StrArena;
 use crate::{DevBuf, HostCol, OutputTable, RuntimeError};
 use fox_kernel::{InputRel, Instr, Kernel, KernelPlan};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -163,6 +164,7 @@ impl Database {
         progress: &dyn LoadProgress,
     ) -> Result<Database, RuntimeError> {
         let start = Instant::now();
+        let _phase = crate::alloc::LoadPhase::enter();
         // Each table comes in parts, each with strings numbered by its own interner.
         let mut loaded: Vec<(InputRel, Vec<bool>, Vec<Part>)> = Vec::new();
         for (input, used) in wanted {
@@ -197,44 +199,65 @@ impl Database {
             use rayon::prelude::*;
             let mut all: Vec<(&str, u32, u32)> = Vec::new();
             let mut remaps: Vec<Vec<u32>> = Vec::new();
+            let total: usize = loaded.iter().flat_map(|(_, _, p)| p).map(|(_, s)| s.len()).sum();
+            all.reserve_exact(total);
             for (_, _, parts) in &loaded {
                 for (_, s) in parts {
                     let part = remaps.len() as u32;
-                    all.extend(s.strings.iter().enumerate().map(|(i, x)| (x.as_str(), part, i as u32)));
-                    remaps.push(vec![0; s.strings.len()]);
+                    all.extend(s.strings().iter().enumerate().map(|(i, x)| (x, part, i as u32)));
+                    remaps.push(vec![0; s.len()]);
                 }
             }
             all.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
-            let mut sorted: Vec<String> = Vec::new();
+            let bytes: usize = loaded
+                .iter()
+                .flat_map(|(_, _, p)| p)
+                .map(|(_, s)| s.strings().bytes())
+                .sum();
+            let mut sorted = StrArena::with_capacity(total, bytes);
             for (k, &(text, part, i)) in all.iter().enumerate() {
                 if k == 0 || all[k - 1].0 != text {
-                    sorted.push(text.to_string());
+                    sorted.push(text);
                 }
                 remaps[part as usize][i as usize] = sorted.len() as u32 - 1;
             }
+            sorted.shrink_to_fit();
             (sorted, remaps)
         };
+        // The parts' interners are done with: their strings are in `sorted`.
+        let loaded: Vec<(InputRel, Vec<bool>, Vec<Vec<LoadedCol>>)> = loaded
+            .into_iter()
+            .map(|(input, used, parts)| (input, used, parts.into_iter().map(|(cols, _)| cols).collect()))
+            .collect();
         let mut next_part = 0;
         let mut tables_cols: Vec<(InputRel, Vec<bool>, Vec<LoadedCol>)> = Vec::with_capacity(loaded.len());
-        for (input, used, parts) in loaded {
+        for (input, used, mut parts) in loaded {
             use rayon::prelude::*;
-            let mut acc: Option<Vec<LoadedCol>> = None;
-            for (cols, _) in parts {
+            for cols in &mut parts {
                 let remap = std::mem::take(&mut remaps[next_part]);
                 next_part += 1;
-                let cols: Vec<LoadedCol> = cols
-                    .into_par_iter()
-                    .map(|c| match c {
-                        LoadedCol::Str(v) => LoadedCol::Str(v.into_iter().map(|i| remap[i as usize]).collect()),
-                        other => other,
-                    })
-                    .collect();
-                match &mut acc {
-                    None => acc = Some(cols),
-                    Some(a) => a.iter_mut().zip(cols).for_each(|(a, c)| a.append(c)),
-                }
+                cols.par_iter_mut().for_each(|c| {
+                    if let LoadedCol::Str(v) = c {
+                        v.iter_mut().for_each(|i| *i = remap[*i as usize]);
+                    }
+                });
             }
-            let cols = acc.unwrap_or_else(|| input.columns.iter().map(|c| LoadedCol::new(c.ty)).collect());
+            // One column at a time: the whole column is allocated once and each part's
+            // piece is freed as soon as it is copied, so the table is held about once.
+            let cols: Vec<LoadedCol> = input
+                .columns
+                .iter()
+                .enumerate()
+                .map(|(c, col)| {
+                    let rows: usize = parts.iter().map(|p| p[c].len()).sum();
+                    let mut whole = LoadedCol::new(col.ty);
+                    whole.reserve_exact(rows);
+                    for p in &mut parts {
+                        whole.append(std::mem::replace(&mut p[c], LoadedCol::new(col.ty)));
+                    }
+                    whole
+                })
+                .collect();
             if matches!(source, DataSource::Tpch(_)) {
                 check_key(&format!("TPC-H {}", input.name), &input, &cols, &used)?;
             }

@@ -3,6 +3,7 @@
 //! string order. Strings created during the run (`substr`, `concat`) are appended; after
 //! that, string order is given by the `Rank` table.
 
+use crate::strings::StrArena;
 use fox_kernel::DictOp;
 use std::collections::HashMap;
 
@@ -22,7 +23,7 @@ pub struct Dictionary {
 /// Strings in ascending order; a string's code is its position (found by binary search).
 #[derive(Debug, Default)]
 struct Sorted {
-    strings: Vec<String>,
+    strings: StrArena,
 }
 
 impl Dictionary {
@@ -36,12 +37,12 @@ impl Dictionary {
             all.sort_unstable();
         }
         all.dedup();
-        Dictionary::from_sorted(all)
+        Dictionary::from_sorted(all.into_iter().collect())
     }
 
     /// A dictionary of strings that are already in ascending order without duplicates.
-    pub fn from_sorted(strings: Vec<String>) -> Dictionary {
-        debug_assert!(strings.windows(2).all(|w| w[0] < w[1]));
+    pub fn from_sorted(strings: StrArena) -> Dictionary {
+        debug_assert!((1..strings.len()).all(|i| strings.get(i - 1) < strings.get(i)));
         Dictionary {
             sorted: std::sync::Arc::new(Sorted { strings }),
             extra: Vec::new(),
@@ -63,9 +64,12 @@ impl Dictionary {
     }
 
     pub fn code(&self, s: &str) -> Option<u32> {
-        match self.sorted.strings.binary_search_by(|x| x.as_str().cmp(s)) {
-            Ok(i) => Some(i as u32),
-            Err(_) => self.extra_codes.get(s).copied(),
+        let sorted = &self.sorted.strings;
+        let i = crate::strings::partition_point(sorted.len(), |i| sorted.get(i) < s);
+        if i < sorted.len() && sorted.get(i) == s {
+            Some(i as u32)
+        } else {
+            self.extra_codes.get(s).copied()
         }
     }
 
@@ -73,7 +77,7 @@ impl Dictionary {
         let c = code as usize;
         let n = self.sorted.strings.len();
         if c < n {
-            Some(self.sorted.strings[c].as_str())
+            Some(self.sorted.strings.get(c))
         } else {
             self.extra.get(c - n).map(String::as_str)
         }
@@ -81,7 +85,7 @@ impl Dictionary {
 
     /// Every string, in code order.
     fn iter(&self) -> impl Iterator<Item = &str> {
-        self.sorted.strings.iter().chain(&self.extra).map(String::as_str)
+        self.sorted.strings.iter().chain(self.extra.iter().map(String::as_str))
     }
 
     /// True when no string has been appended since the dictionary was built, so that code
@@ -304,7 +308,8 @@ impl Dictionary {
             return self.iter().map(f).collect();
         }
         let n = self.sorted.strings.len();
-        let mut out: Vec<T> = self.sorted.strings.par_iter().map(|s| f(s)).collect();
+        let sorted = &self.sorted.strings;
+        let mut out: Vec<T> = (0..n).into_par_iter().map(|i| f(sorted.get(i))).collect();
         out.extend(self.extra.iter().map(|s| f(s)));
         debug_assert_eq!(out.len(), n + self.extra.len());
         out

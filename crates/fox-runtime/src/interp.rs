@@ -267,6 +267,7 @@ impl Interp<'_> {
             return Ok(());
         }
         let data_dir = opts.data_dir.clone().unwrap_or_default();
+        let _phase = crate::alloc::LoadPhase::enter();
         let mut strings = Interner::default();
         let mut loaded = Vec::with_capacity(plan.inputs.len());
         for (k, input) in plan.inputs.iter().enumerate() {
@@ -276,11 +277,9 @@ impl Interp<'_> {
                 None
             });
         }
-        let mut all = std::mem::take(&mut strings.strings);
-        let n_data = all.len();
-        all.extend(constants);
-        self.dict = Dictionary::from_strings(all.iter().cloned());
-        let remap: Vec<u32> = all[..n_data]
+        let strings = strings.into_strings();
+        self.dict = Dictionary::from_strings(strings.iter().map(String::from).chain(constants));
+        let remap: Vec<u32> = strings
             .iter()
             .map(|s| self.dict.code(s).expect("every collected string is in the dictionary"))
             .collect();

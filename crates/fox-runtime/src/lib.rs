@@ -5,6 +5,7 @@
 //! instructions (`LoadInput`, `Const`, `DictTable`, `StrFn`) are data preparation and
 //! dictionary work, which the runtime does itself and uploads.
 
+mod alloc;
 pub mod backend;
 pub mod database;
 pub mod dict;
@@ -12,6 +13,7 @@ pub mod graph;
 mod interp;
 pub mod load;
 pub mod output;
+pub mod strings;
 pub mod tpch;
 
 pub use backend::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};

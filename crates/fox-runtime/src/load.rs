@@ -5,10 +5,10 @@
 //! with any other separator (TBL) fields are raw text. A trailing separator at the end of a
 //! line is accepted. Every error names the file, the line and the column.
 
+pub use crate::strings::Interner;
 use crate::RuntimeError;
 use fox_kernel::InputRel;
 use fox_sema::core::Type;
-use std::collections::HashMap;
 use std::path::Path;
 
 /// A fast hash for interned strings (FxHash's multiply-rotate over 8-byte words); the
@@ -37,26 +37,6 @@ impl std::hash::Hasher for FxHasher {
 
     fn finish(&self) -> u64 {
         self.0
-    }
-}
-
-/// Strings met while loading, numbered in the order they were first seen. After loading,
-/// the dictionary is built from them and every string column is renumbered.
-#[derive(Default, Debug)]
-pub struct Interner {
-    pub strings: Vec<String>,
-    ids: HashMap<String, u32, std::hash::BuildHasherDefault<FxHasher>>,
-}
-
-impl Interner {
-    pub fn intern(&mut self, s: &str) -> Result<u32, String> {
-        if let Some(id) = self.ids.get(s) {
-            return Ok(*id);
-        }
-        let id = u32::try_from(self.strings.len()).map_err(|_| "more than 2^32 distinct strings".to_string())?;
-        self.strings.push(s.to_string());
-        self.ids.insert(s.to_string(), id);
-        Ok(id)
     }
 }
 
@@ -453,6 +433,27 @@ impl LoadedCol {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Reserves room for exactly `more` further values.
+    pub(crate) fn reserve_exact(&mut self, more: usize) {
+        match self {
+            LoadedCol::I32(v) => v.reserve_exact(more),
+            LoadedCol::I64(v) => v.reserve_exact(more),
+            LoadedCol::F64(v) => v.reserve_exact(more),
+            LoadedCol::Str(v) => v.reserve_exact(more),
+            LoadedCol::Bool(v) => v.reserve_exact(more),
+        }
+    }
+
+    pub(crate) fn shrink_to_fit(&mut self) {
+        match self {
+            LoadedCol::I32(v) => v.shrink_to_fit(),
+            LoadedCol::I64(v) => v.shrink_to_fit(),
+            LoadedCol::F64(v) => v.shrink_to_fit(),
+            LoadedCol::Str(v) => v.shrink_to_fit(),
+            LoadedCol::Bool(v) => v.shrink_to_fit(),
+        }
     }
 
     /// Appends the values of `other`, a column of the same type.

@@ -25,7 +25,7 @@ fn rel(sep: &str, cols: &[(&str, Type)]) -> InputRel {
 fn parse(text: &str, sep: &str, cols: &[(&str, Type)]) -> Result<(Vec<LoadedCol>, Vec<String>), String> {
     let mut strings = Interner::default();
     parse_input(text, "data/r.csv", &rel(sep, cols), &mut strings)
-        .map(|c| (c, strings.strings.clone()))
+        .map(|c| (c, strings.strings().iter().map(String::from).collect()))
         .map_err(|e| match e {
             RuntimeError::Data { msg } => msg,
             other => panic!("not a data error: {other:?}"),

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Tile-size sweep of the scan and compaction kernels on the GPU machine.
+#
+#   bash bench/scan_sweep.sh [VARIANT ...]        (from the repository root)
+#
+# A VARIANT is SCAN_THREADS:SCAN_ITEMS:CPT_THREADS:CPT_ITEMS (CPT_ITEMS a multiple of 16);
+# the default list starts with the tile sizes kernels/scan.cu uses. Each variant of
+# bench/scan_sweep.cu is built with nvcc (in parallel), run, and prints one line: the
+# copy bandwidth, the scan and compaction times and their fraction of it.
+# Environment: NVCC (/usr/local/cuda/bin/nvcc), ARCH (sm_90).
+set -euo pipefail
+NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
+ARCH=${ARCH:-sm_90}
+if [ ! -f bench/scan_sweep.cu ]; then
+    echo "scan_sweep.sh: run from the repository root" >&2
+    exit 2
+fi
+variants=("$@")
+if [ ${#variants[@]} -eq 0 ]; then
+    variants=(128:24:256:16 128:16:128:16 128:32:512:16 256:16:256:32 256:24:128:32 128:12:512:32 256:12:256:16
+        64:24:256:32)
+fi
+dir=$(mktemp -d)
+for v in "${variants[@]}"; do
+    IFS=: read -r st si ct ci <<<"$v"
+    "$NVCC" -O3 -arch="$ARCH" -std=c++17 -I. -DSCAN_THREADS="$st" -DSCAN_ITEMS="$si" -DCPT_THREADS="$ct" \
+        -DCPT_ITEMS="$ci" -o "$dir/v_$st.$si.$ct.$ci" bench/scan_sweep.cu &
+done
+wait
+for v in "${variants[@]}"; do
+    IFS=: read -r st si ct ci <<<"$v"
+    "$dir/v_$st.$si.$ct.$ci"
+done

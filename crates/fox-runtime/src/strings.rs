@@ -1,0 +1,204 @@
+//! Compact string storage for loading and for the dictionary: the text of every string in
+//! one buffer with the end offsets beside it (a string costs its bytes and 8 bytes, not a
+//! heap allocation of its own), and an interner that numbers distinct strings with a hash
+//! table of ids into that buffer (the text is kept once).
+
+use crate::load::FxHasher;
+use std::hash::Hasher;
+
+/// Strings `0..len()`, stored end to end.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct StrArena {
+    text: String,
+    ends: Vec<u64>,
+}
+
+impl StrArena {
+    pub fn with_capacity(strings: usize, bytes: usize) -> StrArena {
+        StrArena {
+            text: String::with_capacity(bytes),
+            ends: Vec::with_capacity(strings),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The total length of the strings in bytes.
+    pub fn bytes(&self) -> usize {
+        self.text.len()
+    }
+
+    pub fn push(&mut self, s: &str) {
+        self.text.push_str(s);
+        self.ends.push(self.text.len() as u64);
+    }
+
+    /// String `i`; panics when `i >= len()`.
+    pub fn get(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.text[start..self.ends[i] as usize]
+    }
+
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// Releases the unused capacity of both buffers.
+    pub fn shrink_to_fit(&mut self) {
+        self.text.shrink_to_fit();
+        self.ends.shrink_to_fit();
+    }
+}
+
+impl<S: AsRef<str>> FromIterator<S> for StrArena {
+    fn from_iter<I: IntoIterator<Item = S>>(iter: I) -> StrArena {
+        let mut a = StrArena::default();
+        for s in iter {
+            a.push(s.as_ref());
+        }
+        a
+    }
+}
+
+/// The first `i` in `0..n` for which `before(i)` is false, where `before` is true on a
+/// prefix of `0..n` and false after it (binary search).
+pub fn partition_point(n: usize, before: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if before(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Strings met while loading, numbered in the order they were first seen. After loading,
+/// the dictionary is built from them and every string column is renumbered.
+#[derive(Default, Debug)]
+pub struct Interner {
+    strings: StrArena,
+    /// Open addressing with linear probing: `slots[h]` is an id, or `EMPTY`. At most half
+    /// the slots are used.
+    slots: Vec<u32>,
+}
+
+const EMPTY: u32 = u32::MAX;
+
+fn hash(s: &str) -> u64 {
+    let mut h = FxHasher::default();
+    h.write(s.as_bytes());
+    // Fold the high bits in: FxHash's low bits are weak and the table is indexed by them.
+    let x = h.finish();
+    x ^ (x >> 29) ^ (x >> 47)
+}
+
+impl Interner {
+    /// The id of `s`, numbering it when it is new. Fails past 2^32 - 1 distinct strings.
+    pub fn intern(&mut self, s: &str) -> Result<u32, String> {
+        if 2 * (self.strings.len() + 1) > self.slots.len() {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut at = hash(s) as usize & mask;
+        loop {
+            let id = self.slots[at];
+            if id == EMPTY {
+                break;
+            }
+            if self.strings.get(id as usize) == s {
+                return Ok(id);
+            }
+            at = (at + 1) & mask;
+        }
+        let id = u32::try_from(self.strings.len())
+            .ok()
+            .filter(|&id| id != EMPTY)
+            .ok_or_else(|| "more than 2^32 - 1 distinct strings".to_string())?;
+        self.strings.push(s);
+        self.slots[at] = id;
+        Ok(id)
+    }
+
+    fn grow(&mut self) {
+        let n = (self.slots.len() * 2).max(64);
+        let mut slots = vec![EMPTY; n];
+        let mask = n - 1;
+        for id in 0..self.strings.len() {
+            let mut at = hash(self.strings.get(id)) as usize & mask;
+            while slots[at] != EMPTY {
+                at = (at + 1) & mask;
+            }
+            slots[at] = id as u32;
+        }
+        self.slots = slots;
+    }
+
+    /// The number of distinct strings.
+    pub fn len(&self) -> usize {
+        self.strings.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.strings.is_empty()
+    }
+
+    /// String `id`; panics when it was not given out.
+    pub fn get(&self, id: u32) -> &str {
+        self.strings.get(id as usize)
+    }
+
+    /// The strings in id order.
+    pub fn strings(&self) -> &StrArena {
+        &self.strings
+    }
+
+    /// The strings in id order, dropping the hash table.
+    pub fn into_strings(self) -> StrArena {
+        self.strings
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arena_keeps_strings_in_order() {
+        let a: StrArena = ["", "abc", "", "é", "x"].into_iter().collect();
+        assert_eq!(a.len(), 5);
+        assert_eq!(a.iter().collect::<Vec<_>>(), ["", "abc", "", "é", "x"]);
+        assert_eq!(a.bytes(), 6);
+    }
+
+    #[test]
+    fn interner_numbers_distinct_strings_in_first_seen_order() {
+        let mut i = Interner::default();
+        let mut seen = std::collections::HashMap::new();
+        let mut ids = Vec::new();
+        // Enough strings to grow the table several times, with repeats and an empty string.
+        for k in 0..5000u32 {
+            let s = if k % 7 == 0 {
+                String::new()
+            } else {
+                format!("s{}", (k * 31) % 1500)
+            };
+            let next = seen.len() as u32;
+            let want = *seen.entry(s.clone()).or_insert(next);
+            ids.push((s.clone(), want));
+            assert_eq!(i.intern(&s), Ok(want), "string {s:?}");
+        }
+        assert_eq!(i.len(), seen.len());
+        for (s, id) in ids {
+            assert_eq!(i.get(id), s);
+        }
+    }
+}
