@@ -342,6 +342,11 @@ pub fn substr_of(s: &str, start: i64, len: i64) -> &str {
     }
     let skip = usize::try_from(from - 1).unwrap_or(usize::MAX);
     let take = usize::try_from(end - from).unwrap_or(usize::MAX);
+    if s.is_ascii() {
+        // One byte per character.
+        let b = skip.min(s.len());
+        return &s[b..skip.saturating_add(take).min(s.len())];
+    }
     let mut idx = s.char_indices().map(|(i, _)| i).chain(std::iter::once(s.len()));
     let Some(b) = idx.nth(skip) else {
         return "";

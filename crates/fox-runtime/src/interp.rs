@@ -919,48 +919,57 @@ impl Interp<'_> {
                         }
                     }
                 }
+                let typed = matches!(
+                    (func, cols.as_slice()),
+                    (StrFunc::Substr, [HostCol::U32(_), HostCol::I64(_), HostCol::I64(_)])
+                        | (StrFunc::Concat, [HostCol::U32(_), HostCol::U32(_)])
+                );
+                if !typed {
+                    let got: Vec<String> = cols.iter().map(|c| format!("{:?}", c.elem())).collect();
+                    return Err(HostError::Plan(format!(
+                        "its arguments are [{}]; {func:?} takes {}",
+                        got.join(", "),
+                        match func {
+                            StrFunc::Substr => "[U32, I64, I64]",
+                            StrFunc::Concat => "[U32, U32]",
+                        }
+                    )));
+                }
                 let text = |code: u32| self.dict.get(code).unwrap_or_default();
-                // The results are computed on all cores, then given codes in row order
-                // (each distinct result looked up in the dictionary once).
-                let results: Vec<std::borrow::Cow<str>> = match (func, cols.as_slice()) {
-                    (StrFunc::Substr, [HostCol::U32(s), HostCol::I64(st), HostCol::I64(ln)]) => (0..len)
-                        .into_par_iter()
-                        .map(|r| std::borrow::Cow::Borrowed(crate::dict::substr_of(text(s[r]), st[r], ln[r])))
-                        .collect(),
-                    (StrFunc::Concat, [HostCol::U32(a), HostCol::U32(b)]) => (0..len)
-                        .into_par_iter()
-                        .map(|r| {
+                let result = |r: usize| -> std::borrow::Cow<str> {
+                    match cols.as_slice() {
+                        [HostCol::U32(s), HostCol::I64(st), HostCol::I64(ln)] => {
+                            std::borrow::Cow::Borrowed(crate::dict::substr_of(text(s[r]), st[r], ln[r]))
+                        }
+                        [HostCol::U32(a), HostCol::U32(b)] => {
                             let mut v = text(a[r]).to_string();
                             v.push_str(text(b[r]));
                             std::borrow::Cow::Owned(v)
-                        })
-                        .collect(),
-                    _ => {
-                        let got: Vec<String> = cols.iter().map(|c| format!("{:?}", c.elem())).collect();
-                        return Err(HostError::Plan(format!(
-                            "its arguments are [{}]; {func:?} takes {}",
-                            got.join(", "),
-                            match func {
-                                StrFunc::Substr => "[U32, I64, I64]",
-                                StrFunc::Concat => "[U32, U32]",
-                            }
-                        )));
+                        }
+                        _ => unreachable!("the argument types were checked above"),
                     }
                 };
-                // Each chunk of rows numbers its distinct results (on all cores); then each
-                // distinct result gets its code once.
-                let chunks: Vec<(Vec<u32>, Vec<&str>)> = results
-                    .par_chunks(1 << 16)
-                    .map(|c| {
-                        let mut m: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+                // Each chunk of rows computes its results and numbers the distinct ones (on
+                // all cores, with no list of every row's result); then each distinct result
+                // gets its code once.
+                type FxMap<K, V> =
+                    std::collections::HashMap<K, V, std::hash::BuildHasherDefault<crate::load::FxHasher>>;
+                const CHUNK: usize = 1 << 16;
+                let chunks: Vec<(Vec<u32>, Vec<std::borrow::Cow<str>>)> = (0..len.div_ceil(CHUNK))
+                    .into_par_iter()
+                    .map(|k| {
+                        let mut m: FxMap<std::borrow::Cow<str>, u32> = FxMap::default();
                         let mut distinct = Vec::new();
-                        let ids = c
-                            .iter()
-                            .map(|v| {
-                                *m.entry(v.as_ref()).or_insert_with(|| {
-                                    distinct.push(v.as_ref());
-                                    distinct.len() as u32 - 1
-                                })
+                        let ids = (k * CHUNK..((k + 1) * CHUNK).min(len))
+                            .map(|r| {
+                                let v = result(r);
+                                if let Some(&i) = m.get(v.as_ref()) {
+                                    return i;
+                                }
+                                let i = distinct.len() as u32;
+                                distinct.push(v.clone());
+                                m.insert(v, i);
+                                i
                             })
                             .collect();
                         (ids, distinct)
@@ -971,7 +980,8 @@ impl Interp<'_> {
                 let mut maps: Vec<Vec<u32>> = Vec::with_capacity(chunks.len());
                 for (_, distinct) in &chunks {
                     let mut map = Vec::with_capacity(distinct.len());
-                    for &v in distinct {
+                    for v in distinct {
+                        let v = v.as_ref();
                         let c = match seen.get(v) {
                             Some(&c) => c,
                             None => {

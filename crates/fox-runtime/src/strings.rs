@@ -21,6 +21,7 @@ impl StrArena {
         }
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         self.ends.len()
     }
@@ -40,6 +41,7 @@ impl StrArena {
     }
 
     /// String `i`; panics when `i >= len()`.
+    #[inline]
     pub fn get(&self, i: usize) -> &str {
         let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
         &self.text[start..self.ends[i] as usize]
