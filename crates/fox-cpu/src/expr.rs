@@ -19,52 +19,19 @@ const MAX_SCALE: u32 = 18;
 
 /// Evaluates `expr` over the rows of `args[..n_cols]` (dictionary tables follow).
 pub(crate) fn eval(expr: &KExpr, n_cols: usize, args: &[&HostCol], ctx: &dyn LaunchCtx) -> KResult<HostCol> {
-    if n_cols == 0 {
-        return Err("needs at least one column argument to give the row count".to_string());
-    }
-    if args.len() < n_cols {
-        return Err(format!("expects {n_cols} column argument(s), got {}", args.len()));
-    }
-    let n = crate::util::common_len(&args[..n_cols], "columns")?;
-    let mut c = Compiler {
-        args,
-        n_cols,
-        ctx,
-        msgs: Vec::new(),
-    };
-    let root = if expr.ty == Type::Float64 {
-        Root::F(c.float(expr)?)
-    } else {
-        Root::I(c.int(expr)?, Elem::of(expr.ty), expr.ty)
-    };
-    let msgs = c.msgs;
+    let n = check_args(n_cols, args)?;
+    let prog = Compiled::new(expr, n_cols, args, ctx)?;
     let ranges = chunks(n);
-    let parts = map_ranges(&ranges, |a, b| {
-        let ev = Ev {
-            args,
-            start: a,
-            len: b - a,
-        };
-        match &root {
-            Root::F(f) => {
-                let r = ev.float(f);
-                (Part::F(r.v), r.err)
-            }
-            Root::I(i, _, _) => {
-                let r = ev.int(i);
-                (Part::I(r.v), r.err)
-            }
-        }
-    });
+    let parts = map_ranges(&ranges, |a, b| prog.run(args, a, b));
     for ((a, _), (_, err)) in ranges.iter().zip(&parts) {
         if let Some(err) = err {
             if let Some(row) = err.iter().position(|&e| e != 0) {
-                let msg = &msgs[err[row] as usize - 1];
+                let msg = &prog.msgs[err[row] as usize - 1];
                 return Err(format!("{msg} (row {})", a + row));
             }
         }
     }
-    match root {
+    match prog.root {
         Root::F(_) => {
             let mut out = Vec::with_capacity(n);
             for (p, _) in parts {
@@ -83,6 +50,90 @@ pub(crate) fn eval(expr: &KExpr, n_cols: usize, args: &[&HostCol], ctx: &dyn Lau
             }
             narrow(out, elem, ty, &show(expr))
         }
+    }
+}
+
+/// The row count of `args[..n_cols]`, checked.
+pub(crate) fn check_args(n_cols: usize, args: &[&HostCol]) -> KResult<usize> {
+    if n_cols == 0 {
+        return Err("needs at least one column argument to give the row count".to_string());
+    }
+    if args.len() < n_cols {
+        return Err(format!("expects {n_cols} column argument(s), got {}", args.len()));
+    }
+    crate::util::common_len(&args[..n_cols], "columns")
+}
+
+/// An expression compiled against its arguments, to be evaluated a range of rows at a
+/// time.
+pub(crate) struct Compiled {
+    root: Root,
+    msgs: Vec<String>,
+}
+
+impl Compiled {
+    pub(crate) fn new(expr: &KExpr, n_cols: usize, args: &[&HostCol], ctx: &dyn LaunchCtx) -> KResult<Compiled> {
+        let mut c = Compiler {
+            args,
+            n_cols,
+            ctx,
+            msgs: Vec::new(),
+        };
+        let root = if expr.ty == Type::Float64 {
+            Root::F(c.float(expr)?)
+        } else {
+            Root::I(c.int(expr)?, Elem::of(expr.ty), expr.ty)
+        };
+        Ok(Compiled { root, msgs: c.msgs })
+    }
+
+    /// The values of rows `a..b` and, where a row failed, the error id per row (0: none).
+    fn run(&self, args: &[&HostCol], a: usize, b: usize) -> (Part, Option<Vec<u32>>) {
+        let ev = Ev {
+            args,
+            start: a,
+            len: b - a,
+        };
+        match &self.root {
+            Root::F(f) => {
+                let r = ev.float(f);
+                (Part::F(r.v), r.err)
+            }
+            Root::I(i, _, _) => {
+                let r = ev.int(i);
+                (Part::I(r.v), r.err)
+            }
+        }
+    }
+
+    /// The integer-stored values of rows `a..b` (before narrowing to the column's element
+    /// type), or `None` when the expression is a float or a row in `a..b` for which
+    /// `needed` holds failed.
+    pub(crate) fn ints(
+        &self,
+        args: &[&HostCol],
+        a: usize,
+        b: usize,
+        needed: impl Fn(usize) -> bool,
+    ) -> Option<Vec<i64>> {
+        let Root::I(_, elem, _) = self.root else {
+            return None;
+        };
+        let (Part::I(v), err) = self.run(args, a, b) else {
+            return None;
+        };
+        // The column would hold the value in `elem`: a value that does not fit is the
+        // error `eval` reports when it narrows.
+        let fits = |x: i64| match elem {
+            Elem::U8 => u8::try_from(x).is_ok(),
+            Elem::I32 => i32::try_from(x).is_ok(),
+            Elem::U32 => u32::try_from(x).is_ok(),
+            Elem::U64 => u64::try_from(x).is_ok(),
+            Elem::I64 => true,
+            Elem::F64 => false,
+        };
+        let ok = |i: usize, x: i64| !needed(i) || (err.as_ref().is_none_or(|e| e[i] == 0) && fits(x));
+        v.iter().enumerate().all(|(i, &x)| ok(i, x)).then_some(v)
     }
 }
 
