@@ -807,6 +807,34 @@ fn bin_i(a: IV, b: IV, f: impl Fn(i64, i64) -> Result<i64, ErrId>) -> IV {
     IV { v, err }
 }
 
+/// The operator with its operands swapped: `a op b` is `b flipped(op) a`.
+fn flipped(op: CmpOp) -> CmpOp {
+    match op {
+        CmpOp::Lt => CmpOp::Gt,
+        CmpOp::Le => CmpOp::Ge,
+        CmpOp::Gt => CmpOp::Lt,
+        CmpOp::Ge => CmpOp::Le,
+        CmpOp::Eq | CmpOp::Ne => op,
+    }
+}
+
+/// `v[i] = v[i] op c` as 0 or 1, one loop per operator so that each vectorises.
+fn cmp_const(op: CmpOp, v: &mut [i64], c: i64) {
+    macro_rules! each {
+        ($op:tt) => {
+            v.iter_mut().for_each(|x| *x = i64::from(*x $op c))
+        };
+    }
+    match op {
+        CmpOp::Eq => each!(==),
+        CmpOp::Ne => each!(!=),
+        CmpOp::Lt => each!(<),
+        CmpOp::Le => each!(<=),
+        CmpOp::Gt => each!(>),
+        CmpOp::Ge => each!(>=),
+    }
+}
+
 fn cmp_result<T: PartialOrd>(op: CmpOp, a: T, b: T) -> bool {
     match op {
         CmpOp::Eq => a == b,
@@ -958,7 +986,31 @@ impl Ev<'_> {
                 let d = i128::from(y).checked_mul(*den).ok_or(*err)?;
                 range.fit(div_round_half_away(n, d).ok_or(*err)?, *err)
             }),
-            INode::CmpI(op, a, b) => bin_i(self.int(a), self.int(b), |x, y| Ok(i64::from(cmp_result(*op, x, y)))),
+            // A comparison cannot fail: rows where an operand failed keep that error, and
+            // their values are never read.
+            INode::CmpI(op, a, b) => match (&**a, &**b) {
+                (_, INode::Const(c)) => {
+                    let mut x = self.int(a);
+                    cmp_const(*op, &mut x.v, *c);
+                    x
+                }
+                (INode::Const(c), _) => {
+                    let mut y = self.int(b);
+                    cmp_const(flipped(*op), &mut y.v, *c);
+                    y
+                }
+                _ => {
+                    let (x, y) = (self.int(a), self.int(b));
+                    let mut v = x.v;
+                    for (p, &q) in v.iter_mut().zip(&y.v) {
+                        *p = i64::from(cmp_result(*op, *p, q));
+                    }
+                    IV {
+                        v,
+                        err: merge_err(x.err, y.err),
+                    }
+                }
+            },
             INode::CmpF(op, a, b) => {
                 let (a, b) = (self.float(a), self.float(b));
                 IV {
@@ -1004,6 +1056,14 @@ impl Ev<'_> {
                 break;
             }
             let r = self.int(x);
+            if r.err.is_none() {
+                for ((vi, di), &ri) in v.iter_mut().zip(decided.iter_mut()).zip(&r.v) {
+                    let hit = ri != unit;
+                    *vi = if hit && !*di { 1 - unit } else { *vi };
+                    *di |= hit;
+                }
+                continue;
+            }
             for i in 0..n {
                 if decided[i] {
                     continue;
