@@ -211,15 +211,32 @@ pub struct LikeMatcher {
     ascii: Option<Vec<u8>>,
     /// Without `_`: the literal pieces between `%`s, and whether the first and last are
     /// anchored at the start and the end of the text. Matching is then a prefix test, a
-    /// suffix test and a left-to-right substring search for the pieces in between.
-    pieces: Option<(Vec<String>, bool, bool)>,
+    /// suffix test and a left-to-right substring search for the pieces in between, each
+    /// with a searcher built once (SIMD `memmem`).
+    pieces: Option<Pieces>,
+}
+
+struct Pieces {
+    parts: Vec<String>,
+    finders: Vec<memchr::memmem::Finder<'static>>,
+    anchored_start: bool,
+    anchored_end: bool,
 }
 
 impl LikeMatcher {
     pub fn new(pattern: &str) -> LikeMatcher {
         let pieces = (!pattern.contains('_')).then(|| {
             let parts: Vec<String> = pattern.split('%').map(str::to_string).collect();
-            (parts, !pattern.starts_with('%'), !pattern.ends_with('%'))
+            let finders = parts
+                .iter()
+                .map(|p| memchr::memmem::Finder::new(p.as_bytes()).into_owned())
+                .collect();
+            Pieces {
+                parts,
+                finders,
+                anchored_start: !pattern.starts_with('%'),
+                anchored_end: !pattern.ends_with('%'),
+            }
         });
         LikeMatcher {
             pattern: pattern.chars().collect(),
@@ -229,8 +246,8 @@ impl LikeMatcher {
     }
 
     pub fn matches(&self, s: &str) -> bool {
-        if let Some((parts, anchored_start, anchored_end)) = &self.pieces {
-            return like_pieces(s, parts, *anchored_start, *anchored_end);
+        if let Some(p) = &self.pieces {
+            return like_pieces(s, p);
         }
         match &self.ascii {
             Some(p) if s.is_ascii() => like_bytes(s.as_bytes(), p),
@@ -239,8 +256,9 @@ impl LikeMatcher {
     }
 }
 
-/// LIKE for a pattern without `_`: `parts` are the pattern split at `%`.
-fn like_pieces(s: &str, parts: &[String], anchored_start: bool, anchored_end: bool) -> bool {
+/// LIKE for a pattern without `_`, split at its `%`s.
+fn like_pieces(s: &str, p: &Pieces) -> bool {
+    let parts = &p.parts;
     if parts.len() == 1 {
         // No `%` at all: equality.
         return s == parts[0];
@@ -248,23 +266,24 @@ fn like_pieces(s: &str, parts: &[String], anchored_start: bool, anchored_end: bo
     let first = &parts[0];
     let last = &parts[parts.len() - 1];
     // `parts.len() >= 2`: the first and the last piece are distinct occurrences.
-    if anchored_start && !s.starts_with(first.as_str()) {
+    if p.anchored_start && !s.starts_with(first.as_str()) {
         return false;
     }
-    let mut from = if anchored_start { first.len() } else { 0 };
+    let mut from = if p.anchored_start { first.len() } else { 0 };
     let mut to = s.len();
-    if anchored_end {
+    if p.anchored_end {
         if !s.ends_with(last.as_str()) || to - last.len() < from {
             return false;
         }
         to -= last.len();
     }
-    for p in &parts[1..parts.len() - 1] {
-        if p.is_empty() {
+    let text = s.as_bytes();
+    for (piece, finder) in parts.iter().zip(&p.finders).take(parts.len() - 1).skip(1) {
+        if piece.is_empty() {
             continue;
         }
-        match s[from..to].find(p.as_str()) {
-            Some(i) => from += i + p.len(),
+        match finder.find(&text[from..to]) {
+            Some(i) => from += i + piece.len(),
             None => return false,
         }
     }
