@@ -113,6 +113,23 @@ fn foxrun_generates_the_data() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("no table `shipments`") && e.contains("lineitem"), "{e}");
     std::fs::remove_file(&prog).unwrap();
+
+    // Running out of host memory while generating stops with a message (here a reserve
+    // larger than any machine stands for a scale factor too large for this one).
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .args(["tpch/queries/q06.logic", "--tpch", "0.01", "--backend", "cpu"])
+        .env("FOX_HOST_RESERVE", "18000000000000000000")
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    if std::path::Path::new("/proc/meminfo").exists() {
+        assert_eq!(o.status.code(), Some(1), "{e}");
+        assert!(
+            e.contains("TPC-H lineitem (SF 0.01): the machine is out of memory"),
+            "{e}"
+        );
+    }
 }
 
 /// `foxbench tpch-gen` writes the .tbl files, and the same queries on them give the same

@@ -58,3 +58,43 @@ fn set_mmap_threshold(_: i32, _: i32) {}
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn trim() {}
+
+/// `(available, total)` host memory in bytes (`MemAvailable` and `MemTotal` of
+/// /proc/meminfo), where the system says.
+fn host_memory() -> Option<(u64, u64)> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = info.lines().find(|l| l.starts_with(name))?;
+        line.split_whitespace().nth(1)?.parse::<u64>().ok()?.checked_mul(1024)
+    };
+    Some((field("MemAvailable:")?, field("MemTotal:")?))
+}
+
+/// The host memory a load leaves free: `FOX_HOST_RESERVE` bytes when set, else 1/32 of
+/// the machine's memory and at least 1 GiB.
+fn reserve(total: u64) -> u64 {
+    std::env::var("FOX_HOST_RESERVE")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| (total / 32).max(1 << 30))
+}
+
+/// An error when the host's available memory has fallen under the reserve, so that a
+/// load too large for the machine stops with a message instead of being killed by the
+/// system; `Ok` where the system does not say.
+pub(crate) fn check_headroom() -> Result<(), String> {
+    let Some((available, total)) = host_memory() else {
+        return Ok(());
+    };
+    let keep = reserve(total);
+    if available >= keep {
+        return Ok(());
+    }
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    Err(format!(
+        "the machine is out of memory ({:.1} GiB of {:.1} GiB left, under the {:.1} GiB kept free)",
+        gib(available),
+        gib(total),
+        gib(keep)
+    ))
+}

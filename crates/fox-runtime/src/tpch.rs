@@ -316,7 +316,8 @@ pub fn generate(
     check_scale(sf).map_err(|msg| RuntimeError::Data { msg })?;
     let n = parts(table, sf);
     let label = format!("TPC-H {table} (SF {sf})");
-    let chunks: Vec<Result<(Vec<LoadedCol>, Interner), RuntimeError>> = (1..=n)
+    // The first failing part stops the others (in part order, as the results are).
+    (1..=n)
         .into_par_iter()
         .map(|part| {
             let mut local = Interner::default();
@@ -324,10 +325,14 @@ pub fn generate(
                 msg: format!("{label}: {e}"),
             })?;
             progress(cols.iter().map(LoadedCol::len).max().unwrap_or(0) as u64);
+            crate::alloc::check_headroom().map_err(|e| RuntimeError::Data {
+                msg: format!(
+                    "{label}: {e} while generating the tables; the columns the queries read at this scale factor need more memory than this machine has"
+                ),
+            })?;
             Ok((cols, local))
         })
-        .collect();
-    chunks.into_iter().collect()
+        .collect()
 }
 
 /// Writes the eight tables at scale factor `sf` as `.tbl` files into `dir` (created),
