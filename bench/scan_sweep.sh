@@ -3,8 +3,10 @@
 #
 #   bash bench/scan_sweep.sh [VARIANT ...]        (from the repository root)
 #
-# A VARIANT is SCAN_THREADS:SCAN_ITEMS:CPT_THREADS:CPT_ITEMS (CPT_ITEMS a multiple of 16);
-# the default list starts with the tile sizes kernels/scan.cu uses. Each variant of
+# A VARIANT is SCAN_THREADS:SCAN_ITEMS:CPT_THREADS:CPT_ITEMS (CPT_ITEMS a multiple of 16;
+# the kernels' static shared memory, at most 48 KiB, allows scan tiles of up to about
+# 5,000 u64 and compaction tiles of up to 4096 rows); the default list starts with the
+# tile sizes kernels/scan.cu uses. Each variant of
 # bench/scan_sweep.cu is built with nvcc (in parallel), run, and prints one line: the
 # copy bandwidth, the scan and compaction times and their fraction of it.
 # Environment: NVCC (/usr/local/cuda/bin/nvcc), ARCH (sm_90).
@@ -17,8 +19,8 @@ if [ ! -f bench/scan_sweep.cu ]; then
 fi
 variants=("$@")
 if [ ${#variants[@]} -eq 0 ]; then
-    variants=(128:24:256:16 128:16:128:16 128:32:512:16 256:16:256:32 256:24:128:32 128:12:512:32 256:12:256:16
-        64:24:256:32)
+    variants=(128:24:256:16 128:16:128:16 128:32:128:32 256:16:256:16 256:12:128:32 128:40:64:32 64:24:256:16
+        128:20:128:16)
 fi
 dir=$(mktemp -d)
 for v in "${variants[@]}"; do
