@@ -263,9 +263,7 @@ impl Database {
             }
             tables_cols.push((input, used, cols));
         }
-        let identity: Vec<u32> = (0..sorted.len() as u32).collect();
         let dict = Dictionary::from_sorted(sorted);
-        let remap = identity;
         let mut tables = BTreeMap::new();
         for (input, used, cols) in tables_cols {
             let rows = cols
@@ -278,7 +276,13 @@ impl Database {
             let cols: Vec<Option<HostCol>> = cols
                 .into_iter()
                 .zip(&used)
-                .map(|(c, &u)| u.then(|| to_host(c, &remap)))
+                // String columns hold dictionary codes already.
+                .map(|(c, &u)| {
+                    u.then(|| match c {
+                        LoadedCol::Str(v) => HostCol::U32(v),
+                        other => to_host(other, &[]),
+                    })
+                })
                 .collect();
             let distinct = cols
                 .iter()
