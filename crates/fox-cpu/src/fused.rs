@@ -13,11 +13,10 @@ use crate::expr::Compiled;
 use crate::util::{chunks, KResult};
 use crate::{expr, movement, reduce, sort};
 use fox_kernel::{AggSpec, Elem, KExpr};
-use fox_runtime::load::FxHasher;
+use fox_runtime::load::FxHashMap;
 use fox_runtime::{HostCol, LaunchCtx};
 use fox_sema::core::{AggFunc, Type};
 use rayon::prelude::*;
-use std::collections::HashMap;
 
 /// `FusedReduce { filter, nkeys, aggs, exprs, n_cols }` on `args` (`n_cols` columns, the
 /// first `nkeys` the keys, then dictionary tables).
@@ -43,22 +42,44 @@ pub(crate) fn fused_reduce(
             exprs.len()
         ));
     }
-    if let Some(out) = one_pass(args, filter, nkeys, aggs, exprs, n_cols, ctx) {
+    let f = Fused {
+        args,
+        filter,
+        nkeys,
+        aggs,
+        exprs,
+        n_cols,
+        ctx,
+    };
+    if let Some(out) = one_pass(&f) {
         return Ok(out);
     }
-    composed(args, filter, nkeys, aggs, exprs, n_cols, ctx)
+    composed(&f)
+}
+
+/// The operands of a `FusedReduce` whose shape `fused_reduce` has checked.
+#[derive(Clone, Copy)]
+struct Fused<'a> {
+    args: &'a [&'a HostCol],
+    filter: Option<&'a KExpr>,
+    nkeys: usize,
+    aggs: &'a [AggSpec],
+    exprs: &'a [Option<KExpr>],
+    n_cols: usize,
+    ctx: &'a dyn LaunchCtx,
 }
 
 /// The composition that defines `FusedReduce`.
-fn composed(
-    args: &[&HostCol],
-    filter: Option<&KExpr>,
-    nkeys: usize,
-    aggs: &[AggSpec],
-    exprs: &[Option<KExpr>],
-    n_cols: usize,
-    ctx: &dyn LaunchCtx,
-) -> KResult<Vec<HostCol>> {
+fn composed(f: &Fused) -> KResult<Vec<HostCol>> {
+    let Fused {
+        args,
+        filter,
+        nkeys,
+        aggs,
+        exprs,
+        n_cols,
+        ctx,
+    } = *f;
     let (cols, tables) = args.split_at(n_cols);
     // The rows that pass the filter.
     let kept: Option<Vec<HostCol>> = match filter {
@@ -107,7 +128,6 @@ const MAX_KEYS: usize = 4;
 const MAX_GROUPS: usize = 1 << 16;
 
 type Key = [i64; MAX_KEYS];
-type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Acc {
@@ -119,7 +139,7 @@ enum Acc {
 /// Groups of a range of rows: their keys in first-seen order, row counts, and `accs`
 /// accumulators per group.
 struct Partial {
-    ids: FxMap<Key, u32>,
+    ids: FxHashMap<Key, u32>,
     keys: Vec<Key>,
     counts: Vec<i64>,
     vals: Vec<i128>,
@@ -128,7 +148,7 @@ struct Partial {
 impl Partial {
     fn new() -> Partial {
         Partial {
-            ids: FxMap::default(),
+            ids: FxHashMap::default(),
             keys: Vec::new(),
             counts: Vec::new(),
             vals: Vec::new(),
@@ -188,33 +208,19 @@ impl Partial {
     }
 }
 
-/// An integer as a column of element type `elem`, or `None` when it does not fit.
-fn int_col(v: impl Iterator<Item = i128>, elem: Elem) -> Option<HostCol> {
-    fn conv<T: TryFrom<i128>>(v: impl Iterator<Item = i128>) -> Option<Vec<T>> {
-        v.map(|x| T::try_from(x).ok()).collect()
-    }
-    Some(match elem {
-        Elem::U8 => HostCol::U8(conv(v)?),
-        Elem::I32 => HostCol::I32(conv(v)?),
-        Elem::U32 => HostCol::U32(conv(v)?),
-        Elem::I64 => HostCol::I64(conv(v)?),
-        Elem::U64 => HostCol::U64(conv(v)?),
-        Elem::F64 => return None,
-    })
-}
-
 /// The one-pass reduction described in the module documentation, or `None` when it does
 /// not apply or cannot settle the result.
-fn one_pass(
-    args: &[&HostCol],
-    filter: Option<&KExpr>,
-    nkeys: usize,
-    aggs: &[AggSpec],
-    exprs: &[Option<KExpr>],
-    n_cols: usize,
-    ctx: &dyn LaunchCtx,
-) -> Option<Vec<HostCol>> {
-    if nkeys > MAX_KEYS || nkeys > n_cols || exprs.len() != aggs.len() {
+fn one_pass(f: &Fused) -> Option<Vec<HostCol>> {
+    let Fused {
+        args,
+        filter,
+        nkeys,
+        aggs,
+        exprs,
+        n_cols,
+        ctx,
+    } = *f;
+    if nkeys > MAX_KEYS {
         return None;
     }
     let n = expr::check_args(n_cols, args).ok()?;
@@ -260,16 +266,6 @@ fn one_pass(
         .iter()
         .map(|e| Compiled::new(e, n_cols, args, ctx).ok())
         .collect::<Option<_>>()?;
-    let key_at = |c: &HostCol, r: usize| -> i64 {
-        match c {
-            HostCol::U8(v) => i64::from(v[r]),
-            HostCol::I32(v) => i64::from(v[r]),
-            HostCol::U32(v) => i64::from(v[r]),
-            HostCol::I64(v) => v[r],
-            HostCol::U64(v) => v[r] as i64,
-            HostCol::F64(_) => 0,
-        }
-    };
     let range = |mut p: Partial, &(a, b): &(usize, usize)| -> Option<Partial> {
         let flags = match &filter {
             Some(f) => Some(f.ints(args, a, b, |_| true)?),
@@ -280,7 +276,8 @@ fn one_pass(
         let mut key: Key = [0; MAX_KEYS];
         for i in (0..b - a).filter(|&i| kept(i)) {
             for (j, k) in keys.iter().enumerate() {
-                key[j] = key_at(k, a + i);
+                // Keys are integers of at most 64 bits: u64 keys keep their bits.
+                key[j] = reduce::int_at(k, a + i) as i64;
             }
             let g = p.group(&key, &accs)?;
             p.add(g, &accs, |e| i128::from(vals[e][i]));
@@ -302,16 +299,14 @@ fn one_pass(
         .iter()
         .enumerate()
         .map(|(j, k)| {
-            let v = total.keys.iter().map(|key| key[j]);
-            match k.elem() {
-                Elem::U8 => HostCol::U8(v.map(|x| x as u8).collect()),
-                Elem::I32 => HostCol::I32(v.map(|x| x as i32).collect()),
-                Elem::U32 => HostCol::U32(v.map(|x| x as u32).collect()),
-                Elem::U64 => HostCol::U64(v.map(|x| x as u64).collect()),
-                Elem::I64 | Elem::F64 => HostCol::I64(v.collect()),
-            }
+            let wide = |x: i64| match k.elem() {
+                Elem::U64 => i128::from(x as u64),
+                _ => i128::from(x),
+            };
+            let v: Vec<i128> = total.keys.iter().map(|key| wide(key[j])).collect();
+            reduce::int_column(&v, k.elem()).ok()
         })
-        .collect();
+        .collect::<Option<_>>()?;
     let order: Vec<usize> = if nkeys > 0 {
         let refs: Vec<&HostCol> = key_cols.iter().collect();
         match sort::sort_perm(&refs, &vec![false; nkeys], &vec![false; nkeys]).ok()? {
@@ -326,7 +321,10 @@ fn one_pass(
     for (a, acc) in aggs.iter().zip(&of_agg) {
         let elem = Elem::of(a.output);
         let col = match (a.func, acc) {
-            (AggFunc::Count, _) => int_col(order.iter().map(|&g| i128::from(total.counts[g])), elem)?,
+            (AggFunc::Count, _) => {
+                let v: Vec<i128> = order.iter().map(|&g| i128::from(total.counts[g])).collect();
+                reduce::int_column(&v, elem).ok()?
+            }
             (AggFunc::Sum | AggFunc::Avg, Some(k)) => {
                 let (si, so) = (reduce::scale_of(a.input?)?, reduce::scale_of(a.output)?);
                 let avg = a.func == AggFunc::Avg;
@@ -334,13 +332,14 @@ fn one_pass(
                     .iter()
                     .map(|&g| reduce::finish_int_sum(avg, si, so, acc_at(g, *k), i128::from(total.counts[g])))
                     .collect::<Option<_>>()?;
-                int_col(v.into_iter(), elem)?
+                reduce::int_column(&v, elem).ok()?
             }
             (AggFunc::Min | AggFunc::Max, Some(k)) => {
                 if elem != Elem::of(a.input?) {
                     return None;
                 }
-                int_col(order.iter().map(|&g| acc_at(g, *k)), elem)?
+                let v: Vec<i128> = order.iter().map(|&g| acc_at(g, *k)).collect();
+                reduce::int_column(&v, elem).ok()?
             }
             _ => return None,
         };
@@ -352,6 +351,7 @@ fn one_pass(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::test_rng;
     use fox_kernel::KExprKind;
     use fox_sema::core::{ArithOp, CmpOp, Value};
 
@@ -359,16 +359,6 @@ mod tests {
     impl LaunchCtx for NoStrings {
         fn string_code(&self, _: &str) -> Option<u32> {
             None
-        }
-    }
-
-    fn rng(seed: u64) -> impl FnMut() -> u64 {
-        let mut s = seed.max(1);
-        move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
         }
     }
 
@@ -469,11 +459,18 @@ mod tests {
     fn check((cols, filter, nkeys, aggs): Case, what: &str) -> bool {
         let (aggs, exprs): (Vec<AggSpec>, Vec<Option<KExpr>>) = aggs.into_iter().unzip();
         let args: Vec<&HostCol> = cols.iter().collect();
-        let n_cols = cols.len();
-        let fused = fused_reduce(&args, filter.as_ref(), nkeys, &aggs, &exprs, n_cols, &NoStrings);
-        let reference = composed(&args, filter.as_ref(), nkeys, &aggs, &exprs, n_cols, &NoStrings);
-        assert_eq!(fused, reference, "{what}");
-        one_pass(&args, filter.as_ref(), nkeys, &aggs, &exprs, n_cols, &NoStrings).is_some()
+        let f = Fused {
+            args: &args,
+            filter: filter.as_ref(),
+            nkeys,
+            aggs: &aggs,
+            exprs: &exprs,
+            n_cols: cols.len(),
+            ctx: &NoStrings,
+        };
+        let fused = fused_reduce(&args, f.filter, nkeys, &aggs, &exprs, f.n_cols, f.ctx);
+        assert_eq!(fused, composed(&f), "{what}");
+        one_pass(&f).is_some()
     }
 
     const KEY_SETS: [&[(Elem, u64)]; 7] = [
@@ -488,7 +485,7 @@ mod tests {
 
     #[test]
     fn one_pass_matches_the_composition() {
-        let mut r = rng(5);
+        let mut r = test_rng(5);
         for keys in KEY_SETS {
             for n in [0usize, 1, 2, 100, 8191, 8192, 8193, 100_003] {
                 for at_least in [None, Some(0), Some(9), Some(16)] {
@@ -508,7 +505,7 @@ mod tests {
 
     #[test]
     fn the_composition_settles_what_one_pass_cannot() {
-        let mut r = rng(9);
+        let mut r = test_rng(9);
         let n = 20_000;
         // Float keys and float sums.
         let cols = columns(&mut r, &[(Elem::F64, 5)], n, false);

@@ -110,12 +110,7 @@ impl Backend for CpuBackend {
     /// once per process.
     fn memory_capacity(&self) -> Option<usize> {
         static TOTAL: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-        *TOTAL.get_or_init(|| {
-            let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-            let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
-            let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-            kib.checked_mul(1024)
-        })
+        *TOTAL.get_or_init(|| fox_runtime::meminfo("MemTotal").and_then(|b| usize::try_from(b).ok()))
     }
 
     fn reset_peak(&mut self) {

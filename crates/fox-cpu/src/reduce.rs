@@ -17,31 +17,39 @@ pub fn scale_of(ty: Type) -> Option<u32> {
     }
 }
 
-/// Integer-stored results in the output's element type, range-checked.
-fn store_ints(vals: Vec<i128>, ty: Type, bounds: &[(usize, usize)], what: &str) -> KResult<HostCol> {
-    let bad = |g: usize| format!("the {what} of the group at row {} does not fit {ty}", bounds[g].0);
+/// Integers as a column of element type `elem`: `Err(Some(i))` when value `i` does not
+/// fit it, `Err(None)` when `elem` is a float.
+pub(crate) fn int_column(vals: &[i128], elem: Elem) -> Result<HostCol, Option<usize>> {
     macro_rules! conv {
         ($var:ident, $t:ty) => {
             HostCol::$var(
                 vals.iter()
                     .enumerate()
-                    .map(|(g, &x)| <$t>::try_from(x).map_err(|_| bad(g)))
-                    .collect::<KResult<Vec<$t>>>()?,
+                    .map(|(i, &x)| <$t>::try_from(x).map_err(|_| Some(i)))
+                    .collect::<Result<Vec<$t>, _>>()?,
             )
         };
     }
-    Ok(match Elem::of(ty) {
+    Ok(match elem {
         Elem::U8 => conv!(U8, u8),
         Elem::I32 => conv!(I32, i32),
         Elem::U32 => conv!(U32, u32),
         Elem::I64 => conv!(I64, i64),
         Elem::U64 => conv!(U64, u64),
-        Elem::F64 => return Err(format!("the {what} cannot be stored as {ty}")),
+        Elem::F64 => return Err(None),
+    })
+}
+
+/// Integer-stored results in the output's element type, range-checked.
+fn store_ints(vals: Vec<i128>, ty: Type, bounds: &[(usize, usize)], what: &str) -> KResult<HostCol> {
+    int_column(&vals, Elem::of(ty)).map_err(|e| match e {
+        Some(g) => format!("the {what} of the group at row {} does not fit {ty}", bounds[g].0),
+        None => format!("the {what} cannot be stored as {ty}"),
     })
 }
 
 /// Value `i` of an integer-stored column, widened.
-fn int_at(col: &HostCol, i: usize) -> i128 {
+pub(crate) fn int_at(col: &HostCol, i: usize) -> i128 {
     match col {
         HostCol::U8(v) => i128::from(v[i]),
         HostCol::I32(v) => i128::from(v[i]),

@@ -457,17 +457,7 @@ fn mark_changes<T: Img>(flags: &mut [u8], v: &[T]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A small deterministic generator (xorshift).
-    fn rng(seed: u64) -> impl FnMut() -> u64 {
-        let mut s = seed.max(1);
-        move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        }
-    }
+    use crate::util::test_rng as rng;
 
     fn reference<K: Ord + Copy>(keys: &[K]) -> Vec<u32> {
         let mut idx: Vec<u32> = (0..keys.len() as u32).collect();

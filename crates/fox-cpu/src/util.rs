@@ -197,3 +197,15 @@ pub(crate) use map_col;
 pub(crate) fn gather_col(col: &HostCol, idx: &[usize]) -> HostCol {
     map_col!(col, v => par_map(idx.len(), |i| v[idx[i]]))
 }
+
+/// A xorshift generator of test data (the same sequence for a seed).
+#[cfg(test)]
+pub(crate) fn test_rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed.max(1);
+    move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    }
+}

@@ -59,15 +59,14 @@ fn set_mmap_threshold(_: i32, _: i32) {}
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn trim() {}
 
-/// `(available, total)` host memory in bytes (`MemAvailable` and `MemTotal` of
-/// /proc/meminfo), where the system says.
-fn host_memory() -> Option<(u64, u64)> {
+/// A field of /proc/meminfo (`MemTotal`, `MemAvailable`, …) in bytes, where the system
+/// says.
+pub fn meminfo(field: &str) -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let field = |name: &str| -> Option<u64> {
-        let line = info.lines().find(|l| l.starts_with(name))?;
-        line.split_whitespace().nth(1)?.parse::<u64>().ok()?.checked_mul(1024)
-    };
-    Some((field("MemAvailable:")?, field("MemTotal:")?))
+    let line = info
+        .lines()
+        .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?;
+    line.split_whitespace().nth(1)?.parse::<u64>().ok()?.checked_mul(1024)
 }
 
 /// The host memory a load leaves free: `FOX_HOST_RESERVE` bytes when set, else 1/32 of
@@ -83,7 +82,7 @@ fn reserve(total: u64) -> u64 {
 /// load too large for the machine stops with a message instead of being killed by the
 /// system; `Ok` where the system does not say.
 pub(crate) fn check_headroom() -> Result<(), String> {
-    let Some((available, total)) = host_memory() else {
+    let (Some(available), Some(total)) = (meminfo("MemAvailable"), meminfo("MemTotal")) else {
         return Ok(());
     };
     let keep = reserve(total);

@@ -919,46 +919,47 @@ impl Interp<'_> {
                         }
                     }
                 }
-                let typed = matches!(
-                    (func, cols.as_slice()),
-                    (StrFunc::Substr, [HostCol::U32(_), HostCol::I64(_), HostCol::I64(_)])
-                        | (StrFunc::Concat, [HostCol::U32(_), HostCol::U32(_)])
-                );
-                if !typed {
-                    let got: Vec<String> = cols.iter().map(|c| format!("{:?}", c.elem())).collect();
-                    return Err(HostError::Plan(format!(
-                        "its arguments are [{}]; {func:?} takes {}",
-                        got.join(", "),
-                        match func {
-                            StrFunc::Substr => "[U32, I64, I64]",
-                            StrFunc::Concat => "[U32, U32]",
-                        }
-                    )));
-                }
                 let text = |code: u32| self.dict.get(code).unwrap_or_default();
-                let result = |r: usize| -> std::borrow::Cow<str> {
-                    match cols.as_slice() {
-                        [HostCol::U32(s), HostCol::I64(st), HostCol::I64(ln)] => {
-                            std::borrow::Cow::Borrowed(crate::dict::substr_of(text(s[r]), st[r], ln[r]))
-                        }
-                        [HostCol::U32(a), HostCol::U32(b)] => {
+                type Cow<'s> = std::borrow::Cow<'s, str>;
+                enum Operands<'c> {
+                    Substr(&'c [u32], &'c [i64], &'c [i64]),
+                    Concat(&'c [u32], &'c [u32]),
+                }
+                let ops = match (func, cols.as_slice()) {
+                    (StrFunc::Substr, [HostCol::U32(s), HostCol::I64(st), HostCol::I64(ln)]) => {
+                        Operands::Substr(s, st, ln)
+                    }
+                    (StrFunc::Concat, [HostCol::U32(a), HostCol::U32(b)]) => Operands::Concat(a, b),
+                    _ => {
+                        let got: Vec<String> = cols.iter().map(|c| format!("{:?}", c.elem())).collect();
+                        return Err(HostError::Plan(format!(
+                            "its arguments are [{}]; {func:?} takes {}",
+                            got.join(", "),
+                            match func {
+                                StrFunc::Substr => "[U32, I64, I64]",
+                                StrFunc::Concat => "[U32, U32]",
+                            }
+                        )));
+                    }
+                };
+                let result = |r: usize| -> Cow {
+                    match ops {
+                        Operands::Substr(s, st, ln) => Cow::Borrowed(crate::dict::substr_of(text(s[r]), st[r], ln[r])),
+                        Operands::Concat(a, b) => {
                             let mut v = text(a[r]).to_string();
                             v.push_str(text(b[r]));
-                            std::borrow::Cow::Owned(v)
+                            Cow::Owned(v)
                         }
-                        _ => unreachable!("the argument types were checked above"),
                     }
                 };
                 // Each chunk of rows computes its results and numbers the distinct ones (on
                 // all cores, with no list of every row's result); then each distinct result
                 // gets its code once.
-                type FxMap<K, V> =
-                    std::collections::HashMap<K, V, std::hash::BuildHasherDefault<crate::load::FxHasher>>;
                 const CHUNK: usize = 1 << 16;
-                let chunks: Vec<(Vec<u32>, Vec<std::borrow::Cow<str>>)> = (0..len.div_ceil(CHUNK))
+                let chunks: Vec<(Vec<u32>, Vec<Cow>)> = (0..len.div_ceil(CHUNK))
                     .into_par_iter()
                     .map(|k| {
-                        let mut m: FxMap<std::borrow::Cow<str>, u32> = FxMap::default();
+                        let mut m: crate::load::FxHashMap<Cow, u32> = Default::default();
                         let mut distinct = Vec::new();
                         let ids = (k * CHUNK..((k + 1) * CHUNK).min(len))
                             .map(|r| {

@@ -6,6 +6,7 @@
 //! dictionary work, which the runtime does itself and uploads.
 
 mod alloc;
+pub use alloc::meminfo;
 pub mod backend;
 pub mod database;
 pub mod dict;

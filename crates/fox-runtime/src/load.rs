@@ -11,6 +11,9 @@ use fox_kernel::InputRel;
 use fox_sema::core::Type;
 use std::path::Path;
 
+/// A hash map with [`FxHasher`].
+pub type FxHashMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
+
 /// A fast hash for interned strings (FxHash's multiply-rotate over 8-byte words); the
 /// keys are data, not adversarial input, and SipHash cost a tenth of loading time.
 #[derive(Default, Clone, Copy)]
