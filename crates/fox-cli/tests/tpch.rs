@@ -130,6 +130,16 @@ fn foxrun_generates_the_data() {
             "{e}"
         );
     }
+    // A reserve that is not a number of bytes is an error of its own.
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .args(["tpch/queries/q06.logic", "--tpch", "0.01", "--backend", "cpu"])
+        .env("FOX_HOST_RESERVE", "4G")
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("FOX_HOST_RESERVE=`4G` is not a number of bytes"), "{e}");
 }
 
 /// `foxbench tpch-gen` writes the .tbl files, and the same queries on them give the same

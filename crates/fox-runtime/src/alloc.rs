@@ -70,22 +70,24 @@ pub fn meminfo(field: &str) -> Option<u64> {
 }
 
 /// The host memory a load leaves free: `FOX_HOST_RESERVE` bytes when set, else 1/32 of
-/// the machine's memory and at least 1 GiB.
-fn reserve(total: u64) -> u64 {
-    std::env::var("FOX_HOST_RESERVE")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or_else(|| (total / 32).max(1 << 30))
+/// the machine's memory and at least 1 GiB (nothing where the system does not say).
+pub(crate) fn load_reserve() -> Result<u64, String> {
+    match std::env::var("FOX_HOST_RESERVE") {
+        Ok(v) => v
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| format!("FOX_HOST_RESERVE=`{v}` is not a number of bytes")),
+        Err(_) => Ok(meminfo("MemTotal").map_or(0, |total| (total / 32).max(1 << 30))),
+    }
 }
 
-/// An error when the host's available memory has fallen under the reserve, so that a
+/// An error when the host's available memory has fallen under `keep` bytes, so that a
 /// load too large for the machine stops with a message instead of being killed by the
 /// system; `Ok` where the system does not say.
-pub(crate) fn check_headroom() -> Result<(), String> {
-    let (Some(available), Some(total)) = (meminfo("MemAvailable"), meminfo("MemTotal")) else {
+pub(crate) fn check_headroom(keep: u64) -> Result<(), String> {
+    let Some(available) = meminfo("MemAvailable") else {
         return Ok(());
     };
-    let keep = reserve(total);
     if available >= keep {
         return Ok(());
     }
@@ -93,7 +95,7 @@ pub(crate) fn check_headroom() -> Result<(), String> {
     Err(format!(
         "the machine is out of memory ({:.1} GiB of {:.1} GiB left, under the {:.1} GiB kept free)",
         gib(available),
-        gib(total),
+        gib(meminfo("MemTotal").unwrap_or(0)),
         gib(keep)
     ))
 }

@@ -316,6 +316,7 @@ pub fn generate(
     check_scale(sf).map_err(|msg| RuntimeError::Data { msg })?;
     let n = parts(table, sf);
     let label = format!("TPC-H {table} (SF {sf})");
+    let keep = crate::alloc::load_reserve().map_err(|msg| RuntimeError::Data { msg })?;
     // The first failing part stops the others (in part order, as the results are).
     (1..=n)
         .into_par_iter()
@@ -325,7 +326,7 @@ pub fn generate(
                 msg: format!("{label}: {e}"),
             })?;
             progress(cols.iter().map(LoadedCol::len).max().unwrap_or(0) as u64);
-            crate::alloc::check_headroom().map_err(|e| RuntimeError::Data {
+            crate::alloc::check_headroom(keep).map_err(|e| RuntimeError::Data {
                 msg: format!(
                     "{label}: {e} while generating the tables; the columns the queries read at this scale factor need more memory than this machine has"
                 ),
