@@ -3,10 +3,11 @@
 //
 // Multi-column keys are described by a descriptor in device memory, copied into shared
 // memory at the start of each kernel: `desc[0..k]` are element type codes (0 u8, 1 i32,
-// 2 u32, 3 i64, 4 u64, 5 f64), then one group of `k` column pointers per side
-// (`desc[k + g*k + c]`). Every value is compared through an order-preserving u64 image
-// (signed integers with the sign bit flipped, floats by total order with NaN last), the
-// order fox-cpu uses.
+// 2 u32, 3 i64, 4 u64, 5 f64, 6 the high word of an i128, 7 the low word of an i128),
+// then one group of `k` column pointers per side (`desc[k + g*k + c]`; an i128 column is
+// two key words, codes 6 and 7, with the same pointer). Every value is compared through an
+// order-preserving u64 image (signed integers with the sign bit flipped, floats by total
+// order with NaN last), the order fox-cpu uses.
 
 #define BLOCK 256
 
@@ -24,6 +25,10 @@ __device__ __forceinline__ u64 okey(u64 p, u64 t, u64 i) {
         return (u64)((const long long*)p)[i] ^ 0x8000000000000000ull;
     case 4:
         return ((const u64*)p)[i];
+    case 6:
+        return (u64)((const long long*)p)[2 * i + 1] ^ 0x8000000000000000ull;
+    case 7:
+        return ((const u64*)p)[2 * i];
     default: {
         double x = ((const double*)p)[i];
         if (x != x) return ~0ull;
@@ -146,6 +151,11 @@ extern "C" __global__ void scatter_u32(const unsigned* src, const unsigned* pos,
 }
 
 extern "C" __global__ void scatter_u64(const u64* src, const unsigned* pos, u64 n, u64* dst) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+        dst[pos[i]] = src[i];
+}
+
+extern "C" __global__ void scatter_u128(const uint4* src, const unsigned* pos, u64 n, uint4* dst) {
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
         dst[pos[i]] = src[i];
 }

@@ -18,7 +18,7 @@ __device__ __forceinline__ void report_err(u64* err, u64 code, u64 key) {
 
 // out[i] = col[idx[i] + shift] for i < n. An index at or beyond col_len records
 // (column << 40 | row) in the error word and writes 0. Four indices per step (one 16-byte
-// load of idx), grid-stride.
+// load of idx), grid-stride. T is a 1-, 4-, 8- or 16-byte element (uint4 for i128).
 template <typename T>
 __device__ __forceinline__ void gather_impl(T* __restrict__ out, const T* __restrict__ col,
                                             const u32* __restrict__ idx, u64 n, u32 shift, u64 col_len,
@@ -35,7 +35,7 @@ __device__ __forceinline__ void gather_impl(T* __restrict__ out, const T* __rest
             if (p[j] < col_len) {
                 r[j] = col[p[j]];
             } else {
-                r[j] = T(0);
+                r[j] = T();
                 report_err(err, ERR_INDEX, (column << 40) | (v * 4 + j));
             }
         }
@@ -47,7 +47,7 @@ __device__ __forceinline__ void gather_impl(T* __restrict__ out, const T* __rest
         if (p < col_len) {
             out[i] = col[p];
         } else {
-            out[i] = T(0);
+            out[i] = T();
             report_err(err, ERR_INDEX, (column << 40) | i);
         }
     }
@@ -66,6 +66,12 @@ extern "C" __global__ void gather_u32(u32* out, const u32* col, const u32* idx, 
 extern "C" __global__ void gather_u64(u64* out, const u64* col, const u32* idx, u64 n, u32 shift, u64 col_len,
                                       u64 column, u64* err) {
     gather_impl<u64>(out, col, idx, n, shift, col_len, column, err);
+}
+
+// 16-byte elements (i128).
+extern "C" __global__ void gather_u128(uint4* out, const uint4* col, const u32* idx, u64 n, u32 shift, u64 col_len,
+                                       u64 column, u64* err) {
+    gather_impl<uint4>(out, col, idx, n, shift, col_len, column, err);
 }
 
 // out[i] = hi[i] - lo[i] as u64. A row with hi < lo records its index in the error word

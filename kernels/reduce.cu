@@ -6,8 +6,15 @@
 // partial (exact 128-bit sum, or best key and row), and one warp per segment then
 // combines its pieces (exact sums and first-best rows do not depend on the order).
 //
-// Type codes: 0 u8, 1 i32, 2 u32, 3 i64, 4 u64, 5 f64. Error codes: 1 the result does not
-// fit the output type, 2 a string code outside the rank table.
+// Sums of i128 values (38-digit decimals) must fail exactly where fox-cpu's checked
+// running sum does, which depends on the row order: each piece also sums the magnitudes
+// (saturating), and a segment whose magnitudes add up beyond i128 (so that some running
+// sum might leave it) is summed once more by one thread in row order with checked
+// additions. Otherwise no running sum can overflow and the wrapped 128-bit sum is exact.
+//
+// Type codes: 0 u8, 1 i32, 2 u32, 3 i64, 4 u64, 5 f64, 6 i128 (in key descriptors: the
+// high word, signed), 7 the low word of an i128 (key descriptors only). Error codes: 1 the
+// result does not fit the output type, 2 a string code outside the rank table.
 
 #define BLOCK 256
 #define PIECE 1024
@@ -28,6 +35,10 @@ __device__ __forceinline__ u64 okey(const void* p, int t, u64 i) {
         return (u64)((const long long*)p)[i] ^ 0x8000000000000000ull;
     case 4:
         return ((const u64*)p)[i];
+    case 6:
+        return (u64)((const long long*)p)[2 * i + 1] ^ 0x8000000000000000ull;
+    case 7:
+        return ((const u64*)p)[2 * i];
     default: {
         double x = ((const double*)p)[i];
         if (x != x) return ~0ull;
@@ -135,6 +146,19 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
     }
 }
 
+// The order-preserving image of i128 value i (sign bit flipped).
+__device__ __forceinline__ u128 okey128(const void* p, u64 i) {
+    const u64* w = (const u64*)p;
+    return ((u128)(w[2 * i + 1] ^ 0x8000000000000000ull) << 64) | (u128)w[2 * i];
+}
+
+// The comparison key of row i of an i128 column.
+__device__ __forceinline__ bool mm_key(const void* col, int t, const unsigned* rank, u64 nrank, u64 i, u128* key,
+                                       u64* err) {
+    *key = okey128(col, i);
+    return true;
+}
+
 // The comparison key of row i: the order-preserving image of the value, or for strings
 // (rank != 0) the rank of its code.
 __device__ __forceinline__ bool mm_key(const void* col, int t, const unsigned* rank, u64 nrank, u64 i, u64* key,
@@ -153,71 +177,135 @@ __device__ __forceinline__ bool mm_key(const void* col, int t, const unsigned* r
 }
 
 // (k1, i1) replaces (k0, i0) when its key is strictly better, or equal at an earlier row.
-__device__ __forceinline__ bool mm_better(int is_max, u64 k1, u64 i1, u64 k0, u64 i0) {
+template <typename K>
+__device__ __forceinline__ bool mm_better(int is_max, K k1, u64 i1, K k0, u64 i0) {
     if (k1 != k0) return is_max ? k1 > k0 : k1 < k0;
     return i1 < i0;
 }
 
+__device__ __forceinline__ u64 shfl_down_key(u64 v, int d) { return __shfl_down_sync(0xffffffffu, v, d); }
+
+__device__ __forceinline__ u128 shfl_down_key(u128 v, int d) {
+    const u64 lo = __shfl_down_sync(0xffffffffu, (u64)v, d);
+    const u64 hi = __shfl_down_sync(0xffffffffu, (u64)(v >> 64), d);
+    return ((u128)hi << 64) | lo;
+}
+
 // The warp's best (key, row) in lane 0; a row of ~0 means none.
-__device__ __forceinline__ void warp_best(int is_max, int lane, u64* bk, u64* bi) {
+template <typename K>
+__device__ __forceinline__ void warp_best(int is_max, int lane, K* bk, u64* bi) {
     for (int d = 16; d > 0; d >>= 1) {
-        u64 ok = __shfl_down_sync(0xffffffffu, *bk, d);
+        K ok = shfl_down_key(*bk, d);
         u64 oi = __shfl_down_sync(0xffffffffu, *bi, d);
-        if (lane + d < 32 && oi != ~0ull && (*bi == ~0ull || mm_better(is_max, ok, oi, *bk, *bi))) {
+        if (lane + d < 32 && oi != ~0ull && (*bi == ~0ull || mm_better<K>(is_max, ok, oi, *bk, *bi))) {
             *bk = ok;
             *bi = oi;
         }
     }
 }
 
-// One warp per piece: the best key of the piece and the first row holding it, in
-// partial[2p] (key) and partial[2p+1] (row).
-extern "C" __global__ void __launch_bounds__(BLOCK)
-    piece_minmax(const void* col, int t, const unsigned* rank, u64 nrank, int is_max, const unsigned* starts,
-                 const u64* poff, u64 ng, u64 n, u64 np, u64* partial, u64* err) {
+// A piece's partial of min/max: its best key and row, in 2 words (u64 key, row) or 3
+// (i128 key: low word, high word, row).
+__device__ __forceinline__ void put_best(u64* partial, u64 p, u64 k, u64 i) {
+    partial[2 * p] = k;
+    partial[2 * p + 1] = i;
+}
+
+__device__ __forceinline__ void put_best(u64* partial, u64 p, u128 k, u64 i) {
+    partial[3 * p] = (u64)k;
+    partial[3 * p + 1] = (u64)(k >> 64);
+    partial[3 * p + 2] = i;
+}
+
+__device__ __forceinline__ void get_best(const u64* partial, u64 p, u64* k, u64* i) {
+    *k = partial[2 * p];
+    *i = partial[2 * p + 1];
+}
+
+__device__ __forceinline__ void get_best(const u64* partial, u64 p, u128* k, u64* i) {
+    *k = ((u128)partial[3 * p + 1] << 64) | partial[3 * p];
+    *i = partial[3 * p + 2];
+}
+
+// One warp per piece: the best key of the piece and the first row holding it, in the
+// piece's partial (see put_best). K is u128 for i128 columns, else u64.
+template <typename K>
+__device__ __forceinline__ void piece_minmax_impl(const void* col, int t, const unsigned* rank, u64 nrank, int is_max,
+                                                  const unsigned* starts, const u64* poff, u64 ng, u64 n, u64 np,
+                                                  u64* partial, u64* err) {
     u64 p = ((u64)blockIdx.x * BLOCK + threadIdx.x) / 32;
     int lane = threadIdx.x & 31;
     if (p >= np) return;
     u64 a, b;
     piece_rows(starts, poff, ng, n, p, &a, &b);
-    u64 bk = 0, bi = ~0ull;
+    K bk = 0;
+    u64 bi = ~0ull;
     for (u64 i = a + lane; i < b; i += 32) {
-        u64 k;
+        K k;
         if (!mm_key(col, t, rank, nrank, i, &k, err)) continue;
-        if (bi == ~0ull || mm_better(is_max, k, i, bk, bi)) {
+        if (bi == ~0ull || mm_better<K>(is_max, k, i, bk, bi)) {
             bk = k;
             bi = i;
         }
     }
-    warp_best(is_max, lane, &bk, &bi);
-    if (lane == 0) {
-        partial[2 * p] = bk;
-        partial[2 * p + 1] = bi;
-    }
+    warp_best<K>(is_max, lane, &bk, &bi);
+    if (lane == 0) put_best(partial, p, bk, bi);
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    piece_minmax(const void* col, int t, const unsigned* rank, u64 nrank, int is_max, const unsigned* starts,
+                 const u64* poff, u64 ng, u64 n, u64 np, u64* partial, u64* err) {
+    piece_minmax_impl<u64>(col, t, rank, nrank, is_max, starts, poff, ng, n, np, partial, err);
+}
+
+// As piece_minmax for an i128 column (no rank table).
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    piece_minmax_wide(const void* col, int is_max, const unsigned* starts, const u64* poff, u64 ng, u64 n, u64 np,
+                      u64* partial) {
+    piece_minmax_impl<u128>(col, 6, 0, 0, is_max, starts, poff, ng, n, np, partial, 0);
 }
 
 // One warp per segment: the first best row over the segment's pieces.
-extern "C" __global__ void seg_minmax(const u64* partial, const u64* poff, u64 ng, u64 np, int is_max,
-                                      unsigned* best) {
+template <typename K>
+__device__ __forceinline__ void seg_minmax_impl(const u64* partial, const u64* poff, u64 ng, u64 np, int is_max,
+                                                unsigned* best) {
     const int lane = threadIdx.x & 31;
     const u64 nwarps = ((u64)gridDim.x * blockDim.x) >> 5;
     for (u64 g = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < ng; g += nwarps) {
         u64 p0 = poff[g], p1 = g + 1 < ng ? poff[g + 1] : np;
-        u64 bk = 0, bi = ~0ull;
+        K bk = 0;
+        u64 bi = ~0ull;
         for (u64 p = p0 + lane; p < p1; p += 32) {
-            u64 k = partial[2 * p], i = partial[2 * p + 1];
-            if (i != ~0ull && (bi == ~0ull || mm_better(is_max, k, i, bk, bi))) {
+            K k;
+            u64 i;
+            get_best(partial, p, &k, &i);
+            if (i != ~0ull && (bi == ~0ull || mm_better<K>(is_max, k, i, bk, bi))) {
                 bk = k;
                 bi = i;
             }
         }
-        warp_best(is_max, lane, &bk, &bi);
+        warp_best<K>(is_max, lane, &bk, &bi);
         if (lane == 0) best[g] = (unsigned)bi;
     }
 }
 
-// Stores x into out[g] as output kind ok (0 u8, 1 i32, 2 u32, 3 i64, 4 u64); false when it
-// does not fit.
+extern "C" __global__ void seg_minmax(const u64* partial, const u64* poff, u64 ng, u64 np, int is_max,
+                                      unsigned* best) {
+    seg_minmax_impl<u64>(partial, poff, ng, np, is_max, best);
+}
+
+extern "C" __global__ void seg_minmax_wide(const u64* partial, const u64* poff, u64 ng, u64 np, int is_max,
+                                           unsigned* best) {
+    seg_minmax_impl<u128>(partial, poff, ng, np, is_max, best);
+}
+
+__device__ __forceinline__ u128 uabs(i128 x) { return x < 0 ? (u128)0 - (u128)x : (u128)x; }
+
+// The largest magnitude of a 38-digit decimal, 10^38 - 1.
+#define MAX_WIDE ((((u128)0x4b3b4ca85a86c47aull) << 64) | (u128)0x098a223fffffffffull)
+
+// Stores x into out[g] as output kind ok (0 u8, 1 i32, 2 u32, 3 i64, 4 u64, 5 i128 of at
+// most 38 digits); false when it does not fit.
 __device__ __forceinline__ bool store_int(void* out, int ok, u64 g, i128 x) {
     switch (ok) {
     case 0:
@@ -236,9 +324,13 @@ __device__ __forceinline__ bool store_int(void* out, int ok, u64 g, i128 x) {
         if (x < -(i128)0x7fffffffffffffffll - 1 || x > (i128)0x7fffffffffffffffll) return false;
         ((long long*)out)[g] = (long long)x;
         return true;
-    default:
+    case 4:
         if (x < 0 || x > (i128)0xffffffffffffffffull) return false;
         ((u64*)out)[g] = (u64)x;
+        return true;
+    default:
+        if (uabs(x) > MAX_WIDE) return false;
+        ((i128*)out)[g] = x;
         return true;
     }
 }
@@ -250,8 +342,6 @@ extern "C" __global__ void seg_count(const unsigned* starts, u64 ng, u64 n, int 
         if (!store_int(out, ok, g, (i128)len)) set_err(err, 1, starts[g], g);
     }
 }
-
-__device__ __forceinline__ u128 uabs(i128 x) { return x < 0 ? (u128)0 - (u128)x : (u128)x; }
 
 // Checked 128-bit multiplication.
 __device__ __forceinline__ bool mul_i128(i128 a, i128 b, i128* r) {
@@ -277,10 +367,22 @@ __device__ __forceinline__ i128 div_round_half_away(i128 n, i128 d) {
     return q;
 }
 
+// Stores the exact sum s of segment g (is_avg == 0) or its average,
+// `round_half_away(s * mul / (count? * div))` with mul = 10^(out_scale - in_scale) or
+// div = 10^(in_scale - out_scale) (one of them is 1), as output kind ok. Error code 1 at
+// the segment's first row when it does not fit.
+__device__ __forceinline__ void finish_sum(i128 s, const unsigned* starts, u64 g, u64 ng, u64 n, int is_avg,
+                                           i128 mul, i128 div, int ok, void* out, u64* err) {
+    i128 count = (i128)(seg_end(starts, g, ng, n) - starts[g]);
+    i128 num, den;
+    bool okm = mul_i128(s, mul, &num);
+    if (is_avg) okm = okm && mul_i128(count, div, &den);
+    else den = div;
+    if (!okm || !store_int(out, ok, g, div_round_half_away(num, den))) set_err(err, 1, starts[g], g);
+}
+
 // One warp per segment: the exact sum (is_avg == 0) or average of its pieces' partial
-// sums, `round_half_away(sum * mul / (count? * div))` with mul = 10^(out_scale - in_scale)
-// or div = 10^(in_scale - out_scale) (one of them is 1), stored as output kind ok.
-// Error code 1 at the segment's first row when it does not fit.
+// sums (see finish_sum).
 extern "C" __global__ void seg_sum(const u64* partial, const u64* poff, const unsigned* starts, u64 ng, u64 n,
                                    u64 np, int is_avg, u64 mul_lo, u64 mul_hi, u64 div_lo, u64 div_hi, int ok,
                                    void* out, u64* err) {
@@ -294,12 +396,92 @@ extern "C" __global__ void seg_sum(const u64* partial, const u64* poff, const un
         for (u64 p = p0 + lane; p < p1; p += 32) s += (i128)(((u128)partial[2 * p + 1] << 64) | partial[2 * p]);
         for (int d = 16; d > 0; d >>= 1) s += shfl_down_i128(s, d);
         if (lane != 0) continue;
-        i128 count = (i128)(seg_end(starts, g, ng, n) - starts[g]);
-        i128 num, den;
-        bool okm = mul_i128(s, mul, &num);
-        if (is_avg) okm = okm && mul_i128(count, div, &den);
-        else den = div;
-        if (!okm || !store_int(out, ok, g, div_round_half_away(num, den))) set_err(err, 1, starts[g], g);
+        finish_sum(s, starts, g, ng, n, is_avg, mul, div, ok, out, err);
+    }
+}
+
+// a + b, saturating at the largest u128.
+__device__ __forceinline__ u128 sat_add(u128 a, u128 b) {
+    const u128 s = a + b;
+    return s < a ? ~(u128)0 : s;
+}
+
+__device__ __forceinline__ u128 shfl_down_u128(u128 v, int d) {
+    u64 lo = (u64)v, hi = (u64)(v >> 64);
+    lo = __shfl_down_sync(0xffffffffu, lo, d);
+    hi = __shfl_down_sync(0xffffffffu, hi, d);
+    return ((u128)hi << 64) | lo;
+}
+
+// One warp per piece of an i128 column: the wrapped 128-bit sum of the piece's values and
+// the saturating sum of their magnitudes, as four u64 words (sum low, high, magnitudes
+// low, high) in partial[4p ..].
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    piece_sum_wide(const u64* col, const unsigned* starts, const u64* poff, u64 ng, u64 n, u64 np, u64* partial) {
+    u64 p = ((u64)blockIdx.x * BLOCK + threadIdx.x) / 32;
+    int lane = threadIdx.x & 31;
+    if (p >= np) return;
+    u64 a, b;
+    piece_rows(starts, poff, ng, n, p, &a, &b);
+    u128 s = 0, m = 0;
+    for (u64 i = a + lane; i < b; i += 32) {
+        const u128 v = ((u128)col[2 * i + 1] << 64) | col[2 * i];
+        s += v;
+        m = sat_add(m, uabs((i128)v));
+    }
+    for (int d = 16; d > 0; d >>= 1) {
+        s += shfl_down_u128(s, d);
+        m = sat_add(m, shfl_down_u128(m, d));
+    }
+    if (lane == 0) {
+        partial[4 * p] = (u64)s;
+        partial[4 * p + 1] = (u64)(s >> 64);
+        partial[4 * p + 2] = (u64)m;
+        partial[4 * p + 3] = (u64)(m >> 64);
+    }
+}
+
+// As seg_sum over the partials of piece_sum_wide. When the magnitudes of a segment add up
+// to more than the largest i128, lane 0 sums the segment again in row order, failing
+// (error code 1) at the first running sum outside i128, as fox-cpu's checked sum does.
+extern "C" __global__ void seg_sum_wide(const u64* col, const u64* partial, const u64* poff, const unsigned* starts,
+                                        u64 ng, u64 n, u64 np, int is_avg, u64 mul_lo, u64 mul_hi, u64 div_lo,
+                                        u64 div_hi, int ok, void* out, u64* err) {
+    i128 mul = (i128)(((u128)mul_hi << 64) | mul_lo);
+    i128 div = (i128)(((u128)div_hi << 64) | div_lo);
+    const u128 i128_max = ((u128)1 << 127) - 1;
+    const int lane = threadIdx.x & 31;
+    const u64 nwarps = ((u64)gridDim.x * blockDim.x) >> 5;
+    for (u64 g = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < ng; g += nwarps) {
+        u64 p0 = poff[g], p1 = g + 1 < ng ? poff[g + 1] : np;
+        u128 s = 0, m = 0;
+        for (u64 p = p0 + lane; p < p1; p += 32) {
+            s += ((u128)partial[4 * p + 1] << 64) | partial[4 * p];
+            m = sat_add(m, ((u128)partial[4 * p + 3] << 64) | partial[4 * p + 2]);
+        }
+        for (int d = 16; d > 0; d >>= 1) {
+            s += shfl_down_u128(s, d);
+            m = sat_add(m, shfl_down_u128(m, d));
+        }
+        if (lane != 0) continue;
+        if (m > i128_max) {
+            // Some running sum may leave i128: check them all, in row order.
+            const u64 e = seg_end(starts, g, ng, n);
+            i128 acc = 0;
+            bool over = false;
+            for (u64 i = starts[g]; i < e && !over; ++i) {
+                const i128 v = (i128)(((u128)col[2 * i + 1] << 64) | col[2 * i]);
+                const i128 r = (i128)((u128)acc + (u128)v);
+                over = ((acc ^ r) & (v ^ r)) < 0;
+                acc = r;
+            }
+            if (over) {
+                set_err(err, 1, starts[g], g);
+                continue;
+            }
+            s = (u128)acc;
+        }
+        finish_sum((i128)s, starts, g, ng, n, is_avg, mul, div, ok, out, err);
     }
 }
 

@@ -36,7 +36,7 @@ struct U64Add {
 #define SCAN_THREADS 128
 #endif
 #ifndef SCAN_ITEMS
-#define SCAN_ITEMS 24
+#define SCAN_ITEMS 20
 #endif
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
 
@@ -165,7 +165,7 @@ extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
 // ---- compaction --------------------------------------------------------------------------
 
 #ifndef CPT_THREADS
-#define CPT_THREADS 256
+#define CPT_THREADS 128
 #endif
 #ifndef CPT_ITEMS
 #define CPT_ITEMS 16
@@ -238,7 +238,7 @@ __device__ __forceinline__ void compact_scatter_impl(const u8* __restrict__ flag
     if (valid == CPT_TILE) {
         Load(smem.load).Load(col + base, v);
     } else {
-        Load(smem.load).Load(col + base, v, valid, T(0));
+        Load(smem.load).Load(col + base, v, valid, T());
     }
     __syncthreads();
 #pragma unroll
@@ -263,4 +263,11 @@ extern "C" __global__ void __launch_bounds__(CPT_THREADS)
 extern "C" __global__ void __launch_bounds__(CPT_THREADS)
     compact_scatter_u64(const u8* flags, const u64* col, u64 n, const u64* offsets, u64* out) {
     compact_scatter_impl<u64>(flags, col, n, offsets, out);
+}
+
+// 16-byte elements (i128): the staged tile takes CPT_TILE * 16 bytes of shared memory
+// (32 KiB at 2048 rows).
+extern "C" __global__ void __launch_bounds__(CPT_THREADS)
+    compact_scatter_u128(const u8* flags, const uint4* col, u64 n, const u64* offsets, uint4* out) {
+    compact_scatter_impl<uint4>(flags, col, n, offsets, out);
 }

@@ -5,6 +5,7 @@
 //
 // A key column is first turned into order-preserving unsigned integers (32 bits for u8,
 // i32, u32 and string ranks, 64 bits for i64, u64 and f64), inverted for a descending key.
+// An i128 column is two 64-bit keys: its high word (sign bit flipped), then its low word.
 // Keys are sorted from the least significant to the most significant one; each radix pass
 // is stable, so the result orders rows lexicographically and keeps equal rows in input
 // order.
@@ -22,6 +23,7 @@
 typedef unsigned long long u64;
 typedef unsigned int u32;
 typedef unsigned char u8;
+typedef unsigned __int128 u128;
 
 __device__ __forceinline__ void report_err(u64* err, u64 code, u64 row) {
     atomicMin(&err[1], row);
@@ -72,6 +74,36 @@ PREP(sort_prep_u32, u32, u32)
 PREP(sort_prep_i64, long long, u64)
 PREP(sort_prep_u64, u64, u64)
 PREP(sort_prep_f64, double, u64)
+
+// As prep_impl for one 64-bit word of an i128 column (stored low word first): the high
+// word (HI = 1) with its sign bit flipped, or the low word (HI = 0) as it is.
+template <int HI>
+__device__ __forceinline__ void prep_i128_impl(const u64* __restrict__ col, const u32* __restrict__ perm,
+                                               u32* __restrict__ perm_out, u64* __restrict__ key_out, u64 n,
+                                               u32 desc) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        u64 src = i;
+        if (perm) {
+            src = perm[i];
+        } else {
+            perm_out[i] = (u32)i;
+        }
+        const u64 w = col[2 * src + HI];
+        const u64 k = HI ? w ^ 0x8000000000000000ULL : w;
+        key_out[i] = desc ? ~k : k;
+    }
+}
+
+extern "C" __global__ void sort_prep_i128_hi(const u64* col, const u32* perm, u32* perm_out, u64* key_out, u64 n,
+                                             u32 desc) {
+    prep_i128_impl<1>(col, perm, perm_out, key_out, n, desc);
+}
+
+extern "C" __global__ void sort_prep_i128_lo(const u64* col, const u32* perm, u32* perm_out, u64* key_out, u64 n,
+                                             u32 desc) {
+    prep_i128_impl<0>(col, perm, perm_out, key_out, n, desc);
+}
 
 // As prep_impl for a string key ordered by rank: key = rank[code]. A code outside the
 // table records its (original) row in the error word and gives key 0.
@@ -411,6 +443,10 @@ extern "C" __global__ void adjacent_distinct_u32(const u32* col, u8* flags, u64 
 
 extern "C" __global__ void adjacent_distinct_u64(const u64* col, u8* flags, u64 n, u32 accumulate) {
     adjacent_impl<u64>(col, flags, n, accumulate);
+}
+
+extern "C" __global__ void adjacent_distinct_u128(const u128* col, u8* flags, u64 n, u32 accumulate) {
+    adjacent_impl<u128>(col, flags, n, accumulate);
 }
 
 extern "C" __global__ void adjacent_distinct_f64(const double* col, u8* flags, u64 n, u32 accumulate) {

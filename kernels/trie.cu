@@ -2,13 +2,15 @@
 // pass of sort-merge joins), and search in sorted trie levels.
 //
 // Values are compared through an order-preserving u64 image (type codes: 0 u8, 1 i32,
-// 2 u32, 3 i64, 4 u64, 5 f64; floats by total order with NaN last), as fox-cpu does.
+// 2 u32, 3 i64, 4 u64, 5 f64; floats by total order with NaN last), as fox-cpu does; i128
+// values (type code 6) through an order-preserving u128 image.
 
 #define BLOCK 256
 #define EXPAND_ITEMS 4
 #define EXPAND_TILE (BLOCK * EXPAND_ITEMS)
 
 typedef unsigned long long u64;
+typedef unsigned __int128 u128;
 
 __device__ __forceinline__ u64 okey(const void* p, int t, u64 i) {
     switch (t) {
@@ -22,12 +24,30 @@ __device__ __forceinline__ u64 okey(const void* p, int t, u64 i) {
         return (u64)((const long long*)p)[i] ^ 0x8000000000000000ull;
     case 4:
         return ((const u64*)p)[i];
+    case 6:  // the high word of an i128
+        return (u64)((const long long*)p)[2 * i + 1] ^ 0x8000000000000000ull;
     default: {
         double x = ((const double*)p)[i];
         if (x != x) return ~0ull;
         u64 b = (u64)__double_as_longlong(x);
         return (b >> 63) ? ~b : (b | 0x8000000000000000ull);
     }
+    }
+}
+
+// The order-preserving image of i128 value i (sign bit flipped).
+__device__ __forceinline__ u128 okey128(const void* p, u64 i) {
+    const u64* w = (const u64*)p;
+    return ((u128)(w[2 * i + 1] ^ 0x8000000000000000ull) << 64) | (u128)w[2 * i];
+}
+
+// The comparison key of value i of type code T: u128 for i128 (T == 6), else u64.
+template <int T>
+__device__ __forceinline__ auto tkey(const void* p, u64 i) {
+    if constexpr (T == 6) {
+        return okey128(p, i);
+    } else {
+        return okey(p, T, i);
     }
 }
 
@@ -45,7 +65,8 @@ extern "C" __global__ void iota_u32(unsigned* out, u64 n) {
 // new[i] = prev[i] (when prev is given) || i == 0 || col[i] != col[i-1].
 extern "C" __global__ void trie_flags(const unsigned char* prev, const void* col, int t, u64 n, unsigned char* out) {
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-        bool f = i == 0 || (prev != 0 && prev[i] != 0) || okey(col, t, i) != okey(col, t, i - 1);
+        bool f = i == 0 || (prev != 0 && prev[i] != 0) || okey(col, t, i) != okey(col, t, i - 1) ||
+                 (t == 6 && ((const u64*)col)[2 * i] != ((const u64*)col)[2 * i - 2]);
         out[i] = (unsigned char)f;
     }
 }
@@ -149,8 +170,14 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
 // SortedSearch: found[i] = needle[i] occurs in values[lo[i]..hi[i]], pos[i] = the first
 // index of that slice whose value is not below the needle (hi[i] if none). A range outside
 // the values is error code 1 (detail: lo, row: i).
-extern "C" __global__ void sorted_search(const void* values, u64 nv, int t, const unsigned* lo, const unsigned* hi,
-                                         const void* needle, u64 n, unsigned char* found, unsigned* pos, u64* err) {
+// The comparison key of value i of type code t: u64 (any code but 6) or u128 (i128).
+__device__ __forceinline__ void rkey(const void* p, int t, u64 i, u64* k) { *k = okey(p, t, i); }
+__device__ __forceinline__ void rkey(const void* p, int t, u64 i, u128* k) { *k = okey128(p, i); }
+
+template <typename K>
+__device__ __forceinline__ void sorted_search_impl(const void* values, u64 nv, int t, const unsigned* lo,
+                                                   const unsigned* hi, const void* needle, u64 n, unsigned char* found,
+                                                   unsigned* pos, u64* err) {
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
         u64 a = lo[i], b = hi[i];
         if (a > b || b > nv) {
@@ -159,15 +186,31 @@ extern "C" __global__ void sorted_search(const void* values, u64 nv, int t, cons
             pos[i] = (unsigned)a;
             continue;
         }
-        u64 key = okey(needle, t, i);
+        K key, v;
+        rkey(needle, t, i, &key);
         u64 end = b;
         while (a < b) {
             u64 mid = a + (b - a) / 2;
-            if (okey(values, t, mid) < key) a = mid + 1;
+            rkey(values, t, mid, &v);
+            if (v < key) a = mid + 1;
             else b = mid;
         }
-        found[i] = (unsigned char)(a < end && okey(values, t, a) == key);
+        bool hit = false;
+        if (a < end) {
+            rkey(values, t, a, &v);
+            hit = v == key;
+        }
+        found[i] = (unsigned char)hit;
         pos[i] = (unsigned)a;
+    }
+}
+
+extern "C" __global__ void sorted_search(const void* values, u64 nv, int t, const unsigned* lo, const unsigned* hi,
+                                         const void* needle, u64 n, unsigned char* found, unsigned* pos, u64* err) {
+    if (t == 6) {
+        sorted_search_impl<u128>(values, nv, t, lo, hi, needle, n, found, pos, err);
+    } else {
+        sorted_search_impl<u64>(values, nv, t, lo, hi, needle, n, found, pos, err);
     }
 }
 
@@ -216,18 +259,18 @@ __device__ __forceinline__ void block_count_add(unsigned cnt, u64* warp, u64* ou
 
 // Whether `key` is among the values of way w's range of row r (binary search); desc as
 // for IntersectCount, T the values' type code.
-template <int T>
-__device__ __forceinline__ bool way_has(const u64* desc, int ways, int w, u64 r, u64 key) {
+template <int T, typename K>
+__device__ __forceinline__ bool way_has(const u64* desc, int ways, int w, u64 r, K key) {
     const void* vals = (const void*)desc[w];
     u64 a = ((const unsigned*)desc[ways + w])[r];
     const u64 end = ((const unsigned*)desc[2 * ways + w])[r];
     u64 b = end;
     while (a < b) {
         const u64 mid = a + (b - a) / 2;
-        if (okey(vals, T, mid) < key) a = mid + 1;
+        if (tkey<T>(vals, mid) < key) a = mid + 1;
         else b = mid;
     }
-    return a < end && okey(vals, T, a) == key;
+    return a < end && tkey<T>(vals, a) == key;
 }
 
 // Counts the candidates (row r, k-th value of its lead's range) whose value lies in the
@@ -276,7 +319,7 @@ __device__ __forceinline__ void ic_count_impl(const u64* desc, int ways, const u
             }
             const int l = lead[r];
             const unsigned pos = ((const unsigned*)s_desc[ways + l])[r] + (unsigned)(o - off);
-            const u64 key = okey((const void*)s_desc[l], T, pos);
+            const auto key = tkey<T>((const void*)s_desc[l], pos);
             bool all = true;
             for (int w = 0; w < ways && all; ++w)
                 if (w != l) all = way_has<T>(s_desc, ways, w, r, key);
@@ -298,6 +341,7 @@ IC_COUNT_KERNEL(ic_count_t2, 2)
 IC_COUNT_KERNEL(ic_count_t3, 3)
 IC_COUNT_KERNEL(ic_count_t4, 4)
 IC_COUNT_KERNEL(ic_count_t5, 5)
+IC_COUNT_KERNEL(ic_count_t6, 6)
 
 // ---- IntersectCount with a shared way ---------------------------------------------------
 //
@@ -539,7 +583,7 @@ __device__ __forceinline__ void ic_hash_impl(const u64* desc, int ways, int s, c
 
 // One kernel per type code (t = 0 u8 … 5 f64): values of at most 32 bits get tables of
 // u32 keys for ranges of way s of at most 4096 values, 64-bit values tables of u64 keys for
-// at most 2048.
+// at most 2048. i128 values are not hashed (their rows are searched: ic_count_t6).
 #define IC_HASH_KERNEL(NAME, K, CAP, T)                                                                     \
     extern "C" __global__ void __launch_bounds__(BLOCK)                                                    \
         NAME(const u64* desc, int ways, int s, const u64* offsets, const unsigned char* lead, u64 n, u64 total, \

@@ -151,6 +151,30 @@ fn decimals() {
 }
 
 #[test]
+fn wide_decimals() {
+    check_program(
+        "tests/programs/wide_decimals.logic",
+        None,
+        &[
+            (
+                "by_region",
+                "r,t\neast,180000000000000012.34\nwest,89999999999999999.99\nnorth,5.00\n",
+            ),
+            ("total", "t\n270000000000000017.33\n"),
+            ("share", "r,s\neast,0.666667\nnorth,0.000000\nwest,0.333333\n"),
+            (
+                "scaled",
+                "r,x\neast,1800000000000000123.90\nnorth,50.50\nwest,900000000000000000.40\n",
+            ),
+            ("avg_region", "m\n90000000000000005.776667\n"),
+            ("largest", "m\n180000000000000012.34\n"),
+            ("top", "r\neast\n"),
+            ("big", "r\neast\n"),
+        ],
+    );
+}
+
+#[test]
 fn disjunction() {
     check_program(
         "tests/programs/disjunction.logic",

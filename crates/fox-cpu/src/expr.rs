@@ -41,6 +41,15 @@ pub(crate) fn eval(expr: &KExpr, n_cols: usize, args: &[&HostCol], ctx: &dyn Lau
             }
             Ok(HostCol::F64(out))
         }
+        Root::I(_, elem, ty) if prog.wide => {
+            let mut out = Vec::with_capacity(n);
+            for (p, _) in parts {
+                if let Part::W(v) = p {
+                    out.extend(v);
+                }
+            }
+            narrow_wide(out, elem, ty, &show(expr))
+        }
         Root::I(_, elem, ty) => {
             let mut out = Vec::with_capacity(n);
             for (p, _) in parts {
@@ -69,6 +78,24 @@ pub(crate) fn check_args(n_cols: usize, args: &[&HostCol]) -> KResult<usize> {
 pub(crate) struct Compiled {
     root: Root,
     msgs: Vec<String>,
+    /// Whether a value of the tree is a 38-digit decimal: then every integer-stored value
+    /// is computed in 128 bits, otherwise in 64.
+    wide: bool,
+}
+
+/// Whether `e` or a part of it is a 38-digit decimal.
+fn has_wide(e: &KExpr) -> bool {
+    if matches!(e.ty, Type::WideDecimal(_)) {
+        return true;
+    }
+    match &e.kind {
+        KExprKind::Col(_) | KExprKind::Const(_) => false,
+        KExprKind::Table(_, x) | KExprKind::Cast(x) | KExprKind::Neg(x) | KExprKind::Not(x) | KExprKind::In(x, _) => {
+            has_wide(x)
+        }
+        KExprKind::Arith(_, a, b) | KExprKind::Cmp(_, a, b) => has_wide(a) || has_wide(b),
+        KExprKind::And(xs) | KExprKind::Or(xs) | KExprKind::Call(_, xs) => xs.iter().any(has_wide),
+    }
 }
 
 impl Compiled {
@@ -84,7 +111,11 @@ impl Compiled {
         } else {
             Root::I(c.int(expr)?, Elem::of(expr.ty), expr.ty)
         };
-        Ok(Compiled { root, msgs: c.msgs })
+        Ok(Compiled {
+            root,
+            msgs: c.msgs,
+            wide: has_wide(expr),
+        })
     }
 
     /// The values of rows `a..b` and, where a row failed, the error id per row (0: none).
@@ -95,12 +126,20 @@ impl Compiled {
             len: b - a,
         };
         match &self.root {
-            Root::F(f) => {
-                let r = ev.float(f);
+            Root::F(f) if self.wide => {
+                let r = ev.float::<i128>(f);
                 (Part::F(r.v), r.err)
             }
+            Root::F(f) => {
+                let r = ev.float::<i64>(f);
+                (Part::F(r.v), r.err)
+            }
+            Root::I(i, _, _) if self.wide => {
+                let r = ev.int::<i128>(i);
+                (Part::W(r.v), r.err)
+            }
             Root::I(i, _, _) => {
-                let r = ev.int(i);
+                let r = ev.int::<i64>(i);
                 (Part::I(r.v), r.err)
             }
         }
@@ -119,6 +158,9 @@ impl Compiled {
         let Root::I(_, elem, _) = self.root else {
             return None;
         };
+        if self.wide {
+            return None;
+        }
         let (Part::I(v), err) = self.run(args, a, b) else {
             return None;
         };
@@ -130,7 +172,7 @@ impl Compiled {
             Elem::U32 => u32::try_from(x).is_ok(),
             Elem::U64 => u64::try_from(x).is_ok(),
             Elem::I64 => true,
-            Elem::F64 => false,
+            Elem::F64 | Elem::I128 => false,
         };
         let ok = |i: usize, x: i64| !needed(i) || (err.as_ref().is_none_or(|e| e[i] == 0) && fits(x));
         v.iter().enumerate().all(|(i, &x)| ok(i, x)).then_some(v)
@@ -144,6 +186,8 @@ enum Root {
 
 enum Part {
     I(Vec<i64>),
+    /// Values of a tree computed in 128 bits.
+    W(Vec<i128>),
     F(Vec<f64>),
 }
 
@@ -161,8 +205,22 @@ fn narrow(v: Vec<i64>, elem: Elem, ty: Type, what: &str) -> KResult<HostCol> {
         Elem::U32 => HostCol::U32(conv(v, ty, what)?),
         Elem::I64 => HostCol::I64(v),
         Elem::U64 => HostCol::U64(conv(v, ty, what)?),
+        Elem::I128 => HostCol::I128(v.into_iter().map(i128::from).collect()),
         Elem::F64 => return Err(format!("`{what}` of type {ty} cannot be stored as f64")),
     })
+}
+
+/// Stores the results of a tree computed in 128 bits in the column's element type.
+fn narrow_wide(v: Vec<i128>, elem: Elem, ty: Type, what: &str) -> KResult<HostCol> {
+    if elem == Elem::I128 {
+        return Ok(HostCol::I128(v));
+    }
+    let v = v
+        .into_iter()
+        .enumerate()
+        .map(|(i, x)| i64::try_from(x).map_err(|_| format!("`{what}` = {x} does not fit {ty} (row {i})")))
+        .collect::<KResult<Vec<i64>>>()?;
+    narrow(v, elem, ty, what)
 }
 
 // ---- the compiled tree ----------------------------------------------------------------
@@ -172,32 +230,39 @@ type ErrId = u32;
 
 #[derive(Clone, Copy)]
 struct Range {
-    min: i64,
-    max: i64,
+    min: i128,
+    max: i128,
 }
 
 impl Range {
     fn of(ty: Type) -> Range {
         match ty {
             Type::Int32 | Type::Date => Range {
-                min: i64::from(i32::MIN),
-                max: i64::from(i32::MAX),
+                min: i128::from(i32::MIN),
+                max: i128::from(i32::MAX),
             },
             Type::String => Range {
                 min: 0,
-                max: i64::from(u32::MAX),
+                max: i128::from(u32::MAX),
             },
             Type::Bool => Range { min: 0, max: 1 },
             Type::Int64 | Type::Decimal(_) | Type::Float64 => Range {
-                min: i64::MIN,
-                max: i64::MAX,
+                min: i128::from(i64::MIN),
+                max: i128::from(i64::MAX),
+            },
+            // 38 digits.
+            Type::WideDecimal(_) => Range {
+                min: -(10i128.pow(38) - 1),
+                max: 10i128.pow(38) - 1,
             },
         }
     }
 
-    fn fit(self, x: i128, err: ErrId) -> Result<i64, ErrId> {
-        if x >= i128::from(self.min) && x <= i128::from(self.max) {
-            Ok(x as i64)
+    /// `x` as a value of the tree's width `T`, when it is in range (a range never exceeds
+    /// `T`: 64-bit trees hold no 38-digit type).
+    fn fit<T: Int>(self, x: i128, err: ErrId) -> Result<T, ErrId> {
+        if x >= self.min && x <= self.max {
+            Ok(T::of(x))
         } else {
             Err(err)
         }
@@ -219,7 +284,7 @@ enum INode {
         idx: Box<INode>,
         err: ErrId,
     },
-    Const(i64),
+    Const(i128),
     /// `round_or_truncate(x / div) * mul`, checked against `range`.
     Scale {
         x: Box<INode>,
@@ -279,7 +344,7 @@ enum INode {
     And(Vec<INode>),
     Or(Vec<INode>),
     Not(Box<INode>),
-    InI(Box<INode>, Vec<i64>),
+    InI(Box<INode>, Vec<i128>),
     InF(Box<FNode>, Vec<f64>),
     Date(DatePart, Box<INode>),
 }
@@ -326,7 +391,7 @@ pub(crate) fn div_round_half_away(n: i128, d: i128) -> Option<i128> {
 fn scale_of(ty: Type) -> Option<u32> {
     match ty {
         Type::Int32 | Type::Int64 => Some(0),
-        Type::Decimal(s) => Some(u32::from(s)),
+        Type::Decimal(s) | Type::WideDecimal(s) => Some(u32::from(s)),
         _ => None,
     }
 }
@@ -378,10 +443,10 @@ impl Compiler<'_> {
     }
 
     /// A constant stored as an integer of type `ty`.
-    fn const_int(&self, v: &Value, ty: Type) -> KResult<i64> {
+    fn const_int(&self, v: &Value, ty: Type) -> KResult<i128> {
         let bad = || format!("constant {} does not have type {ty}", show_value(v));
         let range = Range::of(ty);
-        let fit = |x: i128| range.fit(x, 0).map_err(|_| bad());
+        let fit = |x: i128| range.fit::<i128>(x, 0).map_err(|_| bad());
         match (v, ty) {
             (Value::Int32(i), _) if scale_of(ty).is_some() => {
                 fit(i128::from(*i) * pow10(scale_of(ty).unwrap_or(0)).ok_or_else(bad)?)
@@ -389,7 +454,7 @@ impl Compiler<'_> {
             (Value::Int64(i), _) if scale_of(ty).is_some() => {
                 fit(i128::from(*i) * pow10(scale_of(ty).unwrap_or(0)).ok_or_else(bad)?)
             }
-            (Value::Decimal { unscaled, scale }, Type::Decimal(s)) => {
+            (Value::Decimal { unscaled, scale }, Type::Decimal(s) | Type::WideDecimal(s)) => {
                 let (from, to) = (u32::from(*scale), u32::from(s));
                 if to >= from {
                     fit(unscaled
@@ -403,12 +468,12 @@ impl Compiler<'_> {
                     fit(unscaled / d)
                 }
             }
-            (Value::Date(d), Type::Date) => Ok(i64::from(*d)),
-            (Value::Bool(b), Type::Bool) => Ok(i64::from(*b)),
+            (Value::Date(d), Type::Date) => Ok(i128::from(*d)),
+            (Value::Bool(b), Type::Bool) => Ok(i128::from(*b)),
             (Value::String(s), Type::String) => self
                 .ctx
                 .string_code(s)
-                .map(i64::from)
+                .map(i128::from)
                 .ok_or_else(|| format!("string constant {s:?} has no dictionary code")),
             _ => Err(bad()),
         }
@@ -566,7 +631,7 @@ impl Compiler<'_> {
                 show(e)
             )
         };
-        if let Type::Decimal(r) = e.ty {
+        if let Type::Decimal(r) | Type::WideDecimal(r) = e.ty {
             let r = u32::from(r);
             let (Some(sa), Some(sb)) = (scale_of(a.ty), scale_of(b.ty)) else {
                 return Err(bad());
@@ -739,9 +804,48 @@ impl Compiler<'_> {
 
 // ---- evaluation -----------------------------------------------------------------------
 
+/// The integer width a tree is computed in: `i64`, or `i128` when it holds a 38-digit
+/// decimal. Operations widen to `i128`, check against the node's range and narrow back.
+trait Int: Copy + PartialOrd + Send + Sync + 'static {
+    /// `x`, which the caller has checked to be in range.
+    fn of(x: i128) -> Self;
+    fn wide(self) -> i128;
+    fn as_f64(self) -> f64;
+}
+
+impl Int for i64 {
+    #[inline]
+    fn of(x: i128) -> i64 {
+        x as i64
+    }
+    #[inline]
+    fn wide(self) -> i128 {
+        i128::from(self)
+    }
+    #[inline]
+    fn as_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl Int for i128 {
+    #[inline]
+    fn of(x: i128) -> i128 {
+        x
+    }
+    #[inline]
+    fn wide(self) -> i128 {
+        self
+    }
+    #[inline]
+    fn as_f64(self) -> f64 {
+        self as f64
+    }
+}
+
 /// Values of one chunk and, where any row failed, the error id per row (0: none).
-struct IV {
-    v: Vec<i64>,
+struct IV<T> {
+    v: Vec<T>,
     err: Option<Vec<u32>>,
 }
 
@@ -776,7 +880,7 @@ fn merge_err(a: Option<Vec<u32>>, b: Option<Vec<u32>>) -> Option<Vec<u32>> {
     }
 }
 
-fn un_i(x: IV, f: impl Fn(i64) -> Result<i64, ErrId>) -> IV {
+fn un_i<T: Int>(x: IV<T>, f: impl Fn(T) -> Result<T, ErrId>) -> IV<T> {
     let IV { mut v, mut err } = x;
     let n = v.len();
     for (i, x) in v.iter_mut().enumerate() {
@@ -791,7 +895,7 @@ fn un_i(x: IV, f: impl Fn(i64) -> Result<i64, ErrId>) -> IV {
     IV { v, err }
 }
 
-fn bin_i(a: IV, b: IV, f: impl Fn(i64, i64) -> Result<i64, ErrId>) -> IV {
+fn bin_i<T: Int>(a: IV<T>, b: IV<T>, f: impl Fn(T, T) -> Result<T, ErrId>) -> IV<T> {
     let IV { mut v, err } = a;
     let mut err = merge_err(err, b.err);
     let n = v.len();
@@ -819,10 +923,10 @@ fn flipped(op: CmpOp) -> CmpOp {
 }
 
 /// `v[i] = v[i] op c` as 0 or 1, one loop per operator so that each vectorises.
-fn cmp_const(op: CmpOp, v: &mut [i64], c: i64) {
+fn cmp_const<T: Int>(op: CmpOp, v: &mut [T], c: T) {
     macro_rules! each {
         ($op:tt) => {
-            v.iter_mut().for_each(|x| *x = i64::from(*x $op c))
+            v.iter_mut().for_each(|x| *x = T::of(i128::from(*x $op c)))
         };
     }
     match op {
@@ -853,19 +957,20 @@ struct Ev<'a> {
 }
 
 impl Ev<'_> {
-    fn read_int(&self, col: &HostCol) -> Vec<i64> {
+    fn read_int<T: Int>(&self, col: &HostCol) -> Vec<T> {
         let r = self.start..self.start + self.len;
         match col {
-            HostCol::U8(v) => v[r].iter().map(|&x| i64::from(x)).collect(),
-            HostCol::I32(v) => v[r].iter().map(|&x| i64::from(x)).collect(),
-            HostCol::U32(v) => v[r].iter().map(|&x| i64::from(x)).collect(),
-            HostCol::I64(v) => v[r].to_vec(),
-            HostCol::U64(v) => v[r].iter().map(|&x| x as i64).collect(),
-            HostCol::F64(v) => v[r].iter().map(|&x| x as i64).collect(),
+            HostCol::U8(v) => v[r].iter().map(|&x| T::of(i128::from(x))).collect(),
+            HostCol::I32(v) => v[r].iter().map(|&x| T::of(i128::from(x))).collect(),
+            HostCol::U32(v) => v[r].iter().map(|&x| T::of(i128::from(x))).collect(),
+            HostCol::I64(v) => v[r].iter().map(|&x| T::of(i128::from(x))).collect(),
+            HostCol::U64(v) => v[r].iter().map(|&x| T::of(i128::from(x as i64))).collect(),
+            HostCol::F64(v) => v[r].iter().map(|&x| T::of(x as i64 as i128)).collect(),
+            HostCol::I128(v) => v[r].iter().map(|&x| T::of(x)).collect(),
         }
     }
 
-    fn int(&self, node: &INode) -> IV {
+    fn int<T: Int>(&self, node: &INode) -> IV<T> {
         let n = self.len;
         match node {
             INode::Col(i) => IV {
@@ -875,23 +980,25 @@ impl Ev<'_> {
             INode::Table { table, idx, err } => {
                 let t = self.args[*table];
                 let tl = t.len();
-                un_i(self.int(idx), |c| {
-                    if c < 0 || c as u64 >= tl as u64 {
+                un_i(self.int::<T>(idx), |c| {
+                    let c = c.wide();
+                    if c < 0 || c >= tl as i128 {
                         return Err(*err);
                     }
                     let c = c as usize;
-                    Ok(match t {
-                        HostCol::U8(v) => i64::from(v[c]),
-                        HostCol::I32(v) => i64::from(v[c]),
-                        HostCol::U32(v) => i64::from(v[c]),
-                        HostCol::I64(v) => v[c],
-                        HostCol::U64(v) => v[c] as i64,
-                        HostCol::F64(v) => v[c] as i64,
-                    })
+                    Ok(T::of(match t {
+                        HostCol::U8(v) => i128::from(v[c]),
+                        HostCol::I32(v) => i128::from(v[c]),
+                        HostCol::U32(v) => i128::from(v[c]),
+                        HostCol::I64(v) => i128::from(v[c]),
+                        HostCol::U64(v) => i128::from(v[c] as i64),
+                        HostCol::F64(v) => v[c] as i64 as i128,
+                        HostCol::I128(v) => v[c],
+                    }))
                 })
             }
             INode::Const(c) => IV {
-                v: vec![*c; n],
+                v: vec![T::of(*c); n],
                 err: None,
             },
             INode::Scale {
@@ -901,8 +1008,8 @@ impl Ev<'_> {
                 round,
                 range,
                 err,
-            } => un_i(self.int(x), |v| {
-                let mut y = i128::from(v);
+            } => un_i(self.int::<T>(x), |v| {
+                let mut y = v.wide();
                 if *div != 1 {
                     y = if *round {
                         div_round_half_away(y, *div).ok_or(*err)?
@@ -913,8 +1020,11 @@ impl Ev<'_> {
                 range.fit(y.checked_mul(*mul).ok_or(*err)?, *err)
             }),
             INode::FromFloat { x, range, err } => {
-                let FV { v, err: e } = self.float(x);
-                let mut out = IV { v: vec![0; n], err: e };
+                let FV { v, err: e } = self.float::<T>(x);
+                let mut out = IV {
+                    v: vec![T::of(0); n],
+                    err: e,
+                };
                 for (i, x) in v.iter().enumerate() {
                     if failed(&out.err, i) {
                         continue;
@@ -932,8 +1042,12 @@ impl Ev<'_> {
                 }
                 out
             }
-            INode::Neg { x, range, err } => un_i(self.int(x), |v| range.fit(-i128::from(v), *err)),
-            INode::Abs { x, range, err } => un_i(self.int(x), |v| range.fit(i128::from(v).abs(), *err)),
+            INode::Neg { x, range, err } => un_i(self.int::<T>(x), |v| {
+                range.fit(v.wide().checked_neg().ok_or(*err)?, *err)
+            }),
+            INode::Abs { x, range, err } => un_i(self.int::<T>(x), |v| {
+                range.fit(v.wide().checked_abs().ok_or(*err)?, *err)
+            }),
             INode::Arith {
                 op,
                 a,
@@ -941,20 +1055,20 @@ impl Ev<'_> {
                 range,
                 err,
                 err_div,
-            } => bin_i(self.int(a), self.int(b), |x, y| {
-                let (x, y) = (i128::from(x), i128::from(y));
+            } => bin_i(self.int::<T>(a), self.int::<T>(b), |x, y| {
+                let (x, y) = (x.wide(), y.wide());
                 let r = match op {
-                    ArithOp::Add => x + y,
-                    ArithOp::Sub => x - y,
-                    ArithOp::Mul => x * y,
+                    ArithOp::Add => x.checked_add(y),
+                    ArithOp::Sub => x.checked_sub(y),
+                    ArithOp::Mul => x.checked_mul(y),
                     ArithOp::Div => {
                         if y == 0 {
                             return Err(*err_div);
                         }
-                        x / y
+                        x.checked_div(y)
                     }
                 };
-                range.fit(r, *err)
+                range.fit(r.ok_or(*err)?, *err)
             }),
             INode::DecMul {
                 a,
@@ -963,8 +1077,8 @@ impl Ev<'_> {
                 mul,
                 range,
                 err,
-            } => bin_i(self.int(a), self.int(b), |x, y| {
-                let mut p = i128::from(x) * i128::from(y);
+            } => bin_i(self.int::<T>(a), self.int::<T>(b), |x, y| {
+                let mut p = x.wide().checked_mul(y.wide()).ok_or(*err)?;
                 if *div != 1 {
                     p = div_round_half_away(p, *div).ok_or(*err)?;
                 }
@@ -978,32 +1092,33 @@ impl Ev<'_> {
                 range,
                 err,
                 err_div,
-            } => bin_i(self.int(a), self.int(b), |x, y| {
+            } => bin_i(self.int::<T>(a), self.int::<T>(b), |x, y| {
+                let (x, y) = (x.wide(), y.wide());
                 if y == 0 {
                     return Err(*err_div);
                 }
-                let n = i128::from(x).checked_mul(*num).ok_or(*err)?;
-                let d = i128::from(y).checked_mul(*den).ok_or(*err)?;
+                let n = x.checked_mul(*num).ok_or(*err)?;
+                let d = y.checked_mul(*den).ok_or(*err)?;
                 range.fit(div_round_half_away(n, d).ok_or(*err)?, *err)
             }),
             // A comparison cannot fail: rows where an operand failed keep that error, and
             // their values are never read.
             INode::CmpI(op, a, b) => match (&**a, &**b) {
                 (_, INode::Const(c)) => {
-                    let mut x = self.int(a);
-                    cmp_const(*op, &mut x.v, *c);
+                    let mut x = self.int::<T>(a);
+                    cmp_const(*op, &mut x.v, T::of(*c));
                     x
                 }
                 (INode::Const(c), _) => {
-                    let mut y = self.int(b);
-                    cmp_const(flipped(*op), &mut y.v, *c);
+                    let mut y = self.int::<T>(b);
+                    cmp_const(flipped(*op), &mut y.v, T::of(*c));
                     y
                 }
                 _ => {
-                    let (x, y) = (self.int(a), self.int(b));
+                    let (x, y) = (self.int::<T>(a), self.int::<T>(b));
                     let mut v = x.v;
                     for (p, &q) in v.iter_mut().zip(&y.v) {
-                        *p = i64::from(cmp_result(*op, *p, q));
+                        *p = T::of(i128::from(cmp_result(*op, *p, q)));
                     }
                     IV {
                         v,
@@ -1012,42 +1127,44 @@ impl Ev<'_> {
                 }
             },
             INode::CmpF(op, a, b) => {
-                let (a, b) = (self.float(a), self.float(b));
+                let (a, b) = (self.float::<T>(a), self.float::<T>(b));
                 IV {
                     v: a.v
                         .iter()
                         .zip(&b.v)
-                        .map(|(x, y)| i64::from(cmp_result(*op, *x, *y)))
+                        .map(|(x, y)| T::of(i128::from(cmp_result(*op, *x, *y))))
                         .collect(),
                     err: merge_err(a.err, b.err),
                 }
             }
             INode::And(xs) => self.junction(xs, 1),
             INode::Or(xs) => self.junction(xs, 0),
-            INode::Not(x) => un_i(self.int(x), |v| Ok(i64::from(v == 0))),
-            INode::InI(x, vs) => un_i(self.int(x), |v| Ok(i64::from(vs.contains(&v)))),
+            INode::Not(x) => un_i(self.int::<T>(x), |v| Ok(T::of(i128::from(v.wide() == 0)))),
+            INode::InI(x, vs) => un_i(self.int::<T>(x), |v| Ok(T::of(i128::from(vs.contains(&v.wide()))))),
             INode::InF(x, vs) => {
-                let x = self.float(x);
+                let x = self.float::<T>(x);
                 IV {
-                    v: x.v.iter().map(|v| i64::from(vs.contains(v))).collect(),
+                    v: x.v.iter().map(|v| T::of(i128::from(vs.contains(v)))).collect(),
                     err: x.err,
                 }
             }
-            INode::Date(part, x) => un_i(self.int(x), |d| {
-                let (y, m, day) = civil_from_days(d);
-                Ok(match part {
-                    DatePart::Year => y,
-                    DatePart::Month => i64::from(m),
-                    DatePart::Day => i64::from(day),
-                })
+            INode::Date(part, x) => un_i(self.int::<T>(x), |d| {
+                let (y, m, day) = civil_from_days(d.wide() as i64);
+                Ok(T::of(match part {
+                    DatePart::Year => i128::from(y),
+                    DatePart::Month => i128::from(m),
+                    DatePart::Day => i128::from(day),
+                }))
             }),
         }
     }
 
     /// `and` (`unit` 1) or `or` (`unit` 0): operands left to right; a row is decided by
     /// the first operand that is not `unit` or that failed.
-    fn junction(&self, xs: &[INode], unit: i64) -> IV {
+    fn junction<T: Int>(&self, xs: &[INode], unit: i64) -> IV<T> {
         let n = self.len;
+        let unit = T::of(i128::from(unit));
+        let flip = T::of(1 - unit.wide());
         let mut v = vec![unit; n];
         let mut err = None;
         let mut decided = vec![false; n];
@@ -1055,11 +1172,11 @@ impl Ev<'_> {
             if decided.iter().all(|d| *d) {
                 break;
             }
-            let r = self.int(x);
+            let r = self.int::<T>(x);
             if r.err.is_none() {
                 for ((vi, di), &ri) in v.iter_mut().zip(decided.iter_mut()).zip(&r.v) {
                     let hit = ri != unit;
-                    *vi = if hit && !*di { 1 - unit } else { *vi };
+                    *vi = if hit && !*di { flip } else { *vi };
                     *di |= hit;
                 }
                 continue;
@@ -1073,7 +1190,7 @@ impl Ev<'_> {
                     set_err(&mut err, n, i, id);
                     decided[i] = true;
                 } else if r.v[i] != unit {
-                    v[i] = 1 - unit;
+                    v[i] = flip;
                     decided[i] = true;
                 }
             }
@@ -1081,14 +1198,14 @@ impl Ev<'_> {
         IV { v, err }
     }
 
-    fn float(&self, node: &FNode) -> FV {
+    fn float<T: Int>(&self, node: &FNode) -> FV {
         let n = self.len;
         match node {
             FNode::Col(i) => {
                 let r = self.start..self.start + n;
                 let v = match self.args[*i] {
                     HostCol::F64(v) => v[r].to_vec(),
-                    other => self.read_int(other).into_iter().map(|x| x as f64).collect(),
+                    other => self.read_int::<T>(other).into_iter().map(T::as_f64).collect(),
                 };
                 FV { v, err: None }
             }
@@ -1097,24 +1214,24 @@ impl Ev<'_> {
                 err: None,
             },
             FNode::FromInt { x, div } => {
-                let x = self.int(x);
+                let x = self.int::<T>(x);
                 FV {
-                    v: x.v.into_iter().map(|v| v as f64 / div).collect(),
+                    v: x.v.into_iter().map(|v| v.as_f64() / div).collect(),
                     err: x.err,
                 }
             }
             FNode::Neg(x) => {
-                let mut x = self.float(x);
+                let mut x = self.float::<T>(x);
                 x.v.iter_mut().for_each(|v| *v = -*v);
                 x
             }
             FNode::Abs(x) => {
-                let mut x = self.float(x);
+                let mut x = self.float::<T>(x);
                 x.v.iter_mut().for_each(|v| *v = v.abs());
                 x
             }
             FNode::Round { x, digits } => {
-                let mut x = self.float(x);
+                let mut x = self.float::<T>(x);
                 let m = 10f64.powi(*digits);
                 for v in x.v.iter_mut() {
                     let s = *v * m;
@@ -1125,7 +1242,7 @@ impl Ev<'_> {
                 x
             }
             FNode::Arith { op, a, b, err_div } => {
-                let (a, b) = (self.float(a), self.float(b));
+                let (a, b) = (self.float::<T>(a), self.float::<T>(b));
                 let mut err = merge_err(a.err, b.err);
                 let mut v = a.v;
                 for (i, (x, &y)) in v.iter_mut().zip(&b.v).enumerate() {

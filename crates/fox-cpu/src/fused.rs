@@ -225,7 +225,7 @@ fn one_pass(f: &Fused) -> Option<Vec<HostCol>> {
     }
     let n = expr::check_args(n_cols, args).ok()?;
     let keys = &args[..nkeys];
-    if keys.iter().any(|k| k.elem() == Elem::F64) {
+    if keys.iter().any(|k| matches!(k.elem(), Elem::F64 | Elem::I128)) {
         return None;
     }
     // One accumulator per aggregate but `count`, over the distinct value expressions.
@@ -401,14 +401,14 @@ mod tests {
         vec![
             agg(Count, None, Type::Int64),
             agg(Sum, Some(col(v, Type::Int64)), Type::Int64),
-            agg(Sum, Some(col(v + 1, dec)), dec),
+            agg(Sum, Some(col(v + 1, dec)), Type::WideDecimal(2)),
             agg(Avg, Some(col(v + 1, dec)), Type::Decimal(6)),
             agg(Avg, Some(col(v + 2, Type::Int32)), Type::Decimal(6)),
             agg(Min, Some(col(v + 2, Type::Int32)), Type::Int32),
             agg(Max, Some(col(v + 3, Type::Date)), Type::Date),
             agg(Min, Some(col(v + 1, dec)), dec),
             agg(Max, Some(col(v, Type::Int64)), Type::Int64),
-            agg(Sum, Some(prod()), Type::Decimal(4)),
+            agg(Sum, Some(prod()), Type::WideDecimal(4)),
             agg(Avg, Some(prod()), Type::Decimal(6)),
         ]
     }
@@ -435,6 +435,7 @@ mod tests {
                     Elem::I64 => HostCol::I64((0..n).map(|_| v() as i64 - (d / 2) as i64).collect()),
                     Elem::U64 => HostCol::U64((0..n).map(|_| v() | (1 << 63)).collect()),
                     Elem::F64 => HostCol::F64((0..n).map(|_| v() as f64 - 1.5).collect()),
+                    Elem::I128 => HostCol::I128((0..n).map(|_| (v() as i128 - (d / 2) as i128) << 70).collect()),
                 }
             })
             .collect();
@@ -516,6 +517,9 @@ mod tests {
         // More groups than one core's partial may hold.
         let cols = columns(&mut r, &[(Elem::U32, 1 << 30)], 200_000, false);
         assert!(!check((&cols, Some(filter(1, 0)), 1, exact_aggs(1)), "many groups"));
+        // 128-bit keys.
+        let cols = columns(&mut r, &[(Elem::I128, 5)], n, false);
+        assert!(!check((&cols, None, 1, exact_aggs(1)), "128-bit keys"));
         // Five keys.
         let five = [(Elem::U8, 2); 5];
         let cols = columns(&mut r, &five, n, false);

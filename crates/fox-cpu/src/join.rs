@@ -370,6 +370,7 @@ pub(crate) fn merge_union(args: &[&HostCol], width: usize) -> KResult<Vec<HostCo
             (HostCol::I64(x), HostCol::I64(y)) => HostCol::I64(union_col(x, y, &plans, total)?),
             (HostCol::U64(x), HostCol::U64(y)) => HostCol::U64(union_col(x, y, &plans, total)?),
             (HostCol::F64(x), HostCol::F64(y)) => HostCol::F64(union_col(x, y, &plans, total)?),
+            (HostCol::I128(x), HostCol::I128(y)) => HostCol::I128(union_col(x, y, &plans, total)?),
             (x, _) => {
                 return Err(format!(
                     "column {c} differs in element type between a and b: {:?}",

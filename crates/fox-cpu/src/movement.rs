@@ -26,6 +26,7 @@ pub(crate) fn compact(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
                 HostCol::I64(v) => HostCol::I64(compact_col(flags, v, &ranges, &counts, total)?),
                 HostCol::U64(v) => HostCol::U64(compact_col(flags, v, &ranges, &counts, total)?),
                 HostCol::F64(v) => HostCol::F64(compact_col(flags, v, &ranges, &counts, total)?),
+                HostCol::I128(v) => HostCol::I128(compact_col(flags, v, &ranges, &counts, total)?),
             })
         })
         .collect()
@@ -180,6 +181,7 @@ pub(crate) fn concat(args: &[&HostCol], parts: usize, width: usize) -> KResult<V
             HostCol::I64(_) => cat!(I64),
             HostCol::U64(_) => cat!(U64),
             HostCol::F64(_) => cat!(F64),
+            HostCol::I128(_) => cat!(I128),
         });
     }
     Ok(out)

@@ -12,10 +12,13 @@ use std::cmp::Ordering;
 pub fn scale_of(ty: Type) -> Option<u32> {
     match ty {
         Type::Int32 | Type::Int64 => Some(0),
-        Type::Decimal(s) => Some(u32::from(s)),
+        Type::Decimal(s) | Type::WideDecimal(s) => Some(u32::from(s)),
         _ => None,
     }
 }
+
+/// The largest magnitude of a 38-digit decimal.
+pub(crate) const MAX_WIDE: u128 = 10u128.pow(38) - 1;
 
 /// Integers as a column of element type `elem`: `Err(Some(i))` when value `i` does not
 /// fit it, `Err(None)` when `elem` is a float.
@@ -36,6 +39,18 @@ pub(crate) fn int_column(vals: &[i128], elem: Elem) -> Result<HostCol, Option<us
         Elem::U32 => conv!(U32, u32),
         Elem::I64 => conv!(I64, i64),
         Elem::U64 => conv!(U64, u64),
+        Elem::I128 => HostCol::I128(
+            vals.iter()
+                .enumerate()
+                .map(|(i, &x)| {
+                    if x.unsigned_abs() <= MAX_WIDE {
+                        Ok(x)
+                    } else {
+                        Err(Some(i))
+                    }
+                })
+                .collect::<Result<Vec<i128>, _>>()?,
+        ),
         Elem::F64 => return Err(None),
     })
 }
@@ -57,6 +72,7 @@ pub(crate) fn int_at(col: &HostCol, i: usize) -> i128 {
         HostCol::I64(v) => i128::from(v[i]),
         HostCol::U64(v) => i128::from(v[i]),
         HostCol::F64(v) => v[i] as i128,
+        HostCol::I128(v) => v[i],
     }
 }
 
@@ -187,10 +203,18 @@ fn aggregate(
             let what = if spec.func == AggFunc::Sum { "sum" } else { "average" };
             let overflow = |g: usize| format!("the {what} of the group at row {} does not fit {out_ty}", bounds[g].0);
             let avg = spec.func == AggFunc::Avg;
+            let wide = col.elem() == Elem::I128;
             let vals = par_map(ng, |g| {
                 let (s, e) = bounds[g];
-                // At most 2^32 values of at most 2^63 each: the sum fits 96 bits.
-                let sum: i128 = (s..e).map(|i| int_at(col, i)).sum();
+                // At most 2^32 values of at most 2^63 each: the sum fits 96 bits; sums of
+                // 38-digit values are checked.
+                let sum: i128 = if wide {
+                    (s..e)
+                        .try_fold(0i128, |acc, i| acc.checked_add(int_at(col, i)))
+                        .ok_or(g)?
+                } else {
+                    (s..e).map(|i| int_at(col, i)).sum()
+                };
                 finish_int_sum(avg, si, so, sum, (e - s) as i128).ok_or(g)
             });
             let vals = vals.into_iter().collect::<Result<Vec<_>, usize>>().map_err(overflow)?;

@@ -11,7 +11,8 @@ struct Key {
     v: Vec<u64>,
 }
 
-fn encode(col: &HostCol, desc: bool, rank: Option<&[u32]>, k: usize) -> KResult<Key> {
+/// The keys of one column: one, or two (high then low half) for a 128-bit column.
+fn encode(col: &HostCol, desc: bool, rank: Option<&[u32]>, k: usize) -> KResult<Vec<Key>> {
     let (v, bits): (Vec<u64>, u32) = match (col, rank) {
         (HostCol::U32(v), Some(rank)) => {
             let mut out = Vec::with_capacity(v.len());
@@ -38,6 +39,12 @@ fn encode(col: &HostCol, desc: bool, rank: Option<&[u32]>, k: usize) -> KResult<
         (HostCol::I64(v), None) => (v.iter().map(|&x| x as u64 ^ (1 << 63)).collect(), 64),
         (HostCol::U64(v), None) => (v.clone(), 64),
         (HostCol::F64(v), None) => (v.iter().map(|&x| f64_key(x)).collect(), 64),
+        (HostCol::I128(v), None) => {
+            let d = if desc { u64::MAX } else { 0 };
+            let hi = v.iter().map(|&x| ((x >> 64) as u64 ^ (1 << 63)) ^ d).collect();
+            let lo = v.iter().map(|&x| x as u64 ^ d).collect();
+            return Ok(vec![Key { v: hi }, Key { v: lo }]);
+        }
     };
     let v = if desc {
         let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
@@ -45,7 +52,7 @@ fn encode(col: &HostCol, desc: bool, rank: Option<&[u32]>, k: usize) -> KResult<
     } else {
         v
     };
-    Ok(Key { v })
+    Ok(vec![Key { v }])
 }
 
 fn sort_pairs<K: Ord + Copy + Send>(mut pairs: Vec<(K, u32)>) -> Vec<u32> {
@@ -85,9 +92,12 @@ pub(crate) fn sort_perm(args: &[&HostCol], desc: &[bool], by_rank: &[bool]) -> K
             return Ok(HostCol::U32(perm));
         }
     }
-    let keys = (0..k)
+    let keys: Vec<Key> = (0..k)
         .map(|i| encode(args[i], desc[i], if by_rank[i] { rank } else { None }, i))
-        .collect::<KResult<Vec<_>>>()?;
+        .collect::<KResult<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect();
     // Each key's range: only the bits that vary are packed.
     let ranges: Vec<(u64, u32)> = keys
         .iter()
@@ -244,6 +254,8 @@ fn pack_all<K: PackKey>(keys: &[&HostCol], desc: &[bool], ranges: &[(u64, u32)],
             HostCol::I64(v) => pack_col(&mut packed, v, d, lo, w),
             HostCol::U64(v) => pack_col(&mut packed, v, d, lo, w),
             HostCol::F64(v) => pack_col(&mut packed, v, d, lo, w),
+            // `sort_direct` takes no 128-bit key.
+            HostCol::I128(_) => {}
         }
     }
     packed
@@ -252,6 +264,9 @@ fn pack_all<K: PackKey>(keys: &[&HostCol], desc: &[bool], ranges: &[(u64, u32)],
 /// The permutation of keys without rank tables that pack into 64 bits once each key is
 /// reduced to its range, by radix sort straight from the columns; `None` when wider.
 fn sort_direct(keys: &[&HostCol], desc: &[bool], n: usize) -> Option<Vec<u32>> {
+    if keys.iter().any(|c| c.elem() == fox_kernel::Elem::I128) {
+        return None;
+    }
     let ranges: Vec<(u64, u32)> = keys
         .iter()
         .zip(desc)
@@ -263,6 +278,7 @@ fn sort_direct(keys: &[&HostCol], desc: &[bool], n: usize) -> Option<Vec<u32>> {
                 HostCol::I64(v) => col_range(v, d),
                 HostCol::U64(v) => col_range(v, d),
                 HostCol::F64(v) => col_range(v, d),
+                HostCol::I128(_) => (0, u64::MAX),
             };
             (lo, 64 - (hi - lo).leading_zeros())
         })
@@ -428,6 +444,11 @@ pub(crate) fn adjacent_distinct(args: &[&HostCol]) -> KResult<HostCol> {
             HostCol::I64(v) => mark_changes(&mut flags, v),
             HostCol::U64(v) => mark_changes(&mut flags, v),
             HostCol::F64(v) => mark_changes(&mut flags, v),
+            HostCol::I128(v) => {
+                for i in 1..n {
+                    flags[i] |= u8::from(v[i] != v[i - 1]);
+                }
+            }
         }
     }
     if let Some(f) = flags.first_mut() {

@@ -223,6 +223,15 @@ pub(crate) fn intersect_count(args: &[&HostCol], ways: usize) -> KResult<HostCol
         HostCol::U32(_) => count_typed(&slices(&values, |c| matches_u32(c)), &los, &his, n),
         HostCol::U64(_) => count_typed(&slices(&values, |c| matches_u64(c)), &los, &his, n),
         HostCol::U8(_) => count_typed(&slices(&values, |c| matches_u8(c)), &los, &his, n),
+        HostCol::I128(_) => count_typed(
+            &slices(&values, |c| match c {
+                HostCol::I128(x) => Some(&x[..]),
+                _ => None,
+            }),
+            &los,
+            &his,
+            n,
+        ),
         HostCol::F64(_) => {
             let keys: Vec<Vec<u64>> = values
                 .iter()

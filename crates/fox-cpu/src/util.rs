@@ -23,6 +23,7 @@ pub(crate) fn elem_name(e: Elem) -> &'static str {
         Elem::I64 => "i64",
         Elem::U64 => "u64",
         Elem::F64 => "f64",
+        Elem::I128 => "i128",
     }
 }
 
@@ -116,6 +117,7 @@ pub(crate) fn cmp_at(a: &HostCol, i: usize, b: &HostCol, j: usize) -> Ordering {
         (HostCol::I64(x), HostCol::I64(y)) => x[i].cmp(&y[j]),
         (HostCol::U64(x), HostCol::U64(y)) => x[i].cmp(&y[j]),
         (HostCol::F64(x), HostCol::F64(y)) => f64_key(x[i]).cmp(&f64_key(y[j])),
+        (HostCol::I128(x), HostCol::I128(y)) => x[i].cmp(&y[j]),
         _ => a.elem().cmp(&b.elem()),
     }
 }
@@ -188,6 +190,7 @@ macro_rules! map_col {
             HostCol::I64($v) => HostCol::I64($body),
             HostCol::U64($v) => HostCol::U64($body),
             HostCol::F64($v) => HostCol::F64($body),
+            HostCol::I128($v) => HostCol::I128($body),
         }
     };
 }

@@ -207,6 +207,51 @@ fn overflow_is_an_error_naming_the_expression() {
 }
 
 #[test]
+fn decimals_of_38_digits() {
+    let w = |s: u8| Type::WideDecimal(s);
+    let big = 10i128.pow(37);
+    let wide = HostCol::I128(vec![big, -big, 12_345, 0]);
+    let narrow = d2(vec![1, 2, 3, i64::MAX]);
+    // A 64-bit decimal widened and added to a wide one; the sum leaves 64 bits.
+    let e = arith(ArithOp::Add, col(0, w(2)), cast(col(1, Type::Decimal(2)), w(2)), w(2));
+    assert_eq!(
+        ok(&e, &[wide.clone(), narrow.clone()]),
+        HostCol::I128(vec![big + 1, -big + 2, 12_348, i128::from(i64::MAX)])
+    );
+    // Products rescale like 64-bit ones (scale 2 + 2 = 4, then round to 2 half away).
+    let e = arith(ArithOp::Mul, col(0, w(2)), lit(dec(5, 1), Type::Decimal(1)), w(3));
+    assert_eq!(
+        ok(&e, &[HostCol::I128(vec![big / 10, -12_345])]),
+        HostCol::I128(vec![big / 2, -61_725])
+    );
+    let e = arith(ArithOp::Div, col(0, w(2)), lit(Value::Int64(3), Type::Int64), w(6));
+    assert_eq!(
+        ok(&e, &[HostCol::I128(vec![100, -200, 3 * 10i128.pow(30)])]),
+        HostCol::I128(vec![333_333, -666_667, 10i128.pow(34)])
+    );
+    // Comparisons, also against 64-bit constants.
+    let e = cmp(CmpOp::Gt, col(0, w(2)), lit(dec(123, 0), w(2)));
+    assert_eq!(ok(&e, std::slice::from_ref(&wide)), HostCol::U8(vec![1, 0, 1, 0]));
+    // Beyond 38 digits is an overflow, as are products whose intermediate exceeds 128 bits.
+    let e = arith(ArithOp::Mul, col(0, w(0)), lit(Value::Int64(100), Type::Int64), w(0));
+    assert!(eval(&e, std::slice::from_ref(&wide))
+        .unwrap_err()
+        .0
+        .contains("overflow"));
+    let e = arith(ArithOp::Mul, col(0, w(0)), col(0, w(0)), w(0));
+    assert!(eval(&e, std::slice::from_ref(&wide))
+        .unwrap_err()
+        .0
+        .contains("overflow"));
+    // A wide value cast to float, and to a 64-bit integer when it fits.
+    let e = cast(col(0, w(2)), Type::Float64);
+    assert_eq!(
+        ok(&e, &[HostCol::I128(vec![150, -big])]),
+        HostCol::F64(vec![1.5, -1e35])
+    );
+}
+
+#[test]
 fn division_by_zero_is_an_error_unless_short_circuited() {
     for (ty, a, b) in [
         (Type::Int64, HostCol::I64(vec![1, 1]), HostCol::I64(vec![1, 0])),

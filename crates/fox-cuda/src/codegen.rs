@@ -10,9 +10,14 @@
 //! Values stored as integers are carried as `long long` and computed in `__int128`
 //! (decimal products and quotients, rescales, overflow checks), floats as `double` with
 //! the `_rn` intrinsics so that no multiply-add is ever contracted: results are bit-equal
-//! to the CPU's. A failing row records `(row << 24) | error id` with an atomic maximum of
-//! its complement in an error word, so the host reads the smallest failing row, whatever
-//! the scheduling.
+//! to the CPU's. A tree that holds a 38-digit decimal (`WideDecimal`, stored as `i128`)
+//! carries every integer-stored value as `__int128` instead, as fox-cpu computes such a
+//! tree in `i128`: sums, differences and products are checked for overflow of 128 bits
+//! (which fox-cpu reports as the node's overflow) before the node's range check, and the
+//! helpers this needs (`WIDE_PRELUDE`) are only in such kernels, so that the source of a
+//! 64-bit tree is what it always was. A failing row records `(row << 24) | error id`
+//! with an atomic maximum of its complement in an error word, so the host reads the
+//! smallest failing row, whatever the scheduling.
 //!
 //! Kernel parameters, in order: one pointer per argument (columns, then dictionary
 //! tables), typed by the argument's element type; the length (`unsigned long long`) of
@@ -78,6 +83,7 @@ pub fn elem_name(e: Elem) -> &'static str {
         Elem::I64 => "i64",
         Elem::U64 => "u64",
         Elem::F64 => "f64",
+        Elem::I128 => "i128",
     }
 }
 
@@ -89,6 +95,23 @@ fn c_type(e: Elem) -> &'static str {
         Elem::I64 => "long long",
         Elem::U64 => "unsigned long long",
         Elem::F64 => "double",
+        Elem::I128 => "i128",
+    }
+}
+
+/// Whether `e` or a part of it is a 38-digit decimal: then its integer-stored values are
+/// computed in 128 bits (as fox-cpu decides it).
+pub fn has_wide(e: &KExpr) -> bool {
+    if matches!(e.ty, Type::WideDecimal(_)) {
+        return true;
+    }
+    match &e.kind {
+        KExprKind::Col(_) | KExprKind::Const(_) => false,
+        KExprKind::Table(_, x) | KExprKind::Cast(x) | KExprKind::Neg(x) | KExprKind::Not(x) | KExprKind::In(x, _) => {
+            has_wide(x)
+        }
+        KExprKind::Arith(_, a, b) | KExprKind::Cmp(_, a, b) => has_wide(a) || has_wide(b),
+        KExprKind::And(xs) | KExprKind::Or(xs) | KExprKind::Call(_, xs) => xs.iter().any(has_wide),
     }
 }
 
@@ -117,6 +140,7 @@ pub fn generate_source(
     if arg_elems.len() < n_cols {
         return Err(format!("expects {n_cols} column argument(s), got {}", arg_elems.len()));
     }
+    let wide = has_wide(expr);
     let mut g = Gen {
         elems: arg_elems,
         n_cols,
@@ -124,6 +148,7 @@ pub fn generate_source(
         msgs: Vec::new(),
         funcs: String::new(),
         next: 0,
+        wide,
     };
     let out_elem;
     let mut narrow = false;
@@ -135,13 +160,16 @@ pub fn generate_source(
         let (f, unchecked) = g.int(expr)?;
         root = f;
         out_elem = Elem::of(expr.ty);
-        narrow = unchecked && out_elem != Elem::I64;
+        narrow = unchecked && !matches!(out_elem, Elem::I64 | Elem::I128);
     }
     if g.msgs.len() >= 1 << ID_BITS {
         return Err(format!("`{}` has too many error sites for one kernel", show(expr)));
     }
     let mut src = String::new();
     src.push_str(PRELUDE);
+    if wide {
+        src.push_str(WIDE_PRELUDE);
+    }
     // Argument block.
     src.push_str(&arg_struct(arg_elems, n_cols));
     src.push_str(&g.funcs);
@@ -157,7 +185,7 @@ pub fn generate_source(
     src.push_str(&arg_init(arg_elems, n_cols));
     src.push_str("  const u64 stride = (u64)gridDim.x * blockDim.x;\n");
     src.push_str("  for (u64 i = lo + (u64)blockIdx.x * blockDim.x + threadIdx.x; i < hi; i += stride) {\n");
-    let vty = if out_elem == Elem::F64 { "double" } else { "i64" };
+    let vty = if out_elem == Elem::F64 { "double" } else { g.ity() };
     let _ = writeln!(src, "    {vty} v;\n    const unsigned e = {root}(p, i, v);");
     let _ = writeln!(
         src,
@@ -290,42 +318,130 @@ static __device__ __forceinline__ bool fox_in_sorted(const i64* xs, int n, i64 v
 
 "#;
 
+/// The helpers of kernels whose tree holds a 38-digit decimal (after [`PRELUDE`]).
+const WIDE_PRELUDE: &str = r#"// 128-bit helpers (a tree with a 38-digit decimal).
+static __device__ __forceinline__ bool fox_in_range128(i128 x, i128 lo, i128 hi) {
+  return x >= lo && x <= hi;
+}
+
+// r = a + b (a - b); false when it overflows 128 bits.
+static __device__ __forceinline__ bool fox_add128(i128 a, i128 b, i128& r) {
+  r = (i128)((u128)a + (u128)b);
+  return ((a ^ r) & (b ^ r)) >= 0;
+}
+
+static __device__ __forceinline__ bool fox_sub128(i128 a, i128 b, i128& r) {
+  r = (i128)((u128)a - (u128)b);
+  return ((a ^ b) & (a ^ r)) >= 0;
+}
+
+// r = a * b; false when the product does not fit 128 bits.
+static __device__ __forceinline__ bool fox_mul128(i128 a, i128 b, i128& r) {
+  const bool neg = (a < 0) != (b < 0);
+  const u128 ua = a < 0 ? (u128)0 - (u128)a : (u128)a;
+  const u128 ub = b < 0 ? (u128)0 - (u128)b : (u128)b;
+  const u64 a1 = (u64)(ua >> 64), a0 = (u64)ua, b1 = (u64)(ub >> 64), b0 = (u64)ub;
+  if (a1 != 0ull && b1 != 0ull) return false;
+  // The cross product a1 * b0 + a0 * b1 (one term is 0) must fit 64 bits.
+  const u128 cross = a1 != 0ull ? (u128)a1 * b0 : (u128)b1 * a0;
+  if ((u64)(cross >> 64) != 0ull) return false;
+  const u128 low = (u128)a0 * b0;
+  const u64 top = (u64)(low >> 64) + (u64)cross;
+  if (top < (u64)cross) return false;
+  const u128 m = ((u128)top << 64) | (u128)(u64)low;
+  const u128 lim = neg ? ((u128)1 << 127) : (((u128)1 << 127) - 1);
+  if (m > lim) return false;
+  r = neg ? (i128)((u128)0 - m) : (i128)m;
+  return true;
+}
+
+// x as the nearest double (ties to even), as Rust's `i128 as f64`.
+static __device__ __forceinline__ double fox_i128_to_double(i128 x) {
+  if (x >= (i128)(-9223372036854775807LL - 1) && x <= (i128)9223372036854775807LL) return __ll2double_rn((i64)x);
+  const bool neg = x < 0;
+  const u128 u = neg ? (u128)0 - (u128)x : (u128)x;
+  const u64 hi = (u64)(u >> 64);
+  double d;
+  if (hi == 0ull) {
+    d = __ull2double_rn((u64)u);
+  } else {
+    // The top 64 bits, the bits below them folded into the lowest one (sticky), rounded
+    // once, then scaled exactly.
+    const int sh = 64 - __clzll((long long)hi);
+    const u64 top = (u64)(u >> sh) | (((u & (((u128)1 << sh) - 1)) != 0) ? 1ull : 0ull);
+    d = scalbn(__ull2double_rn(top), sh);
+  }
+  return neg ? -d : d;
+}
+
+// Binary search in a sorted array of 128-bit values.
+static __device__ __forceinline__ bool fox_in_sorted128(const i128* xs, int n, i128 v) {
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (xs[mid] < v) lo = mid + 1; else hi = mid;
+  }
+  return lo < n && xs[lo] == v;
+}
+
+"#;
+
 /// An error site: a 1-based index into the messages.
 type ErrId = u32;
 
 /// The range a value of a type must fall in (as fox-cpu checks it).
 #[derive(Clone, Copy)]
 struct Range {
-    min: i64,
-    max: i64,
+    min: i128,
+    max: i128,
 }
+
+/// The largest magnitude of a 38-digit decimal.
+const MAX_WIDE: i128 = 10i128.pow(38) - 1;
 
 impl Range {
     fn of(ty: Type) -> Range {
         match ty {
             Type::Int32 | Type::Date => Range {
-                min: i64::from(i32::MIN),
-                max: i64::from(i32::MAX),
+                min: i128::from(i32::MIN),
+                max: i128::from(i32::MAX),
             },
             Type::String => Range {
                 min: 0,
-                max: i64::from(u32::MAX),
+                max: i128::from(u32::MAX),
             },
             Type::Bool => Range { min: 0, max: 1 },
             Type::Int64 | Type::Decimal(_) | Type::Float64 => Range {
-                min: i64::MIN,
-                max: i64::MAX,
+                min: i128::from(i64::MIN),
+                max: i128::from(i64::MAX),
+            },
+            Type::WideDecimal(_) => Range {
+                min: -MAX_WIDE,
+                max: MAX_WIDE,
             },
         }
     }
 
-    /// `if (!in range) return err; v = (i64)y;` for an `i128 y`.
-    fn fit(self, y: &str, err: ErrId) -> String {
-        format!(
-            "  if (!fox_in_range({y}, {}, {})) return {err}u;\n  v = (i64){y};\n",
-            lit64(self.min),
-            lit64(self.max)
-        )
+    fn contains(self, x: i128) -> bool {
+        x >= self.min && x <= self.max
+    }
+
+    /// `if (!in range) return err; v = (i64)y;` for an `i128 y`; in a 128-bit tree
+    /// (`wide`) `v = y`.
+    fn fit(self, y: &str, err: ErrId, wide: bool) -> String {
+        match (i64::try_from(self.min), i64::try_from(self.max)) {
+            (Ok(lo), Ok(hi)) => format!(
+                "  if (!fox_in_range({y}, {}, {})) return {err}u;\n  v = {}{y};\n",
+                lit64(lo),
+                lit64(hi),
+                if wide { "" } else { "(i64)" }
+            ),
+            _ => format!(
+                "  if (!fox_in_range128({y}, {}, {})) return {err}u;\n  v = {y};\n",
+                lit128(self.min),
+                lit128(self.max)
+            ),
+        }
     }
 }
 
@@ -364,7 +480,7 @@ fn pow10(k: u32) -> Option<i128> {
 fn scale_of(ty: Type) -> Option<u32> {
     match ty {
         Type::Int32 | Type::Int64 => Some(0),
-        Type::Decimal(s) => Some(u32::from(s)),
+        Type::Decimal(s) | Type::WideDecimal(s) => Some(u32::from(s)),
         _ => None,
     }
 }
@@ -390,10 +506,6 @@ fn call(f: &str, ty: &str, var: &str) -> String {
     format!("  {ty} {var};\n  {{ const unsigned e = {f}(p, i, {var}); if (e != 0u) return e; }}\n")
 }
 
-fn call_i(f: &str, var: &str) -> String {
-    call(f, "i64", var)
-}
-
 fn call_f(f: &str, var: &str) -> String {
     call(f, "double", var)
 }
@@ -405,6 +517,9 @@ struct Gen<'a> {
     msgs: Vec<String>,
     funcs: String,
     next: usize,
+    /// Whether integer-stored values are carried in 128 bits (the tree holds a 38-digit
+    /// decimal).
+    wide: bool,
 }
 
 /// A compiled integer node: its function, and whether its value may fall outside the
@@ -425,11 +540,33 @@ impl Gen<'_> {
         self.err(format!("division by zero in `{}`", show(e)))
     }
 
+    /// The type integer-stored values are carried in.
+    fn ity(&self) -> &'static str {
+        if self.wide {
+            "i128"
+        } else {
+            "i64"
+        }
+    }
+
+    /// Calls integer node function `f` into a new local `var`, returning its error.
+    fn call_i(&self, f: &str, var: &str) -> String {
+        call(f, self.ity(), var)
+    }
+
+    /// An integer constant in the tree's width.
+    fn lit(&self, x: i128) -> String {
+        match i64::try_from(x) {
+            Ok(v) if !self.wide => lit64(v),
+            _ => lit128(x),
+        }
+    }
+
     /// Emits a node function with `body` (which sets `v`) and returns its name.
     fn func(&mut self, float: bool, body: &str) -> String {
         let name = format!("n{}", self.next);
         self.next += 1;
-        let vty = if float { "double" } else { "i64" };
+        let vty = if float { "double" } else { self.ity() };
         let _ = write!(
             self.funcs,
             "static __device__ __forceinline__ unsigned {name}(const P& p, u64 i, {vty}& v) {{\n{body}  return 0u;\n}}\n\n"
@@ -458,16 +595,10 @@ impl Gen<'_> {
         Ok(i)
     }
 
-    fn const_int(&self, v: &Value, ty: Type) -> Result<i64, String> {
+    fn const_int(&self, v: &Value, ty: Type) -> Result<i128, String> {
         let bad = || format!("constant {} does not have type {ty}", show_value(v));
         let range = Range::of(ty);
-        let fit = |x: i128| {
-            if x >= i128::from(range.min) && x <= i128::from(range.max) {
-                Ok(x as i64)
-            } else {
-                Err(bad())
-            }
-        };
+        let fit = |x: i128| if range.contains(x) { Ok(x) } else { Err(bad()) };
         match (v, ty) {
             (Value::Int32(i), _) if scale_of(ty).is_some() => {
                 fit(i128::from(*i) * pow10(scale_of(ty).unwrap_or(0)).ok_or_else(bad)?)
@@ -475,7 +606,7 @@ impl Gen<'_> {
             (Value::Int64(i), _) if scale_of(ty).is_some() => {
                 fit(i128::from(*i) * pow10(scale_of(ty).unwrap_or(0)).ok_or_else(bad)?)
             }
-            (Value::Decimal { unscaled, scale }, Type::Decimal(s)) => {
+            (Value::Decimal { unscaled, scale }, Type::Decimal(s) | Type::WideDecimal(s)) => {
                 let (from, to) = (u32::from(*scale), u32::from(s));
                 if to >= from {
                     fit(unscaled
@@ -489,12 +620,12 @@ impl Gen<'_> {
                     fit(unscaled / d)
                 }
             }
-            (Value::Date(d), Type::Date) => Ok(i64::from(*d)),
-            (Value::Bool(b), Type::Bool) => Ok(i64::from(*b)),
+            (Value::Date(d), Type::Date) => Ok(i128::from(*d)),
+            (Value::Bool(b), Type::Bool) => Ok(i128::from(*b)),
             (Value::String(s), Type::String) => self
                 .ctx
                 .string_code(s)
-                .map(i64::from)
+                .map(i128::from)
                 .ok_or_else(|| format!("string constant {s:?} has no dictionary code")),
             _ => Err(bad()),
         }
@@ -533,7 +664,8 @@ impl Gen<'_> {
         Ok(match &e.kind {
             KExprKind::Col(i) => {
                 let i = self.col(*i, e)?;
-                (self.func(false, &format!("  v = (i64)p.a{i}[i];\n")), false)
+                let body = format!("  v = ({})p.a{i}[i];\n", self.ity());
+                (self.func(false, &body), false)
             }
             KExprKind::Table(t, x) => {
                 let table = self.n_cols + t;
@@ -548,15 +680,23 @@ impl Gen<'_> {
                 }
                 let err = self.err(format!("string code outside dictionary table {t} in `{}`", show(e)));
                 let (idx, _) = self.int(x)?;
-                let body = format!(
-                    "{}  if (x < 0 || (u64)x >= p.l{table}) return {err}u;\n  v = (i64)p.a{table}[x];\n",
-                    call_i(&idx, "x")
-                );
+                let body = if self.wide {
+                    format!(
+                        "{}  if (x < 0 || x >= (i128)p.l{table}) return {err}u;\n  v = (i128)p.a{table}[(u64)x];\n",
+                        self.call_i(&idx, "x")
+                    )
+                } else {
+                    format!(
+                        "{}  if (x < 0 || (u64)x >= p.l{table}) return {err}u;\n  v = (i64)p.a{table}[x];\n",
+                        self.call_i(&idx, "x")
+                    )
+                };
                 (self.func(false, &body), true)
             }
             KExprKind::Const(v) => {
                 let c = self.const_int(v, e.ty)?;
-                (self.func(false, &format!("  v = {};\n", lit64(c))), false)
+                let body = format!("  v = {};\n", self.lit(c));
+                (self.func(false, &body), false)
             }
             KExprKind::Cast(x) => self.cast(e, x)?,
             KExprKind::Neg(x) => {
@@ -565,7 +705,11 @@ impl Gen<'_> {
                 }
                 let err = self.overflow(e);
                 let (x, _) = self.int(x)?;
-                let body = format!("{}  const i128 y = -(i128)x;\n{}", call_i(&x, "x"), range.fit("y", err));
+                let body = format!(
+                    "{}  const i128 y = -(i128)x;\n{}",
+                    self.call_i(&x, "x"),
+                    range.fit("y", err, self.wide)
+                );
                 (self.func(false, &body), false)
             }
             KExprKind::Arith(op, a, b) => self.arith(e, *op, a, b)?,
@@ -581,7 +725,7 @@ impl Gen<'_> {
                     }
                     let (fa, _) = self.int(a)?;
                     let (fb, _) = self.int(b)?;
-                    format!("{}{}", call_i(&fa, "a"), call_i(&fb, "b"))
+                    format!("{}{}", self.call_i(&fa, "a"), self.call_i(&fb, "b"))
                 };
                 let body = format!("{body}  v = (a {} b) ? 1 : 0;\n", cmp_op(*op));
                 (self.func(false, &body), false)
@@ -596,7 +740,7 @@ impl Gen<'_> {
             }
             KExprKind::Not(x) => {
                 let f = self.bools(std::slice::from_ref(&**x))?.remove(0);
-                let body = format!("{}  v = (x == 0) ? 1 : 0;\n", call_i(&f, "x"));
+                let body = format!("{}  v = (x == 0) ? 1 : 0;\n", self.call_i(&f, "x"));
                 (self.func(false, &body), false)
             }
             KExprKind::In(x, vs) => {
@@ -627,15 +771,15 @@ impl Gen<'_> {
     }
 
     /// Membership in integer constants: a chain of comparisons, or a binary search in a
-    /// sorted table for long lists.
-    fn in_list(&mut self, f: &str, mut vs: Vec<i64>) -> String {
-        let mut body = call_i(f, "x");
+    /// sorted table for long lists (of 128-bit values when a constant needs them).
+    fn in_list(&mut self, f: &str, mut vs: Vec<i128>) -> String {
+        let mut body = self.call_i(f, "x");
         if vs.is_empty() {
             body.push_str("  v = 0;\n");
         } else if vs.len() <= 8 {
             let test = vs
                 .iter()
-                .map(|c| format!("x == {}", lit64(*c)))
+                .map(|c| format!("x == {}", self.lit(*c)))
                 .collect::<Vec<_>>()
                 .join(" || ");
             let _ = writeln!(body, "  v = ({test}) ? 1 : 0;");
@@ -643,13 +787,27 @@ impl Gen<'_> {
             vs.sort_unstable();
             vs.dedup();
             let table = format!("in{}", self.next);
-            let items = vs.iter().map(|c| lit64(*c)).collect::<Vec<_>>().join(", ");
+            let narrow: Option<Vec<i64>> = vs.iter().map(|c| i64::try_from(*c).ok()).collect();
+            let (ty, items, search) = match narrow {
+                Some(vs) => ("i64", vs.iter().map(|c| lit64(*c)).collect::<Vec<_>>(), "fox_in_sorted"),
+                None => ("i128", vs.iter().map(|c| lit128(*c)).collect(), "fox_in_sorted128"),
+            };
             let _ = write!(
                 self.funcs,
-                "static __device__ const i64 {table}[{}] = {{{items}}};\n\n",
-                vs.len()
+                "static __device__ const {ty} {table}[{}] = {{{}}};\n\n",
+                vs.len(),
+                items.join(", ")
             );
-            let _ = writeln!(body, "  v = fox_in_sorted({table}, {}, x) ? 1 : 0;", vs.len());
+            if ty == "i64" && self.wide {
+                // x may lie outside the 64-bit table's type.
+                let _ = writeln!(
+                    body,
+                    "  v = (x >= (i128)(-9223372036854775807LL - 1) && x <= (i128)9223372036854775807LL && {search}({table}, {}, (i64)x)) ? 1 : 0;",
+                    vs.len()
+                );
+            } else {
+                let _ = writeln!(body, "  v = {search}({table}, {}, x) ? 1 : 0;", vs.len());
+            }
         }
         self.func(false, &body)
     }
@@ -671,7 +829,7 @@ impl Gen<'_> {
         let mut body = String::new();
         for (k, f) in fs.iter().enumerate() {
             let var = format!("x{k}");
-            body.push_str(&call_i(f, &var));
+            body.push_str(&self.call_i(f, &var));
             let _ = writeln!(body, "  if ({var} != {unit}) {{ v = {}; return 0u; }}", 1 - unit);
         }
         let _ = writeln!(body, "  v = {unit};");
@@ -679,8 +837,21 @@ impl Gen<'_> {
     }
 
     /// `x` rounded or truncated by `div`, then multiplied by `mul`, checked against
-    /// `range`: the body after `x` (an `i64`) is set.
-    fn scale_body(div: i128, mul: i128, round: bool, range: Range, err: ErrId) -> String {
+    /// `range`: the body after `x` (an `i64`, in a 128-bit tree an `i128`) is set.
+    fn scale_body(&self, div: i128, mul: i128, round: bool, range: Range, err: ErrId) -> String {
+        if self.wide {
+            let mut body = String::new();
+            if div == 1 {
+                body.push_str("  i128 y = x;\n");
+            } else if round {
+                let _ = writeln!(body, "  i128 y = fox_rha128(x, {});", lit128(div));
+            } else {
+                let _ = writeln!(body, "  i128 y = x / {};", lit128(div));
+            }
+            body.push_str(&Self::mul_body_wide(mul, range, err));
+            body.push_str(&range.fit("y", err, true));
+            return body;
+        }
         let mut body = String::new();
         if div == 1 {
             body.push_str("  i128 y = (i128)x;\n");
@@ -696,8 +867,26 @@ impl Gen<'_> {
             let _ = writeln!(body, "  i128 y = (i128)x / {};", lit128(div));
         }
         body.push_str(&Self::mul_body(mul, err));
-        body.push_str(&range.fit("y", err));
+        body.push_str(&range.fit("y", err, false));
         body
+    }
+
+    /// `y = y * mul` for an `i128 y` in a 128-bit tree, failing with `err` where the
+    /// product falls outside `range` (fox-cpu fails there either way: the product overflows
+    /// 128 bits, or its range check fails).
+    fn mul_body_wide(mul: i128, range: Range, err: ErrId) -> String {
+        if mul == 1 {
+            return String::new();
+        }
+        // y * mul is in range exactly when y is in [ceil(min / mul), floor(max / mul)].
+        let lo = range.min.div_euclid(mul) + i128::from(range.min.rem_euclid(mul) != 0);
+        let hi = range.max.div_euclid(mul);
+        format!(
+            "  if (y < {} || y > {}) return {err}u;\n  y = y * {};\n",
+            lit128(lo),
+            lit128(hi),
+            lit128(mul)
+        )
     }
 
     /// `y = y * mul` for an `i128 y`, failing with `err` where the product cannot fit 64
@@ -728,7 +917,7 @@ impl Gen<'_> {
             let body = format!(
                 "{}  const double t = trunc(x);\n  if (!(t >= -9223372036854775808.0 && t < 9223372036854775808.0)) return {err}u;\n  const i128 y = (i128)(i64)t;\n{}",
                 call_f(&f, "x"),
-                range.fit("y", err)
+                range.fit("y", err, self.wide)
             );
             return Ok((self.func(false, &body), false));
         }
@@ -744,7 +933,11 @@ impl Gen<'_> {
             (pow10(sf - st).ok_or_else(too_big)?, 1, true)
         };
         let (f, _) = self.int(x)?;
-        let body = format!("{}{}", call_i(&f, "x"), Self::scale_body(div, mul, round, range, err));
+        let body = format!(
+            "{}{}",
+            self.call_i(&f, "x"),
+            self.scale_body(div, mul, round, range, err)
+        );
         Ok((self.func(false, &body), false))
     }
 
@@ -759,7 +952,7 @@ impl Gen<'_> {
                 show(e)
             )
         };
-        if let Type::Decimal(r) = e.ty {
+        if let Type::Decimal(r) | Type::WideDecimal(r) = e.ty {
             let r = u32::from(r);
             let (Some(sa), Some(sb)) = (scale_of(a.ty), scale_of(b.ty)) else {
                 return Err(bad());
@@ -776,12 +969,18 @@ impl Gen<'_> {
                     }
                     let (fa, _) = self.int(a)?;
                     let (fb, _) = self.int(b)?;
-                    let sign = if op == ArithOp::Add { "+" } else { "-" };
+                    let sum = if self.wide {
+                        let f = if op == ArithOp::Add { "fox_add128" } else { "fox_sub128" };
+                        format!("  i128 y;\n  if (!{f}(a, b, y)) return {err}u;\n")
+                    } else {
+                        let sign = if op == ArithOp::Add { "+" } else { "-" };
+                        format!("  const i128 y = (i128)a {sign} (i128)b;\n")
+                    };
                     format!(
-                        "{}{}  const i128 y = (i128)a {sign} (i128)b;\n{}",
-                        call_i(&fa, "a"),
-                        call_i(&fb, "b"),
-                        range.fit("y", err)
+                        "{}{}{sum}{}",
+                        self.call_i(&fa, "a"),
+                        self.call_i(&fb, "b"),
+                        range.fit("y", err, self.wide)
                     )
                 }
                 ArithOp::Mul => {
@@ -793,16 +992,21 @@ impl Gen<'_> {
                     };
                     let (fa, _) = self.int(a)?;
                     let (fb, _) = self.int(b)?;
-                    let mut body = format!(
-                        "{}{}  i128 y = (i128)a * (i128)b;\n",
-                        call_i(&fa, "a"),
-                        call_i(&fb, "b")
-                    );
+                    let mut body = format!("{}{}", self.call_i(&fa, "a"), self.call_i(&fb, "b"));
+                    if self.wide {
+                        let _ = writeln!(body, "  i128 y;\n  if (!fox_mul128(a, b, y)) return {err}u;");
+                    } else {
+                        body.push_str("  i128 y = (i128)a * (i128)b;\n");
+                    }
                     if div != 1 {
                         let _ = writeln!(body, "  y = fox_rha128(y, {});", lit128(div));
                     }
-                    body.push_str(&Self::mul_body(mul, err));
-                    body.push_str(&range.fit("y", err));
+                    if self.wide {
+                        body.push_str(&Self::mul_body_wide(mul, range, err));
+                    } else {
+                        body.push_str(&Self::mul_body(mul, err));
+                    }
+                    body.push_str(&range.fit("y", err, self.wide));
                     body
                 }
                 ArithOp::Div => {
@@ -816,12 +1020,12 @@ impl Gen<'_> {
                     let err_div = self.div_zero(e);
                     let (fa, _) = self.int(a)?;
                     let (fb, _) = self.int(b)?;
-                    let mut body = format!("{}{}", call_i(&fa, "a"), call_i(&fb, "b"));
+                    let mut body = format!("{}{}", self.call_i(&fa, "a"), self.call_i(&fb, "b"));
                     let _ = writeln!(body, "  if (b == 0) return {err_div}u;");
-                    body.push_str(&Self::scaled_operand("n", "a", num, err));
-                    body.push_str(&Self::scaled_operand("d", "b", den, err));
+                    body.push_str(&self.scaled_operand("n", "a", num, err));
+                    body.push_str(&self.scaled_operand("d", "b", den, err));
                     body.push_str("  const i128 y = fox_rha128(n, d);\n");
-                    body.push_str(&range.fit("y", err));
+                    body.push_str(&range.fit("y", err, self.wide));
                     body
                 }
             };
@@ -841,23 +1045,40 @@ impl Gen<'_> {
         let err_div = self.div_zero(e);
         let (fa, _) = self.int(a)?;
         let (fb, _) = self.int(b)?;
-        let mut body = format!("{}{}", call_i(&fa, "a"), call_i(&fb, "b"));
+        let mut body = format!("{}{}", self.call_i(&fa, "a"), self.call_i(&fb, "b"));
         match op {
             ArithOp::Add => body.push_str("  const i128 y = (i128)a + (i128)b;\n"),
             ArithOp::Sub => body.push_str("  const i128 y = (i128)a - (i128)b;\n"),
             ArithOp::Mul => body.push_str("  const i128 y = (i128)a * (i128)b;\n"),
             ArithOp::Div => {
                 let _ = writeln!(body, "  if (b == 0) return {err_div}u;");
-                body.push_str("  const i128 y = (b == -1) ? -(i128)a : (i128)(a / b);\n");
+                if self.wide {
+                    // Integer operands hold 64-bit values even in a 128-bit tree.
+                    body.push_str("  const i128 y = (b == -1) ? -(i128)a : (i128)((i64)a / (i64)b);\n");
+                } else {
+                    body.push_str("  const i128 y = (b == -1) ? -(i128)a : (i128)(a / b);\n");
+                }
             }
         }
-        body.push_str(&range.fit("y", err));
+        body.push_str(&range.fit("y", err, self.wide));
         Ok((self.func(false, &body), false))
     }
 
     /// `const i128 name = (i128)x * k`, failing with `err` where the product overflows
     /// 128 bits (`k` a positive power of ten).
-    fn scaled_operand(name: &str, x: &str, k: i128, err: ErrId) -> String {
+    fn scaled_operand(&self, name: &str, x: &str, k: i128, err: ErrId) -> String {
+        if self.wide {
+            // x may have 38 digits: check |x| <= i128::MAX / k (k is not a power of two
+            // above 1, so the negative bound is the same).
+            if k == 1 {
+                return format!("  const i128 {name} = {x};\n");
+            }
+            let lim = lit128(i128::MAX / k);
+            return format!(
+                "  if ({x} > {lim} || {x} < -{lim}) return {err}u;\n  const i128 {name} = {x} * {};\n",
+                lit128(k)
+            );
+        }
         if i64::try_from(k).is_ok() {
             return format!("  const i128 {name} = (i128){x} * {};\n", lit128(k));
         }
@@ -889,8 +1110,9 @@ impl Gen<'_> {
                 };
                 let (fx, _) = self.int(x)?;
                 let body = format!(
-                    "{}  i64 y, m, d;\n  fox_civil(x, y, m, d);\n  v = {part};\n",
-                    call_i(&fx, "x")
+                    "{}  i64 y, m, d;\n  fox_civil({}x, y, m, d);\n  v = {part};\n",
+                    self.call_i(&fx, "x"),
+                    if self.wide { "(i64)" } else { "" }
                 );
                 (self.func(false, &body), true)
             }
@@ -902,8 +1124,8 @@ impl Gen<'_> {
                 let (fx, _) = self.int(x)?;
                 let body = format!(
                     "{}  const i128 y = x < 0 ? -(i128)x : (i128)x;\n{}",
-                    call_i(&fx, "x"),
-                    Range::of(e.ty).fit("y", err)
+                    self.call_i(&fx, "x"),
+                    Range::of(e.ty).fit("y", err, self.wide)
                 );
                 (self.func(false, &body), false)
             }
@@ -923,8 +1145,8 @@ impl Gen<'_> {
                 let mul = pow10(r - m).ok_or_else(too_big)?;
                 let body = format!(
                     "{}{}",
-                    call_i(&fx, "x"),
-                    Self::scale_body(div, mul, true, Range::of(e.ty), err)
+                    self.call_i(&fx, "x"),
+                    self.scale_body(div, mul, true, Range::of(e.ty), err)
                 );
                 (self.func(false, &body), false)
             }
@@ -937,11 +1159,13 @@ impl Gen<'_> {
                 // An integer or decimal operand where a float is needed.
                 let (f, _) = self.int(e)?;
                 let div = 10f64.powi(s as i32);
-                let body = format!(
-                    "{}  v = __ddiv_rn(__ll2double_rn(x), {});\n",
-                    call_i(&f, "x"),
-                    litf(div)
-                );
+                // A 38-digit value rounds to the nearest double as fox-cpu's `as f64`.
+                let conv = match (self.wide, e.ty) {
+                    (true, Type::WideDecimal(_)) => "fox_i128_to_double(x)",
+                    (true, _) => "__ll2double_rn((i64)x)",
+                    (false, _) => "__ll2double_rn(x)",
+                };
+                let body = format!("{}  v = __ddiv_rn({conv}, {});\n", self.call_i(&f, "x"), litf(div));
                 return Ok(self.func(true, &body));
             }
             return Err(format!("`{}` is {}, not a number", show(e), e.ty));
@@ -1119,6 +1343,11 @@ pub fn generate_fused(
     if n_cols == 0 || arg_elems.len() < n_cols || nkeys > n_cols {
         return Err(format!("a fused reduction of {n_cols} columns with {nkeys} keys"));
     }
+    // The kernel computes in 64 bits, as fox-cpu's one-pass reduction does: a tree with a
+    // 38-digit decimal runs unfused.
+    if filter.is_some_and(has_wide) || accs.iter().any(|(_, e)| has_wide(e)) {
+        return Err("a fused reduction over 38-digit decimals".to_string());
+    }
     let mut g = Gen {
         elems: arg_elems,
         n_cols,
@@ -1126,6 +1355,7 @@ pub fn generate_fused(
         msgs: Vec::new(),
         funcs: String::new(),
         next: 0,
+        wide: false,
     };
     let filter_f = match filter {
         Some(f) => Some(g.int(f)?.0),
@@ -1150,6 +1380,7 @@ pub fn generate_fused(
             Elem::I32 => format!("(u64)(unsigned)p.a{j}[i]"),
             Elem::I64 | Elem::U64 => format!("(u64)p.a{j}[i]"),
             Elem::F64 => return Err("a fused reduction keyed by a float".into()),
+            Elem::I128 => return Err("a fused reduction keyed by a 38-digit decimal".into()),
         })
     };
     // The packed key, its top bit (and with two keys bit 31) flipped so that the empty

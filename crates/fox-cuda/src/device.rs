@@ -101,8 +101,8 @@ fn host_copy(dst: &mut [u8], src: &[u8]) {
 
 /// The bytes of a slice of plain numbers.
 fn bytes_of<T: cudarc::driver::DeviceRepr>(v: &[T]) -> &[u8] {
-    // SAFETY: the element types of host columns (u8, i32, u32, i64, u64, f64) have no
-    // padding and every byte is initialised.
+    // SAFETY: the element types of host columns (u8, i32, u32, i64, u64, f64, i128) have
+    // no padding and every byte is initialised.
     unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
 }
 
@@ -352,6 +352,7 @@ impl Gpu {
             HostCol::I64(v) => self.htod(&buf, v),
             HostCol::U64(v) => self.htod(&buf, v),
             HostCol::F64(v) => self.htod(&buf, v),
+            HostCol::I128(v) => self.htod(&buf, v),
         };
         match res {
             Ok(()) => Ok(buf),
@@ -394,6 +395,7 @@ impl Gpu {
             Elem::I64 => HostCol::I64(self.dtoh(buf)?),
             Elem::U64 => HostCol::U64(self.dtoh(buf)?),
             Elem::F64 => HostCol::F64(self.dtoh(buf)?),
+            Elem::I128 => HostCol::I128(self.dtoh(buf)?),
         })
     }
 

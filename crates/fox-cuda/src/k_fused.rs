@@ -7,13 +7,15 @@
 //! keys of at most 4 bytes, or one of 8) and the groups fit its tables: at most `cap`
 //! distinct keys per block (in shared memory) and `GCAP` in all. The host reads the
 //! table back, orders the groups by key and computes the results with fox-cpu's
-//! formulas. When the kernel cannot settle something exactly (a row whose value fails or
-//! does not fit, too many groups, a result out of its type's range), or for float sums
-//! (which must add in row order) and string minima and maxima, the reduction runs as
-//! `Eval` of the filter, `Compact`, `Eval` of each value, `SortPerm`, `Gather` and
-//! `ReduceByKey`, so results and errors are those of the CPU word for word.
+//! formulas (a sum of decimals is a 38-digit decimal, stored as i128). As in fox-cpu, a
+//! key or a value that is a 38-digit decimal, or a filter or value whose tree holds one,
+//! is not reduced in one pass. When the kernel cannot settle something exactly (a row
+//! whose value fails or does not fit, too many groups, a result out of its type's range),
+//! or for float sums (which must add in row order) and string minima and maxima, the
+//! reduction runs as `Eval` of the filter, `Compact`, `Eval` of each value, `SortPerm`,
+//! `Gather` and `ReduceByKey`, so results and errors are those of the CPU word for word.
 
-use crate::codegen::{self, AccKind, FusedLayout, FusedShape, FUSED_BLOCK, MAX_ROWS};
+use crate::codegen::{self, has_wide, AccKind, FusedLayout, FusedShape, FUSED_BLOCK, MAX_ROWS};
 use crate::device::{Gpu, KArg};
 use crate::{k_eval, k_move, k_reduce, k_scan, k_sort};
 use fox_kernel::{AggSpec, Elem, KExpr};
@@ -24,6 +26,8 @@ use fox_sema::core::{AggFunc, Type};
 const GCAP: u32 = 1024;
 /// The most shared memory the block's table may take.
 const SHARED_BYTES: usize = 16 * 1024;
+/// The largest magnitude of a 38-digit decimal.
+const MAX_WIDE: u128 = 10u128.pow(38) - 1;
 
 fn err(msg: impl Into<String>) -> BackendError {
     BackendError(msg.into())
@@ -100,6 +104,7 @@ struct OnePass<'a> {
 
 fn one_pass_plan<'a>(f: &Fused<'a>) -> Option<OnePass<'a>> {
     let Fused {
+        filter,
         nkeys,
         aggs,
         exprs,
@@ -115,9 +120,13 @@ fn one_pass_plan<'a>(f: &Fused<'a>) -> Option<OnePass<'a>> {
         .map(|k| match k.elem {
             Elem::U8 | Elem::I32 | Elem::U32 => Some(4),
             Elem::I64 | Elem::U64 => Some(8),
-            Elem::F64 => None,
+            Elem::F64 | Elem::I128 => None,
         })
         .collect::<Option<_>>()?;
+    // The kernel computes in 64 bits (fox-cpu's one-pass reduction too).
+    if filter.is_some_and(has_wide) {
+        return None;
+    }
     if !(key_bytes.len() <= 1 || key_bytes.iter().all(|&b| b == 4) && key_bytes.len() == 2) {
         return None;
     }
@@ -135,6 +144,9 @@ fn one_pass_plan<'a>(f: &Fused<'a>) -> Option<OnePass<'a>> {
             _ => return None,
         };
         let e = e.as_ref()?;
+        if has_wide(e) {
+            return None;
+        }
         let i = match accs.iter().position(|(k, x)| *k == kind && *x == e) {
             Some(i) => i,
             None => {
@@ -272,7 +284,8 @@ fn one_pass(gpu: &mut Gpu, f: &Fused, plan: &OnePass) -> Result<Option<Vec<DevBu
             Elem::I32 => HostCol::I32(v.iter().map(|&x| x as i32).collect()),
             Elem::U32 => HostCol::U32(v.iter().map(|&x| x as u32).collect()),
             Elem::I64 => HostCol::I64(v.iter().map(|&x| x as i64).collect()),
-            Elem::U64 | Elem::F64 => HostCol::U64(v.iter().map(|&x| x as u64).collect()),
+            // One-pass keys are never floats or i128 (see `one_pass_plan`).
+            Elem::U64 | Elem::F64 | Elem::I128 => HostCol::U64(v.iter().map(|&x| x as u64).collect()),
         });
     }
     for (a, acc) in aggs.iter().zip(&plan.of_agg) {
@@ -286,16 +299,21 @@ fn one_pass(gpu: &mut Gpu, f: &Fused, plan: &OnePass) -> Result<Option<Vec<DevBu
                 for &s in &slots {
                     let r =
                         fox_cpu::finish_int_sum(a.func == AggFunc::Avg, si, so, sum_of(*acc, s), i128::from(cnt(s)));
-                    match r.and_then(|r| i64::try_from(r).ok()) {
+                    match r {
                         Some(x) => v.push(x),
                         // Out of range: the composition names the group.
                         None => return Ok(None),
                     }
                 }
-                if Elem::of(a.output) != Elem::I64 {
-                    return Ok(None);
+                match Elem::of(a.output) {
+                    Elem::I64 => match v.iter().map(|&x| i64::try_from(x).ok()).collect() {
+                        Some(v) => HostCol::I64(v),
+                        None => return Ok(None),
+                    },
+                    // A sum of decimals: at most 38 digits.
+                    Elem::I128 if v.iter().all(|x| x.unsigned_abs() <= MAX_WIDE) => HostCol::I128(v),
+                    _ => return Ok(None),
                 }
-                HostCol::I64(v)
             }
             (AggFunc::Min | AggFunc::Max, Some(acc)) => {
                 let v: Vec<i64> = slots.iter().map(|&s| ext_of(*acc, s)).collect();

@@ -11,6 +11,8 @@
 //!
 //! Multi-column keys reach the kernels as a descriptor in device memory (type codes and
 //! column pointers, see kernels/join.cu), filled by a small kernel rather than host copies.
+//! An i128 key column is two key words there (its high word, signed, then its low word),
+//! so every kernel that compares keys through the descriptor takes i128 keys.
 
 use crate::device::{Gpu, KArg};
 use crate::k_scan;
@@ -26,7 +28,8 @@ pub(crate) fn err(msg: impl Into<String>) -> BackendError {
     BackendError(msg.into())
 }
 
-/// The type code of an element type in the kernels.
+/// The type code of an element type in the kernels. An i128 column's code (6) reads its
+/// high word as a signed 64-bit key; code 7 (only in key descriptors) its low word.
 pub(crate) fn type_code(e: Elem) -> u64 {
     match e {
         Elem::U8 => 0,
@@ -35,8 +38,12 @@ pub(crate) fn type_code(e: Elem) -> u64 {
         Elem::I64 => 3,
         Elem::U64 => 4,
         Elem::F64 => 5,
+        Elem::I128 => 6,
     }
 }
+
+/// The type code of the low word of an i128 column in a key descriptor.
+pub(crate) const TYPE_I128_LO: u64 = 7;
 
 /// A second handle to the same buffer (the original stays in a [`Scratch`]).
 fn alias(b: &DevBuf) -> DevBuf {
@@ -146,21 +153,43 @@ pub(crate) fn desc_buffer(
     Ok((desc, bytes as u32))
 }
 
+/// A key descriptor in device memory: the buffer, the shared memory its kernels need and
+/// the number of key words per row (`k` of the kernels).
+pub(crate) struct KeyDesc {
+    pub(crate) buf: DevBuf,
+    pub(crate) smem: u32,
+    pub(crate) k: i32,
+}
+
 /// The descriptor of key column groups of equal element types: the type codes of the
-/// first group, then each group's column pointers.
+/// first group, then each group's column pointers. An i128 column is two key words, its
+/// high word (signed) and then its low word (unsigned), which order as the value does.
 pub(crate) fn key_desc(
     gpu: &mut Gpu,
     s: &mut Scratch,
     module: &'static str,
     groups: &[&[&DevBuf]],
-) -> Result<(DevBuf, u32), BackendError> {
-    let mut words: Vec<u64> = groups[0].iter().map(|c| type_code(c.elem)).collect();
-    for g in groups {
-        for c in g.iter() {
-            words.push(gpu.ptr(c)?);
+) -> Result<KeyDesc, BackendError> {
+    let mut words: Vec<u64> = Vec::new();
+    for c in groups[0] {
+        words.push(type_code(c.elem));
+        if c.elem == Elem::I128 {
+            words.push(TYPE_I128_LO);
         }
     }
-    desc_buffer(gpu, s, module, &words)
+    let k = words.len();
+    for g in groups {
+        for c in g.iter() {
+            let p = gpu.ptr(c)?;
+            words.push(p);
+            if c.elem == Elem::I128 {
+                words.push(p);
+            }
+        }
+    }
+    let (buf, smem) = desc_buffer(gpu, s, module, &words)?;
+    let k = i32::try_from(k).map_err(|_| err(format!("{k} key words are too many")))?;
+    Ok(KeyDesc { buf, smem, k })
 }
 
 /// The common length of a group of columns (0 for none).
@@ -241,7 +270,7 @@ fn bounds(
     if nl == 0 {
         return Ok(());
     }
-    let (desc, smem) = key_desc(gpu, s, "join", &[left, right])?;
+    let desc = key_desc(gpu, s, "join", &[left, right])?;
     let (m, anti, counts, flags, lo, offsets, total) = match mode {
         Mode::Counts(c) => (0, 0, gpu.ptr(c)?, 0, 0, 0, 0),
         Mode::Flags(f, anti) => (1, i32::from(anti), 0, gpu.ptr(f)?, 0, 0, 0),
@@ -251,8 +280,8 @@ fn bounds(
         gpu.reset_err()?;
     }
     let args = [
-        KArg::Ptr(gpu.ptr(&desc)?),
-        KArg::I32(left.len() as i32),
+        KArg::Ptr(gpu.ptr(&desc.buf)?),
+        KArg::I32(desc.k),
         KArg::U64(nl as u64),
         KArg::U64(nr as u64),
         KArg::I32(m),
@@ -269,7 +298,7 @@ fn bounds(
         "join_bounds",
         blocks(nl as u64, u64::from(BLOCK))?,
         BLOCK,
-        smem,
+        desc.smem,
         &args,
     )?;
     if m == 2 {
@@ -410,7 +439,8 @@ pub(crate) fn scatter_name(elem: Elem) -> &'static str {
     match elem.size() {
         1 => "scatter_u8",
         4 => "scatter_u32",
-        _ => "scatter_u64",
+        8 => "scatter_u64",
+        _ => "scatter_u128",
     }
 }
 
@@ -446,10 +476,10 @@ pub(crate) fn merge_union(gpu: &mut Gpu, width: usize, args: &[&DevBuf]) -> Resu
         let pos_a = s.alloc(gpu, Elem::U32, na)?;
         let pos_b = s.alloc(gpu, Elem::U32, nb2)?;
         if n > 0 {
-            let (desc, smem) = key_desc(gpu, &mut s, "join", &[a, &b2])?;
+            let desc = key_desc(gpu, &mut s, "join", &[a, &b2])?;
             let args = [
-                KArg::Ptr(gpu.ptr(&desc)?),
-                KArg::I32(width as i32),
+                KArg::Ptr(gpu.ptr(&desc.buf)?),
+                KArg::I32(desc.k),
                 KArg::U64(na as u64),
                 KArg::U64(nb2 as u64),
                 KArg::Ptr(gpu.ptr(&pos_a)?),
@@ -460,7 +490,7 @@ pub(crate) fn merge_union(gpu: &mut Gpu, width: usize, args: &[&DevBuf]) -> Resu
                 "union_pos",
                 blocks(n as u64, u64::from(BLOCK))?,
                 BLOCK,
-                smem,
+                desc.smem,
                 &args,
             )?;
         }

@@ -37,7 +37,8 @@ fn gather_name(elem: Elem) -> &'static str {
     match elem.size() {
         1 => "gather_u8",
         4 => "gather_u32",
-        _ => "gather_u64",
+        8 => "gather_u64",
+        _ => "gather_u128",
     }
 }
 

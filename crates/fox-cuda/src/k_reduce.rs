@@ -8,6 +8,11 @@
 //! the whole device. Float sums add each segment's values one after the other in row
 //! order, one thread per segment: that is the order fox-cpu adds in, and it makes the
 //! results bit-identical (a huge float group is therefore summed by a single thread).
+//!
+//! Sums of 38-digit decimals (i128 values) fail where fox-cpu's checked running sum
+//! fails: pieces also sum the magnitudes, and a segment whose magnitudes exceed i128 is
+//! summed again in row order with checked additions (see kernels/reduce.cu). Minima and
+//! maxima of i128 values compare 128-bit keys.
 
 use crate::device::{Gpu, KArg};
 use crate::k_join::{blocks, common_len, err, key_desc, stride_grid, type_code, Scratch, BLOCK};
@@ -23,7 +28,7 @@ const PIECE_WARPS_PER_BLOCK: u64 = (BLOCK / 32) as u64;
 fn scale_of(ty: Type) -> Option<u32> {
     match ty {
         Type::Int32 | Type::Int64 => Some(0),
-        Type::Decimal(s) => Some(u32::from(s)),
+        Type::Decimal(s) | Type::WideDecimal(s) => Some(u32::from(s)),
         _ => None,
     }
 }
@@ -36,6 +41,7 @@ fn int_kind(e: Elem) -> Option<i32> {
         Elem::U32 => Some(2),
         Elem::I64 => Some(3),
         Elem::U64 => Some(4),
+        Elem::I128 => Some(5),
         Elem::F64 => None,
     }
 }
@@ -65,16 +71,16 @@ fn segments(gpu: &mut Gpu, s: &mut Scratch, keys: &[&DevBuf], n: usize) -> Resul
             n,
         });
     }
-    let (desc, smem) = key_desc(gpu, s, "reduce", &[keys])?;
+    let desc = key_desc(gpu, s, "reduce", &[keys])?;
     let flags = s.alloc(gpu, Elem::U8, n)?;
     let args = [
-        KArg::Ptr(gpu.ptr(&desc)?),
-        KArg::I32(keys.len() as i32),
+        KArg::Ptr(gpu.ptr(&desc.buf)?),
+        KArg::I32(desc.k),
         KArg::U64(n as u64),
         KArg::Ptr(gpu.ptr(&flags)?),
     ];
     let grid = stride_grid(gpu, n);
-    gpu.launch("reduce", "seg_flags", grid, BLOCK, smem, &args)?;
+    gpu.launch("reduce", "seg_flags", grid, BLOCK, desc.smem, &args)?;
     let rows = k_trie::iota(gpu, s, n)?;
     let mut starts = s.adopt_all(k_scan::compact(gpu, &flags, &[&rows])?);
     if starts.len() != 1 {
@@ -297,33 +303,45 @@ fn aggregate(
             let (Some(mul), Some(div)) = (mul, div) else {
                 return Err(err(format!("the {what} of the group at row 0 does not fit {out_ty}")));
             };
+            let wide = col.elem == Elem::I128;
             let t = match col.elem {
                 Elem::I32 => 1,
                 Elem::I64 => 3,
+                Elem::I128 => 6,
                 e => return Err(err(format!("aggregate {a}: cannot sum a {e:?} column"))),
             };
             let p = piece_partials(gpu, s, seg, pcs)?;
-            let partial = s.alloc(gpu, Elem::U64, 2 * p.np as usize)?;
-            let args = [
-                KArg::Ptr(gpu.ptr(col)?),
-                KArg::I32(t),
+            // Per piece: the sum (two words), and for i128 values their magnitudes' sum.
+            let words = if wide { 4 } else { 2 };
+            let partial = s.alloc(gpu, Elem::U64, words * p.np as usize)?;
+            let mut args = vec![KArg::Ptr(gpu.ptr(col)?)];
+            if !wide {
+                args.push(KArg::I32(t));
+            }
+            args.extend([
                 KArg::Ptr(gpu.ptr(starts)?),
                 KArg::Ptr(gpu.ptr(&p.poff)?),
                 KArg::U64(ng as u64),
                 KArg::U64(seg.n as u64),
                 KArg::U64(p.np),
                 KArg::Ptr(gpu.ptr(&partial)?),
-            ];
+            ]);
             gpu.launch(
                 "reduce",
-                "piece_sum",
+                if wide { "piece_sum_wide" } else { "piece_sum" },
                 blocks(p.np, PIECE_WARPS_PER_BLOCK)?,
                 BLOCK,
                 0,
                 &args,
             )?;
             gpu.reset_err()?;
-            let args = [
+            // seg_sum_wide also reads the values (to sum a segment again in row order).
+            let mut args = if wide {
+                vec![KArg::Ptr(gpu.ptr(col)?)]
+            } else {
+                Vec::new()
+            };
+            args.extend([
                 KArg::Ptr(gpu.ptr(&partial)?),
                 KArg::Ptr(gpu.ptr(&p.poff)?),
                 KArg::Ptr(gpu.ptr(starts)?),
@@ -338,10 +356,11 @@ fn aggregate(
                 KArg::I32(kind),
                 KArg::Ptr(gpu.ptr(&out)?),
                 KArg::Ptr(gpu.err_ptr()),
-            ];
+            ]);
             // One warp per segment.
             let grid = stride_grid(gpu, ng.saturating_mul(32));
-            gpu.launch("reduce", "seg_sum", grid, BLOCK, 0, &args)?;
+            let kernel = if wide { "seg_sum_wide" } else { "seg_sum" };
+            gpu.launch("reduce", kernel, grid, BLOCK, 0, &args)?;
             check_fit(gpu, what, out_ty)?;
             Ok(out)
         }
@@ -371,35 +390,46 @@ fn aggregate(
             };
             let is_max = i32::from(spec.func == AggFunc::Max);
             let p = piece_partials(gpu, s, seg, pcs)?;
-            let partial = s.alloc(gpu, Elem::U64, 2 * p.np as usize)?;
-            let (rank_ptr, nrank) = match rank {
-                Some(r) => (gpu.ptr(r)?, r.len as u64),
-                None => (0, 0),
-            };
-            gpu.reset_err()?;
-            let args = [
-                KArg::Ptr(gpu.ptr(col)?),
-                KArg::I32(type_code(col.elem) as i32),
-                KArg::Ptr(rank_ptr),
-                KArg::U64(nrank),
-                KArg::I32(is_max),
-                KArg::Ptr(gpu.ptr(starts)?),
-                KArg::Ptr(gpu.ptr(&p.poff)?),
-                KArg::U64(ng as u64),
-                KArg::U64(seg.n as u64),
-                KArg::U64(p.np),
-                KArg::Ptr(gpu.ptr(&partial)?),
-                KArg::Ptr(gpu.err_ptr()),
-            ];
-            gpu.launch(
-                "reduce",
-                "piece_minmax",
-                blocks(p.np, PIECE_WARPS_PER_BLOCK)?,
-                BLOCK,
-                0,
-                &args,
-            )?;
-            gpu.check_err("ReduceByKey (a string code is outside the rank table)")?;
+            // Per piece: the best key (one word, two for i128 values) and its row.
+            let wide = col.elem == Elem::I128;
+            let words = if wide { 3 } else { 2 };
+            let partial = s.alloc(gpu, Elem::U64, words * p.np as usize)?;
+            let grid = blocks(p.np, PIECE_WARPS_PER_BLOCK)?;
+            if wide {
+                let args = [
+                    KArg::Ptr(gpu.ptr(col)?),
+                    KArg::I32(is_max),
+                    KArg::Ptr(gpu.ptr(starts)?),
+                    KArg::Ptr(gpu.ptr(&p.poff)?),
+                    KArg::U64(ng as u64),
+                    KArg::U64(seg.n as u64),
+                    KArg::U64(p.np),
+                    KArg::Ptr(gpu.ptr(&partial)?),
+                ];
+                gpu.launch("reduce", "piece_minmax_wide", grid, BLOCK, 0, &args)?;
+            } else {
+                let (rank_ptr, nrank) = match rank {
+                    Some(r) => (gpu.ptr(r)?, r.len as u64),
+                    None => (0, 0),
+                };
+                gpu.reset_err()?;
+                let args = [
+                    KArg::Ptr(gpu.ptr(col)?),
+                    KArg::I32(type_code(col.elem) as i32),
+                    KArg::Ptr(rank_ptr),
+                    KArg::U64(nrank),
+                    KArg::I32(is_max),
+                    KArg::Ptr(gpu.ptr(starts)?),
+                    KArg::Ptr(gpu.ptr(&p.poff)?),
+                    KArg::U64(ng as u64),
+                    KArg::U64(seg.n as u64),
+                    KArg::U64(p.np),
+                    KArg::Ptr(gpu.ptr(&partial)?),
+                    KArg::Ptr(gpu.err_ptr()),
+                ];
+                gpu.launch("reduce", "piece_minmax", grid, BLOCK, 0, &args)?;
+                gpu.check_err("ReduceByKey (a string code is outside the rank table)")?;
+            }
             let best = s.alloc(gpu, Elem::U32, ng)?;
             let args = [
                 KArg::Ptr(gpu.ptr(&partial)?),
@@ -411,7 +441,8 @@ fn aggregate(
             ];
             // One warp per segment.
             let grid = stride_grid(gpu, ng.saturating_mul(32));
-            gpu.launch("reduce", "seg_minmax", grid, BLOCK, 0, &args)?;
+            let kernel = if wide { "seg_minmax_wide" } else { "seg_minmax" };
+            gpu.launch("reduce", kernel, grid, BLOCK, 0, &args)?;
             let mut picked = s.adopt_all(k_move::gather(gpu, &best, 0, &[col])?);
             Ok(picked.remove(0))
         }

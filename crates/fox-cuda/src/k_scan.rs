@@ -1,11 +1,11 @@
 //! `ExclusiveScan` and `Compact` (kernels/scan.cu), and the shared primitives other
 //! launchers build on: [`exclusive_scan_u64`] and [`compact`].
 //!
-//! The scan is one pass over the counts: each tile of 3072 counts is scanned in a block,
+//! The scan is one pass over the counts: each tile of 2560 counts is scanned in a block,
 //! and its offset comes from a decoupled look-back over the 16-byte status words (flag and
 //! value together) of the tiles before it (tile indices are handed out in launch order by an atomic counter, so a tile
 //! only ever waits for tiles that are running). Compaction counts the flags of each tile
-//! of 4096 rows, scans the counts, reads the total, and then writes each column with one
+//! of 2048 rows, scans the counts, reads the total, and then writes each column with one
 //! order-preserving scatter kernel per column.
 
 use crate::device::{Gpu, KArg};
@@ -14,10 +14,10 @@ use fox_runtime::{BackendError, DevBuf};
 
 const SCAN_THREADS: u32 = 128;
 /// Counts per scan tile (`SCAN_TILE` in kernels/scan.cu).
-const SCAN_TILE: usize = 3072;
-const CPT_THREADS: u32 = 256;
+const SCAN_TILE: usize = 2560;
+const CPT_THREADS: u32 = 128;
 /// Rows per compaction tile (`CPT_TILE` in kernels/scan.cu).
-const CPT_TILE: usize = 4096;
+const CPT_TILE: usize = 2048;
 /// Error code of an overflowing scan (`ERR_OVERFLOW` in kernels/scan.cu).
 const ERR_OVERFLOW: u64 = 3;
 
@@ -119,7 +119,8 @@ fn scatter_name(elem: Elem) -> &'static str {
     match elem.size() {
         1 => "compact_scatter_u8",
         4 => "compact_scatter_u32",
-        _ => "compact_scatter_u64",
+        8 => "compact_scatter_u64",
+        _ => "compact_scatter_u128",
     }
 }
 
@@ -155,7 +156,7 @@ pub(crate) fn compact(gpu: &mut Gpu, flags: &DevBuf, cols: &[&DevBuf]) -> Result
         temps.push(counts);
         let args = [KArg::Ptr(flags_ptr), KArg::U64(n as u64), KArg::Ptr(counts_ptr)];
         gpu.launch("scan", "compact_count", grid, CPT_THREADS, 0, &args)?;
-        // Per-tile counts are at most 4096 and sum to at most n: the scan cannot overflow.
+        // Per-tile counts are at most 2048 and sum to at most n: the scan cannot overflow.
         let (offsets, total) = scan(gpu, &temps[0], false)?;
         let offsets_ptr = gpu.ptr(&offsets)?;
         temps.push(offsets);

@@ -10,7 +10,8 @@
 //! finds where its keys go from the counts of the tiles before it (decoupled look-back
 //! per digit), then writes keys and rows (the last pass of the last key only the rows,
 //! when only the permutation is wanted). Every pass is stable, so the result is the
-//! stable lexicographic order.
+//! stable lexicographic order. An i128 key column is sorted as two 64-bit keys, its high
+//! word (signed) and then its low word (unsigned), as fox-cpu splits it.
 
 use crate::device::{Gpu, KArg, ERR_INDEX};
 use crate::k_scan::{free_all, grid_u32};
@@ -28,18 +29,65 @@ fn err(msg: impl Into<String>) -> BackendError {
     BackendError(msg.into())
 }
 
-/// The transformed width of a key column in bytes (4 or 8) and its prep kernel.
-fn key_kind(elem: Elem, by_rank: bool) -> (usize, &'static str) {
-    if by_rank {
+/// Which part of a key column a radix key is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// The whole column.
+    Whole,
+    /// The high word of an i128 column (signed).
+    High,
+    /// The low word of an i128 column (unsigned).
+    Low,
+}
+
+/// One radix key: a key column, or one 64-bit word of an i128 key column.
+#[derive(Clone, Copy)]
+struct RadixKey<'a> {
+    col: &'a DevBuf,
+    /// The key column's index (for messages).
+    index: usize,
+    desc: bool,
+    by_rank: bool,
+    part: Part,
+}
+
+/// The radix keys of the key columns, most significant first: one per column, two (high
+/// word, then low word) per i128 column.
+fn radix_keys<'a>(keys: &[&'a DevBuf], desc: &[bool], by_rank: &[bool]) -> Vec<RadixKey<'a>> {
+    let mut out = Vec::with_capacity(keys.len());
+    for (index, col) in keys.iter().enumerate() {
+        let key = |part| RadixKey {
+            col,
+            index,
+            desc: desc[index],
+            by_rank: by_rank[index],
+            part,
+        };
+        if col.elem == Elem::I128 && !by_rank[index] {
+            out.extend([key(Part::High), key(Part::Low)]);
+        } else {
+            out.push(key(Part::Whole));
+        }
+    }
+    out
+}
+
+/// The transformed width of a radix key in bytes (4 or 8) and its prep kernel.
+fn key_kind(key: &RadixKey) -> (usize, &'static str) {
+    if key.by_rank {
         return (4, "sort_prep_rank");
     }
-    match elem {
-        Elem::U8 => (4, "sort_prep_u8"),
-        Elem::I32 => (4, "sort_prep_i32"),
-        Elem::U32 => (4, "sort_prep_u32"),
-        Elem::I64 => (8, "sort_prep_i64"),
-        Elem::U64 => (8, "sort_prep_u64"),
-        Elem::F64 => (8, "sort_prep_f64"),
+    match (key.col.elem, key.part) {
+        (_, Part::High) => (8, "sort_prep_i128_hi"),
+        (_, Part::Low) => (8, "sort_prep_i128_lo"),
+        (Elem::U8, _) => (4, "sort_prep_u8"),
+        (Elem::I32, _) => (4, "sort_prep_i32"),
+        (Elem::U32, _) => (4, "sort_prep_u32"),
+        (Elem::I64, _) => (8, "sort_prep_i64"),
+        (Elem::U64, _) => (8, "sort_prep_u64"),
+        (Elem::F64, _) => (8, "sort_prep_f64"),
+        // Never: `radix_keys` splits every i128 key (one by rank is rejected before).
+        (Elem::I128, Part::Whole) => (8, "sort_prep_i128_hi"),
     }
 }
 
@@ -47,18 +95,18 @@ fn key_kind(elem: Elem, by_rank: bool) -> (usize, &'static str) {
 /// u64, i64, ascending or descending): that constant. The first key sorted may then skip
 /// the prep kernel: the histogram and the first onesweep pass read the column itself and
 /// apply the xor, and the first pass makes up the identity permutation.
-fn xor_transform(elem: Elem, desc: bool, by_rank: bool) -> Option<u64> {
-    if by_rank {
+fn xor_transform(key: &RadixKey) -> Option<u64> {
+    if key.by_rank || key.part != Part::Whole {
         return None;
     }
-    let (sign, all) = match elem {
+    let (sign, all) = match key.col.elem {
         Elem::U32 => (0, u64::from(u32::MAX)),
         Elem::I32 => (1u64 << 31, u64::from(u32::MAX)),
         Elem::U64 => (0, u64::MAX),
         Elem::I64 => (1u64 << 63, u64::MAX),
         _ => return None,
     };
-    Some(if desc { sign ^ all } else { sign })
+    Some(if key.desc { sign ^ all } else { sign })
 }
 
 /// A kernel argument holding an xor mask of the key width (4 or 8 bytes).
@@ -121,7 +169,8 @@ pub(crate) fn sort_perm(
         return gpu.alloc(Elem::U32, 0);
     }
 
-    let kinds: Vec<(usize, &'static str)> = (0..k).map(|i| key_kind(keys[i].elem, by_rank[i])).collect();
+    let rkeys = radix_keys(keys, desc, by_rank);
+    let kinds: Vec<(usize, &'static str)> = rkeys.iter().map(key_kind).collect();
     let wide = kinds.iter().any(|(w, _)| *w == 8);
     let max_tiles = kinds
         .iter()
@@ -145,7 +194,7 @@ pub(crate) fn sort_perm(
         let offsets = alloc(gpu, &mut bufs, Elem::U32, 8 * 256)?;
         let mask = alloc(gpu, &mut bufs, Elem::U64, 1)?;
         let status = alloc(gpu, &mut bufs, Elem::U64, max_tiles * 256)?;
-        let counters = alloc(gpu, &mut bufs, Elem::U64, 8 * k)?;
+        let counters = alloc(gpu, &mut bufs, Elem::U64, 8 * rkeys.len())?;
         gpu.memset_zero(&bufs[counters])?;
         let ptr = |gpu: &Gpu, bufs: &[DevBuf], i: usize| gpu.ptr(&bufs[i]);
         let keys_p = [ptr(gpu, &bufs, key_bufs[0])?, ptr(gpu, &bufs, key_bufs[1])?];
@@ -165,8 +214,8 @@ pub(crate) fn sort_perm(
         let mut first = true;
         let mut pass_no = 0usize;
         let grid = gpu.grid_for(n, BLOCK, 4, 16);
-        for key in (0..k).rev() {
-            let (width, prep) = kinds[key];
+        for (rk, key) in rkeys.iter().enumerate().rev() {
+            let (width, prep) = kinds[rk];
             let places: u32 = if width == 8 { 8 } else { 4 };
             let (hist_k, sweep_k, tile) = if width == 8 {
                 ("radix_hist_u64", "onesweep_u64", TILE_64)
@@ -174,32 +223,29 @@ pub(crate) fn sort_perm(
                 ("radix_hist_u32", "onesweep_u32", TILE_32)
             };
             // The first key of a plain integer type skips the prep kernel (see xor_transform).
-            let fused = if first {
-                xor_transform(keys[key].elem, desc[key], by_rank[key])
-            } else {
-                None
-            };
+            let fused = if first { xor_transform(key) } else { None };
             let run_prep = |gpu: &mut Gpu, first: bool| -> Result<(), BackendError> {
                 let mut args = vec![
-                    KArg::Ptr(gpu.ptr(keys[key])?),
+                    KArg::Ptr(gpu.ptr(key.col)?),
                     KArg::Ptr(if first { 0 } else { perms_p[pc] }),
                     KArg::Ptr(if first { perms_p[pc] } else { 0 }),
                     KArg::Ptr(keys_p[kc]),
                     KArg::U64(n as u64),
-                    KArg::U32(u32::from(desc[key])),
+                    KArg::U32(u32::from(key.desc)),
                 ];
-                if by_rank[key] {
+                if key.by_rank {
                     args.extend([KArg::Ptr(rank_p), KArg::U64(rank_len), KArg::Ptr(gpu.err_ptr())]);
                     gpu.reset_err()?;
                 }
                 gpu.launch("sort", prep, grid, BLOCK, 0, &args)?;
-                if by_rank[key] {
+                if key.by_rank {
                     let [code, row, _, _] = gpu.read_err()?;
                     if code == ERR_INDEX {
                         let row = usize::try_from(row).unwrap_or(usize::MAX);
-                        let code = if row < n { gpu.read_u32(keys[key], row)? } else { 0 };
+                        let code = if row < n { gpu.read_u32(key.col, row)? } else { 0 };
                         return Err(err(format!(
-                            "string code {code} of key {key} at row {row} is outside the rank table ({rank_len} entries)"
+                            "string code {code} of key {} at row {row} is outside the rank table ({rank_len} entries)",
+                            key.index
                         )));
                     } else if code != 0 {
                         return Err(err(format!("unexpected error code {code} from the rank lookup")));
@@ -213,7 +259,7 @@ pub(crate) fn sort_perm(
 
             // The histogram reads the column itself when fused, else the prepared keys.
             let (hist_in, hist_xor) = match fused {
-                Some(x) => (gpu.ptr(keys[key])?, x),
+                Some(x) => (gpu.ptr(key.col)?, x),
                 None => (keys_p[kc], 0),
             };
             gpu.memset_zero(&bufs[hist])?;
@@ -256,14 +302,14 @@ pub(crate) fn sort_perm(
                 if epoch == 0 {
                     gpu.memset_zero(&bufs[status])?;
                 }
-                let keys_out = if key == 0 && Some(p) == last_place {
+                let keys_out = if rk == 0 && Some(p) == last_place {
                     0
                 } else {
                     keys_p[1 - kc]
                 };
                 // The first pass of a fused key reads the column and makes up the rows.
                 let (kin, vin, x) = match pass_xor.take() {
-                    Some(x) => (gpu.ptr(keys[key])?, 0, x),
+                    Some(x) => (gpu.ptr(key.col)?, 0, x),
                     None => (keys_p[kc], perms_p[pc], 0),
                 };
                 let sargs = [
@@ -332,6 +378,7 @@ fn adjacent_name(elem: Elem) -> &'static str {
         Elem::U8 => "adjacent_distinct_u8",
         Elem::I32 | Elem::U32 => "adjacent_distinct_u32",
         Elem::I64 | Elem::U64 => "adjacent_distinct_u64",
+        Elem::I128 => "adjacent_distinct_u128",
     }
 }
 

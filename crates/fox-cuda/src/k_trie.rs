@@ -301,7 +301,8 @@ fn intersect_shared(
     elem: Elem,
     out: &DevBuf,
 ) -> Result<bool, BackendError> {
-    if ways < 2 || n < IC_SHARED_MIN_ROWS {
+    // i128 values have no hash kernel: their rows are searched.
+    if ways < 2 || n < IC_SHARED_MIN_ROWS || elem == Elem::I128 {
         return Ok(false);
     }
     let runs = s.alloc_zeroed(gpu, Elem::U64, ways)?;

@@ -96,7 +96,58 @@ impl Dist {
 }
 
 /// Every element type.
-pub const ELEMS: [Elem; 6] = [Elem::U8, Elem::I32, Elem::U32, Elem::I64, Elem::U64, Elem::F64];
+pub const ELEMS: [Elem; 7] = [
+    Elem::U8,
+    Elem::I32,
+    Elem::U32,
+    Elem::I64,
+    Elem::U64,
+    Elem::F64,
+    Elem::I128,
+];
+
+/// The largest magnitude of a 38-digit decimal.
+pub const MAX_WIDE: i128 = 10i128.pow(38) - 1;
+
+/// A random i128 of [`Dist::Uniform`]: every bit pattern, values of up to 38 digits, values
+/// near ±(10^38 - 1) and near the bounds of i64, and small ones.
+pub fn random_i128(rng: &mut Rng) -> i128 {
+    let near = |rng: &mut Rng| rng.below(2001) as i128 - 1000;
+    let sign = |rng: &mut Rng, x: i128| if rng.chance(50) { -x } else { x };
+    match rng.below(6) {
+        0 => ((u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64())) as i128,
+        1 => {
+            let x = MAX_WIDE - rng.below(1000) as i128;
+            sign(rng, x)
+        }
+        2 => {
+            let x = i128::from(i64::MAX) + near(rng);
+            sign(rng, x)
+        }
+        3 => {
+            let u = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
+            let m = MAX_WIDE as u128;
+            // Uniform over -m ..= m.
+            let r = u % (2 * m + 1);
+            if r >= m {
+                (r - m) as i128
+            } else {
+                -((m - r) as i128)
+            }
+        }
+        4 => {
+            let x = (u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64())) >> (rng.below(120) + 8);
+            sign(rng, x as i128)
+        }
+        _ => near(rng),
+    }
+}
+
+/// The i128 value standing for small value `v` of a distribution: `v * (10^20 + 1)`, so
+/// that both 64-bit words vary with `v` and the order is `v`'s.
+fn spread_i128(v: i64) -> i128 {
+    i128::from(v) * (10i128.pow(20) + 1)
+}
 
 /// One random raw value (as i64 bits of the "small" domain, or full-range bits).
 fn small_value(rng: &mut Rng, dist: Dist) -> Option<i64> {
@@ -179,6 +230,14 @@ pub fn random_col(rng: &mut Rng, elem: Elem, n: usize, dist: Dist) -> HostCol {
                 })
                 .collect(),
         ),
+        Elem::I128 => HostCol::I128(
+            (0..n)
+                .map(|_| match small_value(rng, dist) {
+                    None => random_i128(rng),
+                    Some(v) => spread_i128(signed(rng, v)),
+                })
+                .collect(),
+        ),
     }
 }
 
@@ -211,6 +270,7 @@ pub fn cmp_at(a: &HostCol, i: usize, b: &HostCol, j: usize) -> Ordering {
         (HostCol::I64(x), HostCol::I64(y)) => x[i].cmp(&y[j]),
         (HostCol::U64(x), HostCol::U64(y)) => x[i].cmp(&y[j]),
         (HostCol::F64(x), HostCol::F64(y)) => f64_key(x[i]).cmp(&f64_key(y[j])),
+        (HostCol::I128(x), HostCol::I128(y)) => x[i].cmp(&y[j]),
         _ => a.elem().cmp(&b.elem()),
     }
 }
@@ -224,6 +284,7 @@ pub fn take(col: &HostCol, idx: &[usize]) -> HostCol {
         HostCol::I64(v) => HostCol::I64(idx.iter().map(|&i| v[i]).collect()),
         HostCol::U64(v) => HostCol::U64(idx.iter().map(|&i| v[i]).collect()),
         HostCol::F64(v) => HostCol::F64(idx.iter().map(|&i| v[i]).collect()),
+        HostCol::I128(v) => HostCol::I128(idx.iter().map(|&i| v[i]).collect()),
     }
 }
 
@@ -268,6 +329,7 @@ fn value_at(col: &HostCol, i: usize) -> String {
         HostCol::I64(v) => v[i].to_string(),
         HostCol::U64(v) => v[i].to_string(),
         HostCol::F64(v) => format!("{:?} (bits {:#018x})", v[i], v[i].to_bits()),
+        HostCol::I128(v) => v[i].to_string(),
     }
 }
 

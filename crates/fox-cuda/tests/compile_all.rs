@@ -164,7 +164,8 @@ fn the_disk_cache_is_reused() {
 }
 
 /// A sample of generated expression kernels (integers, decimals, floats, dates, strings
-/// through dictionary tables, short-circuit logic) compiles for sm_90.
+/// through dictionary tables, short-circuit logic, 38-digit decimals computed in 128
+/// bits) compiles for sm_90.
 #[test]
 fn generated_expression_kernels_compile_for_sm_90() {
     use fox_kernel::{Elem, KExpr, KExprKind, ScalarFn};
@@ -176,7 +177,83 @@ fn generated_expression_kernels_compile_for_sm_90() {
     let col = |i: usize, ty: Type| e(KExprKind::Col(i), ty);
     let b = Box::new;
     let dec = Type::Decimal(2);
+    let w2 = Type::WideDecimal(2);
+    let wide_const = |unscaled: i128| e(KExprKind::Const(Value::Decimal { unscaled, scale: 2 }), w2);
     let samples: Vec<(KExpr, usize, Vec<Elem>)> = vec![
+        // 38 digits: a checked product with rounding, a sum with a constant beyond 64 bits,
+        // a quotient, a narrowing rescale, a conversion to float and a long in-list.
+        (
+            e(
+                KExprKind::Arith(
+                    ArithOp::Add,
+                    b(e(
+                        KExprKind::Arith(ArithOp::Mul, b(col(0, w2)), b(e(KExprKind::Cast(b(col(1, dec))), w2))),
+                        w2,
+                    )),
+                    b(wide_const(10i128.pow(37))),
+                ),
+                w2,
+            ),
+            2,
+            vec![Elem::I128, Elem::I64],
+        ),
+        (
+            e(
+                KExprKind::Arith(ArithOp::Div, b(col(0, w2)), b(col(1, w2))),
+                Type::WideDecimal(6),
+            ),
+            2,
+            vec![Elem::I128, Elem::I128],
+        ),
+        (
+            e(
+                KExprKind::Cmp(
+                    CmpOp::Gt,
+                    b(e(KExprKind::Cast(b(col(0, w2))), Type::Decimal(1))),
+                    b(e(
+                        KExprKind::Arith(
+                            ArithOp::Mul,
+                            b(e(KExprKind::Cast(b(col(0, w2))), Type::Float64)),
+                            b(e(KExprKind::Const(Value::Float64(0.5)), Type::Float64)),
+                        ),
+                        Type::Float64,
+                    )),
+                ),
+                Type::Bool,
+            ),
+            1,
+            vec![Elem::I128],
+        ),
+        (
+            e(
+                KExprKind::In(
+                    b(col(0, w2)),
+                    (0..12)
+                        .map(|k| Value::Decimal {
+                            unscaled: k << 70,
+                            scale: 2,
+                        })
+                        .collect(),
+                ),
+                Type::Bool,
+            ),
+            1,
+            vec![Elem::I128],
+        ),
+        (
+            e(
+                KExprKind::Call(
+                    ScalarFn::Round,
+                    vec![
+                        e(KExprKind::Neg(b(col(0, Type::WideDecimal(4)))), Type::WideDecimal(4)),
+                        e(KExprKind::Const(Value::Int32(1)), Type::Int32),
+                    ],
+                ),
+                Type::WideDecimal(3),
+            ),
+            1,
+            vec![Elem::I128],
+        ),
         (
             e(
                 KExprKind::Cmp(

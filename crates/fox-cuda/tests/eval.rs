@@ -125,6 +125,7 @@ fn cell(c: &HostCol, i: usize) -> String {
         HostCol::I64(v) => v[i].to_string(),
         HostCol::U64(v) => v[i].to_string(),
         HostCol::F64(v) => format!("{:?} (bits {:#018x})", v[i], v[i].to_bits()),
+        HostCol::I128(v) => v[i].to_string(),
     }
 }
 
@@ -237,6 +238,13 @@ const C_DATE: usize = 6;
 const C_STR: usize = 7;
 const C_BOOL: usize = 8;
 
+/// The 38-digit decimal columns of a generator with `wide` set, after `COLS`.
+const WIDE_COLS: [Type; 2] = [Type::WideDecimal(2), Type::WideDecimal(4)];
+const C_WIDE: usize = COLS.len();
+
+/// The largest magnitude of a 38-digit decimal.
+const MAX_WIDE: i128 = 10i128.pow(38) - 1;
+
 /// Strings of the dictionary: `s00`..`s39`, with codes in an order that is not string
 /// order (as after appends), so that rank lookups matter.
 const DICT: usize = 40;
@@ -265,13 +273,19 @@ fn tables() -> Vec<HostCol> {
 
 struct Gen {
     rng: Rng,
+    /// Whether expressions and rows include 38-digit decimals (`WIDE_COLS`).
+    wide: bool,
 }
 
 fn scale(t: Type) -> u8 {
     match t {
-        Type::Decimal(s) => s,
+        Type::Decimal(s) | Type::WideDecimal(s) => s,
         _ => 0,
     }
+}
+
+fn is_wide(t: Type) -> bool {
+    matches!(t, Type::WideDecimal(_))
 }
 
 fn integral(t: Type) -> bool {
@@ -279,8 +293,49 @@ fn integral(t: Type) -> bool {
 }
 
 impl Gen {
+    fn new(seed: u64) -> Gen {
+        Gen {
+            rng: Rng::new(seed),
+            wide: false,
+        }
+    }
+
+    fn new_wide(seed: u64) -> Gen {
+        Gen {
+            rng: Rng::new(seed),
+            wide: true,
+        }
+    }
+
+    /// The number of column arguments (tables follow).
+    fn n_cols(&self) -> usize {
+        if self.wide {
+            COLS.len() + WIDE_COLS.len()
+        } else {
+            COLS.len()
+        }
+    }
+
     fn pick(&mut self, n: usize) -> usize {
         self.rng.below(n as u64) as usize
+    }
+
+    /// A 38-digit decimal leaf: a column, or a constant of up to 38 digits.
+    fn wide_leaf(&mut self) -> KExpr {
+        match self.pick(5) {
+            0 => {
+                let s = [0u8, 2, 4, 6][self.pick(4)];
+                let digits = [3u32, 12, 20, 30, 37][self.pick(5)];
+                let m = 10i128.pow(digits);
+                let v = (i128::from(self.rng.next_u64()) << 40 | i128::from(self.rng.next_u64())) % m;
+                let v = if self.pick(2) == 0 { -v } else { v };
+                lit(dec(v, s), Type::WideDecimal(s))
+            }
+            k => {
+                let i = k % 2;
+                col(C_WIDE + i, WIDE_COLS[i])
+            }
+        }
     }
 
     fn int_lit(&mut self) -> KExpr {
@@ -320,6 +375,9 @@ impl Gen {
 
     /// A number-typed expression (int32, int64, a decimal, or float64).
     fn num(&mut self, depth: u32) -> KExpr {
+        if self.wide && (depth == 0 || self.pick(4) == 0) && self.pick(3) == 0 {
+            return self.wide_leaf();
+        }
         if depth == 0 || self.pick(4) == 0 {
             return match self.pick(12) {
                 0 => self.int_lit(),
@@ -363,9 +421,25 @@ impl Gen {
                 let d = self.pick(4) as i32;
                 let ty = match a.ty {
                     Type::Decimal(s) => Type::Decimal(s.min(d as u8)),
+                    Type::WideDecimal(s) => Type::WideDecimal(s.min(d as u8)),
                     t => t,
                 };
                 round(a, d, ty)
+            }
+            3 if self.wide && self.pick(2) == 0 => {
+                // To or from 38 digits.
+                match a.ty {
+                    Type::WideDecimal(_) => match self.pick(4) {
+                        0 => cast(a, Type::Int64),
+                        1 => cast(a, Type::Float64),
+                        k => cast(a, Type::Decimal([0u8, 2, 4, 8][self.pick(4)] + k as u8 - 2)),
+                    },
+                    Type::Float64 => cast(a, Type::Int64),
+                    t => {
+                        let s = scale(t) + self.pick(4) as u8;
+                        cast(a, Type::WideDecimal(s))
+                    }
+                }
             }
             3 => {
                 // to_int, to_float, or a rescale.
@@ -374,6 +448,10 @@ impl Gen {
                     Type::Decimal(_) if self.pick(2) == 0 => {
                         let s = self.pick(5) as u8;
                         cast(a, Type::Decimal(s))
+                    }
+                    Type::WideDecimal(_) => {
+                        let s = self.pick(7) as u8;
+                        cast(a, Type::WideDecimal(s))
                     }
                     Type::Int32 => cast(a, Type::Int64),
                     Type::Int64 if self.pick(3) == 0 => cast(a, Type::Int32),
@@ -410,6 +488,30 @@ impl Gen {
             return arith(op, a, b, ty);
         }
         let (sa, sb) = (scale(ta), scale(tb));
+        // A 38-digit operand makes the operation 38 digits wide (the operands are cast).
+        if is_wide(ta) || is_wide(tb) {
+            let to = |x: KExpr, s: u8| {
+                if x.ty == Type::WideDecimal(s) {
+                    x
+                } else {
+                    cast(x, Type::WideDecimal(s))
+                }
+            };
+            return match op {
+                ArithOp::Add | ArithOp::Sub => {
+                    let s = sa.max(sb);
+                    arith(op, to(a, s), to(b, s), Type::WideDecimal(s))
+                }
+                ArithOp::Mul => {
+                    let r = [sa + sb, (sa + sb).saturating_sub(2), sa.max(sb)][self.pick(3)];
+                    arith(op, to(a, sa), to(b, sb), Type::WideDecimal(r))
+                }
+                ArithOp::Div => {
+                    let r = [6, 2, 0, 12][self.pick(4)];
+                    arith(op, to(a, sa), to(b, sb), Type::WideDecimal(r))
+                }
+            };
+        }
         let to = |x: KExpr, s: u8| {
             if x.ty == Type::Decimal(s) {
                 x
@@ -444,6 +546,8 @@ impl Gen {
             Type::Float64
         } else if integral(a.ty) && integral(b.ty) {
             Type::Int64
+        } else if is_wide(a.ty) || is_wide(b.ty) {
+            Type::WideDecimal(scale(a.ty).max(scale(b.ty)))
         } else {
             Type::Decimal(scale(a.ty).max(scale(b.ty)))
         };
@@ -459,6 +563,19 @@ impl Gen {
 
     fn bool_leaf(&mut self) -> KExpr {
         let op = [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge][self.pick(6)];
+        if self.wide && self.pick(4) == 0 {
+            // A 38-digit column in a list of constants, some beyond 64 bits (short lists
+            // compare in turn, long ones search a sorted table).
+            let k = [3, 12][self.pick(2)];
+            let big = self.pick(2) == 0;
+            let vs = (0..k)
+                .map(|_| {
+                    let v = self.rng.below(41) as i128 - 20;
+                    dec(if big { v * 10i128.pow(25) + v } else { v }, 2)
+                })
+                .collect();
+            return in_list(col(C_WIDE, WIDE_COLS[0]), vs);
+        }
         match self.pick(12) {
             0..=3 => self.num_cmp(),
             4 => {
@@ -572,10 +689,40 @@ impl Gen {
                 Elem::U32 => HostCol::U32(c[i].iter().map(|&x| x as u32).collect()),
                 Elem::U8 => HostCol::U8(c[i].iter().map(|&x| x as u8).collect()),
                 Elem::U64 => HostCol::U64(c[i].iter().map(|&x| x as u64).collect()),
+                Elem::I128 => HostCol::I128(c[i].iter().map(|&x| i128::from(x)).collect()),
             })
             .collect();
+        if self.wide {
+            for _ in &WIDE_COLS {
+                let v = (0..n).map(|_| self.wide_value()).collect();
+                out.push(HostCol::I128(v));
+            }
+        }
         out.extend(tables());
         out
+    }
+
+    /// A value of a 38-digit decimal column: mostly small, some of up to 38 digits (near
+    /// ±(10^38 - 1) too), some near the bounds of i64.
+    fn wide_value(&mut self) -> i128 {
+        let sign = |g: &mut Gen, x: i128| if g.pick(2) == 0 { -x } else { x };
+        match self.pick(20) {
+            0 => {
+                let x = MAX_WIDE - self.rng.below(3) as i128;
+                sign(self, x)
+            }
+            1 => {
+                let x = i128::from(i64::MAX) + self.rng.below(5) as i128 - 2;
+                sign(self, x)
+            }
+            2..=4 => {
+                let digits = [19u32, 25, 30, 36][self.pick(4)];
+                let x = (i128::from(self.rng.next_u64()) << 64 | i128::from(self.rng.next_u64()))
+                    .rem_euclid(10i128.pow(digits));
+                sign(self, x)
+            }
+            _ => self.rng.below(2_000_001) as i128 - 1_000_000,
+        }
     }
 
     /// A random expression of any result type.
@@ -593,9 +740,12 @@ impl Gen {
 const RANDOM_SIZES: [usize; 5] = [1, 7, 1025, 4097, 0];
 
 fn random_cases(test: &str, seed: u64, count: usize, boolean: bool) {
+    random_cases_of(test, Gen::new(seed), seed, count, boolean);
+}
+
+fn random_cases_of(test: &str, mut g: Gen, seed: u64, count: usize, boolean: bool) {
     let Some(mut gpu) = gpu_or_skip(test) else { return };
     let ctx = dict();
-    let mut g = Gen { rng: Rng::new(seed) };
     let (mut failed, mut total) = (0, 0);
     let t0 = Instant::now();
     for case in 0..count {
@@ -609,7 +759,7 @@ fn random_cases(test: &str, seed: u64, count: usize, boolean: bool) {
         if check(
             &mut gpu,
             &e,
-            COLS.len(),
+            g.n_cols(),
             &args,
             &ctx,
             &format!("{test} #{case} (seed {seed})"),
@@ -636,6 +786,55 @@ fn random_expressions_match_cpu() {
 #[test]
 fn random_boolean_expressions_match_cpu() {
     random_cases("random_boolean_expressions_match_cpu", 42, 400, true);
+}
+
+#[test]
+fn random_wide_expressions_match_cpu() {
+    let test = "random_wide_expressions_match_cpu";
+    random_cases_of(test, Gen::new_wide(43), 43, 500, false);
+}
+
+#[test]
+fn random_wide_boolean_expressions_match_cpu() {
+    let test = "random_wide_boolean_expressions_match_cpu";
+    random_cases_of(test, Gen::new_wide(44), 44, 300, true);
+}
+
+#[test]
+fn wide_decimals_match_cpu() {
+    let Some(mut gpu) = gpu_or_skip("wide_decimals_match_cpu") else {
+        return;
+    };
+    let (mut failed, mut total) = (0, 0);
+    for (k, (e, cols)) in wide_cases().iter().enumerate() {
+        if both(&mut gpu, e, cols, &format!("wide case {k}")).is_err() {
+            failed += 1;
+        }
+        total += 1;
+    }
+    assert!(failed > 0 && failed < total, "{failed} of {total} cases failed");
+    // 10^7 rows of 38-digit sums and products, with an overflow near the end.
+    let n = LARGE;
+    let mut rng = Rng::new(8);
+    let mut a: Vec<i128> = (0..n)
+        .map(|_| (i128::from(rng.next_u64()) << 40) - (1i128 << 103) + rng.below(1000) as i128)
+        .collect();
+    let mut b: Vec<i128> = (0..n).map(|_| rng.below(2_000_001) as i128 - 1_000_000).collect();
+    let w2 = Type::WideDecimal(2);
+    let e = arith(
+        ArithOp::Add,
+        arith(ArithOp::Mul, col(0, w2), col(1, w2), Type::WideDecimal(2)),
+        col(0, w2),
+        w2,
+    );
+    same(&mut gpu, &e, &[w(a.clone()), w(b.clone())], "10^7 rows of 38 digits");
+    a[n - 5] = MAX_WIDE;
+    b[n - 5] = 1_000_000;
+    let err = both(&mut gpu, &e, &[w(a), w(b)], "10^7 rows, an overflow near the end").unwrap_err();
+    assert!(
+        err.contains("overflow") && err.contains(&format!("(row {})", n - 5)),
+        "{err}"
+    );
 }
 
 // ---- targeted cases ------------------------------------------------------------------------
@@ -1252,7 +1451,7 @@ fn sample_expressions() -> Vec<KExpr> {
         in_list(col(0, Type::Int64), vec![Value::Int64(i64::MIN)]),
         string("s03"),
     ];
-    let mut g = Gen { rng: Rng::new(99) };
+    let mut g = Gen::new(99);
     for k in 0..40 {
         out.push(if k % 2 == 0 { g.any(3) } else { g.boolean(3) });
     }
@@ -1276,7 +1475,7 @@ fn generated_kernels_compile_for_sm90() {
         return;
     }
     let ctx = dict();
-    let elems: Vec<Elem> = Gen { rng: Rng::new(0) }.args(0).iter().map(|c| c.elem()).collect();
+    let elems: Vec<Elem> = Gen::new(0).args(0).iter().map(|c| c.elem()).collect();
     let t0 = Instant::now();
     let mut compiled = 0;
     for e in sample_expressions() {
@@ -1292,6 +1491,27 @@ fn generated_kernels_compile_for_sm90() {
         );
         compiled += 1;
     }
+    // Trees with 38-digit decimals: the targeted ones and random ones.
+    let mut g = Gen::new_wide(98);
+    let wide_elems: Vec<Elem> = g.args(0).iter().map(|c| c.elem()).collect();
+    let mut wide: Vec<(KExpr, usize, Vec<Elem>)> = wide_cases()
+        .into_iter()
+        .map(|(e, cols)| {
+            let elems = cols.iter().map(|c| c.elem()).collect();
+            (e, cols.len(), elems)
+        })
+        .collect();
+    for k in 0..30 {
+        let e = if k % 2 == 0 { g.any(3) } else { g.boolean(3) };
+        wide.push((e, g.n_cols(), wide_elems.clone()));
+    }
+    for (e, n_cols, elems) in &wide {
+        let gs = generate_source(e, *n_cols, elems, &ctx).unwrap_or_else(|err| panic!("`{}`: {err}", show_kexpr(e)));
+        let ptx = compile::compile_ptx(&gs.kernel, &gs.source, "compute_90")
+            .unwrap_or_else(|err| panic!("`{}`:\n{err}\n{}", show_kexpr(e), gs.source));
+        assert!(ptx.contains(&format!(".entry {}", gs.kernel)), "`{}`", show_kexpr(e));
+        compiled += 1;
+    }
     let _ = writeln!(
         std::io::stderr(),
         "generated_kernels_compile_for_sm90: {compiled} kernels in {:.1} s",
@@ -1302,7 +1522,7 @@ fn generated_kernels_compile_for_sm90() {
 #[test]
 fn plan_errors_match_cpu() {
     let ctx = dict();
-    let cols = Gen { rng: Rng::new(0) }.args(3);
+    let cols = Gen::new(0).args(3);
     let elems: Vec<Elem> = cols.iter().map(|c| c.elem()).collect();
     let n_cols = COLS.len();
     let bad = [
@@ -1366,6 +1586,8 @@ fn plan_errors_match_cpu() {
         ),
         lit(Value::Int64(300), Type::Bool),
         lit(dec(i128::MAX, 0), Type::Decimal(2)),
+        lit(dec(MAX_WIDE + 1, 2), Type::WideDecimal(2)),
+        col(0, Type::WideDecimal(2)),
         col(C_BOOL, Type::Float64),
     ];
     let mut failures = 0;
@@ -1388,13 +1610,204 @@ fn plan_errors_match_cpu() {
     }
     assert!(failures >= bad.len() - 2, "only {failures} of {} plans fail", bad.len());
     // Random well-typed expressions generate without error, as they evaluate on the CPU.
-    let mut g = Gen { rng: Rng::new(5) };
+    let mut g = Gen::new(5);
     for _ in 0..300 {
         let e = g.any(4);
         if let Err(err) = generate_source(&e, n_cols, &elems, &ctx) {
             panic!("`{}`: {err}", show_kexpr(&e));
         }
     }
+}
+
+// ---- 38-digit decimals ----------------------------------------------------------------------
+
+fn w(v: Vec<i128>) -> HostCol {
+    HostCol::I128(v)
+}
+
+/// Targeted expressions over 38-digit decimals and their columns (no tables): the bounds
+/// ±(10^38 - 1), sums and products that overflow 128 bits, rescales with rounding, values
+/// near the bounds of i64, conversions to float with ties, narrowing to 18 digits.
+fn wide_cases() -> Vec<(KExpr, Vec<HostCol>)> {
+    let (w2, w4) = (Type::WideDecimal(2), Type::WideDecimal(4));
+    let m = MAX_WIDE;
+    let i64max = i128::from(i64::MAX);
+    // Values that most operations take without overflow (rounding ties, the bounds of
+    // i64, 20 to 30 digits), then the same followed by the extremes, which fail late.
+    let safe_a = vec![
+        1,
+        -1,
+        0,
+        i64max,
+        i64max + 1,
+        -i64max - 1,
+        -i64max - 2,
+        10i128.pow(19) * 5 + 5,
+        -(10i128.pow(19) * 5 + 5),
+        25,
+        -25,
+        15,
+        -15,
+        10i128.pow(30) + 7,
+        -(10i128.pow(30)) + 3,
+        123_456_789_012_345_678_901_234_567,
+    ];
+    let safe_b = vec![1i128, -1, 1, 3, 2, 3, -3, 10, -10, 3, 7, -7, 9, 11, 2, -7];
+    let mut edge_a = safe_a.clone();
+    edge_a.extend([m, -m, m - 1, 2]);
+    let mut edge_b = safe_b.clone();
+    edge_b.extend([1, -1, m, 0]);
+    let pairs = [
+        vec![w(safe_a.clone()), w(safe_b.clone())],
+        vec![w(edge_a.clone()), w(edge_b.clone())],
+    ];
+    let singles = [w(safe_a.clone()), w(edge_a.clone())];
+    let mut out = Vec::new();
+    let both = |e: KExpr, out: &mut Vec<(KExpr, Vec<HostCol>)>| {
+        for p in &pairs {
+            out.push((e.clone(), p.clone()));
+        }
+    };
+    for op in [ArithOp::Add, ArithOp::Sub] {
+        both(arith(op, col(0, w2), col(1, w2), w2), &mut out);
+    }
+    // 2 * (10^38 - 1) overflows i128 itself.
+    out.push((
+        arith(ArithOp::Add, col(0, w2), col(1, w2), w2),
+        vec![w(vec![5, m]), w(vec![5, m])],
+    ));
+    out.push((
+        arith(ArithOp::Sub, col(0, w2), col(1, w2), w2),
+        vec![w(vec![5, -m]), w(vec![5, m])],
+    ));
+    for r in [4u8, 2, 0, 6] {
+        both(
+            arith(ArithOp::Mul, col(0, w2), col(1, w2), Type::WideDecimal(r)),
+            &mut out,
+        );
+        both(
+            arith(ArithOp::Div, col(0, w2), col(1, w2), Type::WideDecimal(r)),
+            &mut out,
+        );
+    }
+    // Products whose exact value needs more than 128 bits, is exactly i128::MIN, or fits.
+    let two63 = 1i128 << 63;
+    for (a, b) in [
+        (
+            vec![3, -(1i128 << 64), two63, 1i128 << 64],
+            vec![5, two63, -two63, 1i128 << 63],
+        ),
+        (
+            vec![10i128.pow(19), -(10i128.pow(20)), 10i128.pow(20)],
+            vec![10i128.pow(19), 10i128.pow(18), 10i128.pow(18)],
+        ),
+    ] {
+        for r in [0u8, 2, 4] {
+            out.push((
+                arith(ArithOp::Mul, col(0, w2), col(1, w2), Type::WideDecimal(r)),
+                vec![w(a.clone()), w(b.clone())],
+            ));
+        }
+    }
+    // Quotients whose scaled numerator needs the 128-bit bound check.
+    for r in [0u8, 6, 20] {
+        both(
+            arith(ArithOp::Div, col(0, w2), col(1, w4), Type::WideDecimal(r)),
+            &mut out,
+        );
+    }
+    for to in [
+        Type::WideDecimal(0),
+        Type::WideDecimal(1),
+        Type::WideDecimal(30),
+        Type::WideDecimal(6),
+        Type::Decimal(2),
+        Type::Decimal(0),
+        Type::Int64,
+        Type::Int32,
+        Type::Float64,
+    ] {
+        for c in &singles {
+            out.push((cast(col(0, w2), to), vec![c.clone()]));
+        }
+    }
+    out.push((
+        cast(col(0, Type::Decimal(2)), Type::WideDecimal(30)),
+        vec![d2(vec![1, -1, 0, i64::MAX, i64::MIN])],
+    ));
+    out.push((
+        cast(col(0, Type::Decimal(2)), Type::WideDecimal(40)),
+        vec![d2(vec![0, 1])],
+    ));
+    out.push((cast(col(0, Type::Int64), w4), vec![d2(vec![i64::MAX, i64::MIN, 7])]));
+    // Conversions to float: ties round to even above 2^64.
+    let ties = w(vec![
+        (1i128 << 64) + (1 << 11),
+        (1i128 << 64) + (1 << 11) + 1,
+        (1i128 << 64) + 3 * (1 << 11),
+        (1i128 << 100) + (1i128 << 47),
+        (1i128 << 100) + 3 * (1i128 << 47),
+        -((1i128 << 100) + (1i128 << 47)),
+        (1i128 << 126) + (1i128 << 73) - 1,
+        m,
+        -m,
+        i64max + 1,
+        1i128 << 64,
+        (1i128 << 64) - 1,
+    ]);
+    out.push((cast(col(0, Type::WideDecimal(0)), Type::Float64), vec![ties.clone()]));
+    out.push((cast(col(0, w2), Type::Float64), vec![ties.clone()]));
+    out.push((
+        arith(
+            ArithOp::Mul,
+            cast(col(0, w4), Type::Float64),
+            lit(Value::Float64(0.5), Type::Float64),
+            Type::Float64,
+        ),
+        vec![ties],
+    ));
+    for c in &singles {
+        out.push((neg(col(0, w2)), vec![c.clone()]));
+        out.push((call(ScalarFn::Abs, vec![col(0, w2)], w2), vec![c.clone()]));
+        for (d, ty) in [(0, Type::WideDecimal(0)), (1, Type::WideDecimal(1)), (1, w4), (2, w2)] {
+            out.push((round(col(0, w2), d, ty), vec![c.clone()]));
+        }
+    }
+    for op in [CmpOp::Eq, CmpOp::Lt, CmpOp::Ge] {
+        both(cmp(op, col(0, w2), col(1, w2)), &mut out);
+        out.push((
+            cmp(op, col(0, w2), lit(dec(i64max + 1, 2), w2)),
+            vec![w(edge_a.clone())],
+        ));
+    }
+    let near: Vec<Value> = [m, -m, i64max, i64max + 1, 25, -15, 0, 10i128.pow(30) + 7, 7, 8]
+        .iter()
+        .map(|&v| dec(v, 2))
+        .collect();
+    out.push((in_list(col(0, w2), near[..4].to_vec()), vec![w(edge_a.clone())]));
+    out.push((in_list(col(0, w2), near.clone()), vec![w(edge_a.clone())]));
+    let small: Vec<Value> = (0..12).map(|k| dec(k * 5 - 25, 2)).collect();
+    out.push((in_list(col(0, w2), small), vec![w(edge_a.clone())]));
+    // A 38-digit constant beyond i64.
+    for c in &singles {
+        out.push((
+            arith(ArithOp::Add, col(0, w2), lit(dec(m - 5, 2), w2), w2),
+            vec![c.clone()],
+        ));
+    }
+    // Narrow trees around a wide one: a comparison of a rescaled 38-digit value.
+    out.push((
+        and(vec![
+            cmp(
+                CmpOp::Gt,
+                cast(col(0, w2), Type::Decimal(2)),
+                lit(dec(0, 2), Type::Decimal(2)),
+            ),
+            cmp(CmpOp::Ne, col(1, Type::Int64), lit(Value::Int64(0), Type::Int64)),
+        ]),
+        vec![w(safe_a.clone()), d2((0..16).map(|k| k % 3).collect())],
+    ));
+    out
 }
 
 // ---- generated kernels as host C++ -----------------------------------------------------------
@@ -1416,11 +1829,13 @@ static Dim3 gridDim{1}, blockDim{1}, blockIdx{0}, threadIdx{0};
 static inline unsigned long long atomicMax(unsigned long long* p, unsigned long long v) { auto o = *p; if (v > *p) *p = v; return o; }
 static inline double __longlong_as_double(long long x) { double d; memcpy(&d, &x, 8); return d; }
 static inline double __ll2double_rn(long long x) { return (double)x; }
+static inline double __ull2double_rn(unsigned long long x) { return (double)x; }
+static inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
 static inline double __ddiv_rn(double a, double b) { volatile double r = a / b; return r; }
 static inline double __dadd_rn(double a, double b) { volatile double r = a + b; return r; }
 static inline double __dsub_rn(double a, double b) { volatile double r = a - b; return r; }
 static inline double __dmul_rn(double a, double b) { volatile double r = a * b; return r; }
-using std::trunc; using std::round; using std::isfinite; using std::fabs;
+using std::trunc; using std::round; using std::isfinite; using std::fabs; using std::scalbn;
 static std::vector<char> rd(const char* f) { FILE* fp = fopen(f, "rb"); std::vector<char> v; if (!fp) return v; char b[65536]; size_t k; while ((k = fread(b, 1, sizeof b, fp)) > 0) v.insert(v.end(), b, b + k); fclose(fp); return v; }
 static void wr(const char* f, const void* p, size_t n) { FILE* fp = fopen(f, "wb"); if (fp) { fwrite(p, 1, n, fp); fclose(fp); } }
 "#;
@@ -1433,6 +1848,7 @@ fn le_bytes(c: &HostCol) -> Vec<u8> {
         HostCol::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         HostCol::U64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         HostCol::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        HostCol::I128(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
     }
 }
 
@@ -1447,6 +1863,7 @@ fn from_le_bytes(e: Elem, b: &[u8]) -> HostCol {
         Elem::I64 => HostCol::I64(words(b).map(i64::from_le_bytes).collect()),
         Elem::U64 => HostCol::U64(words(b).map(u64::from_le_bytes).collect()),
         Elem::F64 => HostCol::F64(words(b).map(f64::from_le_bytes).collect()),
+        Elem::I128 => HostCol::I128(words(b).map(i128::from_le_bytes).collect()),
     }
 }
 
@@ -1458,6 +1875,7 @@ fn c_type(e: Elem) -> &'static str {
         Elem::I64 => "long long",
         Elem::U64 => "unsigned long long",
         Elem::F64 => "double",
+        Elem::I128 => "__int128",
     }
 }
 
@@ -1476,7 +1894,7 @@ fn generated_kernels_on_the_host_match_cpu() {
     let dir = std::env::temp_dir().join(format!("fox-eval-host-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temporary directory");
     let mut cases: Vec<(KExpr, Vec<HostCol>, usize)> = Vec::new();
-    let mut g = Gen { rng: Rng::new(77) };
+    let mut g = Gen::new(77);
     for k in 0..240 {
         let e = if k % 3 == 0 { g.boolean(3) } else { g.any(3) };
         let n = [1, 7, 300, 2000][k % 4];
@@ -1522,10 +1940,18 @@ fn generated_kernels_on_the_host_match_cpu() {
         call(ScalarFn::Year, vec![col(0, Type::Date)], Type::Bool),
         vec![HostCol::I32(vec![-719_528, 0])],
     ));
+    extra.extend(wide_cases());
     for (e, mut a) in extra {
         let k = a.len();
         a.extend(tables());
         cases.push((e, a, k));
+    }
+    // Random expressions with 38-digit decimals.
+    let mut gw = Gen::new_wide(78);
+    for k in 0..200 {
+        let e = if k % 3 == 0 { gw.boolean(3) } else { gw.any(3) };
+        let n = [1, 7, 300, 2000][k % 4];
+        cases.push((e, gw.args(n), gw.n_cols()));
     }
     // One C++ program, each kernel in a namespace of its own; argument k runs case k.
     let mut src = String::from(HOST_CUDA);
@@ -1559,7 +1985,7 @@ fn generated_kernels_on_the_host_match_cpu() {
         let out = c_type(gs.out_elem);
         let _ = writeln!(
             main,
-            "    std::vector<char> out({n} * 8 + 8); unsigned long long err[2] = {{0, 0}};\n    k{k}::kern({p}, ({out}*)out.data(), 0ull, {n}ull, err, 0u);\n    if (err[0] != 0 && ((~err[0]) >> 63)) {{ const unsigned long long row = ((~err[0]) << 1 >> 1) >> 24; k{k}::kern({p}, ({out}*)out.data(), row, row + 1, err, 1u); }}\n    snprintf(f, sizeof f, \"%s\", \"{}\"); wr(f, out.data(), {n} * {});\n    snprintf(f, sizeof f, \"%s\", \"{}\"); wr(f, err, 16);\n    return 0;\n  }}",
+            "    std::vector<char> out({n} * 16 + 16); unsigned long long err[2] = {{0, 0}};\n    k{k}::kern({p}, ({out}*)out.data(), 0ull, {n}ull, err, 0u);\n    if (err[0] != 0 && ((~err[0]) >> 63)) {{ const unsigned long long row = ((~err[0]) << 1 >> 1) >> 24; k{k}::kern({p}, ({out}*)out.data(), row, row + 1, err, 1u); }}\n    snprintf(f, sizeof f, \"%s\", \"{}\"); wr(f, out.data(), {n} * {});\n    snprintf(f, sizeof f, \"%s\", \"{}\"); wr(f, err, 16);\n    return 0;\n  }}",
             path(format!("o{k}.bin")),
             gs.out_elem.size(),
             path(format!("e{k}.bin"))

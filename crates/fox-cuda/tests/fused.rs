@@ -4,7 +4,8 @@
 //! maxima of integers, decimals and dates), sizes around block sizes and 10^7 rows;
 //! and the cases the one-pass kernel leaves to the unfused kernels: many groups, float
 //! keys, float sums, values that fail (division by zero after the filter) and sums that
-//! overflow their type.
+//! overflow their type. Sums of decimals into 38-digit decimals (i128) are settled in one
+//! pass; keys, values and filters with 38-digit decimals run unfused, as on the CPU.
 
 use fox_cuda::testing::{compare, gpu_or_skip, random_col, Dist, Rng, Strings, LARGE, SIZES};
 use fox_cuda::CudaBackend;
@@ -70,6 +71,10 @@ fn exact_aggs(v: usize) -> Vec<(AggSpec, Option<KExpr>)> {
             Some(arith(ArithOp::Add, col(v, Type::Int64), int(1), Type::Int64)),
             Type::Int64,
         ),
+        // Sums of decimals are 38-digit decimals.
+        agg(Sum, Some(col(v + 1, dec)), Type::WideDecimal(2)),
+        agg(Sum, Some(prod()), Type::WideDecimal(4)),
+        agg(Avg, Some(prod()), Type::Decimal(6)),
     ]
 }
 
@@ -221,5 +226,75 @@ fn fused_reduce_falls_back_where_one_pass_cannot_settle() {
             &args,
             &format!("division by zero, n {n}")
         ));
+    }
+}
+
+fn cast(x: KExpr, ty: Type) -> KExpr {
+    KExpr {
+        kind: KExprKind::Cast(Box::new(x)),
+        ty,
+    }
+}
+
+#[test]
+fn fused_reduce_with_wide_decimals_runs_unfused() {
+    let Some(mut gpu) = gpu_or_skip("fused_reduce_with_wide_decimals_runs_unfused") else {
+        return;
+    };
+    let mut rng = Rng::new(79);
+    let w2 = Type::WideDecimal(2);
+    for &n in &[1usize, 1000, 100_003] {
+        // An i128 key.
+        let keys: &[(Elem, Dist)] = &[(Elem::I128, Dist::Range(16))];
+        let args = columns(&mut rng, keys, n, false);
+        let before = gpu.fused_one_pass_runs();
+        assert!(run(
+            &mut gpu,
+            &kernel(1, true, exact_aggs(1)),
+            &args,
+            &format!("i128 key, n {n}")
+        ));
+        assert_eq!(gpu.fused_one_pass_runs(), before, "i128 key, n {n}: in one pass");
+        // A value whose tree holds a 38-digit decimal: the decimal(2) column widened.
+        let keys: &[(Elem, Dist)] = &[(Elem::U32, Dist::Range(8))];
+        let args = columns(&mut rng, keys, n, false);
+        let wide = cast(col(2, Type::Decimal(2)), w2);
+        let aggs = vec![
+            agg(AggFunc::Sum, Some(wide.clone()), w2),
+            agg(AggFunc::Min, Some(wide.clone()), w2),
+            agg(AggFunc::Avg, Some(wide), Type::WideDecimal(6)),
+        ];
+        let before = gpu.fused_one_pass_runs();
+        assert!(run(
+            &mut gpu,
+            &kernel(1, true, aggs),
+            &args,
+            &format!("wide value, n {n}")
+        ));
+        assert_eq!(gpu.fused_one_pass_runs(), before, "wide value, n {n}: in one pass");
+        // A filter comparing in 38 digits, over exact aggregates.
+        let narrow = cast(col(1, Type::Int64), w2);
+        let f = KExpr {
+            kind: KExprKind::Cmp(
+                CmpOp::Gt,
+                Box::new(narrow),
+                Box::new(KExpr {
+                    kind: KExprKind::Const(Value::Decimal { unscaled: 0, scale: 2 }),
+                    ty: w2,
+                }),
+            ),
+            ty: Type::Bool,
+        };
+        let (aggs, exprs) = exact_aggs(1).into_iter().unzip();
+        let k = Kernel::FusedReduce {
+            filter: Some(f),
+            nkeys: 1,
+            aggs,
+            exprs,
+            n_cols: 1 + VALUES,
+        };
+        let before = gpu.fused_one_pass_runs();
+        assert!(run(&mut gpu, &k, &args, &format!("wide filter, n {n}")));
+        assert_eq!(gpu.fused_one_pass_runs(), before, "wide filter, n {n}: in one pass");
     }
 }

@@ -1,7 +1,7 @@
 //! GPU vs CPU: JoinCount → (host scan) → JoinWrite, MatchFlags, MergeUnion on random
 //! sorted inputs: duplicates, all-equal and skewed keys, empty sides, one row, sizes
 //! around block sizes, multi-column keys of mixed element types, cross products
-//! (no keys), and a 10^7-row case.
+//! (no keys), i128 keys (compared as two 64-bit words), and a 10^7-row case.
 
 use fox_cuda::testing::{compare, gpu_or_skip, random_col, sort_rows, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
 use fox_cuda::CudaBackend;
@@ -70,11 +70,13 @@ fn join_multi_key_mixed_types() {
         return;
     };
     let mut rng = Rng::new(12);
-    let key_sets: [&[Elem]; 4] = [
+    let key_sets: [&[Elem]; 6] = [
         &[Elem::U32, Elem::U32],
         &[Elem::I32, Elem::F64],
         &[Elem::U8, Elem::I64, Elem::U32],
         &[Elem::U64, Elem::I32, Elem::F64],
+        &[Elem::I128, Elem::U32],
+        &[Elem::U8, Elem::I128, Elem::I128],
     ];
     for keys in key_sets {
         for dist in [Dist::Range(4), Dist::Range(16), Dist::Skewed, Dist::AllEqual] {
@@ -165,10 +167,12 @@ fn merge_union_every_width() {
     };
     let mut rng = Rng::new(16);
     let ctx = Strings::default();
-    let shapes: [&[Elem]; 5] = [
+    let shapes: [&[Elem]; 7] = [
         &[Elem::U32],
         &[Elem::F64],
+        &[Elem::I128],
         &[Elem::I32, Elem::U32],
+        &[Elem::I128, Elem::U8],
         &[Elem::U8, Elem::I64, Elem::F64],
         &[Elem::U32, Elem::U32, Elem::U32],
     ];
@@ -210,6 +214,9 @@ fn joins_and_union_over_ten_million_rows() {
     let skew_l = sorted_rel(&mut rng, &[Elem::I64, Elem::U32], LARGE, Dist::Range(1 << 20), false);
     let skew_r = sorted_rel(&mut rng, &[Elem::I64, Elem::U32], 1000, Dist::Range(1 << 20), false);
     check_join(&mut gpu, &skew_l, &skew_r, "large two-key left, small right");
+    let wide_l = sorted_rel(&mut rng, &[Elem::I128], LARGE, Dist::Range(1 << 22), false);
+    let wide_r = sorted_rel(&mut rng, &[Elem::I128], LARGE / 5, Dist::Range(1 << 22), false);
+    check_join(&mut gpu, &wide_l, &wide_r, "large i128 keys");
     let a = sorted_rel(&mut rng, &[Elem::U32, Elem::I32], LARGE, Dist::Range(1 << 12), true);
     let b = sorted_rel(&mut rng, &[Elem::U32, Elem::I32], LARGE, Dist::Range(1 << 12), true);
     let mut args = a;

@@ -69,6 +69,7 @@ fn gather_out_of_range_is_an_error_on_both() {
         let args = vec![
             HostCol::U32(idx),
             random_col(&mut rng, Elem::U64, m + 50, Dist::Uniform),
+            random_col(&mut rng, Elem::I128, m + 20, Dist::Uniform),
             random_col(&mut rng, Elem::U8, m, Dist::Uniform),
         ];
         let case = format!("n {n}, column rows {m} and {}, shift {shift}", m + 50);
@@ -113,6 +114,7 @@ fn gather_large() {
         random_col(&mut rng, Elem::U32, m, Dist::Uniform),
         random_col(&mut rng, Elem::I64, m, Dist::Skewed),
         random_col(&mut rng, Elem::U8, m, Dist::Uniform),
+        random_col(&mut rng, Elem::I128, m, Dist::Uniform),
     ];
     compare(&mut gpu, &Kernel::Gather { shift: 0 }, &args, &ctx, "large").expect("succeeds");
 }
@@ -127,7 +129,9 @@ fn concat_groups() {
     for parts in 1..=4usize {
         for width in 1..=3usize {
             for &base in SIZES {
-                let elems: Vec<Elem> = (0..width).map(|_| ELEMS[rng.below(6) as usize]).collect();
+                let elems: Vec<Elem> = (0..width)
+                    .map(|_| ELEMS[rng.below(ELEMS.len() as u64) as usize])
+                    .collect();
                 let mut args = Vec::new();
                 let mut lens = Vec::new();
                 for p in 0..parts {
@@ -172,6 +176,18 @@ fn concat_groups() {
         random_col(&mut rng, Elem::F64, 12345, Dist::Uniform),
     ];
     compare(&mut gpu, &Kernel::Concat { parts: 2, width: 1 }, &large, &ctx, "large").expect("succeeds");
+    let large = vec![
+        random_col(&mut rng, Elem::I128, 12345, Dist::Uniform),
+        random_col(&mut rng, Elem::I128, LARGE, Dist::Uniform),
+    ];
+    compare(
+        &mut gpu,
+        &Kernel::Concat { parts: 2, width: 1 },
+        &large,
+        &ctx,
+        "large i128",
+    )
+    .expect("succeeds");
 }
 
 #[test]
@@ -186,6 +202,7 @@ fn slices() {
             random_col(&mut rng, Elem::U8, n, Dist::Uniform),
             random_col(&mut rng, Elem::I64, n, Dist::Uniform),
             random_col(&mut rng, Elem::F64, n, Dist::Uniform),
+            random_col(&mut rng, Elem::I128, n, Dist::Uniform),
         ];
         let n64 = n as u64;
         for (start, len) in [

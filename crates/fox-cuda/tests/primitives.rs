@@ -174,11 +174,12 @@ fn compact_matches_cpu() {
         let f = flags(&mut rng, LARGE, percent);
         let a = random_col(&mut rng, Elem::I32, LARGE, Dist::Uniform);
         let b = random_col(&mut rng, Elem::U64, LARGE, Dist::Uniform);
+        let c = random_col(&mut rng, Elem::I128, LARGE, Dist::Uniform);
         check(
             &mut gpu,
             &k,
-            &[f, a, b],
-            &format!("n={LARGE} {percent}% flagged, I32+U64 columns"),
+            &[f, a, b, c],
+            &format!("n={LARGE} {percent}% flagged, I32+U64+I128 columns"),
         );
     }
     check_fails(&mut gpu, &k, &[], "no argument");
@@ -264,7 +265,19 @@ fn sort_perm_one_key_matches_cpu() {
         let hi = HostCol::U64((0..n).map(|_| (rng.below(256) << 56) | 0x77).collect());
         let sign = HostCol::I64((0..n).map(|i| if i % 2 == 0 { -1 } else { 1 }).collect());
         let zeros = HostCol::F64((0..n).map(|i| if i % 3 == 0 { -0.0 } else { 0.0 }).collect());
-        for (name, c) in [("low byte", lo), ("high byte", hi), ("sign", sign), ("±0.0", zeros)] {
+        // i128: the sign, only the high word, only the low word.
+        let sign128 = HostCol::I128((0..n).map(|i| if i % 2 == 0 { -1 } else { 1 }).collect());
+        let high128 = HostCol::I128((0..n).map(|_| (rng.below(512) as i128 - 256) << 64).collect());
+        let low128 = HostCol::I128((0..n).map(|_| (7i128 << 64) | i128::from(rng.next_u64())).collect());
+        for (name, c) in [
+            ("low byte", lo),
+            ("high byte", hi),
+            ("sign", sign),
+            ("±0.0", zeros),
+            ("i128 sign", sign128),
+            ("i128 high word", high128),
+            ("i128 low word", low128),
+        ] {
             for desc in [false, true] {
                 let case = format!("n={n} {name} desc={desc}");
                 let outs = check(
@@ -288,7 +301,9 @@ fn sort_perm_several_keys_matches_cpu() {
     for &n in SIZES {
         for round in 0..6 {
             let nkeys = 1 + round % 3;
-            let elems: Vec<Elem> = (0..nkeys).map(|_| ELEMS[rng.below(6) as usize]).collect();
+            let elems: Vec<Elem> = (0..nkeys)
+                .map(|_| ELEMS[rng.below(ELEMS.len() as u64) as usize])
+                .collect();
             let dists: Vec<Dist> = (0..nkeys).map(|_| Dist::ALL[rng.below(5) as usize]).collect();
             let desc: Vec<bool> = (0..nkeys).map(|_| rng.chance(50)).collect();
             let keys: Vec<HostCol> = elems
@@ -379,6 +394,7 @@ fn sort_perm_large_matches_cpu() {
         (Elem::F64, Dist::Uniform),
         (Elem::I32, Dist::Skewed),
         (Elem::U64, Dist::AllEqual),
+        (Elem::I128, Dist::Uniform),
     ] {
         let c = random_col(&mut rng, elem, LARGE, dist);
         check(
@@ -395,6 +411,14 @@ fn sort_perm_large_matches_cpu() {
         &sort_kernel(&[true, false], &[false, false]),
         &[a, b],
         &format!("n={LARGE} keys I32 Range(1000) desc, F64 Uniform"),
+    );
+    let a = random_col(&mut rng, Elem::I128, LARGE, Dist::Range(1000));
+    let b = random_col(&mut rng, Elem::I128, LARGE, Dist::Uniform);
+    check(
+        &mut gpu,
+        &sort_kernel(&[false, true], &[false, false]),
+        &[a, b],
+        &format!("n={LARGE} keys I128 Range(1000), I128 Uniform desc"),
     );
 }
 
@@ -425,6 +449,19 @@ fn adjacent_distinct_matches_cpu() {
     // Floats: every NaN equal to every NaN, -0.0 distinct from 0.0.
     let f = HostCol::F64(vec![-0.0, 0.0, 0.0, f64::NAN, -f64::NAN, f64::NAN, 1.0, 1.0]);
     check(&mut gpu, &k, &[f], "NaN and ±0.0");
+    // i128 values that differ in one word only.
+    let w = HostCol::I128(vec![
+        1,
+        1,
+        (1 << 64) | 1,
+        (1 << 64) | 1,
+        (1 << 64) | 2,
+        -1,
+        -1,
+        i128::MIN,
+        i128::MAX,
+    ]);
+    check(&mut gpu, &k, &[w], "i128 words");
     let c = random_col(&mut rng, Elem::I32, LARGE, Dist::Range(1_000_000));
     let sorted = sort_rows(&[c], false);
     check(&mut gpu, &k, &sorted, &format!("n={LARGE} sorted I32 Range(10^6)"));

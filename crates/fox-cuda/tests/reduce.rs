@@ -1,10 +1,14 @@
 //! GPU vs CPU: ReduceByKey with every aggregate (count, exact integer and decimal sum and
 //! average with rescaling, float sum and average, min and max of numbers, floats, bools
 //! and strings by rank), 0 to 3 keys, sizes around block sizes, all-equal and skewed keys,
-//! overflow and bad string codes, and one group of 10^7 rows.
+//! overflow and bad string codes, and one group of 10^7 rows; sums, averages, minima and
+//! maxima of 38-digit decimals (i128) with fox-cpu's overflow rule (a running sum that
+//! leaves i128, or a result beyond 38 digits), and i128 keys.
 
 use fox_cpu::CpuBackend;
-use fox_cuda::testing::{compare, gpu_or_skip, random_col, run_on, sort_rows, Dist, Rng, Strings, LARGE, SIZES};
+use fox_cuda::testing::{
+    compare, gpu_or_skip, random_col, run_on, sort_rows, Dist, Rng, Strings, LARGE, MAX_WIDE, SIZES,
+};
 use fox_cuda::CudaBackend;
 use fox_kernel::{AggSpec, Elem, Kernel};
 use fox_runtime::HostCol;
@@ -37,6 +41,14 @@ fn agg_specs() -> Vec<AggSpec> {
         spec(Min, Some(Type::String), Type::String),
         spec(Max, Some(Type::String), Type::String),
         spec(Count, None, Type::Int32),
+        // Sums of decimals are 38-digit decimals (i128), from 64-bit or 128-bit values.
+        spec(Sum, Some(Type::Decimal(2)), Type::WideDecimal(2)),
+        spec(Sum, Some(Type::Decimal(4)), Type::WideDecimal(2)),
+        spec(Sum, Some(Type::WideDecimal(2)), Type::WideDecimal(2)),
+        spec(Sum, Some(Type::WideDecimal(4)), Type::WideDecimal(3)),
+        spec(Avg, Some(Type::WideDecimal(2)), Type::WideDecimal(6)),
+        spec(Min, Some(Type::WideDecimal(2)), Type::WideDecimal(2)),
+        spec(Max, Some(Type::WideDecimal(4)), Type::WideDecimal(4)),
     ]
 }
 
@@ -59,8 +71,32 @@ fn value_col(rng: &mut Rng, ty: Type, n: usize, dist: Dist) -> HostCol {
         Type::Bool => HostCol::U8((0..n).map(|_| rng.below(2) as u8).collect()),
         Type::Float64 => random_col(rng, Elem::F64, n, dist),
         Type::Int32 | Type::Date => random_col(rng, Elem::I32, n, Dist::Range(2_000_001)),
+        Type::WideDecimal(_) => wide_values(rng, n, dist),
         _ => random_col(rng, Elem::I64, n, Dist::Range(2_000_000_001)),
     }
+}
+
+/// 38-digit values whose sums over 10^7 rows stay within 38 digits: small ones, ones of
+/// up to 30 digits and ones near the bounds of i64 (all equal under `AllEqual`).
+fn wide_values(rng: &mut Rng, n: usize, dist: Dist) -> HostCol {
+    let big = 10u128.pow(30);
+    HostCol::I128(
+        (0..n)
+            .map(|_| {
+                let x = match (dist, rng.below(4)) {
+                    (Dist::AllEqual, _) => 12_345_678_901_234_567_890_123,
+                    (_, 0) => i128::from(i64::MAX) + rng.below(5) as i128 - 2,
+                    (_, 1) => ((u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64())) % big) as i128,
+                    _ => rng.below(2_000_001) as i128 - 1_000_000,
+                };
+                if rng.chance(50) && dist != Dist::AllEqual {
+                    -x
+                } else {
+                    x
+                }
+            })
+            .collect(),
+    )
 }
 
 /// The arguments of a ReduceByKey over `keys` and `aggs`.
@@ -105,11 +141,13 @@ fn reduce_every_aggregate_keys_sizes_and_distributions() {
         return;
     };
     let mut rng = Rng::new(21);
-    let key_sets: [&[Elem]; 5] = [
+    let key_sets: [&[Elem]; 7] = [
         &[],
         &[Elem::U32],
         &[Elem::F64],
+        &[Elem::I128],
         &[Elem::I32, Elem::U8],
+        &[Elem::I128, Elem::U32],
         &[Elem::I64, Elem::U32, Elem::F64],
     ];
     let aggs = agg_specs();
@@ -205,6 +243,121 @@ fn reduce_errors_match_the_cpu() {
         }
         let res = check(&mut gpu, 1, std::slice::from_ref(&a), &args, &format!("{a:?}, n {n}"));
         assert!(res.is_err(), "{a:?} must be rejected on both");
+    }
+}
+
+/// Runs a ReduceByKey on both backends: the same columns, or the same error message.
+fn same_outcome(
+    gpu: &mut CudaBackend,
+    nkeys: usize,
+    aggs: &[AggSpec],
+    args: &[HostCol],
+    case: &str,
+) -> Result<(), String> {
+    let res = check(gpu, nkeys, aggs, args, case);
+    if let Err(want) = &res {
+        let k = Kernel::ReduceByKey {
+            nkeys,
+            aggs: aggs.to_vec(),
+        };
+        let got = run_on(gpu, &k, args, &Strings::default()).unwrap_err();
+        assert_eq!(&got, want, "{case}: the gpu's error differs");
+    }
+    res
+}
+
+#[test]
+fn reduce_wide_sums_overflow_as_on_the_cpu() {
+    let Some(mut gpu) = gpu_or_skip("reduce_wide_sums_overflow_as_on_the_cpu") else {
+        return;
+    };
+    let mut rng = Rng::new(26);
+    let m = MAX_WIDE;
+    let w2 = Type::WideDecimal(2);
+    let sum = vec![spec(AggFunc::Sum, Some(w2), w2)];
+    let avg = vec![spec(AggFunc::Avg, Some(w2), Type::WideDecimal(6))];
+    let minmax = vec![spec(AggFunc::Min, Some(w2), w2), spec(AggFunc::Max, Some(w2), w2)];
+    // Groups of one key each (key = group number), in order.
+    let keyed = |groups: &[Vec<i128>]| -> Vec<HostCol> {
+        let keys = groups
+            .iter()
+            .enumerate()
+            .flat_map(|(g, v)| std::iter::repeat_n(g as u32, v.len()))
+            .collect();
+        vec![HostCol::U32(keys), HostCol::I128(groups.concat())]
+    };
+    // A running sum beyond i128 fails even when the total fits; the same values in another
+    // order do not; a total beyond 38 digits fails; long groups of extremes cross pieces.
+    let alternating: Vec<i128> = (0..5000).map(|i| if i % 2 == 0 { m } else { -m }).collect();
+    let cases: Vec<(&str, Vec<Vec<i128>>, bool)> = vec![
+        ("a running sum beyond i128", vec![vec![1, 2], vec![m, m, -m]], false),
+        (
+            "the same values, fitting running sums",
+            vec![vec![1, 2], vec![m, -m, m]],
+            true,
+        ),
+        (
+            "a total beyond 38 digits",
+            vec![vec![3], vec![m, 5], vec![-m, -5]],
+            false,
+        ),
+        (
+            "alternating extremes",
+            vec![vec![7], alternating.clone(), alternating[1..].to_vec()],
+            true,
+        ),
+        (
+            "alternating extremes, one too many",
+            vec![alternating.clone(), [alternating.clone(), vec![m, m]].concat()],
+            false,
+        ),
+        (
+            "near i64",
+            vec![vec![i128::from(i64::MAX); 3000], vec![i128::from(i64::MIN); 3]],
+            true,
+        ),
+        (
+            "beyond 38 digits in the input",
+            vec![vec![i128::MAX, i128::MIN, 1], vec![i128::MIN]],
+            false,
+        ),
+    ];
+    for (what, groups, ok) in cases {
+        let args = keyed(&groups);
+        let res = same_outcome(&mut gpu, 1, &sum, &args, what);
+        assert_eq!(res.is_ok(), ok, "{what}: {res:?}");
+        let _ = same_outcome(&mut gpu, 1, &avg, &args, &format!("{what}, average"));
+        let two = [args[0].clone(), args[1].clone(), args[1].clone()];
+        same_outcome(&mut gpu, 1, &minmax, &two, &format!("{what}, min and max")).expect("min and max succeed");
+        // Without keys: one group of every row.
+        let _ = same_outcome(&mut gpu, 0, &sum, &args[1..], &format!("{what}, one group"));
+    }
+    // Sums of decimal(2) (64-bit values) into 38 digits, and of 38-digit values with
+    // rescales, over many groups.
+    for &n in &[1000usize, 100_003] {
+        let keys = sort_rows(&[random_col(&mut rng, Elem::U32, n, Dist::Range(50))], false);
+        // Full-range 64-bit values: their sums need more than 64 bits.
+        let vals = random_col(&mut rng, Elem::I64, n, Dist::Uniform);
+        let small = random_col(&mut rng, Elem::I64, n, Dist::Range(2_000_000_001));
+        let aggs = vec![
+            spec(AggFunc::Sum, Some(Type::Decimal(2)), w2),
+            spec(AggFunc::Sum, Some(Type::Decimal(4)), Type::WideDecimal(6)),
+            spec(AggFunc::Avg, Some(Type::Decimal(2)), Type::Decimal(6)),
+        ];
+        let args = [keys[0].clone(), vals.clone(), vals, small];
+        same_outcome(&mut gpu, 1, &aggs, &args, "i64 sums into i128").expect("succeeds");
+        let vals = wide_values(&mut rng, n, Dist::Uniform);
+        let aggs = vec![
+            spec(AggFunc::Sum, Some(Type::WideDecimal(4)), Type::WideDecimal(0)),
+            spec(AggFunc::Sum, Some(w2), Type::WideDecimal(5)),
+            spec(AggFunc::Avg, Some(w2), Type::WideDecimal(6)),
+        ];
+        let args = [keys[0].clone(), vals.clone(), vals.clone(), vals.clone()];
+        same_outcome(&mut gpu, 1, &aggs, &args, "i128 sums with rescales").expect("succeeds");
+        // Scaled up beyond 38 digits: the first group that does not fit, on both.
+        let aggs = vec![spec(AggFunc::Sum, Some(w2), Type::WideDecimal(12))];
+        let args = [keys[0].clone(), vals];
+        assert!(same_outcome(&mut gpu, 1, &aggs, &args, "i128 sums scaled beyond 38 digits").is_err());
     }
 }
 

@@ -14,11 +14,13 @@ fn trie_build_arity_one_to_three() {
     };
     let mut rng = Rng::new(31);
     let ctx = Strings::default();
-    let shapes: [&[Elem]; 6] = [
+    let shapes: [&[Elem]; 8] = [
         &[Elem::U32],
         &[Elem::F64],
+        &[Elem::I128],
         &[Elem::U32, Elem::U32],
         &[Elem::I32, Elem::F64],
+        &[Elem::I128, Elem::U32],
         &[Elem::U32, Elem::U32, Elem::U32],
         &[Elem::U8, Elem::I64, Elem::U64],
     ];
@@ -186,6 +188,9 @@ fn sorted_search_hits_and_misses() {
                     }
                     (HostCol::F64(v), HostCol::F64(r)) => {
                         HostCol::F64((0..n).map(|i| if i % 2 == 0 { v[pick[i]] } else { r[i] }).collect())
+                    }
+                    (HostCol::I128(v), HostCol::I128(r)) => {
+                        HostCol::I128((0..n).map(|i| if i % 2 == 0 { v[pick[i]] } else { r[i] }).collect())
                     }
                     _ => unreachable!("same element type"),
                 };
@@ -365,6 +370,10 @@ fn with_max(col: HostCol) -> HostCol {
         HostCol::F64(mut v) => {
             v.push(f64::NAN);
             HostCol::F64(v)
+        }
+        HostCol::I128(mut v) => {
+            v.push(i128::MAX);
+            HostCol::I128(v)
         }
     }
 }

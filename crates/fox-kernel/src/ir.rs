@@ -12,7 +12,7 @@
 //!
 //! A relation is a set of column buffers of equal length (struct of arrays). Column
 //! encodings: `int32`/`date` → `I32` (dates are days since 1970-01-01), `int64` → `I64`,
-//! `decimal(s)` → `I64` holding `value * 10^s`, `float64` → `F64`, `string` → `U32` (a code
+//! `decimal(s)` → `I64` holding `value * 10^s` (a 38-digit decimal, `WideDecimal`: `I128`), `float64` → `F64`, `string` → `U32` (a code
 //! into the run's string dictionary), `bool` → `U8` (0 or 1).
 //!
 //! A relation with no columns (`p()`, or an auxiliary predicate of a negation that shares
@@ -66,6 +66,8 @@ pub enum Elem {
     /// Counts and offsets.
     U64,
     F64,
+    /// 38-digit decimals (`WideDecimal`).
+    I128,
 }
 
 impl Elem {
@@ -74,6 +76,7 @@ impl Elem {
             Elem::U8 => 1,
             Elem::I32 | Elem::U32 => 4,
             Elem::I64 | Elem::U64 | Elem::F64 => 8,
+            Elem::I128 => 16,
         }
     }
 
@@ -82,6 +85,7 @@ impl Elem {
         match ty {
             Type::Int32 | Type::Date => Elem::I32,
             Type::Int64 | Type::Decimal(_) => Elem::I64,
+            Type::WideDecimal(_) => Elem::I128,
             Type::Float64 => Elem::F64,
             Type::String => Elem::U32,
             Type::Bool => Elem::U8,

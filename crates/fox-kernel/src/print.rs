@@ -85,6 +85,7 @@ pub(crate) fn elem_name(e: Elem) -> &'static str {
         Elem::I64 => "i64",
         Elem::U64 => "u64",
         Elem::F64 => "f64",
+        Elem::I128 => "i128",
     }
 }
 

@@ -75,7 +75,7 @@ pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Re
                     return Err(format!("row {r} has {} values, expected {}", row.len(), types.len()));
                 }
                 for (v, &t) in row.iter().zip(types) {
-                    if fox_ra::value_type(v) != t {
+                    if !fox_ra::value_has_type(v, t) {
                         return Err(format!(
                             "row {r} holds a {} in a column of type {t}",
                             fox_ra::value_type(v)
@@ -386,9 +386,11 @@ fn check_agg_type(f: AggFunc, input: Type, output: Type) -> Result<(), String> {
         (AggFunc::Count, _) => Type::Int64,
         (AggFunc::Min | AggFunc::Max, t) => t,
         (AggFunc::Sum, Type::Int32 | Type::Int64) => Type::Int64,
-        (AggFunc::Sum, t @ (Type::Decimal(_) | Type::Float64)) => t,
+        (AggFunc::Sum, Type::Decimal(s) | Type::WideDecimal(s)) => Type::WideDecimal(s),
+        (AggFunc::Sum, Type::Float64) => Type::Float64,
         (AggFunc::Avg, Type::Int32 | Type::Int64) => Type::Decimal(6),
         (AggFunc::Avg, Type::Decimal(s)) => Type::Decimal(s.max(6)),
+        (AggFunc::Avg, Type::WideDecimal(s)) => Type::WideDecimal(s.max(6)),
         (AggFunc::Avg, Type::Float64) => Type::Float64,
         (f, t) => return Err(format!("{f:?} of {t} is not defined")),
     };
@@ -430,7 +432,7 @@ fn check_kexpr(e: &KExpr, cols: &[Elem], tables: &[Elem]) -> Result<(), String> 
             sub(idx)
         }
         KExprKind::Const(v) => {
-            if fox_ra::value_type(v) == e.ty {
+            if fox_ra::value_has_type(v, e.ty) {
                 Ok(())
             } else {
                 Err(format!(
@@ -447,7 +449,7 @@ fn check_kexpr(e: &KExpr, cols: &[Elem], tables: &[Elem]) -> Result<(), String> 
         }
         KExprKind::In(a, vals) => {
             sub(a)?;
-            match vals.iter().find(|v| fox_ra::value_type(v) != a.ty) {
+            match vals.iter().find(|v| !fox_ra::value_has_type(v, a.ty)) {
                 Some(v) => Err(format!(
                     "an in-list holds a {} for an operand of type {}",
                     value_ty(v),

@@ -402,11 +402,20 @@ impl Expr {
 }
 
 /// The type of a constant.
+/// Whether constant `v` is a value of type `ty`: of its own type, or a decimal labelled
+/// as a 38-digit decimal of its scale.
+pub fn value_has_type(v: &Value, ty: Type) -> bool {
+    match (v, ty) {
+        (Value::Decimal { scale, .. }, Type::WideDecimal(s)) => *scale == s,
+        _ => value_type(v) == ty,
+    }
+}
+
 pub fn value_type(v: &Value) -> Type {
     match v {
         Value::Int32(_) => Type::Int32,
         Value::Int64(_) => Type::Int64,
-        Value::Decimal { scale, .. } => Type::Decimal(*scale),
+        Value::Decimal { unscaled, scale } => Type::decimal(*scale, i64::try_from(*unscaled).is_err()),
         Value::Float64(_) => Type::Float64,
         Value::String(_) => Type::String,
         Value::Date(_) => Type::Date,
@@ -470,7 +479,7 @@ pub fn op_output(op: &Op, src: &impl SchemaSource, const_types: Option<&[Type]>)
                     ));
                 }
                 for (v, t) in row.iter().zip(types) {
-                    if value_type(v) != *t {
+                    if !value_has_type(v, *t) {
                         return Err(format!("a constant of type {} in a column of type {t}", value_type(v)));
                     }
                 }
@@ -701,7 +710,7 @@ pub fn check_expr(e: &Expr, cols: &[Type]) -> Result<(), String> {
             Some(_) => Ok(()),
         },
         ExprKind::Const(v) => {
-            if value_type(v) == e.ty {
+            if value_has_type(v, e.ty) {
                 Ok(())
             } else {
                 Err(format!("a constant of type {} is labelled {}", value_type(v), e.ty))

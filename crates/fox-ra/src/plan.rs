@@ -1676,8 +1676,10 @@ pub fn widens(from: Type, to: Type) -> bool {
     use Type::*;
     match (from, to) {
         _ if from == to => true,
-        (Int32, Int64 | Decimal(_) | Float64) | (Int64, Decimal(_) | Float64) | (Decimal(_), Float64) => true,
-        (Decimal(a), Decimal(b)) => b >= a,
+        (Int32, Int64 | Decimal(_) | WideDecimal(_) | Float64)
+        | (Int64, Decimal(_) | WideDecimal(_) | Float64)
+        | (Decimal(_) | WideDecimal(_), Float64) => true,
+        (Decimal(a), Decimal(b)) | (Decimal(a) | WideDecimal(a), WideDecimal(b)) => b >= a,
         _ => false,
     }
 }
@@ -1707,7 +1709,7 @@ pub fn convert_value(v: &Value, to: Type) -> Option<Value> {
         match to {
             Type::Int32 => i32::try_from(i).ok().map(Value::Int32),
             Type::Int64 => i64::try_from(i).ok().map(Value::Int64),
-            Type::Decimal(s) => Some(Value::Decimal {
+            Type::Decimal(s) | Type::WideDecimal(s) => Some(Value::Decimal {
                 unscaled: i.checked_mul(pow10(s)?)?,
                 scale: s,
             }),
@@ -1716,10 +1718,10 @@ pub fn convert_value(v: &Value, to: Type) -> Option<Value> {
         }
     }
     match (v, to) {
-        _ if value_type(v) == to => Some(v.clone()),
+        _ if value_has_type(v, to) => Some(v.clone()),
         (Value::Int32(i), _) => int_to(i128::from(*i), to),
         (Value::Int64(i), _) => int_to(i128::from(*i), to),
-        (Value::Decimal { unscaled, scale }, Type::Decimal(s)) => {
+        (Value::Decimal { unscaled, scale }, Type::Decimal(s) | Type::WideDecimal(s)) => {
             if s >= *scale {
                 Some(Value::Decimal {
                     unscaled: unscaled.checked_mul(pow10(s - scale)?)?,

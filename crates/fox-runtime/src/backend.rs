@@ -29,6 +29,7 @@ pub enum HostCol {
     I64(Vec<i64>),
     U64(Vec<u64>),
     F64(Vec<f64>),
+    I128(Vec<i128>),
 }
 
 impl HostCol {
@@ -41,6 +42,7 @@ impl HostCol {
             Elem::I64 => HostCol::I64(Vec::new()),
             Elem::U64 => HostCol::U64(Vec::new()),
             Elem::F64 => HostCol::F64(Vec::new()),
+            Elem::I128 => HostCol::I128(Vec::new()),
         }
     }
 
@@ -52,6 +54,7 @@ impl HostCol {
             HostCol::I64(_) => Elem::I64,
             HostCol::U64(_) => Elem::U64,
             HostCol::F64(_) => Elem::F64,
+            HostCol::I128(_) => Elem::I128,
         }
     }
 
@@ -63,6 +66,7 @@ impl HostCol {
             HostCol::I64(v) => v.len(),
             HostCol::U64(v) => v.len(),
             HostCol::F64(v) => v.len(),
+            HostCol::I128(v) => v.len(),
         }
     }
 

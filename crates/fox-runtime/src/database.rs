@@ -543,6 +543,9 @@ fn columns_of_values(
                 (HostCol::I64(c), Value::Decimal { unscaled, scale }, Type::Decimal(s)) if *scale == s => {
                     c.push(i64::try_from(*unscaled).map_err(|_| bad("a decimal out of range"))?)
                 }
+                (HostCol::I128(c), Value::Decimal { unscaled, scale }, Type::WideDecimal(s)) if *scale == s => {
+                    c.push(*unscaled)
+                }
                 (HostCol::F64(c), Value::Float64(x), _) => c.push(*x),
                 (HostCol::U8(c), Value::Bool(x), _) => c.push(u8::from(*x)),
                 (HostCol::U32(c), Value::String(s), _) => c.push(

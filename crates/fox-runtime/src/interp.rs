@@ -1123,6 +1123,21 @@ fn const_columns(types: &[Type], rows: &[Vec<Value>], dict: &Dictionary) -> Resu
                         .ok_or_else(bad)?;
                     col.push(x);
                 }
+                (HostCol::I128(col), Type::WideDecimal(ts), _) => {
+                    let (unscaled, scale) = match v {
+                        Value::Decimal { unscaled, scale } => (*unscaled, *scale),
+                        Value::Int32(x) => (*x as i128, 0),
+                        Value::Int64(x) => (*x as i128, 0),
+                        _ => return Err(bad()),
+                    };
+                    let x = (scale <= ts)
+                        .then(|| 10i128.checked_pow((ts - scale) as u32))
+                        .flatten()
+                        .and_then(|p| unscaled.checked_mul(p))
+                        .filter(|x| x.unsigned_abs() < 10u128.pow(38))
+                        .ok_or_else(bad)?;
+                    col.push(x);
+                }
                 (HostCol::F64(col), Type::Float64, Value::Float64(x)) => col.push(*x),
                 (HostCol::U8(col), Type::Bool, Value::Bool(x)) => col.push(*x as u8),
                 (HostCol::U32(col), Type::String, Value::String(s)) => col.push(

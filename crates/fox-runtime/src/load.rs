@@ -58,7 +58,8 @@ impl LoadedCol {
     pub(crate) fn new(ty: Type) -> LoadedCol {
         match ty {
             Type::Int32 | Type::Date => LoadedCol::I32(Vec::new()),
-            Type::Int64 | Type::Decimal(_) => LoadedCol::I64(Vec::new()),
+            // Input columns are never wide (the checker keeps them at 18 digits).
+            Type::Int64 | Type::Decimal(_) | Type::WideDecimal(_) => LoadedCol::I64(Vec::new()),
             Type::Float64 => LoadedCol::F64(Vec::new()),
             Type::String => LoadedCol::Str(Vec::new()),
             Type::Bool => LoadedCol::Bool(Vec::new()),

@@ -98,6 +98,7 @@ impl OutputTable {
                 HostCol::I64(v) => HostCol::I64(pick(v, &rows)),
                 HostCol::U64(v) => HostCol::U64(pick(v, &rows)),
                 HostCol::F64(v) => HostCol::F64(pick(v, &rows)),
+                HostCol::I128(v) => HostCol::I128(pick(v, &rows)),
             })
             .collect();
         Some((cols, &t.strings))
@@ -131,6 +132,10 @@ impl OutputTable {
                 scale,
             },
             (HostCol::I64(v), _) => Value::Int64(v[src]),
+            (HostCol::I128(v), ty) => Value::Decimal {
+                unscaled: v[src],
+                scale: ty.decimal_scale().unwrap_or(0),
+            },
             (HostCol::F64(v), _) => Value::Float64(v[src]),
             (HostCol::U8(v), _) => Value::Bool(v[src] != 0),
             (HostCol::U32(v), _) => Value::String(t.strings[v[src] as usize].clone()),
@@ -176,6 +181,7 @@ fn check_columns(what: &str, columns: &[Column], cols: &[HostCol]) -> Result<usi
             (column.ty, col),
             (Type::Int32 | Type::Date, HostCol::I32(_))
                 | (Type::Int64 | Type::Decimal(_), HostCol::I64(_))
+                | (Type::WideDecimal(_), HostCol::I128(_))
                 | (Type::Float64, HostCol::F64(_))
                 | (Type::Bool, HostCol::U8(_))
                 | (Type::String, HostCol::U32(_))
@@ -290,10 +296,14 @@ fn localize_few(
 /// The order-preserving unsigned image of row `i` of a column (strings by local code,
 /// floats by total order), reversed when `desc`.
 #[inline]
-fn image(col: &HostCol, i: usize, desc: bool) -> u64 {
+fn image(col: &HostCol, i: usize, desc: bool) -> u128 {
     let x = match col {
         HostCol::I32(v) => u64::from(v[i] as u32 ^ 0x8000_0000),
         HostCol::I64(v) => v[i] as u64 ^ (1 << 63),
+        HostCol::I128(v) => {
+            let x = v[i] as u128 ^ (1 << 127);
+            return if desc { !x } else { x };
+        }
         HostCol::F64(v) => {
             let b = v[i].to_bits();
             if b >> 63 == 1 {
@@ -306,11 +316,7 @@ fn image(col: &HostCol, i: usize, desc: bool) -> u64 {
         HostCol::U32(v) => u64::from(v[i]),
         HostCol::U64(v) => v[i],
     };
-    if desc {
-        !x
-    } else {
-        x
-    }
+    u128::from(if desc { !x } else { x })
 }
 
 /// Bits of a column's image.
@@ -319,6 +325,7 @@ fn image_bits(col: &HostCol) -> u32 {
         HostCol::U8(_) => 8,
         HostCol::I32(_) | HostCol::U32(_) => 32,
         HostCol::I64(_) | HostCol::U64(_) | HostCol::F64(_) => 64,
+        HostCol::I128(_) => 128,
     }
 }
 
@@ -371,7 +378,7 @@ pub(crate) fn order_perm(cols: &[HostCol], keys: &[(usize, bool)], n: usize) -> 
             let mut k = 0u64;
             for &(c, desc) in keys {
                 let b = image_bits(&cols[c]);
-                let x = image(&cols[c], i, desc);
+                let x = image(&cols[c], i, desc) as u64;
                 k = if b == 64 { x } else { (k << b) | (x & ((1u64 << b) - 1)) };
             }
             (k, i as u32)
@@ -594,6 +601,9 @@ fn write_cell(col: &HostCol, ty: Type, src: usize, strings: &[String], out: &mut
             out.extend_from_slice(format_decimal(v[src] as i128, scale).as_bytes())
         }
         (HostCol::I64(v), _) => push_int(out, v[src]),
+        (HostCol::I128(v), ty) => {
+            out.extend_from_slice(format_decimal(v[src], ty.decimal_scale().unwrap_or(0)).as_bytes())
+        }
         (HostCol::F64(v), _) => {
             use std::io::Write;
             let _ = write!(out, "{:?}", v[src]);

@@ -17,7 +17,12 @@ use serde::{Deserialize, Serialize};
 pub enum Type {
     Int32,
     Int64,
+    /// A decimal of up to 18 digits (stored in 64 bits).
     Decimal(u8),
+    /// A decimal of up to 38 digits (stored in 128 bits): sums of decimals, values computed
+    /// from them, and the columns of derived predicates that hold them. A user declares
+    /// `decimal`; the checker decides where a column is wide.
+    WideDecimal(u8),
     Float64,
     String,
     Date,
@@ -30,10 +35,34 @@ impl std::fmt::Display for Type {
             Type::Int32 => write!(f, "int32"),
             Type::Int64 => write!(f, "int64"),
             Type::Decimal(s) => write!(f, "decimal({s})"),
+            Type::WideDecimal(s) => write!(f, "decimal38({s})"),
             Type::Float64 => write!(f, "float64"),
             Type::String => write!(f, "string"),
             Type::Date => write!(f, "date"),
             Type::Bool => write!(f, "bool"),
+        }
+    }
+}
+
+impl Type {
+    /// The scale of a decimal type (of either width).
+    pub fn decimal_scale(self) -> Option<u8> {
+        match self {
+            Type::Decimal(s) | Type::WideDecimal(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn is_decimal(self) -> bool {
+        self.decimal_scale().is_some()
+    }
+
+    /// A decimal of scale `scale`, wide when `wide`.
+    pub fn decimal(scale: u8, wide: bool) -> Type {
+        if wide {
+            Type::WideDecimal(scale)
+        } else {
+            Type::Decimal(scale)
         }
     }
 }

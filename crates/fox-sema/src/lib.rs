@@ -740,6 +740,9 @@ impl Checker {
                     continue;
                 };
                 if sig.declared {
+                    if sig.input.is_none() {
+                        changed |= self.widen_decimals(i);
+                    }
                     continue;
                 }
                 let lw = lower_rule(&self.env, r, &vec![None; sig.arity()]);
@@ -761,6 +764,25 @@ impl Checker {
                 break;
             }
         }
+    }
+
+    /// A declared `decimal` column of a derived predicate holds 38 digits when rule `i`
+    /// stores a 38-digit value (a sum of decimals) in it. Returns whether a column changed.
+    fn widen_decimals(&mut self, i: usize) -> bool {
+        let r = &self.rules[i];
+        let sig = &self.env.preds[r.head];
+        let lw = lower_rule(&self.env, r, &vec![None; sig.arity()]);
+        let mut changed = false;
+        for (j, t) in lw.head_types.iter().enumerate() {
+            let slot = self.env.preds[r.head].types.get_mut(j);
+            if let (Some(core::Type::WideDecimal(s)), Some(Some(core::Type::Decimal(d)))) = (t, slot) {
+                if s <= d {
+                    self.env.preds[r.head].types[j] = Some(core::Type::WideDecimal(*d));
+                    changed = true;
+                }
+            }
+        }
+        changed
     }
 
     fn widen(&mut self, p: usize, j: usize, t: core::Type) -> bool {

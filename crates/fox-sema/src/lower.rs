@@ -192,7 +192,7 @@ fn is_flexible(e: &Expr) -> bool {
 
 fn lit_hint(other: Type, op: Option<BinOp>) -> Option<Type> {
     match other {
-        Type::Decimal(_) if matches!(op, Some(BinOp::Mul | BinOp::Div)) => None,
+        Type::Decimal(_) | Type::WideDecimal(_) if matches!(op, Some(BinOp::Mul | BinOp::Div)) => None,
         t if is_numeric(t) => Some(t),
         _ => None,
     }
@@ -1140,12 +1140,15 @@ impl Lower<'_> {
         match func {
             AggFunc::Sum => match t {
                 Type::Int32 | Type::Int64 => (Some(cast(c, Type::Int64)), Some(Type::Int64)),
-                Type::Decimal(_) | Type::Float64 => (Some(c), Some(t)),
+                // Sums of decimals have 38 digits (128-bit accumulation, as SQL's DECIMAL(38, s)).
+                Type::Decimal(s) | Type::WideDecimal(s) => (Some(c), Some(Type::WideDecimal(s))),
+                Type::Float64 => (Some(c), Some(t)),
                 _ => bad(self, "sum adds numbers: int32, int64, decimal or float64"),
             },
             AggFunc::Avg => match t {
                 Type::Int32 | Type::Int64 => (Some(c), Some(Type::Decimal(6))),
                 Type::Decimal(s) => (Some(c), Some(Type::Decimal(s.max(6)))),
+                Type::WideDecimal(s) => (Some(c), Some(Type::WideDecimal(s.max(6)))),
                 Type::Float64 => (Some(c), Some(t)),
                 _ => bad(self, "avg averages numbers: int32, int64, decimal or float64"),
             },
@@ -1358,9 +1361,11 @@ impl Lower<'_> {
                 return Ok(mk(t, cast(a, t), cast(b, t)));
             }
             let (s1, s2) = (scale_of(ta), scale_of(tb));
+            // A value computed from a 38-digit decimal has 38 digits.
+            let wide = matches!(ta, Type::WideDecimal(_)) || matches!(tb, Type::WideDecimal(_));
             return match op {
                 BinOp::Add | BinOp::Sub => {
-                    let t = Type::Decimal(s1.max(s2));
+                    let t = Type::decimal(s1.max(s2), wide);
                     Ok(mk(t, cast(a, t), cast(b, t)))
                 }
                 BinOp::Mul => {
@@ -1376,15 +1381,15 @@ impl Lower<'_> {
                         );
                     }
                     Ok(mk(
-                        Type::Decimal(s as u8),
-                        cast(a, Type::Decimal(s1)),
-                        cast(b, Type::Decimal(s2)),
+                        Type::decimal(s as u8, wide),
+                        cast(a, Type::decimal(s1, wide)),
+                        cast(b, Type::decimal(s2, wide)),
                     ))
                 }
                 BinOp::Div => Ok(mk(
-                    Type::Decimal(6),
-                    cast(a, Type::Decimal(s1)),
-                    cast(b, Type::Decimal(s2)),
+                    Type::decimal(6, wide),
+                    cast(a, Type::decimal(s1, wide)),
+                    cast(b, Type::decimal(s2, wide)),
                 )),
             };
         }
@@ -1640,6 +1645,7 @@ impl Lower<'_> {
                 };
                 let ty = match x.ty {
                     Type::Decimal(s) => Type::Decimal(s.min(digits)),
+                    Type::WideDecimal(s) => Type::WideDecimal(s.min(digits)),
                     t => t,
                 };
                 let d = CExpr {
@@ -1709,7 +1715,7 @@ pub(crate) fn mismatch(want: Type, found: Type, span: Span, what: &str) -> Diagn
 fn side_label(e: &Expr, t: Type) -> String {
     let what = match t {
         Type::Int32 | Type::Int64 => "an integer",
-        Type::Decimal(_) => "a decimal",
+        Type::Decimal(_) | Type::WideDecimal(_) => "a decimal",
         Type::Float64 => "a float",
         Type::String => "a string",
         Type::Date => "a date",

@@ -109,20 +109,47 @@ fn aggregation() {
     let p = program(src);
     insta::assert_snapshot!(print_core(&p), @r#"
         pred line(flag: string, status: string, qty: int32, price: decimal(2)) input
-        pred q1(flag: string, status: string, sum_qty: int64, total: decimal(2), n: int64, mean: decimal(6))
-        pred grand[] = s: decimal(2)
+        pred q1(flag: string, status: string, sum_qty: int64, total: decimal38(2), n: int64, mean: decimal(6))
+        pred grand[] = s: decimal38(2)
         pred cnt[f: string] = n: int64
         input line from "line.csv" sep ","
         stratum 0: q1
-          q1(flag:string, status:string, sum_qty:int64, total:decimal(2), n:int64, mean:decimal(6)) <- agg<<sum_qty = sum(cast<int64>(q)), total = sum(p), n = count(), mean = avg(p)>> line(flag, status, q:int32, p:decimal(2)).
+          q1(flag:string, status:string, sum_qty:int64, total:decimal38(2), n:int64, mean:decimal(6)) <- agg<<sum_qty = sum(cast<int64>(q)), total = sum(p), n = count(), mean = avg(p)>> line(flag, status, q:int32, p:decimal(2)).
         stratum 1: grand
-          grand(s:decimal(2)) <- agg<<s = sum(p)>> line(_0:string, _1:string, _2:int32, p:decimal(2)).
+          grand(s:decimal38(2)) <- agg<<s = sum(p)>> line(_0:string, _1:string, _2:int32, p:decimal(2)).
         stratum 2: cnt
           cnt(f:string, n:int64) <- agg<<n = count()>> line(f, _0:string, _1:int32, _2:decimal(2)).
         output cnt
         output grand
         output q1
         "#);
+}
+
+#[test]
+fn sums_of_decimals_have_38_digits() {
+    // A declared decimal column that receives a sum holds 38 digits, and so does what is
+    // computed from it, in the predicates that read it; an input column never widens.
+    let src = "line(k, price) -> int32(k), decimal(price).\n.input line.\n\
+               total(k, t) -> int32(k), decimal(t, 4).\n\
+               total(k, t) <- agg<<t = sum(p)>> line(k, p).\n\
+               share(k, s) <- total(k, t), s = t * 2 + 1.5.\n\
+               small(k, v) <- line(k, v), v < 10.\n";
+    let p = program(src);
+    let ty = |pred: &str, col: usize| {
+        let info = p.preds.iter().find(|i| i.name == pred).unwrap();
+        info.columns[col].ty
+    };
+    assert_eq!(ty("line", 1), Type::Decimal(2));
+    assert_eq!(ty("total", 1), Type::WideDecimal(4));
+    assert_eq!(ty("share", 1), Type::WideDecimal(4));
+    assert_eq!(ty("small", 1), Type::Decimal(2));
+
+    // Widening the digits never lowers the scale.
+    let src = "line(k, price) -> int32(k), decimal(price).\n.input line.\n\
+               total(k, t) -> int32(k), decimal(t, 1).\n\
+               total(k, t) <- agg<<t = sum(p)>> line(k, p).\n";
+    let e = errors(src);
+    assert!(e.contains("decimal38(2)") && e.contains("decimal(1)"), "{e}");
 }
 
 #[test]

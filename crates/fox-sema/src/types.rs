@@ -26,7 +26,10 @@ pub(crate) fn type_from_name(name: &str, scale: Option<u32>) -> Option<Type> {
 }
 
 pub(crate) fn is_numeric(t: Type) -> bool {
-    matches!(t, Type::Int32 | Type::Int64 | Type::Decimal(_) | Type::Float64)
+    matches!(
+        t,
+        Type::Int32 | Type::Int64 | Type::Decimal(_) | Type::WideDecimal(_) | Type::Float64
+    )
 }
 
 pub(crate) fn is_integral(t: Type) -> bool {
@@ -34,16 +37,18 @@ pub(crate) fn is_integral(t: Type) -> bool {
 }
 
 /// Whether a value of type `from` can be used where `to` is expected without losing
-/// information: `int32` → `int64` → `decimal` → `float64`, and a decimal to a larger scale.
+/// information: `int32` → `int64` → `decimal` → `float64`, a decimal to a larger scale,
+/// and a decimal of 18 digits to one of 38 (never back).
 pub(crate) fn widens_to(from: Type, to: Type) -> bool {
     if from == to {
         return true;
     }
     match (from, to) {
-        (Type::Int32, Type::Int64 | Type::Decimal(_) | Type::Float64) => true,
-        (Type::Int64, Type::Decimal(_) | Type::Float64) => true,
+        (Type::Int32, Type::Int64 | Type::Decimal(_) | Type::WideDecimal(_) | Type::Float64) => true,
+        (Type::Int64, Type::Decimal(_) | Type::WideDecimal(_) | Type::Float64) => true,
+        (Type::Decimal(a) | Type::WideDecimal(a), Type::WideDecimal(b)) => a <= b,
         (Type::Decimal(a), Type::Decimal(b)) => a <= b,
-        (Type::Decimal(_), Type::Float64) => true,
+        (Type::Decimal(_) | Type::WideDecimal(_), Type::Float64) => true,
         _ => false,
     }
 }
@@ -61,10 +66,7 @@ pub(crate) fn common(a: Type, b: Type) -> Option<Type> {
 
 /// The scale of a decimal, 0 for an integer type.
 pub(crate) fn scale_of(t: Type) -> u8 {
-    match t {
-        Type::Decimal(s) => s,
-        _ => 0,
-    }
+    t.decimal_scale().unwrap_or(0)
 }
 
 fn pow10(s: u8) -> i128 {
@@ -82,9 +84,14 @@ pub(crate) fn convert_value(v: &Value, to: Type) -> Option<Value> {
         (Value::Int32(i), Type::Int32) => Value::Int32(*i),
         (Value::Int32(i), Type::Int64) => Value::Int64(i64::from(*i)),
         (Value::Int64(i), Type::Int64) => Value::Int64(*i),
-        (Value::Int32(i), Type::Decimal(s)) => decimal(i128::from(*i), 0, s)?,
-        (Value::Int64(i), Type::Decimal(s)) => decimal(i128::from(*i), 0, s)?,
-        (Value::Decimal { unscaled, scale }, Type::Decimal(s)) if *scale <= s => decimal(*unscaled, *scale, s)?,
+        (Value::Int32(i), Type::Decimal(s)) => decimal(i128::from(*i), 0, s, false)?,
+        (Value::Int64(i), Type::Decimal(s)) => decimal(i128::from(*i), 0, s, false)?,
+        (Value::Decimal { unscaled, scale }, Type::Decimal(s)) if *scale <= s => decimal(*unscaled, *scale, s, false)?,
+        (Value::Int32(i), Type::WideDecimal(s)) => decimal(i128::from(*i), 0, s, true)?,
+        (Value::Int64(i), Type::WideDecimal(s)) => decimal(i128::from(*i), 0, s, true)?,
+        (Value::Decimal { unscaled, scale }, Type::WideDecimal(s)) if *scale <= s => {
+            decimal(*unscaled, *scale, s, true)?
+        }
         (Value::Int32(i), Type::Float64) => Value::Float64(f64::from(*i)),
         (Value::Int64(i), Type::Float64) => Value::Float64(*i as f64),
         (Value::Decimal { unscaled, scale }, Type::Float64) => Value::Float64(*unscaled as f64 / pow10(*scale) as f64),
@@ -97,9 +104,9 @@ pub(crate) fn convert_value(v: &Value, to: Type) -> Option<Value> {
     Some(out)
 }
 
-fn decimal(unscaled: i128, from: u8, to: u8) -> Option<Value> {
+fn decimal(unscaled: i128, from: u8, to: u8, wide: bool) -> Option<Value> {
     let v = unscaled.checked_mul(pow10(to.checked_sub(from)?))?;
-    fits_i64(v).then_some(Value::Decimal { unscaled: v, scale: to })
+    (wide || fits_i64(v)).then_some(Value::Decimal { unscaled: v, scale: to })
 }
 
 /// The type of a constant.
@@ -107,7 +114,7 @@ pub(crate) fn value_type(v: &Value) -> Type {
     match v {
         Value::Int32(_) => Type::Int32,
         Value::Int64(_) => Type::Int64,
-        Value::Decimal { scale, .. } => Type::Decimal(*scale),
+        Value::Decimal { unscaled, scale } => Type::decimal(*scale, !fits_i64(*unscaled)),
         Value::Float64(_) => Type::Float64,
         Value::String(_) => Type::String,
         Value::Date(_) => Type::Date,
@@ -132,7 +139,7 @@ pub(crate) fn lit_value(lit: &Lit, negate: bool, want: Option<Type>) -> Result<V
                 Some(Type::Int32) => i32::try_from(v)
                     .map(Value::Int32)
                     .map_err(|_| format!("integer literal {v} does not fit in int32")),
-                Some(t @ (Type::Decimal(_) | Type::Float64)) => {
+                Some(t @ (Type::Decimal(_) | Type::WideDecimal(_) | Type::Float64)) => {
                     convert_value(&Value::Int64(v), t).ok_or_else(|| format!("integer literal {v} does not fit in {t}"))
                 }
                 _ => Ok(Value::Int64(v)),
@@ -143,7 +150,7 @@ pub(crate) fn lit_value(lit: &Lit, negate: bool, want: Option<Type>) -> Result<V
             let unscaled = if negate { -unscaled } else { unscaled };
             let v = Value::Decimal { unscaled, scale };
             match want {
-                Some(t @ Type::Decimal(s)) if s >= scale => {
+                Some(t @ (Type::Decimal(s) | Type::WideDecimal(s))) if s >= scale => {
                     convert_value(&v, t).ok_or_else(|| format!("decimal literal {text} does not fit in {t}"))
                 }
                 Some(Type::Float64) => Ok(Value::Float64(

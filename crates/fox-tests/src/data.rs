@@ -73,7 +73,7 @@ pub fn parse_field(text: &str, ty: Type) -> Result<Value, String> {
             }
             Value::Date(i32::try_from(days).map_err(|_| bad())?)
         }
-        Type::Decimal(scale) => {
+        Type::Decimal(scale) | Type::WideDecimal(scale) => {
             let t = text.trim();
             let (neg, t) = match t.strip_prefix('-') {
                 Some(rest) => (true, rest),

@@ -625,7 +625,7 @@ pub fn typed_rows(rng: &mut Rng, columns: &[fox_sema::core::Column], n: usize, d
                 match c.ty {
                     Type::Int32 => Value::Int32(small as i32),
                     Type::Int64 => Value::Int64(small),
-                    Type::Decimal(s) => {
+                    Type::Decimal(s) | Type::WideDecimal(s) => {
                         let u = rng.below(200_000) as i128 - 50_000;
                         let u = if s < 2 { u / 10i128.pow(u32::from(2 - s)) } else { u };
                         Value::Decimal { unscaled: u, scale: s }

@@ -206,7 +206,7 @@ fn value_type(v: &Value) -> Type {
     match v {
         Value::Int32(_) => Type::Int32,
         Value::Int64(_) => Type::Int64,
-        Value::Decimal { scale, .. } => Type::Decimal(*scale),
+        Value::Decimal { unscaled, scale } => Type::decimal(*scale, i64::try_from(*unscaled).is_err()),
         Value::Float64(_) => Type::Float64,
         Value::String(_) => Type::String,
         Value::Date(_) => Type::Date,
@@ -505,7 +505,7 @@ fn aggregate(agg: &CoreAgg, out: Type, members: &[&Env]) -> Res<RV> {
                 let s_out = scale_of(out);
                 let num = rescale_exact(sum, in_scale, s_out)?;
                 RV::Dec(div_round(num, n as i128)?, s_out)
-            } else if let Type::Decimal(s) = out {
+            } else if let Some(s) = out.decimal_scale() {
                 RV::Dec(sum, s)
             } else {
                 match i64::try_from(sum) {
@@ -521,10 +521,7 @@ fn aggregate(agg: &CoreAgg, out: Type, members: &[&Env]) -> Res<RV> {
 // ---- expressions -----------------------------------------------------------------------
 
 fn scale_of(t: Type) -> u8 {
-    match t {
-        Type::Decimal(s) => s,
-        _ => 0,
-    }
+    t.decimal_scale().unwrap_or(0)
 }
 
 fn pow10(e: u32) -> Res<i128> {
@@ -563,6 +560,7 @@ fn div_round(n: i128, d: i128) -> Res<i128> {
 fn fit(v: RV, ty: Type) -> Res<RV> {
     let ok = match (&v, ty) {
         (RV::Int(i), Type::Int32) => i32::try_from(*i).is_ok(),
+        (RV::Dec(u, _), Type::WideDecimal(_)) => u.unsigned_abs() < 10u128.pow(38),
         (RV::Dec(u, _), _) => i64::try_from(*u).is_ok(),
         _ => true,
     };
@@ -591,8 +589,8 @@ fn convert(v: RV, from: Type, to: Type) -> Res<RV> {
     }
     let r = match (v, to) {
         (RV::Int(i), Type::Int32 | Type::Int64) => RV::Int(i),
-        (RV::Int(i), Type::Decimal(s)) => RV::Dec(rescale_exact(i128::from(i), 0, s)?, s),
-        (RV::Dec(u, s), Type::Decimal(t)) => RV::Dec(rescale_exact(u, s, t)?, t),
+        (RV::Int(i), Type::Decimal(s) | Type::WideDecimal(s)) => RV::Dec(rescale_exact(i128::from(i), 0, s)?, s),
+        (RV::Dec(u, s), Type::Decimal(t) | Type::WideDecimal(t)) => RV::Dec(rescale_exact(u, s, t)?, t),
         (RV::Dec(u, s), Type::Int32 | Type::Int64) => {
             let q = u / pow10(u32::from(s))?;
             RV::Int(i64::try_from(q).map_err(|_| EvalError::Arith(format!("{q} does not fit {to}")))?)
@@ -794,7 +792,7 @@ fn arith(op: ArithOp, x: RV, y: RV, ty: Type) -> Res<RV> {
             };
             RV::Int(r.ok_or_else(overflow)?)
         }
-        (_, _, Type::Decimal(rs)) => {
+        (_, _, Type::Decimal(rs) | Type::WideDecimal(rs)) => {
             let ((a, sa), (b, sb)) = (dec_of(&x)?, dec_of(&y)?);
             let u = match op {
                 ArithOp::Add | ArithOp::Sub => {

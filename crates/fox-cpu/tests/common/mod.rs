@@ -94,6 +94,7 @@ pub fn cell(c: &HostCol, i: usize) -> Cell {
         HostCol::I64(v) => Cell::I(v[i].into()),
         HostCol::U64(v) => Cell::I(v[i].into()),
         HostCol::F64(v) => Cell::F(v[i]),
+        HostCol::I128(v) => Cell::I(v[i]),
     }
 }
 
@@ -118,6 +119,7 @@ pub fn col_of(elem: Elem, cells: &[Cell]) -> HostCol {
         Elem::U32 => HostCol::U32(cells.iter().map(|c| int(c) as u32).collect()),
         Elem::I64 => HostCol::I64(cells.iter().map(|c| int(c) as i64).collect()),
         Elem::U64 => HostCol::U64(cells.iter().map(|c| int(c) as u64).collect()),
+        Elem::I128 => HostCol::I128(cells.iter().map(int).collect()),
         Elem::F64 => HostCol::F64(
             cells
                 .iter()
@@ -156,7 +158,15 @@ pub fn assert_cols(got: &[HostCol], want: &[HostCol], what: &str) {
     }
 }
 
-pub const ELEMS: [Elem; 6] = [Elem::U8, Elem::I32, Elem::U32, Elem::I64, Elem::U64, Elem::F64];
+pub const ELEMS: [Elem; 7] = [
+    Elem::U8,
+    Elem::I32,
+    Elem::U32,
+    Elem::I64,
+    Elem::U64,
+    Elem::F64,
+    Elem::I128,
+];
 
 /// How keys are distributed.
 #[derive(Clone, Copy, Debug)]
@@ -201,6 +211,10 @@ pub fn value(elem: Elem, v: u64) -> Cell {
         Elem::U32 => Cell::I((v % (1 << 32)) as i128),
         Elem::I64 => Cell::I((v as i64).wrapping_mul(0x9E37_79B9_7F4A_7C15u64 as i64) as i128),
         Elem::U64 => Cell::I(v.wrapping_mul(0x9E37_79B9_7F4A_7C15) as i128),
+        // Values of 38 digits, both signs, differing in the high and the low word.
+        Elem::I128 => Cell::I(
+            ((v as i128).wrapping_mul(0x9E37_79B9_7F4A_7C15) % 10i128.pow(38)) * if v % 2 == 0 { 1 } else { -1 },
+        ),
         Elem::F64 => {
             if v < FLOATS.len() as u64 {
                 Cell::F(FLOATS[v as usize])
