@@ -22,7 +22,7 @@ fn sample() -> RaPlan {
     let misc = p.pred(
         "misc",
         &[
-            ("d", Type::Decimal(2)),
+            ("d", Type::WideDecimal(2)),
             ("f", Type::Float64),
             ("s", Type::String),
             ("t", Type::Date),
