@@ -12,7 +12,7 @@ use crate::date::civil_from_days;
 use crate::util::{chunks, elem_name, map_ranges, KResult};
 use fox_kernel::{Elem, KExpr, KExprKind, ScalarFn};
 use fox_runtime::{HostCol, LaunchCtx};
-use fox_sema::core::{ArithOp, CmpOp, Type, Value};
+use fox_sema::core::{ArithOp, CmpOp, Type, Value, MAX_WIDE_DECIMAL};
 
 /// The largest number of fraction digits of a decimal.
 const MAX_SCALE: u32 = 18;
@@ -83,21 +83,6 @@ pub(crate) struct Compiled {
     wide: bool,
 }
 
-/// Whether `e` or a part of it is a 38-digit decimal.
-fn has_wide(e: &KExpr) -> bool {
-    if matches!(e.ty, Type::WideDecimal(_)) {
-        return true;
-    }
-    match &e.kind {
-        KExprKind::Col(_) | KExprKind::Const(_) => false,
-        KExprKind::Table(_, x) | KExprKind::Cast(x) | KExprKind::Neg(x) | KExprKind::Not(x) | KExprKind::In(x, _) => {
-            has_wide(x)
-        }
-        KExprKind::Arith(_, a, b) | KExprKind::Cmp(_, a, b) => has_wide(a) || has_wide(b),
-        KExprKind::And(xs) | KExprKind::Or(xs) | KExprKind::Call(_, xs) => xs.iter().any(has_wide),
-    }
-}
-
 impl Compiled {
     pub(crate) fn new(expr: &KExpr, n_cols: usize, args: &[&HostCol], ctx: &dyn LaunchCtx) -> KResult<Compiled> {
         let mut c = Compiler {
@@ -114,7 +99,7 @@ impl Compiled {
         Ok(Compiled {
             root,
             msgs: c.msgs,
-            wide: has_wide(expr),
+            wide: expr.has_wide(),
         })
     }
 
@@ -252,8 +237,8 @@ impl Range {
             },
             // 38 digits.
             Type::WideDecimal(_) => Range {
-                min: -(10i128.pow(38) - 1),
-                max: 10i128.pow(38) - 1,
+                min: -MAX_WIDE_DECIMAL,
+                max: MAX_WIDE_DECIMAL,
             },
         }
     }

@@ -5,7 +5,7 @@ use crate::movement::selected;
 use crate::util::{as_u32, cmp_at, common_len, elem_name, gather_col, par_map, KResult};
 use fox_kernel::{AggSpec, Elem};
 use fox_runtime::HostCol;
-use fox_sema::core::{AggFunc, Type};
+use fox_sema::core::{AggFunc, Type, MAX_WIDE_DECIMAL};
 use std::cmp::Ordering;
 
 /// The scale of a type stored as a scaled integer (0 for integers).
@@ -16,9 +16,6 @@ pub fn scale_of(ty: Type) -> Option<u32> {
         _ => None,
     }
 }
-
-/// The largest magnitude of a 38-digit decimal.
-pub(crate) const MAX_WIDE: u128 = 10u128.pow(38) - 1;
 
 /// Integers as a column of element type `elem`: `Err(Some(i))` when value `i` does not
 /// fit it, `Err(None)` when `elem` is a float.
@@ -43,7 +40,7 @@ pub(crate) fn int_column(vals: &[i128], elem: Elem) -> Result<HostCol, Option<us
             vals.iter()
                 .enumerate()
                 .map(|(i, &x)| {
-                    if x.unsigned_abs() <= MAX_WIDE {
+                    if x.unsigned_abs() <= MAX_WIDE_DECIMAL.unsigned_abs() {
                         Ok(x)
                     } else {
                         Err(Some(i))

@@ -29,7 +29,7 @@
 use fox_cpu::{show_kexpr as show, show_value};
 use fox_kernel::{Elem, KExpr, KExprKind, ScalarFn};
 use fox_runtime::LaunchCtx;
-use fox_sema::core::{ArithOp, CmpOp, Type, Value};
+use fox_sema::core::{ArithOp, CmpOp, Type, Value, MAX_WIDE_DECIMAL};
 use std::fmt::Write as _;
 
 /// NVRTC options a generated source needs besides the architecture (`__int128`).
@@ -99,22 +99,6 @@ fn c_type(e: Elem) -> &'static str {
     }
 }
 
-/// Whether `e` or a part of it is a 38-digit decimal: then its integer-stored values are
-/// computed in 128 bits (as fox-cpu decides it).
-pub fn has_wide(e: &KExpr) -> bool {
-    if matches!(e.ty, Type::WideDecimal(_)) {
-        return true;
-    }
-    match &e.kind {
-        KExprKind::Col(_) | KExprKind::Const(_) => false,
-        KExprKind::Table(_, x) | KExprKind::Cast(x) | KExprKind::Neg(x) | KExprKind::Not(x) | KExprKind::In(x, _) => {
-            has_wide(x)
-        }
-        KExprKind::Arith(_, a, b) | KExprKind::Cmp(_, a, b) => has_wide(a) || has_wide(b),
-        KExprKind::And(xs) | KExprKind::Or(xs) | KExprKind::Call(_, xs) => xs.iter().any(has_wide),
-    }
-}
-
 /// 64-bit FNV-1a: a stable hash for kernel names.
 pub fn fnv1a(s: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -140,7 +124,7 @@ pub fn generate_source(
     if arg_elems.len() < n_cols {
         return Err(format!("expects {n_cols} column argument(s), got {}", arg_elems.len()));
     }
-    let wide = has_wide(expr);
+    let wide = expr.has_wide();
     let mut g = Gen {
         elems: arg_elems,
         n_cols,
@@ -396,9 +380,6 @@ struct Range {
     max: i128,
 }
 
-/// The largest magnitude of a 38-digit decimal.
-const MAX_WIDE: i128 = 10i128.pow(38) - 1;
-
 impl Range {
     fn of(ty: Type) -> Range {
         match ty {
@@ -416,8 +397,8 @@ impl Range {
                 max: i128::from(i64::MAX),
             },
             Type::WideDecimal(_) => Range {
-                min: -MAX_WIDE,
-                max: MAX_WIDE,
+                min: -MAX_WIDE_DECIMAL,
+                max: MAX_WIDE_DECIMAL,
             },
         }
     }
@@ -1345,7 +1326,7 @@ pub fn generate_fused(
     }
     // The kernel computes in 64 bits, as fox-cpu's one-pass reduction does: a tree with a
     // 38-digit decimal runs unfused.
-    if filter.is_some_and(has_wide) || accs.iter().any(|(_, e)| has_wide(e)) {
+    if filter.is_some_and(KExpr::has_wide) || accs.iter().any(|(_, e)| e.has_wide()) {
         return Err("a fused reduction over 38-digit decimals".to_string());
     }
     let mut g = Gen {

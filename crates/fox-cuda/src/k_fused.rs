@@ -15,19 +15,17 @@
 //! reduction runs as `Eval` of the filter, `Compact`, `Eval` of each value, `SortPerm`,
 //! `Gather` and `ReduceByKey`, so results and errors are those of the CPU word for word.
 
-use crate::codegen::{self, has_wide, AccKind, FusedLayout, FusedShape, FUSED_BLOCK, MAX_ROWS};
+use crate::codegen::{self, AccKind, FusedLayout, FusedShape, FUSED_BLOCK, MAX_ROWS};
 use crate::device::{Gpu, KArg};
 use crate::{k_eval, k_move, k_reduce, k_scan, k_sort};
 use fox_kernel::{AggSpec, Elem, KExpr};
 use fox_runtime::{BackendError, DevBuf, HostCol, LaunchCtx};
-use fox_sema::core::{AggFunc, Type};
+use fox_sema::core::{AggFunc, Type, MAX_WIDE_DECIMAL};
 
 /// Slots of the global table.
 const GCAP: u32 = 1024;
 /// The most shared memory the block's table may take.
 const SHARED_BYTES: usize = 16 * 1024;
-/// The largest magnitude of a 38-digit decimal.
-const MAX_WIDE: u128 = 10u128.pow(38) - 1;
 
 fn err(msg: impl Into<String>) -> BackendError {
     BackendError(msg.into())
@@ -124,7 +122,7 @@ fn one_pass_plan<'a>(f: &Fused<'a>) -> Option<OnePass<'a>> {
         })
         .collect::<Option<_>>()?;
     // The kernel computes in 64 bits (fox-cpu's one-pass reduction too).
-    if filter.is_some_and(has_wide) {
+    if filter.is_some_and(KExpr::has_wide) {
         return None;
     }
     if !(key_bytes.len() <= 1 || key_bytes.iter().all(|&b| b == 4) && key_bytes.len() == 2) {
@@ -144,7 +142,7 @@ fn one_pass_plan<'a>(f: &Fused<'a>) -> Option<OnePass<'a>> {
             _ => return None,
         };
         let e = e.as_ref()?;
-        if has_wide(e) {
+        if e.has_wide() {
             return None;
         }
         let i = match accs.iter().position(|(k, x)| *k == kind && *x == e) {
@@ -311,7 +309,9 @@ fn one_pass(gpu: &mut Gpu, f: &Fused, plan: &OnePass) -> Result<Option<Vec<DevBu
                         None => return Ok(None),
                     },
                     // A sum of decimals: at most 38 digits.
-                    Elem::I128 if v.iter().all(|x| x.unsigned_abs() <= MAX_WIDE) => HostCol::I128(v),
+                    Elem::I128 if v.iter().all(|x| x.unsigned_abs() <= MAX_WIDE_DECIMAL.unsigned_abs()) => {
+                        HostCol::I128(v)
+                    }
                     _ => return Ok(None),
                 }
             }

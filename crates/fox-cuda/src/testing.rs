@@ -96,18 +96,10 @@ impl Dist {
 }
 
 /// Every element type.
-pub const ELEMS: [Elem; 7] = [
-    Elem::U8,
-    Elem::I32,
-    Elem::U32,
-    Elem::I64,
-    Elem::U64,
-    Elem::F64,
-    Elem::I128,
-];
+pub const ELEMS: [Elem; 7] = Elem::ALL;
 
 /// The largest magnitude of a 38-digit decimal.
-pub const MAX_WIDE: i128 = 10i128.pow(38) - 1;
+pub const MAX_WIDE: i128 = fox_sema::core::MAX_WIDE_DECIMAL;
 
 /// A random i128 of [`Dist::Uniform`]: every bit pattern, values of up to 38 digits, values
 /// near ±(10^38 - 1) and near the bounds of i64, and small ones.

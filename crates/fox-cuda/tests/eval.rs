@@ -243,7 +243,7 @@ const WIDE_COLS: [Type; 2] = [Type::WideDecimal(2), Type::WideDecimal(4)];
 const C_WIDE: usize = COLS.len();
 
 /// The largest magnitude of a 38-digit decimal.
-const MAX_WIDE: i128 = 10i128.pow(38) - 1;
+const MAX_WIDE: i128 = fox_sema::core::MAX_WIDE_DECIMAL;
 
 /// Strings of the dictionary: `s00`..`s39`, with codes in an order that is not string
 /// order (as after appends), so that rank lookups matter.

@@ -71,6 +71,17 @@ pub enum Elem {
 }
 
 impl Elem {
+    /// Every element type.
+    pub const ALL: [Elem; 7] = [
+        Elem::U8,
+        Elem::I32,
+        Elem::U32,
+        Elem::I64,
+        Elem::U64,
+        Elem::F64,
+        Elem::I128,
+    ];
+
     pub fn size(self) -> usize {
         match self {
             Elem::U8 => 1,
@@ -401,6 +412,26 @@ pub enum StrFunc {
 pub struct KExpr {
     pub kind: KExprKind,
     pub ty: Type,
+}
+
+impl KExpr {
+    /// Whether the expression or a part of it is a 38-digit decimal (backends then compute
+    /// its integer-stored values in 128 bits).
+    pub fn has_wide(&self) -> bool {
+        if matches!(self.ty, Type::WideDecimal(_)) {
+            return true;
+        }
+        match &self.kind {
+            KExprKind::Col(_) | KExprKind::Const(_) => false,
+            KExprKind::Table(_, x)
+            | KExprKind::Cast(x)
+            | KExprKind::Neg(x)
+            | KExprKind::Not(x)
+            | KExprKind::In(x, _) => x.has_wide(),
+            KExprKind::Arith(_, a, b) | KExprKind::Cmp(_, a, b) => a.has_wide() || b.has_wide(),
+            KExprKind::And(xs) | KExprKind::Or(xs) | KExprKind::Call(_, xs) => xs.iter().any(KExpr::has_wide),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -14,7 +14,7 @@ use crate::load::{load_input_cols, Interner};
 use crate::output::{build_table, OutputTable};
 use crate::{Backend, DevBuf, HostCol, InstrStat, LaunchCtx, RunOptions, RunResult, RunStats, RuntimeError};
 use fox_kernel::{Elem, Instr, KExpr, KExprKind, Kernel, KernelPlan, StrFunc, Terminator};
-use fox_sema::core::{Type, Value};
+use fox_sema::core::{Type, Value, MAX_WIDE_DECIMAL};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -1103,41 +1103,32 @@ fn const_columns(types: &[Type], rows: &[Vec<Value>], dict: &Dictionary) -> Resu
         }
         for (c, v) in row.iter().enumerate() {
             let bad = || format!("row {r}, column {c}: {v:?} is not a value of type {}", types[c]);
+            // A number as a decimal of scale `ts`, unscaled (`None` when it has more digits).
+            let rescaled = |ts: u8| -> Option<i128> {
+                let (unscaled, scale) = match v {
+                    Value::Decimal { unscaled, scale } => (*unscaled, *scale),
+                    Value::Int32(x) => (*x as i128, 0),
+                    Value::Int64(x) => (*x as i128, 0),
+                    _ => return None,
+                };
+                (scale <= ts)
+                    .then(|| 10i128.checked_pow((ts - scale) as u32))
+                    .flatten()
+                    .and_then(|p| unscaled.checked_mul(p))
+            };
             match (&mut cols[c], types[c], v) {
                 (HostCol::I32(col), Type::Int32, Value::Int32(x)) => col.push(*x),
                 (HostCol::I32(col), Type::Date, Value::Date(x)) => col.push(*x),
                 (HostCol::I64(col), Type::Int64, Value::Int64(x)) => col.push(*x),
                 (HostCol::I64(col), Type::Int64, Value::Int32(x)) => col.push(*x as i64),
                 (HostCol::I64(col), Type::Decimal(ts), _) => {
-                    let (unscaled, scale) = match v {
-                        Value::Decimal { unscaled, scale } => (*unscaled, *scale),
-                        Value::Int32(x) => (*x as i128, 0),
-                        Value::Int64(x) => (*x as i128, 0),
-                        _ => return Err(bad()),
-                    };
-                    let x = (scale <= ts)
-                        .then(|| 10i128.checked_pow((ts - scale) as u32))
-                        .flatten()
-                        .and_then(|p| unscaled.checked_mul(p))
-                        .and_then(|x| i64::try_from(x).ok())
-                        .ok_or_else(bad)?;
-                    col.push(x);
+                    col.push(rescaled(ts).and_then(|x| i64::try_from(x).ok()).ok_or_else(bad)?)
                 }
-                (HostCol::I128(col), Type::WideDecimal(ts), _) => {
-                    let (unscaled, scale) = match v {
-                        Value::Decimal { unscaled, scale } => (*unscaled, *scale),
-                        Value::Int32(x) => (*x as i128, 0),
-                        Value::Int64(x) => (*x as i128, 0),
-                        _ => return Err(bad()),
-                    };
-                    let x = (scale <= ts)
-                        .then(|| 10i128.checked_pow((ts - scale) as u32))
-                        .flatten()
-                        .and_then(|p| unscaled.checked_mul(p))
-                        .filter(|x| x.unsigned_abs() < 10u128.pow(38))
-                        .ok_or_else(bad)?;
-                    col.push(x);
-                }
+                (HostCol::I128(col), Type::WideDecimal(ts), _) => col.push(
+                    rescaled(ts)
+                        .filter(|x| x.unsigned_abs() <= MAX_WIDE_DECIMAL.unsigned_abs())
+                        .ok_or_else(bad)?,
+                ),
                 (HostCol::F64(col), Type::Float64, Value::Float64(x)) => col.push(*x),
                 (HostCol::U8(col), Type::Bool, Value::Bool(x)) => col.push(*x as u8),
                 (HostCol::U32(col), Type::String, Value::String(s)) => col.push(

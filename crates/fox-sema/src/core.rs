@@ -44,6 +44,9 @@ impl std::fmt::Display for Type {
     }
 }
 
+/// The largest unscaled magnitude of a 38-digit decimal (`WideDecimal`).
+pub const MAX_WIDE_DECIMAL: i128 = 10i128.pow(38) - 1;
+
 impl Type {
     /// The scale of a decimal type (of either width).
     pub fn decimal_scale(self) -> Option<u8> {

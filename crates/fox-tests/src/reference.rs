@@ -13,7 +13,7 @@
 use crate::value::{civil_from_days, dec_cmp, from_value, to_value, RV};
 use fox_sema::core::{
     AggFunc, ArithOp, Builtin, CExpr, CExprKind, CmpOp, Column, CoreAgg, CoreLit, CoreProgram, CoreRule, PredId, Term,
-    Type, Value,
+    Type, Value, MAX_WIDE_DECIMAL,
 };
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
@@ -560,7 +560,7 @@ fn div_round(n: i128, d: i128) -> Res<i128> {
 fn fit(v: RV, ty: Type) -> Res<RV> {
     let ok = match (&v, ty) {
         (RV::Int(i), Type::Int32) => i32::try_from(*i).is_ok(),
-        (RV::Dec(u, _), Type::WideDecimal(_)) => u.unsigned_abs() < 10u128.pow(38),
+        (RV::Dec(u, _), Type::WideDecimal(_)) => u.unsigned_abs() <= MAX_WIDE_DECIMAL.unsigned_abs(),
         (RV::Dec(u, _), _) => i64::try_from(*u).is_ok(),
         _ => true,
     };

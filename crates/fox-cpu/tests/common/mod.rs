@@ -158,15 +158,7 @@ pub fn assert_cols(got: &[HostCol], want: &[HostCol], what: &str) {
     }
 }
 
-pub const ELEMS: [Elem; 7] = [
-    Elem::U8,
-    Elem::I32,
-    Elem::U32,
-    Elem::I64,
-    Elem::U64,
-    Elem::F64,
-    Elem::I128,
-];
+pub const ELEMS: [Elem; 7] = Elem::ALL;
 
 /// How keys are distributed.
 #[derive(Clone, Copy, Debug)]
