@@ -452,3 +452,31 @@ extern "C" __global__ void adjacent_distinct_u128(const u128* col, u8* flags, u6
 extern "C" __global__ void adjacent_distinct_f64(const double* col, u8* flags, u64 n, u32 accumulate) {
     adjacent_impl<double>(col, flags, n, accumulate);
 }
+
+// ---- already-sorted input ------------------------------------------------------------------
+//
+// *unsorted = 1 when some row of up to four keys (key j: column pj of width wj bytes, 4 or
+// 8, compared after an xor with xj, which makes its order that of unsigned integers) is
+// greater than the next row: when it stays 0, the identity is the stable sort.
+
+__device__ __forceinline__ u64 skey(const void* p, unsigned w, u64 x, u64 i) {
+    return (w == 8 ? ((const u64*)p)[i] : (u64)((const u32*)p)[i]) ^ x;
+}
+
+extern "C" __global__ void rows_sorted(const void* p0, const void* p1, const void* p2, const void* p3, u64 x0, u64 x1,
+                                       u64 x2, u64 x3, unsigned widths, int k, u64 n, unsigned* unsorted) {
+    const void* p[4] = {p0, p1, p2, p3};
+    const u64 x[4] = {x0, x1, x2, x3};
+    bool bad = false;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x + 1; i < n; i += (u64)gridDim.x * blockDim.x) {
+        for (int j = 0; j < k; ++j) {
+            const unsigned w = (widths >> (8 * j)) & 0xff;
+            const u64 a = skey(p[j], w, x[j], i - 1), b = skey(p[j], w, x[j], i);
+            if (a != b) {
+                bad |= a > b;
+                break;
+            }
+        }
+    }
+    if (__syncthreads_or(bad) && threadIdx.x == 0) *unsorted = 1;
+}

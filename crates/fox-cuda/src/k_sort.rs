@@ -118,6 +118,47 @@ fn xor_arg(width: usize, mask: u64) -> KArg {
     }
 }
 
+/// Inputs of at least this many rows are first checked for being sorted already.
+const SORTED_CHECK_MIN: usize = 1 << 16;
+
+/// Whether the rows are already in order (`rows_sorted`), so that the identity is their
+/// stable sort: checked when there are at most four radix keys, each an integer column
+/// whose order is that of its bits after an xor; `false` (not checked) otherwise. One
+/// read of the keys, against the several passes of a sort.
+fn already_sorted(gpu: &mut Gpu, rkeys: &[RadixKey], n: usize) -> Result<bool, BackendError> {
+    if rkeys.len() > 4 {
+        return Ok(false);
+    }
+    let mut ptrs = [0u64; 4];
+    let mut xors = [0u64; 4];
+    let mut widths = 0u32;
+    for (j, key) in rkeys.iter().enumerate() {
+        let Some(x) = xor_transform(key) else {
+            return Ok(false);
+        };
+        ptrs[j] = gpu.ptr(key.col)?;
+        xors[j] = x;
+        widths |= (key.col.elem.size() as u32) << (8 * j);
+    }
+    let flag = gpu.alloc(Elem::U32, 1)?;
+    let res = (|| {
+        gpu.memset_zero(&flag)?;
+        let mut args: Vec<KArg> = ptrs.iter().map(|&p| KArg::Ptr(p)).collect();
+        args.extend(xors.iter().map(|&x| KArg::U64(x)));
+        args.extend([
+            KArg::U32(widths),
+            KArg::I32(rkeys.len() as i32),
+            KArg::U64(n as u64),
+            KArg::Ptr(gpu.ptr(&flag)?),
+        ]);
+        let grid = gpu.grid_for(n, BLOCK, 4, 16);
+        gpu.launch("sort", "rows_sorted", grid, BLOCK, 0, &args)?;
+        Ok(gpu.read_u32(&flag, 0)? == 0)
+    })();
+    gpu.free(flag);
+    res
+}
+
 /// The stable permutation (U32) ordering the rows of `keys` lexicographically: `desc[i]`
 /// reverses key i, `by_rank[i]` orders string key i by `rank[code]` (then `rank` must be
 /// given). Floats order by total order (-0.0 < 0.0, NaN last).
@@ -170,6 +211,18 @@ pub(crate) fn sort_perm(
     }
 
     let rkeys = radix_keys(keys, desc, by_rank);
+    if n >= SORTED_CHECK_MIN && already_sorted(gpu, &rkeys, n)? {
+        let perm = gpu.alloc(Elem::U32, n)?;
+        let args = [KArg::Ptr(gpu.ptr(&perm)?), KArg::U64(n as u64)];
+        let grid = gpu.grid_for(n, BLOCK, 4, 16);
+        return match gpu.launch("trie", "iota_u32", grid, BLOCK, 0, &args) {
+            Ok(()) => Ok(perm),
+            Err(e) => {
+                gpu.free(perm);
+                Err(e)
+            }
+        };
+    }
     let kinds: Vec<(usize, &'static str)> = rkeys.iter().map(key_kind).collect();
     let wide = kinds.iter().any(|(w, _)| *w == 8);
     let max_tiles = kinds

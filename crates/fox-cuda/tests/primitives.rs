@@ -473,3 +473,55 @@ fn adjacent_distinct_matches_cpu() {
         "length mismatch",
     );
 }
+
+#[test]
+fn sort_perm_of_sorted_rows_matches_cpu() {
+    let Some(mut gpu) = gpu_or_skip("sort_perm_of_sorted_rows_matches_cpu") else {
+        return;
+    };
+    // Inputs already in order are recognised and not sorted again: rows sorted by one to
+    // four keys (ascending or descending, with ties), and the same rows with one pair
+    // swapped (in the middle, at the end, at the start), which must be sorted.
+    let mut rng = Rng::new(8);
+    for &n in &[65_535usize, 65_536, 300_007] {
+        for nkeys in 1..=5 {
+            let elems: Vec<Elem> = (0..nkeys)
+                .map(|_| [Elem::I32, Elem::U32, Elem::I64, Elem::U64][rng.below(4) as usize])
+                .collect();
+            let desc: Vec<bool> = (0..nkeys).map(|_| rng.chance(50)).collect();
+            let keys: Vec<HostCol> = elems
+                .iter()
+                .map(|&e| {
+                    let range = 1 + rng.below(50);
+                    random_col(&mut rng, e, n, Dist::Range(range))
+                })
+                .collect();
+            // Sort the rows on the host (the CPU backend's permutation).
+            let perm = match fox_cuda::testing::run_on(
+                &mut fox_cpu::CpuBackend::new(),
+                &sort_kernel(&desc, &vec![false; nkeys]),
+                &keys,
+                &Strings::default(),
+            ) {
+                Ok(mut outs) => outs.remove(0),
+                Err(e) => panic!("the CPU sort fails: {e}"),
+            };
+            let HostCol::U32(p) = perm else {
+                panic!("the permutation is not u32");
+            };
+            let idx: Vec<usize> = p.iter().map(|&i| i as usize).collect();
+            let sorted: Vec<HostCol> = keys.iter().map(|c| fox_cuda::testing::take(c, &idx)).collect();
+            let case = format!("n={n} sorted keys {elems:?} desc {desc:?}");
+            let outs = check(&mut gpu, &sort_kernel(&desc, &vec![false; nkeys]), &sorted, &case);
+            assert_sorted(&outs[0], &sorted, &desc, &case);
+            for (what, a, b) in [("middle", n / 2, n / 2 + 1), ("end", n - 2, n - 1), ("start", 0, 1)] {
+                let mut order: Vec<usize> = (0..n).collect();
+                order.swap(a, b);
+                let swapped: Vec<HostCol> = sorted.iter().map(|c| fox_cuda::testing::take(c, &order)).collect();
+                let case = format!("{case}, rows {a} and {b} swapped ({what})");
+                let outs = check(&mut gpu, &sort_kernel(&desc, &vec![false; nkeys]), &swapped, &case);
+                assert_sorted(&outs[0], &swapped, &desc, &case);
+            }
+        }
+    }
+}
