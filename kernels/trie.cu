@@ -471,6 +471,9 @@ __device__ __forceinline__ void ic_hash_impl(const u64* desc, int ways, int s, c
     unsigned cnt = 0;
     u64 row = s_r0;
     while (true) {
+        // Rows without candidates (hashed elsewhere, or searched) are skipped: the next
+        // row with one is the last whose offset is not above this row's.
+        row = owner(offsets, row, r1, offsets[row]);
         const unsigned klo = lo_s[row], khi = hi_s[row];
         // The segment ends at the first row after `row` with another range (or the tile's end).
         if (threadIdx.x == 0) s_next = r1;
@@ -596,6 +599,247 @@ IC_HASH_KERNEL(ic_hash_t2, unsigned, 4096, 2)
 IC_HASH_KERNEL(ic_hash_t3, u64, 2048, 3)
 IC_HASH_KERNEL(ic_hash_t4, u64, 2048, 4)
 IC_HASH_KERNEL(ic_hash_t5, u64, 2048, 5)
+
+// ---- IntersectCount of two ways: each row's smaller range looked up in the larger -------
+//
+// With two ways, a row's candidates are the values of its smaller range, looked up in a
+// cuckoo table of its larger range (the table way). Rows that share the table way's range
+// in consecutive runs build the table once per run and tile. The rows whose larger range
+// is way s (the way shared in runs) are counted where they are; the others are gathered
+// and sorted by their larger range first (k_trie.rs), and rows whose larger range does
+// not fit a table are searched (ic_count_t*).
+
+// Per row (two ways, s the way shared in runs, u the other): flag_a = 1 when |u| <= |s|
+// and s fits a table (at most `cap` values); flag_b = 1 when |s| < |u| and u fits a
+// table; otherwise, or when neither range has more than `small` values (a table would
+// serve few lookups), work_c = the smaller length and lead_c its way (searched). A row with
+// an empty range has no work. A range outside its values is error code 1 (detail: lo,
+// row: the row).
+extern "C" __global__ void ic_split2(const u64* desc, int s, u64 n, unsigned small, unsigned cap, unsigned char* flag_a, unsigned char* flag_b,
+                                     u64* work_c, unsigned char* lead_c, u64* err) {
+    const int u = 1 - s;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        unsigned len[2];
+        bool bad = false;
+        for (int w = 0; w < 2 && !bad; ++w) {
+            const unsigned a = ((const unsigned*)desc[2 + w])[i];
+            const unsigned b = ((const unsigned*)desc[4 + w])[i];
+            if (a > b || (u64)b > desc[6 + w]) {
+                set_err(err, 1, i, a);
+                bad = true;
+            }
+            len[w] = b - a;
+        }
+        u64 wc = 0;
+        unsigned char fa = 0, fb = 0, lc = (unsigned char)u;
+        if (!bad && len[s] > 0 && len[u] > 0) {
+            if (max(len[s], len[u]) <= small) {
+                wc = min(len[s], len[u]);
+                lc = (unsigned char)(len[s] < len[u] ? s : u);
+            } else if (len[u] <= len[s]) {
+                if (len[s] <= cap) fa = 1;
+                else wc = len[u];
+            } else if (len[u] <= cap) {
+                fb = 1;
+            } else {
+                wc = len[s];
+                lc = (unsigned char)s;
+            }
+        }
+        flag_a[i] = fa;
+        flag_b[i] = fb;
+        work_c[i] = wc;
+        lead_c[i] = lc;
+    }
+}
+
+#define IC2_ITEMS 64
+#define IC2_TILE (BLOCK * IC2_ITEMS)
+#define IC2_PIECE 256
+#define IC2_UNROLL 4
+
+// The two hash functions of the cuckoo tables (multiplicative, the top `bits` bits).
+template <typename K>
+__device__ __forceinline__ unsigned ck_hash(K key, int which, int bits) {
+    if (sizeof(K) == 4) return ((unsigned)key * (which ? 0x85EBCA77u : 0x9E3779B1u)) >> (32 - bits);
+    return (unsigned)(((u64)key * (which ? 0xC2B2AE3D27D4EB4Full : 0x9E3779B97F4A7C15ull)) >> (64 - bits));
+}
+
+__device__ __forceinline__ unsigned ck_exch(unsigned* p, unsigned v) { return atomicExch(p, v); }
+__device__ __forceinline__ u64 ck_exch(u64* p, u64 v) {
+    return atomicExch((unsigned long long*)p, (unsigned long long)v);
+}
+
+// Whether `key` is among vals[lo, hi) (sorted; binary search).
+template <int T, typename K>
+__device__ __forceinline__ bool range_has(const void* vals, unsigned lo, unsigned hi, K key) {
+    const unsigned end = hi;
+    while (lo < hi) {
+        const unsigned mid = lo + (hi - lo) / 2;
+        if ((K)okey(vals, T, mid) < key) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < end && (K)okey(vals, T, lo) == key;
+}
+
+// Counts the candidates of a tile of IC2_TILE of them: row r's candidates are the values
+// vals_c[clo[r] + k] for k below chi[r] - clo[r] (offsets numbers them over the rows), each
+// counted when it lies in vals_t[tlo[r], thi[r]). The tile's rows are cut into segments of
+// equal (tlo, thi); per segment the block puts that range in a cuckoo table (two tables
+// of 2^bits >= 2m slots: a lookup reads one slot of each, without a loop), then the rows'
+// candidates are cut into pieces of IC2_PIECE, numbered by a block scan, and warps take
+// pieces in turn, their lanes consecutive candidates. A key equal to the empty marker is
+// remembered apart; an insertion that evicts more than `max_kicks` keys makes the block
+// search the segment's range instead (binary search, the same counts).
+template <typename K, int SLOTS, int T>
+__device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned* tlo, const unsigned* thi,
+                                              const void* vals_c, const unsigned* clo, const u64* offsets, u64 n,
+                                              u64 total, const unsigned* tstart, u64 ntiles, unsigned max_kicks,
+                                              u64* out) {
+    __shared__ K tab[2 * SLOTS];
+    __shared__ u64 s_r0, s_r1, s_next;
+    __shared__ int s_marked, s_fail;
+    __shared__ u64 s_warp[BLOCK / 32];
+    __shared__ unsigned s_pstart[BLOCK];
+    __shared__ unsigned s_warp_sum[BLOCK / 32];
+    __shared__ unsigned s_pos[BLOCK], s_len[BLOCK];
+    const K EMPTY = (K)~(K)0;
+    const u64 t0 = (u64)blockIdx.x * IC2_TILE;
+    if (t0 >= total) return;
+    const u64 t1 = min(t0 + IC2_TILE, total);
+    tile_rows(tstart, ntiles, n, &s_r0, &s_r1);
+    __syncthreads();
+    const u64 r1 = s_r1;
+    const unsigned lane = threadIdx.x & 31;
+    unsigned cnt = 0;
+    u64 row = s_r0;
+    while (true) {
+        const unsigned klo = tlo[row], khi = thi[row];
+        // The segment ends at the first row after `row` with another range (or the tile's end).
+        if (threadIdx.x == 0) s_next = r1;
+        __syncthreads();
+        for (u64 b = row + 1; b < r1; b += BLOCK) {
+            const u64 r = b + threadIdx.x;
+            const bool diff = r < r1 && (tlo[r] != klo || thi[r] != khi);
+            if (diff) atomicMin((unsigned long long*)&s_next, (unsigned long long)r);
+            if (__syncthreads_or(diff)) break;
+        }
+        const u64 next = s_next;
+        const u64 cs = max(t0, offsets[row]);
+        const u64 ce = next < r1 ? min(offsets[next], t1) : t1;
+        if (cs < ce) {
+            const unsigned m = khi - klo;
+            int bits = 5;
+            while ((1u << bits) < 2 * m) ++bits;
+            const unsigned size = 1u << bits;
+            for (unsigned i = threadIdx.x; i < 2 * size; i += BLOCK) tab[i] = EMPTY;
+            if (threadIdx.x == 0) {
+                s_marked = 0;
+                s_fail = 0;
+            }
+            __syncthreads();
+            for (unsigned i = threadIdx.x; i < m; i += BLOCK) {
+                K key = (K)okey(vals_t, T, (u64)klo + i);
+                if (key == EMPTY) {
+                    s_marked = 1;
+                    continue;
+                }
+                int which = 0;
+                for (unsigned kick = 0;; ++kick) {
+                    const unsigned h = ck_hash<K>(key, which, bits) + (which ? size : 0u);
+                    const K old = ck_exch(&tab[h], key);
+                    if (old == EMPTY) break;
+                    if (kick >= max_kicks) {
+                        s_fail = 1;
+                        break;
+                    }
+                    key = old;
+                    which ^= 1;
+                }
+            }
+            __syncthreads();
+            const bool marked = s_marked != 0, fail = s_fail != 0;
+            for (u64 rb = row; rb < next; rb += BLOCK) {
+                const u64 r = rb + threadIdx.x;
+                unsigned len = 0, pos = 0;
+                if (r < next) {
+                    const u64 os = max(offsets[r], cs);
+                    u64 oe = min(r + 1 < n ? offsets[r + 1] : total, ce);
+                    if (oe > os) {
+                        len = (unsigned)(oe - os);
+                        pos = clo[r] + (unsigned)(os - offsets[r]);
+                    }
+                }
+                const unsigned pieces =
+                    block_exclusive_sum((len + IC2_PIECE - 1) / IC2_PIECE, s_pstart, s_warp_sum);
+                s_pos[threadIdx.x] = pos;
+                s_len[threadIdx.x] = len;
+                __syncthreads();
+                for (unsigned q = threadIdx.x >> 5; q < pieces; q += BLOCK / 32) {
+                    // The row slot j holding piece q: the last with s_pstart[j] <= q.
+                    unsigned lo = 0, hi = BLOCK;
+                    while (hi - lo > 1) {
+                        const unsigned mid = (lo + hi) >> 1;
+                        if (s_pstart[mid] <= q) lo = mid;
+                        else hi = mid;
+                    }
+                    const unsigned skip = (q - s_pstart[lo]) * IC2_PIECE;
+                    const unsigned p0 = s_pos[lo] + skip;
+                    const unsigned plen = min((unsigned)IC2_PIECE, s_len[lo] - skip);
+                    if (fail) {
+                        for (unsigned k = lane; k < plen; k += 32) {
+                            const K key = (K)okey(vals_c, T, (u64)(p0 + k));
+                            cnt += range_has<T, K>(vals_t, klo, khi, key) ? 1u : 0u;
+                        }
+                        continue;
+                    }
+                    // Up to IC2_UNROLL loads in flight per lane; a round of 32 candidates
+                    // past the piece's end is skipped by the whole warp.
+                    for (unsigned base = 0; base < plen; base += 32 * IC2_UNROLL) {
+                        K keys[IC2_UNROLL];
+#pragma unroll
+                        for (int u = 0; u < IC2_UNROLL; ++u) {
+                            const unsigned kk = base + 32 * u + lane;
+                            keys[u] = kk < plen ? (K)okey(vals_c, T, (u64)(p0 + kk)) : (K)0;
+                        }
+#pragma unroll
+                        for (int u = 0; u < IC2_UNROLL; ++u) {
+                            if (base + 32 * u >= plen) break;
+                            const K key = keys[u];
+                            const bool in = tab[ck_hash<K>(key, 0, bits)] == key ||
+                                            tab[size + ck_hash<K>(key, 1, bits)] == key;
+                            const bool hit = key == EMPTY ? marked : in;
+                            cnt += (base + 32 * u + lane < plen && hit) ? 1u : 0u;
+                        }
+                    }
+                }
+                __syncthreads();
+            }
+        }
+        __syncthreads();
+        if (next >= r1) break;
+        row = next;
+    }
+    block_count_add(cnt, s_warp, out);
+}
+
+// One kernel per type code (t = 0 u8 … 5 f64): values of at most 32 bits get tables of
+// u32 keys for ranges of at most 2048 values, 64-bit values tables of u64 keys for at
+// most 1024 (32 KiB of shared memory either way). i128 values are not hashed.
+#define IC_HASH2_KERNEL(NAME, K, SLOTS, T)                                                                       \
+    extern "C" __global__ void __launch_bounds__(BLOCK)                                                         \
+        NAME(const void* vals_t, const unsigned* tlo, const unsigned* thi, const void* vals_c, const unsigned* clo, \
+             const u64* offsets, u64 n, u64 total, const unsigned* tstart, u64 ntiles, unsigned max_kicks,       \
+             u64* out) {                                                                                         \
+        ic_hash2_impl<K, SLOTS, T>(vals_t, tlo, thi, vals_c, clo, offsets, n, total, tstart, ntiles, max_kicks, \
+                                   out);                                                                         \
+    }
+IC_HASH2_KERNEL(ic_hash2_t0, unsigned, 4096, 0)
+IC_HASH2_KERNEL(ic_hash2_t1, unsigned, 4096, 1)
+IC_HASH2_KERNEL(ic_hash2_t2, unsigned, 4096, 2)
+IC_HASH2_KERNEL(ic_hash2_t3, u64, 2048, 3)
+IC_HASH2_KERNEL(ic_hash2_t4, u64, 2048, 4)
+IC_HASH2_KERNEL(ic_hash2_t5, u64, 2048, 5)
 
 // MinRange: per row, the (lo, hi) pair of the `ways` in desc (the lo columns, then the hi
 // columns) with the fewest values, the first of equals; hi below lo is error code 1.

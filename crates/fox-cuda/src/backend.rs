@@ -84,13 +84,20 @@ impl CudaBackend {
         self.gpu.staging()
     }
 
-    /// The number of streaming multiprocessors.
     /// How many `FusedReduce` launches the one-pass kernel settled (the others ran as
     /// the kernels the fusion stands for).
     pub fn fused_one_pass_runs(&self) -> u64 {
         self.gpu.fused_one_pass
     }
 
+    /// Sets how many keys an insertion into a cuckoo table of `IntersectCount` may evict
+    /// before the block gives up its table and searches the range instead (default 64).
+    /// With 0 every collision does so: the tests use it to reach that path.
+    pub fn set_table_kicks(&mut self, kicks: u32) {
+        self.gpu.table_kicks = kicks;
+    }
+
+    /// The number of streaming multiprocessors.
     pub fn sm_count(&self) -> u32 {
         self.gpu.sm_count()
     }

@@ -129,6 +129,9 @@ pub(crate) struct Gpu {
     staging: Option<Staging>,
     /// Fused reductions settled by the one-pass kernel (the others ran unfused).
     pub(crate) fused_one_pass: u64,
+    /// Evictions a cuckoo insertion of `IntersectCount` makes before its block searches
+    /// instead (k_trie.rs).
+    pub(crate) table_kicks: u32,
 }
 
 /// A driver error as text.
@@ -221,6 +224,7 @@ impl Gpu {
             use_staging: std::env::var("FOX_PINNED_STAGING").map_or(true, |v| v != "0"),
             staging: None,
             fused_one_pass: 0,
+            table_kicks: crate::k_trie::DEFAULT_TABLE_KICKS,
         })
     }
 

@@ -12,7 +12,7 @@ use crate::k_join::{
     blocks, desc_buffer, err, expand_pairs, expect_args, expect_elem, stride_grid, tile_owners, type_code, Scratch,
     BLOCK, EXPAND_TILE,
 };
-use crate::{k_move, k_scan};
+use crate::{k_move, k_scan, k_sort};
 use fox_kernel::Elem;
 use fox_runtime::{BackendError, DevBuf, HostCol};
 
@@ -216,10 +216,11 @@ const IC_HASH_TILE: u64 = 256 * 32;
 const IC_HASH_FACTOR: u32 = 8;
 
 /// `IntersectCount { ways }`: the number of (row, value) pairs whose value lies in the
-/// range of every way of that row; one I64 row, or none when the count is 0. Rows sharing
-/// a range in runs look candidates up in tables (`intersect_shared`); otherwise each row's
-/// candidates are the values of its smallest range (`ic_work`), each searched in the
-/// other ranges (`count_searched`).
+/// range of every way of that row; one I64 row, or none when the count is 0. When a way's
+/// range is shared by runs of rows, candidates are looked up in shared-memory tables
+/// (`intersect_shared`; with two ways, each row's smaller range in a table of its larger,
+/// `intersect_pair`); otherwise each row's candidates are the values of its smallest
+/// range (`ic_work`), each searched in the other ranges (`count_searched`).
 pub(crate) fn intersect_count(gpu: &mut Gpu, ways: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
     if ways == 0 || ways > IC_MAX_WAYS {
         return Err(err(format!("takes 1 to {IC_MAX_WAYS} ways, not {ways}")));
@@ -259,7 +260,14 @@ pub(crate) fn intersect_count(gpu: &mut Gpu, ways: usize, args: &[&DevBuf]) -> R
             let (desc, _) = desc_buffer(gpu, &mut s, "join", &words)?;
             let elem = args[0].elem;
             let out = s.alloc_zeroed(gpu, Elem::U64, 1)?;
-            if !intersect_shared(gpu, &mut s, &desc, ways, n, elem, &out)? {
+            let level = Level {
+                args,
+                desc: &desc,
+                ways,
+                n,
+                elem,
+            };
+            if !intersect_shared(gpu, &mut s, &level, &out)? {
                 let work = s.alloc(gpu, Elem::U64, n)?;
                 let lead = s.alloc(gpu, Elem::U8, n)?;
                 gpu.reset_err()?;
@@ -284,6 +292,17 @@ pub(crate) fn intersect_count(gpu: &mut Gpu, ways: usize, args: &[&DevBuf]) -> R
     s.finish(gpu, res)
 }
 
+/// The ways of an `IntersectCount`: its arguments (values, lo, hi per way), their device
+/// descriptor (kernels/trie.cu), the number of rows and the values' type.
+#[derive(Clone, Copy)]
+struct Level<'a> {
+    args: &'a [&'a DevBuf],
+    desc: &'a DevBuf,
+    ways: usize,
+    n: usize,
+    elem: Elem,
+}
+
 /// Rows fewer than this are intersected by search alone.
 const IC_SHARED_MIN_ROWS: usize = 2048;
 
@@ -292,15 +311,10 @@ const IC_SHARED_MIN_ROWS: usize = 2048;
 /// look their candidates up in it (`ic_hash_t*`), the others search as usual
 /// (`count_searched`); the count is added to `out`. `false` when no way is shared enough,
 /// and nothing was counted.
-fn intersect_shared(
-    gpu: &mut Gpu,
-    s: &mut Scratch,
-    desc: &DevBuf,
-    ways: usize,
-    n: usize,
-    elem: Elem,
-    out: &DevBuf,
-) -> Result<bool, BackendError> {
+fn intersect_shared(gpu: &mut Gpu, s: &mut Scratch, level: &Level, out: &DevBuf) -> Result<bool, BackendError> {
+    let Level {
+        desc, ways, n, elem, ..
+    } = *level;
     // i128 values have no hash kernel: their rows are searched.
     if ways < 2 || n < IC_SHARED_MIN_ROWS || elem == Elem::I128 {
         return Ok(false);
@@ -324,6 +338,10 @@ fn intersect_shared(
         .ok_or_else(|| err("no way to share"))?;
     if fewest.saturating_mul(2) > n as u64 {
         return Ok(false);
+    }
+    if ways == 2 {
+        intersect_pair(gpu, s, level, shared, out)?;
+        return Ok(true);
     }
     let cap: u32 = if elem.size() <= 4 { 4096 } else { 2048 };
     let work_h = s.alloc(gpu, Elem::U64, n)?;
@@ -368,6 +386,122 @@ fn intersect_shared(
     }
     count_searched(gpu, s, (desc, ways, n, elem), &work_b, &lead_b, out)?;
     Ok(true)
+}
+
+/// Candidates per block of `ic_hash2_t*` (kernels/trie.cu `IC2_TILE`).
+const IC_HASH2_TILE: u64 = 256 * 64;
+
+/// The largest range a cuckoo table of `ic_hash2_t*` holds, by the values' width.
+fn pair_cap(elem: Elem) -> u32 {
+    if elem.size() <= 4 {
+        2048
+    } else {
+        1024
+    }
+}
+
+/// Rows whose ranges both have at most this many values search (`count_searched`): a
+/// table for them would serve few lookups, and blocks whose tiles hold many such tables
+/// would lag behind the others.
+const PAIR_SMALL: u32 = 64;
+
+/// Evictions an insertion into a cuckoo table of `ic_hash2_t*` makes before the block
+/// searches its segment instead; tables are at most a quarter full, where chains this
+/// long are rare.
+pub(crate) const DEFAULT_TABLE_KICKS: u32 = 64;
+
+/// `IntersectCount` of two ways, way `shared` shared by runs of rows: each row's smaller
+/// range is looked up in a cuckoo table of its larger one (`ic_split2`). Rows whose larger
+/// range is the shared way are counted in place; rows whose larger range is the other way
+/// are compacted and sorted by that range, so that its rows follow each other, then
+/// counted the same way with the roles swapped; rows whose larger range does not fit a
+/// table search (`count_searched`). The count is added to `out`.
+fn intersect_pair(
+    gpu: &mut Gpu,
+    s: &mut Scratch,
+    level: &Level,
+    shared: usize,
+    out: &DevBuf,
+) -> Result<(), BackendError> {
+    let Level {
+        args, desc, n, elem, ..
+    } = *level;
+    let other = 1 - shared;
+    let (vals_s, lo_s, hi_s) = (args[3 * shared], args[3 * shared + 1], args[3 * shared + 2]);
+    let (vals_o, lo_o, hi_o) = (args[3 * other], args[3 * other + 1], args[3 * other + 2]);
+    let flag_a = s.alloc(gpu, Elem::U8, n)?;
+    let flag_b = s.alloc(gpu, Elem::U8, n)?;
+    let work_c = s.alloc(gpu, Elem::U64, n)?;
+    let lead_c = s.alloc(gpu, Elem::U8, n)?;
+    gpu.reset_err()?;
+    let sargs = [
+        KArg::Ptr(gpu.ptr(desc)?),
+        KArg::I32(shared as i32),
+        KArg::U64(n as u64),
+        KArg::U32(PAIR_SMALL),
+        KArg::U32(pair_cap(elem)),
+        KArg::Ptr(gpu.ptr(&flag_a)?),
+        KArg::Ptr(gpu.ptr(&flag_b)?),
+        KArg::Ptr(gpu.ptr(&work_c)?),
+        KArg::Ptr(gpu.ptr(&lead_c)?),
+        KArg::Ptr(gpu.err_ptr()),
+    ];
+    gpu.launch("trie", "ic_split2", stride_grid(gpu, n), BLOCK, 0, &sargs)?;
+    gpu.check_err("IntersectCount (a range lo .. hi is not within its values)")?;
+    // Rows whose larger range is the shared way, in their order (grouped by it).
+    let a = s.adopt_all(k_scan::compact(gpu, &flag_a, &[lo_s, hi_s, lo_o, hi_o])?);
+    hash_pair(gpu, s, (vals_s, &a[0], &a[1]), (vals_o, &a[2], &a[3]), elem, out)?;
+    // Rows whose larger range is the other way, sorted by it.
+    let b = s.adopt_all(k_scan::compact(gpu, &flag_b, &[lo_o, hi_o, lo_s, hi_s])?);
+    if b[0].len > 0 {
+        let perm = s.adopt(k_sort::sort_perm(gpu, &[&b[0]], &[false], None, &[false])?);
+        let b = s.adopt_all(k_move::gather(gpu, &perm, 0, &[&b[0], &b[1], &b[2], &b[3]])?);
+        hash_pair(gpu, s, (vals_o, &b[0], &b[1]), (vals_s, &b[2], &b[3]), elem, out)?;
+    }
+    // Rows whose larger range does not fit a table.
+    count_searched(gpu, s, (desc, 2, n, elem), &work_c, &lead_c, out)
+}
+
+/// Adds to `out` the candidates of each row (the values `lo_c .. hi_c` of `vals_c`) that
+/// lie in its table range (`lo_t .. hi_t` of `vals_t`): `ic_hash2_t*`, the rows of equal
+/// table ranges next to each other, every row with at least one candidate (a block walks
+/// the rows of its tile one run at a time).
+fn hash_pair(
+    gpu: &mut Gpu,
+    s: &mut Scratch,
+    (vals_t, lo_t, hi_t): (&DevBuf, &DevBuf, &DevBuf),
+    (vals_c, lo_c, hi_c): (&DevBuf, &DevBuf, &DevBuf),
+    elem: Elem,
+    out: &DevBuf,
+) -> Result<(), BackendError> {
+    let n = lo_c.len;
+    if n == 0 {
+        return Ok(());
+    }
+    let work = s.adopt_all(k_move::range_count(gpu, &[lo_c, hi_c])?);
+    let (offsets, total) = k_scan::exclusive_scan_u64(gpu, &work[0])?;
+    let (offsets, total) = (s.adopt(offsets), s.adopt(total));
+    let candidates = gpu.read_u64(&total, 0)?;
+    if candidates == 0 {
+        return Ok(());
+    }
+    let (tstart, ntiles) = tile_owners(gpu, s, &offsets, candidates, (0, candidates), IC_HASH2_TILE)?;
+    let args = [
+        KArg::Ptr(gpu.ptr(vals_t)?),
+        KArg::Ptr(gpu.ptr(lo_t)?),
+        KArg::Ptr(gpu.ptr(hi_t)?),
+        KArg::Ptr(gpu.ptr(vals_c)?),
+        KArg::Ptr(gpu.ptr(lo_c)?),
+        KArg::Ptr(gpu.ptr(&offsets)?),
+        KArg::U64(n as u64),
+        KArg::U64(candidates),
+        KArg::Ptr(gpu.ptr(&tstart)?),
+        KArg::U64(ntiles),
+        KArg::U32(gpu.table_kicks),
+        KArg::Ptr(gpu.ptr(out)?),
+    ];
+    let kernel = format!("ic_hash2_t{}", type_code(elem));
+    gpu.launch("trie", &kernel, blocks(candidates, IC_HASH2_TILE)?, BLOCK, 0, &args)
 }
 
 /// Adds to `out` the candidates of each row (`work` of them, the values of way `lead`'s

@@ -440,8 +440,15 @@ fn intersect_count_shared_ranges() {
     let mut rng = Rng::new(36);
     let ctx = Strings::default();
     for &e in &ELEMS {
-        let cap = if e.size() <= 4 { 4096 } else { 2048 };
         for ways in 2..=4 {
+            // The largest range a table holds: cuckoo tables for two ways (ic_hash2_t*),
+            // linear probing for more (ic_hash_t*).
+            let cap = match (ways, e.size() <= 4) {
+                (2, true) => 2048,
+                (2, false) => 1024,
+                (_, true) => 4096,
+                (_, false) => 2048,
+            };
             for &n in &[2047usize, 2048, 4097, 100_003] {
                 for max_run in [2, 40, 3000] {
                     let shared = rng.below(ways as u64) as usize;
@@ -461,6 +468,40 @@ fn intersect_count_shared_ranges() {
         &args,
         &ctx,
         "large, shared runs",
+    )
+    .expect("succeeds");
+}
+
+#[test]
+fn intersect_count_pairs_without_tables() {
+    let Some(mut gpu) = gpu_or_skip("intersect_count_pairs_without_tables") else {
+        return;
+    };
+    // No evictions allowed: every segment whose table has a collision searches instead.
+    gpu.set_table_kicks(0);
+    let mut rng = Rng::new(37);
+    let ctx = Strings::default();
+    for &e in &ELEMS {
+        let cap = if e.size() <= 4 { 2048 } else { 1024 };
+        for &n in &[2048usize, 100_003] {
+            for max_run in [3, 300] {
+                let shared = rng.below(2) as usize;
+                let args = shared_args(&mut rng, e, 2, shared, n, max_run, cap);
+                let case =
+                    format!("2 ways of {e:?}, no evictions, way {shared} shared by runs of up to {max_run}, {n} rows");
+                compare(&mut gpu, &Kernel::IntersectCount { ways: 2 }, &args, &ctx, &case)
+                    .expect("IntersectCount succeeds");
+            }
+        }
+    }
+    gpu.set_table_kicks(1);
+    let args = shared_args(&mut rng, Elem::I32, 2, 0, LARGE, 200, 2048);
+    compare(
+        &mut gpu,
+        &Kernel::IntersectCount { ways: 2 },
+        &args,
+        &ctx,
+        "large, one eviction",
     )
     .expect("succeeds");
 }
