@@ -657,6 +657,9 @@ extern "C" __global__ void ic_split2(const u64* desc, int s, u64 n, unsigned sma
 #define IC2_TILE (BLOCK * IC2_ITEMS)
 #define IC2_PIECE 256
 #define IC2_UNROLL 4
+// The most pieces BLOCK rows hold: a row's candidates are its smaller range, at most a
+// table's 2048 values.
+#define IC2_MAX_PIECES (BLOCK * (2048 / IC2_PIECE))
 
 // The two hash functions of the cuckoo tables (multiplicative, the top `bits` bits).
 template <typename K>
@@ -683,14 +686,15 @@ __device__ __forceinline__ bool range_has(const void* vals, unsigned lo, unsigne
 }
 
 // Counts the candidates of a tile of IC2_TILE of them: row r's candidates are the values
-// vals_c[clo[r] + k] for k below chi[r] - clo[r] (offsets numbers them over the rows), each
-// counted when it lies in vals_t[tlo[r], thi[r]). The tile's rows are cut into segments of
-// equal (tlo, thi); per segment the block puts that range in a cuckoo table (two tables
-// of 2^bits >= 2m slots: a lookup reads one slot of each, without a loop), then the rows'
-// candidates are cut into pieces of IC2_PIECE, numbered by a block scan, and warps take
-// pieces in turn, their lanes consecutive candidates. A key equal to the empty marker is
-// remembered apart; an insertion that evicts more than `max_kicks` keys makes the block
-// search the segment's range instead (binary search, the same counts).
+// vals_c[clo[r] + k] for k below its count (offsets, the exclusive scan of the counts,
+// numbers them over the rows), each counted when it lies in vals_t[tlo[r], thi[r]). The
+// tile's rows are cut into segments of equal (tlo, thi); per segment the block puts that
+// range in a cuckoo table (two tables of 2^bits >= 2m slots: a lookup reads one slot of
+// each, without a loop), then the rows' candidates are cut into pieces of IC2_PIECE,
+// numbered by a block scan, and warps take pieces in turn (a map from piece to row slot,
+// written by the rows), their lanes consecutive candidates. A key equal to the empty
+// marker is remembered apart; an insertion that evicts more than `max_kicks` keys makes
+// the block search the segment's range instead (binary search, the same counts).
 template <typename K, int SLOTS, int T>
 __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned* tlo, const unsigned* thi,
                                               const void* vals_c, const unsigned* clo, const u64* offsets, u64 n,
@@ -703,6 +707,7 @@ __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned
     __shared__ unsigned s_pstart[BLOCK];
     __shared__ unsigned s_warp_sum[BLOCK / 32];
     __shared__ unsigned s_pos[BLOCK], s_len[BLOCK];
+    __shared__ unsigned char s_pmap[IC2_MAX_PIECES];
     const K EMPTY = (K)~(K)0;
     const u64 t0 = (u64)blockIdx.x * IC2_TILE;
     if (t0 >= total) return;
@@ -770,22 +775,19 @@ __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned
                         pos = clo[r] + (unsigned)(os - offsets[r]);
                     }
                 }
-                const unsigned pieces =
-                    block_exclusive_sum((len + IC2_PIECE - 1) / IC2_PIECE, s_pstart, s_warp_sum);
+                const unsigned np = (len + IC2_PIECE - 1) / IC2_PIECE;
+                const unsigned pieces = block_exclusive_sum(np, s_pstart, s_warp_sum);
                 s_pos[threadIdx.x] = pos;
                 s_len[threadIdx.x] = len;
+                // Each row slot marks its pieces (at most IC2_MAX_PIECES in all).
+                for (unsigned q = s_pstart[threadIdx.x]; q < s_pstart[threadIdx.x] + np; ++q)
+                    s_pmap[q] = (unsigned char)threadIdx.x;
                 __syncthreads();
                 for (unsigned q = threadIdx.x >> 5; q < pieces; q += BLOCK / 32) {
-                    // The row slot j holding piece q: the last with s_pstart[j] <= q.
-                    unsigned lo = 0, hi = BLOCK;
-                    while (hi - lo > 1) {
-                        const unsigned mid = (lo + hi) >> 1;
-                        if (s_pstart[mid] <= q) lo = mid;
-                        else hi = mid;
-                    }
-                    const unsigned skip = (q - s_pstart[lo]) * IC2_PIECE;
-                    const unsigned p0 = s_pos[lo] + skip;
-                    const unsigned plen = min((unsigned)IC2_PIECE, s_len[lo] - skip);
+                    const unsigned j = s_pmap[q];
+                    const unsigned skip = (q - s_pstart[j]) * IC2_PIECE;
+                    const unsigned p0 = s_pos[j] + skip;
+                    const unsigned plen = min((unsigned)IC2_PIECE, s_len[j] - skip);
                     if (fail) {
                         for (unsigned k = lane; k < plen; k += 32) {
                             const K key = (K)okey(vals_c, T, (u64)(p0 + k));
