@@ -14,7 +14,9 @@
 //! word (signed) and then its low word (unsigned), as fox-cpu splits it.
 
 use crate::device::{Gpu, KArg, ERR_INDEX};
+use crate::k_join::Scratch;
 use crate::k_scan::{free_all, grid_u32};
+use crate::k_trie;
 use fox_kernel::Elem;
 use fox_runtime::{BackendError, DevBuf};
 
@@ -140,9 +142,8 @@ fn already_sorted(gpu: &mut Gpu, rkeys: &[RadixKey], n: usize) -> Result<bool, B
         xors[j] = x;
         widths |= (key.col.elem.size() as u32) << (8 * j);
     }
-    let flag = gpu.alloc(Elem::U32, 1)?;
+    let flag = gpu.alloc_zeroed(Elem::U32, 1)?;
     let res = (|| {
-        gpu.memset_zero(&flag)?;
         let mut args: Vec<KArg> = ptrs.iter().map(|&p| KArg::Ptr(p)).collect();
         args.extend(xors.iter().map(|&x| KArg::U64(x)));
         args.extend([
@@ -212,16 +213,9 @@ pub(crate) fn sort_perm(
 
     let rkeys = radix_keys(keys, desc, by_rank);
     if n >= SORTED_CHECK_MIN && already_sorted(gpu, &rkeys, n)? {
-        let perm = gpu.alloc(Elem::U32, n)?;
-        let args = [KArg::Ptr(gpu.ptr(&perm)?), KArg::U64(n as u64)];
-        let grid = gpu.grid_for(n, BLOCK, 4, 16);
-        return match gpu.launch("trie", "iota_u32", grid, BLOCK, 0, &args) {
-            Ok(()) => Ok(perm),
-            Err(e) => {
-                gpu.free(perm);
-                Err(e)
-            }
-        };
+        let mut s = Scratch::new();
+        let res = k_trie::iota(gpu, &mut s, n).map(|perm| vec![perm]);
+        return s.finish(gpu, res).map(|mut outs| outs.remove(0));
     }
     let kinds: Vec<(usize, &'static str)> = rkeys.iter().map(key_kind).collect();
     let wide = kinds.iter().any(|(w, _)| *w == 8);

@@ -343,7 +343,7 @@ fn intersect_shared(gpu: &mut Gpu, s: &mut Scratch, level: &Level, out: &DevBuf)
         intersect_pair(gpu, s, level, shared, out)?;
         return Ok(true);
     }
-    let cap: u32 = if elem.size() <= 4 { 4096 } else { 2048 };
+    let cap = table_cap(ways, elem);
     let work_h = s.alloc(gpu, Elem::U64, n)?;
     let lead_h = s.alloc(gpu, Elem::U8, n)?;
     let work_b = s.alloc(gpu, Elem::U64, n)?;
@@ -391,12 +391,15 @@ fn intersect_shared(gpu: &mut Gpu, s: &mut Scratch, level: &Level, out: &DevBuf)
 /// Candidates per block of `ic_hash2_t*` (kernels/trie.cu `IC2_TILE`).
 const IC_HASH2_TILE: u64 = 256 * 64;
 
-/// The largest range a cuckoo table of `ic_hash2_t*` holds, by the values' width.
-fn pair_cap(elem: Elem) -> u32 {
-    if elem.size() <= 4 {
-        2048
-    } else {
-        1024
+/// The largest range a shared-memory table holds (32 KiB of keys): a cuckoo table of
+/// `ic_hash2_t*` for two ways, a linear-probing table of `ic_hash_t*` for more; by the
+/// values' width.
+fn table_cap(ways: usize, elem: Elem) -> u32 {
+    match (ways, elem.size() <= 4) {
+        (2, true) => 2048,
+        (2, false) => 1024,
+        (_, true) => 4096,
+        (_, false) => 2048,
     }
 }
 
@@ -439,7 +442,7 @@ fn intersect_pair(
         KArg::I32(shared as i32),
         KArg::U64(n as u64),
         KArg::U32(PAIR_SMALL),
-        KArg::U32(pair_cap(elem)),
+        KArg::U32(table_cap(2, elem)),
         KArg::Ptr(gpu.ptr(&flag_a)?),
         KArg::Ptr(gpu.ptr(&flag_b)?),
         KArg::Ptr(gpu.ptr(&work_c)?),
