@@ -613,10 +613,11 @@ IC_HASH_KERNEL(ic_hash_t5, u64, 2048, 5)
 // and s fits a table (at most `cap` values); flag_b = 1 when |s| < |u| and u fits a
 // table; otherwise, or when neither range has more than `small` values (a table would
 // serve few lookups), work_c = the smaller length and lead_c its way (searched). A row with
-// an empty range has no work. A range outside its values is error code 1 (detail: lo,
+// an empty range has no work; pack = (lo_u, hi_u, lo_s, hi_s), the row as a flag_b row is
+// counted (table range first). A range outside its values is error code 1 (detail: lo,
 // row: the row).
 extern "C" __global__ void ic_split2(const u64* desc, int s, u64 n, unsigned small, unsigned cap, unsigned char* flag_a, unsigned char* flag_b,
-                                     u64* work_c, unsigned char* lead_c, u64* err) {
+                                     u64* work_c, unsigned char* lead_c, uint4* pack, u64* err) {
     const int u = 1 - s;
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
         unsigned len[2];
@@ -650,16 +651,32 @@ extern "C" __global__ void ic_split2(const u64* desc, int s, u64 n, unsigned sma
         flag_b[i] = fb;
         work_c[i] = wc;
         lead_c[i] = lc;
+        pack[i] = make_uint4(((const unsigned*)desc[2 + u])[i], ((const unsigned*)desc[4 + u])[i],
+                             ((const unsigned*)desc[2 + s])[i], ((const unsigned*)desc[4 + s])[i]);
+    }
+}
+
+// Rows in a new order: row i takes the words of pack[perm[i]] as (lo_t, hi_t, lo_c, hi_c).
+// One random 16-byte read per row, where four gathers of 4-byte columns would make four.
+extern "C" __global__ void unpack_gather4(const uint4* pack, const unsigned* perm, u64 m, unsigned* lo_t,
+                                          unsigned* hi_t, unsigned* lo_c, unsigned* hi_c) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += (u64)gridDim.x * blockDim.x) {
+        const uint4 w = pack[perm[i]];
+        lo_t[i] = w.x;
+        hi_t[i] = w.y;
+        lo_c[i] = w.z;
+        hi_c[i] = w.w;
     }
 }
 
 #define IC2_ITEMS 64
 #define IC2_TILE (BLOCK * IC2_ITEMS)
 #define IC2_PIECE 256
-#define IC2_UNROLL 4
+#define IC2_UNROLL 2
 // The most pieces BLOCK rows hold: a row's candidates are its smaller range, at most a
-// table's 2048 values.
-#define IC2_MAX_PIECES (BLOCK * (2048 / IC2_PIECE))
+// table's 2048 values, and its pieces are the IC2_PIECE-aligned blocks of positions they
+// touch.
+#define IC2_MAX_PIECES (BLOCK * (2048 / IC2_PIECE + 1))
 
 // The two hash functions of the cuckoo tables (multiplicative, the top `bits` bits).
 template <typename K>
@@ -685,30 +702,62 @@ __device__ __forceinline__ bool range_has(const void* vals, unsigned lo, unsigne
     return lo < end && (K)okey(vals, T, lo) == key;
 }
 
+// Per type code (0 u8 … 5 f64): E, a value as stored; K, a cuckoo table key.
+template <int T> struct HashElem;
+template <> struct HashElem<0> { typedef unsigned char E; typedef unsigned K; };
+template <> struct HashElem<1> { typedef unsigned E; typedef unsigned K; };
+template <> struct HashElem<2> { typedef unsigned E; typedef unsigned K; };
+template <> struct HashElem<3> { typedef u64 E; typedef u64 K; };
+template <> struct HashElem<4> { typedef u64 E; typedef u64 K; };
+template <> struct HashElem<5> { typedef u64 E; typedef u64 K; };
+
+// The table key of a stored value: equal keys exactly when okey is equal. Integers are
+// their own bits (okey is a bijection of them); a double is its okey (every NaN the same).
+template <int T>
+__device__ __forceinline__ typename HashElem<T>::K hash_key(typename HashElem<T>::E raw) {
+    if constexpr (T == 5) {
+        const double x = __longlong_as_double((long long)raw);
+        if (x != x) return ~0ull;
+        return (raw >> 63) ? ~raw : (raw | 0x8000000000000000ull);
+    } else {
+        return (typename HashElem<T>::K)raw;
+    }
+}
+
 // Counts the candidates of a tile of IC2_TILE of them: row r's candidates are the values
 // vals_c[clo[r] + k] for k below its count (offsets, the exclusive scan of the counts,
 // numbers them over the rows), each counted when it lies in vals_t[tlo[r], thi[r]). The
 // tile's rows are cut into segments of equal (tlo, thi); per segment the block puts that
 // range in a cuckoo table (two tables of 2^bits >= 2m slots: a lookup reads one slot of
-// each, without a loop), then the rows' candidates are cut into pieces of IC2_PIECE,
-// numbered by a block scan, and warps take pieces in turn (a map from piece to row slot,
-// written by the rows), their lanes consecutive candidates. A key equal to the empty
-// marker is remembered apart; an insertion that evicts more than `max_kicks` keys makes
-// the block search the segment's range instead (binary search, the same counts).
-template <typename K, int SLOTS, int T>
+// each, without a loop), then the rows' candidates are cut into pieces, one per
+// IC2_PIECE-aligned block of positions a row touches, numbered by a block scan; warps take
+// pieces in turn (a map from piece to row slot, written by the rows), each lane reading 16
+// bytes of consecutive candidates at a time (vals_c is 16-byte aligned and padded to 16
+// bytes, so an aligned load that holds a candidate stays within it). A table whose range
+// holds the empty marker, or an insertion that evicts more than `max_kicks` keys, makes the
+// block search the segment's range instead (binary search, the same counts).
+template <int T>
 __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned* tlo, const unsigned* thi,
                                               const void* vals_c, const unsigned* clo, const u64* offsets, u64 n,
                                               u64 total, const unsigned* tstart, u64 ntiles, unsigned max_kicks,
                                               u64* out) {
+    typedef typename HashElem<T>::E E;
+    typedef typename HashElem<T>::K K;
+    // 32 KiB of keys: 2 x 4096 of 32 bits, 2 x 2048 of 64.
+    constexpr unsigned SLOTS = sizeof(K) == 4 ? 4096 : 2048;
+    // Values per 16-byte load.
+    constexpr unsigned V = 16 / sizeof(E);
     __shared__ K tab[2 * SLOTS];
     __shared__ u64 s_r0, s_r1, s_next;
-    __shared__ int s_marked, s_fail;
+    __shared__ int s_fail;
     __shared__ u64 s_warp[BLOCK / 32];
     __shared__ unsigned s_pstart[BLOCK];
     __shared__ unsigned s_warp_sum[BLOCK / 32];
     __shared__ unsigned s_pos[BLOCK], s_len[BLOCK];
     __shared__ unsigned char s_pmap[IC2_MAX_PIECES];
     const K EMPTY = (K)~(K)0;
+    const E* ct = (const E*)vals_t;
+    const E* cv = (const E*)vals_c;
     const u64 t0 = (u64)blockIdx.x * IC2_TILE;
     if (t0 >= total) return;
     const u64 t1 = min(t0 + IC2_TILE, total);
@@ -738,15 +787,12 @@ __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned
             while ((1u << bits) < 2 * m) ++bits;
             const unsigned size = 1u << bits;
             for (unsigned i = threadIdx.x; i < 2 * size; i += BLOCK) tab[i] = EMPTY;
-            if (threadIdx.x == 0) {
-                s_marked = 0;
-                s_fail = 0;
-            }
+            if (threadIdx.x == 0) s_fail = 0;
             __syncthreads();
             for (unsigned i = threadIdx.x; i < m; i += BLOCK) {
-                K key = (K)okey(vals_t, T, (u64)klo + i);
+                K key = hash_key<T>(ct[(u64)klo + i]);
                 if (key == EMPTY) {
-                    s_marked = 1;
+                    s_fail = 1;
                     continue;
                 }
                 int which = 0;
@@ -763,7 +809,8 @@ __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned
                 }
             }
             __syncthreads();
-            const bool marked = s_marked != 0, fail = s_fail != 0;
+            const bool fail = s_fail != 0;
+            const K* tab1 = tab + size;
             for (u64 rb = row; rb < next; rb += BLOCK) {
                 const u64 r = rb + threadIdx.x;
                 unsigned len = 0, pos = 0;
@@ -775,7 +822,7 @@ __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned
                         pos = clo[r] + (unsigned)(os - offsets[r]);
                     }
                 }
-                const unsigned np = (len + IC2_PIECE - 1) / IC2_PIECE;
+                const unsigned np = len == 0 ? 0u : (pos + (len - 1)) / IC2_PIECE - pos / IC2_PIECE + 1;
                 const unsigned pieces = block_exclusive_sum(np, s_pstart, s_warp_sum);
                 s_pos[threadIdx.x] = pos;
                 s_len[threadIdx.x] = len;
@@ -785,33 +832,42 @@ __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned
                 __syncthreads();
                 for (unsigned q = threadIdx.x >> 5; q < pieces; q += BLOCK / 32) {
                     const unsigned j = s_pmap[q];
-                    const unsigned skip = (q - s_pstart[j]) * IC2_PIECE;
-                    const unsigned p0 = s_pos[j] + skip;
-                    const unsigned plen = min((unsigned)IC2_PIECE, s_len[j] - skip);
+                    const unsigned rpos = s_pos[j];
+                    // The piece: the row's positions p0 .. p1 within one aligned block.
+                    const u64 blk = rpos / IC2_PIECE + (q - s_pstart[j]);
+                    const unsigned p0 = (unsigned)max((u64)rpos, blk * IC2_PIECE);
+                    const unsigned p1 = (unsigned)min((u64)rpos + s_len[j], (blk + 1) * IC2_PIECE);
                     if (fail) {
-                        for (unsigned k = lane; k < plen; k += 32) {
-                            const K key = (K)okey(vals_c, T, (u64)(p0 + k));
+                        for (unsigned k = p0 + lane; k < p1; k += 32) {
+                            const K key = (K)okey(vals_c, T, (u64)k);
                             cnt += range_has<T, K>(vals_t, klo, khi, key) ? 1u : 0u;
                         }
                         continue;
                     }
-                    // Up to IC2_UNROLL loads in flight per lane; a round of 32 candidates
-                    // past the piece's end is skipped by the whole warp.
-                    for (unsigned base = 0; base < plen; base += 32 * IC2_UNROLL) {
-                        K keys[IC2_UNROLL];
+                    // Lane l reads values a0 + V*l .. of the aligned span a0 .. p1; d of them
+                    // precede the piece.
+                    const unsigned a0 = p0 & ~(V - 1);
+                    const unsigned span = p1 - a0, d = p0 - a0, plen = p1 - p0;
+                    for (unsigned base = 0; base < span; base += 32 * V * IC2_UNROLL) {
+                        uint4 w[IC2_UNROLL];
 #pragma unroll
                         for (int u = 0; u < IC2_UNROLL; ++u) {
-                            const unsigned kk = base + 32 * u + lane;
-                            keys[u] = kk < plen ? (K)okey(vals_c, T, (u64)(p0 + kk)) : (K)0;
+                            const unsigned rel = base + (32 * u + lane) * V;
+                            w[u] = rel < span ? __ldg(reinterpret_cast<const uint4*>(cv + a0 + rel))
+                                              : make_uint4(0u, 0u, 0u, 0u);
                         }
 #pragma unroll
                         for (int u = 0; u < IC2_UNROLL; ++u) {
-                            if (base + 32 * u >= plen) break;
-                            const K key = keys[u];
-                            const bool in = tab[ck_hash<K>(key, 0, bits)] == key ||
-                                            tab[size + ck_hash<K>(key, 1, bits)] == key;
-                            const bool hit = key == EMPTY ? marked : in;
-                            cnt += (base + 32 * u + lane < plen && hit) ? 1u : 0u;
+                            if (base + 32 * V * u >= span) break;
+                            const unsigned rel = base + (32 * u + lane) * V - d;
+                            const E* e = reinterpret_cast<const E*>(&w[u]);
+#pragma unroll
+                            for (unsigned v = 0; v < V; ++v) {
+                                const K key = hash_key<T>(e[v]);
+                                const bool in =
+                                    (tab[ck_hash<K>(key, 0, bits)] == key) | (tab1[ck_hash<K>(key, 1, bits)] == key);
+                                cnt += (in && key != EMPTY && rel + v < plen) ? 1u : 0u;
+                            }
                         }
                     }
                 }
@@ -828,20 +884,19 @@ __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned
 // One kernel per type code (t = 0 u8 … 5 f64): values of at most 32 bits get tables of
 // u32 keys for ranges of at most 2048 values, 64-bit values tables of u64 keys for at
 // most 1024 (32 KiB of shared memory either way). i128 values are not hashed.
-#define IC_HASH2_KERNEL(NAME, K, SLOTS, T)                                                                       \
+#define IC_HASH2_KERNEL(NAME, T)                                                                                  \
     extern "C" __global__ void __launch_bounds__(BLOCK)                                                         \
         NAME(const void* vals_t, const unsigned* tlo, const unsigned* thi, const void* vals_c, const unsigned* clo, \
              const u64* offsets, u64 n, u64 total, const unsigned* tstart, u64 ntiles, unsigned max_kicks,       \
              u64* out) {                                                                                         \
-        ic_hash2_impl<K, SLOTS, T>(vals_t, tlo, thi, vals_c, clo, offsets, n, total, tstart, ntiles, max_kicks, \
-                                   out);                                                                         \
+        ic_hash2_impl<T>(vals_t, tlo, thi, vals_c, clo, offsets, n, total, tstart, ntiles, max_kicks, out);      \
     }
-IC_HASH2_KERNEL(ic_hash2_t0, unsigned, 4096, 0)
-IC_HASH2_KERNEL(ic_hash2_t1, unsigned, 4096, 1)
-IC_HASH2_KERNEL(ic_hash2_t2, unsigned, 4096, 2)
-IC_HASH2_KERNEL(ic_hash2_t3, u64, 2048, 3)
-IC_HASH2_KERNEL(ic_hash2_t4, u64, 2048, 4)
-IC_HASH2_KERNEL(ic_hash2_t5, u64, 2048, 5)
+IC_HASH2_KERNEL(ic_hash2_t0, 0)
+IC_HASH2_KERNEL(ic_hash2_t1, 1)
+IC_HASH2_KERNEL(ic_hash2_t2, 2)
+IC_HASH2_KERNEL(ic_hash2_t3, 3)
+IC_HASH2_KERNEL(ic_hash2_t4, 4)
+IC_HASH2_KERNEL(ic_hash2_t5, 5)
 
 // MinRange: per row, the (lo, hi) pair of the `ways` in desc (the lo columns, then the hi
 // columns) with the fewest values, the first of equals; hi below lo is error code 1.

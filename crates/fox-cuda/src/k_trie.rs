@@ -416,8 +416,9 @@ pub(crate) const DEFAULT_TABLE_KICKS: u32 = 64;
 /// `IntersectCount` of two ways, way `shared` shared by runs of rows: each row's smaller
 /// range is looked up in a cuckoo table of its larger one (`ic_split2`). Rows whose larger
 /// range is the shared way are counted in place; rows whose larger range is the other way
-/// are compacted and sorted by that range, so that its rows follow each other, then
-/// counted the same way with the roles swapped; rows whose larger range does not fit a
+/// are compacted and sorted by that range, so that its rows follow each other (each row
+/// packed in one 16-byte word while it moves), then counted the same way with the roles
+/// swapped; rows whose larger range does not fit a
 /// table search (`count_searched`). The count is added to `out`.
 fn intersect_pair(
     gpu: &mut Gpu,
@@ -436,6 +437,8 @@ fn intersect_pair(
     let flag_b = s.alloc(gpu, Elem::U8, n)?;
     let work_c = s.alloc(gpu, Elem::U64, n)?;
     let lead_c = s.alloc(gpu, Elem::U8, n)?;
+    // Each row's four words, the other way's range first (16-byte elements).
+    let pack = s.alloc(gpu, Elem::I128, n)?;
     gpu.reset_err()?;
     let sargs = [
         KArg::Ptr(gpu.ptr(desc)?),
@@ -447,6 +450,7 @@ fn intersect_pair(
         KArg::Ptr(gpu.ptr(&flag_b)?),
         KArg::Ptr(gpu.ptr(&work_c)?),
         KArg::Ptr(gpu.ptr(&lead_c)?),
+        KArg::Ptr(gpu.ptr(&pack)?),
         KArg::Ptr(gpu.err_ptr()),
     ];
     gpu.launch("trie", "ic_split2", stride_grid(gpu, n), BLOCK, 0, &sargs)?;
@@ -454,12 +458,36 @@ fn intersect_pair(
     // Rows whose larger range is the shared way, in their order (grouped by it).
     let a = s.adopt_all(k_scan::compact(gpu, &flag_a, &[lo_s, hi_s, lo_o, hi_o])?);
     hash_pair(gpu, s, (vals_s, &a[0], &a[1]), (vals_o, &a[2], &a[3]), elem, out)?;
-    // Rows whose larger range is the other way, sorted by it.
-    let b = s.adopt_all(k_scan::compact(gpu, &flag_b, &[lo_o, hi_o, lo_s, hi_s])?);
-    if b[0].len > 0 {
+    // Rows whose larger range is the other way, sorted by it: the sort key and the packed
+    // rows are compacted, and the rows move in one 16-byte read each.
+    let b = s.adopt_all(k_scan::compact(gpu, &flag_b, &[lo_o, &pack])?);
+    let m = b[0].len;
+    if m > 0 {
         let perm = s.adopt(k_sort::sort_perm(gpu, &[&b[0]], &[false], None, &[false])?);
-        let b = s.adopt_all(k_move::gather(gpu, &perm, 0, &[&b[0], &b[1], &b[2], &b[3]])?);
-        hash_pair(gpu, s, (vals_o, &b[0], &b[1]), (vals_s, &b[2], &b[3]), elem, out)?;
+        let cols = [
+            s.alloc(gpu, Elem::U32, m)?,
+            s.alloc(gpu, Elem::U32, m)?,
+            s.alloc(gpu, Elem::U32, m)?,
+            s.alloc(gpu, Elem::U32, m)?,
+        ];
+        let uargs = [
+            KArg::Ptr(gpu.ptr(&b[1])?),
+            KArg::Ptr(gpu.ptr(&perm)?),
+            KArg::U64(m as u64),
+            KArg::Ptr(gpu.ptr(&cols[0])?),
+            KArg::Ptr(gpu.ptr(&cols[1])?),
+            KArg::Ptr(gpu.ptr(&cols[2])?),
+            KArg::Ptr(gpu.ptr(&cols[3])?),
+        ];
+        gpu.launch("trie", "unpack_gather4", stride_grid(gpu, m), BLOCK, 0, &uargs)?;
+        hash_pair(
+            gpu,
+            s,
+            (vals_o, &cols[0], &cols[1]),
+            (vals_s, &cols[2], &cols[3]),
+            elem,
+            out,
+        )?;
     }
     // Rows whose larger range does not fit a table.
     count_searched(gpu, s, (desc, 2, n, elem), &work_c, &lead_c, out)
@@ -480,6 +508,10 @@ fn hash_pair(
     let n = lo_c.len;
     if n == 0 {
         return Ok(());
+    }
+    // The kernel reads the candidates 16 aligned bytes at a time.
+    if gpu.ptr(vals_c)? % 16 != 0 {
+        return Err(err("the candidate values are not 16-byte aligned"));
     }
     let work = s.adopt_all(k_move::range_count(gpu, &[lo_c, hi_c])?);
     let (offsets, total) = k_scan::exclusive_scan_u64(gpu, &work[0])?;
