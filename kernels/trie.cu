@@ -671,12 +671,8 @@ extern "C" __global__ void unpack_gather4(const uint4* pack, const unsigned* per
 
 #define IC2_ITEMS 64
 #define IC2_TILE (BLOCK * IC2_ITEMS)
-#define IC2_PIECE 256
+// 16-byte words of candidates in flight per thread.
 #define IC2_UNROLL 2
-// The most pieces BLOCK rows hold: a row's candidates are its smaller range, at most a
-// table's 2048 values, and its pieces are the IC2_PIECE-aligned blocks of positions they
-// touch.
-#define IC2_MAX_PIECES (BLOCK * (2048 / IC2_PIECE + 1))
 
 // The two hash functions of the cuckoo tables (multiplicative, the top `bits` bits).
 template <typename K>
@@ -729,13 +725,14 @@ __device__ __forceinline__ typename HashElem<T>::K hash_key(typename HashElem<T>
 // numbers them over the rows), each counted when it lies in vals_t[tlo[r], thi[r]). The
 // tile's rows are cut into segments of equal (tlo, thi); per segment the block puts that
 // range in a cuckoo table (two tables of 2^bits >= 2m slots: a lookup reads one slot of
-// each, without a loop), then the rows' candidates are cut into pieces, one per
-// IC2_PIECE-aligned block of positions a row touches, numbered by a block scan; warps take
-// pieces in turn (a map from piece to row slot, written by the rows), each lane reading 16
-// bytes of consecutive candidates at a time (vals_c is 16-byte aligned and padded to 16
-// bytes, so an aligned load that holds a candidate stays within it). A table whose range
-// holds the empty marker, or an insertion that evicts more than `max_kicks` keys, makes the
-// block search the segment's range instead (binary search, the same counts).
+// each, without a loop), then takes the segment's rows BLOCK at a time: each row's
+// candidates are cut into chunks, the aligned 16-byte words of vals_c they touch (vals_c
+// is 16-byte aligned and padded to 16 bytes, so such a word stays within it), the chunks
+// are numbered over the rows by a block scan, and thread t looks up the candidates of
+// chunks t, t + BLOCK, … (its row found by a binary search of the rows' first chunks),
+// so that short rows do not leave lanes idle. A table whose range holds the empty
+// marker, or an insertion that evicts more than `max_kicks` keys, makes the block search
+// the segment's range instead (binary search, the same counts).
 template <int T>
 __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned* tlo, const unsigned* thi,
                                               const void* vals_c, const unsigned* clo, const u64* offsets, u64 n,
@@ -751,10 +748,9 @@ __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned
     __shared__ u64 s_r0, s_r1, s_next;
     __shared__ int s_fail;
     __shared__ u64 s_warp[BLOCK / 32];
-    __shared__ unsigned s_pstart[BLOCK];
+    __shared__ unsigned s_cstart[BLOCK];
     __shared__ unsigned s_warp_sum[BLOCK / 32];
-    __shared__ unsigned s_pos[BLOCK], s_len[BLOCK];
-    __shared__ unsigned char s_pmap[IC2_MAX_PIECES];
+    __shared__ unsigned s_first[BLOCK], s_pos[BLOCK], s_len[BLOCK];
     const K EMPTY = (K)~(K)0;
     const E* ct = (const E*)vals_t;
     const E* cv = (const E*)vals_c;
@@ -764,7 +760,6 @@ __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned
     tile_rows(tstart, ntiles, n, &s_r0, &s_r1);
     __syncthreads();
     const u64 r1 = s_r1;
-    const unsigned lane = threadIdx.x & 31;
     unsigned cnt = 0;
     u64 row = s_r0;
     while (true) {
@@ -822,51 +817,62 @@ __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned
                         pos = clo[r] + (unsigned)(os - offsets[r]);
                     }
                 }
-                const unsigned np = len == 0 ? 0u : (pos + (len - 1)) / IC2_PIECE - pos / IC2_PIECE + 1;
-                const unsigned pieces = block_exclusive_sum(np, s_pstart, s_warp_sum);
+                // The row's chunks: the aligned runs of V positions its candidates touch.
+                const unsigned nc = len == 0 ? 0u : (unsigned)(((u64)pos + len + (V - 1)) / V - pos / V);
+                const unsigned chunks = block_exclusive_sum(nc, s_cstart, s_warp_sum);
+                s_first[threadIdx.x] = pos / V;
                 s_pos[threadIdx.x] = pos;
                 s_len[threadIdx.x] = len;
-                // Each row slot marks its pieces (at most IC2_MAX_PIECES in all).
-                for (unsigned q = s_pstart[threadIdx.x]; q < s_pstart[threadIdx.x] + np; ++q)
-                    s_pmap[q] = (unsigned char)threadIdx.x;
                 __syncthreads();
-                for (unsigned q = threadIdx.x >> 5; q < pieces; q += BLOCK / 32) {
-                    const unsigned j = s_pmap[q];
-                    const unsigned rpos = s_pos[j];
-                    // The piece: the row's positions p0 .. p1 within one aligned block.
-                    const u64 blk = rpos / IC2_PIECE + (q - s_pstart[j]);
-                    const unsigned p0 = (unsigned)max((u64)rpos, blk * IC2_PIECE);
-                    const unsigned p1 = (unsigned)min((u64)rpos + s_len[j], (blk + 1) * IC2_PIECE);
-                    if (fail) {
-                        for (unsigned k = p0 + lane; k < p1; k += 32) {
-                            const K key = (K)okey(vals_c, T, (u64)k);
+                // Thread t takes chunks t, t + BLOCK, …: consecutive threads read consecutive
+                // 16-byte words, whatever the rows' lengths. A chunk's row: the last slot
+                // whose first chunk is at most it (slots without candidates start where
+                // the next one does, and are passed over).
+                auto chunk_row = [&](unsigned c) {
+                    unsigned j = 0;
+#pragma unroll
+                    for (unsigned step = BLOCK / 2; step > 0; step >>= 1)
+                        if (s_cstart[j + step] <= c) j += step;
+                    return j;
+                };
+                if (fail) {
+                    for (unsigned c = threadIdx.x; c < chunks; c += BLOCK) {
+                        const unsigned j = chunk_row(c);
+                        const unsigned at = (s_first[j] + (c - s_cstart[j])) * V;
+                        for (unsigned v = 0; v < V; ++v) {
+                            if (at + v - s_pos[j] >= s_len[j]) continue;
+                            const K key = (K)okey(vals_c, T, (u64)(at + v));
                             cnt += range_has<T, K>(vals_t, klo, khi, key) ? 1u : 0u;
                         }
-                        continue;
                     }
-                    // Lane l reads values a0 + V*l .. of the aligned span a0 .. p1; d of them
-                    // precede the piece.
-                    const unsigned a0 = p0 & ~(V - 1);
-                    const unsigned span = p1 - a0, d = p0 - a0, plen = p1 - p0;
-                    for (unsigned base = 0; base < span; base += 32 * V * IC2_UNROLL) {
+                } else {
+                    for (unsigned base = 0; base < chunks; base += BLOCK * IC2_UNROLL) {
                         uint4 w[IC2_UNROLL];
+                        unsigned rel[IC2_UNROLL], lim[IC2_UNROLL];
 #pragma unroll
                         for (int u = 0; u < IC2_UNROLL; ++u) {
-                            const unsigned rel = base + (32 * u + lane) * V;
-                            w[u] = rel < span ? __ldg(reinterpret_cast<const uint4*>(cv + a0 + rel))
-                                              : make_uint4(0u, 0u, 0u, 0u);
+                            const unsigned c = base + u * BLOCK + threadIdx.x;
+                            w[u] = make_uint4(0u, 0u, 0u, 0u);
+                            rel[u] = 0;
+                            lim[u] = 0;
+                            if (c < chunks) {
+                                const unsigned j = chunk_row(c);
+                                const unsigned at = (s_first[j] + (c - s_cstart[j])) * V;
+                                // Value v of the word is a candidate when rel + v < lim.
+                                rel[u] = at - s_pos[j];
+                                lim[u] = s_len[j];
+                                w[u] = __ldg(reinterpret_cast<const uint4*>(cv + at));
+                            }
                         }
 #pragma unroll
                         for (int u = 0; u < IC2_UNROLL; ++u) {
-                            if (base + 32 * V * u >= span) break;
-                            const unsigned rel = base + (32 * u + lane) * V - d;
                             const E* e = reinterpret_cast<const E*>(&w[u]);
 #pragma unroll
                             for (unsigned v = 0; v < V; ++v) {
                                 const K key = hash_key<T>(e[v]);
                                 const bool in =
                                     (tab[ck_hash<K>(key, 0, bits)] == key) | (tab1[ck_hash<K>(key, 1, bits)] == key);
-                                cnt += (in && key != EMPTY && rel + v < plen) ? 1u : 0u;
+                                cnt += (in && key != EMPTY && rel[u] + v < lim[u]) ? 1u : 0u;
                             }
                         }
                     }

@@ -754,6 +754,19 @@ impl Gpu {
         self.launch_function(&f, kernel, grid, block, smem, args)
     }
 
+    /// Asks that `kernel` of `kernels/<module>.cu` run with the largest shared-memory
+    /// carveout of each SM (the rest is L1 cache): for kernels whose blocks hold large
+    /// static tables, so that more of them fit an SM.
+    pub fn prefer_shared(&mut self, module: &'static str, kernel: &str) -> Result<(), BackendError> {
+        let source = module_source(module).ok_or_else(|| BackendError(format!("no kernel module {module}")))?;
+        let f = self.function(module, &format!("kernels/{module}.cu"), source, kernel)?;
+        f.set_attribute(
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+            100,
+        )
+        .map_err(|e| drv(&format!("kernel {kernel}: cannot set the shared memory carveout"), e))
+    }
+
     /// Launches `kernel` of a generated source (compiled once per process per source).
     pub fn launch_generated(
         &mut self,

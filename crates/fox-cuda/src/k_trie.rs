@@ -536,6 +536,8 @@ fn hash_pair(
         KArg::Ptr(gpu.ptr(out)?),
     ];
     let kernel = format!("ic_hash2_t{}", type_code(elem));
+    // Six blocks of 37 KiB fit an SM only with the largest carveout.
+    gpu.prefer_shared("trie", &kernel)?;
     gpu.launch("trie", &kernel, blocks(candidates, IC_HASH2_TILE)?, BLOCK, 0, &args)
 }
 
