@@ -429,6 +429,29 @@ __device__ __forceinline__ unsigned block_exclusive_sum(unsigned v, unsigned* ou
     return total;
 }
 
+// The first row in (row, r1) whose range (lo, hi) differs from row's, or r1: the end of
+// the run of rows that share row's range. Every thread of the block calls it and gets the
+// same row; `s_next` is shared scratch.
+__device__ __forceinline__ u64 run_end(const unsigned* lo, const unsigned* hi, u64 row, u64 r1, u64* s_next) {
+    const unsigned klo = lo[row], khi = hi[row];
+    if (threadIdx.x == 0) *s_next = r1;
+    __syncthreads();
+    for (u64 b = row + 1; b < r1; b += BLOCK) {
+        const u64 r = b + threadIdx.x;
+        const bool diff = r < r1 && (lo[r] != klo || hi[r] != khi);
+        if (diff) atomicMin((unsigned long long*)s_next, (unsigned long long)r);
+        if (__syncthreads_or(diff)) break;
+    }
+    return *s_next;
+}
+
+// log2 of the slots of a table for m keys: at least 2m slots, at least 32.
+__device__ __forceinline__ int table_bits(unsigned m) {
+    int bits = 5;
+    while ((1u << bits) < 2 * m) ++bits;
+    return bits;
+}
+
 template <typename K>
 __device__ __forceinline__ unsigned ich_hash(K key, int bits) {
     if (sizeof(K) == 4) return ((unsigned)key * 2654435769u) >> (32 - bits);
@@ -476,21 +499,12 @@ __device__ __forceinline__ void ic_hash_impl(const u64* desc, int ways, int s, c
         row = owner(offsets, row, r1, offsets[row]);
         const unsigned klo = lo_s[row], khi = hi_s[row];
         // The segment ends at the first row after `row` with another range (or the tile's end).
-        if (threadIdx.x == 0) s_next = r1;
-        __syncthreads();
-        for (u64 b = row + 1; b < r1; b += BLOCK) {
-            const u64 r = b + threadIdx.x;
-            const bool diff = r < r1 && (lo_s[r] != klo || hi_s[r] != khi);
-            if (diff) atomicMin((unsigned long long*)&s_next, (unsigned long long)r);
-            if (__syncthreads_or(diff)) break;
-        }
-        const u64 next = s_next;
+        const u64 next = run_end(lo_s, hi_s, row, r1, &s_next);
         const u64 cs = max(t0, offsets[row]);
         const u64 ce = next < r1 ? min(offsets[next], t1) : t1;
         if (cs < ce) {
             const unsigned m = khi - klo;
-            int bits = 5;
-            while ((1u << bits) < 2 * m) ++bits;
+            const int bits = table_bits(m);
             const unsigned mask = (1u << bits) - 1;
             for (unsigned i = threadIdx.x; i <= mask; i += BLOCK) table[i] = EMPTY;
             if (threadIdx.x == 0) s_marked = 0;
@@ -765,21 +779,12 @@ __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned
     while (true) {
         const unsigned klo = tlo[row], khi = thi[row];
         // The segment ends at the first row after `row` with another range (or the tile's end).
-        if (threadIdx.x == 0) s_next = r1;
-        __syncthreads();
-        for (u64 b = row + 1; b < r1; b += BLOCK) {
-            const u64 r = b + threadIdx.x;
-            const bool diff = r < r1 && (tlo[r] != klo || thi[r] != khi);
-            if (diff) atomicMin((unsigned long long*)&s_next, (unsigned long long)r);
-            if (__syncthreads_or(diff)) break;
-        }
-        const u64 next = s_next;
+        const u64 next = run_end(tlo, thi, row, r1, &s_next);
         const u64 cs = max(t0, offsets[row]);
         const u64 ce = next < r1 ? min(offsets[next], t1) : t1;
         if (cs < ce) {
             const unsigned m = khi - klo;
-            int bits = 5;
-            while ((1u << bits) < 2 * m) ++bits;
+            const int bits = table_bits(m);
             const unsigned size = 1u << bits;
             for (unsigned i = threadIdx.x; i < 2 * size; i += BLOCK) tab[i] = EMPTY;
             if (threadIdx.x == 0) s_fail = 0;
