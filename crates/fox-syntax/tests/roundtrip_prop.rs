@@ -63,7 +63,13 @@ fn expr() -> impl Strategy<Value = Expr> {
                 inner.clone()
             )
                 .prop_map(|(op, a, b)| e(ExprKind::Bin(op, Box::new(a), Box::new(b)))),
-            (ident(), prop::collection::vec(inner.clone(), 0..3)).prop_map(|(f, a)| e(ExprKind::Call(f, a))),
+            (ident(), prop::collection::vec(inner.clone(), 0..3))
+                .prop_filter("date of a string literal", |(f, a)| !date_literal_form(
+                    f,
+                    a.first(),
+                    a.len()
+                ))
+                .prop_map(|(f, a)| e(ExprKind::Call(f, a))),
             (ident(), prop::collection::vec(inner, 0..3)).prop_map(|(f, a)| e(ExprKind::FuncTerm(f, a))),
         ]
     })
@@ -105,13 +111,23 @@ fn formula() -> impl Strategy<Value = Formula> {
     })
 }
 
+/// Whether `f(arg)` (with `n` arguments) prints as `date("…")`: a date literal, not a call
+/// or an aggregate.
+fn date_literal_form(f: &Ident, arg: Option<&Expr>, n: usize) -> bool {
+    f.name == "date" && n == 1 && arg.is_some_and(|a| matches!(a.kind, ExprKind::Lit(Lit::Str(_))))
+}
+
 fn body() -> impl Strategy<Value = Body> {
-    let agg = (ident(), ident(), prop::option::of(expr())).prop_map(|(var, func, arg)| AggBinding {
-        var,
-        func,
-        arg,
-        span: sp(),
-    });
+    let agg = (ident(), ident(), prop::option::of(expr()))
+        .prop_filter("date of a string literal", |(_, func, arg)| {
+            !date_literal_form(func, arg.as_ref(), usize::from(arg.is_some()))
+        })
+        .prop_map(|(var, func, arg)| AggBinding {
+            var,
+            func,
+            arg,
+            span: sp(),
+        });
     prop_oneof![
         formula().prop_map(Body::Formula),
         (prop::collection::vec(agg, 1..3), formula()).prop_map(|(aggs, body)| Body::Agg { aggs, body, span: sp() }),
