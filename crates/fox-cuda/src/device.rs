@@ -20,7 +20,7 @@ use cudarc::driver::{
 };
 use fox_kernel::Elem;
 use fox_runtime::{BackendError, DevBuf, HostCol, MemStats};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// A kernel argument. Pointers are passed as 64-bit values (kernels take `T*`). Every
@@ -115,6 +115,8 @@ pub(crate) struct Gpu {
     /// Loaded modules, by module name or `gen:<hash>` for generated sources.
     modules: HashMap<String, Arc<CudaModule>>,
     functions: HashMap<(String, String), CudaFunction>,
+    /// The kernels given the largest shared-memory carveout (`prefer_shared`).
+    carveout_set: HashSet<(String, String)>,
     compiler: Compiler,
     err: CudaSlice<u64>,
     name: String,
@@ -214,6 +216,7 @@ impl Gpu {
             mem: MemStats::default(),
             modules: HashMap::new(),
             functions: HashMap::new(),
+            carveout_set: HashSet::new(),
             compiler,
             err,
             name,
@@ -749,22 +752,33 @@ impl Gpu {
         if grid == 0 {
             return Ok(());
         }
-        let source = module_source(module).ok_or_else(|| BackendError(format!("no kernel module {module}")))?;
-        let f = self.function(module, &format!("kernels/{module}.cu"), source, kernel)?;
+        let f = self.module_function(module, kernel)?;
         self.launch_function(&f, kernel, grid, block, smem, args)
+    }
+
+    /// `kernel` of `kernels/<module>.cu`, compiled and loaded on first use.
+    fn module_function(&mut self, module: &'static str, kernel: &str) -> Result<CudaFunction, BackendError> {
+        let source = module_source(module).ok_or_else(|| BackendError(format!("no kernel module {module}")))?;
+        self.function(module, &format!("kernels/{module}.cu"), source, kernel)
     }
 
     /// Asks that `kernel` of `kernels/<module>.cu` run with the largest shared-memory
     /// carveout of each SM (the rest is L1 cache): for kernels whose blocks hold large
-    /// static tables, so that more of them fit an SM.
+    /// static tables, so that more of them fit an SM. The attribute is set once per
+    /// kernel and process.
     pub fn prefer_shared(&mut self, module: &'static str, kernel: &str) -> Result<(), BackendError> {
-        let source = module_source(module).ok_or_else(|| BackendError(format!("no kernel module {module}")))?;
-        let f = self.function(module, &format!("kernels/{module}.cu"), source, kernel)?;
+        let key = (module.to_string(), kernel.to_string());
+        if self.carveout_set.contains(&key) {
+            return Ok(());
+        }
+        let f = self.module_function(module, kernel)?;
         f.set_attribute(
             sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
             100,
         )
-        .map_err(|e| drv(&format!("kernel {kernel}: cannot set the shared memory carveout"), e))
+        .map_err(|e| drv(&format!("kernel {kernel}: cannot set the shared memory carveout"), e))?;
+        self.carveout_set.insert(key);
+        Ok(())
     }
 
     /// Launches `kernel` of a generated source (compiled once per process per source).
