@@ -453,6 +453,24 @@ extern "C" __global__ void adjacent_distinct_f64(const double* col, u8* flags, u
     adjacent_impl<double>(col, flags, n, accumulate);
 }
 
+// ---- repeated keys ---------------------------------------------------------------------------
+//
+// From the flags of adjacent_distinct over the key columns: *last = max over rows i >= 1 whose
+// flag is 0 (row i has the keys of row i - 1) of n - i, so that the first repeat is at row
+// n - *last, and *last stays 0 when there is none. *last must be zero on entry.
+
+extern "C" __global__ void repeated_key(const u8* __restrict__ flags, u64 n, unsigned long long* last) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    u64 best = 0;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x + 1; i < n; i += stride) {
+        if (flags[i] == 0) {
+            best = n - i;
+            break;
+        }
+    }
+    if (best != 0) atomicMax(last, (unsigned long long)best);
+}
+
 // ---- already-sorted input ------------------------------------------------------------------
 //
 // *unsorted = 1 when some row of up to four keys (key j: column pj of width wj bytes, 4 or

@@ -36,6 +36,16 @@ impl Source {
     pub fn render(&self, diags: &[Diagnostic], color: bool) -> String {
         render(&self.name, &self.text, diags, color)
     }
+
+    /// The source files of a kernel plan compiled from this source (kept in the plan so
+    /// that run-time errors can show the rule they come from).
+    pub fn plan_sources(&self) -> Vec<fox_kernel::SourceFile> {
+        vec![fox_kernel::SourceFile {
+            name: self.name.clone(),
+            start: 0,
+            text: self.text.clone(),
+        }]
+    }
 }
 
 /// The result of running the front end on one source.
@@ -101,8 +111,9 @@ pub fn load_plan_with(
     };
     let ra = fox_ra::plan_with(&core, options)
         .map_err(|e| anyhow::anyhow!("{}: cannot plan the program: {e}", source.name))?;
-    let plan = fox_kernel::lower(&ra)
+    let mut plan = fox_kernel::lower(&ra)
         .map_err(|e| anyhow::anyhow!("{}: cannot lower the plan to kernels: {e}", source.name))?;
+    plan.sources = source.plan_sources();
     Ok(Some(plan))
 }
 

@@ -137,6 +137,7 @@ pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Re
         Kernel::Slice { start, len } => movement::slice(args, *start, *len),
         Kernel::SortPerm { desc, by_rank } => sort::sort_perm(args, desc, by_rank).map(|c| vec![c]),
         Kernel::AdjacentDistinct => sort::adjacent_distinct(args).map(|c| vec![c]),
+        Kernel::RepeatedKey { nkeys } => sort::repeated_key(args, *nkeys).map(|c| vec![c]),
         Kernel::JoinCount { nkeys } => join::join_count(args, *nkeys).map(|c| vec![c]),
         Kernel::ExclusiveScan => join::exclusive_scan(args),
         Kernel::JoinWrite { nkeys } => join::join_write(args, *nkeys),

@@ -457,6 +457,26 @@ pub(crate) fn adjacent_distinct(args: &[&HostCol]) -> KResult<HostCol> {
     Ok(HostCol::U8(flags))
 }
 
+/// `RepeatedKey`: the first row `i` whose row `i + 1` has the same keys (compared as
+/// `AdjacentDistinct` compares), as one U32 row, or no row. With `nkeys == 0` the one
+/// argument gives the row count and every row has the same key.
+pub(crate) fn repeated_key(args: &[&HostCol], nkeys: usize) -> KResult<HostCol> {
+    let n = common_len(args, "columns")?;
+    let first = if nkeys == 0 || n < 2 {
+        (nkeys == 0 && n >= 2).then_some(0)
+    } else {
+        let HostCol::U8(flags) = adjacent_distinct(args)? else {
+            return Err("adjacent_distinct made no flags".into());
+        };
+        flags[1..].par_iter().position_first(|&f| f == 0)
+    };
+    let row = match first {
+        Some(i) => vec![u32::try_from(i).map_err(|_| format!("row {i} does not fit a u32 row index"))?],
+        None => Vec::new(),
+    };
+    Ok(HostCol::U32(row))
+}
+
 /// Sets `flags[i]` where `v[i]` differs from `v[i - 1]` (floats by total order, NaNs equal).
 fn mark_changes<T: Img>(flags: &mut [u8], v: &[T]) {
     let run = |(c, out): (usize, &mut [u8])| {

@@ -260,6 +260,39 @@ fn adjacent_distinct_matches_reference() {
     }
 }
 
+#[test]
+fn repeated_key_matches_reference() {
+    let mut rng = Rng(16);
+    for (n, dist) in cases(true) {
+        let k = 1 + rng.below(3) as usize;
+        let elems = elems_pick(&mut rng, k);
+        let mut rs = gen_rows(&mut rng, &elems, n, dist);
+        rs.sort();
+        if rng.coin() {
+            // Distinct keys, with at most one repeat placed at a random row.
+            rs.dedup();
+            if rs.len() >= 2 && rng.coin() {
+                let at = rng.below(rs.len() as u64 - 1) as usize;
+                rs[at + 1] = rs[at].clone();
+            }
+        }
+        let cols = cols_of(&elems, &rs);
+        let got = run_ok(&Kernel::RepeatedKey { nkeys: k }, &refs(&cols));
+        let want: Vec<u32> = (1..rs.len())
+            .find(|&i| rs[i] == rs[i - 1])
+            .map(|i| i as u32 - 1)
+            .into_iter()
+            .collect();
+        assert_eq!(got, vec![HostCol::U32(want)], "repeated key n={} {dist:?}", rs.len());
+    }
+    // No key columns: every row has the same key, so two rows repeat it.
+    for n in [0usize, 1, 2, 5] {
+        let got = run_ok(&Kernel::RepeatedKey { nkeys: 0 }, &[&HostCol::U8(vec![1; n])]);
+        let want: Vec<u32> = if n >= 2 { vec![0] } else { Vec::new() };
+        assert_eq!(got, vec![HostCol::U32(want)], "no keys, n={n}");
+    }
+}
+
 // ---- joins ---------------------------------------------------------------------------------
 
 /// Sorted left and right sides with `nkeys` shared key columns (plus a payload column

@@ -194,6 +194,7 @@ fn dispatch(
         Kernel::ExclusiveScan => k_scan::exclusive_scan(gpu, args),
         Kernel::SortPerm { desc, by_rank } => k_sort::sort_perm_kernel(gpu, desc, by_rank, args),
         Kernel::AdjacentDistinct => k_sort::adjacent_distinct(gpu, args),
+        Kernel::RepeatedKey { nkeys } => k_sort::repeated_key(gpu, *nkeys, args),
         Kernel::JoinCount { nkeys } => k_join::join_count(gpu, *nkeys, args),
         Kernel::JoinWrite { nkeys } => k_join::join_write(gpu, *nkeys, args),
         Kernel::MatchFlags { nkeys, anti } => k_join::match_flags(gpu, *nkeys, *anti, args),

@@ -18,7 +18,7 @@ use crate::k_join::Scratch;
 use crate::k_scan::{free_all, grid_u32};
 use crate::k_trie;
 use fox_kernel::Elem;
-use fox_runtime::{BackendError, DevBuf};
+use fox_runtime::{BackendError, DevBuf, HostCol};
 
 const BLOCK: u32 = 256;
 const SWEEP_THREADS: u32 = 384;
@@ -427,6 +427,44 @@ fn adjacent_name(elem: Elem) -> &'static str {
         Elem::I64 | Elem::U64 => "adjacent_distinct_u64",
         Elem::I128 => "adjacent_distinct_u128",
     }
+}
+
+/// `RepeatedKey`: args `nkeys` key columns sorted lexicographically (one column giving the
+/// row count when `nkeys == 0`); outs `row` (U32): the first `i` whose row `i + 1` has the
+/// same keys, as one row, or no row. The flags of `AdjacentDistinct` over the keys, then
+/// one reduction to the first zero flag.
+pub(crate) fn repeated_key(gpu: &mut Gpu, nkeys: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    let n = args.first().map_or(0, |c| c.len);
+    let first = if nkeys == 0 {
+        (n >= 2).then_some(0)
+    } else if n < 2 {
+        None
+    } else {
+        let flags = adjacent_distinct(gpu, args)?.remove(0);
+        let res = (|| {
+            let last = gpu.alloc_zeroed(Elem::U64, 1)?;
+            let r = (|| {
+                let a = [
+                    KArg::Ptr(gpu.ptr(&flags)?),
+                    KArg::U64(n as u64),
+                    KArg::Ptr(gpu.ptr(&last)?),
+                ];
+                let grid = gpu.grid_for(n, BLOCK, 4, 16);
+                gpu.launch("sort", "repeated_key", grid, BLOCK, 0, &a)?;
+                gpu.read_u64(&last, 0)
+            })();
+            gpu.free(last);
+            r
+        })();
+        gpu.free(flags);
+        let last = res?;
+        (last != 0).then(|| n - last as usize - 1)
+    };
+    let row = match first {
+        Some(i) => vec![u32::try_from(i).map_err(|_| err(format!("row {i} does not fit a u32 row index")))?],
+        None => Vec::new(),
+    };
+    Ok(vec![gpu.upload(&HostCol::U32(row))?])
 }
 
 /// `AdjacentDistinct`: args k columns of equal length; outs flags (U8), 1 where row i

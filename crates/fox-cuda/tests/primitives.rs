@@ -1,4 +1,4 @@
-//! GPU vs CPU: `ExclusiveScan`, `Compact`, `SortPerm` and `AdjacentDistinct` on random
+//! GPU vs CPU: `ExclusiveScan`, `Compact`, `SortPerm`, `AdjacentDistinct` and `RepeatedKey` on random
 //! inputs (empty, one row, sizes around the tile sizes, 2^20 + 3 and 10^7 + 19 rows; all
 //! equal, skewed and full-range values; negative numbers, NaN, ±0.0 and infinities).
 //! Each case names the kernel, the size, the element types and the distribution, and a
@@ -470,6 +470,85 @@ fn adjacent_distinct_matches_cpu() {
         &mut gpu,
         &k,
         &[HostCol::U8(vec![1]), HostCol::U8(vec![1, 2])],
+        "length mismatch",
+    );
+}
+
+#[test]
+fn repeated_key_matches_cpu() {
+    let Some(mut gpu) = gpu_or_skip("repeated_key_matches_cpu") else {
+        return;
+    };
+    let mut rng = Rng::new(9);
+    for &n in SIZES {
+        for &e in &ELEMS {
+            for dist in Dist::ALL {
+                let c = random_col(&mut rng, e, n, dist);
+                let sorted = sort_rows(std::slice::from_ref(&c), false);
+                check(
+                    &mut gpu,
+                    &Kernel::RepeatedKey { nkeys: 1 },
+                    &sorted,
+                    &format!("n={n} {e:?} {dist:?}"),
+                );
+                // Distinct keys, then the same with one repeat at the end and at the middle.
+                let distinct = sort_rows(&[c], true);
+                let m = distinct[0].len();
+                let k = Kernel::RepeatedKey { nkeys: 1 };
+                check(&mut gpu, &k, &distinct, &format!("n={m} distinct {e:?} {dist:?}"));
+                for at in [m.saturating_sub(2), m / 2] {
+                    if at + 1 < m {
+                        let mut idx: Vec<usize> = (0..m).collect();
+                        idx[at + 1] = at;
+                        let one = fox_cuda::testing::take(&distinct[0], &idx);
+                        check(
+                            &mut gpu,
+                            &k,
+                            &[one],
+                            &format!("n={m} {e:?} {dist:?}, one repeat at {at}"),
+                        );
+                    }
+                }
+            }
+        }
+        let cols = vec![
+            random_col(&mut rng, Elem::U8, n, Dist::Range(3)),
+            random_col(&mut rng, Elem::F64, n, Dist::Range(4)),
+            random_col(&mut rng, Elem::I64, n, Dist::Range(5)),
+        ];
+        let k = Kernel::RepeatedKey { nkeys: 3 };
+        check(
+            &mut gpu,
+            &k,
+            &sort_rows(&cols, false),
+            &format!("n={n} U8+F64+I64 small ranges"),
+        );
+        check(
+            &mut gpu,
+            &k,
+            &sort_rows(&cols, true),
+            &format!("n={n} U8+F64+I64 distinct"),
+        );
+        let ones = HostCol::U8(vec![1; n]);
+        check(
+            &mut gpu,
+            &Kernel::RepeatedKey { nkeys: 0 },
+            &[ones],
+            &format!("n={n} no keys"),
+        );
+    }
+    let c = random_col(&mut rng, Elem::I64, LARGE, Dist::Uniform);
+    let distinct = sort_rows(&[c], true);
+    check(
+        &mut gpu,
+        &Kernel::RepeatedKey { nkeys: 1 },
+        &distinct,
+        &format!("n={LARGE} distinct I64"),
+    );
+    check_fails(
+        &mut gpu,
+        &Kernel::RepeatedKey { nkeys: 2 },
+        &[HostCol::U8(vec![1, 1]), HostCol::U8(vec![1, 2, 3])],
         "length mismatch",
     );
 }

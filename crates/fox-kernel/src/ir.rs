@@ -43,6 +43,7 @@
 //! the runtime passes it.
 
 use fox_sema::core::{AggFunc, ArithOp, CmpOp, Column, Type, Value};
+pub use fox_syntax::ast::Span;
 use serde::{Deserialize, Serialize};
 
 /// The version of the kernel plan format.
@@ -115,6 +116,39 @@ pub struct KernelPlan {
     pub entry: BlockId,
     /// The largest number of buffer variables live at once, from liveness analysis.
     pub planned_peak_buffers: usize,
+    /// The program text the plan was compiled from, so that run-time errors can show the
+    /// rule they come from (see [`Instr::Launch::origin`]); empty when unknown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceFile>,
+}
+
+/// One file of the program a plan was compiled from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SourceFile {
+    /// The name diagnostics show (the path as the user gave it).
+    pub name: String,
+    /// The offset of the file's first byte in the spans of the plan: a span `s` lies in
+    /// this file when `start <= s.start` and `s.end <= start + text.len()`.
+    pub start: u32,
+    pub text: String,
+}
+
+impl KernelPlan {
+    /// The file holding `span`, with the span made relative to it.
+    pub fn locate(&self, span: Span) -> Option<(&SourceFile, Span)> {
+        self.sources.iter().find_map(|f| {
+            let end = u64::from(f.start) + f.text.len() as u64;
+            (f.start <= span.start && span.start <= span.end && u64::from(span.end) <= end).then(|| {
+                (
+                    f,
+                    Span {
+                        start: span.start - f.start,
+                        end: span.end - f.start,
+                    },
+                )
+            })
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -172,17 +206,29 @@ impl Terminator {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Instr {
-    /// `outs := kernel(args)`.
+    /// `outs := kernel(args)`. `origin` is the part of the program the launch computes
+    /// (a span into [`KernelPlan::sources`]), named by the errors it raises.
     Launch {
         kernel: Kernel,
         args: Vec<BufId>,
         outs: Vec<BufId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        origin: Option<Span>,
     },
     /// `dst := src` (the same immutable array under another name; no copy). The array
     /// lives until every name holding it has been freed or redefined.
     Move { dst: BufId, src: BufId },
     /// The value of `buf` is dead: release it.
     Free { buf: BufId },
+    /// A check of the program's meaning at run time: when `args` (columns of equal length)
+    /// hold a row, the run stops with the error `check` describes, showing the values of
+    /// that row and located at `origin` (a span into [`KernelPlan::sources`]).
+    Assert {
+        check: Check,
+        args: Vec<BufId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        origin: Option<Span>,
+    },
     /// Emit a result relation: download `cols` and write predicate `name`, ordered by
     /// `order` (column index, descending) then ascending on the remaining columns, at
     /// most `limit` rows. String columns are ordered by string value. A relation with no
@@ -243,6 +289,11 @@ pub enum Kernel {
     /// args: k columns sorted lexicographically. outs: flags (U8): 1 where row i differs
     /// from row i-1 in any column (row 0 is always 1).
     AdjacentDistinct,
+    /// args: `nkeys` key columns sorted lexicographically (with `nkeys == 0`, one column
+    /// of any element type giving the row count: every row has the same, empty, key).
+    /// outs: `row` (U32): one row holding the first `i` such that rows `i` and `i + 1`
+    /// have equal keys, or no row when no two adjacent rows do.
+    RepeatedKey { nkeys: usize },
     /// args: `nkeys` left key columns, `nkeys` right key columns; both sides sorted
     /// ascending on their keys (by code for strings). outs: `counts` (U64) per left row:
     /// the number of right rows with equal keys. With `nkeys == 0` (a cross product) the
@@ -357,6 +408,7 @@ impl Kernel {
             Kernel::Slice { .. } => "Slice",
             Kernel::SortPerm { .. } => "SortPerm",
             Kernel::AdjacentDistinct => "AdjacentDistinct",
+            Kernel::RepeatedKey { .. } => "RepeatedKey",
             Kernel::JoinCount { .. } => "JoinCount",
             Kernel::ExclusiveScan => "ExclusiveScan",
             Kernel::JoinWrite { .. } => "JoinWrite",
@@ -374,6 +426,19 @@ impl Kernel {
             Kernel::MinRange { .. } => "MinRange",
         }
     }
+}
+
+/// What an [`Instr::Assert`] checks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Check {
+    /// The functional predicate `pred` (its first `keys` columns are the key, its last the
+    /// value) gives one key two values. The args are two rows of the predicate that share
+    /// the key: the columns of the first row, then those of the second.
+    Functional {
+        pred: String,
+        columns: Vec<Column>,
+        keys: usize,
+    },
 }
 
 /// One aggregate of a `ReduceByKey`.

@@ -22,6 +22,7 @@ pub(crate) fn uses(i: &Instr) -> Vec<BufId> {
         Instr::Move { src, .. } => vec![*src],
         Instr::Free { .. } => Vec::new(),
         Instr::Output { cols, .. } => cols.clone(),
+        Instr::Assert { args, .. } => args.clone(),
     }
 }
 
@@ -30,7 +31,7 @@ pub(crate) fn defs(i: &Instr) -> Vec<BufId> {
     match i {
         Instr::Launch { outs, .. } => outs.clone(),
         Instr::Move { dst, .. } => vec![*dst],
-        Instr::Free { .. } | Instr::Output { .. } => Vec::new(),
+        Instr::Free { .. } | Instr::Output { .. } | Instr::Assert { .. } => Vec::new(),
     }
 }
 

@@ -48,6 +48,7 @@ pub fn lower(ra: &RaPlan) -> Result<KernelPlan, LowerError> {
         child_ranges: Vec::new(),
         cur: BlockId(0),
         cur_label: String::new(),
+        origin: None,
     };
     let init = l.declare_relations()?;
     let entry_has_preds = ra.blocks.iter().any(|b| b.term.successors().contains(&ra.entry));
@@ -105,6 +106,7 @@ pub fn lower(ra: &RaPlan) -> Result<KernelPlan, LowerError> {
         blocks,
         entry,
         planned_peak_buffers: 0,
+        sources: Vec::new(),
     };
     crate::sched::optimize(&mut plan);
     crate::live::place_frees(&mut plan);
@@ -268,6 +270,8 @@ struct Lower<'a> {
     /// The block `instrs` belongs to, and its label.
     cur: BlockId,
     cur_label: String,
+    /// The origin of the statement being lowered, given to its launches.
+    origin: Option<Span>,
 }
 
 type R<T> = Result<T, LowerError>;
@@ -316,6 +320,7 @@ impl<'a> Lower<'a> {
             kernel,
             args,
             outs: outs.clone(),
+            origin: self.origin,
         });
         Ok(outs)
     }
@@ -335,7 +340,12 @@ impl<'a> Lower<'a> {
                 "{kernel:?} produces {out_elems:?}, stored into {have:?}"
             )));
         }
-        self.instrs.push(Instr::Launch { kernel, args, outs });
+        self.instrs.push(Instr::Launch {
+            kernel,
+            args,
+            outs,
+            origin: self.origin,
+        });
         Ok(())
     }
 
@@ -449,6 +459,7 @@ impl<'a> Lower<'a> {
                 kernel,
                 args: Vec::new(),
                 outs: bufs.clone(),
+                origin: None,
             });
             self.rels.push(bufs);
         }
@@ -501,8 +512,19 @@ impl<'a> Lower<'a> {
     // ---- statements ----------------------------------------------------------------------
 
     fn stmt(&mut self, s: &'a Stmt) -> R<()> {
+        self.origin = match s {
+            Stmt::Let { origin, .. } => *origin,
+            Stmt::CheckFunctional { origin, .. } => Some(*origin),
+            _ => None,
+        };
+        let r = self.stmt_ops(s);
+        self.origin = None;
+        r
+    }
+
+    fn stmt_ops(&mut self, s: &'a Stmt) -> R<()> {
         match s {
-            Stmt::Let { dst, op } => {
+            Stmt::Let { dst, op, .. } => {
                 self.prefix = format!("t{}", dst.0);
                 let schema = self
                     .ra
@@ -571,6 +593,32 @@ impl<'a> Lower<'a> {
                     cols: v.cols,
                     order,
                     limit,
+                });
+            }
+            Stmt::CheckFunctional { src, keys, pred, .. } => {
+                self.prefix = format!("{pred}.check");
+                let v = self.temp(*src)?;
+                let set = Props::set(v.columns.len());
+                let v = self.ensure(v, &set)?;
+                let key_args = if *keys == 0 {
+                    vec![v.cols[0]]
+                } else {
+                    v.cols
+                        .get(..*keys)
+                        .map(<[BufId]>::to_vec)
+                        .ok_or_else(|| LowerError::Invalid(format!("`{pred}` has fewer than {keys} key columns")))?
+                };
+                let row = self.launch1(Kernel::RepeatedKey { nkeys: *keys }, key_args, "row", None)?;
+                let mut args = self.gather(row, &v.cols, &v.columns, 0)?;
+                args.extend(self.gather(row, &v.cols, &v.columns, 1)?);
+                self.instrs.push(Instr::Assert {
+                    check: Check::Functional {
+                        pred: pred.clone(),
+                        columns: v.columns.clone(),
+                        keys: *keys,
+                    },
+                    args,
+                    origin: self.origin,
                 });
             }
         }
@@ -1995,13 +2043,13 @@ fn deferred_selects(b: &fox_ra::Block) -> HashSet<fox_ra::TempId> {
     let mut reader: HashMap<fox_ra::TempId, (fox_ra::TempId, &Op)> = HashMap::new();
     for s in &b.stmts {
         match s {
-            Stmt::Let { dst, op } => {
+            Stmt::Let { dst, op, .. } => {
                 for t in op.inputs() {
                     *uses.entry(t).or_default() += 1;
                     reader.insert(t, (*dst, op));
                 }
             }
-            Stmt::Store { src, .. } | Stmt::Output { src, .. } => {
+            Stmt::Store { src, .. } | Stmt::Output { src, .. } | Stmt::CheckFunctional { src, .. } => {
                 *uses.entry(*src).or_default() += 1;
                 reader.remove(src);
             }
@@ -2013,6 +2061,7 @@ fn deferred_selects(b: &fox_ra::Block) -> HashSet<fox_ra::TempId> {
         let Stmt::Let {
             dst,
             op: Op::Select { pred, .. },
+            ..
         } = s
         else {
             continue;

@@ -97,7 +97,7 @@ fn columns(cols: &[Column]) -> String {
 /// One instruction as text.
 pub fn instr_text(plan: &KernelPlan, i: &Instr) -> String {
     match i {
-        Instr::Launch { kernel, args, outs } => {
+        Instr::Launch { kernel, args, outs, .. } => {
             let outs: Vec<String> = outs.iter().map(|&b| typed(plan, b)).collect();
             let args_s: Vec<String> = args.iter().map(|&b| name(plan, b)).collect();
             format!(
@@ -109,6 +109,16 @@ pub fn instr_text(plan: &KernelPlan, i: &Instr) -> String {
         }
         Instr::Move { dst, src } => format!("{} = move {}", typed(plan, *dst), name(plan, *src)),
         Instr::Free { buf } => format!("free {}", name(plan, *buf)),
+        Instr::Assert { check, args, .. } => {
+            let args: Vec<String> = args.iter().map(|&b| name(plan, b)).collect();
+            match check {
+                Check::Functional { pred, keys, .. } => format!(
+                    "assert no row in ({}): `{pred}` gives a key of {} two values",
+                    args.join(", "),
+                    plural(*keys, "column")
+                ),
+            }
+        }
         Instr::Output {
             name: n,
             columns: cols,
@@ -214,6 +224,7 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
             format!("sort_perm[{}]", keys.join(", "))
         }
         Kernel::AdjacentDistinct => "adjacent_distinct".into(),
+        Kernel::RepeatedKey { nkeys } => format!("repeated_key[{}]", keys_text(*nkeys)),
         Kernel::JoinCount { nkeys } => format!("join_count[{}]", keys_text(*nkeys)),
         Kernel::ExclusiveScan => "exclusive_scan".into(),
         Kernel::JoinWrite { nkeys } => format!("join_write[{}]", keys_text(*nkeys)),

@@ -116,7 +116,7 @@ fn elem(plan: &KernelPlan, b: BufId) -> Elem {
 
 fn check_instr(plan: &KernelPlan, i: &Instr) -> Result<(), String> {
     match i {
-        Instr::Launch { kernel, args, outs } => {
+        Instr::Launch { kernel, args, outs, .. } => {
             let arg_elems: Vec<Elem> = args.iter().map(|&b| elem(plan, b)).collect();
             let want = kernel_outputs(kernel, &arg_elems, &plan.inputs)?;
             if want.len() != outs.len() {
@@ -156,6 +156,23 @@ fn check_instr(plan: &KernelPlan, i: &Instr) -> Result<(), String> {
             Ok(())
         }
         Instr::Free { .. } => Ok(()),
+        Instr::Assert { check, args, .. } => match check {
+            Check::Functional { pred, columns, keys } => {
+                let row: Vec<Elem> = columns.iter().map(|c| Elem::of(c.ty)).collect();
+                let have: Vec<Elem> = args.iter().map(|&b| elem(plan, b)).collect();
+                if *keys >= columns.len()
+                    || have.len() != 2 * row.len()
+                    || have[..row.len()] != row[..]
+                    || have[row.len()..] != row[..]
+                {
+                    return Err(format!(
+                        "the check of `{pred}` needs two rows of columns {row:?} with fewer than {} key columns, but its buffers hold {have:?}",
+                        columns.len()
+                    ));
+                }
+                Ok(())
+            }
+        },
         Instr::Output {
             columns, cols, order, ..
         } => {

@@ -105,7 +105,7 @@ fn common_launches(plan: &mut KernelPlan) {
                 replace_use(&mut block.instrs[j], *from, *to);
             }
             let i = &block.instrs[j];
-            if let Instr::Launch { kernel, args, outs } = i {
+            if let Instr::Launch { kernel, args, outs, .. } = i {
                 if removable(i) && !has_effect(i) && outs.iter().all(|&o| local(o, bi)) {
                     let same = avail.iter().copied().find(|&k| match &block.instrs[k] {
                         Instr::Launch {
@@ -155,6 +155,7 @@ fn replace_use(i: &mut Instr, from: BufId, to: BufId) {
         Instr::Launch { args, .. } => args.iter_mut().for_each(sub),
         Instr::Move { src, .. } => sub(src),
         Instr::Output { cols, .. } => cols.iter_mut().for_each(sub),
+        Instr::Assert { args, .. } => args.iter_mut().for_each(sub),
         Instr::Free { .. } => {}
     }
 }
@@ -163,7 +164,7 @@ fn removable(i: &Instr) -> bool {
     match i {
         Instr::Launch { kernel, .. } => !matches!(kernel, Kernel::LoadInput { .. }),
         Instr::Move { .. } => true,
-        Instr::Free { .. } | Instr::Output { .. } => false,
+        Instr::Free { .. } | Instr::Output { .. } | Instr::Assert { .. } => false,
     }
 }
 
@@ -213,7 +214,7 @@ fn dead_code(plan: &mut KernelPlan) {
 /// reads (and an input column only such kernels read is never loaded). Keeps at least one
 /// column. Returns whether it removed any.
 fn drop_dead_columns(i: &mut Instr, live: &BufSet) -> bool {
-    let Instr::Launch { kernel, args, outs } = i else {
+    let Instr::Launch { kernel, args, outs, .. } = i else {
         return false;
     };
     // Output c reads args[first + c + g * stride] for g in 0..groups.
@@ -250,7 +251,7 @@ fn drop_dead_columns(i: &mut Instr, live: &BufSet) -> bool {
 
 fn has_effect(i: &Instr) -> bool {
     match i {
-        Instr::Output { .. } => true,
+        Instr::Output { .. } | Instr::Assert { .. } => true,
         Instr::Launch { kernel, .. } => matches!(
             kernel,
             Kernel::LoadInput { .. } | Kernel::DictTable { .. } | Kernel::StrFn { .. }

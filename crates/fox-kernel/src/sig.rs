@@ -160,6 +160,10 @@ pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Re
             at_least(1)?;
             Ok(vec![Elem::U8])
         }
+        Kernel::RepeatedKey { nkeys } => {
+            count((*nkeys).max(1))?;
+            Ok(vec![Elem::U32])
+        }
         Kernel::JoinCount { nkeys } => {
             count(join_keys(*nkeys)?)?;
             Ok(vec![Elem::U64])

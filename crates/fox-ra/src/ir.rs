@@ -16,6 +16,7 @@
 //! planner uses it to build schemas and the validator uses it to check them.
 
 use fox_sema::core::{AggFunc, ArithOp, Builtin, CmpOp, Column, Type, Value};
+use fox_syntax::ast::Span;
 use serde::{Deserialize, Serialize};
 
 /// The version of the plan format. A plan of another version is refused by
@@ -141,8 +142,14 @@ pub struct Block {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Stmt {
-    /// `dst := op(...)`: defines a temp.
-    Let { dst: TempId, op: Op },
+    /// `dst := op(...)`: defines a temp. `origin` is the part of the program the operator
+    /// computes (a rule, or one of its literals), for run-time errors.
+    Let {
+        dst: TempId,
+        op: Op,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        origin: Option<Span>,
+    },
     /// `rel := src`: replaces the contents of a relation variable with a temp.
     Store { rel: RelId, src: TempId },
     /// `into ∪= from`. Both are sets sorted on all columns; so is the result.
@@ -153,6 +160,16 @@ pub enum Stmt {
     Clear { rel: RelId },
     /// Emits `src` as the result of the output predicate `rel` (column names from `rel`).
     Output { rel: RelId, src: TempId },
+    /// Checks that `src`, the contents of the functional predicate `pred` (a set whose
+    /// first `keys` columns are the key and whose last column is the value), maps no key
+    /// to two values; a run in which it does stops with an error located at `origin` (a
+    /// rule of the predicate).
+    CheckFunctional {
+        src: TempId,
+        keys: usize,
+        pred: String,
+        origin: Span,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

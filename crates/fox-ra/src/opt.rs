@@ -67,7 +67,7 @@ fn rename(stmt: &mut Stmt, map: &HashMap<TempId, TempId>) {
     };
     match stmt {
         Stmt::Let { op, .. } => op.inputs_mut().into_iter().for_each(fix),
-        Stmt::Store { src, .. } | Stmt::Output { src, .. } => fix(src),
+        Stmt::Store { src, .. } | Stmt::Output { src, .. } | Stmt::CheckFunctional { src, .. } => fix(src),
         Stmt::Merge { .. } | Stmt::Assign { .. } | Stmt::Clear { .. } => {}
     }
 }
@@ -82,7 +82,9 @@ fn reads(block: &Block) -> HashMap<TempId, usize> {
                     *n.entry(t).or_insert(0) += 1;
                 }
             }
-            Stmt::Store { src, .. } | Stmt::Output { src, .. } => *n.entry(*src).or_insert(0) += 1,
+            Stmt::Store { src, .. } | Stmt::Output { src, .. } | Stmt::CheckFunctional { src, .. } => {
+                *n.entry(*src).or_insert(0) += 1
+            }
             Stmt::Merge { .. } | Stmt::Assign { .. } | Stmt::Clear { .. } => {}
         }
     }
@@ -113,7 +115,9 @@ fn inline_relations(plan: &mut RaPlan) {
             for (si, s) in b.stmts.iter().enumerate() {
                 match s {
                     Stmt::Store { rel: x, src } if *x == rel => stores.push((bi, si, *src)),
-                    Stmt::Let { dst, op: Op::Scan(x) } if *x == rel => scans.push((bi, si, *dst)),
+                    Stmt::Let {
+                        dst, op: Op::Scan(x), ..
+                    } if *x == rel => scans.push((bi, si, *dst)),
                     Stmt::Merge { into: a, from: b } | Stmt::Assign { dst: a, src: b } if *a == rel || *b == rel => {
                         other = true
                     }
@@ -148,7 +152,7 @@ fn common_subexpressions(plan: &mut RaPlan, b: usize) {
     for mut s in stmts {
         rename(&mut s, &map);
         match &s {
-            Stmt::Let { dst, op } => {
+            Stmt::Let { dst, op, .. } => {
                 let same = seen.iter().find(|(o, t)| {
                     o == op
                         && plan.temps[t.0 as usize]
@@ -168,7 +172,7 @@ fn common_subexpressions(plan: &mut RaPlan, b: usize) {
                 let rel = *rel;
                 seen.retain(|(o, _)| !matches!(o, Op::Scan(r) if *r == rel));
             }
-            Stmt::Output { .. } => {}
+            Stmt::Output { .. } | Stmt::CheckFunctional { .. } => {}
         }
         out.push(s);
     }
@@ -184,7 +188,7 @@ fn count_joins(plan: &mut RaPlan, b: usize) {
             .iter()
             .enumerate()
             .filter_map(|(i, s)| match s {
-                Stmt::Let { dst, op } => Some((*dst, (i, op))),
+                Stmt::Let { dst, op, .. } => Some((*dst, (i, op))),
                 _ => None,
             })
             .collect();

@@ -63,6 +63,7 @@ pub fn plan_with(core: &CoreProgram, options: &PlanOptions) -> Result<RaPlan, Pl
     let mut p = Planner::new(core)?;
     p.multiway = options.multiway;
     p.var_order = options.var_order.clone();
+    p.check_functional_inputs()?;
     for (i, s) in core.strata.iter().enumerate() {
         p.plan_stratum(i, s)?;
     }
@@ -96,6 +97,8 @@ struct Planner<'a> {
     var_order: Vec<String>,
     /// The variables of the multi-way joins planned so far.
     ordered: BTreeSet<String>,
+    /// The part of the program the operators emitted now compute (see [`Stmt::Let`]).
+    origin: Option<Span>,
 }
 
 struct View<'p>(&'p RaPlan);
@@ -202,6 +205,7 @@ impl<'a> Planner<'a> {
             multiway: true,
             var_order: Vec::new(),
             ordered: BTreeSet::new(),
+            origin: None,
         })
     }
 
@@ -280,7 +284,11 @@ impl<'a> Planner<'a> {
                 .collect(),
             props,
         });
-        self.push(Stmt::Let { dst: id, op });
+        self.push(Stmt::Let {
+            dst: id,
+            op,
+            origin: self.origin,
+        });
         Ok(id)
     }
 
@@ -323,6 +331,7 @@ impl<'a> Planner<'a> {
                     if let Some(t) = self.plan_pred(p, &facts, &rules)? {
                         let rel = self.full_rel(p)?;
                         self.push(Stmt::Store { rel, src: t });
+                        self.check_functional(p, t, s)?;
                     }
                 }
                 Ok(())
@@ -386,6 +395,7 @@ impl<'a> Planner<'a> {
             let full = self.full_rel(p)?;
             if let Some(t) = self.plan_pred(p, &facts, &rules)? {
                 self.push(Stmt::Store { rel: full, src: t });
+                self.check_functional(p, t, s)?;
             }
         }
         for &p in &s.preds {
@@ -421,6 +431,11 @@ impl<'a> Planner<'a> {
         for &p in &s.preds {
             let into = self.full_rel(p)?;
             self.push(Stmt::Merge { into, from: new[&p] });
+            if self.core.preds[p.0 as usize].functional_keys.is_some() {
+                let names = self.pred_columns(p)?.iter().map(|c| c.name.clone()).collect();
+                let t = self.emit(Op::Scan(into), names)?;
+                self.check_functional(p, t, s)?;
+            }
         }
         for &p in &s.preds {
             self.push(Stmt::Assign {
@@ -438,6 +453,62 @@ impl<'a> Planner<'a> {
             },
         );
         self.cur = exit;
+        Ok(())
+    }
+
+    /// Adds the run-time check that `t`, the contents of predicate `p` computed by
+    /// stratum `s`, gives no key two values, unless `p` is not functional or cannot break
+    /// the dependency: facts alone are checked by `fox_sema`, and one aggregation whose
+    /// group is part of the key yields one row per key.
+    fn check_functional(&mut self, p: PredId, t: TempId, s: &fox_sema::core::Stratum) -> Result<(), PlanError> {
+        let info = &self.core.preds[p.0 as usize];
+        let Some(keys) = info.functional_keys else {
+            return Ok(());
+        };
+        let rules: Vec<&CoreRule> = s.rules.iter().filter(|r| r.head == p).collect();
+        let Some(first) = rules.first() else {
+            return Ok(());
+        };
+        let has_facts = s.facts.iter().any(|f| f.pred == p);
+        if let ([r], false) = (rules.as_slice(), has_facts) {
+            if aggregation_is_functional(r, keys) {
+                return Ok(());
+            }
+        }
+        self.push(Stmt::CheckFunctional {
+            src: t,
+            keys,
+            pred: info.name.clone(),
+            origin: first.span,
+        });
+        Ok(())
+    }
+
+    /// Checks the inputs of functional predicates, before anything reads them, unless
+    /// their declared key is part of the functional key (then the loader's key check
+    /// covers it).
+    fn check_functional_inputs(&mut self) -> Result<(), PlanError> {
+        for spec in &self.core.inputs {
+            let info = &self.core.preds[spec.pred.0 as usize];
+            let Some(keys) = info.functional_keys else {
+                continue;
+            };
+            if !spec.key.is_empty() && spec.key.iter().all(|&k| k < keys) {
+                continue;
+            }
+            let rel = self.full_rel(spec.pred)?;
+            let names: Vec<String> = info.columns.iter().map(|c| c.name.clone()).collect();
+            let t = self.with_origin(spec.span, |p| {
+                let t = p.emit(Op::Scan(rel), names.clone())?;
+                p.emit(Op::Unique(t), names)
+            })?;
+            self.push(Stmt::CheckFunctional {
+                src: t,
+                keys,
+                pred: info.name.clone(),
+                origin: spec.span,
+            });
+        }
         Ok(())
     }
 
@@ -505,6 +576,18 @@ impl<'a> Planner<'a> {
     /// Plans one rule (reading the delta relation at body literal `delta.0` when given);
     /// the result has the head predicate's columns and may hold duplicates.
     fn plan_rule(&mut self, rule: &CoreRule, delta: Option<(usize, RelId)>) -> Result<TempId, PlanError> {
+        self.with_origin(rule.span, |p| p.plan_rule_ops(rule, delta))
+    }
+
+    /// Runs `f` with the operators it emits attributed to `span`.
+    fn with_origin<T>(&mut self, span: Span, f: impl FnOnce(&mut Self) -> T) -> T {
+        let outer = self.origin.replace(span);
+        let r = f(self);
+        self.origin = outer;
+        r
+    }
+
+    fn plan_rule_ops(&mut self, rule: &CoreRule, delta: Option<(usize, RelId)>) -> Result<TempId, PlanError> {
         let with_implied = with_implied_order(rule);
         let rule = &with_implied;
         let mut cx = RuleCx::new(rule);
@@ -1120,10 +1203,12 @@ impl<'a> Planner<'a> {
     fn select_ready(&mut self, cx: &mut RuleCx, cur: &mut Unit) -> Result<bool, PlanError> {
         let rule = cx.rule;
         let mut conds = Vec::new();
+        let mut spans = Vec::new();
         for (i, lit) in rule.body.iter().enumerate() {
-            if let CoreLit::Filter { cond, .. } = lit {
+            if let CoreLit::Filter { cond, span } = lit {
                 if !cx.applied[i] && cx.bound(lit, &cur.vars) {
                     conds.push(cx.lower(cond, &cur.vars)?);
+                    spans.push(*span);
                     cx.applied[i] = true;
                 }
             }
@@ -1132,13 +1217,14 @@ impl<'a> Planner<'a> {
             return Ok(false);
         }
         let names = self.col_names(cur.temp)?;
-        cur.temp = self.emit(
-            Op::Select {
-                input: cur.temp,
-                pred: Expr::and(conds),
-            },
-            names,
-        )?;
+        let op = Op::Select {
+            input: cur.temp,
+            pred: Expr::and(conds),
+        };
+        cur.temp = match spans.as_slice() {
+            [one] => self.with_origin(*one, |p| p.emit(op, names))?,
+            _ => self.emit(op, names)?,
+        };
         cur.est *= EQ_SELECTIVITY;
         Ok(true)
     }
@@ -1182,6 +1268,10 @@ impl<'a> Planner<'a> {
     }
 
     fn assign(&mut self, cx: &RuleCx, cur: Unit, var: VarId, expr: &CExpr, span: Span) -> Result<Unit, PlanError> {
+        self.with_origin(span, |p| p.assign_ops(cx, cur, var, expr, span))
+    }
+
+    fn assign_ops(&mut self, cx: &RuleCx, cur: Unit, var: VarId, expr: &CExpr, span: Span) -> Result<Unit, PlanError> {
         let e = cx.lower(expr, &cur.vars)?;
         let want = cx.var_type(var)?;
         if let Some(p) = cur.vars.iter().position(|v| *v == var) {
@@ -1463,6 +1553,19 @@ impl<'r> RuleCx<'r> {
         };
         Ok(Expr { kind, ty: e.ty })
     }
+}
+
+/// Whether an aggregation rule of a functional predicate with `keys` key columns yields at
+/// most one row per key: its groups are the head's variables that are not aggregate
+/// results, one row each, so it does when every one of them is among the key arguments.
+fn aggregation_is_functional(rule: &CoreRule, keys: usize) -> bool {
+    let Some(aggs) = &rule.aggs else {
+        return false;
+    };
+    let key_args = &rule.head_args[..keys.min(rule.head_args.len())];
+    term_vars(&rule.head_args)
+        .filter(|v| aggs.iter().all(|a| a.var != *v))
+        .all(|v| key_args.contains(&Term::Var(v)))
 }
 
 fn collect_vars(e: &CExpr, out: &mut Vec<VarId>) {

@@ -77,7 +77,7 @@ impl Printer<'_> {
 
     fn stmt(&self, s: &Stmt) -> String {
         match s {
-            Stmt::Let { dst, op } => {
+            Stmt::Let { dst, op, .. } => {
                 let schema = self.plan.temps.get(dst.0 as usize).map_or_else(String::new, |s| {
                     format!("{}{}", columns(&s.columns), props(&s.props, &s.columns))
                 });
@@ -88,6 +88,10 @@ impl Printer<'_> {
             Stmt::Assign { dst, src } => format!("{} := {}", self.rel(*dst), self.rel(*src)),
             Stmt::Clear { rel } => format!("clear {}", self.rel(*rel)),
             Stmt::Output { rel, src } => format!("output {} from t{}", self.rel(*rel), src.0),
+            Stmt::CheckFunctional { src, keys, pred, .. } => {
+                let s = if *keys == 1 { "" } else { "s" };
+                format!("check {pred} is functional: t{} (key: {keys} column{s})", src.0)
+            }
         }
     }
 

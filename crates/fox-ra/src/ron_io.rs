@@ -123,7 +123,7 @@ pub fn validate(plan: &RaPlan) -> Result<(), PlanError> {
         };
         for s in &b.stmts {
             match s {
-                Stmt::Let { dst, op } => {
+                Stmt::Let { dst, op, .. } => {
                     let slot = defined_anywhere
                         .get_mut(dst.0 as usize)
                         .ok_or_else(|| at(format!("t{} has no schema ({} temps)", dst.0, plan.temps.len())))?;
@@ -195,6 +195,18 @@ pub fn validate(plan: &RaPlan) -> Result<(), PlanError> {
                 }
                 Stmt::Clear { rel: r } => {
                     rel(*r)?;
+                }
+                Stmt::CheckFunctional { src, keys, pred, .. } => {
+                    let s = scope
+                        .temp(*src)
+                        .ok_or_else(|| at(format!("t{} is checked but not defined before", src.0)))?;
+                    if keys.checked_add(1) != Some(s.columns.len()) || !s.props.unique {
+                        return Err(at(format!(
+                            "the check of `{pred}` reads t{} with {} columns, which is not a set of {keys} key columns and a value",
+                            src.0,
+                            s.columns.len()
+                        )));
+                    }
                 }
                 Stmt::Output { rel: r, src } => {
                     let target = rel(*r)?;

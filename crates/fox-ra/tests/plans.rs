@@ -25,7 +25,7 @@ fn count(plan: &RaPlan, pred: impl Fn(&Op) -> bool) -> usize {
 /// The relations a temp is computed from.
 fn scanned(plan: &RaPlan, t: TempId) -> Vec<String> {
     let def = plan.blocks.iter().flat_map(|b| &b.stmts).find_map(|s| match s {
-        Stmt::Let { dst, op } if *dst == t => Some(op),
+        Stmt::Let { dst, op, .. } if *dst == t => Some(op),
         _ => None,
     });
     match def {

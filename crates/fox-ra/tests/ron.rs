@@ -97,7 +97,7 @@ fn lets(plan: &mut RaPlan) -> impl Iterator<Item = (&mut TempId, &mut Op)> {
         .iter_mut()
         .flat_map(|b| &mut b.stmts)
         .filter_map(|s| match s {
-            Stmt::Let { dst, op } => Some((dst, op)),
+            Stmt::Let { dst, op, .. } => Some((dst, op)),
             _ => None,
         })
 }

@@ -106,6 +106,14 @@ impl fmt::Display for BackendError {
 
 impl std::error::Error for BackendError {}
 
+/// The row an expression kernel (`Eval`, `FusedReduce`) failed on: both backends end the
+/// message of an error of one row with ` (row N)`, N counting the kernel's input rows.
+pub fn failing_row(msg: &str) -> Option<usize> {
+    let inner = msg.strip_suffix(')')?;
+    let at = inner.rfind(" (row ")?;
+    inner[at + " (row ".len()..].parse().ok()
+}
+
 /// A device that runs the kernels of the kernel IR. `LoadInput`, `Const`, `DictTable` and
 /// `StrFn` are run by the runtime on the host (it owns data files and the dictionary) and
 /// never reach a backend; every other kernel does, with the contract documented on

@@ -584,12 +584,71 @@ impl Interp<'_> {
                 self.record(block, i, || format!("Output({name})"), d);
                 Ok(())
             }
-            Instr::Launch { kernel, args, outs } => {
+            Instr::Assert { check, args, origin } => {
+                let start = Instant::now();
+                let what = at(plan, block, i);
+                let mut slots = Vec::with_capacity(args.len());
+                for a in args {
+                    slots.push(
+                        self.var_slot(a.0 as usize)
+                            .map_err(|w| RuntimeError::Plan(format!("{what}: Assert reads {w}")))?,
+                    );
+                }
+                let held = slots.first().map_or(0, |&s| self.slot_buf(s).len);
+                if held > 0 {
+                    let mut rows = Vec::with_capacity(args.len());
+                    for (a, &s) in args.iter().zip(&slots) {
+                        let col = self.download_arg(s).map_err(|e| RuntimeError::Kernel {
+                            at: what.clone(),
+                            msg: match e {
+                                HostError::Plan(m) | HostError::Kernel(m) => m,
+                            },
+                        })?;
+                        rows.push(cell_text(&col, 0, self.plan.buffers[a.0 as usize].ty, &self.dict));
+                    }
+                    return Err(check_error(check, &rows, *origin, &what));
+                }
+                self.record(block, i, || "Assert".to_string(), start.elapsed());
+                Ok(())
+            }
+            Instr::Launch {
+                kernel,
+                args,
+                outs,
+                origin,
+            } => {
                 let start = Instant::now();
                 let transfers_before = self.stats.upload + self.stats.download;
                 let loading = matches!(kernel, Kernel::LoadInput { .. });
                 self.device_time = None;
-                self.launch(block, i, kernel, args, outs)?;
+                if let Err(e) = self.launch(block, i, kernel, args, outs) {
+                    return Err(match (e, origin) {
+                        (RuntimeError::Kernel { at, msg }, Some(origin)) => {
+                            let mut notes = self.row_values(kernel, args, &msg);
+                            notes.push(format!("in {at}"));
+                            // The location and the notes say which kernel and row.
+                            let mut msg = msg.as_str();
+                            msg = msg.strip_prefix("kernel ").map_or(msg, |m| {
+                                m.strip_prefix(kernel.name())
+                                    .and_then(|m| m.strip_prefix(": "))
+                                    .unwrap_or(msg)
+                            });
+                            if let Some(row) = crate::backend::failing_row(msg) {
+                                msg = msg.strip_suffix(&format!(" (row {row})")).unwrap_or(msg);
+                            }
+                            let msg = match self.column_labels(kernel, args) {
+                                Some(labels) => name_columns(msg, &labels),
+                                None => msg.to_string(),
+                            };
+                            RuntimeError::Program {
+                                msg,
+                                origin: Some(*origin),
+                                notes,
+                            }
+                        }
+                        (e, _) => e,
+                    });
+                }
                 if self.timing && !loading {
                     self.backend.sync().map_err(|e| RuntimeError::Kernel {
                         at: format!("{} ({})", at(plan, block, i), kernel_name(kernel, plan)),
@@ -792,6 +851,72 @@ impl Interp<'_> {
             self.define(o.0 as usize, buf);
         }
         Ok(())
+    }
+
+    /// For an expression kernel that failed on one row (see [`crate::backend::failing_row`]),
+    /// a note with the values of its argument columns in that row; nothing for another
+    /// error, or when the values cannot be read.
+    fn row_values(&mut self, kernel: &Kernel, args: &[fox_kernel::BufId], msg: &str) -> Vec<String> {
+        let n_cols = match kernel {
+            Kernel::Eval { n_cols, .. } | Kernel::FusedReduce { n_cols, .. } => *n_cols,
+            _ => return Vec::new(),
+        };
+        let Some(row) = crate::backend::failing_row(msg) else {
+            return Vec::new();
+        };
+        let mut parts = Vec::new();
+        for (c, a) in args.iter().take(n_cols).enumerate() {
+            let Ok(slot) = self.var_slot(a.0 as usize) else {
+                return Vec::new();
+            };
+            let buf = &self.slots[slot].as_ref().expect("occupied").0;
+            if row >= buf.len {
+                return Vec::new();
+            }
+            let slice = Kernel::Slice {
+                start: row as u64,
+                len: 1,
+            };
+            let Ok(mut one) = self.backend.launch(&slice, &[buf], &DictCtx(&self.dict)) else {
+                return Vec::new();
+            };
+            let col = one.pop().map(|b| {
+                let col = self.backend.download(&b);
+                self.backend.free(b);
+                col
+            });
+            let Some(Ok(col)) = col else {
+                return Vec::new();
+            };
+            let var = &self.plan.buffers[a.0 as usize];
+            let label = match self.column_labels(kernel, args) {
+                Some(labels) => labels[c].to_string(),
+                None => format!("c{c}"),
+            };
+            parts.push(format!("{label} = {}", cell_text(&col, 0, var.ty, &self.dict)));
+        }
+        vec![format!("the values of row {row}: {}", parts.join(", "))]
+    }
+
+    /// The variables an expression kernel's columns `c0, c1, …` hold, when each has a
+    /// distinct name (see [`var_label`]).
+    fn column_labels(&self, kernel: &Kernel, args: &[fox_kernel::BufId]) -> Option<Vec<&str>> {
+        let n_cols = match kernel {
+            Kernel::Eval { n_cols, .. } | Kernel::FusedReduce { n_cols, .. } => *n_cols,
+            _ => return None,
+        };
+        let labels: Vec<&str> = args
+            .iter()
+            .take(n_cols)
+            .map(|a| var_label(&self.plan.buffers[a.0 as usize].name))
+            .collect();
+        let distinct: std::collections::HashSet<&str> = labels.iter().copied().collect();
+        let plain = labels.iter().all(|l| {
+            let mut c = l.chars();
+            c.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        });
+        (plain && distinct.len() == labels.len()).then_some(labels)
     }
 
     fn download_arg(&mut self, slot: usize) -> Result<HostCol, HostError> {
@@ -1083,6 +1208,103 @@ impl Interp<'_> {
 }
 
 type BlockIdx = usize;
+
+/// The variable a buffer holds, from its name: `t12.price~2` and `sale.price` are `price`.
+fn var_label(name: &str) -> &str {
+    let name = name.split('~').next().unwrap_or(name);
+    name.rsplit('.').next().unwrap_or(name)
+}
+
+/// `msg` with each column reference `c<i>` of an expression replaced by `labels[i]`
+/// (outside string literals).
+fn name_columns(msg: &str, labels: &[&str]) -> String {
+    let b = msg.as_bytes();
+    let mut out = String::with_capacity(msg.len());
+    let mut i = 0;
+    let mut quoted = false;
+    while i < b.len() {
+        if b[i] == b'"' && (i == 0 || b[i - 1] != b'\\') {
+            quoted = !quoted;
+        }
+        let word_start = i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
+        if b[i] == b'c' && word_start && !quoted {
+            let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+            let end = i + 1 + digits;
+            let word_end = end == b.len() || !(b[end].is_ascii_alphanumeric() || b[end] == b'_');
+            if digits > 0 && word_end {
+                if let Some(l) = msg[i + 1..end].parse::<usize>().ok().and_then(|k| labels.get(k)) {
+                    out.push_str(l);
+                    i = end;
+                    continue;
+                }
+            }
+        }
+        let ch = msg[i..].chars().next().unwrap_or(' ');
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+/// Row `i` of a column as text (strings from the dictionary, by the column type `ty`).
+fn cell_text(col: &HostCol, i: usize, ty: Option<Type>, dict: &Dictionary) -> String {
+    use crate::output::{format_date, format_decimal};
+    match (col, ty) {
+        (HostCol::U32(v), Some(Type::String)) => match v.get(i).and_then(|&c| dict.get(c)) {
+            Some(s) => s.to_string(),
+            None => format!("<string #{}>", v.get(i).copied().unwrap_or(0)),
+        },
+        (HostCol::I32(v), Some(Type::Date)) => v.get(i).map_or_else(String::new, |&d| format_date(d)),
+        (HostCol::I64(v), Some(Type::Decimal(s))) => {
+            v.get(i).map_or_else(String::new, |&x| format_decimal(x.into(), s))
+        }
+        (HostCol::I128(v), Some(Type::WideDecimal(s))) => v.get(i).map_or_else(String::new, |&x| format_decimal(x, s)),
+        (HostCol::U8(v), Some(Type::Bool)) => v.get(i).map_or_else(String::new, |&b| (b != 0).to_string()),
+        (HostCol::F64(v), _) => v.get(i).map_or_else(String::new, |x| format!("{x:?}")),
+        (HostCol::U8(v), _) => v.get(i).map_or_else(String::new, u8::to_string),
+        (HostCol::I32(v), _) => v.get(i).map_or_else(String::new, i32::to_string),
+        (HostCol::U32(v), _) => v.get(i).map_or_else(String::new, u32::to_string),
+        (HostCol::I64(v), _) => v.get(i).map_or_else(String::new, i64::to_string),
+        (HostCol::U64(v), _) => v.get(i).map_or_else(String::new, u64::to_string),
+        (HostCol::I128(v), _) => v.get(i).map_or_else(String::new, i128::to_string),
+    }
+}
+
+/// The error of a failed [`Instr::Assert`], from the texts of the row its args hold.
+fn check_error(check: &fox_kernel::Check, row: &[String], origin: Option<fox_kernel::Span>, at: &str) -> RuntimeError {
+    match check {
+        fox_kernel::Check::Functional { pred, columns, keys } => {
+            let n = columns.len();
+            let (a, b) = (&row[..n.min(row.len())], &row[n.min(row.len())..]);
+            let key: Vec<String> = a
+                .iter()
+                .zip(columns)
+                .take(*keys)
+                .map(|(v, c)| {
+                    if c.ty == Type::String {
+                        format!("{v:?}")
+                    } else {
+                        v.clone()
+                    }
+                })
+                .collect();
+            let value = |r: &[String]| r.last().cloned().unwrap_or_default();
+            RuntimeError::Program {
+                msg: format!(
+                    "`{pred}[{}]` has two values, {} and {}",
+                    key.join(", "),
+                    value(a),
+                    value(b)
+                ),
+                origin,
+                notes: vec![
+                    format!("`{pred}` is a functional predicate: its rules may give each key at most one value"),
+                    format!("in {at}"),
+                ],
+            }
+        }
+    }
+}
 
 fn dict_text(dict: &Dictionary, code: u32) -> Result<&str, HostError> {
     dict.get(code)

@@ -109,6 +109,39 @@ pub enum RuntimeError {
     Kernel { at: String, msg: String },
     /// A result file that cannot be written.
     Io { msg: String },
+    /// An error of the program found while it runs (division by zero, overflow, a bad
+    /// cast, a functional predicate given two values for a key), at `origin`: a span of the
+    /// plan's [`fox_kernel::KernelPlan::sources`], when the plan knows it. `notes` give the
+    /// offending values and the instruction.
+    Program {
+        msg: String,
+        origin: Option<fox_kernel::Span>,
+        notes: Vec<String>,
+    },
+}
+
+impl RuntimeError {
+    /// The error as the command-line tools print it: located in the program's source with
+    /// the line and a caret, as compile errors are, when `plan` holds the source of its
+    /// origin; otherwise its one-line text prefixed with `tool: error: `.
+    pub fn render(&self, plan: &fox_kernel::KernelPlan, tool: &str, color: bool) -> String {
+        if let RuntimeError::Program {
+            msg,
+            origin: Some(span),
+            notes,
+        } = self
+        {
+            if let Some((file, local)) = plan.locate(*span) {
+                let d = notes
+                    .iter()
+                    .fold(fox_syntax::diag::Diagnostic::error(msg.clone(), local), |d, n| {
+                        d.with_note(n.clone())
+                    });
+                return fox_syntax::diag::render(&file.name, &file.text, &[d], color);
+            }
+        }
+        format!("{tool}: error: {self}\n")
+    }
 }
 
 impl fmt::Display for RuntimeError {
@@ -117,6 +150,10 @@ impl fmt::Display for RuntimeError {
             RuntimeError::Data { msg } | RuntimeError::Io { msg } => f.write_str(msg),
             RuntimeError::Plan(msg) => write!(f, "inconsistent plan: {msg}"),
             RuntimeError::Kernel { at, msg } => write!(f, "{at}: {msg}"),
+            RuntimeError::Program { msg, notes, .. } => {
+                f.write_str(msg)?;
+                notes.iter().try_for_each(|n| write!(f, "; {n}"))
+            }
         }
     }
 }

@@ -81,6 +81,7 @@ fn launch(kernel: Kernel, args: &[u32], outs: &[u32]) -> Instr {
         kernel,
         args: args.iter().map(|&b| BufId(b)).collect(),
         outs: outs.iter().map(|&b| BufId(b)).collect(),
+        origin: None,
     }
 }
 
@@ -106,6 +107,7 @@ fn plan(buffers: Vec<BufVar>, inputs: Vec<InputRel>, instrs: Vec<Instr>) -> Kern
         }],
         entry: BlockId(0),
         planned_peak_buffers: 3,
+        sources: Vec::new(),
     }
 }
 

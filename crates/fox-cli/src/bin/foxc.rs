@@ -148,8 +148,9 @@ fn cmd_compile(path: &Path, output: Option<&Path>, emit: Option<Emit>, color: bo
         write_stdout(&fox_ra::print_plan(&plan))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let kernels = fox_kernel::lower(&plan)
+    let mut kernels = fox_kernel::lower(&plan)
         .map_err(|e| anyhow::anyhow!("{}: cannot lower the plan to kernels: {e}", source.name))?;
+    kernels.sources = source.plan_sources();
     match emit {
         Some(Emit::Kernels) => write_stdout(&fox_kernel::print_kernels(&kernels))?,
         Some(Emit::Dot) => write_stdout(&fox_kernel::to_dot(&kernels))?,

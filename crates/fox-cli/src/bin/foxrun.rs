@@ -164,7 +164,13 @@ fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
         database,
         memory_limit: cli.memory_limit,
     };
-    let result = run(&plan, backend.as_mut(), &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let result = match run(&plan, backend.as_mut(), &opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprint!("{}", e.render(&plan, "foxrun", color));
+            return Ok(ExitCode::from(1));
+        }
+    };
     if cli.timing {
         eprint!("{}", format_stats(&result.stats));
     }

@@ -333,7 +333,7 @@ pub fn run(plan: &RaPlan, inputs: &[(&str, Vec<Row>)]) -> BTreeMap<String, Vec<R
         let mut temps = BTreeMap::new();
         for s in &block.stmts {
             match s {
-                Stmt::Let { dst, op: o } => {
+                Stmt::Let { dst, op: o, .. } => {
                     let rows = op(o, &rels, &temps);
                     check_props(&rows, &plan.temps[dst.0 as usize].props, &format!("t{}", dst.0));
                     temps.insert(*dst, rows);
@@ -348,6 +348,11 @@ pub fn run(plan: &RaPlan, inputs: &[(&str, Vec<Row>)]) -> BTreeMap<String, Vec<R
                 Stmt::Clear { rel } => rels[rel.0 as usize].clear(),
                 Stmt::Output { rel, src } => {
                     out.insert(plan.relations[rel.0 as usize].name.clone(), temps[src].clone());
+                }
+                Stmt::CheckFunctional { src, keys, pred, .. } => {
+                    let rows = set(temps[src].clone());
+                    let repeat = rows.windows(2).find(|w| w[0][..*keys] == w[1][..*keys]);
+                    assert!(repeat.is_none(), "`{pred}` gives one key two values: {repeat:?}");
                 }
             }
             for (i, r) in plan.relations.iter().enumerate() {
