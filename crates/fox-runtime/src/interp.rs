@@ -335,7 +335,7 @@ impl Interp<'_> {
                         }
                     }
                     return Err(RuntimeError::Kernel {
-                        at: format!("LoadInput({})", rel.name),
+                        at: format!("load_input[{}]", rel.name),
                         msg: e.0,
                     });
                 }
