@@ -6,10 +6,10 @@
 //! by 50% flags, the sort-merge join (`JoinCount`, `ExclusiveScan`, `JoinWrite`) of two
 //! pre-sorted relations with about one match per key, and the device-to-device copy
 //! whose bandwidth (bytes read plus bytes written) is the ceiling of the memory-bound
-//! primitives, plus on the GPU uploads and downloads. Each is run once untimed (compilation, module
-//! loading; its result is checked against a host computation), then `--repeat` times;
-//! the median is reported. On the GPU, times come from CUDA events on the backend's
-//! stream; on the CPU, from the wall clock.
+//! primitives, plus on the GPU uploads and downloads. Each is run once untimed
+//! (compilation, module loading; its result is checked against a host computation), then
+//! `--repeat` times; the median is reported. On the GPU, times come from CUDA events on
+//! the backend's stream; on the CPU, from the wall clock.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use fox_cli::progress::Spinner;
