@@ -23,6 +23,7 @@ if [ ${#variants[@]} -eq 0 ]; then
         64:24:256:16)
 fi
 dir=$(mktemp -d)
+echo "building ${#variants[@]} variants with $NVCC" >&2
 for v in "${variants[@]}"; do
     IFS=: read -r st si ct ci <<<"$v"
     "$NVCC" -O3 -arch="$ARCH" -std=c++17 -I. -DSCAN_THREADS="$st" -DSCAN_ITEMS="$si" -DCPT_THREADS="$ct" \

@@ -3,17 +3,20 @@
 #   bash bench/transitive_closure.sh [NODES] [EDGES] [SEED] [BACKEND...]
 # BACKEND defaults to cpu; several may be given (e.g. `gpu cpu`) to run both on the same
 # data. FOXRUN names the foxrun binary (default: build target/release/foxrun with cargo).
-# Prints foxrun's --timing report per backend and the size of the closure.
+# Prints foxrun's --timing report per backend and the size of the closure; on a terminal,
+# foxrun also shows the iteration under way and its new rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-10000}; m=${2:-50000}; seed=${3:-1}; shift $(( $# < 3 ? $# : 3 ))
 backends=("${@:-cpu}")
 [ ${#backends[@]} -gt 0 ] || backends=(cpu)
 dir=$(mktemp -d); out=$(mktemp -d); trap 'rm -rf "$dir" "$out"' EXIT
+echo "generating G($n, $m) seed $seed" >&2
 python3 bench/gnm.py "$n" "$m" "$seed" > "$dir/edge.csv"
 foxrun=${FOXRUN:-}
 if [ -z "$foxrun" ]; then
-    cargo build -q --release -p fox-cli --bin foxrun
+    echo "building foxrun (cargo build --release)" >&2
+    cargo build --release -p fox-cli --bin foxrun
     foxrun=target/release/foxrun
 fi
 echo "G($n, $m) seed $seed: $(wc -l < "$dir/edge.csv") edges"

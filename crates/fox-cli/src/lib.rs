@@ -2,6 +2,7 @@
 //! parse, check, plan, and render diagnostics. Logic lives in the library crates; this
 //! module only sequences them.
 
+pub mod progress;
 pub mod repl;
 pub mod tpch;
 
@@ -155,12 +156,19 @@ pub fn parse_memory_size(s: &str) -> Result<u64, String> {
 /// standard error is a terminal).
 pub struct Bars {
     bar: std::sync::Mutex<Option<indicatif::ProgressBar>>,
+    enabled: bool,
 }
 
 impl Bars {
     pub fn new() -> Bars {
+        Bars::enabled(true)
+    }
+
+    /// Bars that draw nothing unless `enabled` (see [`progress::wanted`]).
+    pub fn enabled(enabled: bool) -> Bars {
         Bars {
             bar: std::sync::Mutex::new(None),
+            enabled,
         }
     }
 }
@@ -173,6 +181,9 @@ impl Default for Bars {
 
 impl fox_runtime::LoadProgress for Bars {
     fn start(&self, table: &str, rows: u64) {
+        if !self.enabled {
+            return;
+        }
         let bar = if rows > 0 {
             indicatif::ProgressBar::new(rows).with_style(
                 indicatif::ProgressStyle::with_template(

@@ -24,6 +24,8 @@ pub struct QueryRun {
     pub hot: Vec<Duration>,
     /// The statistics of the last run.
     pub stats: RunStats,
+    /// Where the median's time went (see [`Split`]).
+    pub split: Split,
     /// The result of the last run.
     pub output: OutputTable,
     /// With `profile`: the statistics of one more run with per-kernel timing (each launch
@@ -35,6 +37,79 @@ impl QueryRun {
     pub fn median(&self) -> Duration {
         median(&self.hot).unwrap_or(self.first)
     }
+}
+
+/// A run's time in parts that add up to it: the run's own parts ([`RunStats`]: preparing
+/// the inputs, uploads, compute, downloads, ordering the outputs) and `other`, the rest of
+/// the time measured around the run (the interpreter between instructions, releasing
+/// buffers, the caller's clock).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Split {
+    pub prepare: Duration,
+    pub upload: Duration,
+    pub compute: Duration,
+    pub download: Duration,
+    pub output: Duration,
+    pub other: Duration,
+}
+
+impl Split {
+    /// The split of a run that took `wall` with statistics `st`.
+    pub fn of(wall: Duration, st: &RunStats) -> Split {
+        let mut s = Split {
+            prepare: st.load,
+            upload: st.upload,
+            compute: st.compute,
+            download: st.download,
+            output: st.output,
+            other: Duration::ZERO,
+        };
+        s.other = wall.saturating_sub(s.total());
+        s
+    }
+
+    /// The sum of the parts.
+    pub fn total(&self) -> Duration {
+        self.prepare + self.upload + self.compute + self.download + self.output + self.other
+    }
+
+    /// The split of the median of `runs` (times with their splits), as [`median`] takes
+    /// it: the middle run's, or for an even count the mean of the two middle runs' parts,
+    /// with `other` taking the rounding so that the parts add up to the median exactly.
+    pub fn of_median(runs: &[(Duration, Split)]) -> Option<Split> {
+        let mut v = runs.to_vec();
+        v.sort_by_key(|r| r.0);
+        let m = v.len() / 2;
+        match v.len() {
+            0 => None,
+            n if n % 2 == 1 => Some(v[m].1),
+            _ => {
+                let (a, b) = (v[m - 1].1, v[m].1);
+                let mean = |x: Duration, y: Duration| (x + y) / 2;
+                let mut s = Split {
+                    prepare: mean(a.prepare, b.prepare),
+                    upload: mean(a.upload, b.upload),
+                    compute: mean(a.compute, b.compute),
+                    download: mean(a.download, b.download),
+                    output: mean(a.output, b.output),
+                    other: Duration::ZERO,
+                };
+                s.other = mean(v[m - 1].0, v[m].0).saturating_sub(s.total());
+                Some(s)
+            }
+        }
+    }
+}
+
+/// Which run of a query [`run_queries_with`] starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Run {
+    /// The first run (uploads, kernel compilation).
+    First,
+    /// Hot run `k` (from 1).
+    Hot(u32),
+    /// The extra run with per-kernel timing.
+    Profile,
 }
 
 pub fn median(xs: &[Duration]) -> Option<Duration> {
@@ -83,6 +158,19 @@ pub fn run_queries(
     plans: &[(u32, KernelPlan, Duration)],
     repeat: u32,
     profile: bool,
+    each: impl FnMut(&QueryRun),
+) -> anyhow::Result<Vec<QueryRun>> {
+    run_queries_with(backend, db, plans, repeat, profile, &mut |_, _| {}, each)
+}
+
+/// [`run_queries`], calling `starting` with the query and the run before each run.
+pub fn run_queries_with(
+    backend: &mut dyn Backend,
+    db: Arc<Database>,
+    plans: &[(u32, KernelPlan, Duration)],
+    repeat: u32,
+    profile: bool,
+    starting: &mut dyn FnMut(u32, Run),
     mut each: impl FnMut(&QueryRun),
 ) -> anyhow::Result<Vec<QueryRun>> {
     let mut resident = Resident::default();
@@ -94,18 +182,24 @@ pub fn run_queries(
     let res = (|| {
         for (q, plan, compile) in plans {
             backend.reset_peak();
+            starting(*q, Run::First);
             let t = Instant::now();
             let r = fox_runtime::run_resident(plan, backend, &opts, Some(&mut resident))
                 .map_err(|e| anyhow::anyhow!("Q{q}: {e}"))?;
             let first = t.elapsed();
+            let first_split = Split::of(first, &r.stats);
             let mut hot = Vec::new();
+            let mut splits = Vec::new();
             let mut last = r;
-            for _ in 0..repeat {
+            for k in 0..repeat {
                 backend.reset_peak();
+                starting(*q, Run::Hot(k + 1));
                 let t = Instant::now();
                 last = fox_runtime::run_resident(plan, backend, &opts, Some(&mut resident))
                     .map_err(|e| anyhow::anyhow!("Q{q}: {e}"))?;
-                hot.push(t.elapsed());
+                let wall = t.elapsed();
+                hot.push(wall);
+                splits.push((wall, Split::of(wall, &last.stats)));
             }
             let output = last
                 .outputs
@@ -113,6 +207,7 @@ pub fn run_queries(
                 .next()
                 .ok_or_else(|| anyhow::anyhow!("Q{q} has no output"))?;
             let profile = if profile {
+                starting(*q, Run::Profile);
                 let timed = RunOptions {
                     timing: true,
                     ..opts.clone()
@@ -129,6 +224,7 @@ pub fn run_queries(
                 first,
                 hot,
                 stats: last.stats,
+                split: Split::of_median(&splits).unwrap_or(first_split),
                 output,
                 profile,
             };
@@ -145,13 +241,14 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// The table `foxbench tpch` prints.
+/// The table `foxbench tpch` prints: per query the median and its parts (which add up to
+/// it, see [`Split`]), and the peak device memory.
 pub fn table(runs: &[QueryRun]) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:>5} {:>8} {:>9} {:>10} {:>10} {:>8} {:>9} {:>10} {:>9} {:>9} {:>10}",
+        "{:>5} {:>8} {:>9} {:>10} {:>10} {:>8} {:>9} {:>10} {:>9} {:>9} {:>8} {:>9}",
         "query",
         "rows",
         "plan ms",
@@ -162,24 +259,26 @@ pub fn table(runs: &[QueryRun]) -> String {
         "compute",
         "download",
         "output",
-        "peak MB"
+        "other",
+        "peak"
     );
     for r in runs {
-        let st = &r.stats;
+        let p = &r.split;
         let _ = writeln!(
             s,
-            "{:>5} {:>8} {:>9.2} {:>10.2} {:>10.2} {:>8.2} {:>9.2} {:>10.2} {:>9.2} {:>9.2} {:>10.1}",
+            "{:>5} {:>8} {:>9.2} {:>10.2} {:>10.2} {:>8.2} {:>9.2} {:>10.2} {:>9.2} {:>9.2} {:>8.2} {:>9}",
             format!("Q{}", r.query),
             r.output.len(),
             ms(r.compile),
             ms(r.first),
             ms(r.median()),
-            ms(st.load),
-            ms(st.upload),
-            ms(st.compute),
-            ms(st.download),
-            ms(st.output),
-            st.peak_bytes as f64 / 1e6
+            ms(p.prepare),
+            ms(p.upload),
+            ms(p.compute),
+            ms(p.download),
+            ms(p.output),
+            ms(p.other),
+            fox_runtime::human_bytes(r.stats.peak_bytes as u64)
         );
     }
     let total: f64 = runs.iter().map(|r| ms(r.median())).sum();
@@ -187,8 +286,12 @@ pub fn table(runs: &[QueryRun]) -> String {
     let peak = runs.iter().map(|r| r.stats.peak_bytes).max().unwrap_or(0);
     let _ = writeln!(
         s,
-        "total of medians {total:.1} ms, geometric mean {geo:.2} ms, largest peak {:.1} MB",
-        peak as f64 / 1e6
+        "prepare + upload + compute + download + output + other = median (the median run's parts, in ms)"
+    );
+    let _ = writeln!(
+        s,
+        "total of medians {total:.1} ms, geometric mean {geo:.2} ms, largest peak {}",
+        fox_runtime::human_bytes(peak as u64)
     );
     s
 }
@@ -357,4 +460,62 @@ pub fn compare_sf1(q: u32, ours: &[Vec<String>]) -> Result<(), String> {
         _ => {}
     }
     compare_rows(&ours, &want, tol)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(ms: [u64; 6]) -> Split {
+        let d = Duration::from_millis;
+        Split {
+            prepare: d(ms[0]),
+            upload: d(ms[1]),
+            compute: d(ms[2]),
+            download: d(ms[3]),
+            output: d(ms[4]),
+            other: d(ms[5]),
+        }
+    }
+
+    #[test]
+    fn the_split_of_a_run_adds_up_to_its_time() {
+        let st = RunStats {
+            load: Duration::from_millis(1),
+            upload: Duration::from_millis(2),
+            compute: Duration::from_millis(30),
+            download: Duration::from_millis(4),
+            output: Duration::from_millis(5),
+            ..RunStats::default()
+        };
+        let s = Split::of(Duration::from_millis(50), &st);
+        assert_eq!(s, split([1, 2, 30, 4, 5, 8]));
+        assert_eq!(s.total(), Duration::from_millis(50));
+    }
+
+    #[test]
+    fn the_split_of_the_median_adds_up_to_the_median() {
+        let d = Duration::from_millis;
+        let runs = vec![
+            (d(30), split([1, 1, 20, 1, 1, 6])),
+            (d(10), split([1, 1, 6, 1, 1, 0])),
+            (d(20), split([2, 1, 14, 1, 1, 1])),
+        ];
+        let times: Vec<Duration> = runs.iter().map(|r| r.0).collect();
+        let s = Split::of_median(&runs).unwrap();
+        assert_eq!(s, runs[2].1);
+        assert_eq!(s.total(), median(&times).unwrap());
+        // An even count: the mean of the two middle runs, exactly the median.
+        let runs = vec![
+            (d(10), split([1, 1, 6, 1, 1, 0])),
+            (d(31), split([2, 2, 21, 2, 2, 2])),
+            (d(20), split([2, 1, 14, 1, 1, 1])),
+            (d(90), split([0, 0, 90, 0, 0, 0])),
+        ];
+        let times: Vec<Duration> = runs.iter().map(|r| r.0).collect();
+        let s = Split::of_median(&runs).unwrap();
+        assert_eq!(s.total(), median(&times).unwrap());
+        assert_eq!(s.compute, Duration::from_micros(17_500));
+        assert_eq!(Split::of_median(&[]), None);
+    }
 }

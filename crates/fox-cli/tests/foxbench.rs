@@ -13,17 +13,8 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-const ROWS: [&str; 9] = [
-    "copy",
-    "sort_keys",
-    "gather",
-    "sort_pairs",
-    "scan",
-    "compact",
-    "upload",
-    "download",
-    "join",
-];
+/// The rows of the CPU backend's table (it has no transfers to time).
+const ROWS: [&str; 7] = ["copy", "sort_keys", "gather", "sort_pairs", "scan", "compact", "join"];
 
 #[test]
 fn kernels_on_the_cpu_print_every_row() {
@@ -52,6 +43,17 @@ fn kernels_on_the_cpu_print_every_row() {
     }
     // The join reports its output size; 2^10 rows a side with keys in 0..2^10.
     assert!(out.contains("2 x 1024 rows in"), "{out}");
+    // No upload or download rates for the CPU backend.
+    assert!(
+        !out.lines()
+            .any(|l| l.starts_with("upload") || l.starts_with("download")),
+        "{out}"
+    );
+    // Rates and sizes in units: bytes per second through the one formatter.
+    let copy = out.lines().find(|l| l.starts_with("copy ")).unwrap();
+    assert!(copy.contains("B/s"), "{copy}");
+    let e = text(&o.stderr);
+    assert!(e.contains("n = 2^12 (4096 keys, 16.4 KB of u32)"), "{e}");
     let j = std::fs::read_to_string(&json).unwrap();
     let _ = std::fs::remove_file(&json);
     for row in ROWS {
@@ -146,7 +148,14 @@ fn foxrun_timing_separates_transfers() {
         .lines()
         .find(|l| l.starts_with("load (parse) "))
         .unwrap_or_else(|| panic!("{e}"));
-    for part in ["upload ", "compute ", "kernel compilation ", "download ", "output "] {
+    for part in [
+        "upload ",
+        "compute ",
+        "kernel compilation ",
+        "download ",
+        "output ",
+        "other ",
+    ] {
         assert!(line.contains(part), "no {part:?} in {line:?}");
     }
 }
@@ -180,6 +189,14 @@ fn clique_benchmark_on_the_cpu() {
             assert!(r.split_whitespace().any(|w| w == want), "{k}-cliques: {r}");
         }
         assert!(rows[1].starts_with("CPU LFTJ") && rows[1].contains(" threads"), "{out}");
+        // build + join + other = timed (each rounded to 0.01 ms).
+        for r in &rows {
+            let w: Vec<&str> = r.split_whitespace().collect();
+            let num = |back: usize| w[w.len() - back].parse::<f64>().unwrap_or_else(|_| panic!("{r}"));
+            let (timed, parts) = (num(8), num(7) + num(6) + num(5));
+            assert!((timed - parts).abs() <= 0.025, "{timed} vs {parts}: {r}");
+            assert!(num(5) >= 0.0, "{r}");
+        }
     }
 }
 
@@ -225,4 +242,133 @@ fn clique_benchmark_on_an_edge_list_file() {
         assert!(r.split_whitespace().any(|w| w == "35"), "{r}");
     }
     assert!(out.contains("undirected edges (21)"), "{out}");
+}
+
+/// Without --backend, foxbench takes the GPU when one is usable and otherwise the CPU, and
+/// says which; --backend gpu without a GPU is an error that points to --backend cpu.
+#[test]
+fn the_backend_defaults_to_auto_and_is_named() {
+    let o = foxbench(&["kernels", "--log2n", "8", "--join-log2n", "6", "--repeat", "1"]);
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    let notice = e.lines().next().unwrap_or("");
+    let gpu = notice.starts_with("foxbench: running on the ");
+    assert!(
+        gpu || (notice.starts_with("foxbench: no usable GPU (") && notice.ends_with("); running on the CPU")),
+        "{e}"
+    );
+    let out = text(&o.stdout);
+    assert!(
+        out.starts_with(if gpu {
+            "foxbench kernels on "
+        } else {
+            "foxbench kernels on cpu"
+        }),
+        "{out}"
+    );
+    if !gpu {
+        let o = foxbench(&["kernels", "--backend", "gpu", "--log2n", "8"]);
+        assert_eq!(o.status.code(), Some(1));
+        let e = text(&o.stderr);
+        assert!(
+            e.contains("no usable GPU for --backend gpu: ") && e.contains("use --backend cpu"),
+            "{e}"
+        );
+    }
+}
+
+/// Standard error of a run that is not on a terminal has no progress: only foxbench's own
+/// lines. --no-progress is accepted by every subcommand.
+#[test]
+fn no_progress_when_standard_error_is_not_a_terminal() {
+    let o = foxbench(&[
+        "kernels",
+        "--backend",
+        "cpu",
+        "--log2n",
+        "8",
+        "--join-log2n",
+        "6",
+        "--repeat",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    let e = text(&o.stderr);
+    assert!(e.lines().all(|l| l.starts_with("foxbench: ")), "{e:?}");
+    assert!(!e.contains('\r') && !e.contains('\x1b'), "{e:?}");
+    let o = foxbench(&[
+        "kernels",
+        "--backend",
+        "cpu",
+        "--log2n",
+        "8",
+        "--join-log2n",
+        "6",
+        "--repeat",
+        "1",
+        "--no-progress",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = foxbench(&["clique", "--help"]);
+    assert!(text(&o.stdout).contains("--no-progress"));
+}
+
+/// `foxbench tpch` on the CPU: each query's parts (prepare, upload, compute, download,
+/// output, other) add up to its median (of an even number of hot runs: the mean of the
+/// middle two); one row is "1 row".
+#[test]
+fn tpch_parts_add_up_to_the_median() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    {
+        let repeat = "2";
+        let o = Command::new(env!("CARGO_BIN_EXE_foxbench"))
+            .args([
+                "tpch",
+                "--sf",
+                "0.001",
+                "--queries",
+                "6,14",
+                "--backend",
+                "cpu",
+                "--repeat",
+                repeat,
+            ])
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        let (out, e) = (text(&o.stdout), text(&o.stderr));
+        assert_eq!(o.status.code(), Some(0), "{out}{e}");
+        let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+        assert_eq!(
+            header,
+            [
+                "query", "rows", "plan", "ms", "first", "ms", "median", "ms", "prepare", "upload", "compute",
+                "download", "output", "other", "peak"
+            ],
+            "{out}"
+        );
+        let rows: Vec<Vec<&str>> = out
+            .lines()
+            .filter(|l| l.trim_start().starts_with('Q'))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows.len(), 2, "{out}");
+        for r in &rows {
+            let num = |i: usize| r[i].parse::<f64>().unwrap_or_else(|_| panic!("{r:?}"));
+            let parts: f64 = (5..=10).map(num).sum();
+            // Six parts rounded to 0.01 ms against the rounded median.
+            assert!(
+                (parts - num(4)).abs() <= 0.035,
+                "parts {parts} vs median {}: {r:?}",
+                num(4)
+            );
+            // The peak in units.
+            assert!(["B", "KB", "MB", "GB"].contains(&r[12]), "{r:?}");
+        }
+        assert!(
+            e.lines()
+                .any(|l| l.trim_start().starts_with("Q6 ") && l.ends_with(", 1 row")),
+            "{e}"
+        );
+    }
 }

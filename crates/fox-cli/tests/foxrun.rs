@@ -411,7 +411,7 @@ fn stdout_tables_timing_and_backend_notice() {
         "{e}"
     );
     assert!(e.contains("memory: planned peak "), "{e}");
-    assert!(e.contains("Output(even)"), "{e}");
+    assert!(e.contains("output even"), "{e}");
     let o = foxrun(&["queries/even_odd.logic", "--backend", "gpu"]);
     if notice.starts_with("foxrun: no usable GPU") {
         assert_eq!(o.status.code(), Some(1));
@@ -615,4 +615,135 @@ fn bad_programs_and_plans_are_clean_errors() {
     // A missing file.
     expect_failure(&["no/such/plan.ron"], &out, &["cannot read `no/such/plan.ron`"]);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--timing`: a total that the parts add up to, sizes in units beside the bytes, and
+/// kernel names as `foxc compile --emit kernels` prints them.
+#[test]
+fn timing_has_a_total_sizes_in_units_and_the_plan_s_kernel_names() {
+    let o = foxrun(&[
+        "queries/transitive_closure.logic",
+        "--data",
+        "tests/programs/data",
+        "--backend",
+        "cpu",
+        "--timing",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let e = stderr(&o);
+    let ms_after = |line: &str, label: &str| -> f64 {
+        let rest = &line[line.find(label).unwrap_or_else(|| panic!("no {label:?} in {line:?}")) + label.len()..];
+        rest.split(" ms").next().unwrap().trim().parse().unwrap()
+    };
+    let total_line = e
+        .lines()
+        .find(|l| l.starts_with("total "))
+        .unwrap_or_else(|| panic!("{e}"));
+    let total = ms_after(total_line, "total ");
+    let parts = e.lines().find(|l| l.starts_with("load (parse) ")).unwrap();
+    let sum: f64 = ["load (parse) ", "upload ", "compute ", "download ", "output ", "other "]
+        .iter()
+        .map(|p| ms_after(parts, p))
+        .sum();
+    // Six parts rounded to 0.001 ms against the rounded total.
+    assert!((sum - total).abs() <= 0.004, "{sum} vs {total}:\n{e}");
+    let mem = e.lines().find(|l| l.starts_with("memory: ")).unwrap();
+    let peak = mem.split("device peak ").nth(1).unwrap();
+    let bytes: u64 = peak.split(" bytes (").next().unwrap().parse().unwrap();
+    let human = peak.split(" bytes (").nth(1).unwrap().split(')').next().unwrap();
+    assert_eq!(human, fox_runtime::human_bytes(bytes), "{mem}");
+    assert!(human.ends_with(" KB") || human.ends_with(" B"), "{mem}");
+
+    let c = Command::new(env!("CARGO_BIN_EXE_foxc"))
+        .args(["compile", "queries/transitive_closure.logic", "--emit", "kernels"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let printed = stdout(&c);
+    let table: Vec<&str> = e
+        .lines()
+        .skip_while(|l| !l.starts_with("kernel "))
+        .skip(1)
+        .take_while(|l| !l.starts_with("slowest instructions"))
+        .collect();
+    assert!(table.len() >= 8, "{e}");
+    for line in table {
+        // The name, then the calls and the time.
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let name = w[..w.len() - 2].join(" ");
+        assert!(
+            printed.contains(&name),
+            "`{name}` is not in the printed plan:\n{printed}"
+        );
+    }
+    for name in [
+        "sort_perm",
+        "join_count",
+        "anti_match",
+        "merge_union",
+        "load_input[edge]",
+        "output path",
+    ] {
+        assert!(e.contains(name), "no {name} in:\n{e}");
+    }
+}
+
+/// Progress is for terminals: with standard error captured, a recursive program, a
+/// generated graph and written outputs leave it empty.
+#[test]
+fn no_progress_when_standard_error_is_not_a_terminal() {
+    let out = temp_dir("silent");
+    let out_s = out.display().to_string();
+    let o = foxrun(&[
+        "queries/transitive_closure.logic",
+        "--data",
+        "tests/programs/data",
+        "--backend",
+        "cpu",
+        "--out",
+        &out_s,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stderr(&o), "");
+    assert_eq!(stdout(&o), "");
+    let o = foxrun(&[
+        "queries/triangle_count.logic",
+        "--graph",
+        "gnm:40:200:1",
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stderr(&o), "");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// On a terminal (a pseudo-terminal made by util-linux's `script`, where it is installed)
+/// progress names the loop and its iterations; `--no-progress` draws none.
+#[test]
+fn progress_on_a_terminal_and_no_progress() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: no `script` command to make a terminal");
+        return;
+    }
+    let out = temp_dir("tty");
+    let run = |extra: &str| -> String {
+        let cmd = format!(
+            "{} queries/transitive_closure.logic --data tests/programs/data --backend cpu --out {} {extra}",
+            env!("CARGO_BIN_EXE_foxrun"),
+            out.display()
+        );
+        let o = Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .current_dir(root())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+        stdout(&o)
+    };
+    let screen = run("");
+    assert!(screen.contains("stratum 0 loop (path): iteration 1, "), "{screen:?}");
+    assert!(screen.contains("reading input `edge`"), "{screen:?}");
+    assert_eq!(run("--no-progress"), "");
+    std::fs::remove_dir_all(&out).unwrap();
 }

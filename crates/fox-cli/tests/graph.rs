@@ -340,7 +340,7 @@ fn foxrun_cpu(query: &str, args: &[&str]) -> std::process::Output {
     o
 }
 
-/// `foxrun` on the CPU: standard output, and the `Window` calls its `--timing` table shows.
+/// `foxrun` on the CPU: standard output, and the `window` calls its `--timing` table shows.
 fn foxrun_rounds(query: &str, args: &[&str]) -> (String, u64) {
     let args: Vec<&str> = args.iter().copied().chain(["--timing"]).collect();
     let o = foxrun_cpu(query, &args);
@@ -349,7 +349,7 @@ fn foxrun_rounds(query: &str, args: &[&str]) -> (String, u64) {
         .lines()
         .find_map(|l| {
             let mut w = l.split_whitespace();
-            (w.next() == Some("Window")).then(|| w.next().unwrap().parse::<u64>().unwrap())
+            (w.next() == Some("window")).then(|| w.next().unwrap().parse::<u64>().unwrap())
         })
         .unwrap_or(0);
     (String::from_utf8(o.stdout).unwrap(), windows)

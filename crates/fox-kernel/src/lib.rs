@@ -21,6 +21,6 @@ mod sig;
 
 pub use ir::*;
 pub use lower::{lower, LowerError};
-pub use print::{print_kernels, to_dot};
+pub use print::{kernel_label, op_name, output_label, print_kernels, to_dot};
 pub use ron_io::{from_ron, to_ron, validate, LoadError};
 pub use sig::{dict_elem, kernel_outputs};

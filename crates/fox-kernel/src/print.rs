@@ -127,7 +127,7 @@ pub fn instr_text(plan: &KernelPlan, i: &Instr) -> String {
             limit,
         } => {
             let bufs: Vec<String> = bufs.iter().map(|&b| name(plan, b)).collect();
-            let mut s = format!("output {n} {} from [{}]", columns(cols), bufs.join(", "));
+            let mut s = format!("{} {} from [{}]", output_label(n), columns(cols), bufs.join(", "));
             if !order.is_empty() {
                 let keys: Vec<String> = order
                     .iter()
@@ -169,11 +169,65 @@ fn plural(n: usize, what: &str) -> String {
     }
 }
 
+/// The kernel's name as `--emit kernels` prints it, before its parameters (`sort_perm`,
+/// `join_count`, `anti_match`, `substr`).
+pub fn op_name(k: &Kernel) -> &'static str {
+    match k {
+        Kernel::LoadInput { .. } => "load_input",
+        Kernel::Const { .. } => "const",
+        Kernel::DictTable { .. } => "dict_table",
+        Kernel::Eval { .. } => "eval",
+        Kernel::StrFn { func: StrFunc::Substr } => "substr",
+        Kernel::StrFn { func: StrFunc::Concat } => "concat",
+        Kernel::Compact => "compact",
+        Kernel::Gather { .. } => "gather",
+        Kernel::Concat { .. } => "concat_rows",
+        Kernel::Slice { .. } => "slice",
+        Kernel::SortPerm { .. } => "sort_perm",
+        Kernel::AdjacentDistinct => "adjacent_distinct",
+        Kernel::RepeatedKey { .. } => "repeated_key",
+        Kernel::JoinCount { .. } => "join_count",
+        Kernel::ExclusiveScan => "exclusive_scan",
+        Kernel::JoinWrite { .. } => "join_write",
+        Kernel::MatchFlags { anti: false, .. } => "match",
+        Kernel::MatchFlags { anti: true, .. } => "anti_match",
+        Kernel::MergeUnion { .. } => "merge_union",
+        Kernel::ReduceByKey { .. } => "reduce_by_key",
+        Kernel::FusedReduce { .. } => "fused_reduce",
+        Kernel::TrieBuild { .. } => "trie_build",
+        Kernel::RootRange => "root_range",
+        Kernel::RangeCount => "range_count",
+        Kernel::Expand => "expand",
+        Kernel::Window { .. } => "window",
+        Kernel::SortedSearch => "sorted_search",
+        Kernel::IntersectCount { .. } => "intersect_count",
+        Kernel::MinRange { .. } => "min_range",
+    }
+}
+
+/// The name of a launch in timing tables and run-time messages: [`op_name`], and for
+/// `load_input` and `dict_table` the relation or table too, exactly as `--emit kernels`
+/// prints them (`load_input[edge]`, `dict_table[like "%BRASS"]`). Every such name is the
+/// start of the launch's text in `--emit kernels`.
+pub fn kernel_label(plan: &KernelPlan, k: &Kernel) -> String {
+    match k {
+        Kernel::LoadInput { .. } | Kernel::DictTable { .. } => kernel_text(plan, k, &[]),
+        other => op_name(other).to_string(),
+    }
+}
+
+/// The name of an `Output` instruction in timing tables: `output NAME`, as `--emit
+/// kernels` starts its line.
+pub fn output_label(name: &str) -> String {
+    format!("output {name}")
+}
+
 fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
+    let op = op_name(k);
     match k {
         Kernel::LoadInput { input } => match plan.inputs.get(*input) {
-            Some(r) => format!("load_input[{}]", r.name),
-            None => format!("load_input[#{input}?]"),
+            Some(r) => format!("{op}[{}]", r.name),
+            None => format!("{op}[#{input}?]"),
         },
         Kernel::Const { rows, .. } => {
             const SHOWN: usize = 6;
@@ -188,27 +242,30 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
             if rows.len() > SHOWN {
                 parts.push(format!("… {} rows", rows.len()));
             }
-            format!("const[{}]", parts.join(", "))
+            format!("{op}[{}]", parts.join(", "))
         }
-        Kernel::DictTable { op } => format!("dict_table[{}]", dict_text(op)),
+        Kernel::DictTable { op: d } => format!("{op}[{}]", dict_text(d)),
         Kernel::Eval { expr, n_cols } => {
             let (names, tables) = expr_args(plan, args, *n_cols);
-            format!("eval[{}]", expr_text(expr, &names, &tables))
+            format!("{op}[{}]", expr_text(expr, &names, &tables))
         }
-        Kernel::StrFn { func } => match func {
-            StrFunc::Substr => "substr".into(),
-            StrFunc::Concat => "concat".into(),
-        },
-        Kernel::Compact => "compact".into(),
+        Kernel::StrFn { .. }
+        | Kernel::Compact
+        | Kernel::AdjacentDistinct
+        | Kernel::ExclusiveScan
+        | Kernel::RootRange
+        | Kernel::RangeCount
+        | Kernel::Expand
+        | Kernel::SortedSearch => op.into(),
         Kernel::Gather { shift } => {
             if *shift == 0 {
-                "gather".into()
+                op.into()
             } else {
-                format!("gather[+{shift}]")
+                format!("{op}[+{shift}]")
             }
         }
-        Kernel::Concat { parts, width } => format!("concat_rows[{parts} × {width}]"),
-        Kernel::Slice { start, len } => format!("slice[{start}, len {len}]"),
+        Kernel::Concat { parts, width } => format!("{op}[{parts} × {width}]"),
+        Kernel::Slice { start, len } => format!("{op}[{start}, len {len}]"),
         Kernel::SortPerm { desc, by_rank } => {
             let keys: Vec<String> = desc
                 .iter()
@@ -221,18 +278,15 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
                     s
                 })
                 .collect();
-            format!("sort_perm[{}]", keys.join(", "))
+            format!("{op}[{}]", keys.join(", "))
         }
-        Kernel::AdjacentDistinct => "adjacent_distinct".into(),
-        Kernel::RepeatedKey { nkeys } => format!("repeated_key[{}]", keys_text(*nkeys)),
-        Kernel::JoinCount { nkeys } => format!("join_count[{}]", keys_text(*nkeys)),
-        Kernel::ExclusiveScan => "exclusive_scan".into(),
-        Kernel::JoinWrite { nkeys } => format!("join_write[{}]", keys_text(*nkeys)),
-        Kernel::MatchFlags { nkeys, anti } => {
-            let what = if *anti { "anti_match" } else { "match" };
-            format!("{what}[{}]", keys_text(*nkeys))
+        Kernel::JoinCount { nkeys }
+        | Kernel::JoinWrite { nkeys }
+        | Kernel::MatchFlags { nkeys, .. }
+        | Kernel::RepeatedKey { nkeys } => {
+            format!("{op}[{}]", keys_text(*nkeys))
         }
-        Kernel::MergeUnion { width } => format!("merge_union[{}]", plural(*width, "column")),
+        Kernel::MergeUnion { width } => format!("{op}[{}]", plural(*width, "column")),
         Kernel::ReduceByKey { nkeys, aggs } => {
             let aggs: Vec<String> = aggs
                 .iter()
@@ -244,7 +298,7 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
                     }
                 })
                 .collect();
-            format!("reduce_by_key[{}; {}]", plural(*nkeys, "key"), aggs.join(", "))
+            format!("{op}[{}; {}]", plural(*nkeys, "key"), aggs.join(", "))
         }
         Kernel::FusedReduce {
             filter,
@@ -270,16 +324,11 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
                 .as_ref()
                 .map(|f| format!("where {}; ", show(f)))
                 .unwrap_or_default();
-            format!("fused_reduce[{filter}{}; {}]", plural(*nkeys, "key"), aggs.join(", "))
+            format!("{op}[{filter}{}; {}]", plural(*nkeys, "key"), aggs.join(", "))
         }
-        Kernel::TrieBuild { arity } => format!("trie_build[{}]", plural(*arity, "level")),
-        Kernel::RootRange => "root_range".into(),
-        Kernel::RangeCount => "range_count".into(),
-        Kernel::Expand => "expand".into(),
-        Kernel::Window { row_bytes } => format!("window[{row_bytes} bytes/row]"),
-        Kernel::SortedSearch => "sorted_search".into(),
-        Kernel::IntersectCount { ways } => format!("intersect_count[{}]", plural(*ways, "way")),
-        Kernel::MinRange { ways } => format!("min_range[{}]", plural(*ways, "way")),
+        Kernel::TrieBuild { arity } => format!("{op}[{}]", plural(*arity, "level")),
+        Kernel::Window { row_bytes } => format!("{op}[{row_bytes} bytes/row]"),
+        Kernel::IntersectCount { ways } | Kernel::MinRange { ways } => format!("{op}[{}]", plural(*ways, "way")),
     }
 }
 

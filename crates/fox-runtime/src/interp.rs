@@ -12,7 +12,10 @@ use crate::database::{to_host, used_input_columns, Database, Resident};
 use crate::dict::Dictionary;
 use crate::load::{load_input_cols, Interner};
 use crate::output::{build_table, OutputTable};
-use crate::{Backend, DevBuf, HostCol, InstrStat, LaunchCtx, RunOptions, RunResult, RunStats, RuntimeError};
+use crate::{
+    Backend, DevBuf, HostCol, InstrStat, LaunchCtx, RunEvent, RunObserver, RunOptions, RunResult, RunStats,
+    RuntimeError,
+};
 use fox_kernel::{Elem, Instr, KExpr, KExprKind, Kernel, KernelPlan, StrFunc, Terminator};
 use fox_sema::core::{Type, Value, MAX_WIDE_DECIMAL};
 use std::path::Path;
@@ -32,6 +35,7 @@ pub fn run_resident(
     opts: &RunOptions,
     resident: Option<&mut Resident>,
 ) -> Result<RunResult, RuntimeError> {
+    let started = Instant::now();
     let mut it = Interp {
         plan,
         backend,
@@ -54,6 +58,7 @@ pub fn run_resident(
         timing: opts.timing,
         memory_limit: opts.memory_limit,
         device_time: None,
+        observer: opts.observer.clone(),
     };
     it.stats.backend = it.backend.name();
     let res = it.prepare(opts).and_then(|_| it.execute());
@@ -63,6 +68,7 @@ pub fn run_resident(
     it.stats.compile = it.backend.compile_time();
     it.stats.total_allocated_bytes = mem.total_allocated;
     it.stats.instrs = it.instr_stats.iter().flatten().flatten().cloned().collect();
+    it.stats.total = started.elapsed();
     res?;
     Ok(RunResult {
         outputs: it.outputs,
@@ -115,6 +121,7 @@ struct Interp<'a> {
     memory_limit: Option<u64>,
     /// The device time of the last launch, when the backend measured it.
     device_time: Option<Duration>,
+    observer: Option<std::sync::Arc<dyn RunObserver>>,
 }
 
 struct DictCtx<'a>(&'a Dictionary);
@@ -130,28 +137,10 @@ fn at(plan: &KernelPlan, block: usize, i: usize) -> String {
     format!("block `{}` ({}), instruction {}", plan.blocks[block].label, block, i)
 }
 
-/// The kernel's name with the detail a timing table wants: the input relation, the
-/// dictionary table, the string function, anti for anti-joins.
+/// The kernel's name in timing tables and messages: as `foxc compile --emit kernels`
+/// prints it (`sort_perm`, `load_input[edge]`).
 pub(crate) fn kernel_name(k: &Kernel, plan: &KernelPlan) -> String {
-    match k {
-        Kernel::LoadInput { input } => match plan.inputs.get(*input) {
-            Some(i) => format!("LoadInput({})", i.name),
-            None => "LoadInput".to_string(),
-        },
-        Kernel::DictTable { op } => format!("DictTable({})", dict_op_name(op)),
-        Kernel::StrFn { func } => format!("StrFn({func:?})"),
-        Kernel::MatchFlags { anti: true, .. } => "MatchFlags(anti)".into(),
-        other => other.name().into(),
-    }
-}
-
-fn dict_op_name(op: &fox_kernel::DictOp) -> &'static str {
-    match op {
-        fox_kernel::DictOp::Rank => "Rank",
-        fox_kernel::DictOp::Like(_) => "Like",
-        fox_kernel::DictOp::Prefix(_) => "Prefix",
-        fox_kernel::DictOp::Strlen => "Strlen",
-    }
+    fox_kernel::kernel_label(plan, k)
 }
 
 fn collect_expr_strings(e: &KExpr, out: &mut Vec<String>) {
@@ -272,6 +261,7 @@ impl Interp<'_> {
         let mut loaded = Vec::with_capacity(plan.inputs.len());
         for (k, input) in plan.inputs.iter().enumerate() {
             loaded.push(if uses[k] > 0 {
+                self.notify(&RunEvent::Loading { input: &input.name });
                 Some(load_input_cols(Path::new(&data_dir), input, &used[k], &mut strings)?)
             } else {
                 None
@@ -345,7 +335,7 @@ impl Interp<'_> {
                         }
                     }
                     return Err(RuntimeError::Kernel {
-                        at: format!("LoadInput({})", rel.name),
+                        at: format!("load_input[{}]", rel.name),
                         msg: e.0,
                     });
                 }
@@ -376,8 +366,21 @@ impl Interp<'_> {
                 plan.blocks.len()
             )));
         }
+        // Per loop body: the times it ran since its loop was entered (for the observer).
+        let mut entered = vec![0u64; plan.blocks.len()];
+        let bodies: Vec<usize> = plan
+            .blocks
+            .iter()
+            .filter_map(|b| match &b.term {
+                Terminator::LoopIf { body, .. } => Some(body.0 as usize),
+                _ => None,
+            })
+            .collect();
         loop {
             let b = &plan.blocks[block];
+            if bodies.contains(&block) {
+                entered[block] += 1;
+            }
             for (i, ins) in b.instrs.iter().enumerate() {
                 self.instr(block, i, ins)?;
             }
@@ -395,6 +398,21 @@ impl Interp<'_> {
                             break;
                         }
                     }
+                    if let (Some(o), Some(body_block)) = (&self.observer, plan.blocks.get(body.0 as usize)) {
+                        let rows = nonempty
+                            .iter()
+                            .filter_map(|buf| self.var_slot(buf.0 as usize).ok())
+                            .map(|slot| self.slot_buf(slot).len as u64)
+                            .sum();
+                        o.event(&RunEvent::Iteration {
+                            block: &body_block.label,
+                            iterations: entered[body.0 as usize],
+                            rows,
+                        });
+                    }
+                    if let (false, Some(e)) = (any, entered.get_mut(body.0 as usize)) {
+                        *e = 0;
+                    }
                     if any {
                         *body
                     } else {
@@ -411,6 +429,12 @@ impl Interp<'_> {
                 )));
             }
             block = next.0 as usize;
+        }
+    }
+
+    fn notify(&self, event: &RunEvent<'_>) {
+        if let Some(o) = &self.observer {
+            o.event(event);
         }
     }
 
@@ -559,6 +583,7 @@ impl Interp<'_> {
                         columns.len()
                     )));
                 }
+                self.notify(&RunEvent::Output { name });
                 let mut host = Vec::with_capacity(cols.len());
                 for c in cols {
                     let slot = self
@@ -581,7 +606,7 @@ impl Interp<'_> {
                 self.outputs.push(table);
                 let d = start.elapsed();
                 self.stats.output += d.saturating_sub(self.stats.download - download_before);
-                self.record(block, i, || format!("Output({name})"), d);
+                self.record(block, i, || fox_kernel::output_label(name), d);
                 Ok(())
             }
             Instr::Assert { check, args, origin } => {
@@ -608,7 +633,7 @@ impl Interp<'_> {
                     }
                     return Err(check_error(check, &rows, *origin, &what));
                 }
-                self.record(block, i, || "Assert".to_string(), start.elapsed());
+                self.record(block, i, || "assert".to_string(), start.elapsed());
                 Ok(())
             }
             Instr::Launch {

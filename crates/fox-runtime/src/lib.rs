@@ -42,6 +42,29 @@ pub struct RunOptions {
     /// database's resident columns); the backend's own capacity when `None`. Levels of
     /// multi-way joins that would expand beyond it run in rounds (`Kernel::Window`).
     pub memory_limit: Option<u64>,
+    /// Told how the run goes (inputs read, loop iterations, outputs), for progress
+    /// displays; nothing is told when `None`.
+    pub observer: Option<std::sync::Arc<dyn RunObserver>>,
+}
+
+/// What a run reports to its [`RunObserver`] as it goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunEvent<'a> {
+    /// The input `input` is about to be read from its file (runs without a database).
+    Loading { input: &'a str },
+    /// The test of the loop that ends block `block` (its label) was evaluated:
+    /// `iterations` times of the loop's body have run since the loop was entered, and
+    /// `rows` is the total length of the buffers the test reads: for a semi-naive loop,
+    /// the rows of the delta the next iteration starts from (0 when the loop ends).
+    Iteration { block: &'a str, iterations: u64, rows: u64 },
+    /// The output `name` is being downloaded, ordered and converted.
+    Output { name: &'a str },
+}
+
+/// Receives a run's [`RunEvent`]s, on the thread that runs the plan. It must be cheap: it
+/// is called between instructions.
+pub trait RunObserver: Send + Sync + fmt::Debug {
+    fn event(&self, event: &RunEvent<'_>);
 }
 
 /// The results of a run, in the order the plan emitted them, and its statistics.
@@ -56,6 +79,10 @@ pub struct RunResult {
 pub struct RunStats {
     /// The backend's name.
     pub backend: String,
+    /// The whole run, from its start until every buffer was released: `load`, `upload`,
+    /// `compute`, `download` and `output`, plus what lies between them (moves, frees,
+    /// loop tests, the final release), which `--timing` prints as `other`.
+    pub total: Duration,
     /// One entry per instruction that ran (launches and outputs), in plan order.
     pub instrs: Vec<InstrStat>,
     /// Reading and parsing input files, building the dictionary, and the host-side
@@ -199,22 +226,127 @@ pub fn format_stats(stats: &RunStats) -> String {
             ms(r.total)
         ));
     }
+    let parts = stats.load + stats.upload + stats.compute + stats.download + stats.output;
+    out.push_str(&format!("total {:.3} ms\n", ms(stats.total)));
     out.push_str(&format!(
         "load (parse) {:.3} ms, upload {:.3} ms, compute {:.3} ms (of which kernel compilation {:.3} ms), \
-         download {:.3} ms, output {:.3} ms\n",
+         download {:.3} ms, output {:.3} ms, other {:.3} ms\n",
         ms(stats.load),
         ms(stats.upload),
         ms(stats.compute),
         ms(stats.compile),
         ms(stats.download),
-        ms(stats.output)
+        ms(stats.output),
+        ms(stats.total.saturating_sub(parts))
     ));
+    // `device peak N bytes` is the form the command-line contract names; the size in
+    // units follows for reading.
     out.push_str(&format!(
-        "memory: planned peak {} buffers (actual {}), actual peak {} bytes, total allocated {} bytes\n",
-        stats.planned_peak_buffers, stats.actual_peak_buffers, stats.peak_bytes, stats.total_allocated_bytes
+        "memory: planned peak {} (actual {}), device peak {} bytes ({}), total allocated {} bytes ({})\n",
+        plural(stats.planned_peak_buffers as u64, "buffer"),
+        stats.actual_peak_buffers,
+        stats.peak_bytes,
+        human_bytes(stats.peak_bytes as u64),
+        stats.total_allocated_bytes,
+        human_bytes(stats.total_allocated_bytes as u64)
     ));
     out
 }
 
 /// How many instructions the `--timing` report lists.
 const SLOWEST_SHOWN: usize = 20;
+
+/// A size in bytes for people: `512 B`, `1.50 KB`, `12.3 MB`, `123 GB`, with three
+/// significant digits and decimal units (1 KB = 1000 bytes, as GB/s rates count). The
+/// tables of `foxbench` and the `--timing` report all write sizes with it.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 7] = ["B", "KB", "MB", "GB", "TB", "PB", "EB"];
+    if bytes < 1000 {
+        return format!("{bytes} B");
+    }
+    let mut x = bytes as f64;
+    let mut unit = 0;
+    // Move up a unit while the value would print as 1000 or more.
+    while unit + 1 < UNITS.len() && x >= 999.5 {
+        x /= 1000.0;
+        unit += 1;
+    }
+    let digits = if x < 9.995 {
+        2
+    } else if x < 99.95 {
+        1
+    } else {
+        0
+    };
+    format!("{x:.digits$} {}", UNITS[unit])
+}
+
+/// `n` and the noun, plural unless `n` is 1: `1 row`, `0 rows`, `3 buffers`.
+pub fn plural(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_in_units() {
+        let cases = [
+            (0, "0 B"),
+            (999, "999 B"),
+            (1000, "1.00 KB"),
+            (1536, "1.54 KB"),
+            (9_994, "9.99 KB"),
+            (9_995, "10.0 KB"),
+            (99_949, "99.9 KB"),
+            (99_950, "100 KB"),
+            (999_499, "999 KB"),
+            (999_500, "1.00 MB"),
+            (134_122_320, "134 MB"),
+            (1_073_741_824, "1.07 GB"),
+            (80_000_000_000, "80.0 GB"),
+            (u64::MAX, "18.4 EB"),
+        ];
+        for (bytes, want) in cases {
+            assert_eq!(human_bytes(bytes), want, "{bytes}");
+        }
+    }
+
+    #[test]
+    fn plurals() {
+        assert_eq!(plural(0, "row"), "0 rows");
+        assert_eq!(plural(1, "row"), "1 row");
+        assert_eq!(plural(2, "hot run"), "2 hot runs");
+    }
+
+    #[test]
+    fn the_timing_report_has_a_total_and_other() {
+        let ms = Duration::from_millis;
+        let stats = RunStats {
+            backend: "cpu".into(),
+            total: ms(100),
+            load: ms(10),
+            upload: ms(5),
+            compute: ms(60),
+            download: ms(4),
+            output: ms(20),
+            peak_bytes: 2_500_000,
+            total_allocated_bytes: 999,
+            planned_peak_buffers: 1,
+            actual_peak_buffers: 1,
+            ..RunStats::default()
+        };
+        let r = format_stats(&stats);
+        assert!(r.contains("\ntotal 100.000 ms\n"), "{r}");
+        assert!(r.contains(", output 20.000 ms, other 1.000 ms\n"), "{r}");
+        assert!(
+            r.contains("memory: planned peak 1 buffer (actual 1), device peak 2500000 bytes (2.50 MB), total allocated 999 bytes (999 B)"),
+            "{r}"
+        );
+    }
+}

@@ -6,13 +6,15 @@
 //! by 50% flags, the sort-merge join (`JoinCount`, `ExclusiveScan`, `JoinWrite`) of two
 //! pre-sorted relations with about one match per key, and the device-to-device copy
 //! whose bandwidth (bytes read plus bytes written) is the ceiling of the memory-bound
-//! primitives, plus uploads and downloads. Each is run once untimed (compilation, module
-//! loading; its result is checked against a host computation), then `--repeat` times;
-//! the median is reported. On the GPU, times come from CUDA events on the backend's
-//! stream; on the CPU, from the wall clock.
+//! primitives, plus on the GPU uploads and downloads. Each is run once untimed
+//! (compilation, module loading; its result is checked against a host computation), then
+//! `--repeat` times; the median is reported. On the GPU, times come from CUDA events on
+//! the backend's stream; on the CPU, from the wall clock.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use fox_cli::progress::Spinner;
 use fox_kernel::Kernel;
+use fox_runtime::{human_bytes, plural};
 use fox_runtime::{Backend, BackendError, DevBuf, HostCol, LaunchCtx};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -24,31 +26,40 @@ use std::time::Instant;
     name = "foxbench",
     version,
     about = "Benchmarks Fox's kernels on a backend",
-    long_about = "Benchmarks Fox's kernels on a backend.\n\n\
-                  `foxbench kernels` times, on random data: the radix sort (SortPerm) of 2^LOG2N \
-                  u32 keys; the sort of 2^LOG2N key/value pairs (SortPerm, Gather of the values, \
-                  and both together); ExclusiveScan of 2^LOG2N u64 counts; Compact of 2^LOG2N u32 \
-                  rows by 50% flags; the sort-merge join (JoinCount + ExclusiveScan + JoinWrite) \
+    long_about = "Benchmarks Fox's kernels on a backend: the GPU when one is usable, otherwise the \
+                  CPU (--backend auto, the default, says which it took), or the one --backend \
+                  names.\n\n\
+                  `foxbench kernels` times, on random data: the radix sort (sort_perm) of 2^LOG2N \
+                  u32 keys; the sort of 2^LOG2N key/value pairs (sort_perm, gather of the values, \
+                  and both together); exclusive_scan of 2^LOG2N u64 counts; compact of 2^LOG2N u32 \
+                  rows by 50% flags; the sort-merge join (join_count + exclusive_scan + join_write) \
                   of two pre-sorted 2^JOIN_LOG2N-row relations with about one match per key; a \
                   device-to-device copy (the bandwidth ceiling: bytes read plus bytes written); \
-                  and uploads and downloads. Each primitive runs once untimed (compilation, \
-                  module loading), its result checked on the host, then --repeat times; the \
-                  table gives the median time (CUDA events on the GPU, the wall clock on the \
-                  CPU), the throughput, the fraction of the copy bandwidth for the memory-bound \
-                  primitives, and with --cub the speed relative to CUB's primitives \
-                  (bench/cub_reference.cu, run by bench/kernels.sh).\n\n\
+                  and on the GPU uploads and downloads. Each primitive runs once untimed \
+                  (compilation, module loading), its result checked on the host, then --repeat \
+                  times; the table gives the median time (CUDA events on the GPU, the wall clock \
+                  on the CPU), the throughput, the fraction of the copy bandwidth for the \
+                  memory-bound primitives, and with --cub the speed relative to CUB's primitives \
+                  (bench/cub_reference.cu, run by bench/kernels.sh). Sizes are in decimal units \
+                  (1 KB = 1000 bytes).\n\n\
+                  Progress is drawn on standard error while it is a terminal (--no-progress: \
+                  never); tables go to standard output.\n\n\
                   Exit status: 0 on success, 1 when the backend fails or a result is wrong, 2 \
                   for a bad command line."
 )]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    /// Draw no progress. Progress (data generation and loading, the benchmark and run
+    /// under way) is drawn on standard error only when it is a terminal.
+    #[arg(long, global = true)]
+    no_progress: bool,
 }
 
 #[derive(Subcommand)]
 enum Cmd {
     /// Time the primitive kernels (sort, gather, scan, compaction, join, copy, transfers).
-    Kernels(KernelsArgs),
+    Kernels(KernelsCli),
     /// Run the TPC-H queries (tpch/queries/qNN.logic) on data loaded once and resident on
     /// the backend: per query the planning time, the first run, the median of the hot
     /// runs with its upload/compute/download/output split, and the peak memory; then the
@@ -88,8 +99,9 @@ struct CliqueArgs {
     /// The clique size: 3 (queries/triangle_count.logic), 4 or 5 (queries/cliqueK_count.logic).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(3..=5))]
     k: u32,
-    /// Where the measured LFTJ runs.
-    #[arg(long, value_enum, default_value_t = BackendChoice::Gpu)]
+    /// Where the measured LFTJ runs: auto (the GPU when one is usable, otherwise the
+    /// CPU; the choice is printed), gpu, cpu.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     backend: BackendChoice,
     /// Timed runs per system after one untimed run; the median is reported.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -97,7 +109,7 @@ struct CliqueArgs {
     /// Run only the LFTJ on --backend, without the baselines.
     #[arg(long)]
     no_baselines: bool,
-    /// With --backend gpu, also run the plan's breadth-first LFTJ kernels on the CPU
+    /// On the GPU, also run the plan's breadth-first LFTJ kernels on the CPU
     /// backend (about 100 times slower than the GPU, and several times slower than the
     /// CPU iterator LFTJ on the same cores).
     #[arg(long)]
@@ -120,8 +132,9 @@ struct TpchArgs {
     /// Read the tables from DIR/<table>.tbl instead of generating them.
     #[arg(long, value_name = "DIR", conflicts_with = "sf")]
     data: Option<PathBuf>,
-    /// Where kernels run.
-    #[arg(long, value_enum, default_value_t = BackendChoice::Gpu)]
+    /// Where kernels run: auto (the GPU when one is usable, otherwise the CPU; the choice
+    /// is printed), gpu, cpu.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     backend: BackendChoice,
     /// The queries to run, e.g. 1,6,14 (default: 1 to 22).
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=22))]
@@ -163,19 +176,23 @@ struct TpchGenArgs {
 }
 
 #[derive(Args)]
-struct KernelsArgs {
-    /// Where kernels run.
-    #[arg(long, value_enum, default_value_t = BackendChoice::Gpu)]
+struct KernelsCli {
+    /// Where kernels run: auto (the GPU when one is usable, otherwise the CPU; the choice
+    /// is printed), gpu, cpu.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     backend: BackendChoice,
-    /// log2 of the number of keys, pairs, counts and rows (4..=30).
-    #[arg(long, default_value_t = 28, value_parser = clap::value_parser!(u32).range(4..=30))]
-    log2n: u32,
-    /// log2 of the number of rows of each side of the join (4..=30).
-    #[arg(long, default_value_t = 26, value_parser = clap::value_parser!(u32).range(4..=30))]
-    join_log2n: u32,
-    /// Timed runs per primitive (after one untimed warm-up run); the median is reported.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    repeat: u32,
+    /// log2 of the number of keys, pairs, counts and rows (4..=30; default 28 on the GPU,
+    /// 22 on the CPU).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(4..=30))]
+    log2n: Option<u32>,
+    /// log2 of the number of rows of each side of the join (4..=30; default 26 on the
+    /// GPU, 20 on the CPU).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(4..=30))]
+    join_log2n: Option<u32>,
+    /// Timed runs per primitive (after one untimed warm-up run); the median is reported
+    /// (default 10 on the GPU, 5 on the CPU).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    repeat: Option<u32>,
     /// Also write every measurement (all times, not only medians) to FILE as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -191,19 +208,43 @@ struct KernelsArgs {
     seed: u64,
 }
 
+/// `foxbench kernels` with the sizes of its backend.
+struct KernelsArgs {
+    log2n: u32,
+    join_log2n: u32,
+    repeat: u32,
+    seed: u64,
+}
+
+impl KernelsArgs {
+    /// The sizes given, or the defaults of the backend: on the GPU the sizes of the
+    /// published measurements, on the CPU sizes a two-core machine runs in seconds.
+    fn new(c: &KernelsCli, gpu: bool) -> KernelsArgs {
+        let (log2n, join_log2n, repeat) = if gpu { (28, 26, 10) } else { (22, 20, 5) };
+        KernelsArgs {
+            log2n: c.log2n.unwrap_or(log2n),
+            join_log2n: c.join_log2n.unwrap_or(join_log2n),
+            repeat: c.repeat.unwrap_or(repeat),
+            seed: c.seed,
+        }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum BackendChoice {
+    Auto,
     Gpu,
     Cpu,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let progress = fox_cli::progress::wanted(cli.no_progress);
     let res = match &cli.cmd {
-        Cmd::Kernels(a) => kernels(a),
-        Cmd::Tpch(a) => tpch(a),
-        Cmd::TpchGen(a) => tpch_gen(a),
-        Cmd::Clique(a) => clique(a),
+        Cmd::Kernels(a) => kernels(a, progress),
+        Cmd::Tpch(a) => tpch(a, progress),
+        Cmd::TpchGen(a) => tpch_gen(a, progress),
+        Cmd::Clique(a) => clique(a, progress),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
@@ -229,6 +270,41 @@ enum Dev {
 }
 
 impl Dev {
+    /// The backend `choice` names; `auto` takes the GPU when one is usable and otherwise
+    /// the CPU, and says which on standard error.
+    fn open(choice: BackendChoice) -> anyhow::Result<Dev> {
+        match choice {
+            BackendChoice::Cpu => Ok(Dev::Cpu(fox_cpu::CpuBackend::new())),
+            BackendChoice::Gpu => match fox_cuda::CudaBackend::new() {
+                Ok(g) => Ok(Dev::Gpu(Box::new(g))),
+                Err(e) => {
+                    anyhow::bail!("no usable GPU for --backend gpu: {e}; use --backend cpu to run on the CPU")
+                }
+            },
+            BackendChoice::Auto => match fox_cuda::CudaBackend::new() {
+                Ok(g) => {
+                    eprintln!("foxbench: running on the {}", g.name());
+                    Ok(Dev::Gpu(Box::new(g)))
+                }
+                Err(e) => {
+                    eprintln!("foxbench: no usable GPU ({e}); running on the CPU");
+                    Ok(Dev::Cpu(fox_cpu::CpuBackend::new()))
+                }
+            },
+        }
+    }
+
+    fn is_gpu(&self) -> bool {
+        matches!(self, Dev::Gpu(_))
+    }
+
+    fn into_backend(self) -> Box<dyn Backend> {
+        match self {
+            Dev::Gpu(g) => g,
+            Dev::Cpu(c) => Box::new(c),
+        }
+    }
+
     fn backend(&mut self) -> &mut dyn Backend {
         match self {
             Dev::Gpu(g) => g.as_mut(),
@@ -291,11 +367,21 @@ impl Row {
 
     fn rate_text(&self) -> String {
         let r = self.rate();
+        let per_s = |what: &str| {
+            if !r.is_finite() {
+                format!("- {what}/s")
+            } else if r >= 1e9 {
+                format!("{:.3} G{what}/s", r / 1e9)
+            } else {
+                format!("{:.3} M{what}/s", r / 1e6)
+            }
+        };
         match self.unit {
-            Unit::Bytes => format!("{:.1} GB/s", r / 1e9),
-            Unit::Keys => format!("{:.3} Gkeys/s", r / 1e9),
-            Unit::Pairs => format!("{:.3} Gpairs/s", r / 1e9),
-            Unit::Tuples => format!("{:.3} Gtuples/s", r / 1e9),
+            Unit::Bytes if r.is_finite() => format!("{}/s", human_bytes(r as u64)),
+            Unit::Bytes => "- B/s".into(),
+            Unit::Keys => per_s("keys"),
+            Unit::Pairs => per_s("pairs"),
+            Unit::Tuples => per_s("tuples"),
         }
     }
 }
@@ -351,13 +437,16 @@ fn measure(
     dev: &mut Dev,
     repeat: u32,
     what: &str,
+    progress: &Spinner,
     mut f: impl FnMut(&mut dyn Backend) -> Result<Vec<DevBuf>, BackendError>,
 ) -> anyhow::Result<(Vec<DevBuf>, Vec<f64>)> {
     let ctx = |e: BackendError| anyhow::anyhow!("{what}: {e}");
+    progress.set(format!("{what}: warm-up run"));
     let first = f(dev.backend()).map_err(ctx)?;
     dev.backend().sync().map_err(ctx)?;
     let mut times = Vec::with_capacity(repeat as usize);
-    for _ in 0..repeat {
+    for r in 0..repeat {
+        progress.set(format!("{what}: run {} of {repeat}", r + 1));
         let (outs, ms) = dev.time(&mut f).map_err(ctx)?;
         for b in outs {
             dev.backend().free(b);
@@ -433,30 +522,32 @@ fn check_perm(keys: &[u32], perm: &[u32]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn kernels(a: &KernelsArgs) -> anyhow::Result<()> {
-    let mut dev = match a.backend {
-        BackendChoice::Gpu => Dev::Gpu(Box::new(
-            fox_cuda::CudaBackend::new().map_err(|e| anyhow::anyhow!("no usable GPU for --backend gpu: {e}"))?,
-        )),
-        BackendChoice::Cpu => Dev::Cpu(fox_cpu::CpuBackend::new()),
-    };
-    let cub = match &a.cub {
+fn kernels(c: &KernelsCli, progress: bool) -> anyhow::Result<()> {
+    let cub = match &c.cub {
         Some(p) => read_cub(p)?,
         None => Vec::new(),
     };
-    let check = !a.no_check;
+    let mut dev = Dev::open(c.backend)?;
+    let a = &KernelsArgs::new(c, dev.is_gpu());
+    let check = !c.no_check;
     let n = 1usize << a.log2n;
     let jn = 1usize << a.join_log2n;
     let rep = a.repeat;
     let name = dev.backend().name();
     eprintln!(
-        "foxbench: {name}, n = 2^{}, join 2^{} x 2^{}, {rep} repeats",
-        a.log2n, a.join_log2n, a.join_log2n
+        "foxbench: {name}, n = 2^{} ({n} keys, {} of u32), join 2^{} x 2^{}, {} each",
+        a.log2n,
+        human_bytes(4 * n as u64),
+        a.join_log2n,
+        a.join_log2n,
+        plural(u64::from(rep), "timed run")
     );
+    let progress = Spinner::new(progress, "generating the random data");
     let mut rows: Vec<Row> = Vec::new();
 
     // The copy ceiling: n u32 read and written.
     let keys_host: Vec<u32> = random(n, a.seed, |x| x as u32);
+    progress.set("copy");
     let keys = dev.backend().upload(HostCol::U32(keys_host.clone())).map_err(be)?;
     {
         let times = match &mut dev {
@@ -464,7 +555,8 @@ fn kernels(a: &KernelsArgs) -> anyhow::Result<()> {
                 let dst = g.upload(HostCol::U32(vec![0; n])).map_err(be)?;
                 g.copy_buffer(&dst, &keys).map_err(be)?;
                 let mut times = Vec::new();
-                for _ in 0..rep {
+                for r in 0..rep {
+                    progress.set(format!("copy: run {} of {rep}", r + 1));
                     let ((), ms) = g.timed(|g| g.copy_buffer(&dst, &keys)).map_err(be)?;
                     times.push(ms);
                 }
@@ -482,7 +574,8 @@ fn kernels(a: &KernelsArgs) -> anyhow::Result<()> {
                 let mut dst = vec![0u32; n];
                 dst.copy_from_slice(&keys_host);
                 let mut times = Vec::new();
-                for _ in 0..rep {
+                for r in 0..rep {
+                    progress.set(format!("copy: run {} of {rep}", r + 1));
                     let start = Instant::now();
                     dst.copy_from_slice(std::hint::black_box(&keys_host));
                     std::hint::black_box(&mut dst);
@@ -504,7 +597,9 @@ fn kernels(a: &KernelsArgs) -> anyhow::Result<()> {
     }
 
     // Radix sort of the keys.
-    let (outs, times) = measure(&mut dev, rep, "sort_keys", |b| launch(b, &sort_perm_kernel(), &[&keys]))?;
+    let (outs, times) = measure(&mut dev, rep, "sort_keys", &progress, |b| {
+        launch(b, &sort_perm_kernel(), &[&keys])
+    })?;
     let perm = take1(outs, "SortPerm").map_err(be)?;
     if check {
         check_perm(&keys_host, &download_u32(&mut dev, &perm)?).map_err(|e| anyhow::anyhow!("sort_keys: {e}"))?;
@@ -517,14 +612,16 @@ fn kernels(a: &KernelsArgs) -> anyhow::Result<()> {
         unit: Unit::Keys,
         vs_ceiling: false,
         cub_name: Some("sort_keys"),
-        note: "SortPerm, u32 keys".into(),
+        note: "sort_perm, u32 keys".into(),
     });
 
     // Key/value pairs: the gather of the values by the permutation, and both together.
     let vals_host: Vec<u32> = random(n, a.seed ^ 0x5151, |x| (x >> 32) as u32);
     let vals = dev.backend().upload(HostCol::U32(vals_host.clone())).map_err(be)?;
     let gather = Kernel::Gather { shift: 0 };
-    let (outs, times) = measure(&mut dev, rep, "gather", |b| launch(b, &gather, &[&perm, &vals]))?;
+    let (outs, times) = measure(&mut dev, rep, "gather", &progress, |b| {
+        launch(b, &gather, &[&perm, &vals])
+    })?;
     let gathered = take1(outs, "Gather").map_err(be)?;
     // The values in key order (the permutation was checked above).
     let mut sorted_vals = Vec::new();
@@ -545,7 +642,7 @@ fn kernels(a: &KernelsArgs) -> anyhow::Result<()> {
         cub_name: None,
         note: "u32 by a u32 permutation".into(),
     });
-    let (outs, times) = measure(&mut dev, rep, "sort_pairs", |b| {
+    let (outs, times) = measure(&mut dev, rep, "sort_pairs", &progress, |b| {
         let perm = take1(launch(b, &sort_perm_kernel(), &[&keys])?, "SortPerm")?;
         let out = launch(b, &gather, &[&perm, &vals]);
         b.free(perm);
@@ -567,13 +664,15 @@ fn kernels(a: &KernelsArgs) -> anyhow::Result<()> {
         unit: Unit::Pairs,
         vs_ceiling: false,
         cub_name: Some("sort_pairs"),
-        note: "SortPerm + Gather, u32/u32".into(),
+        note: "sort_perm + gather, u32/u32".into(),
     });
 
     // Exclusive scan of u64 counts in 0..=3.
     let counts_host: Vec<u64> = random(n, a.seed ^ 0x5ca7, |x| x & 3);
     let counts = dev.backend().upload(HostCol::U64(counts_host.clone())).map_err(be)?;
-    let (outs, times) = measure(&mut dev, rep, "scan", |b| launch(b, &Kernel::ExclusiveScan, &[&counts]))?;
+    let (outs, times) = measure(&mut dev, rep, "scan", &progress, |b| {
+        launch(b, &Kernel::ExclusiveScan, &[&counts])
+    })?;
     if check {
         anyhow::ensure!(outs.len() == 2, "scan: ExclusiveScan returned {} buffers", outs.len());
         let offsets = download_u64(&mut dev, &outs[0])?;
@@ -595,14 +694,14 @@ fn kernels(a: &KernelsArgs) -> anyhow::Result<()> {
         unit: Unit::Bytes,
         vs_ceiling: true,
         cub_name: Some("scan_u64"),
-        note: "ExclusiveScan, u64".into(),
+        note: "exclusive_scan, u64".into(),
     });
 
     // Compaction of the keys by 50% flags.
     let flags_host: Vec<u8> = random(n, a.seed ^ 0xf1a9, |x| (x >> 40) as u8 & 1);
     let selected = flags_host.iter().filter(|&&f| f != 0).count();
     let flags = dev.backend().upload(HostCol::U8(flags_host.clone())).map_err(be)?;
-    let (outs, times) = measure(&mut dev, rep, "compact", |b| {
+    let (outs, times) = measure(&mut dev, rep, "compact", &progress, |b| {
         launch(b, &Kernel::Compact, &[&flags, &keys])
     })?;
     if check {
@@ -625,16 +724,18 @@ fn kernels(a: &KernelsArgs) -> anyhow::Result<()> {
         unit: Unit::Bytes,
         vs_ceiling: true,
         cub_name: Some("select_flagged"),
-        note: format!("Compact, u32, {selected} kept"),
+        note: format!("compact, u32, {selected} kept"),
     });
 
-    // Uploads and downloads of the keys (on the GPU with and without pinned staging).
+    // Uploads and downloads of the keys (on the GPU with and without pinned staging; the
+    // CPU backend has no transfers to measure).
     let modes: Vec<(bool, &'static str, &'static str)> = match &dev {
         Dev::Gpu(g) if g.pinned_staging() => vec![
             (true, "upload", "download"),
             (false, "upload_pageable", "download_pageable"),
         ],
-        _ => vec![(false, "upload", "download")],
+        Dev::Gpu(_) => vec![(false, "upload", "download")],
+        Dev::Cpu(_) => Vec::new(),
     };
     for (pinned, up_name, down_name) in modes {
         if let Dev::Gpu(g) = &mut dev {
@@ -643,6 +744,7 @@ fn kernels(a: &KernelsArgs) -> anyhow::Result<()> {
         let mut up_times = Vec::new();
         let mut down_times = Vec::new();
         for r in 0..=rep {
+            progress.set(format!("{up_name} and {down_name}: run {r} of {rep}"));
             let col = HostCol::U32(keys_host.clone());
             let (buf, ms) = dev.time(|b| b.upload(col)).map_err(be)?;
             let (col, dms) = dev.time(|b| b.download(&buf)).map_err(be)?;
@@ -683,13 +785,14 @@ fn kernels(a: &KernelsArgs) -> anyhow::Result<()> {
     drop(keys_host);
 
     // Sort-merge join of two sorted relations with keys in 0..jn: about one match per key.
+    progress.set("generating the join's relations");
     let mut lk_host: Vec<u32> = random(jn, a.seed ^ 0x1ef7, |x| (x % jn as u64) as u32);
     let mut rk_host: Vec<u32> = random(jn, a.seed ^ 0x1e57, |x| (x % jn as u64) as u32);
     lk_host.sort_unstable();
     rk_host.sort_unstable();
     let lk = dev.backend().upload(HostCol::U32(lk_host.clone())).map_err(be)?;
     let rk = dev.backend().upload(HostCol::U32(rk_host.clone())).map_err(be)?;
-    let (outs, times) = measure(&mut dev, rep, "join", |b| {
+    let (outs, times) = measure(&mut dev, rep, "join", &progress, |b| {
         let counts = take1(launch(b, &Kernel::JoinCount { nkeys: 1 }, &[&lk, &rk])?, "JoinCount")?;
         let scanned = launch(b, &Kernel::ExclusiveScan, &[&counts]);
         b.free(counts);
@@ -754,13 +857,14 @@ fn kernels(a: &KernelsArgs) -> anyhow::Result<()> {
         unit: Unit::Tuples,
         vs_ceiling: false,
         cub_name: None,
-        note: format!("2 x {jn} rows in, {pairs} pairs out"),
+        note: format!("2 x {jn} rows in, {} out", plural(pairs as u64, "pair")),
     });
 
+    progress.finish();
     let ceiling = rows.iter().find(|r| r.name == "copy").map_or(f64::NAN, Row::rate);
     let table = format_table(&name, &rows, ceiling, &cub);
     print!("{table}");
-    if let Some(p) = &a.json {
+    if let Some(p) = &c.json {
         let json = to_json(&name, a, &rows, ceiling, &cub);
         std::fs::write(p, json).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
     }
@@ -807,8 +911,8 @@ fn format_table(device: &str, rows: &[Row], ceiling: f64, cub: &[(String, usize,
     let _ = writeln!(out, "foxbench kernels on {device}");
     let _ = writeln!(
         out,
-        "copy ceiling {:.1} GB/s (device-to-device copy, bytes read + written)",
-        ceiling / 1e9
+        "copy ceiling {}/s (device-to-device copy, bytes read + written)",
+        human_bytes(if ceiling.is_finite() { ceiling as u64 } else { 0 })
     );
     let header = [
         "primitive",
@@ -945,7 +1049,7 @@ fn to_json(device: &str, a: &KernelsArgs, rows: &[Row], ceiling: f64, cub: &[(St
     o
 }
 
-fn tpch(a: &TpchArgs) -> anyhow::Result<()> {
+fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
     use fox_cli::tpch as t;
     let queries: Vec<u32> = if a.queries.is_empty() {
         (1..=22).collect()
@@ -955,49 +1059,55 @@ fn tpch(a: &TpchArgs) -> anyhow::Result<()> {
     if a.check_sf1 && a.sf != Some(1.0) {
         anyhow::bail!("--check-sf1 compares with the answers at scale factor 1: use --sf 1");
     }
-    let mut backend: Box<dyn Backend> = match a.backend {
-        BackendChoice::Gpu => {
-            Box::new(fox_cuda::CudaBackend::new().map_err(|e| anyhow::anyhow!("no usable GPU for --backend gpu: {e}"))?)
-        }
-        BackendChoice::Cpu => Box::new(fox_cpu::CpuBackend::new()),
-    };
+    let mut backend = Dev::open(a.backend)?.into_backend();
     let plans = t::compile_queries(&a.dir, &queries)?;
     let (source, scale) = match (&a.data, a.sf) {
         (Some(d), _) => (fox_runtime::DataSource::Files(d.clone()), d.display().to_string()),
         (None, Some(sf)) => (fox_runtime::DataSource::Tpch(sf), format!("{sf}")),
         (None, None) => anyhow::bail!("give --sf SF or --data DIR"),
     };
-    let db = t::load(&source, &plans, true)?;
+    let db = t::load(&source, &plans, progress)?;
     let rows: usize = db.tables().map(|t| t.rows).sum();
     eprintln!(
-        "foxbench: TPC-H {} ({} rows in {} tables) loaded in {:.1} s; {}, {} hot runs per query",
+        "foxbench: TPC-H {} ({} in {}) loaded in {:.1} s; {}, {} per query",
         match &a.data {
             Some(d) => format!("from {}", d.display()),
             None => format!("SF {scale}"),
         },
-        rows,
-        db.tables().count(),
+        plural(rows as u64, "row"),
+        plural(db.tables().count() as u64, "table"),
         db.load_time.as_secs_f64(),
         backend.name(),
-        a.repeat
+        plural(u64::from(a.repeat), "hot run")
     );
+    let spinner = Spinner::new(progress, "running the queries");
     let mut failures = Vec::new();
-    let runs = t::run_queries(
+    let runs = t::run_queries_with(
         backend.as_mut(),
         std::sync::Arc::new(db),
         &plans,
         a.repeat,
         a.profile.is_some(),
+        &mut |q, run| {
+            spinner.set(match run {
+                t::Run::First => format!("Q{q}: first run"),
+                t::Run::Hot(k) => format!("Q{q}: hot run {k} of {}", a.repeat),
+                t::Run::Profile => format!("Q{q}: run with per-kernel timing"),
+            })
+        },
         |r| {
-            eprintln!(
-                "  Q{:<2} {:>9.2} ms median, first {:.2} ms, {} rows",
-                r.query,
-                r.median().as_secs_f64() * 1e3,
-                r.first.as_secs_f64() * 1e3,
-                r.output.len()
-            );
+            spinner.suspend(|| {
+                eprintln!(
+                    "  Q{:<2} {:>9.2} ms median, first {:.2} ms, {}",
+                    r.query,
+                    r.median().as_secs_f64() * 1e3,
+                    r.first.as_secs_f64() * 1e3,
+                    plural(r.output.len() as u64, "row")
+                )
+            });
         },
     )?;
+    spinner.finish();
     for r in &runs {
         let ours = t::result_rows(&r.output);
         let verdict = if a.check_sf1 {
@@ -1048,8 +1158,8 @@ fn tpch(a: &TpchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn tpch_gen(a: &TpchGenArgs) -> anyhow::Result<()> {
-    let bars = fox_cli::Bars::new();
+fn tpch_gen(a: &TpchGenArgs, progress: bool) -> anyhow::Result<()> {
+    let bars = fox_cli::Bars::enabled(progress);
     let current = std::sync::Mutex::new(String::new());
     let t0 = Instant::now();
     fox_runtime::tpch::write_tbl(&a.out, a.sf, &|table, rows| {
@@ -1080,20 +1190,36 @@ fn tpch_gen(a: &TpchGenArgs) -> anyhow::Result<()> {
 struct CliqueRow {
     system: &'static str,
     backend: String,
-    /// The count, the median time, build and join times (ms), the peak bytes and the
-    /// rounds of multi-round expansions.
-    result: Result<(u64, f64, f64, f64, usize, u64), String>,
+    result: Result<CliqueResult, String>,
+}
+
+/// What `foxbench clique` measured of one system (times in ms).
+struct CliqueResult {
+    count: u64,
+    /// The median of the timed runs.
+    median: f64,
+    /// One more run, with each kernel timed (the CPU LFTJ: its median run), split into
+    /// building the tries, joining and the rest: `build + join + other = timed`.
+    timed: f64,
+    build: f64,
+    join: f64,
+    /// The peak memory of the runs, in bytes.
+    peak: usize,
+    /// The rounds of multi-round expansions.
+    rounds: u64,
 }
 
 /// The classic iterator LFTJ of `fox_cpu::lftj` on all cores: per run, the trie of the
 /// edges with x < y (sorted, deduplicated) is built, then the k-cliques counted. One
-/// untimed run, then `repeat` timed ones; the medians of the total, the build and the join.
+/// untimed run, then `repeat` timed ones; the median of the totals, and the build and
+/// join times of the median run (the upper middle one of an even count).
 fn cpu_lftj<T: fox_cpu::lftj::Key>(
     x: &[T],
     y: &[T],
     k: u32,
     repeat: u32,
-) -> Result<(u64, f64, f64, f64, usize, u64), String> {
+    progress: &Spinner,
+) -> Result<CliqueResult, String> {
     use fox_cpu::lftj;
     let once = || -> Result<(u64, f64, f64, usize), String> {
         let t0 = Instant::now();
@@ -1106,21 +1232,32 @@ fn cpu_lftj<T: fox_cpu::lftj::Key>(
         let peak = trie.bytes() + trie.len() * 2 * std::mem::size_of::<T>();
         Ok((n, build, join, peak))
     };
+    progress.set("CPU LFTJ: warm-up run");
     let (n, _, _, peak) = once()?;
-    let (mut total, mut build, mut join) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..repeat {
+    let mut runs = Vec::new();
+    for r in 0..repeat {
+        progress.set(format!("CPU LFTJ: run {} of {repeat}", r + 1));
         let (m, b, j, _) = once()?;
         if m != n {
             return Err("the count changed between runs".into());
         }
-        total.push(b + j);
-        build.push(b);
-        join.push(j);
+        runs.push((b + j, b, j));
     }
-    Ok((n, median(&total), median(&build), median(&join), peak, 0))
+    let totals: Vec<f64> = runs.iter().map(|r| r.0).collect();
+    runs.sort_by(|p, q| p.0.total_cmp(&q.0));
+    let (timed, build, join) = runs[runs.len() / 2];
+    Ok(CliqueResult {
+        count: n,
+        median: median(&totals),
+        timed,
+        build,
+        join,
+        peak,
+        rounds: 0,
+    })
 }
 
-fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
+fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
     use fox_runtime::{DataSource, Database, HostCol, Resident, RunOptions};
     let query = match a.k {
         3 => "queries/triangle_count.logic",
@@ -1149,8 +1286,15 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
         .clone()
         .with_symmetrize(a.symmetrize)
         .with_degree_order(a.degree_order);
-    let db = Database::load(&DataSource::Graph(spec.clone()), &[&lftj], &fox_cli::Bars::new())
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    // The backend first: `auto` says which it took before the graph is generated.
+    let main = Dev::open(a.backend)?;
+    let gpu = main.is_gpu();
+    let db = Database::load(
+        &DataSource::Graph(spec.clone()),
+        &[&lftj],
+        &fox_cli::Bars::enabled(progress),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     let table = db
         .tables()
         .find(|t| t.input.name == "edge")
@@ -1164,45 +1308,46 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
     };
     let threads = fox_cpu::lftj::threads();
     eprintln!(
-        "foxbench: graph {spec} ({}{} rows of edge, {edges} undirected edges) loaded in {:.1} s; {}-cliques with {query}",
-        spec.vertex_labels().map_or(String::new(), |n| format!("{n} vertex labels, ")),
-        table.rows,
+        "foxbench: graph {spec} ({}{} of edge, {edges} undirected edges) loaded in {:.1} s; {}-cliques with {query}",
+        spec.vertex_labels()
+            .map_or(String::new(), |n| format!("{n} vertex labels, ")),
+        plural(table.rows as u64, "row"),
         db.load_time.as_secs_f64(),
         a.k
     );
+    let progress = Spinner::new(progress, "running");
     // The classic CPU LFTJ first (it needs the columns, not the backends).
     let mut cpu_row = (!a.no_baselines).then(|| CliqueRow {
         system: "CPU LFTJ",
         backend: format!("iterator LFTJ (fox_cpu::lftj), {threads} threads"),
         result: match (x, y) {
-            (Some(HostCol::I32(x)), Some(HostCol::I32(y))) => cpu_lftj(x, y, a.k, a.repeat),
-            (Some(HostCol::I64(x)), Some(HostCol::I64(y))) => cpu_lftj(x, y, a.k, a.repeat),
+            (Some(HostCol::I32(x)), Some(HostCol::I32(y))) => cpu_lftj(x, y, a.k, a.repeat, &progress),
+            (Some(HostCol::I64(x)), Some(HostCol::I64(y))) => cpu_lftj(x, y, a.k, a.repeat, &progress),
             _ => Err("`edge` must have two int32 or two int64 columns".into()),
         },
     });
     let db = std::sync::Arc::new(db);
-    let mut systems: Vec<(&'static str, BackendChoice, &fox_kernel::KernelPlan)> = vec![("LFTJ", a.backend, &lftj)];
+    // (system, on the GPU, plan)
+    let mut systems: Vec<(&'static str, bool, &fox_kernel::KernelPlan)> = vec![("LFTJ", gpu, &lftj)];
     if !a.no_baselines {
-        if a.backend == BackendChoice::Gpu && a.cpu_kernels {
-            systems.push(("LFTJ", BackendChoice::Cpu, &lftj));
+        if gpu && a.cpu_kernels {
+            systems.push(("LFTJ", false, &lftj));
         }
-        systems.push(("binary joins", a.backend, &binary));
+        systems.push(("binary joins", gpu, &binary));
     }
+    let mut main = Some(main);
     let mut rows = Vec::new();
     let mut profile = String::new();
-    for (system, choice, plan) in systems {
-        let mut backend: Box<dyn Backend> = match choice {
-            BackendChoice::Gpu => Box::new(
-                fox_cuda::CudaBackend::new().map_err(|e| anyhow::anyhow!("no usable GPU for --backend gpu: {e}"))?,
-            ),
-            BackendChoice::Cpu => Box::new(fox_cpu::CpuBackend::new()),
+    for (system, on_gpu, plan) in systems {
+        let dev = match main.take() {
+            Some(d) => d,
+            None => Dev::open(if on_gpu { BackendChoice::Gpu } else { BackendChoice::Cpu })?,
         };
-        let name = match choice {
-            BackendChoice::Cpu if system == "LFTJ" => {
-                format!("cpu backend, breadth-first kernels, {threads} threads")
-            }
-            BackendChoice::Cpu => format!("cpu backend, {threads} threads"),
-            BackendChoice::Gpu => backend.name(),
+        let mut backend = dev.into_backend();
+        let name = match on_gpu {
+            false if system == "LFTJ" => format!("cpu backend, breadth-first kernels, {threads} threads"),
+            false => format!("cpu backend, {threads} threads"),
+            true => backend.name(),
         };
         let mut resident = Resident::default();
         let opts = RunOptions {
@@ -1210,7 +1355,7 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
             memory_limit: a.memory_limit,
             ..Default::default()
         };
-        let result = (|| -> Result<(u64, f64, f64, f64, usize, u64), String> {
+        let result = (|| -> Result<CliqueResult, String> {
             let count = |r: &fox_runtime::RunResult| -> u64 {
                 r.outputs
                     .first()
@@ -1221,12 +1366,14 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
                     })
                     .unwrap_or(0)
             };
+            progress.set(format!("{system} on the {name}: warm-up run"));
             let first = fox_runtime::run_resident(plan, backend.as_mut(), &opts, Some(&mut resident))
                 .map_err(|e| e.to_string())?;
             let n = count(&first);
             let mut times = Vec::new();
             let mut peak = 0;
-            for _ in 0..a.repeat {
+            for k in 0..a.repeat {
+                progress.set(format!("{system} on the {name}: run {} of {}", k + 1, a.repeat));
                 backend.reset_peak();
                 let t = Instant::now();
                 let r = fox_runtime::run_resident(plan, backend.as_mut(), &opts, Some(&mut resident))
@@ -1238,12 +1385,15 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
                 }
             }
             // One more run with per-kernel timing splits building the tries from joining.
+            progress.set(format!("{system} on the {name}: run with per-kernel timing"));
             let timed = RunOptions {
                 timing: true,
                 ..opts.clone()
             };
+            let t = Instant::now();
             let r = fox_runtime::run_resident(plan, backend.as_mut(), &timed, Some(&mut resident))
                 .map_err(|e| e.to_string())?;
+            let timed_ms = t.elapsed().as_secs_f64() * 1e3;
             profile.push_str(&format!(
                 "== {system} on {name}\n{}\n",
                 fox_runtime::format_stats(&r.stats)
@@ -1282,7 +1432,15 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
                     }
                 }
             }
-            Ok((n, median(&times), build, total - build, peak, r.stats.rounds))
+            Ok(CliqueResult {
+                count: n,
+                median: median(&times),
+                timed: timed_ms.max(total),
+                build,
+                join: total - build,
+                peak,
+                rounds: r.stats.rounds,
+            })
         })();
         resident.release(backend.as_mut());
         rows.push(CliqueRow {
@@ -1295,46 +1453,59 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
             rows.extend(cpu_row.take());
         }
     }
+    progress.finish();
     println!(
-        "{:<13} {:<44} {:>14} {:>11} {:>10} {:>10} {:>12} {:>9} {:>7}",
-        "system", "backend", "cliques", "median ms", "build ms", "join ms", "Medges/s", "peak MB", "rounds"
+        "{:<13} {:<44} {:>14} {:>11} {:>10} {:>10} {:>10} {:>10} {:>12} {:>9} {:>7}",
+        "system",
+        "backend",
+        "cliques",
+        "median ms",
+        "timed ms",
+        "build ms",
+        "join ms",
+        "other ms",
+        "Medges/s",
+        "peak",
+        "rounds"
     );
     let mut counts = Vec::new();
     for r in &rows {
         match &r.result {
-            Ok((n, ms, build, join, peak, rounds)) => {
-                counts.push(*n);
+            Ok(c) => {
+                counts.push(c.count);
                 println!(
-                    "{:<13} {:<44} {:>14} {:>11.2} {:>10.2} {:>10.2} {:>12.1} {:>9.1} {:>7}",
+                    "{:<13} {:<44} {:>14} {:>11.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>12.1} {:>9} {:>7}",
                     r.system,
                     r.backend,
-                    n,
-                    ms,
-                    build,
-                    join,
-                    edges as f64 / (ms * 1e-3) / 1e6,
-                    *peak as f64 / 1e6,
-                    rounds
+                    c.count,
+                    c.median,
+                    c.timed,
+                    c.build,
+                    c.join,
+                    c.timed - c.build - c.join,
+                    edges as f64 / (c.median * 1e-3) / 1e6,
+                    human_bytes(c.peak as u64),
+                    c.rounds
                 );
             }
             Err(e) => println!("{:<13} {:<44} error: {e}", r.system, r.backend),
         }
     }
     println!(
-        "edges/s counts undirected edges ({edges}); build and join come from one more run with each kernel timed \
-         (CPU LFTJ: medians of its runs; its peak is the sorted pairs and the trie)"
+        "edges/s counts undirected edges ({edges}) in the median time; build + join + other = timed, one more run with \
+         each kernel timed (CPU LFTJ: its median run; its peak is the sorted pairs and the trie)"
     );
     if let (Some(ms0), true) = (
-        rows.first().and_then(|r| r.result.as_ref().ok()).map(|x| x.1),
+        rows.first().and_then(|r| r.result.as_ref().ok()).map(|c| c.median),
         rows.len() > 1,
     ) {
         for r in &rows[1..] {
-            if let Ok((_, ms, ..)) = &r.result {
+            if let Ok(c) = &r.result {
                 println!(
                     "time of {} on {}: {:.2}x the first row's",
                     r.system,
                     r.backend,
-                    ms / ms0
+                    c.median / ms0
                 );
             }
         }
@@ -1346,4 +1517,29 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
         anyhow::bail!("the systems disagree on the count: {counts:?}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cli(args: &[&str]) -> KernelsCli {
+        let mut all = vec!["foxbench", "kernels"];
+        all.extend(args);
+        match Cli::parse_from(all).cmd {
+            Cmd::Kernels(k) => k,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn kernel_sizes_default_by_backend() {
+        let sizes = |a: KernelsArgs| (a.log2n, a.join_log2n, a.repeat);
+        assert_eq!(sizes(KernelsArgs::new(&cli(&[]), true)), (28, 26, 10));
+        assert_eq!(sizes(KernelsArgs::new(&cli(&[]), false)), (22, 20, 5));
+        let given = cli(&["--log2n", "12", "--join-log2n", "10", "--repeat", "3"]);
+        assert_eq!(sizes(KernelsArgs::new(&given, false)), (12, 10, 3));
+        assert_eq!(sizes(KernelsArgs::new(&given, true)), (12, 10, 3));
+        assert!(matches!(cli(&[]).backend, BackendChoice::Auto));
+    }
 }

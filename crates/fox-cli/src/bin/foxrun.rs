@@ -2,11 +2,13 @@
 //! process) on a backend, and prints or writes its results.
 
 use clap::{Parser, ValueEnum};
+use fox_cli::progress::{RunProgress, Spinner};
 use fox_cli::{load_plan_with, parse_scale_factor, Bars};
 use fox_runtime::{format_stats, format_table, run, write_csv_all, Backend, DataSource, Database, RunOptions};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Parser)]
 #[command(
@@ -75,6 +77,11 @@ struct Cli {
     /// Colour diagnostics: auto (when standard error is a terminal), always, never.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     color: ColorChoice,
+    /// Draw no progress. Progress (data generation, inputs read, loop iterations with
+    /// their new rows, outputs ordered and written) is drawn on standard error only
+    /// when it is a terminal, and is cleared before anything else is printed.
+    #[arg(long)]
+    no_progress: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -148,9 +155,10 @@ fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
         }
         (None, None) => None,
     };
+    let progress = fox_cli::progress::wanted(cli.no_progress);
     let database = match source {
         Some((source, what)) => {
-            let db = Database::load(&source, &[&plan], &Bars::new()).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let db = Database::load(&source, &[&plan], &Bars::enabled(progress)).map_err(|e| anyhow::anyhow!("{e}"))?;
             if cli.timing {
                 eprintln!("loaded {what} in {:.1} s", db.load_time.as_secs_f64());
             }
@@ -158,13 +166,19 @@ fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    let observer = Arc::new(RunProgress {
+        spinner: Spinner::new(progress, "running"),
+    });
     let opts = RunOptions {
         data_dir: cli.data.clone(),
         timing: cli.timing,
         database,
         memory_limit: cli.memory_limit,
+        observer: progress.then(|| observer.clone() as Arc<dyn fox_runtime::RunObserver>),
     };
-    let result = match run(&plan, backend.as_mut(), &opts) {
+    let result = run(&plan, backend.as_mut(), &opts);
+    observer.spinner.finish();
+    let result = match result {
         Ok(r) => r,
         Err(e) => {
             eprint!("{}", e.render(&plan, "foxrun", color));
@@ -176,9 +190,13 @@ fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
     }
     match &cli.out {
         Some(dir) => {
-            write_csv_all(&result.outputs, dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let spinner = Spinner::new(progress, format!("writing the outputs to {}", dir.display()));
+            let written = write_csv_all(&result.outputs, dir);
+            spinner.finish();
+            written.map_err(|e| anyhow::anyhow!("{e}"))?;
         }
         None => {
+            let spinner = Spinner::new(progress, "formatting the results");
             let mut text = String::new();
             for (k, t) in result.outputs.iter().enumerate() {
                 if k > 0 {
@@ -188,6 +206,7 @@ fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
                 text.push('\n');
                 text.push_str(&format_table(t));
             }
+            spinner.finish();
             write_stdout(&text)?;
         }
     }
