@@ -470,6 +470,7 @@ impl Session {
             timing: self.timing,
             database: Some(db),
             memory_limit: None,
+            cancel: None,
         };
         let r = fox_runtime::run_resident(plan, self.backend.as_mut(), &opts, Some(&mut self.resident));
         self.resident.release_tables(&names, self.backend.as_mut());

@@ -54,6 +54,7 @@ pub fn run_resident(
         timing: opts.timing,
         memory_limit: opts.memory_limit,
         device_time: None,
+        cancel: opts.cancel.clone(),
     };
     it.stats.backend = it.backend.name();
     let res = it.prepare(opts).and_then(|_| it.execute());
@@ -115,13 +116,19 @@ struct Interp<'a> {
     memory_limit: Option<u64>,
     /// The device time of the last launch, when the backend measured it.
     device_time: Option<Duration>,
+    /// Read before every instruction and after every launch (see [`crate::cancel`]).
+    cancel: Option<crate::CancelToken>,
 }
 
-struct DictCtx<'a>(&'a Dictionary);
+struct DictCtx<'a>(&'a Dictionary, &'a std::sync::atomic::AtomicBool);
 
 impl LaunchCtx for DictCtx<'_> {
     fn string_code(&self, s: &str) -> Option<u32> {
         self.0.code(s)
+    }
+
+    fn cancel_flag(&self) -> &std::sync::atomic::AtomicBool {
+        self.1
     }
 }
 
@@ -271,6 +278,7 @@ impl Interp<'_> {
         let mut strings = Interner::default();
         let mut loaded = Vec::with_capacity(plan.inputs.len());
         for (k, input) in plan.inputs.iter().enumerate() {
+            self.check_cancel()?;
             loaded.push(if uses[k] > 0 {
                 Some(load_input_cols(Path::new(&data_dir), input, &used[k], &mut strings)?)
             } else {
@@ -379,6 +387,7 @@ impl Interp<'_> {
         loop {
             let b = &plan.blocks[block];
             for (i, ins) in b.instrs.iter().enumerate() {
+                self.check_cancel()?;
                 self.instr(block, i, ins)?;
             }
             let next = match &b.term {
@@ -411,6 +420,14 @@ impl Interp<'_> {
                 )));
             }
             block = next.0 as usize;
+        }
+    }
+
+    /// `Err(Cancelled)` once the run's token is set.
+    fn check_cancel(&self) -> Result<(), RuntimeError> {
+        match &self.cancel {
+            Some(t) if t.is_cancelled() => Err(RuntimeError::Cancelled),
+            _ => Ok(()),
         }
     }
 
@@ -589,7 +606,11 @@ impl Interp<'_> {
                 let transfers_before = self.stats.upload + self.stats.download;
                 let loading = matches!(kernel, Kernel::LoadInput { .. });
                 self.device_time = None;
-                self.launch(block, i, kernel, args, outs)?;
+                let launched = self.launch(block, i, kernel, args, outs);
+                // What a launch returns once the flag is set is discarded (its outputs
+                // are freed with every other buffer when the run ends).
+                self.check_cancel()?;
+                launched?;
                 if self.timing && !loading {
                     self.backend.sync().map_err(|e| RuntimeError::Kernel {
                         at: format!("{} ({})", at(plan, block, i), kernel_name(kernel, plan)),
@@ -749,7 +770,10 @@ impl Interp<'_> {
                 .iter()
                 .map(|&s| &self.slots[s].as_ref().expect("occupied").0)
                 .collect();
-            let ctx = DictCtx(&self.dict);
+            let ctx = DictCtx(
+                &self.dict,
+                self.cancel.as_ref().map_or(crate::cancel::never(), |t| t.flag()),
+            );
             if self.timing {
                 let (outs, device) = self
                     .backend

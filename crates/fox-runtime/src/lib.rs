@@ -8,6 +8,7 @@
 mod alloc;
 pub use alloc::meminfo;
 pub mod backend;
+pub mod cancel;
 pub mod database;
 pub mod dict;
 pub mod graph;
@@ -18,7 +19,8 @@ pub mod strings;
 pub mod tpch;
 
 pub use backend::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};
-pub use database::{DataSource, Database, LoadProgress, NoProgress, Resident};
+pub use cancel::CancelToken;
+pub use database::{CancellableProgress, DataSource, Database, LoadProgress, NoProgress, Resident};
 pub use dict::Dictionary;
 pub use interp::{run, run_resident};
 pub use output::{format_table, format_value, write_csv, write_csv_all, write_csv_to, OutputTable};
@@ -42,6 +44,8 @@ pub struct RunOptions {
     /// database's resident columns); the backend's own capacity when `None`. Levels of
     /// multi-way joins that would expand beyond it run in rounds (`Kernel::Window`).
     pub memory_limit: Option<u64>,
+    /// Stops the run when set (see [`cancel`]): it then returns [`RuntimeError::Cancelled`].
+    pub cancel: Option<CancelToken>,
 }
 
 /// The results of a run, in the order the plan emitted them, and its statistics.
@@ -109,6 +113,9 @@ pub enum RuntimeError {
     Kernel { at: String, msg: String },
     /// A result file that cannot be written.
     Io { msg: String },
+    /// The run's [`CancelToken`] was set: it stopped, freed its buffers and returned no
+    /// output.
+    Cancelled,
 }
 
 impl fmt::Display for RuntimeError {
@@ -117,6 +124,7 @@ impl fmt::Display for RuntimeError {
             RuntimeError::Data { msg } | RuntimeError::Io { msg } => f.write_str(msg),
             RuntimeError::Plan(msg) => write!(f, "inconsistent plan: {msg}"),
             RuntimeError::Kernel { at, msg } => write!(f, "{at}: {msg}"),
+            RuntimeError::Cancelled => f.write_str("interrupted"),
         }
     }
 }

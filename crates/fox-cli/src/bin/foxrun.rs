@@ -163,6 +163,7 @@ fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
         timing: cli.timing,
         database,
         memory_limit: cli.memory_limit,
+        cancel: None,
     };
     let result = run(&plan, backend.as_mut(), &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
     if cli.timing {
