@@ -23,10 +23,16 @@
 //! the query rule. The data (`--data DIR` or the current directory, or generated data) is
 //! loaded once into a [`Database`] shared by the runs, and loaded again when a query needs
 //! another table or column, or when a file changed.
+//!
+//! The session's [`CancelToken`] (set by Ctrl-C) stops the run or load under way; the
+//! statement then ends with `interrupted` and the session is as it was before it: the
+//! contents of predicates and answers are kept only from runs that finished, and a load
+//! that did not finish leaves the data loaded before. What a line prints is an [`Out`]:
+//! results for standard output, errors for standard error.
 
 use crate::{check, Source};
 use fox_kernel::{InputRel, KernelPlan};
-use fox_runtime::{Backend, DataSource, Database, OutputTable, Resident, RunOptions};
+use fox_runtime::{Backend, CancelToken, DataSource, Database, OutputTable, Resident, RunOptions, RuntimeError};
 use fox_sema::core::{CoreLit, CoreProgram, InputSpec, OutputSpec, PredId, PredInfo};
 use fox_syntax::ast::{Expr, ExprKind, Formula, Item, Literal};
 use fox_syntax::diag::Diagnostic;
@@ -74,6 +80,98 @@ pub enum Input {
     Quit,
 }
 
+/// Where a piece of what the session prints goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    /// Results: answers, plans, acknowledgements (standard output).
+    Out,
+    /// Errors and notices (standard error).
+    Err,
+}
+
+/// What handling a line printed, in order, each piece with its stream; and whether a
+/// statement or command failed, or a run was interrupted.
+#[derive(Debug, Default)]
+pub struct Out {
+    parts: Vec<(Stream, String)>,
+    failed: bool,
+    interrupted: bool,
+}
+
+impl Out {
+    pub fn new() -> Out {
+        Out::default()
+    }
+
+    fn push_to(&mut self, stream: Stream, s: &str) {
+        match self.parts.last_mut() {
+            Some((last, text)) if *last == stream => text.push_str(s),
+            _ => self.parts.push((stream, s.to_string())),
+        }
+    }
+
+    /// Results.
+    pub fn push_str(&mut self, s: &str) {
+        self.push_to(Stream::Out, s);
+    }
+
+    pub fn push(&mut self, c: char) {
+        self.push_to(Stream::Out, c.encode_utf8(&mut [0; 4]));
+    }
+
+    /// An error: the statement or command failed.
+    pub fn error(&mut self, s: impl AsRef<str>) {
+        self.failed = true;
+        self.push_to(Stream::Err, s.as_ref());
+    }
+
+    /// A notice, on the error stream, that is not a failure.
+    pub fn note(&mut self, s: impl AsRef<str>) {
+        self.push_to(Stream::Err, s.as_ref());
+    }
+
+    /// The pieces, in the order they were printed.
+    pub fn parts(&self) -> &[(Stream, String)] {
+        &self.parts
+    }
+
+    /// The text of one stream.
+    pub fn text(&self, stream: Stream) -> String {
+        self.parts
+            .iter()
+            .filter(|(s, _)| *s == stream)
+            .map(|(_, t)| t.as_str())
+            .collect()
+    }
+
+    /// True when an error was reported (an interrupted run is one).
+    pub fn failed(&self) -> bool {
+        self.failed
+    }
+
+    /// True when a run was stopped by the session's [`CancelToken`].
+    pub fn interrupted(&self) -> bool {
+        self.interrupted
+    }
+
+    /// The error of a run or a load: `interrupted` when it was cancelled.
+    fn run_error(&mut self, e: &RuntimeError) {
+        if *e == RuntimeError::Cancelled {
+            self.interrupted = true;
+            self.error("interrupted\n");
+        } else {
+            self.error(format!("error: {e}\n"));
+        }
+    }
+}
+
+impl std::fmt::Write for Out {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.push_str(s);
+        Ok(())
+    }
+}
+
 /// A REPL session.
 pub struct Session {
     stmts: Vec<Stmt>,
@@ -94,6 +192,9 @@ pub struct Session {
     answers: VecDeque<(Fp, OutputTable)>,
     /// Counter of statements, for diagnostics' file names.
     count: usize,
+    /// Stops the run or load under way when set; cleared when a statement or command
+    /// starts.
+    cancel: CancelToken,
 }
 
 impl Session {
@@ -120,6 +221,7 @@ impl Session {
                 cache: HashMap::new(),
                 answers: VecDeque::new(),
                 count: 0,
+                cancel: CancelToken::new(),
             },
             notice,
         ))
@@ -139,11 +241,27 @@ impl Session {
         !self.pending.trim().is_empty()
     }
 
+    /// Drops the lines of the statement not yet ended; true when there were any.
+    pub fn discard_statement(&mut self) -> bool {
+        let open = self.in_statement();
+        self.pending.clear();
+        open
+    }
+
+    /// The token that stops the query (or `.explain analyze`) running now: setting it
+    /// from a signal handler or another thread makes that statement end with
+    /// `interrupted`, leaving the session as it was before the statement. It is cleared
+    /// when the next statement or command starts.
+    pub fn cancel_token(&self) -> CancelToken {
+        self.cancel.clone()
+    }
+
     /// Handles one line of input, writing what it prints to `out`.
-    pub fn line(&mut self, line: &str, out: &mut String) -> Input {
+    pub fn line(&mut self, line: &str, out: &mut Out) -> Input {
         let trimmed = line.trim();
         if self.pending.trim().is_empty() && is_command(trimmed) {
             self.pending.clear();
+            self.cancel.reset();
             return self.command(trimmed, out);
         }
         self.pending.push_str(line);
@@ -152,6 +270,7 @@ impl Session {
             return Input::Incomplete;
         }
         let text = std::mem::take(&mut self.pending);
+        self.cancel.reset();
         self.statement(text.trim(), out);
         Input::Done
     }
@@ -179,7 +298,7 @@ impl Session {
         check(&src).core
     }
 
-    fn statement(&mut self, text: &str, out: &mut String) {
+    fn statement(&mut self, text: &str, out: &mut Out) {
         self.count += 1;
         if let Some(body) = text.strip_prefix("?-") {
             let body = body.trim();
@@ -191,10 +310,10 @@ impl Session {
 
     /// Checks `text` (one or more items) with the session's program; adds its items when
     /// the result is correct, reports the errors otherwise.
-    fn add_items(&mut self, text: &str, name: &str, out: &mut String) -> bool {
+    fn add_items(&mut self, text: &str, name: &str, out: &mut Out) -> bool {
         let (ast, diags) = fox_syntax::parse(text);
         if diags.iter().any(Diagnostic::is_error) {
-            out.push_str(&fox_syntax::diag::render(name, text, &diags, self.color));
+            out.error(fox_syntax::diag::render(name, text, &diags, self.color));
             return false;
         }
         let items: Vec<String> = ast
@@ -214,12 +333,12 @@ impl Session {
         let checked = check(&src);
         let errors: Vec<Diagnostic> = checked.diagnostics.iter().filter(|d| d.is_error()).cloned().collect();
         if !errors.is_empty() {
-            out.push_str(&render_in(name, &before, text, &errors, self.color));
+            out.error(render_in(name, &before, text, &errors, self.color));
             return false;
         }
         if let Some(core) = &checked.core {
             if core.preds.iter().any(|p| p.name == QUERY_PRED) {
-                out.push_str(&format!(
+                out.error(format!(
                     "error: `{QUERY_PRED}` is the name queries use; name the predicate otherwise\n"
                 ));
                 return false;
@@ -233,10 +352,10 @@ impl Session {
 
     /// The program of a query: the session's items without their `.output`s, the query
     /// rule and its `.output`, with the place of each item in the text.
-    fn query_program(&self, body: &str, out: &mut String) -> Option<QueryProgram> {
+    fn query_program(&self, body: &str, out: &mut Out) -> Option<QueryProgram> {
         let body = body.trim().trim_end_matches('.').trim();
         if body.is_empty() {
-            out.push_str("error: a query needs a body: `?- edge(x, y).`\n");
+            out.error("error: a query needs a body: `?- edge(x, y).`\n");
             return None;
         }
         // The variables of the body, in the order they first appear.
@@ -246,7 +365,7 @@ impl Session {
             // Point at the body as the user wrote it.
             let shift = QUERY_PRED.len() + 6;
             let shifted: Vec<Diagnostic> = diags.into_iter().map(|d| shift_diag(d, shift, body.len())).collect();
-            out.push_str(&fox_syntax::diag::render("<query>", body, &shifted, self.color));
+            out.error(fox_syntax::diag::render("<query>", body, &shifted, self.color));
             return None;
         }
         let mut vars = Vec::new();
@@ -278,7 +397,7 @@ impl Session {
 
     /// Checks the program of a query; reports its errors (against the query's body when
     /// they all lie in it).
-    fn check_query(&self, qp: &QueryProgram, out: &mut String) -> Option<CoreProgram> {
+    fn check_query(&self, qp: &QueryProgram, out: &mut Out) -> Option<CoreProgram> {
         let (program, body) = (&qp.text, &qp.body);
         let src = Source {
             name: "<query>".into(),
@@ -298,9 +417,9 @@ impl Session {
                     .into_iter()
                     .map(|d| shift_diag(d, body_start, body.len()))
                     .collect();
-                out.push_str(&fox_syntax::diag::render("<query>", body, &shifted, self.color));
+                out.error(fox_syntax::diag::render("<query>", body, &shifted, self.color));
             } else {
-                out.push_str(&fox_syntax::diag::render("<session>", program, &errors, self.color));
+                out.error(fox_syntax::diag::render("<session>", program, &errors, self.color));
             }
             return None;
         }
@@ -317,10 +436,10 @@ impl Session {
 
     /// Checks a query's program and takes the fingerprints of its predicates; forgets the
     /// kept contents of predicates whose fingerprints are no longer the program's.
-    fn analyze(&mut self, qp: &QueryProgram, out: &mut String) -> Option<Analysis> {
+    fn analyze(&mut self, qp: &QueryProgram, out: &mut Out) -> Option<Analysis> {
         let core = self.check_query(qp, out)?;
         let Some(query) = core.preds.iter().position(|p| p.name == QUERY_PRED) else {
-            out.push_str("error: the query produced no output\n");
+            out.error("error: the query produced no output\n");
             return None;
         };
         let a = analysis(core, PredId(query as u32), qp, &self.data_source());
@@ -331,14 +450,14 @@ impl Session {
 
     /// The relational and kernel plans of a query program with the predicates that are
     /// kept read from memory; when such a program cannot be planned, the whole program.
-    fn plan_query(&self, a: &Analysis, out: &mut String) -> Option<(Rewritten, fox_ra::RaPlan, KernelPlan)> {
+    fn plan_query(&self, a: &Analysis, out: &mut Out) -> Option<(Rewritten, fox_ra::RaPlan, KernelPlan)> {
         let rw = rewrite(a, &self.cache);
-        let mut msg = String::new();
+        let mut msg = Out::new();
         if let Some((ra, k)) = plan_core(&rw.core, &mut msg) {
             return Some((rw, ra, k));
         }
         if rw.reused.is_empty() {
-            out.push_str(&msg);
+            out.error(msg.text(Stream::Err));
             return None;
         }
         let rw = rewrite(a, &HashMap::new());
@@ -353,7 +472,7 @@ impl Session {
         &mut self,
         wanted: Vec<(InputRel, Vec<bool>)>,
         stamps: &BTreeMap<String, String>,
-        out: &mut String,
+        out: &mut Out,
     ) -> Option<Arc<Database>> {
         let source = self.data_source();
         let stamp_of = |input: &InputRel| -> String {
@@ -385,35 +504,43 @@ impl Session {
             })
             .collect();
         let mut tables = only_wanted.clone();
-        if let Some(l) = self.loaded.take() {
-            for (name, (li, lu, _)) in l.tables {
-                match tables.get_mut(&name) {
-                    Some((i, u, _)) => {
-                        if *i == li {
-                            u.iter_mut().zip(&lu).for_each(|(a, b)| *a |= *b);
-                        }
+        // Kept until the new data is loaded: a load that fails leaves the session's data
+        // as it was.
+        let before = self.loaded.take();
+        for (name, (li, lu, _)) in before.iter().flat_map(|l| &l.tables) {
+            match tables.get_mut(name) {
+                Some((i, u, _)) => {
+                    if i == li {
+                        u.iter_mut().zip(lu).for_each(|(a, b)| *a |= *b);
                     }
-                    None => {
-                        let st = stamp_of(&li);
-                        tables.insert(name, (li, lu, st));
-                    }
+                }
+                None => {
+                    let st = stamp_of(li);
+                    tables.insert(name.clone(), (li.clone(), lu.clone(), st));
                 }
             }
         }
         // The device copies belong to the old data.
         let r = std::mem::take(&mut self.resident);
         r.release(self.backend.as_mut());
+        let bars = crate::Bars::new();
+        let progress = fox_runtime::CancellableProgress {
+            progress: &bars,
+            cancel: &self.cancel,
+        };
         let load = |t: &BTreeMap<String, LoadedTable>| {
             Database::load_tables(
                 &source,
                 t.values().map(|(i, u, _)| (i.clone(), u.clone())).collect(),
-                &crate::Bars::new(),
+                &progress,
             )
         };
         let loaded = match load(&tables) {
             Ok(db) => Ok((db, tables)),
             // A table loaded before may be gone: the wanted ones alone.
-            Err(_) if tables.len() > only_wanted.len() => load(&only_wanted).map(|db| (db, only_wanted)),
+            Err(e) if e != RuntimeError::Cancelled && tables.len() > only_wanted.len() => {
+                load(&only_wanted).map(|db| (db, only_wanted))
+            }
             Err(e) => Err(e),
         };
         match loaded {
@@ -423,14 +550,15 @@ impl Session {
                 Some(db)
             }
             Err(e) => {
-                let _ = writeln!(out, "error: {e}");
+                self.loaded = before;
+                out.run_error(&e);
                 None
             }
         }
     }
 
     /// Runs `plan` on the loaded data, with the predicates of `rw.reused` read from memory.
-    fn run(&mut self, plan: &KernelPlan, rw: &Rewritten, out: &mut String) -> Option<fox_runtime::RunResult> {
+    fn run(&mut self, plan: &KernelPlan, rw: &Rewritten, out: &mut Out) -> Option<fox_runtime::RunResult> {
         let reused = |name: &str| rw.reused.iter().any(|(n, _)| n == name);
         let wanted: Vec<(InputRel, Vec<bool>)> = plan
             .inputs
@@ -456,7 +584,7 @@ impl Session {
             match base.with_tables(&extra) {
                 Ok(db) => Arc::new(db),
                 Err(e) => {
-                    let _ = writeln!(out, "error: {e}");
+                    out.error(format!("error: {e}\n"));
                     return None;
                 }
             }
@@ -470,6 +598,7 @@ impl Session {
             timing: self.timing,
             database: Some(db),
             memory_limit: None,
+            cancel: Some(self.cancel.clone()),
             ..Default::default()
         };
         let r = fox_runtime::run_resident(plan, self.backend.as_mut(), &opts, Some(&mut self.resident));
@@ -477,7 +606,7 @@ impl Session {
         match r {
             Ok(r) => Some(r),
             Err(e) => {
-                let _ = writeln!(out, "error: {e}");
+                out.run_error(&e);
                 None
             }
         }
@@ -485,11 +614,11 @@ impl Session {
 
     /// Plans and runs a query program, keeps the contents of the predicates it computed,
     /// and returns the query's rows, the run, and what was computed and reused.
-    fn execute(&mut self, a: &Analysis, out: &mut String) -> Option<(OutputTable, fox_runtime::RunResult, Report)> {
+    fn execute(&mut self, a: &Analysis, out: &mut Out) -> Option<(OutputTable, fox_runtime::RunResult, Report)> {
         let (rw, _, plan) = self.plan_query(a, out)?;
         let mut r = self.run(&plan, &rw, out)?;
         let Some(q) = r.outputs.iter().position(|t| t.name == QUERY_PRED) else {
-            out.push_str("error: the query produced no output\n");
+            out.error("error: the query produced no output\n");
             return None;
         };
         let table = r.outputs.remove(q);
@@ -507,7 +636,7 @@ impl Session {
         Some((table, r, rw.report))
     }
 
-    fn query(&mut self, body: &str, out: &mut String) {
+    fn query(&mut self, body: &str, out: &mut Out) {
         let Some(qp) = self.query_program(body, out) else {
             return;
         };
@@ -537,7 +666,7 @@ impl Session {
         }
     }
 
-    fn command(&mut self, line: &str, out: &mut String) -> Input {
+    fn command(&mut self, line: &str, out: &mut Out) -> Input {
         let (cmd, arg) = match line.split_once(char::is_whitespace) {
             Some((c, a)) => (c, a.trim()),
             None => (line, ""),
@@ -578,7 +707,7 @@ impl Session {
                     self.timing = false;
                     out.push_str("timing off\n");
                 }
-                _ => out.push_str("error: `.timing on` or `.timing off`\n"),
+                _ => out.error("error: `.timing on` or `.timing off`\n"),
             },
             ".backend" => {
                 let kind = match arg {
@@ -586,7 +715,7 @@ impl Session {
                     "cpu" => BackendKind::Cpu,
                     "auto" => BackendKind::Auto,
                     _ => {
-                        out.push_str("error: `.backend gpu`, `.backend cpu` or `.backend auto`\n");
+                        out.error("error: `.backend gpu`, `.backend cpu` or `.backend auto`\n");
                         return Input::Done;
                     }
                 };
@@ -596,38 +725,40 @@ impl Session {
                         r.release(self.backend.as_mut());
                         self.backend = b;
                         self.backend_name = self.backend.name();
-                        out.push_str(&notice);
+                        out.note(&notice);
                         let _ = writeln!(out, "backend: {}", self.backend_name);
                     }
                     Err(e) => {
-                        let _ = writeln!(out, "error: {e} (the backend stays {})", self.backend_name);
+                        out.error(format!("error: {e} (the backend stays {})\n", self.backend_name));
                     }
                 }
             }
             ".save" => {
                 if arg.is_empty() {
-                    out.push_str("error: `.save FILE.logic`\n");
+                    out.error("error: the file name is missing: `.save FILE.logic`\n");
                 } else {
                     match std::fs::write(arg, self.program_text()) {
                         Ok(()) => {
                             let _ = writeln!(out, "saved {} statements to {arg}", self.stmts.len());
                         }
                         Err(e) => {
-                            let _ = writeln!(out, "error: cannot write `{arg}`: {e}");
+                            out.error(format!("error: cannot write `{arg}`: {e}\n"));
                         }
                     }
                 }
             }
             other => {
-                let _ = writeln!(out, "error: unknown command `{other}` (`.help` lists the commands)");
+                out.error(format!(
+                    "error: unknown command `{other}` (`.help` lists the commands)\n"
+                ));
             }
         }
         Input::Done
     }
 
-    fn load(&mut self, path: &str, out: &mut String) {
+    fn load(&mut self, path: &str, out: &mut Out) {
         if path.is_empty() {
-            out.push_str("error: `.load FILE.logic`\n");
+            out.error("error: the file name is missing: `.load FILE.logic`\n");
             return;
         }
         match std::fs::read_to_string(path) {
@@ -635,12 +766,12 @@ impl Session {
                 self.add_items(&text, path, out);
             }
             Err(e) => {
-                let _ = writeln!(out, "error: cannot read `{path}`: {e}");
+                out.error(format!("error: cannot read `{path}`: {e}\n"));
             }
         }
     }
 
-    fn schema(&self, pred: &str, out: &mut String) {
+    fn schema(&self, pred: &str, out: &mut Out) {
         let Some(core) = self.core(&self.program_text()) else {
             out.push_str("(no predicates)\n");
             return;
@@ -659,18 +790,17 @@ impl Session {
             if pred.is_empty() {
                 out.push_str("(no predicates)\n");
             } else {
-                let _ = writeln!(out, "error: no predicate `{pred}`");
+                out.error(format!("error: no predicate `{pred}`\n"));
             }
         }
     }
 
-    fn retract(&mut self, arg: &str, out: &mut String) {
+    fn retract(&mut self, arg: &str, out: &mut Out) {
         let Some(n) = arg.parse::<usize>().ok().filter(|n| (1..=self.stmts.len()).contains(n)) else {
-            let _ = writeln!(
-                out,
-                "error: `.retract N` with N from 1 to {} (see `.list`)",
+            out.error(format!(
+                "error: `.retract N` with N from 1 to {} (see `.list`)\n",
                 self.stmts.len()
-            );
+            ));
             return;
         };
         let removed = self.stmts.remove(n - 1);
@@ -682,18 +812,17 @@ impl Session {
         let checked = check(&src);
         let errors: Vec<Diagnostic> = checked.diagnostics.iter().filter(|d| d.is_error()).cloned().collect();
         if !errors.is_empty() {
-            let _ = writeln!(
-                out,
-                "error: without statement {n} the program is not correct, so it stays:"
-            );
-            out.push_str(&fox_syntax::diag::render("<session>", &text, &errors, self.color));
+            out.error(format!(
+                "error: without statement {n} the program is not correct, so it stays:\n"
+            ));
+            out.error(fox_syntax::diag::render("<session>", &text, &errors, self.color));
             self.stmts.insert(n - 1, removed);
             return;
         }
         let _ = writeln!(out, "retracted {n}: {}", removed.text);
     }
 
-    fn explain(&mut self, q: &str, analyze: bool, out: &mut String) {
+    fn explain(&mut self, q: &str, analyze: bool, out: &mut Out) {
         let body = q.strip_prefix("?-").unwrap_or(q).trim();
         let Some(qp) = self.query_program(body, out) else {
             return;
@@ -722,10 +851,20 @@ impl Session {
         }
     }
 
-    fn dot(&mut self, arg: &str, out: &mut String) {
-        // `.dot QUERY FILE.svg`: the file is the last word.
+    fn dot(&mut self, arg: &str, out: &mut Out) {
+        // `.dot QUERY FILE.svg`: the file is the last word, unless the whole argument is a
+        // query (then the file is missing).
+        let arg = arg.trim();
+        if arg.is_empty() {
+            out.error("error: the query and the file name are missing: `.dot QUERY FILE.svg`\n");
+            return;
+        }
+        if ends_statement(arg) || is_query_body(arg) {
+            out.error("error: the file name is missing: `.dot QUERY FILE.svg` (the file name follows the query)\n");
+            return;
+        }
         let Some((q, file)) = arg.rsplit_once(char::is_whitespace) else {
-            out.push_str("error: `.dot QUERY FILE.svg`\n");
+            out.error(format!("error: the query is missing: `.dot QUERY {arg}`\n"));
             return;
         };
         let body = q.trim().strip_prefix("?-").unwrap_or(q.trim()).trim();
@@ -755,7 +894,7 @@ impl Session {
                         let _ = writeln!(out, "wrote {}", svg.display());
                     }
                     _ => {
-                        let _ = writeln!(out, "error: graphviz `dot` failed to write {}", svg.display());
+                        out.error(format!("error: graphviz `dot` failed to write {}\n", svg.display()));
                     }
                 }
             }
@@ -770,7 +909,7 @@ impl Session {
                     );
                 }
                 Err(e) => {
-                    let _ = writeln!(out, "error: cannot write `{}`: {e}", dot_path.display());
+                    out.error(format!("error: cannot write `{}`: {e}\n", dot_path.display()));
                 }
             },
         }
@@ -1134,18 +1273,18 @@ fn rewrite(a: &Analysis, cache: &HashMap<Fp, Arc<OutputTable>>) -> Rewritten {
 }
 
 /// The relational and kernel plans of a core program; errors are written to `out`.
-fn plan_core(core: &CoreProgram, out: &mut String) -> Option<(fox_ra::RaPlan, KernelPlan)> {
+fn plan_core(core: &CoreProgram, out: &mut Out) -> Option<(fox_ra::RaPlan, KernelPlan)> {
     let ra = match fox_ra::plan(core) {
         Ok(p) => p,
         Err(e) => {
-            let _ = writeln!(out, "error: cannot plan the query: {e}");
+            out.error(format!("error: cannot plan the query: {e}\n"));
             return None;
         }
     };
     match fox_kernel::lower(&ra) {
         Ok(k) => Some((ra, k)),
         Err(e) => {
-            let _ = writeln!(out, "error: cannot lower the query to kernels: {e}");
+            out.error(format!("error: cannot lower the query to kernels: {e}\n"));
             None
         }
     }
@@ -1157,6 +1296,17 @@ fn is_command(line: &str) -> bool {
         && !line.starts_with(".input")
         && !line.starts_with(".output")
         && line[1..].starts_with(|c: char| c.is_ascii_alphabetic())
+}
+
+/// True when `text` (with or without `?-` and the final `.`) is a query's body.
+fn is_query_body(text: &str) -> bool {
+    let t = text.trim();
+    let body = t.strip_prefix("?-").unwrap_or(t).trim().trim_end_matches('.').trim();
+    if body.is_empty() {
+        return false;
+    }
+    let (_, diags) = fox_syntax::parse(&format!("{QUERY_PRED}() <- {body}."));
+    !diags.iter().any(Diagnostic::is_error)
 }
 
 /// True when the text's last token is the `.` that ends a clause.
@@ -1249,7 +1399,7 @@ fn body_vars(b: &fox_syntax::ast::Body, out: &mut Vec<String>) {
 
 /// Prints a query's answer: its rows (the first [`SHOWN_ROWS`]) and their count, or
 /// `true`/`false` for a query without variables.
-fn print_answer(t: &fox_runtime::OutputTable, closed: bool, out: &mut String) {
+fn print_answer(t: &fox_runtime::OutputTable, closed: bool, out: &mut Out) {
     if closed {
         out.push_str(if t.is_empty() { "false\n" } else { "true\n" });
         return;

@@ -747,3 +747,35 @@ fn progress_on_a_terminal_and_no_progress() {
     assert_eq!(run("--no-progress"), "");
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+#[test]
+fn ctrl_c_stops_the_run_with_status_130() {
+    // The transitive closure of 16,384 vertices: minutes of work.
+    let dir = temp_dir("interrupt");
+    let program = dir.join("closure.logic");
+    std::fs::write(
+        &program,
+        "edge(x, y) -> int32(x), int32(y).\n.input edge.\n\
+         path(x, y) <- edge(x, y).\npath(x, z) <- path(x, y), edge(y, z).\n\
+         q(y) <- path(1, y), y < 5.\n.output q.\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let child = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .arg(&program)
+        .args(["--backend", "cpu", "--graph", "rmat:14", "--out"])
+        .arg(&out)
+        .current_dir(root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(3000));
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(stderr(&o).ends_with("foxrun: interrupted\n"), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "");
+    assert!(!out.exists(), "nothing is written");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

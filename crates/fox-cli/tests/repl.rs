@@ -1,5 +1,7 @@
 //! `fox repl` driven through standard input (every command, recursion added after data,
-//! an error followed by its correction, `.explain`) and once through a pseudo-terminal.
+//! an error followed by its correction, `.explain`, the exit status, Ctrl-C) and through a
+//! pseudo-terminal (prompts, Ctrl-C while a query runs and while a statement is typed,
+//! history).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -9,13 +11,30 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Runs `fox repl --backend cpu ARGS` with `script` on standard input; returns stdout.
+/// Runs `fox repl --backend cpu ARGS` with `script` on standard input, which must succeed
+/// (exit 0, nothing on standard error); returns stdout.
 fn repl(args: &[&str], script: &str) -> String {
     repl_on("cpu", args, script)
 }
 
-/// `fox repl --backend BACKEND ARGS` with `script` on standard input; returns stdout.
+/// `fox repl --backend BACKEND ARGS` with `script` on standard input, which must succeed;
+/// returns stdout.
 fn repl_on(backend: &str, args: &[&str], script: &str) -> String {
+    let o = repl_run(backend, args, script.as_bytes());
+    assert_eq!(o.code, 0, "{backend}: {}", o.err);
+    assert!(!o.err.contains("error"), "{backend}: {}", o.err);
+    o.out
+}
+
+/// What a scripted session printed, and its exit status.
+struct Ran {
+    out: String,
+    err: String,
+    code: i32,
+}
+
+/// `fox repl --backend BACKEND ARGS` with `script` (bytes) on standard input.
+fn repl_run(backend: &str, args: &[&str], script: &[u8]) -> Ran {
     let mut child = Command::new(env!("CARGO_BIN_EXE_fox"))
         .args(["repl", "--backend", backend])
         .args(args)
@@ -25,10 +44,20 @@ fn repl_on(backend: &str, args: &[&str], script: &str) -> String {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    child.stdin.take().unwrap().write_all(script).unwrap();
     let o = child.wait_with_output().unwrap();
-    assert!(o.status.success(), "{backend}: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout).unwrap()
+    Ran {
+        out: String::from_utf8(o.stdout).unwrap(),
+        err: String::from_utf8(o.stderr).unwrap(),
+        code: o.status.code().unwrap_or(-1),
+    }
+}
+
+/// A scripted session on the CPU in which some statement fails: exit status 1.
+fn repl_failing(args: &[&str], script: &str) -> Ran {
+    let o = repl_run("cpu", args, script.as_bytes());
+    assert_eq!(o.code, 1, "stdout:\n{}\nstderr:\n{}", o.out, o.err);
+    o
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -60,7 +89,7 @@ fn statements_queries_and_recursion_added_after_data() {
 
 #[test]
 fn an_error_leaves_the_session_as_it_was_and_a_correction_is_taken() {
-    let out = repl(
+    let Ran { out, err, .. } = repl_failing(
         &[],
         "edge(1, 2).\n\
          reach(x) <- edge(1, x), nope(x).\n\
@@ -74,17 +103,18 @@ fn an_error_leaves_the_session_as_it_was_and_a_correction_is_taken() {
          .list\n",
     );
     // The undeclared predicate is reported with a caret under it, against the statement.
-    assert!(out.contains("error: unknown predicate `nope`"), "{out}");
-    assert!(out.contains("<input:2>:1:25"), "{out}");
-    assert!(out.contains("^^^^"), "{out}");
+    assert!(err.contains("error: unknown predicate `nope`"), "{err}");
+    assert!(err.contains("<input:2>:1:25"), "{err}");
+    assert!(err.contains("^^^^"), "{err}");
+    assert!(!out.contains("error"), "errors go to standard error:\n{out}");
     // The failed rule was not added: the list holds the fact alone.
     assert!(out.contains("  1  edge(1, 2).\n"), "{out}");
     assert!(!out.contains("  2  reach(x) <- edge(1, x), nope(x)."), "{out}");
     // A type error in a query points into the query.
-    assert!(out.contains("<query>"), "{out}");
+    assert!(err.contains("<query>"), "{err}");
     assert!(out.contains("y\n-\n2\n1 row\n"), "{out}");
     // A syntax error spread over two lines, and a cycle through negation, are refused.
-    assert!(out.contains("depends negatively on itself"), "{out}");
+    assert!(err.contains("depends negatively on itself"), "{err}");
     assert!(out.trim_end().ends_with("  2  reach(x) <- edge(1, x)."), "{out}");
 }
 
@@ -120,33 +150,38 @@ fn every_command() {
         dot.display(),
         save.display()
     );
-    let out = repl(&["--data", "tests/programs/data"], &script);
+    let Ran { out, err, .. } = repl_failing(&["--data", "tests/programs/data"], &script);
     for needle in [
         ".load FILE.logic",
         ".explain analyze QUERY",
-        "error: cannot read `/nonexistent/file.logic`",
         "path(x: int32, y: int32)  derived",
         "edge(x: int32, y: int32)  input",
-        "error: no predicate `nothing`",
-        "error: `.retract N` with N from 1 to",
         "timing on",
         " ms)\n",
         "timing off",
-        "error: `.timing on` or `.timing off`",
         "ra plan (version 1)",
         "kernel plan (version 1)",
         "timing on cpu",
         "backend: cpu",
-        "error: `.backend gpu`, `.backend cpu` or `.backend auto`",
-        "error: unknown command `.frobnicate`",
     ] {
         assert!(out.contains(needle), "expected {needle:?} in:\n{out}");
     }
+    for needle in [
+        "error: cannot read `/nonexistent/file.logic`",
+        "error: no predicate `nothing`",
+        "error: `.retract N` with N from 1 to",
+        "error: `.timing on` or `.timing off`",
+        "error: `.backend gpu`, `.backend cpu` or `.backend auto`",
+        "error: unknown command `.frobnicate`",
+    ] {
+        assert!(err.contains(needle), "expected {needle:?} in:\n{err}");
+    }
+    assert!(!out.contains("error"), "errors go to standard error:\n{out}");
     // Without its base rule `path` has no type: that retraction is refused; without the
     // recursive rule `path` is `edge`.
     assert!(
-        out.contains("error: without statement 3 the program is not correct, so it stays:"),
-        "{out}"
+        err.contains("error: without statement 3 the program is not correct, so it stays:"),
+        "{err}"
     );
     assert!(
         out.contains("retracted 4: path(x, z) <- path(x, y), edge(y, z)."),
@@ -167,7 +202,7 @@ fn every_command() {
 
 #[test]
 fn generated_data_and_an_unfinished_statement() {
-    let out = repl(
+    let Ran { out, err, .. } = repl_failing(
         &["--graph", "gnm:5:10:1"],
         "edge(x, y) -> int32(x), int32(y).\n.input edge.\n?- edge(0, y).\n?- edge(0, y).\nn(c) <- agg<<c = count()>> edge(_, _).\n?- n(c).\ntri(x, y, z) <- edge(x, y), edge(y, z),\n",
     );
@@ -177,8 +212,8 @@ fn generated_data_and_an_unfinished_statement() {
     );
     assert!(out.contains(" c\n--\n20\n1 row\n"), "{out}");
     assert!(
-        out.ends_with("error: the input ended inside a statement (a statement ends with `.`)\n"),
-        "{out}"
+        err.ends_with("error: the input ended inside a statement (a statement ends with `.`)\n"),
+        "{err}"
     );
 }
 
@@ -226,6 +261,299 @@ sys.stdout.write(out.decode("utf-8", "replace"))
     assert!(out.contains("1 row"), "{out}");
 }
 
+#[test]
+fn the_exit_status_of_a_script_says_whether_every_statement_succeeded() {
+    let ok = repl_run("cpu", &[], b"e(1, 2).\n?- e(x, y).\n");
+    assert_eq!((ok.code, ok.err.as_str()), (0, ""), "{}", ok.err);
+    assert_eq!(ok.out, "ok (1 item added)\nx | y\n--+--\n1 | 2\n1 row\n");
+    // One failing statement among good ones: results on stdout, the error on stderr, 1.
+    let bad = repl_failing(&[], "e(1, 2).\n?- f(x).\n?- e(x, y).\n");
+    assert_eq!(bad.out, "ok (1 item added)\nx | y\n--+--\n1 | 2\n1 row\n");
+    assert!(bad.err.contains("error: unknown predicate `f`"), "{}", bad.err);
+    // A failing command counts too.
+    repl_failing(&[], "e(1, 2).\n.frobnicate\n");
+}
+
+#[test]
+fn a_line_that_is_not_utf8_is_an_error_and_the_script_goes_on() {
+    // Line 3 is a comment with a Latin-1 `é`.
+    let mut script = b"e(1, 2).\ne(2, 3).\n// caf".to_vec();
+    script.push(0xE9);
+    script.extend_from_slice(b" au lait\ne(3, 4).\n?- e(x, 4).\n");
+    let o = repl_run("cpu", &[], &script);
+    assert_eq!(o.code, 1, "{}", o.err);
+    assert_eq!(
+        o.err,
+        "error: line 3, column 7: the line is not UTF-8 text (byte 0xE9); it was skipped\n"
+    );
+    assert_eq!(
+        o.out,
+        "ok (1 item added)\nok (1 item added)\nok (1 item added)\nx\n-\n3\n1 row\n"
+    );
+}
+
+#[test]
+fn commands_that_take_a_file_say_when_its_name_is_missing() {
+    let o = repl_failing(
+        &[],
+        "edge(1, 2).\n.dot ?- edge(1, y).\n.dot ?- edge(1, y)\n.dot edge(x, y), x < 2.\n.dot\n.dot plan.svg\n.load\n.save\n",
+    );
+    let missing = "error: the file name is missing: `.dot QUERY FILE.svg` (the file name follows the query)\n";
+    assert_eq!(
+        o.err,
+        format!(
+            "{missing}{missing}{missing}\
+             error: the query and the file name are missing: `.dot QUERY FILE.svg`\n\
+             error: the query is missing: `.dot QUERY plan.svg`\n\
+             error: the file name is missing: `.load FILE.logic`\n\
+             error: the file name is missing: `.save FILE.logic`\n"
+        )
+    );
+    assert!(!std::path::Path::new("plan.svg").exists());
+}
+
+/// `fox repl --backend cpu --graph rmat:14` with the transitive closure (minutes of work
+/// on 16,384 vertices) defined.
+const CLOSURE: &str = "edge(x, y) -> int32(x), int32(y).\n\
+                       .input edge.\n\
+                       path(x, y) <- edge(x, y).\n\
+                       path(x, z) <- path(x, y), edge(y, z).\n";
+
+/// A quick query over the same graph.
+const SMALL: &str = "?- edge(x, y), x < 30, y < 300.";
+
+#[test]
+fn ctrl_c_stops_a_script_with_status_130() {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fox"))
+        .args(["repl", "--backend", "cpu", "--graph", "rmat:14"])
+        .current_dir(repo())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let script = format!("{CLOSURE}{SMALL}\n?- path(1, y), y < 5.\n.schema edge\n");
+    child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    // Once the quick query is answered, the closure runs.
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    while !seen.ends_with(" rows\n") && !seen.ends_with(" row\n") {
+        assert_ne!(out.read_line(&mut seen).unwrap(), 0, "{seen}");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert_eq!(err, "interrupted\n");
+    // The script stopped there.
+    assert_eq!(rest, "", "{seen}");
+}
+
+/// Runs `fox repl ARGS` on a pseudo-terminal with `HOME` at `home` and does `actions`:
+/// `["line", text]` types a line and waits for the next prompt, `["send", text]` types
+/// a line, `["sleep", seconds]`, `["ctrl-c"]` types Ctrl-C and waits for the next prompt.
+/// Returns the transcript, then `STATUS n` (the exit status).
+fn on_a_terminal(args: &[&str], home: &Path, actions: &str) -> String {
+    let py = r#"
+import json, os, pty, select, sys, time
+fox, args, actions = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(fox, [fox, "repl"] + args)
+out = b""
+def prompts():
+    return out.count(b"fox> ") + out.count(b"...> ")
+def wait(n, t=120.0):
+    global out
+    end = time.time() + t
+    while time.time() < end and prompts() <= n:
+        r, _, _ = select.select([fd], [], [], 0.1)
+        if r:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            out += chunk
+wait(0)
+for a in actions:
+    n = prompts()
+    if a[0] == "sleep":
+        time.sleep(a[1])
+    elif a[0] == "ctrl-c":
+        os.write(fd, b"\x03")
+        wait(n)
+    else:
+        os.write(fd, (a[1] + "\r").encode())
+        if a[0] == "line":
+            wait(n)
+wait(prompts(), 10.0)
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(out.decode("utf-8", "replace"))
+sys.stdout.write("\nSTATUS %d\n" % os.waitstatus_to_exitcode(status))
+"#;
+    let args = format!(
+        "[{}]",
+        args.iter().map(|a| format!("{a:?}")).collect::<Vec<_>>().join(", ")
+    );
+    let o = Command::new("python3")
+        .args(["-c", py, env!("CARGO_BIN_EXE_fox"), &args, actions])
+        .env("HOME", home)
+        .current_dir(repo())
+        .output()
+        .expect("python3 runs the pseudo-terminal test");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The lines of a terminal transcript without the terminal's control sequences.
+fn plain(transcript: &str) -> String {
+    let mut out = String::new();
+    let mut chars = transcript.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\x1b' => {
+                // CSI: ESC [ parameters final-byte.
+                if chars.peek() == Some(&'[') {
+                    chars.next();
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+            }
+            '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[test]
+fn ctrl_c_while_a_query_runs_returns_to_the_prompt_with_the_session_intact() {
+    let home = tmp("home-query");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut actions: Vec<String> = CLOSURE.lines().map(|l| format!("[\"line\", {l:?}]")).collect();
+    actions.push(format!("[\"line\", {SMALL:?}]"));
+    actions.push("[\"send\", \"?- path(1, y), y < 5.\"]".into());
+    actions.push("[\"sleep\", 1.5]".into());
+    actions.push("[\"ctrl-c\"]".into());
+    actions.push(format!("[\"line\", {SMALL:?}]"));
+    actions.push("[\"line\", \".explain ?- path(1, y).\"]".into());
+    actions.push("[\"line\", \".quit\"]".into());
+    let t = on_a_terminal(
+        &["--backend", "cpu", "--graph", "rmat:14"],
+        &home,
+        &format!("[{}]", actions.join(", ")),
+    );
+    let text = plain(&t);
+    assert!(text.ends_with("\nSTATUS 0\n"), "{text}");
+    // The query stopped, and the prompt came back.
+    let (before, after) = text
+        .split_once("?- path(1, y), y < 5.\n")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(after.starts_with("^Cinterrupted\nfox> "), "{text}");
+    // The quick query answers as before, and nothing of `path` was kept.
+    let answer = |s: &str| -> String {
+        // From the table's header (after the progress bar of the first load).
+        let asked = s.find(SMALL).unwrap_or_else(|| panic!("{text}"));
+        let from = asked + s[asked..].find(" x |   y\n").unwrap_or_else(|| panic!("{text}"));
+        s[from..s[from..].find("fox> ").map_or(s.len(), |e| from + e)].to_string()
+    };
+    assert!(answer(before).ends_with(" rows\n"), "{text}");
+    assert_eq!(answer(before), answer(after), "{text}");
+    assert!(after.contains("computed: path, query\n"), "{text}");
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn ctrl_c_drops_the_statement_being_typed_and_history_keeps_whole_statements() {
+    let home = tmp("home-typing");
+    std::fs::create_dir_all(&home).unwrap();
+    let t = on_a_terminal(
+        &["--backend", "cpu"],
+        &home,
+        r#"[["line", "e(1, 2). e(2, 3)."],
+            ["line", "p(x, z) <- e(x, y),"],
+            ["ctrl-c"],
+            ["line", "e(3, 4)."],
+            ["line", "p(x, z) <- e(x, y),"],
+            ["line", "  e(y, z)."],
+            ["line", "?- p(x, z)."],
+            ["line", ".quit"]]"#,
+    );
+    let text = plain(&t);
+    assert!(text.ends_with("\nSTATUS 0\n"), "{text}");
+    // The half-typed rule was dropped: `e(3, 4).` is a statement of its own.
+    assert!(text.contains("fox> e(3, 4).\nok (1 item added)\n"), "{text}");
+    assert!(text.contains("1 | 3\n2 | 4\n2 rows\n"), "{text}");
+    assert!(!text.contains("error"), "{text}");
+    // One history entry per statement (rustyline escapes the line break), none for the
+    // dropped one.
+    let history = std::fs::read_to_string(home.join(".fox_history")).unwrap();
+    assert_eq!(
+        history,
+        "#V2\ne(1, 2). e(2, 3).\ne(3, 4).\np(x, z) <- e(x, y),\\n  e(y, z).\n?- p(x, z).\n.quit\n"
+    );
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn a_query_stopped_through_the_session_token_leaves_the_session_as_it_was() {
+    use fox_cli::repl::{BackendKind, Out, Session, Stream};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let graph = fox_runtime::graph::GraphSpec::parse("rmat:14").unwrap();
+    let (mut s, _) = Session::new(
+        BackendKind::Cpu,
+        None,
+        Some(fox_runtime::DataSource::Graph(graph)),
+        false,
+    )
+    .unwrap();
+    let line = |s: &mut Session, text: &str| {
+        let mut o = Out::new();
+        s.line(text, &mut o);
+        o
+    };
+    for l in CLOSURE.lines() {
+        assert!(!line(&mut s, l).failed(), "{l}");
+    }
+    let before = line(&mut s, SMALL);
+    assert!(!before.failed() && before.text(Stream::Out).ends_with(" rows\n"));
+    // Another thread asks to stop (as the SIGINT handler does) while the closure runs.
+    let token = s.cancel_token();
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let stopper = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(1000));
+            while !done.load(Ordering::SeqCst) {
+                token.cancel();
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        })
+    };
+    let stopped = line(&mut s, "?- path(1, y), y < 5.");
+    done.store(true, Ordering::SeqCst);
+    stopper.join().unwrap();
+    assert!(stopped.interrupted() && stopped.failed());
+    assert_eq!(stopped.text(Stream::Err), "interrupted\n");
+    assert_eq!(stopped.text(Stream::Out), "");
+    // Nothing of `path` was kept, and the session answers as before.
+    let plan = line(&mut s, ".explain ?- path(1, y).");
+    assert!(plan.text(Stream::Out).ends_with("computed: path, query\n"));
+    let after = line(&mut s, SMALL);
+    assert!(!after.failed() && !after.interrupted());
+    assert_eq!(after.text(Stream::Out), before.text(Stream::Out));
+    s.close();
+}
+
 // ---- incremental re-planning -------------------------------------------------------------
 
 /// One step of a session checked by [`incremental`].
@@ -260,21 +588,27 @@ impl Live {
             .current_dir(repo())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        // The lines of both streams, each in order (errors are on standard error).
         let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
+        fn forward(from: impl std::io::Read + Send + 'static, tx: std::sync::mpsc::Sender<String>) {
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(from).lines() {
+                    let Ok(line) = line else { break };
+                    if tx.send(line).is_err() {
+                        break;
+                    }
                 }
-            }
-        });
+            });
+        }
+        forward(stdout, tx.clone());
+        forward(stderr, tx);
         Live {
             child,
             stdin,

@@ -8,8 +8,10 @@
 
 use crate::keys::{gallop, search, with_rows, Rows};
 use crate::util::{
-    alloc, as_u64, chunks, common_len, expect_args, first_err, map_ranges, same_elems, KResult, PAR_MIN,
+    alloc, as_u64, check_stop, chunks, common_len, expect_args, first_err, map_ranges, same_elems, KResult, Stop,
+    PAR_MIN,
 };
+use fox_runtime::cancel::is_set;
 use fox_runtime::HostCol;
 use rayon::prelude::*;
 use std::cmp::Ordering;
@@ -57,24 +59,31 @@ fn walk_ranges<R: Rows>(left: &R, right: &R, nr: usize, a: usize, b: usize, mut 
 }
 
 /// Runs `f(a, out_chunk)` over the chunks of a fresh output of `n` elements, in parallel
-/// for large `n`.
+/// for large `n`; the chunks left when `stop` is set are skipped and it fails.
 fn fill_chunks<T: Default + Clone + Send>(
     n: usize,
     what: &str,
+    stop: &Stop,
     f: impl Fn(usize, &mut [T]) + Sync + Send,
 ) -> KResult<Vec<T>> {
     let mut out = alloc::<T>(n, what)?;
     let chunk = crate::util::CHUNK;
+    let run = |(c, o): (usize, &mut [T])| {
+        if !is_set(stop) {
+            f(c * chunk, o)
+        }
+    };
     if n < PAR_MIN {
-        out.chunks_mut(chunk).enumerate().for_each(|(c, o)| f(c * chunk, o));
+        out.chunks_mut(chunk).enumerate().for_each(run);
     } else {
-        out.par_chunks_mut(chunk).enumerate().for_each(|(c, o)| f(c * chunk, o));
+        out.par_chunks_mut(chunk).enumerate().for_each(run);
     }
+    check_stop(stop)?;
     Ok(out)
 }
 
-fn counts_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize) -> KResult<Vec<u64>> {
-    fill_chunks(nl, "counts", |a, out| {
+fn counts_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize, stop: &Stop) -> KResult<Vec<u64>> {
+    fill_chunks(nl, "counts", stop, |a, out| {
         walk_ranges(left, right, nr, a, a + out.len(), |i, lo, hi| {
             out[i - a] = (hi - lo) as u64
         })
@@ -82,10 +91,10 @@ fn counts_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize) -> KResult<Vec<u
 }
 
 /// `JoinCount { nkeys }`: per left row, the number of right rows with equal keys.
-pub(crate) fn join_count(args: &[&HostCol], nkeys: usize) -> KResult<HostCol> {
+pub(crate) fn join_count(args: &[&HostCol], nkeys: usize, stop: &Stop) -> KResult<HostCol> {
     expect_args(args, key_args(nkeys), "left keys, right keys")?;
     let (left, right, nl, nr) = sides(args, nkeys)?;
-    let counts = with_rows!(left, right, |l, r| counts_k(&l, &r, nl, nr))?;
+    let counts = with_rows!(left, right, |l, r| counts_k(&l, &r, nl, nr, stop))?;
     Ok(HostCol::U64(counts))
 }
 
@@ -133,7 +142,7 @@ pub(crate) fn exclusive_scan(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
 }
 
 /// `JoinWrite { nkeys }`: every matching pair `(left_idx, right_idx)`, by left then right.
-pub(crate) fn join_write(args: &[&HostCol], nkeys: usize) -> KResult<Vec<HostCol>> {
+pub(crate) fn join_write(args: &[&HostCol], nkeys: usize, stop: &Stop) -> KResult<Vec<HostCol>> {
     let k = key_args(nkeys);
     expect_args(args, k + 2, "left keys, right keys, offsets, total")?;
     let (left, right, nl, nr) = sides(&args[..k], nkeys)?;
@@ -146,10 +155,18 @@ pub(crate) fn join_write(args: &[&HostCol], nkeys: usize) -> KResult<Vec<HostCol
         return Err(format!("total must have one row, has {}", total.len()));
     };
     crate::util::check_u32_rows(nl.max(nr), "a join side")?;
-    with_rows!(left, right, |l, r| write_k(&l, &r, nl, nr, offsets, *total))
+    with_rows!(left, right, |l, r| write_k(&l, &r, nl, nr, offsets, *total, stop))
 }
 
-fn write_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize, offsets: &[u64], total: u64) -> KResult<Vec<HostCol>> {
+fn write_k<R: Rows>(
+    left: &R,
+    right: &R,
+    nl: usize,
+    nr: usize,
+    offsets: &[u64],
+    total: u64,
+    stop: &Stop,
+) -> KResult<Vec<HostCol>> {
     let ranges = chunks(nl);
     // The offsets must be the scan of the counts, or the writes would overlap: each chunk
     // checks its own rows against its first offset, then the chunk totals are chained.
@@ -215,6 +232,9 @@ fn write_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize, offsets: &[u64], 
         work.push((a, b, l, r));
     }
     let write = |(a, b, l, r): (usize, usize, &mut [u32], &mut [u32])| {
+        if is_set(stop) {
+            return;
+        }
         let mut o = 0;
         walk_ranges(left, right, nr, a, b, |i, lo, hi| {
             let n = hi - lo;
@@ -230,11 +250,12 @@ fn write_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize, offsets: &[u64], 
     } else {
         work.into_par_iter().for_each(write);
     }
+    check_stop(stop)?;
     Ok(vec![HostCol::U32(li), HostCol::U32(ri)])
 }
 
-fn flags_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize, anti: bool) -> KResult<Vec<u8>> {
-    fill_chunks(nl, "flags", |a, out| {
+fn flags_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize, anti: bool, stop: &Stop) -> KResult<Vec<u8>> {
+    fill_chunks(nl, "flags", stop, |a, out| {
         let b = a + out.len();
         let mut r = search(left, a, right, 0, nr, false);
         let mut flag = 0u8;
@@ -250,10 +271,10 @@ fn flags_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize, anti: bool) -> KR
 }
 
 /// `MatchFlags { nkeys, anti }`: 1 per left row that has (`anti`: has no) right match.
-pub(crate) fn match_flags(args: &[&HostCol], nkeys: usize, anti: bool) -> KResult<HostCol> {
+pub(crate) fn match_flags(args: &[&HostCol], nkeys: usize, anti: bool, stop: &Stop) -> KResult<HostCol> {
     expect_args(args, key_args(nkeys), "left keys, right keys")?;
     let (left, right, nl, nr) = sides(args, nkeys)?;
-    let flags = with_rows!(left, right, |l, r| flags_k(&l, &r, nl, nr, anti))?;
+    let flags = with_rows!(left, right, |l, r| flags_k(&l, &r, nl, nr, anti, stop))?;
     Ok(HostCol::U8(flags))
 }
 

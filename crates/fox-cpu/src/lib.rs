@@ -122,6 +122,10 @@ impl Backend for CpuBackend {
 /// [`Kernel`]. Arguments are checked; a mismatch or a data error is an error naming the
 /// kernel.
 pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Result<Vec<HostCol>, BackendError> {
+    // Read once per chunk of rows, column or pass by the kernels that can run long: the
+    // joins, `Expand` and `IntersectCount` (whose work is not bounded by their inputs'
+    // size), `SortPerm`, `Gather` and `Compact` (see `fox_runtime::cancel`).
+    let stop = ctx.cancel_flag();
     let res = match kernel {
         Kernel::LoadInput { .. }
         | Kernel::Const { .. }
@@ -131,17 +135,17 @@ pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Re
             Err("runs on the host in the runtime and cannot be launched on a backend".to_string())
         }
         Kernel::Eval { expr, n_cols } => expr::eval(expr, *n_cols, args, ctx).map(|c| vec![c]),
-        Kernel::Compact => movement::compact(args),
-        Kernel::Gather { shift } => movement::gather(args, *shift),
+        Kernel::Compact => movement::compact_until(args, stop),
+        Kernel::Gather { shift } => movement::gather_until(args, *shift, stop),
         Kernel::Concat { parts, width } => movement::concat(args, *parts, *width),
         Kernel::Slice { start, len } => movement::slice(args, *start, *len),
-        Kernel::SortPerm { desc, by_rank } => sort::sort_perm(args, desc, by_rank).map(|c| vec![c]),
+        Kernel::SortPerm { desc, by_rank } => sort::sort_perm_until(args, desc, by_rank, stop).map(|c| vec![c]),
         Kernel::AdjacentDistinct => sort::adjacent_distinct(args).map(|c| vec![c]),
         Kernel::RepeatedKey { nkeys } => sort::repeated_key(args, *nkeys).map(|c| vec![c]),
-        Kernel::JoinCount { nkeys } => join::join_count(args, *nkeys).map(|c| vec![c]),
+        Kernel::JoinCount { nkeys } => join::join_count(args, *nkeys, stop).map(|c| vec![c]),
         Kernel::ExclusiveScan => join::exclusive_scan(args),
-        Kernel::JoinWrite { nkeys } => join::join_write(args, *nkeys),
-        Kernel::MatchFlags { nkeys, anti } => join::match_flags(args, *nkeys, *anti).map(|c| vec![c]),
+        Kernel::JoinWrite { nkeys } => join::join_write(args, *nkeys, stop),
+        Kernel::MatchFlags { nkeys, anti } => join::match_flags(args, *nkeys, *anti, stop).map(|c| vec![c]),
         Kernel::MergeUnion { width } => join::merge_union(args, *width),
         Kernel::ReduceByKey { nkeys, aggs } => reduce::reduce_by_key(args, *nkeys, aggs),
         Kernel::FusedReduce {
@@ -154,9 +158,9 @@ pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Re
         Kernel::TrieBuild { arity } => trie::trie_build(args, *arity),
         Kernel::RootRange => trie::root_range(args),
         Kernel::RangeCount => trie::range_count(args).map(|c| vec![c]),
-        Kernel::Expand => trie::expand(args),
+        Kernel::Expand => trie::expand(args, stop),
         Kernel::SortedSearch => trie::sorted_search(args),
-        Kernel::IntersectCount { ways } => trie::intersect_count(args, *ways).map(|c| vec![c]),
+        Kernel::IntersectCount { ways } => trie::intersect_count(args, *ways, stop).map(|c| vec![c]),
         Kernel::MinRange { ways } => trie::min_range(args, *ways),
     };
     res.map_err(|msg| BackendError(format!("kernel {}: {msg}", kernel.name())))

@@ -1,13 +1,19 @@
 //! Data movement: stream compaction, gather, concatenation, slicing.
 
 use crate::util::{
-    alloc, as_u32, as_u8, chunks, common_len, elem_name, expect_len, map_col, map_ranges, par_map, KResult, PAR_MIN,
+    alloc, as_u32, as_u8, check_stop, chunks, common_len, elem_name, expect_len, map_col, map_ranges, par_map, KResult,
+    Stop, PAR_MIN,
 };
 use fox_runtime::HostCol;
 use rayon::prelude::*;
 
 /// `Compact`: args `flags` then k columns; the rows whose flag is non-zero, in order.
 pub(crate) fn compact(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
+    compact_until(args, fox_runtime::cancel::never())
+}
+
+/// [`compact`], which fails once `stop` is set (read before each column).
+pub(crate) fn compact_until(args: &[&HostCol], stop: &Stop) -> KResult<Vec<HostCol>> {
     let Some((flags, cols)) = args.split_first() else {
         return Err("expects flags and the columns to compact".to_string());
     };
@@ -19,6 +25,7 @@ pub(crate) fn compact(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
     let total: usize = counts.iter().sum();
     cols.iter()
         .map(|c| {
+            check_stop(stop)?;
             Ok(match c {
                 HostCol::U8(v) => HostCol::U8(compact_col(flags, v, &ranges, &counts, total)?),
                 HostCol::I32(v) => HostCol::I32(compact_col(flags, v, &ranges, &counts, total)?),
@@ -89,6 +96,11 @@ pub(crate) fn selected(flags: &[u8]) -> Vec<usize> {
 
 /// `Gather { shift }`: args `idx` then k columns; `out[i] = col[idx[i] + shift]`.
 pub(crate) fn gather(args: &[&HostCol], shift: u32) -> KResult<Vec<HostCol>> {
+    gather_until(args, shift, fox_runtime::cancel::never())
+}
+
+/// [`gather`], which fails once `stop` is set (read before each column).
+pub(crate) fn gather_until(args: &[&HostCol], shift: u32, stop: &Stop) -> KResult<Vec<HostCol>> {
     let Some((idx, cols)) = args.split_first() else {
         return Err("expects an index column and the columns to gather from".to_string());
     };
@@ -115,10 +127,12 @@ pub(crate) fn gather(args: &[&HostCol], shift: u32) -> KResult<Vec<HostCol>> {
         }
     }
     let shift = shift as usize;
-    Ok(cols
-        .iter()
-        .map(|c| map_col!(c, v => gather_u32(v, idx, shift)))
-        .collect())
+    cols.iter()
+        .map(|c| {
+            check_stop(stop)?;
+            Ok(map_col!(c, v => gather_u32(v, idx, shift)))
+        })
+        .collect()
 }
 
 /// `v[idx[i] + shift]` for every `i` (indices already checked).

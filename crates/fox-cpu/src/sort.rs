@@ -1,7 +1,10 @@
 //! Sorting: the stable permutation of `SortPerm`, and `AdjacentDistinct`.
 
 use crate::keys::Img;
-use crate::util::{alloc, as_u32, check_u32_rows, common_len, elem_name, f64_key, par_map, KResult, CHUNK, PAR_MIN};
+use crate::util::{
+    alloc, as_u32, check_stop, check_u32_rows, common_len, elem_name, f64_key, par_map, KResult, Stop, CHUNK, PAR_MIN,
+};
+use fox_runtime::cancel::{is_set, never};
 use fox_runtime::HostCol;
 use rayon::prelude::*;
 use std::cmp::Ordering;
@@ -67,6 +70,11 @@ fn sort_pairs<K: Ord + Copy + Send>(mut pairs: Vec<(K, u32)>) -> Vec<u32> {
 /// `SortPerm { desc, by_rank }`: args k key columns, then the `Rank` table if any key
 /// is by rank. The stable permutation ordering the rows by the keys.
 pub(crate) fn sort_perm(args: &[&HostCol], desc: &[bool], by_rank: &[bool]) -> KResult<HostCol> {
+    sort_perm_until(args, desc, by_rank, never())
+}
+
+/// [`sort_perm`], which fails once `stop` is set (read between the passes of a radix sort).
+pub(crate) fn sort_perm_until(args: &[&HostCol], desc: &[bool], by_rank: &[bool], stop: &Stop) -> KResult<HostCol> {
     let k = desc.len();
     if by_rank.len() != k {
         return Err(format!("has {k} desc flags but {} by_rank flags", by_rank.len()));
@@ -88,7 +96,8 @@ pub(crate) fn sort_perm(args: &[&HostCol], desc: &[bool], by_rank: &[bool]) -> K
     let n = common_len(&args[..k], "keys")?;
     check_u32_rows(n, "the input")?;
     if !need_rank {
-        if let Some(perm) = sort_direct(&args[..k], desc, n) {
+        if let Some(perm) = sort_direct(&args[..k], desc, n, stop) {
+            check_stop(stop)?;
             return Ok(HostCol::U32(perm));
         }
     }
@@ -120,7 +129,7 @@ pub(crate) fn sort_perm(args: &[&HostCol], desc: &[bool], by_rank: &[bool]) -> K
             p
         });
         drop(keys);
-        radix_perm(packed, total_bits)
+        radix_perm_until(packed, total_bits, stop)
     } else if total_bits <= 64 {
         let packed = par_map(n, |i| {
             let mut p = 0u64;
@@ -136,7 +145,7 @@ pub(crate) fn sort_perm(args: &[&HostCol], desc: &[bool], by_rank: &[bool]) -> K
             p
         });
         drop(keys);
-        radix_perm(packed, total_bits)
+        radix_perm_until(packed, total_bits, stop)
     } else if total_bits <= 128 {
         let pairs = par_map(n, |i| {
             let mut p = 0u128;
@@ -166,6 +175,7 @@ pub(crate) fn sort_perm(args: &[&HostCol], desc: &[bool], by_rank: &[bool]) -> K
         }
         idx
     };
+    check_stop(stop)?;
     Ok(HostCol::U32(perm))
 }
 
@@ -263,7 +273,7 @@ fn pack_all<K: PackKey>(keys: &[&HostCol], desc: &[bool], ranges: &[(u64, u32)],
 
 /// The permutation of keys without rank tables that pack into 64 bits once each key is
 /// reduced to its range, by radix sort straight from the columns; `None` when wider.
-fn sort_direct(keys: &[&HostCol], desc: &[bool], n: usize) -> Option<Vec<u32>> {
+fn sort_direct(keys: &[&HostCol], desc: &[bool], n: usize, stop: &Stop) -> Option<Vec<u32>> {
     if keys.iter().any(|c| c.elem() == fox_kernel::Elem::I128) {
         return None;
     }
@@ -285,9 +295,9 @@ fn sort_direct(keys: &[&HostCol], desc: &[bool], n: usize) -> Option<Vec<u32>> {
         .collect();
     let bits: u32 = ranges.iter().map(|r| r.1).sum();
     if bits <= 32 {
-        Some(radix_perm(pack_all::<u32>(keys, desc, &ranges, n), bits))
+        Some(radix_perm_until(pack_all::<u32>(keys, desc, &ranges, n), bits, stop))
     } else if bits <= 64 {
-        Some(radix_perm(pack_all::<u64>(keys, desc, &ranges, n), bits))
+        Some(radix_perm_until(pack_all::<u64>(keys, desc, &ranges, n), bits, stop))
     } else {
         None
     }
@@ -337,7 +347,14 @@ const DIGIT_BITS: u32 = 11;
 
 /// The stable permutation sorting `keys`, whose values are below `2^bits`: an LSB radix
 /// sort, each pass with per-chunk histograms and a parallel scatter into disjoint slices.
+#[cfg(test)]
 pub(crate) fn radix_perm<K: RadixKey>(keys: Vec<K>, bits: u32) -> Vec<u32> {
+    radix_perm_until(keys, bits, never())
+}
+
+/// [`radix_perm`], which stops between passes once `stop` is set (its result is then no
+/// permutation: the caller checks `stop`).
+fn radix_perm_until<K: RadixKey>(keys: Vec<K>, bits: u32, stop: &Stop) -> Vec<u32> {
     let n = keys.len();
     if n < RADIX_MIN || bits == 0 {
         let mut pairs: Vec<(K, u32)> = keys.into_iter().zip(0u32..).collect();
@@ -351,6 +368,9 @@ pub(crate) fn radix_perm<K: RadixKey>(keys: Vec<K>, bits: u32) -> Vec<u32> {
     let mut kt = vec![K::default(); n];
     let mut vt = vec![0u32; n];
     for p in 0..passes {
+        if is_set(stop) {
+            break;
+        }
         let shift = p * dbits;
         let last = p + 1 == passes;
         if scatter(&ks, &vs, &mut kt, &mut vt, shift, dbits.min(bits - shift), last) {

@@ -3,8 +3,10 @@
 
 use crate::movement::selected;
 use crate::util::{
-    alloc, as_u32, as_u64, cmp_at, common_len, elem_name, expect_args, expect_len, gather_col, par_map, KResult,
+    alloc, as_u32, as_u64, check_stop, cmp_at, common_len, elem_name, expect_args, expect_len, gather_col, par_map,
+    KResult, Stop,
 };
+use fox_runtime::cancel::is_set;
 use fox_runtime::HostCol;
 use rayon::prelude::*;
 use std::cmp::Ordering;
@@ -66,7 +68,7 @@ pub(crate) fn range_count(args: &[&HostCol]) -> KResult<HostCol> {
 
 /// `Expand`: for each row i, `offsets[i+1] - offsets[i]` outputs with `parent = i` and
 /// `pos = lo[i] + k`.
-pub(crate) fn expand(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
+pub(crate) fn expand(args: &[&HostCol], stop: &Stop) -> KResult<Vec<HostCol>> {
     if args.len() != 4 {
         expect_args(args, 3, "lo, offsets, total")?;
     }
@@ -127,17 +129,24 @@ pub(crate) fn expand(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
         qrest = qr;
         work.push((i, k0, p, q));
     }
-    let write = |(i, k0, p, q): (usize, u32, &mut [u32], &mut [u32])| {
+    let write = |(i, k0, p, q): &mut (usize, u32, &mut [u32], &mut [u32])| {
         for (k, (p, q)) in p.iter_mut().zip(q.iter_mut()).enumerate() {
-            *p = i as u32;
-            *q = lo[i] + k0 + k as u32;
+            *p = *i as u32;
+            *q = lo[*i] + *k0 + k as u32;
+        }
+    };
+    // Rows in chunks of rows, each chunk skipped once `stop` is set.
+    let run = |rows: &mut [(usize, u32, &mut [u32], &mut [u32])]| {
+        if !is_set(stop) {
+            rows.iter_mut().for_each(write);
         }
     };
     if len < crate::util::PAR_MIN {
-        work.into_iter().for_each(write);
+        work.chunks_mut(1024).for_each(run);
     } else {
-        work.into_par_iter().with_min_len(1024).for_each(write);
+        work.par_chunks_mut(1024).for_each(run);
     }
+    check_stop(stop)?;
     Ok(vec![HostCol::U32(parent), HostCol::U32(pos)])
 }
 
@@ -185,7 +194,7 @@ pub(crate) fn sorted_search(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
 
 /// `IntersectCount { ways }`: the number of (row, value) pairs whose value lies in the
 /// range of every way of that row; one I64 row, or none when the count is 0.
-pub(crate) fn intersect_count(args: &[&HostCol], ways: usize) -> KResult<HostCol> {
+pub(crate) fn intersect_count(args: &[&HostCol], ways: usize, stop: &Stop) -> KResult<HostCol> {
     if ways == 0 {
         return Err("needs at least one range".to_string());
     }
@@ -218,11 +227,11 @@ pub(crate) fn intersect_count(args: &[&HostCol], ways: usize) -> KResult<HostCol
     }
     let values: Vec<&HostCol> = (0..ways).map(|w| args[3 * w]).collect();
     let total: u64 = match values[0] {
-        HostCol::I32(_) => count_typed(&slices(&values, |c| matches_i32(c)), &los, &his, n),
-        HostCol::I64(_) => count_typed(&slices(&values, |c| matches_i64(c)), &los, &his, n),
-        HostCol::U32(_) => count_typed(&slices(&values, |c| matches_u32(c)), &los, &his, n),
-        HostCol::U64(_) => count_typed(&slices(&values, |c| matches_u64(c)), &los, &his, n),
-        HostCol::U8(_) => count_typed(&slices(&values, |c| matches_u8(c)), &los, &his, n),
+        HostCol::I32(_) => count_typed(&slices(&values, |c| matches_i32(c)), &los, &his, n, stop),
+        HostCol::I64(_) => count_typed(&slices(&values, |c| matches_i64(c)), &los, &his, n, stop),
+        HostCol::U32(_) => count_typed(&slices(&values, |c| matches_u32(c)), &los, &his, n, stop),
+        HostCol::U64(_) => count_typed(&slices(&values, |c| matches_u64(c)), &los, &his, n, stop),
+        HostCol::U8(_) => count_typed(&slices(&values, |c| matches_u8(c)), &los, &his, n, stop),
         HostCol::I128(_) => count_typed(
             &slices(&values, |c| match c {
                 HostCol::I128(x) => Some(&x[..]),
@@ -231,6 +240,7 @@ pub(crate) fn intersect_count(args: &[&HostCol], ways: usize) -> KResult<HostCol
             &los,
             &his,
             n,
+            stop,
         ),
         HostCol::F64(_) => {
             let keys: Vec<Vec<u64>> = values
@@ -241,9 +251,10 @@ pub(crate) fn intersect_count(args: &[&HostCol], ways: usize) -> KResult<HostCol
                 })
                 .collect();
             let refs: Vec<&[u64]> = keys.iter().map(Vec::as_slice).collect();
-            count_typed(&refs, &los, &his, n)
+            count_typed(&refs, &los, &his, n, stop)
         }
     };
+    check_stop(stop)?;
     let total = i64::try_from(total).map_err(|_| format!("the count {total} exceeds int64"))?;
     Ok(HostCol::I64(if total == 0 { Vec::new() } else { vec![total] }))
 }
@@ -311,7 +322,9 @@ fn gallop<T: Ord>(v: &[T], from: usize, to: usize, key: &T) -> usize {
     lo
 }
 
-fn count_typed<T: Ord + Sync>(values: &[&[T]], los: &[&[u32]], his: &[&[u32]], n: usize) -> u64 {
+/// The count of `IntersectCount`, by chunks of rows; the chunks left when `stop` is set
+/// count nothing (the caller checks it).
+fn count_typed<T: Ord + Sync>(values: &[&[T]], los: &[&[u32]], his: &[&[u32]], n: usize, stop: &Stop) -> u64 {
     let ways = values.len();
     let row = |i: usize| -> u64 {
         let size = |w: usize| his[w][i] - los[w][i];
@@ -341,10 +354,18 @@ fn count_typed<T: Ord + Sync>(values: &[&[T]], los: &[&[u32]], his: &[&[u32]], n
         }
         count
     };
+    // Rows are skewed (a row's work is its shortest list), so chunks are small.
+    const ROWS: usize = 256;
+    let chunk = |c: usize| -> u64 {
+        if is_set(stop) {
+            return 0;
+        }
+        (c * ROWS..((c + 1) * ROWS).min(n)).map(row).sum()
+    };
     if n < crate::util::PAR_MIN {
-        (0..n).map(row).sum()
+        (0..n.div_ceil(ROWS)).map(chunk).sum()
     } else {
-        (0..n).into_par_iter().with_min_len(256).map(row).sum()
+        (0..n.div_ceil(ROWS)).into_par_iter().map(chunk).sum()
     }
 }
 

@@ -15,6 +15,20 @@ pub(crate) const CHUNK: usize = 8 * 1024;
 /// A kernel's error before the kernel name is attached.
 pub(crate) type KResult<T> = Result<T, String>;
 
+/// The run's cancellation flag, as kernels whose work can run long read it: once per
+/// chunk of rows, never per row. A kernel that sees it set skips its remaining chunks and
+/// returns an error (the interpreter discards what a launch returns once it is set).
+pub(crate) type Stop = std::sync::atomic::AtomicBool;
+
+/// `Err` once `stop` is set.
+pub(crate) fn check_stop(stop: &Stop) -> KResult<()> {
+    if fox_runtime::cancel::is_set(stop) {
+        Err("interrupted".to_string())
+    } else {
+        Ok(())
+    }
+}
+
 pub(crate) fn elem_name(e: Elem) -> &'static str {
     match e {
         Elem::U8 => "u8",

@@ -1026,3 +1026,58 @@ fn backend_accounts_memory_and_checks_handles() {
     assert_eq!(be.name(), "cpu");
     be.sync().unwrap();
 }
+
+// ---- cancellation ----------------------------------------------------------------------
+
+/// A launch context whose cancellation flag is set.
+struct Cancelled(std::sync::atomic::AtomicBool);
+
+impl fox_runtime::LaunchCtx for Cancelled {
+    fn string_code(&self, _: &str) -> Option<u32> {
+        None
+    }
+    fn cancel_flag(&self) -> &std::sync::atomic::AtomicBool {
+        &self.0
+    }
+}
+
+#[test]
+fn kernels_that_can_run_long_stop_once_the_run_is_cancelled() {
+    // A self-join of a sorted column with runs of 4 equal keys, large enough for the
+    // parallel paths.
+    let n = 100_000usize;
+    let a = HostCol::U32((0..n as u32).map(|i| i / 4).collect());
+    let counts = run_ok(&Kernel::JoinCount { nkeys: 1 }, &[&a, &a]).remove(0);
+    let scan = run_ok(&Kernel::ExclusiveScan, &[&counts]);
+    let (offsets, total) = (&scan[0], &scan[1]);
+    let zeros = HostCol::U32(vec![0; n]);
+    let lo = HostCol::U32((0..n as u32).collect());
+    let hi = HostCol::U32((0..n as u32).map(|i| (i + 4).min(n as u32)).collect());
+    let flags = HostCol::U8((0..n).map(|i| (i % 3 == 0) as u8).collect());
+    let perm = HostCol::U32((0..n as u32).rev().collect());
+    let launches: Vec<(Kernel, Vec<&HostCol>)> = vec![
+        (Kernel::JoinCount { nkeys: 1 }, vec![&a, &a]),
+        (Kernel::JoinWrite { nkeys: 1 }, vec![&a, &a, offsets, total]),
+        (Kernel::MatchFlags { nkeys: 1, anti: false }, vec![&a, &a]),
+        (Kernel::Expand, vec![&zeros, offsets, total]),
+        (Kernel::IntersectCount { ways: 2 }, vec![&a, &lo, &hi, &a, &lo, &hi]),
+        (
+            Kernel::SortPerm {
+                desc: vec![true],
+                by_rank: vec![false],
+            },
+            vec![&a],
+        ),
+        (Kernel::Gather { shift: 0 }, vec![&perm, &a]),
+        (Kernel::Compact, vec![&flags, &a]),
+    ];
+    let cancelled = Cancelled(std::sync::atomic::AtomicBool::new(true));
+    for (k, args) in launches {
+        // Without a request to stop the kernel runs; with one it stops with an error.
+        run_ok(&k, &args);
+        match fox_cpu::run_kernel(&k, &args, &cancelled) {
+            Err(e) => assert!(e.0.contains("interrupted"), "{k:?}: {e}"),
+            Ok(_) => panic!("{k:?} ran to the end although the run was cancelled"),
+        }
+    }
+}

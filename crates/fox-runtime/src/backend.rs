@@ -79,6 +79,12 @@ impl HostCol {
 pub trait LaunchCtx {
     /// The dictionary code of a string constant of the plan (every one has a code).
     fn string_code(&self, s: &str) -> Option<u32>;
+    /// The run's cancellation flag (see [`crate::cancel`]). A kernel whose work can run
+    /// long reads it once per chunk of rows and, once it is set, may stop and return an
+    /// error: the interpreter discards what a launch returns after the flag is set.
+    fn cancel_flag(&self) -> &std::sync::atomic::AtomicBool {
+        crate::cancel::never()
+    }
 }
 
 /// Memory accounting of a backend, in bytes.

@@ -39,6 +39,33 @@ pub trait LoadProgress: Sync {
     fn advance(&self, rows: u64);
     /// The current table is done.
     fn finish(&self);
+    /// A flag that stops the load when set (see [`crate::cancel`]): it is read between
+    /// tables and once per chunk of generated rows, and the load then fails with
+    /// [`RuntimeError::Cancelled`]. Never set unless the implementation says otherwise.
+    fn cancel_flag(&self) -> &std::sync::atomic::AtomicBool {
+        crate::cancel::never()
+    }
+}
+
+/// `progress`, with `cancel` as its cancellation flag.
+pub struct CancellableProgress<'a> {
+    pub progress: &'a dyn LoadProgress,
+    pub cancel: &'a crate::CancelToken,
+}
+
+impl LoadProgress for CancellableProgress<'_> {
+    fn start(&self, table: &str, rows: u64) {
+        self.progress.start(table, rows);
+    }
+    fn advance(&self, rows: u64) {
+        self.progress.advance(rows);
+    }
+    fn finish(&self) {
+        self.progress.finish();
+    }
+    fn cancel_flag(&self) -> &std::sync::atomic::AtomicBool {
+        self.cancel.flag()
+    }
 }
 
 /// Progress that nobody watches.
@@ -167,7 +194,16 @@ impl Database {
         let _phase = crate::alloc::LoadPhase::enter();
         // Each table comes in parts, each with strings numbered by its own interner.
         let mut loaded: Vec<(InputRel, Vec<bool>, Vec<Part>)> = Vec::new();
+        let stop = progress.cancel_flag();
+        let check_stop = || {
+            if crate::cancel::is_set(stop) {
+                Err(RuntimeError::Cancelled)
+            } else {
+                Ok(())
+            }
+        };
         for (input, used) in wanted {
+            check_stop()?;
             let name = input.name.clone();
             let parts = match source {
                 DataSource::Files(dir) => {
@@ -179,12 +215,12 @@ impl Database {
                 }
                 DataSource::Tpch(sf) => {
                     progress.start(&name, crate::tpch::approx_rows(&name, *sf));
-                    crate::tpch::generate(&input, *sf, &used, &|n| progress.advance(n))?
+                    crate::tpch::generate(&input, *sf, &used, &|n| progress.advance(n), stop)?
                 }
                 DataSource::Graph(spec) => {
                     progress.start(&name, spec.generated_edges());
                     vec![(
-                        graph_columns(&input, spec, &|n| progress.advance(n))?,
+                        graph_columns(&input, spec, &|n| progress.advance(n), stop)?,
                         Interner::default(),
                     )]
                 }
@@ -192,6 +228,7 @@ impl Database {
             progress.finish();
             loaded.push((input, used, parts));
         }
+        check_stop()?;
         // The dictionary: every string of every part, sorted on all cores with where it
         // came from; a pass over the sorted strings numbers the distinct ones and gives each
         // part's numbers their dictionary codes.
@@ -481,6 +518,7 @@ fn graph_columns(
     input: &InputRel,
     spec: &crate::graph::GraphSpec,
     progress: &(dyn Fn(u64) + Sync),
+    stop: &std::sync::atomic::AtomicBool,
 ) -> Result<Vec<LoadedCol>, RuntimeError> {
     use fox_sema::core::Type;
     if input.name != "edge" {
@@ -493,7 +531,13 @@ fn graph_columns(
     }
     let types: Vec<Type> = input.columns.iter().map(|c| c.ty).collect();
     let (x, y) = match types.as_slice() {
-        [a, b] if [a, b].iter().all(|t| matches!(t, Type::Int32 | Type::Int64)) => crate::graph::generate(spec, progress).map_err(|msg| RuntimeError::Data { msg })?,
+        [a, b] if [a, b].iter().all(|t| matches!(t, Type::Int32 | Type::Int64)) => crate::graph::generate_until(spec, progress, stop).map_err(|msg| {
+            if crate::cancel::is_set(stop) {
+                RuntimeError::Cancelled
+            } else {
+                RuntimeError::Data { msg }
+            }
+        })?,
         _ => {
             return Err(RuntimeError::Data {
                 msg: format!(

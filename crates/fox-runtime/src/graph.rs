@@ -18,9 +18,11 @@
 //! expect. The generation is split into chunks with seeds of their own, so the graph
 //! depends on the spec alone, not on the number of cores.
 
+use crate::cancel::is_set;
 use rayon::prelude::*;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 
 /// A parsed `--graph` spec.
 #[derive(Clone, Debug, PartialEq)]
@@ -262,7 +264,8 @@ fn permutation(n: u64, seed: u64) -> Vec<u32> {
 
 /// The undirected edges (x < y) of a generated graph, as `x << 32 | y`, sorted and
 /// distinct.
-fn undirected(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync)) -> Vec<u64> {
+/// When `stop` is set (read once per chunk) the edges are incomplete: the caller checks it.
+fn undirected(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBool) -> Vec<u64> {
     let pack = |x: u64, y: u64| if x < y { (x << 32) | y } else { (y << 32) | x };
     let mut edges: Vec<u64> = match spec {
         GraphSpec::Rmat {
@@ -277,7 +280,7 @@ fn undirected(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync)) -> Vec<u64> {
                 .into_par_iter()
                 .flat_map_iter(|k| {
                     let mut r = Rng::chunk(*seed, k);
-                    let count = CHUNK.min(total - k * CHUNK);
+                    let count = if is_set(stop) { 0 } else { CHUNK.min(total - k * CHUNK) };
                     let perm = &perm;
                     let out: Vec<u64> = (0..count)
                         .filter_map(move |_| {
@@ -295,14 +298,14 @@ fn undirected(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync)) -> Vec<u64> {
             // Draw, remove duplicates, and draw again for the missing edges.
             let mut have: Vec<u64> = Vec::new();
             let mut round = 0u64;
-            while (have.len() as u64) < *m {
+            while (have.len() as u64) < *m && !is_set(stop) {
                 let want = *m - have.len() as u64;
                 let chunks = want.div_ceil(CHUNK);
                 let fresh: Vec<u64> = (0..chunks)
                     .into_par_iter()
                     .flat_map_iter(|k| {
                         let mut r = Rng::chunk(*seed, (round << 32) | k);
-                        let count = CHUNK.min(want - k * CHUNK);
+                        let count = if is_set(stop) { 0 } else { CHUNK.min(want - k * CHUNK) };
                         (0..count).filter_map(move |_| {
                             let (x, y) = (r.below(*n), r.below(*n));
                             (x != y).then(|| pack(x, y))
@@ -338,12 +341,26 @@ fn undirected(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync)) -> Vec<u64> {
 /// module's documentation). Errors (a file that cannot be read, a bad line) are messages
 /// naming the file and line.
 pub fn generate(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync)) -> Result<(Vec<i64>, Vec<i64>), String> {
+    generate_until(spec, progress, crate::cancel::never())
+}
+
+/// [`generate`], stopped with the error `interrupted` when `stop` is set (read once per
+/// chunk of generated edges or block of the file).
+pub fn generate_until(
+    spec: &GraphSpec,
+    progress: &(dyn Fn(u64) + Sync),
+    stop: &AtomicBool,
+) -> Result<(Vec<i64>, Vec<i64>), String> {
+    let interrupted = || "interrupted".to_string();
     if let GraphSpec::DegreeOrdered(g) = spec {
-        let (x, y) = generate(g, progress)?;
+        let (x, y) = generate_until(g, progress, stop)?;
+        if is_set(stop) {
+            return Err(interrupted());
+        }
         return Ok(order_by_degree(&x, &y));
     }
     if let GraphSpec::File { path, symmetrize } = spec {
-        let mut edges = read_edges(path, progress)?;
+        let mut edges = read_edges(path, progress, stop)?;
         if *symmetrize {
             edges = edges
                 .par_iter()
@@ -357,7 +374,10 @@ pub fn generate(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync)) -> Result<(Ve
         let y = edges.par_iter().map(|&e| unbias(e as u32) as i64).collect();
         return Ok((x, y));
     }
-    let und = undirected(spec, progress);
+    let und = undirected(spec, progress, stop);
+    if is_set(stop) {
+        return Err(interrupted());
+    }
     let mut both: Vec<u64> = Vec::with_capacity(und.len() * 2);
     both.extend(und.iter().copied());
     both.extend(und.iter().map(|e| e.rotate_right(32)));
@@ -400,7 +420,7 @@ fn estimate_lines(path: &Path) -> Option<u64> {
 /// The edges of an edge-list file as packed biased pairs, in file order (duplicates
 /// kept). The file is read in blocks, each split at line ends into pieces parsed in
 /// parallel; an error names the first bad line.
-fn read_edges(path: &Path, progress: &(dyn Fn(u64) + Sync)) -> Result<Vec<u64>, String> {
+fn read_edges(path: &Path, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBool) -> Result<Vec<u64>, String> {
     let name = path.display();
     let mut file = std::fs::File::open(path).map_err(|e| format!("cannot read the graph `{name}`: {e}"))?;
     let mut edges: Vec<u64> = Vec::new();
@@ -408,6 +428,9 @@ fn read_edges(path: &Path, progress: &(dyn Fn(u64) + Sync)) -> Result<Vec<u64>, 
     let mut lines_before = 0u64;
     let pieces = rayon::current_num_threads() * 4;
     loop {
+        if is_set(stop) {
+            return Err("interrupted".to_string());
+        }
         // Fill the block after the partial line carried over.
         let carried = buf.len();
         buf.resize(carried + BLOCK, 0);

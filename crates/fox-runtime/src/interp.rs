@@ -59,6 +59,7 @@ pub fn run_resident(
         memory_limit: opts.memory_limit,
         device_time: None,
         observer: opts.observer.clone(),
+        cancel: opts.cancel.clone(),
     };
     it.stats.backend = it.backend.name();
     let res = it.prepare(opts).and_then(|_| it.execute());
@@ -122,13 +123,19 @@ struct Interp<'a> {
     /// The device time of the last launch, when the backend measured it.
     device_time: Option<Duration>,
     observer: Option<std::sync::Arc<dyn RunObserver>>,
+    /// Read before every instruction and after every launch (see [`crate::cancel`]).
+    cancel: Option<crate::CancelToken>,
 }
 
-struct DictCtx<'a>(&'a Dictionary);
+struct DictCtx<'a>(&'a Dictionary, &'a std::sync::atomic::AtomicBool);
 
 impl LaunchCtx for DictCtx<'_> {
     fn string_code(&self, s: &str) -> Option<u32> {
         self.0.code(s)
+    }
+
+    fn cancel_flag(&self) -> &std::sync::atomic::AtomicBool {
+        self.1
     }
 }
 
@@ -260,6 +267,7 @@ impl Interp<'_> {
         let mut strings = Interner::default();
         let mut loaded = Vec::with_capacity(plan.inputs.len());
         for (k, input) in plan.inputs.iter().enumerate() {
+            self.check_cancel()?;
             loaded.push(if uses[k] > 0 {
                 self.notify(&RunEvent::Loading { input: &input.name });
                 Some(load_input_cols(Path::new(&data_dir), input, &used[k], &mut strings)?)
@@ -382,6 +390,7 @@ impl Interp<'_> {
                 entered[block] += 1;
             }
             for (i, ins) in b.instrs.iter().enumerate() {
+                self.check_cancel()?;
                 self.instr(block, i, ins)?;
             }
             let next = match &b.term {
@@ -435,6 +444,14 @@ impl Interp<'_> {
     fn notify(&self, event: &RunEvent<'_>) {
         if let Some(o) = &self.observer {
             o.event(event);
+        }
+    }
+
+    /// `Err(Cancelled)` once the run's token is set.
+    fn check_cancel(&self) -> Result<(), RuntimeError> {
+        match &self.cancel {
+            Some(t) if t.is_cancelled() => Err(RuntimeError::Cancelled),
+            _ => Ok(()),
         }
     }
 
@@ -646,7 +663,11 @@ impl Interp<'_> {
                 let transfers_before = self.stats.upload + self.stats.download;
                 let loading = matches!(kernel, Kernel::LoadInput { .. });
                 self.device_time = None;
-                if let Err(e) = self.launch(block, i, kernel, args, outs) {
+                let launched = self.launch(block, i, kernel, args, outs);
+                // What a launch returns once the flag is set is discarded (its outputs
+                // are freed with every other buffer when the run ends).
+                self.check_cancel()?;
+                if let Err(e) = launched {
                     return Err(match (e, origin) {
                         (RuntimeError::Kernel { at, msg }, Some(origin)) => {
                             let mut notes = self.row_values(kernel, args, &msg);
@@ -833,7 +854,10 @@ impl Interp<'_> {
                 .iter()
                 .map(|&s| &self.slots[s].as_ref().expect("occupied").0)
                 .collect();
-            let ctx = DictCtx(&self.dict);
+            let ctx = DictCtx(
+                &self.dict,
+                self.cancel.as_ref().map_or(crate::cancel::never(), |t| t.flag()),
+            );
             if self.timing {
                 let (outs, device) = self
                     .backend
@@ -902,7 +926,10 @@ impl Interp<'_> {
                 start: row as u64,
                 len: 1,
             };
-            let Ok(mut one) = self.backend.launch(&slice, &[buf], &DictCtx(&self.dict)) else {
+            let Ok(mut one) = self
+                .backend
+                .launch(&slice, &[buf], &DictCtx(&self.dict, crate::cancel::never()))
+            else {
                 return Vec::new();
             };
             let col = one.pop().map(|b| {

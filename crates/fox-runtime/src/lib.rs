@@ -8,6 +8,7 @@
 mod alloc;
 pub use alloc::meminfo;
 pub mod backend;
+pub mod cancel;
 pub mod database;
 pub mod dict;
 pub mod graph;
@@ -18,7 +19,8 @@ pub mod strings;
 pub mod tpch;
 
 pub use backend::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};
-pub use database::{DataSource, Database, LoadProgress, NoProgress, Resident};
+pub use cancel::CancelToken;
+pub use database::{CancellableProgress, DataSource, Database, LoadProgress, NoProgress, Resident};
 pub use dict::Dictionary;
 pub use interp::{run, run_resident};
 pub use output::{format_table, format_value, write_csv, write_csv_all, write_csv_to, OutputTable};
@@ -45,6 +47,8 @@ pub struct RunOptions {
     /// Told how the run goes (inputs read, loop iterations, outputs), for progress
     /// displays; nothing is told when `None`.
     pub observer: Option<std::sync::Arc<dyn RunObserver>>,
+    /// Stops the run when set (see [`cancel`]): it then returns [`RuntimeError::Cancelled`].
+    pub cancel: Option<CancelToken>,
 }
 
 /// What a run reports to its [`RunObserver`] as it goes.
@@ -145,6 +149,9 @@ pub enum RuntimeError {
         origin: Option<fox_kernel::Span>,
         notes: Vec<String>,
     },
+    /// The run's [`CancelToken`] was set: it stopped, freed its buffers and returned no
+    /// output.
+    Cancelled,
 }
 
 impl RuntimeError {
@@ -181,6 +188,7 @@ impl fmt::Display for RuntimeError {
                 f.write_str(msg)?;
                 notes.iter().try_for_each(|n| write!(f, "; {n}"))
             }
+            RuntimeError::Cancelled => f.write_str("interrupted"),
         }
     }
 }

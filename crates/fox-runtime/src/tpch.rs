@@ -289,12 +289,14 @@ fn part_columns(
 /// Generates the TPC-H table `input.name` at scale factor `sf`, parsed with the declared
 /// columns of `input`, keeping the columns with `wanted[c]`, in parts (in row order), each
 /// with its string columns numbered by its own interner. `progress` is called with the
-/// number of rows of each part as it finishes.
+/// number of rows of each part as it finishes. When `stop` is set (read before each
+/// part), it fails with [`RuntimeError::Cancelled`].
 pub fn generate(
     input: &InputRel,
     sf: f64,
     wanted: &[bool],
     progress: &(dyn Fn(u64) + Sync),
+    stop: &std::sync::atomic::AtomicBool,
 ) -> Result<Vec<(Vec<LoadedCol>, Interner)>, RuntimeError> {
     let table = input.name.as_str();
     let Some(ncols) = column_count(table) else {
@@ -321,6 +323,9 @@ pub fn generate(
     (1..=n)
         .into_par_iter()
         .map(|part| {
+            if crate::cancel::is_set(stop) {
+                return Err(RuntimeError::Cancelled);
+            }
             let mut local = Interner::default();
             let cols = part_columns(input, sf, part, n, wanted, &mut local).map_err(|e| RuntimeError::Data {
                 msg: format!("{label}: {e}"),

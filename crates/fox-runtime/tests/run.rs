@@ -656,3 +656,191 @@ fn the_observer_hears_inputs_loop_iterations_and_outputs() {
     assert!(st.total >= st.load + st.upload + st.compute + st.download + st.output);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// [`Store`] that sets a cancellation token: at its `at`-th upload, or in every launch
+/// (which then returns a copy of its first argument per output, or an error).
+struct Cancels {
+    store: Store,
+    token: fox_runtime::CancelToken,
+    at_upload: Option<usize>,
+    launch_fails: bool,
+    launches: usize,
+    downloads: usize,
+}
+
+impl Cancels {
+    fn new(at_upload: Option<usize>, launch_fails: bool) -> Cancels {
+        Cancels {
+            store: Store::default(),
+            token: fox_runtime::CancelToken::new(),
+            at_upload,
+            launch_fails,
+            launches: 0,
+            downloads: 0,
+        }
+    }
+}
+
+impl Backend for Cancels {
+    fn name(&self) -> String {
+        "cancels".into()
+    }
+    fn upload(&mut self, col: HostCol) -> Result<DevBuf, BackendError> {
+        if self.at_upload.is_some_and(|at| self.store.uploads.len() > at + 1000) {
+            return Err(BackendError("the run did not stop".into()));
+        }
+        let b = self.store.upload(col)?;
+        if Some(self.store.uploads.len()) == self.at_upload {
+            self.token.cancel();
+        }
+        Ok(b)
+    }
+    fn download(&mut self, buf: &DevBuf) -> Result<HostCol, BackendError> {
+        self.downloads += 1;
+        self.store.download(buf)
+    }
+    fn launch(&mut self, _: &Kernel, args: &[&DevBuf], _: &dyn LaunchCtx) -> Result<Vec<DevBuf>, BackendError> {
+        self.launches += 1;
+        self.token.cancel();
+        if self.launch_fails {
+            return Err(BackendError("stopped early".into()));
+        }
+        let col = self.store.download(args[0])?;
+        Ok(vec![self.store.upload(col)?])
+    }
+    fn free(&mut self, buf: DevBuf) {
+        self.store.free(buf)
+    }
+    fn sync(&mut self) -> Result<(), BackendError> {
+        Ok(())
+    }
+    fn mem(&self) -> MemStats {
+        self.store.mem
+    }
+    fn reset_peak(&mut self) {
+        self.store.reset_peak()
+    }
+}
+
+#[test]
+fn a_cancelled_run_stops_before_the_next_instruction_and_frees_everything() {
+    // An endless loop: b0 := {1}, again and again; the backend sets the token at its
+    // 100th upload (as Ctrl-C would, from anywhere).
+    let mut p = plan(vec![buf("a", Elem::I32, Some(Type::Int32))], vec![], vec![one_const()]);
+    p.blocks[0].term = Terminator::Jump(BlockId(1));
+    p.blocks.push(Block {
+        label: "loop".into(),
+        instrs: vec![one_const()],
+        term: Terminator::LoopIf {
+            nonempty: vec![BufId(0)],
+            body: BlockId(1),
+            exit: BlockId(2),
+        },
+    });
+    p.blocks.push(Block {
+        label: "exit".into(),
+        instrs: vec![Instr::Free { buf: BufId(0) }],
+        term: Terminator::Halt,
+    });
+    let mut be = Cancels::new(Some(100), false);
+    let opts = RunOptions {
+        cancel: Some(be.token.clone()),
+        ..Default::default()
+    };
+    assert_eq!(run(&p, &mut be, &opts).unwrap_err(), RuntimeError::Cancelled);
+    assert_eq!(be.store.uploads.len(), 100, "no instruction runs once the token is set");
+    assert_eq!(be.store.mem.in_use, 0, "every buffer is freed");
+    assert_eq!(RuntimeError::Cancelled.to_string(), "interrupted");
+}
+
+#[test]
+fn what_a_launch_returns_once_the_run_is_cancelled_is_discarded() {
+    // b0 := {1}; b1 := kernel(b0); output b1 — the token is set during the launch.
+    let bufs = vec![
+        buf("a", Elem::I32, Some(Type::Int32)),
+        buf("b", Elem::I32, Some(Type::Int32)),
+    ];
+    let instrs = vec![
+        one_const(),
+        launch(Kernel::Compact, &[0], &[1]),
+        output("o", vec![col("x", Type::Int32)], &[1], vec![], None),
+        Instr::Free { buf: BufId(0) },
+        Instr::Free { buf: BufId(1) },
+    ];
+    let p = plan(bufs, vec![], instrs);
+    // The launch's outputs, or its error, give way to `Cancelled`.
+    for launch_fails in [false, true] {
+        let mut be = Cancels::new(None, launch_fails);
+        let opts = RunOptions {
+            cancel: Some(be.token.clone()),
+            ..Default::default()
+        };
+        assert_eq!(run(&p, &mut be, &opts).unwrap_err(), RuntimeError::Cancelled);
+        assert_eq!(be.launches, 1);
+        assert_eq!(be.downloads, 0, "the output is never read");
+        assert_eq!(be.store.mem.in_use, 0, "every buffer is freed");
+    }
+    // A token that is not set changes nothing.
+    let mut be = Store::default();
+    let opts = RunOptions {
+        cancel: Some(fox_runtime::CancelToken::new()),
+        ..Default::default()
+    };
+    let r = run(
+        &plan(
+            vec![buf("a", Elem::I32, Some(Type::Int32))],
+            vec![],
+            vec![
+                one_const(),
+                output("o", vec![col("x", Type::Int32)], &[0], vec![], None),
+            ],
+        ),
+        &mut be,
+        &opts,
+    )
+    .unwrap();
+    assert_eq!(r.outputs[0].rows(), vec![vec![Value::Int32(1)]]);
+}
+
+#[test]
+fn a_cancelled_load_or_generator_stops_with_cancelled() {
+    use fox_runtime::graph::{generate_until, GraphSpec};
+    use fox_runtime::{CancelToken, CancellableProgress, DataSource, Database, NoProgress};
+    let token = CancelToken::new();
+    token.cancel();
+    for spec in ["rmat:12", "gnm:1000:5000:1"] {
+        let g = GraphSpec::parse(spec).unwrap();
+        assert_eq!(generate_until(&g, &|_| {}, token.flag()).unwrap_err(), "interrupted");
+        let edge = InputRel {
+            name: "edge".into(),
+            columns: vec![col("x", Type::Int32), col("y", Type::Int32)],
+            file: "edge.csv".into(),
+            sep: ",".into(),
+            key: Vec::new(),
+        };
+        let progress = CancellableProgress {
+            progress: &NoProgress,
+            cancel: &token,
+        };
+        let wanted = vec![(edge.clone(), vec![true, true])];
+        let e = Database::load_tables(&DataSource::Graph(g.clone()), wanted.clone(), &progress).unwrap_err();
+        assert_eq!(e, RuntimeError::Cancelled);
+        // Without the request the same load succeeds.
+        token.reset();
+        assert!(Database::load_tables(&DataSource::Graph(g), wanted, &progress).is_ok());
+        token.cancel();
+    }
+    let region = InputRel {
+        name: "region".into(),
+        columns: vec![
+            col("r_regionkey", Type::Int32),
+            col("r_name", Type::String),
+            col("r_comment", Type::String),
+        ],
+        file: "region.tbl".into(),
+        sep: "|".into(),
+        key: Vec::new(),
+    };
+    let e = fox_runtime::tpch::generate(&region, 0.01, &[true, true, true], &|_| {}, token.flag()).unwrap_err();
+    assert_eq!(e, RuntimeError::Cancelled);
+}

@@ -1,9 +1,11 @@
 //! `fox`: the interactive front door. `fox repl` reads statements (declarations, facts,
 //! rules, directives), queries `?- body.` and commands (`.help`) from a terminal, with
-//! history and completion, or from standard input without a prompt.
+//! history and completion, or from standard input without a prompt. Results go to
+//! standard output, errors to standard error; Ctrl-C stops the query under way.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use fox_cli::repl::{BackendKind, Input, Session};
+use fox_cli::interrupt;
+use fox_cli::repl::{BackendKind, Input, Out, Session, Stream};
 use fox_runtime::DataSource;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -27,8 +29,10 @@ struct Cli {
 enum Cmd {
     /// An interactive session: add declarations, facts and rules one statement at a
     /// time, ask queries `?- body.`, look at plans (`.explain`), and more (`.help`).
-    /// Reading from a pipe or a file (`fox repl < script`) runs the statements without
-    /// prompts.
+    /// Ctrl-C stops the query under way and returns to the prompt. Reading from a pipe
+    /// or a file (`fox repl < script`) runs the statements without prompts; the exit
+    /// status is then 0 when every statement succeeded, 1 when one failed, and 130 when
+    /// Ctrl-C stopped the script.
     Repl(ReplArgs),
 }
 
@@ -98,31 +102,101 @@ fn main() -> ExitCode {
     if !notice.is_empty() {
         eprint!("fox: {notice}");
     }
-    if interactive {
+    // Ctrl-C sets the session's token: the query under way stops, and the session goes on.
+    interrupt::install(&session.cancel_token(), None);
+    let code = if interactive {
         interactive_loop(&mut session);
+        ExitCode::SUCCESS
     } else {
-        let stdin = std::io::stdin();
-        let mut out = std::io::stdout().lock();
-        for line in stdin.lock().lines() {
-            let Ok(line) = line else { break };
-            let mut text = String::new();
-            let r = session.line(&line, &mut text);
-            if out.write_all(text.as_bytes()).is_err() {
-                break;
+        script(&mut session)
+    };
+    session.close();
+    code
+}
+
+/// Writes what a line printed: results to standard output, errors to standard error, in
+/// order. False when standard output is closed.
+fn emit(out: &Out) -> bool {
+    for (stream, text) in out.parts() {
+        if *stream == Stream::Out {
+            let mut o = std::io::stdout().lock();
+            if o.write_all(text.as_bytes()).and_then(|_| o.flush()).is_err() {
+                return false;
             }
-            if matches!(r, Input::Quit) {
-                break;
-            }
-        }
-        if session.in_statement() {
-            let _ = writeln!(
-                out,
-                "error: the input ended inside a statement (a statement ends with `.`)"
-            );
+        } else {
+            eprint!("{text}");
         }
     }
-    session.close();
-    ExitCode::SUCCESS
+    true
+}
+
+/// Runs the statements of standard input (not a terminal): 0 when every one succeeded,
+/// 1 when one failed (a line that is not UTF-8 text is one, and is skipped), 130 when
+/// Ctrl-C stopped it.
+fn script(session: &mut Session) -> ExitCode {
+    let mut input = std::io::stdin().lock();
+    let mut failed = false;
+    let mut bytes = Vec::new();
+    let interrupts = interrupt::count();
+    for number in 1.. {
+        bytes.clear();
+        match input.read_until(b'\n', &mut bytes) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("fox: error: cannot read standard input: {e}");
+                failed = true;
+                break;
+            }
+        }
+        if bytes.ends_with(b"\n") {
+            bytes.pop();
+            if bytes.ends_with(b"\r") {
+                bytes.pop();
+            }
+        }
+        let mut out = Out::new();
+        let r = match std::str::from_utf8(&bytes) {
+            Ok(line) => session.line(line, &mut out),
+            Err(e) => {
+                out.error(not_utf8(number, &bytes, &e));
+                Input::Done
+            }
+        };
+        failed |= out.failed();
+        if !emit(&out) {
+            break;
+        }
+        if out.interrupted() || interrupt::count() > interrupts {
+            if !out.interrupted() {
+                eprintln!("interrupted");
+            }
+            return ExitCode::from(interrupt::STATUS);
+        }
+        if matches!(r, Input::Quit) {
+            break;
+        }
+    }
+    if session.in_statement() {
+        eprintln!("error: the input ended inside a statement (a statement ends with `.`)");
+        failed = true;
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// The error for line `number` of the input, which is not UTF-8 text.
+fn not_utf8(number: usize, bytes: &[u8], e: &std::str::Utf8Error) -> String {
+    let at = e.valid_up_to();
+    // The valid prefix is text: the column counts its characters.
+    let column = std::str::from_utf8(&bytes[..at]).map_or(at, |s| s.chars().count()) + 1;
+    format!(
+        "error: line {number}, column {column}: the line is not UTF-8 text (byte 0x{:02X}); it was skipped\n",
+        bytes[at]
+    )
 }
 
 /// Completion of commands and predicate names.
@@ -176,23 +250,38 @@ fn interactive_loop(session: &mut Session) {
         let _ = ed.load_history(h);
     }
     println!("Fox REPL: statements end with `.`; `?- body.` asks a query; `.help` lists the commands.");
+    // The lines of the statement being typed: history keeps whole statements.
+    let mut typed: Vec<String> = Vec::new();
     loop {
         let prompt = if session.in_statement() { "  ...> " } else { "fox> " };
         match ed.readline(prompt) {
             Ok(line) => {
-                if !line.trim().is_empty() {
-                    let _ = ed.add_history_entry(line.as_str());
-                }
-                let mut out = String::new();
+                let mut out = Out::new();
                 let r = session.line(&line, &mut out);
-                print!("{out}");
-                let _ = std::io::stdout().flush();
+                if !line.trim().is_empty() || !typed.is_empty() {
+                    typed.push(line);
+                }
+                if !session.in_statement() && !typed.is_empty() {
+                    let _ = ed.add_history_entry(typed.join("\n"));
+                    typed.clear();
+                }
+                emit(&out);
                 *names.borrow_mut() = session.names();
                 if matches!(r, Input::Quit) {
                     break;
                 }
             }
-            Err(rustyline::error::ReadlineError::Interrupted) => continue,
+            // Ctrl-C while typing drops the statement begun.
+            Err(rustyline::error::ReadlineError::Interrupted) => {
+                session.discard_statement();
+                typed.clear();
+            }
+            // A line that is not UTF-8 text: it is dropped, with what was typed after it.
+            Err(rustyline::error::ReadlineError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+                // SAFETY: tcflush on standard input (a terminal here) only discards input.
+                unsafe { libc::tcflush(libc::STDIN_FILENO, libc::TCIFLUSH) };
+                eprintln!("error: the line is not UTF-8 text; it was dropped");
+            }
             Err(_) => break,
         }
     }

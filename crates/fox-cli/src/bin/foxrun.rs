@@ -4,7 +4,10 @@
 use clap::{Parser, ValueEnum};
 use fox_cli::progress::{RunProgress, Spinner};
 use fox_cli::{load_plan_with, parse_scale_factor, Bars};
-use fox_runtime::{format_stats, format_table, run, write_csv_all, Backend, DataSource, Database, RunOptions};
+use fox_runtime::{
+    format_stats, format_table, run, write_csv_all, Backend, CancelToken, CancellableProgress, DataSource, Database,
+    RunOptions, RuntimeError,
+};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,7 +22,8 @@ use std::sync::Arc;
                   first) on a backend. Results go to standard output, one table per output predicate, \
                   or with --out to DIR/<predicate>.csv.\n\n\
                   Exit status: 0 on success, 1 when the program, the plan or the data has an error \
-                  (nothing is written then), 2 for a bad command line."
+                  (nothing is written then), 2 for a bad command line, 130 when Ctrl-C stopped the \
+                  run (a second Ctrl-C ends it at once)."
 )]
 struct Cli {
     /// A kernel plan (.ron) or a program (.logic).
@@ -100,8 +104,16 @@ enum ColorChoice {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run_cli(&cli) {
+    // Ctrl-C stops the load or the run between two pieces of work; a second one ends the
+    // process at once.
+    let cancel = CancelToken::new();
+    fox_cli::interrupt::install(&cancel, Some(2));
+    match run_cli(&cli, &cancel) {
         Ok(code) => code,
+        Err(e) if e.downcast_ref::<RuntimeError>() == Some(&RuntimeError::Cancelled) => {
+            eprintln!("foxrun: interrupted");
+            ExitCode::from(fox_cli::interrupt::STATUS)
+        }
         Err(e) => {
             eprintln!("foxrun: error: {e:#}");
             ExitCode::from(1)
@@ -109,7 +121,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
+fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
     let color = match cli.color {
         ColorChoice::Auto => std::io::stderr().is_terminal(),
         ColorChoice::Always => true,
@@ -158,7 +170,12 @@ fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
     let progress = fox_cli::progress::wanted(cli.no_progress);
     let database = match source {
         Some((source, what)) => {
-            let db = Database::load(&source, &[&plan], &Bars::enabled(progress)).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let bars = Bars::enabled(progress);
+            let progress = CancellableProgress {
+                progress: &bars,
+                cancel,
+            };
+            let db = Database::load(&source, &[&plan], &progress).map_err(run_error)?;
             if cli.timing {
                 eprintln!("loaded {what} in {:.1} s", db.load_time.as_secs_f64());
             }
@@ -175,11 +192,13 @@ fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
         database,
         memory_limit: cli.memory_limit,
         observer: progress.then(|| observer.clone() as Arc<dyn fox_runtime::RunObserver>),
+        cancel: Some(cancel.clone()),
     };
     let result = run(&plan, backend.as_mut(), &opts);
     observer.spinner.finish();
     let result = match result {
         Ok(r) => r,
+        Err(RuntimeError::Cancelled) => return Err(run_error(RuntimeError::Cancelled)),
         Err(e) => {
             eprint!("{}", e.render(&plan, "foxrun", color));
             return Ok(ExitCode::from(1));
@@ -211,6 +230,14 @@ fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A run's error, kept as it is when the run was cancelled (`main` tells it apart).
+fn run_error(e: RuntimeError) -> anyhow::Error {
+    match e {
+        RuntimeError::Cancelled => anyhow::Error::new(e),
+        e => anyhow::anyhow!("{e}"),
+    }
 }
 
 fn write_stdout(text: &str) -> anyhow::Result<()> {
