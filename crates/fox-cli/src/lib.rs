@@ -3,6 +3,7 @@
 //! module only sequences them.
 
 pub mod repl;
+pub mod stdout;
 pub mod tpch;
 
 use fox_sema::core::CoreProgram;

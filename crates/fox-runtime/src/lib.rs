@@ -13,15 +13,21 @@ pub mod dict;
 pub mod graph;
 mod interp;
 pub mod load;
+pub mod outfile;
 pub mod output;
 pub mod strings;
+pub mod tempfiles;
 pub mod tpch;
 
 pub use backend::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};
 pub use database::{DataSource, Database, LoadProgress, NoProgress, Resident};
 pub use dict::Dictionary;
 pub use interp::{run, run_resident};
-pub use output::{format_table, format_value, write_csv, write_csv_all, write_csv_to, OutputTable};
+pub use outfile::{write_bytes, write_file, OutputFiles, WriteError};
+pub use output::{
+    format_table, format_table_max, format_value, write_all, write_csv, write_csv_all, write_csv_to, Format,
+    OutputTable,
+};
 
 use std::fmt;
 use std::path::PathBuf;

@@ -617,16 +617,25 @@ fn write_cell(col: &HostCol, ty: Type, src: usize, strings: &[String], out: &mut
 /// The stdout form of a table: a header of column names, a rule, one line per row with
 /// numbers right-aligned and other values left-aligned, and a `N rows` footer.
 pub fn format_table(t: &OutputTable) -> String {
+    format_table_max(t, None)
+}
+
+/// [`format_table`] showing at most `max_rows` rows (all when `None`); when rows are left
+/// out, a line `… N more rows` follows the rows shown, before the footer that counts
+/// every row. Column widths fit the rows shown.
+pub fn format_table_max(t: &OutputTable, max_rows: Option<usize>) -> String {
     let n = t.len();
+    let plural = |k: usize| if k == 1 { "" } else { "s" };
     let mut out = String::new();
     if t.columns.is_empty() {
         // A relation with no columns is true (one row) or false (none).
-        out.push_str(&format!("{}\n{n} row{}\n", n > 0, if n == 1 { "" } else { "s" }));
+        out.push_str(&format!("{}\n{n} row{}\n", n > 0, plural(n)));
         return out;
     }
+    let shown = max_rows.map_or(n, |m| m.min(n));
     let cell = |r: usize, c: usize| display_cell(&t.cell_text(r, c));
     let mut widths: Vec<usize> = t.columns.iter().map(|c| c.name.chars().count()).collect();
-    for r in 0..n {
+    for r in 0..shown {
         for (c, w) in widths.iter_mut().enumerate() {
             *w = (*w).max(cell(r, c).chars().count());
         }
@@ -655,11 +664,14 @@ pub fn format_table(t: &OutputTable) -> String {
     let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
     out.push_str(&rule.join("-+-"));
     out.push('\n');
-    for r in 0..n {
+    for r in 0..shown {
         let cells: Vec<String> = (0..t.columns.len()).map(|c| cell(r, c)).collect();
         line(&mut out, &cells, &|i| numeric[i]);
     }
-    out.push_str(&format!("{n} row{}\n", if n == 1 { "" } else { "s" }));
+    if shown < n {
+        out.push_str(&format!("… {} more row{}\n", n - shown, plural(n - shown)));
+    }
+    out.push_str(&format!("{n} row{}\n", plural(n)));
     out
 }
 
@@ -737,7 +749,7 @@ fn csv_lines(t: &OutputTable, quoted: &[String], a: usize, b: usize, out: &mut V
 
 /// Writes the CSV text of a table (a header of column names, then one line per row) to
 /// `w`, formatting large tables in parallel batches while the previous batch is written.
-pub fn write_csv_to<W: std::io::Write + Send>(t: &OutputTable, w: &mut W) -> std::io::Result<()> {
+pub fn write_csv_to<W: std::io::Write + Send + ?Sized>(t: &OutputTable, w: &mut W) -> std::io::Result<()> {
     let mut header = String::new();
     for (i, c) in t.columns.iter().enumerate() {
         if i > 0 {
@@ -795,69 +807,240 @@ pub fn csv_text(t: &OutputTable) -> String {
     String::from_utf8(out).expect("CSV text is UTF-8")
 }
 
-/// Writes `t` as CSV to a new file at `path`.
-fn write_csv_file(t: &OutputTable, path: &Path) -> std::io::Result<()> {
-    let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
-    write_csv_to(t, &mut f)?;
-    use std::io::Write;
-    f.flush()
+/// A file format of results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// A header row of column names, then one line per row; RFC 4180 quoting.
+    Csv,
+    /// A header row, then one line per row, fields separated by tabs; a tab, a line
+    /// break or a backslash inside a field is written `\t`, `\n`, `\r` or `\\`.
+    Tsv,
+    /// One object `{"name": …, "columns": [{"name": …, "type": …}, …], "rows": [[…], …]}`:
+    /// integers and decimals as JSON numbers with exactly the digits of their text in CSV
+    /// (decimals with all the digits of their scale, never rounded through a float),
+    /// floats as numbers in their shortest round-trip form (`NaN`, `inf` and `-inf` as
+    /// strings), dates as `"YYYY-MM-DD"` strings, booleans as `true`/`false`.
+    Json,
 }
 
-/// Writes `t` as CSV to `path`, whole or not at all (a temporary file beside it, renamed
-/// into place).
-pub fn write_csv(t: &OutputTable, path: &Path) -> Result<(), RuntimeError> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| RuntimeError::Io {
-        msg: format!("`{}` is not a file name", path.display()),
-    })?;
-    let tmp = dir.join(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
-    let res = write_csv_file(t, &tmp).and_then(|_| std::fs::rename(&tmp, path));
-    if let Err(e) = res {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(RuntimeError::Io {
-            msg: format!("cannot write `{}`: {e}", path.display()),
-        });
+impl Format {
+    /// The file extension: `csv`, `tsv`, `json`.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Csv => "csv",
+            Format::Tsv => "tsv",
+            Format::Json => "json",
+        }
     }
+}
+
+/// Writes a table in `format` to `w`.
+pub fn write_table_to<W: std::io::Write + Send + ?Sized>(
+    t: &OutputTable,
+    format: Format,
+    w: &mut W,
+) -> std::io::Result<()> {
+    match format {
+        Format::Csv => write_csv_to(t, w),
+        Format::Tsv => write_tsv_to(t, w),
+        Format::Json => write_json_to(t, w),
+    }
+}
+
+/// A TSV field: tabs, line breaks and backslashes escaped.
+fn tsv_field(s: &str, out: &mut Vec<u8>) {
+    if !s.contains(['\t', '\n', '\r', '\\']) {
+        out.extend_from_slice(s.as_bytes());
+        return;
+    }
+    for ch in s.chars() {
+        match ch {
+            '\t' => out.extend_from_slice(b"\\t"),
+            '\n' => out.extend_from_slice(b"\\n"),
+            '\r' => out.extend_from_slice(b"\\r"),
+            '\\' => out.extend_from_slice(b"\\\\"),
+            c => {
+                let mut b = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
+            }
+        }
+    }
+}
+
+/// Output rows written per batch by the row-at-a-time formats.
+const ROWS_PER_WRITE: usize = 1 << 14;
+
+/// Writes the TSV text of a table (see [`Format::Tsv`]).
+pub fn write_tsv_to<W: std::io::Write + Send + ?Sized>(t: &OutputTable, w: &mut W) -> std::io::Result<()> {
+    let mut out = Vec::new();
+    for (i, c) in t.columns.iter().enumerate() {
+        if i > 0 {
+            out.push(b'\t');
+        }
+        tsv_field(&c.name, &mut out);
+    }
+    out.push(b'\n');
+    for r in 0..t.len() {
+        for c in 0..t.columns.len() {
+            if c > 0 {
+                out.push(b'\t');
+            }
+            tsv_field(&t.cell_text(r, c), &mut out);
+        }
+        out.push(b'\n');
+        if r % ROWS_PER_WRITE == ROWS_PER_WRITE - 1 {
+            w.write_all(&out)?;
+            out.clear();
+        }
+    }
+    w.write_all(&out)
+}
+
+/// A JSON string literal.
+fn json_string(s: &str, out: &mut Vec<u8>) {
+    out.push(b'"');
+    for ch in s.chars() {
+        match ch {
+            '"' => out.extend_from_slice(b"\\\""),
+            '\\' => out.extend_from_slice(b"\\\\"),
+            '\n' => out.extend_from_slice(b"\\n"),
+            '\r' => out.extend_from_slice(b"\\r"),
+            '\t' => out.extend_from_slice(b"\\t"),
+            c if (c as u32) < 0x20 => out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes()),
+            c => {
+                let mut b = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
+            }
+        }
+    }
+    out.push(b'"');
+}
+
+/// The type of a column as JSON output names it (the language's type names).
+fn json_type(ty: Type) -> String {
+    match ty {
+        Type::Decimal(s) | Type::WideDecimal(s) => format!("decimal({s})"),
+        other => other.to_string(),
+    }
+}
+
+/// The JSON value of a cell whose CSV text is `text` (see [`Format::Json`]).
+fn json_value(text: &str, ty: Type, out: &mut Vec<u8>) {
+    match ty {
+        Type::Int32 | Type::Int64 | Type::Decimal(_) | Type::WideDecimal(_) | Type::Bool => {
+            out.extend_from_slice(text.as_bytes())
+        }
+        Type::Float64 if !matches!(text, "NaN" | "inf" | "-inf") => out.extend_from_slice(text.as_bytes()),
+        Type::Float64 | Type::String | Type::Date => json_string(text, out),
+    }
+}
+
+/// Writes the JSON object of a table (see [`Format::Json`]), indented by `indent` spaces
+/// (its first line is not), one row a line.
+fn write_json_object<W: std::io::Write + ?Sized>(t: &OutputTable, indent: usize, w: &mut W) -> std::io::Result<()> {
+    let pad = " ".repeat(indent);
+    let mut out = Vec::new();
+    out.extend_from_slice(format!("{{\n{pad}  \"name\": ").as_bytes());
+    json_string(&t.name, &mut out);
+    out.extend_from_slice(format!(",\n{pad}  \"columns\": [").as_bytes());
+    for (i, c) in t.columns.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        out.extend_from_slice(b"{\"name\": ");
+        json_string(&c.name, &mut out);
+        out.extend_from_slice(b", \"type\": ");
+        json_string(&json_type(c.ty), &mut out);
+        out.push(b'}');
+    }
+    out.extend_from_slice(format!("],\n{pad}  \"rows\": [").as_bytes());
+    let n = t.len();
+    for r in 0..n {
+        out.extend_from_slice(format!("\n{pad}    [").as_bytes());
+        for (c, col) in t.columns.iter().enumerate() {
+            if c > 0 {
+                out.extend_from_slice(b", ");
+            }
+            json_value(&t.cell_text(r, c), col.ty, &mut out);
+        }
+        out.push(b']');
+        if r + 1 < n {
+            out.push(b',');
+        }
+        if r % ROWS_PER_WRITE == ROWS_PER_WRITE - 1 {
+            w.write_all(&out)?;
+            out.clear();
+        }
+    }
+    if n > 0 {
+        out.extend_from_slice(format!("\n{pad}  ").as_bytes());
+    }
+    out.extend_from_slice(format!("]\n{pad}}}").as_bytes());
+    w.write_all(&out)
+}
+
+/// Writes the JSON text of a table: one object (see [`Format::Json`]) and a line break.
+pub fn write_json_to<W: std::io::Write + Send + ?Sized>(t: &OutputTable, w: &mut W) -> std::io::Result<()> {
+    write_json_object(t, 0, w)?;
+    w.write_all(b"\n")
+}
+
+/// Writes several tables as one JSON array of their objects, in order.
+pub fn write_json_array_to<W: std::io::Write + Send + ?Sized>(
+    tables: &[OutputTable],
+    w: &mut W,
+) -> std::io::Result<()> {
+    w.write_all(b"[")?;
+    for (k, t) in tables.iter().enumerate() {
+        w.write_all(b"\n  ")?;
+        write_json_object(t, 2, w)?;
+        if k + 1 < tables.len() {
+            w.write_all(b",")?;
+        }
+    }
+    w.write_all(if tables.is_empty() { b"]\n" } else { b"\n]\n" })
+}
+
+/// Writes `t` as CSV to `path`, whole or not at all (see [`crate::outfile`]).
+pub fn write_csv(t: &OutputTable, path: &Path) -> Result<(), RuntimeError> {
+    crate::outfile::write_file(path, |w| write_csv_to(t, w))?;
     Ok(())
 }
 
-/// Writes every table to `dir/<name>.csv`, creating `dir`: all files or none. Each table is
-/// first written to a temporary file; only when all are written are they renamed into
-/// place. Returns the paths written.
-pub fn write_csv_all(tables: &[OutputTable], dir: &Path) -> Result<Vec<std::path::PathBuf>, RuntimeError> {
+/// Writes every table to `dir/<name>.<extension>` in `format`, creating `dir`: all files
+/// or none (see [`crate::outfile::OutputFiles`]); a directory this call created is removed
+/// again when nothing could be written. Returns each path written with its row count.
+pub fn write_all(
+    tables: &[OutputTable],
+    dir: &Path,
+    format: Format,
+) -> Result<Vec<(std::path::PathBuf, usize)>, RuntimeError> {
+    let created = !dir.exists();
     std::fs::create_dir_all(dir).map_err(|e| RuntimeError::Io {
         msg: format!("cannot create the output directory `{}`: {e}", dir.display()),
     })?;
-    let mut staged: Vec<(std::path::PathBuf, std::path::PathBuf)> = Vec::with_capacity(tables.len());
-    let cleanup = |staged: &[(std::path::PathBuf, std::path::PathBuf)]| {
-        for (tmp, _) in staged {
-            let _ = std::fs::remove_file(tmp);
-        }
-    };
+    let mut files = crate::outfile::OutputFiles::new();
+    let mut written = Vec::with_capacity(tables.len());
     for t in tables {
-        let path = dir.join(format!("{}.csv", t.name));
-        let tmp = dir.join(format!(".{}.csv.tmp{}", t.name, std::process::id()));
-        if let Err(e) = write_csv_file(t, &tmp) {
-            let _ = std::fs::remove_file(&tmp);
-            cleanup(&staged);
-            return Err(RuntimeError::Io {
-                msg: format!("cannot write `{}`: {e}", path.display()),
-            });
-        }
-        staged.push((tmp, path));
+        let path = dir.join(format!("{}.{}", t.name, format.extension()));
+        written.push((path.clone(), t.len()));
+        files.add(path, move |w| write_table_to(t, format, w));
     }
-    for (k, (tmp, path)) in staged.iter().enumerate() {
-        if let Err(e) = std::fs::rename(tmp, path) {
-            cleanup(&staged[k..]);
-            return Err(RuntimeError::Io {
-                msg: format!("cannot write `{}`: {e}", path.display()),
-            });
+    if let Err(e) = files.commit() {
+        if created {
+            let _ = std::fs::remove_dir(dir);
         }
+        return Err(e.into());
     }
-    Ok(staged.into_iter().map(|(_, p)| p).collect())
+    Ok(written)
+}
+
+/// [`write_all`] in CSV, returning the paths written.
+pub fn write_csv_all(tables: &[OutputTable], dir: &Path) -> Result<Vec<std::path::PathBuf>, RuntimeError> {
+    Ok(write_all(tables, dir, Format::Csv)?
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect())
 }
 
 #[cfg(test)]

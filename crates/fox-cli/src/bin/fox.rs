@@ -5,9 +5,11 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use fox_cli::repl::{BackendKind, Input, Session};
 use fox_runtime::DataSource;
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+fox_cli::check_stdout_at_start!();
 
 #[derive(Parser)]
 #[command(
@@ -98,31 +100,33 @@ fn main() -> ExitCode {
     if !notice.is_empty() {
         eprint!("fox: {notice}");
     }
-    if interactive {
-        interactive_loop(&mut session);
+    let written = if interactive {
+        interactive_loop(&mut session)
     } else {
         let stdin = std::io::stdin();
-        let mut out = std::io::stdout().lock();
+        let mut written = Ok(());
         for line in stdin.lock().lines() {
             let Ok(line) = line else { break };
             let mut text = String::new();
             let r = session.line(&line, &mut text);
-            if out.write_all(text.as_bytes()).is_err() {
-                break;
-            }
-            if matches!(r, Input::Quit) {
+            written = fox_cli::stdout::print(&text);
+            if written.is_err() || matches!(r, Input::Quit) {
                 break;
             }
         }
-        if session.in_statement() {
-            let _ = writeln!(
-                out,
-                "error: the input ended inside a statement (a statement ends with `.`)"
-            );
+        if written.is_ok() && session.in_statement() {
+            written = fox_cli::stdout::print("error: the input ended inside a statement (a statement ends with `.`)\n");
+        }
+        written
+    };
+    session.close();
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fox: error: {e:#}");
+            ExitCode::from(1)
         }
     }
-    session.close();
-    ExitCode::SUCCESS
 }
 
 /// Completion of commands and predicate names.
@@ -161,13 +165,14 @@ impl rustyline::highlight::Highlighter for Helper {}
 impl rustyline::validate::Validator for Helper {}
 impl rustyline::Helper for Helper {}
 
-fn interactive_loop(session: &mut Session) {
+/// The interactive session; an error when standard output cannot be written.
+fn interactive_loop(session: &mut Session) -> anyhow::Result<()> {
     let names = std::rc::Rc::new(std::cell::RefCell::new(session.names()));
     let mut ed = match rustyline::Editor::<Helper, rustyline::history::FileHistory>::new() {
         Ok(e) => e,
         Err(e) => {
             eprintln!("fox: error: cannot start the line editor: {e}");
-            return;
+            return Ok(());
         }
     };
     ed.set_helper(Some(Helper { names: names.clone() }));
@@ -175,8 +180,10 @@ fn interactive_loop(session: &mut Session) {
     if let Some(h) = &history {
         let _ = ed.load_history(h);
     }
-    println!("Fox REPL: statements end with `.`; `?- body.` asks a query; `.help` lists the commands.");
-    loop {
+    let mut written = fox_cli::stdout::print(
+        "Fox REPL: statements end with `.`; `?- body.` asks a query; `.help` lists the commands.\n",
+    );
+    while written.is_ok() {
         let prompt = if session.in_statement() { "  ...> " } else { "fox> " };
         match ed.readline(prompt) {
             Ok(line) => {
@@ -185,8 +192,7 @@ fn interactive_loop(session: &mut Session) {
                 }
                 let mut out = String::new();
                 let r = session.line(&line, &mut out);
-                print!("{out}");
-                let _ = std::io::stdout().flush();
+                written = fox_cli::stdout::print(&out);
                 *names.borrow_mut() = session.names();
                 if matches!(r, Input::Quit) {
                     break;
@@ -199,4 +205,5 @@ fn interactive_loop(session: &mut Session) {
     if let Some(h) = &history {
         let _ = ed.save_history(h);
     }
+    written
 }

@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+fox_cli::check_stdout_at_start!();
+
 #[derive(Parser)]
 #[command(
     name = "foxbench",
@@ -198,6 +200,7 @@ enum BackendChoice {
 }
 
 fn main() -> ExitCode {
+    fox_runtime::tempfiles::remove_on_signals();
     let cli = Cli::parse();
     let res = match &cli.cmd {
         Cmd::Kernels(a) => kernels(a),
@@ -759,10 +762,10 @@ fn kernels(a: &KernelsArgs) -> anyhow::Result<()> {
 
     let ceiling = rows.iter().find(|r| r.name == "copy").map_or(f64::NAN, Row::rate);
     let table = format_table(&name, &rows, ceiling, &cub);
-    print!("{table}");
+    fox_cli::stdout::print(&table)?;
     if let Some(p) = &a.json {
         let json = to_json(&name, a, &rows, ceiling, &cub);
-        std::fs::write(p, json).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+        fox_runtime::write_bytes(p, json.as_bytes())?;
     }
     Ok(())
 }
@@ -1013,15 +1016,20 @@ fn tpch(a: &TpchArgs) -> anyhow::Result<()> {
         if let Some(Err(e)) = verdict {
             failures.push(format!("Q{}: {e}", r.query));
         }
-        if let Some(dir) = &a.out {
-            std::fs::create_dir_all(dir)?;
-            let mut o = r.output.clone();
-            o.name = format!("q{:02}", r.query);
-            fox_runtime::write_csv(&o, &dir.join(format!("q{:02}.csv", r.query)))
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    fox_cli::stdout::print(&t::table(&runs))?;
+    // Every file of the run (results, profile, measurements) is written, or none is.
+    let mut files = fox_runtime::OutputFiles::new();
+    let created = a.out.as_ref().filter(|dir| !dir.exists());
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create the output directory `{}`: {e}", dir.display()))?;
+        for r in &runs {
+            files.add(dir.join(format!("q{:02}.csv", r.query)), |w| {
+                fox_runtime::write_csv_to(&r.output, w)
+            });
         }
     }
-    print!("{}", t::table(&runs));
     if let Some(p) = &a.profile {
         let mut text = String::new();
         for r in &runs {
@@ -1029,19 +1037,27 @@ fn tpch(a: &TpchArgs) -> anyhow::Result<()> {
                 text.push_str(&format!("== Q{}\n{}\n", r.query, fox_runtime::format_stats(st)));
             }
         }
-        std::fs::write(p, text).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+        files.add(p, move |w| w.write_all(text.as_bytes()));
     }
     if let Some(p) = &a.json {
-        std::fs::write(p, t::json(&runs, &scale, &backend.name()))
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+        let json = t::json(&runs, &scale, &backend.name());
+        files.add(p, move |w| w.write_all(json.as_bytes()));
+    }
+    if let Err(e) = files.commit() {
+        if let Some(dir) = created {
+            let _ = std::fs::remove_dir(dir);
+        }
+        return Err(e.into());
     }
     if a.check.is_some() || a.check_sf1 {
         if failures.is_empty() {
-            println!("all {} results match the answers", runs.len());
+            fox_cli::stdout::print(&format!("all {} results match the answers\n", runs.len()))?;
         } else {
+            let mut text = String::new();
             for f in &failures {
-                println!("MISMATCH {f}");
+                text.push_str(&format!("MISMATCH {f}\n"));
             }
+            fox_cli::stdout::print(&text)?;
             anyhow::bail!("{} of {} results differ from the answers", failures.len(), runs.len());
         }
     }
@@ -1295,7 +1311,9 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
             rows.extend(cpu_row.take());
         }
     }
-    println!(
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
         "{:<13} {:<44} {:>14} {:>11} {:>10} {:>10} {:>12} {:>9} {:>7}",
         "system", "backend", "cliques", "median ms", "build ms", "join ms", "Medges/s", "peak MB", "rounds"
     );
@@ -1304,7 +1322,8 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
         match &r.result {
             Ok((n, ms, build, join, peak, rounds)) => {
                 counts.push(*n);
-                println!(
+                let _ = writeln!(
+                    text,
                     "{:<13} {:<44} {:>14} {:>11.2} {:>10.2} {:>10.2} {:>12.1} {:>9.1} {:>7}",
                     r.system,
                     r.backend,
@@ -1317,10 +1336,13 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
                     rounds
                 );
             }
-            Err(e) => println!("{:<13} {:<44} error: {e}", r.system, r.backend),
+            Err(e) => {
+                let _ = writeln!(text, "{:<13} {:<44} error: {e}", r.system, r.backend);
+            }
         }
     }
-    println!(
+    let _ = writeln!(
+        text,
         "edges/s counts undirected edges ({edges}); build and join come from one more run with each kernel timed \
          (CPU LFTJ: medians of its runs; its peak is the sorted pairs and the trie)"
     );
@@ -1330,7 +1352,8 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
     ) {
         for r in &rows[1..] {
             if let Ok((_, ms, ..)) = &r.result {
-                println!(
+                let _ = writeln!(
+                    text,
                     "time of {} on {}: {:.2}x the first row's",
                     r.system,
                     r.backend,
@@ -1339,8 +1362,9 @@ fn clique(a: &CliqueArgs) -> anyhow::Result<()> {
             }
         }
     }
+    fox_cli::stdout::print(&text)?;
     if let Some(p) = &a.profile {
-        std::fs::write(p, &profile).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+        fox_runtime::write_bytes(p, profile.as_bytes())?;
     }
     if counts.windows(2).any(|w| w[0] != w[1]) {
         anyhow::bail!("the systems disagree on the count: {counts:?}");
