@@ -5,7 +5,7 @@
 //! instructions (`LoadInput`, `Const`, `DictTable`, `StrFn`) are data preparation and
 //! dictionary work, which the runtime does itself and uploads.
 
-mod alloc;
+pub mod alloc;
 pub use alloc::meminfo;
 pub mod backend;
 pub mod database;

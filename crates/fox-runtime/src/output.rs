@@ -1,5 +1,6 @@
 //! Results: device columns turned into values, ordered, and written as a text table or CSV.
 
+use crate::alloc::{try_collect, try_filled, try_par_collect, try_reserve, try_string, try_with_capacity};
 use crate::dict::Dictionary;
 use crate::load::civil_from_days;
 use crate::{HostCol, RuntimeError};
@@ -20,6 +21,9 @@ pub struct OutputTable {
     pub columns: Vec<Column>,
     data: Data,
 }
+
+/// A table's rows as columns in their encodings, and the strings their codes index.
+pub(crate) type Encoded<'a> = (Vec<HostCol>, &'a [String]);
 
 #[derive(Clone, Debug)]
 enum Data {
@@ -71,37 +75,41 @@ impl OutputTable {
 
     /// The rows as columns in their encodings, in no particular order, and the strings
     /// the codes of string columns index (sorted by text); `None` for a table built from
-    /// values or one without columns.
-    pub(crate) fn encoded(&self) -> Option<(Vec<HostCol>, &[String])> {
+    /// values or one without columns. An error when memory runs out.
+    pub(crate) fn encoded(&self) -> Result<Option<Encoded<'_>>, String> {
+        const WHAT: &str = "a copy of the rows";
         let Data::Cols(t) = &self.data else {
-            return None;
+            return Ok(None);
         };
         if t.cols.is_empty() {
-            return None;
+            return Ok(None);
         }
         let n = t.cols.first().map_or(0, HostCol::len);
         if n == t.len {
-            return Some((t.cols.clone(), &t.strings));
+            let cols = t.cols.iter().map(|c| c.try_clone(WHAT)).collect::<Result<_, _>>()?;
+            return Ok(Some((cols, &t.strings)));
         }
         // Fewer rows than the columns hold (a limit): the output's rows.
-        fn pick<T: Copy>(v: &[T], rows: &[usize]) -> Vec<T> {
-            rows.iter().map(|&r| v[r]).collect()
+        fn pick<T: Copy>(v: &[T], rows: &[usize]) -> Result<Vec<T>, String> {
+            try_collect(rows.iter().map(|&r| v[r]), WHAT)
         }
-        let rows: Vec<usize> = (0..t.len).map(|r| t.src(r)).collect();
+        let rows: Vec<usize> = try_collect((0..t.len).map(|r| t.src(r)), WHAT)?;
         let cols = t
             .cols
             .iter()
-            .map(|c| match c {
-                HostCol::U8(v) => HostCol::U8(pick(v, &rows)),
-                HostCol::I32(v) => HostCol::I32(pick(v, &rows)),
-                HostCol::U32(v) => HostCol::U32(pick(v, &rows)),
-                HostCol::I64(v) => HostCol::I64(pick(v, &rows)),
-                HostCol::U64(v) => HostCol::U64(pick(v, &rows)),
-                HostCol::F64(v) => HostCol::F64(pick(v, &rows)),
-                HostCol::I128(v) => HostCol::I128(pick(v, &rows)),
+            .map(|c| {
+                Ok(match c {
+                    HostCol::U8(v) => HostCol::U8(pick(v, &rows)?),
+                    HostCol::I32(v) => HostCol::I32(pick(v, &rows)?),
+                    HostCol::U32(v) => HostCol::U32(pick(v, &rows)?),
+                    HostCol::I64(v) => HostCol::I64(pick(v, &rows)?),
+                    HostCol::U64(v) => HostCol::U64(pick(v, &rows)?),
+                    HostCol::F64(v) => HostCol::F64(pick(v, &rows)?),
+                    HostCol::I128(v) => HostCol::I128(pick(v, &rows)?),
+                })
             })
-            .collect();
-        Some((cols, &t.strings))
+            .collect::<Result<_, String>>()?;
+        Ok(Some((cols, &t.strings)))
     }
 
     /// Every row as values, in output order.
@@ -214,6 +222,10 @@ fn localize_strings(
             _ => 0,
         })
         .sum();
+    let oom = |msg: String| RuntimeError::Kernel {
+        at: what.to_string(),
+        msg,
+    };
     if values < dict.len() / 64 {
         return localize_few(what, columns, cols, dict);
     }
@@ -222,7 +234,7 @@ fn localize_strings(
     for (col, column) in cols.iter().zip(columns) {
         let HostCol::U32(v) = col else { continue };
         if local.is_empty() {
-            local = vec![UNSEEN; dict.len()];
+            local = try_filled(dict.len(), UNSEEN, "the strings of the output").map_err(oom)?;
         }
         for &code in v {
             match local.get_mut(code as usize) {
@@ -257,7 +269,18 @@ fn localize_strings(
                 .for_each(|x| *x = local[*x as usize]);
         }
     }
-    Ok(used.into_iter().map(|c| text(c).to_string()).collect())
+    drop(local);
+    strings_of(&used, dict).map_err(oom)
+}
+
+/// Copies of the strings of `codes`, or the out-of-memory message.
+fn strings_of(codes: &[u32], dict: &Dictionary) -> Result<Vec<String>, String> {
+    const WHAT: &str = "the strings of the output";
+    let mut out = try_with_capacity(codes.len(), WHAT)?;
+    for &c in codes {
+        out.push(try_string(dict.get(c).expect("checked above"), WHAT)?);
+    }
+    Ok(out)
 }
 
 /// [`localize_strings`] for outputs with few string values next to a large dictionary:
@@ -278,6 +301,10 @@ fn localize_few(
                 dict.len()
             )));
         }
+        try_reserve(&mut used, v.len(), "the strings of the output").map_err(|msg| RuntimeError::Kernel {
+            at: what.to_string(),
+            msg,
+        })?;
         used.extend_from_slice(v);
     }
     used.sort_unstable();
@@ -290,7 +317,10 @@ fn localize_few(
             v.iter_mut().for_each(|x| *x = local[x]);
         }
     }
-    Ok(used.into_iter().map(|c| text(c).to_string()).collect())
+    strings_of(&used, dict).map_err(|msg| RuntimeError::Kernel {
+        at: what.to_string(),
+        msg,
+    })
 }
 
 /// The order-preserving unsigned image of row `i` of a column (strings by local code,
@@ -370,8 +400,10 @@ pub(crate) fn is_ordered(cols: &[HostCol], keys: &[(usize, bool)], n: usize) -> 
     }
 }
 
-/// The permutation that puts the rows of `cols` in the order of `keys`.
-pub(crate) fn order_perm(cols: &[HostCol], keys: &[(usize, bool)], n: usize) -> Vec<u32> {
+/// The permutation that puts the rows of `cols` in the order of `keys`; an error when
+/// memory runs out.
+pub(crate) fn order_perm(cols: &[HostCol], keys: &[(usize, bool)], n: usize) -> Result<Vec<u32>, String> {
+    const WHAT: &str = "the order of the output's rows";
     let bits: u32 = keys.iter().map(|&(c, _)| image_bits(&cols[c])).sum();
     if bits <= 64 {
         let pack = |i: usize| {
@@ -383,26 +415,22 @@ pub(crate) fn order_perm(cols: &[HostCol], keys: &[(usize, bool)], n: usize) -> 
             }
             (k, i as u32)
         };
-        let mut pairs: Vec<(u64, u32)> = if n < PAR_MIN {
-            (0..n).map(pack).collect()
-        } else {
-            (0..n).into_par_iter().map(pack).collect()
-        };
+        let mut pairs: Vec<(u64, u32)> = try_par_collect((0..n).into_par_iter().with_min_len(PAR_MIN).map(pack), WHAT)?;
         if n < PAR_MIN {
             pairs.sort_unstable();
         } else {
             pairs.par_sort_unstable();
         }
-        return pairs.into_iter().map(|(_, i)| i).collect();
+        return try_collect(pairs.into_iter().map(|(_, i)| i), WHAT);
     }
-    let mut perm: Vec<u32> = (0..n as u32).collect();
+    let mut perm: Vec<u32> = try_collect(0..n as u32, WHAT)?;
     let cmp = |a: &u32, b: &u32| cmp_keyed(cols, keys, *a as usize, *b as usize).then(a.cmp(b));
     if n < PAR_MIN {
         perm.sort_unstable_by(cmp);
     } else {
         perm.par_sort_unstable_by(cmp);
     }
-    perm
+    Ok(perm)
 }
 
 /// Inputs shorter than this are ordered and written without threads.
@@ -433,7 +461,10 @@ pub(crate) fn build_table(
             let perm = if is_ordered(&cols, &keys, n) {
                 None
             } else {
-                let mut p = order_perm(&cols, &keys, n);
+                let mut p = order_perm(&cols, &keys, n).map_err(|msg| RuntimeError::Kernel {
+                    at: what.to_string(),
+                    msg,
+                })?;
                 p.truncate(limit);
                 Some(p)
             };
@@ -624,13 +655,22 @@ pub fn format_table(t: &OutputTable) -> String {
 /// out, a line `… N more rows` follows the rows shown, before the footer that counts
 /// every row. Column widths fit the rows shown.
 pub fn format_table_max(t: &OutputTable, max_rows: Option<usize>) -> String {
+    let mut out = Vec::new();
+    write_table_text_to(t, max_rows, &mut out).expect("writing to memory does not fail");
+    String::from_utf8(out).expect("the table is UTF-8")
+}
+
+/// Writes [`format_table_max`]'s text to `w` a line at a time.
+pub fn write_table_text_to<W: std::io::Write + ?Sized>(
+    t: &OutputTable,
+    max_rows: Option<usize>,
+    w: &mut W,
+) -> std::io::Result<()> {
     let n = t.len();
     let plural = |k: usize| if k == 1 { "" } else { "s" };
-    let mut out = String::new();
     if t.columns.is_empty() {
         // A relation with no columns is true (one row) or false (none).
-        out.push_str(&format!("{}\n{n} row{}\n", n > 0, plural(n)));
-        return out;
+        return write!(w, "{}\n{n} row{}\n", n > 0, plural(n));
     }
     let shown = max_rows.map_or(n, |m| m.min(n));
     let cell = |r: usize, c: usize| display_cell(&t.cell_text(r, c));
@@ -640,14 +680,15 @@ pub fn format_table_max(t: &OutputTable, max_rows: Option<usize>) -> String {
             *w = (*w).max(cell(r, c).chars().count());
         }
     }
-    let line = |out: &mut String, cells: &[String], right: &dyn Fn(usize) -> bool| {
+    let numeric: Vec<bool> = t.columns.iter().map(|c| is_numeric(c.ty)).collect();
+    let line = |w: &mut W, cells: &[String]| -> std::io::Result<()> {
         let mut s = String::new();
         for (i, cell) in cells.iter().enumerate() {
             if i > 0 {
                 s.push_str(" | ");
             }
             let pad = widths[i] - cell.chars().count();
-            if right(i) {
+            if numeric[i] {
                 s.push_str(&" ".repeat(pad));
                 s.push_str(cell);
             } else {
@@ -655,24 +696,21 @@ pub fn format_table_max(t: &OutputTable, max_rows: Option<usize>) -> String {
                 s.push_str(&" ".repeat(pad));
             }
         }
-        out.push_str(s.trim_end());
-        out.push('\n');
+        w.write_all(s.trim_end().as_bytes())?;
+        w.write_all(b"\n")
     };
     let header: Vec<String> = t.columns.iter().map(|c| c.name.clone()).collect();
-    let numeric: Vec<bool> = t.columns.iter().map(|c| is_numeric(c.ty)).collect();
-    line(&mut out, &header, &|i| numeric[i]);
+    line(w, &header)?;
     let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-    out.push_str(&rule.join("-+-"));
-    out.push('\n');
+    writeln!(w, "{}", rule.join("-+-"))?;
     for r in 0..shown {
         let cells: Vec<String> = (0..t.columns.len()).map(|c| cell(r, c)).collect();
-        line(&mut out, &cells, &|i| numeric[i]);
+        line(w, &cells)?;
     }
     if shown < n {
-        out.push_str(&format!("… {} more row{}\n", n - shown, plural(n - shown)));
+        writeln!(w, "… {} more row{}", n - shown, plural(n - shown))?;
     }
-    out.push_str(&format!("{n} row{}\n", plural(n)));
-    out
+    writeln!(w, "{n} row{}", plural(n))
 }
 
 /// Control characters would break the table's lines: show them escaped.
@@ -760,7 +798,19 @@ pub fn write_csv_to<W: std::io::Write + Send + ?Sized>(t: &OutputTable, w: &mut 
     header.push('\n');
     w.write_all(header.as_bytes())?;
     let quoted: Vec<String> = match &t.data {
-        Data::Cols(ct) => ct.strings.iter().map(|s| csv_quoted(s)).collect(),
+        Data::Cols(ct) => {
+            // The strings are as large as the output's: a failure is an error, not an abort.
+            let mut q = try_with_capacity(ct.strings.len(), "the CSV text of the output's strings")
+                .map_err(std::io::Error::other)?;
+            for s in &ct.strings {
+                if s.contains([',', '"', '\n', '\r']) {
+                    q.push(csv_quoted(s));
+                } else {
+                    q.push(try_string(s, "the CSV text of the output's strings").map_err(std::io::Error::other)?);
+                }
+            }
+            q
+        }
         Data::Rows(_) => Vec::new(),
     };
     let n = t.len();

@@ -165,6 +165,14 @@ fn part_columns(
 ) -> Result<Vec<LoadedCol>, String> {
     let types: Vec<Type> = input.columns.iter().map(|c| c.ty).collect();
     let mut cols: Vec<LoadedCol> = types.iter().map(|&t| LoadedCol::new(t)).collect();
+    // The part's rows, about: room for them is taken up front, so that running out of
+    // memory is an error here rather than an abort while a column grows.
+    let rows = (approx_rows(&input.name, sf) / parts.max(1) as u64) as usize;
+    for (c, col) in cols.iter_mut().enumerate() {
+        if wanted[c] {
+            col.try_reserve_exact(rows + rows / 16, "the generated rows")?;
+        }
+    }
     let mut buf = String::new();
     let mut fmt = String::new();
     let mut row_no = 0u64;

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 fox_cli::check_stdout_at_start!();
+fox_cli::exit_on_out_of_memory!("fox");
 
 #[derive(Parser)]
 #[command(

@@ -20,6 +20,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 fox_cli::check_stdout_at_start!();
+fox_cli::exit_on_out_of_memory!("foxbench");
 
 #[derive(Parser)]
 #[command(

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 fox_cli::check_stdout_at_start!();
+fox_cli::exit_on_out_of_memory!("foxc");
 
 #[derive(Parser)]
 #[command(

@@ -3,14 +3,13 @@
 
 use clap::{Parser, ValueEnum};
 use fox_cli::{load_plan_with, parse_scale_factor, Bars};
-use fox_runtime::{
-    format_stats, format_table_max, run, Backend, DataSource, Database, Format, OutputTable, RunOptions,
-};
+use fox_runtime::{format_stats, run, Backend, DataSource, Database, Format, OutputTable, RunOptions};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 fox_cli::check_stdout_at_start!();
+fox_cli::exit_on_out_of_memory!("foxrun");
 
 #[derive(Parser)]
 #[command(
@@ -261,7 +260,7 @@ fn print_results(outputs: &[OutputTable], format: FormatChoice, max_rows: MaxRow
                 writeln!(w, "{}", t.name)?;
             }
             match format {
-                FormatChoice::Table => w.write_all(format_table_max(t, max_rows.0).as_bytes())?,
+                FormatChoice::Table => fox_runtime::output::write_table_text_to(t, max_rows.0, w)?,
                 FormatChoice::Csv => fox_runtime::write_csv_to(t, w)?,
                 FormatChoice::Tsv => fox_runtime::output::write_tsv_to(t, w)?,
                 FormatChoice::Json => unreachable!("written above"),
