@@ -56,6 +56,34 @@ fn mkfifo(path: &Path) {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo failed");
 }
 
+/// What `write` writes into the FIFO at `path`. The test holds the FIFO's read end and a
+/// write end of its own while `write` runs, so that a writer that replaced the FIFO
+/// instead of writing into it leaves the result empty rather than the test waiting.
+fn through_fifo(path: &Path, write: impl FnOnce()) -> String {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let r = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .unwrap();
+    let w = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    // SAFETY: `fcntl` on a descriptor this function owns, clearing O_NONBLOCK.
+    unsafe {
+        let flags = libc::fcntl(r.as_raw_fd(), libc::F_GETFL);
+        assert_eq!(libc::fcntl(r.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK), 0);
+    }
+    let reader = std::thread::spawn(move || {
+        let mut r = r;
+        let mut s = String::new();
+        r.read_to_string(&mut s).unwrap();
+        s
+    });
+    write();
+    drop(w);
+    reader.join().unwrap()
+}
+
 /// `/dev/full` when this system has it (as a character device). Tests only ever write
 /// into it, through its own path or a link in a private directory.
 fn dev_full() -> Option<&'static Path> {
@@ -81,13 +109,11 @@ fn foxc_output_into_a_fifo_a_link_a_device_or_a_directory() {
     // A FIFO is written into and stays a FIFO.
     let fifo = dir.join("plan.fifo");
     mkfifo(&fifo);
-    let reader = {
-        let fifo = fifo.clone();
-        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
-    };
-    let o = foxc(&["compile", PLAN_OF, "-o", fifo.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    assert_eq!(reader.join().unwrap(), want);
+    let got = through_fifo(&fifo, || {
+        let o = foxc(&["compile", PLAN_OF, "-o", fifo.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    });
+    assert_eq!(got, want);
     assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
     // A link to a regular file: the target is replaced, the link stays.
     std::fs::write(dir.join("target.ron"), "old").unwrap();

@@ -303,12 +303,7 @@ fn replay<T: Copy>(plan: &[u8], x: &[T], y: &[T], (mut i, mut j): (usize, usize)
     }
 }
 
-fn union_col<T: Copy + Default + Send + Sync>(
-    x: &[T],
-    y: &[T],
-    plans: &[PiecePlan],
-    total: usize,
-) -> KResult<Vec<T>> {
+fn union_col<T: Copy + Default + Send + Sync>(x: &[T], y: &[T], plans: &[PiecePlan], total: usize) -> KResult<Vec<T>> {
     let mut out = alloc::<T>(total, "the union")?;
     let mut parts = Vec::with_capacity(plans.len());
     let mut rest = &mut out[..];
