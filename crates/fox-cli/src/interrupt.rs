@@ -17,10 +17,12 @@ static EXIT_AT: AtomicUsize = AtomicUsize::new(0);
 pub const STATUS: u8 = 130;
 
 extern "C" fn on_sigint(_: libc::c_int) {
-    // Only atomic operations and `_exit`: both are async-signal-safe.
+    // Only atomic operations, unlinking files and `_exit`: all are async-signal-safe.
     let n = COUNT.fetch_add(1, Ordering::SeqCst) + 1;
     let exit_at = EXIT_AT.load(Ordering::SeqCst);
     if exit_at > 0 && n >= exit_at {
+        // Temporary output files go with the process (async-signal-safe, as `_exit`).
+        fox_runtime::tempfiles::remove_all();
         unsafe { libc::_exit(STATUS as libc::c_int) };
     }
     if let Some(t) = TOKEN.get() {

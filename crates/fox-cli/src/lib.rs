@@ -3,8 +3,10 @@
 //! module only sequences them.
 
 pub mod interrupt;
+pub mod oom;
 pub mod progress;
 pub mod repl;
+pub mod stdout;
 pub mod tpch;
 
 use fox_sema::core::CoreProgram;

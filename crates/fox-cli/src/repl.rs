@@ -737,12 +737,12 @@ impl Session {
                 if arg.is_empty() {
                     out.error("error: the file name is missing: `.save FILE.logic`\n");
                 } else {
-                    match std::fs::write(arg, self.program_text()) {
+                    match fox_runtime::write_bytes(Path::new(arg), self.program_text().as_bytes()) {
                         Ok(()) => {
                             let _ = writeln!(out, "saved {} statements to {arg}", self.stmts.len());
                         }
                         Err(e) => {
-                            out.error(format!("error: cannot write `{arg}`: {e}\n"));
+                            out.error(format!("error: {e}\n"));
                         }
                     }
                 }
@@ -880,25 +880,32 @@ impl Session {
         let dot = fox_kernel::to_dot(&plan);
         let svg = Path::new(file);
         let dot_path = svg.with_extension("dot");
-        match std::process::Command::new("dot")
-            .args(["-Tsvg", "-o"])
-            .arg(svg)
+        // graphviz renders to a pipe; the file is written by Fox's own writer.
+        let rendered = std::process::Command::new("dot")
+            .arg("-Tsvg")
             .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
             .spawn()
-        {
-            Ok(mut child) => {
+            .map(|mut child| {
                 use std::io::Write;
-                let wrote = child.stdin.take().map(|mut i| i.write_all(dot.as_bytes())).transpose();
-                match (wrote, child.wait()) {
-                    (Ok(_), Ok(s)) if s.success() => {
-                        let _ = writeln!(out, "wrote {}", svg.display());
-                    }
-                    _ => {
-                        out.error(format!("error: graphviz `dot` failed to write {}\n", svg.display()));
-                    }
+                // A failed write shows as a failed `dot`.
+                let _ = child.stdin.take().map(|mut i| i.write_all(dot.as_bytes()));
+                child.wait_with_output()
+            });
+        match rendered {
+            Ok(Ok(o)) if o.status.success() => match fox_runtime::write_bytes(svg, &o.stdout) {
+                Ok(()) => {
+                    let _ = writeln!(out, "wrote {}", svg.display());
                 }
+                Err(e) => {
+                    out.error(format!("error: {e}\n"));
+                }
+            },
+            Ok(_) => {
+                out.error(format!("error: graphviz `dot` failed to render {}\n", svg.display()));
             }
-            Err(_) => match std::fs::write(&dot_path, dot) {
+            Err(_) => match fox_runtime::write_bytes(&dot_path, dot.as_bytes()) {
                 Ok(()) => {
                     let _ = writeln!(
                         out,
@@ -909,7 +916,7 @@ impl Session {
                     );
                 }
                 Err(e) => {
-                    out.error(format!("error: cannot write `{}`: {e}\n", dot_path.display()));
+                    out.error(format!("error: {e}\n"));
                 }
             },
         }

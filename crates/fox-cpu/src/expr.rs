@@ -9,7 +9,7 @@
 //! `x != 0 and 10 / x > 1` never fails. The first failing row stops the run.
 
 use crate::date::civil_from_days;
-use crate::util::{chunks, elem_name, map_ranges, KResult};
+use crate::util::{chunks, elem_name, map_ranges, with_capacity, KResult};
 use fox_kernel::{Elem, KExpr, KExprKind, ScalarFn};
 use fox_runtime::{HostCol, LaunchCtx};
 use fox_sema::core::{ArithOp, CmpOp, Type, Value, MAX_WIDE_DECIMAL};
@@ -33,7 +33,7 @@ pub(crate) fn eval(expr: &KExpr, n_cols: usize, args: &[&HostCol], ctx: &dyn Lau
     }
     match prog.root {
         Root::F(_) => {
-            let mut out = Vec::with_capacity(n);
+            let mut out = with_capacity(n, "the evaluated column")?;
             for (p, _) in parts {
                 if let Part::F(v) = p {
                     out.extend(v);
@@ -42,7 +42,7 @@ pub(crate) fn eval(expr: &KExpr, n_cols: usize, args: &[&HostCol], ctx: &dyn Lau
             Ok(HostCol::F64(out))
         }
         Root::I(_, elem, ty) if prog.wide => {
-            let mut out = Vec::with_capacity(n);
+            let mut out = with_capacity(n, "the evaluated column")?;
             for (p, _) in parts {
                 if let Part::W(v) = p {
                     out.extend(v);
@@ -51,7 +51,7 @@ pub(crate) fn eval(expr: &KExpr, n_cols: usize, args: &[&HostCol], ctx: &dyn Lau
             narrow_wide(out, elem, ty, &show(expr))
         }
         Root::I(_, elem, ty) => {
-            let mut out = Vec::with_capacity(n);
+            let mut out = with_capacity(n, "the evaluated column")?;
             for (p, _) in parts {
                 if let Part::I(v) = p {
                     out.extend(v);
@@ -179,10 +179,11 @@ enum Part {
 /// Stores integer results in the column's element type.
 fn narrow(v: Vec<i64>, elem: Elem, ty: Type, what: &str) -> KResult<HostCol> {
     fn conv<T: TryFrom<i64>>(v: Vec<i64>, ty: Type, what: &str) -> KResult<Vec<T>> {
-        v.into_iter()
-            .enumerate()
-            .map(|(i, x)| T::try_from(x).map_err(|_| format!("`{what}` = {x} does not fit {ty} (row {i})")))
-            .collect()
+        let mut out = with_capacity(v.len(), "the evaluated column")?;
+        for (i, x) in v.into_iter().enumerate() {
+            out.push(T::try_from(x).map_err(|_| format!("`{what}` = {x} does not fit {ty} (row {i})"))?);
+        }
+        Ok(out)
     }
     Ok(match elem {
         Elem::U8 => HostCol::U8(conv(v, ty, what)?),
@@ -190,7 +191,11 @@ fn narrow(v: Vec<i64>, elem: Elem, ty: Type, what: &str) -> KResult<HostCol> {
         Elem::U32 => HostCol::U32(conv(v, ty, what)?),
         Elem::I64 => HostCol::I64(v),
         Elem::U64 => HostCol::U64(conv(v, ty, what)?),
-        Elem::I128 => HostCol::I128(v.into_iter().map(i128::from).collect()),
+        Elem::I128 => {
+            let mut out = with_capacity(v.len(), "the evaluated column")?;
+            out.extend(v.into_iter().map(i128::from));
+            HostCol::I128(out)
+        }
         Elem::F64 => return Err(format!("`{what}` of type {ty} cannot be stored as f64")),
     })
 }
@@ -200,12 +205,11 @@ fn narrow_wide(v: Vec<i128>, elem: Elem, ty: Type, what: &str) -> KResult<HostCo
     if elem == Elem::I128 {
         return Ok(HostCol::I128(v));
     }
-    let v = v
-        .into_iter()
-        .enumerate()
-        .map(|(i, x)| i64::try_from(x).map_err(|_| format!("`{what}` = {x} does not fit {ty} (row {i})")))
-        .collect::<KResult<Vec<i64>>>()?;
-    narrow(v, elem, ty, what)
+    let mut narrowed = with_capacity(v.len(), "the evaluated column")?;
+    for (i, x) in v.into_iter().enumerate() {
+        narrowed.push(i64::try_from(x).map_err(|_| format!("`{what}` = {x} does not fit {ty} (row {i})"))?);
+    }
+    narrow(narrowed, elem, ty, what)
 }
 
 // ---- the compiled tree ----------------------------------------------------------------

@@ -316,7 +316,10 @@ fn one_pass(f: &Fused) -> Option<Vec<HostCol>> {
     } else {
         (0..ng).collect()
     };
-    let mut out: Vec<HostCol> = key_cols.iter().map(|c| crate::util::gather_col(c, &order)).collect();
+    let mut out: Vec<HostCol> = key_cols
+        .iter()
+        .map(|c| crate::util::gather_col(c, &order, "the group keys").ok())
+        .collect::<Option<_>>()?;
     let acc_at = |g: usize, k: usize| total.vals[g * accs.len() + k];
     for (a, acc) in aggs.iter().zip(&of_agg) {
         let elem = Elem::of(a.output);

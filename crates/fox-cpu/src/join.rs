@@ -83,7 +83,7 @@ fn fill_chunks<T: Default + Clone + Send>(
 }
 
 fn counts_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize, stop: &Stop) -> KResult<Vec<u64>> {
-    fill_chunks(nl, "counts", stop, |a, out| {
+    fill_chunks(nl, "the join counts", stop, |a, out| {
         walk_ranges(left, right, nr, a, a + out.len(), |i, lo, hi| {
             out[i - a] = (hi - lo) as u64
         })
@@ -126,7 +126,7 @@ pub(crate) fn exclusive_scan(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
         bases.push(total);
         total = total.checked_add(s).ok_or_else(overflow)?;
     }
-    let mut offsets = alloc::<u64>(counts.len(), "offsets")?;
+    let mut offsets = alloc::<u64>(counts.len(), "the join offsets")?;
     offsets
         .par_chunks_mut(crate::util::CHUNK)
         .zip(counts.par_chunks(crate::util::CHUNK))
@@ -219,8 +219,8 @@ fn write_k<R: Rows>(
         return Err(format!("total is {total}, but the join has {sum} pairs"));
     }
     let total = usize::try_from(sum).map_err(|_| format!("{sum} join pairs do not fit in memory"))?;
-    let mut li = alloc::<u32>(total, "left_idx")?;
-    let mut ri = alloc::<u32>(total, "right_idx")?;
+    let mut li = alloc::<u32>(total, "the joined rows (left indices)")?;
+    let mut ri = alloc::<u32>(total, "the joined rows (right indices)")?;
     // Disjoint output slices, one per chunk.
     let mut work = Vec::with_capacity(ranges.len());
     let (mut lrest, mut rrest) = (&mut li[..], &mut ri[..]);
@@ -255,7 +255,7 @@ fn write_k<R: Rows>(
 }
 
 fn flags_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize, anti: bool, stop: &Stop) -> KResult<Vec<u8>> {
-    fill_chunks(nl, "flags", stop, |a, out| {
+    fill_chunks(nl, "the match flags", stop, |a, out| {
         let b = a + out.len();
         let mut r = search(left, a, right, 0, nr, false);
         let mut flag = 0u8;
@@ -285,8 +285,8 @@ const FROM_B: u8 = 1;
 const FROM_BOTH: u8 = 2;
 
 /// Merges `a[a0..a1]` with `b[b0..b1]` into a plan of [`FROM_A`], [`FROM_B`], [`FROM_BOTH`].
-fn merge_plan<R: Rows>(a: &R, b: &R, (a0, a1): (usize, usize), (b0, b1): (usize, usize)) -> Vec<u8> {
-    let mut out = Vec::with_capacity(a1 - a0 + b1 - b0);
+fn merge_plan<R: Rows>(a: &R, b: &R, (a0, a1): (usize, usize), (b0, b1): (usize, usize)) -> KResult<Vec<u8>> {
+    let mut out = crate::util::with_capacity(a1 - a0 + b1 - b0, "the union")?;
     let (mut i, mut j) = (a0, b0);
     while i < a1 && j < b1 {
         match a.cmp_with(i, b, j) {
@@ -307,7 +307,7 @@ fn merge_plan<R: Rows>(a: &R, b: &R, (a0, a1): (usize, usize), (b0, b1): (usize,
     }
     out.resize(out.len() + (a1 - i), FROM_A);
     out.resize(out.len() + (b1 - j), FROM_B);
-    out
+    Ok(out)
 }
 
 /// Writes one column of a union from its plan, starting at rows `a0` of `x`, `b0` of `y`.
@@ -324,12 +324,7 @@ fn replay<T: Copy>(plan: &[u8], x: &[T], y: &[T], (mut i, mut j): (usize, usize)
     }
 }
 
-fn union_col<T: Copy + Default + Send + Sync>(
-    x: &[T],
-    y: &[T],
-    plans: &[(Vec<u8>, (usize, usize))],
-    total: usize,
-) -> KResult<Vec<T>> {
+fn union_col<T: Copy + Default + Send + Sync>(x: &[T], y: &[T], plans: &[PiecePlan], total: usize) -> KResult<Vec<T>> {
     let mut out = alloc::<T>(total, "the union")?;
     let mut parts = Vec::with_capacity(plans.len());
     let mut rest = &mut out[..];
@@ -347,7 +342,10 @@ fn union_col<T: Copy + Default + Send + Sync>(
     Ok(out)
 }
 
-fn union_plans<R: Rows>(a: &R, b: &R, na: usize, nb: usize) -> Vec<(Vec<u8>, (usize, usize))> {
+/// The merge plan of one piece of a union and where it starts in `a` and `b`.
+type PiecePlan = (Vec<u8>, (usize, usize));
+
+fn union_plans<R: Rows>(a: &R, b: &R, na: usize, nb: usize) -> KResult<Vec<PiecePlan>> {
     // Split a into pieces; each starts in b at the first row not below its first row.
     let piece = (na / (4 * rayon::current_num_threads().max(1))).max(4 * crate::util::CHUNK);
     let ranges: Vec<(usize, usize)> = (0..na.div_ceil(piece))
@@ -366,10 +364,13 @@ fn union_plans<R: Rows>(a: &R, b: &R, na: usize, nb: usize) -> Vec<(Vec<u8>, (us
         let b1 = starts.get(c + 1).copied().unwrap_or(nb);
         work.push((r, (starts[c], b1.max(starts[c]))));
     }
-    map_ranges(&(0..work.len()).map(|w| (w, w + 1)).collect::<Vec<_>>(), |w, _| {
-        let (ra, rb) = work[w];
-        (merge_plan(a, b, ra, rb), (ra.0, rb.0))
-    })
+    first_err(map_ranges(
+        &(0..work.len()).map(|w| (w, w + 1)).collect::<Vec<_>>(),
+        |w, _| {
+            let (ra, rb) = work[w];
+            Ok((merge_plan(a, b, ra, rb)?, (ra.0, rb.0)))
+        },
+    ))
 }
 
 /// `MergeUnion { width }`: the sorted, duplicate-free union of two sorted, duplicate-free
@@ -380,7 +381,7 @@ pub(crate) fn merge_union(args: &[&HostCol], width: usize) -> KResult<Vec<HostCo
         return Err("needs at least one column".to_string());
     }
     let (a, b, na, nb) = sides(args, width)?;
-    let plans = with_rows!(a, b, |x, y| union_plans(&x, &y, na, nb));
+    let plans = with_rows!(a, b, |x, y| union_plans(&x, &y, na, nb))?;
     let total: usize = plans.iter().map(|(p, _)| p.len()).sum();
     let mut out = Vec::with_capacity(width);
     for c in 0..width {

@@ -84,7 +84,7 @@ impl<T: Key> Trie<T> {
         }) {
             return Err(format!("rows {} and {i} are not in strictly ascending order", i - 1));
         }
-        Ok(Trie::build_sorted(cols))
+        Trie::build_sorted(cols)
     }
 
     /// The trie of the pairs `(x, y)`, in any order and with duplicates (they are sorted
@@ -95,12 +95,16 @@ impl<T: Key> Trie<T> {
         if u32::try_from(pairs.len()).is_err() {
             return Err(format!("{} rows are more than a trie holds (2^32 - 1)", pairs.len()));
         }
-        let (x, y): (Vec<T>, Vec<T>) = pairs.into_par_iter().unzip();
-        Ok(Trie::build_sorted(&[&x, &y]))
+        let x = fox_runtime::alloc::try_par_collect(pairs.par_iter().map(|p| p.0), TRIE)?;
+        let y = fox_runtime::alloc::try_par_collect(pairs.par_iter().map(|p| p.1), TRIE)?;
+        drop(pairs);
+        Trie::build_sorted(&[&x, &y])
     }
 
-    /// Builds the levels of sorted, distinct columns of at most `u32::MAX` rows.
-    fn build_sorted(cols: &[&[T]]) -> Trie<T> {
+    /// Builds the levels of sorted, distinct columns of at most `u32::MAX` rows; an error
+    /// when memory runs out.
+    fn build_sorted(cols: &[&[T]]) -> Result<Trie<T>, String> {
+        use fox_runtime::alloc::{try_par_collect, try_to_vec, try_with_capacity};
         let n = cols.first().map_or(0, |c| c.len());
         let mut values = Vec::with_capacity(cols.len());
         let mut starts = Vec::with_capacity(cols.len().saturating_sub(1));
@@ -113,15 +117,19 @@ impl<T: Key> Trie<T> {
             let nodes: Option<Vec<u32>> = if last {
                 None
             } else {
-                let flags: Vec<bool> = (0..n)
-                    .into_par_iter()
-                    .map(|i| i == 0 || cols[..=d].iter().any(|c| c[i] != c[i - 1]))
-                    .collect();
-                Some((0..n as u32).filter(|&i| flags[i as usize]).collect())
+                let flags: Vec<bool> = try_par_collect(
+                    (0..n)
+                        .into_par_iter()
+                        .map(|i| i == 0 || cols[..=d].iter().any(|c| c[i] != c[i - 1])),
+                    TRIE,
+                )?;
+                let mut nd = try_with_capacity(flags.iter().filter(|&&f| f).count(), TRIE)?;
+                nd.extend((0..n as u32).filter(|&i| flags[i as usize]));
+                Some(nd)
             };
             if let Some(p) = &prev {
                 // start_{d-1}[j]: the rank, among level d's node rows, of parent j's row.
-                let mut start = Vec::with_capacity(p.len() + 1);
+                let mut start = try_with_capacity(p.len() + 1, TRIE)?;
                 match &nodes {
                     None => start.extend_from_slice(p),
                     Some(nd) => {
@@ -138,12 +146,12 @@ impl<T: Key> Trie<T> {
                 starts.push(start);
             }
             values.push(match &nodes {
-                None => col.to_vec(),
-                Some(nd) => nd.par_iter().map(|&i| col[i as usize]).collect(),
+                None => try_to_vec(col, TRIE)?,
+                Some(nd) => try_par_collect(nd.par_iter().map(|&i| col[i as usize]), TRIE)?,
             });
             prev = nodes;
         }
-        Trie { values, starts }
+        Ok(Trie { values, starts })
     }
 }
 
@@ -263,6 +271,9 @@ fn check_columns<T>(cols: &[&[T]]) -> Result<usize, String> {
     Ok(n)
 }
 
+/// What a trie is called in out-of-memory messages.
+const TRIE: &str = "the trie of the edges";
+
 /// The number of threads [`count`] and [`collect`] use (rayon's current pool).
 pub fn threads() -> usize {
     rayon::current_num_threads()
@@ -308,12 +319,14 @@ pub fn ascending_edge_trie<T: Key>(x: &[T], y: &[T]) -> Result<Trie<T>, String> 
     if x.len() != y.len() {
         return Err(format!("the edge columns have {} and {} rows", x.len(), y.len()));
     }
-    let pairs: Vec<(T, T)> = x
-        .par_iter()
-        .zip(y.par_iter())
-        .filter(|(a, b)| a < b)
-        .map(|(&a, &b)| (a, b))
-        .collect();
+    let ascending = x.par_iter().zip(y.par_iter()).filter(|(a, b)| a < b).count();
+    let mut pairs: Vec<(T, T)> = fox_runtime::alloc::try_with_capacity(ascending, TRIE)?;
+    pairs.par_extend(
+        x.par_iter()
+            .zip(y.par_iter())
+            .filter(|(a, b)| a < b)
+            .map(|(&a, &b)| (a, b)),
+    );
     Trie::from_pairs(pairs)
 }
 

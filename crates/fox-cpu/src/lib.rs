@@ -83,7 +83,9 @@ impl Backend for CpuBackend {
     }
 
     fn download(&mut self, buf: &DevBuf) -> Result<HostCol, BackendError> {
-        self.get(buf).cloned()
+        self.get(buf)?
+            .try_clone("the downloaded buffer")
+            .map_err(|e| BackendError(format!("cpu backend: {e}")))
     }
 
     fn launch(&mut self, kernel: &Kernel, args: &[&DevBuf], ctx: &dyn LaunchCtx) -> Result<Vec<DevBuf>, BackendError> {

@@ -1,8 +1,8 @@
 //! Data movement: stream compaction, gather, concatenation, slicing.
 
 use crate::util::{
-    alloc, as_u32, as_u8, check_stop, chunks, common_len, elem_name, expect_len, map_col, map_ranges, par_map, KResult,
-    Stop, PAR_MIN,
+    alloc, as_u32, as_u8, check_stop, chunks, common_len, elem_name, expect_len, map_col, map_ranges, par_map,
+    with_capacity, KResult, Stop, PAR_MIN,
 };
 use fox_runtime::HostCol;
 use rayon::prelude::*;
@@ -72,26 +72,35 @@ fn compact_col<T: Copy + Default + Send + Sync>(
     Ok(out)
 }
 
-/// The positions of the non-zero flags, in order (count per chunk, scan, write).
-pub(crate) fn selected(flags: &[u8]) -> Vec<usize> {
-    if flags.len() < PAR_MIN {
-        return flags
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| **f != 0)
-            .map(|(i, _)| i)
-            .collect();
-    }
+/// The positions of the non-zero flags, in order (count per chunk, scan, write); an
+/// error naming `what` when memory runs out.
+pub(crate) fn selected(flags: &[u8], what: &str) -> KResult<Vec<usize>> {
     let ranges = chunks(flags.len());
-    let parts = map_ranges(&ranges, |a, b| {
-        flags[a..b]
+    let counts = map_ranges(&ranges, |a, b| flags[a..b].iter().filter(|f| **f != 0).count());
+    let mut out = alloc::<usize>(counts.iter().sum(), what)?;
+    let mut parts = Vec::with_capacity(ranges.len());
+    let mut rest = &mut out[..];
+    for (&r, &c) in ranges.iter().zip(&counts) {
+        let (o, tail) = rest.split_at_mut(c);
+        rest = tail;
+        parts.push((r, o));
+    }
+    let write = |((a, b), o): ((usize, usize), &mut [usize])| {
+        let positions = flags[a..b]
             .iter()
             .enumerate()
             .filter(|(_, f)| **f != 0)
-            .map(|(i, _)| a + i)
-            .collect::<Vec<_>>()
-    });
-    parts.concat()
+            .map(|(i, _)| a + i);
+        for (slot, i) in o.iter_mut().zip(positions) {
+            *slot = i;
+        }
+    };
+    if flags.len() < PAR_MIN {
+        parts.into_iter().for_each(write);
+    } else {
+        parts.into_par_iter().for_each(write);
+    }
+    Ok(out)
 }
 
 /// `Gather { shift }`: args `idx` then k columns; `out[i] = col[idx[i] + shift]`.
@@ -130,21 +139,20 @@ pub(crate) fn gather_until(args: &[&HostCol], shift: u32, stop: &Stop) -> KResul
     cols.iter()
         .map(|c| {
             check_stop(stop)?;
-            Ok(map_col!(c, v => gather_u32(v, idx, shift)))
+            Ok(map_col!(c, v => gather_u32(v, idx, shift)?))
         })
         .collect()
 }
 
 /// `v[idx[i] + shift]` for every `i` (indices already checked).
-fn gather_u32<T: Copy + Send + Sync>(v: &[T], idx: &[u32], shift: usize) -> Vec<T> {
+fn gather_u32<T: Copy + Send + Sync>(v: &[T], idx: &[u32], shift: usize) -> KResult<Vec<T>> {
+    let mut out = with_capacity(idx.len(), "the gathered column")?;
     if idx.len() < PAR_MIN {
-        idx.iter().map(|&i| v[i as usize + shift]).collect()
+        out.extend(idx.iter().map(|&i| v[i as usize + shift]));
     } else {
-        idx.par_iter()
-            .with_min_len(4096)
-            .map(|&i| v[i as usize + shift])
-            .collect()
+        out.par_extend(idx.par_iter().with_min_len(4096).map(|&i| v[i as usize + shift]));
     }
+    Ok(out)
 }
 
 /// `Concat { parts, width }`: `parts` groups of `width` columns, concatenated in order.
@@ -177,9 +185,7 @@ pub(crate) fn concat(args: &[&HostCol], parts: usize, width: usize) -> KResult<V
         let total: usize = groups.iter().map(|g| g[c].len()).sum();
         macro_rules! cat {
             ($var:ident) => {{
-                let mut v = Vec::new();
-                v.try_reserve_exact(total)
-                    .map_err(|_| format!("cannot allocate {total} rows: out of memory"))?;
+                let mut v = with_capacity(total, "the concatenated column")?;
                 for g in &groups {
                     if let HostCol::$var(x) = g[c] {
                         v.extend_from_slice(x);
@@ -206,8 +212,7 @@ pub(crate) fn slice(args: &[&HostCol], start: u64, len: u64) -> KResult<Vec<Host
     let rows = common_len(args, "sliced columns")?;
     let a = usize::try_from(start).unwrap_or(usize::MAX).min(rows);
     let b = a.saturating_add(usize::try_from(len).unwrap_or(usize::MAX)).min(rows);
-    Ok(args
-        .iter()
-        .map(|c| map_col!(c, v => par_map(b - a, |i| v[a + i])))
-        .collect())
+    args.iter()
+        .map(|c| Ok(map_col!(c, v => par_map(b - a, "the sliced column", |i| v[a + i])?)))
+        .collect()
 }

@@ -2,7 +2,7 @@
 
 use crate::expr::div_round_half_away;
 use crate::movement::selected;
-use crate::util::{as_u32, cmp_at, common_len, elem_name, gather_col, par_map, KResult};
+use crate::util::{as_u32, cmp_at, common_len, elem_name, gather_col, par_map, with_capacity, KResult};
 use fox_kernel::{AggSpec, Elem};
 use fox_runtime::HostCol;
 use fox_sema::core::{AggFunc, Type, MAX_WIDE_DECIMAL};
@@ -17,46 +17,44 @@ pub fn scale_of(ty: Type) -> Option<u32> {
     }
 }
 
-/// Integers as a column of element type `elem`: `Err(Some(i))` when value `i` does not
-/// fit it, `Err(None)` when `elem` is a float.
-pub(crate) fn int_column(vals: &[i128], elem: Elem) -> Result<HostCol, Option<usize>> {
-    macro_rules! conv {
-        ($var:ident, $t:ty) => {
-            HostCol::$var(
-                vals.iter()
-                    .enumerate()
-                    .map(|(i, &x)| <$t>::try_from(x).map_err(|_| Some(i)))
-                    .collect::<Result<Vec<$t>, _>>()?,
-            )
-        };
+/// Why integers do not make a column of an element type.
+pub(crate) enum IntColumnError {
+    /// Value `i` does not fit.
+    Overflow(usize),
+    /// The element type is a float.
+    Float,
+    /// Memory ran out (the message).
+    Memory(String),
+}
+
+/// Integers as a column of element type `elem`, range-checked.
+pub(crate) fn int_column(vals: &[i128], elem: Elem) -> Result<HostCol, IntColumnError> {
+    fn conv<T>(vals: &[i128], fits: impl Fn(i128) -> Option<T>) -> Result<Vec<T>, IntColumnError> {
+        let mut out = with_capacity(vals.len(), "the aggregated column").map_err(IntColumnError::Memory)?;
+        for (i, &x) in vals.iter().enumerate() {
+            out.push(fits(x).ok_or(IntColumnError::Overflow(i))?);
+        }
+        Ok(out)
     }
     Ok(match elem {
-        Elem::U8 => conv!(U8, u8),
-        Elem::I32 => conv!(I32, i32),
-        Elem::U32 => conv!(U32, u32),
-        Elem::I64 => conv!(I64, i64),
-        Elem::U64 => conv!(U64, u64),
-        Elem::I128 => HostCol::I128(
-            vals.iter()
-                .enumerate()
-                .map(|(i, &x)| {
-                    if x.unsigned_abs() <= MAX_WIDE_DECIMAL.unsigned_abs() {
-                        Ok(x)
-                    } else {
-                        Err(Some(i))
-                    }
-                })
-                .collect::<Result<Vec<i128>, _>>()?,
-        ),
-        Elem::F64 => return Err(None),
+        Elem::U8 => HostCol::U8(conv(vals, |x| u8::try_from(x).ok())?),
+        Elem::I32 => HostCol::I32(conv(vals, |x| i32::try_from(x).ok())?),
+        Elem::U32 => HostCol::U32(conv(vals, |x| u32::try_from(x).ok())?),
+        Elem::I64 => HostCol::I64(conv(vals, |x| i64::try_from(x).ok())?),
+        Elem::U64 => HostCol::U64(conv(vals, |x| u64::try_from(x).ok())?),
+        Elem::I128 => HostCol::I128(conv(vals, |x| {
+            (x.unsigned_abs() <= MAX_WIDE_DECIMAL.unsigned_abs()).then_some(x)
+        })?),
+        Elem::F64 => return Err(IntColumnError::Float),
     })
 }
 
 /// Integer-stored results in the output's element type, range-checked.
 fn store_ints(vals: Vec<i128>, ty: Type, bounds: &[(usize, usize)], what: &str) -> KResult<HostCol> {
     int_column(&vals, Elem::of(ty)).map_err(|e| match e {
-        Some(g) => format!("the {what} of the group at row {} does not fit {ty}", bounds[g].0),
-        None => format!("the {what} cannot be stored as {ty}"),
+        IntColumnError::Overflow(g) => format!("the {what} of the group at row {} does not fit {ty}", bounds[g].0),
+        IntColumnError::Float => format!("the {what} cannot be stored as {ty}"),
+        IntColumnError::Memory(msg) => msg,
     })
 }
 
@@ -126,15 +124,18 @@ pub(crate) fn reduce_by_key(args: &[&HostCol], nkeys: usize, aggs: &[AggSpec]) -
     } else if nkeys == 0 {
         vec![0]
     } else {
-        let flags = par_map(n, |i| {
+        let flags = par_map(n, "the group starts", |i| {
             u8::from(i == 0 || keys.iter().any(|c| cmp_at(c, i, c, i - 1) != Ordering::Equal))
-        });
-        selected(&flags)
+        })?;
+        selected(&flags, "the group starts")?
     };
-    let bounds: Vec<(usize, usize)> = (0..starts.len())
-        .map(|g| (starts[g], starts.get(g + 1).copied().unwrap_or(n)))
-        .collect();
-    let mut out: Vec<HostCol> = keys.iter().map(|k| gather_col(k, &starts)).collect();
+    let bounds: Vec<(usize, usize)> = par_map(starts.len(), "the group bounds", |g| {
+        (starts[g], starts.get(g + 1).copied().unwrap_or(n))
+    })?;
+    let mut out: Vec<HostCol> = keys
+        .iter()
+        .map(|k| gather_col(k, &starts, "the group keys"))
+        .collect::<KResult<_>>()?;
     let mut next_val = nkeys;
     for (a, spec) in aggs.iter().enumerate() {
         let val = match (spec.func, spec.input) {
@@ -169,7 +170,7 @@ fn aggregate(
     let needs_input = || format!("aggregate {a} ({:?}) needs an input type and value column", spec.func);
     match spec.func {
         AggFunc::Count => store_ints(
-            bounds.iter().map(|(s, e)| (e - s) as i128).collect(),
+            par_map(ng, "the counts", |g| (bounds[g].1 - bounds[g].0) as i128)?,
             out_ty,
             bounds,
             "count",
@@ -184,7 +185,7 @@ fn aggregate(
                     ));
                 }
                 let avg = spec.func == AggFunc::Avg;
-                return Ok(HostCol::F64(par_map(ng, |g| {
+                return Ok(HostCol::F64(par_map(ng, "the sums", |g| {
                     let (s, e) = bounds[g];
                     let sum = float_sum(v, s, e);
                     if avg {
@@ -192,7 +193,7 @@ fn aggregate(
                     } else {
                         sum
                     }
-                })));
+                })?));
             }
             let (Some(si), Some(so)) = (scale_of(in_ty), scale_of(out_ty)) else {
                 return Err(format!("aggregate {a}: cannot {:?} {in_ty} into {out_ty}", spec.func));
@@ -201,7 +202,7 @@ fn aggregate(
             let overflow = |g: usize| format!("the {what} of the group at row {} does not fit {out_ty}", bounds[g].0);
             let avg = spec.func == AggFunc::Avg;
             let wide = col.elem() == Elem::I128;
-            let vals = par_map(ng, |g| {
+            let vals = par_map(ng, "the sums", |g| {
                 let (s, e) = bounds[g];
                 // At most 2^32 values of at most 2^63 each: the sum fits 96 bits; sums of
                 // 38-digit values are checked.
@@ -213,7 +214,7 @@ fn aggregate(
                     (s..e).map(|i| int_at(col, i)).sum()
                 };
                 finish_int_sum(avg, si, so, sum, (e - s) as i128).ok_or(g)
-            });
+            })?;
             let vals = vals.into_iter().collect::<Result<Vec<_>, usize>>().map_err(overflow)?;
             store_ints(vals, out_ty, bounds, what)
         }
@@ -249,7 +250,7 @@ fn aggregate(
                         )
                     })
                 };
-                par_map(ng, |g| {
+                par_map(ng, "the minima or maxima", |g| {
                     let (s, e) = bounds[g];
                     let mut best = s;
                     let mut best_rank = rank_of(s)?;
@@ -261,9 +262,9 @@ fn aggregate(
                         }
                     }
                     Ok(best)
-                })
+                })?
             } else {
-                par_map(ng, |g| {
+                par_map(ng, "the minima or maxima", |g| {
                     let (s, e) = bounds[g];
                     let mut best = s;
                     for i in s + 1..e {
@@ -272,10 +273,10 @@ fn aggregate(
                         }
                     }
                     Ok(best)
-                })
+                })?
             };
             let picks = picks.into_iter().collect::<KResult<Vec<_>>>()?;
-            Ok(gather_col(col, &picks))
+            gather_col(col, &picks, "the minima or maxima")
         }
     }
 }

@@ -2,7 +2,8 @@
 
 use crate::keys::Img;
 use crate::util::{
-    alloc, as_u32, check_stop, check_u32_rows, common_len, elem_name, f64_key, par_map, KResult, Stop, CHUNK, PAR_MIN,
+    alloc, as_u32, check_stop, check_u32_rows, common_len, elem_name, f64_key, par_map, with_capacity, KResult, Stop,
+    CHUNK, PAR_MIN,
 };
 use fox_runtime::cancel::{is_set, never};
 use fox_runtime::HostCol;
@@ -14,11 +15,21 @@ struct Key {
     v: Vec<u64>,
 }
 
+/// What the encoded sort keys are called in out-of-memory messages.
+const KEYS: &str = "the sort keys";
+
+/// `f` of every element of `v`, or an out-of-memory error.
+fn map_all<T, U>(v: &[T], f: impl Fn(&T) -> U) -> KResult<Vec<U>> {
+    let mut out = with_capacity(v.len(), KEYS)?;
+    out.extend(v.iter().map(f));
+    Ok(out)
+}
+
 /// The keys of one column: one, or two (high then low half) for a 128-bit column.
 fn encode(col: &HostCol, desc: bool, rank: Option<&[u32]>, k: usize) -> KResult<Vec<Key>> {
     let (v, bits): (Vec<u64>, u32) = match (col, rank) {
         (HostCol::U32(v), Some(rank)) => {
-            let mut out = Vec::with_capacity(v.len());
+            let mut out = with_capacity(v.len(), KEYS)?;
             for (row, &code) in v.iter().enumerate() {
                 let Some(&r) = rank.get(code as usize) else {
                     return Err(format!(
@@ -36,35 +47,34 @@ fn encode(col: &HostCol, desc: bool, rank: Option<&[u32]>, k: usize) -> KResult<
                 elem_name(other.elem())
             ))
         }
-        (HostCol::U8(v), None) => (v.iter().map(|&x| u64::from(x)).collect(), 8),
-        (HostCol::I32(v), None) => (v.iter().map(|&x| u64::from(x as u32 ^ 0x8000_0000)).collect(), 32),
-        (HostCol::U32(v), None) => (v.iter().map(|&x| u64::from(x)).collect(), 32),
-        (HostCol::I64(v), None) => (v.iter().map(|&x| x as u64 ^ (1 << 63)).collect(), 64),
-        (HostCol::U64(v), None) => (v.clone(), 64),
-        (HostCol::F64(v), None) => (v.iter().map(|&x| f64_key(x)).collect(), 64),
+        (HostCol::U8(v), None) => (map_all(v, |&x| u64::from(x))?, 8),
+        (HostCol::I32(v), None) => (map_all(v, |&x| u64::from(x as u32 ^ 0x8000_0000))?, 32),
+        (HostCol::U32(v), None) => (map_all(v, |&x| u64::from(x))?, 32),
+        (HostCol::I64(v), None) => (map_all(v, |&x| x as u64 ^ (1 << 63))?, 64),
+        (HostCol::U64(v), None) => (map_all(v, |&x| x)?, 64),
+        (HostCol::F64(v), None) => (map_all(v, |&x| f64_key(x))?, 64),
         (HostCol::I128(v), None) => {
             let d = if desc { u64::MAX } else { 0 };
-            let hi = v.iter().map(|&x| ((x >> 64) as u64 ^ (1 << 63)) ^ d).collect();
-            let lo = v.iter().map(|&x| x as u64 ^ d).collect();
+            let hi = map_all(v, |&x| ((x >> 64) as u64 ^ (1 << 63)) ^ d)?;
+            let lo = map_all(v, |&x| x as u64 ^ d)?;
             return Ok(vec![Key { v: hi }, Key { v: lo }]);
         }
     };
-    let v = if desc {
+    let mut v = v;
+    if desc {
         let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
-        v.into_iter().map(|x| !x & mask).collect()
-    } else {
-        v
-    };
+        v.iter_mut().for_each(|x| *x = !*x & mask);
+    }
     Ok(vec![Key { v }])
 }
 
-fn sort_pairs<K: Ord + Copy + Send>(mut pairs: Vec<(K, u32)>) -> Vec<u32> {
+fn sort_pairs<K: Ord + Copy + Send>(mut pairs: Vec<(K, u32)>) -> KResult<Vec<u32>> {
     if pairs.len() < PAR_MIN {
         pairs.sort_unstable();
     } else {
         pairs.par_sort_unstable();
     }
-    pairs.into_iter().map(|(_, i)| i).collect()
+    map_all(&pairs, |&(_, i)| i)
 }
 
 /// `SortPerm { desc, by_rank }`: args k key columns, then the `Rank` table if any key
@@ -96,7 +106,7 @@ pub(crate) fn sort_perm_until(args: &[&HostCol], desc: &[bool], by_rank: &[bool]
     let n = common_len(&args[..k], "keys")?;
     check_u32_rows(n, "the input")?;
     if !need_rank {
-        if let Some(perm) = sort_direct(&args[..k], desc, n, stop) {
+        if let Some(perm) = sort_direct(&args[..k], desc, n, stop)? {
             check_stop(stop)?;
             return Ok(HostCol::U32(perm));
         }
@@ -117,9 +127,9 @@ pub(crate) fn sort_perm_until(args: &[&HostCol], desc: &[bool], by_rank: &[bool]
         .collect();
     let total_bits: u32 = ranges.iter().map(|r| r.1).sum();
     let perm = if total_bits == 0 {
-        par_map(n, |i| i as u32)
+        par_map(n, "the permutation", |i| i as u32)?
     } else if total_bits <= 32 {
-        let packed = par_map(n, |i| {
+        let packed = par_map(n, KEYS, |i| {
             let mut p = 0u32;
             for (key, &(lo, w)) in keys.iter().zip(&ranges) {
                 if w > 0 {
@@ -127,11 +137,11 @@ pub(crate) fn sort_perm_until(args: &[&HostCol], desc: &[bool], by_rank: &[bool]
                 }
             }
             p
-        });
+        })?;
         drop(keys);
-        radix_perm_until(packed, total_bits, stop)
+        radix_perm_until(packed, total_bits, stop)?
     } else if total_bits <= 64 {
-        let packed = par_map(n, |i| {
+        let packed = par_map(n, KEYS, |i| {
             let mut p = 0u64;
             for (key, &(lo, w)) in keys.iter().zip(&ranges) {
                 if w > 0 {
@@ -143,11 +153,11 @@ pub(crate) fn sort_perm_until(args: &[&HostCol], desc: &[bool], by_rank: &[bool]
                 }
             }
             p
-        });
+        })?;
         drop(keys);
-        radix_perm_until(packed, total_bits, stop)
+        radix_perm_until(packed, total_bits, stop)?
     } else if total_bits <= 128 {
-        let pairs = par_map(n, |i| {
+        let pairs = par_map(n, KEYS, |i| {
             let mut p = 0u128;
             for (key, &(lo, w)) in keys.iter().zip(&ranges) {
                 if w > 0 {
@@ -155,10 +165,10 @@ pub(crate) fn sort_perm_until(args: &[&HostCol], desc: &[bool], by_rank: &[bool]
                 }
             }
             (p, i as u32)
-        });
-        sort_pairs(pairs)
+        })?;
+        sort_pairs(pairs)?
     } else {
-        let mut idx: Vec<u32> = (0..n as u32).collect();
+        let mut idx: Vec<u32> = par_map(n, "the permutation", |i| i as u32)?;
         let cmp = |a: &u32, b: &u32| {
             for key in &keys {
                 match key.v[*a as usize].cmp(&key.v[*b as usize]) {
@@ -251,8 +261,8 @@ impl PackKey for u64 {
     }
 }
 
-fn pack_all<K: PackKey>(keys: &[&HostCol], desc: &[bool], ranges: &[(u64, u32)], n: usize) -> Vec<K> {
-    let mut packed = vec![K::default(); n];
+fn pack_all<K: PackKey>(keys: &[&HostCol], desc: &[bool], ranges: &[(u64, u32)], n: usize) -> KResult<Vec<K>> {
+    let mut packed = alloc::<K>(n, KEYS)?;
     for ((col, &d), &(lo, w)) in keys.iter().zip(desc).zip(ranges) {
         if w == 0 {
             continue;
@@ -268,14 +278,14 @@ fn pack_all<K: PackKey>(keys: &[&HostCol], desc: &[bool], ranges: &[(u64, u32)],
             HostCol::I128(_) => {}
         }
     }
-    packed
+    Ok(packed)
 }
 
 /// The permutation of keys without rank tables that pack into 64 bits once each key is
 /// reduced to its range, by radix sort straight from the columns; `None` when wider.
-fn sort_direct(keys: &[&HostCol], desc: &[bool], n: usize, stop: &Stop) -> Option<Vec<u32>> {
+fn sort_direct(keys: &[&HostCol], desc: &[bool], n: usize, stop: &Stop) -> KResult<Option<Vec<u32>>> {
     if keys.iter().any(|c| c.elem() == fox_kernel::Elem::I128) {
-        return None;
+        return Ok(None);
     }
     let ranges: Vec<(u64, u32)> = keys
         .iter()
@@ -294,13 +304,13 @@ fn sort_direct(keys: &[&HostCol], desc: &[bool], n: usize, stop: &Stop) -> Optio
         })
         .collect();
     let bits: u32 = ranges.iter().map(|r| r.1).sum();
-    if bits <= 32 {
-        Some(radix_perm_until(pack_all::<u32>(keys, desc, &ranges, n), bits, stop))
+    Ok(if bits <= 32 {
+        Some(radix_perm_until(pack_all::<u32>(keys, desc, &ranges, n)?, bits, stop)?)
     } else if bits <= 64 {
-        Some(radix_perm_until(pack_all::<u64>(keys, desc, &ranges, n), bits, stop))
+        Some(radix_perm_until(pack_all::<u64>(keys, desc, &ranges, n)?, bits, stop)?)
     } else {
         None
-    }
+    })
 }
 
 /// The smallest and largest value (`(0, 0)` when empty).
@@ -347,26 +357,28 @@ const DIGIT_BITS: u32 = 11;
 
 /// The stable permutation sorting `keys`, whose values are below `2^bits`: an LSB radix
 /// sort, each pass with per-chunk histograms and a parallel scatter into disjoint slices.
+/// An error when memory runs out.
 #[cfg(test)]
-pub(crate) fn radix_perm<K: RadixKey>(keys: Vec<K>, bits: u32) -> Vec<u32> {
+pub(crate) fn radix_perm<K: RadixKey>(keys: Vec<K>, bits: u32) -> KResult<Vec<u32>> {
     radix_perm_until(keys, bits, never())
 }
 
 /// [`radix_perm`], which stops between passes once `stop` is set (its result is then no
 /// permutation: the caller checks `stop`).
-fn radix_perm_until<K: RadixKey>(keys: Vec<K>, bits: u32, stop: &Stop) -> Vec<u32> {
+fn radix_perm_until<K: RadixKey>(keys: Vec<K>, bits: u32, stop: &Stop) -> KResult<Vec<u32>> {
     let n = keys.len();
     if n < RADIX_MIN || bits == 0 {
-        let mut pairs: Vec<(K, u32)> = keys.into_iter().zip(0u32..).collect();
+        let mut pairs: Vec<(K, u32)> = with_capacity(n, KEYS)?;
+        pairs.extend(keys.into_iter().zip(0u32..));
         pairs.sort_unstable();
-        return pairs.into_iter().map(|(_, i)| i).collect();
+        return map_all(&pairs, |&(_, i)| i);
     }
     let passes = bits.div_ceil(DIGIT_BITS);
     let dbits = bits.div_ceil(passes);
     let mut ks = keys;
-    let mut vs: Vec<u32> = par_map(n, |i| i as u32);
-    let mut kt = vec![K::default(); n];
-    let mut vt = vec![0u32; n];
+    let mut vs: Vec<u32> = par_map(n, "the permutation", |i| i as u32)?;
+    let mut kt = alloc::<K>(n, KEYS)?;
+    let mut vt = alloc::<u32>(n, "the permutation")?;
     for p in 0..passes {
         if is_set(stop) {
             break;
@@ -378,7 +390,7 @@ fn radix_perm_until<K: RadixKey>(keys: Vec<K>, bits: u32, stop: &Stop) -> Vec<u3
             std::mem::swap(&mut vs, &mut vt);
         }
     }
-    vs
+    Ok(vs)
 }
 
 /// One stable counting pass on the digit at `shift`. Returns false (and writes nothing)
@@ -455,7 +467,7 @@ fn scatter<K: RadixKey>(
 /// `AdjacentDistinct`: 1 where row i differs from row i-1 in any column (row 0: 1).
 pub(crate) fn adjacent_distinct(args: &[&HostCol]) -> KResult<HostCol> {
     let n = common_len(args, "columns")?;
-    let mut flags = alloc::<u8>(n, "flags")?;
+    let mut flags = alloc::<u8>(n, "the distinct-row flags")?;
     for col in args {
         match col {
             HostCol::U8(v) => mark_changes(&mut flags, v),
@@ -531,14 +543,26 @@ mod tests {
         let mut r = rng(7);
         for &n in &[0usize, 1, 5, RADIX_MIN - 1, RADIX_MIN + 3, 100_000] {
             let wide: Vec<u64> = (0..n).map(|_| r()).collect();
-            assert_eq!(radix_perm(wide.clone(), 64), reference(&wide), "u64, n = {n}");
+            assert_eq!(radix_perm(wide.clone(), 64).unwrap(), reference(&wide), "u64, n = {n}");
             let narrow: Vec<u32> = (0..n).map(|_| (r() % 1000) as u32).collect();
-            assert_eq!(radix_perm(narrow.clone(), 10), reference(&narrow), "u32, n = {n}");
+            assert_eq!(
+                radix_perm(narrow.clone(), 10).unwrap(),
+                reference(&narrow),
+                "u32, n = {n}"
+            );
             let equal = vec![42u64; n];
-            assert_eq!(radix_perm(equal.clone(), 6), reference(&equal), "equal, n = {n}");
+            assert_eq!(
+                radix_perm(equal.clone(), 6).unwrap(),
+                reference(&equal),
+                "equal, n = {n}"
+            );
             // Skewed: most keys in one bucket, a few spread wide.
             let skewed: Vec<u64> = (0..n).map(|_| if r() % 16 == 0 { r() >> 20 } else { 3 }).collect();
-            assert_eq!(radix_perm(skewed.clone(), 44), reference(&skewed), "skewed, n = {n}");
+            assert_eq!(
+                radix_perm(skewed.clone(), 44).unwrap(),
+                reference(&skewed),
+                "skewed, n = {n}"
+            );
         }
     }
 

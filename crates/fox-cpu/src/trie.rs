@@ -4,7 +4,7 @@
 use crate::movement::selected;
 use crate::util::{
     alloc, as_u32, as_u64, check_stop, cmp_at, common_len, elem_name, expect_args, expect_len, gather_col, par_map,
-    KResult, Stop,
+    with_capacity, KResult, Stop,
 };
 use fox_runtime::cancel::is_set;
 use fox_runtime::HostCol;
@@ -21,16 +21,17 @@ pub(crate) fn trie_build(args: &[&HostCol], arity: usize) -> KResult<Vec<HostCol
     crate::util::check_u32_rows(n, "the relation")?;
     let mut out = Vec::with_capacity(2 * arity - 1);
     // new[i]: row i starts a new prefix of length d+1.
-    let mut new = vec![0u8; n];
+    const WHAT: &str = "the trie";
+    let mut new = alloc::<u8>(n, WHAT)?;
     let mut prev_nodes: Vec<usize> = Vec::new();
     for (d, col) in args.iter().enumerate() {
-        new = par_map(n, |i| {
+        new = par_map(n, WHAT, |i| {
             u8::from(new[i] != 0 || i == 0 || cmp_at(col, i, col, i - 1) != Ordering::Equal)
-        });
-        let nodes = selected(&new);
+        })?;
+        let nodes = selected(&new, WHAT)?;
         if d > 0 {
             // start_{d-1}[j]: the number of level-d nodes before parent j's first row.
-            let mut start = Vec::with_capacity(prev_nodes.len() + 1);
+            let mut start = with_capacity(prev_nodes.len() + 1, WHAT)?;
             let mut k = 0;
             for &p in &prev_nodes {
                 while k < nodes.len() && nodes[k] < p {
@@ -41,7 +42,7 @@ pub(crate) fn trie_build(args: &[&HostCol], arity: usize) -> KResult<Vec<HostCol
             start.push(nodes.len() as u32);
             out.push(HostCol::U32(start));
         }
-        out.push(gather_col(col, &nodes));
+        out.push(gather_col(col, &nodes, WHAT)?);
         prev_nodes = nodes;
     }
     Ok(out)
@@ -63,7 +64,9 @@ pub(crate) fn range_count(args: &[&HostCol]) -> KResult<HostCol> {
     if let Some(i) = (0..lo.len()).find(|&i| hi[i] < lo[i]) {
         return Err(format!("row {i} has hi {} below lo {}", hi[i], lo[i]));
     }
-    Ok(HostCol::U64(par_map(lo.len(), |i| u64::from(hi[i] - lo[i]))))
+    Ok(HostCol::U64(par_map(lo.len(), "the range counts", |i| {
+        u64::from(hi[i] - lo[i])
+    })?))
 }
 
 /// `Expand`: for each row i, `offsets[i+1] - offsets[i]` outputs with `parent = i` and
@@ -108,8 +111,8 @@ pub(crate) fn expand(args: &[&HostCol], stop: &Stop) -> KResult<Vec<HostCol>> {
         },
     };
     let len = usize::try_from(w1 - w0).map_err(|_| format!("{} outputs do not fit in memory", w1 - w0))?;
-    let mut parent = alloc::<u32>(len, "parent")?;
-    let mut pos = alloc::<u32>(len, "pos")?;
+    let mut parent = alloc::<u32>(len, "the expanded rows' parents")?;
+    let mut pos = alloc::<u32>(len, "the expanded rows' positions")?;
     // Each row writes its own disjoint part of the window.
     let first = offsets.partition_point(|&o| o <= w0).saturating_sub(1);
     let mut work = Vec::new();
@@ -175,7 +178,9 @@ pub(crate) fn sorted_search(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
             values.len()
         ));
     }
-    let res = par_map(n, |i| {
+    let mut found = alloc::<u8>(n, "the search results")?;
+    let mut pos = alloc::<u32>(n, "the search results")?;
+    let search = |(i, (f, p)): (usize, (&mut u8, &mut u32))| {
         let (mut a, mut b) = (lo[i] as usize, hi[i] as usize);
         while a < b {
             let mid = a + (b - a) / 2;
@@ -185,10 +190,18 @@ pub(crate) fn sorted_search(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
                 b = mid;
             }
         }
-        let found = a < hi[i] as usize && cmp_at(values, a, needle, i) == Ordering::Equal;
-        (u8::from(found), a as u32)
-    });
-    let (found, pos): (Vec<u8>, Vec<u32>) = res.into_iter().unzip();
+        *f = u8::from(a < hi[i] as usize && cmp_at(values, a, needle, i) == Ordering::Equal);
+        *p = a as u32;
+    };
+    if n < crate::util::PAR_MIN {
+        found.iter_mut().zip(pos.iter_mut()).enumerate().for_each(search);
+    } else {
+        found
+            .par_iter_mut()
+            .zip(pos.par_iter_mut())
+            .enumerate()
+            .for_each(search);
+    }
     Ok(vec![HostCol::U8(found), HostCol::U32(pos)])
 }
 
@@ -246,10 +259,14 @@ pub(crate) fn intersect_count(args: &[&HostCol], ways: usize, stop: &Stop) -> KR
             let keys: Vec<Vec<u64>> = values
                 .iter()
                 .map(|c| match c {
-                    HostCol::F64(x) => x.iter().map(|&v| crate::util::f64_key(v)).collect(),
-                    _ => Vec::new(),
+                    HostCol::F64(x) => {
+                        let mut k = with_capacity(x.len(), "the values' sort keys")?;
+                        k.extend(x.iter().map(|&v| crate::util::f64_key(v)));
+                        Ok(k)
+                    }
+                    _ => Ok(Vec::new()),
                 })
-                .collect();
+                .collect::<KResult<_>>()?;
             let refs: Vec<&[u64]> = keys.iter().map(Vec::as_slice).collect();
             count_typed(&refs, &los, &his, n, stop)
         }
@@ -389,10 +406,16 @@ pub(crate) fn min_range(args: &[&HostCol], ways: usize) -> KResult<Vec<HostCol>>
         los.push(lo);
         his.push(hi);
     }
-    let best = par_map(n, |i| {
+    let mut lo = alloc::<u32>(n, "the smallest ranges")?;
+    let mut hi = alloc::<u32>(n, "the smallest ranges")?;
+    let pick = |(i, (l, h)): (usize, (&mut u32, &mut u32))| {
         let w = (0..ways).min_by_key(|&w| his[w][i] - los[w][i]).unwrap_or(0);
-        (los[w][i], his[w][i])
-    });
-    let (lo, hi): (Vec<u32>, Vec<u32>) = best.into_iter().unzip();
+        (*l, *h) = (los[w][i], his[w][i]);
+    };
+    if n < crate::util::PAR_MIN {
+        lo.iter_mut().zip(hi.iter_mut()).enumerate().for_each(pick);
+    } else {
+        lo.par_iter_mut().zip(hi.par_iter_mut()).enumerate().for_each(pick);
+    }
     Ok(vec![HostCol::U32(lo), HostCol::U32(hi)])
 }

@@ -90,11 +90,12 @@ pub(crate) fn as_u64<'a>(c: &'a HostCol, what: &str) -> KResult<&'a [u64]> {
 
 /// A vector of `n` default elements, or an error instead of an abort when memory runs out.
 pub(crate) fn alloc<T: Default + Clone>(n: usize, what: &str) -> KResult<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n)
-        .map_err(|_| format!("cannot allocate {n} elements for {what}: out of memory"))?;
-    v.resize(n, T::default());
-    Ok(v)
+    fox_runtime::alloc::try_filled(n, T::default(), what)
+}
+
+/// An empty vector with room for `n` elements, or an error when memory runs out.
+pub(crate) fn with_capacity<T>(n: usize, what: &str) -> KResult<Vec<T>> {
+    fox_runtime::alloc::try_with_capacity(n, what)
 }
 
 /// Row count as a u32 index space (permutations and row indices are u32).
@@ -163,13 +164,16 @@ pub(crate) fn same_elems(a: &[&HostCol], b: &[&HostCol], what: &str) -> KResult<
     Ok(())
 }
 
-/// `(0..n).map(f)`, in parallel for large `n`.
-pub(crate) fn par_map<T: Send, F: Fn(usize) -> T + Sync + Send>(n: usize, f: F) -> Vec<T> {
+/// `(0..n).map(f)`, in parallel for large `n`; an error naming `what` when memory runs
+/// out.
+pub(crate) fn par_map<T: Send, F: Fn(usize) -> T + Sync + Send>(n: usize, what: &str, f: F) -> KResult<Vec<T>> {
+    let mut v = with_capacity(n, what)?;
     if n < PAR_MIN {
-        (0..n).map(f).collect()
+        v.extend((0..n).map(f));
     } else {
-        (0..n).into_par_iter().map(f).collect()
+        v.par_extend((0..n).into_par_iter().map(f));
     }
+    Ok(v)
 }
 
 /// The chunk boundaries `[0, CHUNK, 2*CHUNK, …, n)` as ranges.
@@ -210,9 +214,10 @@ macro_rules! map_col {
 }
 pub(crate) use map_col;
 
-/// Gathers `col[idx[i]]` for every `i` (indices already checked).
-pub(crate) fn gather_col(col: &HostCol, idx: &[usize]) -> HostCol {
-    map_col!(col, v => par_map(idx.len(), |i| v[idx[i]]))
+/// Gathers `col[idx[i]]` for every `i` (indices already checked); an error naming `what`
+/// when memory runs out.
+pub(crate) fn gather_col(col: &HostCol, idx: &[usize], what: &str) -> KResult<HostCol> {
+    Ok(map_col!(col, v => par_map(idx.len(), what, |i| v[idx[i]])?))
 }
 
 /// A xorshift generator of test data (the same sequence for a seed).

@@ -238,21 +238,11 @@ impl Compiler {
     }
 }
 
-/// Writes `text` to `file` through a temporary file in `dir` and a rename.
+/// Writes `text` to `file` in `dir` (created) through the shared writer of output files
+/// (a temporary and a rename for a regular file).
 fn write_atomic(dir: &std::path::Path, file: &std::path::Path, text: &str) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let tmp = dir.join(format!(".tmp-{}-{nanos}.ptx", std::process::id()));
-    std::fs::write(&tmp, text)?;
-    match std::fs::rename(&tmp, file) {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
+    fox_runtime::write_bytes(file, text.as_bytes()).map_err(|e| e.error)
 }
 
 #[cfg(test)]

@@ -411,7 +411,7 @@ impl Gpu {
         buf: &DevBuf,
     ) -> Result<Vec<T>, BackendError> {
         let mut out: Vec<T> = Vec::new();
-        out.try_reserve_exact(buf.len).map_err(|_| {
+        fox_runtime::alloc::fallible(|| out.try_reserve_exact(buf.len)).map_err(|_| {
             BackendError(format!(
                 "cannot download {} ({} x {:?}): out of host memory",
                 mib(buf.bytes()),

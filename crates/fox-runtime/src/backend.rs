@@ -73,6 +73,20 @@ impl HostCol {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// A copy, or the out-of-memory message naming `what`.
+    pub fn try_clone(&self, what: &str) -> Result<HostCol, String> {
+        use crate::alloc::try_to_vec;
+        Ok(match self {
+            HostCol::U8(v) => HostCol::U8(try_to_vec(v, what)?),
+            HostCol::I32(v) => HostCol::I32(try_to_vec(v, what)?),
+            HostCol::U32(v) => HostCol::U32(try_to_vec(v, what)?),
+            HostCol::I64(v) => HostCol::I64(try_to_vec(v, what)?),
+            HostCol::U64(v) => HostCol::U64(try_to_vec(v, what)?),
+            HostCol::F64(v) => HostCol::F64(try_to_vec(v, what)?),
+            HostCol::I128(v) => HostCol::I128(try_to_vec(v, what)?),
+        })
+    }
 }
 
 /// What a launch may need from the runtime besides its buffers.

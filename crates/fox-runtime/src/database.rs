@@ -234,15 +234,16 @@ impl Database {
         // part's numbers their dictionary codes.
         let (sorted, mut remaps) = {
             use rayon::prelude::*;
-            let mut all: Vec<(&str, u32, u32)> = Vec::new();
+            const WHAT: &str = "the string dictionary";
+            let data = |msg: String| RuntimeError::Data { msg };
             let mut remaps: Vec<Vec<u32>> = Vec::new();
             let total: usize = loaded.iter().flat_map(|(_, _, p)| p).map(|(_, s)| s.len()).sum();
-            all.reserve_exact(total);
+            let mut all: Vec<(&str, u32, u32)> = crate::alloc::try_with_capacity(total, WHAT).map_err(data)?;
             for (_, _, parts) in &loaded {
                 for (_, s) in parts {
                     let part = remaps.len() as u32;
                     all.extend(s.strings().iter().enumerate().map(|(i, x)| (x, part, i as u32)));
-                    remaps.push(vec![0; s.len()]);
+                    remaps.push(crate::alloc::try_filled(s.len(), 0, WHAT).map_err(data)?);
                 }
             }
             all.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
@@ -251,7 +252,7 @@ impl Database {
                 .flat_map(|(_, _, p)| p)
                 .map(|(_, s)| s.strings().bytes())
                 .sum();
-            let mut sorted = StrArena::with_capacity(total, bytes);
+            let mut sorted = StrArena::try_with_capacity(total, bytes, WHAT).map_err(data)?;
             for (k, &(text, part, i)) in all.iter().enumerate() {
                 if k == 0 || all[k - 1].0 != text {
                     sorted.push(text);
@@ -281,6 +282,7 @@ impl Database {
             }
             // One column at a time: the whole column is allocated once and each part's
             // piece is freed as soon as it is copied, so the table is held about once.
+            let what = format!("the table `{}`", input.name);
             let cols: Vec<LoadedCol> = input
                 .columns
                 .iter()
@@ -288,13 +290,15 @@ impl Database {
                 .map(|(c, col)| {
                     let rows: usize = parts.iter().map(|p| p[c].len()).sum();
                     let mut whole = LoadedCol::new(col.ty);
-                    whole.reserve_exact(rows);
+                    whole
+                        .try_reserve_exact(rows, &what)
+                        .map_err(|msg| RuntimeError::Data { msg })?;
                     for p in &mut parts {
                         whole.append(std::mem::replace(&mut p[c], LoadedCol::new(col.ty)));
                     }
-                    whole
+                    Ok(whole)
                 })
-                .collect();
+                .collect::<Result<_, RuntimeError>>()?;
             if matches!(source, DataSource::Tpch(_)) {
                 check_key(&format!("TPC-H {}", input.name), &input, &cols, &used)?;
             }
@@ -325,10 +329,11 @@ impl Database {
                 .iter()
                 .zip(&input.columns)
                 .map(|(c, col)| match (c, col.ty) {
-                    (Some(HostCol::U32(v)), fox_sema::core::Type::String) => Some(distinct_codes(v.iter().copied())),
-                    _ => None,
+                    (Some(HostCol::U32(v)), fox_sema::core::Type::String) => distinct_codes(v).map(Some),
+                    _ => Ok(None),
                 })
-                .collect();
+                .collect::<Result<_, _>>()
+                .map_err(|msg| RuntimeError::Data { msg })?;
             tables.insert(
                 input.name.clone(),
                 Arc::new(Table {
@@ -348,8 +353,8 @@ impl Database {
     }
 
     /// The distinct codes of the string columns a plan reads (sorted), so that dictionary
-    /// tables need only be computed at those codes.
-    pub(crate) fn codes_read_by(&self, plan: &KernelPlan) -> Arc<Vec<u32>> {
+    /// tables need only be computed at those codes. An error when memory runs out.
+    pub(crate) fn codes_read_by(&self, plan: &KernelPlan) -> Result<Arc<Vec<u32>>, String> {
         let mut key: Vec<ColumnRef> = Vec::new();
         for (input, used) in plan.inputs.iter().zip(used_input_columns(plan)) {
             for (c, u) in used.into_iter().enumerate() {
@@ -361,7 +366,7 @@ impl Database {
         key.sort();
         key.dedup();
         if let Some(hit) = self.codes_of.lock().ok().and_then(|m| m.get(&key).cloned()) {
-            return hit;
+            return Ok(hit);
         }
         let lists: Vec<&Arc<Vec<u32>>> = key
             .iter()
@@ -375,12 +380,15 @@ impl Database {
         let codes = if lists.len() == 1 {
             lists[0].clone()
         } else {
-            distinct_codes(lists.iter().flat_map(|l| l.iter().copied()))
+            let total = lists.iter().map(|l| l.len()).sum();
+            let mut all: Vec<u32> = crate::alloc::try_with_capacity(total, "the distinct strings of a column")?;
+            lists.iter().for_each(|l| all.extend_from_slice(l));
+            distinct_codes(&all)?
         };
         if let Ok(mut m) = self.codes_of.lock() {
             m.insert(key, codes.clone());
         }
-        codes
+        Ok(codes)
     }
 
     /// True when every input `plan` reads is loaded with its declared columns and every
@@ -433,18 +441,22 @@ impl Database {
                     ),
                 });
             }
-            let full = || RuntimeError::Data {
-                msg: "the string dictionary is full (2^32 strings)".into(),
+            let data = |msg: String| RuntimeError::Data {
+                msg: format!("the rows given for `{}`: {msg}", input.name),
             };
-            let cols: Vec<HostCol> = match t.encoded() {
+            let cols: Vec<HostCol> = match t.encoded().map_err(data)? {
                 Some((cols, strings)) => {
                     let codes = strings
                         .iter()
-                        .map(|s| dict.intern(s).ok_or_else(full))
-                        .collect::<Result<Vec<u32>, _>>()?;
+                        .map(|s| dict.intern(s))
+                        .collect::<Result<Vec<u32>, _>>()
+                        .map_err(data)?;
                     cols.into_iter()
                         .map(|c| match c {
-                            HostCol::U32(v) => HostCol::U32(v.into_iter().map(|x| codes[x as usize]).collect()),
+                            HostCol::U32(mut v) => {
+                                v.iter_mut().for_each(|x| *x = codes[*x as usize]);
+                                HostCol::U32(v)
+                            }
                             other => other,
                         })
                         .collect()
@@ -454,10 +466,11 @@ impl Database {
             let distinct = cols
                 .iter()
                 .map(|c| match c {
-                    HostCol::U32(v) => Some(distinct_codes(v.iter().copied())),
-                    _ => None,
+                    HostCol::U32(v) => distinct_codes(v).map(Some),
+                    _ => Ok(None),
                 })
-                .collect();
+                .collect::<Result<_, _>>()
+                .map_err(data)?;
             tables.insert(
                 input.name.clone(),
                 Arc::new(Table {
@@ -504,16 +517,18 @@ impl Database {
     }
 }
 
-/// The columns of `.input edge` from a generated graph: two integer columns.
-/// The distinct dictionary codes among `codes`, in ascending order (sorted on all cores).
-fn distinct_codes(codes: impl Iterator<Item = u32>) -> Arc<Vec<u32>> {
+/// The distinct dictionary codes among `codes`, in ascending order (sorted on all cores);
+/// an error when memory runs out.
+fn distinct_codes(codes: &[u32]) -> Result<Arc<Vec<u32>>, String> {
     use rayon::slice::ParallelSliceMut;
-    let mut all: Vec<u32> = codes.collect();
+    let mut all: Vec<u32> = crate::alloc::try_to_vec(codes, "the distinct strings of a column")?;
     all.par_sort_unstable();
     all.dedup();
-    Arc::new(all)
+    all.shrink_to_fit();
+    Ok(Arc::new(all))
 }
 
+/// The columns of `.input edge` from a generated graph: two integer columns.
 fn graph_columns(
     input: &InputRel,
     spec: &crate::graph::GraphSpec,
@@ -547,15 +562,17 @@ fn graph_columns(
             })
         }
     };
-    Ok([x, y]
+    [x, y]
         .into_iter()
         .zip(types)
         .map(|(v, t)| match t {
             // Vertices are below 2^31 (scale ≤ 30, n < 2^31).
-            Type::Int32 => LoadedCol::I32(v.into_iter().map(|a| a as i32).collect()),
-            _ => LoadedCol::I64(v),
+            Type::Int32 => crate::alloc::try_collect(v.into_iter().map(|a| a as i32), "the edges of the graph")
+                .map(LoadedCol::I32)
+                .map_err(|msg| RuntimeError::Data { msg }),
+            _ => Ok(LoadedCol::I64(v)),
         })
-        .collect())
+        .collect()
 }
 
 /// The columns of rows of values of the types of `columns`, strings interned in `dict`.
@@ -592,10 +609,7 @@ fn columns_of_values(
                 }
                 (HostCol::F64(c), Value::Float64(x), _) => c.push(*x),
                 (HostCol::U8(c), Value::Bool(x), _) => c.push(u8::from(*x)),
-                (HostCol::U32(c), Value::String(s), _) => c.push(
-                    dict.intern(s)
-                        .ok_or_else(|| bad("the string dictionary is full (2^32 strings)"))?,
-                ),
+                (HostCol::U32(c), Value::String(s), _) => c.push(dict.intern(s).map_err(|e| bad(&e))?),
                 _ => return Err(bad(&format!("a value not of the type of column `{}`", column.name))),
             }
         }
@@ -610,7 +624,10 @@ pub(crate) fn to_host(c: LoadedCol, remap: &[u32]) -> HostCol {
         LoadedCol::I64(v) => HostCol::I64(v),
         LoadedCol::F64(v) => HostCol::F64(v),
         LoadedCol::Bool(v) => HostCol::U8(v),
-        LoadedCol::Str(v) => HostCol::U32(v.into_iter().map(|id| remap[id as usize]).collect()),
+        LoadedCol::Str(mut v) => {
+            v.iter_mut().for_each(|id| *id = remap[*id as usize]);
+            HostCol::U32(v)
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! string order. Strings created during the run (`substr`, `concat`) are appended; after
 //! that, string order is given by the `Rank` table.
 
+use crate::alloc::{fallible, out_of_memory, try_filled, try_par_collect, try_reserve, try_string, try_with_capacity};
 use crate::strings::StrArena;
 use fox_kernel::DictOp;
 use std::collections::HashMap;
@@ -38,6 +39,23 @@ impl Dictionary {
         }
         all.dedup();
         Dictionary::from_sorted(all.into_iter().collect())
+    }
+
+    /// A dictionary of `strings` (duplicates allowed) with codes in sorted order; an error
+    /// when memory runs out.
+    pub fn try_from_strs<'s>(strings: impl Iterator<Item = &'s str>) -> Result<Dictionary, String> {
+        use rayon::slice::ParallelSliceMut;
+        const WHAT: &str = "the string dictionary";
+        let mut all: Vec<&str> = try_with_capacity(strings.size_hint().0, WHAT)?;
+        all.extend(strings);
+        all.par_sort_unstable();
+        all.dedup();
+        let bytes = all.iter().map(|s| s.len()).sum();
+        let mut sorted = StrArena::try_with_capacity(all.len(), bytes, WHAT)?;
+        for s in all {
+            sorted.push(s);
+        }
+        Ok(Dictionary::from_sorted(sorted))
     }
 
     /// A dictionary of strings that are already in ascending order without duplicates.
@@ -83,11 +101,6 @@ impl Dictionary {
         }
     }
 
-    /// Every string, in code order.
-    fn iter(&self) -> impl Iterator<Item = &str> {
-        self.sorted.strings.iter().chain(self.extra.iter().map(String::as_str))
-    }
-
     /// True when no string has been appended since the dictionary was built, so that code
     /// order is string order.
     pub fn is_ordered(&self) -> bool {
@@ -95,38 +108,51 @@ impl Dictionary {
     }
 
     /// The code of `s`, appending it when it is new. Fails when the dictionary is full
-    /// (2^32 strings).
-    pub fn intern(&mut self, s: &str) -> Option<u32> {
+    /// (2^32 strings) or memory runs out.
+    pub fn intern(&mut self, s: &str) -> Result<u32, String> {
         if let Some(c) = self.code(s) {
-            return Some(c);
+            return Ok(c);
         }
-        let code = u32::try_from(self.len()).ok()?;
-        self.extra.push(s.to_string());
-        self.extra_codes.insert(s.to_string(), code);
-        Some(code)
+        let code = u32::try_from(self.len())
+            .ok()
+            .filter(|&c| c != u32::MAX)
+            .ok_or_else(|| "the string dictionary is full (2^32 strings)".to_string())?;
+        const WHAT: &str = "a string of the dictionary";
+        let (a, b) = (try_string(s, WHAT)?, try_string(s, WHAT)?);
+        try_reserve(&mut self.extra, 1, "the string dictionary")?;
+        fallible(|| self.extra_codes.try_reserve(1)).map_err(|_| {
+            let entries = 2 * (self.extra_codes.len() as u128 + 1);
+            out_of_memory(
+                entries * std::mem::size_of::<(String, u32)>() as u128,
+                "the string dictionary",
+            )
+        })?;
+        self.extra.push(a);
+        self.extra_codes.insert(b, code);
+        Ok(code)
     }
 
-    /// `rank[code]`: the position of each string in sorted order.
-    pub fn rank(&self) -> Vec<u32> {
+    /// `rank[code]`: the position of each string in sorted order; an error when memory
+    /// runs out.
+    pub fn rank(&self) -> Result<Vec<u32>, String> {
+        use rayon::prelude::*;
+        const WHAT: &str = "the rank table of the string dictionary";
         let n = self.len() as u32;
         if self.is_ordered() {
-            return (0..n).collect();
+            return try_par_collect((0..n).into_par_iter(), WHAT);
         }
-        let mut order: Vec<u32> = (0..n).collect();
-        {
-            use rayon::slice::ParallelSliceMut;
-            let text = |c: u32| self.get(c).unwrap_or_default();
-            order.par_sort_unstable_by(|&a, &b| text(a).cmp(text(b)));
-        }
-        let mut rank = vec![0u32; order.len()];
+        let mut order: Vec<u32> = try_par_collect((0..n).into_par_iter(), WHAT)?;
+        let text = |c: u32| self.get(c).unwrap_or_default();
+        order.par_sort_unstable_by(|&a, &b| text(a).cmp(text(b)));
+        let mut rank = try_filled(order.len(), 0u32, WHAT)?;
         for (pos, code) in order.into_iter().enumerate() {
             rank[code as usize] = pos as u32;
         }
-        rank
+        Ok(rank)
     }
 
-    /// The table of a `DictTable` instruction.
-    pub fn table(&self, op: &DictOp) -> crate::HostCol {
+    /// The table of a `DictTable` instruction; an error when memory runs out.
+    pub fn table(&self, op: &DictOp) -> Result<crate::HostCol, String> {
         self.table_for(op, None)
     }
 
@@ -134,33 +160,38 @@ impl Dictionary {
     /// (sorted, distinct) when given, and at every code from the sorted part's end on
     /// (the strings appended since it was built): the other entries are never read by the
     /// run (its string columns hold no other code) and are 0. A rank table then orders
-    /// those codes among themselves.
-    pub fn table_for(&self, op: &DictOp, codes: Option<&[u32]>) -> crate::HostCol {
+    /// those codes among themselves. An error when memory runs out.
+    pub fn table_for(&self, op: &DictOp, codes: Option<&[u32]>) -> Result<crate::HostCol, String> {
         use crate::HostCol;
         let Some(codes) = codes else {
-            return match op {
-                DictOp::Rank => HostCol::U32(self.rank()),
+            return Ok(match op {
+                DictOp::Rank => HostCol::U32(self.rank()?),
                 DictOp::Like(pattern) => {
                     let m = LikeMatcher::new(pattern);
-                    HostCol::U8(self.par_map(|s| m.matches(s) as u8))
+                    HostCol::U8(self.par_map(|s| m.matches(s) as u8)?)
                 }
-                DictOp::Prefix(p) => HostCol::U8(self.par_map(|s| s.starts_with(p.as_str()) as u8)),
-                DictOp::Strlen => HostCol::I32(self.par_map(strlen)),
-            };
+                DictOp::Prefix(p) => HostCol::U8(self.par_map(|s| s.starts_with(p.as_str()) as u8)?),
+                DictOp::Strlen => HostCol::I32(self.par_map(strlen)?),
+            });
         };
-        match op {
+        Ok(match op {
             DictOp::Rank => {
-                let mut rank = vec![0u32; self.len()];
+                let mut rank = try_filled(self.len(), 0u32, "the rank table of the string dictionary")?;
                 if self.is_ordered() {
                     codes.iter().for_each(|&c| rank[c as usize] = c);
                 } else {
                     use rayon::slice::ParallelSliceMut;
-                    let mut order: Vec<u32> = codes
-                        .iter()
-                        .copied()
-                        .filter(|&c| (c as usize) < self.sorted_len())
-                        .chain(self.sorted_len() as u32..self.len() as u32)
-                        .collect();
+                    let mut order: Vec<u32> = try_with_capacity(
+                        codes.len() + (self.len() - self.sorted_len()),
+                        "the rank table of the string dictionary",
+                    )?;
+                    order.extend(
+                        codes
+                            .iter()
+                            .copied()
+                            .filter(|&c| (c as usize) < self.sorted_len())
+                            .chain(self.sorted_len() as u32..self.len() as u32),
+                    );
                     let text = |c: u32| self.get(c).unwrap_or_default();
                     order.par_sort_unstable_by(|&a, &b| text(a).cmp(text(b)));
                     for (pos, c) in order.into_iter().enumerate() {
@@ -171,32 +202,35 @@ impl Dictionary {
             }
             DictOp::Like(pattern) => {
                 let m = LikeMatcher::new(pattern);
-                HostCol::U8(self.scatter(codes, |s| m.matches(s) as u8))
+                HostCol::U8(self.scatter(codes, |s| m.matches(s) as u8)?)
             }
-            DictOp::Prefix(p) => HostCol::U8(self.scatter(codes, |s| s.starts_with(p.as_str()) as u8)),
-            DictOp::Strlen => HostCol::I32(self.scatter(codes, strlen)),
-        }
+            DictOp::Prefix(p) => HostCol::U8(self.scatter(codes, |s| s.starts_with(p.as_str()) as u8)?),
+            DictOp::Strlen => HostCol::I32(self.scatter(codes, strlen)?),
+        })
     }
 
     /// A table with `f` of the strings of `codes` and of the appended strings at their
     /// codes, 0 elsewhere.
-    fn scatter<T: Send + Copy + Default>(&self, codes: &[u32], f: impl Fn(&str) -> T + Sync) -> Vec<T> {
+    fn scatter<T: Send + Copy + Default>(&self, codes: &[u32], f: impl Fn(&str) -> T + Sync) -> Result<Vec<T>, String> {
         use rayon::prelude::*;
+        const WHAT: &str = "a table of the string dictionary";
         let n = self.sorted_len();
         let codes = &codes[..codes.partition_point(|&c| (c as usize) < n)];
-        let vals: Vec<T> = if codes.len() < 100_000 {
-            codes.iter().map(|&c| f(self.get(c).unwrap_or_default())).collect()
-        } else {
-            codes.par_iter().map(|&c| f(self.get(c).unwrap_or_default())).collect()
-        };
-        let mut out = vec![T::default(); self.len()];
+        let vals: Vec<T> = try_par_collect(
+            codes
+                .par_iter()
+                .with_min_len(100_000)
+                .map(|&c| f(self.get(c).unwrap_or_default())),
+            WHAT,
+        )?;
+        let mut out = try_filled(self.len(), T::default(), WHAT)?;
         for (&c, v) in codes.iter().zip(vals) {
             out[c as usize] = v;
         }
         for (k, s) in self.extra.iter().enumerate() {
             out[n + k] = f(s);
         }
-        out
+        Ok(out)
     }
 }
 
@@ -321,17 +355,16 @@ fn like_units<T: Copy + PartialEq>(text: &[T], pattern: &[T], any: T, one: T) ->
 
 impl Dictionary {
     /// `f` of every string, in code order (in parallel for large dictionaries).
-    fn par_map<T: Send>(&self, f: impl Fn(&str) -> T + Sync) -> Vec<T> {
+    fn par_map<T: Send>(&self, f: impl Fn(&str) -> T + Sync) -> Result<Vec<T>, String> {
         use rayon::prelude::*;
-        if self.len() < 100_000 {
-            return self.iter().map(f).collect();
-        }
+        const WHAT: &str = "a table of the string dictionary";
         let n = self.sorted.strings.len();
         let sorted = &self.sorted.strings;
-        let mut out: Vec<T> = (0..n).into_par_iter().map(|i| f(sorted.get(i))).collect();
+        let mut out: Vec<T> = try_with_capacity(self.len(), WHAT)?;
+        out.par_extend((0..n).into_par_iter().with_min_len(100_000).map(|i| f(sorted.get(i))));
         out.extend(self.extra.iter().map(|s| f(s)));
         debug_assert_eq!(out.len(), n + self.extra.len());
-        out
+        Ok(out)
     }
 }
 
@@ -504,20 +537,20 @@ mod tests {
         assert_eq!(d.code("a"), Some(0));
         assert_eq!(d.code("c"), Some(2));
         assert!(d.is_ordered());
-        assert_eq!(d.rank(), vec![0, 1, 2]);
-        assert_eq!(d.intern("b"), Some(1));
-        assert_eq!(d.intern("ab"), Some(3));
+        assert_eq!(d.rank(), Ok(vec![0, 1, 2]));
+        assert_eq!(d.intern("b"), Ok(1));
+        assert_eq!(d.intern("ab"), Ok(3));
         assert!(!d.is_ordered());
-        assert_eq!(d.rank(), vec![0, 2, 3, 1]);
+        assert_eq!(d.rank(), Ok(vec![0, 2, 3, 1]));
         assert_eq!(d.get(3), Some("ab"));
-        assert_eq!(d.table(&DictOp::Strlen), crate::HostCol::I32(vec![1, 1, 1, 2]));
+        assert_eq!(d.table(&DictOp::Strlen), Ok(crate::HostCol::I32(vec![1, 1, 1, 2])));
         assert_eq!(
             d.table(&DictOp::Prefix("a".into())),
-            crate::HostCol::U8(vec![1, 0, 0, 1])
+            Ok(crate::HostCol::U8(vec![1, 0, 0, 1]))
         );
         assert_eq!(
             d.table(&DictOp::Like("_b".into())),
-            crate::HostCol::U8(vec![0, 0, 0, 1])
+            Ok(crate::HostCol::U8(vec![0, 0, 0, 1]))
         );
     }
 }

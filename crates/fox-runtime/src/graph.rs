@@ -18,6 +18,7 @@
 //! expect. The generation is split into chunks with seeds of their own, so the graph
 //! depends on the spec alone, not on the number of cores.
 
+use crate::alloc::{try_filled, try_par_collect, try_reserve, try_with_capacity};
 use crate::cancel::is_set;
 use rayon::prelude::*;
 use std::io::Read;
@@ -230,6 +231,10 @@ impl Rng {
 
 const CHUNK: u64 = 1 << 20;
 
+/// A slot of the drawn edges that holds no edge (a self-loop was drawn): above every
+/// packed edge, whose vertices are below 2^31.
+const NONE: u64 = u64::MAX;
+
 /// One R-MAT edge (Graph500 parameters) between vertices below 2^scale.
 fn rmat_edge(r: &mut Rng, scale: u32) -> (u64, u64) {
     let (a, b, c) = (0.57, 0.19, 0.19);
@@ -252,20 +257,23 @@ fn rmat_edge(r: &mut Rng, scale: u32) -> (u64, u64) {
 }
 
 /// A seeded permutation of 0..n (Fisher-Yates), to scramble R-MAT's vertex labels.
-fn permutation(n: u64, seed: u64) -> Vec<u32> {
-    let mut p: Vec<u32> = (0..n as u32).collect();
+fn permutation(n: u64, seed: u64) -> Result<Vec<u32>, String> {
+    let mut p: Vec<u32> = try_par_collect((0..n as u32).into_par_iter(), "the vertex labels of the graph")?;
     let mut r = Rng::new(seed, u64::MAX);
     for i in (1..n as usize).rev() {
         let j = r.below(i as u64 + 1) as usize;
         p.swap(i, j);
     }
-    p
+    Ok(p)
 }
 
+/// What a generated graph's edges are called in out-of-memory messages.
+const EDGES: &str = "the edges of the graph";
+
 /// The undirected edges (x < y) of a generated graph, as `x << 32 | y`, sorted and
-/// distinct.
-/// When `stop` is set (read once per chunk) the edges are incomplete: the caller checks it.
-fn undirected(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBool) -> Vec<u64> {
+/// distinct; an error when memory runs out. When `stop` is set (read once per chunk) the
+/// edges are incomplete: the caller checks it.
+fn undirected(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBool) -> Result<Vec<u64>, String> {
     let pack = |x: u64, y: u64| if x < y { (x << 32) | y } else { (y << 32) | x };
     let mut edges: Vec<u64> = match spec {
         GraphSpec::Rmat {
@@ -274,25 +282,24 @@ fn undirected(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBo
             seed,
         } => {
             let total = edge_factor << scale;
-            let perm = permutation(1u64 << scale, *seed);
-            let chunks = total.div_ceil(CHUNK);
-            (0..chunks)
-                .into_par_iter()
-                .flat_map_iter(|k| {
-                    let mut r = Rng::chunk(*seed, k);
-                    let count = if is_set(stop) { 0 } else { CHUNK.min(total - k * CHUNK) };
-                    let perm = &perm;
-                    let out: Vec<u64> = (0..count)
-                        .filter_map(move |_| {
-                            let (x, y) = rmat_edge(&mut r, *scale);
-                            let (x, y) = (perm[x as usize] as u64, perm[y as usize] as u64);
-                            (x != y).then(|| pack(x, y))
-                        })
-                        .collect();
-                    progress(count);
-                    out
-                })
-                .collect()
+            let perm = permutation(1u64 << scale, *seed)?;
+            // Each chunk draws into its own slice; a self-loop leaves the slot `NONE`.
+            let mut edges = try_filled(total as usize, NONE, EDGES)?;
+            edges.par_chunks_mut(CHUNK as usize).enumerate().for_each(|(k, out)| {
+                if is_set(stop) {
+                    return;
+                }
+                let mut r = Rng::chunk(*seed, k as u64);
+                for e in out.iter_mut() {
+                    let (x, y) = rmat_edge(&mut r, *scale);
+                    let (x, y) = (perm[x as usize] as u64, perm[y as usize] as u64);
+                    if x != y {
+                        *e = pack(x, y);
+                    }
+                }
+                progress(out.len() as u64);
+            });
+            edges
         }
         GraphSpec::Gnm { n, m, seed } => {
             // Draw, remove duplicates, and draw again for the missing edges.
@@ -300,21 +307,29 @@ fn undirected(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBo
             let mut round = 0u64;
             while (have.len() as u64) < *m && !is_set(stop) {
                 let want = *m - have.len() as u64;
-                let chunks = want.div_ceil(CHUNK);
-                let fresh: Vec<u64> = (0..chunks)
-                    .into_par_iter()
-                    .flat_map_iter(|k| {
-                        let mut r = Rng::chunk(*seed, (round << 32) | k);
-                        let count = if is_set(stop) { 0 } else { CHUNK.min(want - k * CHUNK) };
-                        (0..count).filter_map(move |_| {
+                let base = have.len();
+                try_reserve(&mut have, want as usize, EDGES)?;
+                have.resize(base + want as usize, NONE);
+                have[base..]
+                    .par_chunks_mut(CHUNK as usize)
+                    .enumerate()
+                    .for_each(|(k, out)| {
+                        if is_set(stop) {
+                            return;
+                        }
+                        let mut r = Rng::chunk(*seed, (round << 32) | k as u64);
+                        for e in out.iter_mut() {
                             let (x, y) = (r.below(*n), r.below(*n));
-                            (x != y).then(|| pack(x, y))
-                        })
-                    })
-                    .collect();
-                have.extend(fresh);
+                            if x != y {
+                                *e = pack(x, y);
+                            }
+                        }
+                    });
                 have.par_sort_unstable();
                 have.dedup();
+                if have.last() == Some(&NONE) {
+                    have.pop();
+                }
                 if have.len() as u64 > *m {
                     // Keep a seeded choice of exactly m edges.
                     let mut r = Rng::new(*seed, u64::MAX - 1);
@@ -333,7 +348,10 @@ fn undirected(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBo
     };
     edges.par_sort_unstable();
     edges.dedup();
-    edges
+    if edges.last() == Some(&NONE) {
+        edges.pop();
+    }
+    Ok(edges)
 }
 
 /// The edge relation as the two columns x and y, sorted by (x, y) and distinct: both
@@ -357,33 +375,38 @@ pub fn generate_until(
         if is_set(stop) {
             return Err(interrupted());
         }
-        return Ok(order_by_degree(&x, &y));
+        return order_by_degree(&x, &y);
     }
     if let GraphSpec::File { path, symmetrize } = spec {
         let mut edges = read_edges(path, progress, stop)?;
         if *symmetrize {
-            edges = edges
-                .par_iter()
-                .filter(|e| (*e >> 32) != (*e & 0xffff_ffff))
-                .flat_map_iter(|&e| [e, e.rotate_right(32)])
-                .collect();
+            let loops = edges.par_iter().filter(|e| (*e >> 32) == (*e & 0xffff_ffff)).count();
+            let mut both = try_with_capacity(2 * (edges.len() - loops), EDGES)?;
+            both.par_extend(
+                edges
+                    .par_iter()
+                    .filter(|e| (*e >> 32) != (*e & 0xffff_ffff))
+                    .flat_map_iter(|&e| [e, e.rotate_right(32)]),
+            );
+            edges = both;
         }
         edges.par_sort_unstable();
         edges.dedup();
-        let x = edges.par_iter().map(|&e| unbias((e >> 32) as u32) as i64).collect();
-        let y = edges.par_iter().map(|&e| unbias(e as u32) as i64).collect();
+        let x = try_par_collect(edges.par_iter().map(|&e| unbias((e >> 32) as u32) as i64), EDGES)?;
+        let y = try_par_collect(edges.par_iter().map(|&e| unbias(e as u32) as i64), EDGES)?;
         return Ok((x, y));
     }
-    let und = undirected(spec, progress, stop);
+    let und = undirected(spec, progress, stop)?;
     if is_set(stop) {
         return Err(interrupted());
     }
-    let mut both: Vec<u64> = Vec::with_capacity(und.len() * 2);
+    let mut both: Vec<u64> = try_with_capacity(und.len() * 2, EDGES)?;
     both.extend(und.iter().copied());
     both.extend(und.iter().map(|e| e.rotate_right(32)));
+    drop(und);
     both.par_sort_unstable();
-    let x = both.par_iter().map(|e| (e >> 32) as i64).collect();
-    let y = both.par_iter().map(|e| (e & 0xffff_ffff) as i64).collect();
+    let x = try_par_collect(both.par_iter().map(|e| (e >> 32) as i64), EDGES)?;
+    let y = try_par_collect(both.par_iter().map(|e| (e & 0xffff_ffff) as i64), EDGES)?;
     Ok((x, y))
 }
 
@@ -433,6 +456,7 @@ fn read_edges(path: &Path, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBool) -
         }
         // Fill the block after the partial line carried over.
         let carried = buf.len();
+        try_reserve(&mut buf, BLOCK, "a block of the graph file")?;
         buf.resize(carried + BLOCK, 0);
         let mut filled = carried;
         while filled < buf.len() {
@@ -482,6 +506,7 @@ fn read_edges(path: &Path, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBool) -
             if let Some((at, msg)) = err {
                 return Err(format!("{name}:{}: {msg}", lines + at));
             }
+            try_reserve(&mut edges, piece.len(), EDGES)?;
             edges.extend_from_slice(&piece);
             lines += n;
         }
@@ -563,35 +588,38 @@ fn parse_line(line: &[u8]) -> Result<Option<(i32, i32)>, String> {
 /// (x, y). With the vertices so ordered, a clique listed with ascending vertices starts
 /// at its vertex of least degree, and the neighbours of a vertex that come after it are
 /// at most about the square root of twice the edges: no hub has a long list to search.
-pub fn order_by_degree(x: &[i64], y: &[i64]) -> (Vec<i64>, Vec<i64>) {
-    let mut verts: Vec<i64> = x.par_iter().chain(y.par_iter()).copied().collect();
+/// An error when memory runs out.
+pub fn order_by_degree(x: &[i64], y: &[i64]) -> Result<(Vec<i64>, Vec<i64>), String> {
+    const WHAT: &str = "the renumbering of the graph's vertices";
+    let mut verts: Vec<i64> = try_par_collect(x.par_iter().chain(y.par_iter()).copied(), WHAT)?;
     verts.par_sort_unstable();
     verts.dedup();
     let index = |v: &i64| verts.binary_search(v).unwrap_or(0) as u32;
-    let xi: Vec<u32> = x.par_iter().map(index).collect();
-    let yi: Vec<u32> = y.par_iter().map(index).collect();
-    let mut all: Vec<u32> = xi.par_iter().chain(yi.par_iter()).copied().collect();
+    let xi: Vec<u32> = try_par_collect(x.par_iter().map(index), WHAT)?;
+    let yi: Vec<u32> = try_par_collect(y.par_iter().map(index), WHAT)?;
+    let mut all: Vec<u32> = try_par_collect(xi.par_iter().chain(yi.par_iter()).copied(), WHAT)?;
     all.par_sort_unstable();
-    let mut degree = vec![0u64; verts.len()];
+    let mut degree = try_filled(verts.len(), 0u64, WHAT)?;
     for run in all.chunk_by(|a, b| a == b) {
         degree[run[0] as usize] = run.len() as u64;
     }
     drop(all);
-    let mut order: Vec<u32> = (0..verts.len() as u32).collect();
+    let mut order: Vec<u32> = try_par_collect((0..verts.len() as u32).into_par_iter(), WHAT)?;
     order.par_sort_unstable_by_key(|&v| (degree[v as usize], v));
-    let mut rank = vec![0u32; verts.len()];
+    let mut rank = try_filled(verts.len(), 0u32, WHAT)?;
     for (k, &v) in order.iter().enumerate() {
         rank[v as usize] = k as u32;
     }
-    let mut pairs: Vec<u64> = xi
-        .par_iter()
-        .zip(yi.par_iter())
-        .map(|(&a, &b)| (u64::from(rank[a as usize]) << 32) | u64::from(rank[b as usize]))
-        .collect();
+    let mut pairs: Vec<u64> = try_par_collect(
+        xi.par_iter()
+            .zip(yi.par_iter())
+            .map(|(&a, &b)| (u64::from(rank[a as usize]) << 32) | u64::from(rank[b as usize])),
+        WHAT,
+    )?;
     pairs.par_sort_unstable();
-    let x = pairs.par_iter().map(|e| (e >> 32) as i64).collect();
-    let y = pairs.par_iter().map(|e| (e & 0xffff_ffff) as i64).collect();
-    (x, y)
+    let x = try_par_collect(pairs.par_iter().map(|e| (e >> 32) as i64), WHAT)?;
+    let y = try_par_collect(pairs.par_iter().map(|e| (e & 0xffff_ffff) as i64), WHAT)?;
+    Ok((x, y))
 }
 
 #[cfg(test)]

@@ -248,14 +248,7 @@ impl Interp<'_> {
             constants.dedup();
             let mut const_codes = Vec::with_capacity(constants.len());
             for s in &constants {
-                match self.dict.intern(s) {
-                    Some(c) => const_codes.push(c),
-                    None => {
-                        return Err(RuntimeError::Data {
-                            msg: "the string dictionary is full (2^32 strings)".into(),
-                        })
-                    }
-                }
+                const_codes.push(self.dict.intern(s).map_err(|msg| RuntimeError::Data { msg })?);
             }
             self.reachable = Reachable::Pending(db, const_codes);
             self.inputs = plan.inputs.iter().map(|_| None).collect();
@@ -276,11 +269,15 @@ impl Interp<'_> {
             });
         }
         let strings = strings.into_strings();
-        self.dict = Dictionary::from_strings(strings.iter().map(String::from).chain(constants));
-        let remap: Vec<u32> = strings
-            .iter()
-            .map(|s| self.dict.code(s).expect("every collected string is in the dictionary"))
-            .collect();
+        self.dict = Dictionary::try_from_strs(strings.iter().chain(constants.iter().map(String::as_str)))
+            .map_err(|msg| RuntimeError::Data { msg })?;
+        let remap: Vec<u32> = crate::alloc::try_collect(
+            strings
+                .iter()
+                .map(|s| self.dict.code(s).expect("every collected string is in the dictionary")),
+            "the string dictionary",
+        )
+        .map_err(|msg| RuntimeError::Data { msg })?;
         self.inputs = loaded
             .into_iter()
             .enumerate()
@@ -326,8 +323,21 @@ impl Interp<'_> {
                 ));
                 continue;
             }
-            let host = match Database::column(t, c) {
-                Some(h) => h.clone(),
+            let host = match Database::column(t, c)
+                .map(|h| h.try_clone(&format!("the column `{}` of `{}`", col.name, rel.name)))
+            {
+                Some(Ok(h)) => h,
+                Some(Err(msg)) => {
+                    for (b, pinned) in out {
+                        if !pinned {
+                            self.backend.free(b);
+                        }
+                    }
+                    return Err(RuntimeError::Kernel {
+                        at: format!("LoadInput({})", rel.name),
+                        msg,
+                    });
+                }
                 None => HostCol::empty(Elem::of(col.ty)),
             };
             let keep = self.resident.is_some() && Database::column(t, c).is_some();
@@ -787,7 +797,10 @@ impl Interp<'_> {
             let key = ("$rank".to_string(), self.dict.len());
             if !self.resident.as_ref().is_some_and(|r| r.bufs.contains_key(&key)) {
                 let t = Instant::now();
-                let up = self.backend.upload(HostCol::U32((0..self.dict.len() as u32).collect()));
+                let identity =
+                    crate::alloc::try_collect(0..self.dict.len() as u32, "the rank table of the string dictionary")
+                        .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+                let up = self.backend.upload(HostCol::U32(identity));
                 self.stats.upload += t.elapsed();
                 let b = up.map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
                 if let Some(r) = self.resident.as_mut() {
@@ -1006,12 +1019,18 @@ impl Interp<'_> {
                 let rel = &self.plan.inputs[*input];
                 expect_outs(rel.columns.len())?;
                 let entry = self.inputs[*input].as_mut().expect("loaded in prepare");
-                Ok(if entry.reusable {
-                    entry.cols.clone()
+                let name = &rel.name;
+                if entry.reusable {
+                    entry
+                        .cols
+                        .iter()
+                        .map(|c| c.try_clone(&format!("a copy of `{name}`")))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(HostError::Kernel)
                 } else {
                     entry.reusable = true;
-                    std::mem::take(&mut entry.cols)
-                })
+                    Ok(std::mem::take(&mut entry.cols))
+                }
                 .and_then(|cols: Vec<HostCol>| {
                     if cols.is_empty() && !rel.columns.is_empty() {
                         Err(HostError::Plan("the input was already loaded".into()))
@@ -1038,7 +1057,7 @@ impl Interp<'_> {
                 expect_args(0)?;
                 expect_outs(1)?;
                 if let Reachable::Pending(db, consts) = &self.reachable {
-                    let base = db.codes_read_by(self.plan);
+                    let base = db.codes_read_by(self.plan).map_err(HostError::Kernel)?;
                     // Constants of the loaded dictionary that no column read holds join
                     // the codes (appended ones are covered by the table anyway).
                     let n = self.dict.sorted_len() as u32;
@@ -1052,7 +1071,9 @@ impl Interp<'_> {
                     } else {
                         missing.sort_unstable();
                         missing.dedup();
-                        let mut merged = Vec::with_capacity(base.len() + missing.len());
+                        let mut merged =
+                            crate::alloc::try_with_capacity(base.len() + missing.len(), "the strings a plan reads")
+                                .map_err(HostError::Kernel)?;
                         let (mut i, mut j) = (0, 0);
                         while i < base.len() || j < missing.len() {
                             if j == missing.len() || (i < base.len() && base[i] < missing[j]) {
@@ -1071,7 +1092,7 @@ impl Interp<'_> {
                     Reachable::Known(r) => Some(r.as_slice()),
                     _ => None,
                 };
-                Ok(vec![self.dict.table_for(op, codes)])
+                Ok(vec![self.dict.table_for(op, codes).map_err(HostError::Kernel)?])
             }
             Kernel::StrFn { func } => {
                 expect_outs(1)?;
@@ -1119,15 +1140,24 @@ impl Interp<'_> {
                         )));
                     }
                 };
-                let result = |r: usize| -> Cow {
-                    match ops {
+                const WHAT: &str = "the strings made by substr or concat";
+                let result = |r: usize| -> Result<Cow, String> {
+                    Ok(match ops {
                         Operands::Substr(s, st, ln) => Cow::Borrowed(crate::dict::substr_of(text(s[r]), st[r], ln[r])),
                         Operands::Concat(a, b) => {
-                            let mut v = text(a[r]).to_string();
-                            v.push_str(text(b[r]));
+                            let (a, b) = (text(a[r]), text(b[r]));
+                            let mut v = String::new();
+                            crate::alloc::fallible(|| v.try_reserve_exact(a.len() + b.len())).map_err(|_| {
+                                crate::alloc::out_of_memory(
+                                    a.len() as u128 + b.len() as u128,
+                                    "a string made by concat",
+                                )
+                            })?;
+                            v.push_str(a);
+                            v.push_str(b);
                             Cow::Owned(v)
                         }
-                    }
+                    })
                 };
                 // Each chunk of rows computes its results and numbers the distinct ones (on
                 // all cores, with no list of every row's result); then each distinct result
@@ -1135,24 +1165,29 @@ impl Interp<'_> {
                 const CHUNK: usize = 1 << 16;
                 let chunks: Vec<(Vec<u32>, Vec<Cow>)> = (0..len.div_ceil(CHUNK))
                     .into_par_iter()
-                    .map(|k| {
+                    .map(|k| -> Result<_, String> {
                         let mut m: crate::load::FxHashMap<Cow, u32> = Default::default();
-                        let mut distinct = Vec::new();
-                        let ids = (k * CHUNK..((k + 1) * CHUNK).min(len))
-                            .map(|r| {
-                                let v = result(r);
-                                if let Some(&i) = m.get(v.as_ref()) {
-                                    return i;
+                        let rows = k * CHUNK..((k + 1) * CHUNK).min(len);
+                        let mut ids = crate::alloc::try_with_capacity(rows.len(), WHAT)?;
+                        for r in rows {
+                            let v = result(r)?;
+                            let i = match m.get(v.as_ref()) {
+                                Some(&i) => i,
+                                None => {
+                                    let i = m.len() as u32;
+                                    m.insert(v, i);
+                                    i
                                 }
-                                let i = distinct.len() as u32;
-                                distinct.push(v.clone());
-                                m.insert(v, i);
-                                i
-                            })
-                            .collect();
-                        (ids, distinct)
+                            };
+                            ids.push(i);
+                        }
+                        // The distinct results in the order of their numbers.
+                        let mut distinct: Vec<(u32, Cow)> = m.into_iter().map(|(v, i)| (i, v)).collect();
+                        distinct.sort_unstable_by_key(|d| d.0);
+                        Ok((ids, distinct.into_iter().map(|(_, v)| v).collect()))
                     })
-                    .collect();
+                    .collect::<Result<_, String>>()
+                    .map_err(HostError::Kernel)?;
                 let mut seen: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
                 let mut new_strings: Vec<String> = Vec::new();
                 let mut maps: Vec<Vec<u32>> = Vec::with_capacity(chunks.len());
@@ -1166,7 +1201,7 @@ impl Interp<'_> {
                                 let c = match self.dict.code(v) {
                                     Some(c) => c,
                                     None => {
-                                        new_strings.push(v.to_string());
+                                        new_strings.push(crate::alloc::try_string(v, WHAT).map_err(HostError::Kernel)?);
                                         u32::MAX - (new_strings.len() as u32 - 1)
                                     }
                                 };
@@ -1178,14 +1213,17 @@ impl Interp<'_> {
                     }
                     maps.push(map);
                 }
-                let mut out: Vec<u32> = chunks
-                    .par_iter()
-                    .zip(&maps)
-                    .flat_map_iter(|((ids, _), map)| ids.iter().map(move |&i| map[i as usize]))
-                    .collect();
+                let mut out: Vec<u32> = crate::alloc::try_with_capacity(len, WHAT).map_err(HostError::Kernel)?;
+                out.par_extend(
+                    chunks
+                        .par_iter()
+                        .zip(&maps)
+                        .flat_map_iter(|((ids, _), map)| ids.iter().map(move |&i| map[i as usize])),
+                );
                 // New strings get codes after the dictionary's, in the order first met.
                 if !new_strings.is_empty() {
                     let mut codes = Vec::with_capacity(new_strings.len());
+                    drop(chunks);
                     for s in &new_strings {
                         codes.push(self.intern(s)?);
                     }
@@ -1253,9 +1291,7 @@ impl Interp<'_> {
     }
 
     fn intern(&mut self, s: &str) -> Result<u32, HostError> {
-        self.dict
-            .intern(s)
-            .ok_or_else(|| HostError::Kernel("the string dictionary is full (2^32 strings)".into()))
+        self.dict.intern(s).map_err(HostError::Kernel)
     }
 }
 

@@ -5,7 +5,7 @@
 //! instructions (`LoadInput`, `Const`, `DictTable`, `StrFn`) are data preparation and
 //! dictionary work, which the runtime does itself and uploads.
 
-mod alloc;
+pub mod alloc;
 pub use alloc::meminfo;
 pub mod backend;
 pub mod cancel;
@@ -14,8 +14,10 @@ pub mod dict;
 pub mod graph;
 mod interp;
 pub mod load;
+pub mod outfile;
 pub mod output;
 pub mod strings;
+pub mod tempfiles;
 pub mod tpch;
 
 pub use backend::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};
@@ -23,7 +25,11 @@ pub use cancel::CancelToken;
 pub use database::{CancellableProgress, DataSource, Database, LoadProgress, NoProgress, Resident};
 pub use dict::Dictionary;
 pub use interp::{run, run_resident};
-pub use output::{format_table, format_value, write_csv, write_csv_all, write_csv_to, OutputTable};
+pub use outfile::{write_bytes, write_file, OutputFiles, WriteError};
+pub use output::{
+    format_table, format_table_max, format_value, write_all, write_csv, write_csv_all, write_csv_to, Format,
+    OutputTable,
+};
 
 use std::fmt;
 use std::path::PathBuf;

@@ -440,13 +440,15 @@ impl LoadedCol {
     }
 
     /// Reserves room for exactly `more` further values.
-    pub(crate) fn reserve_exact(&mut self, more: usize) {
+    /// Reserves room for `more` values, or the out-of-memory message naming `what`.
+    pub(crate) fn try_reserve_exact(&mut self, more: usize, what: &str) -> Result<(), String> {
+        use crate::alloc::try_reserve;
         match self {
-            LoadedCol::I32(v) => v.reserve_exact(more),
-            LoadedCol::I64(v) => v.reserve_exact(more),
-            LoadedCol::F64(v) => v.reserve_exact(more),
-            LoadedCol::Str(v) => v.reserve_exact(more),
-            LoadedCol::Bool(v) => v.reserve_exact(more),
+            LoadedCol::I32(v) => try_reserve(v, more, what),
+            LoadedCol::I64(v) => try_reserve(v, more, what),
+            LoadedCol::F64(v) => try_reserve(v, more, what),
+            LoadedCol::Str(v) => try_reserve(v, more, what),
+            LoadedCol::Bool(v) => try_reserve(v, more, what),
         }
     }
 

@@ -1,5 +1,6 @@
 //! Results: device columns turned into values, ordered, and written as a text table or CSV.
 
+use crate::alloc::{try_collect, try_filled, try_par_collect, try_reserve, try_string, try_with_capacity};
 use crate::dict::Dictionary;
 use crate::load::civil_from_days;
 use crate::{HostCol, RuntimeError};
@@ -20,6 +21,9 @@ pub struct OutputTable {
     pub columns: Vec<Column>,
     data: Data,
 }
+
+/// A table's rows as columns in their encodings, and the strings their codes index.
+pub(crate) type Encoded<'a> = (Vec<HostCol>, &'a [String]);
 
 #[derive(Clone, Debug)]
 enum Data {
@@ -71,37 +75,41 @@ impl OutputTable {
 
     /// The rows as columns in their encodings, in no particular order, and the strings
     /// the codes of string columns index (sorted by text); `None` for a table built from
-    /// values or one without columns.
-    pub(crate) fn encoded(&self) -> Option<(Vec<HostCol>, &[String])> {
+    /// values or one without columns. An error when memory runs out.
+    pub(crate) fn encoded(&self) -> Result<Option<Encoded<'_>>, String> {
+        const WHAT: &str = "a copy of the rows";
         let Data::Cols(t) = &self.data else {
-            return None;
+            return Ok(None);
         };
         if t.cols.is_empty() {
-            return None;
+            return Ok(None);
         }
         let n = t.cols.first().map_or(0, HostCol::len);
         if n == t.len {
-            return Some((t.cols.clone(), &t.strings));
+            let cols = t.cols.iter().map(|c| c.try_clone(WHAT)).collect::<Result<_, _>>()?;
+            return Ok(Some((cols, &t.strings)));
         }
         // Fewer rows than the columns hold (a limit): the output's rows.
-        fn pick<T: Copy>(v: &[T], rows: &[usize]) -> Vec<T> {
-            rows.iter().map(|&r| v[r]).collect()
+        fn pick<T: Copy>(v: &[T], rows: &[usize]) -> Result<Vec<T>, String> {
+            try_collect(rows.iter().map(|&r| v[r]), WHAT)
         }
-        let rows: Vec<usize> = (0..t.len).map(|r| t.src(r)).collect();
+        let rows: Vec<usize> = try_collect((0..t.len).map(|r| t.src(r)), WHAT)?;
         let cols = t
             .cols
             .iter()
-            .map(|c| match c {
-                HostCol::U8(v) => HostCol::U8(pick(v, &rows)),
-                HostCol::I32(v) => HostCol::I32(pick(v, &rows)),
-                HostCol::U32(v) => HostCol::U32(pick(v, &rows)),
-                HostCol::I64(v) => HostCol::I64(pick(v, &rows)),
-                HostCol::U64(v) => HostCol::U64(pick(v, &rows)),
-                HostCol::F64(v) => HostCol::F64(pick(v, &rows)),
-                HostCol::I128(v) => HostCol::I128(pick(v, &rows)),
+            .map(|c| {
+                Ok(match c {
+                    HostCol::U8(v) => HostCol::U8(pick(v, &rows)?),
+                    HostCol::I32(v) => HostCol::I32(pick(v, &rows)?),
+                    HostCol::U32(v) => HostCol::U32(pick(v, &rows)?),
+                    HostCol::I64(v) => HostCol::I64(pick(v, &rows)?),
+                    HostCol::U64(v) => HostCol::U64(pick(v, &rows)?),
+                    HostCol::F64(v) => HostCol::F64(pick(v, &rows)?),
+                    HostCol::I128(v) => HostCol::I128(pick(v, &rows)?),
+                })
             })
-            .collect();
-        Some((cols, &t.strings))
+            .collect::<Result<_, String>>()?;
+        Ok(Some((cols, &t.strings)))
     }
 
     /// Every row as values, in output order.
@@ -214,6 +222,10 @@ fn localize_strings(
             _ => 0,
         })
         .sum();
+    let oom = |msg: String| RuntimeError::Kernel {
+        at: what.to_string(),
+        msg,
+    };
     if values < dict.len() / 64 {
         return localize_few(what, columns, cols, dict);
     }
@@ -222,7 +234,7 @@ fn localize_strings(
     for (col, column) in cols.iter().zip(columns) {
         let HostCol::U32(v) = col else { continue };
         if local.is_empty() {
-            local = vec![UNSEEN; dict.len()];
+            local = try_filled(dict.len(), UNSEEN, "the strings of the output").map_err(oom)?;
         }
         for &code in v {
             match local.get_mut(code as usize) {
@@ -257,7 +269,18 @@ fn localize_strings(
                 .for_each(|x| *x = local[*x as usize]);
         }
     }
-    Ok(used.into_iter().map(|c| text(c).to_string()).collect())
+    drop(local);
+    strings_of(&used, dict).map_err(oom)
+}
+
+/// Copies of the strings of `codes`, or the out-of-memory message.
+fn strings_of(codes: &[u32], dict: &Dictionary) -> Result<Vec<String>, String> {
+    const WHAT: &str = "the strings of the output";
+    let mut out = try_with_capacity(codes.len(), WHAT)?;
+    for &c in codes {
+        out.push(try_string(dict.get(c).expect("checked above"), WHAT)?);
+    }
+    Ok(out)
 }
 
 /// [`localize_strings`] for outputs with few string values next to a large dictionary:
@@ -278,6 +301,10 @@ fn localize_few(
                 dict.len()
             )));
         }
+        try_reserve(&mut used, v.len(), "the strings of the output").map_err(|msg| RuntimeError::Kernel {
+            at: what.to_string(),
+            msg,
+        })?;
         used.extend_from_slice(v);
     }
     used.sort_unstable();
@@ -290,7 +317,10 @@ fn localize_few(
             v.iter_mut().for_each(|x| *x = local[x]);
         }
     }
-    Ok(used.into_iter().map(|c| text(c).to_string()).collect())
+    strings_of(&used, dict).map_err(|msg| RuntimeError::Kernel {
+        at: what.to_string(),
+        msg,
+    })
 }
 
 /// The order-preserving unsigned image of row `i` of a column (strings by local code,
@@ -370,8 +400,10 @@ pub(crate) fn is_ordered(cols: &[HostCol], keys: &[(usize, bool)], n: usize) -> 
     }
 }
 
-/// The permutation that puts the rows of `cols` in the order of `keys`.
-pub(crate) fn order_perm(cols: &[HostCol], keys: &[(usize, bool)], n: usize) -> Vec<u32> {
+/// The permutation that puts the rows of `cols` in the order of `keys`; an error when
+/// memory runs out.
+pub(crate) fn order_perm(cols: &[HostCol], keys: &[(usize, bool)], n: usize) -> Result<Vec<u32>, String> {
+    const WHAT: &str = "the order of the output's rows";
     let bits: u32 = keys.iter().map(|&(c, _)| image_bits(&cols[c])).sum();
     if bits <= 64 {
         let pack = |i: usize| {
@@ -383,26 +415,22 @@ pub(crate) fn order_perm(cols: &[HostCol], keys: &[(usize, bool)], n: usize) -> 
             }
             (k, i as u32)
         };
-        let mut pairs: Vec<(u64, u32)> = if n < PAR_MIN {
-            (0..n).map(pack).collect()
-        } else {
-            (0..n).into_par_iter().map(pack).collect()
-        };
+        let mut pairs: Vec<(u64, u32)> = try_par_collect((0..n).into_par_iter().with_min_len(PAR_MIN).map(pack), WHAT)?;
         if n < PAR_MIN {
             pairs.sort_unstable();
         } else {
             pairs.par_sort_unstable();
         }
-        return pairs.into_iter().map(|(_, i)| i).collect();
+        return try_collect(pairs.into_iter().map(|(_, i)| i), WHAT);
     }
-    let mut perm: Vec<u32> = (0..n as u32).collect();
+    let mut perm: Vec<u32> = try_collect(0..n as u32, WHAT)?;
     let cmp = |a: &u32, b: &u32| cmp_keyed(cols, keys, *a as usize, *b as usize).then(a.cmp(b));
     if n < PAR_MIN {
         perm.sort_unstable_by(cmp);
     } else {
         perm.par_sort_unstable_by(cmp);
     }
-    perm
+    Ok(perm)
 }
 
 /// Inputs shorter than this are ordered and written without threads.
@@ -433,7 +461,10 @@ pub(crate) fn build_table(
             let perm = if is_ordered(&cols, &keys, n) {
                 None
             } else {
-                let mut p = order_perm(&cols, &keys, n);
+                let mut p = order_perm(&cols, &keys, n).map_err(|msg| RuntimeError::Kernel {
+                    at: what.to_string(),
+                    msg,
+                })?;
                 p.truncate(limit);
                 Some(p)
             };
@@ -617,28 +648,47 @@ fn write_cell(col: &HostCol, ty: Type, src: usize, strings: &[String], out: &mut
 /// The stdout form of a table: a header of column names, a rule, one line per row with
 /// numbers right-aligned and other values left-aligned, and a `N rows` footer.
 pub fn format_table(t: &OutputTable) -> String {
+    format_table_max(t, None)
+}
+
+/// [`format_table`] showing at most `max_rows` rows (all when `None`); when rows are left
+/// out, a line `… N more rows` follows the rows shown, before the footer that counts
+/// every row. Column widths fit the rows shown.
+pub fn format_table_max(t: &OutputTable, max_rows: Option<usize>) -> String {
+    let mut out = Vec::new();
+    write_table_text_to(t, max_rows, &mut out).expect("writing to memory does not fail");
+    String::from_utf8(out).expect("the table is UTF-8")
+}
+
+/// Writes [`format_table_max`]'s text to `w` a line at a time.
+pub fn write_table_text_to<W: std::io::Write + ?Sized>(
+    t: &OutputTable,
+    max_rows: Option<usize>,
+    w: &mut W,
+) -> std::io::Result<()> {
     let n = t.len();
-    let mut out = String::new();
+    let plural = |k: usize| if k == 1 { "" } else { "s" };
     if t.columns.is_empty() {
         // A relation with no columns is true (one row) or false (none).
-        out.push_str(&format!("{}\n{n} row{}\n", n > 0, if n == 1 { "" } else { "s" }));
-        return out;
+        return write!(w, "{}\n{n} row{}\n", n > 0, plural(n));
     }
+    let shown = max_rows.map_or(n, |m| m.min(n));
     let cell = |r: usize, c: usize| display_cell(&t.cell_text(r, c));
     let mut widths: Vec<usize> = t.columns.iter().map(|c| c.name.chars().count()).collect();
-    for r in 0..n {
+    for r in 0..shown {
         for (c, w) in widths.iter_mut().enumerate() {
             *w = (*w).max(cell(r, c).chars().count());
         }
     }
-    let line = |out: &mut String, cells: &[String], right: &dyn Fn(usize) -> bool| {
+    let numeric: Vec<bool> = t.columns.iter().map(|c| is_numeric(c.ty)).collect();
+    let line = |w: &mut W, cells: &[String]| -> std::io::Result<()> {
         let mut s = String::new();
         for (i, cell) in cells.iter().enumerate() {
             if i > 0 {
                 s.push_str(" | ");
             }
             let pad = widths[i] - cell.chars().count();
-            if right(i) {
+            if numeric[i] {
                 s.push_str(&" ".repeat(pad));
                 s.push_str(cell);
             } else {
@@ -646,21 +696,21 @@ pub fn format_table(t: &OutputTable) -> String {
                 s.push_str(&" ".repeat(pad));
             }
         }
-        out.push_str(s.trim_end());
-        out.push('\n');
+        w.write_all(s.trim_end().as_bytes())?;
+        w.write_all(b"\n")
     };
     let header: Vec<String> = t.columns.iter().map(|c| c.name.clone()).collect();
-    let numeric: Vec<bool> = t.columns.iter().map(|c| is_numeric(c.ty)).collect();
-    line(&mut out, &header, &|i| numeric[i]);
+    line(w, &header)?;
     let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-    out.push_str(&rule.join("-+-"));
-    out.push('\n');
-    for r in 0..n {
+    writeln!(w, "{}", rule.join("-+-"))?;
+    for r in 0..shown {
         let cells: Vec<String> = (0..t.columns.len()).map(|c| cell(r, c)).collect();
-        line(&mut out, &cells, &|i| numeric[i]);
+        line(w, &cells)?;
     }
-    out.push_str(&format!("{n} row{}\n", if n == 1 { "" } else { "s" }));
-    out
+    if shown < n {
+        writeln!(w, "… {} more row{}", n - shown, plural(n - shown))?;
+    }
+    writeln!(w, "{n} row{}", plural(n))
 }
 
 /// Control characters would break the table's lines: show them escaped.
@@ -737,7 +787,7 @@ fn csv_lines(t: &OutputTable, quoted: &[String], a: usize, b: usize, out: &mut V
 
 /// Writes the CSV text of a table (a header of column names, then one line per row) to
 /// `w`, formatting large tables in parallel batches while the previous batch is written.
-pub fn write_csv_to<W: std::io::Write + Send>(t: &OutputTable, w: &mut W) -> std::io::Result<()> {
+pub fn write_csv_to<W: std::io::Write + Send + ?Sized>(t: &OutputTable, w: &mut W) -> std::io::Result<()> {
     let mut header = String::new();
     for (i, c) in t.columns.iter().enumerate() {
         if i > 0 {
@@ -748,7 +798,19 @@ pub fn write_csv_to<W: std::io::Write + Send>(t: &OutputTable, w: &mut W) -> std
     header.push('\n');
     w.write_all(header.as_bytes())?;
     let quoted: Vec<String> = match &t.data {
-        Data::Cols(ct) => ct.strings.iter().map(|s| csv_quoted(s)).collect(),
+        Data::Cols(ct) => {
+            // The strings are as large as the output's: a failure is an error, not an abort.
+            let mut q = try_with_capacity(ct.strings.len(), "the CSV text of the output's strings")
+                .map_err(std::io::Error::other)?;
+            for s in &ct.strings {
+                if s.contains([',', '"', '\n', '\r']) {
+                    q.push(csv_quoted(s));
+                } else {
+                    q.push(try_string(s, "the CSV text of the output's strings").map_err(std::io::Error::other)?);
+                }
+            }
+            q
+        }
         Data::Rows(_) => Vec::new(),
     };
     let n = t.len();
@@ -795,69 +857,240 @@ pub fn csv_text(t: &OutputTable) -> String {
     String::from_utf8(out).expect("CSV text is UTF-8")
 }
 
-/// Writes `t` as CSV to a new file at `path`.
-fn write_csv_file(t: &OutputTable, path: &Path) -> std::io::Result<()> {
-    let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
-    write_csv_to(t, &mut f)?;
-    use std::io::Write;
-    f.flush()
+/// A file format of results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// A header row of column names, then one line per row; RFC 4180 quoting.
+    Csv,
+    /// A header row, then one line per row, fields separated by tabs; a tab, a line
+    /// break or a backslash inside a field is written `\t`, `\n`, `\r` or `\\`.
+    Tsv,
+    /// One object `{"name": …, "columns": [{"name": …, "type": …}, …], "rows": [[…], …]}`:
+    /// integers and decimals as JSON numbers with exactly the digits of their text in CSV
+    /// (decimals with all the digits of their scale, never rounded through a float),
+    /// floats as numbers in their shortest round-trip form (`NaN`, `inf` and `-inf` as
+    /// strings), dates as `"YYYY-MM-DD"` strings, booleans as `true`/`false`.
+    Json,
 }
 
-/// Writes `t` as CSV to `path`, whole or not at all (a temporary file beside it, renamed
-/// into place).
-pub fn write_csv(t: &OutputTable, path: &Path) -> Result<(), RuntimeError> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| RuntimeError::Io {
-        msg: format!("`{}` is not a file name", path.display()),
-    })?;
-    let tmp = dir.join(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
-    let res = write_csv_file(t, &tmp).and_then(|_| std::fs::rename(&tmp, path));
-    if let Err(e) = res {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(RuntimeError::Io {
-            msg: format!("cannot write `{}`: {e}", path.display()),
-        });
+impl Format {
+    /// The file extension: `csv`, `tsv`, `json`.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Csv => "csv",
+            Format::Tsv => "tsv",
+            Format::Json => "json",
+        }
     }
+}
+
+/// Writes a table in `format` to `w`.
+pub fn write_table_to<W: std::io::Write + Send + ?Sized>(
+    t: &OutputTable,
+    format: Format,
+    w: &mut W,
+) -> std::io::Result<()> {
+    match format {
+        Format::Csv => write_csv_to(t, w),
+        Format::Tsv => write_tsv_to(t, w),
+        Format::Json => write_json_to(t, w),
+    }
+}
+
+/// A TSV field: tabs, line breaks and backslashes escaped.
+fn tsv_field(s: &str, out: &mut Vec<u8>) {
+    if !s.contains(['\t', '\n', '\r', '\\']) {
+        out.extend_from_slice(s.as_bytes());
+        return;
+    }
+    for ch in s.chars() {
+        match ch {
+            '\t' => out.extend_from_slice(b"\\t"),
+            '\n' => out.extend_from_slice(b"\\n"),
+            '\r' => out.extend_from_slice(b"\\r"),
+            '\\' => out.extend_from_slice(b"\\\\"),
+            c => {
+                let mut b = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
+            }
+        }
+    }
+}
+
+/// Output rows written per batch by the row-at-a-time formats.
+const ROWS_PER_WRITE: usize = 1 << 14;
+
+/// Writes the TSV text of a table (see [`Format::Tsv`]).
+pub fn write_tsv_to<W: std::io::Write + Send + ?Sized>(t: &OutputTable, w: &mut W) -> std::io::Result<()> {
+    let mut out = Vec::new();
+    for (i, c) in t.columns.iter().enumerate() {
+        if i > 0 {
+            out.push(b'\t');
+        }
+        tsv_field(&c.name, &mut out);
+    }
+    out.push(b'\n');
+    for r in 0..t.len() {
+        for c in 0..t.columns.len() {
+            if c > 0 {
+                out.push(b'\t');
+            }
+            tsv_field(&t.cell_text(r, c), &mut out);
+        }
+        out.push(b'\n');
+        if r % ROWS_PER_WRITE == ROWS_PER_WRITE - 1 {
+            w.write_all(&out)?;
+            out.clear();
+        }
+    }
+    w.write_all(&out)
+}
+
+/// A JSON string literal.
+fn json_string(s: &str, out: &mut Vec<u8>) {
+    out.push(b'"');
+    for ch in s.chars() {
+        match ch {
+            '"' => out.extend_from_slice(b"\\\""),
+            '\\' => out.extend_from_slice(b"\\\\"),
+            '\n' => out.extend_from_slice(b"\\n"),
+            '\r' => out.extend_from_slice(b"\\r"),
+            '\t' => out.extend_from_slice(b"\\t"),
+            c if (c as u32) < 0x20 => out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes()),
+            c => {
+                let mut b = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
+            }
+        }
+    }
+    out.push(b'"');
+}
+
+/// The type of a column as JSON output names it (the language's type names).
+fn json_type(ty: Type) -> String {
+    match ty {
+        Type::Decimal(s) | Type::WideDecimal(s) => format!("decimal({s})"),
+        other => other.to_string(),
+    }
+}
+
+/// The JSON value of a cell whose CSV text is `text` (see [`Format::Json`]).
+fn json_value(text: &str, ty: Type, out: &mut Vec<u8>) {
+    match ty {
+        Type::Int32 | Type::Int64 | Type::Decimal(_) | Type::WideDecimal(_) | Type::Bool => {
+            out.extend_from_slice(text.as_bytes())
+        }
+        Type::Float64 if !matches!(text, "NaN" | "inf" | "-inf") => out.extend_from_slice(text.as_bytes()),
+        Type::Float64 | Type::String | Type::Date => json_string(text, out),
+    }
+}
+
+/// Writes the JSON object of a table (see [`Format::Json`]), indented by `indent` spaces
+/// (its first line is not), one row a line.
+fn write_json_object<W: std::io::Write + ?Sized>(t: &OutputTable, indent: usize, w: &mut W) -> std::io::Result<()> {
+    let pad = " ".repeat(indent);
+    let mut out = Vec::new();
+    out.extend_from_slice(format!("{{\n{pad}  \"name\": ").as_bytes());
+    json_string(&t.name, &mut out);
+    out.extend_from_slice(format!(",\n{pad}  \"columns\": [").as_bytes());
+    for (i, c) in t.columns.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        out.extend_from_slice(b"{\"name\": ");
+        json_string(&c.name, &mut out);
+        out.extend_from_slice(b", \"type\": ");
+        json_string(&json_type(c.ty), &mut out);
+        out.push(b'}');
+    }
+    out.extend_from_slice(format!("],\n{pad}  \"rows\": [").as_bytes());
+    let n = t.len();
+    for r in 0..n {
+        out.extend_from_slice(format!("\n{pad}    [").as_bytes());
+        for (c, col) in t.columns.iter().enumerate() {
+            if c > 0 {
+                out.extend_from_slice(b", ");
+            }
+            json_value(&t.cell_text(r, c), col.ty, &mut out);
+        }
+        out.push(b']');
+        if r + 1 < n {
+            out.push(b',');
+        }
+        if r % ROWS_PER_WRITE == ROWS_PER_WRITE - 1 {
+            w.write_all(&out)?;
+            out.clear();
+        }
+    }
+    if n > 0 {
+        out.extend_from_slice(format!("\n{pad}  ").as_bytes());
+    }
+    out.extend_from_slice(format!("]\n{pad}}}").as_bytes());
+    w.write_all(&out)
+}
+
+/// Writes the JSON text of a table: one object (see [`Format::Json`]) and a line break.
+pub fn write_json_to<W: std::io::Write + Send + ?Sized>(t: &OutputTable, w: &mut W) -> std::io::Result<()> {
+    write_json_object(t, 0, w)?;
+    w.write_all(b"\n")
+}
+
+/// Writes several tables as one JSON array of their objects, in order.
+pub fn write_json_array_to<W: std::io::Write + Send + ?Sized>(
+    tables: &[OutputTable],
+    w: &mut W,
+) -> std::io::Result<()> {
+    w.write_all(b"[")?;
+    for (k, t) in tables.iter().enumerate() {
+        w.write_all(b"\n  ")?;
+        write_json_object(t, 2, w)?;
+        if k + 1 < tables.len() {
+            w.write_all(b",")?;
+        }
+    }
+    w.write_all(if tables.is_empty() { b"]\n" } else { b"\n]\n" })
+}
+
+/// Writes `t` as CSV to `path`, whole or not at all (see [`crate::outfile`]).
+pub fn write_csv(t: &OutputTable, path: &Path) -> Result<(), RuntimeError> {
+    crate::outfile::write_file(path, |w| write_csv_to(t, w))?;
     Ok(())
 }
 
-/// Writes every table to `dir/<name>.csv`, creating `dir`: all files or none. Each table is
-/// first written to a temporary file; only when all are written are they renamed into
-/// place. Returns the paths written.
-pub fn write_csv_all(tables: &[OutputTable], dir: &Path) -> Result<Vec<std::path::PathBuf>, RuntimeError> {
+/// Writes every table to `dir/<name>.<extension>` in `format`, creating `dir`: all files
+/// or none (see [`crate::outfile::OutputFiles`]); a directory this call created is removed
+/// again when nothing could be written. Returns each path written with its row count.
+pub fn write_all(
+    tables: &[OutputTable],
+    dir: &Path,
+    format: Format,
+) -> Result<Vec<(std::path::PathBuf, usize)>, RuntimeError> {
+    let created = !dir.exists();
     std::fs::create_dir_all(dir).map_err(|e| RuntimeError::Io {
         msg: format!("cannot create the output directory `{}`: {e}", dir.display()),
     })?;
-    let mut staged: Vec<(std::path::PathBuf, std::path::PathBuf)> = Vec::with_capacity(tables.len());
-    let cleanup = |staged: &[(std::path::PathBuf, std::path::PathBuf)]| {
-        for (tmp, _) in staged {
-            let _ = std::fs::remove_file(tmp);
-        }
-    };
+    let mut files = crate::outfile::OutputFiles::new();
+    let mut written = Vec::with_capacity(tables.len());
     for t in tables {
-        let path = dir.join(format!("{}.csv", t.name));
-        let tmp = dir.join(format!(".{}.csv.tmp{}", t.name, std::process::id()));
-        if let Err(e) = write_csv_file(t, &tmp) {
-            let _ = std::fs::remove_file(&tmp);
-            cleanup(&staged);
-            return Err(RuntimeError::Io {
-                msg: format!("cannot write `{}`: {e}", path.display()),
-            });
-        }
-        staged.push((tmp, path));
+        let path = dir.join(format!("{}.{}", t.name, format.extension()));
+        written.push((path.clone(), t.len()));
+        files.add(path, move |w| write_table_to(t, format, w));
     }
-    for (k, (tmp, path)) in staged.iter().enumerate() {
-        if let Err(e) = std::fs::rename(tmp, path) {
-            cleanup(&staged[k..]);
-            return Err(RuntimeError::Io {
-                msg: format!("cannot write `{}`: {e}", path.display()),
-            });
+    if let Err(e) = files.commit() {
+        if created {
+            let _ = std::fs::remove_dir(dir);
         }
+        return Err(e.into());
     }
-    Ok(staged.into_iter().map(|(_, p)| p).collect())
+    Ok(written)
+}
+
+/// [`write_all`] in CSV, returning the paths written.
+pub fn write_csv_all(tables: &[OutputTable], dir: &Path) -> Result<Vec<std::path::PathBuf>, RuntimeError> {
+    Ok(write_all(tables, dir, Format::Csv)?
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect())
 }
 
 #[cfg(test)]

@@ -21,6 +21,17 @@ impl StrArena {
         }
     }
 
+    /// [`StrArena::with_capacity`], or the out-of-memory message naming `what`.
+    pub fn try_with_capacity(strings: usize, bytes: usize, what: &str) -> Result<StrArena, String> {
+        let mut text = String::new();
+        crate::alloc::fallible(|| text.try_reserve_exact(bytes))
+            .map_err(|_| crate::alloc::out_of_memory(bytes as u128, what))?;
+        Ok(StrArena {
+            text,
+            ends: crate::alloc::try_with_capacity(strings, what)?,
+        })
+    }
+
     #[inline]
     pub fn len(&self) -> usize {
         self.ends.len()
@@ -38,6 +49,15 @@ impl StrArena {
     pub fn push(&mut self, s: &str) {
         self.text.push_str(s);
         self.ends.push(self.text.len() as u64);
+    }
+
+    /// [`StrArena::push`], or the out-of-memory message naming `what`.
+    pub fn try_push(&mut self, s: &str, what: &str) -> Result<(), String> {
+        crate::alloc::fallible(|| self.text.try_reserve(s.len()))
+            .map_err(|_| crate::alloc::out_of_memory((self.text.len() + s.len()) as u128, what))?;
+        crate::alloc::try_reserve(&mut self.ends, 1, what)?;
+        self.push(s);
+        Ok(())
     }
 
     /// String `i`; panics when `i >= len()`.
@@ -104,10 +124,11 @@ fn hash(s: &str) -> u64 {
 }
 
 impl Interner {
-    /// The id of `s`, numbering it when it is new. Fails past 2^32 - 1 distinct strings.
+    /// The id of `s`, numbering it when it is new. Fails past 2^32 - 1 distinct strings,
+    /// and when memory runs out.
     pub fn intern(&mut self, s: &str) -> Result<u32, String> {
         if 2 * (self.strings.len() + 1) > self.slots.len() {
-            self.grow();
+            self.grow()?;
         }
         let mask = self.slots.len() - 1;
         let mut at = hash(s) as usize & mask;
@@ -125,14 +146,14 @@ impl Interner {
             .ok()
             .filter(|&id| id != EMPTY)
             .ok_or_else(|| "more than 2^32 - 1 distinct strings".to_string())?;
-        self.strings.push(s);
+        self.strings.try_push(s, "the strings of the data")?;
         self.slots[at] = id;
         Ok(id)
     }
 
-    fn grow(&mut self) {
+    fn grow(&mut self) -> Result<(), String> {
         let n = (self.slots.len() * 2).max(64);
-        let mut slots = vec![EMPTY; n];
+        let mut slots = crate::alloc::try_filled(n, EMPTY, "the strings of the data")?;
         let mask = n - 1;
         for id in 0..self.strings.len() {
             let mut at = hash(self.strings.get(id)) as usize & mask;
@@ -142,6 +163,7 @@ impl Interner {
             slots[at] = id as u32;
         }
         self.slots = slots;
+        Ok(())
     }
 
     /// The number of distinct strings.

@@ -14,7 +14,6 @@ use fox_kernel::InputRel;
 use fox_sema::core::Type;
 use rayon::prelude::*;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 use tpchgen::generators::{
     CustomerGenerator, LineItemGenerator, NationGenerator, OrderGenerator, PartGenerator, PartSuppGenerator,
@@ -166,6 +165,14 @@ fn part_columns(
 ) -> Result<Vec<LoadedCol>, String> {
     let types: Vec<Type> = input.columns.iter().map(|c| c.ty).collect();
     let mut cols: Vec<LoadedCol> = types.iter().map(|&t| LoadedCol::new(t)).collect();
+    // The part's rows, about: room for them is taken up front, so that running out of
+    // memory is an error here rather than an abort while a column grows.
+    let rows = (approx_rows(&input.name, sf) / parts.max(1) as u64) as usize;
+    for (c, col) in cols.iter_mut().enumerate() {
+        if wanted[c] {
+            col.try_reserve_exact(rows + rows / 16, "the generated rows")?;
+        }
+    }
     let mut buf = String::new();
     let mut fmt = String::new();
     let mut row_no = 0u64;
@@ -341,39 +348,42 @@ pub fn generate(
         .collect()
 }
 
-/// Writes the eight tables at scale factor `sf` as `.tbl` files into `dir` (created),
-/// each written whole under a temporary name and then renamed. `progress` gets the rows
-/// of each part as it is written.
+/// Writes the eight tables at scale factor `sf` as `.tbl` files into `dir` (created), all
+/// or none (see [`crate::outfile::OutputFiles`]). `progress` gets the rows of each part as
+/// it is written.
 pub fn write_tbl(dir: &Path, sf: f64, progress: &(dyn Fn(&str, u64) + Sync)) -> Result<(), RuntimeError> {
     check_scale(sf).map_err(|msg| RuntimeError::Data { msg })?;
-    let io = |path: &Path, e: std::io::Error| RuntimeError::Data {
-        msg: format!("cannot write `{}`: {e}", path.display()),
-    };
-    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let created = !dir.exists();
+    std::fs::create_dir_all(dir).map_err(|e| RuntimeError::Io {
+        msg: format!("cannot create the output directory `{}`: {e}", dir.display()),
+    })?;
+    let mut files = crate::outfile::OutputFiles::new();
     for table in TABLES {
-        let path = dir.join(format!("{table}.tbl"));
-        let tmp = dir.join(format!(".{table}.tbl.part"));
-        let file = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
-        let mut w = std::io::BufWriter::with_capacity(1 << 22, file);
-        let n = parts(table, sf);
-        // Parts are rendered in parallel in batches and written in order.
-        let batch = rayon::current_num_threads().max(1) as i32 * 2;
-        let mut first = 1;
-        while first <= n {
-            let last = (first + batch - 1).min(n);
-            let texts: Vec<String> = (first..=last)
-                .into_par_iter()
-                .map(|p| render(table, sf, p, n))
-                .collect();
-            for t in texts {
-                w.write_all(t.as_bytes()).map_err(|e| io(&tmp, e))?;
-                progress(table, t.bytes().filter(|&b| b == b'\n').count() as u64);
+        files.add(dir.join(format!("{table}.tbl")), move |w| {
+            let n = parts(table, sf);
+            // Parts are rendered in parallel in batches and written in order.
+            let batch = rayon::current_num_threads().max(1) as i32 * 2;
+            let mut first = 1;
+            while first <= n {
+                let last = (first + batch - 1).min(n);
+                let texts: Vec<String> = (first..=last)
+                    .into_par_iter()
+                    .map(|p| render(table, sf, p, n))
+                    .collect();
+                for t in texts {
+                    w.write_all(t.as_bytes())?;
+                    progress(table, t.bytes().filter(|&b| b == b'\n').count() as u64);
+                }
+                first = last + 1;
             }
-            first = last + 1;
+            Ok(())
+        });
+    }
+    if let Err(e) = files.commit() {
+        if created {
+            let _ = std::fs::remove_dir(dir);
         }
-        w.flush().map_err(|e| io(&tmp, e))?;
-        drop(w);
-        std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
+        return Err(e.into());
     }
     Ok(())
 }

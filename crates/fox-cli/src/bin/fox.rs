@@ -7,9 +7,12 @@ use clap::{Parser, Subcommand, ValueEnum};
 use fox_cli::interrupt;
 use fox_cli::repl::{BackendKind, Input, Out, Session, Stream};
 use fox_runtime::DataSource;
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+fox_cli::check_stdout_at_start!();
+fox_cli::exit_on_out_of_memory!("fox");
 
 #[derive(Parser)]
 #[command(
@@ -105,8 +108,13 @@ fn main() -> ExitCode {
     // Ctrl-C sets the session's token: the query under way stops, and the session goes on.
     interrupt::install(&session.cancel_token(), None);
     let code = if interactive {
-        interactive_loop(&mut session);
-        ExitCode::SUCCESS
+        match interactive_loop(&mut session) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("fox: error: {e:#}");
+                ExitCode::from(1)
+            }
+        }
     } else {
         script(&mut session)
     };
@@ -115,19 +123,17 @@ fn main() -> ExitCode {
 }
 
 /// Writes what a line printed: results to standard output, errors to standard error, in
-/// order. False when standard output is closed.
-fn emit(out: &Out) -> bool {
+/// order. An error when standard output cannot be written (a reader that went away is
+/// not one).
+fn emit(out: &Out) -> anyhow::Result<()> {
     for (stream, text) in out.parts() {
         if *stream == Stream::Out {
-            let mut o = std::io::stdout().lock();
-            if o.write_all(text.as_bytes()).and_then(|_| o.flush()).is_err() {
-                return false;
-            }
+            fox_cli::stdout::print(text)?;
         } else {
             eprint!("{text}");
         }
     }
-    true
+    Ok(())
 }
 
 /// Runs the statements of standard input (not a terminal): 0 when every one succeeded,
@@ -164,8 +170,9 @@ fn script(session: &mut Session) -> ExitCode {
             }
         };
         failed |= out.failed();
-        if !emit(&out) {
-            break;
+        if let Err(e) = emit(&out) {
+            eprintln!("fox: error: {e:#}");
+            return ExitCode::from(1);
         }
         if out.interrupted() || interrupt::count() > interrupts {
             if !out.interrupted() {
@@ -235,13 +242,14 @@ impl rustyline::highlight::Highlighter for Helper {}
 impl rustyline::validate::Validator for Helper {}
 impl rustyline::Helper for Helper {}
 
-fn interactive_loop(session: &mut Session) {
+/// The interactive session; an error when standard output cannot be written.
+fn interactive_loop(session: &mut Session) -> anyhow::Result<()> {
     let names = std::rc::Rc::new(std::cell::RefCell::new(session.names()));
     let mut ed = match rustyline::Editor::<Helper, rustyline::history::FileHistory>::new() {
         Ok(e) => e,
         Err(e) => {
             eprintln!("fox: error: cannot start the line editor: {e}");
-            return;
+            return Ok(());
         }
     };
     ed.set_helper(Some(Helper { names: names.clone() }));
@@ -249,10 +257,12 @@ fn interactive_loop(session: &mut Session) {
     if let Some(h) = &history {
         let _ = ed.load_history(h);
     }
-    println!("Fox REPL: statements end with `.`; `?- body.` asks a query; `.help` lists the commands.");
+    let mut written = fox_cli::stdout::print(
+        "Fox REPL: statements end with `.`; `?- body.` asks a query; `.help` lists the commands.\n",
+    );
     // The lines of the statement being typed: history keeps whole statements.
     let mut typed: Vec<String> = Vec::new();
-    loop {
+    while written.is_ok() {
         let prompt = if session.in_statement() { "  ...> " } else { "fox> " };
         match ed.readline(prompt) {
             Ok(line) => {
@@ -265,7 +275,7 @@ fn interactive_loop(session: &mut Session) {
                     let _ = ed.add_history_entry(typed.join("\n"));
                     typed.clear();
                 }
-                emit(&out);
+                written = emit(&out);
                 *names.borrow_mut() = session.names();
                 if matches!(r, Input::Quit) {
                     break;
@@ -288,4 +298,5 @@ fn interactive_loop(session: &mut Session) {
     if let Some(h) = &history {
         let _ = ed.save_history(h);
     }
+    written
 }

@@ -21,6 +21,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+fox_cli::check_stdout_at_start!();
+fox_cli::exit_on_out_of_memory!("foxbench");
+
 #[derive(Parser)]
 #[command(
     name = "foxbench",
@@ -238,6 +241,7 @@ enum BackendChoice {
 }
 
 fn main() -> ExitCode {
+    fox_runtime::tempfiles::remove_on_signals();
     let cli = Cli::parse();
     let progress = fox_cli::progress::wanted(cli.no_progress);
     let res = match &cli.cmd {
@@ -863,10 +867,10 @@ fn kernels(c: &KernelsCli, progress: bool) -> anyhow::Result<()> {
     progress.finish();
     let ceiling = rows.iter().find(|r| r.name == "copy").map_or(f64::NAN, Row::rate);
     let table = format_table(&name, &rows, ceiling, &cub);
-    print!("{table}");
+    fox_cli::stdout::print(&table)?;
     if let Some(p) = &c.json {
         let json = to_json(&name, a, &rows, ceiling, &cub);
-        std::fs::write(p, json).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+        fox_runtime::write_bytes(p, json.as_bytes())?;
     }
     Ok(())
 }
@@ -1123,15 +1127,20 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
         if let Some(Err(e)) = verdict {
             failures.push(format!("Q{}: {e}", r.query));
         }
-        if let Some(dir) = &a.out {
-            std::fs::create_dir_all(dir)?;
-            let mut o = r.output.clone();
-            o.name = format!("q{:02}", r.query);
-            fox_runtime::write_csv(&o, &dir.join(format!("q{:02}.csv", r.query)))
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    fox_cli::stdout::print(&t::table(&runs))?;
+    // Every file of the run (results, profile, measurements) is written, or none is.
+    let mut files = fox_runtime::OutputFiles::new();
+    let created = a.out.as_ref().filter(|dir| !dir.exists());
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create the output directory `{}`: {e}", dir.display()))?;
+        for r in &runs {
+            files.add(dir.join(format!("q{:02}.csv", r.query)), |w| {
+                fox_runtime::write_csv_to(&r.output, w)
+            });
         }
     }
-    print!("{}", t::table(&runs));
     if let Some(p) = &a.profile {
         let mut text = String::new();
         for r in &runs {
@@ -1139,19 +1148,27 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
                 text.push_str(&format!("== Q{}\n{}\n", r.query, fox_runtime::format_stats(st)));
             }
         }
-        std::fs::write(p, text).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+        files.add(p, move |w| w.write_all(text.as_bytes()));
     }
     if let Some(p) = &a.json {
-        std::fs::write(p, t::json(&runs, &scale, &backend.name()))
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+        let json = t::json(&runs, &scale, &backend.name());
+        files.add(p, move |w| w.write_all(json.as_bytes()));
+    }
+    if let Err(e) = files.commit() {
+        if let Some(dir) = created {
+            let _ = std::fs::remove_dir(dir);
+        }
+        return Err(e.into());
     }
     if a.check.is_some() || a.check_sf1 {
         if failures.is_empty() {
-            println!("all {} results match the answers", runs.len());
+            fox_cli::stdout::print(&format!("all {} results match the answers\n", runs.len()))?;
         } else {
+            let mut text = String::new();
             for f in &failures {
-                println!("MISMATCH {f}");
+                text.push_str(&format!("MISMATCH {f}\n"));
             }
+            fox_cli::stdout::print(&text)?;
             anyhow::bail!("{} of {} results differ from the answers", failures.len(), runs.len());
         }
     }
@@ -1454,7 +1471,9 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
         }
     }
     progress.finish();
-    println!(
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
         "{:<13} {:<44} {:>14} {:>11} {:>10} {:>10} {:>10} {:>10} {:>12} {:>9} {:>7}",
         "system",
         "backend",
@@ -1473,7 +1492,8 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
         match &r.result {
             Ok(c) => {
                 counts.push(c.count);
-                println!(
+                let _ = writeln!(
+                    text,
                     "{:<13} {:<44} {:>14} {:>11.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>12.1} {:>9} {:>7}",
                     r.system,
                     r.backend,
@@ -1488,10 +1508,13 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
                     c.rounds
                 );
             }
-            Err(e) => println!("{:<13} {:<44} error: {e}", r.system, r.backend),
+            Err(e) => {
+                let _ = writeln!(text, "{:<13} {:<44} error: {e}", r.system, r.backend);
+            }
         }
     }
-    println!(
+    let _ = writeln!(
+        text,
         "edges/s counts undirected edges ({edges}) in the median time; build + join + other = timed, one more run with \
          each kernel timed (CPU LFTJ: its median run; its peak is the sorted pairs and the trie)"
     );
@@ -1501,7 +1524,8 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
     ) {
         for r in &rows[1..] {
             if let Ok(c) = &r.result {
-                println!(
+                let _ = writeln!(
+                    text,
                     "time of {} on {}: {:.2}x the first row's",
                     r.system,
                     r.backend,
@@ -1510,8 +1534,9 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
             }
         }
     }
+    fox_cli::stdout::print(&text)?;
     if let Some(p) = &a.profile {
-        std::fs::write(p, &profile).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+        fox_runtime::write_bytes(p, profile.as_bytes())?;
     }
     if counts.windows(2).any(|w| w[0] != w[1]) {
         anyhow::bail!("the systems disagree on the count: {counts:?}");

@@ -1,11 +1,13 @@
 //! `foxc`: the Fox compiler. `foxc check` reports diagnostics; `foxc compile` writes the plan.
 
-use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use fox_cli::{check, Source};
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+fox_cli::check_stdout_at_start!();
+fox_cli::exit_on_out_of_memory!("foxc");
 
 #[derive(Parser)]
 #[command(
@@ -39,7 +41,8 @@ enum Command {
     Compile {
         /// The .logic file.
         file: PathBuf,
-        /// Write the plan to this file (written whole or not at all).
+        /// Write the plan to this file: a regular file is replaced whole or not at all (a
+        /// symbolic link is followed and kept), a device or FIFO is written into.
         #[arg(short, long, value_name = "PLAN.ron")]
         output: Option<PathBuf>,
         /// Print a stage of the pipeline to standard output instead of the plan:
@@ -68,6 +71,7 @@ enum Emit {
 }
 
 fn main() -> ExitCode {
+    fox_runtime::tempfiles::remove_on_signals();
     let cli = Cli::parse();
     let color = match cli.color {
         ColorChoice::Auto => std::io::stderr().is_terminal(),
@@ -159,35 +163,11 @@ fn cmd_compile(path: &Path, output: Option<&Path>, emit: Option<Emit>, color: bo
         None => {}
     }
     if let Some(out) = output {
-        write_atomically(out, fox_kernel::to_ron(&kernels).as_bytes())?;
+        fox_runtime::write_bytes(out, fox_kernel::to_ron(&kernels).as_bytes())?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn write_stdout(text: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        // A closed pipe (`foxc … | head`) is not an error worth reporting.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => r.context("cannot write to standard output"),
-    }
-}
-
-/// Writes `bytes` to a temporary file beside `path` and renames it into place, so a
-/// failed write never leaves a partial plan behind.
-fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| anyhow::anyhow!("`{}` is not a file name", path.display()))?;
-    let tmp = dir.join(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
-    let res = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, path));
-    if let Err(e) = res {
-        let _ = std::fs::remove_file(&tmp);
-        anyhow::bail!("cannot write `{}`: {e}", path.display());
-    }
-    Ok(())
+    fox_cli::stdout::print(text)
 }

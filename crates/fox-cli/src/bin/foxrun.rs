@@ -5,13 +5,16 @@ use clap::{Parser, ValueEnum};
 use fox_cli::progress::{RunProgress, Spinner};
 use fox_cli::{load_plan_with, parse_scale_factor, Bars};
 use fox_runtime::{
-    format_stats, format_table, run, write_csv_all, Backend, CancelToken, CancellableProgress, DataSource, Database,
+    format_stats, run, Backend, CancelToken, CancellableProgress, DataSource, Database, Format, OutputTable,
     RunOptions, RuntimeError,
 };
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+
+fox_cli::check_stdout_at_start!();
+fox_cli::exit_on_out_of_memory!("foxrun");
 
 #[derive(Parser)]
 #[command(
@@ -20,7 +23,8 @@ use std::sync::Arc;
     about = "Runs a Fox kernel plan or program and prints or writes its results",
     long_about = "Runs a Fox kernel plan (PLAN.ron, from `foxc compile`) or a program (Q.logic, compiled \
                   first) on a backend. Results go to standard output, one table per output predicate, \
-                  or with --out to DIR/<predicate>.csv.\n\n\
+                  or with --out to DIR/<predicate>.csv (or .tsv, .json with --format), written only \
+                  when the whole run succeeded, all of them or none.\n\n\
                   Exit status: 0 on success, 1 when the program, the plan or the data has an error \
                   (nothing is written then), 2 for a bad command line, 130 when Ctrl-C stopped the \
                   run (a second Ctrl-C ends it at once)."
@@ -63,10 +67,21 @@ struct Cli {
     /// multi-way join of the program.
     #[arg(long, value_name = "VARS", value_delimiter = ',')]
     var_order: Vec<String>,
-    /// Write each output predicate to DIR/<predicate>.csv (DIR is created) instead of
-    /// printing it.
-    #[arg(long, value_name = "DIR")]
+    /// Write each output predicate to DIR/<predicate>.csv (.tsv, .json with --format; DIR
+    /// is created) instead of printing it, all files or none, and list them on standard
+    /// error with their row counts; `--out -` writes the files' contents to standard
+    /// output instead.
+    #[arg(long, value_name = "DIR|-")]
     out: Option<PathBuf>,
+    /// The format of the results: table (aligned columns for reading, cut at --max-rows;
+    /// the default on standard output), csv (the default with --out), tsv, or json (one
+    /// object per output predicate; on standard output an array of them).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    format: Option<FormatChoice>,
+    /// The rows of each table shown in the table format: N, or `all` (or 0) for every row.
+    /// Rows left out are counted in a line `… N more rows`.
+    #[arg(long, value_name = "N|all", default_value = "40", value_parser = parse_max_rows)]
+    max_rows: MaxRows,
     /// Where kernels run: auto (the GPU when one is usable, otherwise the CPU), gpu, cpu.
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     backend: BackendChoice,
@@ -95,6 +110,29 @@ enum BackendChoice {
     Cpu,
 }
 
+/// A format of results. (Parquet and Arrow files are formats still to come.)
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FormatChoice {
+    Table,
+    Csv,
+    Tsv,
+    Json,
+}
+
+/// `--max-rows`: `None` shows every row.
+#[derive(Clone, Copy, Debug)]
+struct MaxRows(Option<usize>);
+
+fn parse_max_rows(s: &str) -> Result<MaxRows, String> {
+    match s {
+        "all" | "0" => Ok(MaxRows(None)),
+        _ => s
+            .parse::<usize>()
+            .map(|n| MaxRows(Some(n)))
+            .map_err(|_| format!("`{s}` is not a number of rows or `all`")),
+    }
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum ColorChoice {
     Auto,
@@ -103,6 +141,7 @@ enum ColorChoice {
 }
 
 fn main() -> ExitCode {
+    fox_runtime::tempfiles::remove_on_signals();
     let cli = Cli::parse();
     // Ctrl-C stops the load or the run between two pieces of work; a second one ends the
     // process at once.
@@ -144,6 +183,11 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
             }
         },
     };
+    let to_dir = cli.out.as_ref().filter(|d| d.as_os_str() != "-");
+    if to_dir.is_some() && cli.format == Some(FormatChoice::Table) {
+        eprintln!("foxrun: --format table is for standard output; with --out DIR choose csv, tsv or json");
+        return Ok(ExitCode::from(2));
+    }
     if !cli.var_order.is_empty() && cli.file.extension().is_some_and(|e| e == "ron") {
         eprintln!("foxrun: --var-order applies when a program is compiled, not to a compiled plan (.ron)");
         return Ok(ExitCode::from(2));
@@ -204,29 +248,43 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(1));
         }
     };
+    // The run is over: a Ctrl-C while the results are written ends the process at once,
+    // removing the temporary files, so that no result is written in part.
+    fox_cli::interrupt::install(cancel, Some(fox_cli::interrupt::count() + 1));
     if cli.timing {
         eprint!("{}", format_stats(&result.stats));
     }
-    match &cli.out {
-        Some(dir) => {
+    let file_format = |f: FormatChoice| match f {
+        FormatChoice::Table | FormatChoice::Csv => Format::Csv,
+        FormatChoice::Tsv => Format::Tsv,
+        FormatChoice::Json => Format::Json,
+    };
+    match (to_dir, cli.out.is_some()) {
+        (Some(dir), _) => {
+            let format = file_format(cli.format.unwrap_or(FormatChoice::Csv));
             let spinner = Spinner::new(progress, format!("writing the outputs to {}", dir.display()));
-            let written = write_csv_all(&result.outputs, dir);
+            let written = fox_runtime::write_all(&result.outputs, dir, format);
             spinner.finish();
-            written.map_err(|e| anyhow::anyhow!("{e}"))?;
-        }
-        None => {
-            let spinner = Spinner::new(progress, "formatting the results");
-            let mut text = String::new();
-            for (k, t) in result.outputs.iter().enumerate() {
-                if k > 0 {
-                    text.push('\n');
-                }
-                text.push_str(&t.name);
-                text.push('\n');
-                text.push_str(&format_table(t));
+            let written = written.map_err(|e| anyhow::anyhow!("{e}"))?;
+            for (path, rows) in written {
+                eprintln!(
+                    "foxrun: wrote {} ({rows} row{})",
+                    path.display(),
+                    if rows == 1 { "" } else { "s" }
+                );
             }
+        }
+        (None, to_stdout) => {
+            let default = if to_stdout {
+                FormatChoice::Csv
+            } else {
+                FormatChoice::Table
+            };
+            let format = cli.format.unwrap_or(default);
+            let spinner = Spinner::new(progress, "formatting the results");
+            let printed = print_results(&result.outputs, format, cli.max_rows);
             spinner.finish();
-            write_stdout(&text)?;
+            printed?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -240,12 +298,30 @@ fn run_error(e: RuntimeError) -> anyhow::Error {
     }
 }
 
-fn write_stdout(text: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        // A closed pipe (`foxrun … | head`) is not an error worth reporting.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(anyhow::anyhow!("cannot write to standard output: {e}")),
-        Ok(()) => Ok(()),
-    }
+/// Writes the results to standard output: in the table format each output predicate's
+/// name and table, separated by empty lines; in CSV and TSV the text of each (preceded by
+/// its name and separated by empty lines when there are several); in JSON one array of
+/// the tables' objects.
+fn print_results(outputs: &[OutputTable], format: FormatChoice, max_rows: MaxRows) -> anyhow::Result<()> {
+    fox_cli::stdout::with_stdout(|w| {
+        if format == FormatChoice::Json {
+            return fox_runtime::output::write_json_array_to(outputs, w);
+        }
+        let named = format == FormatChoice::Table || outputs.len() > 1;
+        for (k, t) in outputs.iter().enumerate() {
+            if k > 0 {
+                w.write_all(b"\n")?;
+            }
+            if named {
+                writeln!(w, "{}", t.name)?;
+            }
+            match format {
+                FormatChoice::Table => fox_runtime::output::write_table_text_to(t, max_rows.0, w)?,
+                FormatChoice::Csv => fox_runtime::write_csv_to(t, w)?,
+                FormatChoice::Tsv => fox_runtime::output::write_tsv_to(t, w)?,
+                FormatChoice::Json => unreachable!("written above"),
+            }
+        }
+        Ok(())
+    })
 }
