@@ -123,6 +123,7 @@ fn people_input() -> InputRel {
         file: "person.csv".into(),
         sep: ",".into(),
         key: Vec::new(),
+        header: false,
     }
 }
 

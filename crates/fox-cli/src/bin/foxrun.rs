@@ -2,7 +2,7 @@
 //! process) on a backend, and prints or writes its results.
 
 use clap::{Parser, ValueEnum};
-use fox_cli::{load_plan_with, parse_scale_factor, Bars};
+use fox_cli::{load_plan_files, parse_scale_factor, Bars};
 use fox_runtime::{format_stats, format_table, run, write_csv_all, Backend, DataSource, Database, RunOptions};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -20,9 +20,9 @@ use std::process::ExitCode;
                   (nothing is written then), 2 for a bad command line."
 )]
 struct Cli {
-    /// A kernel plan (.ron) or a program (.logic).
-    #[arg(value_name = "PLAN.ron|Q.logic")]
-    file: PathBuf,
+    /// A kernel plan (.ron), or the files of a program (.logic; several make one program).
+    #[arg(value_name = "PLAN.ron|Q.logic", required = true)]
+    files: Vec<PathBuf>,
     /// The directory `.input` files are read from (default: the current directory).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["tpch", "graph"])]
     data: Option<PathBuf>,
@@ -125,7 +125,7 @@ fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
             }
         },
     };
-    if !cli.var_order.is_empty() && cli.file.extension().is_some_and(|e| e == "ron") {
+    if !cli.var_order.is_empty() && cli.files.iter().any(|f| f.extension().is_some_and(|e| e == "ron")) {
         eprintln!("foxrun: --var-order applies when a program is compiled, not to a compiled plan (.ron)");
         return Ok(ExitCode::from(2));
     }
@@ -133,7 +133,7 @@ fn run_cli(cli: &Cli) -> anyhow::Result<ExitCode> {
         var_order: cli.var_order.clone(),
         ..fox_ra::PlanOptions::default()
     };
-    let Some(plan) = load_plan_with(&cli.file, color, "foxrun", &options)? else {
+    let Some(plan) = load_plan_files(&cli.files, color, "foxrun", &options)? else {
         return Ok(ExitCode::from(1));
     };
     let source = match (cli.tpch, &cli.graph) {
