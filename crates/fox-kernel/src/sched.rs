@@ -30,38 +30,60 @@ pub(crate) fn optimize(plan: &mut KernelPlan) {
 }
 
 fn copy_propagate(plan: &mut KernelPlan) {
+    use std::collections::HashMap;
     let (mut ndefs, reader) = def_counts(plan);
     for (bi, b) in plan.blocks.iter_mut().enumerate() {
-        let mut i = 0;
-        while i < b.instrs.len() {
+        // Per buffer: the instructions of the block that read it and that define it, kept
+        // as moves are removed (a removed move is marked, not taken out, until the end).
+        let mut readers: HashMap<BufId, Vec<usize>> = HashMap::new();
+        let mut definers: HashMap<BufId, Vec<usize>> = HashMap::new();
+        for (j, ins) in b.instrs.iter().enumerate() {
+            let mut us = uses(ins);
+            us.sort_unstable();
+            us.dedup();
+            for u in us {
+                readers.entry(u).or_default().push(j);
+            }
+            for d in defs(ins) {
+                definers.entry(d).or_default().push(j);
+            }
+        }
+        let mut removed = vec![false; b.instrs.len()];
+        for i in 0..b.instrs.len() {
             let Instr::Move { dst, src } = b.instrs[i] else {
-                i += 1;
                 continue;
             };
             let eligible = ndefs[dst.0 as usize] == 1 && reader[dst.0 as usize].is_none_or(|r| r == bi) && dst != src;
             if !eligible {
-                i += 1;
                 continue;
             }
-            let readers: Vec<usize> = (0..b.instrs.len())
-                .filter(|&j| uses(&b.instrs[j]).contains(&dst))
-                .collect();
-            if readers.iter().any(|&j| j < i) {
-                i += 1;
+            let rs: Vec<usize> = readers
+                .get(&dst)
+                .map(|v| v.iter().copied().filter(|&j| !removed[j]).collect())
+                .unwrap_or_default();
+            if rs.iter().any(|&j| j < i) {
                 continue;
             }
-            let last = readers.last().copied().unwrap_or(i);
-            let src_kept = (i + 1..=last).all(|j| !defs(&b.instrs[j]).contains(&src));
+            let last = rs.iter().copied().max().unwrap_or(i);
+            let src_kept = definers
+                .get(&src)
+                .is_none_or(|ds| ds.iter().all(|&j| removed[j] || j <= i || j > last));
             if !src_kept {
-                i += 1;
                 continue;
             }
-            for &j in &readers {
+            for &j in &rs {
                 replace_use(&mut b.instrs[j], dst, src);
             }
-            b.instrs.remove(i);
+            readers.remove(&dst);
+            readers.entry(src).or_default().extend(rs);
+            removed[i] = true;
             ndefs[dst.0 as usize] = 0;
         }
+        let mut k = 0;
+        b.instrs.retain(|_| {
+            k += 1;
+            !removed[k - 1]
+        });
     }
 }
 
