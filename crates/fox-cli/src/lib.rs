@@ -11,8 +11,9 @@ pub mod tpch;
 
 use fox_sema::core::CoreProgram;
 use fox_syntax::ast::Program;
-use fox_syntax::diag::{render, Diagnostic};
-use std::path::Path;
+use fox_syntax::diag::{render, Diagnostic, SourceMap};
+use fox_syntax::sources::{load_files, load_text, Loaded};
+use std::path::{Path, PathBuf};
 
 /// A source file read from disk.
 pub struct Source {
@@ -40,47 +41,106 @@ impl Source {
     pub fn render(&self, diags: &[Diagnostic], color: bool) -> String {
         render(&self.name, &self.text, diags, color)
     }
-
-    /// The source files of a kernel plan compiled from this source (kept in the plan so
-    /// that run-time errors can show the rule they come from).
-    pub fn plan_sources(&self) -> Vec<fox_kernel::SourceFile> {
-        vec![fox_kernel::SourceFile {
-            name: self.name.clone(),
-            start: 0,
-            text: self.text.clone(),
-        }]
-    }
 }
 
-/// The result of running the front end on one source.
+/// The result of running the front end on a program.
 pub struct Checked {
+    /// The program's items, from all its files (`.include`s resolved).
     pub ast: Program,
     /// `Some` when there were no errors.
     pub core: Option<CoreProgram>,
-    /// Syntax errors, or (when the syntax is clean) semantic errors and warnings.
+    /// Syntax and `.include` errors, or (when there are none) semantic errors and
+    /// warnings; spans in `map`.
     pub diagnostics: Vec<Diagnostic>,
+    /// The files the program was read from.
+    pub map: SourceMap,
+    /// The names of the files given (not the included ones).
+    roots: Vec<String>,
 }
 
 impl Checked {
     pub fn has_errors(&self) -> bool {
         self.diagnostics.iter().any(Diagnostic::is_error)
     }
+
+    pub fn error_count(&self) -> usize {
+        self.diagnostics.iter().filter(|d| d.is_error()).count()
+    }
+
+    /// The diagnostics, each against the file its spans lie in.
+    pub fn render(&self, color: bool) -> String {
+        self.map.render(&self.diagnostics, color)
+    }
+
+    /// The names of the files given (not the included ones), for summary lines.
+    pub fn name(&self) -> String {
+        self.roots.join(", ")
+    }
 }
 
-/// Parses and checks a source. Semantic checks run only when the syntax is clean, so a
-/// clause that failed to parse does not cause follow-on errors about what it declared.
+/// Parses and checks a source (its `.include`s read relative to the folder of its name).
+/// Semantic checks run only when the syntax is clean, so a clause that failed to parse
+/// does not cause follow-on errors about what it declared.
 pub fn check(source: &Source) -> Checked {
-    let (ast, mut diagnostics) = fox_syntax::parse(&source.text);
+    match load_text(&source.name, &source.text) {
+        Ok(loaded) => check_loaded(loaded),
+        Err(e) => {
+            let mut map = SourceMap::new();
+            map.add(source.name.clone(), String::new());
+            Checked {
+                ast: Program { items: Vec::new() },
+                core: None,
+                diagnostics: vec![Diagnostic::error(e.to_string(), Default::default())],
+                map,
+                roots: vec![source.name.clone()],
+            }
+        }
+    }
+}
+
+/// Reads the files of one program (in order, with the files they `.include`), parses and
+/// checks it. A file that cannot be read is an error; errors in the program are
+/// diagnostics.
+pub fn check_files(paths: &[PathBuf]) -> anyhow::Result<Checked> {
+    let loaded = load_files(paths)?;
+    Ok(check_loaded(loaded))
+}
+
+fn check_loaded(loaded: Loaded) -> Checked {
+    let roots = loaded
+        .map
+        .files()
+        .iter()
+        .zip(&loaded.included)
+        .filter(|(_, inc)| !**inc)
+        .map(|(f, _)| f.name.clone())
+        .collect();
+    let library = loaded.included_spans();
+    let Loaded {
+        map,
+        program,
+        mut diagnostics,
+        ..
+    } = loaded;
     if diagnostics.iter().any(Diagnostic::is_error) {
         return Checked {
-            ast,
+            ast: program,
             core: None,
             diagnostics,
+            map,
+            roots,
         };
     }
-    let (core, sema_diags) = fox_sema::check(&ast);
+    let options = fox_sema::Options { library };
+    let (core, sema_diags) = fox_sema::check_with(&program, &options);
     diagnostics.extend(sema_diags);
-    Checked { ast, core, diagnostics }
+    Checked {
+        ast: program,
+        core,
+        diagnostics,
+        map,
+        roots,
+    }
 }
 
 /// The kernel plan of `path`: loaded from RON (`.ron`), or compiled from a program. `None`
@@ -97,28 +157,60 @@ pub fn load_plan_with(
     tool: &str,
     options: &fox_ra::PlanOptions,
 ) -> anyhow::Result<Option<fox_kernel::KernelPlan>> {
-    let is_plan = path.extension().is_some_and(|e| e == "ron");
-    let source = Source::read(path)?;
-    if is_plan {
+    load_plan_files(&[path.to_path_buf()], color, tool, options)
+}
+
+/// The kernel plan of one `.ron` file, or of the program made of the `.logic` files
+/// `paths` (with the files they include), planned with `options`. `None` when the program
+/// has errors (its diagnostics are printed to standard error, prefixed with `tool`).
+pub fn load_plan_files(
+    paths: &[PathBuf],
+    color: bool,
+    tool: &str,
+    options: &fox_ra::PlanOptions,
+) -> anyhow::Result<Option<fox_kernel::KernelPlan>> {
+    let plans = paths
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "ron"))
+        .count();
+    if plans > 0 {
+        let [path] = paths else {
+            anyhow::bail!("a compiled plan (.ron) is run on its own, not with other files");
+        };
+        let source = Source::read(path)?;
         let plan = fox_kernel::from_ron(&source.text).map_err(|e| anyhow::anyhow!("{}: {e}", source.name))?;
         return Ok(Some(plan));
     }
-    let checked = check(&source);
+    let checked = check_files(paths)?;
     if !checked.diagnostics.is_empty() {
-        eprint!("{}", source.render(&checked.diagnostics, color));
+        eprint!("{}", checked.render(color));
     }
-    let errors = checked.diagnostics.iter().filter(|d| d.is_error()).count();
+    let errors = checked.error_count();
+    let name = checked.name();
     let Some(core) = checked.core.filter(|_| errors == 0) else {
         let n = errors.max(1);
-        eprintln!("{tool}: {}: {} error{}", source.name, n, if n == 1 { "" } else { "s" });
+        eprintln!("{tool}: {name}: {} error{}", n, if n == 1 { "" } else { "s" });
         return Ok(None);
     };
-    let ra = fox_ra::plan_with(&core, options)
-        .map_err(|e| anyhow::anyhow!("{}: cannot plan the program: {e}", source.name))?;
-    let mut plan = fox_kernel::lower(&ra)
-        .map_err(|e| anyhow::anyhow!("{}: cannot lower the plan to kernels: {e}", source.name))?;
-    plan.sources = source.plan_sources();
+    let ra = fox_ra::plan_with(&core, options).map_err(|e| anyhow::anyhow!("{name}: cannot plan the program: {e}"))?;
+    let mut plan =
+        fox_kernel::lower(&ra).map_err(|e| anyhow::anyhow!("{name}: cannot lower the plan to kernels: {e}"))?;
+    plan.sources = plan_sources(&checked.map);
     Ok(Some(plan))
+}
+
+/// The files of a program as the sources of its kernel plan (kept in the plan so that
+/// run-time errors can show the rule they come from): the same space of offsets as the
+/// spans of the plan.
+pub fn plan_sources(map: &SourceMap) -> Vec<fox_kernel::SourceFile> {
+    map.files()
+        .iter()
+        .map(|f| fox_kernel::SourceFile {
+            name: f.name.clone(),
+            start: f.base,
+            text: f.text.clone(),
+        })
+        .collect()
 }
 
 /// A TPC-H scale factor from the command line (`1`, `0.01`, `10`).

@@ -761,12 +761,22 @@ impl Session {
             out.error("error: the file name is missing: `.load FILE.logic`\n");
             return;
         }
-        match std::fs::read_to_string(path) {
-            Ok(text) => {
+        // The file with the files it includes: syntax errors are shown in the file they
+        // are in; the items, in order, are then added as one statement.
+        match fox_syntax::sources::load_files(&[std::path::PathBuf::from(path)]) {
+            Ok(loaded) if loaded.has_errors() => out.push_str(&loaded.map.render(&loaded.diagnostics, self.color)),
+            Ok(loaded) => {
+                let mut text = String::new();
+                for item in &loaded.program.items {
+                    if let Some((k, range)) = loaded.map.locate(item_span(item)) {
+                        text.push_str(&loaded.map.files()[k].text[range]);
+                        text.push('\n');
+                    }
+                }
                 self.add_items(&text, path, out);
             }
             Err(e) => {
-                out.error(format!("error: cannot read `{path}`: {e}\n"));
+                out.error(format!("error: {e}\n"));
             }
         }
     }
@@ -1106,7 +1116,7 @@ fn analysis(core: CoreProgram, query: PredId, qp: &QueryProgram, data: &DataSour
             let file = spec.map_or_else(|| format!("{}.csv", p.name), |s| s.file.clone());
             h.add(&data_id);
             h.add(&file);
-            h.add(&spec.map(|s| (&s.sep, &s.key)));
+            h.add(&spec.map(|s| (&s.sep, &s.key, s.header)));
             if let DataSource::Files(dir) = data {
                 let st = file_stamp(&dir.join(&file));
                 h.add(&st);
@@ -1242,6 +1252,7 @@ fn rewrite(a: &Analysis, cache: &HashMap<Fp, Arc<OutputTable>>) -> Rewritten {
                         sep: ",".into(),
                         // A set: every column is the key.
                         key: (0..info(p).columns.len()).collect(),
+                        header: false,
                         span: info(p).span,
                     });
                     if let Some(t) = cache.get(&fp(p)) {
@@ -1328,6 +1339,7 @@ fn item_span(i: &Item) -> fox_syntax::ast::Span {
         Item::Rule(r) => r.span,
         Item::Input(d) => d.span,
         Item::Output(d) => d.span,
+        Item::Include(d) => d.span,
     }
 }
 

@@ -172,6 +172,10 @@ pub struct InputRel {
     /// loader rejects data in which two rows share them.
     #[serde(default)]
     pub key: Vec<usize>,
+    /// The file's first line is a header naming the columns (checked against them), not
+    /// data.
+    #[serde(default)]
+    pub header: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

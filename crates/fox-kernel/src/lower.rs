@@ -432,7 +432,7 @@ impl<'a> Lower<'a> {
                     .collect()
             };
             let kernel = match &r.kind {
-                RelKind::Input { file, sep, key } => {
+                RelKind::Input { file, sep, key, header } => {
                     if r.columns.is_empty() {
                         return Err(LowerError::Unsupported(format!(
                             "input predicate `{}` has no columns; an input needs at least one",
@@ -445,6 +445,7 @@ impl<'a> Lower<'a> {
                         file: file.clone(),
                         sep: sep.clone(),
                         key: key.clone(),
+                        header: *header,
                     });
                     Kernel::LoadInput {
                         input: self.inputs.len() - 1,

@@ -24,10 +24,11 @@ pub fn print_kernels(plan: &KernelPlan) -> String {
         for (i, r) in plan.inputs.iter().enumerate() {
             let _ = writeln!(
                 out,
-                "  {i}: {} from {:?} sep {:?} {}",
+                "  {i}: {} from {:?} sep {:?}{} {}",
                 r.name,
                 r.file,
                 r.sep,
+                if r.header { " header" } else { "" },
                 columns(&r.columns)
             );
         }

@@ -30,38 +30,60 @@ pub(crate) fn optimize(plan: &mut KernelPlan) {
 }
 
 fn copy_propagate(plan: &mut KernelPlan) {
+    use std::collections::HashMap;
     let (mut ndefs, reader) = def_counts(plan);
     for (bi, b) in plan.blocks.iter_mut().enumerate() {
-        let mut i = 0;
-        while i < b.instrs.len() {
+        // Per buffer: the instructions of the block that read it and that define it, kept
+        // as moves are removed (a removed move is marked, not taken out, until the end).
+        let mut readers: HashMap<BufId, Vec<usize>> = HashMap::new();
+        let mut definers: HashMap<BufId, Vec<usize>> = HashMap::new();
+        for (j, ins) in b.instrs.iter().enumerate() {
+            let mut us = uses(ins);
+            us.sort_unstable();
+            us.dedup();
+            for u in us {
+                readers.entry(u).or_default().push(j);
+            }
+            for d in defs(ins) {
+                definers.entry(d).or_default().push(j);
+            }
+        }
+        let mut removed = vec![false; b.instrs.len()];
+        for i in 0..b.instrs.len() {
             let Instr::Move { dst, src } = b.instrs[i] else {
-                i += 1;
                 continue;
             };
             let eligible = ndefs[dst.0 as usize] == 1 && reader[dst.0 as usize].is_none_or(|r| r == bi) && dst != src;
             if !eligible {
-                i += 1;
                 continue;
             }
-            let readers: Vec<usize> = (0..b.instrs.len())
-                .filter(|&j| uses(&b.instrs[j]).contains(&dst))
-                .collect();
-            if readers.iter().any(|&j| j < i) {
-                i += 1;
+            let rs: Vec<usize> = readers
+                .get(&dst)
+                .map(|v| v.iter().copied().filter(|&j| !removed[j]).collect())
+                .unwrap_or_default();
+            if rs.iter().any(|&j| j < i) {
                 continue;
             }
-            let last = readers.last().copied().unwrap_or(i);
-            let src_kept = (i + 1..=last).all(|j| !defs(&b.instrs[j]).contains(&src));
+            let last = rs.iter().copied().max().unwrap_or(i);
+            let src_kept = definers
+                .get(&src)
+                .is_none_or(|ds| ds.iter().all(|&j| removed[j] || j <= i || j > last));
             if !src_kept {
-                i += 1;
                 continue;
             }
-            for &j in &readers {
+            for &j in &rs {
                 replace_use(&mut b.instrs[j], dst, src);
             }
-            b.instrs.remove(i);
+            readers.remove(&dst);
+            readers.entry(src).or_default().extend(rs);
+            removed[i] = true;
             ndefs[dst.0 as usize] = 0;
         }
+        let mut k = 0;
+        b.instrs.retain(|_| {
+            k += 1;
+            !removed[k - 1]
+        });
     }
 }
 
@@ -92,48 +114,69 @@ fn def_counts(plan: &KernelPlan) -> (Vec<usize>, Vec<Option<usize>>) {
     (ndefs, reader)
 }
 
+/// A hash of a launch's kernel and arguments, for finding an equal earlier launch
+/// (kernels hold floats, so they have no `Hash`; equal launches print alike).
+fn launch_key(kernel: &Kernel, args: &[BufId]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    format!("{kernel:?}").hash(&mut h);
+    args.hash(&mut h);
+    h.finish()
+}
+
 fn common_launches(plan: &mut KernelPlan) {
+    use std::collections::{HashMap, HashSet};
     let (ndefs, reader) = def_counts(plan);
     let local = |b: BufId, bi: usize| ndefs[b.0 as usize] == 1 && reader[b.0 as usize].is_none_or(|r| r == bi);
     for (bi, block) in plan.blocks.iter_mut().enumerate() {
-        // Earlier pure launches whose arguments still hold the same values.
-        let mut avail: Vec<usize> = Vec::new();
-        let mut subst: std::collections::HashMap<BufId, BufId> = std::collections::HashMap::new();
-        let mut dropped = std::collections::HashSet::new();
+        // Earlier pure launches whose arguments still hold the same values: by key, and
+        // by each buffer they read or write (a new definition of one retires them).
+        let mut avail: HashMap<u64, Vec<usize>> = HashMap::new();
+        let mut valid: Vec<bool> = vec![false; block.instrs.len()];
+        let mut by_buf: HashMap<BufId, Vec<usize>> = HashMap::new();
+        let mut subst: HashMap<BufId, BufId> = HashMap::new();
+        let mut dropped = HashSet::new();
         for j in 0..block.instrs.len() {
-            for (from, to) in &subst {
-                replace_use(&mut block.instrs[j], *from, *to);
-            }
-            let i = &block.instrs[j];
-            if let Instr::Launch { kernel, args, outs, .. } = i {
-                if removable(i) && !has_effect(i) && outs.iter().all(|&o| local(o, bi)) {
-                    let same = avail.iter().copied().find(|&k| match &block.instrs[k] {
-                        Instr::Launch {
-                            kernel: k2, args: a2, ..
-                        } => k2 == kernel && a2 == args,
-                        _ => false,
-                    });
-                    if let Some(k) = same {
-                        if let Instr::Launch { outs: earlier, .. } = &block.instrs[k] {
-                            for (&o, &e) in outs.iter().zip(earlier) {
-                                subst.insert(o, e);
-                            }
-                        }
-                        dropped.insert(j);
-                        continue;
+            if !subst.is_empty() {
+                for u in uses(&block.instrs[j]) {
+                    if let Some(&to) = subst.get(&u) {
+                        replace_use(&mut block.instrs[j], u, to);
                     }
                 }
             }
-            let ds = defs(i);
-            avail.retain(|&k| {
-                let Instr::Launch { args, outs, .. } = &block.instrs[k] else {
-                    return false;
-                };
-                !ds.iter().any(|d| args.contains(d) || outs.contains(d))
-            });
-            if let Instr::Launch { outs, .. } = i {
-                if removable(i) && !has_effect(i) && outs.iter().all(|&o| local(o, bi)) {
-                    avail.push(j);
+            let i = &block.instrs[j];
+            let pure = matches!(i, Instr::Launch { outs, .. } if removable(i) && !has_effect(i) && outs.iter().all(|&o| local(o, bi)));
+            let key = match i {
+                Instr::Launch { kernel, args, .. } if pure => Some(launch_key(kernel, args)),
+                _ => None,
+            };
+            if let (Some(key), Instr::Launch { kernel, args, outs, .. }) = (key, i) {
+                let same = avail.get(&key).and_then(|ks| {
+                    ks.iter().copied().find(|&k| {
+                        valid[k]
+                            && matches!(&block.instrs[k], Instr::Launch { kernel: k2, args: a2, .. } if k2 == kernel && a2 == args)
+                    })
+                });
+                if let Some(k) = same {
+                    if let Instr::Launch { outs: earlier, .. } = &block.instrs[k] {
+                        for (&o, &e) in outs.iter().zip(earlier) {
+                            subst.insert(o, e);
+                        }
+                    }
+                    dropped.insert(j);
+                    continue;
+                }
+            }
+            for d in defs(i) {
+                for k in by_buf.remove(&d).unwrap_or_default() {
+                    valid[k] = false;
+                }
+            }
+            if let (Some(key), Instr::Launch { args, outs, .. }) = (key, i) {
+                avail.entry(key).or_default().push(j);
+                valid[j] = true;
+                for &b in args.iter().chain(outs) {
+                    by_buf.entry(b).or_default().push(j);
                 }
             }
         }

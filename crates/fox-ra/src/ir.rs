@@ -69,6 +69,9 @@ pub enum RelKind {
         sep: String,
         #[serde(default)]
         key: Vec<usize>,
+        /// The file's first line is a header naming the columns, not data.
+        #[serde(default)]
+        header: bool,
     },
     /// A predicate defined only by facts.
     Facts,

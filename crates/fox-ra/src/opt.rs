@@ -91,86 +91,161 @@ fn reads(block: &Block) -> HashMap<TempId, usize> {
     n
 }
 
+/// Inlines every derived relation stored once and scanned once after the store in the
+/// same block (not output, cleared, merged, assigned or read by a loop): one pass over
+/// the plan finds them all, one renames the scans' readers, one drops the pairs.
 fn inline_relations(plan: &mut RaPlan) {
-    for r in 0..plan.relations.len() {
-        let rel = RelId(r as u32);
-        if plan.relations[r].kind != RelKind::Derived {
-            continue;
+    let n = plan.relations.len();
+    let mut excluded = vec![false; n];
+    for x in &plan.relations {
+        if let RelKind::Delta { of } | RelKind::New { of } = x.kind {
+            if let Some(e) = excluded.get_mut(of.0 as usize) {
+                *e = true;
+            }
         }
-        let dependent = plan
-            .relations
-            .iter()
-            .any(|x| matches!(x.kind, RelKind::Delta { of } | RelKind::New { of } if of == rel));
-        let in_loop = plan
-            .blocks
-            .iter()
-            .any(|b| matches!(&b.term, Terminator::LoopIf { nonempty, .. } if nonempty.contains(&rel)));
-        if dependent || in_loop {
-            continue;
-        }
-        let mut stores = Vec::new();
-        let mut scans = Vec::new();
-        let mut other = false;
-        for (bi, b) in plan.blocks.iter().enumerate() {
-            for (si, s) in b.stmts.iter().enumerate() {
-                match s {
-                    Stmt::Store { rel: x, src } if *x == rel => stores.push((bi, si, *src)),
-                    Stmt::Let {
-                        dst, op: Op::Scan(x), ..
-                    } if *x == rel => scans.push((bi, si, *dst)),
-                    Stmt::Merge { into: a, from: b } | Stmt::Assign { dst: a, src: b } if *a == rel || *b == rel => {
-                        other = true
-                    }
-                    Stmt::Clear { rel: x } | Stmt::Output { rel: x, .. } if *x == rel => other = true,
-                    _ => {}
+    }
+    for b in &plan.blocks {
+        if let Terminator::LoopIf { nonempty, .. } = &b.term {
+            for r in nonempty {
+                if let Some(e) = excluded.get_mut(r.0 as usize) {
+                    *e = true;
                 }
             }
         }
-        let ([(sb, ss, src)], [(cb, cs, dst)]) = (stores.as_slice(), scans.as_slice()) else {
+    }
+    // Per relation: its stores and scans as (block, statement, temp).
+    let mut stores: Vec<Vec<(usize, usize, TempId)>> = vec![Vec::new(); n];
+    let mut scans: Vec<Vec<(usize, usize, TempId)>> = vec![Vec::new(); n];
+    for (bi, b) in plan.blocks.iter().enumerate() {
+        for (si, s) in b.stmts.iter().enumerate() {
+            let mut exclude = |r: &RelId| {
+                if let Some(e) = excluded.get_mut(r.0 as usize) {
+                    *e = true;
+                }
+            };
+            match s {
+                Stmt::Store { rel, src } => {
+                    if let Some(v) = stores.get_mut(rel.0 as usize) {
+                        v.push((bi, si, *src));
+                    }
+                }
+                Stmt::Let {
+                    dst, op: Op::Scan(rel), ..
+                } => {
+                    if let Some(v) = scans.get_mut(rel.0 as usize) {
+                        v.push((bi, si, *dst));
+                    }
+                }
+                Stmt::Merge { into: a, from: b } | Stmt::Assign { dst: a, src: b } => {
+                    exclude(a);
+                    exclude(b);
+                }
+                Stmt::Clear { rel } | Stmt::Output { rel, .. } => exclude(rel),
+                Stmt::Let { .. } | Stmt::CheckFunctional { .. } => {}
+            }
+        }
+    }
+    let mut map: HashMap<TempId, TempId> = HashMap::new();
+    let mut drop: Vec<Vec<usize>> = vec![Vec::new(); plan.blocks.len()];
+    for r in 0..n {
+        if plan.relations[r].kind != RelKind::Derived || excluded[r] {
+            continue;
+        }
+        let ([(sb, ss, src)], [(cb, cs, dst)]) = (stores[r].as_slice(), scans[r].as_slice()) else {
             continue;
         };
-        if other || sb != cb || cs < ss {
+        if sb != cb || cs < ss {
             continue;
         }
-        let (b, ss, cs, src, dst) = (*sb, *ss, *cs, *src, *dst);
-        let map = HashMap::from([(dst, src)]);
-        let block = &mut plan.blocks[b];
-        for s in &mut block.stmts[cs + 1..] {
+        map.insert(*dst, *src);
+        drop[*sb].push(*ss);
+        drop[*sb].push(*cs);
+    }
+    if map.is_empty() {
+        return;
+    }
+    // A stored temp may itself be the scan of an inlined relation: follow the chain.
+    let keys: Vec<TempId> = map.keys().copied().collect();
+    for k in keys {
+        let mut t = map[&k];
+        let mut steps = 0;
+        while let Some(&next) = map.get(&t) {
+            t = next;
+            steps += 1;
+            if steps > map.len() {
+                break;
+            }
+        }
+        map.insert(k, t);
+    }
+    for (b, block) in plan.blocks.iter_mut().enumerate() {
+        for s in &mut block.stmts {
             rename(s, &map);
         }
-        block.stmts.remove(cs);
-        block.stmts.remove(ss);
+        let mut gone = std::mem::take(&mut drop[b]);
+        if gone.is_empty() {
+            continue;
+        }
+        gone.sort_unstable();
+        let mut k = 0;
+        let mut i = 0;
+        block.stmts.retain(|_| {
+            let keep = gone.get(k) != Some(&i);
+            if !keep {
+                k += 1;
+            }
+            i += 1;
+            keep
+        });
     }
+}
+
+/// A hash of an operator, for finding an equal one among those computed (`Op` has no
+/// `Hash`: it holds floats). Equal operators print alike, so they hash alike.
+fn op_key(op: &Op) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    format!("{op:?}").hash(&mut h);
+    h.finish()
 }
 
 fn common_subexpressions(plan: &mut RaPlan, b: usize) {
     let mut map: HashMap<TempId, TempId> = HashMap::new();
-    // The operators computed so far, with their temps.
-    let mut seen: Vec<(Op, TempId)> = Vec::new();
+    // The operators computed so far, by key, with their temps; a scan holds while its
+    // relation's write count is the one it was computed at.
+    let mut seen: HashMap<u64, Vec<(Op, TempId, u64)>> = HashMap::new();
+    let mut writes: HashMap<RelId, u64> = HashMap::new();
     let stmts = std::mem::take(&mut plan.blocks[b].stmts);
     let mut out = Vec::with_capacity(stmts.len());
     for mut s in stmts {
         rename(&mut s, &map);
         match &s {
             Stmt::Let { dst, op, .. } => {
-                let same = seen.iter().find(|(o, t)| {
-                    o == op
-                        && plan.temps[t.0 as usize]
-                            .props
-                            .implies(&plan.temps[dst.0 as usize].props)
+                let key = op_key(op);
+                let now = match op {
+                    Op::Scan(r) => writes.get(r).copied().unwrap_or(0),
+                    _ => 0,
+                };
+                let same = seen.get(&key).and_then(|v| {
+                    v.iter().find(|(o, t, at)| {
+                        *at == now
+                            && o == op
+                            && plan.temps[t.0 as usize]
+                                .props
+                                .implies(&plan.temps[dst.0 as usize].props)
+                    })
                 });
-                if let Some(&(_, t)) = same {
+                if let Some(&(_, t, _)) = same {
                     map.insert(*dst, t);
                     continue;
                 }
-                seen.push((op.clone(), *dst));
+                seen.entry(key).or_default().push((op.clone(), *dst, now));
             }
             Stmt::Store { rel, .. }
             | Stmt::Merge { into: rel, .. }
             | Stmt::Assign { dst: rel, .. }
             | Stmt::Clear { rel } => {
-                let rel = *rel;
-                seen.retain(|(o, _)| !matches!(o, Op::Scan(r) if *r == rel));
+                *writes.entry(*rel).or_insert(0) += 1;
             }
             Stmt::Output { .. } | Stmt::CheckFunctional { .. } => {}
         }
@@ -253,15 +328,47 @@ fn count_joins(plan: &mut RaPlan, b: usize) {
     }
 }
 
+/// Drops the `Let`s whose temps nobody reads, and then those only they read, and so on.
 fn drop_dead(plan: &mut RaPlan, b: usize) {
-    loop {
-        let n = reads(&plan.blocks[b]);
-        let before = plan.blocks[b].stmts.len();
-        plan.blocks[b]
-            .stmts
-            .retain(|s| !matches!(s, Stmt::Let { dst, .. } if !n.contains_key(dst)));
-        if plan.blocks[b].stmts.len() == before {
-            return;
+    let block = &mut plan.blocks[b];
+    let mut n = reads(block);
+    let mut def: HashMap<TempId, usize> = HashMap::new();
+    for (i, s) in block.stmts.iter().enumerate() {
+        if let Stmt::Let { dst, .. } = s {
+            def.insert(*dst, i);
         }
     }
+    let mut dead = vec![false; block.stmts.len()];
+    let mut work: Vec<usize> = block
+        .stmts
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| matches!(s, Stmt::Let { dst, .. } if !n.contains_key(dst)))
+        .map(|(i, _)| i)
+        .collect();
+    while let Some(i) = work.pop() {
+        if dead[i] {
+            continue;
+        }
+        dead[i] = true;
+        let Stmt::Let { op, .. } = &block.stmts[i] else {
+            continue;
+        };
+        for t in op.inputs() {
+            if let Some(c) = n.get_mut(&t) {
+                *c -= 1;
+                if *c == 0 {
+                    n.remove(&t);
+                    if let Some(&j) = def.get(&t) {
+                        work.push(j);
+                    }
+                }
+            }
+        }
+    }
+    let mut i = 0;
+    block.stmts.retain(|_| {
+        i += 1;
+        !dead[i - 1]
+    });
 }

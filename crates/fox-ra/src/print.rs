@@ -56,8 +56,11 @@ impl Printer<'_> {
 
     fn kind(&self, k: &RelKind, cols: &[Column]) -> String {
         match k {
-            RelKind::Input { file, sep, key } => {
+            RelKind::Input { file, sep, key, header } => {
                 let mut s = format!("input from {} sep {}", quote(file), quote(sep));
+                if *header {
+                    s.push_str(" header");
+                }
                 if !key.is_empty() {
                     let cols: Vec<String> = key
                         .iter()

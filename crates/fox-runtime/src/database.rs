@@ -167,10 +167,10 @@ impl Database {
                         wanted.insert(input.name.clone(), (input.clone(), used));
                     }
                     Some((first, w)) => {
-                        if first.columns != input.columns {
+                        if first.columns != input.columns || first.header != input.header {
                             return Err(RuntimeError::Data {
                                 msg: format!(
-                                    "two programs declare `{}` with different columns; load them separately",
+                                    "two programs declare `{}` with different columns (or one reads a header, the other not); load them separately",
                                     input.name
                                 ),
                             });
@@ -703,6 +703,7 @@ mod tests {
             file: String::new(),
             sep: ",".into(),
             key: Vec::new(),
+            header: false,
         };
         let db = base.with_tables(&[(input.clone(), &t)]).unwrap();
         // A string of the dictionary keeps its code; a new one is appended.

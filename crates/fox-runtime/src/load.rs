@@ -1,9 +1,12 @@
-//! Reading input relations from CSV and TBL files into typed host columns.
+//! Reading input relations from CSV, TSV and TBL files into typed host columns.
 //!
-//! Files have no header; fields follow the declared columns. With the separator `,` a field
-//! may be quoted as in RFC 4180 (`"a, b"`, `"say ""hi"""`, line breaks inside quotes);
-//! with any other separator (TBL) fields are raw text. A trailing separator at the end of a
-//! line is accepted. Every error names the file, the line and the column.
+//! Fields follow the declared columns; a first line of column names is skipped (and
+//! checked) when the `.input` says `header`. With the separator `,` a field may be quoted
+//! as in RFC 4180 (`"a, b"`, `"say ""hi"""`, line breaks inside quotes); with any other
+//! separator (TSV, TBL) fields are raw text. A trailing separator at the end of a line and
+//! blank lines at the end of the file are accepted. Gzip-compressed files are read as
+//! their text. Only regular files are read, and a file that is not text is rejected
+//! before parsing. Every error names the file, the line and the column.
 
 pub use crate::strings::Interner;
 use crate::RuntimeError;
@@ -82,21 +85,118 @@ pub fn load_input_cols(
 ) -> Result<Vec<LoadedCol>, RuntimeError> {
     let path = data_dir.join(&input.file);
     let shown = path.display().to_string();
-    let bytes = std::fs::read(&path).map_err(|e| RuntimeError::Data {
-        msg: format!("cannot read `{shown}` (input of `{}`): {}", input.name, io_reason(&e)),
-    })?;
-    let text = match std::str::from_utf8(&bytes) {
-        Ok(t) => t,
-        Err(e) => {
-            let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
-            return Err(RuntimeError::Data {
-                msg: format!("{shown}:{line}: the file is not UTF-8 text (input of `{}`)", input.name),
-            });
-        }
-    };
+    let bytes = read_input_file(&path, &shown, &input.name)?;
+    let text = input_text(&bytes, &shown, &input.name)?;
     let cols = parse_input_cols(text, &shown, input, wanted, strings)?;
     check_key(&shown, input, &cols, wanted)?;
     Ok(cols)
+}
+
+/// The bytes of an input file, decompressed when it is gzip (`.csv.gz`, `.tbl.gz`: known
+/// by the gzip magic number, whatever the name). Only regular files are read: a FIFO
+/// with no writer would block forever, and a device or a socket is no data file.
+pub fn read_input_file(path: &Path, shown: &str, pred: &str) -> Result<Vec<u8>, RuntimeError> {
+    let fail = |why: String| RuntimeError::Data {
+        msg: format!("cannot read `{shown}` (input of `{pred}`): {why}"),
+    };
+    let mut file = open_nonblocking(path).map_err(|e| fail(io_reason(&e)))?;
+    let meta = file.metadata().map_err(|e| fail(io_reason(&e)))?;
+    if !meta.is_file() {
+        return Err(fail(format!(
+            "it is {}, not a regular file; inputs are read from files",
+            file_kind(&meta)
+        )));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| fail(io_reason(&e)))?;
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::MultiGzDecoder::new(bytes.as_slice()), &mut out)
+            .map_err(|e| fail(format!("the gzip data is damaged ({e})")))?;
+        return Ok(out);
+    }
+    Ok(bytes)
+}
+
+/// Opens a file for reading without blocking on a FIFO that has no writer.
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NONBLOCK);
+    }
+    o.open(path)
+}
+
+/// "a folder", "a FIFO (named pipe)", … for a file that is not a regular file.
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    let ft = meta.file_type();
+    if ft.is_dir() {
+        return "a folder";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if ft.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if ft.is_socket() {
+            return "a socket";
+        }
+        if ft.is_block_device() || ft.is_char_device() {
+            return "a device";
+        }
+    }
+    "not a regular file"
+}
+
+/// The size of the block at the start of a file in which binary content is looked for.
+const SNIFF: usize = 64 << 10;
+
+/// The text of an input file, less a UTF-8 byte order mark. A file that is not text is an
+/// error that says what it is (Parquet, Arrow, zip, …, or binary data: a NUL byte in its
+/// first block), and text that is not UTF-8 an error naming the line, rather than a
+/// parse error of some field.
+pub fn input_text<'a>(bytes: &'a [u8], shown: &str, pred: &str) -> Result<&'a str, RuntimeError> {
+    const FORMATS: [(&[u8], &str); 7] = [
+        (b"PAR1", "a Parquet file"),
+        (b"ARROW1", "an Arrow IPC file"),
+        (b"PK\x03\x04", "a zip archive (an .xlsx spreadsheet is one)"),
+        (b"\x28\xb5\x2f\xfd", "zstd-compressed"),
+        (b"BZh", "bzip2-compressed"),
+        (b"\xfd7zXZ\x00", "xz-compressed"),
+        (b"\xff\xfe", "UTF-16 text"),
+    ];
+    let not_text = |what: &str| {
+        RuntimeError::Data {
+        msg: format!(
+            "`{shown}` (input of `{pred}`) is {what}, not CSV text; `.input` reads text files (CSV, TSV or TBL, optionally gzip-compressed)"
+        ),
+    }
+    };
+    for (magic, what) in FORMATS {
+        if bytes.starts_with(magic) {
+            return Err(not_text(what));
+        }
+    }
+    if bytes.starts_with(b"\xfe\xff") {
+        return Err(not_text("UTF-16 text"));
+    }
+    let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    let head = &bytes[..bytes.len().min(SNIFF)];
+    if let Some(at) = memchr::memchr(0, head) {
+        return Err(not_text(&format!("binary data (a NUL byte at offset {at})")));
+    }
+    std::str::from_utf8(bytes).map_err(|e| {
+        let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
+        RuntimeError::Data {
+            msg: format!(
+                "{shown}:{line}: the file is not UTF-8 text (input of `{pred}`); convert it to UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
+            ),
+        }
+    })
 }
 
 fn io_reason(e: &std::io::Error) -> String {
@@ -117,9 +217,66 @@ pub fn parse_input(
     parse_input_cols(text, file, input, &vec![true; input.columns.len()], strings)
 }
 
+/// The text of `text` without its trailing blank lines (empty, or spaces, tabs and
+/// carriage returns only); the last line keeps its line break.
+fn without_trailing_blank_lines(text: &str) -> &str {
+    let content = text.trim_end_matches([' ', '\t', '\r', '\n']).len();
+    match text[content..].find('\n') {
+        Some(nl) => &text[..content + nl + 1],
+        None => text,
+    }
+}
+
+/// Splits the next record off `rest` into `fields` (at most `max` of them; the others are
+/// only counted). Returns the record's count of fields and the lines it spans.
+fn next_record<'a>(
+    rest: &mut &'a str,
+    sep: &str,
+    max: usize,
+    fields: &mut Vec<std::borrow::Cow<'a, str>>,
+) -> Result<(usize, usize), String> {
+    fields.clear();
+    if sep == "," {
+        let (consumed, lines, count) = split_csv_record(rest, fields, max)?;
+        *rest = &rest[consumed..];
+        Ok((count, lines))
+    } else {
+        let end = memchr::memchr(b'\n', rest.as_bytes()).unwrap_or(rest.len());
+        let line = rest[..end].strip_suffix('\r').unwrap_or(&rest[..end]);
+        *rest = if end < rest.len() { &rest[end + 1..] } else { "" };
+        let mut count = 0;
+        for f in line.split(sep) {
+            if count < max {
+                fields.push(std::borrow::Cow::Borrowed(f));
+            }
+            count += 1;
+        }
+        Ok((count, 1))
+    }
+}
+
+/// True when the fields of a line look like column names (each a word of letters, digits,
+/// `_`, spaces, `-` or `.`, starting with a letter or `_`, and not `true`/`false`).
+fn looks_like_header(fields: &[std::borrow::Cow<str>]) -> bool {
+    !fields.is_empty()
+        && fields.iter().all(|f| {
+            let f = f.trim();
+            f.starts_with(|c: char| c.is_alphabetic() || c == '_')
+                && f.chars()
+                    .all(|c| c.is_alphanumeric() || matches!(c, '_' | ' ' | '-' | '.' | ':'))
+                && f != "true"
+                && f != "false"
+        })
+}
+
 /// [`parse_input`] keeping only the columns with `wanted[c]`; the others come back empty.
 /// Their fields are still checked (a malformed number or date anywhere in the file is an
 /// error), except strings, which any text is.
+///
+/// With `input.header`, the first line names the columns: it must have one name per
+/// column, and a name that is another column's (columns read out of order) is an error.
+/// Blank lines at the end of the file are ignored, except for a relation of one string
+/// column, where an empty line is the empty string.
 pub fn parse_input_cols(
     text: &str,
     file: &str,
@@ -134,39 +291,91 @@ pub fn parse_input_cols(
     }
     let mut cols: Vec<LoadedCol> = input.columns.iter().map(|c| LoadedCol::new(c.ty)).collect();
     let ncols = cols.len();
-    let quoted = input.sep == ",";
-    let mut fields: Vec<std::borrow::Cow<str>> = Vec::with_capacity(ncols + 1);
-    let mut rest = text;
+    let one_string = ncols == 1 && input.columns[0].ty == Type::String;
+    let mut rest = if one_string {
+        text
+    } else {
+        without_trailing_blank_lines(text)
+    };
+    // A trailing separator leaves one empty field after the last column; a record with
+    // more fields is an error, so no more are kept.
+    let max = ncols + 1;
+    let mut fields: Vec<std::borrow::Cow<str>> = Vec::with_capacity(max);
     let mut line_no = 1usize;
-    while !rest.is_empty() {
-        let start_line = line_no;
-        fields.clear();
-        if quoted {
-            let (consumed, lines) = split_csv_record(rest, &mut fields).map_err(|msg| RuntimeError::Data {
-                msg: format!("{file}:{start_line}: {msg}"),
+    let fields_error = |line: usize, count: usize| RuntimeError::Data {
+        msg: format!(
+            "{file}:{line}: expected {ncols} field{} (the columns of `{}`), found {count}",
+            if ncols == 1 { "" } else { "s" },
+            input.name,
+        ),
+    };
+    if input.header && !rest.is_empty() {
+        let (count, lines) =
+            next_record(&mut rest, &input.sep, max, &mut fields).map_err(|msg| RuntimeError::Data {
+                msg: format!("{file}:1: {msg}"),
             })?;
-            rest = &rest[consumed..];
-            line_no += lines;
-        } else {
-            let end = rest.find('\n').unwrap_or(rest.len());
-            let line = rest[..end].strip_suffix('\r').unwrap_or(&rest[..end]);
-            rest = if end < rest.len() { &rest[end + 1..] } else { "" };
-            line_no += 1;
-            fields.extend(line.split(input.sep.as_str()).map(std::borrow::Cow::Borrowed));
-        }
-        // A trailing separator leaves one empty field after the last column.
-        if fields.len() == ncols + 1 && fields.last().is_some_and(|f| f.is_empty()) {
+        line_no += lines;
+        if count == ncols + 1 && fields.last().is_some_and(|f| f.is_empty()) {
             fields.pop();
         }
-        if fields.len() != ncols {
+        if count > ncols + 1 || fields.len() != ncols {
             return Err(RuntimeError::Data {
                 msg: format!(
-                    "{file}:{start_line}: expected {ncols} field{} (the columns of `{}`), found {}",
-                    if ncols == 1 { "" } else { "s" },
+                    "{file}:1: the header has {count} name{}, but `{}` has {ncols} column{} ({})",
+                    if count == 1 { "" } else { "s" },
                     input.name,
-                    fields.len()
+                    if ncols == 1 { "" } else { "s" },
+                    input
+                        .columns
+                        .iter()
+                        .map(|c| c.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             });
+        }
+        for (c, name) in fields.iter().enumerate() {
+            let name = name.trim();
+            let want = &input.columns[c].name;
+            if name != want {
+                if let Some(other) = input.columns.iter().position(|col| col.name == name) {
+                    return Err(RuntimeError::Data {
+                        msg: format!(
+                            "{file}:1: the header names column {} `{name}`, but column {} of `{}` is `{want}` (`{name}` is column {}); columns are read in the order of the declaration",
+                            c + 1,
+                            c + 1,
+                            input.name,
+                            other + 1
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    while !rest.is_empty() {
+        let start_line = line_no;
+        let (count, lines) =
+            next_record(&mut rest, &input.sep, max, &mut fields).map_err(|msg| RuntimeError::Data {
+                msg: format!("{file}:{start_line}: {msg}"),
+            })?;
+        line_no += lines;
+        if count == ncols + 1 && fields.last().is_some_and(|f| f.is_empty()) {
+            fields.pop();
+        }
+        let hint = !input.header && start_line == 1 && looks_like_header(&fields);
+        let header_hint = |e: RuntimeError| -> RuntimeError {
+            match e {
+                RuntimeError::Data { msg } if hint => RuntimeError::Data {
+                    msg: format!(
+                        "{msg}\n  help: the first line looks like a header: add `header` to the .input (`.input {} … header.`)",
+                        input.name
+                    ),
+                },
+                e => e,
+            }
+        };
+        if count > ncols + 1 || fields.len() != ncols {
+            return Err(header_hint(fields_error(start_line, count)));
         }
         for (c, field) in fields.iter().enumerate() {
             let column = &input.columns[c];
@@ -178,26 +387,36 @@ pub fn parse_input_cols(
             if !keep {
                 cols[c].clear();
             }
-            res.map_err(|detail| RuntimeError::Data {
-                msg: format!(
-                    "{file}:{start_line}: column {} (`{}`, {}): {detail}",
-                    c + 1,
-                    column.name,
-                    column.ty
-                ),
+            res.map_err(|detail| {
+                header_hint(RuntimeError::Data {
+                    msg: format!(
+                        "{file}:{start_line}: column {} (`{}`, {}): {detail}",
+                        c + 1,
+                        column.name,
+                        column.ty
+                    ),
+                })
             })?;
         }
     }
     Ok(cols)
 }
 
-/// Splits one CSV record off the front of `text` (RFC 4180 quoting). Returns the bytes
-/// consumed (through the line break) and the number of lines the record spans.
-fn split_csv_record<'a>(text: &'a str, fields: &mut Vec<std::borrow::Cow<'a, str>>) -> Result<(usize, usize), String> {
+/// Splits one CSV record off the front of `text` (RFC 4180 quoting), keeping at most
+/// `max` fields (the others are only counted). Returns the bytes consumed (through the
+/// line break), the number of lines the record spans and its number of fields.
+fn split_csv_record<'a>(
+    text: &'a str,
+    fields: &mut Vec<std::borrow::Cow<'a, str>>,
+    max: usize,
+) -> Result<(usize, usize, usize), String> {
     let bytes = text.as_bytes();
     let mut i = 0usize;
     let mut lines = 0usize;
+    let mut count = 0usize;
     loop {
+        count += 1;
+        let keep = count <= max;
         // The start of a field.
         if i < bytes.len() && bytes[i] == b'"' {
             let mut value = String::new();
@@ -207,12 +426,16 @@ fn split_csv_record<'a>(text: &'a str, fields: &mut Vec<std::borrow::Cow<'a, str
                 match bytes.get(j) {
                     None => return Err("unterminated quoted field (a `\"` is never closed)".to_string()),
                     Some(b'"') if bytes.get(j + 1) == Some(&b'"') => {
-                        value.push_str(&text[seg..=j]);
+                        if keep {
+                            value.push_str(&text[seg..=j]);
+                        }
                         j += 2;
                         seg = j;
                     }
                     Some(b'"') => {
-                        value.push_str(&text[seg..j]);
+                        if keep {
+                            value.push_str(&text[seg..j]);
+                        }
                         j += 1;
                         break;
                     }
@@ -223,38 +446,42 @@ fn split_csv_record<'a>(text: &'a str, fields: &mut Vec<std::borrow::Cow<'a, str
                     Some(_) => j += 1,
                 }
             }
-            fields.push(std::borrow::Cow::Owned(value));
+            if keep {
+                fields.push(std::borrow::Cow::Owned(value));
+            }
             i = j;
             match bytes.get(i) {
                 Some(b',') => i += 1,
-                Some(b'\n') => return Ok((i + 1, lines + 1)),
-                Some(b'\r') if bytes.get(i + 1) == Some(&b'\n') => return Ok((i + 2, lines + 1)),
-                None => return Ok((i, lines + 1)),
+                Some(b'\n') => return Ok((i + 1, lines + 1, count)),
+                Some(b'\r') if bytes.get(i + 1) == Some(&b'\n') => return Ok((i + 2, lines + 1, count)),
+                None => return Ok((i, lines + 1, count)),
                 Some(_) => {
                     return Err(format!(
-                        "column {}: unexpected text after a closing quote (a quote inside a quoted field is written `\"\"`)",
-                        fields.len()
+                        "column {count}: unexpected text after a closing quote (a quote inside a quoted field is written `\"\"`)"
                     ))
                 }
             }
         } else {
-            let end = bytes[i..]
-                .iter()
-                .position(|&b| b == b',' || b == b'\n')
-                .map_or(bytes.len(), |p| i + p);
+            let end = memchr::memchr2(b',', b'\n', &bytes[i..]).map_or(bytes.len(), |p| i + p);
             let raw = &text[i..end];
             match bytes.get(end) {
                 Some(b',') => {
-                    fields.push(std::borrow::Cow::Borrowed(raw));
+                    if keep {
+                        fields.push(std::borrow::Cow::Borrowed(raw));
+                    }
                     i = end + 1;
                 }
                 Some(_) => {
-                    fields.push(std::borrow::Cow::Borrowed(raw.strip_suffix('\r').unwrap_or(raw)));
-                    return Ok((end + 1, lines + 1));
+                    if keep {
+                        fields.push(std::borrow::Cow::Borrowed(raw.strip_suffix('\r').unwrap_or(raw)));
+                    }
+                    return Ok((end + 1, lines + 1, count));
                 }
                 None => {
-                    fields.push(std::borrow::Cow::Borrowed(raw.strip_suffix('\r').unwrap_or(raw)));
-                    return Ok((end, lines + 1));
+                    if keep {
+                        fields.push(std::borrow::Cow::Borrowed(raw.strip_suffix('\r').unwrap_or(raw)));
+                    }
+                    return Ok((end, lines + 1, count));
                 }
             }
         }

@@ -19,6 +19,7 @@ fn rel(sep: &str, cols: &[(&str, Type)]) -> InputRel {
         file: "r.csv".into(),
         sep: sep.into(),
         key: Vec::new(),
+        header: false,
     }
 }
 
@@ -234,4 +235,239 @@ fn keys_are_checked() {
     let e = check("1,1,a\n2,1,b\n1,1,c\n").unwrap_err().to_string();
     assert!(e.contains("data/r.csv: rows 1 and 3 have the same key (k, j)"), "{e}");
     assert!(check("").is_ok());
+}
+
+fn parse_with(text: &str, input: &InputRel) -> Result<(Vec<LoadedCol>, Vec<String>), String> {
+    let mut strings = Interner::default();
+    parse_input(text, "data/r.csv", input, &mut strings)
+        .map(|c| (c, strings.strings().iter().map(String::from).collect()))
+        .map_err(|e| e.to_string())
+}
+
+fn with_header(sep: &str, cols: &[(&str, Type)]) -> InputRel {
+    InputRel {
+        header: true,
+        ..rel(sep, cols)
+    }
+}
+
+#[test]
+fn foxs_own_csv_output_reads_back_with_header() {
+    let columns = vec![
+        Column {
+            name: "name".into(),
+            ty: Type::String,
+        },
+        Column {
+            name: "price".into(),
+            ty: Type::Decimal(2),
+        },
+        Column {
+            name: "day".into(),
+            ty: Type::Date,
+        },
+    ];
+    let rows = vec![
+        vec![
+            fox_sema::core::Value::String("bolt, steel".into()),
+            fox_sema::core::Value::Decimal {
+                unscaled: 1999,
+                scale: 2,
+            },
+            fox_sema::core::Value::Date(10471),
+        ],
+        vec![
+            fox_sema::core::Value::String("say \"hi\"".into()),
+            fox_sema::core::Value::Decimal { unscaled: -5, scale: 2 },
+            fox_sema::core::Value::Date(0),
+        ],
+    ];
+    let t = fox_runtime::OutputTable::from_rows("r", columns.clone(), rows);
+    let mut csv = Vec::new();
+    fox_runtime::write_csv_to(&t, &mut csv).unwrap();
+    let csv = String::from_utf8(csv).unwrap();
+    assert!(csv.starts_with("name,price,day\n"), "{csv}");
+    let cols = [("name", Type::String), ("price", Type::Decimal(2)), ("day", Type::Date)];
+    let (c, strings) = parse_with(&csv, &with_header(",", &cols)).unwrap();
+    assert_eq!(c[1], LoadedCol::I64(vec![1999, -5]));
+    assert_eq!(c[2], LoadedCol::I32(vec![10471, 0]));
+    assert_eq!(strings, vec!["bolt, steel".to_string(), "say \"hi\"".to_string()]);
+    // Without `header`, the header is a bad first row, with a hint.
+    let e = parse_with(&csv, &rel(",", &cols)).unwrap_err();
+    assert!(
+        e.starts_with("data/r.csv:1: column 2 (`price`, decimal(2)): `price` is not a decimal(2)"),
+        "{e}"
+    );
+    assert!(
+        e.contains("the first line looks like a header: add `header` to the .input"),
+        "{e}"
+    );
+}
+
+#[test]
+fn header_names_are_checked_against_the_declaration() {
+    let cols = [("x", Type::Int32), ("y", Type::Int32)];
+    let h = with_header(",", &cols);
+    // The file's own names for the columns are accepted, and so is a trailing separator.
+    let (c, _) = parse_with("src,dst\n1,2\n", &h).unwrap();
+    assert_eq!(c[0], LoadedCol::I32(vec![1]));
+    let (c, _) = parse_with("x|y|\n1|2|\n", &with_header("|", &cols)).unwrap();
+    assert_eq!(c[1], LoadedCol::I32(vec![2]));
+    // A header alone, and an empty file, are an empty relation.
+    assert_eq!(parse_with("x,y\n", &h).unwrap().0[0], LoadedCol::I32(vec![]));
+    assert_eq!(parse_with("", &h).unwrap().0[0], LoadedCol::I32(vec![]));
+    // Another number of names, or the declared names in another order, are errors.
+    let e = parse_with("x,y,z\n1,2\n", &h).unwrap_err();
+    assert_eq!(e, "data/r.csv:1: the header has 3 names, but `r` has 2 columns (x, y)");
+    let e = parse_with("x\n1,2\n", &h).unwrap_err();
+    assert_eq!(e, "data/r.csv:1: the header has 1 name, but `r` has 2 columns (x, y)");
+    let e = parse_with("y,x\n1,2\n", &h).unwrap_err();
+    assert!(
+        e.starts_with("data/r.csv:1: the header names column 1 `y`, but column 1 of `r` is `x` (`y` is column 2)"),
+        "{e}"
+    );
+    // Data rows keep their line numbers.
+    let e = parse_with("x,y\n1,2\n3,z\n", &h).unwrap_err();
+    assert!(e.starts_with("data/r.csv:3: column 2"), "{e}");
+}
+
+#[test]
+fn a_header_looking_first_line_gets_a_hint() {
+    let cols = [("src", Type::Int32), ("dst", Type::Int32)];
+    for text in ["src,dst\n1,2\n", "Source Node,Target\n1,2\n", "src,dst,weight\n1,2\n"] {
+        let e = err(text, ",", &cols);
+        assert!(e.starts_with("data/r.csv:1: "), "{e}");
+        assert!(
+            e.contains("help: the first line looks like a header: add `header` to the .input (`.input r … header.`)"),
+            "{e}"
+        );
+    }
+    // Not for data that fails to parse, nor for a later line.
+    for text in ["1,x2\n", "1,2\nsrc,dst\n", "1.5,2\n"] {
+        let e = err(text, ",", &cols);
+        assert!(!e.contains("header"), "{e}");
+    }
+}
+
+#[test]
+fn blank_lines_at_the_end_are_accepted() {
+    let cols = [("x", Type::Int32), ("y", Type::String)];
+    let (c, strings) = parse("1,a\n2,b\n\n\n", ",", &cols).unwrap();
+    assert_eq!(c[0], LoadedCol::I32(vec![1, 2]));
+    assert_eq!(strings, vec!["a", "b"]);
+    let (c, _) = parse("1|a|\r\n  \r\n\t\n", "|", &cols).unwrap();
+    assert_eq!(c[0], LoadedCol::I32(vec![1]));
+    // The last line keeps its spaces; a blank line inside the file is still an error.
+    let (_, strings) = parse("1,a  ", ",", &cols).unwrap();
+    assert_eq!(strings, vec!["a  "]);
+    let e = err("1,a\n\n2,b\n", ",", &cols);
+    assert_eq!(e, "data/r.csv:2: expected 2 fields (the columns of `r`), found 1");
+    // For one string column an empty line is the empty string, as Fox writes it.
+    let (c, strings) = parse("a\n\n", ",", &[("s", Type::String)]).unwrap();
+    assert_eq!(c[0], LoadedCol::Str(vec![0, 1]));
+    assert_eq!(strings, vec!["a", ""]);
+    let (c, _) = parse("1\n2\n\n", ",", &[("n", Type::Int64)]).unwrap();
+    assert_eq!(c[0], LoadedCol::I64(vec![1, 2]));
+}
+
+fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("fox-load-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn load_file(dir: &std::path::Path, file: &str, sep: &str, cols: &[(&str, Type)]) -> Result<Vec<LoadedCol>, String> {
+    let mut input = rel(sep, cols);
+    input.file = file.into();
+    let mut strings = Interner::default();
+    fox_runtime::load::load_input(dir, &input, &mut strings).map_err(|e| e.to_string())
+}
+
+#[test]
+fn gzip_files_are_read_as_their_text() {
+    use std::io::Write;
+    let d = temp_dir("gz");
+    let gz = |text: &str| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(text.as_bytes()).unwrap();
+        e.finish().unwrap()
+    };
+    std::fs::write(d.join("r.csv.gz"), gz("1,2\n3,4\n")).unwrap();
+    std::fs::write(d.join("r.tbl.gz"), gz("1|2|\n3|4|\n")).unwrap();
+    let cols = [("x", Type::Int32), ("y", Type::Int32)];
+    for (file, sep) in [("r.csv.gz", ","), ("r.tbl.gz", "|")] {
+        let c = load_file(&d, file, sep, &cols).unwrap();
+        assert_eq!(c[1], LoadedCol::I32(vec![2, 4]), "{file}");
+    }
+    // Errors name the compressed file and the line in its text.
+    std::fs::write(d.join("bad.csv.gz"), gz("1,2\n3,x\n")).unwrap();
+    let e = load_file(&d, "bad.csv.gz", ",", &cols).unwrap_err();
+    assert!(e.contains("bad.csv.gz:2: column 2"), "{e}");
+    let mut broken = gz("1,2\n3,4\n");
+    broken.truncate(broken.len() - 6);
+    std::fs::write(d.join("broken.csv.gz"), broken).unwrap();
+    let e = load_file(&d, "broken.csv.gz", ",", &cols).unwrap_err();
+    assert!(
+        e.contains("broken.csv.gz") && e.contains("the gzip data is damaged"),
+        "{e}"
+    );
+}
+
+#[test]
+fn files_that_are_not_text_are_named_for_what_they_are() {
+    let d = temp_dir("binary");
+    let cols = [("x", Type::Int32)];
+    std::fs::write(d.join("r.parquet"), b"PAR1\x15\x04\x15\x00rest").unwrap();
+    let e = load_file(&d, "r.parquet", ",", &cols).unwrap_err();
+    assert!(e.starts_with("`"), "{e}");
+    assert!(
+        e.contains("r.parquet` (input of `r`) is a Parquet file, not CSV text"),
+        "{e}"
+    );
+    std::fs::write(d.join("r.csv"), b"1\n2\n\x00\x01\x02").unwrap();
+    let e = load_file(&d, "r.csv", ",", &cols).unwrap_err();
+    assert!(
+        e.contains("is binary data (a NUL byte at offset 4), not CSV text"),
+        "{e}"
+    );
+    std::fs::write(d.join("latin1.csv"), b"1\n2\ncaf\xe9\n").unwrap();
+    let e = load_file(&d, "latin1.csv", ",", &[("s", Type::String)]).unwrap_err();
+    assert!(e.contains("latin1.csv:3: the file is not UTF-8 text"), "{e}");
+    // A UTF-8 byte order mark is not part of the first field.
+    std::fs::write(d.join("bom.csv"), b"\xef\xbb\xbf7\n").unwrap();
+    assert_eq!(
+        load_file(&d, "bom.csv", ",", &cols).unwrap()[0],
+        LoadedCol::I32(vec![7])
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_or_a_folder_is_rejected_without_blocking() {
+    let d = temp_dir("fifo");
+    let fifo = d.join("r.csv");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    std::fs::create_dir(d.join("sub.csv")).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let dir = d.clone();
+    std::thread::spawn(move || {
+        let cols = [("x", Type::Int32)];
+        let _ = tx.send((
+            load_file(&dir, "r.csv", ",", &cols),
+            load_file(&dir, "sub.csv", ",", &cols),
+        ));
+    });
+    // Opening a FIFO that has no writer would block forever.
+    let (fifo_err, dir_err) = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("reading a FIFO input must not block");
+    let e = fifo_err.unwrap_err();
+    assert!(
+        e.contains("r.csv` (input of `r`): it is a FIFO (named pipe), not a regular file"),
+        "{e}"
+    );
+    let e = dir_err.unwrap_err();
+    assert!(e.contains("it is a folder, not a regular file"), "{e}");
 }

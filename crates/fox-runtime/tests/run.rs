@@ -138,6 +138,7 @@ fn people_input() -> InputRel {
         file: "person.csv".into(),
         sep: ",".into(),
         key: Vec::new(),
+        header: false,
     }
 }
 
@@ -817,6 +818,7 @@ fn a_cancelled_load_or_generator_stops_with_cancelled() {
             file: "edge.csv".into(),
             sep: ",".into(),
             key: Vec::new(),
+            header: false,
         };
         let progress = CancellableProgress {
             progress: &NoProgress,
@@ -840,6 +842,7 @@ fn a_cancelled_load_or_generator_stops_with_cancelled() {
         file: "region.tbl".into(),
         sep: "|".into(),
         key: Vec::new(),
+        header: false,
     };
     let e = fox_runtime::tpch::generate(&region, 0.01, &[true, true, true], &|_| {}, token.flag()).unwrap_err();
     assert_eq!(e, RuntimeError::Cancelled);

@@ -283,6 +283,10 @@ pub struct InputSpec {
     /// row; empty when the directive names no key.
     #[serde(default)]
     pub key: Vec<usize>,
+    /// `header`: the file's first line names the columns (checked against the
+    /// declaration) and is not data.
+    #[serde(default)]
+    pub header: bool,
     pub span: Span,
 }
 

@@ -22,9 +22,21 @@ pub(crate) fn dnf(f: &Formula) -> Result<Vec<Vec<BLit>>, Diagnostic> {
         Formula::And(fs, span) => {
             let mut acc: Vec<Vec<BLit>> = vec![Vec::new()];
             for f in fs {
-                let alts = dnf(f)?;
+                let mut alts = dnf(f)?;
                 if acc.len().saturating_mul(alts.len()) > MAX_ALTERNATIVES {
                     return Err(too_many(*span));
+                }
+                if let [one] = alts.as_mut_slice() {
+                    // A conjunct without disjunction extends every alternative in place
+                    // (copying the alternatives at every conjunct would be quadratic).
+                    let one = std::mem::take(one);
+                    if let Some((last, rest)) = acc.split_last_mut() {
+                        for a in rest {
+                            a.extend(one.iter().cloned());
+                        }
+                        last.extend(one);
+                    }
+                    continue;
                 }
                 let mut next = Vec::with_capacity(acc.len() * alts.len());
                 for a in &acc {

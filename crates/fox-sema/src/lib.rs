@@ -36,14 +36,45 @@ use fox_syntax::diag::Diagnostic;
 use fox_syntax::pretty::print_expr;
 use std::collections::{HashMap, HashSet};
 
+/// What the checker is told about the program besides its items.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Spans of library files (read through `.include`, such as a schema): predicates
+    /// declared there are not reported as unused, since a program uses a part of a library.
+    pub library: Vec<Span>,
+}
+
 /// Checks a program. The core program is `Some` exactly when there is no error; warnings
 /// may accompany it.
 pub fn check(program: &ast::Program) -> (Option<CoreProgram>, Vec<Diagnostic>) {
-    let mut c = Checker::default();
+    check_with(program, &Options::default())
+}
+
+/// [`check`] with `options`.
+pub fn check_with(program: &ast::Program, options: &Options) -> (Option<CoreProgram>, Vec<Diagnostic>) {
+    let mut c = Checker {
+        library: options.library.clone(),
+        ..Checker::default()
+    };
     let core = c.run(program);
-    let mut diags: Vec<Diagnostic> = Vec::new();
+    // Warnings about a rule with an error, and about what is unused in a program with
+    // errors (whose uses may be the ones that failed), say nothing more.
+    let mut error_at: Vec<Span> = c.diags.iter().filter(|d| d.is_error()).map(Diagnostic::span).collect();
+    error_at.sort();
+    for (rule, d) in std::mem::take(&mut c.singletons) {
+        let k = error_at.partition_point(|s| s.start < rule.start);
+        if error_at.get(k).is_none_or(|s| s.start >= rule.end) {
+            c.diags.push(d);
+        }
+    }
+    if error_at.is_empty() {
+        c.diags.append(&mut c.unused_warnings);
+    }
+    let error_at: HashSet<Span> = error_at.into_iter().collect();
+    let mut seen: HashSet<Diagnostic> = HashSet::with_capacity(c.diags.len());
+    let mut diags: Vec<Diagnostic> = Vec::with_capacity(c.diags.len());
     for d in c.diags {
-        if !diags.contains(&d) {
+        if (d.is_error() || !error_at.contains(&d.span())) && seen.insert(d.clone()) {
             diags.push(d);
         }
     }
@@ -68,6 +99,12 @@ struct Checker {
     /// Undeclared predicates whose column names came from a fact (a rule renames them).
     named_by_fact: HashSet<usize>,
     inputs: Vec<InputSpec>,
+    /// See [`Options::library`].
+    library: Vec<Span>,
+    /// Variables used once, with the span of their rule.
+    singletons: Vec<(Span, Diagnostic)>,
+    /// Predicates nothing uses.
+    unused_warnings: Vec<Diagnostic>,
 }
 
 impl Checker {
@@ -77,8 +114,15 @@ impl Checker {
 
     fn run(&mut self, program: &ast::Program) -> Option<CoreProgram> {
         for item in &program.items {
-            if let Item::Decl(d) = item {
-                self.declare(d);
+            match item {
+                Item::Decl(d) => self.declare(d),
+                // The tools that read files replace every `.include` by the file's items.
+                Item::Include(i) => self.error(
+                    Diagnostic::error(format!("`.include \"{}\"` is not read here", i.path.0), i.span)
+                        .with_label("not resolved")
+                        .with_help("`.include` is resolved when a program is read from files (foxc, foxrun, the REPL's `.load`)"),
+                ),
+                _ => {}
             }
         }
         for item in &program.items {
@@ -123,8 +167,8 @@ impl Checker {
             .collect();
         let strata = strat::stratify(&self.env, &heads, &mut self.diags);
         self.uninferred(&lowered, &strata.component);
-        self.unused_declarations();
         let outputs = self.outputs(program, &lowered, &strata.component);
+        self.unused(&lowered, &outputs);
 
         if self.diags.iter().any(Diagnostic::is_error) {
             return None;
@@ -165,24 +209,32 @@ impl Checker {
         if self.diags.iter().any(Diagnostic::is_error) {
             return None;
         }
-        let mut out_strata = Vec::new();
-        let mut facts = facts;
-        for plan in &strata.strata {
-            let set: HashSet<usize> = plan.preds.iter().copied().collect();
-            let (mine, rest): (Vec<Fact>, Vec<Fact>) =
-                facts.into_iter().partition(|f| set.contains(&(f.pred.0 as usize)));
-            facts = rest;
-            let rs = rules
-                .iter_mut()
-                .filter(|r| r.as_ref().is_some_and(|r| set.contains(&(r.head.0 as usize))))
-                .filter_map(Option::take)
-                .collect();
-            out_strata.push(Stratum {
+        // Facts and rules go to the stratum of their predicate, in program order.
+        let mut stratum_of: Vec<Option<usize>> = vec![None; self.env.preds.len()];
+        for (k, plan) in strata.strata.iter().enumerate() {
+            for &p in &plan.preds {
+                stratum_of[p] = Some(k);
+            }
+        }
+        let mut out_strata: Vec<Stratum> = strata
+            .strata
+            .iter()
+            .map(|plan| Stratum {
                 preds: plan.preds.iter().map(|&p| PredId(p as u32)).collect(),
                 recursive: plan.recursive,
-                facts: mine,
-                rules: rs,
-            });
+                facts: Vec::new(),
+                rules: Vec::new(),
+            })
+            .collect();
+        for f in facts {
+            if let Some(k) = stratum_of.get(f.pred.0 as usize).copied().flatten() {
+                out_strata[k].facts.push(f);
+            }
+        }
+        for r in rules.into_iter().flatten() {
+            if let Some(k) = stratum_of.get(r.head.0 as usize).copied().flatten() {
+                out_strata[k].rules.push(r);
+            }
         }
         Some(CoreProgram {
             preds,
@@ -387,8 +439,20 @@ impl Checker {
                 .from
                 .as_ref()
                 .map_or_else(|| format!("{}.csv", i.pred.name), |(f, _)| f.clone()),
-            sep: i.sep.as_ref().map_or_else(|| ",".to_string(), |(s, _)| s.clone()),
+            sep: i.sep.as_ref().map_or_else(
+                || {
+                    // A `.tsv` file is tab-separated unless `sep` says otherwise.
+                    let file = i.from.as_ref().map_or("", |(f, _)| f.as_str());
+                    if file.ends_with(".tsv") || file.ends_with(".tsv.gz") {
+                        "\t".to_string()
+                    } else {
+                        ",".to_string()
+                    }
+                },
+                |(s, _)| s.clone(),
+            ),
             key,
+            header: i.header.is_some(),
             span: i.span,
         });
     }
@@ -420,6 +484,7 @@ impl Checker {
                 return;
             }
         };
+        self.singletons(r, aggs.as_ref().map(|(a, _)| a.as_slice()), &alts);
         for h in &r.heads {
             let args = head_args(h);
             let Some(p) = self.head_pred(h, &args, false) else {
@@ -434,6 +499,63 @@ impl Checker {
                     span: r.span,
                     aux: false,
                 });
+            }
+        }
+    }
+
+    /// Warns about each named variable that occurs once in an alternative of a rule (its
+    /// heads, aggregates and the literals of one branch of its disjunctions): it matches
+    /// anything and joins with nothing, which is mostly a misspelling. Names starting with
+    /// `_` are exempt, as in Soufflé.
+    fn singletons(&mut self, r: &ast::Rule, aggs: Option<&[ast::AggBinding]>, alts: &[Vec<BLit>]) {
+        let mut shared: Vec<(&str, Span)> = Vec::new();
+        for h in &r.heads {
+            match &h.kind {
+                HeadKind::Relational(args) => args.iter().for_each(|e| expr_vars(e, &mut shared)),
+                HeadKind::Functional { keys, value } => {
+                    keys.iter().for_each(|e| expr_vars(e, &mut shared));
+                    expr_vars(value, &mut shared);
+                }
+            }
+        }
+        for a in aggs.unwrap_or_default() {
+            shared.push((a.var.name.as_str(), a.var.span));
+            if let Some(e) = &a.arg {
+                expr_vars(e, &mut shared);
+            }
+        }
+        for alt in alts {
+            let mut vars = shared.clone();
+            alt.iter().for_each(|l| blit_vars(l, &mut vars));
+            let mut count: HashMap<&str, (usize, Span)> = HashMap::with_capacity(vars.len());
+            for &(n, s) in &vars {
+                count.entry(n).or_insert((0, s)).0 += 1;
+            }
+            // Suggestions compare names pairwise: only for rules of a readable size.
+            let suggest = count.len() <= 64;
+            let mut once: Vec<(&str, Span)> = count
+                .iter()
+                .filter(|(n, (c, _))| *c == 1 && !n.starts_with('_'))
+                .map(|(n, (_, s))| (*n, *s))
+                .collect();
+            once.sort_by_key(|(_, s)| *s);
+            for (n, s) in once {
+                let mut d = Diagnostic::warning(format!("variable `{n}` occurs only once in this rule"), s)
+                    .with_label("used once");
+                let similar = if suggest {
+                    closest(n, count.keys().copied().filter(|m| *m != n))
+                } else {
+                    None
+                };
+                d = match similar {
+                    Some(m) => d.with_help(format!(
+                        "did you mean `{m}`? A variable used once matches any value; write `_` (or a name starting with `_`) when that is meant"
+                    )),
+                    None => d.with_help(format!(
+                        "a variable used once matches any value; write `_` (or `_{n}`) when that is meant"
+                    )),
+                };
+                self.singletons.push((r.span, d));
             }
         }
     }
@@ -813,15 +935,19 @@ impl Checker {
             .iter()
             .map(|s| s.types.iter().any(Option::is_none))
             .collect();
+        let mut rules_of: Vec<Vec<usize>> = vec![Vec::new(); self.env.preds.len()];
+        for (i, r) in self.rules.iter().enumerate() {
+            if let Some(v) = rules_of.get_mut(r.head) {
+                v.push(i);
+            }
+        }
         for (p, sig) in self.env.preds.iter().enumerate() {
             if sig.declared || sig.aux || !unknown[p] {
                 continue;
             }
             let mut caused_elsewhere = false;
-            for (r, l) in self.rules.iter().zip(lowered) {
-                if r.head != p {
-                    continue;
-                }
+            for &i in &rules_of[p] {
+                let l = &lowered[i];
                 caused_elsewhere |= l.had_errors
                     || l.deps.iter().any(|d| {
                         unknown.get(d.pred).copied().unwrap_or(false) && component.get(d.pred) != component.get(p)
@@ -858,9 +984,63 @@ impl Checker {
         }
     }
 
-    fn unused_declarations(&mut self) {
-        for s in &self.env.preds {
-            if s.declared && !s.defined && s.input.is_none() {
+    /// Warns about predicates that nothing reads: not a rule of another predicate, not an
+    /// output. Those of library files (see [`Options::library`]) are exempt, and so are
+    /// those of a program without facts or rules (a schema, made to be included).
+    fn unused(&mut self, lowered: &[Lowered], outputs: &[OutputSpec]) {
+        let schema = self.rules.is_empty() && !self.env.preds.iter().any(|s| s.defined);
+        let mut used = vec![schema; self.env.preds.len()];
+        for (r, l) in self.rules.iter().zip(lowered) {
+            for d in &l.deps {
+                if d.pred != r.head {
+                    if let Some(u) = used.get_mut(d.pred) {
+                        *u = true;
+                    }
+                }
+            }
+        }
+        for o in outputs {
+            if let Some(u) = used.get_mut(o.pred.0 as usize) {
+                *u = true;
+            }
+        }
+        let mut library = self.library.clone();
+        library.sort();
+        let in_library = |s: Span| {
+            let k = library.partition_point(|l| l.start <= s.start);
+            k > 0 && s.end <= library[k - 1].end
+        };
+        for (p, s) in self.env.preds.iter().enumerate() {
+            if used[p] || s.aux || in_library(s.input.unwrap_or(s.span)) {
+                continue;
+            }
+            let (msg, span, label, help) = if let Some(input) = s.input {
+                (
+                    format!("`{}` is read with `.input` but never used", s.name),
+                    input,
+                    "read here",
+                    "use it in a rule, or remove the `.input`".to_string(),
+                )
+            } else if !s.defined {
+                (
+                    format!("`{}` is declared but never used", s.name),
+                    s.span,
+                    "declared here",
+                    "use it in a rule, or remove the declaration".to_string(),
+                )
+            } else {
+                (
+                    format!("`{}` is never used and not output", s.name),
+                    s.span,
+                    if s.declared { "declared here" } else { "defined here" },
+                    format!("use it in a rule, or output it with `.output {}.`", s.name),
+                )
+            };
+            self.unused_warnings
+                .push(Diagnostic::warning(msg, span).with_label(label).with_help(help));
+        }
+        for (p, s) in self.env.preds.iter().enumerate() {
+            if used[p] && s.declared && !s.defined && s.input.is_none() {
                 self.diags.push(
                     Diagnostic::warning(
                         format!(

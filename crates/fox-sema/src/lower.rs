@@ -756,20 +756,25 @@ impl Lower<'_> {
         }
     }
 
+    /// Emits the pending literals that are ready, in order, each seeing what the ones
+    /// before it bound; repeats while any was emitted. A pass keeps the others in order.
     fn drain(&mut self) {
         loop {
             let mut progressed = false;
-            let mut i = 0;
-            while i < self.pending.len() {
-                let r = self.readiness(&self.pending[i]);
+            let pending = std::mem::take(&mut self.pending);
+            let mut kept = Vec::with_capacity(pending.len());
+            for p in pending {
+                let r = self.readiness(&p);
                 if matches!(r, Ready::No) {
-                    i += 1;
+                    kept.push(p);
                 } else {
-                    let p = self.pending.remove(i);
                     self.emit(p, r);
                     progressed = true;
                 }
             }
+            // `emit` adds no pending literal; keep any it did add after the others.
+            kept.append(&mut self.pending);
+            self.pending = kept;
             if !progressed {
                 break;
             }

@@ -35,10 +35,11 @@ pub fn print_core(p: &CoreProgram) -> String {
     for i in &p.inputs {
         let _ = writeln!(
             out,
-            "input {} from {} sep {}",
+            "input {} from {} sep {}{}",
             pred_name(p, i.pred),
             quote(&i.file),
-            quote(&i.sep)
+            quote(&i.sep),
+            if i.header { " header" } else { "" }
         );
     }
     for (n, s) in p.strata.iter().enumerate() {

@@ -27,12 +27,15 @@ pub(crate) fn stratify(env: &Env, rules: &[(usize, &[Dep])], diags: &mut Vec<Dia
     let mut g: DiGraph<usize, ()> = DiGraph::with_capacity(n, rules.len());
     let nodes: Vec<NodeIndex> = (0..n).map(|i| g.add_node(i)).collect();
     let mut self_loops = vec![false; n];
+    let mut edges: HashSet<(usize, usize)> = HashSet::new();
     for (head, deps) in rules {
         for d in deps.iter() {
             // An edge from a predicate to a predicate it depends on: Tarjan's algorithm then
             // yields dependencies before their dependents.
             if let (Some(&h), Some(&b)) = (nodes.get(*head), nodes.get(d.pred)) {
-                g.update_edge(h, b, ());
+                if edges.insert((*head, d.pred)) {
+                    g.add_edge(h, b, ());
+                }
             }
             if d.pred == *head {
                 if let Some(s) = self_loops.get_mut(*head) {

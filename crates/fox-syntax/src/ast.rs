@@ -58,6 +58,10 @@ pub enum Item {
     Input(InputDirective),
     /// `.output p [order by col [asc|desc], …] [limit n].`
     Output(OutputDirective),
+    /// `.include "file.logic".`: the items of another file, read by the driver that
+    /// reads the files of a program (`fox_syntax::sources`), which replaces the directive
+    /// with them. The checker never sees one.
+    Include(IncludeDirective),
 }
 
 /// A type declaration. `price[p] = v -> int64(p), decimal(v).`
@@ -265,14 +269,26 @@ pub enum Lit {
     Bool(bool),
 }
 
-/// `.input p [from "file"] [sep "|"] [key (c, …)].`
+/// `.input p [from "file"] [sep "|"] [header] [key (c, …)].` (the options in any order,
+/// each at most once).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct InputDirective {
     pub pred: Ident,
     pub from: Option<(String, Span)>,
     pub sep: Option<(String, Span)>,
+    /// `header`: the file's first line names the columns and is not data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<Span>,
     /// `key (c1, …)`: columns that identify a row (no two rows share them).
     pub key: Option<(Vec<Ident>, Span)>,
+    pub span: Span,
+}
+
+/// `.include "path".`: the path as written (relative to the including file's folder) and
+/// its span.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IncludeDirective {
+    pub path: (String, Span),
     pub span: Span,
 }
 
@@ -296,8 +312,162 @@ impl Program {
     /// Sets every span in the tree to `Span::default()`, so that trees parsed from
     /// differently formatted sources compare equal.
     pub fn erase_spans(&mut self) {
+        self.map_spans(&|_| Span::default());
+    }
+
+    /// Replaces every span `s` in the tree by `f(s)` (for example to move a file's spans
+    /// to its place in a source map).
+    pub fn map_spans(&mut self, f: &dyn Fn(Span) -> Span) {
         for item in &mut self.items {
-            item.erase_spans();
+            item.map_spans(f);
+        }
+    }
+}
+
+impl Ident {
+    pub fn map_spans(&mut self, f: &dyn Fn(Span) -> Span) {
+        self.span = f(self.span);
+    }
+}
+
+impl Item {
+    pub fn map_spans(&mut self, f: &dyn Fn(Span) -> Span) {
+        match self {
+            Item::Decl(d) => {
+                d.span = f(d.span);
+                d.pred.map_spans(f);
+                match &mut d.shape {
+                    DeclShape::Relational(cols) => cols.iter_mut().for_each(|c| c.map_spans(f)),
+                    DeclShape::Functional { keys, value } => {
+                        keys.iter_mut().for_each(|c| c.map_spans(f));
+                        value.map_spans(f);
+                    }
+                }
+                for t in &mut d.types {
+                    t.span = f(t.span);
+                    t.ty.map_spans(f);
+                    t.var.map_spans(f);
+                }
+            }
+            Item::Rule(r) => {
+                r.span = f(r.span);
+                for h in &mut r.heads {
+                    h.span = f(h.span);
+                    h.pred.map_spans(f);
+                    match &mut h.kind {
+                        HeadKind::Relational(args) => args.iter_mut().for_each(|e| e.map_spans(f)),
+                        HeadKind::Functional { keys, value } => {
+                            keys.iter_mut().for_each(|e| e.map_spans(f));
+                            value.map_spans(f);
+                        }
+                    }
+                }
+                match &mut r.body {
+                    Some(Body::Formula(b)) => b.map_spans(f),
+                    Some(Body::Agg { aggs, body, span }) => {
+                        *span = f(*span);
+                        for a in aggs {
+                            a.span = f(a.span);
+                            a.var.map_spans(f);
+                            a.func.map_spans(f);
+                            if let Some(arg) = &mut a.arg {
+                                arg.map_spans(f);
+                            }
+                        }
+                        body.map_spans(f);
+                    }
+                    None => {}
+                }
+            }
+            Item::Input(i) => {
+                i.span = f(i.span);
+                i.pred.map_spans(f);
+                for (_, s) in i.from.iter_mut().chain(i.sep.iter_mut()) {
+                    *s = f(*s);
+                }
+                if let Some(s) = &mut i.header {
+                    *s = f(*s);
+                }
+                if let Some((cols, s)) = &mut i.key {
+                    *s = f(*s);
+                    cols.iter_mut().for_each(|c| c.map_spans(f));
+                }
+            }
+            Item::Output(o) => {
+                o.span = f(o.span);
+                o.pred.map_spans(f);
+                for k in &mut o.order_by {
+                    k.span = f(k.span);
+                    k.column.map_spans(f);
+                }
+                if let Some((_, s)) = &mut o.limit {
+                    *s = f(*s);
+                }
+            }
+            Item::Include(i) => {
+                i.span = f(i.span);
+                i.path.1 = f(i.path.1);
+            }
+        }
+    }
+}
+
+impl Formula {
+    pub fn map_spans(&mut self, f: &dyn Fn(Span) -> Span) {
+        match self {
+            Formula::Or(parts, span) | Formula::And(parts, span) => {
+                *span = f(*span);
+                parts.iter_mut().for_each(|p| p.map_spans(f));
+            }
+            Formula::Lit(l) => l.map_spans(f),
+        }
+    }
+}
+
+impl Literal {
+    pub fn map_spans(&mut self, f: &dyn Fn(Span) -> Span) {
+        match self {
+            Literal::Atom(a) => {
+                a.span = f(a.span);
+                a.pred.map_spans(f);
+                a.args.iter_mut().for_each(|e| e.map_spans(f));
+            }
+            Literal::Not(inner, span) => {
+                *span = f(*span);
+                inner.map_spans(f);
+            }
+            Literal::Compare(c) => {
+                c.span = f(c.span);
+                c.first.map_spans(f);
+                c.rest.iter_mut().for_each(|(_, e)| e.map_spans(f));
+            }
+            Literal::In { expr, list, span } => {
+                *span = f(*span);
+                expr.map_spans(f);
+                list.iter_mut().for_each(|e| e.map_spans(f));
+            }
+            Literal::Paren(inner, span) => {
+                *span = f(*span);
+                inner.map_spans(f);
+            }
+        }
+    }
+}
+
+impl Expr {
+    pub fn map_spans(&mut self, f: &dyn Fn(Span) -> Span) {
+        self.span = f(self.span);
+        match &mut self.kind {
+            ExprKind::Var(_) | ExprKind::Anon | ExprKind::Lit(_) => {}
+            ExprKind::Neg(e) => e.map_spans(f),
+            ExprKind::Bin(_, a, b) => {
+                a.map_spans(f);
+                b.map_spans(f);
+            }
+            ExprKind::Call(name, args) | ExprKind::FuncTerm(name, args) => {
+                name.map_spans(f);
+                args.iter_mut().for_each(|e| e.map_spans(f));
+            }
         }
     }
 }
@@ -310,147 +480,7 @@ impl Item {
             Item::Rule(r) => r.span,
             Item::Input(i) => i.span,
             Item::Output(o) => o.span,
-        }
-    }
-}
-
-impl Ident {
-    pub fn erase_spans(&mut self) {
-        self.span = Span::default();
-    }
-}
-
-impl Item {
-    pub fn erase_spans(&mut self) {
-        match self {
-            Item::Decl(d) => {
-                d.span = Span::default();
-                d.pred.erase_spans();
-                match &mut d.shape {
-                    DeclShape::Relational(cols) => cols.iter_mut().for_each(Ident::erase_spans),
-                    DeclShape::Functional { keys, value } => {
-                        keys.iter_mut().for_each(Ident::erase_spans);
-                        value.erase_spans();
-                    }
-                }
-                for t in &mut d.types {
-                    t.span = Span::default();
-                    t.ty.erase_spans();
-                    t.var.erase_spans();
-                }
-            }
-            Item::Rule(r) => {
-                r.span = Span::default();
-                for h in &mut r.heads {
-                    h.span = Span::default();
-                    h.pred.erase_spans();
-                    match &mut h.kind {
-                        HeadKind::Relational(args) => args.iter_mut().for_each(Expr::erase_spans),
-                        HeadKind::Functional { keys, value } => {
-                            keys.iter_mut().for_each(Expr::erase_spans);
-                            value.erase_spans();
-                        }
-                    }
-                }
-                match &mut r.body {
-                    Some(Body::Formula(f)) => f.erase_spans(),
-                    Some(Body::Agg { aggs, body, span }) => {
-                        *span = Span::default();
-                        for a in aggs {
-                            a.span = Span::default();
-                            a.var.erase_spans();
-                            a.func.erase_spans();
-                            if let Some(arg) = &mut a.arg {
-                                arg.erase_spans();
-                            }
-                        }
-                        body.erase_spans();
-                    }
-                    None => {}
-                }
-            }
-            Item::Input(i) => {
-                i.span = Span::default();
-                i.pred.erase_spans();
-                for (_, s) in i.from.iter_mut().chain(i.sep.iter_mut()) {
-                    *s = Span::default();
-                }
-                if let Some((cols, s)) = &mut i.key {
-                    *s = Span::default();
-                    cols.iter_mut().for_each(Ident::erase_spans);
-                }
-            }
-            Item::Output(o) => {
-                o.span = Span::default();
-                o.pred.erase_spans();
-                for k in &mut o.order_by {
-                    k.span = Span::default();
-                    k.column.erase_spans();
-                }
-                if let Some((_, s)) = &mut o.limit {
-                    *s = Span::default();
-                }
-            }
-        }
-    }
-}
-
-impl Formula {
-    pub fn erase_spans(&mut self) {
-        match self {
-            Formula::Or(parts, span) | Formula::And(parts, span) => {
-                *span = Span::default();
-                parts.iter_mut().for_each(Formula::erase_spans);
-            }
-            Formula::Lit(l) => l.erase_spans(),
-        }
-    }
-}
-
-impl Literal {
-    pub fn erase_spans(&mut self) {
-        match self {
-            Literal::Atom(a) => {
-                a.span = Span::default();
-                a.pred.erase_spans();
-                a.args.iter_mut().for_each(Expr::erase_spans);
-            }
-            Literal::Not(inner, span) => {
-                *span = Span::default();
-                inner.erase_spans();
-            }
-            Literal::Compare(c) => {
-                c.span = Span::default();
-                c.first.erase_spans();
-                c.rest.iter_mut().for_each(|(_, e)| e.erase_spans());
-            }
-            Literal::In { expr, list, span } => {
-                *span = Span::default();
-                expr.erase_spans();
-                list.iter_mut().for_each(Expr::erase_spans);
-            }
-            Literal::Paren(f, span) => {
-                *span = Span::default();
-                f.erase_spans();
-            }
-        }
-    }
-}
-
-impl Expr {
-    pub fn erase_spans(&mut self) {
-        self.span = Span::default();
-        match &mut self.kind {
-            ExprKind::Var(_) | ExprKind::Anon | ExprKind::Lit(_) => {}
-            ExprKind::Neg(e) => e.erase_spans(),
-            ExprKind::Bin(_, a, b) => {
-                a.erase_spans();
-                b.erase_spans();
-            }
-            ExprKind::Call(f, args) | ExprKind::FuncTerm(f, args) => {
-                f.erase_spans();
-                args.iter_mut().for_each(Expr::erase_spans);
-            }
+            Item::Include(i) => i.span,
         }
     }
 }

@@ -110,6 +110,8 @@ pub enum Token {
     DotInput,
     #[token(".output")]
     DotOutput,
+    #[token(".include")]
+    DotInclude,
     #[token("from")]
     From,
     #[token("sep")]
@@ -181,6 +183,7 @@ impl fmt::Display for Token {
             Token::AggClose => ">>",
             Token::DotInput => ".input",
             Token::DotOutput => ".output",
+            Token::DotInclude => ".include",
             Token::From => "from",
             Token::Sep => "sep",
             Token::Key => "key",

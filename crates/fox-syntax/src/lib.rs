@@ -15,6 +15,7 @@ pub mod lexer;
 mod limits;
 mod parser;
 pub mod pretty;
+pub mod sources;
 
 lalrpop_util::lalrpop_mod!(
     #[allow(clippy::all, clippy::pedantic, unused_parens, unused_imports)]
@@ -39,6 +40,7 @@ pub fn parse(source: &str) -> (Program, Vec<Diagnostic>) {
     let (tokens, mut diags) = lexer::lex(source);
     let mut lexical: Vec<ast::Span> = diags.iter().map(Diagnostic::span).collect();
     lexical.sort();
+    let tokens = parser::directive_typos(tokens, &mut diags);
     let tokens = limits::limit_nesting(tokens, &mut diags);
     let mut ctx = parser::Ctx::default();
     let result = grammar::ProgramParser::new().parse(&mut ctx, tokens.iter().cloned().map(Ok));

@@ -23,6 +23,18 @@ pub struct Ctx {
     poisoned: bool,
 }
 
+/// One option of an `.input` directive, as written.
+pub enum InputOpt {
+    From((String, Span), Span),
+    Sep((String, Span), Span),
+    Key((Vec<Ident>, Span)),
+    /// A bare word: `header` is the only one.
+    Word(String, Span),
+}
+
+/// The words `.input` takes as options.
+pub const INPUT_OPTIONS: [&str; 4] = ["from", "sep", "header", "key"];
+
 /// A body formula before it is known whether parenthesised parts are formulas or expressions.
 #[derive(Debug)]
 pub enum Cover {
@@ -199,6 +211,53 @@ impl Ctx {
         }
     }
 
+    /// An `.input` directive from its options, each allowed once.
+    pub fn input(&mut self, pred: Ident, opts: Vec<InputOpt>, span: Span) -> Option<Item> {
+        let mut d = InputDirective {
+            pred,
+            from: None,
+            sep: None,
+            header: None,
+            key: None,
+            span,
+        };
+        let mut ok = true;
+        for opt in opts {
+            let (name, at, first) = match opt {
+                InputOpt::From(f, s) => ("from", s, d.from.replace(f).map(|(_, p)| p)),
+                InputOpt::Sep(f, s) => ("sep", s, d.sep.replace(f).map(|(_, p)| p)),
+                InputOpt::Key(k) => {
+                    let s = k.1;
+                    ("key", s, d.key.replace(k).map(|(_, p)| p))
+                }
+                InputOpt::Word(w, s) if w == "header" => ("header", s, d.header.replace(s)),
+                InputOpt::Word(w, s) => {
+                    let mut e = Diagnostic::error(format!("unknown option `{w}` in `.input`"), s)
+                        .with_label("not an option of `.input`");
+                    e = match closest_word(&w, &INPUT_OPTIONS) {
+                        Some(c) => e.with_help(format!("did you mean `{c}`?")),
+                        None => {
+                            e.with_help("the options are `from \"file\"`, `sep \"|\"`, `header` and `key (column, …)`")
+                        }
+                    };
+                    self.error(e);
+                    ok = false;
+                    continue;
+                }
+            };
+            if let Some(first) = first {
+                self.error(
+                    Diagnostic::error(format!("`{name}` is given twice in `.input`"), at)
+                        .with_label("given again here")
+                        .with_secondary(first, "first given here")
+                        .with_help("each option of `.input` may be given once"),
+                );
+                ok = false;
+            }
+        }
+        ok.then_some(Item::Input(d))
+    }
+
     /// Turns the heads of `heads -> types.` into a declaration.
     pub fn decl(&mut self, heads: Vec<Head>, types: Vec<TypeAtom>, span: Span) -> Option<Item> {
         if let Some(extra) = heads.get(1) {
@@ -244,6 +303,82 @@ impl Ctx {
         }
         ok.then_some(out)
     }
+}
+
+/// The word of `words` closest to `w`, if it is a likely misspelling of it.
+pub fn closest_word<'a>(w: &str, words: &[&'a str]) -> Option<&'a str> {
+    let limit = (w.chars().count() / 3).max(1);
+    words
+        .iter()
+        .map(|c| (strsim::damerau_levenshtein(w, c), *c))
+        .filter(|(d, _)| *d <= limit)
+        .min()
+        .map(|(_, c)| c)
+}
+
+/// The directives, without their dot.
+const DIRECTIVES: [&str; 3] = ["input", "output", "include"];
+
+/// Reports clauses that start with a misspelled directive (`.ouput p.`, `.inputs p.`:
+/// a `.` that starts a clause followed, without a space, by a word) and removes them, so
+/// the parser does not report their tokens one by one (nor the lexer its complaints
+/// about them: a Soufflé `.decl e(x: number).` is one error).
+pub fn directive_typos(tokens: Vec<Spanned>, diags: &mut Vec<Diagnostic>) -> Vec<Spanned> {
+    let mut out: Vec<Spanned> = Vec::with_capacity(tokens.len());
+    let mut skipping = false;
+    let mut skipped: Vec<(usize, usize)> = Vec::new();
+    let mut typos: Vec<Diagnostic> = Vec::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        let (l, tok, r) = &tokens[i];
+        if skipping {
+            skipping = *tok != Token::Dot;
+            if let Some(last) = skipped.last_mut() {
+                last.1 = *r;
+            }
+            i += 1;
+            continue;
+        }
+        let clause_start = out.last().is_none_or(|(_, t, _)| *t == Token::Dot);
+        let directive = match tok {
+            Token::Dot => Some(""),
+            Token::DotInput => Some("input"),
+            Token::DotOutput => Some("output"),
+            Token::DotInclude => Some("include"),
+            _ => None,
+        };
+        if let (true, Some(known), Some((wl, Token::Ident(w), wr))) = (clause_start, directive, tokens.get(i + 1)) {
+            if wl == r {
+                let word = format!("{known}{w}");
+                let mut d = Diagnostic::error(format!("unknown directive `.{word}`"), sp(*l, *wr))
+                    .with_label("not a directive");
+                d = match (closest_word(&word, &DIRECTIVES), word.as_str()) {
+                    (Some(c), _) => d.with_help(format!("did you mean `.{c}`?")),
+                    (None, "decl" | "type") => d.with_help(
+                        "predicates are declared with their column types: `edge(x, y) -> int32(x), int32(y).`",
+                    ),
+                    _ => d.with_help("the directives are `.input`, `.output` and `.include`"),
+                };
+                typos.push(d);
+                skipped.push((*l, *wr));
+                skipping = true;
+                i += 2;
+                continue;
+            }
+        }
+        out.push((*l, tok.clone(), *r));
+        i += 1;
+    }
+    if !skipped.is_empty() {
+        // `skipped` is in source order: the lexical errors inside a skipped clause go.
+        diags.retain(|d| {
+            let s = d.span();
+            let k = skipped.partition_point(|&(a, _)| a <= s.start as usize);
+            k == 0 || s.end as usize > skipped[k - 1].1
+        });
+        diags.append(&mut typos);
+    }
+    out
 }
 
 /// A readable name for a terminal as lalrpop spells it in `expected` lists.
@@ -300,7 +435,7 @@ fn clause_kind(tokens: &[Spanned], at: usize) -> &'static str {
         "rule"
     } else if has(&Token::RArrow) {
         "declaration"
-    } else if has(&Token::DotInput) || has(&Token::DotOutput) {
+    } else if has(&Token::DotInput) || has(&Token::DotOutput) || has(&Token::DotInclude) {
         "directive"
     } else {
         "fact"

@@ -110,11 +110,19 @@ fn write_item(out: &mut String, item: &Item) {
                 out.push_str(" sep ");
                 out.push_str(&quote(s));
             }
+            if i.header.is_some() {
+                out.push_str(" header");
+            }
             if let Some((cols, _)) = &i.key {
                 out.push_str(" key (");
                 join(out, cols, |o, c| o.push_str(&c.name));
                 out.push(')');
             }
+            out.push('.');
+        }
+        Item::Include(i) => {
+            out.push_str(".include ");
+            out.push_str(&quote(&i.path.0));
             out.push('.');
         }
         Item::Output(o) => {

@@ -173,12 +173,14 @@ fn item() -> impl Strategy<Value = Item> {
         prop::option::of(any::<String>()),
         prop::option::of("[ -~]{0,3}"),
         prop::option::of(prop::collection::vec(ident(), 1..3)),
+        any::<bool>(),
     )
-        .prop_map(|(pred, from, sep, key)| {
+        .prop_map(|(pred, from, sep, key, header)| {
             Item::Input(InputDirective {
                 pred,
                 from: from.map(|f| (f, sp())),
                 sep: sep.map(|s| (s, sp())),
+                header: header.then(sp),
                 key: key.map(|k| (k, sp())),
                 span: sp(),
             })
@@ -201,7 +203,13 @@ fn item() -> impl Strategy<Value = Item> {
                 span: sp(),
             })
         });
-    prop_oneof![4 => rule, 1 => decl, 1 => input, 1 => output]
+    let include = any::<String>().prop_map(|path| {
+        Item::Include(IncludeDirective {
+            path: (path, sp()),
+            span: sp(),
+        })
+    });
+    prop_oneof![4 => rule, 1 => decl, 1 => input, 1 => output, 1 => include]
 }
 
 proptest! {

@@ -1,7 +1,7 @@
 //! `foxc`: the Fox compiler. `foxc check` reports diagnostics; `foxc compile` writes the plan.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use fox_cli::{check, Source};
+use fox_cli::{check_files, plan_sources, Checked};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -29,18 +29,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Check programs for errors (syntax, names, types, safety, stratification) and print
-    /// the diagnostics; nothing is written.
+    /// Check a program for errors (syntax, names, types, safety, stratification) and
+    /// print the diagnostics (errors and warnings); nothing is written. Several files make
+    /// one program (with the files they `.include`).
     Check {
-        /// One or more .logic files.
+        /// The .logic files of the program.
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// Check each file as a program of its own instead.
+        #[arg(long)]
+        each: bool,
     },
     /// Compile a program to its kernel plan (versioned RON, what `foxrun` executes).
     /// Without -o and --emit the plan goes to standard output.
     Compile {
-        /// The .logic file.
-        file: PathBuf,
+        /// The .logic files of the program (several files make one program).
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
         /// Write the plan to this file: a regular file is replaced whole or not at all (a
         /// symbolic link is followed and kept), a device or FIFO is written into.
         #[arg(short, long, value_name = "PLAN.ron")]
@@ -79,8 +84,8 @@ fn main() -> ExitCode {
         ColorChoice::Never => false,
     };
     let result = match cli.command {
-        Command::Check { files } => cmd_check(&files, color),
-        Command::Compile { file, output, emit } => cmd_compile(&file, output.as_deref(), emit, color),
+        Command::Check { files, each } => cmd_check(&files, each, color),
+        Command::Compile { files, output, emit } => cmd_compile(&files, output.as_deref(), emit, color),
     };
     match result {
         Ok(code) => code,
@@ -91,43 +96,45 @@ fn main() -> ExitCode {
     }
 }
 
-fn report(source: &Source, diags: &[fox_syntax::diag::Diagnostic], color: bool) {
-    if !diags.is_empty() {
-        eprint!("{}", source.render(diags, color));
+fn report(checked: &Checked, color: bool) {
+    if !checked.diagnostics.is_empty() {
+        eprint!("{}", checked.render(color));
     }
 }
 
-fn error_summary(source: &Source, n: usize) {
-    eprintln!("foxc: {}: {} error{}", source.name, n, if n == 1 { "" } else { "s" });
+fn error_summary(name: &str, n: usize) {
+    eprintln!("foxc: {name}: {n} error{}", if n == 1 { "" } else { "s" });
 }
 
-fn cmd_check(files: &[PathBuf], color: bool) -> anyhow::Result<ExitCode> {
+/// Checks `files` as one program, or with `each` every file as a program of its own;
+/// fails when any has errors (or cannot be read).
+fn cmd_check(files: &[PathBuf], each: bool, color: bool) -> anyhow::Result<ExitCode> {
+    let programs: Vec<&[PathBuf]> = if each { files.chunks(1).collect() } else { vec![files] };
     let mut failed = false;
-    for path in files {
-        let source = match Source::read(path) {
-            Ok(s) => s,
+    for paths in programs {
+        let checked = match check_files(paths) {
+            Ok(c) => c,
             Err(e) => {
                 eprintln!("foxc: error: {e:#}");
                 failed = true;
                 continue;
             }
         };
-        let checked = check(&source);
-        report(&source, &checked.diagnostics, color);
-        let errors = checked.diagnostics.iter().filter(|d| d.is_error()).count();
+        report(&checked, color);
+        let errors = checked.error_count();
         if errors > 0 {
-            error_summary(&source, errors);
+            error_summary(&checked.name(), errors);
             failed = true;
         }
     }
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-fn cmd_compile(path: &Path, output: Option<&Path>, emit: Option<Emit>, color: bool) -> anyhow::Result<ExitCode> {
-    let source = Source::read(path)?;
-    let checked = check(&source);
-    report(&source, &checked.diagnostics, color);
-    let errors = checked.diagnostics.iter().filter(|d| d.is_error()).count();
+fn cmd_compile(paths: &[PathBuf], output: Option<&Path>, emit: Option<Emit>, color: bool) -> anyhow::Result<ExitCode> {
+    let checked = check_files(paths)?;
+    report(&checked, color);
+    let errors = checked.error_count();
+    let name = checked.name();
     if emit == Some(Emit::Ast) {
         // The syntax tree is useful even when later stages fail.
         let mut out = ron::ser::to_string_pretty(&checked.ast, ron::ser::PrettyConfig::default())?;
@@ -140,21 +147,21 @@ fn cmd_compile(path: &Path, output: Option<&Path>, emit: Option<Emit>, color: bo
         });
     }
     let Some(core) = checked.core.filter(|_| errors == 0) else {
-        error_summary(&source, errors.max(1));
+        error_summary(&name, errors.max(1));
         return Ok(ExitCode::from(1));
     };
     if emit == Some(Emit::Core) {
         write_stdout(&fox_sema::print_core(&core))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let plan = fox_ra::plan(&core).map_err(|e| anyhow::anyhow!("{}: cannot plan the program: {e}", source.name))?;
+    let plan = fox_ra::plan(&core).map_err(|e| anyhow::anyhow!("{name}: cannot plan the program: {e}"))?;
     if emit == Some(Emit::Ra) {
         write_stdout(&fox_ra::print_plan(&plan))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut kernels = fox_kernel::lower(&plan)
-        .map_err(|e| anyhow::anyhow!("{}: cannot lower the plan to kernels: {e}", source.name))?;
-    kernels.sources = source.plan_sources();
+    let mut kernels =
+        fox_kernel::lower(&plan).map_err(|e| anyhow::anyhow!("{name}: cannot lower the plan to kernels: {e}"))?;
+    kernels.sources = plan_sources(&checked.map);
     match emit {
         Some(Emit::Kernels) => write_stdout(&fox_kernel::print_kernels(&kernels))?,
         Some(Emit::Dot) => write_stdout(&fox_kernel::to_dot(&kernels))?,

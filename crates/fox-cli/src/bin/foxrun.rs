@@ -3,7 +3,7 @@
 
 use clap::{Parser, ValueEnum};
 use fox_cli::progress::{RunProgress, Spinner};
-use fox_cli::{load_plan_with, parse_scale_factor, Bars};
+use fox_cli::{load_plan_files, parse_scale_factor, Bars};
 use fox_runtime::{
     format_stats, run, Backend, CancelToken, CancellableProgress, DataSource, Database, Format, OutputTable,
     RunOptions, RuntimeError,
@@ -30,9 +30,9 @@ fox_cli::exit_on_out_of_memory!("foxrun");
                   run (a second Ctrl-C ends it at once)."
 )]
 struct Cli {
-    /// A kernel plan (.ron) or a program (.logic).
-    #[arg(value_name = "PLAN.ron|Q.logic")]
-    file: PathBuf,
+    /// A kernel plan (.ron), or the files of a program (.logic; several make one program).
+    #[arg(value_name = "PLAN.ron|Q.logic", required = true)]
+    files: Vec<PathBuf>,
     /// The directory `.input` files are read from (default: the current directory).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["tpch", "graph"])]
     data: Option<PathBuf>,
@@ -188,7 +188,7 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         eprintln!("foxrun: --format table is for standard output; with --out DIR choose csv, tsv or json");
         return Ok(ExitCode::from(2));
     }
-    if !cli.var_order.is_empty() && cli.file.extension().is_some_and(|e| e == "ron") {
+    if !cli.var_order.is_empty() && cli.files.iter().any(|f| f.extension().is_some_and(|e| e == "ron")) {
         eprintln!("foxrun: --var-order applies when a program is compiled, not to a compiled plan (.ron)");
         return Ok(ExitCode::from(2));
     }
@@ -196,7 +196,7 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         var_order: cli.var_order.clone(),
         ..fox_ra::PlanOptions::default()
     };
-    let Some(plan) = load_plan_with(&cli.file, color, "foxrun", &options)? else {
+    let Some(plan) = load_plan_files(&cli.files, color, "foxrun", &options)? else {
         return Ok(ExitCode::from(1));
     };
     let source = match (cli.tpch, &cli.graph) {

@@ -49,6 +49,7 @@ impl Prog {
             file: format!("{name}.csv"),
             sep: ",".into(),
             key: Vec::new(),
+            header: false,
             span: sp(),
         });
         p
