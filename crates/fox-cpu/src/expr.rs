@@ -497,8 +497,11 @@ impl Compiler<'_> {
         Ok(match &e.kind {
             KExprKind::Col(i) => INode::Col(self.col(*i, e)?),
             KExprKind::Table(t, x) => {
-                let table = self.n_cols + t;
-                let Some(col) = self.args.get(table) else {
+                let Some((table, col)) = self
+                    .n_cols
+                    .checked_add(*t)
+                    .and_then(|table| Some((table, self.args.get(table)?)))
+                else {
                     return Err(format!(
                         "`{}` reads table {t}, which is not among the arguments",
                         show(e)

@@ -993,3 +993,33 @@ fn backend_accounts_memory_and_checks_handles() {
     assert_eq!(be.name(), "cpu");
     be.sync().unwrap();
 }
+
+#[test]
+fn counts_too_large_for_any_argument_list_are_errors() {
+    let col = HostCol::U32(vec![0, 1, 2]);
+    let args = [&col, &col, &col, &col];
+    let huge = [usize::MAX, usize::MAX / 2, usize::MAX / 2 + 1, usize::MAX / 3 + 1];
+    for n in huge {
+        for k in [
+            Kernel::JoinCount { nkeys: n },
+            Kernel::JoinWrite { nkeys: n },
+            Kernel::MatchFlags { nkeys: n, anti: false },
+            Kernel::MergeUnion { width: n },
+            Kernel::IntersectCount { ways: n },
+            Kernel::MinRange { ways: n },
+            Kernel::TrieBuild { arity: n },
+            Kernel::Concat { parts: n, width: 3 },
+            Kernel::ReduceByKey {
+                nkeys: n,
+                aggs: vec![AggSpec {
+                    func: AggFunc::Count,
+                    input: None,
+                    output: Type::Int64,
+                }],
+            },
+        ] {
+            let e = run(&k, &args).expect_err("a count beyond the arguments");
+            assert!(e.0.contains(k.name()), "{k:?}: {e}");
+        }
+    }
+}

@@ -649,8 +649,11 @@ impl Gen<'_> {
                 (self.func(false, &body), false)
             }
             KExprKind::Table(t, x) => {
-                let table = self.n_cols + t;
-                let Some(elem) = self.elems.get(table) else {
+                let Some((table, elem)) = self
+                    .n_cols
+                    .checked_add(*t)
+                    .and_then(|table| Some((table, self.elems.get(table)?)))
+                else {
                     return Err(format!(
                         "`{}` reads table {t}, which is not among the arguments",
                         show(e)

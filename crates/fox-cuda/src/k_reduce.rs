@@ -140,6 +140,9 @@ pub(crate) fn reduce_by_key(
     let need_rank = aggs
         .iter()
         .any(|a| matches!(a.func, AggFunc::Min | AggFunc::Max) && a.input == Some(Type::String));
+    if nkeys > args.len() {
+        return Err(err(format!("expects {nkeys} key(s), got {} arguments", args.len())));
+    }
     let ncols = nkeys + nvals + len_col;
     let want = ncols + usize::from(need_rank);
     if args.len() != want {
