@@ -21,11 +21,8 @@ impl Source {
     pub fn read(path: &Path) -> anyhow::Result<Source> {
         let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read `{}`: {e}", path.display()))?;
         let text = String::from_utf8(bytes).map_err(|e| {
-            anyhow::anyhow!(
-                "`{}` is not UTF-8 text (invalid byte at offset {})",
-                path.display(),
-                e.utf8_error().valid_up_to()
-            )
+            let (line, col) = line_col(e.as_bytes(), e.utf8_error().valid_up_to());
+            anyhow::anyhow!("{}:{line}:{col}: the file is not UTF-8 text", path.display())
         })?;
         Ok(Source {
             name: path.display().to_string(),
@@ -36,6 +33,16 @@ impl Source {
     pub fn render(&self, diags: &[Diagnostic], color: bool) -> String {
         render(&self.name, &self.text, diags, color)
     }
+}
+
+/// The line and column (1-based, in characters) of byte `at` of `bytes`, all of which
+/// before `at` is UTF-8.
+fn line_col(bytes: &[u8], at: usize) -> (usize, usize) {
+    let before = &bytes[..at];
+    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let col = std::str::from_utf8(&before[line_start..]).map_or(at - line_start, |s| s.chars().count()) + 1;
+    (line, col)
 }
 
 /// The result of running the front end on one source.
@@ -86,7 +93,11 @@ pub fn load_plan_with(
     let is_plan = path.extension().is_some_and(|e| e == "ron");
     let source = Source::read(path)?;
     if is_plan {
-        let plan = fox_kernel::from_ron(&source.text).map_err(|e| anyhow::anyhow!("{}: {e}", source.name))?;
+        let plan = fox_kernel::from_ron(&source.text).map_err(|e| match e {
+            // `plan.ron:LINE:COL: …`, as compile errors are located.
+            fox_kernel::LoadError::Syntax { .. } => anyhow::anyhow!("{}:{e}", source.name),
+            _ => anyhow::anyhow!("{}: {e}", source.name),
+        })?;
         return Ok(Some(plan));
     }
     let checked = check(&source);

@@ -87,6 +87,50 @@ fn non_utf8_file_is_a_clear_error() {
     let o = foxc(&["check", f.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("not UTF-8"), "{}", stderr(&o));
+    // The line and column (in characters) of the first invalid byte, for programs and
+    // plans alike.
+    std::fs::write(
+        &f,
+        "p(1).\n// café \u{e9}".bytes().chain([0xc3, b'(']).collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let o = foxc(&["check", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!("{}:2:10: the file is not UTF-8 text", f.display())),
+        "{e}"
+    );
+    assert!(!e.contains("offset"), "{e}");
+    let plan = dir.join("plan.ron");
+    std::fs::write(&plan, b"KernelPlan(\n  version: 1,\n  \x80").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .args([plan.to_str().unwrap(), "--backend", "cpu"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!("{}:3:3: the file is not UTF-8 text", plan.display())),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_plan_that_is_not_ron_is_located() {
+    let dir = temp_dir("ron-syntax");
+    let plan = dir.join("plan.ron");
+    std::fs::write(&plan, "KernelPlan(\n  version: 1,\n  buffers: [}\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .args([plan.to_str().unwrap(), "--backend", "cpu"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!("{}:3:13: the kernel plan is not valid RON", plan.display())),
+        "{e}"
+    );
 }
 
 #[test]
