@@ -110,11 +110,22 @@ pub fn load_plan_with(
         eprintln!("{tool}: {}: {} error{}", source.name, n, if n == 1 { "" } else { "s" });
         return Ok(None);
     };
-    let ra = fox_ra::plan_with(&core, options)
-        .map_err(|e| anyhow::anyhow!("{}: cannot plan the program: {e}", source.name))?;
+    let ra = fox_ra::plan_with(&core, options).map_err(|e| plan_error(&source, &e, color))?;
     let plan = fox_kernel::lower(&ra)
         .map_err(|e| anyhow::anyhow!("{}: cannot lower the plan to kernels: {e}", source.name))?;
     Ok(Some(plan))
+}
+
+/// The error of a program the planner refuses: a program error is rendered at its place
+/// in the source (as `check`'s diagnostics are), anything else is named after the file.
+pub fn plan_error(source: &Source, e: &fox_ra::PlanError, color: bool) -> anyhow::Error {
+    match e.diagnostic() {
+        Some(d) => anyhow::anyhow!(
+            "cannot plan the program:\n{}",
+            source.render(std::slice::from_ref(d), color).trim_end()
+        ),
+        None => anyhow::anyhow!("{}: cannot plan the program: {e}", source.name),
+    }
 }
 
 /// A TPC-H scale factor from the command line (`1`, `0.01`, `10`).

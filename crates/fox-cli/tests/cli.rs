@@ -210,3 +210,17 @@ fn help_explains_the_commands() {
     let o = foxc(&["compile", "--help"]);
     assert!(stdout(&o).contains("--emit"), "{}", stdout(&o));
 }
+
+#[test]
+fn a_program_error_of_the_planner_is_located() {
+    let source = fox_cli::Source {
+        name: "q.logic".into(),
+        text: "p(x) -> int32(x).\nq(x) <- p(x).\n".into(),
+    };
+    let d = fox_syntax::diag::Diagnostic::error("something the planner refuses", fox_syntax::ast::Span::new(18, 22));
+    let e = fox_cli::plan_error(&source, &fox_ra::PlanError::Program(Box::new(d)), false).to_string();
+    assert!(e.contains("q.logic:2:1"), "{e}");
+    assert!(e.contains("error: something the planner refuses"), "{e}");
+    let e = fox_cli::plan_error(&source, &fox_ra::PlanError::Options("bad order".into()), false).to_string();
+    assert_eq!(e, "q.logic: cannot plan the program: bad order");
+}

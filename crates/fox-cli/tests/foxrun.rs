@@ -616,3 +616,28 @@ fn bad_programs_and_plans_are_clean_errors() {
     expect_failure(&["no/such/plan.ron"], &out, &["cannot read `no/such/plan.ron`"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_sum_of_integers_into_a_decimal_column() {
+    let dir = temp_dir("int-sum-decimal");
+    let program = dir.join("q.logic");
+    std::fs::write(
+        &program,
+        "p(x) -> int32(x).\n.input p.\nt[] = s -> decimal(s).\nt[] = s <- agg<<s = sum(x)>> p(x).\n.output t.\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("p.csv"), "1\n2\n3\n").unwrap();
+    let out = dir.join("out");
+    let o = foxrun(&[
+        program.to_str().unwrap(),
+        "--data",
+        dir.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(out.join("t.csv")).unwrap(), "s\n6.00\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

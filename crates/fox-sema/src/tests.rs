@@ -750,3 +750,32 @@ fn core_strings_are_escaped() {
     let src = "s(x) -> string(x).\ns(\"a\\tb\\rc\\nd\\\"e\\\\f\").\n";
     assert!(core(src).contains(r#"s("a\tb\rc\nd\"e\\f")."#), "{}", core(src));
 }
+
+#[test]
+fn like_and_prefix_patterns_are_string_literals() {
+    let src = "p(id, k) -> int32(id), string(k).\n.input p.\n";
+    let d = errors(&format!("{src}q(id) <- p(id, k), like(k, k).\n"));
+    assert!(
+        d.contains("error: the pattern of `like` must be a string literal"),
+        "{d}"
+    );
+    assert!(d.contains("t.logic:3:28"), "{d}");
+    let d = errors(&format!("{src}q(id) <- p(id, k), s = \"A%\", !prefix(k, s).\n"));
+    assert!(
+        d.contains("error: the pattern of `prefix` must be a string literal"),
+        "{d}"
+    );
+    assert!(d.contains("t.logic:3:41"), "{d}");
+    let d = errors(&format!("{src}q(id, b) <- p(id, k), b = like(k, concat(k, \"%\")).\n"));
+    assert!(d.contains("the pattern of `like` must be a string literal"), "{d}");
+    program(&format!(
+        "{src}q(id) <- p(id, k), like(k, \"%A\"), !prefix(k, \"B\").\n"
+    ));
+}
+
+#[test]
+fn an_input_needs_a_column() {
+    let d = errors("z() -> .\n.input z.\nq() <- z().\n");
+    assert!(d.contains("error: `.input` of `z`, which has no columns"), "{d}");
+    assert!(d.contains("t.logic:2:8"), "{d}");
+}

@@ -143,7 +143,7 @@ fn cmd_compile(path: &Path, output: Option<&Path>, emit: Option<Emit>, color: bo
         write_stdout(&fox_sema::print_core(&core))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let plan = fox_ra::plan(&core).map_err(|e| anyhow::anyhow!("{}: cannot plan the program: {e}", source.name))?;
+    let plan = fox_ra::plan(&core).map_err(|e| fox_cli::plan_error(&source, &e, color))?;
     if emit == Some(Emit::Ra) {
         write_stdout(&fox_ra::print_plan(&plan))?;
         return Ok(ExitCode::SUCCESS);
