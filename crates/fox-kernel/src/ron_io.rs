@@ -277,21 +277,28 @@ fn check_halts(plan: &KernelPlan) -> Result<(), LoadError> {
         .filter(|&b| matches!(plan.blocks[b].term, Terminator::Halt))
         .collect();
     let can_halt = reach(nb, &halts, |b| preds[b].clone());
-    // The first block met from the entry (breadth first) that cannot reach a `Halt`.
+    // Blocks reachable from the entry, breadth first.
     let mut seen = vec![false; nb];
-    let mut queue = std::collections::VecDeque::from([entry]);
+    let mut order = vec![entry];
     seen[entry] = true;
-    while let Some(b) = queue.pop_front() {
-        if !can_halt[b] {
+    let mut k = 0;
+    while k < order.len() {
+        for s in successors(plan, order[k]) {
+            if !std::mem::replace(&mut seen[s], true) {
+                order.push(s);
+            }
+        }
+        k += 1;
+    }
+    // Where some reachable block cannot reach a `Halt`, the cycle it ends in (every block
+    // has a successor unless it halts) is named by its first block met from the entry.
+    if order.iter().any(|&b| !can_halt[b]) {
+        let on_cycle = |b: usize| reach(nb, &successors(plan, b), |x| successors(plan, x))[b];
+        if let Some(&b) = order.iter().find(|&&b| !can_halt[b] && on_cycle(b)) {
             return Err(LoadError::Invalid(format!(
-                "block b{b} ({}) can never halt: no path from it reaches a block that halts (it loops forever)",
+                "block b{b} ({}) can never halt: it is on a cycle with no path to a block that halts",
                 plan.blocks[b].label
             )));
-        }
-        for s in successors(plan, b) {
-            if !std::mem::replace(&mut seen[s], true) {
-                queue.push_back(s);
-            }
         }
     }
     for (b, block) in plan.blocks.iter().enumerate() {
