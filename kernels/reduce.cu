@@ -303,9 +303,11 @@ __device__ __forceinline__ u128 uabs(i128 x) { return x < 0 ? (u128)0 - (u128)x 
 
 // The largest magnitude of a 38-digit decimal, 10^38 - 1.
 #define MAX_WIDE ((((u128)0x4b3b4ca85a86c47aull) << 64) | (u128)0x098a223fffffffffull)
+// The largest magnitude of an 18-digit decimal, 10^18 - 1.
+#define MAX_DEC ((i128)999999999999999999ll)
 
 // Stores x into out[g] as output kind ok (0 u8, 1 i32, 2 u32, 3 i64, 4 u64, 5 i128 of at
-// most 38 digits); false when it does not fit.
+// most 38 digits, 6 i64 of at most 18 digits); false when it does not fit.
 __device__ __forceinline__ bool store_int(void* out, int ok, u64 g, i128 x) {
     switch (ok) {
     case 0:
@@ -327,6 +329,10 @@ __device__ __forceinline__ bool store_int(void* out, int ok, u64 g, i128 x) {
     case 4:
         if (x < 0 || x > (i128)0xffffffffffffffffull) return false;
         ((u64*)out)[g] = (u64)x;
+        return true;
+    case 6:
+        if (x < -MAX_DEC || x > MAX_DEC) return false;
+        ((long long*)out)[g] = (long long)x;
         return true;
     default:
         if (uabs(x) > MAX_WIDE) return false;

@@ -25,13 +25,8 @@ pub struct Source {
 impl Source {
     pub fn read(path: &Path) -> anyhow::Result<Source> {
         let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read `{}`: {e}", path.display()))?;
-        let text = String::from_utf8(bytes).map_err(|e| {
-            anyhow::anyhow!(
-                "`{}` is not UTF-8 text (invalid byte at offset {})",
-                path.display(),
-                e.utf8_error().valid_up_to()
-            )
-        })?;
+        let text = String::from_utf8(bytes)
+            .map_err(|e| anyhow::anyhow!("{}", fox_syntax::sources::not_utf8(&path.display().to_string(), &e)))?;
         Ok(Source {
             name: path.display().to_string(),
             text,
@@ -178,7 +173,11 @@ pub fn load_plan_files(
             anyhow::bail!("a compiled plan (.ron) is run on its own, not with other files");
         };
         let source = Source::read(path)?;
-        let plan = fox_kernel::from_ron(&source.text).map_err(|e| anyhow::anyhow!("{}: {e}", source.name))?;
+        let plan = fox_kernel::from_ron(&source.text).map_err(|e| match e {
+            // `plan.ron:LINE:COL: …`, as compile errors are located.
+            fox_kernel::LoadError::Syntax { .. } => anyhow::anyhow!("{}:{e}", source.name),
+            _ => anyhow::anyhow!("{}: {e}", source.name),
+        })?;
         return Ok(Some(plan));
     }
     let checked = check_files(paths)?;
@@ -192,11 +191,24 @@ pub fn load_plan_files(
         eprintln!("{tool}: {name}: {} error{}", n, if n == 1 { "" } else { "s" });
         return Ok(None);
     };
-    let ra = fox_ra::plan_with(&core, options).map_err(|e| anyhow::anyhow!("{name}: cannot plan the program: {e}"))?;
+    let ra = fox_ra::plan_with(&core, options).map_err(|e| plan_error(&checked.map, &name, &e, color))?;
     let mut plan =
         fox_kernel::lower(&ra).map_err(|e| anyhow::anyhow!("{name}: cannot lower the plan to kernels: {e}"))?;
     plan.sources = plan_sources(&checked.map);
     Ok(Some(plan))
+}
+
+/// The error of a program the planner refuses: a program error is rendered at its place
+/// in the program's files (as `check`'s diagnostics are), anything else is named after
+/// the program (`name`).
+pub fn plan_error(map: &SourceMap, name: &str, e: &fox_ra::PlanError, color: bool) -> anyhow::Error {
+    match e.diagnostic() {
+        Some(d) => anyhow::anyhow!(
+            "cannot plan the program:\n{}",
+            map.render(std::slice::from_ref(d), color).trim_end()
+        ),
+        None => anyhow::anyhow!("{name}: cannot plan the program: {e}"),
+    }
 }
 
 /// The files of a program as the sources of its kernel plan (kept in the plan so that

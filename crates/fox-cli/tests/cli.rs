@@ -87,6 +87,50 @@ fn non_utf8_file_is_a_clear_error() {
     let o = foxc(&["check", f.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("not UTF-8"), "{}", stderr(&o));
+    // The line and column (in characters) of the first invalid byte, for programs and
+    // plans alike.
+    std::fs::write(
+        &f,
+        "p(1).\n// café \u{e9}".bytes().chain([0xc3, b'(']).collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let o = foxc(&["check", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!("{}:2:10: the file is not UTF-8 text", f.display())),
+        "{e}"
+    );
+    assert!(!e.contains("offset"), "{e}");
+    let plan = dir.join("plan.ron");
+    std::fs::write(&plan, b"KernelPlan(\n  version: 1,\n  \x80").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .args([plan.to_str().unwrap(), "--backend", "cpu"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!("{}:3:3: the file is not UTF-8 text", plan.display())),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_plan_that_is_not_ron_is_located() {
+    let dir = temp_dir("ron-syntax");
+    let plan = dir.join("plan.ron");
+    std::fs::write(&plan, "KernelPlan(\n  version: 1,\n  buffers: [}\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .args([plan.to_str().unwrap(), "--backend", "cpu"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!("{}:3:13: the kernel plan is not valid RON", plan.display())),
+        "{e}"
+    );
 }
 
 #[test]
@@ -165,4 +209,18 @@ fn help_explains_the_commands() {
     assert!(h.contains("check") && h.contains("compile"), "{h}");
     let o = foxc(&["compile", "--help"]);
     assert!(stdout(&o).contains("--emit"), "{}", stdout(&o));
+}
+
+#[test]
+fn a_program_error_of_the_planner_is_located() {
+    let mut map = fox_syntax::diag::SourceMap::new();
+    map.add("schema.logic", "p(x) -> int32(x).\n");
+    map.add("q.logic", "q(x) <- p(x).\n");
+    // The second file starts one byte after the first one's end.
+    let d = fox_syntax::diag::Diagnostic::error("something the planner refuses", fox_syntax::ast::Span::new(19, 23));
+    let e = fox_cli::plan_error(&map, "q.logic", &fox_ra::PlanError::Program(Box::new(d)), false).to_string();
+    assert!(e.contains("q.logic:1:1"), "{e}");
+    assert!(e.contains("error: something the planner refuses"), "{e}");
+    let e = fox_cli::plan_error(&map, "q.logic", &fox_ra::PlanError::Options("bad order".into()), false).to_string();
+    assert_eq!(e, "q.logic: cannot plan the program: bad order");
 }

@@ -158,16 +158,16 @@ fn wide_decimals() {
         &[
             (
                 "by_region",
-                "r,t\neast,180000000000000012.34\nwest,89999999999999999.99\nnorth,5.00\n",
+                "r,t\neast,18000000000000012.34\nwest,8999999999999999.99\nnorth,5.00\n",
             ),
-            ("total", "t\n270000000000000017.33\n"),
+            ("total", "t\n27000000000000017.33\n"),
             ("share", "r,s\neast,0.666667\nnorth,0.000000\nwest,0.333333\n"),
             (
                 "scaled",
-                "r,x\neast,1800000000000000123.90\nnorth,50.50\nwest,900000000000000000.40\n",
+                "r,x\neast,180000000000000123.90\nnorth,50.50\nwest,90000000000000000.40\n",
             ),
-            ("avg_region", "m\n90000000000000005.776667\n"),
-            ("largest", "m\n180000000000000012.34\n"),
+            ("avg_region", "m\n9000000000000005.776667\n"),
+            ("largest", "m\n18000000000000012.34\n"),
             ("top", "r\neast\n"),
             ("big", "r\neast\n"),
         ],
@@ -783,5 +783,117 @@ fn ctrl_c_stops_the_run_with_status_130() {
     assert!(stderr(&o).ends_with("foxrun: interrupted\n"), "{}", stderr(&o));
     assert_eq!(stdout(&o), "");
     assert!(!out.exists(), "nothing is written");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn decimals_beyond_18_digits_are_errors() {
+    let dir = temp_dir("decimal-digits");
+    let out = dir.join("out");
+    let program = dir.join("q.logic");
+    std::fs::write(
+        &program,
+        "p(x) -> decimal(x).\n.input p.\nq(y) <- p(x), y = x * 9.\n.output q.\n",
+    )
+    .unwrap();
+    // 1111111111111111.11 * 9 has 18 digits; 9999999999999999.99 * 9 has 19.
+    std::fs::write(dir.join("p.csv"), "1111111111111111.11\n").unwrap();
+    let o = foxrun(&[
+        program.to_str().unwrap(),
+        "--data",
+        dir.to_str().unwrap(),
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("9999999999999999.99"), "{}", stdout(&o));
+    std::fs::write(dir.join("p.csv"), "1.00\n9999999999999999.99\n").unwrap();
+    expect_failure(
+        &[program.to_str().unwrap(), "--data", dir.to_str().unwrap()],
+        &out,
+        &["overflow", "does not fit decimal(2)"],
+    );
+    // An input value of 19 digits.
+    std::fs::write(dir.join("p.csv"), "1.00\n92233720368547758.07\n").unwrap();
+    expect_failure(
+        &[program.to_str().unwrap(), "--data", dir.to_str().unwrap()],
+        &out,
+        &["p.csv:2: column 1 (`x`, decimal(2)): `92233720368547758.07` has more than 18 digits"],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn dates_stay_in_the_years_that_read_back() {
+    let dir = temp_dir("date-range");
+    let out = dir.join("out");
+    let far = dir.join("far.logic");
+    std::fs::write(&far, "d(x) <- x = date(\"9999-12-31\") + 100000000.\n.output d.\n").unwrap();
+    expect_failure(&[far.to_str().unwrap()], &out, &["overflow", "does not fit date"]);
+    let before = dir.join("before.logic");
+    std::fs::write(&before, "d(x) <- x = date(\"0000-01-01\") - 1.\n.output d.\n").unwrap();
+    expect_failure(&[before.to_str().unwrap()], &out, &["overflow", "does not fit date"]);
+    // The last date is written and reads back.
+    let last = dir.join("last.logic");
+    std::fs::write(
+        &last,
+        "d(x) <- x = date(\"9999-12-30\") + 1.\ne(x) <- x = date(\"0000-01-02\") - 1.\n.output d.\n.output e.\n",
+    )
+    .unwrap();
+    let o = foxrun(&[
+        last.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(out.join("d.csv")).unwrap(), "x\n9999-12-31\n");
+    assert_eq!(std::fs::read_to_string(out.join("e.csv")).unwrap(), "x\n0000-01-01\n");
+    let back = dir.join("back.logic");
+    std::fs::write(
+        &back,
+        "d(x) -> date(x).\n.input d.\nn(y) <- d(x), y = x - date(\"1970-01-01\").\n.output n.\n",
+    )
+    .unwrap();
+    std::fs::write(out.join("d.csv"), "9999-12-31\n0000-01-01\n").unwrap();
+    let o = foxrun(&[
+        back.to_str().unwrap(),
+        "--data",
+        out.to_str().unwrap(),
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("2932896") && stdout(&o).contains("-719528"),
+        "{}",
+        stdout(&o)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_sum_of_integers_into_a_decimal_column() {
+    let dir = temp_dir("int-sum-decimal");
+    let program = dir.join("q.logic");
+    std::fs::write(
+        &program,
+        "p(x) -> int32(x).\n.input p.\nt[] = s -> decimal(s).\nt[] = s <- agg<<s = sum(x)>> p(x).\n.output t.\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("p.csv"), "1\n2\n3\n").unwrap();
+    let out = dir.join("out");
+    let o = foxrun(&[
+        program.to_str().unwrap(),
+        "--data",
+        dir.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(out.join("t.csv")).unwrap(), "s\n6.00\n");
     std::fs::remove_dir_all(&dir).unwrap();
 }

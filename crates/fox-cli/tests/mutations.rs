@@ -65,13 +65,20 @@ fn tokens(text: &str) -> Vec<String> {
 
 #[test]
 fn mutated_programs_never_panic() {
-    let mut rng = Rng(0x5EED_F0C5);
+    let mut rng = Rng(std::env::var("FOX_MUTATION_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5EED_F0C5));
     let mut checked_clean = 0;
     for path in programs() {
         let text = std::fs::read_to_string(&path).unwrap();
         let toks = tokens(&text);
         let words: Vec<&String> = toks.iter().filter(|t| !t.trim().is_empty()).collect();
-        for _ in 0..60 {
+        let rounds = std::env::var("FOX_MUTATION_ROUNDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(60);
+        for _ in 0..rounds {
             let mut m = toks.clone();
             for _ in 0..1 + rng.below(3) {
                 let i = rng.below(m.len());
@@ -109,14 +116,15 @@ fn mutated_programs_never_panic() {
             if let Some(core) = result.core {
                 checked_clean += 1;
                 let _ = fox_sema::print_core(&core);
-                if let Ok(plan) = fox_ra::plan(&core) {
-                    let _ = fox_ra::print_plan(&plan);
-                    fox_ra::from_ron(&fox_ra::to_ron(&plan)).unwrap();
-                    if let Ok(kernels) = fox_kernel::lower(&plan) {
-                        let _ = fox_kernel::print_kernels(&kernels);
-                        fox_kernel::from_ron(&fox_kernel::to_ron(&kernels)).unwrap();
-                    }
-                }
+                // Every rejection belongs to `check`: a program it accepts plans and lowers.
+                let plan = fox_ra::plan(&core)
+                    .unwrap_or_else(|e| panic!("checked clean but does not plan: {e}\n{}", source.text));
+                let _ = fox_ra::print_plan(&plan);
+                fox_ra::from_ron(&fox_ra::to_ron(&plan)).unwrap();
+                let kernels = fox_kernel::lower(&plan)
+                    .unwrap_or_else(|e| panic!("checked clean but does not lower: {e}\n{}", source.text));
+                let _ = fox_kernel::print_kernels(&kernels);
+                fox_kernel::from_ron(&fox_kernel::to_ron(&kernels)).unwrap();
             }
         }
     }

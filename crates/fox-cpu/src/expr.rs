@@ -12,7 +12,7 @@ use crate::date::civil_from_days;
 use crate::util::{chunks, elem_name, map_ranges, with_capacity, KResult};
 use fox_kernel::{Elem, KExpr, KExprKind, ScalarFn};
 use fox_runtime::{HostCol, LaunchCtx};
-use fox_sema::core::{ArithOp, CmpOp, Type, Value, MAX_WIDE_DECIMAL};
+use fox_sema::core::{ArithOp, CmpOp, Type, Value, MAX_DATE, MAX_DECIMAL, MAX_WIDE_DECIMAL, MIN_DATE};
 
 /// The largest number of fraction digits of a decimal.
 const MAX_SCALE: u32 = 18;
@@ -226,18 +226,28 @@ struct Range {
 impl Range {
     fn of(ty: Type) -> Range {
         match ty {
-            Type::Int32 | Type::Date => Range {
+            Type::Int32 => Range {
                 min: i128::from(i32::MIN),
                 max: i128::from(i32::MAX),
+            },
+            // 0000-01-01 ..= 9999-12-31.
+            Type::Date => Range {
+                min: i128::from(MIN_DATE),
+                max: i128::from(MAX_DATE),
             },
             Type::String => Range {
                 min: 0,
                 max: i128::from(u32::MAX),
             },
             Type::Bool => Range { min: 0, max: 1 },
-            Type::Int64 | Type::Decimal(_) | Type::Float64 => Range {
+            Type::Int64 | Type::Float64 => Range {
                 min: i128::from(i64::MIN),
                 max: i128::from(i64::MAX),
+            },
+            // 18 digits.
+            Type::Decimal(_) => Range {
+                min: -MAX_DECIMAL,
+                max: MAX_DECIMAL,
             },
             // 38 digits.
             Type::WideDecimal(_) => Range {
@@ -501,8 +511,11 @@ impl Compiler<'_> {
         Ok(match &e.kind {
             KExprKind::Col(i) => INode::Col(self.col(*i, e)?),
             KExprKind::Table(t, x) => {
-                let table = self.n_cols + t;
-                let Some(col) = self.args.get(table) else {
+                let Some((table, col)) = self
+                    .n_cols
+                    .checked_add(*t)
+                    .and_then(|table| Some((table, self.args.get(table)?)))
+                else {
                     return Err(format!(
                         "`{}` reads table {t}, which is not among the arguments",
                         show(e)

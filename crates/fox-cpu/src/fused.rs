@@ -335,7 +335,7 @@ fn one_pass(f: &Fused) -> Option<Vec<HostCol>> {
                     .iter()
                     .map(|&g| reduce::finish_int_sum(avg, si, so, acc_at(g, *k), i128::from(total.counts[g])))
                     .collect::<Option<_>>()?;
-                reduce::int_column(&v, elem).ok()?
+                reduce::typed_column(&v, a.output).ok()?
             }
             (AggFunc::Min | AggFunc::Max, Some(k)) => {
                 if elem != Elem::of(a.input?) {

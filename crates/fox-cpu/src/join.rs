@@ -8,8 +8,8 @@
 
 use crate::keys::{gallop, search, with_rows, Rows};
 use crate::util::{
-    alloc, as_u64, check_stop, chunks, common_len, expect_args, first_err, map_ranges, same_elems, KResult, Stop,
-    PAR_MIN,
+    alloc, as_u64, check_stop, chunks, common_len, expect_args, first_err, groups_of, map_ranges, same_elems, KResult,
+    Stop, PAR_MIN,
 };
 use fox_runtime::cancel::is_set;
 use fox_runtime::HostCol;
@@ -18,11 +18,11 @@ use std::cmp::Ordering;
 
 /// The number of key arguments of a join: `nkeys` per side, or with no keys one column
 /// per side that only gives its row count.
-fn key_args(nkeys: usize) -> usize {
+fn key_args(nkeys: usize) -> KResult<usize> {
     if nkeys == 0 {
-        2
+        Ok(2)
     } else {
-        2 * nkeys
+        groups_of(2, nkeys)
     }
 }
 
@@ -92,7 +92,7 @@ fn counts_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize, stop: &Stop) -> 
 
 /// `JoinCount { nkeys }`: per left row, the number of right rows with equal keys.
 pub(crate) fn join_count(args: &[&HostCol], nkeys: usize, stop: &Stop) -> KResult<HostCol> {
-    expect_args(args, key_args(nkeys), "left keys, right keys")?;
+    expect_args(args, key_args(nkeys)?, "left keys, right keys")?;
     let (left, right, nl, nr) = sides(args, nkeys)?;
     let counts = with_rows!(left, right, |l, r| counts_k(&l, &r, nl, nr, stop))?;
     Ok(HostCol::U64(counts))
@@ -143,8 +143,8 @@ pub(crate) fn exclusive_scan(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
 
 /// `JoinWrite { nkeys }`: every matching pair `(left_idx, right_idx)`, by left then right.
 pub(crate) fn join_write(args: &[&HostCol], nkeys: usize, stop: &Stop) -> KResult<Vec<HostCol>> {
-    let k = key_args(nkeys);
-    expect_args(args, k + 2, "left keys, right keys, offsets, total")?;
+    let k = key_args(nkeys)?;
+    expect_args(args, k.saturating_add(2), "left keys, right keys, offsets, total")?;
     let (left, right, nl, nr) = sides(&args[..k], nkeys)?;
     let offsets = as_u64(args[k], "offsets")?;
     let total = as_u64(args[k + 1], "total")?;
@@ -272,7 +272,7 @@ fn flags_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize, anti: bool, stop:
 
 /// `MatchFlags { nkeys, anti }`: 1 per left row that has (`anti`: has no) right match.
 pub(crate) fn match_flags(args: &[&HostCol], nkeys: usize, anti: bool, stop: &Stop) -> KResult<HostCol> {
-    expect_args(args, key_args(nkeys), "left keys, right keys")?;
+    expect_args(args, key_args(nkeys)?, "left keys, right keys")?;
     let (left, right, nl, nr) = sides(args, nkeys)?;
     let flags = with_rows!(left, right, |l, r| flags_k(&l, &r, nl, nr, anti, stop))?;
     Ok(HostCol::U8(flags))
@@ -376,7 +376,7 @@ fn union_plans<R: Rows>(a: &R, b: &R, na: usize, nb: usize) -> KResult<Vec<Piece
 /// `MergeUnion { width }`: the sorted, duplicate-free union of two sorted, duplicate-free
 /// relations.
 pub(crate) fn merge_union(args: &[&HostCol], width: usize) -> KResult<Vec<HostCol>> {
-    expect_args(args, 2 * width, "the columns of a, the columns of b")?;
+    expect_args(args, groups_of(2, width)?, "the columns of a, the columns of b")?;
     if width == 0 {
         return Err("needs at least one column".to_string());
     }

@@ -5,7 +5,7 @@ use crate::movement::selected;
 use crate::util::{as_u32, cmp_at, common_len, elem_name, gather_col, par_map, with_capacity, KResult};
 use fox_kernel::{AggSpec, Elem};
 use fox_runtime::HostCol;
-use fox_sema::core::{AggFunc, Type, MAX_WIDE_DECIMAL};
+use fox_sema::core::{AggFunc, Type, MAX_DECIMAL, MAX_WIDE_DECIMAL};
 use std::cmp::Ordering;
 
 /// The scale of a type stored as a scaled integer (0 for integers).
@@ -49,9 +49,20 @@ pub(crate) fn int_column(vals: &[i128], elem: Elem) -> Result<HostCol, IntColumn
     })
 }
 
+/// Integer-stored values of type `ty` as a column: `Overflow(i)` when value `i` is out
+/// of the type's range (its element type's; 18 digits for a decimal, 38 for a wide one).
+pub(crate) fn typed_column(vals: &[i128], ty: Type) -> Result<HostCol, IntColumnError> {
+    if let Type::Decimal(_) = ty {
+        if let Some(i) = vals.iter().position(|x| x.unsigned_abs() > MAX_DECIMAL.unsigned_abs()) {
+            return Err(IntColumnError::Overflow(i));
+        }
+    }
+    int_column(vals, Elem::of(ty))
+}
+
 /// Integer-stored results in the output's element type, range-checked.
 fn store_ints(vals: Vec<i128>, ty: Type, bounds: &[(usize, usize)], what: &str) -> KResult<HostCol> {
-    int_column(&vals, Elem::of(ty)).map_err(|e| match e {
+    typed_column(&vals, ty).map_err(|e| match e {
         IntColumnError::Overflow(g) => format!("the {what} of the group at row {} does not fit {ty}", bounds[g].0),
         IntColumnError::Float => format!("the {what} cannot be stored as {ty}"),
         IntColumnError::Memory(msg) => msg,
@@ -98,6 +109,9 @@ pub(crate) fn reduce_by_key(args: &[&HostCol], nkeys: usize, aggs: &[AggSpec]) -
     let need_rank = aggs
         .iter()
         .any(|a| matches!(a.func, AggFunc::Min | AggFunc::Max) && a.input == Some(Type::String));
+    if nkeys > args.len() {
+        return Err(format!("expects {nkeys} key(s), got {} arguments", args.len()));
+    }
     let ncols = nkeys + nvals + len_col;
     let want = ncols + usize::from(need_rank);
     if args.len() != want {

@@ -211,7 +211,7 @@ pub(crate) fn intersect_count(args: &[&HostCol], ways: usize, stop: &Stop) -> KR
     if ways == 0 {
         return Err("needs at least one range".to_string());
     }
-    expect_args(args, 3 * ways, "values, lo, hi per way")?;
+    expect_args(args, crate::util::groups_of(3, ways)?, "values, lo, hi per way")?;
     let n = args[1].len();
     let mut los = Vec::with_capacity(ways);
     let mut his = Vec::with_capacity(ways);
@@ -392,7 +392,7 @@ pub(crate) fn min_range(args: &[&HostCol], ways: usize) -> KResult<Vec<HostCol>>
     if ways == 0 {
         return Err("needs at least one range".to_string());
     }
-    expect_args(args, 2 * ways, "lo, hi per way")?;
+    expect_args(args, crate::util::groups_of(2, ways)?, "lo, hi per way")?;
     let n = args[0].len();
     let mut los = Vec::with_capacity(ways);
     let mut his = Vec::with_capacity(ways);

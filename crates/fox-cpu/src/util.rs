@@ -42,6 +42,14 @@ pub(crate) fn elem_name(e: Elem) -> &'static str {
 }
 
 /// Checks the number of arguments.
+/// `groups` groups of `width` arguments: their number, or an error when a plan's counts
+/// are too large for any argument list.
+pub(crate) fn groups_of(groups: usize, width: usize) -> KResult<usize> {
+    groups
+        .checked_mul(width)
+        .ok_or_else(|| format!("{groups} groups of {width} columns are more than any argument list holds"))
+}
+
 pub(crate) fn expect_args(args: &[&HostCol], n: usize, what: &str) -> KResult<()> {
     if args.len() == n {
         Ok(())

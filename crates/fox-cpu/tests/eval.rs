@@ -207,6 +207,84 @@ fn overflow_is_an_error_naming_the_expression() {
 }
 
 #[test]
+fn decimals_have_at_most_18_digits() {
+    let max = 10i64.pow(18) - 1;
+    // 9999999999999999.99 * 9 has 19 digits.
+    let e = arith(
+        ArithOp::Mul,
+        col(0, Type::Decimal(2)),
+        lit(Value::Int64(9), Type::Int64),
+        Type::Decimal(2),
+    );
+    let err = eval(&e, &[d2(vec![11, max])]).unwrap_err();
+    assert!(
+        err.0.contains("overflow: `(c0 * 9)` does not fit decimal(2) (row 1)"),
+        "{err}"
+    );
+    // The largest of 18 digits is a value; one more is not.
+    let e = arith(
+        ArithOp::Add,
+        col(0, Type::Decimal(2)),
+        lit(dec(1, 2), Type::Decimal(2)),
+        Type::Decimal(2),
+    );
+    assert_eq!(ok(&e, &[d2(vec![max - 1])]), d2(vec![max]));
+    assert!(eval(&e, &[d2(vec![max])]).unwrap_err().0.contains("overflow"));
+    let e = arith(
+        ArithOp::Sub,
+        col(0, Type::Decimal(2)),
+        lit(dec(1, 2), Type::Decimal(2)),
+        Type::Decimal(2),
+    );
+    assert!(eval(&e, &[d2(vec![-max])]).unwrap_err().0.contains("overflow"));
+    // Rescales and casts from integers too.
+    let e = cast(col(0, Type::Decimal(2)), Type::Decimal(4));
+    assert!(eval(&e, &[d2(vec![10i64.pow(16)])]).unwrap_err().0.contains("overflow"));
+    let e = cast(col(0, Type::Int64), Type::Decimal(0));
+    assert!(eval(&e, &[HostCol::I64(vec![10i64.pow(18)])])
+        .unwrap_err()
+        .0
+        .contains("overflow"));
+    assert_eq!(ok(&e, &[HostCol::I64(vec![max])]), HostCol::I64(vec![max]));
+    // A constant beyond 18 digits is not a decimal.
+    let e = lit(dec(i128::from(max) + 1, 2), Type::Decimal(2));
+    assert!(eval(&e, &[d2(vec![0])]).is_err());
+}
+
+#[test]
+fn dates_stay_within_years_0000_to_9999() {
+    let last = days_naive(9999, 12, 31) as i32;
+    let first = days_naive(0, 1, 1) as i32;
+    assert_eq!((first, last), (-719_528, 2_932_896));
+    let plus = |n: i64| {
+        arith(
+            ArithOp::Add,
+            col(0, Type::Date),
+            lit(Value::Int64(n), Type::Int64),
+            Type::Date,
+        )
+    };
+    assert_eq!(ok(&plus(1), &[HostCol::I32(vec![last - 1])]), HostCol::I32(vec![last]));
+    let err = eval(&plus(100_000_000), &[HostCol::I32(vec![0, last])]).unwrap_err();
+    assert!(
+        err.0.contains("overflow: `(c0 + 100000000)` does not fit date (row 0)"),
+        "{err}"
+    );
+    assert!(eval(&plus(1), &[HostCol::I32(vec![last])])
+        .unwrap_err()
+        .0
+        .contains("overflow"));
+    assert!(eval(&plus(-1), &[HostCol::I32(vec![first])])
+        .unwrap_err()
+        .0
+        .contains("overflow"));
+    assert_eq!(
+        ok(&plus(-1), &[HostCol::I32(vec![first + 1])]),
+        HostCol::I32(vec![first])
+    );
+}
+
+#[test]
 fn decimals_of_38_digits() {
     let w = |s: u8| Type::WideDecimal(s);
     let big = 10i128.pow(37);
@@ -564,7 +642,11 @@ fn scale(t: Type) -> u32 {
 
 fn fit(x: i128, t: Type) -> Result<R, ()> {
     let ok = match t {
-        Type::Int32 | Type::Date => i32::try_from(x).is_ok(),
+        Type::Int32 => i32::try_from(x).is_ok(),
+        // 0000-01-01 ..= 9999-12-31.
+        Type::Date => (-719_528..=2_932_896).contains(&x),
+        // 18 digits.
+        Type::Decimal(_) => x.abs() < 10i128.pow(18),
         _ => i64::try_from(x).is_ok(),
     };
     if ok {

@@ -1081,3 +1081,78 @@ fn kernels_that_can_run_long_stop_once_the_run_is_cancelled() {
         }
     }
 }
+
+#[test]
+fn counts_too_large_for_any_argument_list_are_errors() {
+    let col = HostCol::U32(vec![0, 1, 2]);
+    let args = [&col, &col, &col, &col];
+    let huge = [usize::MAX, usize::MAX / 2, usize::MAX / 2 + 1, usize::MAX / 3 + 1];
+    for n in huge {
+        for k in [
+            Kernel::JoinCount { nkeys: n },
+            Kernel::JoinWrite { nkeys: n },
+            Kernel::MatchFlags { nkeys: n, anti: false },
+            Kernel::MergeUnion { width: n },
+            Kernel::IntersectCount { ways: n },
+            Kernel::MinRange { ways: n },
+            Kernel::TrieBuild { arity: n },
+            Kernel::Concat { parts: n, width: 3 },
+            Kernel::ReduceByKey {
+                nkeys: n,
+                aggs: vec![AggSpec {
+                    func: AggFunc::Count,
+                    input: None,
+                    output: Type::Int64,
+                }],
+            },
+        ] {
+            let e = run(&k, &args).expect_err("a count beyond the arguments");
+            assert!(e.0.contains(k.name()), "{k:?}: {e}");
+        }
+    }
+}
+
+#[test]
+fn an_average_beyond_18_digits_is_an_error() {
+    // The mean of decimal(2) values is of scale 6 and at most 18 digits:
+    // 999999999999.99 gives 999999999999.990000, 1000000000000.00 one digit too many.
+    let avg = |v: Vec<i64>| {
+        let vals = HostCol::I64(v);
+        let k = Kernel::ReduceByKey {
+            nkeys: 0,
+            aggs: vec![AggSpec {
+                func: AggFunc::Avg,
+                input: Some(Type::Decimal(2)),
+                output: Type::Decimal(6),
+            }],
+        };
+        let fused = Kernel::FusedReduce {
+            filter: None,
+            nkeys: 0,
+            aggs: vec![AggSpec {
+                func: AggFunc::Avg,
+                input: Some(Type::Decimal(2)),
+                output: Type::Decimal(6),
+            }],
+            exprs: vec![Some(fox_kernel::KExpr {
+                kind: fox_kernel::KExprKind::Col(0),
+                ty: Type::Decimal(2),
+            })],
+            n_cols: 1,
+        };
+        let a = run(&k, &[&vals]).map_err(|e| e.0.replace("kernel ReduceByKey: ", ""));
+        let b = run(&fused, &[&vals]).map_err(|e| e.0.replace("kernel FusedReduce: ", ""));
+        assert_eq!(a, b, "ReduceByKey and FusedReduce differ");
+        a
+    };
+    let max_mean = 10i64.pow(14) - 1;
+    assert_eq!(
+        avg(vec![max_mean, max_mean]).unwrap(),
+        vec![HostCol::I64(vec![max_mean * 10_000])]
+    );
+    let e = avg(vec![max_mean + 1, max_mean + 1]).unwrap_err();
+    assert!(
+        e.contains("the average of the group at row 0 does not fit decimal(6)"),
+        "{e}"
+    );
+}

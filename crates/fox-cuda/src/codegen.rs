@@ -29,7 +29,7 @@
 use fox_cpu::{show_kexpr as show, show_value};
 use fox_kernel::{Elem, KExpr, KExprKind, ScalarFn};
 use fox_runtime::LaunchCtx;
-use fox_sema::core::{ArithOp, CmpOp, Type, Value, MAX_WIDE_DECIMAL};
+use fox_sema::core::{ArithOp, CmpOp, Type, Value, MAX_DATE, MAX_DECIMAL, MAX_WIDE_DECIMAL, MIN_DATE};
 use std::fmt::Write as _;
 
 /// NVRTC options a generated source needs besides the architecture (`__int128`).
@@ -383,18 +383,28 @@ struct Range {
 impl Range {
     fn of(ty: Type) -> Range {
         match ty {
-            Type::Int32 | Type::Date => Range {
+            Type::Int32 => Range {
                 min: i128::from(i32::MIN),
                 max: i128::from(i32::MAX),
+            },
+            // 0000-01-01 ..= 9999-12-31.
+            Type::Date => Range {
+                min: i128::from(MIN_DATE),
+                max: i128::from(MAX_DATE),
             },
             Type::String => Range {
                 min: 0,
                 max: i128::from(u32::MAX),
             },
             Type::Bool => Range { min: 0, max: 1 },
-            Type::Int64 | Type::Decimal(_) | Type::Float64 => Range {
+            Type::Int64 | Type::Float64 => Range {
                 min: i128::from(i64::MIN),
                 max: i128::from(i64::MAX),
+            },
+            // 18 digits.
+            Type::Decimal(_) => Range {
+                min: -MAX_DECIMAL,
+                max: MAX_DECIMAL,
             },
             Type::WideDecimal(_) => Range {
                 min: -MAX_WIDE_DECIMAL,
@@ -649,8 +659,11 @@ impl Gen<'_> {
                 (self.func(false, &body), false)
             }
             KExprKind::Table(t, x) => {
-                let table = self.n_cols + t;
-                let Some(elem) = self.elems.get(table) else {
+                let Some((table, elem)) = self
+                    .n_cols
+                    .checked_add(*t)
+                    .and_then(|table| Some((table, self.elems.get(table)?)))
+                else {
                     return Err(format!(
                         "`{}` reads table {t}, which is not among the arguments",
                         show(e)

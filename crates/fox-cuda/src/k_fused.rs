@@ -20,7 +20,7 @@ use crate::device::{Gpu, KArg};
 use crate::{k_eval, k_move, k_reduce, k_scan, k_sort};
 use fox_kernel::{AggSpec, Elem, KExpr};
 use fox_runtime::{BackendError, DevBuf, HostCol, LaunchCtx};
-use fox_sema::core::{AggFunc, Type, MAX_WIDE_DECIMAL};
+use fox_sema::core::{AggFunc, Type, MAX_DECIMAL, MAX_WIDE_DECIMAL};
 
 /// Slots of the global table.
 const GCAP: u32 = 1024;
@@ -304,6 +304,12 @@ fn one_pass(gpu: &mut Gpu, f: &Fused, plan: &OnePass) -> Result<Option<Vec<DevBu
                     }
                 }
                 match Elem::of(a.output) {
+                    // A decimal: at most 18 digits.
+                    Elem::I64
+                        if a.output.is_decimal() && v.iter().any(|x| x.unsigned_abs() > MAX_DECIMAL.unsigned_abs()) =>
+                    {
+                        return Ok(None)
+                    }
                     Elem::I64 => match v.iter().map(|&x| i64::try_from(x).ok()).collect() {
                         Some(v) => HostCol::I64(v),
                         None => return Ok(None),

@@ -219,11 +219,21 @@ pub(crate) fn expect_elem(b: &DevBuf, elem: Elem, what: &str) -> Result<(), Back
     }
 }
 
-fn key_args(nkeys: usize) -> usize {
+/// `groups` groups of `width` arguments: their number, or an error when a plan's counts
+/// are too large for any argument list.
+pub(crate) fn groups_of(groups: usize, width: usize) -> Result<usize, BackendError> {
+    groups.checked_mul(width).ok_or_else(|| {
+        err(format!(
+            "{groups} groups of {width} columns are more than any argument list holds"
+        ))
+    })
+}
+
+fn key_args(nkeys: usize) -> Result<usize, BackendError> {
     if nkeys == 0 {
-        2
+        Ok(2)
     } else {
-        2 * nkeys
+        groups_of(2, nkeys)
     }
 }
 
@@ -309,7 +319,7 @@ fn bounds(
 
 /// `JoinCount { nkeys }`: per left row, the number of right rows with equal keys.
 pub(crate) fn join_count(gpu: &mut Gpu, nkeys: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    expect_args(args, key_args(nkeys), "left keys, right keys")?;
+    expect_args(args, key_args(nkeys)?, "left keys, right keys")?;
     let (left, right, nl, nr) = sides(args, nkeys)?;
     let mut s = Scratch::new();
     let res = (|| {
@@ -327,7 +337,7 @@ pub(crate) fn match_flags(
     anti: bool,
     args: &[&DevBuf],
 ) -> Result<Vec<DevBuf>, BackendError> {
-    expect_args(args, key_args(nkeys), "left keys, right keys")?;
+    expect_args(args, key_args(nkeys)?, "left keys, right keys")?;
     let (left, right, nl, nr) = sides(args, nkeys)?;
     let mut s = Scratch::new();
     let res = (|| {
@@ -402,8 +412,8 @@ pub(crate) fn tile_owners(
 
 /// `JoinWrite { nkeys }`: every matching pair `(left_idx, right_idx)`, by left then right.
 pub(crate) fn join_write(gpu: &mut Gpu, nkeys: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    let k = key_args(nkeys);
-    expect_args(args, k + 2, "left keys, right keys, offsets, total")?;
+    let k = key_args(nkeys)?;
+    expect_args(args, k.saturating_add(2), "left keys, right keys, offsets, total")?;
     let (left, right, nl, nr) = sides(&args[..k], nkeys)?;
     let (offsets, total) = (args[k], args[k + 1]);
     expect_elem(offsets, Elem::U64, "offsets")?;
@@ -447,7 +457,7 @@ pub(crate) fn scatter_name(elem: Elem) -> &'static str {
 /// `MergeUnion { width }`: the sorted, duplicate-free union of two sorted, duplicate-free
 /// relations.
 pub(crate) fn merge_union(gpu: &mut Gpu, width: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    expect_args(args, 2 * width, "the columns of a, the columns of b")?;
+    expect_args(args, groups_of(2, width)?, "the columns of a, the columns of b")?;
     if width == 0 {
         return Err(err("needs at least one column"));
     }

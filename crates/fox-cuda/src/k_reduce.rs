@@ -140,6 +140,9 @@ pub(crate) fn reduce_by_key(
     let need_rank = aggs
         .iter()
         .any(|a| matches!(a.func, AggFunc::Min | AggFunc::Max) && a.input == Some(Type::String));
+    if nkeys > args.len() {
+        return Err(err(format!("expects {nkeys} key(s), got {} arguments", args.len())));
+    }
     let ncols = nkeys + nvals + len_col;
     let want = ncols + usize::from(need_rank);
     if args.len() != want {
@@ -290,7 +293,12 @@ fn aggregate(
             };
             let what = if avg { "average" } else { "sum" };
             let out_elem = Elem::of(out_ty);
-            let kind = int_kind(out_elem).ok_or_else(|| err(format!("the {what} cannot be stored as {out_ty}")))?;
+            let kind = match out_ty {
+                // An i64 of at most 18 digits.
+                Type::Decimal(_) => Some(6),
+                _ => int_kind(out_elem),
+            }
+            .ok_or_else(|| err(format!("the {what} cannot be stored as {out_ty}")))?;
             let out = s.alloc(gpu, out_elem, ng)?;
             let Some(starts) = &seg.starts else {
                 return Ok(out);

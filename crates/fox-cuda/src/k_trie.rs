@@ -225,7 +225,7 @@ pub(crate) fn intersect_count(gpu: &mut Gpu, ways: usize, args: &[&DevBuf]) -> R
     if ways == 0 || ways > IC_MAX_WAYS {
         return Err(err(format!("takes 1 to {IC_MAX_WAYS} ways, not {ways}")));
     }
-    expect_args(args, 3 * ways, "values, lo, hi per way")?;
+    expect_args(args, crate::k_join::groups_of(3, ways)?, "values, lo, hi per way")?;
     let n = args[1].len;
     for w in 0..ways {
         let (values, lo, hi) = (args[3 * w], args[3 * w + 1], args[3 * w + 2]);
@@ -579,7 +579,7 @@ pub(crate) fn min_range(gpu: &mut Gpu, ways: usize, args: &[&DevBuf]) -> Result<
     if ways == 0 {
         return Err(err("needs at least one range"));
     }
-    expect_args(args, 2 * ways, "lo, hi per way")?;
+    expect_args(args, crate::k_join::groups_of(2, ways)?, "lo, hi per way")?;
     let n = args[0].len;
     for (i, a) in args.iter().enumerate() {
         expect_elem(a, Elem::U32, if i % 2 == 0 { "lo" } else { "hi" })?;

@@ -1197,6 +1197,74 @@ fn dates() {
 }
 
 #[test]
+fn decimal_and_date_bounds() {
+    let Some(mut gpu) = gpu_or_skip("decimal_and_date_bounds") else {
+        return;
+    };
+    let g = &mut gpu;
+    // Decimals hold 18 digits: results of 19 are overflows, at the same row as the CPU's.
+    let max = 10i64.pow(18) - 1;
+    let c = d2(vec![1, max / 9, max / 9 + 1, -max, max, 0]);
+    let e = arith(
+        ArithOp::Mul,
+        col(0, Type::Decimal(2)),
+        lit(Value::Int64(9), Type::Int64),
+        Type::Decimal(2),
+    );
+    let err = both(g, &e, std::slice::from_ref(&c), "decimal * 9").unwrap_err();
+    assert!(err.contains("does not fit decimal(2) (row 2)"), "{err}");
+    for (op, k) in [(ArithOp::Add, 1), (ArithOp::Sub, 1), (ArithOp::Add, -1)] {
+        let e = arith(
+            op,
+            col(0, Type::Decimal(2)),
+            lit(dec(k, 2), Type::Decimal(2)),
+            Type::Decimal(2),
+        );
+        assert!(both(g, &e, &[d2(vec![max - 1, 0, -max + 1])], "within").is_ok());
+        let _ = both(g, &e, &[d2(vec![0, max, -max])], "beyond").unwrap_err();
+    }
+    let e = cast(col(0, Type::Decimal(2)), Type::Decimal(4));
+    let _ = both(g, &e, &[d2(vec![10i64.pow(16) - 1, 10i64.pow(16)])], "rescale").unwrap_err();
+    let e = cast(col(0, Type::Int64), Type::Decimal(0));
+    let _ = both(g, &e, &[HostCol::I64(vec![max, max + 1])], "int64 to decimal").unwrap_err();
+    let e = arith(
+        ArithOp::Div,
+        col(0, Type::Decimal(2)),
+        col(1, Type::Decimal(2)),
+        Type::Decimal(6),
+    );
+    let _ = both(
+        g,
+        &e,
+        &[d2(vec![100, 10i64.pow(14)]), d2(vec![100, 100])],
+        "quotient of 19 digits",
+    )
+    .unwrap_err();
+    // Dates run from 0000-01-01 to 9999-12-31.
+    let (first, last) = (-719_528, 2_932_896);
+    let plus = |n: i64| {
+        arith(
+            ArithOp::Add,
+            col(0, Type::Date),
+            lit(Value::Int64(n), Type::Int64),
+            Type::Date,
+        )
+    };
+    assert!(both(g, &plus(1), &[HostCol::I32(vec![last - 1, first - 1])], "last date").is_ok());
+    let err = both(g, &plus(1), &[HostCol::I32(vec![0, last])], "after the last date").unwrap_err();
+    assert!(err.contains("does not fit date (row 1)"), "{err}");
+    let err = both(g, &plus(100_000_000), &[HostCol::I32(vec![0])], "far").unwrap_err();
+    assert!(err.contains("does not fit date (row 0)"), "{err}");
+    let _ = both(
+        g,
+        &plus(-1),
+        &[HostCol::I32(vec![first + 1, first])],
+        "before the first",
+    )
+    .unwrap_err();
+}
+
+#[test]
 fn strings_tables_and_narrowing() {
     let Some(mut gpu) = gpu_or_skip("strings_tables_and_narrowing") else {
         return;

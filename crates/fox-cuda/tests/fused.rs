@@ -298,3 +298,42 @@ fn fused_reduce_with_wide_decimals_runs_unfused() {
         assert_eq!(gpu.fused_one_pass_runs(), before, "wide filter, n {n}: in one pass");
     }
 }
+
+#[test]
+fn fused_averages_keep_to_18_digits_as_on_the_cpu() {
+    let Some(mut gpu) = gpu_or_skip("fused_averages_keep_to_18_digits_as_on_the_cpu") else {
+        return;
+    };
+    // One key, one decimal(2) value: the mean, a decimal(6), has at most 18 digits.
+    let dec = Type::Decimal(2);
+    let k = Kernel::FusedReduce {
+        filter: None,
+        nkeys: 1,
+        aggs: vec![AggSpec {
+            func: AggFunc::Avg,
+            input: Some(dec),
+            output: Type::Decimal(6),
+        }],
+        exprs: vec![Some(col(1, dec))],
+        n_cols: 2,
+    };
+    let max = 10i64.pow(14) - 1;
+    let keys = HostCol::U32(vec![0, 0, 1, 1, 2]);
+    let ok = compare(
+        &mut gpu,
+        &k,
+        &[keys.clone(), HostCol::I64(vec![max, max, -max, -max, 7])],
+        &Strings::default(),
+        "18 digits",
+    );
+    assert!(ok.is_ok());
+    let err = compare(
+        &mut gpu,
+        &k,
+        &[keys, HostCol::I64(vec![max, max, -max - 1, -max - 1, 7])],
+        &Strings::default(),
+        "19 digits",
+    )
+    .unwrap_err();
+    assert!(err.contains("does not fit decimal(6)"), "{err}");
+}

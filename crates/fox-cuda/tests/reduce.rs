@@ -411,3 +411,29 @@ fn reduce_float_sums_are_bit_identical() {
         check(&mut gpu, 1, &aggs, &[keys[0].clone(), vals.clone(), vals], &case).expect("succeeds");
     }
 }
+
+#[test]
+fn reduce_averages_keep_to_18_digits_as_on_the_cpu() {
+    let Some(mut gpu) = gpu_or_skip("reduce_averages_keep_to_18_digits_as_on_the_cpu") else {
+        return;
+    };
+    // The mean of decimal(2) values is a decimal(6) of at most 18 digits: 999999999999.99
+    // fits, 1000000000000.00 does not (it would fit 64 bits).
+    let keys = HostCol::U32(vec![0, 0, 1, 1, 2]);
+    let aggs = vec![spec(AggFunc::Avg, Some(Type::Decimal(2)), Type::Decimal(6))];
+    let max = 10i64.pow(14) - 1;
+    let ok = HostCol::I64(vec![max, max, -max, -max, 7]);
+    assert!(same_outcome(&mut gpu, 1, &aggs, &[keys.clone(), ok], "18 digits").is_ok());
+    let over = HostCol::I64(vec![max, max, -max - 1, -max - 1, 7]);
+    let k = Kernel::ReduceByKey {
+        nkeys: 1,
+        aggs: aggs.clone(),
+    };
+    let args = [keys.clone(), over.clone()];
+    let want = run_on(&mut CpuBackend::new(), &k, &args, &Strings::default()).unwrap_err();
+    assert!(
+        want.contains("the average of the group at row 2 does not fit decimal(6)"),
+        "{want}"
+    );
+    assert!(same_outcome(&mut gpu, 1, &aggs, &args, "19 digits").is_err());
+}

@@ -15,9 +15,10 @@ pub enum LoadError {
     /// A plan written by a build with another plan format.
     #[error("plan version {found}, this foxrun reads version {expected}; compile the query again with this foxc")]
     Version { found: u32, expected: u32 },
-    /// The text is not a kernel plan in RON form.
-    #[error("the kernel plan is not valid RON: {0}")]
-    Syntax(String),
+    /// The text is not a kernel plan in RON form: what is wrong, at a line and column
+    /// (1-based) of the text.
+    #[error("{line}:{col}: the kernel plan is not valid RON: {msg}")]
+    Syntax { line: usize, col: usize, msg: String },
     /// The plan parses but does not hang together; the message names the block and
     /// instruction.
     #[error("the kernel plan is inconsistent: {0}")]
@@ -39,26 +40,41 @@ struct VersionProbe {
     version: u32,
 }
 
-/// Reads a plan written by [`to_ron`]: the format version first, then the whole plan,
-/// then [`validate`].
+/// Reads a plan written by [`to_ron`], then [`validate`]s it. A text that is not a plan
+/// of this version but names another version is a [`LoadError::Version`].
 pub fn from_ron(text: &str) -> Result<KernelPlan, LoadError> {
-    let probe: VersionProbe = ron::from_str(text).map_err(|e| LoadError::Syntax(e.to_string()))?;
-    if probe.version != KERNEL_PLAN_VERSION {
-        return Err(LoadError::Version {
-            found: probe.version,
-            expected: KERNEL_PLAN_VERSION,
-        });
-    }
-    let plan: KernelPlan = ron::from_str(text).map_err(|e| LoadError::Syntax(e.to_string()))?;
+    let plan: KernelPlan = match ron::from_str(text) {
+        Ok(plan) => plan,
+        Err(e) => {
+            // A plan of another version may not parse as this one: say so rather than
+            // what does not parse.
+            if let Ok(probe) = ron::from_str::<VersionProbe>(text) {
+                if probe.version != KERNEL_PLAN_VERSION {
+                    return Err(LoadError::Version {
+                        found: probe.version,
+                        expected: KERNEL_PLAN_VERSION,
+                    });
+                }
+            }
+            return Err(LoadError::Syntax {
+                line: e.span.start.line,
+                col: e.span.start.col,
+                msg: e.code.to_string(),
+            });
+        }
+    };
     validate(&plan)?;
     Ok(plan)
 }
 
 /// Checks that a plan hangs together: the version; every block, buffer and input
 /// referenced exists; every launch's arguments and outputs fit its kernel's contract
-/// (counts and element types); moves keep the element type; outputs match their
-/// columns; and every buffer read (or freed) is defined, and not freed, on every path to
-/// the point that reads it.
+/// (counts and element types); every decimal type has at most 18 fraction digits; moves
+/// keep the element type; outputs match their columns, each output name is a predicate
+/// name written by one `Output` that runs at most once; every buffer read (or freed) is
+/// defined, and not freed, on every path to the point that reads it; and the plan can
+/// halt: every reachable block has a path to a `Halt`, and every buffer a loop tests is
+/// redefined inside the loop.
 pub fn validate(plan: &KernelPlan) -> Result<(), LoadError> {
     if plan.version != KERNEL_PLAN_VERSION {
         return Err(LoadError::Version {
@@ -91,6 +107,7 @@ pub fn validate(plan: &KernelPlan) -> Result<(), LoadError> {
                 )));
             }
             check_instr(plan, i).map_err(|m| invalid(format!("{} (`{}`): {m}", at(k), instr_text(plan, i))))?;
+            check_instr_types(i).map_err(|m| invalid(format!("{} (`{}`): {m}", at(k), instr_text(plan, i))))?;
         }
         for s in block.term.successors() {
             if s.0 as usize >= nb {
@@ -107,7 +124,215 @@ pub fn validate(plan: &KernelPlan) -> Result<(), LoadError> {
             )));
         }
     }
+    for (k, b) in plan.buffers.iter().enumerate() {
+        if let Some(t) = b.ty {
+            check_type(t).map_err(|m| invalid(format!("buffer `{}` (#{k}): {m}", b.name)))?;
+        }
+    }
+    for rel in &plan.inputs {
+        for c in &rel.columns {
+            check_type(c.ty).map_err(|m| invalid(format!("column `{}` of input `{}`: {m}", c.name, rel.name)))?;
+        }
+        if let Some(&k) = rel.key.iter().find(|&&k| k >= rel.columns.len()) {
+            return Err(invalid(format!(
+                "input `{}` is keyed by column {k}, but it has {} columns",
+                rel.name,
+                rel.columns.len()
+            )));
+        }
+    }
+    check_outputs(plan)?;
+    check_halts(plan)?;
     check_defined(plan)
+}
+
+/// The largest number of fraction digits of a decimal type.
+const MAX_SCALE: u8 = 18;
+
+fn check_type(t: fox_sema::core::Type) -> Result<(), String> {
+    match t.decimal_scale() {
+        Some(s) if s > MAX_SCALE => Err(format!("the type {t} has more than {MAX_SCALE} fraction digits")),
+        _ => Ok(()),
+    }
+}
+
+/// The types an instruction names (columns, constants, expressions, aggregates).
+fn check_instr_types(i: &Instr) -> Result<(), String> {
+    fn expr(e: &KExpr) -> Result<(), String> {
+        check_type(e.ty)?;
+        match &e.kind {
+            KExprKind::Col(_) | KExprKind::Const(_) => Ok(()),
+            KExprKind::Table(_, x)
+            | KExprKind::Cast(x)
+            | KExprKind::Neg(x)
+            | KExprKind::Not(x)
+            | KExprKind::In(x, _) => expr(x),
+            KExprKind::Arith(_, a, b) | KExprKind::Cmp(_, a, b) => expr(a).and_then(|_| expr(b)),
+            KExprKind::And(xs) | KExprKind::Or(xs) | KExprKind::Call(_, xs) => xs.iter().try_for_each(expr),
+        }
+    }
+    let aggs = |aggs: &[AggSpec]| {
+        aggs.iter()
+            .try_for_each(|a| a.input.map_or(Ok(()), check_type).and_then(|_| check_type(a.output)))
+    };
+    match i {
+        Instr::Launch { kernel, .. } => match kernel {
+            Kernel::Const { types, .. } => types.iter().try_for_each(|&t| check_type(t)),
+            Kernel::Eval { expr: e, .. } => expr(e),
+            Kernel::ReduceByKey { aggs: a, .. } => aggs(a),
+            Kernel::FusedReduce {
+                filter, aggs: a, exprs, ..
+            } => {
+                filter.iter().chain(exprs.iter().flatten()).try_for_each(expr)?;
+                aggs(a)
+            }
+            _ => Ok(()),
+        },
+        Instr::Output { columns, .. } => columns.iter().try_for_each(|c| check_type(c.ty)),
+        Instr::Assert {
+            check: Check::Functional { columns, .. },
+            ..
+        } => columns.iter().try_for_each(|c| check_type(c.ty)),
+        Instr::Move { .. } | Instr::Free { .. } => Ok(()),
+    }
+}
+
+/// Whether `name` is a predicate name (`[A-Za-z_][A-Za-z0-9_]*`, parts joined by `:`), so
+/// that an output file named after it stays in its directory.
+fn is_predicate_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.split(':').all(|part| {
+            let mut cs = part.chars();
+            cs.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+}
+
+/// The blocks reachable from `from` (itself included) along `succ`.
+fn reach(nb: usize, from: &[usize], succ: impl Fn(usize) -> Vec<usize>) -> Vec<bool> {
+    let mut seen = vec![false; nb];
+    let mut stack: Vec<usize> = from.to_vec();
+    while let Some(b) = stack.pop() {
+        if std::mem::replace(&mut seen[b], true) {
+            continue;
+        }
+        stack.extend(succ(b).into_iter().filter(|&s| !seen[s]));
+    }
+    seen
+}
+
+fn successors(plan: &KernelPlan, b: usize) -> Vec<usize> {
+    plan.blocks[b].term.successors().iter().map(|s| s.0 as usize).collect()
+}
+
+/// The predecessors of every block.
+fn predecessors(plan: &KernelPlan) -> Vec<Vec<usize>> {
+    let mut preds = vec![Vec::new(); plan.blocks.len()];
+    for b in 0..plan.blocks.len() {
+        for s in successors(plan, b) {
+            preds[s].push(b);
+        }
+    }
+    preds
+}
+
+/// Each output name is a predicate name, written by one `Output` instruction, in a block
+/// that runs at most once (one on no cycle of the CFG).
+fn check_outputs(plan: &KernelPlan) -> Result<(), LoadError> {
+    let nb = plan.blocks.len();
+    let mut seen: std::collections::HashMap<&str, (usize, usize)> = std::collections::HashMap::new();
+    for (b, block) in plan.blocks.iter().enumerate() {
+        for (k, i) in block.instrs.iter().enumerate() {
+            let Instr::Output { name, .. } = i else { continue };
+            let at = format!("block b{b} ({}), instruction {}", block.label, k + 1);
+            if !is_predicate_name(name) {
+                return Err(LoadError::Invalid(format!(
+                    "{at}: the output name {name:?} is not a predicate name"
+                )));
+            }
+            if let Some(&(b0, k0)) = seen.get(name.as_str()) {
+                return Err(LoadError::Invalid(format!(
+                    "{at}: output `{name}` is written twice (also by block b{b0} ({}), instruction {})",
+                    plan.blocks[b0].label,
+                    k0 + 1
+                )));
+            }
+            seen.insert(name, (b, k));
+            if reach(nb, &successors(plan, b), |x| successors(plan, x))[b] {
+                return Err(LoadError::Invalid(format!(
+                    "{at}: output `{name}` is inside a loop, so it would be written more than once"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A plan must be able to halt: every block reachable from the entry has a path to a
+/// `Halt` (a cycle without a way out never ends), and every buffer a `LoopIf` tests is
+/// redefined by some instruction of its loop (the blocks on a path from `body` back to
+/// the test): a test buffer the loop never redefines keeps its rows, so once it holds a
+/// row the loop repeats forever.
+fn check_halts(plan: &KernelPlan) -> Result<(), LoadError> {
+    let nb = plan.blocks.len();
+    let entry = plan.entry.0 as usize;
+    let preds = predecessors(plan);
+    let halts: Vec<usize> = (0..nb)
+        .filter(|&b| matches!(plan.blocks[b].term, Terminator::Halt))
+        .collect();
+    let can_halt = reach(nb, &halts, |b| preds[b].clone());
+    // Blocks reachable from the entry, breadth first.
+    let mut seen = vec![false; nb];
+    let mut order = vec![entry];
+    seen[entry] = true;
+    let mut k = 0;
+    while k < order.len() {
+        for s in successors(plan, order[k]) {
+            if !std::mem::replace(&mut seen[s], true) {
+                order.push(s);
+            }
+        }
+        k += 1;
+    }
+    // Where some reachable block cannot reach a `Halt`, the cycle it ends in (every block
+    // has a successor unless it halts) is named by its first block met from the entry.
+    if order.iter().any(|&b| !can_halt[b]) {
+        let on_cycle = |b: usize| reach(nb, &successors(plan, b), |x| successors(plan, x))[b];
+        if let Some(&b) = order.iter().find(|&&b| !can_halt[b] && on_cycle(b)) {
+            return Err(LoadError::Invalid(format!(
+                "block b{b} ({}) can never halt: it is on a cycle with no path to a block that halts",
+                plan.blocks[b].label
+            )));
+        }
+    }
+    for (b, block) in plan.blocks.iter().enumerate() {
+        let Terminator::LoopIf { nonempty, body, .. } = &block.term else {
+            continue;
+        };
+        if !seen[b] {
+            continue;
+        }
+        let back = reach(nb, &[b], |x| preds[x].clone());
+        if !back[body.0 as usize] {
+            // The body never comes back to the test: no loop.
+            continue;
+        }
+        let fwd = reach(nb, &[body.0 as usize], |x| successors(plan, x));
+        let mut redefined = BufSet::new(plan.buffers.len());
+        for l in (0..nb).filter(|&l| fwd[l] && back[l]) {
+            for d in plan.blocks[l].instrs.iter().flat_map(defs) {
+                redefined.insert(d);
+            }
+        }
+        if let Some(&u) = nonempty.iter().find(|&&u| !redefined.contains(u)) {
+            return Err(LoadError::Invalid(format!(
+                "block b{b} ({}): the loop test reads `{}`, which no instruction of the loop redefines, so once \
+                 it holds a row the loop never ends",
+                block.label, plan.buffers[u.0 as usize].name
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn elem(plan: &KernelPlan, b: BufId) -> Elem {

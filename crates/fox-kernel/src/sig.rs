@@ -44,15 +44,23 @@ pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Re
         }
         Ok(())
     };
+    // `groups` groups of `width` arguments: their number, or an error when the plan's
+    // counts exceed any argument list (so no product of plan-supplied counts wraps).
+    let groups_of = |groups: usize, width: usize| -> Result<usize, String> {
+        groups
+            .checked_mul(width)
+            .ok_or_else(|| format!("{groups} groups of {width} columns are more than any argument list holds"))
+    };
     // The key arguments of a join-like kernel: the number of leading args they take.
     let join_keys = |nkeys: usize| -> Result<usize, String> {
         if nkeys == 0 {
             at_least(2)?;
             return Ok(2);
         }
-        at_least(2 * nkeys)?;
+        let n = groups_of(2, nkeys)?;
+        at_least(n)?;
         same_groups(2, nkeys)?;
-        Ok(2 * nkeys)
+        Ok(n)
     };
     match kernel {
         Kernel::LoadInput { input } => {
@@ -127,7 +135,7 @@ pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Re
             if *parts == 0 || *width == 0 {
                 return Err("a concatenation needs at least one part of at least one column".into());
             }
-            count(parts * width)?;
+            count(groups_of(*parts, *width)?)?;
             same_groups(*parts, *width)?;
             Ok(args[..*width].to_vec())
         }
@@ -175,7 +183,7 @@ pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Re
         }
         Kernel::JoinWrite { nkeys } => {
             let k = join_keys(*nkeys)?;
-            count(k + 2)?;
+            count(k.saturating_add(2))?;
             expect(k, Elem::U64, "offsets")?;
             expect(k + 1, Elem::U64, "total")?;
             Ok(vec![Elem::U32, Elem::U32])
@@ -188,7 +196,7 @@ pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Re
             if *width == 0 {
                 return Err("a merge needs at least one column".into());
             }
-            count(2 * width)?;
+            count(groups_of(2, *width)?)?;
             same_groups(2, *width)?;
             Ok(args[..*width].to_vec())
         }
@@ -345,7 +353,7 @@ pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Re
             if *ways == 0 {
                 return Err("an intersection needs at least one range".into());
             }
-            count(3 * ways)?;
+            count(groups_of(3, *ways)?)?;
             for w in 0..*ways {
                 expect(3 * w, args[0], "values")?;
                 expect(3 * w + 1, Elem::U32, "lo")?;
@@ -357,7 +365,7 @@ pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Re
             if *ways == 0 {
                 return Err("the smallest of no ranges".into());
             }
-            count(2 * ways)?;
+            count(groups_of(2, *ways)?)?;
             for i in 0..2 * ways {
                 expect(i, Elem::U32, if i % 2 == 0 { "lo" } else { "hi" })?;
             }

@@ -15,7 +15,9 @@
 //! [`op_output`] computes the types and properties of an operator from its inputs; the
 //! planner uses it to build schemas and the validator uses it to check them.
 
-use fox_sema::core::{AggFunc, ArithOp, Builtin, CmpOp, Column, Type, Value};
+use fox_sema::core::{
+    AggFunc, ArithOp, Builtin, CmpOp, Column, Type, Value, MAX_DATE, MAX_DECIMAL, MAX_WIDE_DECIMAL, MIN_DATE,
+};
 use fox_syntax::ast::Span;
 use serde::{Deserialize, Serialize};
 
@@ -426,7 +428,10 @@ impl Expr {
 /// as a 38-digit decimal of its scale.
 pub fn value_has_type(v: &Value, ty: Type) -> bool {
     match (v, ty) {
-        (Value::Decimal { scale, .. }, Type::WideDecimal(s)) => *scale == s,
+        (Value::Decimal { scale, unscaled }, Type::WideDecimal(s)) => {
+            *scale == s && unscaled.unsigned_abs() <= MAX_WIDE_DECIMAL.unsigned_abs()
+        }
+        (Value::Date(d), Type::Date) => (MIN_DATE..=MAX_DATE).contains(d),
         _ => value_type(v) == ty,
     }
 }
@@ -435,7 +440,9 @@ pub fn value_type(v: &Value) -> Type {
     match v {
         Value::Int32(_) => Type::Int32,
         Value::Int64(_) => Type::Int64,
-        Value::Decimal { unscaled, scale } => Type::decimal(*scale, i64::try_from(*unscaled).is_err()),
+        Value::Decimal { unscaled, scale } => {
+            Type::decimal(*scale, unscaled.unsigned_abs() > MAX_DECIMAL.unsigned_abs())
+        }
         Value::Float64(_) => Type::Float64,
         Value::String(_) => Type::String,
         Value::Date(_) => Type::Date,

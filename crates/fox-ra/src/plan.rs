@@ -1962,8 +1962,13 @@ fn coerce(e: Expr, to: Type) -> Option<Expr> {
 }
 
 /// A constant converted to type `to` when that loses nothing (an integer that fits,
-/// a decimal with no digits beyond the target scale, a widening).
+/// a decimal with no digits beyond the target scale, a widening) and the result is a
+/// value of `to` (at most 18 digits for a decimal).
 pub fn convert_value(v: &Value, to: Type) -> Option<Value> {
+    convert_unchecked(v, to).filter(|r| value_has_type(r, to))
+}
+
+fn convert_unchecked(v: &Value, to: Type) -> Option<Value> {
     fn pow10(s: u8) -> Option<i128> {
         10i128.checked_pow(u32::from(s))
     }

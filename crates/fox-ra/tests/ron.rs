@@ -32,7 +32,8 @@ fn sample() -> RaPlan {
     );
     let row = vec![
         Value::Decimal {
-            unscaled: -170_141_183_460_469_231_731_687_303_715_884_105_728,
+            // The largest magnitude of 38 digits: beyond 64 bits in the RON text.
+            unscaled: -99_999_999_999_999_999_999_999_999_999_999_999_999,
             scale: 2,
         },
         Value::Float64(1.5e300),

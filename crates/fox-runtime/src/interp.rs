@@ -17,7 +17,7 @@ use crate::{
     RuntimeError,
 };
 use fox_kernel::{Elem, Instr, KExpr, KExprKind, Kernel, KernelPlan, StrFunc, Terminator};
-use fox_sema::core::{Type, Value, MAX_WIDE_DECIMAL};
+use fox_sema::core::{Type, Value, MAX_DATE, MAX_DECIMAL, MAX_WIDE_DECIMAL, MIN_DATE};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -1428,12 +1428,15 @@ fn const_columns(types: &[Type], rows: &[Vec<Value>], dict: &Dictionary) -> Resu
             };
             match (&mut cols[c], types[c], v) {
                 (HostCol::I32(col), Type::Int32, Value::Int32(x)) => col.push(*x),
-                (HostCol::I32(col), Type::Date, Value::Date(x)) => col.push(*x),
+                (HostCol::I32(col), Type::Date, Value::Date(x)) if (MIN_DATE..=MAX_DATE).contains(x) => col.push(*x),
                 (HostCol::I64(col), Type::Int64, Value::Int64(x)) => col.push(*x),
                 (HostCol::I64(col), Type::Int64, Value::Int32(x)) => col.push(*x as i64),
-                (HostCol::I64(col), Type::Decimal(ts), _) => {
-                    col.push(rescaled(ts).and_then(|x| i64::try_from(x).ok()).ok_or_else(bad)?)
-                }
+                (HostCol::I64(col), Type::Decimal(ts), _) => col.push(
+                    rescaled(ts)
+                        .filter(|x| x.unsigned_abs() <= MAX_DECIMAL.unsigned_abs())
+                        .and_then(|x| i64::try_from(x).ok())
+                        .ok_or_else(bad)?,
+                ),
                 (HostCol::I128(col), Type::WideDecimal(ts), _) => col.push(
                     rescaled(ts)
                         .filter(|x| x.unsigned_abs() <= MAX_WIDE_DECIMAL.unsigned_abs())

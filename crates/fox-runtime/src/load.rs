@@ -11,7 +11,7 @@
 pub use crate::strings::Interner;
 use crate::RuntimeError;
 use fox_kernel::InputRel;
-use fox_sema::core::Type;
+use fox_sema::core::{Type, MAX_DECIMAL};
 use std::path::Path;
 
 /// A hash map with [`FxHasher`].
@@ -582,17 +582,15 @@ pub fn parse_decimal(field: &str, scale: u8) -> Result<i64, String> {
             frac.len()
         ));
     }
-    let out_of_range = || format!("`{field}` is out of the range of {ty}");
+    let out_of_range = || format!("`{field}` has more than 18 digits at scale {scale}; a {ty} holds at most 18");
     let mut v: i128 = 0;
-    for b in int.bytes().chain(frac.bytes()) {
+    for b in int
+        .bytes()
+        .chain(frac.bytes())
+        .chain(std::iter::repeat_n(b'0', scale as usize - frac.len()))
+    {
         v = v * 10 + (b - b'0') as i128;
-        if v > i64::MAX as i128 + 1 {
-            return Err(out_of_range());
-        }
-    }
-    for _ in frac.len()..scale as usize {
-        v *= 10;
-        if v > i64::MAX as i128 + 1 {
+        if v > MAX_DECIMAL {
             return Err(out_of_range());
         }
     }

@@ -139,10 +139,26 @@ fn decimals_are_exact_and_checked() {
     assert_eq!(parse_decimal("0.0825", 4), Ok(825));
     assert_eq!(parse_decimal(".5", 1), Ok(5));
     assert_eq!(parse_decimal("7", 0), Ok(7));
-    assert_eq!(parse_decimal("92233720368547758.07", 2), Ok(i64::MAX));
-    assert!(parse_decimal("92233720368547758.08", 2)
-        .unwrap_err()
-        .contains("out of the range"));
+    // At most 18 digits, fraction digits (padded to the scale) included.
+    assert_eq!(parse_decimal("9999999999999999.99", 2), Ok(999_999_999_999_999_999));
+    assert_eq!(parse_decimal("-9999999999999999.9", 2), Ok(-999_999_999_999_999_990));
+    assert_eq!(parse_decimal("000000000000000000001.5", 2), Ok(150));
+    for big in [
+        "92233720368547758.07",
+        "10000000000000000",
+        "99999999999999999.9",
+        "1",
+        "-1",
+    ] {
+        let scale = if big.len() == 1 || big.len() == 2 { 18 } else { 2 };
+        assert!(
+            parse_decimal(big, scale).unwrap_err().contains(&format!(
+                "has more than 18 digits at scale {scale}; a decimal({scale}) holds at most 18"
+            )),
+            "{big}"
+        );
+    }
+    assert_eq!(parse_decimal("0.5", 18), Ok(500_000_000_000_000_000));
     for bad in ["", "-", ".", "1.2.3", "1e5", "abc", "1,5", " 1.5"] {
         assert!(parse_decimal(bad, 2).is_err(), "{bad:?}");
     }
@@ -154,6 +170,11 @@ fn decimals_are_exact_and_checked() {
     assert_eq!(
         err("1,x1\n", ",", &cols),
         "data/r.csv:1: column 2 (`p`, decimal(2)): `x1` is not a decimal(2)"
+    );
+    assert_eq!(
+        err("1,1.50\n2,9999999999999999.99\n3,92233720368547758.07\n", ",", &cols),
+        "data/r.csv:3: column 2 (`p`, decimal(2)): `92233720368547758.07` has more than 18 digits at scale 2; a \
+         decimal(2) holds at most 18"
     );
 }
 

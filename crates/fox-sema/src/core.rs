@@ -47,6 +47,18 @@ impl std::fmt::Display for Type {
 /// The largest unscaled magnitude of a 38-digit decimal (`WideDecimal`).
 pub const MAX_WIDE_DECIMAL: i128 = 10i128.pow(38) - 1;
 
+/// The largest unscaled magnitude of a `Decimal`: 18 digits, fraction digits included.
+/// Literals, input values and computed values beyond it are errors, never wrapped.
+pub const MAX_DECIMAL: i128 = 10i128.pow(18) - 1;
+
+/// The first date, 0000-01-01, as days since 1970-01-01: dates are those written
+/// `YYYY-MM-DD` with a four-digit year, so every date read can be written and read back,
+/// and date arithmetic that leaves the range is an overflow error.
+pub const MIN_DATE: i32 = -719_528;
+
+/// The last date, 9999-12-31, as days since 1970-01-01.
+pub const MAX_DATE: i32 = 2_932_896;
+
 impl Type {
     /// The scale of a decimal type (of either width).
     pub fn decimal_scale(self) -> Option<u8> {

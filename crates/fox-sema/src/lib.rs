@@ -393,6 +393,19 @@ impl Checker {
             self.env.undeclared_inputs.insert(i.pred.name.clone());
             return;
         };
+        if self.env.preds[id].columns.is_empty() {
+            self.error(
+                Diagnostic::error(
+                    format!("`.input` of `{}`, which has no columns", i.pred.name),
+                    i.pred.span,
+                )
+                .with_label("an input needs at least one column")
+                .with_secondary(self.env.preds[id].span, "declared without columns here"),
+            );
+            // Read, though not loadable: no warning that it is never defined.
+            self.env.preds[id].input = Some(i.span);
+            return;
+        }
         if let Some(prev) = self.env.preds[id].input {
             self.error(
                 Diagnostic::error(format!("`{}` is read twice", i.pred.name), i.span)

@@ -1258,6 +1258,11 @@ impl Lower<'_> {
         if ty == want {
             return (term, Some(ty));
         }
+        if a.func == AggFunc::Sum && is_integral(ty) && want.is_decimal() && widens_to(ty, want) {
+            // An integer sum stays an exact int64 that the head widens to the decimal
+            // column (summing the values as decimals would give a 38-digit sum).
+            return (term, Some(ty));
+        }
         let widenable = matches!(a.func, AggFunc::Sum | AggFunc::Min | AggFunc::Max) && widens_to(ty, want);
         match a.arg.take() {
             Some(arg) if widenable => {
@@ -1614,6 +1619,24 @@ impl Lower<'_> {
         }
         if let Some(x) = failed {
             return Err(x);
+        }
+        if let (BuiltinUse::Pred(p), Some(pattern)) = (b, args.get(1)) {
+            // The pattern is matched against the dictionary once, before the run.
+            if !matches!(pattern.kind, ExprKind::Lit(Lit::Str(_))) {
+                let (name, example) = if p == Builtin::Like {
+                    ("like", "like(s, \"%BRASS\")")
+                } else {
+                    ("prefix", "prefix(s, \"PROMO\")")
+                };
+                return self.fail(
+                    Diagnostic::error(
+                        format!("the pattern of `{name}` must be a string literal"),
+                        pattern.span,
+                    )
+                    .with_label("not a string literal")
+                    .with_help(format!("write the pattern itself, e.g. `{example}`")),
+                );
+            }
         }
         let call = |b: Builtin, ty: Type, cs: Vec<CExpr>| CExpr {
             kind: CExprKind::Call(b, cs),

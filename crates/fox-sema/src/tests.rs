@@ -750,3 +750,55 @@ fn core_strings_are_escaped() {
     let src = "s(x) -> string(x).\ns(\"a\\tb\\rc\\nd\\\"e\\\\f\").\n";
     assert!(core(src).contains(r#"s("a\tb\rc\nd\"e\\f")."#), "{}", core(src));
 }
+
+#[test]
+fn like_and_prefix_patterns_are_string_literals() {
+    let src = "p(id, k) -> int32(id), string(k).\n.input p.\n";
+    let d = errors(&format!("{src}q(id) <- p(id, k), like(k, k).\n"));
+    assert!(
+        d.contains("error: the pattern of `like` must be a string literal"),
+        "{d}"
+    );
+    assert!(d.contains("t.logic:3:28"), "{d}");
+    let d = errors(&format!("{src}q(id) <- p(id, k), s = \"A%\", !prefix(k, s).\n"));
+    assert!(
+        d.contains("error: the pattern of `prefix` must be a string literal"),
+        "{d}"
+    );
+    assert!(d.contains("t.logic:3:41"), "{d}");
+    let d = errors(&format!("{src}q(id, b) <- p(id, k), b = like(k, concat(k, \"%\")).\n"));
+    assert!(d.contains("the pattern of `like` must be a string literal"), "{d}");
+    program(&format!(
+        "{src}q(id) <- p(id, k), like(k, \"%A\"), !prefix(k, \"B\").\n"
+    ));
+}
+
+#[test]
+fn an_input_needs_a_column() {
+    let d = errors("z() -> .\n.input z.\nq() <- z().\n");
+    assert!(d.contains("error: `.input` of `z`, which has no columns"), "{d}");
+    assert!(d.contains("t.logic:2:8"), "{d}");
+}
+
+#[test]
+fn decimal_literals_have_at_most_18_digits() {
+    let decl = "p(x) -> decimal(x).\n";
+    // 18 digits in all are a decimal; 19 are not, whether written or after padding to
+    // the column's scale.
+    program(&format!("{decl}p(9999999999999999.99).\np(-9999999999999999.99).\n"));
+    program("q(x) <- x = 12345678901234567.8.\n");
+    let d = errors("q(x) <- x = 123456789012345678.9.\n");
+    assert!(
+        d.contains("decimal literal 123456789012345678.9 has more than 18 digits; a decimal holds at most 18"),
+        "{d}"
+    );
+    assert!(d.contains("t.logic:1:13"), "{d}");
+    let d = errors(&format!("{decl}p(12345678901234567.8).\n"));
+    assert!(d.contains("does not fit in decimal(2)"), "{d}");
+    assert!(d.contains("t.logic:2:3"), "{d}");
+    let d = errors(&format!("{decl}p(92233720368547758.07).\n"));
+    assert!(d.contains("has more than 18 digits"), "{d}");
+    // An integer literal in a decimal column is padded too.
+    let d = errors(&format!("{decl}p(10000000000000000).\n"));
+    assert!(d.contains("does not fit in decimal(2)"), "{d}");
+}

@@ -1,6 +1,6 @@
 //! Type rules shared by the checker: widening, common types, constants and literals.
 
-use crate::core::{Type, Value};
+use crate::core::{Type, Value, MAX_DECIMAL, MAX_WIDE_DECIMAL};
 use fox_syntax::ast::Lit;
 
 /// The largest decimal scale (fraction digits) a type may have.
@@ -73,8 +73,9 @@ fn pow10(s: u8) -> i128 {
     10i128.pow(u32::from(s))
 }
 
-fn fits_i64(v: i128) -> bool {
-    i64::try_from(v).is_ok()
+/// Whether an unscaled value has at most 18 digits (a `Decimal`).
+fn fits_decimal(v: i128) -> bool {
+    v.unsigned_abs() <= MAX_DECIMAL.unsigned_abs()
 }
 
 /// Converts a constant to a wider type; `None` when the conversion is not a widening or the
@@ -106,7 +107,12 @@ pub(crate) fn convert_value(v: &Value, to: Type) -> Option<Value> {
 
 fn decimal(unscaled: i128, from: u8, to: u8, wide: bool) -> Option<Value> {
     let v = unscaled.checked_mul(pow10(to.checked_sub(from)?))?;
-    (wide || fits_i64(v)).then_some(Value::Decimal { unscaled: v, scale: to })
+    let fits = if wide {
+        v.unsigned_abs() <= MAX_WIDE_DECIMAL.unsigned_abs()
+    } else {
+        fits_decimal(v)
+    };
+    fits.then_some(Value::Decimal { unscaled: v, scale: to })
 }
 
 /// The type of a constant.
@@ -114,7 +120,7 @@ pub(crate) fn value_type(v: &Value) -> Type {
     match v {
         Value::Int32(_) => Type::Int32,
         Value::Int64(_) => Type::Int64,
-        Value::Decimal { unscaled, scale } => Type::decimal(*scale, !fits_i64(*unscaled)),
+        Value::Decimal { unscaled, scale } => Type::decimal(*scale, !fits_decimal(*unscaled)),
         Value::Float64(_) => Type::Float64,
         Value::String(_) => Type::String,
         Value::Date(_) => Type::Date,
@@ -207,8 +213,8 @@ pub(crate) fn parse_decimal(text: &str) -> Result<(i128, u8), String> {
         v = v
             .checked_mul(10)
             .and_then(|v| v.checked_add(i128::from(b - b'0')))
-            .filter(|v| fits_i64(*v))
-            .ok_or_else(|| format!("decimal literal {text} is out of range"))?;
+            .filter(|v| fits_decimal(*v))
+            .ok_or_else(|| format!("decimal literal {text} has more than 18 digits; a decimal holds at most 18"))?;
     }
     Ok((if neg { -v } else { v }, frac_part.len() as u8))
 }

@@ -195,12 +195,16 @@ fn read_text(path: &Path) -> Result<String, String> {
         return Err(format!("cannot read `{shown}`: it is a folder, not a file"));
     }
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{shown}`: {}", io_reason(&e)))?;
-    String::from_utf8(bytes).map_err(|e| {
-        format!(
-            "`{shown}` is not UTF-8 text (invalid byte at offset {})",
-            e.utf8_error().valid_up_to()
-        )
-    })
+    String::from_utf8(bytes).map_err(|e| not_utf8(&shown.to_string(), &e))
+}
+
+/// Why the file `name` is not text: `name:LINE:COL: the file is not UTF-8 text`, at its
+/// first byte that is not UTF-8 (the column counted in characters).
+pub fn not_utf8(name: &str, e: &std::string::FromUtf8Error) -> String {
+    let at = e.utf8_error().valid_up_to();
+    let before = std::str::from_utf8(&e.as_bytes()[..at]).unwrap_or_default();
+    let (line, col) = crate::diag::line_col(before, at);
+    format!("{name}:{line}:{col}: the file is not UTF-8 text")
 }
 
 fn io_reason(e: &std::io::Error) -> String {

@@ -206,7 +206,7 @@ fn value_type(v: &Value) -> Type {
     match v {
         Value::Int32(_) => Type::Int32,
         Value::Int64(_) => Type::Int64,
-        Value::Decimal { unscaled, scale } => Type::decimal(*scale, i64::try_from(*unscaled).is_err()),
+        Value::Decimal { unscaled, scale } => Type::decimal(*scale, unscaled.unsigned_abs() >= 10u128.pow(18)),
         Value::Float64(_) => Type::Float64,
         Value::String(_) => Type::String,
         Value::Date(_) => Type::Date,
@@ -556,12 +556,14 @@ fn div_round(n: i128, d: i128) -> Res<i128> {
     }
 }
 
-/// Checks that a value fits its type's range (decimals are stored as 64-bit integers).
+/// Checks that a value fits its type's range: a decimal has at most 18 digits (38 for a
+/// wide one), a date lies in 0000-01-01 ..= 9999-12-31.
 fn fit(v: RV, ty: Type) -> Res<RV> {
     let ok = match (&v, ty) {
         (RV::Int(i), Type::Int32) => i32::try_from(*i).is_ok(),
         (RV::Dec(u, _), Type::WideDecimal(_)) => u.unsigned_abs() <= MAX_WIDE_DECIMAL.unsigned_abs(),
-        (RV::Dec(u, _), _) => i64::try_from(*u).is_ok(),
+        (RV::Dec(u, _), _) => u.unsigned_abs() < 10u128.pow(18),
+        (RV::Date(d), _) => (-719_528..=2_932_896).contains(d),
         _ => true,
     };
     if ok {

@@ -154,7 +154,7 @@ fn cmd_compile(paths: &[PathBuf], output: Option<&Path>, emit: Option<Emit>, col
         write_stdout(&fox_sema::print_core(&core))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let plan = fox_ra::plan(&core).map_err(|e| anyhow::anyhow!("{name}: cannot plan the program: {e}"))?;
+    let plan = fox_ra::plan(&core).map_err(|e| fox_cli::plan_error(&checked.map, &name, &e, color))?;
     if emit == Some(Emit::Ra) {
         write_stdout(&fox_ra::print_plan(&plan))?;
         return Ok(ExitCode::SUCCESS);
