@@ -488,3 +488,65 @@ fn foxrun_formats_on_standard_output_and_in_files() {
     assert_eq!(o.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Runs `bin args` with files limited to `limit` bytes: a write beyond fails with EFBIG
+/// part-way through a file, as on a full filesystem (SIGXFSZ ignored, as it is inherited).
+fn with_file_limit(bin: &str, args: &[&str], limit: u64) -> Output {
+    let mut c = cmd(bin, args);
+    // SAFETY: between fork and exec only async-signal-safe calls are made.
+    unsafe {
+        c.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn a_write_that_fails_part_way_leaves_no_file() {
+    let dir = temp_dir("file-limit");
+    let gen = dir.join("gen");
+    std::fs::create_dir(&gen).unwrap();
+    // SF 0.01: the small tables fit under 256 KiB, `lineitem.tbl` (about 7 MB) does not.
+    let bin = env!("CARGO_BIN_EXE_foxbench");
+    let o = with_file_limit(
+        bin,
+        &["tpch-gen", "--sf", "0.01", "--out", gen.to_str().unwrap()],
+        256 << 10,
+    );
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("File too large"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+    assert_eq!(names(&gen), Vec::<String>::new(), "{e}");
+    // The same for a result of `foxrun --out`.
+    let out = dir.join("out");
+    std::fs::create_dir(&out).unwrap();
+    let o = with_file_limit(
+        env!("CARGO_BIN_EXE_foxrun"),
+        &[
+            "queries/transitive_closure.logic",
+            "--graph",
+            "gnm:300:1000:1",
+            "--backend",
+            "cpu",
+            "--no-progress",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        64 << 10,
+    );
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("File too large"), "{e}");
+    assert_eq!(names(&out), Vec::<String>::new(), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

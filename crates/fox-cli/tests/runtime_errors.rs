@@ -210,3 +210,13 @@ fn an_error_in_a_second_file_names_that_file() {
     );
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn an_error_of_an_expression_of_constants_shows_no_row() {
+    let program = "x(d) <- d = date(\"9999-12-31\") + 100000000.\n.output x.\n";
+    let (o, d) = run_program("constants", program, &[]);
+    assert_fails(&o, &["overflow", "does not fit date", "q.logic:1:9"]);
+    let err = stderr(&o);
+    assert!(!err.contains("values of row"), "no column takes part: {err}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
