@@ -154,11 +154,14 @@ impl Out {
         self.interrupted
     }
 
-    /// The error of a run or a load: `interrupted` when it was cancelled.
-    fn run_error(&mut self, e: &RuntimeError) {
+    /// The error of a run or a load: `interrupted` when it was cancelled; an error of the
+    /// program located in the session's text when `plan` (the run's) holds it.
+    fn run_error(&mut self, e: &RuntimeError, plan: Option<&KernelPlan>, color: bool) {
         if *e == RuntimeError::Cancelled {
             self.interrupted = true;
             self.error("interrupted\n");
+        } else if let Some(text) = plan.and_then(|p| e.located(p, color)) {
+            self.error(text);
         } else {
             self.error(format!("error: {e}\n"));
         }
@@ -551,7 +554,7 @@ impl Session {
             }
             Err(e) => {
                 self.loaded = before;
-                out.run_error(&e);
+                out.run_error(&e, None, self.color);
                 None
             }
         }
@@ -606,7 +609,7 @@ impl Session {
         match r {
             Ok(r) => Some(r),
             Err(e) => {
-                out.run_error(&e);
+                out.run_error(&e, Some(plan), self.color);
                 None
             }
         }
@@ -615,7 +618,12 @@ impl Session {
     /// Plans and runs a query program, keeps the contents of the predicates it computed,
     /// and returns the query's rows, the run, and what was computed and reused.
     fn execute(&mut self, a: &Analysis, out: &mut Out) -> Option<(OutputTable, fox_runtime::RunResult, Report)> {
-        let (rw, _, plan) = self.plan_query(a, out)?;
+        let (rw, _, mut plan) = self.plan_query(a, out)?;
+        plan.sources = vec![fox_kernel::SourceFile {
+            name: "<session>".into(),
+            start: 0,
+            text: a.text.clone(),
+        }];
         let mut r = self.run(&plan, &rw, out)?;
         let Some(q) = r.outputs.iter().position(|t| t.name == QUERY_PRED) else {
             out.error("error: the query produced no output\n");
@@ -1013,6 +1021,8 @@ struct Analysis {
     deps: Vec<BTreeSet<PredId>>,
     /// With files: the stamp of each input's file when the fingerprints were taken.
     stamps: BTreeMap<String, String>,
+    /// The program's text (the spans of `core` lie in it).
+    text: String,
 }
 
 /// A query program in which the predicates whose contents are kept are inputs.
@@ -1180,6 +1190,7 @@ fn analysis(core: CoreProgram, query: PredId, qp: &QueryProgram, data: &DataSour
         stratum_of,
         deps,
         stamps,
+        text: qp.text.clone(),
     }
 }
 

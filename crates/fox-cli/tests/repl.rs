@@ -275,6 +275,26 @@ fn the_exit_status_of_a_script_says_whether_every_statement_succeeded() {
 }
 
 #[test]
+fn an_error_of_a_query_while_it_runs_names_its_place_and_values() {
+    // A division by zero, and a functional predicate given two values for a key.
+    let o = repl_failing(
+        &[],
+        "e(1, 5).\ne(5, 7).\n?- e(x, y), z = 10 / (y - 5).\nf[x] = y <- e(x, y) ; e(y, x).\n?- f[5] = v.\n",
+    );
+    // The columns of `e` (facts without declared names) are `c0` and `c1`.
+    assert!(
+        o.err.contains("error: division by zero in `(10 / (c1 - 5))`"),
+        "{}",
+        o.err
+    );
+    assert!(o.err.contains("<session>:3:"), "{}", o.err);
+    assert!(o.err.contains("z = 10 / (y - 5)"), "{}", o.err);
+    assert!(o.err.contains("the values of row 0: c1 = 5"), "{}", o.err);
+    assert!(o.err.contains("error: `f[5]` has two values, 1 and 7"), "{}", o.err);
+    assert!(!o.err.contains("Program {"), "{}", o.err);
+}
+
+#[test]
 fn a_line_that_is_not_utf8_is_an_error_and_the_script_goes_on() {
     // Line 3 is a comment with a Latin-1 `é`.
     let mut script = b"e(1, 2).\ne(2, 3).\n// caf".to_vec();

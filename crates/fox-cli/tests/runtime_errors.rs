@@ -188,3 +188,25 @@ fn overflow_names_the_rule_and_the_values() {
     assert_fails(&o, &["overflow", "q.logic:4:15", "x = 9223372036854775807"]);
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn an_error_in_a_second_file_names_that_file() {
+    let d = temp_dir("two-files");
+    std::fs::write(d.join("schema.logic"), SALE).unwrap();
+    std::fs::write(
+        d.join("q.logic"),
+        "// Rules over the schema.\nbest[i] = a -> int32(i), decimal(a).\nbest[i] = a <- sale(i, a).\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("sale.csv"), "1,5.00\n1,6.00\n").unwrap();
+    let o = run(&d, &["schema.logic", "q.logic", "--data", ".", "--backend", "cpu"]);
+    assert_fails(
+        &o,
+        &[
+            "`best[1]` has two values, 5.00 and 6.00",
+            "q.logic:3:1",
+            "best[i] = a <- sale(i, a).",
+        ],
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}

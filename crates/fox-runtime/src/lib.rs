@@ -161,26 +161,25 @@ pub enum RuntimeError {
 }
 
 impl RuntimeError {
-    /// The error as the command-line tools print it: located in the program's source with
-    /// the line and a caret, as compile errors are, when `plan` holds the source of its
-    /// origin; otherwise its one-line text prefixed with `tool: error: `.
-    pub fn render(&self, plan: &fox_kernel::KernelPlan, tool: &str, color: bool) -> String {
-        if let RuntimeError::Program {
+    /// The error located in the program's source with the line and a caret, as compile
+    /// errors are shown, when it is an error of the program and `plan` holds the source of
+    /// its origin; `None` otherwise (the error's one-line text is all there is to show).
+    pub fn located(&self, plan: &fox_kernel::KernelPlan, color: bool) -> Option<String> {
+        let RuntimeError::Program {
             msg,
             origin: Some(span),
             notes,
         } = self
-        {
-            if let Some((file, local)) = plan.locate(*span) {
-                let d = notes
-                    .iter()
-                    .fold(fox_syntax::diag::Diagnostic::error(msg.clone(), local), |d, n| {
-                        d.with_note(n.clone())
-                    });
-                return fox_syntax::diag::render(&file.name, &file.text, &[d], color);
-            }
-        }
-        format!("{tool}: error: {self}\n")
+        else {
+            return None;
+        };
+        let (file, local) = plan.locate(*span)?;
+        let d = notes
+            .iter()
+            .fold(fox_syntax::diag::Diagnostic::error(msg.clone(), local), |d, n| {
+                d.with_note(n.clone())
+            });
+        Some(fox_syntax::diag::render(&file.name, &file.text, &[d], color))
     }
 }
 

@@ -244,7 +244,10 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         Ok(r) => r,
         Err(RuntimeError::Cancelled) => return Err(run_error(RuntimeError::Cancelled)),
         Err(e) => {
-            eprint!("{}", e.render(&plan, "foxrun", color));
+            match e.located(&plan, color) {
+                Some(text) => eprint!("{text}"),
+                None => eprintln!("foxrun: error: {e}"),
+            }
             return Ok(ExitCode::from(1));
         }
     };
