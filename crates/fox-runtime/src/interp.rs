@@ -263,7 +263,14 @@ impl Interp<'_> {
             self.check_cancel()?;
             loaded.push(if uses[k] > 0 {
                 self.notify(&RunEvent::Loading { input: &input.name });
-                Some(load_input_cols(Path::new(&data_dir), input, &used[k], &mut strings)?)
+                let stop = self.cancel.as_ref().map_or(crate::cancel::never(), |t| t.flag());
+                Some(load_input_cols(
+                    Path::new(&data_dir),
+                    input,
+                    &used[k],
+                    &mut strings,
+                    stop,
+                )?)
             } else {
                 None
             });
