@@ -3,7 +3,7 @@
 //! around block sizes, multi-column keys of mixed element types, cross products
 //! (no keys), i128 keys (compared as two 64-bit words), and a 10^7-row case.
 
-use fox_cuda::testing::{compare, gpu_or_skip, random_col, sort_rows, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
+use fox_cuda::testing::{compare, gpu, random_col, sort_rows, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
 use fox_cuda::CudaBackend;
 use fox_kernel::{Elem, Kernel};
 use fox_runtime::HostCol;
@@ -45,11 +45,8 @@ fn check_join(gpu: &mut CudaBackend, left: &[HostCol], right: &[HostCol], case: 
     }
 }
 
-#[test]
 fn join_single_key_every_type() {
-    let Some(mut gpu) = gpu_or_skip("join_single_key_every_type") else {
-        return;
-    };
+    let mut gpu = gpu("join_single_key_every_type");
     let mut rng = Rng::new(11);
     for &e in &ELEMS {
         for &dist in &Dist::ALL {
@@ -64,11 +61,8 @@ fn join_single_key_every_type() {
     }
 }
 
-#[test]
 fn join_multi_key_mixed_types() {
-    let Some(mut gpu) = gpu_or_skip("join_multi_key_mixed_types") else {
-        return;
-    };
+    let mut gpu = gpu("join_multi_key_mixed_types");
     let mut rng = Rng::new(12);
     let key_sets: [&[Elem]; 6] = [
         &[Elem::U32, Elem::U32],
@@ -90,11 +84,8 @@ fn join_multi_key_mixed_types() {
     }
 }
 
-#[test]
 fn join_all_equal_keys_is_a_full_product() {
-    let Some(mut gpu) = gpu_or_skip("join_all_equal_keys_is_a_full_product") else {
-        return;
-    };
+    let mut gpu = gpu("join_all_equal_keys_is_a_full_product");
     let mut rng = Rng::new(13);
     for (nl, nr) in [(1, 100_000), (100_000, 1), (1000, 3001), (3, 1_000_003)] {
         let left = sorted_rel(&mut rng, &[Elem::U32], nl, Dist::AllEqual, false);
@@ -103,11 +94,8 @@ fn join_all_equal_keys_is_a_full_product() {
     }
 }
 
-#[test]
 fn join_without_keys_is_a_cross_product() {
-    let Some(mut gpu) = gpu_or_skip("join_without_keys_is_a_cross_product") else {
-        return;
-    };
+    let mut gpu = gpu("join_without_keys_is_a_cross_product");
     let mut rng = Rng::new(14);
     for (nl, nr) in [(0, 0), (0, 3), (3, 0), (1, 1), (1025, 3), (7, 1000)] {
         let ctx = Strings::default();
@@ -128,11 +116,8 @@ fn join_without_keys_is_a_cross_product() {
     }
 }
 
-#[test]
 fn join_write_rejects_offsets_that_are_not_the_scan() {
-    let Some(mut gpu) = gpu_or_skip("join_write_rejects_offsets_that_are_not_the_scan") else {
-        return;
-    };
+    let mut gpu = gpu("join_write_rejects_offsets_that_are_not_the_scan");
     let mut rng = Rng::new(15);
     let ctx = Strings::default();
     let left = sorted_rel(&mut rng, &[Elem::I64], 1000, Dist::Range(16), false);
@@ -160,11 +145,8 @@ fn join_write_rejects_offsets_that_are_not_the_scan() {
     }
 }
 
-#[test]
 fn merge_union_every_width() {
-    let Some(mut gpu) = gpu_or_skip("merge_union_every_width") else {
-        return;
-    };
+    let mut gpu = gpu("merge_union_every_width");
     let mut rng = Rng::new(16);
     let ctx = Strings::default();
     let shapes: [&[Elem]; 7] = [
@@ -197,11 +179,8 @@ fn merge_union_every_width() {
     }
 }
 
-#[test]
 fn joins_and_union_over_ten_million_rows() {
-    let Some(mut gpu) = gpu_or_skip("joins_and_union_over_ten_million_rows") else {
-        return;
-    };
+    let mut gpu = gpu("joins_and_union_over_ten_million_rows");
     let mut rng = Rng::new(17);
     let left = sorted_rel(&mut rng, &[Elem::U32], LARGE, Dist::Range(LARGE as u64), false);
     let right = sorted_rel(&mut rng, &[Elem::U32], LARGE / 3, Dist::Range(LARGE as u64), false);
@@ -230,3 +209,13 @@ fn joins_and_union_over_ten_million_rows() {
     )
     .expect("MergeUnion succeeds");
 }
+
+tests![
+    Gpu join_single_key_every_type,
+    Gpu join_multi_key_mixed_types,
+    Gpu join_all_equal_keys_is_a_full_product,
+    Gpu join_without_keys_is_a_cross_product,
+    Gpu join_write_rejects_offsets_that_are_not_the_scan,
+    Gpu merge_union_every_width,
+    Gpu joins_and_union_over_ten_million_rows,
+];

@@ -4,7 +4,7 @@
 //! graph larger than the shipped one.
 
 use fox_cpu::CpuBackend;
-use fox_cuda::testing::{gpu_or_skip, Rng};
+use fox_cuda::testing::{gpu, Rng};
 use fox_kernel::KernelPlan;
 use fox_runtime::{run, write_csv_to, Backend, RunOptions, RunResult, RuntimeError};
 use std::io::Write;
@@ -113,11 +113,8 @@ fn check_with(gpu: &mut dyn Backend, program: &Path, data: &Path, memory_limit: 
     }
 }
 
-#[test]
 fn test_programs_match_the_cpu() {
-    let Some(mut gpu) = gpu_or_skip("test_programs_match_the_cpu") else {
-        return;
-    };
+    let mut gpu = gpu("test_programs_match_the_cpu");
     let data = root().join("tests/programs/data");
     let mut ran = 0;
     for p in programs("tests/programs") {
@@ -126,11 +123,8 @@ fn test_programs_match_the_cpu() {
     assert!(ran > 0, "no program of tests/programs produced outputs");
 }
 
-#[test]
 fn queries_match_the_cpu() {
-    let Some(mut gpu) = gpu_or_skip("queries_match_the_cpu") else {
-        return;
-    };
+    let mut gpu = gpu("queries_match_the_cpu");
     let shipped = root().join("queries/data");
     let generated = std::env::temp_dir().join(format!("fox-cuda-e2e-{}", std::process::id()));
     std::fs::create_dir_all(&generated).expect("a temporary directory");
@@ -157,11 +151,8 @@ fn queries_match_the_cpu() {
     assert!(ran > 0, "no query produced outputs");
 }
 
-#[test]
 fn clique_counts_on_rmat_graphs_match_the_cpu() {
-    let Some(mut gpu) = gpu_or_skip("clique_counts_on_rmat_graphs_match_the_cpu") else {
-        return;
-    };
+    let mut gpu = gpu("clique_counts_on_rmat_graphs_match_the_cpu");
     use fox_runtime::graph::{generate, GraphSpec};
     let dir = std::env::temp_dir().join(format!("fox-cuda-rmat-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temporary directory");
@@ -185,3 +176,9 @@ fn clique_counts_on_rmat_graphs_match_the_cpu() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+tests![
+    Gpu test_programs_match_the_cpu,
+    Gpu queries_match_the_cpu,
+    Gpu clique_counts_on_rmat_graphs_match_the_cpu,
+];

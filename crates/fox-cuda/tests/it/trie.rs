@@ -3,15 +3,12 @@
 //! IntersectCount over 1 to 4 ways with skewed range sizes and with one way shared by runs
 //! of rows (the shared-memory tables), their argument errors, and 10^7-row cases.
 
-use fox_cuda::testing::{compare, gpu_or_skip, random_col, sort_rows, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
+use fox_cuda::testing::{compare, gpu, random_col, sort_rows, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
 use fox_kernel::{Elem, Kernel};
 use fox_runtime::HostCol;
 
-#[test]
 fn trie_build_arity_one_to_three() {
-    let Some(mut gpu) = gpu_or_skip("trie_build_arity_one_to_three") else {
-        return;
-    };
+    let mut gpu = gpu("trie_build_arity_one_to_three");
     let mut rng = Rng::new(31);
     let ctx = Strings::default();
     let shapes: [&[Elem]; 8] = [
@@ -60,11 +57,8 @@ fn expand_args(rng: &mut Rng, n: usize, max_len: u64, zero_percent: u64) -> Vec<
     vec![HostCol::U32(lo), HostCol::U64(offsets), HostCol::U64(vec![total])]
 }
 
-#[test]
 fn expand_zero_and_long_ranges() {
-    let Some(mut gpu) = gpu_or_skip("expand_zero_and_long_ranges") else {
-        return;
-    };
+    let mut gpu = gpu("expand_zero_and_long_ranges");
     let mut rng = Rng::new(32);
     let ctx = Strings::default();
     for &n in SIZES {
@@ -111,11 +105,8 @@ fn expand_zero_and_long_ranges() {
     compare(&mut gpu, &Kernel::Expand, &args, &ctx, "large").expect("succeeds");
 }
 
-#[test]
 fn expand_rejects_bad_offsets() {
-    let Some(mut gpu) = gpu_or_skip("expand_rejects_bad_offsets") else {
-        return;
-    };
+    let mut gpu = gpu("expand_rejects_bad_offsets");
     let ctx = Strings::default();
     let cases = [
         ("first offset not 0", vec![1u32, 2], vec![1u64, 2], 3u64),
@@ -144,11 +135,8 @@ fn expand_rejects_bad_offsets() {
     }
 }
 
-#[test]
 fn sorted_search_hits_and_misses() {
-    let Some(mut gpu) = gpu_or_skip("sorted_search_hits_and_misses") else {
-        return;
-    };
+    let mut gpu = gpu("sorted_search_hits_and_misses");
     let mut rng = Rng::new(33);
     let ctx = Strings::default();
     for &e in &ELEMS {
@@ -202,11 +190,8 @@ fn sorted_search_hits_and_misses() {
     }
 }
 
-#[test]
 fn sorted_search_rejects_ranges_outside_the_values() {
-    let Some(mut gpu) = gpu_or_skip("sorted_search_rejects_ranges_outside_the_values") else {
-        return;
-    };
+    let mut gpu = gpu("sorted_search_rejects_ranges_outside_the_values");
     let ctx = Strings::default();
     let values = HostCol::U32(vec![1, 3, 5]);
     for (what, lo, hi) in [("hi past the end", 0u32, 4u32), ("lo above hi", 2, 1)] {
@@ -250,11 +235,8 @@ fn intersect_args(rng: &mut Rng, e: Elem, dist: Dist, ways: usize, n: usize, hub
     args
 }
 
-#[test]
 fn intersect_count_ways_and_skew() {
-    let Some(mut gpu) = gpu_or_skip("intersect_count_ways_and_skew") else {
-        return;
-    };
+    let mut gpu = gpu("intersect_count_ways_and_skew");
     let mut rng = Rng::new(34);
     let ctx = Strings::default();
     for &e in &ELEMS {
@@ -283,11 +265,8 @@ fn intersect_count_ways_and_skew() {
     .expect("succeeds");
 }
 
-#[test]
 fn intersect_count_rejects_ranges_outside_the_values() {
-    let Some(mut gpu) = gpu_or_skip("intersect_count_rejects_ranges_outside_the_values") else {
-        return;
-    };
+    let mut gpu = gpu("intersect_count_rejects_ranges_outside_the_values");
     let ctx = Strings::default();
     let values = HostCol::I32(vec![1, 3, 5]);
     for (what, lo, hi) in [("hi past the end", 0u32, 4u32), ("lo above hi", 2, 1)] {
@@ -306,11 +285,8 @@ fn intersect_count_rejects_ranges_outside_the_values() {
     }
 }
 
-#[test]
 fn min_range_picks_the_smallest() {
-    let Some(mut gpu) = gpu_or_skip("min_range_picks_the_smallest") else {
-        return;
-    };
+    let mut gpu = gpu("min_range_picks_the_smallest");
     let mut rng = Rng::new(35);
     let ctx = Strings::default();
     for &n in SIZES.iter().chain(&[LARGE]) {
@@ -432,11 +408,8 @@ fn shared_args(rng: &mut Rng, e: Elem, ways: usize, shared: usize, n: usize, max
     args
 }
 
-#[test]
 fn intersect_count_shared_ranges() {
-    let Some(mut gpu) = gpu_or_skip("intersect_count_shared_ranges") else {
-        return;
-    };
+    let mut gpu = gpu("intersect_count_shared_ranges");
     let mut rng = Rng::new(36);
     let ctx = Strings::default();
     for &e in &ELEMS {
@@ -472,11 +445,8 @@ fn intersect_count_shared_ranges() {
     .expect("succeeds");
 }
 
-#[test]
 fn intersect_count_pairs_without_tables() {
-    let Some(mut gpu) = gpu_or_skip("intersect_count_pairs_without_tables") else {
-        return;
-    };
+    let mut gpu = gpu("intersect_count_pairs_without_tables");
     // No evictions allowed: every segment whose table has a collision searches instead.
     gpu.set_table_kicks(0);
     let mut rng = Rng::new(37);
@@ -505,3 +475,16 @@ fn intersect_count_pairs_without_tables() {
     )
     .expect("succeeds");
 }
+
+tests![
+    Gpu trie_build_arity_one_to_three,
+    Gpu expand_zero_and_long_ranges,
+    Gpu expand_rejects_bad_offsets,
+    Gpu sorted_search_hits_and_misses,
+    Gpu sorted_search_rejects_ranges_outside_the_values,
+    Gpu intersect_count_ways_and_skew,
+    Gpu intersect_count_rejects_ranges_outside_the_values,
+    Gpu min_range_picks_the_smallest,
+    Gpu intersect_count_shared_ranges,
+    Gpu intersect_count_pairs_without_tables,
+];

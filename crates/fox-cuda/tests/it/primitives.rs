@@ -4,7 +4,7 @@
 //! Each case names the kernel, the size, the element types and the distribution, and a
 //! mismatch reports the first differing output index.
 
-use fox_cuda::testing::{compare, gpu_or_skip, random_col, random_index, sort_rows, Dist, Rng, Strings, ELEMS, LARGE};
+use fox_cuda::testing::{compare, gpu, random_col, random_index, sort_rows, Dist, Rng, Strings, ELEMS, LARGE};
 use fox_cuda::CudaBackend;
 use fox_kernel::{Elem, Kernel};
 use fox_runtime::HostCol;
@@ -52,11 +52,8 @@ fn counts(rng: &mut Rng, n: usize, max: u64) -> HostCol {
     HostCol::U64((0..n).map(|_| rng.below(max + 1)).collect())
 }
 
-#[test]
 fn exclusive_scan_matches_cpu() {
-    let Some(mut gpu) = gpu_or_skip("exclusive_scan_matches_cpu") else {
-        return;
-    };
+    let mut gpu = gpu("exclusive_scan_matches_cpu");
     let k = Kernel::ExclusiveScan;
     let mut rng = Rng::new(1);
     for &n in SIZES {
@@ -76,11 +73,8 @@ fn exclusive_scan_matches_cpu() {
     check(&mut gpu, &k, &[c], &format!("n={LARGE} counts 0..=100"));
 }
 
-#[test]
 fn exclusive_scan_overflow_is_an_error() {
-    let Some(mut gpu) = gpu_or_skip("exclusive_scan_overflow_is_an_error") else {
-        return;
-    };
+    let mut gpu = gpu("exclusive_scan_overflow_is_an_error");
     let k = Kernel::ExclusiveScan;
     let mut rng = Rng::new(2);
     // A total of exactly u64::MAX is fine; one more overflows, in the first tile, across
@@ -130,11 +124,8 @@ fn flags(rng: &mut Rng, n: usize, percent: u64) -> HostCol {
     )
 }
 
-#[test]
 fn compact_matches_cpu() {
-    let Some(mut gpu) = gpu_or_skip("compact_matches_cpu") else {
-        return;
-    };
+    let mut gpu = gpu("compact_matches_cpu");
     let k = Kernel::Compact;
     let mut rng = Rng::new(3);
     for &n in SIZES {
@@ -233,11 +224,8 @@ fn assert_sorted(perm: &HostCol, keys: &[HostCol], desc: &[bool], case: &str) {
     }
 }
 
-#[test]
 fn sort_perm_one_key_matches_cpu() {
-    let Some(mut gpu) = gpu_or_skip("sort_perm_one_key_matches_cpu") else {
-        return;
-    };
+    let mut gpu = gpu("sort_perm_one_key_matches_cpu");
     let mut rng = Rng::new(4);
     for &n in SIZES {
         for &e in &ELEMS {
@@ -292,11 +280,8 @@ fn sort_perm_one_key_matches_cpu() {
     }
 }
 
-#[test]
 fn sort_perm_several_keys_matches_cpu() {
-    let Some(mut gpu) = gpu_or_skip("sort_perm_several_keys_matches_cpu") else {
-        return;
-    };
+    let mut gpu = gpu("sort_perm_several_keys_matches_cpu");
     let mut rng = Rng::new(5);
     for &n in SIZES {
         for round in 0..6 {
@@ -320,11 +305,8 @@ fn sort_perm_several_keys_matches_cpu() {
     }
 }
 
-#[test]
 fn sort_perm_by_rank_matches_cpu() {
-    let Some(mut gpu) = gpu_or_skip("sort_perm_by_rank_matches_cpu") else {
-        return;
-    };
+    let mut gpu = gpu("sort_perm_by_rank_matches_cpu");
     let mut rng = Rng::new(6);
     for &n in SIZES {
         for dict in [1usize, 50, 5000] {
@@ -382,11 +364,8 @@ fn sort_perm_by_rank_matches_cpu() {
     );
 }
 
-#[test]
 fn sort_perm_large_matches_cpu() {
-    let Some(mut gpu) = gpu_or_skip("sort_perm_large_matches_cpu") else {
-        return;
-    };
+    let mut gpu = gpu("sort_perm_large_matches_cpu");
     let mut rng = Rng::new(7);
     for (elem, dist) in [
         (Elem::U32, Dist::Uniform),
@@ -422,11 +401,8 @@ fn sort_perm_large_matches_cpu() {
     );
 }
 
-#[test]
 fn adjacent_distinct_matches_cpu() {
-    let Some(mut gpu) = gpu_or_skip("adjacent_distinct_matches_cpu") else {
-        return;
-    };
+    let mut gpu = gpu("adjacent_distinct_matches_cpu");
     let k = Kernel::AdjacentDistinct;
     let mut rng = Rng::new(8);
     for &n in SIZES {
@@ -474,11 +450,8 @@ fn adjacent_distinct_matches_cpu() {
     );
 }
 
-#[test]
 fn repeated_key_matches_cpu() {
-    let Some(mut gpu) = gpu_or_skip("repeated_key_matches_cpu") else {
-        return;
-    };
+    let mut gpu = gpu("repeated_key_matches_cpu");
     let mut rng = Rng::new(9);
     for &n in SIZES {
         for &e in &ELEMS {
@@ -553,11 +526,8 @@ fn repeated_key_matches_cpu() {
     );
 }
 
-#[test]
 fn sort_perm_of_sorted_rows_matches_cpu() {
-    let Some(mut gpu) = gpu_or_skip("sort_perm_of_sorted_rows_matches_cpu") else {
-        return;
-    };
+    let mut gpu = gpu("sort_perm_of_sorted_rows_matches_cpu");
     // Inputs already in order are recognised and not sorted again: rows sorted by one to
     // four keys (ascending or descending, with ties), and the same rows with one pair
     // swapped (in the middle, at the end, at the start), which must be sorted.
@@ -604,3 +574,16 @@ fn sort_perm_of_sorted_rows_matches_cpu() {
         }
     }
 }
+
+tests![
+    Gpu exclusive_scan_matches_cpu,
+    Gpu exclusive_scan_overflow_is_an_error,
+    Gpu compact_matches_cpu,
+    Gpu sort_perm_one_key_matches_cpu,
+    Gpu sort_perm_several_keys_matches_cpu,
+    Gpu sort_perm_by_rank_matches_cpu,
+    Gpu sort_perm_large_matches_cpu,
+    Gpu adjacent_distinct_matches_cpu,
+    Gpu repeated_key_matches_cpu,
+    Gpu sort_perm_of_sorted_rows_matches_cpu,
+];

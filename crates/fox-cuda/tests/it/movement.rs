@@ -1,14 +1,11 @@
 //! GPU vs CPU: Gather, Concat, Slice, RootRange, RangeCount on random inputs.
 
-use fox_cuda::testing::{compare, gpu_or_skip, random_col, random_index, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
+use fox_cuda::testing::{compare, gpu, random_col, random_index, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
 use fox_kernel::{Elem, Kernel};
 use fox_runtime::HostCol;
 
-#[test]
 fn gather_every_type_size_and_shift() {
-    let Some(mut gpu) = gpu_or_skip("gather_every_type_size_and_shift") else {
-        return;
-    };
+    let mut gpu = gpu("gather_every_type_size_and_shift");
     let ctx = Strings::default();
     let mut rng = Rng::new(1);
     for &n in SIZES {
@@ -27,11 +24,8 @@ fn gather_every_type_size_and_shift() {
     }
 }
 
-#[test]
 fn gather_columns_of_different_lengths_and_no_columns() {
-    let Some(mut gpu) = gpu_or_skip("gather_columns_of_different_lengths_and_no_columns") else {
-        return;
-    };
+    let mut gpu = gpu("gather_columns_of_different_lengths_and_no_columns");
     let ctx = Strings::default();
     let mut rng = Rng::new(2);
     let idx = random_index(&mut rng, 1025, 10);
@@ -51,11 +45,8 @@ fn gather_columns_of_different_lengths_and_no_columns() {
     compare(&mut gpu, &Kernel::Gather { shift: 3 }, &[idx], &ctx, "no columns").expect("succeeds");
 }
 
-#[test]
 fn gather_out_of_range_is_an_error_on_both() {
-    let Some(mut gpu) = gpu_or_skip("gather_out_of_range_is_an_error_on_both") else {
-        return;
-    };
+    let mut gpu = gpu("gather_out_of_range_is_an_error_on_both");
     let ctx = Strings::default();
     let mut rng = Rng::new(3);
     for (n, m, shift) in [(1usize, 0usize, 0u32), (1025, 100, 0), (4097, 1000, 5), (1000, 999, 1)] {
@@ -101,11 +92,8 @@ fn gpu_error(gpu: &mut fox_cuda::CudaBackend, kernel: &Kernel, args: &[HostCol])
     msg
 }
 
-#[test]
 fn gather_large() {
-    let Some(mut gpu) = gpu_or_skip("gather_large") else {
-        return;
-    };
+    let mut gpu = gpu("gather_large");
     let ctx = Strings::default();
     let mut rng = Rng::new(4);
     let m = LARGE / 2 + 3;
@@ -119,11 +107,8 @@ fn gather_large() {
     compare(&mut gpu, &Kernel::Gather { shift: 0 }, &args, &ctx, "large").expect("succeeds");
 }
 
-#[test]
 fn concat_groups() {
-    let Some(mut gpu) = gpu_or_skip("concat_groups") else {
-        return;
-    };
+    let mut gpu = gpu("concat_groups");
     let ctx = Strings::default();
     let mut rng = Rng::new(5);
     for parts in 1..=4usize {
@@ -190,11 +175,8 @@ fn concat_groups() {
     .expect("succeeds");
 }
 
-#[test]
 fn slices() {
-    let Some(mut gpu) = gpu_or_skip("slices") else {
-        return;
-    };
+    let mut gpu = gpu("slices");
     let ctx = Strings::default();
     let mut rng = Rng::new(6);
     for &n in SIZES {
@@ -232,11 +214,8 @@ fn slices() {
     compare(&mut gpu, &Kernel::Slice { start: 0, len: 1 }, &[], &ctx, "no columns").expect("succeeds");
 }
 
-#[test]
 fn root_range_and_range_count() {
-    let Some(mut gpu) = gpu_or_skip("root_range_and_range_count") else {
-        return;
-    };
+    let mut gpu = gpu("root_range_and_range_count");
     let ctx = Strings::default();
     let mut rng = Rng::new(7);
     for &n in SIZES {
@@ -284,3 +263,13 @@ fn root_range_and_range_count() {
     };
     compare(&mut gpu, &Kernel::RangeCount, &[lo, hi], &ctx, "large").expect("succeeds");
 }
+
+tests![
+    Gpu gather_every_type_size_and_shift,
+    Gpu gather_columns_of_different_lengths_and_no_columns,
+    Gpu gather_out_of_range_is_an_error_on_both,
+    Gpu gather_large,
+    Gpu concat_groups,
+    Gpu slices,
+    Gpu root_range_and_range_count,
+];

@@ -6,9 +6,7 @@
 //! leaves i128, or a result beyond 38 digits), and i128 keys.
 
 use fox_cpu::CpuBackend;
-use fox_cuda::testing::{
-    compare, gpu_or_skip, random_col, run_on, sort_rows, Dist, Rng, Strings, LARGE, MAX_WIDE, SIZES,
-};
+use fox_cuda::testing::{compare, gpu, random_col, run_on, sort_rows, Dist, Rng, Strings, LARGE, MAX_WIDE, SIZES};
 use fox_cuda::CudaBackend;
 use fox_kernel::{AggSpec, Elem, Kernel};
 use fox_runtime::HostCol;
@@ -135,11 +133,8 @@ fn check(gpu: &mut CudaBackend, nkeys: usize, aggs: &[AggSpec], args: &[HostCol]
     .map(|_| ())
 }
 
-#[test]
 fn reduce_every_aggregate_keys_sizes_and_distributions() {
-    let Some(mut gpu) = gpu_or_skip("reduce_every_aggregate_keys_sizes_and_distributions") else {
-        return;
-    };
+    let mut gpu = gpu("reduce_every_aggregate_keys_sizes_and_distributions");
     let mut rng = Rng::new(21);
     let key_sets: [&[Elem]; 7] = [
         &[],
@@ -164,11 +159,8 @@ fn reduce_every_aggregate_keys_sizes_and_distributions() {
     }
 }
 
-#[test]
 fn reduce_counts_only_without_keys() {
-    let Some(mut gpu) = gpu_or_skip("reduce_counts_only_without_keys") else {
-        return;
-    };
+    let mut gpu = gpu("reduce_counts_only_without_keys");
     let mut rng = Rng::new(22);
     let aggs = vec![
         spec(AggFunc::Count, None, Type::Int64),
@@ -180,11 +172,8 @@ fn reduce_counts_only_without_keys() {
     }
 }
 
-#[test]
 fn reduce_errors_match_the_cpu() {
-    let Some(mut gpu) = gpu_or_skip("reduce_errors_match_the_cpu") else {
-        return;
-    };
+    let mut gpu = gpu("reduce_errors_match_the_cpu");
     let mut rng = Rng::new(23);
     // Sums of large i64 values overflow int64.
     let keys = sort_rows(&[random_col(&mut rng, Elem::U32, 4097, Dist::Range(3))], false);
@@ -266,11 +255,8 @@ fn same_outcome(
     res
 }
 
-#[test]
 fn reduce_wide_sums_overflow_as_on_the_cpu() {
-    let Some(mut gpu) = gpu_or_skip("reduce_wide_sums_overflow_as_on_the_cpu") else {
-        return;
-    };
+    let mut gpu = gpu("reduce_wide_sums_overflow_as_on_the_cpu");
     let mut rng = Rng::new(26);
     let m = MAX_WIDE;
     let w2 = Type::WideDecimal(2);
@@ -361,11 +347,8 @@ fn reduce_wide_sums_overflow_as_on_the_cpu() {
     }
 }
 
-#[test]
 fn reduce_ten_million_rows() {
-    let Some(mut gpu) = gpu_or_skip("reduce_ten_million_rows") else {
-        return;
-    };
+    let mut gpu = gpu("reduce_ten_million_rows");
     let mut rng = Rng::new(24);
     let aggs = agg_specs();
     // One group of every row.
@@ -394,11 +377,8 @@ fn finite_floats(rng: &mut Rng, n: usize) -> HostCol {
     )
 }
 
-#[test]
 fn reduce_float_sums_are_bit_identical() {
-    let Some(mut gpu) = gpu_or_skip("reduce_float_sums_are_bit_identical") else {
-        return;
-    };
+    let mut gpu = gpu("reduce_float_sums_are_bit_identical");
     let mut rng = Rng::new(25);
     let aggs = vec![
         spec(AggFunc::Sum, Some(Type::Float64), Type::Float64),
@@ -412,11 +392,8 @@ fn reduce_float_sums_are_bit_identical() {
     }
 }
 
-#[test]
 fn reduce_averages_keep_to_18_digits_as_on_the_cpu() {
-    let Some(mut gpu) = gpu_or_skip("reduce_averages_keep_to_18_digits_as_on_the_cpu") else {
-        return;
-    };
+    let mut gpu = gpu("reduce_averages_keep_to_18_digits_as_on_the_cpu");
     // The mean of decimal(2) values is a decimal(6) of at most 18 digits: 999999999999.99
     // fits, 1000000000000.00 does not (it would fit 64 bits).
     let keys = HostCol::U32(vec![0, 0, 1, 1, 2]);
@@ -437,3 +414,13 @@ fn reduce_averages_keep_to_18_digits_as_on_the_cpu() {
     );
     assert!(same_outcome(&mut gpu, 1, &aggs, &args, "19 digits").is_err());
 }
+
+tests![
+    Gpu reduce_every_aggregate_keys_sizes_and_distributions,
+    Gpu reduce_counts_only_without_keys,
+    Gpu reduce_errors_match_the_cpu,
+    Gpu reduce_wide_sums_overflow_as_on_the_cpu,
+    Gpu reduce_ten_million_rows,
+    Gpu reduce_float_sums_are_bit_identical,
+    Gpu reduce_averages_keep_to_18_digits_as_on_the_cpu,
+];

@@ -7,7 +7,7 @@
 //! overflow their type. Sums of decimals into 38-digit decimals (i128) are settled in one
 //! pass; keys, values and filters with 38-digit decimals run unfused, as on the CPU.
 
-use fox_cuda::testing::{compare, gpu_or_skip, random_col, Dist, Rng, Strings, LARGE, SIZES};
+use fox_cuda::testing::{compare, gpu, random_col, Dist, Rng, Strings, LARGE, SIZES};
 use fox_cuda::CudaBackend;
 use fox_kernel::{AggSpec, Elem, KExpr, KExprKind, Kernel};
 use fox_runtime::HostCol;
@@ -121,11 +121,8 @@ fn run(gpu: &mut CudaBackend, k: &Kernel, args: &[HostCol], case: &str) -> bool 
     compare(gpu, k, args, &Strings::default(), case).is_ok()
 }
 
-#[test]
 fn fused_reduce_matches_cpu_on_few_groups() {
-    let Some(mut gpu) = gpu_or_skip("fused_reduce_matches_cpu_on_few_groups") else {
-        return;
-    };
+    let mut gpu = gpu("fused_reduce_matches_cpu_on_few_groups");
     let mut rng = Rng::new(77);
     for keys in KEY_SETS {
         for &n in SIZES.iter().chain(&[100_003]) {
@@ -151,11 +148,8 @@ fn fused_reduce_matches_cpu_on_few_groups() {
     assert_eq!(gpu.fused_one_pass_runs(), before + 1);
 }
 
-#[test]
 fn fused_reduce_falls_back_where_one_pass_cannot_settle() {
-    let Some(mut gpu) = gpu_or_skip("fused_reduce_falls_back_where_one_pass_cannot_settle") else {
-        return;
-    };
+    let mut gpu = gpu("fused_reduce_falls_back_where_one_pass_cannot_settle");
     let mut rng = Rng::new(78);
     for &n in &[1000usize, 100_003] {
         // Many groups: the tables overflow.
@@ -236,11 +230,8 @@ fn cast(x: KExpr, ty: Type) -> KExpr {
     }
 }
 
-#[test]
 fn fused_reduce_with_wide_decimals_runs_unfused() {
-    let Some(mut gpu) = gpu_or_skip("fused_reduce_with_wide_decimals_runs_unfused") else {
-        return;
-    };
+    let mut gpu = gpu("fused_reduce_with_wide_decimals_runs_unfused");
     let mut rng = Rng::new(79);
     let w2 = Type::WideDecimal(2);
     for &n in &[1usize, 1000, 100_003] {
@@ -299,11 +290,8 @@ fn fused_reduce_with_wide_decimals_runs_unfused() {
     }
 }
 
-#[test]
 fn fused_averages_keep_to_18_digits_as_on_the_cpu() {
-    let Some(mut gpu) = gpu_or_skip("fused_averages_keep_to_18_digits_as_on_the_cpu") else {
-        return;
-    };
+    let mut gpu = gpu("fused_averages_keep_to_18_digits_as_on_the_cpu");
     // One key, one decimal(2) value: the mean, a decimal(6), has at most 18 digits.
     let dec = Type::Decimal(2);
     let k = Kernel::FusedReduce {
@@ -337,3 +325,10 @@ fn fused_averages_keep_to_18_digits_as_on_the_cpu() {
     .unwrap_err();
     assert!(err.contains("does not fit decimal(6)"), "{err}");
 }
+
+tests![
+    Gpu fused_reduce_matches_cpu_on_few_groups,
+    Gpu fused_reduce_falls_back_where_one_pass_cannot_settle,
+    Gpu fused_reduce_with_wide_decimals_runs_unfused,
+    Gpu fused_averages_keep_to_18_digits_as_on_the_cpu,
+];

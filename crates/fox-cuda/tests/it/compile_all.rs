@@ -1,5 +1,5 @@
-//! Every kernel source compiles to PTX for sm_90 with NVRTC (no GPU needed). Skips with a
-//! visible message when libnvrtc cannot be loaded, unless `FOX_REQUIRE_NVRTC=1` (CI).
+//! Every kernel source compiles to PTX for sm_90 with NVRTC (no GPU needed). Reported as
+//! ignored when libnvrtc cannot be loaded, and failing under `FOX_REQUIRE_NVRTC=1` (CI).
 
 use fox_cuda::compile::{self, MODULES};
 use std::io::Write;
@@ -8,19 +8,6 @@ use std::time::Instant;
 
 fn kernels_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../kernels")
-}
-
-/// Whether NVRTC is usable; prints a "skipped" line (or panics under
-/// `FOX_REQUIRE_NVRTC=1`) when it is not.
-fn nvrtc_or_skip(test: &str) -> bool {
-    if compile::nvrtc_available() {
-        return true;
-    }
-    if std::env::var("FOX_REQUIRE_NVRTC").is_ok_and(|v| v == "1") {
-        panic!("{test}: FOX_REQUIRE_NVRTC=1 but {}", compile::NVRTC_MISSING);
-    }
-    let _ = writeln!(std::io::stderr(), "{test}: skipped: {}", compile::NVRTC_MISSING);
-    false
 }
 
 /// The `.entry` names of a PTX module.
@@ -66,7 +53,6 @@ fn globals(src: &str) -> Vec<String> {
     out
 }
 
-#[test]
 fn every_kernel_file_is_embedded() {
     let mut on_disk = Vec::new();
     for entry in std::fs::read_dir(kernels_dir()).expect("kernels/ is readable") {
@@ -88,11 +74,7 @@ fn every_kernel_file_is_embedded() {
     }
 }
 
-#[test]
 fn every_kernel_module_compiles_for_sm_90() {
-    if !nvrtc_or_skip("every_kernel_module_compiles_for_sm_90") {
-        return;
-    }
     let mut failures = Vec::new();
     for (name, src) in MODULES {
         let t0 = Instant::now();
@@ -124,11 +106,7 @@ fn every_kernel_module_compiles_for_sm_90() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
-#[test]
 fn a_compile_error_carries_the_nvrtc_log() {
-    if !nvrtc_or_skip("a_compile_error_carries_the_nvrtc_log") {
-        return;
-    }
     let err = compile::compile_ptx(
         "broken",
         "extern \"C\" __global__ void k() { undeclared_name = 1; }",
@@ -139,11 +117,7 @@ fn a_compile_error_carries_the_nvrtc_log() {
     assert!(err.0.contains("broken"), "{}", err.0);
 }
 
-#[test]
 fn the_disk_cache_is_reused() {
-    if !nvrtc_or_skip("the_disk_cache_is_reused") {
-        return;
-    }
     let src = format!(
         "extern \"C\" __global__ void cache_probe(unsigned* out) {{ out[threadIdx.x] = {}u; }}",
         std::process::id()
@@ -166,13 +140,9 @@ fn the_disk_cache_is_reused() {
 /// A sample of generated expression kernels (integers, decimals, floats, dates, strings
 /// through dictionary tables, short-circuit logic, 38-digit decimals computed in 128
 /// bits) compiles for sm_90.
-#[test]
 fn generated_expression_kernels_compile_for_sm_90() {
     use fox_kernel::{Elem, KExpr, KExprKind, ScalarFn};
     use fox_sema::core::{ArithOp, CmpOp, Type, Value};
-    if !nvrtc_or_skip("generated_expression_kernels_compile_for_sm_90") {
-        return;
-    }
     let e = |kind: KExprKind, ty: Type| KExpr { kind, ty };
     let col = |i: usize, ty: Type| e(KExprKind::Col(i), ty);
     let b = Box::new;
@@ -347,14 +317,10 @@ fn generated_expression_kernels_compile_for_sm_90() {
 
 /// Generated fused reductions (a filter, 0 to 2 keys, sums of columns and of decimal
 /// products, minima and maxima) compile for sm_90.
-#[test]
 fn generated_fused_reductions_compile_for_sm_90() {
     use fox_cuda::codegen::{generate_fused, AccKind, FusedShape};
     use fox_kernel::{Elem, KExpr, KExprKind};
     use fox_sema::core::{ArithOp, CmpOp, Type, Value};
-    if !nvrtc_or_skip("generated_fused_reductions_compile_for_sm_90") {
-        return;
-    }
     let e = |kind: KExprKind, ty: Type| KExpr { kind, ty };
     let col = |i: usize, ty: Type| e(KExprKind::Col(i), ty);
     let b = Box::new;
@@ -409,3 +375,12 @@ fn generated_fused_reductions_compile_for_sm_90() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+tests![
+    Cpu every_kernel_file_is_embedded,
+    Nvrtc every_kernel_module_compiles_for_sm_90,
+    Nvrtc a_compile_error_carries_the_nvrtc_log,
+    Nvrtc the_disk_cache_is_reused,
+    Nvrtc generated_expression_kernels_compile_for_sm_90,
+    Nvrtc generated_fused_reductions_compile_for_sm_90,
+];
