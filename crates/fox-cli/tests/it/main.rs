@@ -9,6 +9,7 @@ mod files;
 mod foxbench;
 mod foxrun;
 mod graph;
+mod large_inputs;
 mod memory;
 mod mutations;
 mod out_of_memory;

@@ -4,6 +4,7 @@
 //! parallel.
 
 mod load;
+mod load_cancel;
 mod outfile;
 mod output;
 mod run;
