@@ -11,7 +11,8 @@
 //! Every buffer whose size comes from the data (the file's bytes, its decompressed text,
 //! the columns, the strings, a quoted field with escaped quotes, the key check's order)
 //! is allocated fallibly: running out of memory is the error `out of memory: cannot
-//! allocate N for WHAT`, WHAT naming the file and the column. A load reads its stop flag
+//! allocate N for WHAT`, WHAT naming the file and the column (a quoted field's error is
+//! located at its line and column instead). A load reads its stop flag
 //! (see [`crate::cancel`]) once per block of the file read or checked and once per
 //! [`RECORDS_PER_CHECK`] records parsed, and stops with [`RuntimeError::Cancelled`].
 
@@ -55,23 +56,27 @@ impl From<String> for FieldError {
     }
 }
 
-/// What a column's buffers are called in out-of-memory messages.
-pub(crate) struct ColumnNames {
-    /// The column's values.
-    pub(crate) values: String,
-    /// The strings it adds to the interner.
-    pub(crate) strings: String,
-    /// A quoted field of it whose escaped quotes are undone.
-    pub(crate) field: String,
+/// A column being loaded: its declared type, its values so far, and what its buffers
+/// are called in out-of-memory messages (together, so that the parser passes one
+/// pointer per field).
+pub(crate) struct ColumnBuilder {
+    pub(crate) ty: Type,
+    pub(crate) values: LoadedCol,
+    /// `the column `x` of SOURCE`: the values.
+    pub(crate) values_name: String,
+    /// `the strings of the column `x` of SOURCE`: the strings it adds to the interner.
+    pub(crate) strings_name: String,
 }
 
-impl ColumnNames {
-    /// The names of column `column` of `source` (`` `data/r.csv` ``, `TPC-H lineitem`).
-    pub(crate) fn new(column: &str, source: &str) -> ColumnNames {
-        ColumnNames {
-            values: format!("the column `{column}` of {source}"),
-            strings: format!("the strings of the column `{column}` of {source}"),
-            field: format!("a field of the column `{column}` of {source}"),
+impl ColumnBuilder {
+    /// An empty column `column` of type `ty` of `source` (`` `data/r.csv` ``,
+    /// `TPC-H lineitem`).
+    pub(crate) fn new(column: &str, ty: Type, source: &str) -> ColumnBuilder {
+        ColumnBuilder {
+            ty,
+            values: LoadedCol::new(ty),
+            values_name: format!("the column `{column}` of {source}"),
+            strings_name: format!("the strings of the column `{column}` of {source}"),
         }
     }
 }
@@ -397,18 +402,16 @@ fn without_trailing_blank_lines(text: &str) -> &str {
 }
 
 /// Splits the next record off `rest` into `fields` (at most `max` of them; the others are
-/// only counted). Returns the record's count of fields and the lines it spans. `names`
-/// names the columns' buffers in out-of-memory errors.
+/// only counted). Returns the record's count of fields and the lines it spans.
 fn next_record<'a>(
     rest: &mut &'a str,
     sep: &str,
     max: usize,
     fields: &mut Vec<std::borrow::Cow<'a, str>>,
-    names: &[ColumnNames],
-) -> Result<(usize, usize), FieldError> {
+) -> Result<(usize, usize), String> {
     fields.clear();
     if sep == "," {
-        let (consumed, lines, count) = split_csv_record(rest, fields, max, names)?;
+        let (consumed, lines, count) = split_csv_record(rest, fields, max)?;
         *rest = &rest[consumed..];
         Ok((count, lines))
     } else {
@@ -464,7 +467,12 @@ pub fn parse_input_cols(
             msg: format!("input `{}` has an empty separator", input.name),
         });
     }
-    let mut cols: Vec<LoadedCol> = input.columns.iter().map(|c| LoadedCol::new(c.ty)).collect();
+    let source = format!("`{file}`");
+    let mut cols: Vec<ColumnBuilder> = input
+        .columns
+        .iter()
+        .map(|c| ColumnBuilder::new(&c.name, c.ty, &source))
+        .collect();
     let ncols = cols.len();
     let one_string = ncols == 1 && input.columns[0].ty == Type::String;
     let mut rest = if one_string {
@@ -476,18 +484,8 @@ pub fn parse_input_cols(
     // more fields is an error, so no more are kept.
     let max = ncols + 1;
     let mut fields: Vec<std::borrow::Cow<str>> = Vec::with_capacity(max);
-    let source = format!("`{file}`");
-    let names: Vec<ColumnNames> = input
-        .columns
-        .iter()
-        .map(|c| ColumnNames::new(&c.name, &source))
-        .collect();
-    // A located error for bad text; an out-of-memory message as it is.
-    let located = |line: usize, e: FieldError| match e {
-        FieldError::Bad(msg) => RuntimeError::Data {
-            msg: format!("{file}:{line}: {msg}"),
-        },
-        FieldError::OutOfMemory(msg) => RuntimeError::Data { msg },
+    let located = |line: usize, msg: String| RuntimeError::Data {
+        msg: format!("{file}:{line}: {msg}"),
     };
     let mut line_no = 1usize;
     let fields_error = |line: usize, count: usize| RuntimeError::Data {
@@ -498,7 +496,7 @@ pub fn parse_input_cols(
         ),
     };
     if input.header && !rest.is_empty() {
-        let (count, lines) = next_record(&mut rest, &input.sep, max, &mut fields, &names).map_err(|e| located(1, e))?;
+        let (count, lines) = next_record(&mut rest, &input.sep, max, &mut fields).map_err(|e| located(1, e))?;
         line_no += lines;
         if count == ncols + 1 && fields.last().is_some_and(|f| f.is_empty()) {
             fields.pop();
@@ -545,7 +543,7 @@ pub fn parse_input_cols(
         records += 1;
         let start_line = line_no;
         let (count, lines) =
-            next_record(&mut rest, &input.sep, max, &mut fields, &names).map_err(|e| located(start_line, e))?;
+            next_record(&mut rest, &input.sep, max, &mut fields).map_err(|e| located(start_line, e))?;
         line_no += lines;
         if count == ncols + 1 && fields.last().is_some_and(|f| f.is_empty()) {
             fields.pop();
@@ -565,30 +563,29 @@ pub fn parse_input_cols(
         if count > ncols + 1 || fields.len() != ncols {
             return Err(header_hint(fields_error(start_line, count)));
         }
-        for (c, field) in fields.iter().enumerate() {
-            let column = &input.columns[c];
+        for (c, (field, col)) in fields.iter().zip(cols.iter_mut()).enumerate() {
             let keep = wanted.get(c).copied().unwrap_or(true);
-            if !keep && column.ty == Type::String {
+            if !keep && col.ty == Type::String {
                 continue;
             }
-            let res = parse_field(field, column.ty, &mut cols[c], strings, &names[c]);
+            let res = parse_field(field, col, strings);
             if !keep {
-                cols[c].clear();
+                col.values.clear();
             }
             res.map_err(|e| match e {
                 FieldError::Bad(detail) => header_hint(RuntimeError::Data {
                     msg: format!(
                         "{file}:{start_line}: column {} (`{}`, {}): {detail}",
                         c + 1,
-                        column.name,
-                        column.ty
+                        input.columns[c].name,
+                        col.ty
                     ),
                 }),
                 FieldError::OutOfMemory(msg) => RuntimeError::Data { msg },
             })?;
         }
     }
-    Ok(cols)
+    Ok(cols.into_iter().map(|c| c.values).collect())
 }
 
 /// Splits one CSV record off the front of `text` (RFC 4180 quoting), keeping at most
@@ -599,8 +596,7 @@ fn split_csv_record<'a>(
     text: &'a str,
     fields: &mut Vec<std::borrow::Cow<'a, str>>,
     max: usize,
-    names: &[ColumnNames],
-) -> Result<(usize, usize, usize), FieldError> {
+) -> Result<(usize, usize, usize), String> {
     let bytes = text.as_bytes();
     let mut i = 0usize;
     let mut lines = 0usize;
@@ -615,11 +611,7 @@ fn split_csv_record<'a>(
             let mut escaped = false;
             let close = loop {
                 match memchr::memchr(b'"', &bytes[j..]) {
-                    None => {
-                        return Err(FieldError::Bad(
-                            "unterminated quoted field (a `\"` is never closed)".to_string(),
-                        ))
-                    }
+                    None => return Err("unterminated quoted field (a `\"` is never closed)".to_string()),
                     Some(p) if bytes.get(j + p + 1) == Some(&b'"') => {
                         escaped = true;
                         j += p + 2;
@@ -631,7 +623,7 @@ fn split_csv_record<'a>(
             lines += memchr::memchr_iter(b'\n', quoted.as_bytes()).count();
             if keep {
                 fields.push(if escaped {
-                    std::borrow::Cow::Owned(unescape(quoted, count, names)?)
+                    std::borrow::Cow::Owned(unescape(quoted).map_err(|e| format!("column {count}: {e}"))?)
                 } else {
                     std::borrow::Cow::Borrowed(quoted)
                 });
@@ -643,9 +635,9 @@ fn split_csv_record<'a>(
                 Some(b'\r') if bytes.get(i + 1) == Some(&b'\n') => return Ok((i + 2, lines + 1, count)),
                 None => return Ok((i, lines + 1, count)),
                 Some(_) => {
-                    return Err(FieldError::Bad(format!(
+                    return Err(format!(
                         "column {count}: unexpected text after a closing quote (a quote inside a quoted field is written `\"\"`)"
-                    )))
+                    ))
                 }
             }
         } else {
@@ -676,16 +668,11 @@ fn split_csv_record<'a>(
 }
 
 /// The value of the quoted field `quoted` (its text between the quotes, in which every
-/// `"` is one of a pair `""`), field `column` (1-based) of its record; an out-of-memory
-/// error names its column.
-fn unescape(quoted: &str, column: usize, names: &[ColumnNames]) -> Result<String, FieldError> {
+/// `"` is one of a pair `""`), or the out-of-memory message.
+fn unescape(quoted: &str) -> Result<String, String> {
     let mut value = String::new();
-    fallible(|| value.try_reserve_exact(quoted.len())).map_err(|_| {
-        let what = names
-            .get(column - 1)
-            .map_or("a field of the input", |n| n.field.as_str());
-        FieldError::OutOfMemory(out_of_memory(quoted.len() as u128, what))
-    })?;
+    fallible(|| value.try_reserve_exact(quoted.len()))
+        .map_err(|_| out_of_memory(quoted.len() as u128, "a quoted field"))?;
     for (k, piece) in quoted.split("\"\"").enumerate() {
         if k > 0 {
             value.push('"');
@@ -702,17 +689,12 @@ fn article(ty: Type) -> &'static str {
     }
 }
 
-/// Appends the value of `field` to `col`, a column of type `ty`; its strings are numbered
-/// by `strings`, and `names` names its buffers when memory runs out.
-pub(crate) fn parse_field(
-    field: &str,
-    ty: Type,
-    col: &mut LoadedCol,
-    strings: &mut Interner,
-    names: &ColumnNames,
-) -> Result<(), FieldError> {
+/// Appends the value of `field` to `col`; its strings are numbered by `strings`.
+pub(crate) fn parse_field(field: &str, col: &mut ColumnBuilder, strings: &mut Interner) -> Result<(), FieldError> {
+    let ty = col.ty;
+    let what = col.values_name.as_str();
     let bad = || format!("`{}` is not {} {ty}", shown(field), article(ty));
-    let pushed = match col {
+    let pushed = match &mut col.values {
         LoadedCol::I32(v) => {
             let x = match ty {
                 Type::Date => {
@@ -720,19 +702,19 @@ pub(crate) fn parse_field(
                 }
                 _ => parse_int(field, i32::MIN as i64, i32::MAX as i64).map_err(|e| e.message(field, ty))? as i32,
             };
-            try_push(v, x, &names.values)
+            try_push(v, x, what)
         }
         LoadedCol::I64(v) => {
             let x = match ty {
                 Type::Decimal(s) => parse_decimal(field, s)?,
                 _ => parse_int(field, i64::MIN, i64::MAX).map_err(|e| e.message(field, ty))?,
             };
-            try_push(v, x, &names.values)
+            try_push(v, x, what)
         }
-        LoadedCol::F64(v) => try_push(v, field.parse::<f64>().map_err(|_| bad())?, &names.values),
+        LoadedCol::F64(v) => try_push(v, field.parse::<f64>().map_err(|_| bad())?, what),
         LoadedCol::Str(v) => {
-            let id = strings.intern_for(field, &names.strings)?;
-            try_push(v, id, &names.values)
+            let id = strings.intern_for(field, &col.strings_name)?;
+            try_push(v, id, what)
         }
         LoadedCol::Bool(v) => {
             let x = match field {
@@ -745,7 +727,7 @@ pub(crate) fn parse_field(
                     )))
                 }
             };
-            try_push(v, x, &names.values)
+            try_push(v, x, what)
         }
     };
     pushed.map_err(FieldError::OutOfMemory)

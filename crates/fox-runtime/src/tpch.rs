@@ -8,7 +8,7 @@
 //! identically (a test checks that both give the same columns). Only the columns a plan
 //! reads are kept.
 
-use crate::load::{parse_field, try_push, ColumnNames, FieldError, Interner, LoadedCol};
+use crate::load::{parse_field, try_push, ColumnBuilder, FieldError, Interner, LoadedCol};
 use crate::RuntimeError;
 use fox_kernel::InputRel;
 use fox_sema::core::Type;
@@ -146,19 +146,11 @@ enum Val<'a> {
     Fmt(&'a dyn std::fmt::Display),
 }
 
-/// Appends `v` to `col`, a column of declared type `ty`; `names` names its buffers when
-/// memory runs out.
-fn push(
-    col: &mut LoadedCol,
-    ty: Type,
-    v: Val,
-    strings: &mut Interner,
-    buf: &mut String,
-    names: &ColumnNames,
-) -> Result<(), FieldError> {
+/// Appends `v` to `col`.
+fn push(col: &mut ColumnBuilder, v: Val, strings: &mut Interner, buf: &mut String) -> Result<(), FieldError> {
     let oom = FieldError::OutOfMemory;
-    let what = names.values.as_str();
-    match (v, ty, &mut *col) {
+    let what = col.values_name.as_str();
+    match (v, col.ty, &mut col.values) {
         (Val::Int(x), Type::Int32, LoadedCol::I32(c)) => {
             let x = i32::try_from(x).map_err(|_| format!("`{x}` is out of the range of int32"))?;
             try_push(c, x, what).map_err(oom)?
@@ -180,10 +172,10 @@ fn push(
         }
         (Val::Date(d), Type::Date, LoadedCol::I32(c)) => try_push(c, d, what).map_err(oom)?,
         (Val::Str(s), Type::String, LoadedCol::Str(c)) => {
-            let id = strings.intern_for(s, &names.strings)?;
+            let id = strings.intern_for(s, &col.strings_name)?;
             try_push(c, id, what).map_err(oom)?
         }
-        (v, ty, col) => {
+        (v, _, _) => {
             // Any other declared type reads the field's `.tbl` text.
             buf.clear();
             let _ = match v {
@@ -196,7 +188,7 @@ fn push(
                 Val::Str(s) => write!(buf, "{s}"),
                 Val::Fmt(f) => write!(buf, "{f}"),
             };
-            parse_field(buf, ty, col, strings, names)?;
+            parse_field(buf, col, strings)?;
         }
     }
     Ok(())
@@ -213,20 +205,19 @@ fn part_columns(
     wanted: &[bool],
     strings: &mut Interner,
 ) -> Result<Vec<LoadedCol>, FieldError> {
-    let types: Vec<Type> = input.columns.iter().map(|c| c.ty).collect();
-    let mut cols: Vec<LoadedCol> = types.iter().map(|&t| LoadedCol::new(t)).collect();
     let source = format!("TPC-H {}", input.name);
-    let names: Vec<ColumnNames> = input
+    let mut cols: Vec<ColumnBuilder> = input
         .columns
         .iter()
-        .map(|c| ColumnNames::new(&c.name, &source))
+        .map(|c| ColumnBuilder::new(&c.name, c.ty, &source))
         .collect();
     // The part's rows, about: room for them is taken up front, so that the columns seldom
     // grow.
     let rows = (approx_rows(&input.name, sf) / parts.max(1) as u64) as usize;
     for (c, col) in cols.iter_mut().enumerate() {
         if wanted[c] {
-            col.try_reserve_exact(rows + rows / 16, &names[c].values)
+            col.values
+                .try_reserve_exact(rows + rows / 16, &col.values_name)
                 .map_err(FieldError::OutOfMemory)?;
         }
     }
@@ -250,12 +241,12 @@ fn part_columns(
                         }
                         v => v,
                     };
-                    push(&mut cols[c], types[c], v, strings, &mut buf, &names[c]).map_err(|e| match e {
+                    push(&mut cols[c], v, strings, &mut buf).map_err(|e| match e {
                         FieldError::Bad(e) => FieldError::Bad(format!(
                             "row {row_no} of part {part}, column {} (`{}`, {}): {e}",
                             c + 1,
                             input.columns[c].name,
-                            types[c]
+                            input.columns[c].ty
                         )),
                         oom => oom,
                     })?;
@@ -347,8 +338,13 @@ fn part_columns(
     }
     // Growth by doubling leaves up to half of each column unused; every part is held
     // until the last is generated, so give that back now.
-    cols.iter_mut().for_each(LoadedCol::shrink_to_fit);
-    Ok(cols)
+    Ok(cols
+        .into_iter()
+        .map(|mut c| {
+            c.values.shrink_to_fit();
+            c.values
+        })
+        .collect())
 }
 
 /// Generates the TPC-H table `input.name` at scale factor `sf`, parsed with the declared
