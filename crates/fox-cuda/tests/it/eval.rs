@@ -1970,11 +1970,16 @@ fn generated_kernels_on_the_host_match_cpu() {
         let n = [1, 7, 300, 2000][k % 4];
         cases.push((e, gw.args(n), gw.n_cols()));
     }
-    // One C++ program, each kernel in a namespace of its own; argument k runs case k.
-    let mut src = String::from(HOST_CUDA);
-    let mut main = String::from(
-        "int main(int argc, char** argv) {\n  const int which = argc > 1 ? atoi(argv[1]) : -1;\n  char f[4096];\n",
-    );
+    // One C++ program per core, compiled in parallel: program p holds the cases k with
+    // k % parts == p, each kernel in a namespace of its own; argument k runs case k.
+    let parts = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
+    let mut srcs: Vec<String> = vec![String::from(HOST_CUDA); parts];
+    let mut mains: Vec<String> = vec![
+        String::from(
+            "int main(int argc, char** argv) {\n  const int which = argc > 1 ? atoi(argv[1]) : -1;\n  char f[4096];\n",
+        );
+        parts
+    ];
     let path = |name: String| dir.join(name).to_string_lossy().into_owned();
     let mut gens = Vec::new();
     for (k, (e, args, n_cols)) in cases.iter().enumerate() {
@@ -1982,6 +1987,7 @@ fn generated_kernels_on_the_host_match_cpu() {
         let gs = generate_source(e, *n_cols, &elems, &ctx).unwrap_or_else(|err| panic!("`{}`: {err}", show_kexpr(e)));
         let head = format!("extern \"C\" __global__ void __launch_bounds__(256) {}", gs.kernel);
         assert!(gs.source.contains(&head), "kernel head of `{}`", show_kexpr(e));
+        let (src, main) = (&mut srcs[k % parts], &mut mains[k % parts]);
         let _ = writeln!(src, "namespace k{k} {{\n{}\n}}", gs.source.replace(&head, "void kern"));
         let mut params = Vec::new();
         let _ = writeln!(main, "  if (which == {k}) {{");
@@ -2009,22 +2015,30 @@ fn generated_kernels_on_the_host_match_cpu() {
         );
         gens.push(gs);
     }
-    main.push_str("  return 1;\n}\n");
-    src.push_str(&main);
-    let cpp = path("eval.cpp".to_string());
-    let exe = path("eval".to_string());
-    std::fs::write(&cpp, &src).expect("write C++");
-    let out = std::process::Command::new("g++")
-        .args(["-O1", "-ffp-contract=off", "-w", "-o", &exe, &cpp])
-        .output()
-        .expect("run g++");
-    assert!(
-        out.status.success(),
-        "g++ failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let exes: Vec<String> = (0..parts).map(|p| path(format!("eval{p}"))).collect();
+    let compiles: Vec<std::process::Child> = (0..parts)
+        .map(|p| {
+            mains[p].push_str("  return 1;\n}\n");
+            srcs[p].push_str(&mains[p]);
+            let cpp = path(format!("eval{p}.cpp"));
+            std::fs::write(&cpp, &srcs[p]).expect("write C++");
+            std::process::Command::new("g++")
+                .args(["-O1", "-ffp-contract=off", "-w", "-o", &exes[p], &cpp])
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("run g++")
+        })
+        .collect();
+    for (p, child) in compiles.into_iter().enumerate() {
+        let out = child.wait_with_output().expect("wait for g++");
+        assert!(
+            out.status.success(),
+            "g++ failed on eval{p}.cpp:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     for (k, ((e, args, n_cols), gs)) in cases.iter().zip(&gens).enumerate() {
-        let st = std::process::Command::new(&exe)
+        let st = std::process::Command::new(&exes[k % parts])
             .arg(k.to_string())
             .status()
             .expect("run");
