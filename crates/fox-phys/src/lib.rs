@@ -1,0 +1,8 @@
+//! The physical layer between the RA plan and the kernel plan: statistics of the data and
+//! the ordered list of named passes that annotate the RA plan with every physical choice
+//! (order, join algorithm, rounds, partitioning, fusion) before the translation to kernels,
+//! which decides nothing.
+
+pub mod stats;
+
+pub use stats::{ColumnStats, RelationStats, Statistics};
