@@ -83,6 +83,19 @@ impl Elem {
         Elem::I128,
     ];
 
+    /// The name plans and messages use: `u8`, `i32`, `u32`, `i64`, `u64`, `f64`, `i128`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Elem::U8 => "u8",
+            Elem::I32 => "i32",
+            Elem::U32 => "u32",
+            Elem::I64 => "i64",
+            Elem::U64 => "u64",
+            Elem::F64 => "f64",
+            Elem::I128 => "i128",
+        }
+    }
+
     pub fn size(self) -> usize {
         match self {
             Elem::U8 => 1,

@@ -6,11 +6,20 @@
 //! * [`lower()`]: RA plan → kernel plan (lowering, scheduling, liveness, frees).
 //! * [`print_kernels`] / [`to_dot`]: the readable text and the graphviz drawing.
 //! * [`to_ron`] / [`from_ron`] / [`validate`]: the plan file and its consistency check.
-//! * [`kernel_outputs`]: the element types each kernel takes and produces.
+//! * [`kernel_outputs`] / [`check_args`]: the element types each kernel takes and
+//!   produces, and the whole contract of a launch's arguments.
+//! * [`check_expr`]: the one checked form of a kernel expression, which every backend
+//!   evaluates or translates.
+//! * [`expand`]: the composition a composite kernel (`FusedReduce`) stands for.
+//! * [`arith`], [`show_kexpr`]: the arithmetic of the contracts and the text of
+//!   expressions in messages, shared by every backend.
 //!
 //! This crate never touches a device.
 
+pub mod arith;
 mod bitset;
+pub mod checked;
+mod expand;
 pub mod ir;
 mod live;
 mod lower;
@@ -19,8 +28,11 @@ mod ron_io;
 mod sched;
 mod sig;
 
+pub use arith::{div_round_half_away, finish_int_sum, scale_of};
+pub use checked::{check_expr, Checked};
+pub use expand::{expand, Expansion, Operand, Step};
 pub use ir::*;
 pub use lower::{lower, LowerError};
-pub use print::{kernel_label, op_name, output_label, print_kernels, to_dot};
+pub use print::{kernel_label, op_name, output_label, print_kernels, show_kexpr, show_value, to_dot};
 pub use ron_io::{from_ron, to_ron, validate, LoadError};
-pub use sig::{dict_elem, kernel_outputs};
+pub use sig::{check_args, check_lengths, check_shape, dict_elem, kernel_outputs};

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use fox_sema::core::{AggFunc, ArithOp, CmpOp, Column, Type};
+use fox_sema::core::{AggFunc, ArithOp, CmpOp, Column, Type, Value};
 
 use crate::ir::*;
 
@@ -73,20 +73,8 @@ fn name(plan: &KernelPlan, b: BufId) -> String {
 
 fn typed(plan: &KernelPlan, b: BufId) -> String {
     match plan.buffers.get(b.0 as usize) {
-        Some(v) => format!("{}:{}", v.name, elem_name(v.elem)),
+        Some(v) => format!("{}:{}", v.name, v.elem.name()),
         None => format!("#{}?", b.0),
-    }
-}
-
-pub(crate) fn elem_name(e: Elem) -> &'static str {
-    match e {
-        Elem::U8 => "u8",
-        Elem::I32 => "i32",
-        Elem::U32 => "u32",
-        Elem::I64 => "i64",
-        Elem::U64 => "u64",
-        Elem::F64 => "f64",
-        Elem::I128 => "i128",
     }
 }
 
@@ -400,26 +388,8 @@ fn expr_text(e: &KExpr, cols: &[String], tables: &[String]) -> String {
         KExprKind::Const(v) => fox_ra::print_value(v),
         KExprKind::Cast(x) => format!("{}::{}", paren(x), type_name(e.ty)),
         KExprKind::Neg(x) => format!("-{}", paren(x)),
-        KExprKind::Arith(op, a, b) => {
-            let o = match op {
-                ArithOp::Add => "+",
-                ArithOp::Sub => "-",
-                ArithOp::Mul => "*",
-                ArithOp::Div => "/",
-            };
-            format!("{} {o} {}", paren(a), paren(b))
-        }
-        KExprKind::Cmp(op, a, b) => {
-            let o = match op {
-                CmpOp::Eq => "=",
-                CmpOp::Ne => "!=",
-                CmpOp::Lt => "<",
-                CmpOp::Le => "<=",
-                CmpOp::Gt => ">",
-                CmpOp::Ge => ">=",
-            };
-            format!("{} {o} {}", paren(a), paren(b))
-        }
+        KExprKind::Arith(op, a, b) => format!("{} {} {}", paren(a), op_symbol(*op), paren(b)),
+        KExprKind::Cmp(op, a, b) => format!("{} {} {}", paren(a), cmp_symbol(*op), paren(b)),
         KExprKind::And(es) => join(es, " and ", &paren),
         KExprKind::Or(es) => join(es, " or ", &paren),
         KExprKind::Not(x) => format!("!{}", paren(x)),
@@ -428,15 +398,8 @@ fn expr_text(e: &KExpr, cols: &[String], tables: &[String]) -> String {
             format!("{} in ({})", paren(x), vals.join(", "))
         }
         KExprKind::Call(f, args) => {
-            let f = match f {
-                ScalarFn::Year => "year",
-                ScalarFn::Month => "month",
-                ScalarFn::Day => "day",
-                ScalarFn::Abs => "abs",
-                ScalarFn::Round => "round",
-            };
             let args: Vec<String> = args.iter().map(sub).collect();
-            format!("{f}({})", args.join(", "))
+            format!("{}({})", fn_name(*f), args.join(", "))
         }
     }
 }
@@ -493,4 +456,70 @@ fn escape(s: &str) -> String {
         }
     }
     o
+}
+
+// ---- expressions in messages -------------------------------------------------------------
+
+/// The text of a constant in kernel errors: as LogiQL writes it, a string as Rust's `{:?}`
+/// quotes it.
+pub fn show_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{s:?}"),
+        v => fox_ra::print_value(v),
+    }
+}
+
+fn op_symbol(op: ArithOp) -> &'static str {
+    match op {
+        ArithOp::Add => "+",
+        ArithOp::Sub => "-",
+        ArithOp::Mul => "*",
+        ArithOp::Div => "/",
+    }
+}
+
+fn cmp_symbol(op: CmpOp) -> &'static str {
+    match op {
+        CmpOp::Eq => "=",
+        CmpOp::Ne => "!=",
+        CmpOp::Lt => "<",
+        CmpOp::Le => "<=",
+        CmpOp::Gt => ">",
+        CmpOp::Ge => ">=",
+    }
+}
+
+fn fn_name(f: ScalarFn) -> &'static str {
+    match f {
+        ScalarFn::Year => "year",
+        ScalarFn::Month => "month",
+        ScalarFn::Day => "day",
+        ScalarFn::Abs => "abs",
+        ScalarFn::Round => "round",
+    }
+}
+
+/// The text of an expression in the messages of kernel errors, the same from every
+/// backend: `c0` is column argument 0, `t0[…]` a lookup in dictionary table 0 (the
+/// runtime names the columns by the variables they hold).
+pub fn show_kexpr(e: &KExpr) -> String {
+    let join = |xs: &[KExpr], sep: &str| xs.iter().map(show_kexpr).collect::<Vec<_>>().join(sep);
+    match &e.kind {
+        KExprKind::Col(i) => format!("c{i}"),
+        KExprKind::Table(t, x) => format!("t{t}[{}]", show_kexpr(x)),
+        KExprKind::Const(v) => show_value(v),
+        KExprKind::Cast(x) => format!("{}({})", e.ty, show_kexpr(x)),
+        KExprKind::Neg(x) => format!("-{}", show_kexpr(x)),
+        KExprKind::Arith(op, a, b) => format!("({} {} {})", show_kexpr(a), op_symbol(*op), show_kexpr(b)),
+        KExprKind::Cmp(op, a, b) => format!("({} {} {})", show_kexpr(a), cmp_symbol(*op), show_kexpr(b)),
+        KExprKind::And(xs) => format!("({})", join(xs, " and ")),
+        KExprKind::Or(xs) => format!("({})", join(xs, " or ")),
+        KExprKind::Not(x) => format!("!{}", show_kexpr(x)),
+        KExprKind::In(x, vs) => format!(
+            "{} in ({})",
+            show_kexpr(x),
+            vs.iter().map(show_value).collect::<Vec<_>>().join(", ")
+        ),
+        KExprKind::Call(f, xs) => format!("{}({})", fn_name(*f), join(xs, ", ")),
+    }
 }

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use crate::bitset::BufSet;
 use crate::ir::*;
 use crate::live::{defs, term_uses, uses};
-use crate::print::{elem_name, instr_text};
+use crate::print::instr_text;
 use crate::sig::kernel_outputs;
 
 /// Why a kernel plan could not be read.
@@ -146,10 +146,8 @@ pub fn validate(plan: &KernelPlan) -> Result<(), LoadError> {
     check_defined(plan)
 }
 
-/// The largest number of fraction digits of a decimal type.
-const MAX_SCALE: u8 = 18;
-
 fn check_type(t: fox_sema::core::Type) -> Result<(), String> {
+    use fox_sema::core::MAX_SCALE;
     match t.decimal_scale() {
         Some(s) if s > MAX_SCALE => Err(format!("the type {t} has more than {MAX_SCALE} fraction digits")),
         _ => Ok(()),
@@ -356,8 +354,8 @@ fn check_instr(plan: &KernelPlan, i: &Instr) -> Result<(), String> {
                     return Err(format!(
                         "output {k} (`{}`) is {}, but the kernel produces {}",
                         plan.buffers[o.0 as usize].name,
-                        elem_name(elem(plan, o)),
-                        elem_name(w)
+                        elem(plan, o).name(),
+                        w.name()
                     ));
                 }
                 if outs[..k].contains(&o) || args.contains(&o) {
@@ -372,11 +370,7 @@ fn check_instr(plan: &KernelPlan, i: &Instr) -> Result<(), String> {
         Instr::Move { dst, src } => {
             let (d, s) = (elem(plan, *dst), elem(plan, *src));
             if d != s {
-                return Err(format!(
-                    "moves a {} buffer into a {} buffer",
-                    elem_name(s),
-                    elem_name(d)
-                ));
+                return Err(format!("moves a {} buffer into a {} buffer", s.name(), d.name()));
             }
             Ok(())
         }

@@ -10,6 +10,13 @@ use crate::ir::*;
 /// `args`, or why the arguments do not fit its contract. `inputs` are the plan's base
 /// relations (for `LoadInput`).
 pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Result<Vec<Elem>, String> {
+    outputs(kernel, args, inputs, true)
+}
+
+/// [`kernel_outputs`]; with `types` false, only what the arguments' number and element
+/// types must be (the shape a backend reads them by), without the rules on the types of
+/// expressions and aggregates.
+fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> Result<Vec<Elem>, String> {
     let count = |n: usize| -> Result<(), String> {
         if args.len() == n {
             Ok(())
@@ -102,7 +109,9 @@ pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Re
                 return Err("an expression kernel needs at least one column argument".into());
             }
             at_least(*n_cols)?;
-            check_kexpr(expr, &args[..*n_cols], &args[*n_cols..])?;
+            if types {
+                check_kexpr(expr, &args[..*n_cols], &args[*n_cols..])?;
+            }
             Ok(vec![Elem::of(expr.ty)])
         }
         Kernel::StrFn { func } => {
@@ -215,7 +224,7 @@ pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Re
             for (n, a) in aggs.iter().enumerate() {
                 match (a.func, a.input) {
                     (AggFunc::Count, None) => {
-                        if a.output != Type::Int64 {
+                        if types && a.output != Type::Int64 {
                             return Err(format!("aggregate {n}: count yields int64, not {}", a.output));
                         }
                     }
@@ -223,7 +232,9 @@ pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Re
                     (f, None) => return Err(format!("aggregate {n}: {f:?} needs a value column")),
                     (f, Some(t)) => {
                         expect(i, Elem::of(t), &format!("the value of aggregate {n}"))?;
-                        check_agg_type(f, t, a.output).map_err(|m| format!("aggregate {n}: {m}"))?;
+                        if types {
+                            check_agg_type(f, t, a.output).map_err(|m| format!("aggregate {n}: {m}"))?;
+                        }
                         rank |= t == Type::String && matches!(f, AggFunc::Min | AggFunc::Max);
                         i += 1;
                         values += 1;
@@ -259,7 +270,7 @@ pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Re
             }
             at_least(*n_cols)?;
             let (cols, tables) = args.split_at(*n_cols);
-            if let Some(f) = filter {
+            if let (Some(f), true) = (filter, types) {
                 check_kexpr(f, cols, tables).map_err(|m| format!("the filter: {m}"))?;
                 if f.ty != Type::Bool {
                     return Err(format!("the filter is of type {}, not bool", f.ty));
@@ -276,20 +287,22 @@ pub fn kernel_outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel]) -> Re
             for (n, (a, e)) in aggs.iter().zip(exprs).enumerate() {
                 match (a.func, a.input, e) {
                     (AggFunc::Count, None, None) => {
-                        if a.output != Type::Int64 {
+                        if types && a.output != Type::Int64 {
                             return Err(format!("aggregate {n}: count yields int64, not {}", a.output));
                         }
                     }
                     (AggFunc::Count, _, _) => return Err(format!("aggregate {n}: count takes no value")),
                     (f, Some(t), Some(e)) => {
-                        check_kexpr(e, cols, tables).map_err(|m| format!("aggregate {n}: {m}"))?;
-                        if e.ty != t {
-                            return Err(format!("aggregate {n}: the value is of type {}, not {t}", e.ty));
-                        }
                         if t == Type::String && matches!(f, AggFunc::Min | AggFunc::Max) {
                             return Err(format!("aggregate {n}: {f:?} of strings is not fused"));
                         }
-                        check_agg_type(f, t, a.output).map_err(|m| format!("aggregate {n}: {m}"))?;
+                        if types {
+                            check_kexpr(e, cols, tables).map_err(|m| format!("aggregate {n}: {m}"))?;
+                            if e.ty != t {
+                                return Err(format!("aggregate {n}: the value is of type {}, not {t}", e.ty));
+                            }
+                            check_agg_type(f, t, a.output).map_err(|m| format!("aggregate {n}: {m}"))?;
+                        }
                     }
                     (f, _, _) => return Err(format!("aggregate {n}: {f:?} needs a value of its input type")),
                 }
@@ -494,5 +507,138 @@ fn bool_operand(a: &KExpr) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("a boolean operator has an operand of type {}", a.ty))
+    }
+}
+
+/// The contract of a launch, checked: the element types of `kernel`'s outputs for
+/// arguments of the element types and lengths `args`, or why the arguments do not fit
+/// it ([`kernel_outputs`], then [`check_lengths`]). The runtime checks every launch so
+/// before a backend sees it.
+pub fn check_args(kernel: &Kernel, args: &[(Elem, usize)], inputs: &[InputRel]) -> Result<Vec<Elem>, String> {
+    let elems: Vec<Elem> = args.iter().map(|a| a.0).collect();
+    let outs = kernel_outputs(kernel, &elems, inputs)?;
+    let lens: Vec<usize> = args.iter().map(|a| a.1).collect();
+    check_lengths(kernel, &lens)?;
+    Ok(outs)
+}
+
+/// The part of [`check_args`] a backend needs to read a launch's arguments safely: their
+/// number, element types and lengths, without the rules on the types of expressions and
+/// aggregates (which the backends' checked form and arithmetic handle more generally).
+/// Tests that compare backends on launches beyond the contract check this.
+pub fn check_shape(kernel: &Kernel, args: &[(Elem, usize)]) -> Result<Vec<Elem>, String> {
+    let elems: Vec<Elem> = args.iter().map(|a| a.0).collect();
+    let outs = outputs(kernel, &elems, &[], false)?;
+    let lens: Vec<usize> = args.iter().map(|a| a.1).collect();
+    check_lengths(kernel, &lens)?;
+    Ok(outs)
+}
+
+/// Checks the lengths of a launch's arguments against `kernel`'s contract: the groups of
+/// arguments it reads row by row have equal lengths, and the arguments of a fixed length
+/// (a `total` of one row, a `window` of two) have it. `lens` are the arguments' lengths,
+/// whose number and element types [`kernel_outputs`] has accepted. With the element
+/// types, this is everything a backend may assume of its arguments.
+pub fn check_lengths(kernel: &Kernel, lens: &[usize]) -> Result<(), String> {
+    let n = lens.len();
+    // Arguments `range` have one length, which `what` names.
+    let equal = |range: std::ops::Range<usize>, what: &str| -> Result<(), String> {
+        let range = range.start.min(n)..range.end.min(n);
+        let Some(&first) = lens.get(range.start) else {
+            return Ok(());
+        };
+        match lens[range.clone()].iter().position(|&l| l != first) {
+            Some(k) => Err(format!(
+                "{what}: argument {} has {} rows, but argument {} has {first}",
+                range.start + k,
+                lens[range.start + k],
+                range.start
+            )),
+            None => Ok(()),
+        }
+    };
+    let fixed = |i: usize, len: usize, what: &str| -> Result<(), String> {
+        match lens.get(i) {
+            Some(&l) if l != len => Err(format!("argument {i} ({what}) has {l} rows, but must have {len}")),
+            _ => Ok(()),
+        }
+    };
+    match kernel {
+        Kernel::LoadInput { .. } | Kernel::Const { .. } | Kernel::DictTable { .. } => Ok(()),
+        Kernel::Eval { n_cols, .. } | Kernel::FusedReduce { n_cols, .. } => equal(0..(*n_cols).min(n), "the columns"),
+        Kernel::StrFn { .. }
+        | Kernel::Compact
+        | Kernel::Slice { .. }
+        | Kernel::AdjacentDistinct
+        | Kernel::RepeatedKey { .. }
+        | Kernel::TrieBuild { .. }
+        | Kernel::RangeCount
+        | Kernel::MinRange { .. } => equal(0..n, "the columns"),
+        Kernel::Concat { parts, width } => {
+            for g in 0..*parts {
+                equal(g * width..(g + 1) * width, &format!("part {g}"))?;
+            }
+            Ok(())
+        }
+        Kernel::SortPerm { desc, .. } => equal(0..desc.len().min(n), "the keys"),
+        Kernel::JoinCount { nkeys } | Kernel::MatchFlags { nkeys, .. } => {
+            if *nkeys > 0 {
+                equal(0..*nkeys, "the left keys")?;
+                equal(*nkeys..2 * nkeys, "the right keys")?;
+            }
+            Ok(())
+        }
+        // Gathered columns may differ in length (each index is checked against each).
+        Kernel::ExclusiveScan | Kernel::RootRange | Kernel::Gather { .. } => Ok(()),
+        Kernel::JoinWrite { nkeys } => {
+            let k = if *nkeys == 0 { 2 } else { 2 * nkeys };
+            if *nkeys > 0 {
+                equal(0..*nkeys, "the left keys")?;
+                equal(*nkeys..k, "the right keys")?;
+            }
+            // The offsets are per left row.
+            if let (Some(&o), Some(&l)) = (lens.get(k), lens.first()) {
+                if o != l {
+                    return Err(format!(
+                        "the offsets (argument {k}) have {o} rows, but the left side has {l}"
+                    ));
+                }
+            }
+            fixed(k + 1, 1, "total")
+        }
+        Kernel::MergeUnion { width } => {
+            equal(0..*width, "the left columns")?;
+            equal(*width..2 * width, "the right columns")
+        }
+        Kernel::ReduceByKey { nkeys, aggs } => {
+            let values = aggs.iter().filter(|a| a.input.is_some()).count();
+            let cols = if *nkeys == 0 && values == 0 { 1 } else { nkeys + values };
+            equal(0..cols.min(n), "the keys and values")
+        }
+        Kernel::Expand => {
+            equal(0..2, "lo and the offsets")?;
+            fixed(2, 1, "total")?;
+            fixed(3, 2, "window")
+        }
+        // The runtime reads `prev` itself (no rows, or two).
+        Kernel::Window { .. } => fixed(0, 1, "total"),
+        Kernel::SortedSearch => equal(1..4, "lo, hi and the needles"),
+        Kernel::IntersectCount { ways } => {
+            // Every range has the rows of the first.
+            let rows = lens.get(1).copied().unwrap_or(0);
+            for w in 0..*ways {
+                for i in [3 * w + 1, 3 * w + 2] {
+                    match lens.get(i) {
+                        Some(&l) if l != rows => {
+                            return Err(format!(
+                                "the ranges: argument {i} has {l} rows, but argument 1 has {rows}"
+                            ))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Ok(())
+        }
     }
 }

@@ -44,6 +44,9 @@ impl std::fmt::Display for Type {
     }
 }
 
+/// The largest number of fraction digits of a decimal (of either width).
+pub const MAX_SCALE: u8 = 18;
+
 /// The largest unscaled magnitude of a 38-digit decimal (`WideDecimal`).
 pub const MAX_WIDE_DECIMAL: i128 = 10i128.pow(38) - 1;
 

@@ -3,8 +3,7 @@
 use crate::core::{Type, Value, MAX_DECIMAL, MAX_WIDE_DECIMAL};
 use fox_syntax::ast::Lit;
 
-/// The largest decimal scale (fraction digits) a type may have.
-pub(crate) const MAX_SCALE: u8 = 18;
+pub(crate) use crate::core::MAX_SCALE;
 
 /// The type names a declaration may use, for suggestions.
 pub(crate) const TYPE_NAMES: &[&str] = &[

@@ -3,5 +3,6 @@
 //! package keeps the build short, and libtest runs the tests of every area in parallel.
 
 mod common;
+mod contracts;
 mod plans;
 mod validate;
