@@ -144,9 +144,28 @@ pub trait Backend {
     fn upload(&mut self, col: HostCol) -> Result<DevBuf, BackendError>;
     fn download(&mut self, buf: &DevBuf) -> Result<HostCol, BackendError>;
     /// Runs `kernel` on `args` and returns its outputs, allocated by the backend with the
-    /// lengths the kernel's contract gives. Arguments are checked (count, element types,
-    /// lengths) and a mismatch is an error, not a panic.
+    /// lengths the kernel's contract gives. The runtime has checked the arguments' number,
+    /// element types and lengths against the contract ([`crate::check_launch`]) and a
+    /// backend relies on that; what the contract says of their values (sorted keys, an
+    /// exclusive scan, indices in range) a backend checks where a plan edited by hand could
+    /// break it, and a violation is an error, not a panic.
+    /// A composite kernel (`FusedReduce`: one `fox_kernel::expand` expands) a backend
+    /// launches through [`crate::launch_kernel`], which offers it to
+    /// [`Backend::launch_composite`] and runs its expansion when the backend declines.
     fn launch(&mut self, kernel: &Kernel, args: &[&DevBuf], ctx: &dyn LaunchCtx) -> Result<Vec<DevBuf>, BackendError>;
+    /// Runs a composite kernel in one piece and returns its outputs, or `Ok(None)` when
+    /// the backend declines it (it has no such kernel, or cannot settle this launch
+    /// exactly: a row that fails, too many groups, a result out of range): then the
+    /// runtime runs the kernel's expansion, whose results and errors are the contract's.
+    /// A backend that declines leaves nothing allocated. The default declines.
+    fn launch_composite(
+        &mut self,
+        _kernel: &Kernel,
+        _args: &[&DevBuf],
+        _ctx: &dyn LaunchCtx,
+    ) -> Result<Option<Vec<DevBuf>>, BackendError> {
+        Ok(None)
+    }
     fn free(&mut self, buf: DevBuf);
     /// Waits until all launched work is done (for timing).
     fn sync(&mut self) -> Result<(), BackendError>;

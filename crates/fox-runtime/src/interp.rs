@@ -140,6 +140,34 @@ impl LaunchCtx for DictCtx<'_> {
 }
 
 /// Where an instruction is, for messages.
+/// Checks the arguments of a launch against `kernel`'s contract (their number, element
+/// types and lengths: `fox_kernel::check_args`) and the element types of the outputs
+/// the plan declares: what every backend may assume of a launch.
+pub fn check_launch(
+    kernel: &Kernel,
+    args: &[&DevBuf],
+    out_elems: &[Elem],
+    inputs: &[fox_kernel::InputRel],
+) -> Result<(), String> {
+    let shapes: Vec<(Elem, usize)> = args.iter().map(|a| (a.elem, a.len)).collect();
+    let want = fox_kernel::check_args(kernel, &shapes, inputs)?;
+    if want.len() != out_elems.len() {
+        return Err(format!(
+            "the kernel has {} outputs, the plan names {}",
+            want.len(),
+            out_elems.len()
+        ));
+    }
+    if let Some(k) = (0..want.len()).find(|&k| want[k] != out_elems[k]) {
+        return Err(format!(
+            "output {k} is declared {}, but the kernel produces {}",
+            out_elems[k].name(),
+            want[k].name()
+        ));
+    }
+    Ok(())
+}
+
 fn at(plan: &KernelPlan, block: usize, i: usize) -> String {
     format!("block `{}` ({}), instruction {}", plan.blocks[block].label, block, i)
 }
@@ -874,6 +902,9 @@ impl Interp<'_> {
                 .iter()
                 .map(|&s| &self.slots[s].as_ref().expect("occupied").0)
                 .collect();
+            // The one check of a launch's arguments: backends rely on it.
+            check_launch(kernel, &refs, &out_elems, &plan.inputs)
+                .map_err(|m| RuntimeError::Plan(format!("{}: {m}", what())))?;
             let ctx = DictCtx(
                 &self.dict,
                 self.cancel.as_ref().map_or(crate::cancel::never(), |t| t.flag()),
@@ -886,8 +917,7 @@ impl Interp<'_> {
                 self.device_time = device;
                 outs
             } else {
-                self.backend
-                    .launch(kernel, &refs, &ctx)
+                crate::launch_kernel(&mut *self.backend, kernel, &refs, &ctx)
                     .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?
             }
         };

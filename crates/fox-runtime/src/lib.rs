@@ -3,12 +3,15 @@
 //!
 //! This crate never contains a kernel algorithm: kernels run on a backend. The host-side
 //! instructions (`LoadInput`, `Const`, `DictTable`, `StrFn`) are data preparation and
-//! dictionary work, which the runtime does itself and uploads.
+//! dictionary work, which the runtime does itself and uploads. The runtime checks every
+//! launch's arguments against the kernel's contract ([`check_launch`]) and runs the
+//! expansion of a composite kernel a backend declines ([`launch_kernel`]).
 
 pub mod alloc;
 pub use alloc::meminfo;
 pub mod backend;
 pub mod cancel;
+mod composite;
 pub mod database;
 pub mod dict;
 pub mod graph;
@@ -22,9 +25,10 @@ pub mod tpch;
 
 pub use backend::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};
 pub use cancel::CancelToken;
+pub use composite::launch_kernel;
 pub use database::{CancellableProgress, DataSource, Database, LoadProgress, NoProgress, Resident};
 pub use dict::Dictionary;
-pub use interp::{run, run_resident};
+pub use interp::{check_launch, run, run_resident};
 pub use outfile::{write_bytes, write_file, OutputFiles, WriteError};
 pub use output::{
     format_table, format_table_max, format_value, write_all, write_csv, write_csv_all, write_csv_to, Format,

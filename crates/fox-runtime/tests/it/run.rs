@@ -3,11 +3,11 @@
 //! and clean errors for inconsistent plans.
 
 use fox_kernel::{
-    Block, BlockId, BufId, BufVar, DictOp, Elem, InputRel, Instr, Kernel, KernelPlan, StrFunc, Terminator,
-    KERNEL_PLAN_VERSION,
+    Block, BlockId, BufId, BufVar, DictOp, Elem, InputRel, Instr, KExpr, KExprKind, Kernel, KernelPlan, StrFunc,
+    Terminator, KERNEL_PLAN_VERSION,
 };
 use fox_runtime::{run, Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats, RunOptions, RuntimeError};
-use fox_sema::core::{Column, Type, Value};
+use fox_sema::core::{ArithOp, Column, Type, Value};
 use std::collections::HashMap;
 
 /// Stores uploaded columns and counts bytes; runs no kernel.
@@ -482,6 +482,82 @@ fn inconsistent_plans_are_clean_errors() {
     assert!(e.contains("output 1 is I32 but buffer `a` (b0) is declared F64"), "{e}");
 }
 
+/// `b0 := const(rows i32 rows)`, one per row count, then `launch` over them.
+fn consts_then(rows: &[usize], kernel: Kernel, args: &[u32], outs: &[(Elem, u32)]) -> KernelPlan {
+    let mut bufs: Vec<BufVar> = (0..rows.len())
+        .map(|i| buf(&format!("c{i}"), Elem::I32, Some(Type::Int32)))
+        .collect();
+    let mut instrs: Vec<Instr> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            launch(
+                Kernel::Const {
+                    types: vec![Type::Int32],
+                    rows: (0..n).map(|r| vec![Value::Int32(r as i32)]).collect(),
+                },
+                &[],
+                &[i as u32],
+            )
+        })
+        .collect();
+    for &(e, _) in outs {
+        bufs.push(buf(&format!("o{}", bufs.len()), e, None));
+    }
+    let out_ids: Vec<u32> = outs.iter().map(|o| o.1).collect();
+    instrs.push(launch(kernel, args, &out_ids));
+    plan(bufs, vec![], instrs)
+}
+
+#[test]
+fn launch_arguments_are_checked_against_the_contract_before_any_backend() {
+    // Columns of an expression of different lengths: the store backend runs no `Eval`,
+    // so the error can only be the runtime's.
+    let sum = KExpr {
+        kind: KExprKind::Arith(
+            ArithOp::Add,
+            Box::new(KExpr {
+                kind: KExprKind::Col(0),
+                ty: Type::Int32,
+            }),
+            Box::new(KExpr {
+                kind: KExprKind::Col(1),
+                ty: Type::Int32,
+            }),
+        ),
+        ty: Type::Int32,
+    };
+    let e = plan_error(&consts_then(
+        &[2, 3],
+        Kernel::Eval { expr: sum, n_cols: 2 },
+        &[0, 1],
+        &[(Elem::I32, 2)],
+    ));
+    assert_eq!(
+        e,
+        "inconsistent plan: block `main` (0), instruction 2 (eval): the columns: argument 1 has 3 rows, but argument 0 has 2"
+    );
+    // Too few arguments, and arguments of the wrong element type.
+    let e = plan_error(&consts_then(&[2], Kernel::Compact, &[0], &[(Elem::I32, 1)]));
+    assert!(
+        e.contains("instruction 1 (compact): takes at least 2 arguments, found 1"),
+        "{e}"
+    );
+    let e = plan_error(&consts_then(&[2, 2], Kernel::Compact, &[0, 1], &[(Elem::I32, 2)]));
+    assert!(e.contains("argument 0 (flags) must be U8, found I32"), "{e}");
+    // An output declared with another element type than the kernel's.
+    let e = plan_error(&consts_then(
+        &[2],
+        Kernel::Slice { start: 0, len: 1 },
+        &[0],
+        &[(Elem::I64, 1)],
+    ));
+    assert!(
+        e.contains("output 0 is declared i64, but the kernel produces i32"),
+        "{e}"
+    );
+}
+
 #[test]
 fn a_loop_runs_until_its_buffers_are_empty() {
     // b0 := {1}; loop: output, then b0 := {} — the body runs once, then exits.
@@ -763,7 +839,7 @@ fn what_a_launch_returns_once_the_run_is_cancelled_is_discarded() {
     ];
     let instrs = vec![
         one_const(),
-        launch(Kernel::Compact, &[0], &[1]),
+        launch(Kernel::Slice { start: 0, len: 1 }, &[0], &[1]),
         output("o", vec![col("x", Type::Int32)], &[1], vec![], None),
         Instr::Free { buf: BufId(0) },
         Instr::Free { buf: BufId(1) },
