@@ -9,6 +9,9 @@
 #include <vector>
 #include <algorithm>
 #include <cuda_runtime.h>
+// The error code fox-cuda puts in the prelude of kernels/scan.cu (k_scan.rs); the tile
+// sizes come from the command line.
+#define ERR_OVERFLOW 3ULL
 #include "kernels/scan.cu"
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1);} } while (0)

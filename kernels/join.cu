@@ -2,47 +2,19 @@
 // first pass) and merge union positions.
 //
 // Multi-column keys are described by a descriptor in device memory, copied into shared
-// memory at the start of each kernel: `desc[0..k]` are element type codes (0 u8, 1 i32,
-// 2 u32, 3 i64, 4 u64, 5 f64, 6 the high word of an i128, 7 the low word of an i128),
-// then one group of `k` column pointers per side (`desc[k + g*k + c]`; an i128 column is
-// two key words, codes 6 and 7, with the same pointer). Every value is compared through an
-// order-preserving u64 image (signed integers with the sign bit flipped, floats by total
-// order with NaN last), the order fox-cpu uses.
+// memory at the start of each kernel: `desc[0..k]` are element type codes (T_U8 …
+// T_I128 of common.cuh; an i128 column is two key words, T_I128 and T_I128_LO, with the
+// same pointer), then one group of `k` column pointers per side (`desc[k + g*k + c]`).
+// Every value is compared through its order-preserving u64 image (`okey`), the order
+// fox-cpu uses.
 
-#define BLOCK 256
-
-typedef unsigned long long u64;
-
-__device__ __forceinline__ u64 okey(u64 p, u64 t, u64 i) {
-    switch (t) {
-    case 0:
-        return ((const unsigned char*)p)[i];
-    case 1:
-        return (u64)((unsigned)((const int*)p)[i] ^ 0x80000000u);
-    case 2:
-        return ((const unsigned*)p)[i];
-    case 3:
-        return (u64)((const long long*)p)[i] ^ 0x8000000000000000ull;
-    case 4:
-        return ((const u64*)p)[i];
-    case 6:
-        return (u64)((const long long*)p)[2 * i + 1] ^ 0x8000000000000000ull;
-    case 7:
-        return ((const u64*)p)[2 * i];
-    default: {
-        double x = ((const double*)p)[i];
-        if (x != x) return ~0ull;
-        u64 b = (u64)__double_as_longlong(x);
-        return (b >> 63) ? ~b : (b | 0x8000000000000000ull);
-    }
-    }
-}
+#include "common.cuh"
 
 // Lexicographic comparison of row i of group ga with row j of group gb: -1, 0 or 1.
 __device__ __forceinline__ int cmp_rows(const u64* sd, int k, int ga, u64 i, int gb, u64 j) {
     for (int c = 0; c < k; ++c) {
-        u64 a = okey(sd[k + ga * k + c], sd[c], i);
-        u64 b = okey(sd[k + gb * k + c], sd[c], j);
+        u64 a = okey((const void*)sd[k + ga * k + c], (int)sd[c], i);
+        u64 b = okey((const void*)sd[k + gb * k + c], (int)sd[c], j);
         if (a != b) return a < b ? -1 : 1;
     }
     return 0;
@@ -62,11 +34,6 @@ __device__ __forceinline__ u64 search(const u64* sd, int k, int g, u64 lo, u64 h
 __device__ __forceinline__ void load_desc(u64* sd, const u64* desc, int n) {
     for (int t = threadIdx.x; t < n; t += blockDim.x) sd[t] = desc[t];
     __syncthreads();
-}
-
-__device__ __forceinline__ void set_err(u64* err, u64 code, u64 row, u64 detail) {
-    atomicMin(err + 1, row);
-    if (atomicCAS(err, 0ull, code) == 0ull) err[2] = detail;
 }
 
 // out[start + t] = v_t for t < n (n <= 16): builds key descriptors without host copies.

@@ -1,20 +1,10 @@
 // Data movement: gather (with a shift and a bounds check), range counts of the leapfrog
 // triejoin levels. Concat and Slice are device-to-device copies issued by the host.
 //
-// Error word (unsigned long long err[4]): err[0] = code (set with atomicCAS from 0),
-// err[1] = smallest failing key (atomicMin; the host resets it to ~0 before the launch),
-// err[2], err[3] = details.
+// Errors go to the error word of common.cuh (`report_err`), keyed by the failing key;
+// their codes, ERR_INDEX and ERR_RANGE, come with the prelude (k_move.rs).
 
-#define ERR_INDEX 1ULL
-#define ERR_RANGE 2ULL
-
-typedef unsigned long long u64;
-typedef unsigned int u32;
-
-__device__ __forceinline__ void report_err(u64* err, u64 code, u64 key) {
-    atomicMin(&err[1], key);
-    atomicCAS(&err[0], 0ULL, code);
-}
+#include "common.cuh"
 
 // out[i] = col[idx[i] + shift] for i < n. An index at or beyond col_len records
 // (column << 40 | row) in the error word and writes 0. Four indices per step (one 16-byte

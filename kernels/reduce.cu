@@ -12,46 +12,13 @@
 // sum might leave it) is summed once more by one thread in row order with checked
 // additions. Otherwise no running sum can overflow and the wrapped 128-bit sum is exact.
 //
-// Type codes: 0 u8, 1 i32, 2 u32, 3 i64, 4 u64, 5 f64, 6 i128 (in key descriptors: the
-// high word, signed), 7 the low word of an i128 (key descriptors only). Error codes: 1 the
-// result does not fit the output type, 2 a string code outside the rank table.
+// Type codes: those of common.cuh (in key descriptors an i128 is two words, T_I128 and
+// T_I128_LO). Error codes: 1 the result does not fit the output type, 2 a string code
+// outside the rank table.
 
-#define BLOCK 256
+#include "common.cuh"
+
 #define PIECE 1024
-
-typedef unsigned long long u64;
-typedef __int128 i128;
-typedef unsigned __int128 u128;
-
-__device__ __forceinline__ u64 okey(const void* p, int t, u64 i) {
-    switch (t) {
-    case 0:
-        return ((const unsigned char*)p)[i];
-    case 1:
-        return (u64)((unsigned)((const int*)p)[i] ^ 0x80000000u);
-    case 2:
-        return ((const unsigned*)p)[i];
-    case 3:
-        return (u64)((const long long*)p)[i] ^ 0x8000000000000000ull;
-    case 4:
-        return ((const u64*)p)[i];
-    case 6:
-        return (u64)((const long long*)p)[2 * i + 1] ^ 0x8000000000000000ull;
-    case 7:
-        return ((const u64*)p)[2 * i];
-    default: {
-        double x = ((const double*)p)[i];
-        if (x != x) return ~0ull;
-        u64 b = (u64)__double_as_longlong(x);
-        return (b >> 63) ? ~b : (b | 0x8000000000000000ull);
-    }
-    }
-}
-
-__device__ __forceinline__ void set_err(u64* err, u64 code, u64 row, u64 detail) {
-    atomicMin(err + 1, row);
-    if (atomicCAS(err, 0ull, code) == 0ull) err[2] = detail;
-}
 
 // out[start + t] = v_t for t < n (n <= 16).
 extern "C" __global__ void fill_desc(u64* out, unsigned start, unsigned n, u64 v0, u64 v1, u64 v2, u64 v3, u64 v4,
@@ -121,7 +88,7 @@ __device__ __forceinline__ i128 shfl_down_i128(i128 v, int d) {
     return (i128)(((u128)hi << 64) | lo);
 }
 
-// One warp per piece: the exact sum of an i32 (t == 1) or i64 (t == 3) column over the
+// One warp per piece: the exact sum of an i32 (T_I32) or i64 (T_I64) column over the
 // piece, as two u64 words (low, high) in partial[2p], partial[2p+1].
 extern "C" __global__ void __launch_bounds__(BLOCK)
     piece_sum(const void* col, int t, const unsigned* starts, const u64* poff, u64 ng, u64 n, u64 np,
@@ -132,7 +99,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
     u64 a, b;
     piece_rows(starts, poff, ng, n, p, &a, &b);
     i128 s = 0;
-    if (t == 1) {
+    if (t == T_I32) {
         const int* v = (const int*)col;
         for (u64 i = a + lane; i < b; i += 32) s += (i128)v[i];
     } else {

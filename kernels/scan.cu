@@ -1,25 +1,15 @@
 // Exclusive scan of u64 counts (single pass, decoupled look-back) and stream compaction
 // (per-tile counts, a scan of the counts, an order-preserving scatter per column).
 //
-// Error word (unsigned long long err[4]): err[0] = code (set with atomicCAS from 0),
-// err[1] = smallest failing row (atomicMin; the host resets it to ~0 before the launch),
-// err[2], err[3] = details.
+// Errors go to the error word of common.cuh (`report_err`); ERR_OVERFLOW and the tile
+// sizes the host uses too come with the prelude (k_scan.rs).
 
 #include <cub/block/block_load.cuh>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/block/block_store.cuh>
 
-#define ERR_OVERFLOW 3ULL
-
-typedef unsigned long long u64;
-typedef unsigned int u32;
-typedef unsigned char u8;
-
-__device__ __forceinline__ void report_err(u64* err, u64 code, u64 row) {
-    atomicMin(&err[1], row);
-    atomicCAS(&err[0], 0ULL, code);
-}
+#include "common.cuh"
 
 // ---- exclusive scan ----------------------------------------------------------------------
 //
@@ -32,12 +22,7 @@ struct U64Add {
     __device__ __forceinline__ u64 operator()(const u64& a, const u64& b) const { return a + b; }
 };
 
-#ifndef SCAN_THREADS
-#define SCAN_THREADS 128
-#endif
-#ifndef SCAN_ITEMS
-#define SCAN_ITEMS 20
-#endif
+// SCAN_THREADS and SCAN_ITEMS come with the prelude (k_scan.rs).
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
 
 // Tile status: one 16-byte word per tile, {flag, value}, written and read with a single
@@ -164,12 +149,7 @@ extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
 
 // ---- compaction --------------------------------------------------------------------------
 
-#ifndef CPT_THREADS
-#define CPT_THREADS 128
-#endif
-#ifndef CPT_ITEMS
-#define CPT_ITEMS 16
-#endif
+// CPT_THREADS and CPT_ITEMS come with the prelude (k_scan.rs).
 #define CPT_TILE (CPT_THREADS * CPT_ITEMS)
 
 // The CPT_ITEMS flags of this thread (blocked: flags base + tid * CPT_ITEMS ..), 0 past

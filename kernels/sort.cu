@@ -10,25 +10,14 @@
 // is stable, so the result orders rows lexicographically and keeps equal rows in input
 // order.
 //
-// Error word (unsigned long long err[4]): err[0] = code (set with atomicCAS from 0),
-// err[1] = smallest failing row (atomicMin; the host resets it to ~0 before the launch),
-// err[2], err[3] = details.
+// Errors go to the error word of common.cuh (`report_err`); ERR_INDEX and the tile sizes
+// the host uses too come with the prelude (k_sort.rs).
 
 #include <cub/block/block_load.cuh>
 #include <cub/block/block_radix_rank.cuh>
 #include <cub/block/block_scan.cuh>
 
-#define ERR_INDEX 1ULL
-
-typedef unsigned long long u64;
-typedef unsigned int u32;
-typedef unsigned char u8;
-typedef unsigned __int128 u128;
-
-__device__ __forceinline__ void report_err(u64* err, u64 code, u64 row) {
-    atomicMin(&err[1], row);
-    atomicCAS(&err[0], 0ULL, code);
-}
+#include "common.cuh"
 
 // ---- key transformation ------------------------------------------------------------------
 
@@ -214,7 +203,7 @@ extern "C" __global__ void __launch_bounds__(256)
 
 // ---- onesweep pass ---------------------------------------------------------------------------
 
-#define SWEEP_THREADS 384
+// SWEEP_THREADS, SWEEP_ITEMS_32 and SWEEP_ITEMS_64 come with the prelude (k_sort.rs).
 #define SWEEP_WARPS (SWEEP_THREADS / 32)
 #define RADIX_BITS 8
 #define RADIX_DIGITS 256
@@ -387,9 +376,6 @@ __device__ __forceinline__ void onesweep_impl(const K* __restrict__ keys_in, con
         if (r < valid) vals_out[dst[j]] = smem.vals[r];
     }
 }
-
-#define SWEEP_ITEMS_32 23
-#define SWEEP_ITEMS_64 15
 
 extern "C" __global__ void __launch_bounds__(SWEEP_THREADS)
     onesweep_u32(const u32* keys_in, const u32* vals_in, u32* keys_out, u32* vals_out, u64 n, u32 shift,

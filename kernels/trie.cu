@@ -1,39 +1,18 @@
 // Leapfrog-triejoin levels: trie construction, load-balanced expansion (also the write
 // pass of sort-merge joins), and search in sorted trie levels.
 //
-// Values are compared through an order-preserving u64 image (type codes: 0 u8, 1 i32,
-// 2 u32, 3 i64, 4 u64, 5 f64; floats by total order with NaN last), as fox-cpu does; i128
-// values (type code 6) through an order-preserving u128 image.
+// Values are compared through their order-preserving u64 image (`okey` of common.cuh,
+// by type code; floats by total order with NaN last), as fox-cpu does; i128 values
+// (T_I128) through an order-preserving u128 image.
 
-#define BLOCK 256
-#define EXPAND_ITEMS 4
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include "common.cuh"
+
+// EXPAND_ITEMS, IC_MAX_WAYS, ICH_ITEMS and IC2_ITEMS, the sizes the host uses too, come
+// with the prelude (k_join.rs, k_trie.rs).
 #define EXPAND_TILE (BLOCK * EXPAND_ITEMS)
-
-typedef unsigned long long u64;
-typedef unsigned __int128 u128;
-
-__device__ __forceinline__ u64 okey(const void* p, int t, u64 i) {
-    switch (t) {
-    case 0:
-        return ((const unsigned char*)p)[i];
-    case 1:
-        return (u64)((unsigned)((const int*)p)[i] ^ 0x80000000u);
-    case 2:
-        return ((const unsigned*)p)[i];
-    case 3:
-        return (u64)((const long long*)p)[i] ^ 0x8000000000000000ull;
-    case 4:
-        return ((const u64*)p)[i];
-    case 6:  // the high word of an i128
-        return (u64)((const long long*)p)[2 * i + 1] ^ 0x8000000000000000ull;
-    default: {
-        double x = ((const double*)p)[i];
-        if (x != x) return ~0ull;
-        u64 b = (u64)__double_as_longlong(x);
-        return (b >> 63) ? ~b : (b | 0x8000000000000000ull);
-    }
-    }
-}
 
 // The order-preserving image of i128 value i (sign bit flipped).
 __device__ __forceinline__ u128 okey128(const void* p, u64 i) {
@@ -41,19 +20,14 @@ __device__ __forceinline__ u128 okey128(const void* p, u64 i) {
     return ((u128)(w[2 * i + 1] ^ 0x8000000000000000ull) << 64) | (u128)w[2 * i];
 }
 
-// The comparison key of value i of type code T: u128 for i128 (T == 6), else u64.
+// The comparison key of value i of type code T: u128 for i128 (T_I128), else u64.
 template <int T>
 __device__ __forceinline__ auto tkey(const void* p, u64 i) {
-    if constexpr (T == 6) {
+    if constexpr (T == T_I128) {
         return okey128(p, i);
     } else {
         return okey(p, T, i);
     }
-}
-
-__device__ __forceinline__ void set_err(u64* err, u64 code, u64 row, u64 detail) {
-    atomicMin(err + 1, row);
-    if (atomicCAS(err, 0ull, code) == 0ull) err[2] = detail;
 }
 
 // out[i] = i.
@@ -66,7 +40,7 @@ extern "C" __global__ void iota_u32(unsigned* out, u64 n) {
 extern "C" __global__ void trie_flags(const unsigned char* prev, const void* col, int t, u64 n, unsigned char* out) {
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
         bool f = i == 0 || (prev != 0 && prev[i] != 0) || okey(col, t, i) != okey(col, t, i - 1) ||
-                 (t == 6 && ((const u64*)col)[2 * i] != ((const u64*)col)[2 * i - 2]);
+                 (t == T_I128 && ((const u64*)col)[2 * i] != ((const u64*)col)[2 * i - 2]);
         out[i] = (unsigned char)f;
     }
 }
@@ -207,7 +181,7 @@ __device__ __forceinline__ void sorted_search_impl(const void* values, u64 nv, i
 
 extern "C" __global__ void sorted_search(const void* values, u64 nv, int t, const unsigned* lo, const unsigned* hi,
                                          const void* needle, u64 n, unsigned char* found, unsigned* pos, u64* err) {
-    if (t == 6) {
+    if (t == T_I128) {
         sorted_search_impl<u128>(values, nv, t, lo, hi, needle, n, found, pos, err);
     } else {
         sorted_search_impl<u64>(values, nv, t, lo, hi, needle, n, found, pos, err);
@@ -216,8 +190,7 @@ extern "C" __global__ void sorted_search(const void* values, u64 nv, int t, cons
 
 // IntersectCount. desc holds, for `ways` ways, the pointers of their values, lo and hi
 // columns and the lengths of their values: desc[w], desc[ways + w], desc[2 ways + w],
-// desc[3 ways + w].
-#define IC_MAX_WAYS 16
+// desc[3 ways + w]. At most IC_MAX_WAYS ways.
 
 // Per row: work = the size of the smallest range, lead = its way. A range outside its
 // values is error code 1 (detail: lo, row: the row).
@@ -244,17 +217,13 @@ extern "C" __global__ void ic_work(const u64* desc, int ways, u64 n, u64* work, 
     }
 }
 
+// The block-wide sum of the threads' counts (exact in 64 bits).
+typedef cub::BlockReduce<u64, BLOCK> CountReduce;
+
 // Adds the block's counts (one per thread) to *out; every thread of the block calls it.
-// `warp` is scratch of BLOCK / 32 words.
-__device__ __forceinline__ void block_count_add(unsigned cnt, u64* warp, u64* out) {
-    for (int d = 16; d > 0; d >>= 1) cnt += __shfl_down_sync(0xffffffffu, cnt, d);
-    if ((threadIdx.x & 31) == 0) warp[threadIdx.x >> 5] = cnt;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        u64 sum = 0;
-        for (int w = 0; w < BLOCK / 32; ++w) sum += warp[w];
-        if (sum) atomicAdd((unsigned long long*)out, (unsigned long long)sum);
-    }
+__device__ __forceinline__ void block_count_add(unsigned cnt, CountReduce::TempStorage& tmp, u64* out) {
+    const u64 sum = CountReduce(tmp).Sum((u64)cnt);
+    if (threadIdx.x == 0 && sum) atomicAdd((unsigned long long*)out, (unsigned long long)sum);
 }
 
 // Whether `key` is among the values of way w's range of row r (binary search); desc as
@@ -285,7 +254,7 @@ __device__ __forceinline__ void ic_count_impl(const u64* desc, int ways, const u
                                               u64 n, u64 total, const unsigned* tstart, u64 ntiles, u64* out) {
     __shared__ u64 s_r0, s_r1;
     __shared__ u64 s_desc[3 * IC_MAX_WAYS];
-    __shared__ u64 s_warp[BLOCK / 32];
+    __shared__ CountReduce::TempStorage s_reduce;
     __shared__ u64 s_off[ICC_ROWS];
     const u64 t0 = (u64)blockIdx.x * EXPAND_TILE;
     if (t0 >= total) return;
@@ -326,7 +295,7 @@ __device__ __forceinline__ void ic_count_impl(const u64* desc, int ways, const u
             cnt += all ? 1u : 0u;
         }
     }
-    block_count_add(cnt, s_warp, out);
+    block_count_add(cnt, s_reduce, out);
 }
 
 #define IC_COUNT_KERNEL(NAME, T)                                                                          \
@@ -335,13 +304,13 @@ __device__ __forceinline__ void ic_count_impl(const u64* desc, int ways, const u
              const unsigned* tstart, u64 ntiles, u64* out) {                                             \
         ic_count_impl<T>(desc, ways, offsets, lead, n, total, tstart, ntiles, out);                      \
     }
-IC_COUNT_KERNEL(ic_count_t0, 0)
-IC_COUNT_KERNEL(ic_count_t1, 1)
-IC_COUNT_KERNEL(ic_count_t2, 2)
-IC_COUNT_KERNEL(ic_count_t3, 3)
-IC_COUNT_KERNEL(ic_count_t4, 4)
-IC_COUNT_KERNEL(ic_count_t5, 5)
-IC_COUNT_KERNEL(ic_count_t6, 6)
+IC_COUNT_KERNEL(ic_count_u8, T_U8)
+IC_COUNT_KERNEL(ic_count_i32, T_I32)
+IC_COUNT_KERNEL(ic_count_u32, T_U32)
+IC_COUNT_KERNEL(ic_count_i64, T_I64)
+IC_COUNT_KERNEL(ic_count_u64, T_U64)
+IC_COUNT_KERNEL(ic_count_f64, T_F64)
+IC_COUNT_KERNEL(ic_count_i128, T_I128)
 
 // ---- IntersectCount with a shared way ---------------------------------------------------
 //
@@ -402,29 +371,20 @@ extern "C" __global__ void ic_split(const u64* desc, int ways, int s, u64 n, uns
     }
 }
 
-#define ICH_ITEMS 32
 #define ICH_TILE (BLOCK * ICH_ITEMS)
 #define ICH_PIECE 256
 #define ICH_UNROLL 4
 
+// The block-wide exclusive prefix sum of the threads' values.
+typedef cub::BlockScan<unsigned, BLOCK, cub::BLOCK_SCAN_WARP_SCANS> CountScan;
+
 // The exclusive prefix sum of v over the block's threads, written to out[threadIdx.x];
-// returns the block's total (every thread). `warp_sum` is scratch of BLOCK / 32 words.
-__device__ __forceinline__ unsigned block_exclusive_sum(unsigned v, unsigned* out, unsigned* warp_sum) {
-    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    unsigned x = v;
-    for (int d = 1; d < 32; d <<= 1) {
-        unsigned y = __shfl_up_sync(0xffffffffu, x, d);
-        if (lane >= (unsigned)d) x += y;
-    }
-    if (lane == 31) warp_sum[warp] = x;
-    __syncthreads();
-    unsigned before = 0, total = 0;
-    for (int w = 0; w < BLOCK / 32; ++w) {
-        const unsigned ws = warp_sum[w];
-        if (w < (int)warp) before += ws;
-        total += ws;
-    }
-    out[threadIdx.x] = before + x - v;
+// returns the block's total (every thread). Every thread of the block calls it; `tmp`
+// may be used again once it returns.
+__device__ __forceinline__ unsigned block_exclusive_sum(unsigned v, unsigned* out, CountScan::TempStorage& tmp) {
+    unsigned x, total;
+    CountScan(tmp).ExclusiveSum(v, x, total);
+    out[threadIdx.x] = x;
     __syncthreads();
     return total;
 }
@@ -474,9 +434,9 @@ __device__ __forceinline__ void ic_hash_impl(const u64* desc, int ways, int s, c
     __shared__ u64 s_desc[3 * IC_MAX_WAYS];
     __shared__ u64 s_r0, s_r1, s_next;
     __shared__ int s_marked;
-    __shared__ u64 s_warp[BLOCK / 32];
+    __shared__ CountReduce::TempStorage s_reduce;
     __shared__ unsigned s_pstart[BLOCK];
-    __shared__ unsigned s_warp_sum[BLOCK / 32];
+    __shared__ CountScan::TempStorage s_scan;
     __shared__ u64 s_os[BLOCK], s_oe[BLOCK], s_base[BLOCK];
     __shared__ unsigned char s_lead[BLOCK];
     const K EMPTY = (K)~(K)0;
@@ -534,7 +494,7 @@ __device__ __forceinline__ void ic_hash_impl(const u64* desc, int ways, int s, c
                     }
                 }
                 const unsigned np = (unsigned)((oe - os + ICH_PIECE - 1) / ICH_PIECE);
-                const unsigned pieces = block_exclusive_sum(np, s_pstart, s_warp_sum);
+                const unsigned pieces = block_exclusive_sum(np, s_pstart, s_scan);
                 s_os[threadIdx.x] = os;
                 s_oe[threadIdx.x] = oe;
                 __syncthreads();
@@ -595,24 +555,24 @@ __device__ __forceinline__ void ic_hash_impl(const u64* desc, int ways, int s, c
         if (next >= r1) break;
         row = next;
     }
-    block_count_add(cnt, s_warp, out);
+    block_count_add(cnt, s_reduce, out);
 }
 
-// One kernel per type code (t = 0 u8 … 5 f64): values of at most 32 bits get tables of
+// One kernel per element type but i128 (T_U8 … T_F64): values of at most 32 bits get tables of
 // u32 keys for ranges of way s of at most 4096 values, 64-bit values tables of u64 keys for
-// at most 2048. i128 values are not hashed (their rows are searched: ic_count_t6).
+// at most 2048. i128 values are not hashed (their rows are searched: ic_count_i128).
 #define IC_HASH_KERNEL(NAME, K, CAP, T)                                                                     \
     extern "C" __global__ void __launch_bounds__(BLOCK)                                                    \
         NAME(const u64* desc, int ways, int s, const u64* offsets, const unsigned char* lead, u64 n, u64 total, \
              const unsigned* tstart, u64 ntiles, u64* out) {                                                \
         ic_hash_impl<K, CAP, T>(desc, ways, s, offsets, lead, n, total, tstart, ntiles, out);              \
     }
-IC_HASH_KERNEL(ic_hash_t0, unsigned, 4096, 0)
-IC_HASH_KERNEL(ic_hash_t1, unsigned, 4096, 1)
-IC_HASH_KERNEL(ic_hash_t2, unsigned, 4096, 2)
-IC_HASH_KERNEL(ic_hash_t3, u64, 2048, 3)
-IC_HASH_KERNEL(ic_hash_t4, u64, 2048, 4)
-IC_HASH_KERNEL(ic_hash_t5, u64, 2048, 5)
+IC_HASH_KERNEL(ic_hash_u8, unsigned, 4096, T_U8)
+IC_HASH_KERNEL(ic_hash_i32, unsigned, 4096, T_I32)
+IC_HASH_KERNEL(ic_hash_u32, unsigned, 4096, T_U32)
+IC_HASH_KERNEL(ic_hash_i64, u64, 2048, T_I64)
+IC_HASH_KERNEL(ic_hash_u64, u64, 2048, T_U64)
+IC_HASH_KERNEL(ic_hash_f64, u64, 2048, T_F64)
 
 // ---- IntersectCount of two ways: each row's smaller range looked up in the larger -------
 //
@@ -621,7 +581,7 @@ IC_HASH_KERNEL(ic_hash_t5, u64, 2048, 5)
 // in consecutive runs build the table once per run and tile. The rows whose larger range
 // is way s (the way shared in runs) are counted where they are; the others are gathered
 // and sorted by their larger range first (k_trie.rs), and rows whose larger range does
-// not fit a table are searched (ic_count_t*).
+// not fit a table are searched (ic_count_*).
 
 // Per row (two ways, s the way shared in runs, u the other): flag_a = 1 when |u| <= |s|
 // and s fits a table (at most `cap` values); flag_b = 1 when |s| < |u| and u fits a
@@ -683,7 +643,6 @@ extern "C" __global__ void unpack_gather4(const uint4* pack, const unsigned* per
     }
 }
 
-#define IC2_ITEMS 64
 #define IC2_TILE (BLOCK * IC2_ITEMS)
 // 16-byte words of candidates in flight per thread.
 #define IC2_UNROLL 2
@@ -712,20 +671,20 @@ __device__ __forceinline__ bool range_has(const void* vals, unsigned lo, unsigne
     return lo < end && (K)okey(vals, T, lo) == key;
 }
 
-// Per type code (0 u8 … 5 f64): E, a value as stored; K, a cuckoo table key.
+// Per type code (T_U8 … T_F64): E, a value as stored; K, a cuckoo table key.
 template <int T> struct HashElem;
-template <> struct HashElem<0> { typedef unsigned char E; typedef unsigned K; };
-template <> struct HashElem<1> { typedef unsigned E; typedef unsigned K; };
-template <> struct HashElem<2> { typedef unsigned E; typedef unsigned K; };
-template <> struct HashElem<3> { typedef u64 E; typedef u64 K; };
-template <> struct HashElem<4> { typedef u64 E; typedef u64 K; };
-template <> struct HashElem<5> { typedef u64 E; typedef u64 K; };
+template <> struct HashElem<T_U8> { typedef unsigned char E; typedef unsigned K; };
+template <> struct HashElem<T_I32> { typedef unsigned E; typedef unsigned K; };
+template <> struct HashElem<T_U32> { typedef unsigned E; typedef unsigned K; };
+template <> struct HashElem<T_I64> { typedef u64 E; typedef u64 K; };
+template <> struct HashElem<T_U64> { typedef u64 E; typedef u64 K; };
+template <> struct HashElem<T_F64> { typedef u64 E; typedef u64 K; };
 
 // The table key of a stored value: equal keys exactly when okey is equal. Integers are
 // their own bits (okey is a bijection of them); a double is its okey (every NaN the same).
 template <int T>
 __device__ __forceinline__ typename HashElem<T>::K hash_key(typename HashElem<T>::E raw) {
-    if constexpr (T == 5) {
+    if constexpr (T == T_F64) {
         const double x = __longlong_as_double((long long)raw);
         if (x != x) return ~0ull;
         return (raw >> 63) ? ~raw : (raw | 0x8000000000000000ull);
@@ -761,9 +720,9 @@ __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned
     __shared__ K tab[2 * SLOTS];
     __shared__ u64 s_r0, s_r1, s_next;
     __shared__ int s_fail;
-    __shared__ u64 s_warp[BLOCK / 32];
+    __shared__ CountReduce::TempStorage s_reduce;
     __shared__ unsigned s_cstart[BLOCK];
-    __shared__ unsigned s_warp_sum[BLOCK / 32];
+    __shared__ CountScan::TempStorage s_scan;
     __shared__ unsigned s_first[BLOCK], s_pos[BLOCK], s_len[BLOCK];
     const K EMPTY = (K)~(K)0;
     const E* ct = (const E*)vals_t;
@@ -824,7 +783,7 @@ __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned
                 }
                 // The row's chunks: the aligned runs of V positions its candidates touch.
                 const unsigned nc = len == 0 ? 0u : (unsigned)(((u64)pos + len + (V - 1)) / V - pos / V);
-                const unsigned chunks = block_exclusive_sum(nc, s_cstart, s_warp_sum);
+                const unsigned chunks = block_exclusive_sum(nc, s_cstart, s_scan);
                 s_first[threadIdx.x] = pos / V;
                 s_pos[threadIdx.x] = pos;
                 s_len[threadIdx.x] = len;
@@ -889,10 +848,10 @@ __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned
         if (next >= r1) break;
         row = next;
     }
-    block_count_add(cnt, s_warp, out);
+    block_count_add(cnt, s_reduce, out);
 }
 
-// One kernel per type code (t = 0 u8 … 5 f64): values of at most 32 bits get tables of
+// One kernel per element type but i128 (T_U8 … T_F64): values of at most 32 bits get tables of
 // u32 keys for ranges of at most 2048 values, 64-bit values tables of u64 keys for at
 // most 1024 (32 KiB of shared memory either way). i128 values are not hashed.
 #define IC_HASH2_KERNEL(NAME, T)                                                                                  \
@@ -902,12 +861,12 @@ __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned
              u64* out) {                                                                                         \
         ic_hash2_impl<T>(vals_t, tlo, thi, vals_c, clo, offsets, n, total, tstart, ntiles, max_kicks, out);      \
     }
-IC_HASH2_KERNEL(ic_hash2_t0, 0)
-IC_HASH2_KERNEL(ic_hash2_t1, 1)
-IC_HASH2_KERNEL(ic_hash2_t2, 2)
-IC_HASH2_KERNEL(ic_hash2_t3, 3)
-IC_HASH2_KERNEL(ic_hash2_t4, 4)
-IC_HASH2_KERNEL(ic_hash2_t5, 5)
+IC_HASH2_KERNEL(ic_hash2_u8, T_U8)
+IC_HASH2_KERNEL(ic_hash2_i32, T_I32)
+IC_HASH2_KERNEL(ic_hash2_u32, T_U32)
+IC_HASH2_KERNEL(ic_hash2_i64, T_I64)
+IC_HASH2_KERNEL(ic_hash2_u64, T_U64)
+IC_HASH2_KERNEL(ic_hash2_f64, T_F64)
 
 // MinRange: per row, the (lo, hi) pair of the `ways` in desc (the lo columns, then the hi
 // columns) with the fewest values, the first of equals; hi below lo is error code 1.

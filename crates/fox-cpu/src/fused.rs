@@ -1,17 +1,18 @@
 //! `FusedReduce`: a filter and an aggregation as one kernel, defined as the composition
-//! `Eval` of the filter, `Compact`, `Eval` of each value, `SortPerm` and `Gather` by the
-//! keys, `ReduceByKey`. When every aggregate is exact (counts, and sums, averages, minima
-//! and maxima of integers, decimals and dates), the keys are at most four integer columns
-//! and the groups are few, the rows are read once: each range of rows evaluates the filter
-//! and the values and adds them to per-group accumulators (128-bit sums), the partial
-//! groups of all cores are merged, and the groups are put in key order. Sums of exact
-//! values do not depend on the order of the additions, so the result is the
-//! composition's. Otherwise, and whenever a row fails or a result does not fit (so that
-//! the error is the one the composition names), the composition runs.
+//! `fox_kernel::expand` gives: `Eval` of the filter, `Compact`, `Eval` of each value,
+//! `SortPerm` and `Gather` by the keys, `ReduceByKey`. When every aggregate is exact
+//! (counts, and sums, averages, minima and maxima of integers, decimals and dates), the
+//! keys are at most four integer columns and the groups are few, the rows are read once:
+//! each range of rows evaluates the filter and the values and adds them to per-group
+//! accumulators (128-bit sums), the partial groups of all cores are merged, and the
+//! groups are put in key order. Sums of exact values do not depend on the order of the
+//! additions, so the result is the composition's. Otherwise, and whenever a row fails or
+//! a result does not fit (so that the error is the one the composition names), the
+//! backend declines the launch and the runtime runs the composition.
 
 use crate::expr::Compiled;
-use crate::util::{chunks, KResult};
-use crate::{expr, movement, reduce, sort};
+use crate::util::chunks;
+use crate::{reduce, sort};
 use fox_kernel::{AggSpec, Elem, KExpr};
 use fox_runtime::load::FxHashMap;
 use fox_runtime::{HostCol, LaunchCtx};
@@ -19,7 +20,8 @@ use fox_sema::core::{AggFunc, Type};
 use rayon::prelude::*;
 
 /// `FusedReduce { filter, nkeys, aggs, exprs, n_cols }` on `args` (`n_cols` columns, the
-/// first `nkeys` the keys, then dictionary tables).
+/// first `nkeys` the keys, then dictionary tables) in one pass, or `None` when one pass
+/// cannot settle it (the composition must run).
 pub(crate) fn fused_reduce(
     args: &[&HostCol],
     filter: Option<&KExpr>,
@@ -28,21 +30,8 @@ pub(crate) fn fused_reduce(
     exprs: &[Option<KExpr>],
     n_cols: usize,
     ctx: &dyn LaunchCtx,
-) -> KResult<Vec<HostCol>> {
-    if n_cols == 0 || nkeys > n_cols || args.len() < n_cols {
-        return Err(format!(
-            "expects {n_cols} column(s) ({nkeys} of them keys) and the tables, got {} arguments",
-            args.len()
-        ));
-    }
-    if exprs.len() != aggs.len() {
-        return Err(format!(
-            "has {} aggregates but {} value expressions",
-            aggs.len(),
-            exprs.len()
-        ));
-    }
-    let f = Fused {
+) -> Option<Vec<HostCol>> {
+    one_pass(&Fused {
         args,
         filter,
         nkeys,
@@ -50,14 +39,10 @@ pub(crate) fn fused_reduce(
         exprs,
         n_cols,
         ctx,
-    };
-    if let Some(out) = one_pass(&f) {
-        return Ok(out);
-    }
-    composed(&f)
+    })
 }
 
-/// The operands of a `FusedReduce` whose shape `fused_reduce` has checked.
+/// The operands of a `FusedReduce`.
 #[derive(Clone, Copy)]
 struct Fused<'a> {
     args: &'a [&'a HostCol],
@@ -67,59 +52,6 @@ struct Fused<'a> {
     exprs: &'a [Option<KExpr>],
     n_cols: usize,
     ctx: &'a dyn LaunchCtx,
-}
-
-/// The composition that defines `FusedReduce`.
-fn composed(f: &Fused) -> KResult<Vec<HostCol>> {
-    let Fused {
-        args,
-        filter,
-        nkeys,
-        aggs,
-        exprs,
-        n_cols,
-        ctx,
-    } = *f;
-    let (cols, tables) = args.split_at(n_cols);
-    // The rows that pass the filter.
-    let kept: Option<Vec<HostCol>> = match filter {
-        Some(f) => {
-            let flags = expr::eval(f, n_cols, args, ctx).map_err(|m| format!("the filter: {m}"))?;
-            let mut cargs: Vec<&HostCol> = vec![&flags];
-            cargs.extend(cols);
-            Some(movement::compact(&cargs)?)
-        }
-        None => None,
-    };
-    let mut rows: Vec<&HostCol> = match &kept {
-        Some(k) => k.iter().collect(),
-        None => cols.to_vec(),
-    };
-    rows.extend(tables);
-    // The value of each aggregate but `count`.
-    let mut vals = Vec::new();
-    for (j, e) in exprs.iter().enumerate() {
-        if let Some(e) = e {
-            vals.push(expr::eval(e, n_cols, &rows, ctx).map_err(|m| format!("aggregate {j}: {m}"))?);
-        }
-    }
-    // Keys and values in key order.
-    let mut cols_in: Vec<&HostCol> = rows[..nkeys].to_vec();
-    cols_in.extend(&vals);
-    let sorted: Vec<HostCol>;
-    let reduce_args: Vec<&HostCol> = if nkeys > 0 {
-        let perm = sort::sort_perm(&rows[..nkeys], &vec![false; nkeys], &vec![false; nkeys])?;
-        let mut gargs: Vec<&HostCol> = vec![&perm];
-        gargs.extend(&cols_in);
-        sorted = movement::gather(&gargs, 0)?;
-        sorted.iter().collect()
-    } else if vals.is_empty() {
-        // Only counts: one column gives the row count.
-        vec![rows[0]]
-    } else {
-        cols_in
-    };
-    reduce::reduce_by_key(&reduce_args, nkeys, aggs)
 }
 
 /// The most key columns of a one-pass reduction.
@@ -223,7 +155,7 @@ fn one_pass(f: &Fused) -> Option<Vec<HostCol>> {
     if nkeys > MAX_KEYS {
         return None;
     }
-    let n = expr::check_args(n_cols, args).ok()?;
+    let n = args[0].len();
     let keys = &args[..nkeys];
     if keys.iter().any(|k| matches!(k.elem(), Elem::F64 | Elem::I128)) {
         return None;
@@ -329,11 +261,11 @@ fn one_pass(f: &Fused) -> Option<Vec<HostCol>> {
                 reduce::int_column(&v, elem).ok()?
             }
             (AggFunc::Sum | AggFunc::Avg, Some(k)) => {
-                let (si, so) = (reduce::scale_of(a.input?)?, reduce::scale_of(a.output)?);
+                let (si, so) = (fox_kernel::scale_of(a.input?)?, fox_kernel::scale_of(a.output)?);
                 let avg = a.func == AggFunc::Avg;
                 let v: Vec<i128> = order
                     .iter()
-                    .map(|&g| reduce::finish_int_sum(avg, si, so, acc_at(g, *k), i128::from(total.counts[g])))
+                    .map(|&g| fox_kernel::finish_int_sum(avg, si, so, acc_at(g, *k), i128::from(total.counts[g])))
                     .collect::<Option<_>>()?;
                 reduce::typed_column(&v, a.output).ok()?
             }
@@ -355,7 +287,9 @@ fn one_pass(f: &Fused) -> Option<Vec<HostCol>> {
 mod tests {
     use super::*;
     use crate::util::test_rng;
-    use fox_kernel::KExprKind;
+    use crate::CpuBackend;
+    use fox_kernel::{KExprKind, Kernel};
+    use fox_runtime::{launch_kernel, Backend, BackendError, DevBuf, MemStats};
     use fox_sema::core::{ArithOp, CmpOp, Value};
 
     struct NoStrings;
@@ -458,6 +392,56 @@ mod tests {
 
     type Case<'a> = (&'a [HostCol], Option<KExpr>, usize, Vec<(AggSpec, Option<KExpr>)>);
 
+    /// The CPU backend, declining every composite kernel: the runtime runs its expansion.
+    struct Expanded(CpuBackend);
+
+    impl Backend for Expanded {
+        fn name(&self) -> String {
+            self.0.name()
+        }
+        fn upload(&mut self, col: HostCol) -> Result<DevBuf, BackendError> {
+            self.0.upload(col)
+        }
+        fn download(&mut self, buf: &DevBuf) -> Result<HostCol, BackendError> {
+            self.0.download(buf)
+        }
+        fn launch(&mut self, k: &Kernel, args: &[&DevBuf], ctx: &dyn LaunchCtx) -> Result<Vec<DevBuf>, BackendError> {
+            if fox_kernel::expand(k, args.len()).is_some() {
+                return launch_kernel(self, k, args, ctx);
+            }
+            self.0.launch(k, args, ctx)
+        }
+        fn free(&mut self, buf: DevBuf) {
+            self.0.free(buf)
+        }
+        fn sync(&mut self) -> Result<(), BackendError> {
+            self.0.sync()
+        }
+        fn mem(&self) -> MemStats {
+            self.0.mem()
+        }
+        fn reset_peak(&mut self) {
+            self.0.reset_peak()
+        }
+    }
+
+    /// `k` on `args` on `backend`, the outputs downloaded.
+    fn launch_on(backend: &mut dyn Backend, k: &Kernel, args: &[HostCol]) -> Result<Vec<HostCol>, BackendError> {
+        let bufs: Vec<DevBuf> = args
+            .iter()
+            .map(|a| backend.upload(a.clone()))
+            .collect::<Result<_, _>>()?;
+        let refs: Vec<&DevBuf> = bufs.iter().collect();
+        let res = launch_kernel(backend, k, &refs, &NoStrings).and_then(|outs| {
+            let host = outs.iter().map(|o| backend.download(o)).collect();
+            outs.into_iter().for_each(|o| backend.free(o));
+            host
+        });
+        bufs.into_iter().for_each(|b| backend.free(b));
+        assert_eq!(backend.mem().in_use, 0, "{}: buffers left", k.name());
+        res
+    }
+
     /// Runs the kernel and the composition; they give the same columns or the same error.
     /// Returns whether the one-pass reduction settled the result.
     fn check((cols, filter, nkeys, aggs): Case, what: &str) -> bool {
@@ -472,8 +456,16 @@ mod tests {
             n_cols: cols.len(),
             ctx: &NoStrings,
         };
-        let fused = fused_reduce(&args, f.filter, nkeys, &aggs, &exprs, f.n_cols, f.ctx);
-        assert_eq!(fused, composed(&f), "{what}");
+        let k = Kernel::FusedReduce {
+            filter: filter.clone(),
+            nkeys,
+            aggs: aggs.clone(),
+            exprs: exprs.clone(),
+            n_cols: cols.len(),
+        };
+        let fused = launch_on(&mut CpuBackend::new(), &k, cols);
+        let composed = launch_on(&mut Expanded(CpuBackend::new()), &k, cols);
+        assert_eq!(fused, composed, "{what}");
         one_pass(&f).is_some()
     }
 

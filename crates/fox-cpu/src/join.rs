@@ -7,10 +7,7 @@
 //! [`Rows`] views, monomorphised for the common key shapes.
 
 use crate::keys::{gallop, search, with_rows, Rows};
-use crate::util::{
-    alloc, as_u64, check_stop, chunks, common_len, expect_args, first_err, groups_of, map_ranges, same_elems, KResult,
-    Stop, PAR_MIN,
-};
+use crate::util::{alloc, as_u64, check_stop, chunks, first_err, map_ranges, KResult, Stop, PAR_MIN};
 use fox_runtime::cancel::is_set;
 use fox_runtime::HostCol;
 use rayon::prelude::*;
@@ -18,25 +15,23 @@ use std::cmp::Ordering;
 
 /// The number of key arguments of a join: `nkeys` per side, or with no keys one column
 /// per side that only gives its row count.
-fn key_args(nkeys: usize) -> KResult<usize> {
+fn key_args(nkeys: usize) -> usize {
     if nkeys == 0 {
-        Ok(2)
+        2
     } else {
-        groups_of(2, nkeys)
+        2 * nkeys
     }
 }
 
-/// Splits join key arguments into left and right keys and checks them. With no keys, both
-/// key lists are empty and the two columns give the row counts.
-fn sides<'a>(args: &'a [&'a HostCol], nkeys: usize) -> KResult<(&'a [&'a HostCol], &'a [&'a HostCol], usize, usize)> {
+/// Splits join key arguments (checked by the runtime: one length per side, the same
+/// element types) into left and right keys and their row counts. With no keys, both key
+/// lists are empty and the two columns give the row counts.
+fn sides<'a>(args: &'a [&'a HostCol], nkeys: usize) -> (&'a [&'a HostCol], &'a [&'a HostCol], usize, usize) {
     if nkeys == 0 {
-        return Ok((&[], &[], args[0].len(), args[1].len()));
+        return (&[], &[], args[0].len(), args[1].len());
     }
     let (left, right) = args.split_at(nkeys);
-    let nl = common_len(left, "left keys")?;
-    let nr = common_len(right, "right keys")?;
-    same_elems(left, right, "keys")?;
-    Ok((left, right, nl, nr))
+    (left, right, left[0].len(), right[0].len())
 }
 
 /// Calls `f(i, lo, hi)` with the matching right range `[lo, hi)` of every left row `i` in
@@ -92,15 +87,13 @@ fn counts_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize, stop: &Stop) -> 
 
 /// `JoinCount { nkeys }`: per left row, the number of right rows with equal keys.
 pub(crate) fn join_count(args: &[&HostCol], nkeys: usize, stop: &Stop) -> KResult<HostCol> {
-    expect_args(args, key_args(nkeys)?, "left keys, right keys")?;
-    let (left, right, nl, nr) = sides(args, nkeys)?;
+    let (left, right, nl, nr) = sides(args, nkeys);
     let counts = with_rows!(left, right, |l, r| counts_k(&l, &r, nl, nr, stop))?;
     Ok(HostCol::U64(counts))
 }
 
 /// `ExclusiveScan`: `offsets` (exclusive prefix sum of `counts`) and `total`.
 pub(crate) fn exclusive_scan(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
-    expect_args(args, 1, "counts")?;
     let counts = as_u64(args[0], "counts")?;
     let overflow = || "the sum of the counts overflows u64".to_string();
     if counts.len() < PAR_MIN {
@@ -143,19 +136,12 @@ pub(crate) fn exclusive_scan(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
 
 /// `JoinWrite { nkeys }`: every matching pair `(left_idx, right_idx)`, by left then right.
 pub(crate) fn join_write(args: &[&HostCol], nkeys: usize, stop: &Stop) -> KResult<Vec<HostCol>> {
-    let k = key_args(nkeys)?;
-    expect_args(args, k.saturating_add(2), "left keys, right keys, offsets, total")?;
-    let (left, right, nl, nr) = sides(&args[..k], nkeys)?;
+    let k = key_args(nkeys);
+    let (left, right, nl, nr) = sides(&args[..k], nkeys);
     let offsets = as_u64(args[k], "offsets")?;
-    let total = as_u64(args[k + 1], "total")?;
-    if offsets.len() != nl {
-        return Err(format!("offsets has {} rows, the left side {nl}", offsets.len()));
-    }
-    let [total] = total else {
-        return Err(format!("total must have one row, has {}", total.len()));
-    };
+    let total = as_u64(args[k + 1], "total")?[0];
     crate::util::check_u32_rows(nl.max(nr), "a join side")?;
-    with_rows!(left, right, |l, r| write_k(&l, &r, nl, nr, offsets, *total, stop))
+    with_rows!(left, right, |l, r| write_k(&l, &r, nl, nr, offsets, total, stop))
 }
 
 fn write_k<R: Rows>(
@@ -272,8 +258,7 @@ fn flags_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize, anti: bool, stop:
 
 /// `MatchFlags { nkeys, anti }`: 1 per left row that has (`anti`: has no) right match.
 pub(crate) fn match_flags(args: &[&HostCol], nkeys: usize, anti: bool, stop: &Stop) -> KResult<HostCol> {
-    expect_args(args, key_args(nkeys)?, "left keys, right keys")?;
-    let (left, right, nl, nr) = sides(args, nkeys)?;
+    let (left, right, nl, nr) = sides(args, nkeys);
     let flags = with_rows!(left, right, |l, r| flags_k(&l, &r, nl, nr, anti, stop))?;
     Ok(HostCol::U8(flags))
 }
@@ -376,11 +361,7 @@ fn union_plans<R: Rows>(a: &R, b: &R, na: usize, nb: usize) -> KResult<Vec<Piece
 /// `MergeUnion { width }`: the sorted, duplicate-free union of two sorted, duplicate-free
 /// relations.
 pub(crate) fn merge_union(args: &[&HostCol], width: usize) -> KResult<Vec<HostCol>> {
-    expect_args(args, groups_of(2, width)?, "the columns of a, the columns of b")?;
-    if width == 0 {
-        return Err("needs at least one column".to_string());
-    }
-    let (a, b, na, nb) = sides(args, width)?;
+    let (a, b, na, nb) = sides(args, width);
     let plans = with_rows!(a, b, |x, y| union_plans(&x, &y, na, nb))?;
     let total: usize = plans.iter().map(|(p, _)| p.len()).sum();
     let mut out = Vec::with_capacity(width);

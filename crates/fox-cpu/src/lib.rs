@@ -18,8 +18,6 @@ mod trie;
 mod util;
 
 pub use date::{civil_from_days, days_from_civil};
-pub use expr::{show as show_kexpr, show_value};
-pub use reduce::{finish_int_sum, scale_of};
 
 use fox_kernel::Kernel;
 use fox_runtime::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};
@@ -64,9 +62,9 @@ impl CpuBackend {
                 "cpu backend: buffer {} is {} x {}, but the handle says {} x {}",
                 buf.id,
                 col.len(),
-                util::elem_name(col.elem()),
+                col.elem().name(),
                 buf.len,
-                util::elem_name(buf.elem)
+                buf.elem.name()
             )));
         }
         Ok(col)
@@ -89,9 +87,34 @@ impl Backend for CpuBackend {
     }
 
     fn launch(&mut self, kernel: &Kernel, args: &[&DevBuf], ctx: &dyn LaunchCtx) -> Result<Vec<DevBuf>, BackendError> {
+        if fox_kernel::expand(kernel, args.len()).is_some() {
+            return fox_runtime::launch_kernel(self, kernel, args, ctx);
+        }
         let cols = args.iter().map(|b| self.get(b)).collect::<Result<Vec<_>, _>>()?;
         let outs = run_kernel(kernel, &cols, ctx)?;
         Ok(outs.into_iter().map(|c| self.register(c)).collect())
+    }
+
+    /// `FusedReduce` in one pass where it can (see `fused`); declined otherwise.
+    fn launch_composite(
+        &mut self,
+        kernel: &Kernel,
+        args: &[&DevBuf],
+        ctx: &dyn LaunchCtx,
+    ) -> Result<Option<Vec<DevBuf>>, BackendError> {
+        let Kernel::FusedReduce {
+            filter,
+            nkeys,
+            aggs,
+            exprs,
+            n_cols,
+        } = kernel
+        else {
+            return Ok(None);
+        };
+        let cols = args.iter().map(|b| self.get(b)).collect::<Result<Vec<_>, _>>()?;
+        let outs = fused::fused_reduce(&cols, filter.as_ref(), *nkeys, aggs, exprs, *n_cols, ctx);
+        Ok(outs.map(|outs| outs.into_iter().map(|c| self.register(c)).collect()))
     }
 
     fn free(&mut self, buf: DevBuf) {
@@ -121,8 +144,9 @@ impl Backend for CpuBackend {
 }
 
 /// Runs one kernel on host columns and returns its outputs, per the contract on
-/// [`Kernel`]. Arguments are checked; a mismatch or a data error is an error naming the
-/// kernel.
+/// [`Kernel`]. The arguments fit the kernel's contract (`fox_kernel::check_args`: the
+/// runtime checks every launch); a data error is an error naming the kernel. A composite
+/// kernel (`FusedReduce`) runs only through a backend ([`CpuBackend`]).
 pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Result<Vec<HostCol>, BackendError> {
     // Read once per chunk of rows, column or pass by the kernels that can run long: the
     // joins, `Expand` and `IntersectCount` (whose work is not bounded by their inputs'
@@ -150,13 +174,10 @@ pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Re
         Kernel::MatchFlags { nkeys, anti } => join::match_flags(args, *nkeys, *anti, stop).map(|c| vec![c]),
         Kernel::MergeUnion { width } => join::merge_union(args, *width),
         Kernel::ReduceByKey { nkeys, aggs } => reduce::reduce_by_key(args, *nkeys, aggs),
-        Kernel::FusedReduce {
-            filter,
-            nkeys,
-            aggs,
-            exprs,
-            n_cols,
-        } => fused::fused_reduce(args, filter.as_ref(), *nkeys, aggs, exprs, *n_cols, ctx),
+        // A composite kernel: backends run it through `fox_runtime::launch_kernel`.
+        Kernel::FusedReduce { .. } => {
+            Err("is a composite kernel: launch it on a backend, which runs it whole or as its expansion".to_string())
+        }
         Kernel::TrieBuild { arity } => trie::trie_build(args, *arity),
         Kernel::RootRange => trie::root_range(args),
         Kernel::RangeCount => trie::range_count(args).map(|c| vec![c]),

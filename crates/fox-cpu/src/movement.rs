@@ -1,24 +1,16 @@
 //! Data movement: stream compaction, gather, concatenation, slicing.
 
 use crate::util::{
-    alloc, as_u32, as_u8, check_stop, chunks, common_len, elem_name, expect_len, map_col, map_ranges, par_map,
-    with_capacity, KResult, Stop, PAR_MIN,
+    alloc, as_u32, as_u8, check_stop, chunks, map_col, map_ranges, par_map, with_capacity, KResult, Stop, PAR_MIN,
 };
 use fox_runtime::HostCol;
 use rayon::prelude::*;
 
 /// `Compact`: args `flags` then k columns; the rows whose flag is non-zero, in order.
-pub(crate) fn compact(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
-    compact_until(args, fox_runtime::cancel::never())
-}
-
-/// [`compact`], which fails once `stop` is set (read before each column).
+/// Fails once `stop` is set (read before each column).
 pub(crate) fn compact_until(args: &[&HostCol], stop: &Stop) -> KResult<Vec<HostCol>> {
-    let Some((flags, cols)) = args.split_first() else {
-        return Err("expects flags and the columns to compact".to_string());
-    };
+    let (flags, cols) = (args[0], &args[1..]);
     let flags = as_u8(flags, "flags")?;
-    expect_len(cols, flags.len(), "compacted columns")?;
     // Count per chunk, then each chunk writes its rows into its own slice of the output.
     let ranges = chunks(flags.len());
     let counts = map_ranges(&ranges, |a, b| flags[a..b].iter().filter(|f| **f != 0).count());
@@ -103,16 +95,10 @@ pub(crate) fn selected(flags: &[u8], what: &str) -> KResult<Vec<usize>> {
     Ok(out)
 }
 
-/// `Gather { shift }`: args `idx` then k columns; `out[i] = col[idx[i] + shift]`.
-pub(crate) fn gather(args: &[&HostCol], shift: u32) -> KResult<Vec<HostCol>> {
-    gather_until(args, shift, fox_runtime::cancel::never())
-}
-
-/// [`gather`], which fails once `stop` is set (read before each column).
+/// `Gather { shift }`: args `idx` then k columns; `out[i] = col[idx[i] + shift]`. Fails
+/// once `stop` is set (read before each column).
 pub(crate) fn gather_until(args: &[&HostCol], shift: u32, stop: &Stop) -> KResult<Vec<HostCol>> {
-    let Some((idx, cols)) = args.split_first() else {
-        return Err("expects an index column and the columns to gather from".to_string());
-    };
+    let (idx, cols) = (args[0], &args[1..]);
     let idx = as_u32(idx, "the index column")?;
     let max = if idx.len() < PAR_MIN {
         idx.iter().copied().max()
@@ -157,29 +143,8 @@ fn gather_u32<T: Copy + Send + Sync>(v: &[T], idx: &[u32], shift: usize) -> KRes
 
 /// `Concat { parts, width }`: `parts` groups of `width` columns, concatenated in order.
 pub(crate) fn concat(args: &[&HostCol], parts: usize, width: usize) -> KResult<Vec<HostCol>> {
-    let n = parts.checked_mul(width).ok_or("parts * width overflows")?;
-    if args.len() != n {
-        return Err(format!(
-            "expects {parts} groups of {width} columns ({n} arguments), got {}",
-            args.len()
-        ));
-    }
-    if parts == 0 {
-        return Err("needs at least one group to give the column types".to_string());
-    }
+    debug_assert_eq!(args.len(), parts * width);
     let groups: Vec<&[&HostCol]> = args.chunks(width).collect();
-    for (g, grp) in groups.iter().enumerate() {
-        common_len(grp, &format!("group {g}"))?;
-        for (c, col) in grp.iter().enumerate() {
-            if col.elem() != groups[0][c].elem() {
-                return Err(format!(
-                    "column {c} of group {g} is {}, but of group 0 is {}",
-                    elem_name(col.elem()),
-                    elem_name(groups[0][c].elem())
-                ));
-            }
-        }
-    }
     let mut out = Vec::with_capacity(width);
     for c in 0..width {
         let total: usize = groups.iter().map(|g| g[c].len()).sum();
@@ -209,7 +174,7 @@ pub(crate) fn concat(args: &[&HostCol], parts: usize, width: usize) -> KResult<V
 
 /// `Slice { start, len }`: rows `start .. min(start + len, rows)` of k columns.
 pub(crate) fn slice(args: &[&HostCol], start: u64, len: u64) -> KResult<Vec<HostCol>> {
-    let rows = common_len(args, "sliced columns")?;
+    let rows = args[0].len();
     let a = usize::try_from(start).unwrap_or(usize::MAX).min(rows);
     let b = a.saturating_add(usize::try_from(len).unwrap_or(usize::MAX)).min(rows);
     args.iter()

@@ -2,8 +2,7 @@
 
 use crate::keys::Img;
 use crate::util::{
-    alloc, as_u32, check_stop, check_u32_rows, common_len, elem_name, f64_key, par_map, with_capacity, KResult, Stop,
-    CHUNK, PAR_MIN,
+    alloc, as_u32, check_stop, check_u32_rows, f64_key, par_map, with_capacity, KResult, Stop, CHUNK, PAR_MIN,
 };
 use fox_runtime::cancel::{is_set, never};
 use fox_runtime::HostCol;
@@ -44,7 +43,7 @@ fn encode(col: &HostCol, desc: bool, rank: Option<&[u32]>, k: usize) -> KResult<
         (other, Some(_)) => {
             return Err(format!(
                 "key {k} is ordered by string rank but is {}, not a string code column",
-                elem_name(other.elem())
+                other.elem().name()
             ))
         }
         (HostCol::U8(v), None) => (map_all(v, |&x| u64::from(x))?, 8),
@@ -86,24 +85,13 @@ pub(crate) fn sort_perm(args: &[&HostCol], desc: &[bool], by_rank: &[bool]) -> K
 /// [`sort_perm`], which fails once `stop` is set (read between the passes of a radix sort).
 pub(crate) fn sort_perm_until(args: &[&HostCol], desc: &[bool], by_rank: &[bool], stop: &Stop) -> KResult<HostCol> {
     let k = desc.len();
-    if by_rank.len() != k {
-        return Err(format!("has {k} desc flags but {} by_rank flags", by_rank.len()));
-    }
     let need_rank = by_rank.iter().any(|b| *b);
-    let want = k + usize::from(need_rank);
-    if args.len() != want {
-        return Err(format!(
-            "expects {k} key column(s){}, got {} arguments",
-            if need_rank { " and the rank table" } else { "" },
-            args.len()
-        ));
-    }
     let rank = if need_rank {
         Some(as_u32(args[k], "the rank table")?)
     } else {
         None
     };
-    let n = common_len(&args[..k], "keys")?;
+    let n = args[0].len();
     check_u32_rows(n, "the input")?;
     if !need_rank {
         if let Some(perm) = sort_direct(&args[..k], desc, n, stop)? {
@@ -466,7 +454,7 @@ fn scatter<K: RadixKey>(
 
 /// `AdjacentDistinct`: 1 where row i differs from row i-1 in any column (row 0: 1).
 pub(crate) fn adjacent_distinct(args: &[&HostCol]) -> KResult<HostCol> {
-    let n = common_len(args, "columns")?;
+    let n = args[0].len();
     let mut flags = alloc::<u8>(n, "the distinct-row flags")?;
     for col in args {
         match col {
@@ -493,7 +481,7 @@ pub(crate) fn adjacent_distinct(args: &[&HostCol]) -> KResult<HostCol> {
 /// `AdjacentDistinct` compares), as one U32 row, or no row. With `nkeys == 0` the one
 /// argument gives the row count and every row has the same key.
 pub(crate) fn repeated_key(args: &[&HostCol], nkeys: usize) -> KResult<HostCol> {
-    let n = common_len(args, "columns")?;
+    let n = args[0].len();
     let first = if nkeys == 0 || n < 2 {
         (nkeys == 0 && n >= 2).then_some(0)
     } else {

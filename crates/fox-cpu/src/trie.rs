@@ -2,10 +2,7 @@
 //! load-balanced expansion, and search in sorted trie levels.
 
 use crate::movement::selected;
-use crate::util::{
-    alloc, as_u32, as_u64, check_stop, cmp_at, common_len, elem_name, expect_args, expect_len, gather_col, par_map,
-    with_capacity, KResult, Stop,
-};
+use crate::util::{alloc, as_u32, as_u64, check_stop, cmp_at, gather_col, par_map, with_capacity, KResult, Stop};
 use fox_runtime::cancel::is_set;
 use fox_runtime::HostCol;
 use rayon::prelude::*;
@@ -13,11 +10,7 @@ use std::cmp::Ordering;
 
 /// `TrieBuild { arity }`: the levels of the trie of a sorted, duplicate-free relation.
 pub(crate) fn trie_build(args: &[&HostCol], arity: usize) -> KResult<Vec<HostCol>> {
-    if arity == 0 {
-        return Err("needs arity of at least 1".to_string());
-    }
-    expect_args(args, arity, "the relation's columns")?;
-    let n = common_len(args, "columns")?;
+    let n = args[0].len();
     crate::util::check_u32_rows(n, "the relation")?;
     let mut out = Vec::with_capacity(2 * arity - 1);
     // new[i]: row i starts a new prefix of length d+1.
@@ -50,17 +43,14 @@ pub(crate) fn trie_build(args: &[&HostCol], arity: usize) -> KResult<Vec<HostCol
 
 /// `RootRange`: `lo = [0]`, `hi = [len(values_0)]`.
 pub(crate) fn root_range(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
-    expect_args(args, 1, "values_0")?;
     let len = u32::try_from(args[0].len()).map_err(|_| "the root level has more than u32 rows".to_string())?;
     Ok(vec![HostCol::U32(vec![0]), HostCol::U32(vec![len])])
 }
 
 /// `RangeCount`: `hi - lo` per row.
 pub(crate) fn range_count(args: &[&HostCol]) -> KResult<HostCol> {
-    expect_args(args, 2, "lo, hi")?;
     let lo = as_u32(args[0], "lo")?;
     let hi = as_u32(args[1], "hi")?;
-    expect_len(&[args[1]], lo.len(), "hi")?;
     if let Some(i) = (0..lo.len()).find(|&i| hi[i] < lo[i]) {
         return Err(format!("row {i} has hi {} below lo {}", hi[i], lo[i]));
     }
@@ -72,16 +62,9 @@ pub(crate) fn range_count(args: &[&HostCol]) -> KResult<HostCol> {
 /// `Expand`: for each row i, `offsets[i+1] - offsets[i]` outputs with `parent = i` and
 /// `pos = lo[i] + k`.
 pub(crate) fn expand(args: &[&HostCol], stop: &Stop) -> KResult<Vec<HostCol>> {
-    if args.len() != 4 {
-        expect_args(args, 3, "lo, offsets, total")?;
-    }
     let lo = as_u32(args[0], "lo")?;
     let offsets = as_u64(args[1], "offsets")?;
-    let total = as_u64(args[2], "total")?;
-    expect_len(&[args[1]], lo.len(), "offsets")?;
-    let [total] = total else {
-        return Err(format!("total must have one row, has {}", total.len()));
-    };
+    let total = &as_u64(args[2], "total")?[0];
     let n = lo.len();
     crate::util::check_u32_rows(n, "the input")?;
     let end = |i: usize| if i + 1 < n { offsets[i + 1] } else { *total };
@@ -106,8 +89,7 @@ pub(crate) fn expand(args: &[&HostCol], stop: &Stop) -> KResult<Vec<HostCol>> {
         None => (0, *total),
         Some(w) => match as_u64(w, "window")? {
             [a, b] if a <= b && b <= total => (*a, *b),
-            [a, b] => return Err(format!("window {a} .. {b} is not within the {total} outputs")),
-            w => return Err(format!("window must have two rows, has {}", w.len())),
+            w => return Err(format!("window {} .. {} is not within the {total} outputs", w[0], w[1])),
         },
     };
     let len = usize::try_from(w1 - w0).map_err(|_| format!("{} outputs do not fit in memory", w1 - w0))?;
@@ -157,19 +139,10 @@ pub(crate) fn expand(args: &[&HostCol], stop: &Stop) -> KResult<Vec<HostCol>> {
 /// `pos` is the first index of the slice whose value is not below the needle (the
 /// match when found).
 pub(crate) fn sorted_search(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
-    expect_args(args, 4, "values, lo, hi, needle")?;
     let (values, needle) = (args[0], args[3]);
     let lo = as_u32(args[1], "lo")?;
     let hi = as_u32(args[2], "hi")?;
     let n = lo.len();
-    expect_len(&[args[2], args[3]], n, "hi and needle")?;
-    if values.elem() != needle.elem() {
-        return Err(format!(
-            "needle is {}, values are {}",
-            elem_name(needle.elem()),
-            elem_name(values.elem())
-        ));
-    }
     if let Some(i) = (0..n).find(|&i| lo[i] > hi[i] || hi[i] as usize > values.len()) {
         return Err(format!(
             "row {i}: range {} .. {} is not within the {} values",
@@ -208,25 +181,13 @@ pub(crate) fn sorted_search(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
 /// `IntersectCount { ways }`: the number of (row, value) pairs whose value lies in the
 /// range of every way of that row; one I64 row, or none when the count is 0.
 pub(crate) fn intersect_count(args: &[&HostCol], ways: usize, stop: &Stop) -> KResult<HostCol> {
-    if ways == 0 {
-        return Err("needs at least one range".to_string());
-    }
-    expect_args(args, crate::util::groups_of(3, ways)?, "values, lo, hi per way")?;
     let n = args[1].len();
     let mut los = Vec::with_capacity(ways);
     let mut his = Vec::with_capacity(ways);
     for w in 0..ways {
         let (values, lo, hi) = (args[3 * w], args[3 * w + 1], args[3 * w + 2]);
-        if values.elem() != args[0].elem() {
-            return Err(format!(
-                "way {w}: values are {}, way 0's are {}",
-                elem_name(values.elem()),
-                elem_name(args[0].elem())
-            ));
-        }
         let lo = as_u32(lo, "lo")?;
         let hi = as_u32(hi, "hi")?;
-        expect_len(&[args[3 * w + 1], args[3 * w + 2]], n, "lo and hi")?;
         if let Some(i) = (0..n).find(|&i| lo[i] > hi[i] || hi[i] as usize > values.len()) {
             return Err(format!(
                 "way {w}, row {i}: range {} .. {} is not within the {} values",
@@ -389,15 +350,10 @@ fn count_typed<T: Ord + Sync>(values: &[&[T]], los: &[&[u32]], his: &[&[u32]], n
 /// `MinRange { ways }`: per row, the `(lo, hi)` pair with the fewest values (the first of
 /// equals).
 pub(crate) fn min_range(args: &[&HostCol], ways: usize) -> KResult<Vec<HostCol>> {
-    if ways == 0 {
-        return Err("needs at least one range".to_string());
-    }
-    expect_args(args, crate::util::groups_of(2, ways)?, "lo, hi per way")?;
     let n = args[0].len();
     let mut los = Vec::with_capacity(ways);
     let mut his = Vec::with_capacity(ways);
     for w in 0..ways {
-        expect_len(&[args[2 * w], args[2 * w + 1]], n, "lo and hi")?;
         let lo = as_u32(args[2 * w], "lo")?;
         let hi = as_u32(args[2 * w + 1], "hi")?;
         if let Some(i) = (0..n).find(|&i| hi[i] < lo[i]) {

@@ -1,6 +1,5 @@
 //! Shared helpers: argument checks, typed views of columns, row comparison, parallel maps.
 
-use fox_kernel::Elem;
 use fox_runtime::HostCol;
 use rayon::prelude::*;
 use std::cmp::Ordering;
@@ -29,70 +28,24 @@ pub(crate) fn check_stop(stop: &Stop) -> KResult<()> {
     }
 }
 
-pub(crate) fn elem_name(e: Elem) -> &'static str {
-    match e {
-        Elem::U8 => "u8",
-        Elem::I32 => "i32",
-        Elem::U32 => "u32",
-        Elem::I64 => "i64",
-        Elem::U64 => "u64",
-        Elem::F64 => "f64",
-        Elem::I128 => "i128",
-    }
-}
-
-/// Checks the number of arguments.
-/// `groups` groups of `width` arguments: their number, or an error when a plan's counts
-/// are too large for any argument list.
-pub(crate) fn groups_of(groups: usize, width: usize) -> KResult<usize> {
-    groups
-        .checked_mul(width)
-        .ok_or_else(|| format!("{groups} groups of {width} columns are more than any argument list holds"))
-}
-
-pub(crate) fn expect_args(args: &[&HostCol], n: usize, what: &str) -> KResult<()> {
-    if args.len() == n {
-        Ok(())
-    } else {
-        Err(format!("expects {n} argument(s) ({what}), got {}", args.len()))
-    }
-}
-
-/// Checks that every column of `cols` has `len` rows.
-pub(crate) fn expect_len(cols: &[&HostCol], len: usize, what: &str) -> KResult<()> {
-    for (i, c) in cols.iter().enumerate() {
-        if c.len() != len {
-            return Err(format!("{what}: column {i} has {} rows, expected {len}", c.len()));
-        }
-    }
-    Ok(())
-}
-
-/// The common length of a group of columns (0 for no columns).
-pub(crate) fn common_len(cols: &[&HostCol], what: &str) -> KResult<usize> {
-    let len = cols.first().map_or(0, |c| c.len());
-    expect_len(cols, len, what)?;
-    Ok(len)
-}
-
 pub(crate) fn as_u8<'a>(c: &'a HostCol, what: &str) -> KResult<&'a [u8]> {
     match c {
         HostCol::U8(v) => Ok(v),
-        other => Err(format!("{what} must be u8, got {}", elem_name(other.elem()))),
+        other => Err(format!("{what} must be u8, got {}", other.elem().name())),
     }
 }
 
 pub(crate) fn as_u32<'a>(c: &'a HostCol, what: &str) -> KResult<&'a [u32]> {
     match c {
         HostCol::U32(v) => Ok(v),
-        other => Err(format!("{what} must be u32, got {}", elem_name(other.elem()))),
+        other => Err(format!("{what} must be u32, got {}", other.elem().name())),
     }
 }
 
 pub(crate) fn as_u64<'a>(c: &'a HostCol, what: &str) -> KResult<&'a [u64]> {
     match c {
         HostCol::U64(v) => Ok(v),
-        other => Err(format!("{what} must be u64, got {}", elem_name(other.elem()))),
+        other => Err(format!("{what} must be u64, got {}", other.elem().name())),
     }
 }
 
@@ -156,20 +109,6 @@ pub(crate) fn cmp_rows(a: &[&HostCol], i: usize, b: &[&HostCol], j: usize) -> Or
         }
     }
     Ordering::Equal
-}
-
-/// Checks that two key lists pair up with equal element types.
-pub(crate) fn same_elems(a: &[&HostCol], b: &[&HostCol], what: &str) -> KResult<()> {
-    for (k, (x, y)) in a.iter().zip(b).enumerate() {
-        if x.elem() != y.elem() {
-            return Err(format!(
-                "{what}: key {k} is {} on the left and {} on the right",
-                elem_name(x.elem()),
-                elem_name(y.elem())
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// `(0..n).map(f)`, in parallel for large `n`; an error naming `what` when memory runs

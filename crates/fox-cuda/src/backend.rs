@@ -118,6 +118,9 @@ impl Backend for CudaBackend {
     }
 
     fn launch(&mut self, kernel: &Kernel, args: &[&DevBuf], ctx: &dyn LaunchCtx) -> Result<Vec<DevBuf>, BackendError> {
+        if fox_kernel::expand(kernel, args.len()).is_some() {
+            return fox_runtime::launch_kernel(self, kernel, args, ctx);
+        }
         let name = kernel.name();
         for a in args {
             self.gpu
@@ -127,6 +130,38 @@ impl Backend for CudaBackend {
         let gpu = &mut self.gpu;
         let res = dispatch(gpu, kernel, args, ctx);
         res.map_err(|e| {
+            if e.0.starts_with("kernel ") {
+                e
+            } else {
+                BackendError(format!("kernel {name}: {e}"))
+            }
+        })
+    }
+
+    /// `FusedReduce` in one pass where it can (see `k_fused`); declined otherwise.
+    fn launch_composite(
+        &mut self,
+        kernel: &Kernel,
+        args: &[&DevBuf],
+        ctx: &dyn LaunchCtx,
+    ) -> Result<Option<Vec<DevBuf>>, BackendError> {
+        let Kernel::FusedReduce {
+            filter,
+            nkeys,
+            aggs,
+            exprs,
+            n_cols,
+        } = kernel
+        else {
+            return Ok(None);
+        };
+        let name = kernel.name();
+        for a in args {
+            self.gpu
+                .ptr(a)
+                .map_err(|e| BackendError(format!("kernel {name}: {e}")))?;
+        }
+        k_fused::fused_reduce(&mut self.gpu, filter.as_ref(), *nkeys, aggs, exprs, *n_cols, args, ctx).map_err(|e| {
             if e.0.starts_with("kernel ") {
                 e
             } else {
@@ -200,13 +235,8 @@ fn dispatch(
         Kernel::MatchFlags { nkeys, anti } => k_join::match_flags(gpu, *nkeys, *anti, args),
         Kernel::MergeUnion { width } => k_join::merge_union(gpu, *width, args),
         Kernel::ReduceByKey { nkeys, aggs } => k_reduce::reduce_by_key(gpu, *nkeys, aggs, args),
-        Kernel::FusedReduce {
-            filter,
-            nkeys,
-            aggs,
-            exprs,
-            n_cols,
-        } => k_fused::fused_reduce(gpu, filter.as_ref(), *nkeys, aggs, exprs, *n_cols, args, ctx),
+        // A composite kernel: `launch` runs it through `fox_runtime::launch_kernel`.
+        Kernel::FusedReduce { .. } => Err(BackendError("is a composite kernel".to_string())),
         Kernel::TrieBuild { arity } => k_trie::trie_build(gpu, *arity, args),
         Kernel::Expand => k_trie::expand(gpu, args),
         Kernel::SortedSearch => k_trie::sorted_search(gpu, args),

@@ -1,11 +1,12 @@
 //! `Eval` on the GPU: a [`KExpr`] becomes the CUDA C++ source of one kernel.
 //!
-//! The translation follows fox-cpu's expression compiler step for step (the same type
-//! checks in the same order, hence the same plan errors), and each node becomes a device
-//! function that evaluates one row: it returns 0 and writes the value, or returns the id of
-//! the row's error. A node evaluates its operands left to right and returns the first
-//! operand error, so a row reports the same error as on the CPU; `and`/`or` stop at the
-//! first operand that decides the row, so operands they do not need never fail.
+//! The expression is checked into its one checked form (`fox_kernel::check_expr`, which
+//! the CPU evaluates too: the same plan errors, the same error sites and messages), and
+//! each node of that tree becomes a device function that evaluates one row: it returns 0
+//! and writes the value, or returns the id of the row's error. A node evaluates its
+//! operands left to right and returns the first operand error, so a row reports the same
+//! error as on the CPU; `and`/`or` stop at the first operand that decides the row, so
+//! operands they do not need never fail.
 //!
 //! Values stored as integers are carried as `long long` and computed in `__int128`
 //! (decimal products and quotients, rescales, overflow checks), floats as `double` with
@@ -14,8 +15,7 @@
 //! carries every integer-stored value as `__int128` instead, as fox-cpu computes such a
 //! tree in `i128`: sums, differences and products are checked for overflow of 128 bits
 //! (which fox-cpu reports as the node's overflow) before the node's range check, and the
-//! helpers this needs (`WIDE_PRELUDE`) are only in such kernels, so that the source of a
-//! 64-bit tree is what it always was. A failing row records `(row << 24) | error id`
+//! helpers this needs (`WIDE_PRELUDE`) are only in such kernels. A failing row records `(row << 24) | error id`
 //! with an atomic maximum of its complement in an error word, so the host reads the
 //! smallest failing row, whatever the scheduling.
 //!
@@ -26,20 +26,16 @@
 //! value of its rows to `err[1]` instead of the output (used for the one row whose value
 //! does not fit the output's element type, to print that value).
 
-use fox_cpu::{show_kexpr as show, show_value};
-use fox_kernel::{Elem, KExpr, KExprKind, ScalarFn};
+use fox_kernel::checked::{Checked, DatePart, ErrId, FNode, INode, Range, Root};
+use fox_kernel::{Elem, KExpr};
 use fox_runtime::LaunchCtx;
-use fox_sema::core::{ArithOp, CmpOp, Type, Value, MAX_DATE, MAX_DECIMAL, MAX_WIDE_DECIMAL, MIN_DATE};
+use fox_sema::core::{ArithOp, CmpOp, Type};
 use std::fmt::Write as _;
 
 /// NVRTC options a generated source needs besides the architecture (`__int128`).
 pub const NVRTC_OPTIONS: &[&str] = &["--device-int128"];
 
-/// Threads per block of a generated kernel.
-pub const BLOCK: u32 = 256;
-
-/// The largest number of fraction digits of a decimal.
-const MAX_SCALE: u32 = 18;
+pub use crate::prelude::BLOCK;
 
 /// Bits of an error key below the row.
 pub const ID_BITS: u32 = 24;
@@ -74,19 +70,6 @@ impl Generated {
     }
 }
 
-/// The element type name used in messages.
-pub fn elem_name(e: Elem) -> &'static str {
-    match e {
-        Elem::U8 => "u8",
-        Elem::I32 => "i32",
-        Elem::U32 => "u32",
-        Elem::I64 => "i64",
-        Elem::U64 => "u64",
-        Elem::F64 => "f64",
-        Elem::I128 => "i128",
-    }
-}
-
 fn c_type(e: Elem) -> &'static str {
     match e {
         Elem::U8 => "unsigned char",
@@ -111,25 +94,16 @@ pub fn fnv1a(s: &str) -> u64 {
 
 /// Generates the kernel of `Eval { expr, n_cols }` over arguments of the element types
 /// `arg_elems` (columns, then dictionary tables). Plan errors (types, missing columns or
-/// tables, string constants without a code) are returned as fox-cpu words them.
+/// tables, string constants without a code) are those of `fox_kernel::check_expr`.
 pub fn generate_source(
     expr: &KExpr,
     n_cols: usize,
     arg_elems: &[Elem],
     ctx: &dyn LaunchCtx,
 ) -> Result<Generated, String> {
-    if n_cols == 0 {
-        return Err("needs at least one column argument to give the row count".to_string());
-    }
-    if arg_elems.len() < n_cols {
-        return Err(format!("expects {n_cols} column argument(s), got {}", arg_elems.len()));
-    }
-    let wide = expr.has_wide();
+    let c = fox_kernel::check_expr(expr, n_cols, arg_elems, &|s: &str| ctx.string_code(s))?;
+    let wide = c.wide;
     let mut g = Gen {
-        elems: arg_elems,
-        n_cols,
-        ctx,
-        msgs: Vec::new(),
         funcs: String::new(),
         next: 0,
         wide,
@@ -137,19 +111,22 @@ pub fn generate_source(
     let out_elem;
     let mut narrow = false;
     let root;
-    if expr.ty == Type::Float64 {
-        root = g.float(expr)?;
-        out_elem = Elem::F64;
-    } else {
-        let (f, unchecked) = g.int(expr)?;
-        root = f;
-        out_elem = Elem::of(expr.ty);
-        narrow = unchecked && !matches!(out_elem, Elem::I64 | Elem::I128);
+    match &c.root {
+        Root::Float(f) => {
+            root = g.float(f);
+            out_elem = Elem::F64;
+        }
+        Root::Int(i) => {
+            root = g.int(i);
+            out_elem = Elem::of(c.ty);
+            narrow = i.unranged() && !matches!(out_elem, Elem::I64 | Elem::I128);
+        }
     }
-    if g.msgs.len() >= 1 << ID_BITS {
-        return Err(format!("`{}` has too many error sites for one kernel", show(expr)));
+    if c.msgs.len() >= 1 << ID_BITS {
+        return Err(format!("`{}` has too many error sites for one kernel", c.what));
     }
     let mut src = String::new();
+    src.push_str(&crate::prelude::common_header());
     src.push_str(PRELUDE);
     if wide {
         src.push_str(WIDE_PRELUDE);
@@ -195,10 +172,10 @@ pub fn generate_source(
         source,
         kernel,
         out_elem,
-        msgs: g.msgs,
+        msgs: c.msgs,
         narrow,
-        what: show(expr),
-        ty: expr.ty,
+        what: c.what,
+        ty: c.ty,
     })
 }
 
@@ -239,12 +216,9 @@ fn arg_init(arg_elems: &[Elem], n_cols: usize) -> String {
     src
 }
 
+/// The helpers of every generated kernel, after the common prelude
+/// (`kernels/common.cuh`, whose typedefs they use).
 const PRELUDE: &str = r#"// Generated by fox-cuda from an Eval expression.
-typedef long long i64;
-typedef unsigned long long u64;
-typedef __int128 i128;
-typedef unsigned __int128 u128;
-
 // n / d rounded half away from zero; d != 0 and not (n, d) == (INT64_MIN, -1).
 static __device__ __forceinline__ i64 fox_rha64(i64 n, i64 d) {
   i64 q = n / d;
@@ -370,69 +344,21 @@ static __device__ __forceinline__ bool fox_in_sorted128(const i128* xs, int n, i
 
 "#;
 
-/// An error site: a 1-based index into the messages.
-type ErrId = u32;
-
-/// The range a value of a type must fall in (as fox-cpu checks it).
-#[derive(Clone, Copy)]
-struct Range {
-    min: i128,
-    max: i128,
-}
-
-impl Range {
-    fn of(ty: Type) -> Range {
-        match ty {
-            Type::Int32 => Range {
-                min: i128::from(i32::MIN),
-                max: i128::from(i32::MAX),
-            },
-            // 0000-01-01 ..= 9999-12-31.
-            Type::Date => Range {
-                min: i128::from(MIN_DATE),
-                max: i128::from(MAX_DATE),
-            },
-            Type::String => Range {
-                min: 0,
-                max: i128::from(u32::MAX),
-            },
-            Type::Bool => Range { min: 0, max: 1 },
-            Type::Int64 | Type::Float64 => Range {
-                min: i128::from(i64::MIN),
-                max: i128::from(i64::MAX),
-            },
-            // 18 digits.
-            Type::Decimal(_) => Range {
-                min: -MAX_DECIMAL,
-                max: MAX_DECIMAL,
-            },
-            Type::WideDecimal(_) => Range {
-                min: -MAX_WIDE_DECIMAL,
-                max: MAX_WIDE_DECIMAL,
-            },
-        }
-    }
-
-    fn contains(self, x: i128) -> bool {
-        x >= self.min && x <= self.max
-    }
-
-    /// `if (!in range) return err; v = (i64)y;` for an `i128 y`; in a 128-bit tree
-    /// (`wide`) `v = y`.
-    fn fit(self, y: &str, err: ErrId, wide: bool) -> String {
-        match (i64::try_from(self.min), i64::try_from(self.max)) {
-            (Ok(lo), Ok(hi)) => format!(
-                "  if (!fox_in_range({y}, {}, {})) return {err}u;\n  v = {}{y};\n",
-                lit64(lo),
-                lit64(hi),
-                if wide { "" } else { "(i64)" }
-            ),
-            _ => format!(
-                "  if (!fox_in_range128({y}, {}, {})) return {err}u;\n  v = {y};\n",
-                lit128(self.min),
-                lit128(self.max)
-            ),
-        }
+/// `if (!in range) return err; v = (i64)y;` for an `i128 y`; in a 128-bit tree
+/// (`wide`) `v = y`.
+fn fit(range: Range, y: &str, err: ErrId, wide: bool) -> String {
+    match (i64::try_from(range.min), i64::try_from(range.max)) {
+        (Ok(lo), Ok(hi)) => format!(
+            "  if (!fox_in_range({y}, {}, {})) return {err}u;\n  v = {}{y};\n",
+            lit64(lo),
+            lit64(hi),
+            if wide { "" } else { "(i64)" }
+        ),
+        _ => format!(
+            "  if (!fox_in_range128({y}, {}, {})) return {err}u;\n  v = {y};\n",
+            lit128(range.min),
+            lit128(range.max)
+        ),
     }
 }
 
@@ -464,22 +390,6 @@ fn litf(x: f64) -> String {
     format!("__longlong_as_double((long long){:#x}ull)", x.to_bits())
 }
 
-fn pow10(k: u32) -> Option<i128> {
-    10i128.checked_pow(k)
-}
-
-fn scale_of(ty: Type) -> Option<u32> {
-    match ty {
-        Type::Int32 | Type::Int64 => Some(0),
-        Type::Decimal(s) | Type::WideDecimal(s) => Some(u32::from(s)),
-        _ => None,
-    }
-}
-
-fn is_integral(ty: Type) -> bool {
-    matches!(ty, Type::Int32 | Type::Int64)
-}
-
 fn cmp_op(op: CmpOp) -> &'static str {
     match op {
         CmpOp::Eq => "==",
@@ -501,11 +411,8 @@ fn call_f(f: &str, var: &str) -> String {
     call(f, "double", var)
 }
 
-struct Gen<'a> {
-    elems: &'a [Elem],
-    n_cols: usize,
-    ctx: &'a dyn LaunchCtx,
-    msgs: Vec<String>,
+/// The translation of a checked tree into node functions.
+struct Gen {
     funcs: String,
     next: usize,
     /// Whether integer-stored values are carried in 128 bits (the tree holds a 38-digit
@@ -513,24 +420,7 @@ struct Gen<'a> {
     wide: bool,
 }
 
-/// A compiled integer node: its function, and whether its value may fall outside the
-/// range of its type (table entries, date parts).
-type INode = (String, bool);
-
-impl Gen<'_> {
-    fn err(&mut self, msg: String) -> ErrId {
-        self.msgs.push(msg);
-        self.msgs.len() as ErrId
-    }
-
-    fn overflow(&mut self, e: &KExpr) -> ErrId {
-        self.err(format!("overflow: `{}` does not fit {}", show(e), e.ty))
-    }
-
-    fn div_zero(&mut self, e: &KExpr) -> ErrId {
-        self.err(format!("division by zero in `{}`", show(e)))
-    }
-
+impl Gen {
     /// The type integer-stored values are carried in.
     fn ity(&self) -> &'static str {
         if self.wide {
@@ -565,116 +455,13 @@ impl Gen<'_> {
         name
     }
 
-    fn col(&self, i: usize, e: &KExpr) -> Result<usize, String> {
-        let Some(c) = self.elems[..self.n_cols].get(i) else {
-            return Err(format!(
-                "`{}` reads column {i}, but there are {} columns",
-                show(e),
-                self.n_cols
-            ));
-        };
-        let want = Elem::of(e.ty);
-        if *c != want {
-            return Err(format!(
-                "column {i} is {}, but `{}` has type {} (stored as {})",
-                elem_name(*c),
-                show(e),
-                e.ty,
-                elem_name(want)
-            ));
-        }
-        Ok(i)
-    }
-
-    fn const_int(&self, v: &Value, ty: Type) -> Result<i128, String> {
-        let bad = || format!("constant {} does not have type {ty}", show_value(v));
-        let range = Range::of(ty);
-        let fit = |x: i128| if range.contains(x) { Ok(x) } else { Err(bad()) };
-        match (v, ty) {
-            (Value::Int32(i), _) if scale_of(ty).is_some() => {
-                fit(i128::from(*i) * pow10(scale_of(ty).unwrap_or(0)).ok_or_else(bad)?)
-            }
-            (Value::Int64(i), _) if scale_of(ty).is_some() => {
-                fit(i128::from(*i) * pow10(scale_of(ty).unwrap_or(0)).ok_or_else(bad)?)
-            }
-            (Value::Decimal { unscaled, scale }, Type::Decimal(s) | Type::WideDecimal(s)) => {
-                let (from, to) = (u32::from(*scale), u32::from(s));
-                if to >= from {
-                    fit(unscaled
-                        .checked_mul(pow10(to - from).ok_or_else(bad)?)
-                        .ok_or_else(bad)?)
-                } else {
-                    let d = pow10(from - to).ok_or_else(bad)?;
-                    if unscaled % d != 0 {
-                        return Err(bad());
-                    }
-                    fit(unscaled / d)
-                }
-            }
-            (Value::Date(d), Type::Date) => Ok(i128::from(*d)),
-            (Value::Bool(b), Type::Bool) => Ok(i128::from(*b)),
-            (Value::String(s), Type::String) => self
-                .ctx
-                .string_code(s)
-                .map(i128::from)
-                .ok_or_else(|| format!("string constant {s:?} has no dictionary code")),
-            _ => Err(bad()),
-        }
-    }
-
-    fn const_float(&self, v: &Value) -> Result<f64, String> {
-        match v {
-            Value::Float64(x) => Ok(*x),
-            Value::Int32(i) => Ok(f64::from(*i)),
-            Value::Int64(i) => Ok(*i as f64),
-            Value::Decimal { unscaled, scale } => Ok(*unscaled as f64 / 10f64.powi(i32::from(*scale))),
-            other => Err(format!("constant {} is not a number", show_value(other))),
-        }
-    }
-
-    fn digits(&self, e: &KExpr, d: &KExpr) -> Result<u32, String> {
-        let n = match &d.kind {
-            KExprKind::Const(Value::Int32(n)) => i64::from(*n),
-            KExprKind::Const(Value::Int64(n)) => *n,
-            _ => return Err(format!("the digits of `{}` must be an integer constant", show(e))),
-        };
-        u32::try_from(n)
-            .ok()
-            .filter(|d| *d <= MAX_SCALE)
-            .ok_or_else(|| format!("the digits of `{}` must be from 0 to {MAX_SCALE}", show(e)))
-    }
-
-    fn int(&mut self, e: &KExpr) -> Result<INode, String> {
-        if e.ty == Type::Float64 {
-            return Err(format!(
-                "`{}` is float64 where an integer-stored value is expected",
-                show(e)
-            ));
-        }
-        let range = Range::of(e.ty);
-        Ok(match &e.kind {
-            KExprKind::Col(i) => {
-                let i = self.col(*i, e)?;
-                let body = format!("  v = ({})p.a{i}[i];\n", self.ity());
-                (self.func(false, &body), false)
-            }
-            KExprKind::Table(t, x) => {
-                let Some((table, elem)) = self
-                    .n_cols
-                    .checked_add(*t)
-                    .and_then(|table| Some((table, self.elems.get(table)?)))
-                else {
-                    return Err(format!(
-                        "`{}` reads table {t}, which is not among the arguments",
-                        show(e)
-                    ));
-                };
-                if !matches!(elem, Elem::U8 | Elem::I32 | Elem::U32 | Elem::I64) {
-                    return Err(format!("table {t} is {}, not a dictionary table", elem_name(*elem)));
-                }
-                let err = self.err(format!("string code outside dictionary table {t} in `{}`", show(e)));
-                let (idx, _) = self.int(x)?;
-                let body = if self.wide {
+    /// The function of an integer-stored node.
+    fn int(&mut self, n: &INode) -> String {
+        let body = match n {
+            INode::Col(i) => format!("  v = ({})p.a{i}[i];\n", self.ity()),
+            INode::Table { table, idx, err } => {
+                let idx = self.int(idx);
+                if self.wide {
                     format!(
                         "{}  if (x < 0 || x >= (i128)p.l{table}) return {err}u;\n  v = (i128)p.a{table}[(u64)x];\n",
                         self.call_i(&idx, "x")
@@ -684,84 +471,184 @@ impl Gen<'_> {
                         "{}  if (x < 0 || (u64)x >= p.l{table}) return {err}u;\n  v = (i64)p.a{table}[x];\n",
                         self.call_i(&idx, "x")
                     )
-                };
-                (self.func(false, &body), true)
-            }
-            KExprKind::Const(v) => {
-                let c = self.const_int(v, e.ty)?;
-                let body = format!("  v = {};\n", self.lit(c));
-                (self.func(false, &body), false)
-            }
-            KExprKind::Cast(x) => self.cast(e, x)?,
-            KExprKind::Neg(x) => {
-                if scale_of(e.ty).is_none() {
-                    return Err(format!("cannot negate {} in `{}`", e.ty, show(e)));
                 }
-                let err = self.overflow(e);
-                let (x, _) = self.int(x)?;
-                let body = format!(
+            }
+            INode::Const(c) => format!("  v = {};\n", self.lit(*c)),
+            INode::Scale {
+                x,
+                div,
+                mul,
+                round,
+                range,
+                err,
+            } => {
+                let f = self.int(x);
+                format!(
+                    "{}{}",
+                    self.call_i(&f, "x"),
+                    self.scale_body(*div, *mul, *round, *range, *err)
+                )
+            }
+            INode::FromFloat { x, range, err } => {
+                let f = self.float(x);
+                format!(
+                    "{}  const double t = trunc(x);\n  if (!(t >= -9223372036854775808.0 && t < 9223372036854775808.0)) return {err}u;\n  const i128 y = (i128)(i64)t;\n{}",
+                    call_f(&f, "x"),
+                    fit(*range, "y", *err, self.wide)
+                )
+            }
+            INode::Neg { x, range, err } => {
+                let f = self.int(x);
+                format!(
                     "{}  const i128 y = -(i128)x;\n{}",
-                    self.call_i(&x, "x"),
-                    range.fit("y", err, self.wide)
-                );
-                (self.func(false, &body), false)
+                    self.call_i(&f, "x"),
+                    fit(*range, "y", *err, self.wide)
+                )
             }
-            KExprKind::Arith(op, a, b) => self.arith(e, *op, a, b)?,
-            KExprKind::Cmp(op, a, b) => {
-                let body = if a.ty == Type::Float64 || b.ty == Type::Float64 {
-                    let fa = self.float(a)?;
-                    let fb = self.float(b)?;
-                    format!("{}{}", call_f(&fa, "a"), call_f(&fb, "b"))
-                } else {
-                    let same = a.ty == b.ty || (is_integral(a.ty) && is_integral(b.ty));
-                    if !same {
-                        return Err(format!("cannot compare {} with {} in `{}`", a.ty, b.ty, show(e)));
+            INode::Abs { x, range, err } => {
+                let f = self.int(x);
+                format!(
+                    "{}  const i128 y = x < 0 ? -(i128)x : (i128)x;\n{}",
+                    self.call_i(&f, "x"),
+                    fit(*range, "y", *err, self.wide)
+                )
+            }
+            INode::Arith {
+                op,
+                a,
+                b,
+                range,
+                err,
+                err_div,
+            } => {
+                let (fa, fb) = (self.int(a), self.int(b));
+                let mut body = format!("{}{}", self.call_i(&fa, "a"), self.call_i(&fb, "b"));
+                match op {
+                    // In a 128-bit tree the operands may have 38 digits: the sum is checked
+                    // for overflow of 128 bits (the node's overflow on the CPU too).
+                    ArithOp::Add | ArithOp::Sub if self.wide => {
+                        let f = if *op == ArithOp::Add {
+                            "fox_add128"
+                        } else {
+                            "fox_sub128"
+                        };
+                        let _ = writeln!(body, "  i128 y;\n  if (!{f}(a, b, y)) return {err}u;");
                     }
-                    let (fa, _) = self.int(a)?;
-                    let (fb, _) = self.int(b)?;
-                    format!("{}{}", self.call_i(&fa, "a"), self.call_i(&fb, "b"))
-                };
-                let body = format!("{body}  v = (a {} b) ? 1 : 0;\n", cmp_op(*op));
-                (self.func(false, &body), false)
-            }
-            KExprKind::And(xs) => {
-                let fs = self.bools(xs)?;
-                (self.junction(&fs, 1), false)
-            }
-            KExprKind::Or(xs) => {
-                let fs = self.bools(xs)?;
-                (self.junction(&fs, 0), false)
-            }
-            KExprKind::Not(x) => {
-                let f = self.bools(std::slice::from_ref(&**x))?.remove(0);
-                let body = format!("{}  v = (x == 0) ? 1 : 0;\n", self.call_i(&f, "x"));
-                (self.func(false, &body), false)
-            }
-            KExprKind::In(x, vs) => {
-                if x.ty == Type::Float64 {
-                    let vs = vs.iter().map(|v| self.const_float(v)).collect::<Result<Vec<_>, _>>()?;
-                    let f = self.float(x)?;
-                    let test = if vs.is_empty() {
-                        "false".to_string()
-                    } else {
-                        vs.iter()
-                            .map(|c| format!("x == {}", litf(*c)))
-                            .collect::<Vec<_>>()
-                            .join(" || ")
-                    };
-                    let body = format!("{}  v = ({test}) ? 1 : 0;\n", call_f(&f, "x"));
-                    (self.func(false, &body), false)
-                } else {
-                    let vs = vs
-                        .iter()
-                        .map(|v| self.const_int(v, x.ty))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let (f, _) = self.int(x)?;
-                    (self.in_list(&f, vs), false)
+                    ArithOp::Add => body.push_str("  const i128 y = (i128)a + (i128)b;\n"),
+                    ArithOp::Sub => body.push_str("  const i128 y = (i128)a - (i128)b;\n"),
+                    // Products and quotients here are of integers (64-bit values).
+                    ArithOp::Mul => body.push_str("  const i128 y = (i128)a * (i128)b;\n"),
+                    ArithOp::Div => {
+                        let _ = writeln!(body, "  if (b == 0) return {err_div}u;");
+                        if self.wide {
+                            body.push_str("  const i128 y = (b == -1) ? -(i128)a : (i128)((i64)a / (i64)b);\n");
+                        } else {
+                            body.push_str("  const i128 y = (b == -1) ? -(i128)a : (i128)(a / b);\n");
+                        }
+                    }
                 }
+                body.push_str(&fit(*range, "y", *err, self.wide));
+                body
             }
-            KExprKind::Call(f, xs) => self.call(e, *f, xs)?,
-        })
+            INode::DecMul {
+                a,
+                b,
+                div,
+                mul,
+                range,
+                err,
+            } => {
+                let (fa, fb) = (self.int(a), self.int(b));
+                let mut body = format!("{}{}", self.call_i(&fa, "a"), self.call_i(&fb, "b"));
+                if self.wide {
+                    let _ = writeln!(body, "  i128 y;\n  if (!fox_mul128(a, b, y)) return {err}u;");
+                } else {
+                    body.push_str("  i128 y = (i128)a * (i128)b;\n");
+                }
+                if *div != 1 {
+                    let _ = writeln!(body, "  y = fox_rha128(y, {});", lit128(*div));
+                }
+                if self.wide {
+                    body.push_str(&Self::mul_body_wide(*mul, *range, *err));
+                } else {
+                    body.push_str(&Self::mul_body(*mul, *err));
+                }
+                body.push_str(&fit(*range, "y", *err, self.wide));
+                body
+            }
+            INode::DecDiv {
+                a,
+                b,
+                num,
+                den,
+                range,
+                err,
+                err_div,
+            } => {
+                let (fa, fb) = (self.int(a), self.int(b));
+                let mut body = format!("{}{}", self.call_i(&fa, "a"), self.call_i(&fb, "b"));
+                let _ = writeln!(body, "  if (b == 0) return {err_div}u;");
+                body.push_str(&self.scaled_operand("n", "a", *num, *err));
+                body.push_str(&self.scaled_operand("d", "b", *den, *err));
+                body.push_str("  const i128 y = fox_rha128(n, d);\n");
+                body.push_str(&fit(*range, "y", *err, self.wide));
+                body
+            }
+            INode::CmpI(op, a, b) => {
+                let (fa, fb) = (self.int(a), self.int(b));
+                format!(
+                    "{}{}  v = (a {} b) ? 1 : 0;\n",
+                    self.call_i(&fa, "a"),
+                    self.call_i(&fb, "b"),
+                    cmp_op(*op)
+                )
+            }
+            INode::CmpF(op, a, b) => {
+                let (fa, fb) = (self.float(a), self.float(b));
+                format!(
+                    "{}{}  v = (a {} b) ? 1 : 0;\n",
+                    call_f(&fa, "a"),
+                    call_f(&fb, "b"),
+                    cmp_op(*op)
+                )
+            }
+            INode::And(xs) => return self.junction(xs, 1),
+            INode::Or(xs) => return self.junction(xs, 0),
+            INode::Not(x) => {
+                let f = self.int(x);
+                format!("{}  v = (x == 0) ? 1 : 0;\n", self.call_i(&f, "x"))
+            }
+            INode::InI(x, vs) => {
+                let f = self.int(x);
+                return self.in_list(&f, vs.clone());
+            }
+            INode::InF(x, vs) => {
+                let f = self.float(x);
+                let test = if vs.is_empty() {
+                    "false".to_string()
+                } else {
+                    vs.iter()
+                        .map(|c| format!("x == {}", litf(*c)))
+                        .collect::<Vec<_>>()
+                        .join(" || ")
+                };
+                format!("{}  v = ({test}) ? 1 : 0;\n", call_f(&f, "x"))
+            }
+            INode::Date(part, x) => {
+                let f = self.int(x);
+                let part = match part {
+                    DatePart::Year => "y",
+                    DatePart::Month => "m",
+                    DatePart::Day => "d",
+                };
+                format!(
+                    "{}  i64 y, m, d;\n  fox_civil({}x, y, m, d);\n  v = {part};\n",
+                    self.call_i(&f, "x"),
+                    if self.wide { "(i64)" } else { "" }
+                )
+            }
+        };
+        self.func(false, &body)
     }
 
     /// Membership in integer constants: a chain of comparisons, or a binary search in a
@@ -806,20 +693,10 @@ impl Gen<'_> {
         self.func(false, &body)
     }
 
-    fn bools(&mut self, xs: &[KExpr]) -> Result<Vec<String>, String> {
-        xs.iter()
-            .map(|x| {
-                if x.ty != Type::Bool {
-                    return Err(format!("`{}` is {}, not bool", show(x), x.ty));
-                }
-                self.int(x).map(|(f, _)| f)
-            })
-            .collect()
-    }
-
     /// `and` (`unit` 1) or `or` (`unit` 0): the first operand that fails or is not `unit`
     /// decides the row.
-    fn junction(&mut self, fs: &[String], unit: i64) -> String {
+    fn junction(&mut self, xs: &[INode], unit: i64) -> String {
+        let fs: Vec<String> = xs.iter().map(|x| self.int(x)).collect();
         let mut body = String::new();
         for (k, f) in fs.iter().enumerate() {
             let var = format!("x{k}");
@@ -843,7 +720,7 @@ impl Gen<'_> {
                 let _ = writeln!(body, "  i128 y = x / {};", lit128(div));
             }
             body.push_str(&Self::mul_body_wide(mul, range, err));
-            body.push_str(&range.fit("y", err, true));
+            body.push_str(&fit(range, "y", err, true));
             return body;
         }
         let mut body = String::new();
@@ -861,7 +738,7 @@ impl Gen<'_> {
             let _ = writeln!(body, "  i128 y = (i128)x / {};", lit128(div));
         }
         body.push_str(&Self::mul_body(mul, err));
-        body.push_str(&range.fit("y", err, false));
+        body.push_str(&fit(range, "y", err, false));
         body
     }
 
@@ -899,165 +776,6 @@ impl Gen<'_> {
         }
     }
 
-    fn cast(&mut self, e: &KExpr, x: &KExpr) -> Result<INode, String> {
-        let (from, to) = (x.ty, e.ty);
-        if from == to {
-            return self.int(x);
-        }
-        let range = Range::of(to);
-        let err = self.overflow(e);
-        if from == Type::Float64 && is_integral(to) {
-            let f = self.float(x)?;
-            let body = format!(
-                "{}  const double t = trunc(x);\n  if (!(t >= -9223372036854775808.0 && t < 9223372036854775808.0)) return {err}u;\n  const i128 y = (i128)(i64)t;\n{}",
-                call_f(&f, "x"),
-                range.fit("y", err, self.wide)
-            );
-            return Ok((self.func(false, &body), false));
-        }
-        let (Some(sf), Some(st)) = (scale_of(from), scale_of(to)) else {
-            return Err(format!("cannot cast {from} to {to} in `{}`", show(e)));
-        };
-        let too_big = || format!("the rescale in `{}` exceeds 38 digits", show(e));
-        let (div, mul, round) = if is_integral(to) {
-            (pow10(sf).ok_or_else(too_big)?, 1, false)
-        } else if st >= sf {
-            (1, pow10(st - sf).ok_or_else(too_big)?, false)
-        } else {
-            (pow10(sf - st).ok_or_else(too_big)?, 1, true)
-        };
-        let (f, _) = self.int(x)?;
-        let body = format!(
-            "{}{}",
-            self.call_i(&f, "x"),
-            self.scale_body(div, mul, round, range, err)
-        );
-        Ok((self.func(false, &body), false))
-    }
-
-    fn arith(&mut self, e: &KExpr, op: ArithOp, a: &KExpr, b: &KExpr) -> Result<INode, String> {
-        let range = Range::of(e.ty);
-        let bad = || {
-            format!(
-                "cannot apply {op:?} to {} and {} giving {} in `{}`",
-                a.ty,
-                b.ty,
-                e.ty,
-                show(e)
-            )
-        };
-        if let Type::Decimal(r) | Type::WideDecimal(r) = e.ty {
-            let r = u32::from(r);
-            let (Some(sa), Some(sb)) = (scale_of(a.ty), scale_of(b.ty)) else {
-                return Err(bad());
-            };
-            let err = self.overflow(e);
-            let too_big = || format!("the scales in `{}` exceed 38 digits", show(e));
-            let body = match op {
-                ArithOp::Add | ArithOp::Sub => {
-                    if sa != r || sb != r {
-                        return Err(format!(
-                            "the operands of `{}` must have the result's scale {r}, not {sa} and {sb}",
-                            show(e)
-                        ));
-                    }
-                    let (fa, _) = self.int(a)?;
-                    let (fb, _) = self.int(b)?;
-                    let sum = if self.wide {
-                        let f = if op == ArithOp::Add { "fox_add128" } else { "fox_sub128" };
-                        format!("  i128 y;\n  if (!{f}(a, b, y)) return {err}u;\n")
-                    } else {
-                        let sign = if op == ArithOp::Add { "+" } else { "-" };
-                        format!("  const i128 y = (i128)a {sign} (i128)b;\n")
-                    };
-                    format!(
-                        "{}{}{sum}{}",
-                        self.call_i(&fa, "a"),
-                        self.call_i(&fb, "b"),
-                        range.fit("y", err, self.wide)
-                    )
-                }
-                ArithOp::Mul => {
-                    let p = sa + sb;
-                    let (div, mul) = if r >= p {
-                        (1, pow10(r - p).ok_or_else(too_big)?)
-                    } else {
-                        (pow10(p - r).ok_or_else(too_big)?, 1)
-                    };
-                    let (fa, _) = self.int(a)?;
-                    let (fb, _) = self.int(b)?;
-                    let mut body = format!("{}{}", self.call_i(&fa, "a"), self.call_i(&fb, "b"));
-                    if self.wide {
-                        let _ = writeln!(body, "  i128 y;\n  if (!fox_mul128(a, b, y)) return {err}u;");
-                    } else {
-                        body.push_str("  i128 y = (i128)a * (i128)b;\n");
-                    }
-                    if div != 1 {
-                        let _ = writeln!(body, "  y = fox_rha128(y, {});", lit128(div));
-                    }
-                    if self.wide {
-                        body.push_str(&Self::mul_body_wide(mul, range, err));
-                    } else {
-                        body.push_str(&Self::mul_body(mul, err));
-                    }
-                    body.push_str(&range.fit("y", err, self.wide));
-                    body
-                }
-                ArithOp::Div => {
-                    // a/10^sa / (b/10^sb) at scale r: a * 10^(r + sb - sa) / b.
-                    let k = r as i64 + sb as i64 - sa as i64;
-                    let (num, den) = if k >= 0 {
-                        (pow10(k as u32).ok_or_else(too_big)?, 1)
-                    } else {
-                        (1, pow10((-k) as u32).ok_or_else(too_big)?)
-                    };
-                    let err_div = self.div_zero(e);
-                    let (fa, _) = self.int(a)?;
-                    let (fb, _) = self.int(b)?;
-                    let mut body = format!("{}{}", self.call_i(&fa, "a"), self.call_i(&fb, "b"));
-                    let _ = writeln!(body, "  if (b == 0) return {err_div}u;");
-                    body.push_str(&self.scaled_operand("n", "a", num, err));
-                    body.push_str(&self.scaled_operand("d", "b", den, err));
-                    body.push_str("  const i128 y = fox_rha128(n, d);\n");
-                    body.push_str(&range.fit("y", err, self.wide));
-                    body
-                }
-            };
-            return Ok((self.func(false, &body), false));
-        }
-        let ok = match (e.ty, a.ty, b.ty) {
-            (Type::Int64, Type::Date, Type::Date) => op == ArithOp::Sub,
-            (Type::Int32 | Type::Int64, x, y) => is_integral(x) && is_integral(y),
-            (Type::Date, Type::Date, y) => is_integral(y) && matches!(op, ArithOp::Add | ArithOp::Sub),
-            (Type::Date, x, Type::Date) => is_integral(x) && op == ArithOp::Add,
-            _ => false,
-        };
-        if !ok {
-            return Err(bad());
-        }
-        let err = self.overflow(e);
-        let err_div = self.div_zero(e);
-        let (fa, _) = self.int(a)?;
-        let (fb, _) = self.int(b)?;
-        let mut body = format!("{}{}", self.call_i(&fa, "a"), self.call_i(&fb, "b"));
-        match op {
-            ArithOp::Add => body.push_str("  const i128 y = (i128)a + (i128)b;\n"),
-            ArithOp::Sub => body.push_str("  const i128 y = (i128)a - (i128)b;\n"),
-            ArithOp::Mul => body.push_str("  const i128 y = (i128)a * (i128)b;\n"),
-            ArithOp::Div => {
-                let _ = writeln!(body, "  if (b == 0) return {err_div}u;");
-                if self.wide {
-                    // Integer operands hold 64-bit values even in a 128-bit tree.
-                    body.push_str("  const i128 y = (b == -1) ? -(i128)a : (i128)((i64)a / (i64)b);\n");
-                } else {
-                    body.push_str("  const i128 y = (b == -1) ? -(i128)a : (i128)(a / b);\n");
-                }
-            }
-        }
-        body.push_str(&range.fit("y", err, self.wide));
-        Ok((self.func(false, &body), false))
-    }
-
     /// `const i128 name = (i128)x * k`, failing with `err` where the product overflows
     /// 128 bits (`k` a positive power of ten).
     fn scaled_operand(&self, name: &str, x: &str, k: i128, err: ErrId) -> String {
@@ -1086,102 +804,32 @@ impl Gen<'_> {
         s
     }
 
-    fn call(&mut self, e: &KExpr, f: ScalarFn, xs: &[KExpr]) -> Result<INode, String> {
-        let arity = if f == ScalarFn::Round { 2 } else { 1 };
-        if xs.len() != arity {
-            return Err(format!("`{}` takes {arity} argument(s), got {}", show(e), xs.len()));
-        }
-        let x = &xs[0];
-        Ok(match f {
-            ScalarFn::Year | ScalarFn::Month | ScalarFn::Day => {
-                if x.ty != Type::Date {
-                    return Err(format!("`{}` needs a date, got {}", show(e), x.ty));
-                }
-                let part = match f {
-                    ScalarFn::Year => "y",
-                    ScalarFn::Month => "m",
-                    _ => "d",
+    /// The function of a float node.
+    fn float(&mut self, n: &FNode) -> String {
+        let body = match n {
+            FNode::Col(i) => format!("  v = p.a{i}[i];\n"),
+            FNode::Const(c) => format!("  v = {};\n", litf(*c)),
+            FNode::FromInt { x, div } => {
+                let f = self.int(x);
+                // A 38-digit value rounds to the nearest double as the CPU's `as f64`
+                // (`fox_i128_to_double` converts a 64-bit value as `__ll2double_rn`).
+                let conv = if self.wide {
+                    "fox_i128_to_double(x)"
+                } else {
+                    "__ll2double_rn(x)"
                 };
-                let (fx, _) = self.int(x)?;
-                let body = format!(
-                    "{}  i64 y, m, d;\n  fox_civil({}x, y, m, d);\n  v = {part};\n",
-                    self.call_i(&fx, "x"),
-                    if self.wide { "(i64)" } else { "" }
-                );
-                (self.func(false, &body), true)
+                format!("{}  v = __ddiv_rn({conv}, {});\n", self.call_i(&f, "x"), litf(*div))
             }
-            ScalarFn::Abs => {
-                if scale_of(x.ty).is_none() {
-                    return Err(format!("`{}` needs a number, got {}", show(e), x.ty));
-                }
-                let err = self.overflow(e);
-                let (fx, _) = self.int(x)?;
-                let body = format!(
-                    "{}  const i128 y = x < 0 ? -(i128)x : (i128)x;\n{}",
-                    self.call_i(&fx, "x"),
-                    Range::of(e.ty).fit("y", err, self.wide)
-                );
-                (self.func(false, &body), false)
+            FNode::Neg(x) => {
+                let f = self.float(x);
+                format!("{}  v = -x;\n", call_f(&f, "x"))
             }
-            ScalarFn::Round => {
-                let digits = self.digits(e, &xs[1])?;
-                let (Some(s), Some(r)) = (scale_of(x.ty), scale_of(e.ty)) else {
-                    return Err(format!("`{}` needs a number, got {}", show(e), x.ty));
-                };
-                let m = s.min(digits);
-                if r < m {
-                    return Err(format!("`{}` has scale {r}, below the {m} digits it keeps", show(e)));
-                }
-                let err = self.overflow(e);
-                let too_big = || format!("the scales in `{}` exceed 38 digits", show(e));
-                let (fx, _) = self.int(x)?;
-                let div = pow10(s - m).ok_or_else(too_big)?;
-                let mul = pow10(r - m).ok_or_else(too_big)?;
-                let body = format!(
-                    "{}{}",
-                    self.call_i(&fx, "x"),
-                    self.scale_body(div, mul, true, Range::of(e.ty), err)
-                );
-                (self.func(false, &body), false)
+            FNode::Abs(x) => {
+                let f = self.float(x);
+                format!("{}  v = fabs(x);\n", call_f(&f, "x"))
             }
-        })
-    }
-
-    fn float(&mut self, e: &KExpr) -> Result<String, String> {
-        if e.ty != Type::Float64 {
-            if let Some(s) = scale_of(e.ty) {
-                // An integer or decimal operand where a float is needed.
-                let (f, _) = self.int(e)?;
-                let div = 10f64.powi(s as i32);
-                // A 38-digit value rounds to the nearest double as fox-cpu's `as f64`.
-                let conv = match (self.wide, e.ty) {
-                    (true, Type::WideDecimal(_)) => "fox_i128_to_double(x)",
-                    (true, _) => "__ll2double_rn((i64)x)",
-                    (false, _) => "__ll2double_rn(x)",
-                };
-                let body = format!("{}  v = __ddiv_rn({conv}, {});\n", self.call_i(&f, "x"), litf(div));
-                return Ok(self.func(true, &body));
-            }
-            return Err(format!("`{}` is {}, not a number", show(e), e.ty));
-        }
-        Ok(match &e.kind {
-            KExprKind::Col(i) => {
-                let i = self.col(*i, e)?;
-                self.func(true, &format!("  v = p.a{i}[i];\n"))
-            }
-            KExprKind::Const(v) => {
-                let c = self.const_float(v)?;
-                self.func(true, &format!("  v = {};\n", litf(c)))
-            }
-            KExprKind::Cast(x) => self.float(x)?,
-            KExprKind::Neg(x) => {
-                let f = self.float(x)?;
-                self.func(true, &format!("{}  v = -x;\n", call_f(&f, "x")))
-            }
-            KExprKind::Arith(op, a, b) => {
-                let err_div = self.div_zero(e);
-                let fa = self.float(a)?;
-                let fb = self.float(b)?;
+            FNode::Arith { op, a, b, err_div } => {
+                let (fa, fb) = (self.float(a), self.float(b));
                 let mut body = format!("{}{}", call_f(&fa, "a"), call_f(&fb, "b"));
                 match op {
                     ArithOp::Add => body.push_str("  v = __dadd_rn(a, b);\n"),
@@ -1191,24 +839,18 @@ impl Gen<'_> {
                         let _ = writeln!(body, "  if (b == 0.0) return {err_div}u;\n  v = __ddiv_rn(a, b);");
                     }
                 }
-                self.func(true, &body)
+                body
             }
-            KExprKind::Call(ScalarFn::Abs, xs) if xs.len() == 1 => {
-                let f = self.float(&xs[0])?;
-                self.func(true, &format!("{}  v = fabs(x);\n", call_f(&f, "x")))
-            }
-            KExprKind::Call(ScalarFn::Round, xs) if xs.len() == 2 => {
-                let digits = self.digits(e, &xs[1])? as i32;
-                let f = self.float(&xs[0])?;
-                let m = litf(10f64.powi(digits));
-                let body = format!(
+            FNode::Round { x, digits } => {
+                let f = self.float(x);
+                let m = litf(10f64.powi(*digits));
+                format!(
                     "{}  const double s = __dmul_rn(x, {m});\n  v = isfinite(s) ? __ddiv_rn(round(s), {m}) : x;\n",
                     call_f(&f, "x")
-                );
-                self.func(true, &body)
+                )
             }
-            _ => return Err(format!("`{}` cannot have type float64", show(e))),
-        })
+        };
+        self.func(true, &body)
     }
 }
 
@@ -1334,30 +976,33 @@ pub fn generate_fused(
     shape: &FusedShape,
     ctx: &dyn LaunchCtx,
 ) -> Result<GeneratedFused, String> {
-    if n_cols == 0 || arg_elems.len() < n_cols || nkeys > n_cols {
-        return Err(format!("a fused reduction of {n_cols} columns with {nkeys} keys"));
-    }
     // The kernel computes in 64 bits, as fox-cpu's one-pass reduction does: a tree with a
     // 38-digit decimal runs unfused.
     if filter.is_some_and(KExpr::has_wide) || accs.iter().any(|(_, e)| e.has_wide()) {
         return Err("a fused reduction over 38-digit decimals".to_string());
     }
     let mut g = Gen {
-        elems: arg_elems,
-        n_cols,
-        ctx,
-        msgs: Vec::new(),
         funcs: String::new(),
         next: 0,
         wide: false,
     };
+    let check = |e: &KExpr| fox_kernel::check_expr(e, n_cols, arg_elems, &|s: &str| ctx.string_code(s));
+    let int_root = |c: &Checked| match &c.root {
+        Root::Int(i) => Ok(i.clone()),
+        Root::Float(_) => Err(format!(
+            "`{}` is float64 where an integer-stored value is expected",
+            c.what
+        )),
+    };
     let filter_f = match filter {
-        Some(f) => Some(g.int(f)?.0),
+        Some(f) => Some(g.int(&int_root(&check(f)?)?)),
         None => None,
     };
     let mut vals = Vec::with_capacity(accs.len());
     for (_, e) in accs {
-        let (f, unchecked) = g.int(e)?;
+        let node = int_root(&check(e)?)?;
+        let f = g.int(&node);
+        let unchecked = node.unranged();
         let range = match Elem::of(e.ty) {
             Elem::I64 => None,
             _ if !unchecked => None,
@@ -1394,6 +1039,7 @@ pub fn generate_fused(
     let layout = FusedLayout::new(accs, shape.gcap as usize);
 
     let mut src = String::new();
+    src.push_str(&crate::prelude::common_header());
     src.push_str(PRELUDE);
     let (cap, gcap) = (shape.cap, shape.gcap);
     let _ = writeln!(

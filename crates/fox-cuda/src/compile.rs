@@ -13,7 +13,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// The kernel modules, by name: `kernels/<name>.cu`, embedded in the binary.
+/// The kernel modules, by name: the text of `kernels/<name>.cu`, embedded in the binary.
+/// Each includes the prelude (`#include "common.cuh"`); [`module_source`] is the source
+/// compiled, the prelude in place.
 pub const MODULES: &[(&str, &str)] = &[
     ("movement", include_str!("../../../kernels/movement.cu")),
     ("scan", include_str!("../../../kernels/scan.cu")),
@@ -23,9 +25,23 @@ pub const MODULES: &[(&str, &str)] = &[
     ("trie", include_str!("../../../kernels/trie.cu")),
 ];
 
-/// The source of kernel module `name`.
-pub fn module_source(name: &str) -> Option<&'static str> {
+/// The text of `kernels/<name>.cu` as embedded.
+pub fn module_file(name: &str) -> Option<&'static str> {
     MODULES.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+}
+
+/// The source of kernel module `name` as it is compiled: its file with the prelude
+/// (`kernels/common.cuh`, see [`crate::prelude`]) in place of its include line. Made once
+/// per process.
+pub fn module_source(name: &str) -> Option<&'static str> {
+    static SOURCES: OnceLock<Vec<(&'static str, String)>> = OnceLock::new();
+    let sources = SOURCES.get_or_init(|| {
+        MODULES
+            .iter()
+            .map(|(n, s)| (*n, crate::prelude::with_prelude(s, &crate::prelude::module_defines(n))))
+            .collect()
+    });
+    sources.iter().find(|(n, _)| *n == name).map(|(_, s)| s.as_str())
 }
 
 /// Whether the NVRTC library can be loaded (compiling without it would panic inside

@@ -22,26 +22,7 @@ pub(crate) fn eval(
     args: &[&DevBuf],
     ctx: &dyn LaunchCtx,
 ) -> Result<Vec<DevBuf>, BackendError> {
-    if n_cols == 0 {
-        return Err(BackendError(
-            "needs at least one column argument to give the row count".to_string(),
-        ));
-    }
-    if args.len() < n_cols {
-        return Err(BackendError(format!(
-            "expects {n_cols} column argument(s), got {}",
-            args.len()
-        )));
-    }
     let n = args[0].len;
-    for (i, c) in args[..n_cols].iter().enumerate() {
-        if c.len != n {
-            return Err(BackendError(format!(
-                "columns: column {i} has {} rows, expected {n}",
-                c.len
-            )));
-        }
-    }
     let elems: Vec<Elem> = args.iter().map(|a| a.elem).collect();
     let g = codegen::generate_source(expr, n_cols, &elems, ctx).map_err(BackendError)?;
     if n as u64 >= MAX_ROWS {

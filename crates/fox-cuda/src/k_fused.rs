@@ -1,23 +1,25 @@
 //! `FusedReduce` on the GPU: a filter and an aggregation in one pass when the groups are
-//! few, and otherwise the kernels the fusion stands for.
+//! few; otherwise the backend declines the launch and the runtime runs the kernels the
+//! fusion stands for (`fox_kernel::expand`).
 //!
 //! The one-pass kernel (see [`codegen::generate_fused`]) is generated per reduction and
 //! used when every aggregate is exact and order-free (counts, and sums, averages, minima
 //! and maxima of integers, decimals and dates), the keys pack into 64 bits (up to two
 //! keys of at most 4 bytes, or one of 8) and the groups fit its tables: at most `cap`
 //! distinct keys per block (in shared memory) and `GCAP` in all. The host reads the
-//! table back, orders the groups by key and computes the results with fox-cpu's
-//! formulas (a sum of decimals is a 38-digit decimal, stored as i128). As in fox-cpu, a
-//! key or a value that is a 38-digit decimal, or a filter or value whose tree holds one,
-//! is not reduced in one pass. When the kernel cannot settle something exactly (a row
+//! table back, orders the groups by key and computes the results with the contract's
+//! formulas (`fox_kernel::arith`; a sum of decimals is a 38-digit decimal, stored as
+//! i128). As in fox-cpu, a key or a value that is a 38-digit decimal, or a filter or
+//! value whose tree holds one, is not reduced in one pass. When the kernel cannot settle something exactly (a row
 //! whose value fails or does not fit, too many groups, a result out of its type's range),
 //! or for float sums (which must add in row order) and string minima and maxima, the
-//! reduction runs as `Eval` of the filter, `Compact`, `Eval` of each value, `SortPerm`,
-//! `Gather` and `ReduceByKey`, so results and errors are those of the CPU word for word.
+//! reduction runs as its expansion: `Eval` of the filter, `Compact`, `Eval` of each
+//! value, `SortPerm`, `Gather` and `ReduceByKey`, so results and errors are those of the
+//! CPU word for word.
 
 use crate::codegen::{self, AccKind, FusedLayout, FusedShape, FUSED_BLOCK, MAX_ROWS};
 use crate::device::{Gpu, KArg};
-use crate::{k_eval, k_move, k_reduce, k_scan, k_sort};
+use crate::k_scan;
 use fox_kernel::{AggSpec, Elem, KExpr};
 use fox_runtime::{BackendError, DevBuf, HostCol, LaunchCtx};
 use fox_sema::core::{AggFunc, Type, MAX_DECIMAL, MAX_WIDE_DECIMAL};
@@ -31,7 +33,8 @@ fn err(msg: impl Into<String>) -> BackendError {
     BackendError(msg.into())
 }
 
-/// `FusedReduce { filter, nkeys, aggs, exprs, n_cols }` on `args`.
+/// `FusedReduce { filter, nkeys, aggs, exprs, n_cols }` on `args` in one pass, or
+/// `None` when one pass cannot settle it (the runtime then runs the composition).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn fused_reduce(
     gpu: &mut Gpu,
@@ -42,27 +45,7 @@ pub(crate) fn fused_reduce(
     n_cols: usize,
     args: &[&DevBuf],
     ctx: &dyn LaunchCtx,
-) -> Result<Vec<DevBuf>, BackendError> {
-    if n_cols == 0 || nkeys > n_cols || args.len() < n_cols {
-        return Err(err(format!(
-            "expects {n_cols} column(s) ({nkeys} of them keys) and the tables, got {} arguments",
-            args.len()
-        )));
-    }
-    if exprs.len() != aggs.len() {
-        return Err(err(format!(
-            "has {} aggregates but {} value expressions",
-            aggs.len(),
-            exprs.len()
-        )));
-    }
-    let n = args[0].len;
-    if let Some(c) = args[..n_cols].iter().position(|c| c.len != n) {
-        return Err(err(format!(
-            "columns: column {c} has {} rows, expected {n}",
-            args[c].len
-        )));
-    }
+) -> Result<Option<Vec<DevBuf>>, BackendError> {
     let f = Fused {
         filter,
         nkeys,
@@ -72,12 +55,10 @@ pub(crate) fn fused_reduce(
         args,
         ctx,
     };
-    if let Some(plan) = one_pass_plan(&f) {
-        if let Some(outs) = one_pass(gpu, &f, &plan)? {
-            return Ok(outs);
-        }
+    match one_pass_plan(&f) {
+        Some(plan) => one_pass(gpu, &f, &plan),
+        None => Ok(None),
     }
-    composed(gpu, &f)
 }
 
 /// One `FusedReduce`: the kernel's fields and its arguments.
@@ -290,13 +271,14 @@ fn one_pass(gpu: &mut Gpu, f: &Fused, plan: &OnePass) -> Result<Option<Vec<DevBu
         let col = match (a.func, acc) {
             (AggFunc::Count, _) => HostCol::I64(slots.iter().map(|&s| cnt(s) as i64).collect()),
             (AggFunc::Sum | AggFunc::Avg, Some(acc)) => {
-                let (Some(si), Some(so)) = (a.input.and_then(fox_cpu::scale_of), fox_cpu::scale_of(a.output)) else {
+                let (Some(si), Some(so)) = (a.input.and_then(fox_kernel::scale_of), fox_kernel::scale_of(a.output))
+                else {
                     return Ok(None);
                 };
                 let mut v = Vec::with_capacity(slots.len());
                 for &s in &slots {
                     let r =
-                        fox_cpu::finish_int_sum(a.func == AggFunc::Avg, si, so, sum_of(*acc, s), i128::from(cnt(s)));
+                        fox_kernel::finish_int_sum(a.func == AggFunc::Avg, si, so, sum_of(*acc, s), i128::from(cnt(s)));
                     match r {
                         Some(x) => v.push(x),
                         // Out of range: the composition names the group.
@@ -345,69 +327,4 @@ fn one_pass(gpu: &mut Gpu, f: &Fused, plan: &OnePass) -> Result<Option<Vec<DevBu
     }
     gpu.fused_one_pass += 1;
     Ok(Some(bufs))
-}
-
-/// The kernels the fusion stands for, in order (see the module documentation).
-fn composed(gpu: &mut Gpu, f: &Fused) -> Result<Vec<DevBuf>, BackendError> {
-    let (mut kept, mut vals) = (Vec::new(), Vec::new());
-    let res = composed_in(gpu, f, &mut kept, &mut vals);
-    k_scan::free_all(gpu, kept);
-    k_scan::free_all(gpu, vals);
-    res
-}
-
-/// [`composed`], leaving the rows that pass the filter in `kept` and the aggregates'
-/// values in `vals` for the caller to free.
-fn composed_in(
-    gpu: &mut Gpu,
-    f: &Fused,
-    kept: &mut Vec<DevBuf>,
-    vals: &mut Vec<DevBuf>,
-) -> Result<Vec<DevBuf>, BackendError> {
-    let Fused {
-        filter,
-        nkeys,
-        aggs,
-        exprs,
-        n_cols,
-        args,
-        ctx,
-    } = *f;
-    let (cols, tables) = args.split_at(n_cols);
-    if let Some(e) = filter {
-        let flags = k_eval::eval(gpu, e, n_cols, args, ctx)
-            .map_err(|e| err(format!("the filter: {}", e.0)))?
-            .remove(0);
-        let compacted = k_scan::compact(gpu, &flags, cols);
-        gpu.free(flags);
-        *kept = compacted?;
-    }
-    // The rows the values are evaluated on: columns, then tables.
-    let rows: Vec<&DevBuf> = if filter.is_some() {
-        kept.iter().chain(tables.iter().copied()).collect()
-    } else {
-        args.to_vec()
-    };
-    for (j, e) in exprs.iter().enumerate() {
-        if let Some(e) = e {
-            let v = k_eval::eval(gpu, e, n_cols, &rows, ctx).map_err(|e| err(format!("aggregate {j}: {}", e.0)))?;
-            vals.extend(v);
-        }
-    }
-    let mut cols_in: Vec<&DevBuf> = rows[..nkeys].to_vec();
-    cols_in.extend(vals.iter());
-    if nkeys == 0 {
-        if cols_in.is_empty() {
-            cols_in.push(rows[0]);
-        }
-        return k_reduce::reduce_by_key(gpu, 0, aggs, &cols_in);
-    }
-    let perm = k_sort::sort_perm(gpu, &rows[..nkeys], &vec![false; nkeys], None, &vec![false; nkeys])?;
-    let sorted = k_move::gather(gpu, &perm, 0, &cols_in);
-    gpu.free(perm);
-    let sorted = sorted?;
-    let refs: Vec<&DevBuf> = sorted.iter().collect();
-    let out = k_reduce::reduce_by_key(gpu, nkeys, aggs, &refs);
-    k_scan::free_all(gpu, sorted);
-    out
 }

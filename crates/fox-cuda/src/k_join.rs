@@ -16,34 +16,20 @@
 
 use crate::device::{Gpu, KArg};
 use crate::k_scan;
+use crate::prelude::{type_code, TYPE_I128_LO};
 use fox_kernel::Elem;
 use fox_runtime::{BackendError, DevBuf};
 
-pub(crate) const BLOCK: u32 = 256;
+pub(crate) use crate::prelude::BLOCK;
 
+/// Outputs per thread of `expand_write` (kernels/trie.cu `EXPAND_ITEMS`).
+pub(crate) const EXPAND_ITEMS: u32 = 4;
 /// Outputs of `expand_write` per block (kernels/trie.cu `EXPAND_TILE`).
-pub(crate) const EXPAND_TILE: u64 = 1024;
+pub(crate) const EXPAND_TILE: u64 = (BLOCK * EXPAND_ITEMS) as u64;
 
 pub(crate) fn err(msg: impl Into<String>) -> BackendError {
     BackendError(msg.into())
 }
-
-/// The type code of an element type in the kernels. An i128 column's code (6) reads its
-/// high word as a signed 64-bit key; code 7 (only in key descriptors) its low word.
-pub(crate) fn type_code(e: Elem) -> u64 {
-    match e {
-        Elem::U8 => 0,
-        Elem::I32 => 1,
-        Elem::U32 => 2,
-        Elem::I64 => 3,
-        Elem::U64 => 4,
-        Elem::F64 => 5,
-        Elem::I128 => 6,
-    }
-}
-
-/// The type code of the low word of an i128 column in a key descriptor.
-pub(crate) const TYPE_I128_LO: u64 = 7;
 
 /// A second handle to the same buffer (the original stays in a [`Scratch`]).
 fn alias(b: &DevBuf) -> DevBuf {
@@ -192,48 +178,11 @@ pub(crate) fn key_desc(
     Ok(KeyDesc { buf, smem, k })
 }
 
-/// The common length of a group of columns (0 for none).
-pub(crate) fn common_len(cols: &[&DevBuf], what: &str) -> Result<usize, BackendError> {
-    let len = cols.first().map_or(0, |c| c.len);
-    for (i, c) in cols.iter().enumerate() {
-        if c.len != len {
-            return Err(err(format!("{what}: column {i} has {} rows, expected {len}", c.len)));
-        }
-    }
-    Ok(len)
-}
-
-pub(crate) fn expect_args(args: &[&DevBuf], n: usize, what: &str) -> Result<(), BackendError> {
-    if args.len() == n {
-        Ok(())
-    } else {
-        Err(err(format!("expects {n} argument(s) ({what}), got {}", args.len())))
-    }
-}
-
-pub(crate) fn expect_elem(b: &DevBuf, elem: Elem, what: &str) -> Result<(), BackendError> {
-    if b.elem == elem {
-        Ok(())
-    } else {
-        Err(err(format!("{what} must be {elem:?}, got {:?}", b.elem)))
-    }
-}
-
-/// `groups` groups of `width` arguments: their number, or an error when a plan's counts
-/// are too large for any argument list.
-pub(crate) fn groups_of(groups: usize, width: usize) -> Result<usize, BackendError> {
-    groups.checked_mul(width).ok_or_else(|| {
-        err(format!(
-            "{groups} groups of {width} columns are more than any argument list holds"
-        ))
-    })
-}
-
-fn key_args(nkeys: usize) -> Result<usize, BackendError> {
+fn key_args(nkeys: usize) -> usize {
     if nkeys == 0 {
-        Ok(2)
+        2
     } else {
-        groups_of(2, nkeys)
+        2 * nkeys
     }
 }
 
@@ -241,22 +190,14 @@ fn key_args(nkeys: usize) -> Result<usize, BackendError> {
 /// give the row counts).
 type Sides<'a> = (&'a [&'a DevBuf], &'a [&'a DevBuf], usize, usize);
 
-fn sides<'a>(args: &'a [&'a DevBuf], nkeys: usize) -> Result<Sides<'a>, BackendError> {
+/// The sides of join key arguments (checked by the runtime: one length per side, the
+/// same element types).
+fn sides<'a>(args: &'a [&'a DevBuf], nkeys: usize) -> Sides<'a> {
     if nkeys == 0 {
-        return Ok((&[], &[], args[0].len, args[1].len));
+        return (&[], &[], args[0].len, args[1].len);
     }
     let (left, right) = args.split_at(nkeys);
-    let nl = common_len(left, "left keys")?;
-    let nr = common_len(right, "right keys")?;
-    for (k, (x, y)) in left.iter().zip(right).enumerate() {
-        if x.elem != y.elem {
-            return Err(err(format!(
-                "keys: key {k} is {:?} on the left and {:?} on the right",
-                x.elem, y.elem
-            )));
-        }
-    }
-    Ok((left, right, nl, nr))
+    (left, right, left[0].len, right[0].len)
 }
 
 /// What `join_bounds` writes per left row.
@@ -319,8 +260,7 @@ fn bounds(
 
 /// `JoinCount { nkeys }`: per left row, the number of right rows with equal keys.
 pub(crate) fn join_count(gpu: &mut Gpu, nkeys: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    expect_args(args, key_args(nkeys)?, "left keys, right keys")?;
-    let (left, right, nl, nr) = sides(args, nkeys)?;
+    let (left, right, nl, nr) = sides(args, nkeys);
     let mut s = Scratch::new();
     let res = (|| {
         let counts = s.alloc(gpu, Elem::U64, nl)?;
@@ -337,8 +277,7 @@ pub(crate) fn match_flags(
     anti: bool,
     args: &[&DevBuf],
 ) -> Result<Vec<DevBuf>, BackendError> {
-    expect_args(args, key_args(nkeys)?, "left keys, right keys")?;
-    let (left, right, nl, nr) = sides(args, nkeys)?;
+    let (left, right, nl, nr) = sides(args, nkeys);
     let mut s = Scratch::new();
     let res = (|| {
         let flags = s.alloc(gpu, Elem::U8, nl)?;
@@ -412,18 +351,9 @@ pub(crate) fn tile_owners(
 
 /// `JoinWrite { nkeys }`: every matching pair `(left_idx, right_idx)`, by left then right.
 pub(crate) fn join_write(gpu: &mut Gpu, nkeys: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    let k = key_args(nkeys)?;
-    expect_args(args, k.saturating_add(2), "left keys, right keys, offsets, total")?;
-    let (left, right, nl, nr) = sides(&args[..k], nkeys)?;
+    let k = key_args(nkeys);
+    let (left, right, nl, nr) = sides(&args[..k], nkeys);
     let (offsets, total) = (args[k], args[k + 1]);
-    expect_elem(offsets, Elem::U64, "offsets")?;
-    expect_elem(total, Elem::U64, "total")?;
-    if offsets.len != nl {
-        return Err(err(format!("offsets has {} rows, the left side {nl}", offsets.len)));
-    }
-    if total.len != 1 {
-        return Err(err(format!("total must have one row, has {}", total.len)));
-    }
     if nl.max(nr) > u32::MAX as usize {
         return Err(err(format!(
             "a join side has {} rows, more than u32 row indices can address",
@@ -457,11 +387,7 @@ pub(crate) fn scatter_name(elem: Elem) -> &'static str {
 /// `MergeUnion { width }`: the sorted, duplicate-free union of two sorted, duplicate-free
 /// relations.
 pub(crate) fn merge_union(gpu: &mut Gpu, width: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    expect_args(args, groups_of(2, width)?, "the columns of a, the columns of b")?;
-    if width == 0 {
-        return Err(err("needs at least one column"));
-    }
-    let (a, b, na, nb) = sides(args, width)?;
+    let (a, b, na, nb) = sides(args, width);
     let mut s = Scratch::new();
     let res = (|| {
         // b without the rows a holds.

@@ -5,10 +5,10 @@ use crate::device::{Gpu, KArg};
 use fox_kernel::Elem;
 use fox_runtime::{BackendError, DevBuf, HostCol};
 
-const BLOCK: u32 = 256;
+use crate::prelude::BLOCK;
 
 /// Error code of `range_count` (kernels/movement.cu).
-const ERR_RANGE: u64 = 2;
+pub(crate) const ERR_RANGE: u64 = 2;
 
 fn err(msg: impl Into<String>) -> BackendError {
     BackendError(msg.into())
@@ -19,17 +19,6 @@ pub(crate) fn free_all(gpu: &mut Gpu, bufs: Vec<DevBuf>) {
     for b in bufs {
         gpu.free(b);
     }
-}
-
-/// The common length of a group of columns (0 for none).
-fn common_len(cols: &[&DevBuf], what: &str) -> Result<usize, BackendError> {
-    let len = cols.first().map_or(0, |c| c.len);
-    for (i, c) in cols.iter().enumerate() {
-        if c.len != len {
-            return Err(err(format!("{what}: column {i} has {} rows, expected {len}", c.len)));
-        }
-    }
-    Ok(len)
 }
 
 /// The gather kernel for an element width.
@@ -99,36 +88,13 @@ pub(crate) fn gather(gpu: &mut Gpu, idx: &DevBuf, shift: u32, cols: &[&DevBuf]) 
 
 /// `Gather { shift }`: args `idx` then k columns.
 pub(crate) fn gather_kernel(gpu: &mut Gpu, shift: u32, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    let Some((idx, cols)) = args.split_first() else {
-        return Err(err("expects an index column and the columns to gather from"));
-    };
-    gather(gpu, idx, shift, cols)
+    gather(gpu, args[0], shift, &args[1..])
 }
 
 /// `Concat { parts, width }`: `parts` groups of `width` columns, concatenated in order.
 pub(crate) fn concat(gpu: &mut Gpu, parts: usize, width: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    let n = parts.checked_mul(width).ok_or_else(|| err("parts * width overflows"))?;
-    if args.len() != n {
-        return Err(err(format!(
-            "expects {parts} groups of {width} columns ({n} arguments), got {}",
-            args.len()
-        )));
-    }
-    if parts == 0 {
-        return Err(err("needs at least one group to give the column types"));
-    }
+    debug_assert_eq!(args.len(), parts * width);
     let groups: Vec<&[&DevBuf]> = args.chunks(width).collect();
-    for (g, grp) in groups.iter().enumerate() {
-        common_len(grp, &format!("group {g}"))?;
-        for (c, col) in grp.iter().enumerate() {
-            if col.elem != groups[0][c].elem {
-                return Err(err(format!(
-                    "column {c} of group {g} is {:?}, but of group 0 is {:?}",
-                    col.elem, groups[0][c].elem
-                )));
-            }
-        }
-    }
     let mut outs = Vec::with_capacity(width);
     let res = (|| {
         for c in 0..width {
@@ -157,7 +123,7 @@ pub(crate) fn concat(gpu: &mut Gpu, parts: usize, width: usize, args: &[&DevBuf]
 
 /// `Slice { start, len }`: rows `start .. min(start + len, rows)` of k columns.
 pub(crate) fn slice(gpu: &mut Gpu, start: u64, len: u64, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    let rows = common_len(args, "sliced columns")?;
+    let rows = args[0].len;
     let a = usize::try_from(start).unwrap_or(usize::MAX).min(rows);
     let b = a.saturating_add(usize::try_from(len).unwrap_or(usize::MAX)).min(rows);
     let mut outs = Vec::with_capacity(args.len());
@@ -181,9 +147,6 @@ pub(crate) fn slice(gpu: &mut Gpu, start: u64, len: u64, args: &[&DevBuf]) -> Re
 
 /// `RootRange`: `lo = [0]`, `hi = [len(values_0)]`.
 pub(crate) fn root_range(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    if args.len() != 1 {
-        return Err(err(format!("expects 1 argument(s) (values_0), got {}", args.len())));
-    }
     gpu.ptr(args[0])?;
     let len = u32::try_from(args[0].len).map_err(|_| err("the root level has more than u32 rows"))?;
     let lo = gpu.upload(&HostCol::U32(vec![0]))?;
@@ -198,18 +161,7 @@ pub(crate) fn root_range(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>,
 
 /// `RangeCount`: `hi - lo` per row (U64); a row with `hi < lo` is an error.
 pub(crate) fn range_count(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    if args.len() != 2 {
-        return Err(err(format!("expects 2 argument(s) (lo, hi), got {}", args.len())));
-    }
     let (lo, hi) = (args[0], args[1]);
-    for (b, what) in [(lo, "lo"), (hi, "hi")] {
-        if b.elem != Elem::U32 {
-            return Err(err(format!("{what} must be u32, got {:?}", b.elem)));
-        }
-    }
-    if hi.len != lo.len {
-        return Err(err(format!("hi: column 0 has {} rows, expected {}", hi.len, lo.len)));
-    }
     let n = lo.len;
     let out = gpu.alloc(Elem::U64, n)?;
     let res = (|| {

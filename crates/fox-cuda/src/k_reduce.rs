@@ -15,23 +15,15 @@
 //! maxima of i128 values compare 128-bit keys.
 
 use crate::device::{Gpu, KArg};
-use crate::k_join::{blocks, common_len, err, key_desc, stride_grid, type_code, Scratch, BLOCK};
+use crate::k_join::{blocks, err, key_desc, stride_grid, Scratch, BLOCK};
+use crate::prelude::type_code;
 use crate::{k_move, k_scan, k_trie};
-use fox_kernel::{AggSpec, Elem};
+use fox_kernel::{scale_of, AggSpec, Elem};
 use fox_runtime::{BackendError, DevBuf};
 use fox_sema::core::{AggFunc, Type};
 
 /// Pieces per block of `piece_sum`/`piece_minmax` (one warp each).
 const PIECE_WARPS_PER_BLOCK: u64 = (BLOCK / 32) as u64;
-
-/// The scale of a type stored as a scaled integer (0 for integers).
-fn scale_of(ty: Type) -> Option<u32> {
-    match ty {
-        Type::Int32 | Type::Int64 => Some(0),
-        Type::Decimal(s) | Type::WideDecimal(s) => Some(u32::from(s)),
-        _ => None,
-    }
-}
 
 /// The output kind of an integer-stored result in kernels/reduce.cu `store_int`.
 fn int_kind(e: Elem) -> Option<i32> {
@@ -140,60 +132,24 @@ pub(crate) fn reduce_by_key(
     let need_rank = aggs
         .iter()
         .any(|a| matches!(a.func, AggFunc::Min | AggFunc::Max) && a.input == Some(Type::String));
-    if nkeys > args.len() {
-        return Err(err(format!("expects {nkeys} key(s), got {} arguments", args.len())));
-    }
     let ncols = nkeys + nvals + len_col;
-    let want = ncols + usize::from(need_rank);
-    if args.len() != want {
-        return Err(err(format!(
-            "expects {nkeys} key(s), {nvals} value column(s){}{}: {want} arguments, got {}",
-            if len_col == 1 {
-                ", a column giving the row count"
-            } else {
-                ""
-            },
-            if need_rank { " and the rank table" } else { "" },
-            args.len()
-        )));
-    }
-    let n = common_len(&args[..ncols], "keys and values")?;
-    let rank = if need_rank {
-        let r = args[ncols];
-        if r.elem != Elem::U32 {
-            return Err(err(format!("the rank table must be U32, got {:?}", r.elem)));
-        }
-        Some(r)
-    } else {
-        None
-    };
+    let n = args[0].len;
+    let rank = need_rank.then(|| args[ncols]);
     if n > u32::MAX as usize {
         return Err(err(format!(
             "the input has {n} rows, more than u32 row indices can address"
         )));
     }
     let keys = &args[..nkeys];
-    // The value column of each aggregate, checked before any work.
+    // The value column of each aggregate.
     let mut vals: Vec<Option<(&DevBuf, Type)>> = Vec::with_capacity(aggs.len());
     let mut next_val = nkeys;
-    for (a, spec) in aggs.iter().enumerate() {
+    for spec in aggs {
         vals.push(match (spec.func, spec.input) {
-            (AggFunc::Count, _) => None,
-            (f, None) => {
-                return Err(err(format!(
-                    "aggregate {a} ({f:?}) needs an input type and value column"
-                )));
-            }
+            (AggFunc::Count, _) | (_, None) => None,
             (_, Some(ty)) => {
                 let col = args[next_val];
                 next_val += 1;
-                if col.elem != Elem::of(ty) {
-                    return Err(err(format!(
-                        "the value column of aggregate {a} is {:?}, but its type {ty} is stored as {:?}",
-                        col.elem,
-                        Elem::of(ty)
-                    )));
-                }
                 Some((col, ty))
             }
         });

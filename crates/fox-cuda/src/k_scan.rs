@@ -12,14 +12,18 @@ use crate::device::{Gpu, KArg};
 use fox_kernel::Elem;
 use fox_runtime::{BackendError, DevBuf};
 
-const SCAN_THREADS: u32 = 128;
+/// Threads and counts per thread of a scan tile (kernels/scan.cu).
+pub(crate) const SCAN_THREADS: u32 = 128;
+pub(crate) const SCAN_ITEMS: u32 = 20;
 /// Counts per scan tile (`SCAN_TILE` in kernels/scan.cu).
-const SCAN_TILE: usize = 2560;
-const CPT_THREADS: u32 = 128;
+const SCAN_TILE: usize = (SCAN_THREADS * SCAN_ITEMS) as usize;
+/// Threads and rows per thread of a compaction tile (kernels/scan.cu).
+pub(crate) const CPT_THREADS: u32 = 128;
+pub(crate) const CPT_ITEMS: u32 = 16;
 /// Rows per compaction tile (`CPT_TILE` in kernels/scan.cu).
-const CPT_TILE: usize = 2048;
+const CPT_TILE: usize = (CPT_THREADS * CPT_ITEMS) as usize;
 /// Error code of an overflowing scan (`ERR_OVERFLOW` in kernels/scan.cu).
-const ERR_OVERFLOW: u64 = 3;
+pub(crate) const ERR_OVERFLOW: u64 = 3;
 
 fn err(msg: impl Into<String>) -> BackendError {
     BackendError(msg.into())
@@ -40,9 +44,6 @@ pub(crate) fn grid_u32(tiles: usize, what: &str) -> Result<u32, BackendError> {
 /// The scan behind [`exclusive_scan_u64`]; `check` reads the error word afterwards (a
 /// synchronisation), which callers whose sums cannot overflow skip.
 fn scan(gpu: &mut Gpu, counts: &DevBuf, check: bool) -> Result<(DevBuf, DevBuf), BackendError> {
-    if counts.elem != Elem::U64 {
-        return Err(err(format!("counts must be u64, got {:?}", counts.elem)));
-    }
     let n = counts.len;
     let offsets = gpu.alloc(Elem::U64, n)?;
     let total = match gpu.alloc(Elem::U64, 1) {
@@ -107,9 +108,6 @@ pub(crate) fn exclusive_scan_u64(gpu: &mut Gpu, counts: &DevBuf) -> Result<(DevB
 
 /// `ExclusiveScan`: args `counts`; outs `offsets`, `total`.
 pub(crate) fn exclusive_scan(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    if args.len() != 1 {
-        return Err(err(format!("expects 1 argument(s) (counts), got {}", args.len())));
-    }
     let (offsets, total) = exclusive_scan_u64(gpu, args[0])?;
     Ok(vec![offsets, total])
 }
@@ -124,21 +122,10 @@ fn scatter_name(elem: Elem) -> &'static str {
     }
 }
 
-/// The rows of `cols` whose flag (U8) is non-zero, in order. Every column must have as
-/// many rows as `flags`.
+/// The rows of `cols` whose flag (U8) is non-zero, in order. Every column has as many
+/// rows as `flags`.
 pub(crate) fn compact(gpu: &mut Gpu, flags: &DevBuf, cols: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    if flags.elem != Elem::U8 {
-        return Err(err(format!("flags must be u8, got {:?}", flags.elem)));
-    }
     let n = flags.len;
-    for (i, c) in cols.iter().enumerate() {
-        if c.len != n {
-            return Err(err(format!(
-                "compacted columns: column {i} has {} rows, expected {n}",
-                c.len
-            )));
-        }
-    }
     let mut outs = Vec::with_capacity(cols.len());
     let mut temps = Vec::new();
     let res = (|| {
@@ -196,8 +183,5 @@ pub(crate) fn compact(gpu: &mut Gpu, flags: &DevBuf, cols: &[&DevBuf]) -> Result
 
 /// `Compact`: args `flags` then k columns; outs the k compacted columns.
 pub(crate) fn compact_kernel(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    let Some((flags, cols)) = args.split_first() else {
-        return Err(err("expects flags and the columns to compact"));
-    };
-    compact(gpu, flags, cols)
+    compact(gpu, args[0], &args[1..])
 }

@@ -20,12 +20,16 @@ use crate::k_trie;
 use fox_kernel::Elem;
 use fox_runtime::{BackendError, DevBuf, HostCol};
 
-const BLOCK: u32 = 256;
-const SWEEP_THREADS: u32 = 384;
-/// Keys per onesweep tile for 32-bit keys (384 threads x `SWEEP_ITEMS_32`).
-const TILE_32: usize = 384 * 23;
-/// Keys per onesweep tile for 64-bit keys (384 threads x `SWEEP_ITEMS_64`).
-const TILE_64: usize = 384 * 15;
+use crate::prelude::BLOCK;
+/// Threads of a onesweep tile, and keys per thread for 32- and 64-bit keys
+/// (kernels/sort.cu).
+pub(crate) const SWEEP_THREADS: u32 = 384;
+pub(crate) const SWEEP_ITEMS_32: u32 = 23;
+pub(crate) const SWEEP_ITEMS_64: u32 = 15;
+/// Keys per onesweep tile for 32-bit keys.
+const TILE_32: usize = (SWEEP_THREADS * SWEEP_ITEMS_32) as usize;
+/// Keys per onesweep tile for 64-bit keys.
+const TILE_64: usize = (SWEEP_THREADS * SWEEP_ITEMS_64) as usize;
 
 fn err(msg: impl Into<String>) -> BackendError {
     BackendError(msg.into())
@@ -170,38 +174,9 @@ pub(crate) fn sort_perm(
     rank: Option<&DevBuf>,
     by_rank: &[bool],
 ) -> Result<DevBuf, BackendError> {
-    let k = keys.len();
-    if desc.len() != k || by_rank.len() != k {
-        return Err(err(format!(
-            "has {k} key(s), {} desc flags and {} by_rank flags",
-            desc.len(),
-            by_rank.len()
-        )));
-    }
-    if let Some(r) = rank {
-        if r.elem != Elem::U32 {
-            return Err(err(format!("the rank table must be u32, got {:?}", r.elem)));
-        }
-    }
+    debug_assert!(desc.len() == keys.len() && by_rank.len() == keys.len());
+    debug_assert!(rank.is_some() || !by_rank.contains(&true));
     let n = keys.first().map_or(0, |c| c.len);
-    for (i, c) in keys.iter().enumerate() {
-        if c.len != n {
-            return Err(err(format!("keys: column {i} has {} rows, expected {n}", c.len)));
-        }
-        if by_rank[i] {
-            if c.elem != Elem::U32 {
-                return Err(err(format!(
-                    "key {i} is ordered by string rank but is {:?}, not a string code column",
-                    c.elem
-                )));
-            }
-            if rank.is_none() {
-                return Err(err(format!(
-                    "key {i} is ordered by string rank but no rank table is given"
-                )));
-            }
-        }
-    }
     if n > u32::MAX as usize {
         return Err(err(format!(
             "the input has {n} rows, more than u32 row indices can address"
@@ -402,18 +377,7 @@ pub(crate) fn sort_perm_kernel(
     args: &[&DevBuf],
 ) -> Result<Vec<DevBuf>, BackendError> {
     let k = desc.len();
-    if by_rank.len() != k {
-        return Err(err(format!("has {k} desc flags but {} by_rank flags", by_rank.len())));
-    }
     let need_rank = by_rank.iter().any(|b| *b);
-    let want = k + usize::from(need_rank);
-    if args.len() != want {
-        return Err(err(format!(
-            "expects {k} key column(s){}, got {} arguments",
-            if need_rank { " and the rank table" } else { "" },
-            args.len()
-        )));
-    }
     let rank = if need_rank { Some(args[k]) } else { None };
     Ok(vec![sort_perm(gpu, &args[..k], desc, rank, by_rank)?])
 }
@@ -471,11 +435,6 @@ pub(crate) fn repeated_key(gpu: &mut Gpu, nkeys: usize, args: &[&DevBuf]) -> Res
 /// differs from row i-1 in any column (row 0 is 1). Floats compare by total order.
 pub(crate) fn adjacent_distinct(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
     let n = args.first().map_or(0, |c| c.len);
-    for (i, c) in args.iter().enumerate() {
-        if c.len != n {
-            return Err(err(format!("columns: column {i} has {} rows, expected {n}", c.len)));
-        }
-    }
     let out = gpu.alloc(Elem::U8, n)?;
     let res = (|| {
         let out_ptr = gpu.ptr(&out)?;

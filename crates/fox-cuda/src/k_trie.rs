@@ -8,10 +8,8 @@
 //! (every parent row is also a child row).
 
 use crate::device::{Gpu, KArg};
-use crate::k_join::{
-    blocks, desc_buffer, err, expand_pairs, expect_args, expect_elem, stride_grid, tile_owners, type_code, Scratch,
-    BLOCK, EXPAND_TILE,
-};
+use crate::k_join::{blocks, desc_buffer, err, expand_pairs, stride_grid, tile_owners, Scratch, BLOCK, EXPAND_TILE};
+use crate::prelude::type_code;
 use crate::{k_move, k_scan, k_sort};
 use fox_kernel::Elem;
 use fox_runtime::{BackendError, DevBuf, HostCol};
@@ -27,11 +25,7 @@ pub(crate) fn iota(gpu: &mut Gpu, s: &mut Scratch, n: usize) -> Result<DevBuf, B
 
 /// `TrieBuild { arity }`: the levels of the trie of a sorted, duplicate-free relation.
 pub(crate) fn trie_build(gpu: &mut Gpu, arity: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    if arity == 0 {
-        return Err(err("needs arity of at least 1"));
-    }
-    expect_args(args, arity, "the relation's columns")?;
-    let n = crate::k_join::common_len(args, "columns")?;
+    let n = args[0].len;
     if n > u32::MAX as usize {
         return Err(err(format!(
             "the relation has {n} rows, more than u32 row indices can address"
@@ -95,20 +89,8 @@ pub(crate) fn trie_build(gpu: &mut Gpu, arity: usize, args: &[&DevBuf]) -> Resul
 /// `Expand`: for each row i, `offsets[i+1] - offsets[i]` outputs with `parent = i` and
 /// `pos = lo[i] + k`.
 pub(crate) fn expand(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    if args.len() != 4 {
-        expect_args(args, 3, "lo, offsets, total")?;
-    }
     let (lo, offsets, total) = (args[0], args[1], args[2]);
-    expect_elem(lo, Elem::U32, "lo")?;
-    expect_elem(offsets, Elem::U64, "offsets")?;
-    expect_elem(total, Elem::U64, "total")?;
     let n = lo.len;
-    if offsets.len != n {
-        return Err(err(format!("offsets: column 0 has {} rows, expected {n}", offsets.len)));
-    }
-    if total.len != 1 {
-        return Err(err(format!("total must have one row, has {}", total.len)));
-    }
     if n > u32::MAX as usize {
         return Err(err(format!(
             "the input has {n} rows, more than u32 row indices can address"
@@ -122,10 +104,6 @@ pub(crate) fn expand(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, Bac
     let window = match args.get(3) {
         None => (0, total),
         Some(w) => {
-            expect_elem(w, Elem::U64, "window")?;
-            if w.len != 2 {
-                return Err(err(format!("window must have two rows, has {}", w.len)));
-            }
             let (a, b) = (gpu.read_u64(w, 0)?, gpu.read_u64(w, 1)?);
             if a > b || b > total {
                 return Err(err(format!("window {a} .. {b} is not within the {total} outputs")));
@@ -159,22 +137,8 @@ pub(crate) fn expand(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, Bac
 /// `SortedSearch`: whether `needle[i]` occurs in `values[lo[i]..hi[i]]`, and the first
 /// index of that slice whose value is not below it.
 pub(crate) fn sorted_search(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    expect_args(args, 4, "values, lo, hi, needle")?;
     let (values, lo, hi, needle) = (args[0], args[1], args[2], args[3]);
-    expect_elem(lo, Elem::U32, "lo")?;
-    expect_elem(hi, Elem::U32, "hi")?;
     let n = lo.len;
-    for (c, what) in [(hi, "hi"), (needle, "needle")] {
-        if c.len != n {
-            return Err(err(format!("hi and needle: {what} has {} rows, expected {n}", c.len)));
-        }
-    }
-    if values.elem != needle.elem {
-        return Err(err(format!(
-            "needle is {:?}, values are {:?}",
-            needle.elem, values.elem
-        )));
-    }
     let mut s = Scratch::new();
     let res = (|| {
         let found = s.alloc(gpu, Elem::U8, n)?;
@@ -203,10 +167,12 @@ pub(crate) fn sorted_search(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBu
 }
 
 /// The most ways an `IntersectCount` takes (kernels/trie.cu `IC_MAX_WAYS`).
-const IC_MAX_WAYS: usize = 16;
+pub(crate) const IC_MAX_WAYS: usize = 16;
 
-/// Candidates per block of `ic_hash_t*` (kernels/trie.cu `ICH_TILE`).
-const IC_HASH_TILE: u64 = 256 * 32;
+/// Candidates per thread of `ic_hash_*` (kernels/trie.cu `ICH_ITEMS`).
+pub(crate) const ICH_ITEMS: u32 = 32;
+/// Candidates per block of `ic_hash_*` (kernels/trie.cu `ICH_TILE`).
+const IC_HASH_TILE: u64 = (BLOCK * ICH_ITEMS) as u64;
 
 /// A row is looked up in the shared way's table when its candidates are at most this many
 /// times the shared range (otherwise it searches from its smallest range): on the
@@ -222,27 +188,10 @@ const IC_HASH_FACTOR: u32 = 8;
 /// `intersect_pair`); otherwise each row's candidates are the values of its smallest
 /// range (`ic_work`), each searched in the other ranges (`count_searched`).
 pub(crate) fn intersect_count(gpu: &mut Gpu, ways: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    if ways == 0 || ways > IC_MAX_WAYS {
-        return Err(err(format!("takes 1 to {IC_MAX_WAYS} ways, not {ways}")));
+    if ways > IC_MAX_WAYS {
+        return Err(err(format!("takes at most {IC_MAX_WAYS} ways, not {ways}")));
     }
-    expect_args(args, crate::k_join::groups_of(3, ways)?, "values, lo, hi per way")?;
     let n = args[1].len;
-    for w in 0..ways {
-        let (values, lo, hi) = (args[3 * w], args[3 * w + 1], args[3 * w + 2]);
-        if values.elem != args[0].elem {
-            return Err(err(format!(
-                "way {w}: values are {:?}, way 0's are {:?}",
-                values.elem, args[0].elem
-            )));
-        }
-        expect_elem(lo, Elem::U32, "lo")?;
-        expect_elem(hi, Elem::U32, "hi")?;
-        for (c, what) in [(lo, "lo"), (hi, "hi")] {
-            if c.len != n {
-                return Err(err(format!("way {w}: {what} has {} rows, expected {n}", c.len)));
-            }
-        }
-    }
     if n > u32::MAX as usize {
         return Err(err(format!("{n} rows are more than u32 row indices can address")));
     }
@@ -308,7 +257,7 @@ const IC_SHARED_MIN_ROWS: usize = 2048;
 
 /// `IntersectCount` when one way's range is shared by runs of consecutive rows (on
 /// average at least two rows a run): the rows whose shared range fits a shared-memory table
-/// look their candidates up in it (`ic_hash_t*`), the others search as usual
+/// look their candidates up in it (`ic_hash_*`), the others search as usual
 /// (`count_searched`); the count is added to `out`. `false` when no way is shared enough,
 /// and nothing was counted.
 fn intersect_shared(gpu: &mut Gpu, s: &mut Scratch, level: &Level, out: &DevBuf) -> Result<bool, BackendError> {
@@ -381,18 +330,20 @@ fn intersect_shared(gpu: &mut Gpu, s: &mut Scratch, level: &Level, out: &DevBuf)
             KArg::U64(ntiles),
             KArg::Ptr(gpu.ptr(out)?),
         ];
-        let kernel = format!("ic_hash_t{}", type_code(elem));
+        let kernel = format!("ic_hash_{}", elem.name());
         gpu.launch("trie", &kernel, blocks(hashed, IC_HASH_TILE)?, BLOCK, 0, &hargs)?;
     }
     count_searched(gpu, s, (desc, ways, n, elem), &work_b, &lead_b, out)?;
     Ok(true)
 }
 
-/// Candidates per block of `ic_hash2_t*` (kernels/trie.cu `IC2_TILE`).
-const IC_HASH2_TILE: u64 = 256 * 64;
+/// Candidates per thread of `ic_hash2_*` (kernels/trie.cu `IC2_ITEMS`).
+pub(crate) const IC2_ITEMS: u32 = 64;
+/// Candidates per block of `ic_hash2_*` (kernels/trie.cu `IC2_TILE`).
+const IC_HASH2_TILE: u64 = (BLOCK * IC2_ITEMS) as u64;
 
 /// The largest range a shared-memory table holds (32 KiB of keys): a cuckoo table of
-/// `ic_hash2_t*` for two ways, a linear-probing table of `ic_hash_t*` for more; by the
+/// `ic_hash2_*` for two ways, a linear-probing table of `ic_hash_*` for more; by the
 /// values' width.
 fn table_cap(ways: usize, elem: Elem) -> u32 {
     match (ways, elem.size() <= 4) {
@@ -408,7 +359,7 @@ fn table_cap(ways: usize, elem: Elem) -> u32 {
 /// would lag behind the others.
 const PAIR_SMALL: u32 = 64;
 
-/// Evictions an insertion into a cuckoo table of `ic_hash2_t*` makes before the block
+/// Evictions an insertion into a cuckoo table of `ic_hash2_*` makes before the block
 /// searches its segment instead; tables are at most a quarter full, where chains this
 /// long are rare.
 pub(crate) const DEFAULT_TABLE_KICKS: u32 = 64;
@@ -494,7 +445,7 @@ fn intersect_pair(
 }
 
 /// Adds to `out` the candidates of each row (the values `lo_c .. hi_c` of `vals_c`) that
-/// lie in its table range (`lo_t .. hi_t` of `vals_t`): `ic_hash2_t*`, the rows of equal
+/// lie in its table range (`lo_t .. hi_t` of `vals_t`): `ic_hash2_*`, the rows of equal
 /// table ranges next to each other, every row with at least one candidate (a block walks
 /// the rows of its tile one run at a time).
 fn hash_pair(
@@ -535,14 +486,14 @@ fn hash_pair(
         KArg::U32(gpu.table_kicks),
         KArg::Ptr(gpu.ptr(out)?),
     ];
-    let kernel = format!("ic_hash2_t{}", type_code(elem));
+    let kernel = format!("ic_hash2_{}", elem.name());
     // Six blocks of 37 KiB fit an SM only with the largest carveout.
     gpu.prefer_shared("trie", &kernel)?;
     gpu.launch("trie", &kernel, blocks(candidates, IC_HASH2_TILE)?, BLOCK, 0, &args)
 }
 
 /// Adds to `out` the candidates of each row (`work` of them, the values of way `lead`'s
-/// range) found in every other way's range by binary search (`ic_count_t*`), spread evenly
+/// range) found in every other way's range by binary search (`ic_count_*`), spread evenly
 /// over the threads whatever rows they come from.
 fn count_searched(
     gpu: &mut Gpu,
@@ -570,23 +521,13 @@ fn count_searched(
         KArg::U64(ntiles),
         KArg::Ptr(gpu.ptr(out)?),
     ];
-    let kernel = format!("ic_count_t{}", type_code(elem));
+    let kernel = format!("ic_count_{}", elem.name());
     gpu.launch("trie", &kernel, blocks(candidates, EXPAND_TILE)?, BLOCK, 0, &cargs)
 }
 
 /// `MinRange { ways }`: per row, the `(lo, hi)` pair with the fewest values.
 pub(crate) fn min_range(gpu: &mut Gpu, ways: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
-    if ways == 0 {
-        return Err(err("needs at least one range"));
-    }
-    expect_args(args, crate::k_join::groups_of(2, ways)?, "lo, hi per way")?;
     let n = args[0].len;
-    for (i, a) in args.iter().enumerate() {
-        expect_elem(a, Elem::U32, if i % 2 == 0 { "lo" } else { "hi" })?;
-        if a.len != n {
-            return Err(err(format!("lo and hi: column {i} has {} rows, expected {n}", a.len)));
-        }
-    }
     let mut s = Scratch::new();
     let res = (|| {
         let lo = s.alloc(gpu, Elem::U32, n)?;

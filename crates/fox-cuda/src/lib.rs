@@ -4,7 +4,8 @@
 //!
 //! The crate builds without CUDA: the driver and NVRTC are loaded when a backend is
 //! opened, and [`CudaBackend::new`] reports what is missing instead of panicking.
-//! [`testing`] holds the harness of the GPU-vs-CPU tests.
+//! [`prelude`] generates the part of `kernels/common.cuh` that must agree with the host;
+//! [`testing`] holds the harness of the GPU tests.
 
 mod backend;
 pub mod codegen;
@@ -18,6 +19,7 @@ mod k_reduce;
 mod k_scan;
 mod k_sort;
 mod k_trie;
+pub mod prelude;
 pub mod testing;
 
 pub use backend::CudaBackend;

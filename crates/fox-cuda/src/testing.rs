@@ -1,7 +1,8 @@
-//! The harness of the GPU-vs-CPU tests: what a test needs beyond the CPU ([`Needs`]),
-//! opening the GPU, random columns, and [`compare`], which runs one kernel on the CPU and
-//! the GPU backend and reports the first difference with everything needed to reproduce
-//! it.
+//! The harness of the GPU tests: what a test needs beyond the CPU ([`Needs`]), opening
+//! the GPU, random columns, running a kernel on a backend ([`run_on`]) and describing the
+//! first difference of two outputs ([`first_mismatch`], [`value_at`]). The comparison
+//! with the CPU backend itself lives in the tests (`tests/it/main.rs`, `compare`), so
+//! that this crate does not depend on fox-cpu.
 //!
 //! The test executables that hold GPU tests run them through their own harness
 //! (`harness = false`), which asks [`Needs::ready`] before each test: a test whose need is
@@ -10,7 +11,6 @@
 //! machine requires the GPU and NVRTC, `FOX_REQUIRE_NVRTC=1` in CI requires NVRTC).
 
 use crate::CudaBackend;
-use fox_cpu::CpuBackend;
 use fox_kernel::{Elem, Kernel};
 use fox_runtime::{Backend, DevBuf, HostCol, LaunchCtx};
 use std::cmp::Ordering;
@@ -414,7 +414,7 @@ pub fn describe(col: &HostCol) -> String {
     format!("{} x {:?}", col.len(), col.elem())
 }
 
-fn value_at(col: &HostCol, i: usize) -> String {
+pub fn value_at(col: &HostCol, i: usize) -> String {
     match col {
         HostCol::U8(v) => v[i].to_string(),
         HostCol::I32(v) => v[i].to_string(),
@@ -448,13 +448,18 @@ pub fn first_mismatch(a: &HostCol, b: &HostCol) -> Option<(usize, usize)> {
     first.map(|f| (f, count))
 }
 
-/// Runs `kernel` on `backend` with `args` uploaded; the outputs downloaded, or the error.
+/// Runs `kernel` on `backend` with `args` uploaded, their shape checked first as the
+/// runtime checks it (`fox_kernel::check_shape`: what both backends rely on; the types of
+/// expressions and aggregates are left to the backends, so that the tests compare them on
+/// launches the lowering never makes too); the outputs downloaded, or the error.
 pub fn run_on(
     backend: &mut dyn Backend,
     kernel: &Kernel,
     args: &[HostCol],
     ctx: &dyn LaunchCtx,
 ) -> Result<Vec<HostCol>, String> {
+    let shapes: Vec<(Elem, usize)> = args.iter().map(|a| (a.elem(), a.len())).collect();
+    fox_kernel::check_shape(kernel, &shapes).map_err(|m| format!("kernel {}: {m}", kernel.name()))?;
     let before = backend.mem().in_use;
     let mut bufs: Vec<DevBuf> = Vec::with_capacity(args.len());
     let mut res = Ok(Vec::new());
@@ -495,59 +500,4 @@ pub fn run_on(
         ));
     }
     res
-}
-
-/// Runs `kernel` on `args` on the CPU and on `gpu`, and panics with the kernel, the case,
-/// the argument shapes and the first mismatching output index when the outputs differ
-/// (or one side fails and the other does not). Returns the CPU's outputs, or its error
-/// message when both failed.
-pub fn compare(
-    gpu: &mut CudaBackend,
-    kernel: &Kernel,
-    args: &[HostCol],
-    ctx: &dyn LaunchCtx,
-    case: &str,
-) -> Result<Vec<HostCol>, String> {
-    let mut cpu = CpuBackend::new();
-    let want = run_on(&mut cpu, kernel, args, ctx);
-    let got = run_on(gpu, kernel, args, ctx);
-    let mut kdesc = format!("{kernel:?}");
-    if kdesc.len() > 300 {
-        let mut cut = 300;
-        while !kdesc.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        kdesc.truncate(cut);
-        kdesc.push('…');
-    }
-    let shapes: Vec<String> = args.iter().map(describe).collect();
-    let head = format!("{} [{kdesc}] case {case}, args [{}]", kernel.name(), shapes.join(", "));
-    match (want, got) {
-        (Ok(w), Ok(g)) => {
-            if w.len() != g.len() {
-                panic!("{head}: cpu gives {} outputs, gpu {}", w.len(), g.len());
-            }
-            for (o, (a, b)) in w.iter().zip(&g).enumerate() {
-                if a.elem() != b.elem() || a.len() != b.len() {
-                    panic!(
-                        "{head}: output {o} is {} on the cpu, {} on the gpu",
-                        describe(a),
-                        describe(b)
-                    );
-                }
-                if let Some((i, count)) = first_mismatch(a, b) {
-                    panic!(
-                        "{head}: output {o} ({}) differs at {count} indices, first at index {i}: cpu {}, gpu {}",
-                        describe(a),
-                        value_at(a, i),
-                        value_at(b, i)
-                    );
-                }
-            }
-            Ok(w)
-        }
-        (Err(w), Err(_)) => Err(w),
-        (Ok(_), Err(g)) => panic!("{head}: the cpu succeeds, the gpu fails: {g}"),
-        (Err(w), Ok(_)) => panic!("{head}: the cpu fails ({w}), the gpu succeeds"),
-    }
 }

@@ -60,7 +60,7 @@ fn every_kernel_file_is_embedded() {
         if path.extension().is_some_and(|e| e == "cu") {
             let name = path.file_stem().unwrap().to_string_lossy().into_owned();
             let text = std::fs::read_to_string(&path).expect("a kernel source is readable");
-            let embedded = compile::module_source(&name)
+            let embedded = compile::module_file(&name)
                 .unwrap_or_else(|| panic!("kernels/{name}.cu is not in fox_cuda::compile::MODULES"));
             assert_eq!(embedded, text, "kernels/{name}.cu differs from the embedded copy");
             on_disk.push(name);
@@ -74,9 +74,29 @@ fn every_kernel_file_is_embedded() {
     }
 }
 
+fn every_kernel_module_includes_the_prelude() {
+    for (name, text) in MODULES {
+        assert_eq!(
+            text.matches(fox_cuda::prelude::INCLUDE).count(),
+            1,
+            "kernels/{name}.cu must include common.cuh once"
+        );
+        let src = compile::module_source(name).expect("a module");
+        assert!(
+            !src.contains(fox_cuda::prelude::INCLUDE),
+            "kernels/{name}.cu: the include is replaced"
+        );
+        assert!(
+            src.contains(&fox_cuda::prelude::generated()),
+            "kernels/{name}.cu: the generated codes"
+        );
+    }
+}
+
 fn every_kernel_module_compiles_for_sm_90() {
     let mut failures = Vec::new();
-    for (name, src) in MODULES {
+    for (name, _) in MODULES {
+        let src = compile::module_source(name).expect("a module");
         let t0 = Instant::now();
         match compile::compile_ptx(&format!("kernels/{name}.cu"), src, "compute_90") {
             Ok(ptx) => {
@@ -378,6 +398,7 @@ fn generated_fused_reductions_compile_for_sm_90() {
 
 tests![
     Cpu every_kernel_file_is_embedded,
+    Cpu every_kernel_module_includes_the_prelude,
     Nvrtc every_kernel_module_compiles_for_sm_90,
     Nvrtc a_compile_error_carries_the_nvrtc_log,
     Nvrtc the_disk_cache_is_reused,

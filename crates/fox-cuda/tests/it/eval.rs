@@ -5,11 +5,11 @@
 //! reported as ignored; the NVRTC compile check of generated kernels needs only NVRTC, the
 //! host check of generated kernels only g++, and the plan-error check runs everywhere.
 
-use fox_cpu::show_kexpr;
 use fox_cuda::codegen::generate_source;
 use fox_cuda::compile;
 use fox_cuda::testing::{describe, first_mismatch, gpu, Rng, Strings, LARGE};
 use fox_cuda::CudaBackend;
+use fox_kernel::show_kexpr;
 use fox_kernel::{Elem, KExpr, KExprKind, Kernel, ScalarFn};
 use fox_runtime::{Backend, DevBuf, HostCol};
 use fox_sema::core::{ArithOp, CmpOp, Type, Value};
@@ -129,7 +129,28 @@ fn cell(c: &HostCol, i: usize) -> String {
     }
 }
 
+/// The shape of a launch's arguments that the runtime guarantees both backends
+/// (`fox_kernel::check_shape`). The expression itself is left to the backends' checked
+/// form, so that expressions the lowering never makes still compare the two.
+fn contract(k: &Kernel, args: &[HostCol]) -> Result<(), String> {
+    let shapes: Vec<(Elem, usize)> = args.iter().map(|a| (a.elem(), a.len())).collect();
+    fox_kernel::check_shape(k, &shapes)
+        .map(|_| ())
+        .map_err(|m| format!("kernel {}: {m}", k.name()))
+}
+
 fn cpu_eval(e: &KExpr, n_cols: usize, args: &[HostCol], ctx: &Strings) -> Result<HostCol, String> {
+    let k = Kernel::Eval {
+        expr: e.clone(),
+        n_cols,
+    };
+    contract(&k, args)?;
+    cpu_backend_eval(e, n_cols, args, ctx)
+}
+
+/// `Eval` on the CPU backend alone, arguments not checked against the contract (they fit
+/// it, the expression may not).
+fn cpu_backend_eval(e: &KExpr, n_cols: usize, args: &[HostCol], ctx: &Strings) -> Result<HostCol, String> {
     let refs: Vec<&HostCol> = args.iter().collect();
     let k = Kernel::Eval {
         expr: e.clone(),
@@ -147,16 +168,17 @@ fn gpu_eval(
     args: &[HostCol],
     ctx: &Strings,
 ) -> Result<HostCol, String> {
+    let k = Kernel::Eval {
+        expr: e.clone(),
+        n_cols,
+    };
+    contract(&k, args)?;
     let before = gpu.mem().in_use;
     let mut bufs: Vec<DevBuf> = Vec::new();
     for a in args {
         bufs.push(gpu.upload(a.clone()).map_err(|e| format!("upload: {e}"))?);
     }
     let refs: Vec<&DevBuf> = bufs.iter().collect();
-    let k = Kernel::Eval {
-        expr: e.clone(),
-        n_cols,
-    };
     let res = match gpu.launch(&k, &refs, ctx) {
         Ok(mut outs) => {
             assert_eq!(outs.len(), 1, "Eval gives one output");
@@ -1615,7 +1637,7 @@ fn plan_errors_match_cpu() {
     ];
     let mut failures = 0;
     for e in &bad {
-        let cpu = cpu_eval(e, n_cols, &cols, &ctx);
+        let cpu = cpu_backend_eval(e, n_cols, &cols, &ctx);
         let gen = generate_source(e, n_cols, &elems, &ctx);
         match (&cpu, &gen) {
             (Err(c), Err(g)) => {
@@ -1850,6 +1872,9 @@ const HOST_CUDA: &str = r#"#include <cstdio>
 struct Dim3 { unsigned x; };
 static Dim3 gridDim{1}, blockDim{1}, blockIdx{0}, threadIdx{0};
 static inline unsigned long long atomicMax(unsigned long long* p, unsigned long long v) { auto o = *p; if (v > *p) *p = v; return o; }
+static inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) { auto o = *p; if (v < *p) *p = v; return o; }
+static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long c, unsigned long long v) { auto o = *p; if (o == c) *p = v; return o; }
+static inline long long __double_as_longlong(double d) { long long x; memcpy(&x, &d, 8); return x; }
 static inline double __longlong_as_double(long long x) { double d; memcpy(&d, &x, 8); return d; }
 static inline double __ll2double_rn(long long x) { return (double)x; }
 static inline double __ull2double_rn(unsigned long long x) { return (double)x; }

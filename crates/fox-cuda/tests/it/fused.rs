@@ -7,7 +7,8 @@
 //! overflow their type. Sums of decimals into 38-digit decimals (i128) are settled in one
 //! pass; keys, values and filters with 38-digit decimals run unfused, as on the CPU.
 
-use fox_cuda::testing::{compare, gpu, random_col, Dist, Rng, Strings, LARGE, SIZES};
+use crate::compare;
+use fox_cuda::testing::{gpu, random_col, Dist, Rng, Strings, LARGE, SIZES};
 use fox_cuda::CudaBackend;
 use fox_kernel::{AggSpec, Elem, KExpr, KExprKind, Kernel};
 use fox_runtime::HostCol;

@@ -1,7 +1,8 @@
 //! The harness's own invariants: every source file of this executable is a listed module,
-//! none relies on `#[test]`, which a `harness = false` executable drops silently, and a GPU
+//! none relies on `#[test]`, which a `harness = false` executable drops silently, a GPU
 //! test is reported as ignored without a GPU, fails when the GPU is required, and runs
-//! where there is one.
+//! where there is one; and fox-cpu, which the tests compare with, is no dependency of the
+//! crate itself.
 
 use fox_cuda::testing::check_gpu_test_reporting;
 use std::path::PathBuf;
@@ -46,8 +47,27 @@ fn gpu_tests_are_ignored_without_a_gpu_and_fail_when_it_is_required() {
     check_gpu_test_reporting(&exe, "trie::sorted_search_rejects_ranges_outside_the_values");
 }
 
+/// The GPU backend runs on its own: the CPU backend is only what its tests compare with
+/// (`cargo tree -p fox-cuda -e normal` holds no fox-cpu).
+fn fox_cpu_is_only_a_dev_dependency() {
+    let manifest = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+        .expect("fox-cuda's Cargo.toml");
+    let mut section = "";
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+        } else if line.starts_with("fox-cpu") {
+            assert_eq!(
+                section, "[dev-dependencies]",
+                "fox-cpu is a dependency of fox-cuda in {section}"
+            );
+        }
+    }
+}
+
 tests![
     Cpu every_source_file_is_a_listed_module,
     Cpu no_test_attributes,
+    Cpu fox_cpu_is_only_a_dev_dependency,
     Cpu gpu_tests_are_ignored_without_a_gpu_and_fail_when_it_is_required,
 ];

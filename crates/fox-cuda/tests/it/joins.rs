@@ -3,7 +3,8 @@
 //! around block sizes, multi-column keys of mixed element types, cross products
 //! (no keys), i128 keys (compared as two 64-bit words), and a 10^7-row case.
 
-use fox_cuda::testing::{compare, gpu, random_col, sort_rows, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
+use crate::compare;
+use fox_cuda::testing::{gpu, random_col, sort_rows, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
 use fox_cuda::CudaBackend;
 use fox_kernel::{Elem, Kernel};
 use fox_runtime::HostCol;

@@ -1,6 +1,7 @@
 //! GPU vs CPU: Gather, Concat, Slice, RootRange, RangeCount on random inputs.
 
-use fox_cuda::testing::{compare, gpu, random_col, random_index, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
+use crate::compare;
+use fox_cuda::testing::{gpu, random_col, random_index, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
 use fox_kernel::{Elem, Kernel};
 use fox_runtime::HostCol;
 

@@ -4,7 +4,8 @@
 //! Each case names the kernel, the size, the element types and the distribution, and a
 //! mismatch reports the first differing output index.
 
-use fox_cuda::testing::{compare, gpu, random_col, random_index, sort_rows, Dist, Rng, Strings, ELEMS, LARGE};
+use crate::compare;
+use fox_cuda::testing::{gpu, random_col, random_index, sort_rows, Dist, Rng, Strings, ELEMS, LARGE};
 use fox_cuda::CudaBackend;
 use fox_kernel::{Elem, Kernel};
 use fox_runtime::HostCol;

@@ -5,8 +5,9 @@
 //! maxima of 38-digit decimals (i128) with fox-cpu's overflow rule (a running sum that
 //! leaves i128, or a result beyond 38 digits), and i128 keys.
 
+use crate::compare;
 use fox_cpu::CpuBackend;
-use fox_cuda::testing::{compare, gpu, random_col, run_on, sort_rows, Dist, Rng, Strings, LARGE, MAX_WIDE, SIZES};
+use fox_cuda::testing::{gpu, random_col, run_on, sort_rows, Dist, Rng, Strings, LARGE, MAX_WIDE, SIZES};
 use fox_cuda::CudaBackend;
 use fox_kernel::{AggSpec, Elem, Kernel};
 use fox_runtime::HostCol;

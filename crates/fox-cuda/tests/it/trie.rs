@@ -3,7 +3,8 @@
 //! IntersectCount over 1 to 4 ways with skewed range sizes and with one way shared by runs
 //! of rows (the shared-memory tables), their argument errors, and 10^7-row cases.
 
-use fox_cuda::testing::{compare, gpu, random_col, sort_rows, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
+use crate::compare;
+use fox_cuda::testing::{gpu, random_col, sort_rows, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
 use fox_kernel::{Elem, Kernel};
 use fox_runtime::HostCol;
 
@@ -414,8 +415,8 @@ fn intersect_count_shared_ranges() {
     let ctx = Strings::default();
     for &e in &ELEMS {
         for ways in 2..=4 {
-            // The largest range a table holds: cuckoo tables for two ways (ic_hash2_t*),
-            // linear probing for more (ic_hash_t*).
+            // The largest range a table holds: cuckoo tables for two ways (ic_hash2_*),
+            // linear probing for more (ic_hash_*).
             let cap = match (ways, e.size() <= 4) {
                 (2, true) => 2048,
                 (2, false) => 1024,

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use fox_kernel::{Elem, Kernel};
-use fox_runtime::{BackendError, HostCol, LaunchCtx};
+use fox_runtime::{Backend, BackendError, DevBuf, HostCol, LaunchCtx};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
@@ -17,7 +17,29 @@ impl LaunchCtx for Ctx {
 }
 
 pub fn run(k: &Kernel, args: &[&HostCol]) -> Result<Vec<HostCol>, BackendError> {
-    fox_cpu::run_kernel(k, args, &Ctx::default())
+    run_with(k, args, &Ctx::default())
+}
+
+/// Runs `k` as the runtime launches it: the arguments checked against its contract
+/// (`fox_kernel::check_args`), then the kernel on the CPU backend (a composite kernel
+/// whole or as its expansion); the outputs, or the error.
+pub fn run_with(k: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Result<Vec<HostCol>, BackendError> {
+    let shapes: Vec<(Elem, usize)> = args.iter().map(|a| (a.elem(), a.len())).collect();
+    fox_kernel::check_args(k, &shapes, &[]).map_err(|m| BackendError(format!("kernel {}: {m}", k.name())))?;
+    let mut cpu = fox_cpu::CpuBackend::new();
+    let bufs: Vec<DevBuf> = args
+        .iter()
+        .map(|a| cpu.upload((*a).clone()))
+        .collect::<Result<_, _>>()?;
+    let refs: Vec<&DevBuf> = bufs.iter().collect();
+    let res = cpu.launch(k, &refs, ctx).and_then(|outs| {
+        let host = outs.iter().map(|o| cpu.download(o)).collect();
+        outs.into_iter().for_each(|o| cpu.free(o));
+        host
+    });
+    bufs.into_iter().for_each(|b| cpu.free(b));
+    assert_eq!(cpu.mem().in_use, 0, "{}: buffers left after the launch", k.name());
+    res
 }
 
 pub fn run_ok(k: &Kernel, args: &[&HostCol]) -> Vec<HostCol> {
