@@ -10,8 +10,9 @@
 
 #include "common.cuh"
 
-// EXPAND_ITEMS, IC_MAX_WAYS, ICH_ITEMS and IC2_ITEMS, the sizes the host uses too, come
-// with the prelude (k_join.rs, k_trie.rs).
+// EXPAND_ITEMS, IC_MAX_WAYS, ICH_ITEMS, IC2_ITEMS and the table sizes ICH_CAP_32,
+// ICH_CAP_64, IC2_SLOTS_32 and IC2_SLOTS_64, which the host uses too, come with the
+// prelude (k_join.rs, k_trie.rs).
 #define EXPAND_TILE (BLOCK * EXPAND_ITEMS)
 
 // The order-preserving image of i128 value i (sign bit flipped).
@@ -558,21 +559,22 @@ __device__ __forceinline__ void ic_hash_impl(const u64* desc, int ways, int s, c
     block_count_add(cnt, s_reduce, out);
 }
 
-// One kernel per element type but i128 (T_U8 … T_F64): values of at most 32 bits get tables of
-// u32 keys for ranges of way s of at most 4096 values, 64-bit values tables of u64 keys for
-// at most 2048. i128 values are not hashed (their rows are searched: ic_count_i128).
+// One kernel per element type but i128 (T_U8 … T_F64): values of at most 32 bits get
+// tables of u32 keys for ranges of way s of at most ICH_CAP_32 values, 64-bit values
+// tables of u64 keys for at most ICH_CAP_64. i128 values are not hashed (their rows are
+// searched: ic_count_i128).
 #define IC_HASH_KERNEL(NAME, K, CAP, T)                                                                     \
     extern "C" __global__ void __launch_bounds__(BLOCK)                                                    \
         NAME(const u64* desc, int ways, int s, const u64* offsets, const unsigned char* lead, u64 n, u64 total, \
              const unsigned* tstart, u64 ntiles, u64* out) {                                                \
         ic_hash_impl<K, CAP, T>(desc, ways, s, offsets, lead, n, total, tstart, ntiles, out);              \
     }
-IC_HASH_KERNEL(ic_hash_u8, unsigned, 4096, T_U8)
-IC_HASH_KERNEL(ic_hash_i32, unsigned, 4096, T_I32)
-IC_HASH_KERNEL(ic_hash_u32, unsigned, 4096, T_U32)
-IC_HASH_KERNEL(ic_hash_i64, u64, 2048, T_I64)
-IC_HASH_KERNEL(ic_hash_u64, u64, 2048, T_U64)
-IC_HASH_KERNEL(ic_hash_f64, u64, 2048, T_F64)
+IC_HASH_KERNEL(ic_hash_u8, unsigned, ICH_CAP_32, T_U8)
+IC_HASH_KERNEL(ic_hash_i32, unsigned, ICH_CAP_32, T_I32)
+IC_HASH_KERNEL(ic_hash_u32, unsigned, ICH_CAP_32, T_U32)
+IC_HASH_KERNEL(ic_hash_i64, u64, ICH_CAP_64, T_I64)
+IC_HASH_KERNEL(ic_hash_u64, u64, ICH_CAP_64, T_U64)
+IC_HASH_KERNEL(ic_hash_f64, u64, ICH_CAP_64, T_F64)
 
 // ---- IntersectCount of two ways: each row's smaller range looked up in the larger -------
 //
@@ -713,8 +715,8 @@ __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned
                                               u64* out) {
     typedef typename HashElem<T>::E E;
     typedef typename HashElem<T>::K K;
-    // 32 KiB of keys: 2 x 4096 of 32 bits, 2 x 2048 of 64.
-    constexpr unsigned SLOTS = sizeof(K) == 4 ? 4096 : 2048;
+    // Two tables of SLOTS keys (32 KiB of keys either way).
+    constexpr unsigned SLOTS = sizeof(K) == 4 ? IC2_SLOTS_32 : IC2_SLOTS_64;
     // Values per 16-byte load.
     constexpr unsigned V = 16 / sizeof(E);
     __shared__ K tab[2 * SLOTS];
@@ -851,9 +853,10 @@ __device__ __forceinline__ void ic_hash2_impl(const void* vals_t, const unsigned
     block_count_add(cnt, s_reduce, out);
 }
 
-// One kernel per element type but i128 (T_U8 … T_F64): values of at most 32 bits get tables of
-// u32 keys for ranges of at most 2048 values, 64-bit values tables of u64 keys for at
-// most 1024 (32 KiB of shared memory either way). i128 values are not hashed.
+// One kernel per element type but i128 (T_U8 … T_F64): values of at most 32 bits get
+// tables of u32 keys for ranges of at most IC2_SLOTS_32 / 2 values, 64-bit values tables
+// of u64 keys for at most IC2_SLOTS_64 / 2 (32 KiB of shared memory either way). i128
+// values are not hashed.
 #define IC_HASH2_KERNEL(NAME, T)                                                                                  \
     extern "C" __global__ void __launch_bounds__(BLOCK)                                                         \
         NAME(const void* vals_t, const unsigned* tlo, const unsigned* thi, const void* vals_c, const unsigned* clo, \

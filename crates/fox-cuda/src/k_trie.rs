@@ -347,12 +347,22 @@ const IC_HASH2_TILE: u64 = (BLOCK * IC2_ITEMS) as u64;
 /// values' width.
 fn table_cap(ways: usize, elem: Elem) -> u32 {
     match (ways, elem.size() <= 4) {
-        (2, true) => 2048,
-        (2, false) => 1024,
-        (_, true) => 4096,
-        (_, false) => 2048,
+        (2, true) => IC2_SLOTS_32 / 2,
+        (2, false) => IC2_SLOTS_64 / 2,
+        (_, true) => ICH_CAP_32,
+        (_, false) => ICH_CAP_64,
     }
 }
+
+/// The largest range the linear-probing table of `ic_hash_*` holds, for values of at most
+/// 32 bits and of 64 (kernels/trie.cu `ICH_CAP_32`, `ICH_CAP_64`; twice as many slots).
+pub(crate) const ICH_CAP_32: u32 = 4096;
+pub(crate) const ICH_CAP_64: u32 = 2048;
+/// Slots of each of the two cuckoo tables of `ic_hash2_*`, for values of at most 32 bits
+/// and of 64 (kernels/trie.cu `IC2_SLOTS_32`, `IC2_SLOTS_64`); they hold a range of half
+/// as many values.
+pub(crate) const IC2_SLOTS_32: u32 = 4096;
+pub(crate) const IC2_SLOTS_64: u32 = 2048;
 
 /// Rows whose ranges both have at most this many values search (`count_searched`): a
 /// table for them would serve few lookups, and blocks whose tiles hold many such tables

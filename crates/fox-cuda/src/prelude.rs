@@ -88,6 +88,10 @@ pub fn module_defines(name: &str) -> String {
             ("IC_MAX_WAYS", k_trie::IC_MAX_WAYS.to_string()),
             ("ICH_ITEMS", k_trie::ICH_ITEMS.to_string()),
             ("IC2_ITEMS", k_trie::IC2_ITEMS.to_string()),
+            ("ICH_CAP_32", k_trie::ICH_CAP_32.to_string()),
+            ("ICH_CAP_64", k_trie::ICH_CAP_64.to_string()),
+            ("IC2_SLOTS_32", k_trie::IC2_SLOTS_32.to_string()),
+            ("IC2_SLOTS_64", k_trie::IC2_SLOTS_64.to_string()),
         ],
         _ => Vec::new(),
     };
