@@ -12,6 +12,8 @@ use std::collections::{HashMap, HashSet};
 use fox_ra::{Expr, ExprKind, JoinCol, MultiJoinInput, Op, Props, RaPlan, RelId, RelKind, Schema, Side, SortKey, Stmt};
 use fox_sema::core::{AggFunc, Builtin, CmpOp, Column, Type, Value};
 
+use fox_phys::{AggAlgorithm, Algorithm, PhysPlan};
+
 use crate::ir::*;
 use crate::sig::kernel_outputs;
 
@@ -27,12 +29,31 @@ pub enum LowerError {
     Invalid(String),
 }
 
-/// Translates an RA plan into a kernel plan: lowering, scheduling, liveness analysis and
-/// free placement.
+/// Translates an RA plan into a kernel plan with the physical passes' defaults (no
+/// statistics, every pass): physical planning, lowering, scheduling, liveness analysis
+/// and free placement.
 pub fn lower(ra: &RaPlan) -> Result<KernelPlan, LowerError> {
     fox_ra::validate(ra).map_err(|e| LowerError::Invalid(e.to_string()))?;
+    let phys = fox_phys::run(ra.clone(), &fox_phys::Statistics::none(), &fox_phys::Options::default())
+        .map_err(|e| LowerError::Invalid(e.to_string()))?;
+    lower_physical(&phys)
+}
+
+/// Translates an annotated RA plan into a kernel plan: lowering (following the
+/// annotations), scheduling, liveness analysis and free placement.
+pub fn lower_physical(phys: &PhysPlan) -> Result<KernelPlan, LowerError> {
+    let ra = &phys.ra;
+    fox_ra::validate(ra).map_err(|e| LowerError::Invalid(e.to_string()))?;
+    if phys.nodes.len() != ra.temps.len() {
+        return Err(LowerError::Invalid(format!(
+            "the physical plan annotates {} of {} temps",
+            phys.nodes.len(),
+            ra.temps.len()
+        )));
+    }
     let mut l = Lower {
         ra,
+        phys,
         buffers: Vec::new(),
         names: HashMap::new(),
         inputs: Vec::new(),
@@ -59,7 +80,14 @@ pub fn lower(ra: &RaPlan) -> Result<KernelPlan, LowerError> {
         l.temps.clear();
         l.defs.clear();
         l.tables.clear();
-        l.deferred = deferred_selects(b);
+        l.deferred = b
+            .stmts
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::Let { dst, .. } if phys.node(*dst).deferred_into.is_some() => Some(*dst),
+                _ => None,
+            })
+            .collect();
         l.cur = BlockId(i as u32);
         l.cur_label = b.label.clone();
         for s in &b.stmts {
@@ -239,6 +267,7 @@ fn phys_types(columns: &[Column]) -> Vec<Type> {
 
 struct Lower<'a> {
     ra: &'a RaPlan,
+    phys: &'a PhysPlan,
     buffers: Vec<BufVar>,
     /// How often each buffer name has been given (names are made unique with `~n`).
     names: HashMap<String, usize>,
@@ -1163,8 +1192,11 @@ impl<'a> Lower<'a> {
         aggs: &[fox_ra::AggCall],
         columns: &[Column],
     ) -> R<Option<Val>> {
-        let pred = v.pending.as_ref().map(|p| &p.pred);
-        if !fusable(pred, aggs) {
+        // The fusion pass defers only fusable predicates, into aggregations it fuses.
+        let fused = self
+            .dst
+            .is_some_and(|d| self.phys.node(d).algorithm == Algorithm::Aggregate(AggAlgorithm::Fused));
+        if !fused {
             return Ok(None);
         }
         let keys: Vec<BufId> = group.iter().map(|&c| v.cols[c]).collect();
@@ -1226,6 +1258,12 @@ impl<'a> Lower<'a> {
             return Err(LowerError::Unsupported("a multi-way join binds no variable".into()));
         }
         self.child_ranges.clear();
+        let node = self.dst.map(|d| self.phys.node(d));
+        let rounds_at: Vec<bool> = node.map(|n| n.rounds.windowed.clone()).unwrap_or_default();
+        let (min_range, twins_on) = match node.map(|n| &n.algorithm) {
+            Some(Algorithm::Lftj { min_range, twins }) => (*min_range, *twins),
+            _ => (false, false),
+        };
         struct Atom {
             vars: Vec<usize>,
             values: Vec<BufId>,
@@ -1293,7 +1331,7 @@ impl<'a> Lower<'a> {
         let mut rounds: Vec<OpenRound> = Vec::new();
         let mut acc: Option<Vec<BufId>> = None;
         for (var, vcol) in vars.iter().enumerate() {
-            let windowed = var >= 2 && !(count && var + 1 == vars.len());
+            let windowed = rounds_at.get(var) == Some(&true);
             if windowed && acc.is_none() {
                 // A counting join accumulates its count column, a listing its output columns.
                 let acc_cols = if count { &columns[..1] } else { &columns[..] };
@@ -1375,22 +1413,27 @@ impl<'a> Lower<'a> {
             let lo = find(&state, Slot::Lo(lead)).ok_or_else(missing)?;
             let hi = find(&state, Slot::Hi(lead)).ok_or_else(missing)?;
             let lvl = vcol.name.clone();
-            if let Some(next) = self.level_from_smallest(
-                &atoms
-                    .iter()
-                    .map(|a| AtomView {
-                        values: a.values.clone(),
-                        starts: a.starts.clone(),
-                        depth: a.depth,
-                        arity: a.vars.len(),
-                    })
-                    .collect::<Vec<_>>(),
-                &members,
-                &state,
-                (var, vcol),
-                &mut rounds,
-                window,
-            )? {
+            let next = if min_range {
+                self.level_from_smallest(
+                    &atoms
+                        .iter()
+                        .map(|a| AtomView {
+                            values: a.values.clone(),
+                            starts: a.starts.clone(),
+                            depth: a.depth,
+                            arity: a.vars.len(),
+                        })
+                        .collect::<Vec<_>>(),
+                    &members,
+                    &state,
+                    (var, vcol),
+                    &mut rounds,
+                    window,
+                )?
+            } else {
+                None
+            };
+            if let Some(next) = next {
                 for (a, d) in next.depths {
                     atoms[a].depth = d;
                 }
@@ -1406,7 +1449,8 @@ impl<'a> Lower<'a> {
                 .iter()
                 .copied()
                 .filter(|&a| {
-                    atoms[a].depth == depth
+                    twins_on
+                        && atoms[a].depth == depth
                         && atoms[a].values[depth] == atoms[lead].values[depth]
                         && find(&state, Slot::Lo(a)) == Some(lo)
                         && find(&state, Slot::Hi(a)) == Some(hi)
@@ -2015,73 +2059,6 @@ fn agg_spec(a: &fox_ra::AggCall) -> AggSpec {
         input: a.arg.as_ref().map(|e| e.ty),
         output: a.ty,
     }
-}
-
-/// Whether an aggregation (and the filter before it) can run as one `FusedReduce`: no
-/// expression makes strings (those run on the host) and no aggregate is a `min`/`max` of
-/// strings (ordered by string value).
-fn fusable(pred: Option<&Expr>, aggs: &[fox_ra::AggCall]) -> bool {
-    fn pure(e: &Expr) -> bool {
-        match &e.kind {
-            ExprKind::Col(_) | ExprKind::Const(_) => true,
-            ExprKind::Cast(a) | ExprKind::Neg(a) | ExprKind::Not(a) | ExprKind::In(a, _) => pure(a),
-            ExprKind::Arith(_, a, b) | ExprKind::Cmp(_, a, b) => pure(a) && pure(b),
-            ExprKind::And(es) | ExprKind::Or(es) => es.iter().all(pure),
-            ExprKind::Call(b, es) => !matches!(b, Builtin::Substr | Builtin::Concat) && es.iter().all(pure),
-        }
-    }
-    pred.is_none_or(pure)
-        && aggs.iter().all(|a| match &a.arg {
-            None => true,
-            Some(e) => pure(e) && !(e.ty == Type::String && matches!(a.func, AggFunc::Min | AggFunc::Max)),
-        })
-}
-
-/// The selects of a block whose result is read once, by a chain of projections (each
-/// read once) ending in a fusable aggregation.
-fn deferred_selects(b: &fox_ra::Block) -> HashSet<fox_ra::TempId> {
-    let mut uses: HashMap<fox_ra::TempId, usize> = HashMap::new();
-    let mut reader: HashMap<fox_ra::TempId, (fox_ra::TempId, &Op)> = HashMap::new();
-    for s in &b.stmts {
-        match s {
-            Stmt::Let { dst, op, .. } => {
-                for t in op.inputs() {
-                    *uses.entry(t).or_default() += 1;
-                    reader.insert(t, (*dst, op));
-                }
-            }
-            Stmt::Store { src, .. } | Stmt::Output { src, .. } | Stmt::CheckFunctional { src, .. } => {
-                *uses.entry(*src).or_default() += 1;
-                reader.remove(src);
-            }
-            _ => {}
-        }
-    }
-    let mut out = HashSet::new();
-    for s in &b.stmts {
-        let Stmt::Let {
-            dst,
-            op: Op::Select { pred, .. },
-            ..
-        } = s
-        else {
-            continue;
-        };
-        let mut t = *dst;
-        while uses.get(&t) == Some(&1) {
-            match reader.get(&t) {
-                Some((d, Op::Project { .. })) => t = *d,
-                Some((_, Op::Aggregate { aggs, .. })) => {
-                    if fusable(Some(pred), aggs) {
-                        out.insert(*dst);
-                    }
-                    break;
-                }
-                _ => break,
-            }
-        }
-    }
-    out
 }
 
 /// The arguments of an `Eval` being built.
