@@ -1,10 +1,13 @@
-//! The harness of the GPU-vs-CPU tests: opening the GPU or skipping visibly, random
-//! columns, and [`compare`], which runs one kernel on the CPU and the GPU backend and
-//! reports the first difference with everything needed to reproduce it.
+//! The harness of the GPU-vs-CPU tests: what a test needs beyond the CPU ([`Needs`]),
+//! opening the GPU, random columns, and [`compare`], which runs one kernel on the CPU and
+//! the GPU backend and reports the first difference with everything needed to reproduce
+//! it.
 //!
-//! Without a GPU, [`gpu_or_skip`] prints "skipped: no GPU" straight to standard error (so
-//! the line shows even when the test harness captures output) and returns `None`; with
-//! `FOX_REQUIRE_GPU=1` it panics instead.
+//! The test executables that hold GPU tests run them through their own harness
+//! (`harness = false`), which asks [`Needs::ready`] before each test: a test whose need is
+//! missing is reported as ignored with the reason (`ignored (no GPU: …)`), never as
+//! passed, and fails instead when the need is required (`FOX_REQUIRE_GPU=1` on the GPU
+//! machine requires the GPU and NVRTC, `FOX_REQUIRE_NVRTC=1` in CI requires NVRTC).
 
 use crate::CudaBackend;
 use fox_cpu::CpuBackend;
@@ -12,22 +15,120 @@ use fox_kernel::{Elem, Kernel};
 use fox_runtime::{Backend, DevBuf, HostCol, LaunchCtx};
 use std::cmp::Ordering;
 use std::collections::HashMap;
-use std::io::Write;
+use std::sync::OnceLock;
 
 /// Whether `FOX_REQUIRE_GPU=1` is set (on the GPU machine).
 pub fn require_gpu() -> bool {
     std::env::var("FOX_REQUIRE_GPU").is_ok_and(|v| v == "1")
 }
 
-/// The GPU backend, or `None` after printing a visible "skipped" line when there is no
-/// usable GPU. Panics when `FOX_REQUIRE_GPU=1` and no GPU can be opened.
-pub fn gpu_or_skip(test: &str) -> Option<CudaBackend> {
-    match CudaBackend::new() {
-        Ok(b) => Some(b),
-        Err(e) if require_gpu() => panic!("{test}: FOX_REQUIRE_GPU=1 but the GPU cannot be opened: {e}"),
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "{test}: skipped: no GPU ({e})");
-            None
+/// Whether `FOX_REQUIRE_NVRTC=1` is set (in CI).
+pub fn require_nvrtc() -> bool {
+    std::env::var("FOX_REQUIRE_NVRTC").is_ok_and(|v| v == "1")
+}
+
+/// What a test needs beyond the CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    /// Nothing: it runs everywhere.
+    Cpu,
+    /// A usable GPU (driver, NVRTC and a device).
+    Gpu,
+    /// The NVRTC library (no GPU).
+    Nvrtc,
+    /// A host C++ compiler, `g++`.
+    Gxx,
+}
+
+/// Whether a test can run here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ready {
+    Yes,
+    /// What it needs is missing; the reason, shown with the test reported as ignored.
+    Missing(String),
+    /// What it needs is missing but required here: the test fails with this message.
+    Required(String),
+}
+
+/// Why the GPU cannot be opened, found once per process.
+fn gpu_error() -> Option<&'static str> {
+    static PROBE: OnceLock<Option<String>> = OnceLock::new();
+    PROBE
+        .get_or_init(|| CudaBackend::new().err().map(|e| e.to_string()))
+        .as_deref()
+}
+
+impl Needs {
+    /// Whether a test with this need can run on this machine. The reason of a missing need
+    /// starts with `no GPU`, `no NVRTC` or `no g++`.
+    pub fn ready(self) -> Ready {
+        match self {
+            Needs::Cpu => Ready::Yes,
+            Needs::Gpu => match gpu_error() {
+                None => Ready::Yes,
+                Some(e) if require_gpu() => {
+                    Ready::Required(format!("FOX_REQUIRE_GPU=1 but the GPU cannot be opened: {e}"))
+                }
+                Some(e) => Ready::Missing(format!("no GPU: {e}")),
+            },
+            Needs::Nvrtc if crate::compile::nvrtc_available() => Ready::Yes,
+            // A usable GPU includes NVRTC, so requiring the GPU requires NVRTC too.
+            Needs::Nvrtc if require_nvrtc() || require_gpu() => Ready::Required(format!(
+                "FOX_REQUIRE_NVRTC=1 or FOX_REQUIRE_GPU=1 but {}",
+                crate::compile::NVRTC_MISSING
+            )),
+            Needs::Nvrtc => Ready::Missing(format!("no NVRTC: {}", crate::compile::NVRTC_MISSING)),
+            Needs::Gxx => match std::process::Command::new("g++").arg("--version").output() {
+                Ok(o) if o.status.success() => Ready::Yes,
+                _ => Ready::Missing("no g++".to_string()),
+            },
+        }
+    }
+}
+
+/// The GPU backend of a test of [`Needs::Gpu`] (run only where [`Needs::ready`] found a
+/// GPU). Panics, naming the test, when it cannot be opened.
+pub fn gpu(test: &str) -> CudaBackend {
+    CudaBackend::new().unwrap_or_else(|e| panic!("{test}: the GPU cannot be opened: {e}"))
+}
+
+/// Checks how the test executable `exe`, whose harness runs its tests through
+/// [`Needs::ready`], reports its GPU test `name` (which should be quick): without a GPU,
+/// ignored with the reason `no GPU: …` and, with `FOX_REQUIRE_GPU=1`, failed with the
+/// reason; with a GPU, passed both times. Panics with the executable's output otherwise.
+pub fn check_gpu_test_reporting(exe: &std::path::Path, name: &str) {
+    let gpu = Needs::Gpu.ready() == Ready::Yes;
+    for require in [false, true] {
+        let mut cmd = std::process::Command::new(exe);
+        cmd.args(["--exact", name, "--test-threads", "1"]);
+        if require {
+            cmd.env("FOX_REQUIRE_GPU", "1");
+        } else {
+            cmd.env_remove("FOX_REQUIRE_GPU");
+        }
+        let o = cmd.output().expect("the test executable runs");
+        let text = format!(
+            "FOX_REQUIRE_GPU={}:\n{}{}",
+            if require { "1" } else { "(unset)" },
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        if gpu {
+            assert!(o.status.success(), "{text}");
+            assert!(text.contains(&format!("test {name} ... ok")), "{text}");
+            assert!(text.contains("1 passed; 0 failed; 0 ignored"), "{text}");
+        } else if !require {
+            assert!(o.status.success(), "{text}");
+            assert!(text.contains(&format!("test {name} ... ignored (no GPU: ")), "{text}");
+            assert!(text.contains("0 passed; 0 failed; 1 ignored"), "{text}");
+        } else {
+            assert_eq!(o.status.code(), Some(101), "{text}");
+            assert!(text.contains(&format!("test {name} ... FAILED")), "{text}");
+            assert!(
+                text.contains("FOX_REQUIRE_GPU=1 but the GPU cannot be opened: "),
+                "{text}"
+            );
+            assert!(text.contains("0 passed; 1 failed; 0 ignored"), "{text}");
         }
     }
 }

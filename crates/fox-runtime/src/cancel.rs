@@ -4,7 +4,8 @@
 //! The contract (see `docs/architecture.md`): the interpreter reads the flag before every
 //! instruction and after every launch; host loops that can run long (the CPU backend's
 //! kernels whose work is not bounded by their inputs' size, the generators of graphs and
-//! TPC-H tables) read it once per chunk of rows. A run that sees it set stops with
+//! TPC-H tables, the reading and parsing of input files) read it once per chunk of rows
+//! or block of bytes. A run that sees it set stops with
 //! [`RuntimeError::Cancelled`](crate::RuntimeError::Cancelled), frees every buffer it
 //! allocated, and returns no output; a kernel that sees it may stop early and return an
 //! error, because whatever a launch returns once the flag is set is discarded.

@@ -40,7 +40,8 @@ pub trait LoadProgress: Sync {
     /// The current table is done.
     fn finish(&self);
     /// A flag that stops the load when set (see [`crate::cancel`]): it is read between
-    /// tables and once per chunk of generated rows, and the load then fails with
+    /// tables, once per chunk of generated rows and per block or chunk of records of a
+    /// file being read, and the load then fails with
     /// [`RuntimeError::Cancelled`]. Never set unless the implementation says otherwise.
     fn cancel_flag(&self) -> &std::sync::atomic::AtomicBool {
         crate::cancel::never()
@@ -209,7 +210,7 @@ impl Database {
                 DataSource::Files(dir) => {
                     progress.start(&name, 0);
                     let mut strings = Interner::default();
-                    let cols = load_input_cols(dir, &input, &used, &mut strings)?;
+                    let cols = load_input_cols(dir, &input, &used, &mut strings, stop)?;
                     progress.advance(cols.iter().map(LoadedCol::len).max().unwrap_or(0) as u64);
                     vec![(cols, strings)]
                 }

@@ -47,7 +47,12 @@ impl Dictionary {
         use rayon::slice::ParallelSliceMut;
         const WHAT: &str = "the string dictionary";
         let mut all: Vec<&str> = try_with_capacity(strings.size_hint().0, WHAT)?;
-        all.extend(strings);
+        for s in strings {
+            if all.len() == all.capacity() {
+                try_reserve(&mut all, 1, WHAT)?;
+            }
+            all.push(s);
+        }
         all.par_sort_unstable();
         all.dedup();
         let bytes = all.iter().map(|s| s.len()).sum();

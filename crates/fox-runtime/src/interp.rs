@@ -263,7 +263,14 @@ impl Interp<'_> {
             self.check_cancel()?;
             loaded.push(if uses[k] > 0 {
                 self.notify(&RunEvent::Loading { input: &input.name });
-                Some(load_input_cols(Path::new(&data_dir), input, &used[k], &mut strings)?)
+                let stop = self.cancel.as_ref().map_or(crate::cancel::never(), |t| t.flag());
+                Some(load_input_cols(
+                    Path::new(&data_dir),
+                    input,
+                    &used[k],
+                    &mut strings,
+                    stop,
+                )?)
             } else {
                 None
             });
@@ -926,8 +933,21 @@ impl Interp<'_> {
         let Some(row) = crate::backend::failing_row(msg) else {
             return Vec::new();
         };
+        let mut used = vec![false; n_cols];
+        match kernel {
+            Kernel::Eval { expr, .. } => mark_cols(expr, &mut used),
+            Kernel::FusedReduce { filter, exprs, .. } => {
+                for e in filter.iter().chain(exprs.iter().flatten()) {
+                    mark_cols(e, &mut used);
+                }
+            }
+            _ => {}
+        }
         let mut parts = Vec::new();
         for (c, a) in args.iter().take(n_cols).enumerate() {
+            if !used[c] {
+                continue;
+            }
             let Ok(slot) = self.var_slot(a.0 as usize) else {
                 return Vec::new();
             };
@@ -959,6 +979,9 @@ impl Interp<'_> {
                 None => format!("c{c}"),
             };
             parts.push(format!("{label} = {}", cell_text(&col, 0, var.ty, &self.dict)));
+        }
+        if parts.is_empty() {
+            return Vec::new();
         }
         vec![format!("the values of row {row}: {}", parts.join(", "))]
     }
@@ -1296,6 +1319,29 @@ impl Interp<'_> {
 }
 
 type BlockIdx = usize;
+
+/// Sets `used[i]` for each argument column `i` that `e` reads.
+fn mark_cols(e: &fox_kernel::KExpr, used: &mut [bool]) {
+    use fox_kernel::KExprKind as K;
+    match &e.kind {
+        K::Col(i) => {
+            if let Some(u) = used.get_mut(*i) {
+                *u = true;
+            }
+        }
+        K::Const(_) => {}
+        K::Table(_, x) | K::Cast(x) | K::Neg(x) | K::Not(x) | K::In(x, _) => mark_cols(x, used),
+        K::Arith(_, a, b) | K::Cmp(_, a, b) => {
+            mark_cols(a, used);
+            mark_cols(b, used);
+        }
+        K::And(xs) | K::Or(xs) | K::Call(_, xs) => {
+            for x in xs {
+                mark_cols(x, used);
+            }
+        }
+    }
+}
 
 /// The variable a buffer holds, from its name: `t12.price~2` and `sale.price` are `price`.
 fn var_label(name: &str) -> &str {

@@ -7,12 +7,114 @@
 //! blank lines at the end of the file are accepted. Gzip-compressed files are read as
 //! their text. Only regular files are read, and a file that is not text is rejected
 //! before parsing. Every error names the file, the line and the column.
+//!
+//! Every buffer whose size comes from the data (the file's bytes, its decompressed text,
+//! the columns, the strings, a quoted field with escaped quotes, the key check's order)
+//! is allocated fallibly: running out of memory is the error `out of memory: cannot
+//! allocate N for WHAT`, WHAT naming the file and the column (a quoted field's error is
+//! located at its line and column instead). A load reads its stop flag
+//! (see [`crate::cancel`]) once per block of the file read or checked and once per
+//! [`RECORDS_PER_CHECK`] records parsed, and stops with [`RuntimeError::Cancelled`].
 
+use crate::alloc::{fallible, out_of_memory, try_reserve, try_with_capacity};
+use crate::cancel::is_set;
 pub use crate::strings::Interner;
 use crate::RuntimeError;
 use fox_kernel::InputRel;
 use fox_sema::core::{Type, MAX_DECIMAL};
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+/// The bytes of a file read, or of its text checked, between two reads of the stop flag.
+const BLOCK: usize = 64 << 20;
+
+/// The records parsed between two reads of the stop flag.
+pub const RECORDS_PER_CHECK: usize = 1024;
+
+/// A field that was not stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldError {
+    /// Text that is no value of the column's type; the caller locates it.
+    Bad(String),
+    /// An allocation that failed: the whole message, `out of memory: cannot allocate N
+    /// for WHAT`.
+    OutOfMemory(String),
+}
+
+impl FieldError {
+    /// The message, whichever the kind.
+    pub fn into_message(self) -> String {
+        match self {
+            FieldError::Bad(m) | FieldError::OutOfMemory(m) => m,
+        }
+    }
+}
+
+impl From<String> for FieldError {
+    fn from(msg: String) -> FieldError {
+        FieldError::Bad(msg)
+    }
+}
+
+/// A column being loaded: its declared type, its values so far, and what its buffers
+/// are called in out-of-memory messages (together, so that the parser passes one
+/// pointer per field).
+pub(crate) struct ColumnBuilder {
+    pub(crate) ty: Type,
+    pub(crate) values: LoadedCol,
+    /// `the column `x` of SOURCE`: the values.
+    pub(crate) values_name: String,
+    /// `the strings of the column `x` of SOURCE`: the strings it adds to the interner.
+    pub(crate) strings_name: String,
+}
+
+impl ColumnBuilder {
+    /// An empty column `column` of type `ty` of `source` (`` `data/r.csv` ``,
+    /// `TPC-H lineitem`).
+    pub(crate) fn new(column: &str, ty: Type, source: &str) -> ColumnBuilder {
+        ColumnBuilder {
+            ty,
+            values: LoadedCol::new(ty),
+            values_name: format!("the column `{column}` of {source}"),
+            strings_name: format!("the strings of the column `{column}` of {source}"),
+        }
+    }
+}
+
+/// Appends `x` to `v`, growing it as `Vec::push` does, or the out-of-memory message
+/// naming `what`.
+#[inline]
+pub(crate) fn try_push<T>(v: &mut Vec<T>, x: T, what: &str) -> Result<(), String> {
+    if v.len() == v.capacity() {
+        try_reserve(v, 1, what)?;
+    }
+    v.push(x);
+    Ok(())
+}
+
+/// `Err(Cancelled)` when `stop` is set.
+fn check_stop(stop: &AtomicBool) -> Result<(), RuntimeError> {
+    if is_set(stop) {
+        Err(RuntimeError::Cancelled)
+    } else {
+        Ok(())
+    }
+}
+
+/// The longest field text an error message quotes whole.
+const SHOWN_FIELD: usize = 100;
+
+/// The text of a field for a message: whole, or its start and `…` when it is long.
+fn shown(field: &str) -> std::borrow::Cow<'_, str> {
+    if field.len() <= SHOWN_FIELD {
+        return std::borrow::Cow::Borrowed(field);
+    }
+    let mut end = SHOWN_FIELD - 20;
+    while !field.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}… ({} bytes)", &field[..end], field.len()))
+}
 
 /// A hash map with [`FxHasher`].
 pub type FxHashMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
@@ -72,33 +174,46 @@ impl LoadedCol {
 
 /// Reads the file of `input` from `data_dir` into one column per declared column.
 pub fn load_input(data_dir: &Path, input: &InputRel, strings: &mut Interner) -> Result<Vec<LoadedCol>, RuntimeError> {
-    load_input_cols(data_dir, input, &vec![true; input.columns.len()], strings)
+    load_input_cols(
+        data_dir,
+        input,
+        &vec![true; input.columns.len()],
+        strings,
+        crate::cancel::never(),
+    )
 }
 
 /// [`load_input`] keeping only the columns with `wanted[c]` (the others are checked for
 /// their count of fields but not parsed, and come back empty); then checks the key.
+/// When `stop` is set (read per block and per [`RECORDS_PER_CHECK`] records), it fails
+/// with [`RuntimeError::Cancelled`].
 pub fn load_input_cols(
     data_dir: &Path,
     input: &InputRel,
     wanted: &[bool],
     strings: &mut Interner,
+    stop: &AtomicBool,
 ) -> Result<Vec<LoadedCol>, RuntimeError> {
     let path = data_dir.join(&input.file);
     let shown = path.display().to_string();
-    let bytes = read_input_file(&path, &shown, &input.name)?;
-    let text = input_text(&bytes, &shown, &input.name)?;
-    let cols = parse_input_cols(text, &shown, input, wanted, strings)?;
+    let bytes = read_input_file(&path, &shown, &input.name, stop)?;
+    let text = checked_text(&bytes, &shown, &input.name, stop)?;
+    let cols = parse_input_cols(text, &shown, input, wanted, strings, stop)?;
+    drop(bytes);
+    check_stop(stop)?;
     check_key(&shown, input, &cols, wanted)?;
     Ok(cols)
 }
 
 /// The bytes of an input file, decompressed when it is gzip (`.csv.gz`, `.tbl.gz`: known
 /// by the gzip magic number, whatever the name). Only regular files are read: a FIFO
-/// with no writer would block forever, and a device or a socket is no data file.
-pub fn read_input_file(path: &Path, shown: &str, pred: &str) -> Result<Vec<u8>, RuntimeError> {
+/// with no writer would block forever, and a device or a socket is no data file. The
+/// file is read (and decompressed) in blocks, with `stop` read before each.
+pub fn read_input_file(path: &Path, shown: &str, pred: &str, stop: &AtomicBool) -> Result<Vec<u8>, RuntimeError> {
     let fail = |why: String| RuntimeError::Data {
         msg: format!("cannot read `{shown}` (input of `{pred}`): {why}"),
     };
+    let oom = |msg: String| RuntimeError::Data { msg };
     let mut file = open_nonblocking(path).map_err(|e| fail(io_reason(&e)))?;
     let meta = file.metadata().map_err(|e| fail(io_reason(&e)))?;
     if !meta.is_file() {
@@ -107,15 +222,48 @@ pub fn read_input_file(path: &Path, shown: &str, pred: &str) -> Result<Vec<u8>, 
             file_kind(&meta)
         )));
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| fail(io_reason(&e)))?;
+    // One byte more than the file: reading it finds the end without growing the buffer.
+    let size = usize::try_from(meta.len()).unwrap_or(usize::MAX).saturating_add(1);
+    let mut bytes: Vec<u8> = try_with_capacity(size, &format!("the file `{shown}`")).map_err(oom)?;
+    read_blocks(&mut file, &mut bytes, stop, &format!("the file `{shown}`"))?.map_err(|e| fail(io_reason(&e)))?;
     if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
-        std::io::Read::read_to_end(&mut flate2::read::MultiGzDecoder::new(bytes.as_slice()), &mut out)
-            .map_err(|e| fail(format!("the gzip data is damaged ({e})")))?;
+        read_blocks(
+            &mut flate2::read::MultiGzDecoder::new(bytes.as_slice()),
+            &mut out,
+            stop,
+            &format!("the decompressed text of `{shown}`"),
+        )?
+        .map_err(|e| fail(format!("the gzip data is damaged ({e})")))?;
         return Ok(out);
     }
     Ok(bytes)
+}
+
+/// Appends everything `r` gives to `out`, in blocks of at most [`BLOCK`] bytes with
+/// `stop` read before each, growing `out` fallibly (an error naming `what`). The inner
+/// result is the reader's error.
+fn read_blocks(
+    r: &mut impl std::io::Read,
+    out: &mut Vec<u8>,
+    stop: &AtomicBool,
+    what: &str,
+) -> Result<std::io::Result<()>, RuntimeError> {
+    loop {
+        check_stop(stop)?;
+        if out.len() == out.capacity() {
+            try_reserve(out, BLOCK.min(out.len().max(1 << 16)), what).map_err(|msg| RuntimeError::Data { msg })?;
+        }
+        let room = (out.capacity() - out.len()).min(BLOCK);
+        // `read_to_end` fills the spare capacity and, once the `take` is exhausted, finds
+        // its end without reserving more.
+        match std::io::Read::read_to_end(&mut std::io::Read::take(&mut *r, room as u64), out) {
+            Ok(0) => return Ok(Ok(())),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Ok(Err(e)),
+        }
+    }
 }
 
 /// Opens a file for reading without blocking on a FIFO that has no writer.
@@ -160,6 +308,11 @@ const SNIFF: usize = 64 << 10;
 /// first block), and text that is not UTF-8 an error naming the line, rather than a
 /// parse error of some field.
 pub fn input_text<'a>(bytes: &'a [u8], shown: &str, pred: &str) -> Result<&'a str, RuntimeError> {
+    checked_text(bytes, shown, pred, crate::cancel::never())
+}
+
+/// [`input_text`], checking the text in blocks with `stop` read before each.
+fn checked_text<'a>(bytes: &'a [u8], shown: &str, pred: &str, stop: &AtomicBool) -> Result<&'a str, RuntimeError> {
     const FORMATS: [(&[u8], &str); 7] = [
         (b"PAR1", "a Parquet file"),
         (b"ARROW1", "an Arrow IPC file"),
@@ -189,14 +342,28 @@ pub fn input_text<'a>(bytes: &'a [u8], shown: &str, pred: &str) -> Result<&'a st
     if let Some(at) = memchr::memchr(0, head) {
         return Err(not_text(&format!("binary data (a NUL byte at offset {at})")));
     }
-    std::str::from_utf8(bytes).map_err(|e| {
-        let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
+    let not_utf8 = |at: usize| {
+        let line = memchr::memchr_iter(b'\n', &bytes[..at]).count() + 1;
         RuntimeError::Data {
             msg: format!(
                 "{shown}:{line}: the file is not UTF-8 text (input of `{pred}`); convert it to UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
             ),
         }
-    })
+    };
+    let mut at = 0;
+    while at < bytes.len() {
+        check_stop(stop)?;
+        let end = (at + BLOCK).min(bytes.len());
+        match std::str::from_utf8(&bytes[at..end]) {
+            Ok(_) => at = end,
+            // A character cut by the end of the block: the next block starts with it.
+            Err(e) if e.error_len().is_none() && end < bytes.len() => at += e.valid_up_to(),
+            Err(e) => return Err(not_utf8(at + e.valid_up_to())),
+        }
+    }
+    // SAFETY: the loop above checked every byte of `bytes` as UTF-8, in blocks that start
+    // and end at character boundaries.
+    Ok(unsafe { std::str::from_utf8_unchecked(bytes) })
 }
 
 fn io_reason(e: &std::io::Error) -> String {
@@ -214,7 +381,14 @@ pub fn parse_input(
     input: &InputRel,
     strings: &mut Interner,
 ) -> Result<Vec<LoadedCol>, RuntimeError> {
-    parse_input_cols(text, file, input, &vec![true; input.columns.len()], strings)
+    parse_input_cols(
+        text,
+        file,
+        input,
+        &vec![true; input.columns.len()],
+        strings,
+        crate::cancel::never(),
+    )
 }
 
 /// The text of `text` without its trailing blank lines (empty, or spaces, tabs and
@@ -277,19 +451,28 @@ fn looks_like_header(fields: &[std::borrow::Cow<str>]) -> bool {
 /// column, and a name that is another column's (columns read out of order) is an error.
 /// Blank lines at the end of the file are ignored, except for a relation of one string
 /// column, where an empty line is the empty string.
+///
+/// `stop` is read before every [`RECORDS_PER_CHECK`] records; when it is set the parse
+/// fails with [`RuntimeError::Cancelled`].
 pub fn parse_input_cols(
     text: &str,
     file: &str,
     input: &InputRel,
     wanted: &[bool],
     strings: &mut Interner,
+    stop: &AtomicBool,
 ) -> Result<Vec<LoadedCol>, RuntimeError> {
     if input.sep.is_empty() {
         return Err(RuntimeError::Data {
             msg: format!("input `{}` has an empty separator", input.name),
         });
     }
-    let mut cols: Vec<LoadedCol> = input.columns.iter().map(|c| LoadedCol::new(c.ty)).collect();
+    let source = format!("`{file}`");
+    let mut cols: Vec<ColumnBuilder> = input
+        .columns
+        .iter()
+        .map(|c| ColumnBuilder::new(&c.name, c.ty, &source))
+        .collect();
     let ncols = cols.len();
     let one_string = ncols == 1 && input.columns[0].ty == Type::String;
     let mut rest = if one_string {
@@ -301,6 +484,9 @@ pub fn parse_input_cols(
     // more fields is an error, so no more are kept.
     let max = ncols + 1;
     let mut fields: Vec<std::borrow::Cow<str>> = Vec::with_capacity(max);
+    let located = |line: usize, msg: String| RuntimeError::Data {
+        msg: format!("{file}:{line}: {msg}"),
+    };
     let mut line_no = 1usize;
     let fields_error = |line: usize, count: usize| RuntimeError::Data {
         msg: format!(
@@ -310,10 +496,7 @@ pub fn parse_input_cols(
         ),
     };
     if input.header && !rest.is_empty() {
-        let (count, lines) =
-            next_record(&mut rest, &input.sep, max, &mut fields).map_err(|msg| RuntimeError::Data {
-                msg: format!("{file}:1: {msg}"),
-            })?;
+        let (count, lines) = next_record(&mut rest, &input.sep, max, &mut fields).map_err(|e| located(1, e))?;
         line_no += lines;
         if count == ncols + 1 && fields.last().is_some_and(|f| f.is_empty()) {
             fields.pop();
@@ -352,12 +535,15 @@ pub fn parse_input_cols(
             }
         }
     }
+    let mut records = 0usize;
     while !rest.is_empty() {
+        if records % RECORDS_PER_CHECK == 0 {
+            check_stop(stop)?;
+        }
+        records += 1;
         let start_line = line_no;
         let (count, lines) =
-            next_record(&mut rest, &input.sep, max, &mut fields).map_err(|msg| RuntimeError::Data {
-                msg: format!("{file}:{start_line}: {msg}"),
-            })?;
+            next_record(&mut rest, &input.sep, max, &mut fields).map_err(|e| located(start_line, e))?;
         line_no += lines;
         if count == ncols + 1 && fields.last().is_some_and(|f| f.is_empty()) {
             fields.pop();
@@ -377,34 +563,35 @@ pub fn parse_input_cols(
         if count > ncols + 1 || fields.len() != ncols {
             return Err(header_hint(fields_error(start_line, count)));
         }
-        for (c, field) in fields.iter().enumerate() {
-            let column = &input.columns[c];
+        for (c, (field, col)) in fields.iter().zip(cols.iter_mut()).enumerate() {
             let keep = wanted.get(c).copied().unwrap_or(true);
-            if !keep && column.ty == Type::String {
+            if !keep && col.ty == Type::String {
                 continue;
             }
-            let res = parse_field(field, column.ty, &mut cols[c], strings);
+            let res = parse_field(field, col, strings);
             if !keep {
-                cols[c].clear();
+                col.values.clear();
             }
-            res.map_err(|detail| {
-                header_hint(RuntimeError::Data {
+            res.map_err(|e| match e {
+                FieldError::Bad(detail) => header_hint(RuntimeError::Data {
                     msg: format!(
                         "{file}:{start_line}: column {} (`{}`, {}): {detail}",
                         c + 1,
-                        column.name,
-                        column.ty
+                        input.columns[c].name,
+                        col.ty
                     ),
-                })
+                }),
+                FieldError::OutOfMemory(msg) => RuntimeError::Data { msg },
             })?;
         }
     }
-    Ok(cols)
+    Ok(cols.into_iter().map(|c| c.values).collect())
 }
 
 /// Splits one CSV record off the front of `text` (RFC 4180 quoting), keeping at most
 /// `max` fields (the others are only counted). Returns the bytes consumed (through the
-/// line break), the number of lines the record spans and its number of fields.
+/// line break), the number of lines the record spans and its number of fields. A quoted
+/// field is borrowed from `text` unless it has escaped quotes (`""`) to undo.
 fn split_csv_record<'a>(
     text: &'a str,
     fields: &mut Vec<std::borrow::Cow<'a, str>>,
@@ -419,37 +606,29 @@ fn split_csv_record<'a>(
         let keep = count <= max;
         // The start of a field.
         if i < bytes.len() && bytes[i] == b'"' {
-            let mut value = String::new();
-            let mut seg = i + 1;
-            let mut j = i + 1;
-            loop {
-                match bytes.get(j) {
+            let start = i + 1;
+            let mut j = start;
+            let mut escaped = false;
+            let close = loop {
+                match memchr::memchr(b'"', &bytes[j..]) {
                     None => return Err("unterminated quoted field (a `\"` is never closed)".to_string()),
-                    Some(b'"') if bytes.get(j + 1) == Some(&b'"') => {
-                        if keep {
-                            value.push_str(&text[seg..=j]);
-                        }
-                        j += 2;
-                        seg = j;
+                    Some(p) if bytes.get(j + p + 1) == Some(&b'"') => {
+                        escaped = true;
+                        j += p + 2;
                     }
-                    Some(b'"') => {
-                        if keep {
-                            value.push_str(&text[seg..j]);
-                        }
-                        j += 1;
-                        break;
-                    }
-                    Some(b'\n') => {
-                        lines += 1;
-                        j += 1;
-                    }
-                    Some(_) => j += 1,
+                    Some(p) => break j + p,
                 }
-            }
+            };
+            let quoted = &text[start..close];
+            lines += memchr::memchr_iter(b'\n', quoted.as_bytes()).count();
             if keep {
-                fields.push(std::borrow::Cow::Owned(value));
+                fields.push(if escaped {
+                    std::borrow::Cow::Owned(unescape(quoted).map_err(|e| format!("column {count}: {e}"))?)
+                } else {
+                    std::borrow::Cow::Borrowed(quoted)
+                });
             }
-            i = j;
+            i = close + 1;
             match bytes.get(i) {
                 Some(b',') => i += 1,
                 Some(b'\n') => return Ok((i + 1, lines + 1, count)),
@@ -488,6 +667,21 @@ fn split_csv_record<'a>(
     }
 }
 
+/// The value of the quoted field `quoted` (its text between the quotes, in which every
+/// `"` is one of a pair `""`), or the out-of-memory message.
+fn unescape(quoted: &str) -> Result<String, String> {
+    let mut value = String::new();
+    fallible(|| value.try_reserve_exact(quoted.len()))
+        .map_err(|_| out_of_memory(quoted.len() as u128, "a quoted field"))?;
+    for (k, piece) in quoted.split("\"\"").enumerate() {
+        if k > 0 {
+            value.push('"');
+        }
+        value.push_str(piece);
+    }
+    Ok(value)
+}
+
 fn article(ty: Type) -> &'static str {
     match ty {
         Type::Int32 | Type::Int64 => "an",
@@ -495,32 +689,48 @@ fn article(ty: Type) -> &'static str {
     }
 }
 
-pub(crate) fn parse_field(field: &str, ty: Type, col: &mut LoadedCol, strings: &mut Interner) -> Result<(), String> {
-    let bad = || format!("`{field}` is not {} {ty}", article(ty));
-    match col {
+/// Appends the value of `field` to `col`; its strings are numbered by `strings`.
+pub(crate) fn parse_field(field: &str, col: &mut ColumnBuilder, strings: &mut Interner) -> Result<(), FieldError> {
+    let ty = col.ty;
+    let what = col.values_name.as_str();
+    let bad = || format!("`{}` is not {} {ty}", shown(field), article(ty));
+    let pushed = match &mut col.values {
         LoadedCol::I32(v) => {
             let x = match ty {
-                Type::Date => parse_date(field).ok_or_else(|| format!("`{field}` is not a date (YYYY-MM-DD)"))?,
+                Type::Date => {
+                    parse_date(field).ok_or_else(|| format!("`{}` is not a date (YYYY-MM-DD)", shown(field)))?
+                }
                 _ => parse_int(field, i32::MIN as i64, i32::MAX as i64).map_err(|e| e.message(field, ty))? as i32,
             };
-            v.push(x);
+            try_push(v, x, what)
         }
         LoadedCol::I64(v) => {
             let x = match ty {
                 Type::Decimal(s) => parse_decimal(field, s)?,
                 _ => parse_int(field, i64::MIN, i64::MAX).map_err(|e| e.message(field, ty))?,
             };
-            v.push(x);
+            try_push(v, x, what)
         }
-        LoadedCol::F64(v) => v.push(field.parse::<f64>().map_err(|_| bad())?),
-        LoadedCol::Str(v) => v.push(strings.intern(field)?),
-        LoadedCol::Bool(v) => v.push(match field {
-            "true" => 1,
-            "false" => 0,
-            _ => return Err(format!("`{field}` is not a bool (true or false)")),
-        }),
-    }
-    Ok(())
+        LoadedCol::F64(v) => try_push(v, field.parse::<f64>().map_err(|_| bad())?, what),
+        LoadedCol::Str(v) => {
+            let id = strings.intern_for(field, &col.strings_name)?;
+            try_push(v, id, what)
+        }
+        LoadedCol::Bool(v) => {
+            let x = match field {
+                "true" => 1,
+                "false" => 0,
+                _ => {
+                    return Err(FieldError::Bad(format!(
+                        "`{}` is not a bool (true or false)",
+                        shown(field)
+                    )))
+                }
+            };
+            try_push(v, x, what)
+        }
+    };
+    pushed.map_err(FieldError::OutOfMemory)
 }
 
 enum IntError {
@@ -531,8 +741,8 @@ enum IntError {
 impl IntError {
     fn message(&self, field: &str, ty: Type) -> String {
         match self {
-            IntError::Syntax => format!("`{field}` is not {} {ty}", article(ty)),
-            IntError::Range => format!("`{field}` is out of the range of {ty}"),
+            IntError::Syntax => format!("`{}` is not {} {ty}", shown(field), article(ty)),
+            IntError::Range => format!("`{}` is out of the range of {ty}", shown(field)),
         }
     }
 }
@@ -574,15 +784,21 @@ pub fn parse_decimal(field: &str, scale: u8) -> Result<i64, String> {
     };
     let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
     if (int.is_empty() && frac.is_empty()) || !all_digits(int) || !all_digits(frac) {
-        return Err(format!("`{field}` is not a {ty}"));
+        return Err(format!("`{}` is not a {ty}", shown(field)));
     }
     if frac.len() > scale as usize {
         return Err(format!(
-            "`{field}` has {} fraction digits; the column has scale {scale}",
+            "`{}` has {} fraction digits; the column has scale {scale}",
+            shown(field),
             frac.len()
         ));
     }
-    let out_of_range = || format!("`{field}` has more than 18 digits at scale {scale}; a {ty} holds at most 18");
+    let out_of_range = || {
+        format!(
+            "`{}` has more than 18 digits at scale {scale}; a {ty} holds at most 18",
+            shown(field)
+        )
+    };
     let mut v: i128 = 0;
     for b in int
         .bytes()
@@ -664,8 +880,8 @@ impl LoadedCol {
         self.len() == 0
     }
 
-    /// Reserves room for exactly `more` further values.
-    /// Reserves room for `more` values, or the out-of-memory message naming `what`.
+    /// Reserves room for `more` further values, or the out-of-memory message naming
+    /// `what`.
     pub(crate) fn try_reserve_exact(&mut self, more: usize, what: &str) -> Result<(), String> {
         use crate::alloc::try_reserve;
         match self {
@@ -744,10 +960,13 @@ pub fn check_key(file: &str, input: &InputRel, cols: &[LoadedCol], wanted: &[boo
     if increasing {
         return Ok(());
     }
-    let mut order: Vec<usize> = (0..rows).collect();
+    let mut order: Vec<usize> =
+        crate::alloc::try_collect(0..rows, &format!("the key check of `{}` ({file})", input.name))
+            .map_err(|msg| RuntimeError::Data { msg })?;
     {
+        // Unstable, as ties are broken by the row: sorting in place allocates nothing.
         use rayon::slice::ParallelSliceMut;
-        order.par_sort_by(|&a, &b| cmp(a, b).then(a.cmp(&b)));
+        order.par_sort_unstable_by(|&a, &b| cmp(a, b).then(a.cmp(&b)));
     }
     if let Some(w) = order.windows(2).find(|w| cmp(w[0], w[1]) == std::cmp::Ordering::Equal) {
         let names: Vec<&str> = input.key.iter().map(|&k| input.columns[k].name.as_str()).collect();

@@ -3,7 +3,7 @@
 //! heap allocation of its own), and an interner that numbers distinct strings with a hash
 //! table of ids into that buffer (the text is kept once).
 
-use crate::load::FxHasher;
+use crate::load::{FieldError, FxHasher};
 use std::hash::Hasher;
 
 /// Strings `0..len()`, stored end to end.
@@ -127,8 +127,15 @@ impl Interner {
     /// The id of `s`, numbering it when it is new. Fails past 2^32 - 1 distinct strings,
     /// and when memory runs out.
     pub fn intern(&mut self, s: &str) -> Result<u32, String> {
+        self.intern_for(s, "the strings of the data")
+            .map_err(FieldError::into_message)
+    }
+
+    /// [`Interner::intern`], naming the strings `what` when memory runs out (the error is
+    /// then [`FieldError::OutOfMemory`]; past 2^32 - 1 strings it is [`FieldError::Bad`]).
+    pub fn intern_for(&mut self, s: &str, what: &str) -> Result<u32, FieldError> {
         if 2 * (self.strings.len() + 1) > self.slots.len() {
-            self.grow()?;
+            self.grow(what).map_err(FieldError::OutOfMemory)?;
         }
         let mask = self.slots.len() - 1;
         let mut at = hash(s) as usize & mask;
@@ -145,15 +152,15 @@ impl Interner {
         let id = u32::try_from(self.strings.len())
             .ok()
             .filter(|&id| id != EMPTY)
-            .ok_or_else(|| "more than 2^32 - 1 distinct strings".to_string())?;
-        self.strings.try_push(s, "the strings of the data")?;
+            .ok_or_else(|| FieldError::Bad("more than 2^32 - 1 distinct strings".to_string()))?;
+        self.strings.try_push(s, what).map_err(FieldError::OutOfMemory)?;
         self.slots[at] = id;
         Ok(id)
     }
 
-    fn grow(&mut self) -> Result<(), String> {
+    fn grow(&mut self, what: &str) -> Result<(), String> {
         let n = (self.slots.len() * 2).max(64);
-        let mut slots = crate::alloc::try_filled(n, EMPTY, "the strings of the data")?;
+        let mut slots = crate::alloc::try_filled(n, EMPTY, what)?;
         let mask = n - 1;
         for id in 0..self.strings.len() {
             let mut at = hash(self.strings.get(id)) as usize & mask;

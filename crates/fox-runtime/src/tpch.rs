@@ -8,7 +8,7 @@
 //! identically (a test checks that both give the same columns). Only the columns a plan
 //! reads are kept.
 
-use crate::load::{parse_field, Interner, LoadedCol};
+use crate::load::{parse_field, try_push, ColumnBuilder, FieldError, Interner, LoadedCol};
 use crate::RuntimeError;
 use fox_kernel::InputRel;
 use fox_sema::core::Type;
@@ -77,12 +77,45 @@ fn parts(table: &str, sf: f64) -> i32 {
     ((rows / 1_000_000) as i32).clamp(1, 100_000)
 }
 
-/// The `.tbl` text of part `part` (1-based) of `parts` of `table`.
-fn render(table: &str, sf: f64, part: i32, parts: i32) -> String {
+/// The bytes of `tpchgen`'s text pool (the text that comments are cut from): 300 MiB and
+/// one sentence, allocated by the generators on first use, where failing aborts.
+const TEXT_POOL_BYTES: usize = (300 << 20) + 256;
+
+/// Builds the generators' text pool, once room for it has been allocated fallibly (and
+/// freed again): running out of memory is then this error rather than an abort inside
+/// `tpchgen`.
+fn init_text_pool() -> Result<(), String> {
+    static READY: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    if READY.get().is_none() {
+        drop(crate::alloc::try_with_capacity::<u8>(
+            TEXT_POOL_BYTES,
+            "the text pool of the TPC-H generator",
+        )?);
+        tpchgen::text::TextPool::get_or_init_default();
+        let _ = READY.set(());
+    }
+    Ok(())
+}
+
+/// More than the longest `.tbl` row of any table (about 400 bytes).
+const MAX_ROW: usize = 1024;
+
+/// The `.tbl` text of part `part` (1-based) of `parts` of `table`, or the out-of-memory
+/// message.
+fn render(table: &str, sf: f64, part: i32, parts: i32) -> Result<String, String> {
     let mut out = String::new();
     macro_rules! rows {
         ($gen:expr) => {
             for row in $gen.iter() {
+                // Room for a whole row, so that writing it does not grow the text.
+                if out.capacity() - out.len() < MAX_ROW {
+                    crate::alloc::fallible(|| out.try_reserve(MAX_ROW)).map_err(|_| {
+                        crate::alloc::out_of_memory(
+                            (out.len() + MAX_ROW) as u128,
+                            &format!("the `.tbl` text of TPC-H {table}"),
+                        )
+                    })?;
+                }
                 let _ = writeln!(out, "{row}");
             }
         };
@@ -98,7 +131,7 @@ fn render(table: &str, sf: f64, part: i32, parts: i32) -> String {
         "region" => rows!(RegionGenerator::new(sf, part, parts)),
         _ => {}
     }
-    out
+    Ok(out)
 }
 
 /// A generated field before conversion to its declared type.
@@ -113,28 +146,36 @@ enum Val<'a> {
     Fmt(&'a dyn std::fmt::Display),
 }
 
-/// Appends `v` to `col`, a column of declared type `ty`.
-fn push(col: &mut LoadedCol, ty: Type, v: Val, strings: &mut Interner, buf: &mut String) -> Result<(), String> {
-    match (v, ty, &mut *col) {
+/// Appends `v` to `col`.
+fn push(col: &mut ColumnBuilder, v: Val, strings: &mut Interner, buf: &mut String) -> Result<(), FieldError> {
+    let oom = FieldError::OutOfMemory;
+    let what = col.values_name.as_str();
+    match (v, col.ty, &mut col.values) {
         (Val::Int(x), Type::Int32, LoadedCol::I32(c)) => {
-            c.push(i32::try_from(x).map_err(|_| format!("`{x}` is out of the range of int32"))?)
+            let x = i32::try_from(x).map_err(|_| format!("`{x}` is out of the range of int32"))?;
+            try_push(c, x, what).map_err(oom)?
         }
-        (Val::Int(x), Type::Int64, LoadedCol::I64(c)) => c.push(x),
-        (Val::Dec(x), Type::Decimal(s), LoadedCol::I64(c)) if s >= 2 => c.push(
-            10i64
+        (Val::Int(x), Type::Int64, LoadedCol::I64(c)) => try_push(c, x, what).map_err(oom)?,
+        (Val::Dec(x), Type::Decimal(s), LoadedCol::I64(c)) if s >= 2 => {
+            let x = 10i64
                 .checked_pow(u32::from(s - 2))
                 .and_then(|m| x.checked_mul(m))
-                .ok_or_else(|| format!("`{}` does not fit decimal({s})", x))?,
-        ),
-        (Val::Int(x), Type::Decimal(s), LoadedCol::I64(c)) => c.push(
-            10i64
+                .ok_or_else(|| format!("`{}` does not fit decimal({s})", x))?;
+            try_push(c, x, what).map_err(oom)?
+        }
+        (Val::Int(x), Type::Decimal(s), LoadedCol::I64(c)) => {
+            let x = 10i64
                 .checked_pow(u32::from(s))
                 .and_then(|m| x.checked_mul(m))
-                .ok_or_else(|| format!("`{x}` does not fit decimal({s})"))?,
-        ),
-        (Val::Date(d), Type::Date, LoadedCol::I32(c)) => c.push(d),
-        (Val::Str(s), Type::String, LoadedCol::Str(c)) => c.push(strings.intern(s)?),
-        (v, ty, col) => {
+                .ok_or_else(|| format!("`{x}` does not fit decimal({s})"))?;
+            try_push(c, x, what).map_err(oom)?
+        }
+        (Val::Date(d), Type::Date, LoadedCol::I32(c)) => try_push(c, d, what).map_err(oom)?,
+        (Val::Str(s), Type::String, LoadedCol::Str(c)) => {
+            let id = strings.intern_for(s, &col.strings_name)?;
+            try_push(c, id, what).map_err(oom)?
+        }
+        (v, _, _) => {
             // Any other declared type reads the field's `.tbl` text.
             buf.clear();
             let _ = match v {
@@ -147,14 +188,15 @@ fn push(col: &mut LoadedCol, ty: Type, v: Val, strings: &mut Interner, buf: &mut
                 Val::Str(s) => write!(buf, "{s}"),
                 Val::Fmt(f) => write!(buf, "{f}"),
             };
-            parse_field(buf, ty, col, strings)?;
+            parse_field(buf, col, strings)?;
         }
     }
     Ok(())
 }
 
 /// Part `part` (1-based) of `parts` of `table`, as typed columns of `input`'s declared
-/// types; the columns without `wanted[c]` stay empty.
+/// types; the columns without `wanted[c]` stay empty. A bad value is an error naming its
+/// row and column ([`FieldError::Bad`]).
 fn part_columns(
     input: &InputRel,
     sf: f64,
@@ -162,15 +204,21 @@ fn part_columns(
     parts: i32,
     wanted: &[bool],
     strings: &mut Interner,
-) -> Result<Vec<LoadedCol>, String> {
-    let types: Vec<Type> = input.columns.iter().map(|c| c.ty).collect();
-    let mut cols: Vec<LoadedCol> = types.iter().map(|&t| LoadedCol::new(t)).collect();
-    // The part's rows, about: room for them is taken up front, so that running out of
-    // memory is an error here rather than an abort while a column grows.
+) -> Result<Vec<LoadedCol>, FieldError> {
+    let source = format!("TPC-H {}", input.name);
+    let mut cols: Vec<ColumnBuilder> = input
+        .columns
+        .iter()
+        .map(|c| ColumnBuilder::new(&c.name, c.ty, &source))
+        .collect();
+    // The part's rows, about: room for them is taken up front, so that the columns seldom
+    // grow.
     let rows = (approx_rows(&input.name, sf) / parts.max(1) as u64) as usize;
     for (c, col) in cols.iter_mut().enumerate() {
         if wanted[c] {
-            col.try_reserve_exact(rows + rows / 16, "the generated rows")?;
+            col.values
+                .try_reserve_exact(rows + rows / 16, &col.values_name)
+                .map_err(FieldError::OutOfMemory)?;
         }
     }
     let mut buf = String::new();
@@ -193,13 +241,14 @@ fn part_columns(
                         }
                         v => v,
                     };
-                    push(&mut cols[c], types[c], v, strings, &mut buf).map_err(|e| {
-                        format!(
+                    push(&mut cols[c], v, strings, &mut buf).map_err(|e| match e {
+                        FieldError::Bad(e) => FieldError::Bad(format!(
                             "row {row_no} of part {part}, column {} (`{}`, {}): {e}",
                             c + 1,
                             input.columns[c].name,
-                            types[c]
-                        )
+                            input.columns[c].ty
+                        )),
+                        oom => oom,
                     })?;
                 }
             }
@@ -285,12 +334,17 @@ fn part_columns(
             Val::Str(r.r_name),
             Val::Str(r.r_comment),
         ]),
-        other => return Err(format!("the TPC-H data set has no table `{other}`")),
+        other => return Err(FieldError::Bad(format!("the TPC-H data set has no table `{other}`"))),
     }
     // Growth by doubling leaves up to half of each column unused; every part is held
     // until the last is generated, so give that back now.
-    cols.iter_mut().for_each(LoadedCol::shrink_to_fit);
-    Ok(cols)
+    Ok(cols
+        .into_iter()
+        .map(|mut c| {
+            c.values.shrink_to_fit();
+            c.values
+        })
+        .collect())
 }
 
 /// Generates the TPC-H table `input.name` at scale factor `sf`, parsed with the declared
@@ -323,6 +377,7 @@ pub fn generate(
         });
     }
     check_scale(sf).map_err(|msg| RuntimeError::Data { msg })?;
+    init_text_pool().map_err(|msg| RuntimeError::Data { msg })?;
     let n = parts(table, sf);
     let label = format!("TPC-H {table} (SF {sf})");
     let keep = crate::alloc::load_reserve().map_err(|msg| RuntimeError::Data { msg })?;
@@ -334,8 +389,11 @@ pub fn generate(
                 return Err(RuntimeError::Cancelled);
             }
             let mut local = Interner::default();
-            let cols = part_columns(input, sf, part, n, wanted, &mut local).map_err(|e| RuntimeError::Data {
-                msg: format!("{label}: {e}"),
+            let cols = part_columns(input, sf, part, n, wanted, &mut local).map_err(|e| match e {
+                FieldError::Bad(e) => RuntimeError::Data {
+                    msg: format!("{label}: {e}"),
+                },
+                FieldError::OutOfMemory(msg) => RuntimeError::Data { msg },
             })?;
             progress(cols.iter().map(LoadedCol::len).max().unwrap_or(0) as u64);
             crate::alloc::check_headroom(keep).map_err(|e| RuntimeError::Data {
@@ -353,6 +411,7 @@ pub fn generate(
 /// it is written.
 pub fn write_tbl(dir: &Path, sf: f64, progress: &(dyn Fn(&str, u64) + Sync)) -> Result<(), RuntimeError> {
     check_scale(sf).map_err(|msg| RuntimeError::Data { msg })?;
+    init_text_pool().map_err(|msg| RuntimeError::Data { msg })?;
     let created = !dir.exists();
     std::fs::create_dir_all(dir).map_err(|e| RuntimeError::Io {
         msg: format!("cannot create the output directory `{}`: {e}", dir.display()),
@@ -369,7 +428,8 @@ pub fn write_tbl(dir: &Path, sf: f64, progress: &(dyn Fn(&str, u64) + Sync)) -> 
                 let texts: Vec<String> = (first..=last)
                     .into_par_iter()
                     .map(|p| render(table, sf, p, n))
-                    .collect();
+                    .collect::<Result<_, String>>()
+                    .map_err(|msg| std::io::Error::new(std::io::ErrorKind::OutOfMemory, msg))?;
                 for t in texts {
                     w.write_all(t.as_bytes())?;
                     progress(table, t.bytes().filter(|&b| b == b'\n').count() as u64);

@@ -1,5 +1,8 @@
 //! A row with far more fields than the relation has columns is rejected without holding
 //! its fields: the memory the parser takes stays bounded whatever the line's length.
+//!
+//! A test executable of its own, outside `tests/it`: the counting allocator measures every
+//! allocation of the process, so no other test may run beside it.
 
 use fox_kernel::InputRel;
 use fox_runtime::load::{parse_input, Interner};

@@ -1,0 +1,107 @@
+//! The binaries on the GPU, in a test executable with its own harness (`harness = false`,
+//! libtest-mimic) so that without a GPU its tests are reported as `ignored (no GPU: …)`,
+//! never as passed, and with `FOX_REQUIRE_GPU=1` fail instead. The command line is
+//! libtest's: a name filter, `--exact`, `--skip`, `--test-threads`, `--list`. A function
+//! not listed in `TESTS` is dead code, which CI's clippy rejects.
+
+use fox_cuda::testing::{check_gpu_test_reporting, Needs, Ready};
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Every test: its name, what it needs, its body (which panics on failure).
+const TESTS: &[(&str, Needs, fn())] = &[
+    (
+        "repl::a_session_on_the_gpu_answers_as_on_the_cpu",
+        Needs::Gpu,
+        a_session_on_the_gpu_answers_as_on_the_cpu,
+    ),
+    (
+        "harness::gpu_tests_are_ignored_without_a_gpu_and_fail_when_it_is_required",
+        Needs::Cpu,
+        gpu_tests_are_ignored_without_a_gpu_and_fail_when_it_is_required,
+    ),
+];
+
+fn main() {
+    let args = Arguments::from_args();
+    let trials = TESTS
+        .iter()
+        .map(|&(name, needs, run)| {
+            Trial::ignorable_test(name, move || match needs.ready() {
+                Ready::Yes => {
+                    run();
+                    Ok(Completion::Completed)
+                }
+                Ready::Missing(reason) => Ok(Completion::ignored_with(reason)),
+                Ready::Required(msg) => Err(Failed::from(msg)),
+            })
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit();
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `fox repl --backend BACKEND ARGS` with `script` on standard input, which must succeed
+/// (exit 0, no error on standard error); returns stdout.
+fn repl_on(backend: &str, args: &[&str], script: &str) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fox"))
+        .args(["repl", "--backend", backend])
+        .args(args)
+        .current_dir(repo())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{backend}: {err}");
+    assert!(!err.contains("error"), "{backend}: {err}");
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn a_session_on_the_gpu_answers_as_on_the_cpu() {
+    let sessions: [(&[&str], &str); 2] = [
+        (
+            &[],
+            "edge(x, y) -> int32(x), int32(y).\n\
+             edge(1, 2). edge(2, 3). edge(3, 4). edge(4, 1). edge(2, 4).\n\
+             path(x, y) <- edge(x, y).\n\
+             path(x, z) <- path(x, y), edge(y, z).\n\
+             ?- path(1, y).\n\
+             ?- path(x, y), path(y, x), x < y.\n\
+             deg[x] = n <- agg<<n = count()>> edge(x, _).\n\
+             ?- deg[x] = n, n > 1.\n\
+             edge(4, 5).\n\
+             ?- path(x, 5).\n\
+             ?- deg[x] = n.\n",
+        ),
+        (
+            &["--graph", "gnm:60:600:3"],
+            "edge(x, y) -> int32(x), int32(y).\n\
+             .input edge.\n\
+             tri(x, y, z) <- edge(x, y), edge(y, z), edge(x, z), x < y < z.\n\
+             ntri[] = n <- agg<<n = count()>> tri(_, _, _).\n\
+             ?- ntri[] = n.\n\
+             ?- tri(x, y, z), x < 5.\n\
+             ?- ntri[] = n.\n",
+        ),
+    ];
+    for (args, script) in sessions {
+        let cpu = repl_on("cpu", args, script);
+        let gpu = repl_on("gpu", args, script);
+        assert_eq!(gpu, cpu, "{args:?}");
+        assert!(cpu.contains(" row") && !cpu.contains("error"), "{cpu}");
+    }
+}
+
+fn gpu_tests_are_ignored_without_a_gpu_and_fail_when_it_is_required() {
+    let exe = std::env::current_exe().expect("the test executable");
+    check_gpu_test_reporting(&exe, "repl::a_session_on_the_gpu_answers_as_on_the_cpu");
+}

@@ -1,0 +1,20 @@
+//! The integration tests of fox-cli (the binaries as a user runs them) in one test
+//! executable, one module per area: every test executable links the whole dependency graph,
+//! so one per package keeps the build short, and libtest runs the tests of every area in
+//! parallel.
+
+mod cli;
+mod corpus;
+mod files;
+mod foxbench;
+mod foxrun;
+mod graph;
+mod large_inputs;
+mod memory;
+mod mutations;
+mod out_of_memory;
+mod outputs;
+mod plan_fuzz;
+mod repl;
+mod runtime_errors;
+mod tpch;

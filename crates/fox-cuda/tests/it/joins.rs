@@ -1,0 +1,221 @@
+//! GPU vs CPU: JoinCount → (host scan) → JoinWrite, MatchFlags, MergeUnion on random
+//! sorted inputs: duplicates, all-equal and skewed keys, empty sides, one row, sizes
+//! around block sizes, multi-column keys of mixed element types, cross products
+//! (no keys), i128 keys (compared as two 64-bit words), and a 10^7-row case.
+
+use fox_cuda::testing::{compare, gpu, random_col, sort_rows, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
+use fox_cuda::CudaBackend;
+use fox_kernel::{Elem, Kernel};
+use fox_runtime::HostCol;
+
+/// A sorted relation of `n` rows with columns of `elems`, spread as `dist`.
+fn sorted_rel(rng: &mut Rng, elems: &[Elem], n: usize, dist: Dist, dedup: bool) -> Vec<HostCol> {
+    let cols: Vec<HostCol> = elems.iter().map(|&e| random_col(rng, e, n, dist)).collect();
+    sort_rows(&cols, dedup)
+}
+
+/// Exclusive scan of the counts on the host.
+fn scan(counts: &HostCol) -> (HostCol, HostCol) {
+    let HostCol::U64(c) = counts else {
+        panic!("counts are {:?}", counts.elem())
+    };
+    let mut offsets = Vec::with_capacity(c.len());
+    let mut sum = 0u64;
+    for &x in c {
+        offsets.push(sum);
+        sum += x;
+    }
+    (HostCol::U64(offsets), HostCol::U64(vec![sum]))
+}
+
+/// Runs the whole join pipeline and the match flags on one pair of sides.
+fn check_join(gpu: &mut CudaBackend, left: &[HostCol], right: &[HostCol], case: &str) {
+    let ctx = Strings::default();
+    let nkeys = left.len();
+    let mut keys: Vec<HostCol> = left.to_vec();
+    keys.extend(right.iter().cloned());
+    let counts = compare(gpu, &Kernel::JoinCount { nkeys }, &keys, &ctx, case).expect("JoinCount succeeds");
+    let (offsets, total) = scan(&counts[0]);
+    let mut wargs = keys.clone();
+    wargs.push(offsets);
+    wargs.push(total);
+    compare(gpu, &Kernel::JoinWrite { nkeys }, &wargs, &ctx, case).expect("JoinWrite succeeds");
+    for anti in [false, true] {
+        compare(gpu, &Kernel::MatchFlags { nkeys, anti }, &keys, &ctx, case).expect("MatchFlags succeeds");
+    }
+}
+
+fn join_single_key_every_type() {
+    let mut gpu = gpu("join_single_key_every_type");
+    let mut rng = Rng::new(11);
+    for &e in &ELEMS {
+        for &dist in &Dist::ALL {
+            for &nl in SIZES {
+                let nr = SIZES[rng.below(SIZES.len() as u64) as usize];
+                let left = sorted_rel(&mut rng, &[e], nl, dist, false);
+                let right = sorted_rel(&mut rng, &[e], nr, dist, false);
+                let case = format!("key {e:?}, dist {dist:?}, left {nl}, right {nr}");
+                check_join(&mut gpu, &left, &right, &case);
+            }
+        }
+    }
+}
+
+fn join_multi_key_mixed_types() {
+    let mut gpu = gpu("join_multi_key_mixed_types");
+    let mut rng = Rng::new(12);
+    let key_sets: [&[Elem]; 6] = [
+        &[Elem::U32, Elem::U32],
+        &[Elem::I32, Elem::F64],
+        &[Elem::U8, Elem::I64, Elem::U32],
+        &[Elem::U64, Elem::I32, Elem::F64],
+        &[Elem::I128, Elem::U32],
+        &[Elem::U8, Elem::I128, Elem::I128],
+    ];
+    for keys in key_sets {
+        for dist in [Dist::Range(4), Dist::Range(16), Dist::Skewed, Dist::AllEqual] {
+            for (nl, nr) in [(0, 5), (5, 0), (1, 1), (1000, 1023), (1025, 4097), (4097, 1000)] {
+                let left = sorted_rel(&mut rng, keys, nl, dist, false);
+                let right = sorted_rel(&mut rng, keys, nr, dist, false);
+                let case = format!("keys {keys:?}, dist {dist:?}, left {nl}, right {nr}");
+                check_join(&mut gpu, &left, &right, &case);
+            }
+        }
+    }
+}
+
+fn join_all_equal_keys_is_a_full_product() {
+    let mut gpu = gpu("join_all_equal_keys_is_a_full_product");
+    let mut rng = Rng::new(13);
+    for (nl, nr) in [(1, 100_000), (100_000, 1), (1000, 3001), (3, 1_000_003)] {
+        let left = sorted_rel(&mut rng, &[Elem::U32], nl, Dist::AllEqual, false);
+        let right = sorted_rel(&mut rng, &[Elem::U32], nr, Dist::AllEqual, false);
+        check_join(&mut gpu, &left, &right, &format!("all equal, left {nl}, right {nr}"));
+    }
+}
+
+fn join_without_keys_is_a_cross_product() {
+    let mut gpu = gpu("join_without_keys_is_a_cross_product");
+    let mut rng = Rng::new(14);
+    for (nl, nr) in [(0, 0), (0, 3), (3, 0), (1, 1), (1025, 3), (7, 1000)] {
+        let ctx = Strings::default();
+        let keys = vec![
+            random_col(&mut rng, Elem::F64, nl, Dist::Uniform),
+            random_col(&mut rng, Elem::U8, nr, Dist::Uniform),
+        ];
+        let case = format!("cross product, left {nl}, right {nr}");
+        let counts = compare(&mut gpu, &Kernel::JoinCount { nkeys: 0 }, &keys, &ctx, &case).expect("count");
+        let (offsets, total) = scan(&counts[0]);
+        let mut wargs = keys.clone();
+        wargs.push(offsets);
+        wargs.push(total);
+        compare(&mut gpu, &Kernel::JoinWrite { nkeys: 0 }, &wargs, &ctx, &case).expect("write");
+        for anti in [false, true] {
+            compare(&mut gpu, &Kernel::MatchFlags { nkeys: 0, anti }, &keys, &ctx, &case).expect("flags");
+        }
+    }
+}
+
+fn join_write_rejects_offsets_that_are_not_the_scan() {
+    let mut gpu = gpu("join_write_rejects_offsets_that_are_not_the_scan");
+    let mut rng = Rng::new(15);
+    let ctx = Strings::default();
+    let left = sorted_rel(&mut rng, &[Elem::I64], 1000, Dist::Range(16), false);
+    let right = sorted_rel(&mut rng, &[Elem::I64], 1000, Dist::Range(16), false);
+    let keys = vec![left[0].clone(), right[0].clone()];
+    let counts = compare(&mut gpu, &Kernel::JoinCount { nkeys: 1 }, &keys, &ctx, "setup").expect("count");
+    let (offsets, total) = scan(&counts[0]);
+    let HostCol::U64(mut off) = offsets.clone() else {
+        unreachable!()
+    };
+    off[500] += 1;
+    let HostCol::U64(tot) = total.clone() else {
+        unreachable!()
+    };
+    for (what, o, t) in [
+        ("offset 500 off by one", HostCol::U64(off), total.clone()),
+        ("total too large", offsets.clone(), HostCol::U64(vec![tot[0] + 1])),
+        ("total too small", offsets, HostCol::U64(vec![tot[0].saturating_sub(1)])),
+    ] {
+        let mut wargs = keys.clone();
+        wargs.push(o);
+        wargs.push(t);
+        let res = compare(&mut gpu, &Kernel::JoinWrite { nkeys: 1 }, &wargs, &ctx, what);
+        assert!(res.is_err(), "{what}: both backends must reject the offsets");
+    }
+}
+
+fn merge_union_every_width() {
+    let mut gpu = gpu("merge_union_every_width");
+    let mut rng = Rng::new(16);
+    let ctx = Strings::default();
+    let shapes: [&[Elem]; 7] = [
+        &[Elem::U32],
+        &[Elem::F64],
+        &[Elem::I128],
+        &[Elem::I32, Elem::U32],
+        &[Elem::I128, Elem::U8],
+        &[Elem::U8, Elem::I64, Elem::F64],
+        &[Elem::U32, Elem::U32, Elem::U32],
+    ];
+    for elems in shapes {
+        for dist in [
+            Dist::Uniform,
+            Dist::Range(4),
+            Dist::Range(64),
+            Dist::AllEqual,
+            Dist::Skewed,
+        ] {
+            for (na, nb) in [(0, 0), (0, 7), (7, 0), (1, 1), (1000, 1023), (1025, 4097), (4097, 1)] {
+                let a = sorted_rel(&mut rng, elems, na, dist, true);
+                let b = sorted_rel(&mut rng, elems, nb, dist, true);
+                let mut args = a;
+                args.extend(b);
+                let case = format!("columns {elems:?}, dist {dist:?}, a {na}, b {nb}");
+                compare(&mut gpu, &Kernel::MergeUnion { width: elems.len() }, &args, &ctx, &case)
+                    .expect("MergeUnion succeeds");
+            }
+        }
+    }
+}
+
+fn joins_and_union_over_ten_million_rows() {
+    let mut gpu = gpu("joins_and_union_over_ten_million_rows");
+    let mut rng = Rng::new(17);
+    let left = sorted_rel(&mut rng, &[Elem::U32], LARGE, Dist::Range(LARGE as u64), false);
+    let right = sorted_rel(&mut rng, &[Elem::U32], LARGE / 3, Dist::Range(LARGE as u64), false);
+    check_join(
+        &mut gpu,
+        &left,
+        &right,
+        &format!("large, left {LARGE}, right {}", LARGE / 3),
+    );
+    let skew_l = sorted_rel(&mut rng, &[Elem::I64, Elem::U32], LARGE, Dist::Range(1 << 20), false);
+    let skew_r = sorted_rel(&mut rng, &[Elem::I64, Elem::U32], 1000, Dist::Range(1 << 20), false);
+    check_join(&mut gpu, &skew_l, &skew_r, "large two-key left, small right");
+    let wide_l = sorted_rel(&mut rng, &[Elem::I128], LARGE, Dist::Range(1 << 22), false);
+    let wide_r = sorted_rel(&mut rng, &[Elem::I128], LARGE / 5, Dist::Range(1 << 22), false);
+    check_join(&mut gpu, &wide_l, &wide_r, "large i128 keys");
+    let a = sorted_rel(&mut rng, &[Elem::U32, Elem::I32], LARGE, Dist::Range(1 << 12), true);
+    let b = sorted_rel(&mut rng, &[Elem::U32, Elem::I32], LARGE, Dist::Range(1 << 12), true);
+    let mut args = a;
+    args.extend(b);
+    compare(
+        &mut gpu,
+        &Kernel::MergeUnion { width: 2 },
+        &args,
+        &Strings::default(),
+        "large union",
+    )
+    .expect("MergeUnion succeeds");
+}
+
+tests![
+    Gpu join_single_key_every_type,
+    Gpu join_multi_key_mixed_types,
+    Gpu join_all_equal_keys_is_a_full_product,
+    Gpu join_without_keys_is_a_cross_product,
+    Gpu join_write_rejects_offsets_that_are_not_the_scan,
+    Gpu merge_union_every_width,
+    Gpu joins_and_union_over_ten_million_rows,
+];

@@ -1,0 +1,275 @@
+//! GPU vs CPU: Gather, Concat, Slice, RootRange, RangeCount on random inputs.
+
+use fox_cuda::testing::{compare, gpu, random_col, random_index, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
+use fox_kernel::{Elem, Kernel};
+use fox_runtime::HostCol;
+
+fn gather_every_type_size_and_shift() {
+    let mut gpu = gpu("gather_every_type_size_and_shift");
+    let ctx = Strings::default();
+    let mut rng = Rng::new(1);
+    for &n in SIZES {
+        for shift in [0u32, 1, 7] {
+            for (d, dist) in Dist::ALL.iter().enumerate() {
+                let m = 1 + rng.below(3000) as usize + shift as usize;
+                let idx = random_index(&mut rng, n, (m - shift as usize) as u64);
+                let mut args = vec![idx];
+                for &e in &ELEMS {
+                    args.push(random_col(&mut rng, e, m, *dist));
+                }
+                let case = format!("n {n}, shift {shift}, column rows {m}, dist {dist:?} (#{d})");
+                compare(&mut gpu, &Kernel::Gather { shift }, &args, &ctx, &case).expect("gather succeeds");
+            }
+        }
+    }
+}
+
+fn gather_columns_of_different_lengths_and_no_columns() {
+    let mut gpu = gpu("gather_columns_of_different_lengths_and_no_columns");
+    let ctx = Strings::default();
+    let mut rng = Rng::new(2);
+    let idx = random_index(&mut rng, 1025, 10);
+    let args = vec![
+        idx.clone(),
+        random_col(&mut rng, Elem::I32, 10, Dist::Uniform),
+        random_col(&mut rng, Elem::F64, 4097, Dist::Uniform),
+    ];
+    compare(
+        &mut gpu,
+        &Kernel::Gather { shift: 0 },
+        &args,
+        &ctx,
+        "lengths 10 and 4097",
+    )
+    .expect("succeeds");
+    compare(&mut gpu, &Kernel::Gather { shift: 3 }, &[idx], &ctx, "no columns").expect("succeeds");
+}
+
+fn gather_out_of_range_is_an_error_on_both() {
+    let mut gpu = gpu("gather_out_of_range_is_an_error_on_both");
+    let ctx = Strings::default();
+    let mut rng = Rng::new(3);
+    for (n, m, shift) in [(1usize, 0usize, 0u32), (1025, 100, 0), (4097, 1000, 5), (1000, 999, 1)] {
+        let mut idx = match random_index(&mut rng, n, m.max(1) as u64) {
+            HostCol::U32(v) => v,
+            _ => unreachable!(),
+        };
+        // Rows past the end in the middle and near the end.
+        idx[n / 2] = m as u32;
+        idx[n - 1] = u32::MAX;
+        let args = vec![
+            HostCol::U32(idx),
+            random_col(&mut rng, Elem::U64, m + 50, Dist::Uniform),
+            random_col(&mut rng, Elem::I128, m + 20, Dist::Uniform),
+            random_col(&mut rng, Elem::U8, m, Dist::Uniform),
+        ];
+        let case = format!("n {n}, column rows {m} and {}, shift {shift}", m + 50);
+        let cpu_msg = compare(&mut gpu, &Kernel::Gather { shift }, &args, &ctx, &case).expect_err("out of range");
+        // The same message: first failing column, then its first failing row.
+        assert!(cpu_msg.contains("out of range"), "{cpu_msg}");
+        let gpu_msg = gpu_error(&mut gpu, &Kernel::Gather { shift }, &args);
+        assert_eq!(gpu_msg, cpu_msg, "{case}");
+    }
+}
+
+/// The GPU's error message for a launch that fails.
+fn gpu_error(gpu: &mut fox_cuda::CudaBackend, kernel: &Kernel, args: &[HostCol]) -> String {
+    use fox_runtime::Backend;
+    let bufs: Vec<_> = args.iter().map(|a| gpu.upload(a.clone()).expect("upload")).collect();
+    let refs: Vec<_> = bufs.iter().collect();
+    let msg = match gpu.launch(kernel, &refs, &Strings::default()) {
+        Ok(outs) => {
+            for o in outs {
+                gpu.free(o);
+            }
+            "no error".to_string()
+        }
+        Err(e) => e.0,
+    };
+    for b in bufs {
+        gpu.free(b);
+    }
+    msg
+}
+
+fn gather_large() {
+    let mut gpu = gpu("gather_large");
+    let ctx = Strings::default();
+    let mut rng = Rng::new(4);
+    let m = LARGE / 2 + 3;
+    let args = vec![
+        random_index(&mut rng, LARGE, m as u64),
+        random_col(&mut rng, Elem::U32, m, Dist::Uniform),
+        random_col(&mut rng, Elem::I64, m, Dist::Skewed),
+        random_col(&mut rng, Elem::U8, m, Dist::Uniform),
+        random_col(&mut rng, Elem::I128, m, Dist::Uniform),
+    ];
+    compare(&mut gpu, &Kernel::Gather { shift: 0 }, &args, &ctx, "large").expect("succeeds");
+}
+
+fn concat_groups() {
+    let mut gpu = gpu("concat_groups");
+    let ctx = Strings::default();
+    let mut rng = Rng::new(5);
+    for parts in 1..=4usize {
+        for width in 1..=3usize {
+            for &base in SIZES {
+                let elems: Vec<Elem> = (0..width)
+                    .map(|_| ELEMS[rng.below(ELEMS.len() as u64) as usize])
+                    .collect();
+                let mut args = Vec::new();
+                let mut lens = Vec::new();
+                for p in 0..parts {
+                    let len = if p % 2 == 1 { rng.below(3) as usize } else { base };
+                    lens.push(len);
+                    for &e in &elems {
+                        args.push(random_col(&mut rng, e, len, Dist::Uniform));
+                    }
+                }
+                let case = format!("parts {parts}, width {width}, lengths {lens:?}, elems {elems:?}");
+                compare(&mut gpu, &Kernel::Concat { parts, width }, &args, &ctx, &case).expect("succeeds");
+            }
+        }
+    }
+    // Mismatched element types and lengths are errors on both.
+    let bad = vec![HostCol::I32(vec![1]), HostCol::U32(vec![1])];
+    compare(
+        &mut gpu,
+        &Kernel::Concat { parts: 2, width: 1 },
+        &bad,
+        &ctx,
+        "type mismatch",
+    )
+    .expect_err("error");
+    let bad = vec![
+        HostCol::I32(vec![1]),
+        HostCol::I32(vec![1, 2]),
+        HostCol::I32(vec![3]),
+        HostCol::I32(vec![4]),
+    ];
+    compare(
+        &mut gpu,
+        &Kernel::Concat { parts: 2, width: 2 },
+        &bad,
+        &ctx,
+        "length mismatch",
+    )
+    .expect_err("error");
+    compare(&mut gpu, &Kernel::Concat { parts: 0, width: 1 }, &[], &ctx, "no groups").expect_err("error");
+    let large = vec![
+        random_col(&mut rng, Elem::F64, LARGE, Dist::Uniform),
+        random_col(&mut rng, Elem::F64, 12345, Dist::Uniform),
+    ];
+    compare(&mut gpu, &Kernel::Concat { parts: 2, width: 1 }, &large, &ctx, "large").expect("succeeds");
+    let large = vec![
+        random_col(&mut rng, Elem::I128, 12345, Dist::Uniform),
+        random_col(&mut rng, Elem::I128, LARGE, Dist::Uniform),
+    ];
+    compare(
+        &mut gpu,
+        &Kernel::Concat { parts: 2, width: 1 },
+        &large,
+        &ctx,
+        "large i128",
+    )
+    .expect("succeeds");
+}
+
+fn slices() {
+    let mut gpu = gpu("slices");
+    let ctx = Strings::default();
+    let mut rng = Rng::new(6);
+    for &n in SIZES {
+        let args = vec![
+            random_col(&mut rng, Elem::U8, n, Dist::Uniform),
+            random_col(&mut rng, Elem::I64, n, Dist::Uniform),
+            random_col(&mut rng, Elem::F64, n, Dist::Uniform),
+            random_col(&mut rng, Elem::I128, n, Dist::Uniform),
+        ];
+        let n64 = n as u64;
+        for (start, len) in [
+            (0, 0),
+            (0, n64),
+            (0, u64::MAX),
+            (1, 10),
+            (n64 / 2, 3),
+            (n64, 5),
+            (n64 + 7, 1),
+            (u64::MAX, u64::MAX),
+            (3, u64::MAX - 1),
+        ] {
+            let case = format!("rows {n}, start {start}, len {len}");
+            compare(&mut gpu, &Kernel::Slice { start, len }, &args, &ctx, &case).expect("succeeds");
+        }
+    }
+    let bad = vec![HostCol::I32(vec![1]), HostCol::I32(vec![1, 2])];
+    compare(
+        &mut gpu,
+        &Kernel::Slice { start: 0, len: 1 },
+        &bad,
+        &ctx,
+        "length mismatch",
+    )
+    .expect_err("error");
+    compare(&mut gpu, &Kernel::Slice { start: 0, len: 1 }, &[], &ctx, "no columns").expect("succeeds");
+}
+
+fn root_range_and_range_count() {
+    let mut gpu = gpu("root_range_and_range_count");
+    let ctx = Strings::default();
+    let mut rng = Rng::new(7);
+    for &n in SIZES {
+        for e in [Elem::I32, Elem::U64] {
+            let values = random_col(&mut rng, e, n, Dist::Uniform);
+            compare(&mut gpu, &Kernel::RootRange, &[values], &ctx, &format!("{n} x {e:?}")).expect("succeeds");
+        }
+        for dist in Dist::ALL {
+            let lo = match random_col(&mut rng, Elem::U32, n, dist) {
+                HostCol::U32(v) => v,
+                _ => unreachable!(),
+            };
+            let hi: Vec<u32> = lo
+                .iter()
+                .map(|&l| {
+                    let span = if rng.chance(30) { 1 } else { 5000 };
+                    l.saturating_add(rng.below(span) as u32)
+                })
+                .collect();
+            let args = vec![HostCol::U32(lo.clone()), HostCol::U32(hi.clone())];
+            let case = format!("rows {n}, lo {dist:?}");
+            compare(&mut gpu, &Kernel::RangeCount, &args, &ctx, &case).expect("succeeds");
+            if n > 0 {
+                let mut bad_hi = hi.clone();
+                let row = rng.below(n as u64) as usize;
+                if lo[row] > 0 {
+                    bad_hi[row] = lo[row] - 1;
+                    let args = vec![HostCol::U32(lo), HostCol::U32(bad_hi)];
+                    let case = format!("rows {n}, hi below lo at row {row}");
+                    let cpu = compare(&mut gpu, &Kernel::RangeCount, &args, &ctx, &case).expect_err("error");
+                    assert_eq!(gpu_error(&mut gpu, &Kernel::RangeCount, &args), cpu, "{case}");
+                }
+            }
+        }
+    }
+    compare(&mut gpu, &Kernel::RootRange, &[], &ctx, "no args").expect_err("error");
+    let bad = vec![HostCol::U32(vec![1]), HostCol::U32(vec![1, 2])];
+    compare(&mut gpu, &Kernel::RangeCount, &bad, &ctx, "length mismatch").expect_err("error");
+    let bad = vec![HostCol::U32(vec![1]), HostCol::I32(vec![2])];
+    compare(&mut gpu, &Kernel::RangeCount, &bad, &ctx, "type mismatch").expect_err("error");
+    let lo = random_col(&mut rng, Elem::U32, LARGE, Dist::Range(1 << 30));
+    let hi = match &lo {
+        HostCol::U32(v) => HostCol::U32(v.iter().map(|&l| l + (l % 97)).collect()),
+        _ => unreachable!(),
+    };
+    compare(&mut gpu, &Kernel::RangeCount, &[lo, hi], &ctx, "large").expect("succeeds");
+}
+
+tests![
+    Gpu gather_every_type_size_and_shift,
+    Gpu gather_columns_of_different_lengths_and_no_columns,
+    Gpu gather_out_of_range_is_an_error_on_both,
+    Gpu gather_large,
+    Gpu concat_groups,
+    Gpu slices,
+    Gpu root_range_and_range_count,
+];

@@ -1,0 +1,8 @@
+//! The integration tests of fox-ra (the relational plans) in one test executable, one
+//! module per area: every test executable links the whole dependency graph, so one per
+//! package keeps the build short, and libtest runs the tests of every area in parallel.
+
+mod common;
+mod plans;
+mod ron;
+mod source;
