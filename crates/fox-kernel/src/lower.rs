@@ -1,11 +1,13 @@
-//! Lowering of the RA plan into kernel launches.
+//! Lowering of the annotated RA plan into kernel launches, following the physical
+//! passes' annotations (`fox_phys`): algorithms, fusion, order, rounds.
 //!
 //! Every relation variable becomes one buffer per column (`rel.col`); every temp becomes a
 //! set of column buffers (`t12.x`) produced by the kernels that implement its operator.
-//! The lowering tracks what it knows about the physical order of each value (sorted on
-//! which keys, by code or by string value, duplicate-free) and inserts sorts only where an
-//! algorithm needs an order the value does not have. After lowering, [`crate::sched`]
-//! cleans up and orders each block and [`crate::live`] places the frees.
+//! Each temp's order is the one the `order` pass recorded (unknown without it); a value
+//! is sorted only where an algorithm needs an order it is not known to have, and the
+//! values made inside one operator (a sorted side, a trie's input) carry the order of
+//! the sort that made them. After lowering, [`crate::sched`] cleans up and orders each
+//! block and [`crate::live`] places the frees.
 
 use std::collections::{HashMap, HashSet};
 
@@ -168,6 +170,19 @@ struct Pending {
 }
 
 impl Val {
+    /// A result whose order is not known here: the statement that defines it takes its
+    /// order from the order pass.
+    fn unordered(cols: Vec<BufId>, columns: Vec<Column>) -> Val {
+        Val {
+            cols,
+            columns,
+            sorted: Vec::new(),
+            ranked: false,
+            unique: false,
+            pending: None,
+        }
+    }
+
     fn arity(&self) -> usize {
         self.columns.len()
     }
@@ -564,6 +579,14 @@ impl<'a> Lower<'a> {
                 self.dst = Some(*dst);
                 let v = self.op(op, schema)?;
                 self.dst = None;
+                // The result's order is what the order pass recorded, or unknown.
+                let o = self.phys.node(*dst).order.as_ref().map(|a| &a.provides);
+                let v = Val {
+                    sorted: o.map_or_else(Vec::new, |o| o.sorted.clone()),
+                    ranked: o.is_some_and(|o| o.ranked),
+                    unique: o.is_some_and(|o| o.unique),
+                    ..v
+                };
                 self.temps.insert(*dst, v);
                 self.defs.insert(*dst, op);
             }
@@ -763,26 +786,14 @@ impl<'a> Lower<'a> {
         self.sort_code(v, &req.sorted)
     }
 
-    /// The order in which to compare the key pairs of a join so that an existing sort of
-    /// one side can be used: a permutation of `0..lk.len()`.
-    fn key_order(l: &Val, lk: &[usize], r: &Val, rk: &[usize]) -> Vec<usize> {
-        let n = lk.len();
-        for (v, keys) in [(l, lk), (r, rk)] {
-            let s = v.code_sorted();
-            if s.len() < n || s[..n].iter().any(|k| k.desc) {
-                continue;
-            }
-            let perm: Option<Vec<usize>> = s[..n].iter().map(|k| keys.iter().position(|&c| c == k.col)).collect();
-            if let Some(perm) = perm {
-                let mut seen = perm.clone();
-                seen.sort_unstable();
-                seen.dedup();
-                if seen.len() == n {
-                    return perm;
-                }
-            }
+    /// The order in which the operator being lowered compares its `n` key pairs (group
+    /// columns), as the order pass chose it: a permutation of `0..n`; the listed order
+    /// without one.
+    fn key_perm(&self, n: usize) -> Vec<usize> {
+        match self.dst.and_then(|d| self.phys.node(d).order.as_ref()) {
+            Some(a) if a.key_order.len() == n => a.key_order.clone(),
+            _ => (0..n).collect(),
         }
-        (0..n).collect()
     }
 
     /// The columns `cols` of `v` (no kernel unless no column is kept).
@@ -840,17 +851,8 @@ impl<'a> Lower<'a> {
                 } else {
                     rows.clone()
                 };
-                let n = rows.len();
                 let cols = self.launch_cols(Kernel::Const { types, rows }, Vec::new(), &columns)?;
-                let arity = columns.len();
-                Ok(Val {
-                    cols,
-                    columns,
-                    sorted: if n <= 1 { asc(0..arity) } else { Vec::new() },
-                    ranked: false,
-                    unique: n <= 1,
-                    pending: None,
-                })
+                Ok(Val::unordered(cols, columns))
             }
             Op::Select { input, pred } => {
                 let v = self.temp(*input)?;
@@ -877,30 +879,7 @@ impl<'a> Lower<'a> {
                 if cols.is_empty() {
                     cols.push(self.ones(v.cols[0])?);
                 }
-                // Order and uniqueness survive through plain column references.
-                let refs: Vec<Option<usize>> = exprs
-                    .iter()
-                    .map(|e| match e.kind {
-                        ExprKind::Col(i) => Some(i),
-                        _ => None,
-                    })
-                    .collect();
-                let mut sorted = Vec::new();
-                for k in &v.sorted {
-                    match refs.iter().position(|&r| r == Some(k.col)) {
-                        Some(p) => sorted.push(SortKey { col: p, desc: k.desc }),
-                        None => break,
-                    }
-                }
-                let unique = v.unique && (0..v.arity()).all(|c| refs.contains(&Some(c)));
-                Ok(Val {
-                    cols,
-                    columns,
-                    sorted,
-                    ranked: v.ranked,
-                    unique,
-                    pending: None,
-                })
+                Ok(Val::unordered(cols, columns))
             }
             Op::Project { input, cols } => {
                 // A pending filter is carried along.
@@ -926,14 +905,7 @@ impl<'a> Lower<'a> {
                     args,
                     &columns,
                 )?;
-                Ok(Val {
-                    cols,
-                    columns,
-                    sorted: Vec::new(),
-                    ranked: false,
-                    unique: false,
-                    pending: None,
-                })
+                Ok(Val::unordered(cols, columns))
             }
             Op::Unique(input) => {
                 let v = self.temp(*input)?;
@@ -1009,7 +981,7 @@ impl<'a> Lower<'a> {
         if lk.is_empty() {
             return Ok((l, Vec::new(), r, Vec::new()));
         }
-        let perm = Self::key_order(&l, lk, &r, rk);
+        let perm = self.key_perm(lk.len());
         let lk: Vec<usize> = perm.iter().map(|&i| lk[i]).collect();
         let rk: Vec<usize> = perm.iter().map(|&i| rk[i]).collect();
         let l = self.sort_code(l, &asc(lk.iter().copied()))?;
@@ -1071,24 +1043,7 @@ impl<'a> Lower<'a> {
         if cols.is_empty() {
             cols.push(self.ones(idx[0])?);
         }
-        // Pairs come in left row order, so the left's order survives on its kept columns.
-        let mut sorted = Vec::new();
-        for k in l.code_sorted() {
-            match output.iter().position(|o| o.side == Side::Left && o.col == k.col) {
-                Some(p) => sorted.push(SortKey { col: p, desc: k.desc }),
-                None => break,
-            }
-        }
-        let covers = |side: Side, v: &Val| (0..v.arity()).all(|c| output.contains(&JoinCol { side, col: c }));
-        let unique = l.unique && r.unique && covers(Side::Left, &l) && covers(Side::Right, &r);
-        Ok(Val {
-            cols,
-            columns,
-            sorted,
-            ranked: false,
-            unique,
-            pending: None,
-        })
+        Ok(Val::unordered(cols, columns))
     }
 
     /// Semi-join (`anti == false`), anti-join and difference: the rows of the left side
@@ -1124,14 +1079,14 @@ impl<'a> Lower<'a> {
         let v = self.temp_raw(input)?;
         // Group keys in an order the input may already be sorted in (a pending filter
         // keeps the order). `perm[j]` is the position in `group` of the j-th sort key.
-        let perm = Self::key_order(&v, group, &v, group);
+        let perm = self.key_perm(group.len());
         let keys: Vec<usize> = perm.iter().map(|&i| group[i]).collect();
         let order = asc(keys.iter().copied());
-        // Unsorted or filtered input aggregates in one kernel where it can.
-        if v.pending.is_some() || !v.code_sorted().starts_with(&order) {
-            if let Some(out) = self.fused_aggregate(&v, group, aggs, &columns)? {
-                return Ok(out);
-            }
+        let fused = self
+            .dst
+            .is_some_and(|d| self.phys.node(d).algorithm == Algorithm::Aggregate(AggAlgorithm::Fused));
+        if fused {
+            return self.fused_aggregate(&v, group, aggs, &columns);
         }
         let v = self.settle(v)?;
         let v = self.sort_code(v, &order)?;
@@ -1166,47 +1121,19 @@ impl<'a> Lower<'a> {
         if cols.is_empty() {
             return Err(LowerError::Invalid("an aggregation without columns".into()));
         }
-        // One row per group, in key order; the keys are unique, so the rows are sorted
-        // on every column after them too.
-        let mut sorted: Vec<SortKey> = perm.iter().map(|&i| SortKey::asc(i)).collect();
-        for c in g..columns.len() {
-            sorted.push(SortKey::asc(c));
-        }
-        Ok(Val {
-            cols,
-            columns,
-            sorted,
-            ranked: false,
-            unique: true,
-            pending: None,
-        })
+        Ok(Val::unordered(cols, columns))
     }
 
     /// An aggregation of `v` (and of its pending filter) as one `FusedReduce`, without
-    /// compacting or sorting its input; `None` when the aggregation cannot be fused (see
-    /// [`fusable`]) or two group columns are one buffer.
-    fn fused_aggregate(
-        &mut self,
-        v: &Val,
-        group: &[usize],
-        aggs: &[fox_ra::AggCall],
-        columns: &[Column],
-    ) -> R<Option<Val>> {
-        // The fusion pass defers only fusable predicates, into aggregations it fuses.
-        let fused = self
-            .dst
-            .is_some_and(|d| self.phys.node(d).algorithm == Algorithm::Aggregate(AggAlgorithm::Fused));
-        if !fused {
-            return Ok(None);
-        }
+    /// compacting or sorting its input (the fusion pass fuses only aggregations whose
+    /// expressions, and deferred filters, the kernel evaluates).
+    fn fused_aggregate(&mut self, v: &Val, group: &[usize], aggs: &[fox_ra::AggCall], columns: &[Column]) -> R<Val> {
+        // The group keys are the first arguments, even where two are one buffer.
         let keys: Vec<BufId> = group.iter().map(|&c| v.cols[c]).collect();
-        let mut cx = ExprCx::default();
-        for &k in &keys {
-            cx.arg(k);
-        }
-        if cx.args.len() != keys.len() {
-            return Ok(None);
-        }
+        let mut cx = ExprCx {
+            args: keys,
+            tables: Vec::new(),
+        };
         let filter = match &v.pending {
             Some(p) => Some(self.kexpr(&p.input, &mut cx, &p.pred)?),
             None => None,
@@ -1232,16 +1159,7 @@ impl<'a> Lower<'a> {
             n_cols,
         };
         let cols = self.launch_cols(kernel, args, columns)?;
-        // One row per group in key order; the keys are unique, so the rows are sorted on
-        // every column after them too.
-        Ok(Some(Val {
-            cols,
-            columns: columns.to_vec(),
-            sorted: asc(0..columns.len()),
-            ranked: false,
-            unique: true,
-            pending: None,
-        }))
+        Ok(Val::unordered(cols, columns.to_vec()))
     }
 
     // ---- multi-way join (leapfrog triejoin, breadth first) ------------------------------
@@ -1401,14 +1319,7 @@ impl<'a> Lower<'a> {
                         Some(columns[0].ty),
                     )?,
                 };
-                return Ok(Val {
-                    cols: vec![n],
-                    columns,
-                    sorted: vec![SortKey::asc(0)],
-                    ranked: false,
-                    unique: true,
-                    pending: None,
-                });
+                return Ok(Val::unordered(vec![n], columns));
             }
             let lo = find(&state, Slot::Lo(lead)).ok_or_else(missing)?;
             let hi = find(&state, Slot::Hi(lead)).ok_or_else(missing)?;
@@ -1554,23 +1465,7 @@ impl<'a> Lower<'a> {
         let cols = match self.close_rounds(rounds, acc, cols)? {
             Closed::Same(c) | Closed::Accumulated(c) => c,
         };
-        // Bindings come out in lexicographic order of the variable order, each once.
-        let mut sorted = Vec::new();
-        for v in 0..vars.len() {
-            match output.iter().position(|&o| o == v) {
-                Some(p) => sorted.push(SortKey::asc(p)),
-                None => break,
-            }
-        }
-        let unique = (0..vars.len()).all(|v| output.contains(&v));
-        Ok(Val {
-            cols,
-            columns,
-            sorted,
-            ranked: false,
-            unique,
-            pending: None,
-        })
+        Ok(Val::unordered(cols, columns))
     }
 
     /// A level of a multi-way join whose members all index the same trie level with

@@ -2,7 +2,7 @@
 //! has a default that the translation always accepts (it means "no decision taken": the
 //! general algorithm, no fusion, one round, one partition).
 
-use fox_ra::TempId;
+use fox_ra::{SortKey, TempId};
 
 /// What the physical passes decided about one operator (one temp of the RA plan).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -19,6 +19,32 @@ pub struct Node {
     pub rounds: Rounds,
     /// Set by `partitioning`.
     pub partitioning: Partitioning,
+    /// Set by `order`; `None`: nothing is known of the result's order, and keys are
+    /// compared in the order the RA plan lists them.
+    pub order: Option<OrderAnn>,
+}
+
+/// The order and uniqueness of a result.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Order {
+    /// The rows are ordered on these keys (lexicographically).
+    pub sorted: Vec<SortKey>,
+    /// String keys of `sorted` are ordered by string value rather than by dictionary
+    /// code.
+    pub ranked: bool,
+    /// No row occurs twice.
+    pub unique: bool,
+}
+
+/// What `order` decided for one operator.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OrderAnn {
+    /// The order of the operator's result.
+    pub provides: Order,
+    /// For joins, semi-joins, anti-joins, differences and aggregations: the order in
+    /// which their key pairs (group columns) are compared, a permutation of their
+    /// positions; empty for other operators.
+    pub key_order: Vec<usize>,
 }
 
 /// Estimated size of an operator's result.

@@ -13,7 +13,7 @@ pub mod passes;
 pub mod print;
 pub mod stats;
 
-pub use ann::{AggAlgorithm, Algorithm, Estimate, Node, Partitioning, Rounds};
+pub use ann::{AggAlgorithm, Algorithm, Estimate, Node, Order, OrderAnn, Partitioning, Rounds};
 pub use passes::{pass_names, run, Options, Pass, PhysError, PASSES};
 pub use print::print_physical;
 pub use stats::{ColumnStats, RelationStats, Statistics};

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use fox_ra::{Op, Stmt};
+use fox_sema::core::Column;
 
 use crate::ann::{AggAlgorithm, Algorithm, Node, Partitioning};
 use crate::PhysPlan;
@@ -25,7 +26,8 @@ pub fn print_physical(plan: &PhysPlan) -> String {
         for s in &b.stmts {
             let _ = writeln!(out, "  {}", fox_ra::print_stmt(ra, s));
             if let Stmt::Let { dst, op, .. } = s {
-                let _ = writeln!(out, "      {}", annotations(op, plan.node(*dst)));
+                let cols = ra.temps.get(dst.0 as usize).map_or(&[][..], |t| t.columns.as_slice());
+                let _ = writeln!(out, "      {}", annotations(op, plan.node(*dst), cols));
             }
         }
         let _ = writeln!(out, "  {}", fox_ra::print_term(ra, &b.term));
@@ -33,7 +35,7 @@ pub fn print_physical(plan: &PhysPlan) -> String {
     out
 }
 
-fn annotations(op: &Op, n: &Node) -> String {
+fn annotations(op: &Op, n: &Node, cols: &[Column]) -> String {
     let mut parts = vec![match n.deferred_into {
         Some(t) => format!("filter, applied by the fused reduce of t{}", t.0),
         None => algorithm(op, n),
@@ -48,6 +50,33 @@ fn annotations(op: &Op, n: &Node) -> String {
             .map(|(v, _)| v.to_string())
             .collect();
         parts.push(format!("rounds at levels {}", levels.join(", ")));
+    }
+    if let Some(o) = &n.order {
+        let o = &o.provides;
+        let by = if o.ranked { "by value " } else { "" };
+        let all = o.sorted.len() == cols.len() && o.sorted.iter().enumerate().all(|(i, k)| k.col == i && !k.desc);
+        if all && cols.len() > 1 {
+            parts.push(format!("sorted {by}on all columns"));
+        } else if !o.sorted.is_empty() {
+            let keys: Vec<String> = o
+                .sorted
+                .iter()
+                .map(|k| {
+                    let name = cols
+                        .get(k.col)
+                        .map_or_else(|| format!("#{}", k.col), |c| c.name.clone());
+                    if k.desc {
+                        format!("{name} desc")
+                    } else {
+                        name
+                    }
+                })
+                .collect();
+            parts.push(format!("sorted {by}on [{}]", keys.join(", ")));
+        }
+        if o.unique {
+            parts.push("unique".into());
+        }
     }
     parts.push(match &n.est {
         Some(e) => format!("rows ~{}", rows(e.rows)),

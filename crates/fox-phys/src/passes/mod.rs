@@ -2,13 +2,16 @@
 //! decides, with its own tests (`tests/it/<pass>.rs`).
 //!
 //! Order: `estimate` first, since later passes may read estimates; `join-selection`
-//! before `fusion` and `rounds`, which refine the algorithms it chose; `partitioning`
-//! after every algorithm is known; `verify` last, to check the invariants every pass must
-//! leave.
+//! before `fusion` and `rounds`, which refine the algorithms it chose; `order` after
+//! `fusion`, since a deferred select and a fused aggregation change what order a result
+//! has (and `order` keeps a fused aggregation only where its input is not sorted on its
+//! keys already); `partitioning` after every algorithm is known; `verify` last, to check
+//! the invariants every pass must leave.
 
 mod estimate;
 mod fusion;
 mod join_selection;
+mod order;
 mod partitioning;
 mod rounds;
 mod verify;
@@ -33,6 +36,7 @@ pub static PASSES: &[&dyn Pass] = &[
     &estimate::Estimate,
     &join_selection::JoinSelection,
     &fusion::Fusion,
+    &order::OrderPass,
     &rounds::RoundsPass,
     &partitioning::PartitioningPass,
     &verify::Verify,

@@ -9,6 +9,8 @@
 //!   aggregation that runs fused;
 //! - a multi-way join's rounds name each of its variables (or none); no other operator
 //!   has rounds;
+//! - an order names columns of the result; a key order is a permutation of the
+//!   operator's key pairs (group columns), and empty for other operators;
 //! - estimates are finite and non-negative, one distinct count per column, none above
 //!   the rows.
 
@@ -124,6 +126,26 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                     return Err(format!("t{} has rounds but is not a multi-way join", t.0));
                 }
                 _ => {}
+            }
+            if let Some(o) = &n.order {
+                let arity = ra.temps[t.0 as usize].columns.len();
+                if o.provides.sorted.iter().any(|k| k.col >= arity) {
+                    return Err(format!("t{} is sorted on a column it does not have", t.0));
+                }
+                let nkeys = match op {
+                    Op::Join { left_keys, .. } | Op::SemiJoin { left_keys, .. } | Op::AntiJoin { left_keys, .. } => {
+                        Some(left_keys.len())
+                    }
+                    Op::Aggregate { group, .. } => Some(group.len()),
+                    Op::Difference { left, .. } => Some(ra.temps[left.0 as usize].columns.len()),
+                    _ => None,
+                };
+                let mut perm = o.key_order.clone();
+                perm.sort_unstable();
+                let is_perm = perm.iter().copied().eq(0..nkeys.unwrap_or(0));
+                if !is_perm {
+                    return Err(format!("t{} compares its keys in the order {:?}", t.0, o.key_order));
+                }
             }
             if let Some(e) = &n.est {
                 let arity = ra.temps[t.0 as usize].columns.len();

@@ -6,6 +6,7 @@ mod common;
 mod estimate;
 mod fusion;
 mod join_selection;
+mod order;
 mod partitioning;
 mod passes;
 mod rounds;

@@ -14,6 +14,7 @@ fn the_passes_in_order() {
             "estimate",
             "join-selection",
             "fusion",
+            "order",
             "rounds",
             "partitioning",
             "verify"
@@ -52,7 +53,10 @@ fn a_disabled_pass_does_not_run_and_the_others_do() {
         stop_after: None,
     };
     let p = fox_phys::run(ra(SRC), &Statistics::none(), &opts).unwrap();
-    assert_eq!(p.ran, ["join-selection", "fusion", "rounds", "partitioning", "verify"]);
+    assert_eq!(
+        p.ran,
+        ["join-selection", "fusion", "order", "rounds", "partitioning", "verify"]
+    );
     assert!(p.nodes.iter().all(|n| n.est.is_none()));
     assert!(fox_phys::print_physical(&p).contains("rows ?"));
 }
