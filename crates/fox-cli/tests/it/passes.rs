@@ -187,3 +187,36 @@ fn tpch_without(pass: &str) {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Two group columns that are one buffer (`j = i`) still aggregate in one fused kernel,
+/// which reads the buffer twice.
+#[test]
+fn a_fused_aggregation_groups_on_one_column_twice() {
+    let dir = std::env::temp_dir().join(format!("fox-passes-alias-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("sale.csv"), "1,5\n1,6\n2,1\n3,4\n").unwrap();
+    let q = dir.join("q.logic");
+    std::fs::write(
+        &q,
+        "sale(i, a) -> int32(i), int32(a).\n.input sale.\n\
+         t[i, j] = n <- agg<<n = sum(a)>> sale(i, a), j = i, a > 1.\n.output t.\n",
+    )
+    .unwrap();
+    let q = q.to_str().unwrap();
+    assert!(kernels(q, &[]).iter().any(|k| k == "fused_reduce"));
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .args([
+            q,
+            "--data",
+            dir.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--format",
+            "csv",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "i,j,n\n1,1,11\n3,3,4\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
