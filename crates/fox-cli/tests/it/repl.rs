@@ -159,7 +159,7 @@ fn every_command() {
         "timing on",
         " ms)\n",
         "timing off",
-        "ra plan (version 1)",
+        "physical plan (passes: estimate,",
         "kernel plan (version 1)",
         "timing on cpu",
         "backend: cpu",
