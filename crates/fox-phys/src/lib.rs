@@ -3,6 +3,8 @@
 //! (order, join algorithm, rounds, partitioning, fusion) before the translation to kernels,
 //! which decides nothing.
 
+pub mod hll;
 pub mod stats;
 
+pub use hll::Hll;
 pub use stats::{ColumnStats, RelationStats, Statistics};
