@@ -6,12 +6,11 @@
 //! the estimate is Ertl's improved estimator ("New cardinality estimation algorithms for
 //! HyperLogLog sketches", 2017), which needs no empirical bias tables and is unbiased from
 //! one value up (relative standard error `1.04 / 2^(PRECISION / 2)`, 0.8%). While a sketch
-//! has seen at most [`EXACT_LIMIT`] distinct values it also keeps their hashes, and then
-//! its count is exact.
+//! has seen at most [`EXACT_LIMIT`] distinct values it keeps their hashes instead (no
+//! registers yet), and its count is exact.
 //!
-//! Sketches merge: the sketch of a column is the merge of the sketches of any split of its
-//! values into parts, register for register, whatever the split (so parts can be sketched
-//! in parallel).
+//! Sketches merge: the sketch of a column equals the merge of the sketches of any split of
+//! its values into parts (so parts can be sketched in parallel).
 
 /// Bits of the hash that choose a register.
 pub const PRECISION: u32 = 14;
@@ -39,11 +38,15 @@ pub fn hash64(x: u64) -> u64 {
 
 /// A HyperLogLog sketch; see the module's documentation.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Hll {
-    registers: Box<[u8]>,
-    /// The distinct hashes seen, sorted, while there are at most [`EXACT_LIMIT`]; `None`
-    /// once there were more.
-    exact: Option<Vec<u64>>,
+pub struct Hll(Repr);
+
+/// A sketch holds the distinct hashes it has seen, sorted, while there are at most
+/// [`EXACT_LIMIT`], and its registers from then on (filled with those hashes first, so
+/// they are the registers of every value seen).
+#[derive(Clone, PartialEq, Eq)]
+enum Repr {
+    Exact(Vec<u64>),
+    Registers(Box<[u8]>),
 }
 
 impl std::fmt::Debug for Hll {
@@ -61,13 +64,30 @@ impl Default for Hll {
     }
 }
 
+/// Adds a hash to registers.
+#[inline]
+fn update(registers: &mut [u8], h: u64) {
+    // The rank: the position of the lowest set bit of the low `Q` bits, counted from 1,
+    // and `Q + 1` when they are all zero; the high `PRECISION` bits choose the register.
+    let rank = ((h | (1u64 << Q)).trailing_zeros() + 1) as u8;
+    let r = &mut registers[(h >> Q) as usize];
+    if rank > *r {
+        *r = rank;
+    }
+}
+
+/// Registers holding `hashes`.
+fn registers_of(hashes: &[u64]) -> Box<[u8]> {
+    let mut registers = vec![0u8; REGISTERS].into_boxed_slice();
+    hashes.iter().for_each(|&h| update(&mut registers, h));
+    registers
+}
+
 impl Hll {
-    /// An empty sketch (16 KiB of registers).
+    /// An empty sketch. It takes 16 KiB of registers once it has seen more than
+    /// [`EXACT_LIMIT`] distinct values, and at most 2 KiB before.
     pub fn new() -> Hll {
-        Hll {
-            registers: vec![0u8; REGISTERS].into_boxed_slice(),
-            exact: Some(Vec::new()),
-        }
+        Hll(Repr::Exact(Vec::new()))
     }
 
     /// Adds a value, given as its 64 bits.
@@ -79,20 +99,17 @@ impl Hll {
     /// Adds a value by its hash (already mixed: see [`hash64`]).
     #[inline]
     pub fn insert_hash(&mut self, h: u64) {
-        let index = (h >> Q) as usize;
-        // The rank: the position of the lowest set bit of the remaining `Q` bits, counted
-        // from 1, and `Q + 1` when they are all zero.
-        let rank = ((h | (1u64 << Q)).trailing_zeros() + 1) as u8;
-        let r = &mut self.registers[index];
-        if rank > *r {
-            *r = rank;
-        }
-        if let Some(set) = &mut self.exact {
-            if let Err(at) = set.binary_search(&h) {
-                if set.len() == EXACT_LIMIT {
-                    self.exact = None;
-                } else {
-                    set.insert(at, h);
+        match &mut self.0 {
+            Repr::Registers(registers) => update(registers, h),
+            Repr::Exact(set) => {
+                if let Err(at) = set.binary_search(&h) {
+                    if set.len() < EXACT_LIMIT {
+                        set.insert(at, h);
+                    } else {
+                        let mut registers = registers_of(set);
+                        update(&mut registers, h);
+                        self.0 = Repr::Registers(registers);
+                    }
                 }
             }
         }
@@ -100,34 +117,44 @@ impl Hll {
 
     /// Adds every value of `other`: the result is the sketch of both parts' values.
     pub fn merge(&mut self, other: &Hll) {
-        for (a, b) in self.registers.iter_mut().zip(other.registers.iter()) {
-            *a = (*a).max(*b);
-        }
-        self.exact = match (self.exact.take(), &other.exact) {
-            (Some(mut a), Some(b)) => {
+        match (&mut self.0, &other.0) {
+            (Repr::Registers(a), Repr::Registers(b)) => {
+                for (a, b) in a.iter_mut().zip(b.iter()) {
+                    *a = (*a).max(*b);
+                }
+            }
+            (Repr::Registers(a), Repr::Exact(b)) => b.iter().for_each(|&h| update(a, h)),
+            (Repr::Exact(a), Repr::Registers(b)) => {
+                let mut registers = b.clone();
+                a.iter().for_each(|&h| update(&mut registers, h));
+                self.0 = Repr::Registers(registers);
+            }
+            (Repr::Exact(a), Repr::Exact(b)) => {
                 a.extend_from_slice(b);
                 a.sort_unstable();
                 a.dedup();
-                (a.len() <= EXACT_LIMIT).then_some(a)
+                if a.len() > EXACT_LIMIT {
+                    self.0 = Repr::Registers(registers_of(a));
+                }
             }
-            _ => None,
-        };
+        }
     }
 
     /// True while the count is exact (at most [`EXACT_LIMIT`] distinct values were seen).
     pub fn is_exact(&self) -> bool {
-        self.exact.is_some()
+        matches!(self.0, Repr::Exact(_))
     }
 
     /// The estimated number of distinct values: exact while [`Hll::is_exact`], otherwise
     /// within a few percent (0.8% standard error).
     pub fn estimate(&self) -> u64 {
-        if let Some(set) = &self.exact {
-            return set.len() as u64;
-        }
+        let registers = match &self.0 {
+            Repr::Exact(set) => return set.len() as u64,
+            Repr::Registers(r) => r,
+        };
         // The histogram of register values.
         let mut counts = [0u32; Q as usize + 2];
-        for &r in self.registers.iter() {
+        for &r in registers.iter() {
             counts[r as usize] += 1;
         }
         let m = REGISTERS as f64;
@@ -259,6 +286,21 @@ mod tests {
             assert_eq!(merged, whole, "{n} values in {parts} parts");
             assert_eq!(merged.estimate(), whole.estimate());
         }
+        // A part with registers and a part still exact, merged either way.
+        let (mut many, mut few, mut whole) = (Hll::new(), Hll::new(), Hll::new());
+        for x in 0..1000u64 {
+            many.insert(x);
+            whole.insert(x);
+        }
+        for x in [3u64, 5000, 7, 6000] {
+            few.insert(x);
+            whole.insert(x);
+        }
+        let mut a = many.clone();
+        a.merge(&few);
+        let mut b = few.clone();
+        b.merge(&many);
+        assert_eq!((&a, &b), (&whole, &whole));
         // Two exact parts whose union is past the limit stop being exact.
         let mut a = Hll::new();
         let mut b = Hll::new();

@@ -377,10 +377,13 @@ mod tests {
         )
     }
 
-    /// Checks `summarize` against the plain computation in chunks of several sizes (a
-    /// chunk's sketch costs 16 KiB, so long columns take long chunks).
+    /// Checks `summarize` against the plain computation in chunks of several sizes.
     fn check_ints(v: &[i64]) {
-        let chunks: &[usize] = if v.len() < 100 { &[1, 2, 7, CHUNK] } else { &[997, CHUNK] };
+        let chunks: &[usize] = if v.len() < 100 {
+            &[1, 2, 3, 7, CHUNK]
+        } else {
+            &[64, 997, CHUNK]
+        };
         let (n, min, max, sorted) = exact(v);
         for &chunk in chunks {
             let s = summarize(v, chunk, |x| x, |x| x as u64);
@@ -413,7 +416,7 @@ mod tests {
         check_ints(&[1, 2, 3, 2, 5]);
         check_ints(&[i64::MIN, -1, 0, i64::MAX]);
         let mut rng = Rng(0x9e37_79b9);
-        for round in 0..100 {
+        for round in 0..200 {
             let len = rng.below(60) as usize;
             let range = 1 + rng.below(if round % 2 == 0 { 10 } else { 1000 });
             let mut v: Vec<i64> = (0..len).map(|_| rng.below(range) as i64 - (range / 2) as i64).collect();
