@@ -1310,7 +1310,7 @@ fn plan_core(core: &CoreProgram, out: &mut Out) -> Option<(fox_ra::RaPlan, Kerne
             return None;
         }
     };
-    match fox_kernel::lower(&ra) {
+    match crate::plan_kernels(&ra, &fox_phys::Statistics::none()) {
         Ok(k) => Some((ra, k)),
         Err(e) => {
             out.error(format!("error: cannot lower the query to kernels: {e}\n"));

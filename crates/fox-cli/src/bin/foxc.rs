@@ -159,8 +159,8 @@ fn cmd_compile(paths: &[PathBuf], output: Option<&Path>, emit: Option<Emit>, col
         write_stdout(&fox_ra::print_plan(&plan))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut kernels =
-        fox_kernel::lower(&plan).map_err(|e| anyhow::anyhow!("{name}: cannot lower the plan to kernels: {e}"))?;
+    let mut kernels = fox_cli::plan_kernels(&plan, &fox_phys::Statistics::none())
+        .map_err(|e| anyhow::anyhow!("{name}: cannot lower the plan to kernels: {e}"))?;
     kernels.sources = plan_sources(&checked.map);
     match emit {
         Some(Emit::Kernels) => write_stdout(&fox_kernel::print_kernels(&kernels))?,

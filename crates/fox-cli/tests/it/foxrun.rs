@@ -897,3 +897,66 @@ fn a_sum_of_integers_into_a_decimal_column() {
     assert_eq!(std::fs::read_to_string(out.join("t.csv")).unwrap(), "s\n6.00\n");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A program's run on files reads its inputs before planning, and gives the results of
+/// its compiled plan run on its own (which reads them as it runs), with string constants
+/// the data lacks, and has, ordered among the data's strings; `--timing` shows the
+/// statistics' time on its own line, outside the total.
+#[test]
+fn programs_load_before_planning_with_the_same_results() {
+    let dir = temp_dir("load-first");
+    std::fs::write(
+        dir.join("item.csv"),
+        "1,brass widget,STANDARD BRASS\n2,steel bolt,PROMO STEEL\n3,copper pipe,PROMO BRASS\n4,zinc,ABC\n5,\"a, b\",Mz\n",
+    )
+    .unwrap();
+    let program = dir.join("q.logic");
+    std::fs::write(
+        &program,
+        "item(id, name, kind) -> int32(id), string(name), string(kind).\n.input item.\n\
+         after(id, k) <- item(id, _, k), k > \"M\", k < \"PROMO STEEL\".\n\
+         brass(id) <- item(id, _, k), like(k, \"%BRASS\").\n\
+         label(id, l) <- item(id, n, k), l = concat(k, n).\n\
+         first[] = m <- agg<<m = min(k)>> item(_, _, k).\n\
+         .output after.\n.output brass.\n.output label.\n.output first.\n",
+    )
+    .unwrap();
+    let plan = dir.join("q.ron");
+    let c = Command::new(env!("CARGO_BIN_EXE_foxc"))
+        .arg("compile")
+        .arg(&program)
+        .arg("-o")
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_eq!(c.status.code(), Some(0), "{}", stderr(&c));
+    let (p, d, r) = (
+        program.display().to_string(),
+        dir.display().to_string(),
+        plan.display().to_string(),
+    );
+    let args = ["--data", d.as_str(), "--backend", "cpu", "--max-rows", "all"];
+    let from_program = foxrun(&[&[p.as_str(), "--timing"], &args[..]].concat());
+    let from_plan = foxrun(&[&[r.as_str(), "--timing"], &args[..]].concat());
+    assert_eq!(from_program.status.code(), Some(0), "{}", stderr(&from_program));
+    assert_eq!(from_plan.status.code(), Some(0), "{}", stderr(&from_plan));
+    assert_eq!(stdout(&from_program), stdout(&from_plan));
+    assert!(
+        stdout(&from_program).starts_with("after\nid | k\n---+------------\n 3 | PROMO BRASS\n 5 | Mz\n2 rows\n"),
+        "{}",
+        stdout(&from_program)
+    );
+    let e = stderr(&from_program);
+    let line = e
+        .lines()
+        .find(|l| l.starts_with("statistics of the inputs "))
+        .unwrap_or_else(|| panic!("{e}"));
+    assert!(line.ends_with(" ms (before planning, not in the total)"), "{line}");
+    // A compiled plan collects no statistics.
+    assert!(
+        !stderr(&from_plan).contains("statistics of the inputs"),
+        "{}",
+        stderr(&from_plan)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
