@@ -4,6 +4,7 @@
 use clap::{Parser, ValueEnum};
 use fox_cli::progress::{RunProgress, Spinner};
 use fox_cli::{load_plan_files, parse_scale_factor, Bars};
+use fox_kernel::InputRel;
 use fox_runtime::{
     format_stats, run, run_loaded, Backend, CancelToken, CancellableProgress, DataSource, Database, Format,
     LoadedInputs, OutputTable, RunOptions, RuntimeError,
@@ -94,6 +95,13 @@ struct Cli {
     /// device's). Levels of multi-way joins that would expand beyond it run in rounds.
     #[arg(long, value_name = "SIZE", value_parser = fox_cli::parse_memory_size)]
     memory_limit: Option<u64>,
+    /// Print the statistics of the program's inputs on standard output instead of running
+    /// it: per input relation its rows, and per column its type, its number of distinct
+    /// values (exact up to 256, estimated beyond), its least and greatest values and
+    /// whether the rows are in ascending order of it as loaded (`not read` for a column the
+    /// program does not read, which is not loaded).
+    #[arg(long, conflicts_with_all = ["out", "format"])]
+    stats: bool,
     /// Colour diagnostics: auto (when standard error is a terminal), always, never.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     color: ColorChoice,
@@ -222,7 +230,7 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
     let is_plan = cli.files.iter().any(|f| f.extension().is_some_and(|e| e == "ron"));
     // A program is planned after its inputs are loaded, with their statistics; a compiled
     // plan reads its inputs as it runs (or from the data generated for it).
-    let (plan, data, statistics) = if is_plan {
+    let (plan, data, statistics) = if is_plan && !cli.stats {
         let Some(plan) = load_plan_files(&cli.files, color, "foxrun", &options)? else {
             return Ok(ExitCode::from(1));
         };
@@ -234,10 +242,24 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         };
         (plan, data, None)
     } else {
-        let Some(program) = fox_cli::compile_program(&cli.files, color, "foxrun", &options)? else {
-            return Ok(ExitCode::from(1));
+        let (program, wanted) = if is_plan {
+            let Some(plan) = load_plan_files(&cli.files, color, "foxrun", &options)? else {
+                return Ok(ExitCode::from(1));
+            };
+            let wanted: Vec<(InputRel, Vec<bool>)> = plan
+                .inputs
+                .iter()
+                .cloned()
+                .zip(fox_runtime::database::used_input_columns(&plan))
+                .collect();
+            (Program::Plan(plan), wanted)
+        } else {
+            let Some(program) = fox_cli::compile_program(&cli.files, color, "foxrun", &options)? else {
+                return Ok(ExitCode::from(1));
+            };
+            let wanted = program.inputs();
+            (Program::Compiled(program), wanted)
         };
-        let wanted = program.inputs();
         let data = match &source {
             Some((source, what)) => Data::Database(load_database(cli, cancel, progress, what, &|p| {
                 fox_runtime::database::merge_wanted(wanted.clone()).and_then(|w| Database::load_tables(source, w, p))
@@ -256,7 +278,16 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
             Data::Later => fox_phys::Statistics::none(),
         };
         let took = started.elapsed();
-        let plan = program.kernel_plan(&stats)?;
+        if cli.stats {
+            observer.spinner.finish();
+            let inputs: Vec<InputRel> = wanted.into_iter().map(|(i, _)| i).collect();
+            fox_cli::stdout::print(&fox_runtime::stats::format_statistics(&stats, &inputs))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        let plan = match program {
+            Program::Plan(plan) => plan,
+            Program::Compiled(program) => program.kernel_plan(&stats)?,
+        };
         (plan, data, Some(took))
     };
     if source.is_some() {
@@ -332,6 +363,12 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What runs: a compiled plan, or a program planned once its data is loaded.
+enum Program {
+    Plan(fox_kernel::KernelPlan),
+    Compiled(fox_cli::Compiled),
 }
 
 /// Where a run's inputs come from.
