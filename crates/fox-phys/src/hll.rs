@@ -40,14 +40,98 @@ pub fn hash64(x: u64) -> u64 {
 #[derive(Clone, PartialEq, Eq)]
 pub struct Hll(Repr);
 
-/// A sketch holds the distinct hashes it has seen, sorted, while there are at most
+/// A sketch holds the distinct hashes it has seen while there are at most
 /// [`EXACT_LIMIT`], and its registers from then on (filled with those hashes first, so
 /// they are the registers of every value seen).
 #[derive(Clone, PartialEq, Eq)]
 enum Repr {
-    Exact(Vec<u64>),
+    Exact(Small),
     Registers(Box<[u8]>),
 }
+
+/// The slots of a [`Small`] set: twice its most hashes, so a probe is short.
+const SLOTS: usize = 2 * EXACT_LIMIT;
+
+/// A set of at most [`EXACT_LIMIT`] hashes: open addressing with linear probing on the
+/// hash's low bits (hashes are mixed already), 0 marking an empty slot (the hash 0 is
+/// kept aside).
+#[derive(Clone)]
+struct Small {
+    slots: Box<[u64]>,
+    /// The hashes in `slots`.
+    len: usize,
+    zero: bool,
+}
+
+impl Small {
+    fn new() -> Small {
+        Small {
+            slots: vec![0u64; SLOTS].into_boxed_slice(),
+            len: 0,
+            zero: false,
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.len + usize::from(self.zero)
+    }
+
+    fn contains(&self, h: u64) -> bool {
+        if h == 0 {
+            return self.zero;
+        }
+        let mut i = h as usize % SLOTS;
+        loop {
+            match self.slots[i] {
+                0 => return false,
+                s if s == h => return true,
+                _ => i = (i + 1) % SLOTS,
+            }
+        }
+    }
+
+    /// Adds `h`; false when it is new and the set is full (it is not added then).
+    #[inline]
+    fn insert(&mut self, h: u64) -> bool {
+        if h == 0 {
+            if !self.zero && self.count() == EXACT_LIMIT {
+                return false;
+            }
+            self.zero = true;
+            return true;
+        }
+        // At most `EXACT_LIMIT` of the `SLOTS` slots are taken: a probe meets an empty one.
+        let mut i = h as usize % SLOTS;
+        loop {
+            match self.slots[i] {
+                s if s == h => return true,
+                0 => {
+                    if self.count() == EXACT_LIMIT {
+                        return false;
+                    }
+                    self.slots[i] = h;
+                    self.len += 1;
+                    return true;
+                }
+                _ => i = (i + 1) % SLOTS,
+            }
+        }
+    }
+
+    fn hashes(&self) -> impl Iterator<Item = u64> + '_ {
+        let zero = self.zero.then_some(0);
+        self.slots.iter().copied().filter(|&h| h != 0).chain(zero)
+    }
+}
+
+/// Sets are equal when they hold the same hashes, wherever their probes put them.
+impl PartialEq for Small {
+    fn eq(&self, other: &Small) -> bool {
+        self.count() == other.count() && self.hashes().all(|h| other.contains(h))
+    }
+}
+
+impl Eq for Small {}
 
 impl std::fmt::Debug for Hll {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -77,17 +161,17 @@ fn update(registers: &mut [u8], h: u64) {
 }
 
 /// Registers holding `hashes`.
-fn registers_of(hashes: &[u64]) -> Box<[u8]> {
+fn registers_of(hashes: impl Iterator<Item = u64>) -> Box<[u8]> {
     let mut registers = vec![0u8; REGISTERS].into_boxed_slice();
-    hashes.iter().for_each(|&h| update(&mut registers, h));
+    hashes.for_each(|h| update(&mut registers, h));
     registers
 }
 
 impl Hll {
     /// An empty sketch. It takes 16 KiB of registers once it has seen more than
-    /// [`EXACT_LIMIT`] distinct values, and at most 2 KiB before.
+    /// [`EXACT_LIMIT`] distinct values, and 4 KiB before.
     pub fn new() -> Hll {
-        Hll(Repr::Exact(Vec::new()))
+        Hll(Repr::Exact(Small::new()))
     }
 
     /// Adds a value, given as its 64 bits.
@@ -102,14 +186,9 @@ impl Hll {
         match &mut self.0 {
             Repr::Registers(registers) => update(registers, h),
             Repr::Exact(set) => {
-                if let Err(at) = set.binary_search(&h) {
-                    if set.len() < EXACT_LIMIT {
-                        set.insert(at, h);
-                    } else {
-                        let mut registers = registers_of(set);
-                        update(&mut registers, h);
-                        self.0 = Repr::Registers(registers);
-                    }
+                if !set.insert(h) {
+                    let registers = registers_of(set.hashes().chain([h]));
+                    self.0 = Repr::Registers(registers);
                 }
             }
         }
@@ -123,18 +202,16 @@ impl Hll {
                     *a = (*a).max(*b);
                 }
             }
-            (Repr::Registers(a), Repr::Exact(b)) => b.iter().for_each(|&h| update(a, h)),
+            (Repr::Registers(a), Repr::Exact(b)) => b.hashes().for_each(|h| update(a, h)),
             (Repr::Exact(a), Repr::Registers(b)) => {
                 let mut registers = b.clone();
-                a.iter().for_each(|&h| update(&mut registers, h));
+                a.hashes().for_each(|h| update(&mut registers, h));
                 self.0 = Repr::Registers(registers);
             }
             (Repr::Exact(a), Repr::Exact(b)) => {
-                a.extend_from_slice(b);
-                a.sort_unstable();
-                a.dedup();
-                if a.len() > EXACT_LIMIT {
-                    self.0 = Repr::Registers(registers_of(a));
+                if !b.hashes().all(|h| a.insert(h)) {
+                    let registers = registers_of(a.hashes().chain(b.hashes()));
+                    self.0 = Repr::Registers(registers);
                 }
             }
         }
@@ -149,7 +226,7 @@ impl Hll {
     /// within a few percent (0.8% standard error).
     pub fn estimate(&self) -> u64 {
         let registers = match &self.0 {
-            Repr::Exact(set) => return set.len() as u64,
+            Repr::Exact(set) => return set.count() as u64,
             Repr::Registers(r) => r,
         };
         // The histogram of register values.
@@ -235,6 +312,16 @@ mod tests {
             s.insert(x);
         }
         assert_eq!(s.estimate(), 2);
+        // The one value whose hash is 0 is kept like any other.
+        let mut s = Hll::new();
+        for h in [0, 5, 0, 7, 5] {
+            s.insert_hash(h);
+        }
+        assert_eq!(s.estimate(), 3);
+        let mut t = Hll::new();
+        t.insert_hash(0);
+        t.merge(&s);
+        assert_eq!(t, s);
     }
 
     #[test]
