@@ -20,7 +20,7 @@ mod sched;
 mod sig;
 
 pub use ir::*;
-pub use lower::{lower, lower_physical, LowerError};
+pub use lower::{lower, lower_physical, lower_with, LowerError};
 pub use print::{kernel_label, op_name, output_label, print_kernels, to_dot};
 pub use ron_io::{from_ron, to_ron, validate, LoadError};
 pub use sig::{dict_elem, kernel_outputs};

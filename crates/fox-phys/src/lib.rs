@@ -9,11 +9,13 @@
 //! no rounds, one partition). [`PASSES`] is the order; `--disable-pass NAME` leaves one out.
 
 pub mod ann;
+pub mod hll;
 pub mod passes;
 pub mod print;
 pub mod stats;
 
 pub use ann::{AggAlgorithm, Algorithm, Estimate, Node, Order, OrderAnn, Partitioning, Rounds};
+pub use hll::Hll;
 pub use passes::{pass_names, run, Options, Pass, PhysError, PASSES};
 pub use print::print_physical;
 pub use stats::{ColumnStats, RelationStats, Statistics};

@@ -46,8 +46,14 @@ pub enum LowerError {
 /// statistics, every pass): physical planning, lowering, scheduling, liveness analysis
 /// and free placement.
 pub fn lower(ra: &RaPlan) -> Result<KernelPlan, LowerError> {
+    lower_with(ra, &fox_phys::Statistics::none())
+}
+
+/// Translates an RA plan into a kernel plan, every physical pass deciding with the
+/// statistics `stats` of the data.
+pub fn lower_with(ra: &RaPlan, stats: &fox_phys::Statistics) -> Result<KernelPlan, LowerError> {
     fox_ra::validate(ra).map_err(|e| LowerError::Invalid(e.to_string()))?;
-    let phys = fox_phys::run(ra.clone(), &fox_phys::Statistics::none(), &fox_phys::Options::default())
+    let phys = fox_phys::run(ra.clone(), stats, &fox_phys::Options::default())
         .map_err(|e| LowerError::Invalid(e.to_string()))?;
     lower_physical(&phys)
 }

@@ -85,7 +85,7 @@ fn input_estimate(stats: &Statistics, name: &str, arity: usize) -> Est {
         Some(r) => {
             let rows = r.rows as f64;
             let distinct = (0..arity)
-                .map(|c| r.columns.get(c).map_or(rows, |s| (s.distinct as f64).min(rows)))
+                .map(|c| r.column(c).map_or(rows, |s| (s.distinct as f64).min(rows)))
                 .collect();
             Est { rows, distinct }
         }

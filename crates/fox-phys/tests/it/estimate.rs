@@ -15,7 +15,7 @@ fn stats_e(rows: u64, dx: u64, dy: u64) -> Statistics {
         "e",
         RelationStats {
             rows,
-            columns: vec![col(dx), col(dy)],
+            columns: vec![Some(col(dx)), Some(col(dy))],
         },
     );
     s
