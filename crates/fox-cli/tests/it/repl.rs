@@ -240,8 +240,10 @@ def read(t=5.0):
                 return
             out += chunk
             # The prompt is followed by the line editor's cursor and terminal-mode
-            # escape sequences.
+            # escape sequences. Input typed before the editor has switched the terminal
+            # to raw mode may be discarded, so the next line waits a moment after it.
             if re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", out).rstrip().endswith((b"fox>", b"...>")):
+                time.sleep(0.5)
                 return
 read()
 for line in ["e(1, 2). e(2, 3).", "p(x, z) <- e(x, y),", "  e(y, z).", "?- p(x, z).", ".quit"]:
