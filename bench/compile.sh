@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compile time of generated programs of growing size, per shape.
 #   bash bench/compile.sh [SHAPE ...] [-- SIZE ...]
-# Shapes: cmp chain unsafe unknown joins rules strata facts singles recursive negations (all by default; see
+# Shapes: cmp chain unsafe unknown joins rules strata facts singles recursive negations
+# cycle atoms eqjoins columns order loops typos (all by default; see
 # bench/compile_shapes.py). Sizes default to 1000 2000 4000 8000 16000. FOXC names the
 # foxc binary (default: build target/release/foxc with cargo). A run longer than LIMIT
 # seconds (default 60) is stopped, and the shape's larger sizes are skipped.
@@ -15,7 +16,7 @@ while [ $# -gt 0 ]; do
     if [ "$1" = "--" ]; then shift; sizes=("$@"); break; fi
     shapes+=("$1"); shift
 done
-[ ${#shapes[@]} -gt 0 ] || shapes=(cmp chain unsafe unknown joins rules strata facts singles recursive negations)
+[ ${#shapes[@]} -gt 0 ] || shapes=(cmp chain unsafe unknown joins rules strata facts singles recursive negations cycle atoms eqjoins columns order loops typos)
 [ ${#sizes[@]} -gt 0 ] || sizes=(1000 2000 4000 8000 16000)
 foxc=${FOXC:-}
 if [ -z "$foxc" ]; then

@@ -15,6 +15,16 @@ Shapes (each literal on a line of its own, as a person would write it):
   singles  one rule with N variables that occur once (N warnings)
   recursive  N rules of one recursive predicate
   negations  one rule with N negated atoms of N input predicates
+  cycle    one rule joining N atoms in a cycle `e(x0, x1), …, e(xN-1, x0)` (a multi-way join)
+  atoms    one rule with N atoms `q0(x), q1(x), …` of N input predicates of one variable
+  eqjoins  one rule joining N atoms in a path through equalities `e(x0, y0), …, y0 = x1, …`
+  columns  a predicate of N columns, read from a file with a key of all its columns, and one
+           rule that reads it
+  order    one rule joining N atoms `f(x0, x1, x2), f(x2, x3, x4), …` in a path, with the
+           comparisons `x0 < x1, x1 < x2, …` (which imply `x0 < x2`, bound by one atom)
+  loops    N recursive predicates, each defined from the previous one (N loop blocks)
+  typos    N declared predicates `pred0`, … and one rule that reads N misspelled ones
+           `prde0`, … (N errors, each with a "did you mean")
 """
 import sys
 
@@ -83,6 +93,50 @@ def main():
         w("p(x) <- e(x, _)")
         for i in range(n):
             w(f",\n    !q{i}(x)")
+        w(".\n.output p.\n")
+    elif shape == "cycle":
+        w(DECL + "p(x0) <- e(x0, x1)")
+        for i in range(1, n):
+            w(f",\n    e(x{i}, x{(i + 1) % n})")
+        w(".\n.output p.\n")
+    elif shape == "atoms":
+        w(DECL)
+        for i in range(n):
+            w(f"q{i}(x) -> int32(x).\n.input q{i}.\n")
+        w("p(x) <- e(x, _)")
+        for i in range(n):
+            w(f",\n    q{i}(x)")
+        w(".\n.output p.\n")
+    elif shape == "eqjoins":
+        w(DECL + f"p(x0, y{n - 1}) <- e(x0, y0)")
+        for i in range(1, n):
+            w(f",\n    e(x{i}, y{i}), y{i - 1} = x{i}")
+        w(".\n.output p.\n")
+    elif shape == "columns":
+        cols = ", ".join(f"c{i}" for i in range(n))
+        w(f"wide({cols}) ->\n    " + ",\n    ".join(f"int32(c{i})" for i in range(n)) + ".\n")
+        w(f".input wide key ({cols}).\n")
+        w("p(x0) <- wide(x0" + ", _" * (n - 1) + ").\n.output p.\n")
+    elif shape == "order":
+        w("f(x, y, z) -> int32(x), int32(y), int32(z).\n.input f.\n")
+        w(f"p(x0, x{2 * n}) <- f(x0, x1, x2)")
+        for i in range(1, n):
+            w(f",\n    f(x{2 * i}, x{2 * i + 1}, x{2 * i + 2})")
+        for i in range(2 * n):
+            w(f",\n    x{i} < x{i + 1}")
+        w(".\n.output p.\n")
+    elif shape == "loops":
+        w(DECL + "r0(x, y) <- e(x, y).\nr0(x, z) <- r0(x, y), e(y, z).\n")
+        for i in range(1, n):
+            w(f"r{i}(x, y) <- r{i - 1}(x, y).\nr{i}(x, z) <- r{i}(x, y), r{i - 1}(y, z).\n")
+        w(f".output r{n - 1}.\n")
+    elif shape == "typos":
+        w(DECL)
+        for i in range(n):
+            w(f"pred{i}(x) -> int32(x).\n.input pred{i}.\n")
+        w("p(x) <- e(x, _)")
+        for i in range(n):
+            w(f",\n    prde{i}(x)")
         w(".\n.output p.\n")
     else:
         sys.exit(f"unknown shape `{shape}`\n{__doc__}")

@@ -180,6 +180,66 @@ pub fn load_plan_files(
         })?;
         return Ok(Some(plan));
     }
+    let Some(program) = compile_program(paths, color, tool, options)? else {
+        return Ok(None);
+    };
+    program.kernel_plan(&fox_phys::Statistics::none()).map(Some)
+}
+
+/// A program planned to its relational plan, with the files it was read from.
+pub struct Compiled {
+    pub ra: fox_ra::RaPlan,
+    /// The program's files: the sources of its kernel plan.
+    pub map: SourceMap,
+    /// The names of the files given, for messages.
+    pub name: String,
+}
+
+impl Compiled {
+    /// The kernel plan, planned with the statistics of the data (`Statistics::none()`
+    /// without data), holding the program's files as its sources.
+    pub fn kernel_plan(&self, stats: &fox_phys::Statistics) -> anyhow::Result<fox_kernel::KernelPlan> {
+        let mut plan = plan_kernels(&self.ra, stats)
+            .map_err(|e| anyhow::anyhow!("{}: cannot lower the plan to kernels: {e}", self.name))?;
+        plan.sources = plan_sources(&self.map);
+        Ok(plan)
+    }
+
+    /// The input relations the plan reads, each with the columns it may read (see
+    /// [`fox_phys::stats::input_columns_read`]), in the order of the kernel plan's inputs.
+    pub fn inputs(&self) -> Vec<(fox_kernel::InputRel, Vec<bool>)> {
+        fox_phys::stats::input_columns_read(&self.ra)
+            .into_iter()
+            .filter_map(|(r, used)| {
+                let rel = self.ra.relations.get(r.0 as usize)?;
+                let fox_ra::RelKind::Input { file, sep, key, header } = &rel.kind else {
+                    return None;
+                };
+                Some((
+                    fox_kernel::InputRel {
+                        name: rel.name.clone(),
+                        columns: rel.columns.clone(),
+                        file: file.clone(),
+                        sep: sep.clone(),
+                        key: key.clone(),
+                        header: *header,
+                    },
+                    used,
+                ))
+            })
+            .collect()
+    }
+}
+
+/// The relational plan of the program made of the `.logic` files `paths` (with the files
+/// they include), planned with `options`. `None` when the program has errors (its
+/// diagnostics are printed to standard error, prefixed with `tool`).
+pub fn compile_program(
+    paths: &[PathBuf],
+    color: bool,
+    tool: &str,
+    options: &fox_ra::PlanOptions,
+) -> anyhow::Result<Option<Compiled>> {
     let checked = check_files(paths)?;
     if !checked.diagnostics.is_empty() {
         eprint!("{}", checked.render(color));
@@ -192,10 +252,22 @@ pub fn load_plan_files(
         return Ok(None);
     };
     let ra = fox_ra::plan_with(&core, options).map_err(|e| plan_error(&checked.map, &name, &e, color))?;
-    let mut plan =
-        fox_kernel::lower(&ra).map_err(|e| anyhow::anyhow!("{name}: cannot lower the plan to kernels: {e}"))?;
-    plan.sources = plan_sources(&checked.map);
-    Ok(Some(plan))
+    Ok(Some(Compiled {
+        ra,
+        map: checked.map,
+        name,
+    }))
+}
+
+/// The kernel plan of a relational plan, its physical choices made by every physical pass
+/// with `stats`, the statistics of the data (`Statistics::none()` when there is none):
+/// the drivers make their kernel plans here (`foxc compile` and the REPL's `.explain`,
+/// which show the physical plan, run the passes themselves).
+pub fn plan_kernels(
+    ra: &fox_ra::RaPlan,
+    stats: &fox_phys::Statistics,
+) -> Result<fox_kernel::KernelPlan, fox_kernel::LowerError> {
+    fox_kernel::lower_with(ra, stats)
 }
 
 /// The error of a program the planner refuses: a program error is rendered at its place

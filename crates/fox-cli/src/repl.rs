@@ -453,7 +453,7 @@ impl Session {
 
     /// The relational and kernel plans of a query program with the predicates that are
     /// kept read from memory; when such a program cannot be planned, the whole program.
-    fn plan_query(&self, a: &Analysis, out: &mut Out) -> Option<(Rewritten, fox_ra::RaPlan, KernelPlan)> {
+    fn plan_query(&self, a: &Analysis, out: &mut Out) -> Option<(Rewritten, fox_phys::PhysPlan, KernelPlan)> {
         let rw = rewrite(a, &self.cache);
         let mut msg = Out::new();
         if let Some((ra, k)) = plan_core(&rw.core, &mut msg) {
@@ -849,10 +849,10 @@ impl Session {
             return;
         };
         if !analyze {
-            let Some((rw, ra, plan)) = self.plan_query(&a, out) else {
+            let Some((rw, phys, plan)) = self.plan_query(&a, out) else {
                 return;
             };
-            out.push_str(&fox_ra::print_plan(&ra));
+            out.push_str(&fox_phys::print_physical(&phys));
             out.push('\n');
             out.push_str(&fox_kernel::print_kernels(&plan));
             let _ = writeln!(out, "{}", rw.report);
@@ -955,7 +955,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (".schema [PRED]", "the predicates and their column types"),
     (".list", "the session's statements, numbered"),
     (".retract N", "remove statement N"),
-    (".explain QUERY", "the relational plan and the kernel plan of a query"),
+    (
+        ".explain QUERY",
+        "the physical plan (each operator's algorithm and estimated rows) and the kernel plan of a query",
+    ),
     (
         ".explain analyze QUERY",
         "run the query and show per-kernel times and memory",
@@ -1302,7 +1305,7 @@ fn rewrite(a: &Analysis, cache: &HashMap<Fp, Arc<OutputTable>>) -> Rewritten {
 }
 
 /// The relational and kernel plans of a core program; errors are written to `out`.
-fn plan_core(core: &CoreProgram, out: &mut Out) -> Option<(fox_ra::RaPlan, KernelPlan)> {
+fn plan_core(core: &CoreProgram, out: &mut Out) -> Option<(fox_phys::PhysPlan, KernelPlan)> {
     let ra = match fox_ra::plan(core) {
         Ok(p) => p,
         Err(e) => {
@@ -1310,8 +1313,15 @@ fn plan_core(core: &CoreProgram, out: &mut Out) -> Option<(fox_ra::RaPlan, Kerne
             return None;
         }
     };
-    match fox_kernel::lower(&ra) {
-        Ok(k) => Some((ra, k)),
+    let phys = match fox_phys::run(ra, &fox_phys::Statistics::none(), &fox_phys::Options::default()) {
+        Ok(p) => p,
+        Err(e) => {
+            out.error(format!("error: cannot plan the query: {e}\n"));
+            return None;
+        }
+    };
+    match fox_kernel::lower_physical(&phys) {
+        Ok(k) => Some((phys, k)),
         Err(e) => {
             out.error(format!("error: cannot lower the query to kernels: {e}\n"));
             None

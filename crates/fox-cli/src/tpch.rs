@@ -140,6 +140,57 @@ pub fn compile_queries(dir: &Path, qs: &[u32]) -> anyhow::Result<Vec<(u32, Kerne
     Ok(out)
 }
 
+/// Plans the queries `qs` of `dir`, in order, to relational plans, with the time each took.
+pub fn compile_programs(dir: &Path, qs: &[u32]) -> anyhow::Result<Vec<(u32, crate::Compiled, Duration)>> {
+    let mut out = Vec::new();
+    for &q in qs {
+        let path = query_path(dir, q);
+        let t = Instant::now();
+        let program = crate::compile_program(
+            std::slice::from_ref(&path),
+            false,
+            "foxbench",
+            &fox_ra::PlanOptions::default(),
+        )?
+        .ok_or_else(|| anyhow::anyhow!("{} has errors", path.display()))?;
+        out.push((q, program, t.elapsed()));
+    }
+    Ok(out)
+}
+
+/// Loads from `source` the data the programs read (each table once, with the columns any
+/// of them reads).
+pub fn load_programs(
+    source: &DataSource,
+    programs: &[(u32, crate::Compiled, Duration)],
+    progress: bool,
+) -> anyhow::Result<Database> {
+    let wanted = fox_runtime::database::merge_wanted(programs.iter().flat_map(|(_, p, _)| p.inputs()))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let db = if progress {
+        Database::load_tables(source, wanted, &crate::Bars::new())
+    } else {
+        Database::load_tables(source, wanted, &fox_runtime::NoProgress)
+    };
+    db.map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// The kernel plans of `programs`, planned with `stats`; each one's time is its planning
+/// and its lowering.
+pub fn plan_programs(
+    programs: Vec<(u32, crate::Compiled, Duration)>,
+    stats: &fox_phys::Statistics,
+) -> anyhow::Result<Vec<(u32, KernelPlan, Duration)>> {
+    programs
+        .into_iter()
+        .map(|(q, program, took)| {
+            let t = Instant::now();
+            let plan = program.kernel_plan(stats)?;
+            Ok((q, plan, took + t.elapsed()))
+        })
+        .collect()
+}
+
 /// Loads the data for `plans` from `source`.
 pub fn load(source: &DataSource, plans: &[(u32, KernelPlan, Duration)], progress: bool) -> anyhow::Result<Database> {
     let refs: Vec<&KernelPlan> = plans.iter().map(|(_, p, _)| p).collect();

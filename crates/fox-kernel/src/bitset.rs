@@ -1,94 +1,107 @@
-//! A dense set of buffer ids, for the dataflow analyses.
+//! Sets of buffer ids for the dataflow analyses: a scratch set with constant-time
+//! operations, and sorted lists for the sets they keep per block.
 
 use crate::ir::BufId;
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct BufSet {
-    words: Vec<u64>,
+/// A set of buffer ids with constant-time insertion, removal and membership, whose
+/// clearing costs its size: the scratch set the analyses walk blocks with.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SparseSet {
+    /// Per buffer id: its place in `items`, or `u32::MAX`.
+    slot: Vec<u32>,
+    items: Vec<BufId>,
 }
 
-impl BufSet {
-    pub fn new(n: usize) -> BufSet {
-        BufSet {
-            words: vec![0; n.div_ceil(64)],
-        }
-    }
-
-    fn grow(&mut self, i: usize) {
-        if self.words.len() <= i / 64 {
-            self.words.resize(i / 64 + 1, 0);
+impl SparseSet {
+    pub fn new(n: usize) -> SparseSet {
+        SparseSet {
+            slot: vec![u32::MAX; n],
+            items: Vec::new(),
         }
     }
 
     pub fn insert(&mut self, b: BufId) -> bool {
         let i = b.0 as usize;
-        self.grow(i);
-        let had = self.words[i / 64] & (1 << (i % 64)) != 0;
-        self.words[i / 64] |= 1 << (i % 64);
-        !had
+        if i >= self.slot.len() {
+            self.slot.resize(i + 1, u32::MAX);
+        }
+        if self.slot[i] != u32::MAX {
+            return false;
+        }
+        self.slot[i] = self.items.len() as u32;
+        self.items.push(b);
+        true
     }
 
     pub fn remove(&mut self, b: BufId) -> bool {
         let i = b.0 as usize;
-        match self.words.get_mut(i / 64) {
-            Some(w) => {
-                let had = *w & (1 << (i % 64)) != 0;
-                *w &= !(1 << (i % 64));
-                had
-            }
-            None => false,
+        let Some(&k) = self.slot.get(i) else {
+            return false;
+        };
+        if k == u32::MAX {
+            return false;
         }
+        let last = self.items.pop().unwrap_or(b);
+        if last != b {
+            self.items[k as usize] = last;
+            self.slot[last.0 as usize] = k;
+        }
+        self.slot[i] = u32::MAX;
+        true
     }
 
     pub fn contains(&self, b: BufId) -> bool {
-        let i = b.0 as usize;
-        self.words.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+        self.slot.get(b.0 as usize).is_some_and(|&k| k != u32::MAX)
     }
 
     pub fn len(&self) -> usize {
-        self.words.iter().map(|w| w.count_ones() as usize).sum()
+        self.items.len()
     }
 
-    /// Adds every element of `other`; true when the set grew.
-    pub fn union_with(&mut self, other: &BufSet) -> bool {
-        if self.words.len() < other.words.len() {
-            self.words.resize(other.words.len(), 0);
+    pub fn clear(&mut self) {
+        for b in self.items.drain(..) {
+            self.slot[b.0 as usize] = u32::MAX;
         }
-        let mut changed = false;
-        for (a, b) in self.words.iter_mut().zip(&other.words) {
-            let n = *a | b;
-            changed |= n != *a;
-            *a = n;
+    }
+
+    /// Empties the set and fills it with `items`.
+    pub fn reset_to(&mut self, items: &[BufId]) {
+        self.clear();
+        for &b in items {
+            self.insert(b);
         }
-        changed
     }
 
-    /// Keeps only the elements of `other`; true when the set shrank.
-    pub fn intersect_with(&mut self, other: &BufSet) -> bool {
-        let mut changed = false;
-        for (i, a) in self.words.iter_mut().enumerate() {
-            let n = *a & other.words.get(i).copied().unwrap_or(0);
-            changed |= n != *a;
-            *a = n;
+    /// The elements, ascending.
+    pub fn sorted(&self) -> Vec<BufId> {
+        let mut v = self.items.clone();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// The union of two ascending lists, ascending.
+pub(crate) fn union_sorted(a: &[BufId], b: &[BufId]) -> Vec<BufId> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => {
+                out.push(a[i]);
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                out.push(b[j]);
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
         }
-        changed
     }
-
-    pub fn difference(&self, other: &BufSet) -> BufSet {
-        let words = self
-            .words
-            .iter()
-            .enumerate()
-            .map(|(i, a)| a & !other.words.get(i).copied().unwrap_or(0))
-            .collect();
-        BufSet { words }
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = BufId> + '_ {
-        self.words.iter().enumerate().flat_map(|(wi, &w)| {
-            (0..64)
-                .filter(move |b| w & (1u64 << b) != 0)
-                .map(move |b| BufId((wi * 64 + b) as u32))
-        })
-    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
 }

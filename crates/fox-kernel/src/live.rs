@@ -12,7 +12,7 @@
 //! The planned peak is the largest number of buffers held at once, counting a launch's
 //! outputs together with its arguments.
 
-use crate::bitset::BufSet;
+use crate::bitset::{union_sorted, SparseSet};
 use crate::ir::*;
 
 /// The buffers an instruction reads.
@@ -42,42 +42,119 @@ pub(crate) fn term_uses(t: &Terminator) -> Vec<BufId> {
     }
 }
 
-/// Live-in and live-out sets of every block. A `Free` ends a value like a definition.
-pub(crate) fn liveness(plan: &KernelPlan) -> (Vec<BufSet>, Vec<BufSet>) {
+/// Live-in and live-out sets of every block, ascending. A `Free` ends a value like a
+/// definition.
+///
+/// Each block is summarised once by the buffers it reads before defining them (`gen`,
+/// its terminator's included) and those it defines or frees (`kill`): its live-in set is
+/// `gen ∪ (live-out − kill)`. The sets are kept sparse, and a block is evaluated again only
+/// when the live-in set of one of its successors changed, so the work follows the sizes of
+/// the live sets rather than the number of blocks times the number of buffers.
+pub(crate) fn liveness(plan: &KernelPlan) -> (Vec<Vec<BufId>>, Vec<Vec<BufId>>) {
     let n = plan.buffers.len();
     let nb = plan.blocks.len();
-    let mut live_in = vec![BufSet::new(n); nb];
-    let mut live_out = vec![BufSet::new(n); nb];
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for b in (0..nb).rev() {
-            let block = &plan.blocks[b];
-            let mut out = BufSet::new(n);
-            for s in block.term.successors() {
-                if let Some(l) = live_in.get(s.0 as usize) {
-                    out.union_with(l);
-                }
-            }
-            let mut live = out.clone();
-            for u in term_uses(&block.term) {
-                live.insert(u);
-            }
-            for i in block.instrs.iter().rev() {
-                step_back(&mut live, i);
-            }
-            if live != live_in[b] {
-                live_in[b] = live;
-                changed = true;
-            }
-            live_out[b] = out;
+    let mut scratch = SparseSet::new(n);
+    let mut gen: Vec<Vec<BufId>> = Vec::with_capacity(nb);
+    let mut kill: Vec<Vec<BufId>> = Vec::with_capacity(nb);
+    for block in &plan.blocks {
+        scratch.clear();
+        let mut k = Vec::new();
+        for u in term_uses(&block.term) {
+            scratch.insert(u);
         }
+        for i in block.instrs.iter().rev() {
+            for d in defs(i) {
+                scratch.remove(d);
+                k.push(d);
+            }
+            if let Instr::Free { buf } = i {
+                scratch.remove(*buf);
+                k.push(*buf);
+            }
+            for u in uses(i) {
+                scratch.insert(u);
+            }
+        }
+        k.sort_unstable();
+        k.dedup();
+        gen.push(scratch.sorted());
+        kill.push(k);
+    }
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); nb];
+    for (b, block) in plan.blocks.iter().enumerate() {
+        for s in block.term.successors() {
+            if let Some(p) = preds.get_mut(s.0 as usize) {
+                p.push(b);
+            }
+        }
+    }
+    // Blocks are evaluated in post-order (successors first, as a backward problem wants),
+    // each when it is the earliest queued one: every block once, then the predecessors of
+    // the blocks whose live-in set changed.
+    let rank = post_order_rank(plan);
+    let mut live_in: Vec<Vec<BufId>> = vec![Vec::new(); nb];
+    let mut live_out: Vec<Vec<BufId>> = vec![Vec::new(); nb];
+    let mut work: std::collections::BTreeSet<(usize, usize)> = (0..nb).map(|b| (rank[b], b)).collect();
+    while let Some((_, b)) = work.pop_first() {
+        let mut out: Vec<BufId> = Vec::new();
+        for s in plan.blocks[b].term.successors() {
+            if let Some(l) = live_in.get(s.0 as usize) {
+                out = union_sorted(&out, l);
+            }
+        }
+        let through: Vec<BufId> = out
+            .iter()
+            .copied()
+            .filter(|x| kill[b].binary_search(x).is_err())
+            .collect();
+        let live = union_sorted(&gen[b], &through);
+        if live != live_in[b] {
+            live_in[b] = live;
+            for &p in &preds[b] {
+                work.insert((rank[p], p));
+            }
+        }
+        live_out[b] = out;
     }
     (live_in, live_out)
 }
 
+/// Each block's place in a depth-first post-order of the CFG from the entry (blocks the
+/// entry does not reach come after, in index order).
+fn post_order_rank(plan: &KernelPlan) -> Vec<usize> {
+    let nb = plan.blocks.len();
+    let mut rank = vec![usize::MAX; nb];
+    let mut visited = vec![false; nb];
+    let mut next = 0;
+    let entry = plan.entry.0 as usize;
+    if entry < nb {
+        let mut stack: Vec<(usize, usize)> = vec![(entry, 0)];
+        visited[entry] = true;
+        while let Some(&mut (b, ref mut k)) = stack.last_mut() {
+            let succs = plan.blocks[b].term.successors();
+            if let Some(s) = succs.get(*k) {
+                *k += 1;
+                let s = s.0 as usize;
+                if s < nb && !visited[s] {
+                    visited[s] = true;
+                    stack.push((s, 0));
+                }
+            } else {
+                stack.pop();
+                rank[b] = next;
+                next += 1;
+            }
+        }
+    }
+    for r in rank.iter_mut().filter(|r| **r == usize::MAX) {
+        *r = next;
+        next += 1;
+    }
+    rank
+}
+
 /// The live set before `i`, given the live set after it.
-fn step_back(live: &mut BufSet, i: &Instr) {
+fn step_back(live: &mut SparseSet, i: &Instr) {
     for d in defs(i) {
         live.remove(d);
     }
@@ -93,9 +170,10 @@ fn step_back(live: &mut BufSet, i: &Instr) {
 pub(crate) fn place_frees(plan: &mut KernelPlan) {
     let (live_in, live_out) = liveness(plan);
     let n = plan.buffers.len();
+    let mut live = SparseSet::new(n);
     // Within blocks.
     for (b, block) in plan.blocks.iter_mut().enumerate() {
-        let mut live = live_out[b].clone();
+        live.reset_to(&live_out[b]);
         for u in term_uses(&block.term) {
             live.insert(u);
         }
@@ -126,17 +204,22 @@ pub(crate) fn place_frees(plan: &mut KernelPlan) {
     }
     let mut new_blocks = Vec::new();
     for (b, out) in live_out.iter().enumerate() {
-        let mut held = out.clone();
-        for u in term_uses(&plan.blocks[b].term) {
-            held.insert(u);
-        }
+        let mut uses = term_uses(&plan.blocks[b].term);
+        uses.sort_unstable();
+        uses.dedup();
+        let held = union_sorted(out, &uses);
         let succs = plan.blocks[b].term.successors();
         for (k, s) in succs.iter().enumerate() {
-            let dead = held.difference(&live_in[s.0 as usize]);
-            if dead.len() == 0 {
+            let next = &live_in[s.0 as usize];
+            let dead: Vec<BufId> = held
+                .iter()
+                .copied()
+                .filter(|x| next.binary_search(x).is_err())
+                .collect();
+            if dead.is_empty() {
                 continue;
             }
-            let frees: Vec<Instr> = dead.iter().map(|buf| Instr::Free { buf }).collect();
+            let frees: Vec<Instr> = dead.into_iter().map(|buf| Instr::Free { buf }).collect();
             if preds[s.0 as usize] == 1 {
                 let target = &mut plan.blocks[s.0 as usize].instrs;
                 let rest = std::mem::take(target);
@@ -177,14 +260,16 @@ fn retarget(t: &mut Terminator, k: usize, to: BlockId) {
 /// placed, so one visit per block suffices).
 fn planned_peak(plan: &KernelPlan, n: usize) -> usize {
     let nb = plan.blocks.len();
-    let mut held_in: Vec<Option<BufSet>> = vec![None; nb];
+    let mut held_in: Vec<Option<Vec<BufId>>> = vec![None; nb];
     let mut work = vec![plan.entry.0 as usize];
-    held_in[plan.entry.0 as usize] = Some(BufSet::new(n));
+    held_in[plan.entry.0 as usize] = Some(Vec::new());
+    let mut held = SparseSet::new(n);
     let mut peak = 0;
     while let Some(b) = work.pop() {
-        let Some(mut held) = held_in[b].clone() else {
+        let Some(start) = &held_in[b] else {
             continue;
         };
+        held.reset_to(start);
         peak = peak.max(held.len());
         for i in &plan.blocks[b].instrs {
             match i {
@@ -202,7 +287,7 @@ fn planned_peak(plan: &KernelPlan, n: usize) -> usize {
         for s in plan.blocks[b].term.successors() {
             let s = s.0 as usize;
             if s < nb && held_in[s].is_none() {
-                held_in[s] = Some(held.clone());
+                held_in[s] = Some(held.sorted());
                 work.push(s);
             }
         }

@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use crate::bitset::BufSet;
+use crate::bitset::{union_sorted, SparseSet};
 use crate::ir::*;
 use crate::live::{defs, term_uses, uses};
 use crate::print::instr_text;
@@ -234,10 +234,92 @@ fn predecessors(plan: &KernelPlan) -> Vec<Vec<usize>> {
     preds
 }
 
+/// The strongly connected components of the CFG (Tarjan's algorithm, iterative).
+struct BlockComponents {
+    /// Per block, its component.
+    comp: Vec<usize>,
+    /// Per component, its blocks.
+    members: Vec<Vec<usize>>,
+    /// Per block, whether it jumps to itself.
+    self_loop: Vec<bool>,
+}
+
+impl BlockComponents {
+    fn of(plan: &KernelPlan) -> BlockComponents {
+        let nb = plan.blocks.len();
+        let succ: Vec<Vec<usize>> = (0..nb)
+            .map(|b| successors(plan, b).into_iter().filter(|&s| s < nb).collect())
+            .collect();
+        let self_loop = (0..nb).map(|b| succ[b].contains(&b)).collect();
+        let mut index = vec![usize::MAX; nb];
+        let mut low = vec![0usize; nb];
+        let mut on_stack = vec![false; nb];
+        let mut stack = Vec::new();
+        let mut comp = vec![usize::MAX; nb];
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        let mut next = 0;
+        for root in 0..nb {
+            if index[root] != usize::MAX {
+                continue;
+            }
+            let mut work: Vec<(usize, usize)> = vec![(root, 0)];
+            index[root] = next;
+            low[root] = next;
+            next += 1;
+            stack.push(root);
+            on_stack[root] = true;
+            while let Some(&mut (v, ref mut k)) = work.last_mut() {
+                if let Some(&w) = succ[v].get(*k) {
+                    *k += 1;
+                    if index[w] == usize::MAX {
+                        index[w] = next;
+                        low[w] = next;
+                        next += 1;
+                        stack.push(w);
+                        on_stack[w] = true;
+                        work.push((w, 0));
+                    } else if on_stack[w] {
+                        low[v] = low[v].min(index[w]);
+                    }
+                    continue;
+                }
+                work.pop();
+                if let Some(&(parent, _)) = work.last() {
+                    low[parent] = low[parent].min(low[v]);
+                }
+                if low[v] == index[v] {
+                    let c = members.len();
+                    let mut m = Vec::new();
+                    while let Some(w) = stack.pop() {
+                        on_stack[w] = false;
+                        comp[w] = c;
+                        m.push(w);
+                        if w == v {
+                            break;
+                        }
+                    }
+                    m.sort_unstable();
+                    members.push(m);
+                }
+            }
+        }
+        BlockComponents {
+            comp,
+            members,
+            self_loop,
+        }
+    }
+
+    /// Whether block `b` is on a cycle of the CFG (reachable from one of its successors).
+    fn on_cycle(&self, b: usize) -> bool {
+        self.self_loop[b] || self.members[self.comp[b]].len() > 1
+    }
+}
+
 /// Each output name is a predicate name, written by one `Output` instruction, in a block
 /// that runs at most once (one on no cycle of the CFG).
 fn check_outputs(plan: &KernelPlan) -> Result<(), LoadError> {
-    let nb = plan.blocks.len();
+    let comps = BlockComponents::of(plan);
     let mut seen: std::collections::HashMap<&str, (usize, usize)> = std::collections::HashMap::new();
     for (b, block) in plan.blocks.iter().enumerate() {
         for (k, i) in block.instrs.iter().enumerate() {
@@ -256,7 +338,7 @@ fn check_outputs(plan: &KernelPlan) -> Result<(), LoadError> {
                 )));
             }
             seen.insert(name, (b, k));
-            if reach(nb, &successors(plan, b), |x| successors(plan, x))[b] {
+            if comps.on_cycle(b) {
                 return Err(LoadError::Invalid(format!(
                     "{at}: output `{name}` is inside a loop, so it would be written more than once"
                 )));
@@ -303,6 +385,13 @@ fn check_halts(plan: &KernelPlan) -> Result<(), LoadError> {
             )));
         }
     }
+    // The blocks on a path from a loop's body back to its test are those of the test's
+    // strongly connected component (the test reaches the body, so the body reaches the
+    // test exactly when both are in one component); each component's definitions are
+    // gathered once.
+    let comps = BlockComponents::of(plan);
+    let mut redefined_in: std::collections::HashMap<usize, std::collections::HashSet<BufId>> =
+        std::collections::HashMap::new();
     for (b, block) in plan.blocks.iter().enumerate() {
         let Terminator::LoopIf { nonempty, body, .. } = &block.term else {
             continue;
@@ -310,19 +399,18 @@ fn check_halts(plan: &KernelPlan) -> Result<(), LoadError> {
         if !seen[b] {
             continue;
         }
-        let back = reach(nb, &[b], |x| preds[x].clone());
-        if !back[body.0 as usize] {
+        let c = comps.comp[b];
+        if comps.comp[body.0 as usize] != c {
             // The body never comes back to the test: no loop.
             continue;
         }
-        let fwd = reach(nb, &[body.0 as usize], |x| successors(plan, x));
-        let mut redefined = BufSet::new(plan.buffers.len());
-        for l in (0..nb).filter(|&l| fwd[l] && back[l]) {
-            for d in plan.blocks[l].instrs.iter().flat_map(defs) {
-                redefined.insert(d);
-            }
-        }
-        if let Some(&u) = nonempty.iter().find(|&&u| !redefined.contains(u)) {
+        let redefined = redefined_in.entry(c).or_insert_with(|| {
+            comps.members[c]
+                .iter()
+                .flat_map(|&l| plan.blocks[l].instrs.iter().flat_map(defs))
+                .collect()
+        });
+        if let Some(&u) = nonempty.iter().find(|&&u| !redefined.contains(&u)) {
             return Err(LoadError::Invalid(format!(
                 "block b{b} ({}): the loop test reads `{}`, which no instruction of the loop redefines, so once \
                  it holds a row the loop never ends",
@@ -417,42 +505,70 @@ fn check_instr(plan: &KernelPlan, i: &Instr) -> Result<(), String> {
 
 /// Forward "must be held" analysis: a buffer is held at a point when on every path from
 /// the entry it has been defined and not freed since.
+///
+/// Each block is summarised by the buffers it frees (and does not define again after) and
+/// those it leaves defined: what it holds at its end is `(held - freed) ∪ defined`. The
+/// held sets are sparse, and a block is looked at again only when what holds on entry to
+/// it shrank.
 fn check_defined(plan: &KernelPlan) -> Result<(), LoadError> {
     let n = plan.buffers.len();
     let nb = plan.blocks.len();
-    let mut held_in: Vec<Option<BufSet>> = vec![None; nb];
-    held_in[plan.entry.0 as usize] = Some(BufSet::new(n));
-    let mut changed = true;
-    // Blocks not yet reached hold "everything" (the identity of the intersection).
-    while changed {
-        changed = false;
-        for b in 0..nb {
-            let Some(mut held) = held_in[b].clone() else {
-                continue;
-            };
-            for i in &plan.blocks[b].instrs {
-                transfer(&mut held, i);
+    let mut freed: Vec<Vec<BufId>> = Vec::with_capacity(nb);
+    let mut defined: Vec<Vec<BufId>> = Vec::with_capacity(nb);
+    let mut fset = SparseSet::new(n);
+    let mut dset = SparseSet::new(n);
+    for block in &plan.blocks {
+        fset.clear();
+        dset.clear();
+        for i in &block.instrs {
+            if let Instr::Free { buf } = i {
+                dset.remove(*buf);
+                fset.insert(*buf);
             }
-            for s in plan.blocks[b].term.successors() {
-                let s = s.0 as usize;
-                match &mut held_in[s] {
-                    None => {
-                        held_in[s] = Some(held.clone());
-                        changed = true;
-                    }
-                    Some(h) => {
-                        if h.intersect_with(&held) {
-                            changed = true;
-                        }
-                    }
-                }
+            for d in defs(i) {
+                dset.insert(d);
             }
         }
+        freed.push(fset.sorted());
+        defined.push(dset.sorted());
     }
-    for (b, block) in plan.blocks.iter().enumerate() {
-        let Some(mut held) = held_in[b].clone() else {
+    // `None`: not reached yet, which stands for every buffer (the identity of the
+    // intersection).
+    let mut held_in: Vec<Option<Vec<BufId>>> = vec![None; nb];
+    held_in[plan.entry.0 as usize] = Some(Vec::new());
+    let mut work: std::collections::BTreeSet<usize> = std::collections::BTreeSet::from([plan.entry.0 as usize]);
+    while let Some(b) = work.pop_first() {
+        let Some(held) = &held_in[b] else {
             continue;
         };
+        let kept: Vec<BufId> = held
+            .iter()
+            .copied()
+            .filter(|x| freed[b].binary_search(x).is_err())
+            .collect();
+        let out = union_sorted(&kept, &defined[b]);
+        for s in plan.blocks[b].term.successors() {
+            let s = s.0 as usize;
+            let next = match &held_in[s] {
+                None => out.clone(),
+                Some(h) => {
+                    let both: Vec<BufId> = h.iter().copied().filter(|x| out.binary_search(x).is_ok()).collect();
+                    if both.len() == h.len() {
+                        continue;
+                    }
+                    both
+                }
+            };
+            held_in[s] = Some(next);
+            work.insert(s);
+        }
+    }
+    let mut held = SparseSet::new(n);
+    for (b, block) in plan.blocks.iter().enumerate() {
+        let Some(start) = &held_in[b] else {
+            continue;
+        };
+        held.reset_to(start);
         for (k, i) in block.instrs.iter().enumerate() {
             let mut read = uses(i);
             if let Instr::Free { buf } = i {
@@ -485,7 +601,7 @@ fn check_defined(plan: &KernelPlan) -> Result<(), LoadError> {
     Ok(())
 }
 
-fn transfer(held: &mut BufSet, i: &Instr) {
+fn transfer(held: &mut SparseSet, i: &Instr) {
     if let Instr::Free { buf } = i {
         held.remove(*buf);
     }

@@ -16,7 +16,7 @@
 //!   string-producing kernels), started from the instructions nothing depends on, in
 //!   their original order.
 
-use crate::bitset::BufSet;
+use crate::bitset::SparseSet;
 use crate::ir::*;
 use crate::live::{defs, liveness, term_uses, uses};
 
@@ -215,8 +215,9 @@ fn dead_code(plan: &mut KernelPlan) {
     loop {
         let (_, live_out) = liveness(plan);
         let mut removed = false;
+        let mut live = SparseSet::new(plan.buffers.len());
         for (b, block) in plan.blocks.iter_mut().enumerate() {
-            let mut live: BufSet = live_out[b].clone();
+            live.reset_to(&live_out[b]);
             for u in term_uses(&block.term) {
                 live.insert(u);
             }
@@ -256,7 +257,7 @@ fn dead_code(plan: &mut KernelPlan) {
 /// `live` afterwards, with their input columns, so that no kernel moves a column nothing
 /// reads (and an input column only such kernels read is never loaded). Keeps at least one
 /// column. Returns whether it removed any.
-fn drop_dead_columns(i: &mut Instr, live: &BufSet) -> bool {
+fn drop_dead_columns(i: &mut Instr, live: &SparseSet) -> bool {
     let Instr::Launch { kernel, args, outs, .. } = i else {
         return false;
     };

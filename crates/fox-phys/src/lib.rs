@@ -1,8 +1,54 @@
 //! The physical layer between the RA plan and the kernel plan: statistics of the data and
-//! the ordered list of named passes that annotate the RA plan with every physical choice
-//! (order, join algorithm, rounds, partitioning, fusion) before the translation to kernels,
-//! which decides nothing.
+//! the ordered list of named passes that annotate the RA plan with physical choices before
+//! the translation to kernels (`fox_kernel::lower_physical`), which follows the
+//! annotations.
+//!
+//! A pass reads the plan and the annotations set by the passes before it and sets its own;
+//! it never changes the RA plan itself, so every prefix of the pass list leaves a plan the
+//! translation accepts (each annotation has a default that is always correct: no fusion,
+//! no rounds, one partition). [`PASSES`] is the order; `--disable-pass NAME` leaves one out.
 
+pub mod ann;
+pub mod hll;
+pub mod passes;
+pub mod print;
 pub mod stats;
 
+pub use ann::{AggAlgorithm, Algorithm, Estimate, Node, Order, OrderAnn, Partitioning, Rounds};
+pub use hll::Hll;
+pub use passes::{pass_names, run, Options, Pass, PhysError, PASSES};
+pub use print::print_physical;
 pub use stats::{ColumnStats, RelationStats, Statistics};
+
+use fox_ra::{RaPlan, TempId};
+
+/// An RA plan with the annotations of the physical passes: one [`Node`] per temp.
+#[derive(Clone, Debug)]
+pub struct PhysPlan {
+    pub ra: RaPlan,
+    /// Indexed by temp; every temp the plan defines has a node.
+    pub nodes: Vec<Node>,
+    /// The passes that ran, in order.
+    pub ran: Vec<&'static str>,
+}
+
+impl PhysPlan {
+    /// The plan with every annotation at its default: what the translation does when
+    /// every pass is disabled.
+    pub fn unannotated(ra: RaPlan) -> PhysPlan {
+        let nodes = ra.temps.iter().map(|_| Node::default()).collect();
+        PhysPlan {
+            ra,
+            nodes,
+            ran: Vec::new(),
+        }
+    }
+
+    pub fn node(&self, t: TempId) -> &Node {
+        &self.nodes[t.0 as usize]
+    }
+
+    pub fn node_mut(&mut self, t: TempId) -> &mut Node {
+        &mut self.nodes[t.0 as usize]
+    }
+}

@@ -12,9 +12,12 @@
 //! projected away; the atoms are joined greedily (smallest estimate first, connected
 //! atoms before cross products); filters, assignments and negations are applied as soon
 //! as their variables are bound. When three or more atoms form a cycle (the body's
-//! hypergraph is not α-acyclic), the atoms of the cycle become one [`Op::MultiJoin`].
+//! hypergraph is not α-acyclic) over at most 16 variables, the atoms of the cycle become
+//! one [`Op::MultiJoin`]. Planning a body takes time near-linear in its size: the join
+//! order's greedy choice and the literals waiting for their variables are indexed by
+//! variable, not searched for at every step.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use fox_sema::core::{
     CExpr, CExprKind, CmpOp, Column, CoreLit, CoreProgram, CoreRule, Fact, PredId, Term, Type, Value, VarId,
@@ -31,6 +34,8 @@ const DEFAULT_ROWS: f64 = 1_000_000.0;
 const DEFAULT_DELTA_ROWS: f64 = 10_000.0;
 /// The fraction of rows an equality selection keeps.
 const EQ_SELECTIVITY: f64 = 0.1;
+/// The most variables a multi-way join binds; a cycle of more is planned as binary joins.
+const MAX_MULTIWAY_VARS: usize = 16;
 
 /// Plans a checked core program.
 pub fn plan(core: &CoreProgram) -> Result<RaPlan, PlanError> {
@@ -40,8 +45,8 @@ pub fn plan(core: &CoreProgram) -> Result<RaPlan, PlanError> {
 /// Choices of the planner a user may override (for experiments and baselines).
 #[derive(Clone, Debug)]
 pub struct PlanOptions {
-    /// Route cyclic bodies to the multi-way join (leapfrog triejoin); `false` plans every
-    /// body as binary joins.
+    /// Route cyclic bodies to the multi-way join (leapfrog triejoin) where the cycle has at
+    /// most 16 variables; `false` plans every body as binary joins.
     pub multiway: bool,
     /// Variables that come first, in this order, in the variable order of every
     /// multi-way join that binds them (the others follow in the planner's order); each
@@ -751,10 +756,22 @@ impl<'a> Planner<'a> {
                 );
             }
         }
-        if core.len() >= 3 && (!self.multiway || key_lookup_order(&core, &edges, &keys)) {
-            // Joined in the right order, every atom of the cycle but the first is found
-            // by its key, so binary joins never grow past the first atom: no multi-way join.
+        // No multi-way join when the cycle binds more than `MAX_MULTIWAY_VARS` variables
+        // (the join nests one loop per variable, and the kernel plan's analyses grow faster
+        // than linearly in that depth), nor when, joined in the right order, every atom of
+        // the cycle but the first is found by its key (binary joins then never grow past
+        // the first atom).
+        let too_wide = || {
+            let vars: BTreeSet<VarId> = core.iter().flat_map(|&a| edges[a].iter().copied()).collect();
+            vars.len() > MAX_MULTIWAY_VARS
+        };
+        if core.len() >= 3 && (!self.multiway || too_wide() || key_lookup_order(&core, &edges, &keys)) {
             core.clear();
+        }
+        let multi = core.len() >= 3;
+        let mut in_core = vec![false; edges.len()];
+        for &a in &core {
+            in_core[a] = true;
         }
         // Access paths for the positive atoms.
         let mut atoms: Vec<(usize, Unit)> = Vec::new();
@@ -766,7 +783,7 @@ impl<'a> Planner<'a> {
                 };
                 // The multi-way join treats its inputs as sets: in a bag, they keep their key
                 // variables so that no binding is lost.
-                let keep_all = cx.bag && core.len() >= 3 && core.contains(&atoms.len());
+                let keep_all = cx.bag && multi && in_core[atoms.len()];
                 let key = &keys[atoms.len()];
                 let needed = |v: VarId| cx.is_needed_except(v, i) || (keep_all && key.contains(&v));
                 let mut u = self.access(cx, *pred, args, *span, rel, is_delta, &needed)?;
@@ -795,7 +812,7 @@ impl<'a> Planner<'a> {
         let mut rest: Vec<(usize, Unit)> = atoms
             .into_iter()
             .enumerate()
-            .filter(|(a, _)| !core.contains(a) || core.len() < 3)
+            .filter(|(a, _)| !multi || !in_core[*a])
             .map(|(_, x)| x)
             .collect();
         let mut cur = match cur {
@@ -825,25 +842,12 @@ impl<'a> Planner<'a> {
             }
         };
         cur = self.apply_ready(cx, cur)?;
-        while !rest.is_empty() {
-            let bound: HashSet<VarId> = cur.vars.iter().copied().collect();
-            let connected = |u: &Unit| {
-                u.vars.is_empty()
-                    || cur.vars.is_empty()
-                    || u.vars.iter().any(|v| bound.contains(v))
-                    || cx.eq_linked(&bound, &u.vars)
+        let mut choice = JoinChoice::new(cx, &rest);
+        let mut rest: Vec<Option<(usize, Unit)>> = rest.into_iter().map(Some).collect();
+        while let Some(next) = choice.next(cx, &cur.vars) {
+            let Some((lit, u)) = rest.get_mut(next).and_then(Option::take) else {
+                return Err(internal("an atom of a rule body was joined twice"));
             };
-            let next = rest
-                .iter()
-                .enumerate()
-                .min_by(|(_, a), (_, b)| {
-                    (!connected(&a.1))
-                        .cmp(&!connected(&b.1))
-                        .then(a.1.est.total_cmp(&b.1.est))
-                })
-                .map(|(i, _)| i)
-                .unwrap_or(0);
-            let (lit, u) = rest.remove(next);
             cx.set_applied(lit, true);
             cur = self.join(cx, cur, u)?;
             cur = self.apply_ready(cx, cur)?;
@@ -901,7 +905,9 @@ impl<'a> Planner<'a> {
         let names: Vec<String> = columns.iter().map(|c| c.name.clone()).collect();
         let mut t = self.emit(Op::Scan(rel), names.clone())?;
         let mut conds = Vec::new();
+        // Each variable's first column, in column order.
         let mut first: Vec<(VarId, usize)> = Vec::new();
+        let mut first_col: HashMap<VarId, usize> = HashMap::new();
         for (j, (arg, col)) in args.iter().zip(&columns).enumerate() {
             match arg {
                 Term::Const(v) => {
@@ -935,12 +941,15 @@ impl<'a> Planner<'a> {
                     conds.push(cond);
                     est *= EQ_SELECTIVITY;
                 }
-                Term::Var(v) => match first.iter().find(|(w, _)| w == v) {
-                    Some(&(_, p)) => {
+                Term::Var(v) => match first_col.get(v) {
+                    Some(&p) => {
                         conds.push(Expr::cmp(CmpOp::Eq, Expr::col(p, columns[p].ty), Expr::col(j, col.ty)));
                         est *= EQ_SELECTIVITY;
                     }
-                    None => first.push((*v, j)),
+                    None => {
+                        first_col.insert(*v, j);
+                        first.push((*v, j));
+                    }
                 },
             }
         }
@@ -986,22 +995,28 @@ impl<'a> Planner<'a> {
 
     fn multi_join(&mut self, cx: &RuleCx, inputs: &[Unit]) -> Result<Unit, PlanError> {
         let mut order: Vec<VarId> = Vec::new();
+        let mut seen: HashSet<VarId> = HashSet::new();
         for u in inputs {
             for v in &u.vars {
-                if !order.contains(v) {
+                if seen.insert(*v) {
                     order.push(*v);
                 }
             }
         }
         // Variables named by `var_order` first, in its order; the rest keep theirs.
-        let rank = |v: &VarId| {
-            let name = cx.var_name(*v);
-            self.var_order.iter().position(|n| *n == name).unwrap_or(usize::MAX)
-        };
+        let ranks: BTreeMap<&str, usize> = self
+            .var_order
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(i, n)| (n.as_str(), i))
+            .collect();
+        let rank = |v: &VarId| ranks.get(cx.var_name(*v).as_str()).copied().unwrap_or(usize::MAX);
         order.sort_by_key(rank);
         for v in &order {
             self.ordered.insert(cx.var_name(*v));
         }
+        let pos: BTreeMap<VarId, usize> = order.iter().enumerate().map(|(i, v)| (*v, i)).collect();
         let output_vars: Vec<VarId> = order
             .iter()
             .copied()
@@ -1009,11 +1024,7 @@ impl<'a> Planner<'a> {
             .collect();
         let mut mj_inputs = Vec::new();
         for u in inputs {
-            let vars = u
-                .vars
-                .iter()
-                .map(|v| order.iter().position(|w| w == v).unwrap_or(0))
-                .collect();
+            let vars = u.vars.iter().map(|v| pos.get(v).copied().unwrap_or(0)).collect();
             mj_inputs.push(MultiJoinInput { src: u.temp, vars });
         }
         let mut vars = Vec::new();
@@ -1023,10 +1034,7 @@ impl<'a> Planner<'a> {
                 ty: cx.var_type(v)?,
             });
         }
-        let output = output_vars
-            .iter()
-            .map(|v| order.iter().position(|w| w == v).unwrap_or(0))
-            .collect();
+        let output = output_vars.iter().map(|v| pos.get(v).copied().unwrap_or(0)).collect();
         let names = output_vars.iter().map(|&v| cx.var_name(v)).collect();
         let temp = self.emit(
             Op::MultiJoin {
@@ -1200,16 +1208,15 @@ impl<'a> Planner<'a> {
         Ok(Unit { temp, vars, est: u.est })
     }
 
-    /// Applies every filter, assignment and negation whose variables are bound.
-    /// Applies, in one selection, every filter not yet applied whose variables `cur` binds;
-    /// returns whether there was one.
-    fn select_ready(&mut self, cx: &mut RuleCx, cur: &mut Unit) -> Result<bool, PlanError> {
+    /// Applies, in one selection, the filters among `ready` (pending literals whose
+    /// variables `cur` binds, in body order); returns whether there was one.
+    fn select_ready(&mut self, cx: &mut RuleCx, cur: &mut Unit, ready: &[usize]) -> Result<bool, PlanError> {
         let rule = cx.rule;
         let mut conds = Vec::new();
         let mut spans = Vec::new();
-        for (i, lit) in rule.body.iter().enumerate() {
-            if let CoreLit::Filter { cond, span } = lit {
-                if !cx.applied[i] && cx.bound(i, &cur.vars) {
+        for &i in ready {
+            if let Some(CoreLit::Filter { cond, span }) = rule.body.get(i) {
+                if !cx.applied[i] {
                     conds.push(cx.lower(cond, &cur.vars)?);
                     spans.push(*span);
                     cx.set_applied(i, true);
@@ -1234,32 +1241,57 @@ impl<'a> Planner<'a> {
 
     /// The filters `cur` binds, and nothing else (its columns stay).
     fn apply_filters(&mut self, cx: &mut RuleCx, mut cur: Unit) -> Result<Unit, PlanError> {
-        self.select_ready(cx, &mut cur)?;
+        let ready = cx.ready(&cur.vars, None);
+        self.select_ready(cx, &mut cur, &ready)?;
         Ok(cur)
     }
 
+    /// Applies every filter, assignment and negation whose variables are bound, until none
+    /// is: in each round, the filters at once, then the negations in body order, then the
+    /// assignments in body order (each sees the columns the ones before it added).
     fn apply_ready(&mut self, cx: &mut RuleCx, mut cur: Unit) -> Result<Unit, PlanError> {
         let rule = cx.rule;
         loop {
+            let ready = cx.ready(&cur.vars, None);
             // Filters, all at once.
-            let mut progress = self.select_ready(cx, &mut cur)?;
+            let mut progress = self.select_ready(cx, &mut cur, &ready)?;
             // Negations.
-            for (i, lit) in rule.body.iter().enumerate() {
-                if let CoreLit::NotAtom { pred, args, span } = lit {
-                    if !cx.applied[i] && cx.bound(i, &cur.vars) {
+            for &i in &ready {
+                if let Some(CoreLit::NotAtom { pred, args, span }) = rule.body.get(i) {
+                    if !cx.applied[i] {
                         cx.set_applied(i, true);
                         cur = self.anti_join(cx, cur, *pred, args, *span)?;
                         progress = true;
                     }
                 }
             }
-            // Assignments, one at a time (each adds a column).
-            for (i, lit) in rule.body.iter().enumerate() {
-                if let CoreLit::Assign { var, expr, span } = lit {
-                    if !cx.applied[i] && cx.expr_vars(expr).iter().all(|v| cur.vars.contains(v)) {
-                        cx.set_applied(i, true);
-                        cur = self.assign(cx, cur, *var, expr, *span)?;
-                        progress = true;
+            // Assignments, one at a time in body order (each adds a column): `todo` holds
+            // the pending ones whose expression's variables are bound; the pass goes on
+            // from the one after the last applied.
+            let mut todo: BTreeSet<usize> = ready
+                .iter()
+                .copied()
+                .filter(|&i| matches!(rule.body.get(i), Some(CoreLit::Assign { .. })))
+                .collect();
+            let mut from = 0;
+            while let Some(&i) = todo.range(from..).next() {
+                todo.remove(&i);
+                from = i + 1;
+                let Some(CoreLit::Assign { var, expr, span }) = rule.body.get(i) else {
+                    continue;
+                };
+                if cx.applied[i] {
+                    continue;
+                }
+                let added = !cur.vars.contains(var);
+                cx.set_applied(i, true);
+                cur = self.assign(cx, cur, *var, expr, *span)?;
+                progress = true;
+                if added {
+                    for j in cx.ready(&cur.vars, Some(&[*var])) {
+                        if matches!(rule.body.get(j), Some(CoreLit::Assign { .. })) {
+                            todo.insert(j);
+                        }
                     }
                 }
             }
@@ -1433,6 +1465,23 @@ struct RuleCx<'r> {
     need: Vec<u32>,
     /// The equality filters `a = b` between expressions of one type, with their variables.
     eqs: Vec<(usize, Vec<VarId>, Vec<VarId>)>,
+    /// Per variable: the entries of `eqs` that read it, less those found applied.
+    eqs_by_var: Vec<Vec<usize>>,
+    /// Per body literal that is not an atom: the variables that must be bound to apply it
+    /// (a filter's and a negation's, an assignment's expression's), sorted and distinct.
+    ready_vars: Vec<Vec<VarId>>,
+    /// Per variable: the non-atom literals it watches. Every pending non-atom literal with
+    /// variables is in the list of exactly one of its `ready_vars` (a literal found applied
+    /// is dropped from it), so one that a set of variables binds is in the list of one of
+    /// them; when a scan finds a literal not bound, it moves it to a variable the set lacks.
+    watch: Vec<Vec<usize>>,
+    /// The non-atom literals without variables (ready anywhere), less those found applied.
+    unwatched: Vec<usize>,
+    /// `mark[v] == epoch`: `v` is in the set of variables of the current scan.
+    mark: Vec<u32>,
+    epoch: u32,
+    /// The literals in the order they became applied.
+    applied_log: Vec<usize>,
 }
 
 impl<'r> RuleCx<'r> {
@@ -1479,6 +1528,39 @@ impl<'r> RuleCx<'r> {
                 }
             }
         }
+        let nvars = need.len();
+        let mut eqs_by_var: Vec<Vec<usize>> = vec![Vec::new(); nvars];
+        for (k, (_, va, vb)) in eqs.iter().enumerate() {
+            let mut vs: Vec<VarId> = va.iter().chain(vb).copied().collect();
+            vs.sort_unstable();
+            vs.dedup();
+            for v in vs {
+                eqs_by_var[v.0 as usize].push(k);
+            }
+        }
+        let mut ready_vars = Vec::with_capacity(rule.body.len());
+        let mut watch: Vec<Vec<usize>> = vec![Vec::new(); nvars];
+        let mut unwatched = Vec::new();
+        for (i, lit) in rule.body.iter().enumerate() {
+            let vs = match lit {
+                CoreLit::Atom { .. } => Vec::new(),
+                CoreLit::Filter { .. } | CoreLit::NotAtom { .. } => lit_vars[i].clone(),
+                CoreLit::Assign { expr, .. } => {
+                    let mut vs = Vec::new();
+                    collect_vars(expr, &mut vs);
+                    vs.sort_unstable();
+                    vs.dedup();
+                    vs
+                }
+            };
+            if !matches!(lit, CoreLit::Atom { .. }) {
+                match vs.first() {
+                    Some(v) => watch[v.0 as usize].push(i),
+                    None => unwatched.push(i),
+                }
+            }
+            ready_vars.push(vs);
+        }
         RuleCx {
             rule,
             applied: vec![false; rule.body.len()],
@@ -1487,7 +1569,71 @@ impl<'r> RuleCx<'r> {
             lit_vars,
             need,
             eqs,
+            eqs_by_var,
+            ready_vars,
+            watch,
+            unwatched,
+            mark: vec![0; nvars],
+            epoch: 0,
+            applied_log: Vec::new(),
         }
+    }
+
+    /// Starts a scan over the variables `vars`: afterwards `self.marked(v)` tells whether
+    /// `v` is one of them.
+    fn mark_vars(&mut self, vars: &[VarId]) {
+        if self.epoch == u32::MAX {
+            self.mark.iter_mut().for_each(|m| *m = 0);
+            self.epoch = 0;
+        }
+        self.epoch += 1;
+        for v in vars {
+            let i = v.0 as usize;
+            if i >= self.mark.len() {
+                self.mark.resize(i + 1, 0);
+                self.watch.resize(i + 1, Vec::new());
+                self.eqs_by_var.resize(i + 1, Vec::new());
+            }
+            self.mark[i] = self.epoch;
+        }
+    }
+
+    fn marked(&self, v: VarId) -> bool {
+        self.mark.get(v.0 as usize) == Some(&self.epoch)
+    }
+
+    /// The pending non-atom literals whose variables `vars` all binds, in body order.
+    /// With `scan`, only those watched by the variables of `scan` (and found bound) are
+    /// returned: after the variables of `scan` joined a set of variables whose ready
+    /// literals are all known, these are the ones that became ready.
+    fn ready(&mut self, vars: &[VarId], scan: Option<&[VarId]>) -> Vec<usize> {
+        self.mark_vars(vars);
+        let mut out = Vec::new();
+        if scan.is_none() {
+            let applied = &self.applied;
+            self.unwatched.retain(|&i| !applied[i]);
+            out.extend(self.unwatched.iter().copied());
+        }
+        for &v in scan.unwrap_or(vars) {
+            let list = std::mem::take(&mut self.watch[v.0 as usize]);
+            let mut keep = Vec::with_capacity(list.len());
+            for i in list {
+                if self.applied[i] {
+                    continue;
+                }
+                match self.ready_vars[i].iter().find(|w| !self.marked(**w)) {
+                    None => {
+                        out.push(i);
+                        keep.push(i);
+                    }
+                    Some(w) => self.watch[w.0 as usize].push(i),
+                }
+            }
+            self.watch[v.0 as usize] = keep;
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// Marks body literal `i` as reflected in the partial result (or no longer).
@@ -1496,6 +1642,9 @@ impl<'r> RuleCx<'r> {
             return;
         }
         self.applied[i] = on;
+        if on {
+            self.applied_log.push(i);
+        }
         for v in &self.lit_vars[i] {
             let n = &mut self.need[v.0 as usize];
             *n = if on { n.saturating_sub(1) } else { *n + 1 };
@@ -1540,25 +1689,31 @@ impl<'r> RuleCx<'r> {
         })
     }
 
-    fn expr_vars(&self, e: &CExpr) -> Vec<VarId> {
-        let mut out = Vec::new();
-        collect_vars(e, &mut out);
-        out
-    }
-
     fn lit_vars(&self, lit: &CoreLit) -> Vec<VarId> {
         literal_vars(lit)
     }
 
     /// The pending equality filters `a = b` where `a` reads only variables of `left` and
-    /// `b` only variables of `right`, some of them not in `left`: (literal, a, b).
-    fn eq_links(&self, left: &[VarId], right: &[VarId]) -> Vec<(usize, &'r CExpr, &'r CExpr)> {
+    /// `b` only variables of `right`, some of them not in `left`: (literal, a, b), in body
+    /// order. Only the equalities that read a variable of `right` can be such.
+    fn eq_links(&mut self, left: &[VarId], right: &[VarId]) -> Vec<(usize, &'r CExpr, &'r CExpr)> {
+        if self.eqs.is_empty() {
+            return Vec::new();
+        }
+        let mut cand = Vec::new();
+        for v in right {
+            if let Some(list) = self.eqs_by_var.get_mut(v.0 as usize) {
+                let (applied, eqs) = (&self.applied, &self.eqs);
+                list.retain(|&k| !applied[eqs[k].0]);
+                cand.extend(list.iter().copied());
+            }
+        }
+        cand.sort_unstable();
+        cand.dedup();
         let left_set: HashSet<VarId> = left.iter().copied().collect();
         let mut out = Vec::new();
-        for (i, va, vb) in &self.eqs {
-            if self.applied[*i] {
-                continue;
-            }
+        for k in cand {
+            let (i, va, vb) = &self.eqs[k];
             let Some(CoreLit::Filter { cond, .. }) = self.rule.body.get(*i) else {
                 continue;
             };
@@ -1572,18 +1727,6 @@ impl<'r> RuleCx<'r> {
             }
         }
         out
-    }
-
-    /// Whether some pending equality filter links `left` (its variables) to `right`.
-    fn eq_linked(&self, left: &HashSet<VarId>, right: &[VarId]) -> bool {
-        self.eqs
-            .iter()
-            .any(|(i, va, vb)| !self.applied[*i] && link_side(left, right, va, vb).is_some())
-    }
-
-    /// True when every variable body literal `i` reads is in `vars`.
-    fn bound(&self, i: usize, vars: &[VarId]) -> bool {
-        self.lit_vars[i].iter().all(|v| vars.contains(v))
     }
 
     /// Rewrites a core expression over variables into one over the columns holding them.
@@ -1605,6 +1748,260 @@ impl<'r> RuleCx<'r> {
             }
         };
         Ok(Expr { kind, ty: e.ty })
+    }
+}
+
+/// The greedy choice of the next atom to join into a partial result: among the atoms
+/// connected to it (sharing a variable with it, linked to it by a pending equality between
+/// an expression of its variables and one of the atom's, or without variables; all of
+/// them while it binds no variable), the one of the smallest estimate, the first in body
+/// order of equal ones; the smallest of all when none is connected.
+///
+/// Kept up to date as the partial result's variables change instead of being searched
+/// for at every join, so a body of n atoms takes time near-linear in n: per atom, how
+/// many of its variables are bound and how many active equality sides reach it, and the
+/// connected atoms ordered by estimate. An equality side (`from`, `to`) is active while
+/// its literal is pending, all of `from` is bound and some of `to` is not; it reaches the
+/// atoms whose variables include all of `to`. The variables of a pending literal (every
+/// atom not joined yet is one) stay bound once bound, so each side turns active and back
+/// at most once.
+struct JoinChoice {
+    /// Per atom (by its position among the atoms to join): its unit's variables.
+    vars: Vec<Vec<VarId>>,
+    /// Per atom: its estimate as a key that orders like `f64::total_cmp`.
+    key: Vec<i64>,
+    alive: Vec<bool>,
+    all: BTreeSet<(i64, usize)>,
+    connected: BTreeSet<(i64, usize)>,
+    /// Per atom: how many of its variables are bound.
+    shared: Vec<u32>,
+    /// Per atom: how many active equality sides reach it.
+    linked: Vec<u32>,
+    /// Per variable: the atoms whose variables include it (those joined are dropped lazily).
+    atoms_of: Vec<Vec<usize>>,
+    /// Per variable: whether the partial result binds it; and the bound variables.
+    bound: Vec<bool>,
+    bound_vars: Vec<VarId>,
+    sides: Vec<EqSide>,
+    /// Per variable: the equality sides that read it (side, in `from`).
+    sides_of_var: Vec<Vec<(usize, bool)>>,
+    /// Per body literal: its equality sides.
+    sides_of_lit: BTreeMap<usize, Vec<usize>>,
+    /// How much of `RuleCx::applied_log` has been seen.
+    log_seen: usize,
+    /// Scratch marks of the variables of the partial result being synced.
+    seen: Vec<bool>,
+}
+
+/// One direction of a pending equality filter `a = b`, for [`JoinChoice`].
+struct EqSide {
+    /// Variables of `from` and of `to` that are not bound.
+    from_missing: usize,
+    to_missing: usize,
+    /// The atoms whose variables include all of `to`.
+    targets: Vec<usize>,
+    applied: bool,
+    active: bool,
+}
+
+/// `x` as an integer that orders like `f64::total_cmp`.
+fn total_key(x: f64) -> i64 {
+    let b = x.to_bits() as i64;
+    b ^ ((((b >> 63) as u64) >> 1) as i64)
+}
+
+impl JoinChoice {
+    fn new(cx: &RuleCx, rest: &[(usize, Unit)]) -> JoinChoice {
+        let n = rest.len();
+        let mut nvars = cx.need.len();
+        for (_, u) in rest {
+            for v in &u.vars {
+                nvars = nvars.max(v.0 as usize + 1);
+            }
+        }
+        for (_, va, vb) in &cx.eqs {
+            for v in va.iter().chain(vb) {
+                nvars = nvars.max(v.0 as usize + 1);
+            }
+        }
+        let mut atoms_of: Vec<Vec<usize>> = vec![Vec::new(); nvars];
+        let mut vars = Vec::with_capacity(n);
+        let mut key = Vec::with_capacity(n);
+        let mut all = BTreeSet::new();
+        for (p, (_, u)) in rest.iter().enumerate() {
+            let mut vs = u.vars.clone();
+            vs.sort_unstable();
+            vs.dedup();
+            for v in &vs {
+                atoms_of[v.0 as usize].push(p);
+            }
+            vars.push(vs);
+            key.push(total_key(u.est));
+            all.insert((total_key(u.est), p));
+        }
+        let mut c = JoinChoice {
+            vars,
+            key,
+            alive: vec![true; n],
+            all,
+            connected: BTreeSet::new(),
+            shared: vec![0; n],
+            linked: vec![0; n],
+            atoms_of,
+            bound: vec![false; nvars],
+            bound_vars: Vec::new(),
+            sides: Vec::new(),
+            sides_of_var: vec![Vec::new(); nvars],
+            sides_of_lit: BTreeMap::new(),
+            log_seen: cx.applied_log.len(),
+            seen: vec![false; nvars],
+        };
+        for (i, va, vb) in &cx.eqs {
+            if cx.applied[*i] || va.is_empty() || vb.is_empty() {
+                continue;
+            }
+            for (from, to) in [(va, vb), (vb, va)] {
+                // The atoms holding all of `to`, from the shortest list of one of them.
+                let Some(fewest) = to.iter().min_by_key(|v| c.atoms_of[v.0 as usize].len()) else {
+                    continue;
+                };
+                let targets: Vec<usize> = c.atoms_of[fewest.0 as usize]
+                    .iter()
+                    .copied()
+                    .filter(|&p| to.iter().all(|v| c.vars[p].binary_search(v).is_ok()))
+                    .collect();
+                if targets.is_empty() {
+                    continue;
+                }
+                let s = c.sides.len();
+                for v in from {
+                    c.sides_of_var[v.0 as usize].push((s, true));
+                }
+                for v in to {
+                    c.sides_of_var[v.0 as usize].push((s, false));
+                }
+                c.sides_of_lit.entry(*i).or_default().push(s);
+                c.sides.push(EqSide {
+                    from_missing: from.len(),
+                    to_missing: to.len(),
+                    targets,
+                    applied: false,
+                    active: false,
+                });
+            }
+        }
+        for p in 0..n {
+            c.refresh(p);
+        }
+        c
+    }
+
+    /// Puts atom `p` in or out of the connected ones.
+    fn refresh(&mut self, p: usize) {
+        let on = self.alive[p] && (self.vars[p].is_empty() || self.shared[p] > 0 || self.linked[p] > 0);
+        if on {
+            self.connected.insert((self.key[p], p));
+        } else {
+            self.connected.remove(&(self.key[p], p));
+        }
+    }
+
+    fn refresh_side(&mut self, s: usize) {
+        let side = &self.sides[s];
+        let on = !side.applied && side.from_missing == 0 && side.to_missing > 0;
+        if on == side.active {
+            return;
+        }
+        self.sides[s].active = on;
+        for k in 0..self.sides[s].targets.len() {
+            let p = self.sides[s].targets[k];
+            if on {
+                self.linked[p] += 1;
+            } else {
+                self.linked[p] -= 1;
+            }
+            self.refresh(p);
+        }
+    }
+
+    /// Variable `v` becomes bound (`on`) or unbound.
+    fn set_bound(&mut self, v: VarId, on: bool) {
+        let vi = v.0 as usize;
+        self.bound[vi] = on;
+        let mut list = std::mem::take(&mut self.atoms_of[vi]);
+        list.retain(|&p| self.alive[p]);
+        for &p in &list {
+            if on {
+                self.shared[p] += 1;
+            } else {
+                self.shared[p] -= 1;
+            }
+            self.refresh(p);
+        }
+        self.atoms_of[vi] = list;
+        for k in 0..self.sides_of_var[vi].len() {
+            let (s, in_from) = self.sides_of_var[vi][k];
+            let side = &mut self.sides[s];
+            let missing = if in_from {
+                &mut side.from_missing
+            } else {
+                &mut side.to_missing
+            };
+            if on {
+                *missing -= 1;
+            } else {
+                *missing += 1;
+            }
+            self.refresh_side(s);
+        }
+    }
+
+    /// The next atom to join into a partial result with variables `cur`, if any is left.
+    fn next(&mut self, cx: &RuleCx, cur: &[VarId]) -> Option<usize> {
+        // Equalities applied since the last call no longer link.
+        for k in self.log_seen..cx.applied_log.len() {
+            let lit = cx.applied_log[k];
+            for s in self.sides_of_lit.get(&lit).cloned().unwrap_or_default() {
+                self.sides[s].applied = true;
+                self.refresh_side(s);
+            }
+        }
+        self.log_seen = cx.applied_log.len();
+        // The bound variables become `cur`.
+        for v in cur {
+            let vi = v.0 as usize;
+            if vi >= self.bound.len() {
+                self.bound.resize(vi + 1, false);
+                self.seen.resize(vi + 1, false);
+                self.atoms_of.resize(vi + 1, Vec::new());
+                self.sides_of_var.resize(vi + 1, Vec::new());
+            }
+            self.seen[vi] = true;
+        }
+        for v in std::mem::take(&mut self.bound_vars) {
+            if !self.seen[v.0 as usize] && self.bound[v.0 as usize] {
+                self.set_bound(v, false);
+            }
+        }
+        for &v in cur {
+            if !self.bound[v.0 as usize] {
+                self.set_bound(v, true);
+            }
+        }
+        for v in cur {
+            self.seen[v.0 as usize] = false;
+        }
+        self.bound_vars = cur.to_vec();
+        let first = if cur.is_empty() {
+            self.all.first()
+        } else {
+            self.connected.first().or(self.all.first())
+        };
+        let &(_, p) = first?;
+        self.alive[p] = false;
+        self.all.remove(&(self.key[p], p));
+        self.connected.remove(&(self.key[p], p));
+        Some(p)
     }
 }
 
@@ -1719,6 +2116,17 @@ fn topo_order(s: &fox_sema::core::Stratum) -> Option<Vec<PredId>> {
 /// transitivity (`x < y, y < z` gives `x < z`) added as filters, where an atom binds both
 /// variables: such a filter then selects on the atom before any join (in a clique query,
 /// every edge atom keeps only its increasing edges, so all read one relation).
+///
+/// The implied comparisons are those of the transitive closure of the comparisons, as
+/// [`implied_by_closure`] computes it; a filter is added for each pair of distinct
+/// variables that an atom binds, that no comparison relates directly and that the closure
+/// relates, in the order of the pairs, strict when the closure's is. Only those pairs are
+/// looked for: `a < b` is implied when a path of comparisons leads from `a` to `b`,
+/// strictly when one of a path's comparisons is strict, found by a search from `a` over
+/// the variables that can still reach `b`. Where no strict comparison lies on a cycle, the
+/// paths and the closure agree; where one does (the comparisons cannot all hold, and the
+/// rule derives nothing), the closure is computed when it is small (at most 64 direct
+/// comparisons), and the paths decide above that.
 fn with_implied_order(rule: &CoreRule) -> CoreRule {
     // Edges a -> b meaning a < b (strict) or a <= b.
     let mut less: BTreeMap<(VarId, VarId), bool> = BTreeMap::new();
@@ -1745,43 +2153,30 @@ fn with_implied_order(rule: &CoreRule) -> CoreRule {
     if less.len() < 2 {
         return rule.clone();
     }
-    let direct: BTreeSet<(VarId, VarId)> = less.keys().copied().collect();
-    // Transitive closure (bodies have few variables).
-    loop {
-        let mut added = Vec::new();
-        for (&(a, b), &s1) in &less {
-            for (&(c, d), &s2) in &less {
-                if b == c && a != d {
-                    let strict = s1 || s2;
-                    match less.get(&(a, d)) {
-                        Some(&old) if old || !strict => {}
-                        _ => added.push(((a, d), strict)),
+    // The pairs an atom binds together that no comparison relates directly.
+    let mut pairs: BTreeSet<(VarId, VarId)> = BTreeSet::new();
+    let lower: BTreeSet<VarId> = less.keys().map(|p| p.0).collect();
+    let upper: BTreeSet<VarId> = less.keys().map(|p| p.1).collect();
+    for lit in &rule.body {
+        if let CoreLit::Atom { args, .. } = lit {
+            let vs: BTreeSet<VarId> = term_vars(args).collect();
+            let los: Vec<VarId> = vs.iter().copied().filter(|v| lower.contains(v)).collect();
+            let his: Vec<VarId> = vs.iter().copied().filter(|v| upper.contains(v)).collect();
+            for &a in &los {
+                for &b in &his {
+                    if a != b && !less.contains_key(&(a, b)) {
+                        pairs.insert((a, b));
                     }
                 }
             }
         }
-        if added.is_empty() {
-            break;
-        }
-        for (k, s) in added {
-            let e = less.entry(k).or_insert(false);
-            *e |= s;
-        }
     }
-    let together = |a: VarId, b: VarId| {
-        rule.body.iter().any(|l| match l {
-            CoreLit::Atom { args, .. } => {
-                let vs: BTreeSet<VarId> = term_vars(args).collect();
-                vs.contains(&a) && vs.contains(&b)
-            }
-            _ => false,
-        })
-    };
+    if pairs.is_empty() {
+        return rule.clone();
+    }
+    let implied = implied_order(&less, &pairs);
     let mut out = rule.clone();
-    for (&(a, b), &strict) in &less {
-        if direct.contains(&(a, b)) || a == b || !together(a, b) {
-            continue;
-        }
+    for ((a, b), strict) in implied {
         let ty = match rule.vars.get(a.0 as usize) {
             Some(v) => v.ty,
             None => continue,
@@ -1807,49 +2202,234 @@ fn with_implied_order(rule: &CoreRule) -> CoreRule {
     out
 }
 
+/// The pairs of `pairs` that the comparisons `less` ((a, b) ↦ strict: a < b or a <= b)
+/// imply, with whether strictly, in the order of `pairs` (see [`with_implied_order`]).
+fn implied_order(
+    less: &BTreeMap<(VarId, VarId), bool>,
+    pairs: &BTreeSet<(VarId, VarId)>,
+) -> Vec<((VarId, VarId), bool)> {
+    // The variables of the comparisons, numbered; the edges of each.
+    let mut ids: BTreeMap<VarId, usize> = BTreeMap::new();
+    for &(a, b) in less.keys() {
+        let n = ids.len();
+        ids.entry(a).or_insert(n);
+        let n = ids.len();
+        ids.entry(b).or_insert(n);
+    }
+    let mut succ: Vec<Vec<(usize, bool)>> = vec![Vec::new(); ids.len()];
+    for (&(a, b), &strict) in less {
+        succ[ids[&a]].push((ids[&b], strict));
+    }
+    let comp = components(&succ);
+    let contradiction = succ
+        .iter()
+        .enumerate()
+        .any(|(a, es)| es.iter().any(|&(b, strict)| strict && comp[a] == comp[b]));
+    if contradiction && less.len() <= 64 {
+        let closure = implied_by_closure(less);
+        return pairs
+            .iter()
+            .filter_map(|p| closure.get(p).map(|&strict| (*p, strict)))
+            .collect();
+    }
+    let mut found = Vec::new();
+    let pairs: Vec<(VarId, VarId)> = pairs
+        .iter()
+        .copied()
+        .filter(|(a, b)| ids.contains_key(a) && ids.contains_key(b))
+        .collect();
+    // `seen[v]`: bit 0, reached; bit 1, reached by a path with a strict step.
+    let mut seen = vec![0u8; ids.len()];
+    let mut from = 0;
+    while from < pairs.len() {
+        // One search per source variable, for all its pairs.
+        let a = pairs[from].0;
+        let ia = ids[&a];
+        let to = from + pairs[from..].iter().take_while(|p| p.0 == a).count();
+        let low = pairs[from..to]
+            .iter()
+            .map(|(_, b)| comp[ids[b]])
+            .filter(|&c| c <= comp[ia])
+            .min();
+        if let Some(low) = low {
+            let mut stack = vec![(ia, false)];
+            let mut touched = vec![ia];
+            seen[ia] = 1;
+            while let Some((v, strict)) = stack.pop() {
+                for &(w, s) in &succ[v] {
+                    // Only a variable of a component numbered at least `b`'s reaches `b`.
+                    if comp[w] < low {
+                        continue;
+                    }
+                    let st = strict || s;
+                    let bit = if st { 3 } else { 1 };
+                    if seen[w] & bit == bit {
+                        continue;
+                    }
+                    if seen[w] == 0 {
+                        touched.push(w);
+                    }
+                    seen[w] |= bit;
+                    stack.push((w, st));
+                }
+            }
+            for (_, b) in &pairs[from..to] {
+                let r = seen[ids[b]];
+                if r != 0 {
+                    found.push(((a, *b), r & 2 != 0));
+                }
+            }
+            for v in touched {
+                seen[v] = 0;
+            }
+        }
+        from = to;
+    }
+    found
+}
+
+/// The transitive closure of the comparisons `less` ((a, b) ↦ strict: a < b or a <= b)
+/// over pairs of distinct variables, strict where a composed comparison is.
+fn implied_by_closure(less: &BTreeMap<(VarId, VarId), bool>) -> BTreeMap<(VarId, VarId), bool> {
+    let mut less = less.clone();
+    loop {
+        let mut added = Vec::new();
+        for (&(a, b), &s1) in &less {
+            for (&(c, d), &s2) in &less {
+                if b == c && a != d {
+                    let strict = s1 || s2;
+                    match less.get(&(a, d)) {
+                        Some(&old) if old || !strict => {}
+                        _ => added.push(((a, d), strict)),
+                    }
+                }
+            }
+        }
+        if added.is_empty() {
+            return less;
+        }
+        for (k, s) in added {
+            let e = less.entry(k).or_insert(false);
+            *e |= s;
+        }
+    }
+}
+
+/// The strongly connected components of a graph (`succ[v]`: v's edges), numbered so that
+/// an edge never leads to a component of a larger number (Tarjan's order).
+fn components(succ: &[Vec<(usize, bool)>]) -> Vec<usize> {
+    let n = succ.len();
+    let mut index = vec![usize::MAX; n];
+    let mut low = vec![0usize; n];
+    let mut on_stack = vec![false; n];
+    let mut stack = Vec::new();
+    let mut comp = vec![usize::MAX; n];
+    let mut next_index = 0;
+    let mut next_comp = 0;
+    for root in 0..n {
+        if index[root] != usize::MAX {
+            continue;
+        }
+        let mut work: Vec<(usize, usize)> = vec![(root, 0)];
+        index[root] = next_index;
+        low[root] = next_index;
+        next_index += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(&mut (v, ref mut k)) = work.last_mut() {
+            if let Some(&(w, _)) = succ[v].get(*k) {
+                *k += 1;
+                if index[w] == usize::MAX {
+                    index[w] = next_index;
+                    low[w] = next_index;
+                    next_index += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    work.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            work.pop();
+            if let Some(&(parent, _)) = work.last() {
+                low[parent] = low[parent].min(low[v]);
+            }
+            if low[v] == index[v] {
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    comp[w] = next_comp;
+                    if w == v {
+                        break;
+                    }
+                }
+                next_comp += 1;
+            }
+        }
+    }
+    comp
+}
+
 /// True when the atoms of a cycle (`core`, indices into `vars` and `keys`) can be joined
 /// one at a time so that each atom after the first has all its key variables bound by
 /// the atoms before it (a join on a key of the new atom never grows the result).
+///
+/// From each start, the atoms join while one has its key bound. The atoms a start joins
+/// bind at least what any of them would bind as a start, so a start that another start's
+/// failed search joined fails too and is not tried: each search costs what it joins.
 fn key_lookup_order(core: &[usize], vars: &[BTreeSet<VarId>], keys: &[BTreeSet<VarId>]) -> bool {
-    // The atoms of the cycle whose key holds each variable.
+    let n = core.len();
+    // The atoms of the cycle (positions in `core`) whose key holds each variable.
     let mut by_var: BTreeMap<VarId, Vec<usize>> = BTreeMap::new();
-    for &a in core {
+    for (k, &a) in core.iter().enumerate() {
         for v in &keys[a] {
-            by_var.entry(*v).or_default().push(a);
+            by_var.entry(*v).or_default().push(k);
         }
     }
-    core.iter().any(|&start| {
-        // Per atom, its key variables not bound yet; an atom joins once that is none.
-        let mut missing: BTreeMap<usize, usize> = core.iter().map(|&a| (a, keys[a].len())).collect();
-        let mut bound: BTreeSet<VarId> = BTreeSet::new();
-        let mut joined = 1;
-        let mut ready: Vec<usize> = Vec::new();
-        let bind =
-            |a: usize, bound: &mut BTreeSet<VarId>, missing: &mut BTreeMap<usize, usize>, ready: &mut Vec<usize>| {
-                for v in &vars[a] {
-                    if bound.insert(*v) {
-                        for b in by_var.get(v).into_iter().flatten() {
-                            if let Some(m) = missing.get_mut(b) {
-                                *m -= 1;
-                                if *m == 0 {
-                                    ready.push(*b);
-                                }
-                            }
-                        }
+    let keyless: Vec<usize> = (0..n).filter(|&k| keys[core[k]].is_empty()).collect();
+    // Per atom, its key variables not bound yet (valid where `stamp` is the search's).
+    let mut missing = vec![0usize; n];
+    let mut stamp = vec![usize::MAX; n];
+    let mut joined_by = vec![usize::MAX; n];
+    let mut ever_joined = vec![false; n];
+    let mut bound: BTreeSet<VarId> = BTreeSet::new();
+    for start in 0..n {
+        if ever_joined[start] {
+            continue;
+        }
+        bound.clear();
+        let mut joined = 0;
+        let mut ready: Vec<usize> = keyless.clone();
+        ready.push(start);
+        ready.reverse();
+        while let Some(k) = ready.pop() {
+            if joined_by[k] == start {
+                continue;
+            }
+            joined_by[k] = start;
+            ever_joined[k] = true;
+            joined += 1;
+            for v in &vars[core[k]] {
+                if !bound.insert(*v) {
+                    continue;
+                }
+                for &b in by_var.get(v).into_iter().flatten() {
+                    if stamp[b] != start {
+                        stamp[b] = start;
+                        missing[b] = keys[core[b]].len();
+                    }
+                    missing[b] -= 1;
+                    if missing[b] == 0 {
+                        ready.push(b);
                     }
                 }
-            };
-        missing.remove(&start);
-        ready.extend(missing.iter().filter(|(_, m)| **m == 0).map(|(a, _)| *a));
-        bind(start, &mut bound, &mut missing, &mut ready);
-        while let Some(a) = ready.pop() {
-            if missing.remove(&a).is_some() {
-                joined += 1;
-                bind(a, &mut bound, &mut missing, &mut ready);
             }
         }
-        joined == core.len()
-    })
+        if joined == n {
+            return true;
+        }
+    }
+    false
 }
 
 /// The atoms that remain after GYO reduction of the body's hypergraph (one edge per atom,
@@ -1890,13 +2470,16 @@ fn cyclic_core(edges: &[BTreeSet<VarId>]) -> Vec<usize> {
             }
             holders.remove(&v);
         }
+        // An edge that shrank may now equal a smaller-indexed one: the edges holding one
+        // of its variables are candidates (each variable's holders added once).
+        let mut touched: BTreeSet<VarId> = BTreeSet::new();
         for &e in &shrunk {
             candidates.insert(e);
-            // An edge that shrank may now equal a smaller-indexed one.
-            for v in &edges[e] {
-                if let Some(h) = holders.get(v) {
-                    candidates.extend(h.iter().copied());
-                }
+            touched.extend(edges[e].iter().copied());
+        }
+        for v in &touched {
+            if let Some(h) = holders.get(v) {
+                candidates.extend(h.iter().copied());
             }
         }
         // Ears, in index order.
@@ -2091,6 +2674,181 @@ mod tests {
             agree[usize::from(want)] += 1;
         }
         assert!(agree[0] > 100 && agree[1] > 100, "{agree:?}");
+    }
+
+    /// The definition of the greedy join order that `JoinChoice` keeps up to date: among
+    /// the atoms left, connected ones first (sharing a variable with `cur`, linked to it
+    /// by a pending equality, without variables, or all when `cur` binds none), then the
+    /// smallest estimate, then the first.
+    fn choose_by_search(cx: &RuleCx, cur: &[VarId], rest: &[(usize, Unit)], alive: &[bool]) -> Option<usize> {
+        let bound: HashSet<VarId> = cur.iter().copied().collect();
+        let linked = |u: &Unit| {
+            cx.eqs
+                .iter()
+                .any(|(i, va, vb)| !cx.applied[*i] && link_side(&bound, &u.vars, va, vb).is_some())
+        };
+        let connected =
+            |u: &Unit| u.vars.is_empty() || cur.is_empty() || u.vars.iter().any(|v| bound.contains(v)) || linked(u);
+        (0..rest.len()).filter(|&p| alive[p]).min_by(|&a, &b| {
+            (!connected(&rest[a].1))
+                .cmp(&!connected(&rest[b].1))
+                .then(rest[a].1.est.total_cmp(&rest[b].1.est))
+        })
+    }
+
+    #[test]
+    fn join_choice_matches_the_search_on_random_bodies() {
+        let mut seed = 0x0bad_cafe_dead_beefu64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        let var = |v: u64| CExpr {
+            kind: CExprKind::Var(VarId(v as u32)),
+            ty: Type::Int32,
+        };
+        let mut linked_choices = 0;
+        for _ in 0..1500 {
+            let nv = 1 + next(9);
+            let atoms = 1 + next(8) as usize;
+            let mut body = Vec::new();
+            for _ in 0..atoms {
+                let args = (0..next(4)).map(|_| Term::Var(VarId(next(nv) as u32))).collect();
+                body.push(CoreLit::Atom {
+                    pred: PredId(0),
+                    args,
+                    span: Span::default(),
+                });
+            }
+            for _ in 0..next(4) {
+                // `a = b` or `a = b + c`.
+                let left = var(next(nv));
+                let right = if next(2) == 0 {
+                    var(next(nv))
+                } else {
+                    CExpr {
+                        kind: CExprKind::Arith(
+                            fox_sema::core::ArithOp::Add,
+                            Box::new(var(next(nv))),
+                            Box::new(var(next(nv))),
+                        ),
+                        ty: Type::Int32,
+                    }
+                };
+                body.push(CoreLit::Filter {
+                    cond: CExpr {
+                        kind: CExprKind::Cmp(CmpOp::Eq, Box::new(left), Box::new(right)),
+                        ty: Type::Bool,
+                    },
+                    span: Span::default(),
+                });
+            }
+            let rule = CoreRule {
+                head: PredId(0),
+                head_args: Vec::new(),
+                vars: (0..nv)
+                    .map(|i| fox_sema::core::VarInfo {
+                        name: format!("v{i}"),
+                        ty: Type::Int32,
+                        generated: false,
+                    })
+                    .collect(),
+                body,
+                aggs: None,
+                span: Span::default(),
+            };
+            let mut cx = RuleCx::new(&rule);
+            // Units: each atom's variables (some left out), with estimates that often tie.
+            let rest: Vec<(usize, Unit)> = (0..atoms)
+                .map(|i| {
+                    let vars: Vec<VarId> = cx.lit_vars[i].iter().copied().filter(|_| next(4) != 0).collect();
+                    let est = [1.0, 10.0, 10.0, 1e6][next(4) as usize];
+                    (
+                        i,
+                        Unit {
+                            temp: TempId(0),
+                            vars,
+                            est,
+                        },
+                    )
+                })
+                .collect();
+            let mut choice = JoinChoice::new(&cx, &rest);
+            let mut alive = vec![true; rest.len()];
+            let mut cur: Vec<VarId> = Vec::new();
+            loop {
+                let want = choose_by_search(&cx, &cur, &rest, &alive);
+                let got = choice.next(&cx, &cur);
+                assert_eq!(got, want, "{cur:?} {:?}", rule.body);
+                let Some(p) = got else { break };
+                alive[p] = false;
+                let connected_by_var = rest[p].1.vars.iter().any(|v| cur.contains(v));
+                if !cur.is_empty() && !connected_by_var && !rest[p].1.vars.is_empty() {
+                    linked_choices += 1;
+                }
+                // The partial result gains the atom's variables and loses some others; a
+                // pending equality may be applied.
+                for v in &rest[p].1.vars {
+                    if !cur.contains(v) {
+                        cur.push(*v);
+                    }
+                }
+                cur.retain(|_| next(5) != 0);
+                if next(3) == 0 {
+                    let i = atoms + next(rule.body.len() as u64 - atoms as u64 + 1) as usize;
+                    if i < rule.body.len() {
+                        cx.set_applied(i, true);
+                    }
+                }
+            }
+        }
+        assert!(linked_choices > 20, "{linked_choices}");
+    }
+
+    #[test]
+    fn implied_order_matches_the_closure_on_random_comparisons() {
+        let mut seed = 0x1234_5678_9abc_def1u64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        let mut checked = [0usize; 2];
+        for round in 0..4000 {
+            let nv = 2 + next(7);
+            let mut less: BTreeMap<(VarId, VarId), bool> = BTreeMap::new();
+            for _ in 0..1 + next(10) {
+                let (a, b) = (next(nv), next(nv));
+                // Half of the rounds order the variables, so that no strict comparison
+                // is on a cycle.
+                let (a, b) = if round % 2 == 0 { (a.min(b), a.max(b)) } else { (a, b) };
+                *less.entry((VarId(a as u32), VarId(b as u32))).or_default() |= next(2) == 0;
+            }
+            let pairs: BTreeSet<(VarId, VarId)> = (0..nv as u32)
+                .flat_map(|a| (0..nv as u32).map(move |b| (VarId(a), VarId(b))))
+                .filter(|(a, b)| a != b && !less.contains_key(&(*a, *b)))
+                .collect();
+            let closure = implied_by_closure(&less);
+            let want: Vec<((VarId, VarId), bool)> = pairs
+                .iter()
+                .filter_map(|p| closure.get(p).map(|&strict| (*p, strict)))
+                .collect();
+            assert_eq!(implied_order(&less, &pairs), want, "{less:?}");
+            checked[usize::from(want.iter().any(|w| w.1))] += 1;
+        }
+        assert!(checked[0] > 100 && checked[1] > 100, "{checked:?}");
+        // Above 64 comparisons, paths decide: a long chain implies its pairs two apart.
+        let n = 3000u32;
+        let less: BTreeMap<(VarId, VarId), bool> = (0..n).map(|i| ((VarId(i), VarId(i + 1)), i % 2 == 0)).collect();
+        let pairs: BTreeSet<(VarId, VarId)> = (0..n - 1)
+            .flat_map(|i| [(VarId(i), VarId(i + 2)), (VarId(i + 2), VarId(i))])
+            .collect();
+        let got = implied_order(&less, &pairs);
+        let want: Vec<((VarId, VarId), bool)> = (0..n - 1).map(|i| ((VarId(i), VarId(i + 2)), true)).collect();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -34,6 +34,21 @@ pub fn print_plan(plan: &RaPlan) -> String {
     out
 }
 
+/// One statement of `plan` as [`print_plan`] renders it, without the schema of the temp
+/// it defines.
+pub fn print_stmt(plan: &RaPlan, s: &Stmt) -> String {
+    let p = Printer { plan };
+    match s {
+        Stmt::Let { dst, op, .. } => format!("t{} = {}", dst.0, p.op(op)),
+        _ => p.stmt(s),
+    }
+}
+
+/// A block's terminator as [`print_plan`] renders it.
+pub fn print_term(plan: &RaPlan, t: &Terminator) -> String {
+    Printer { plan }.term(t)
+}
+
 struct Printer<'a> {
     plan: &'a RaPlan,
 }

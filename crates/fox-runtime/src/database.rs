@@ -152,6 +152,34 @@ pub fn used_input_columns(plan: &KernelPlan) -> Vec<Vec<bool>> {
     used
 }
 
+/// One entry per table of `wanted` (declarations with the columns to keep, of several
+/// programs), keeping the union of the columns each program keeps, in the order of the
+/// tables' names; an error when two programs declare a table differently.
+pub fn merge_wanted(
+    wanted: impl IntoIterator<Item = (InputRel, Vec<bool>)>,
+) -> Result<Vec<(InputRel, Vec<bool>)>, RuntimeError> {
+    let mut merged: BTreeMap<String, (InputRel, Vec<bool>)> = BTreeMap::new();
+    for (input, used) in wanted {
+        match merged.get_mut(&input.name) {
+            None => {
+                merged.insert(input.name.clone(), (input, used));
+            }
+            Some((first, w)) => {
+                if first.columns != input.columns || first.header != input.header {
+                    return Err(RuntimeError::Data {
+                        msg: format!(
+                            "two programs declare `{}` with different columns (or one reads a header, the other not); load them separately",
+                            input.name
+                        ),
+                    });
+                }
+                w.iter_mut().zip(used).for_each(|(a, b)| *a |= b);
+            }
+        }
+    }
+    Ok(merged.into_values().collect())
+}
+
 impl Database {
     /// Loads, from `source`, every input table of `plans` with the columns they read.
     pub fn load(
@@ -159,29 +187,12 @@ impl Database {
         plans: &[&KernelPlan],
         progress: &dyn LoadProgress,
     ) -> Result<Database, RuntimeError> {
-        // One declaration per table, and the union of the columns the plans read.
-        let mut wanted: BTreeMap<String, (InputRel, Vec<bool>)> = BTreeMap::new();
-        for plan in plans {
-            for (input, used) in plan.inputs.iter().zip(used_input_columns(plan)) {
-                match wanted.get_mut(&input.name) {
-                    None => {
-                        wanted.insert(input.name.clone(), (input.clone(), used));
-                    }
-                    Some((first, w)) => {
-                        if first.columns != input.columns || first.header != input.header {
-                            return Err(RuntimeError::Data {
-                                msg: format!(
-                                    "two programs declare `{}` with different columns (or one reads a header, the other not); load them separately",
-                                    input.name
-                                ),
-                            });
-                        }
-                        w.iter_mut().zip(used).for_each(|(a, b)| *a |= b);
-                    }
-                }
-            }
-        }
-        Database::load_tables(source, wanted.into_values().collect(), progress)
+        let wanted = merge_wanted(
+            plans
+                .iter()
+                .flat_map(|plan| plan.inputs.iter().cloned().zip(used_input_columns(plan))),
+        )?;
+        Database::load_tables(source, wanted, progress)
     }
 
     /// Loads, from `source`, the tables `wanted`: each with its declaration and the

@@ -15,10 +15,12 @@ mod composite;
 pub mod database;
 pub mod dict;
 pub mod graph;
+pub mod inputs;
 mod interp;
 pub mod load;
 pub mod outfile;
 pub mod output;
+pub mod stats;
 pub mod strings;
 pub mod tempfiles;
 pub mod tpch;
@@ -28,7 +30,8 @@ pub use cancel::CancelToken;
 pub use composite::launch_kernel;
 pub use database::{CancellableProgress, DataSource, Database, LoadProgress, NoProgress, Resident};
 pub use dict::Dictionary;
-pub use interp::{check_launch, run, run_resident};
+pub use inputs::LoadedInputs;
+pub use interp::{check_launch, run, run_loaded, run_resident};
 pub use outfile::{write_bytes, write_file, OutputFiles, WriteError};
 pub use output::{
     format_table, format_table_max, format_value, write_all, write_csv, write_csv_all, write_csv_to, Format,
@@ -124,6 +127,9 @@ pub struct RunStats {
     pub actual_peak_buffers: usize,
     /// The rounds of multi-round expansions (non-empty windows) the run took.
     pub rounds: u64,
+    /// Collecting the statistics of the inputs before the plan was made, when its driver
+    /// did (not part of `total`).
+    pub statistics: Option<Duration>,
 }
 
 /// Time spent in one instruction of the plan over the whole run.
@@ -256,6 +262,12 @@ pub fn format_stats(stats: &RunStats) -> String {
         ms(stats.output),
         ms(stats.total.saturating_sub(parts))
     ));
+    if let Some(t) = stats.statistics {
+        out.push_str(&format!(
+            "statistics of the inputs {:.3} ms (before planning, not in the total)\n",
+            ms(t)
+        ));
+    }
     // `device peak N bytes` is the form the command-line contract names; the size in
     // units follows for reading.
     out.push_str(&format!(

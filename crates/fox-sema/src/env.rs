@@ -53,6 +53,9 @@ pub(crate) struct Env {
     /// Names read by an `.input` directive without a declaration: that error has been
     /// reported once, so their uses are not reported again as unknown predicates.
     pub undeclared_inputs: std::collections::HashSet<String>,
+    /// The names of `preds[..n]` that are not auxiliary, for [`Env::suggest`]; extended
+    /// with the predicates added since when it is asked.
+    names: std::cell::RefCell<(usize, NameIndex)>,
 }
 
 impl Env {
@@ -67,16 +70,25 @@ impl Env {
         id
     }
 
-    /// The closest known predicate name, for "did you mean" hints.
+    /// The closest known predicate name, for "did you mean" hints: what [`closest`] picks
+    /// among the predicates that are not auxiliary.
     pub fn suggest(&self, name: &str) -> Option<String> {
-        closest(name, self.preds.iter().filter(|p| !p.aux).map(|p| p.name.as_str()))
+        let mut names = self.names.borrow_mut();
+        let (seen, index) = &mut *names;
+        for p in self.preds.get(*seen..).unwrap_or_default() {
+            if !p.aux {
+                index.insert(&p.name);
+            }
+        }
+        *seen = self.preds.len();
+        index.closest(name)
     }
 }
 
 /// The candidate closest to `name` by edit distance, if close enough to be a likely typo.
 pub(crate) fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<String> {
     let len = name.chars().count();
-    let limit = (len / 3).max(1);
+    let limit = typo_limit(len);
     candidates
         .filter(|c| *c != name)
         // A one-letter name is no useful suggestion for another one.
@@ -85,6 +97,97 @@ pub(crate) fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>)
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, c)| (*d, c.to_string()))
         .map(|(_, c)| c.to_string())
+}
+
+/// The largest edit distance at which a name of `len` characters is taken for a typo.
+fn typo_limit(len: usize) -> usize {
+    (len / 3).max(1)
+}
+
+/// A set of names as a trie, to find the names within [`closest`]'s distance of a name
+/// without comparing it with every one.
+#[derive(Debug, Default)]
+pub(crate) struct NameIndex {
+    /// Node 0 is the root.
+    nodes: Vec<TrieNode>,
+}
+
+/// A node of [`NameIndex`]: its children by character (sorted), and the name ending there.
+type TrieNode = (Vec<(char, usize)>, Option<String>);
+
+impl NameIndex {
+    pub fn insert(&mut self, name: &str) {
+        if self.nodes.is_empty() {
+            self.nodes.push((Vec::new(), None));
+        }
+        let mut at = 0;
+        for ch in name.chars() {
+            at = match self.nodes[at].0.binary_search_by_key(&ch, |c| c.0) {
+                Ok(k) => self.nodes[at].0[k].1,
+                Err(k) => {
+                    let id = self.nodes.len();
+                    self.nodes.push((Vec::new(), None));
+                    self.nodes[at].0.insert(k, (ch, id));
+                    id
+                }
+            };
+        }
+        self.nodes[at].1 = Some(name.to_string());
+    }
+
+    /// What [`closest`] picks among the names, without comparing `name` with every one.
+    ///
+    /// The distance is at least `max(|a|, |b|) - LCS(a, b)`: each edit touches at most one
+    /// character of either side, and the characters no edit touches are a common
+    /// subsequence. So a name with prefix `p` is at least `min over i of max(i, |p|) -
+    /// LCS(name[..i], p)` away (its rest adds at most as much to the common subsequence as
+    /// to its length). The walk down the trie keeps the row of `LCS(name[..i], p)` and
+    /// visits prefixes in increasing order of that bound, computing the distance of the
+    /// names it meets, until the bound exceeds the best distance found (or the limit).
+    pub fn closest(&self, name: &str) -> Option<String> {
+        use std::cmp::Reverse;
+        let q: Vec<char> = name.chars().collect();
+        let limit = typo_limit(q.len());
+        if self.nodes.is_empty() {
+            return None;
+        }
+        let bound = |row: &[usize], depth: usize| (0..row.len()).map(|i| i.max(depth) - row[i]).min().unwrap_or(0);
+        let mut best: Option<(usize, String)> = None;
+        let mut heap = std::collections::BinaryHeap::new();
+        heap.push(Reverse((0, 0, 0, vec![0; q.len() + 1])));
+        while let Some(Reverse((lb, node, depth, row))) = heap.pop() {
+            let worst = best.as_ref().map_or(limit, |b| b.0);
+            if lb > worst {
+                break;
+            }
+            if let Some(c) = &self.nodes[node].1 {
+                // The bound of this name itself.
+                let own = q.len().max(depth) - row[q.len()];
+                if own <= worst && c != name && (q.len() > 1 || depth > 1) {
+                    let d = strsim::damerau_levenshtein(name, c);
+                    if d <= limit && best.as_ref().is_none_or(|(bd, b)| (d, c) < (*bd, b)) {
+                        best = Some((d, c.clone()));
+                    }
+                }
+            }
+            let worst = best.as_ref().map_or(limit, |b| b.0);
+            for &(ch, child) in &self.nodes[node].0 {
+                let mut next = vec![0; q.len() + 1];
+                for i in 1..=q.len() {
+                    next[i] = if q[i - 1] == ch {
+                        row[i - 1] + 1
+                    } else {
+                        next[i - 1].max(row[i])
+                    };
+                }
+                let b = bound(&next, depth + 1);
+                if b <= worst {
+                    heap.push(Reverse((b, child, depth + 1, next)));
+                }
+            }
+        }
+        best.map(|(_, c)| c)
+    }
 }
 
 /// How a built-in name is used.
@@ -174,4 +277,43 @@ pub(crate) fn type_name_error(name: &Ident) -> Option<Diagnostic> {
         .with_label("a type name")
         .with_help("choose another name")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_name_index_picks_what_comparing_with_every_name_picks() {
+        let mut seed = 0x51_7cc1_b727_220au64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        let word = |next: &mut dyn FnMut(u64) -> u64| -> String {
+            let len = next(10);
+            (0..len).map(|_| ['a', 'b', 'c', 'd', 'é'][next(5) as usize]).collect()
+        };
+        let mut found = 0;
+        for _ in 0..6 {
+            let names: Vec<String> = (0..120).map(|_| word(&mut next)).collect();
+            let mut index = NameIndex::default();
+            names.iter().for_each(|n| index.insert(n));
+            for _ in 0..120 {
+                let q = word(&mut next);
+                let want = closest(&q, names.iter().map(String::as_str));
+                assert_eq!(index.closest(&q), want, "{q}");
+                let env = Env::default();
+                for n in &names {
+                    env.names.borrow_mut().1.insert(n);
+                }
+                env.names.borrow_mut().0 = 0;
+                assert_eq!(env.suggest(&q), want);
+                found += usize::from(want.is_some());
+            }
+        }
+        assert!(found > 300, "{found}");
+    }
 }

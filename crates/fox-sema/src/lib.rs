@@ -259,8 +259,12 @@ impl Checker {
         let mut types: Vec<Option<ast::Span>> = vec![None; columns.len()];
         let mut tys = vec![None; columns.len()];
         let mut ok = true;
+        // Each column name's first column.
+        let mut index: HashMap<&str, usize> = HashMap::with_capacity(columns.len());
         for (i, c) in columns.iter().enumerate() {
-            if let Some(first) = columns[..i].iter().find(|p| p.name == c.name) {
+            let first = *index.entry(c.name.as_str()).or_insert(i);
+            if first != i {
+                let first = &columns[first];
                 self.error(
                     Diagnostic::error(
                         format!("column `{}` appears twice in `{}`", c.name, d.pred.name),
@@ -273,7 +277,7 @@ impl Checker {
             }
         }
         for ta in &d.types {
-            let Some(i) = columns.iter().position(|c| c.name == ta.var.name) else {
+            let Some(&i) = index.get(ta.var.name.as_str()) else {
                 let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
                 self.error(
                     Diagnostic::error(
@@ -423,9 +427,14 @@ impl Checker {
         let mut key = Vec::new();
         if let Some((cols, _)) = &i.key {
             let columns = self.env.preds[id].columns.clone();
+            let mut index: HashMap<&str, usize> = HashMap::with_capacity(columns.len());
+            for (k, n) in columns.iter().enumerate().rev() {
+                index.insert(n.as_str(), k);
+            }
+            let mut in_key = HashSet::new();
             for c in cols {
-                match columns.iter().position(|n| *n == c.name) {
-                    Some(k) if key.contains(&k) => {
+                match index.get(c.name.as_str()).copied() {
+                    Some(k) if !in_key.insert(k) => {
                         self.error(
                             Diagnostic::error(format!("column `{}` is named twice in the key", c.name), c.span)
                                 .with_label("named again here"),
@@ -587,13 +596,13 @@ impl Checker {
             HeadKind::Functional { keys, .. } => Some(keys.len()),
             HeadKind::Relational(_) => None,
         };
+        // A column is named by its variable where that variable occurs first.
+        let mut seen: HashSet<&str> = HashSet::new();
         let names: Vec<String> = args
             .iter()
             .enumerate()
             .map(|(i, e)| match &e.kind {
-                ExprKind::Var(v) if args[..i].iter().all(|p| !matches!(&p.kind, ExprKind::Var(w) if w == v)) => {
-                    v.clone()
-                }
+                ExprKind::Var(v) if seen.insert(v.as_str()) => v.clone(),
                 _ => format!("c{i}"),
             })
             .collect();

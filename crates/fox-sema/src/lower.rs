@@ -14,7 +14,7 @@ use crate::types::{
 };
 use fox_syntax::ast::{self, AggBinding, Atom, BinOp, Expr, ExprKind, Ident, Lit, Span};
 use fox_syntax::diag::Diagnostic;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum DepKind {
@@ -122,7 +122,20 @@ struct Lower<'e> {
     vars: Vec<LVar>,
     names: HashMap<String, usize>,
     body: Vec<CoreLit>,
+    /// Literals that wait for their variables, not yet taken in by `drain`.
     pending: Vec<Pending>,
+    /// The waiting literals `drain` took in, by arrival (the order they are emitted in).
+    queue: BTreeMap<u64, Pending>,
+    next_arrival: u64,
+    /// Per variable name: the arrivals of the queued literals that read it (literals
+    /// emitted since are dropped lazily).
+    queued_by_var: HashMap<String, Vec<u64>>,
+    /// The queued literals whose readiness is not `Ready::No`: it stays so as variables
+    /// are bound (a variable to assign that gets bound makes the comparison a test).
+    ready: BTreeSet<u64>,
+    /// The variables in the order they were bound, and how many of them `drain` has seen.
+    bound_log: Vec<usize>,
+    bound_seen: usize,
     deps: Vec<Dep>,
     /// Variables that some positive atom binds: never the target of an assignment.
     atom_bound: HashSet<String>,
@@ -144,6 +157,12 @@ pub(crate) fn lower_rule(env: &Env, rule: &FlatRule, head_types: &[Option<Type>]
         names: HashMap::new(),
         body: Vec::new(),
         pending: Vec::new(),
+        queue: BTreeMap::new(),
+        next_arrival: 0,
+        queued_by_var: HashMap::new(),
+        ready: BTreeSet::new(),
+        bound_log: Vec::new(),
+        bound_seen: 0,
         deps: Vec::new(),
         atom_bound: HashSet::new(),
         unsafe_reported: HashSet::new(),
@@ -267,6 +286,9 @@ impl Lower<'_> {
     fn new_var(&mut self, name: String, ty: Option<Type>, generated: bool, bound: bool, span: Span) -> usize {
         let id = self.vars.len();
         self.names.insert(name.clone(), id);
+        if bound {
+            self.bound_log.push(id);
+        }
         self.vars.push(LVar {
             name,
             ty,
@@ -288,6 +310,14 @@ impl Lower<'_> {
         match self.names.get(name) {
             Some(&v) => v,
             None => self.new_var(name.to_string(), None, false, false, span),
+        }
+    }
+
+    /// Marks variable `v` bound.
+    fn bind(&mut self, v: usize) {
+        if !self.vars[v].bound {
+            self.vars[v].bound = true;
+            self.bound_log.push(v);
         }
     }
 
@@ -351,7 +381,8 @@ impl Lower<'_> {
             self.drain();
         }
         self.drain();
-        for p in std::mem::take(&mut self.pending) {
+        let left: Vec<Pending> = std::mem::take(&mut self.queue).into_values().collect();
+        for p in left.into_iter().chain(std::mem::take(&mut self.pending)) {
             self.report_unsafe(&p);
         }
 
@@ -667,7 +698,7 @@ impl Lower<'_> {
         args.iter().for_each(|e| expr_vars(e, &mut vs));
         for (name, span) in vs {
             let v = self.named_var(name, span);
-            self.vars[v].bound = true;
+            self.bind(v);
         }
     }
 
@@ -701,7 +732,7 @@ impl Lower<'_> {
                     },
                     found => {
                         let v = found.unwrap_or_else(|| self.new_var(name.clone(), None, false, false, e.span));
-                        self.vars[v].bound = true;
+                        self.bind(v);
                         self.vars[v].ty = ct;
                         if ct.is_none() {
                             self.unknown = true;
@@ -758,26 +789,84 @@ impl Lower<'_> {
 
     /// Emits the pending literals that are ready, in order, each seeing what the ones
     /// before it bound; repeats while any was emitted. A pass keeps the others in order.
+    ///
+    /// The literals wait in `queue` by arrival; a pass goes through the ready ones in
+    /// that order, from the one after the last emitted, and a literal that becomes ready
+    /// behind that point waits for the next pass. A literal's readiness changes only when
+    /// one of its variables is bound, so it is looked at when it arrives and when one of
+    /// its variables is bound: the work is proportional to the literals' variables.
     fn drain(&mut self) {
         loop {
+            self.admit();
+            self.note_bound();
             let mut progressed = false;
-            let pending = std::mem::take(&mut self.pending);
-            let mut kept = Vec::with_capacity(pending.len());
-            for p in pending {
+            let mut from = 0;
+            while let Some(&a) = self.ready.range(from..).next() {
+                self.ready.remove(&a);
+                from = a + 1;
+                let Some(p) = self.queue.remove(&a) else {
+                    continue;
+                };
                 let r = self.readiness(&p);
                 if matches!(r, Ready::No) {
-                    kept.push(p);
-                } else {
-                    self.emit(p, r);
-                    progressed = true;
+                    self.queue.insert(a, p);
+                    continue;
                 }
+                self.emit(p, r);
+                progressed = true;
+                self.note_bound();
             }
-            // `emit` adds no pending literal; keep any it did add after the others.
-            kept.append(&mut self.pending);
-            self.pending = kept;
             if !progressed {
                 break;
             }
+        }
+    }
+
+    /// Takes the literals of `pending` into the queue, after those there.
+    fn admit(&mut self) {
+        for p in std::mem::take(&mut self.pending) {
+            let a = self.next_arrival;
+            self.next_arrival += 1;
+            let mut vs = Vec::new();
+            Self::pending_vars(&p, &mut vs);
+            let mut names: Vec<&str> = vs.into_iter().map(|(n, _)| n).collect();
+            names.sort_unstable();
+            names.dedup();
+            for n in names {
+                match self.queued_by_var.get_mut(n) {
+                    Some(list) => list.push(a),
+                    None => {
+                        self.queued_by_var.insert(n.to_string(), vec![a]);
+                    }
+                }
+            }
+            if !matches!(self.readiness(&p), Ready::No) {
+                self.ready.insert(a);
+            }
+            self.queue.insert(a, p);
+        }
+    }
+
+    /// Looks again at the queued literals that read a variable bound since the last call.
+    fn note_bound(&mut self) {
+        while self.bound_seen < self.bound_log.len() {
+            let v = self.bound_log[self.bound_seen];
+            self.bound_seen += 1;
+            let Some(mut list) = self.queued_by_var.remove(&self.vars[v].name) else {
+                continue;
+            };
+            list.retain(|a| self.queue.contains_key(a));
+            for &a in &list {
+                if !self.ready.contains(&a)
+                    && self
+                        .queue
+                        .get(&a)
+                        .is_some_and(|p| !matches!(self.readiness(p), Ready::No))
+                {
+                    self.ready.insert(a);
+                }
+            }
+            self.queued_by_var.insert(self.vars[v].name.clone(), list);
         }
     }
 
@@ -914,7 +1003,7 @@ impl Lower<'_> {
         };
         let v = self.named_var(name, target.span);
         let r = self.ty_expr(e, None);
-        self.vars[v].bound = true;
+        self.bind(v);
         match r {
             Ok(c) => {
                 self.vars[v].ty = Some(c.ty);

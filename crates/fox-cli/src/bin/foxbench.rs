@@ -1064,13 +1064,15 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
         anyhow::bail!("--check-sf1 compares with the answers at scale factor 1: use --sf 1");
     }
     let mut backend = Dev::open(a.backend)?.into_backend();
-    let plans = t::compile_queries(&a.dir, &queries)?;
+    let programs = t::compile_programs(&a.dir, &queries)?;
     let (source, scale) = match (&a.data, a.sf) {
         (Some(d), _) => (fox_runtime::DataSource::Files(d.clone()), d.display().to_string()),
         (None, Some(sf)) => (fox_runtime::DataSource::Tpch(sf), format!("{sf}")),
         (None, None) => anyhow::bail!("give --sf SF or --data DIR"),
     };
-    let db = t::load(&source, &plans, progress)?;
+    // The queries are planned once the data is loaded, with its statistics.
+    let db = t::load_programs(&source, &programs, progress)?;
+    let plans = t::plan_programs(programs, &fox_runtime::stats::of_database(&db))?;
     let rows: usize = db.tables().map(|t| t.rows).sum();
     eprintln!(
         "foxbench: TPC-H {} ({} in {}) loaded in {:.1} s; {}, {} per query",

@@ -44,15 +44,31 @@ enum Command {
     /// Without -o and --emit the plan goes to standard output.
     Compile {
         /// The .logic files of the program (several files make one program).
-        #[arg(required = true, value_name = "FILE")]
+        #[arg(required_unless_present = "list_passes", value_name = "FILE")]
         files: Vec<PathBuf>,
+        /// List the physical passes in the order they run, each with what it decides, and
+        /// exit.
+        #[arg(long, exclusive = true)]
+        list_passes: bool,
+        /// Leave out a physical pass (see --list-passes); may be repeated. The plan stays
+        /// correct: each annotation a pass sets has a default (no fusion, no rounds, the
+        /// general algorithm) that the translation to kernels follows.
+        #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(fox_phys::pass_names()))]
+        disable_pass: Vec<String>,
+        /// Run the physical passes up to this one and stop; with `--emit physical`, shows
+        /// the plan as that pass left it.
+        #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(fox_phys::pass_names()))]
+        after_pass: Option<String>,
         /// Write the plan to this file: a regular file is replaced whole or not at all (a
         /// symbolic link is followed and kept), a device or FIFO is written into.
         #[arg(short, long, value_name = "PLAN.ron")]
         output: Option<PathBuf>,
         /// Print a stage of the pipeline to standard output instead of the plan:
         /// ast (the syntax tree), core (the typed, stratified core clauses), ra (the
-        /// relational plan), kernels (the kernel plan with its frees), dot (the kernel
+        /// relational plan), physical (the relational plan with each operator's
+        /// algorithm, estimated rows and placement, as the physical passes set them; no
+        /// data is read, so inputs are estimated at 1,000,000 rows), kernels (the kernel
+        /// plan with its frees), dot (the kernel
         /// CFG for graphviz: `foxc compile q.logic --emit dot | dot -Tsvg > q.svg`).
         #[arg(long, value_enum, value_name = "STAGE")]
         emit: Option<Emit>,
@@ -71,6 +87,7 @@ enum Emit {
     Ast,
     Core,
     Ra,
+    Physical,
     Kernels,
     Dot,
 }
@@ -85,7 +102,21 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Check { files, each } => cmd_check(&files, each, color),
-        Command::Compile { files, output, emit } => cmd_compile(&files, output.as_deref(), emit, color),
+        Command::Compile { list_passes: true, .. } => list_passes(),
+        Command::Compile {
+            files,
+            output,
+            emit,
+            disable_pass,
+            after_pass,
+            ..
+        } => {
+            let passes = fox_phys::Options {
+                disabled: disable_pass,
+                stop_after: after_pass,
+            };
+            cmd_compile(&files, output.as_deref(), emit, &passes, color)
+        }
     };
     match result {
         Ok(code) => code,
@@ -130,7 +161,24 @@ fn cmd_check(files: &[PathBuf], each: bool, color: bool) -> anyhow::Result<ExitC
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-fn cmd_compile(paths: &[PathBuf], output: Option<&Path>, emit: Option<Emit>, color: bool) -> anyhow::Result<ExitCode> {
+/// Prints the physical passes in order, each with what it decides.
+fn list_passes() -> anyhow::Result<ExitCode> {
+    let width = fox_phys::pass_names().iter().map(|n| n.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (i, p) in fox_phys::PASSES.iter().enumerate() {
+        out.push_str(&format!("{:>2}. {:<width$}  {}\n", i + 1, p.name(), p.decides()));
+    }
+    write_stdout(&out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_compile(
+    paths: &[PathBuf],
+    output: Option<&Path>,
+    emit: Option<Emit>,
+    passes: &fox_phys::Options,
+    color: bool,
+) -> anyhow::Result<ExitCode> {
     let checked = check_files(paths)?;
     report(&checked, color);
     let errors = checked.error_count();
@@ -159,13 +207,19 @@ fn cmd_compile(paths: &[PathBuf], output: Option<&Path>, emit: Option<Emit>, col
         write_stdout(&fox_ra::print_plan(&plan))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut kernels =
-        fox_kernel::lower(&plan).map_err(|e| anyhow::anyhow!("{name}: cannot lower the plan to kernels: {e}"))?;
+    let phys = fox_phys::run(plan, &fox_phys::Statistics::none(), passes)
+        .map_err(|e| anyhow::anyhow!("{name}: physical planning failed: {e}"))?;
+    if emit == Some(Emit::Physical) {
+        write_stdout(&fox_phys::print_physical(&phys))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut kernels = fox_kernel::lower_physical(&phys)
+        .map_err(|e| anyhow::anyhow!("{name}: cannot lower the plan to kernels: {e}"))?;
     kernels.sources = plan_sources(&checked.map);
     match emit {
         Some(Emit::Kernels) => write_stdout(&fox_kernel::print_kernels(&kernels))?,
         Some(Emit::Dot) => write_stdout(&fox_kernel::to_dot(&kernels))?,
-        Some(Emit::Ast | Emit::Core | Emit::Ra) => unreachable!("handled above"),
+        Some(Emit::Ast | Emit::Core | Emit::Ra | Emit::Physical) => unreachable!("handled above"),
         None if output.is_none() => write_stdout(&fox_kernel::to_ron(&kernels))?,
         None => {}
     }

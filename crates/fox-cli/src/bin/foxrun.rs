@@ -4,14 +4,16 @@
 use clap::{Parser, ValueEnum};
 use fox_cli::progress::{RunProgress, Spinner};
 use fox_cli::{load_plan_files, parse_scale_factor, Bars};
+use fox_kernel::InputRel;
 use fox_runtime::{
-    format_stats, run, Backend, CancelToken, CancellableProgress, DataSource, Database, Format, OutputTable,
-    RunOptions, RuntimeError,
+    format_stats, run, run_loaded, Backend, CancelToken, CancellableProgress, DataSource, Database, Format,
+    LoadedInputs, OutputTable, RunOptions, RuntimeError,
 };
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Instant;
 
 fox_cli::check_stdout_at_start!();
 fox_cli::exit_on_out_of_memory!("foxrun");
@@ -93,6 +95,13 @@ struct Cli {
     /// device's). Levels of multi-way joins that would expand beyond it run in rounds.
     #[arg(long, value_name = "SIZE", value_parser = fox_cli::parse_memory_size)]
     memory_limit: Option<u64>,
+    /// Print the statistics of the program's inputs on standard output instead of running
+    /// it: per input relation its rows, and per column its type, its number of distinct
+    /// values (exact up to 256, estimated beyond), its least and greatest values and
+    /// whether the rows are in ascending order of it as loaded (`not read` for a column the
+    /// program does not read, which is not loaded).
+    #[arg(long, conflicts_with_all = ["out", "format"])]
+    stats: bool,
     /// Colour diagnostics: auto (when standard error is a terminal), always, never.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     color: ColorChoice,
@@ -196,9 +205,6 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         var_order: cli.var_order.clone(),
         ..fox_ra::PlanOptions::default()
     };
-    let Some(plan) = load_plan_files(&cli.files, color, "foxrun", &options)? else {
-        return Ok(ExitCode::from(1));
-    };
     let source = match (cli.tpch, &cli.graph) {
         (Some(sf), _) => Some((DataSource::Tpch(sf), format!("TPC-H SF {sf}"))),
         (None, Some(g)) => {
@@ -212,33 +218,97 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         (None, None) => None,
     };
     let progress = fox_cli::progress::wanted(cli.no_progress);
-    let database = match source {
-        Some((source, what)) => {
-            let bars = Bars::enabled(progress);
-            let progress = CancellableProgress {
-                progress: &bars,
-                cancel,
-            };
-            let db = Database::load(&source, &[&plan], &progress).map_err(run_error)?;
-            if cli.timing {
-                eprintln!("loaded {what} in {:.1} s", db.load_time.as_secs_f64());
-            }
-            Some(std::sync::Arc::new(db))
-        }
-        None => None,
+    // The spinner of the run, which also tells of the input files read; generated data
+    // draws its own bars, so the spinner starts once it is loaded.
+    let spinner = |on: bool| {
+        Arc::new(RunProgress {
+            spinner: Spinner::new(on, "running"),
+        })
     };
-    let observer = Arc::new(RunProgress {
-        spinner: Spinner::new(progress, "running"),
-    });
-    let opts = RunOptions {
+    let mut observer = spinner(progress && source.is_none());
+    let watch = |o: &Arc<RunProgress>| progress.then(|| o.clone() as Arc<dyn fox_runtime::RunObserver>);
+    let is_plan = cli.files.iter().any(|f| f.extension().is_some_and(|e| e == "ron"));
+    // A program is planned after its inputs are loaded, with their statistics; a compiled
+    // plan reads its inputs as it runs (or from the data generated for it).
+    let (plan, data, statistics) = if is_plan && !cli.stats {
+        let Some(plan) = load_plan_files(&cli.files, color, "foxrun", &options)? else {
+            return Ok(ExitCode::from(1));
+        };
+        let data = match &source {
+            Some((source, what)) => Data::Database(load_database(cli, cancel, progress, what, &|p| {
+                Database::load(source, &[&plan], p)
+            })?),
+            None => Data::Later,
+        };
+        (plan, data, None)
+    } else {
+        let (program, wanted) = if is_plan {
+            let Some(plan) = load_plan_files(&cli.files, color, "foxrun", &options)? else {
+                return Ok(ExitCode::from(1));
+            };
+            let wanted: Vec<(InputRel, Vec<bool>)> = plan
+                .inputs
+                .iter()
+                .cloned()
+                .zip(fox_runtime::database::used_input_columns(&plan))
+                .collect();
+            (Program::Plan(plan), wanted)
+        } else {
+            let Some(program) = fox_cli::compile_program(&cli.files, color, "foxrun", &options)? else {
+                return Ok(ExitCode::from(1));
+            };
+            let wanted = program.inputs();
+            (Program::Compiled(program), wanted)
+        };
+        let data = match &source {
+            Some((source, what)) => Data::Database(load_database(cli, cancel, progress, what, &|p| {
+                fox_runtime::database::merge_wanted(wanted.clone()).and_then(|w| Database::load_tables(source, w, p))
+            })?),
+            None => {
+                let dir = cli.data.clone().unwrap_or_default();
+                let inputs = LoadedInputs::load(&dir, &wanted, watch(&observer).as_deref(), Some(cancel));
+                observer.spinner.set("running");
+                Data::Files(inputs.map_err(run_error)?)
+            }
+        };
+        let started = Instant::now();
+        let stats = match &data {
+            Data::Files(inputs) => inputs.statistics(),
+            Data::Database(db) => fox_runtime::stats::of_database(db),
+            Data::Later => fox_phys::Statistics::none(),
+        };
+        let took = started.elapsed();
+        if cli.stats {
+            observer.spinner.finish();
+            let inputs: Vec<InputRel> = wanted.into_iter().map(|(i, _)| i).collect();
+            fox_cli::stdout::print(&fox_runtime::stats::format_statistics(&stats, &inputs))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        let plan = match program {
+            Program::Plan(plan) => plan,
+            Program::Compiled(program) => program.kernel_plan(&stats)?,
+        };
+        (plan, data, Some(took))
+    };
+    if source.is_some() {
+        observer = spinner(progress);
+    }
+    let mut opts = RunOptions {
         data_dir: cli.data.clone(),
         timing: cli.timing,
-        database,
+        database: None,
         memory_limit: cli.memory_limit,
-        observer: progress.then(|| observer.clone() as Arc<dyn fox_runtime::RunObserver>),
+        observer: watch(&observer),
         cancel: Some(cancel.clone()),
     };
-    let result = run(&plan, backend.as_mut(), &opts);
+    let result = match data {
+        Data::Files(inputs) => run_loaded(&plan, backend.as_mut(), &opts, inputs),
+        Data::Database(db) => {
+            opts.database = Some(db);
+            run(&plan, backend.as_mut(), &opts)
+        }
+        Data::Later => run(&plan, backend.as_mut(), &opts),
+    };
     observer.spinner.finish();
     let result = match result {
         Ok(r) => r,
@@ -255,7 +325,9 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
     // removing the temporary files, so that no result is written in part.
     fox_cli::interrupt::install(cancel, Some(fox_cli::interrupt::count() + 1));
     if cli.timing {
-        eprint!("{}", format_stats(&result.stats));
+        let mut stats = result.stats.clone();
+        stats.statistics = statistics;
+        eprint!("{}", format_stats(&stats));
     }
     let file_format = |f: FormatChoice| match f {
         FormatChoice::Table | FormatChoice::Csv => Format::Csv,
@@ -291,6 +363,43 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What runs: a compiled plan, or a program planned once its data is loaded.
+enum Program {
+    Plan(fox_kernel::KernelPlan),
+    Compiled(fox_cli::Compiled),
+}
+
+/// Where a run's inputs come from.
+enum Data {
+    /// Read by the run itself (a compiled plan, from files).
+    Later,
+    /// Read from files before planning.
+    Files(LoadedInputs),
+    /// Generated (or read) into a database before planning.
+    Database(Arc<Database>),
+}
+
+/// The database `load` makes of `what` (generated data), with progress bars; `--timing`
+/// reports the time it took.
+fn load_database(
+    cli: &Cli,
+    cancel: &CancelToken,
+    progress: bool,
+    what: &str,
+    load: &dyn Fn(&dyn fox_runtime::LoadProgress) -> Result<Database, RuntimeError>,
+) -> anyhow::Result<Arc<Database>> {
+    let bars = Bars::enabled(progress);
+    let progress = CancellableProgress {
+        progress: &bars,
+        cancel,
+    };
+    let db = load(&progress).map_err(run_error)?;
+    if cli.timing {
+        eprintln!("loaded {what} in {:.1} s", db.load_time.as_secs_f64());
+    }
+    Ok(Arc::new(db))
 }
 
 /// A run's error, kept as it is when the run was cancelled (`main` tells it apart).

@@ -897,3 +897,141 @@ fn a_sum_of_integers_into_a_decimal_column() {
     assert_eq!(std::fs::read_to_string(out.join("t.csv")).unwrap(), "s\n6.00\n");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--stats` does what its help says: per input relation its rows, and per column its
+/// type, distinct values, least and greatest values by value and whether it is sorted as
+/// loaded, `not read` for a column the program does not read; the program does not run.
+#[test]
+fn stats_prints_the_statistics_of_the_inputs_instead_of_running() {
+    let dir = temp_dir("stats");
+    std::fs::write(
+        dir.join("sale.csv"),
+        "3,banana,2024-02-29,-1.50,x\n1,apple,1999-12-31,10.25,y\n2,cherry,2024-02-29,-1.50,z\n2,apple,2000-01-01,0.05,w\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("visit.csv"), "1\n2\n2\n7\n").unwrap();
+    std::fs::write(dir.join("none.csv"), "").unwrap();
+    let program = dir.join("q.logic");
+    std::fs::write(
+        &program,
+        "sale(id, item, on, price, note) -> int32(id), string(item), date(on), decimal(price), string(note).\n\
+         .input sale.\n\
+         visit(d) -> int64(d).\n.input visit.\n\
+         none(n) -> float64(n).\n.input none.\n\
+         cheap(item, on) <- sale(_, item, on, price, _), price < 1.\n\
+         late(d) <- visit(d), none(n), n < 0.0.\n\
+         .output cheap.\n.output late.\n",
+    )
+    .unwrap();
+    let (p, d) = (program.display().to_string(), dir.display().to_string());
+    let o = foxrun(&[&p, "--data", &d, "--backend", "cpu", "--stats"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "sale: 4 rows\n  \
+         column  type        distinct  min         max         sorted\n  \
+         id      int32       not read  -           -           -\n  \
+         item    string             3  \"apple\"     \"cherry\"    no\n  \
+         on      date               3  1999-12-31  2024-02-29  no\n  \
+         price   decimal(2)         3  -1.50       10.25       no\n  \
+         note    string      not read  -           -           -\n\
+         \n\
+         visit: 4 rows\n  \
+         column  type   distinct  min  max  sorted\n  \
+         d       int64         3  1    7    yes\n\
+         \n\
+         none: 0 rows\n  \
+         column  type     distinct  min  max  sorted\n  \
+         n       float64         0  -    -    yes\n"
+    );
+    // No results: the program did not run.
+    assert!(!stdout(&o).contains("cheap"));
+    // A bad row is the loader's error, as in a run.
+    std::fs::write(dir.join("visit.csv"), "1\nx\n").unwrap();
+    let o = foxrun(&[&p, "--data", &d, "--backend", "cpu", "--stats"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("visit.csv:2:"), "{}", stderr(&o));
+    // Generated data too: a generated graph is sorted on its first column.
+    let o = foxrun(&[
+        "queries/triangle.logic",
+        "--graph",
+        "gnm:6:15:1",
+        "--backend",
+        "cpu",
+        "--stats",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "edge: 30 rows\n  \
+         column  type   distinct  min  max  sorted\n  \
+         x       int32         6  0    5    yes\n  \
+         y       int32         6  0    5    no\n"
+    );
+    let help = stdout(&foxrun(&["--help"]));
+    assert!(help.contains("--stats"), "{help}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A program's run on files reads its inputs before planning, and gives the results of
+/// its compiled plan run on its own (which reads them as it runs), with string constants
+/// the data lacks, and has, ordered among the data's strings; `--timing` shows the
+/// statistics' time on its own line, outside the total.
+#[test]
+fn programs_load_before_planning_with_the_same_results() {
+    let dir = temp_dir("load-first");
+    std::fs::write(
+        dir.join("item.csv"),
+        "1,brass widget,STANDARD BRASS\n2,steel bolt,PROMO STEEL\n3,copper pipe,PROMO BRASS\n4,zinc,ABC\n5,\"a, b\",Mz\n",
+    )
+    .unwrap();
+    let program = dir.join("q.logic");
+    std::fs::write(
+        &program,
+        "item(id, name, kind) -> int32(id), string(name), string(kind).\n.input item.\n\
+         after(id, k) <- item(id, _, k), k > \"M\", k < \"PROMO STEEL\".\n\
+         brass(id) <- item(id, _, k), like(k, \"%BRASS\").\n\
+         label(id, l) <- item(id, n, k), l = concat(k, n).\n\
+         first[] = m <- agg<<m = min(k)>> item(_, _, k).\n\
+         .output after.\n.output brass.\n.output label.\n.output first.\n",
+    )
+    .unwrap();
+    let plan = dir.join("q.ron");
+    let c = Command::new(env!("CARGO_BIN_EXE_foxc"))
+        .arg("compile")
+        .arg(&program)
+        .arg("-o")
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_eq!(c.status.code(), Some(0), "{}", stderr(&c));
+    let (p, d, r) = (
+        program.display().to_string(),
+        dir.display().to_string(),
+        plan.display().to_string(),
+    );
+    let args = ["--data", d.as_str(), "--backend", "cpu", "--max-rows", "all"];
+    let from_program = foxrun(&[&[p.as_str(), "--timing"], &args[..]].concat());
+    let from_plan = foxrun(&[&[r.as_str(), "--timing"], &args[..]].concat());
+    assert_eq!(from_program.status.code(), Some(0), "{}", stderr(&from_program));
+    assert_eq!(from_plan.status.code(), Some(0), "{}", stderr(&from_plan));
+    assert_eq!(stdout(&from_program), stdout(&from_plan));
+    assert!(
+        stdout(&from_program).starts_with("after\nid | k\n---+------------\n 3 | PROMO BRASS\n 5 | Mz\n2 rows\n"),
+        "{}",
+        stdout(&from_program)
+    );
+    let e = stderr(&from_program);
+    let line = e
+        .lines()
+        .find(|l| l.starts_with("statistics of the inputs "))
+        .unwrap_or_else(|| panic!("{e}"));
+    assert!(line.ends_with(" ms (before planning, not in the total)"), "{line}");
+    // A compiled plan collects no statistics.
+    assert!(
+        !stderr(&from_plan).contains("statistics of the inputs"),
+        "{}",
+        stderr(&from_plan)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -16,7 +16,7 @@ fn foxrun_count(query: &str, spec: &str) -> u64 {
 }
 
 /// [`foxrun_count`] with the data options `args`.
-fn foxrun_count_with(query: &str, args: &[&str]) -> u64 {
+pub(crate) fn foxrun_count_with(query: &str, args: &[&str]) -> u64 {
     static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("fox-graph-{}-{n}", std::process::id()));
@@ -30,7 +30,7 @@ fn foxrun_count_with(query: &str, args: &[&str]) -> u64 {
 }
 
 /// Triangles and 4-cliques counted with adjacency sets (each clique once).
-fn cliques(spec: &str) -> (u64, u64) {
+pub(crate) fn cliques(spec: &str) -> (u64, u64) {
     let (x, y) = generate(&GraphSpec::parse(spec).unwrap(), &|_| {}).unwrap();
     cliques_of(&x.into_iter().zip(y).collect::<Vec<_>>())
 }

@@ -14,6 +14,7 @@ mod memory;
 mod mutations;
 mod out_of_memory;
 mod outputs;
+mod passes;
 mod plan_fuzz;
 mod repl;
 mod runtime_errors;

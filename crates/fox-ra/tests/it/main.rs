@@ -3,6 +3,7 @@
 //! package keeps the build short, and libtest runs the tests of every area in parallel.
 
 mod common;
+mod large_bodies;
 mod plans;
 mod ron;
 mod source;

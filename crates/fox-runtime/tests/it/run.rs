@@ -201,10 +201,17 @@ fn load_then_output_orders_strings_by_text() {
 }
 
 /// Codes are assigned in sorted order over data strings and plan constants together;
-/// `substr`/`concat` append, after which `Rank` gives string order.
+/// `substr`/`concat` append, after which `Rank` gives string order. The same holds, code
+/// for code, when the inputs were read before the run (`run_loaded`): the constants the
+/// data lacks join the dictionary in their place.
 #[test]
 fn dictionary_codes_constants_and_string_functions() {
-    let dir = temp_dir("dict");
+    dictionary_codes(false);
+    dictionary_codes(true);
+}
+
+fn dictionary_codes(preloaded: bool) {
+    let dir = temp_dir(if preloaded { "dict-loaded" } else { "dict" });
     std::fs::write(dir.join("person.csv"), "mallory,1\nbob,2\n").unwrap();
     let buffers = vec![
         buf("person.name", Elem::U32, Some(Type::String)),
@@ -259,7 +266,28 @@ fn dictionary_codes_constants_and_string_functions() {
         timing: false,
         ..Default::default()
     };
-    let r = run(&p, &mut be, &opts).unwrap();
+    let r = if preloaded {
+        let wanted: Vec<(InputRel, Vec<bool>)> = p
+            .inputs
+            .iter()
+            .cloned()
+            .zip(fox_runtime::database::used_input_columns(&p))
+            .collect();
+        let inputs = fox_runtime::LoadedInputs::load(&dir, &wanted, None, None).unwrap();
+        // Before the constants: bob=0, mallory=1.
+        let stats = inputs.statistics();
+        let name = stats.column("person", 0).unwrap();
+        assert_eq!(
+            (name.min.clone(), name.max.clone()),
+            (Some(s("bob")), Some(s("mallory")))
+        );
+        assert!(!name.sorted);
+        assert_eq!(stats.column("person", 1), None, "the age is not read");
+        assert_eq!(stats.get("person").map(|r| r.rows), Some(2));
+        fox_runtime::run_loaded(&p, &mut be, &opts, inputs).unwrap()
+    } else {
+        run(&p, &mut be, &opts).unwrap()
+    };
     // Data and constants: alpha=0, bob=1, mallory=2, zed=3. substr gives "ze" (new, 4)
     // and "lph" (new, 5); concat gives "zedze" (6) and "alphalph" (7).
     assert_eq!(
@@ -922,4 +950,41 @@ fn a_cancelled_load_or_generator_stops_with_cancelled() {
     };
     let e = fox_runtime::tpch::generate(&region, 0.01, &[true, true, true], &|_| {}, token.flag()).unwrap_err();
     assert_eq!(e, RuntimeError::Cancelled);
+}
+
+/// A run on inputs read before it refuses inputs that are not the plan's, or that lack a
+/// column the plan reads, with a plain error.
+#[test]
+fn inputs_read_before_the_run_must_be_the_plan_s() {
+    let dir = temp_dir("loaded-mismatch");
+    std::fs::write(dir.join("person.csv"), "alice,41\n").unwrap();
+    let p = plan(
+        vec![
+            buf("person.name", Elem::U32, Some(Type::String)),
+            buf("person.age", Elem::I32, Some(Type::Int32)),
+        ],
+        vec![people_input()],
+        vec![
+            launch(Kernel::LoadInput { input: 0 }, &[], &[0, 1]),
+            output("all", people_input().columns, &[0, 1], vec![], None),
+        ],
+    );
+    let opts = RunOptions::default();
+    let load = |used: Vec<bool>| fox_runtime::LoadedInputs::load(&dir, &[(people_input(), used)], None, None).unwrap();
+    let e = fox_runtime::run_loaded(&p, &mut Store::default(), &opts, load(vec![true, false])).unwrap_err();
+    assert_eq!(
+        e,
+        RuntimeError::Plan("input `person`: its column `age` was not read before the run".into())
+    );
+    let mut other = people_input();
+    other.columns[1].ty = Type::Int64;
+    let inputs = fox_runtime::LoadedInputs::load(&dir, &[(other, vec![true, true])], None, None).unwrap();
+    let e = fox_runtime::run_loaded(&p, &mut Store::default(), &opts, inputs).unwrap_err();
+    assert_eq!(
+        e,
+        RuntimeError::Plan("input `person`: it was read with another declaration".into())
+    );
+    let r = fox_runtime::run_loaded(&p, &mut Store::default(), &opts, load(vec![true, true])).unwrap();
+    assert_eq!(r.outputs[0].rows(), vec![vec![s("alice"), Value::Int32(41)]]);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

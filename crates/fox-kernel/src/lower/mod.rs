@@ -1,0 +1,759 @@
+//! Lowering of the annotated RA plan into kernel launches, following the physical
+//! passes' annotations (`fox_phys`): algorithms, fusion, order, rounds.
+//!
+//! Every relation variable becomes one buffer per column (`rel.col`); every temp becomes a
+//! set of column buffers (`t12.x`) produced by the kernels that implement its operator.
+//! Each temp's order is the one the `order` pass recorded (unknown without it); a value
+//! is sorted only where an algorithm needs an order it is not known to have, and the
+//! values made inside one operator (a sorted side, a trie's input) carry the order of
+//! the sort that made them. After lowering, [`crate::sched`] cleans up and orders each
+//! block and [`crate::live`] places the frees.
+
+use std::collections::{HashMap, HashSet};
+
+use fox_ra::{Expr, ExprKind, JoinCol, MultiJoinInput, Op, Props, RaPlan, RelId, RelKind, Schema, Side, SortKey, Stmt};
+use fox_sema::core::{AggFunc, Builtin, CmpOp, Column, Type, Value};
+
+use fox_phys::{AggAlgorithm, Algorithm, PhysPlan};
+
+use crate::ir::*;
+use crate::sig::kernel_outputs;
+
+mod aggregate;
+mod expr;
+mod joins;
+mod multijoin;
+mod order;
+mod rounds;
+mod setops;
+
+use expr::ExprCx;
+use rounds::{Closed, OpenRound};
+
+/// Why an RA plan could not be lowered.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum LowerError {
+    /// The plan uses something the kernel vocabulary cannot express.
+    #[error("{0}")]
+    Unsupported(String),
+    /// The RA plan is inconsistent (it fails `fox_ra::validate`), or lowering broke one of
+    /// the kernels' contracts.
+    #[error("cannot lower the plan: {0}")]
+    Invalid(String),
+}
+
+/// Translates an RA plan into a kernel plan with the physical passes' defaults (no
+/// statistics, every pass): physical planning, lowering, scheduling, liveness analysis
+/// and free placement.
+pub fn lower(ra: &RaPlan) -> Result<KernelPlan, LowerError> {
+    lower_with(ra, &fox_phys::Statistics::none())
+}
+
+/// Translates an RA plan into a kernel plan, every physical pass deciding with the
+/// statistics `stats` of the data.
+pub fn lower_with(ra: &RaPlan, stats: &fox_phys::Statistics) -> Result<KernelPlan, LowerError> {
+    fox_ra::validate(ra).map_err(|e| LowerError::Invalid(e.to_string()))?;
+    let phys = fox_phys::run(ra.clone(), stats, &fox_phys::Options::default())
+        .map_err(|e| LowerError::Invalid(e.to_string()))?;
+    lower_physical(&phys)
+}
+
+/// Translates an annotated RA plan into a kernel plan: lowering (following the
+/// annotations), scheduling, liveness analysis and free placement.
+pub fn lower_physical(phys: &PhysPlan) -> Result<KernelPlan, LowerError> {
+    let ra = &phys.ra;
+    fox_ra::validate(ra).map_err(|e| LowerError::Invalid(e.to_string()))?;
+    if phys.nodes.len() != ra.temps.len() {
+        return Err(LowerError::Invalid(format!(
+            "the physical plan annotates {} of {} temps",
+            phys.nodes.len(),
+            ra.temps.len()
+        )));
+    }
+    let mut l = Lower {
+        ra,
+        phys,
+        buffers: Vec::new(),
+        names: HashMap::new(),
+        inputs: Vec::new(),
+        rels: Vec::new(),
+        temps: HashMap::new(),
+        defs: HashMap::new(),
+        instrs: Vec::new(),
+        tables: HashMap::new(),
+        deferred: HashSet::new(),
+        dst: None,
+        prefix: String::new(),
+        blocks: Vec::new(),
+        child_ranges: Vec::new(),
+        cur: BlockId(0),
+        cur_label: String::new(),
+        origin: None,
+    };
+    let init = l.declare_relations()?;
+    let entry_has_preds = ra.blocks.iter().any(|b| b.term.successors().contains(&ra.entry));
+    // Blocks the lowering adds (the loops of multi-round expansions) come after the RA's
+    // blocks and the load block.
+    l.blocks = vec![None; ra.blocks.len() + usize::from(entry_has_preds)];
+    for (i, b) in ra.blocks.iter().enumerate() {
+        l.temps.clear();
+        l.defs.clear();
+        l.tables.clear();
+        l.deferred = b
+            .stmts
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::Let { dst, .. } if phys.node(*dst).deferred_into.is_some() => Some(*dst),
+                _ => None,
+            })
+            .collect();
+        l.cur = BlockId(i as u32);
+        l.cur_label = b.label.clone();
+        for s in &b.stmts {
+            l.stmt(s)?;
+        }
+        let term = match &b.term {
+            fox_ra::Terminator::Jump(t) => Terminator::Jump(BlockId(t.0)),
+            fox_ra::Terminator::Halt => Terminator::Halt,
+            fox_ra::Terminator::LoopIf { nonempty, body, exit } => Terminator::LoopIf {
+                nonempty: nonempty.iter().map(|r| l.rels[r.0 as usize][0]).collect(),
+                body: BlockId(body.0),
+                exit: BlockId(exit.0),
+            },
+        };
+        l.end_block(term);
+    }
+    let entry = if entry_has_preds {
+        let id = ra.blocks.len();
+        l.blocks[id] = Some(Block {
+            label: "load".into(),
+            instrs: init,
+            term: Terminator::Jump(BlockId(ra.entry.0)),
+        });
+        BlockId(id as u32)
+    } else {
+        let b = l.blocks[ra.entry.0 as usize]
+            .as_mut()
+            .ok_or_else(|| LowerError::Invalid("the entry block was not lowered".into()))?;
+        let rest = std::mem::take(&mut b.instrs);
+        b.instrs = init;
+        b.instrs.extend(rest);
+        BlockId(ra.entry.0)
+    };
+    let blocks: Vec<Block> = l
+        .blocks
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| b.ok_or_else(|| LowerError::Invalid(format!("block {i} was never filled"))))
+        .collect::<R<_>>()?;
+    let mut plan = KernelPlan {
+        version: KERNEL_PLAN_VERSION,
+        buffers: l.buffers,
+        inputs: l.inputs,
+        blocks,
+        entry,
+        planned_peak_buffers: 0,
+        sources: Vec::new(),
+    };
+    crate::sched::optimize(&mut plan);
+    crate::live::place_frees(&mut plan);
+    Ok(plan)
+}
+
+/// A relation value during lowering: its column buffers and what is known about them.
+#[derive(Clone, Debug)]
+struct Val {
+    /// The column buffers; one hidden `U8` column when the relation has no columns.
+    cols: Vec<BufId>,
+    /// The logical columns.
+    columns: Vec<Column>,
+    /// The rows are ordered on these keys.
+    sorted: Vec<SortKey>,
+    /// String keys of `sorted` are ordered by string value rather than by code.
+    ranked: bool,
+    unique: bool,
+    /// A filter not yet applied: the relation is the rows of `cols` for which the
+    /// predicate holds over the columns of the select's input. Only the operators that
+    /// take it along (a projection) or apply it themselves (an aggregation) see such a
+    /// value; [`Lower::temp`] applies it for every other reader.
+    pending: Option<Box<Pending>>,
+}
+
+/// A select whose compaction is left to the aggregation that reads its rows.
+#[derive(Clone, Debug)]
+struct Pending {
+    pred: Expr,
+    input: Val,
+}
+
+impl Val {
+    /// A result whose order is not known here: the statement that defines it takes its
+    /// order from the order pass.
+    fn unordered(cols: Vec<BufId>, columns: Vec<Column>) -> Val {
+        Val {
+            cols,
+            columns,
+            sorted: Vec::new(),
+            ranked: false,
+            unique: false,
+            pending: None,
+        }
+    }
+
+    fn arity(&self) -> usize {
+        self.columns.len()
+    }
+
+    fn ty(&self, c: usize) -> Type {
+        self.columns[c].ty
+    }
+
+    /// The prefix of `sorted` that holds in code order (what merge-based kernels need).
+    fn code_sorted(&self) -> &[SortKey] {
+        let cut = if self.ranked {
+            self.sorted
+                .iter()
+                .position(|k| self.ty(k.col) == Type::String)
+                .unwrap_or(self.sorted.len())
+        } else {
+            self.sorted.len()
+        };
+        &self.sorted[..cut]
+    }
+
+    /// The prefix of `sorted` that holds in value order (what `order by` means).
+    fn value_sorted(&self) -> &[SortKey] {
+        let cut = if self.ranked {
+            self.sorted.len()
+        } else {
+            self.sorted
+                .iter()
+                .position(|k| self.ty(k.col) == Type::String)
+                .unwrap_or(self.sorted.len())
+        };
+        &self.sorted[..cut]
+    }
+
+    /// True when the rows are sorted in code order on every column (in some order), so
+    /// that equal rows are adjacent.
+    fn fully_sorted(&self) -> bool {
+        let s = self.code_sorted();
+        (0..self.arity()).all(|c| s.iter().any(|k| k.col == c))
+    }
+}
+
+fn asc(cols: impl IntoIterator<Item = usize>) -> Vec<SortKey> {
+    cols.into_iter().map(SortKey::asc).collect()
+}
+
+fn phys_types(columns: &[Column]) -> Vec<Type> {
+    if columns.is_empty() {
+        vec![Type::Bool]
+    } else {
+        columns.iter().map(|c| c.ty).collect()
+    }
+}
+
+struct Lower<'a> {
+    ra: &'a RaPlan,
+    phys: &'a PhysPlan,
+    buffers: Vec<BufVar>,
+    /// How often each buffer name has been given (names are made unique with `~n`).
+    names: HashMap<String, usize>,
+    inputs: Vec<InputRel>,
+    /// The column buffers of each relation variable.
+    rels: Vec<Vec<BufId>>,
+    /// The temps of the current block.
+    temps: HashMap<fox_ra::TempId, Val>,
+    /// The operators defining the temps of the current block.
+    defs: HashMap<fox_ra::TempId, &'a Op>,
+    instrs: Vec<Instr>,
+    /// Dictionary tables computed in the current block since the last string-producing
+    /// kernel (which makes them stale).
+    tables: HashMap<DictOp, BufId>,
+    /// The selects of the current block whose rows only an aggregation reads (through
+    /// projections): they leave the filter to it (see [`Val::pending`]).
+    deferred: HashSet<fox_ra::TempId>,
+    /// The temp being defined.
+    dst: Option<fox_ra::TempId>,
+    /// The name prefix of the buffers being created (`t12`).
+    prefix: String,
+    /// Every block of the plan by id, once it is filled: the RA's blocks keep their ids
+    /// (their first part, when the lowering splits one), the load block follows them,
+    /// then the blocks the lowering adds.
+    blocks: Vec<Option<Block>>,
+    /// The child ranges computed by the multi-way join being lowered, by trie level
+    /// starts and node positions.
+    child_ranges: Vec<((BufId, BufId), (BufId, BufId))>,
+    /// The block `instrs` belongs to, and its label.
+    cur: BlockId,
+    cur_label: String,
+    /// The origin of the statement being lowered, given to its launches.
+    origin: Option<Span>,
+}
+
+type R<T> = Result<T, LowerError>;
+
+impl<'a> Lower<'a> {
+    // ---- buffers and launches ----------------------------------------------------------
+
+    fn new_buf(&mut self, name: &str, elem: Elem, ty: Option<Type>) -> BufId {
+        let n = self.names.entry(name.to_string()).or_insert(0);
+        *n += 1;
+        let name = if *n == 1 {
+            name.to_string()
+        } else {
+            format!("{name}~{n}")
+        };
+        self.buffers.push(BufVar { name, elem, ty });
+        BufId(self.buffers.len() as u32 - 1)
+    }
+
+    fn elem(&self, b: BufId) -> Elem {
+        self.buffers[b.0 as usize].elem
+    }
+
+    /// Emits `kernel(args)` into fresh buffers named `prefix.label` (or as given).
+    fn launch(&mut self, kernel: Kernel, args: Vec<BufId>, outs: &[(&str, Option<Type>)]) -> R<Vec<BufId>> {
+        let elems: Vec<Elem> = args.iter().map(|&b| self.elem(b)).collect();
+        let out_elems = kernel_outputs(&kernel, &elems, &self.inputs)
+            .map_err(|m| LowerError::Invalid(format!("{}: {kernel:?} {m}", self.prefix)))?;
+        if out_elems.len() != outs.len() {
+            return Err(LowerError::Invalid(format!(
+                "{}: {kernel:?} has {} outputs, {} named",
+                self.prefix,
+                out_elems.len(),
+                outs.len()
+            )));
+        }
+        let outs: Vec<BufId> = out_elems
+            .iter()
+            .zip(outs)
+            .map(|(&e, &(label, ty))| {
+                let name = format!("{}.{label}", self.prefix);
+                self.new_buf(&name, e, ty)
+            })
+            .collect();
+        self.instrs.push(Instr::Launch {
+            kernel,
+            args,
+            outs: outs.clone(),
+            origin: self.origin,
+        });
+        Ok(outs)
+    }
+
+    fn launch1(&mut self, kernel: Kernel, args: Vec<BufId>, label: &str, ty: Option<Type>) -> R<BufId> {
+        Ok(self.launch(kernel, args, &[(label, ty)])?[0])
+    }
+
+    /// Emits `kernel(args)` into existing buffers.
+    fn launch_into(&mut self, kernel: Kernel, args: Vec<BufId>, outs: Vec<BufId>) -> R<()> {
+        let elems: Vec<Elem> = args.iter().map(|&b| self.elem(b)).collect();
+        let out_elems = kernel_outputs(&kernel, &elems, &self.inputs)
+            .map_err(|m| LowerError::Invalid(format!("{kernel:?} {m}")))?;
+        let have: Vec<Elem> = outs.iter().map(|&b| self.elem(b)).collect();
+        if out_elems != have {
+            return Err(LowerError::Invalid(format!(
+                "{kernel:?} produces {out_elems:?}, stored into {have:?}"
+            )));
+        }
+        self.instrs.push(Instr::Launch {
+            kernel,
+            args,
+            outs,
+            origin: self.origin,
+        });
+        Ok(())
+    }
+
+    /// Column output specs for a value's columns, named after them.
+    fn col_names(columns: &[Column]) -> Vec<(String, Option<Type>)> {
+        if columns.is_empty() {
+            vec![("$rows".to_string(), None)]
+        } else {
+            columns.iter().map(|c| (c.name.clone(), Some(c.ty))).collect()
+        }
+    }
+
+    fn launch_cols(&mut self, kernel: Kernel, args: Vec<BufId>, columns: &[Column]) -> R<Vec<BufId>> {
+        let names = Self::col_names(columns);
+        let refs: Vec<(&str, Option<Type>)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+        self.launch(kernel, args, &refs)
+    }
+
+    fn dict_table(&mut self, op: DictOp) -> R<BufId> {
+        if let Some(&b) = self.tables.get(&op) {
+            return Ok(b);
+        }
+        let label = match &op {
+            DictOp::Rank => "rank",
+            DictOp::Like(_) => "like",
+            DictOp::Prefix(_) => "prefix",
+            DictOp::Strlen => "strlen",
+        };
+        let b = self.launch1(Kernel::DictTable { op: op.clone() }, Vec::new(), label, None)?;
+        self.tables.insert(op, b);
+        Ok(b)
+    }
+
+    /// A hidden row-count column of ones as long as `like`.
+    fn ones(&mut self, like: BufId) -> R<BufId> {
+        let expr = KExpr {
+            kind: KExprKind::Const(Value::Bool(true)),
+            ty: Type::Bool,
+        };
+        self.launch1(Kernel::Eval { expr, n_cols: 1 }, vec![like], "$rows", None)
+    }
+
+    // ---- blocks ------------------------------------------------------------------------
+
+    /// A new, still empty block labelled `label`.
+    fn new_block(&mut self, label: String) -> BlockId {
+        self.blocks.push(Some(Block {
+            label,
+            instrs: Vec::new(),
+            term: Terminator::Halt,
+        }));
+        BlockId(self.blocks.len() as u32 - 1)
+    }
+
+    /// Ends the block being filled with `term`.
+    fn end_block(&mut self, term: Terminator) {
+        let label = std::mem::take(&mut self.cur_label);
+        let instrs = std::mem::take(&mut self.instrs);
+        self.blocks[self.cur.0 as usize] = Some(Block { label, instrs, term });
+    }
+
+    /// Continues by filling block `b` (made by `new_block`).
+    fn start_block(&mut self, b: BlockId) {
+        self.cur = b;
+        self.cur_label = self.blocks[b.0 as usize]
+            .as_ref()
+            .map(|b| b.label.clone())
+            .unwrap_or_default();
+    }
+
+    // ---- relation variables ------------------------------------------------------------
+
+    /// Creates the buffers of every relation variable; returns the instructions that give
+    /// them their initial contents (inputs are loaded, the rest start empty).
+    fn declare_relations(&mut self) -> R<Vec<Instr>> {
+        let mut init = Vec::new();
+        for r in &self.ra.relations {
+            let bufs: Vec<BufId> = if r.columns.is_empty() {
+                vec![self.new_buf(&format!("{}.$rows", r.name), Elem::U8, None)]
+            } else {
+                r.columns
+                    .iter()
+                    .map(|c| self.new_buf(&format!("{}.{}", r.name, c.name), Elem::of(c.ty), Some(c.ty)))
+                    .collect()
+            };
+            let kernel = match &r.kind {
+                RelKind::Input { file, sep, key, header } => {
+                    if r.columns.is_empty() {
+                        return Err(LowerError::Unsupported(format!(
+                            "input predicate `{}` has no columns; an input needs at least one",
+                            r.name
+                        )));
+                    }
+                    self.inputs.push(InputRel {
+                        name: r.name.clone(),
+                        columns: r.columns.clone(),
+                        file: file.clone(),
+                        sep: sep.clone(),
+                        key: key.clone(),
+                        header: *header,
+                    });
+                    Kernel::LoadInput {
+                        input: self.inputs.len() - 1,
+                    }
+                }
+                _ => Kernel::Const {
+                    types: phys_types(&r.columns),
+                    rows: Vec::new(),
+                },
+            };
+            init.push(Instr::Launch {
+                kernel,
+                args: Vec::new(),
+                outs: bufs.clone(),
+                origin: None,
+            });
+            self.rels.push(bufs);
+        }
+        Ok(init)
+    }
+
+    fn rel_val(&self, r: RelId) -> Val {
+        let rel = &self.ra.relations[r.0 as usize];
+        Val {
+            cols: self.rels[r.0 as usize].clone(),
+            columns: rel.columns.clone(),
+            sorted: rel.props.sorted.clone(),
+            ranked: false,
+            unique: rel.props.unique,
+            pending: None,
+        }
+    }
+
+    fn move_into(&mut self, r: RelId, v: &Val) {
+        let dsts = self.rels[r.0 as usize].clone();
+        for (d, s) in dsts.into_iter().zip(v.cols.clone()) {
+            self.instrs.push(Instr::Move { dst: d, src: s });
+        }
+    }
+
+    /// The value of temp `t`, with a pending filter applied.
+    fn temp(&mut self, t: fox_ra::TempId) -> R<Val> {
+        let v = self.temp_raw(t)?;
+        self.settle(v)
+    }
+
+    /// The value of temp `t` as it is, perhaps with a pending filter.
+    fn temp_raw(&self, t: fox_ra::TempId) -> R<Val> {
+        self.temps
+            .get(&t)
+            .cloned()
+            .ok_or_else(|| LowerError::Invalid(format!("t{} is read before it is defined", t.0)))
+    }
+
+    /// `v` with its pending filter applied: the flags, then a compaction.
+    fn settle(&mut self, mut v: Val) -> R<Val> {
+        let Some(p) = v.pending.take() else {
+            return Ok(v);
+        };
+        let flags = self.expr_col(&p.input, &p.pred, "flags")?;
+        let cols = self.compact(flags, &v.cols, &v.columns)?;
+        Ok(Val { cols, ..v })
+    }
+
+    // ---- statements ----------------------------------------------------------------------
+
+    fn stmt(&mut self, s: &'a Stmt) -> R<()> {
+        self.origin = match s {
+            Stmt::Let { origin, .. } => *origin,
+            Stmt::CheckFunctional { origin, .. } => Some(*origin),
+            _ => None,
+        };
+        let r = self.stmt_ops(s);
+        self.origin = None;
+        r
+    }
+
+    fn stmt_ops(&mut self, s: &'a Stmt) -> R<()> {
+        match s {
+            Stmt::Let { dst, op, .. } => {
+                self.prefix = format!("t{}", dst.0);
+                let schema = self
+                    .ra
+                    .temps
+                    .get(dst.0 as usize)
+                    .ok_or_else(|| LowerError::Invalid(format!("t{} has no schema", dst.0)))?;
+                self.dst = Some(*dst);
+                let v = self.op(op, schema)?;
+                self.dst = None;
+                // The result's order is what the order pass recorded, or unknown.
+                let o = self.phys.node(*dst).order.as_ref().map(|a| &a.provides);
+                let v = Val {
+                    sorted: o.map_or_else(Vec::new, |o| o.sorted.clone()),
+                    ranked: o.is_some_and(|o| o.ranked),
+                    unique: o.is_some_and(|o| o.unique),
+                    ..v
+                };
+                self.temps.insert(*dst, v);
+                self.defs.insert(*dst, op);
+            }
+            Stmt::Store { rel, src } => {
+                let r = &self.ra.relations[rel.0 as usize];
+                self.prefix = r.name.clone();
+                let v = self.temp(*src)?;
+                let v = self.ensure(v, &r.props)?;
+                self.move_into(*rel, &v);
+            }
+            Stmt::Merge { into, from } => self.merge(*into, *from)?,
+            Stmt::Assign { dst, src } => {
+                let r = &self.ra.relations[dst.0 as usize];
+                self.prefix = r.name.clone();
+                let v = self.rel_val(*src);
+                let v = self.ensure(v, &r.props)?;
+                self.move_into(*dst, &v);
+            }
+            Stmt::Clear { rel } => {
+                let r = &self.ra.relations[rel.0 as usize];
+                let kernel = Kernel::Const {
+                    types: phys_types(&r.columns),
+                    rows: Vec::new(),
+                };
+                self.launch_into(kernel, Vec::new(), self.rels[rel.0 as usize].clone())?;
+            }
+            Stmt::Output { rel, src } => {
+                let r = &self.ra.relations[rel.0 as usize];
+                let v = self.temp(*src)?;
+                let schema = &self.ra.temps[src.0 as usize];
+                let order = schema.props.sorted.iter().map(|k| (k.col, k.desc)).collect();
+                let limit = match self.defs.get(src) {
+                    Some(Op::Limit { n, .. }) => Some(*n),
+                    _ => None,
+                };
+                self.instrs.push(Instr::Output {
+                    name: r.name.clone(),
+                    columns: r.columns.clone(),
+                    cols: v.cols,
+                    order,
+                    limit,
+                });
+            }
+            Stmt::CheckFunctional { src, keys, pred, .. } => {
+                self.prefix = format!("{pred}.check");
+                let v = self.temp(*src)?;
+                let set = Props::set(v.columns.len());
+                let v = self.ensure(v, &set)?;
+                let key_args = if *keys == 0 {
+                    vec![v.cols[0]]
+                } else {
+                    v.cols
+                        .get(..*keys)
+                        .map(<[BufId]>::to_vec)
+                        .ok_or_else(|| LowerError::Invalid(format!("`{pred}` has fewer than {keys} key columns")))?
+                };
+                let row = self.launch1(Kernel::RepeatedKey { nkeys: *keys }, key_args, "row", None)?;
+                let mut args = self.gather(row, &v.cols, &v.columns, 0)?;
+                args.extend(self.gather(row, &v.cols, &v.columns, 1)?);
+                self.instrs.push(Instr::Assert {
+                    check: Check::Functional {
+                        pred: pred.clone(),
+                        columns: v.columns.clone(),
+                        keys: *keys,
+                    },
+                    args,
+                    origin: self.origin,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    // ---- operators -----------------------------------------------------------------------
+
+    fn op(&mut self, op: &Op, schema: &Schema) -> R<Val> {
+        let columns = schema.columns.clone();
+        match op {
+            Op::Scan(r) => {
+                // Copies of the names, so that a later store into the relation in this
+                // block does not change the temp (the copies are removed again where
+                // that cannot happen).
+                let v = self.rel_val(*r);
+                let mut cols = Vec::with_capacity(v.cols.len());
+                for (i, &src) in v.cols.iter().enumerate() {
+                    let (name, ty) = match columns.get(i) {
+                        Some(c) => (c.name.clone(), Some(c.ty)),
+                        None => ("$rows".to_string(), None),
+                    };
+                    let dst = self.new_buf(&format!("{}.{name}", self.prefix), self.elem(src), ty);
+                    self.instrs.push(Instr::Move { dst, src });
+                    cols.push(dst);
+                }
+                Ok(Val { cols, columns, ..v })
+            }
+            Op::Const(rows) => {
+                let types = phys_types(&columns);
+                let rows: Vec<Vec<Value>> = if columns.is_empty() {
+                    rows.iter().map(|_| vec![Value::Bool(true)]).collect()
+                } else {
+                    rows.clone()
+                };
+                let cols = self.launch_cols(Kernel::Const { types, rows }, Vec::new(), &columns)?;
+                Ok(Val::unordered(cols, columns))
+            }
+            Op::Select { input, pred } => {
+                let v = self.temp(*input)?;
+                if self.dst.is_some_and(|d| self.deferred.contains(&d)) {
+                    return Ok(Val {
+                        columns,
+                        pending: Some(Box::new(Pending {
+                            pred: pred.clone(),
+                            input: v.clone(),
+                        })),
+                        ..v
+                    });
+                }
+                let flags = self.expr_col(&v, pred, "flags")?;
+                let cols = self.compact(flags, &v.cols, &columns)?;
+                Ok(Val { cols, columns, ..v })
+            }
+            Op::Map { input, exprs } => {
+                let v = self.temp(*input)?;
+                let mut cols = Vec::with_capacity(exprs.len());
+                for (e, c) in exprs.iter().zip(&columns) {
+                    cols.push(self.expr_col(&v, e, &c.name)?);
+                }
+                if cols.is_empty() {
+                    cols.push(self.ones(v.cols[0])?);
+                }
+                Ok(Val::unordered(cols, columns))
+            }
+            Op::Project { input, cols } => {
+                // A pending filter is carried along.
+                let v = self.temp_raw(*input)?;
+                let p = self.project(&v, cols)?;
+                Ok(Val { columns, ..p })
+            }
+            Op::Union(inputs) => self.union(inputs, columns),
+            Op::Unique(input) => {
+                let v = self.temp(*input)?;
+                let keys = if v.fully_sorted() {
+                    v.code_sorted().to_vec()
+                } else {
+                    asc(0..v.arity())
+                };
+                let u = self.unique_on(v, &keys)?;
+                Ok(Val { columns, ..u })
+            }
+            Op::Sort { input, keys } => {
+                let v = self.temp(*input)?;
+                let s = self.sort_value(v, keys)?;
+                Ok(Val { columns, ..s })
+            }
+            Op::Limit { input, n } => {
+                let v = self.temp(*input)?;
+                // The first `n` rows in the order the input promises, by value.
+                let claim = &self.ra.temps[input.0 as usize].props.sorted;
+                let v = self.sort_value(v, claim)?;
+                let cols = self.launch_cols(Kernel::Slice { start: 0, len: *n }, v.cols.clone(), &columns)?;
+                Ok(Val { cols, columns, ..v })
+            }
+            Op::Join {
+                left,
+                right,
+                left_keys,
+                right_keys,
+                output,
+            } => self.join(*left, *right, left_keys, right_keys, output, columns),
+            Op::SemiJoin {
+                left,
+                right,
+                left_keys,
+                right_keys,
+            } => self.semi_join(*left, *right, left_keys, right_keys, false, columns),
+            Op::AntiJoin {
+                left,
+                right,
+                left_keys,
+                right_keys,
+            } => self.semi_join(*left, *right, left_keys, right_keys, true, columns),
+            Op::Difference { left, right } => {
+                let l = self.temp(*left)?;
+                let all: Vec<usize> = (0..l.arity()).collect();
+                self.semi_join(*left, *right, &all, &all, true, columns)
+            }
+            Op::Aggregate { input, group, aggs } => self.aggregate(*input, group, aggs, columns),
+            Op::MultiJoin {
+                vars,
+                inputs,
+                output,
+                count,
+            } => self.multi_join(vars, inputs, output, *count, columns),
+        }
+    }
+}

@@ -1,0 +1,95 @@
+use fox_phys::{AggAlgorithm, Algorithm, Order, PhysPlan, Statistics};
+use fox_ra::{Op, SortKey, Stmt, TempId};
+
+use crate::common::*;
+
+fn find(p: &PhysPlan, pick: impl Fn(&Op) -> bool) -> Vec<TempId> {
+    p.ra.blocks
+        .iter()
+        .flat_map(|b| &b.stmts)
+        .filter_map(|s| match s {
+            Stmt::Let { dst, op, .. } if pick(op) => Some(*dst),
+            _ => None,
+        })
+        .collect()
+}
+
+const PATH2: &str = "p(x, z) <- e(x, y), e(y, z).\n.output p.\n";
+
+#[test]
+fn before_and_after() {
+    let src = format!("{EDGE}{PATH2}");
+    insta::assert_snapshot!(before_after(&src, "order", &Statistics::none()));
+}
+
+#[test]
+fn a_join_is_sorted_on_its_left_keys_and_a_unique_on_all_columns() {
+    let src = format!("{EDGE}{PATH2}");
+    let p = phys_after(&src, Some("order"), &Statistics::none());
+    let j = find(&p, |op| matches!(op, Op::Join { .. }))[0];
+    let o = &p.node(j).order.as_ref().unwrap().provides;
+    // e(x, y) ⋈ e(y, z) on y: the output [x, z] keeps no left key column first.
+    assert!(!o.unique, "{o:?}");
+    let u = find(&p, |op| matches!(op, Op::Unique(_)))[0];
+    assert_eq!(
+        p.node(u).order.as_ref().unwrap().provides,
+        Order {
+            sorted: vec![SortKey::asc(0), SortKey::asc(1)],
+            ranked: false,
+            unique: true
+        }
+    );
+}
+
+#[test]
+fn join_keys_are_compared_in_the_order_a_side_is_sorted_on() {
+    // `g` is sorted on (b, a) by its aggregation's keys; the join lists a first.
+    let src = "e(x, y) -> int32(x), int32(y).\n.input e.\n\
+               g[b, a] = n <- agg<<n = count()>> e(a, b).\n\
+               p(a, b, n) <- e(a, b), g[b, a] = n.\n.output p.\n";
+    let p = phys_after(src, Some("order"), &Statistics::none());
+    for j in find(&p, |op| matches!(op, Op::Join { .. })) {
+        let k = &p.node(j).order.as_ref().unwrap().key_order;
+        assert_eq!(k.len(), 2);
+        let mut sorted = k.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, [0, 1]);
+    }
+}
+
+#[test]
+fn a_fused_aggregation_over_rows_sorted_on_its_keys_sorts_and_reduces() {
+    // The keyed input is unique; its unique step sorts it on (i, a), the group key first.
+    let src =
+        "sale(i, a) -> int32(i), int32(a).\n.input sale.\nt[i] = n <- agg<<n = sum(a)>> sale(i, a).\n.output t.\n";
+    let fused = phys_after(src, Some("fusion"), &Statistics::none());
+    let agg = find(&fused, |op| matches!(op, Op::Aggregate { .. }))[0];
+    assert_eq!(fused.node(agg).algorithm, Algorithm::Aggregate(AggAlgorithm::Fused));
+    let p = phys_after(src, Some("order"), &Statistics::none());
+    assert_eq!(p.node(agg).algorithm, Algorithm::Aggregate(AggAlgorithm::SortReduce));
+    // A filter deferred into it keeps it fused.
+    let src = "sale(i, a) -> int32(i), int32(a).\n.input sale.\nt[i] = n <- agg<<n = sum(a)>> sale(i, a), a > 3.\n.output t.\n";
+    let p = phys_after(src, Some("order"), &Statistics::none());
+    let agg = find(&p, |op| matches!(op, Op::Aggregate { .. }))[0];
+    assert_eq!(p.node(agg).algorithm, Algorithm::Aggregate(AggAlgorithm::Fused));
+}
+
+#[test]
+fn an_order_by_on_strings_is_sorted_by_value() {
+    let src = "c(n, s) -> string(n), int32(s).\n.input c.\n.output c order by n limit 5.\n";
+    let p = phys_after(src, Some("order"), &Statistics::none());
+    let s = find(&p, |op| matches!(op, Op::Limit { .. }));
+    assert!(!s.is_empty());
+    assert!(p.node(s[0]).order.as_ref().unwrap().provides.ranked);
+}
+
+#[test]
+fn disabled_no_order_is_known() {
+    let src = format!("{EDGE}{PATH2}");
+    let opts = fox_phys::Options {
+        disabled: vec!["order".into()],
+        stop_after: None,
+    };
+    let p = fox_phys::run(ra(&src), &Statistics::none(), &opts).unwrap();
+    assert!(p.nodes.iter().all(|n| n.order.is_none()));
+}

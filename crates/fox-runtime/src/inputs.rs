@@ -1,0 +1,179 @@
+//! Input relations read from their files before the kernel plan that reads them exists, so
+//! that the statistics of the data can guide the planning ([`LoadedInputs::statistics`])
+//! and the plan then runs on them without reading the files again ([`crate::run_loaded`]).
+//!
+//! The relations are read as a run reads them (the same loader, the same errors), and
+//! their strings are coded by one dictionary in string order. When the plan's string
+//! constants are known, the run adds those the data lacks to the dictionary in their
+//! place ([`merge_constants`]), so that, as in a run that reads its own inputs, code order
+//! is string order.
+
+use crate::dict::Dictionary;
+use crate::load::{load_input_cols, Interner};
+use crate::strings::StrArena;
+use crate::{HostCol, RunEvent, RunObserver, RuntimeError};
+use fox_kernel::InputRel;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// One input relation read from its file.
+#[derive(Debug)]
+pub(crate) struct LoadedRel {
+    pub(crate) input: InputRel,
+    /// One entry per declared column: `None` for the columns not kept. Strings are codes
+    /// of the dictionary.
+    pub(crate) cols: Vec<Option<HostCol>>,
+    pub(crate) rows: usize,
+}
+
+/// Input relations read from files, with the dictionary of their strings.
+#[derive(Debug)]
+pub struct LoadedInputs {
+    pub(crate) rels: Vec<LoadedRel>,
+    pub(crate) dict: Dictionary,
+    /// Reading and parsing the files and building the dictionary.
+    pub load_time: Duration,
+}
+
+impl LoadedInputs {
+    /// Reads each relation of `wanted` (a declaration and the columns to keep, `used[c]`)
+    /// from its file under `data_dir`, telling `observer` of each file about to be read
+    /// and stopping with [`RuntimeError::Cancelled`] when `cancel` is set. Every field is
+    /// checked, kept or not, and a declared key is checked, as a run checks its inputs.
+    pub fn load(
+        data_dir: &Path,
+        wanted: &[(InputRel, Vec<bool>)],
+        observer: Option<&dyn RunObserver>,
+        cancel: Option<&crate::CancelToken>,
+    ) -> Result<LoadedInputs, RuntimeError> {
+        let start = Instant::now();
+        let _phase = crate::alloc::LoadPhase::enter();
+        let stop = cancel.map_or(crate::cancel::never(), |t| t.flag());
+        let mut strings = Interner::default();
+        let mut loaded = Vec::with_capacity(wanted.len());
+        for (input, used) in wanted {
+            if crate::cancel::is_set(stop) {
+                return Err(RuntimeError::Cancelled);
+            }
+            if let Some(o) = observer {
+                o.event(&RunEvent::Loading { input: &input.name });
+            }
+            let cols = load_input_cols(data_dir, input, used, &mut strings, stop)?;
+            loaded.push(cols);
+        }
+        let strings = strings.into_strings();
+        let dict = Dictionary::try_from_strs(strings.iter()).map_err(|msg| RuntimeError::Data { msg })?;
+        let remap: Vec<u32> = crate::alloc::try_collect(
+            strings
+                .iter()
+                .map(|s| dict.code(s).expect("every collected string is in the dictionary")),
+            "the string dictionary",
+        )
+        .map_err(|msg| RuntimeError::Data { msg })?;
+        drop(strings);
+        let rels = wanted
+            .iter()
+            .zip(loaded)
+            .map(|((input, used), cols)| {
+                let rows = cols
+                    .iter()
+                    .zip(used)
+                    .filter(|(_, u)| **u)
+                    .map(|(c, _)| c.len())
+                    .max()
+                    .unwrap_or(0);
+                let cols = cols
+                    .into_iter()
+                    .zip(used)
+                    .map(|(c, &u)| u.then(|| crate::database::to_host(c, &remap)))
+                    .collect();
+                LoadedRel {
+                    input: input.clone(),
+                    cols,
+                    rows,
+                }
+            })
+            .collect();
+        Ok(LoadedInputs {
+            rels,
+            dict,
+            load_time: start.elapsed(),
+        })
+    }
+
+    /// The relations read, in the order they were asked for.
+    pub fn inputs(&self) -> impl Iterator<Item = &InputRel> {
+        self.rels.iter().map(|r| &r.input)
+    }
+
+    /// The statistics of the relations read (see [`crate::stats`]).
+    pub fn statistics(&self) -> fox_phys::Statistics {
+        crate::stats::of_relations(
+            self.rels
+                .iter()
+                .map(|r| (&r.input, r.cols.iter().map(Option::as_ref).collect(), r.rows)),
+            &self.dict,
+        )
+    }
+}
+
+/// `dict` (in string order) with the strings of `constants` it lacks added in their place:
+/// the new dictionary, and the new code of each old code when any string was added.
+pub(crate) fn merge_constants(
+    dict: Dictionary,
+    constants: &[String],
+) -> Result<(Dictionary, Option<Vec<u32>>), String> {
+    const WHAT: &str = "the string dictionary";
+    let mut new: Vec<&str> = constants
+        .iter()
+        .map(String::as_str)
+        .filter(|s| dict.code(s).is_none())
+        .collect();
+    if new.is_empty() {
+        return Ok((dict, None));
+    }
+    new.sort_unstable();
+    new.dedup();
+    let old = dict.len();
+    let bytes = (0..old as u32).filter_map(|c| dict.get(c)).map(str::len).sum::<usize>()
+        + new.iter().map(|s| s.len()).sum::<usize>();
+    let mut merged = StrArena::try_with_capacity(old + new.len(), bytes, WHAT)?;
+    let mut remap: Vec<u32> = crate::alloc::try_with_capacity(old, WHAT)?;
+    let mut next = new.iter().peekable();
+    for c in 0..old as u32 {
+        let s = dict.get(c).unwrap_or_default();
+        while let Some(n) = next.next_if(|n| **n < s) {
+            merged.try_push(n, WHAT)?;
+        }
+        remap.push(merged.len() as u32);
+        merged.try_push(s, WHAT)?;
+    }
+    for n in next {
+        merged.try_push(n, WHAT)?;
+    }
+    if merged.len() >= u32::MAX as usize {
+        return Err("the string dictionary is full (2^32 strings)".into());
+    }
+    Ok((Dictionary::from_sorted(merged), Some(remap)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constants_join_the_dictionary_in_order() {
+        let dict = Dictionary::from_strings(["b", "d", "f"].map(String::from));
+        let (same, remap) = merge_constants(dict.clone(), &["d".into(), "b".into()]).unwrap();
+        assert_eq!((same.len(), remap), (3, None));
+        let constants = ["g", "a", "d", "c", "a", "e"].map(String::from);
+        let (merged, remap) = merge_constants(dict, &constants).unwrap();
+        let all: Vec<&str> = (0..merged.len() as u32).map(|c| merged.get(c).unwrap()).collect();
+        assert_eq!(all, ["a", "b", "c", "d", "e", "f", "g"]);
+        assert!(merged.is_ordered());
+        // b, d, f keep their strings under their new codes.
+        assert_eq!(remap, Some(vec![1, 3, 5]));
+        let (empty, remap) = merge_constants(Dictionary::default(), &["x".into()]).unwrap();
+        assert_eq!((empty.len(), remap), (1, Some(vec![])));
+    }
+}

@@ -1,0 +1,530 @@
+//! Statistics of loaded input relations ([`fox_phys::Statistics`]): per relation its rows,
+//! and per loaded column an estimate of its distinct values (a [`Hll`] sketch, exact for
+//! few values), its least and greatest values by value (strings by string order, through
+//! the dictionary) and whether its rows are in ascending order as loaded.
+//!
+//! Each column is read once, in chunks on all cores: a chunk gives its sketch, its least
+//! and greatest values, its first and last values and whether it is sorted, and adjacent
+//! chunks combine in order, so the result does not depend on the chunking or the number of
+//! cores.
+
+use crate::database::Database;
+use crate::dict::Dictionary;
+use crate::HostCol;
+use fox_kernel::InputRel;
+use fox_phys::{ColumnStats, Hll, RelationStats, Statistics};
+use fox_sema::core::{Type, Value};
+use rayon::prelude::*;
+
+/// The rows of a column one task reads.
+const CHUNK: usize = 1 << 17;
+
+/// What a run of rows holds: its least, greatest, first and last values (by key), whether
+/// it is in ascending order, and its sketch.
+struct Part<T> {
+    min: T,
+    max: T,
+    first: T,
+    last: T,
+    sorted: bool,
+    sketch: Hll,
+}
+
+/// A column's least and greatest values, whether it is sorted, and its distinct values;
+/// `None` for no rows.
+struct Summary<T> {
+    min: T,
+    max: T,
+    sorted: bool,
+    distinct: u64,
+}
+
+/// The summary of `values` read in chunks of `chunk` rows: `key` orders the values (equal
+/// keys are equal values) and `bits` gives the word the sketch hashes (equal exactly when
+/// the values are equal).
+fn summarize<T, K>(
+    values: &[T],
+    chunk: usize,
+    key: impl Fn(T) -> K + Sync,
+    bits: impl Fn(T) -> u64 + Sync,
+) -> Option<Summary<T>>
+where
+    T: Copy + Send + Sync,
+    K: Ord + Copy,
+{
+    let part = |c: &[T]| -> Option<Part<T>> {
+        let (&first, rest) = c.split_first()?;
+        let mut sketch = Hll::new();
+        sketch.insert(bits(first));
+        let (mut min, mut max, mut sorted) = (first, first, true);
+        let mut kp = key(first);
+        let (mut kmin, mut kmax) = (kp, kp);
+        for &x in rest {
+            let kx = key(x);
+            if kx != kp {
+                sketch.insert(bits(x));
+                sorted &= kp < kx;
+                if kx < kmin {
+                    (min, kmin) = (x, kx);
+                } else if kx > kmax {
+                    (max, kmax) = (x, kx);
+                }
+                kp = kx;
+            }
+        }
+        Some(Part {
+            min,
+            max,
+            first,
+            last: c[c.len() - 1],
+            sorted,
+            sketch,
+        })
+    };
+    let join = |a: Option<Part<T>>, b: Option<Part<T>>| match (a, b) {
+        (Some(mut a), Some(b)) => {
+            a.sketch.merge(&b.sketch);
+            Some(Part {
+                min: if key(b.min) < key(a.min) { b.min } else { a.min },
+                max: if key(b.max) > key(a.max) { b.max } else { a.max },
+                sorted: a.sorted && b.sorted && key(a.last) <= key(b.first),
+                first: a.first,
+                last: b.last,
+                sketch: a.sketch,
+            })
+        }
+        (a, None) => a,
+        (None, b) => b,
+    };
+    // Rayon's reduce joins adjacent results, left before right, so the order of the
+    // chunks is kept.
+    let all = values.par_chunks(chunk.max(1)).map(part).reduce(|| None, join)?;
+    Some(Summary {
+        min: all.min,
+        max: all.max,
+        sorted: all.sorted,
+        distinct: all.sketch.estimate(),
+    })
+}
+
+/// The statistics of `values` with `to_value` giving a value's [`Value`].
+fn stats_of<T, K>(
+    values: &[T],
+    key: impl Fn(T) -> K + Sync,
+    bits: impl Fn(T) -> u64 + Sync,
+    to_value: impl Fn(T) -> Value,
+) -> ColumnStats
+where
+    T: Copy + Send + Sync,
+    K: Ord + Copy,
+{
+    match summarize(values, CHUNK, key, bits) {
+        Some(s) => ColumnStats {
+            distinct: s.distinct,
+            min: Some(to_value(s.min)),
+            max: Some(to_value(s.max)),
+            sorted: s.sorted,
+        },
+        None => ColumnStats {
+            distinct: 0,
+            min: None,
+            max: None,
+            sorted: true,
+        },
+    }
+}
+
+/// A float's place in the order of values: IEEE total order with `-0.0` taken as `0.0`
+/// (they are the same value), so NaNs come after every number.
+fn float_key(x: f64) -> i64 {
+    let b = float_bits(x) as i64;
+    b ^ ((((b >> 63) as u64) >> 1) as i64)
+}
+
+/// The bits a float's value is sketched by: `-0.0` as `0.0`, every NaN as one.
+fn float_bits(x: f64) -> u64 {
+    if x.is_nan() {
+        f64::NAN.to_bits()
+    } else {
+        (x + 0.0).to_bits()
+    }
+}
+
+/// The statistics of a column of type `ty` held as `col` (strings as codes of `dict`;
+/// `rank`, when given, orders codes when the dictionary's codes are not in string order).
+/// `None` when the column's elements are not those of its type.
+pub fn column_stats(col: &HostCol, ty: Type, dict: &Dictionary, rank: Option<&[u32]>) -> Option<ColumnStats> {
+    Some(match (col, ty) {
+        (HostCol::I32(v), Type::Int32) => stats_of(v, |x| x, |x| x as u32 as u64, Value::Int32),
+        (HostCol::I32(v), Type::Date) => stats_of(v, |x| x, |x| x as u32 as u64, Value::Date),
+        (HostCol::I64(v), Type::Int64) => stats_of(v, |x| x, |x| x as u64, Value::Int64),
+        (HostCol::I64(v), Type::Decimal(scale)) => stats_of(
+            v,
+            |x| x,
+            |x| x as u64,
+            |x| Value::Decimal {
+                unscaled: i128::from(x),
+                scale,
+            },
+        ),
+        (HostCol::I128(v), Type::WideDecimal(scale)) => {
+            stats_of(v, |x| x, fold128, |x| Value::Decimal { unscaled: x, scale })
+        }
+        (HostCol::F64(v), Type::Float64) => stats_of(v, float_key, float_bits, Value::Float64),
+        (HostCol::U8(v), Type::Bool) => stats_of(v, |x| x != 0, |x| u64::from(x != 0), |x| Value::Bool(x != 0)),
+        (HostCol::U32(v), Type::String) => {
+            let text = |c: u32| Value::String(dict.get(c).unwrap_or_default().to_string());
+            match rank {
+                Some(rank) => stats_of(
+                    v,
+                    |c| rank.get(c as usize).copied().unwrap_or(u32::MAX),
+                    u64::from,
+                    text,
+                ),
+                None => stats_of(v, |c| c, u64::from, text),
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// A 128-bit value as one word for the sketch: equal values give equal words; values
+/// that fit in 64 bits (every decimal of an input) give distinct words.
+fn fold128(x: i128) -> u64 {
+    let (lo, hi) = (x as u64, (x >> 64) as u64);
+    if (lo as i64 as i128) == x {
+        lo
+    } else {
+        fox_phys::hll::hash64(hi) ^ lo.rotate_left(17)
+    }
+}
+
+/// The statistics of a relation of `rows` rows declared as `input`, whose column `c` is
+/// `cols[c]` when it was loaded.
+fn relation_stats(
+    input: &InputRel,
+    cols: &[Option<&HostCol>],
+    rows: usize,
+    dict: &Dictionary,
+    rank: Option<&[u32]>,
+) -> RelationStats {
+    let columns = input
+        .columns
+        .par_iter()
+        .zip(cols.par_iter())
+        .map(|(col, h)| h.and_then(|h| column_stats(h, col.ty, dict, rank)))
+        .collect();
+    RelationStats {
+        rows: rows as u64,
+        columns,
+    }
+}
+
+/// The statistics of every table of a loaded database.
+pub fn of_database(db: &Database) -> Statistics {
+    let dict = db.dictionary();
+    let has_strings = db
+        .tables()
+        .any(|t| t.input.columns.iter().any(|c| c.ty == Type::String));
+    // Codes appended after the dictionary was built are ordered by its rank table; when
+    // memory for it runs out, string columns get no statistics.
+    let rank = if dict.is_ordered() || !has_strings {
+        Ok(None)
+    } else {
+        dict.rank().map(Some)
+    };
+    let mut stats = Statistics::none();
+    for t in db.tables() {
+        let cols: Vec<Option<&HostCol>> = (0..t.input.columns.len())
+            .map(|c| Database::column(t, c).filter(|_| rank.is_ok() || t.input.columns[c].ty != Type::String))
+            .collect();
+        let order = rank.as_ref().ok().and_then(|r| r.as_deref());
+        stats.insert(
+            t.input.name.clone(),
+            relation_stats(&t.input, &cols, t.rows, dict, order),
+        );
+    }
+    stats
+}
+
+/// The statistics of relations loaded from files, with strings coded by `dict` in string
+/// order (see [`crate::LoadedInputs`]).
+pub(crate) fn of_relations<'a>(
+    relations: impl Iterator<Item = (&'a InputRel, Vec<Option<&'a HostCol>>, usize)>,
+    dict: &Dictionary,
+) -> Statistics {
+    let mut stats = Statistics::none();
+    for (input, cols, rows) in relations {
+        stats.insert(input.name.clone(), relation_stats(input, &cols, rows, dict, None));
+    }
+    stats
+}
+
+/// The longest value text the table of statistics shows whole.
+const SHOWN: usize = 32;
+
+/// A value for the table of statistics: strings quoted (and cut when long), dates as
+/// `YYYY-MM-DD`, decimals with their scale.
+fn shown(v: &Value, ty: Type) -> String {
+    match v {
+        Value::String(s) => {
+            let cut: String = s.chars().take(SHOWN).collect();
+            if cut.len() < s.len() {
+                format!("{cut:?}…")
+            } else {
+                format!("{s:?}")
+            }
+        }
+        v => crate::output::format_value(v, ty),
+    }
+}
+
+/// The statistics of `inputs` as text, one table per input relation in the order given:
+/// a line `NAME: N rows`, then one line per declared column with its type, distinct
+/// values, least and greatest values and whether it is sorted (`not read` for a column
+/// that was not loaded, because the program does not read it).
+pub fn format_statistics(stats: &Statistics, inputs: &[InputRel]) -> String {
+    let mut out = String::new();
+    for (k, input) in inputs.iter().enumerate() {
+        if k > 0 {
+            out.push('\n');
+        }
+        let Some(r) = stats.get(&input.name) else {
+            out.push_str(&format!("{}: no statistics\n", input.name));
+            continue;
+        };
+        out.push_str(&format!("{}: {}\n", input.name, crate::plural(r.rows, "row")));
+        let mut rows: Vec<[String; 6]> = vec![[
+            "column".into(),
+            "type".into(),
+            "distinct".into(),
+            "min".into(),
+            "max".into(),
+            "sorted".into(),
+        ]];
+        for (c, col) in input.columns.iter().enumerate() {
+            let dash = || "-".to_string();
+            rows.push(match r.column(c) {
+                Some(s) => [
+                    col.name.clone(),
+                    col.ty.to_string(),
+                    s.distinct.to_string(),
+                    s.min.as_ref().map_or_else(dash, |v| shown(v, col.ty)),
+                    s.max.as_ref().map_or_else(dash, |v| shown(v, col.ty)),
+                    if s.sorted { "yes" } else { "no" }.into(),
+                ],
+                None => [
+                    col.name.clone(),
+                    col.ty.to_string(),
+                    "not read".into(),
+                    dash(),
+                    dash(),
+                    dash(),
+                ],
+            });
+        }
+        let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0);
+        let w: Vec<usize> = (0..6).map(width).collect();
+        for row in &rows {
+            let line = format!(
+                "  {:<w0$}  {:<w1$}  {:>w2$}  {:<w3$}  {:<w4$}  {}",
+                row[0],
+                row[1],
+                row[2],
+                row[3],
+                row[4],
+                row[5],
+                w0 = w[0],
+                w1 = w[1],
+                w2 = w[2],
+                w3 = w[3],
+                w4 = w[4],
+            );
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// A small seeded generator (xorshift), so the tests need no dependency.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// The statistics of `v` computed the plain way.
+    fn exact<T: Copy + Ord>(v: &[T]) -> (usize, Option<T>, Option<T>, bool) {
+        let set: BTreeSet<T> = v.iter().copied().collect();
+        (
+            set.len(),
+            v.iter().copied().min(),
+            v.iter().copied().max(),
+            v.windows(2).all(|w| w[0] <= w[1]),
+        )
+    }
+
+    /// Checks `summarize` against the plain computation in chunks of several sizes.
+    fn check_ints(v: &[i64]) {
+        let chunks: &[usize] = if v.len() < 100 {
+            &[1, 2, 3, 7, CHUNK]
+        } else {
+            &[64, 997, CHUNK]
+        };
+        let (n, min, max, sorted) = exact(v);
+        for &chunk in chunks {
+            let s = summarize(v, chunk, |x| x, |x| x as u64);
+            match &s {
+                None => assert!(v.is_empty()),
+                Some(s) => {
+                    assert_eq!(
+                        (Some(s.min), Some(s.max), s.sorted),
+                        (min, max, sorted),
+                        "{v:?} in chunks of {chunk}"
+                    );
+                    if n <= fox_phys::hll::EXACT_LIMIT {
+                        assert_eq!(s.distinct, n as u64, "{chunk}");
+                    } else {
+                        let e = (s.distinct as f64 - n as f64).abs() / n as f64;
+                        assert!(e <= 0.03, "{} against {n}", s.distinct);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn small_columns_against_exact_statistics() {
+        check_ints(&[]);
+        check_ints(&[-5]);
+        check_ints(&[7; 100]);
+        check_ints(&[1, 2, 2, 3, 10, 10, 11]);
+        check_ints(&[3, 2, 1]);
+        check_ints(&[1, 2, 3, 2, 5]);
+        check_ints(&[i64::MIN, -1, 0, i64::MAX]);
+        let mut rng = Rng(0x9e37_79b9);
+        for round in 0..200 {
+            let len = rng.below(60) as usize;
+            let range = 1 + rng.below(if round % 2 == 0 { 10 } else { 1000 });
+            let mut v: Vec<i64> = (0..len).map(|_| rng.below(range) as i64 - (range / 2) as i64).collect();
+            check_ints(&v);
+            v.sort();
+            check_ints(&v);
+        }
+        // Past the exact count, sorted and not.
+        let mut v: Vec<i64> = (0..20_000).map(|_| rng.below(5_000) as i64 - 2_500).collect();
+        check_ints(&v);
+        v.sort();
+        check_ints(&v);
+    }
+
+    fn col(name: &str, ty: Type) -> fox_sema::core::Column {
+        fox_sema::core::Column { name: name.into(), ty }
+    }
+
+    #[test]
+    fn every_type_by_value() {
+        let dict = Dictionary::from_strings(["apple", "banana", "cherry"].map(String::from));
+        let none = Dictionary::default();
+        let s = column_stats(&HostCol::U32(vec![2, 0, 2, 1]), Type::String, &dict, None).unwrap();
+        assert_eq!(s.min, Some(Value::String("apple".into())));
+        assert_eq!(s.max, Some(Value::String("cherry".into())));
+        assert_eq!((s.distinct, s.sorted), (3, false));
+        // Codes out of string order: the rank table orders them.
+        let mut appended = dict.clone();
+        appended.intern("aardvark").unwrap();
+        let rank = appended.rank().unwrap();
+        let s = column_stats(&HostCol::U32(vec![3, 0, 1]), Type::String, &appended, Some(&rank)).unwrap();
+        assert_eq!(s.min, Some(Value::String("aardvark".into())));
+        assert_eq!(s.max, Some(Value::String("banana".into())));
+        assert!(s.sorted);
+        let s = column_stats(&HostCol::I32(vec![-3, 10957, 0]), Type::Date, &none, None).unwrap();
+        assert_eq!((s.min, s.max), (Some(Value::Date(-3)), Some(Value::Date(10957))));
+        let s = column_stats(&HostCol::I64(vec![-125, 5, 5]), Type::Decimal(2), &none, None).unwrap();
+        let dec = |unscaled| Some(Value::Decimal { unscaled, scale: 2 });
+        assert_eq!((s.min, s.max, s.distinct, s.sorted), (dec(-125), dec(5), 2, true));
+        let s = column_stats(
+            &HostCol::F64(vec![0.0, -0.0, 1.5, f64::NAN, -2.0]),
+            Type::Float64,
+            &none,
+            None,
+        )
+        .unwrap();
+        assert_eq!(s.min, Some(Value::Float64(-2.0)));
+        assert!(matches!(s.max, Some(Value::Float64(x)) if x.is_nan()));
+        assert_eq!((s.distinct, s.sorted), (4, false));
+        let s = column_stats(&HostCol::F64(vec![-0.0, 0.0, 0.0]), Type::Float64, &none, None).unwrap();
+        assert_eq!((s.distinct, s.sorted), (1, true));
+        let s = column_stats(&HostCol::U8(vec![1, 0, 1]), Type::Bool, &none, None).unwrap();
+        assert_eq!(
+            (s.min, s.max, s.distinct),
+            (Some(Value::Bool(false)), Some(Value::Bool(true)), 2)
+        );
+        let s = column_stats(&HostCol::I64(vec![]), Type::Int64, &none, None).unwrap();
+        assert_eq!((s.distinct, s.min, s.max, s.sorted), (0, None, None, true));
+        // Elements that are not the type's are no statistics, not a panic.
+        assert_eq!(column_stats(&HostCol::I64(vec![1]), Type::String, &none, None), None);
+        assert_eq!(
+            column_stats(&HostCol::I128(vec![-1, 1 << 70]), Type::WideDecimal(1), &none, None).map(|s| s.distinct),
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn the_table_of_statistics() {
+        let mut stats = Statistics::none();
+        stats.insert(
+            "r",
+            RelationStats {
+                rows: 2,
+                columns: vec![
+                    Some(ColumnStats {
+                        distinct: 2,
+                        min: Some(Value::Date(0)),
+                        max: Some(Value::Date(31)),
+                        sorted: true,
+                    }),
+                    None,
+                    Some(ColumnStats {
+                        distinct: 1,
+                        min: Some(Value::String("a \"b\"".into())),
+                        max: Some(Value::String("x".repeat(40))),
+                        sorted: false,
+                    }),
+                ],
+            },
+        );
+        let input = |name: &str| InputRel {
+            name: name.into(),
+            columns: vec![col("day", Type::Date), col("n", Type::Int32), col("s", Type::String)],
+            file: String::new(),
+            sep: ",".into(),
+            key: Vec::new(),
+            header: false,
+        };
+        let text = format_statistics(&stats, &[input("r"), input("q")]);
+        let want = format!(
+            "r: 2 rows\n  \
+             column  type    distinct  min         max                                  sorted\n  \
+             day     date           2  1970-01-01  1970-02-01                           yes\n  \
+             n       int32   not read  -           -                                    -\n  \
+             s       string         1  \"a \\\"b\\\"\"   \"{}\"…  no\n\
+             \nq: no statistics\n",
+            "x".repeat(32)
+        );
+        assert_eq!(text, want);
+    }
+}
