@@ -58,21 +58,7 @@ fn annotations(op: &Op, n: &Node, cols: &[Column]) -> String {
         if all && cols.len() > 1 {
             parts.push(format!("sorted {by}on all columns"));
         } else if !o.sorted.is_empty() {
-            let keys: Vec<String> = o
-                .sorted
-                .iter()
-                .map(|k| {
-                    let name = cols
-                        .get(k.col)
-                        .map_or_else(|| format!("#{}", k.col), |c| c.name.clone());
-                    if k.desc {
-                        format!("{name} desc")
-                    } else {
-                        name
-                    }
-                })
-                .collect();
-            parts.push(format!("sorted {by}on [{}]", keys.join(", ")));
+            parts.push(format!("sorted {by}on [{}]", fox_ra::sort_keys(&o.sorted, cols)));
         }
         if o.unique {
             parts.push("unique".into());

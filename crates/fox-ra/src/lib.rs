@@ -20,5 +20,5 @@ mod ron_io;
 pub use error::PlanError;
 pub use ir::*;
 pub use plan::{convert_value, plan, plan_with, widens, PlanOptions};
-pub use print::{print_plan, print_stmt, print_term, value as print_value};
+pub use print::{print_plan, print_stmt, print_term, sort_keys, value as print_value};
 pub use ron_io::{from_ron, to_ron, validate};

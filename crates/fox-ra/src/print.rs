@@ -348,27 +348,32 @@ fn props(p: &Props, cols: &[Column]) -> String {
         if p.sorted.len() == cols.len() && p.sorted.iter().enumerate().all(|(i, k)| *k == SortKey::asc(i)) {
             out.push_str(" sorted");
         } else {
-            let keys: Vec<String> = p
-                .sorted
-                .iter()
-                .map(|k| {
-                    let name = cols
-                        .get(k.col)
-                        .map_or_else(|| format!("#{}", k.col), |c| c.name.clone());
-                    if k.desc {
-                        format!("{name} desc")
-                    } else {
-                        name
-                    }
-                })
-                .collect();
-            let _ = write!(out, " sorted by [{}]", keys.join(", "));
+            let _ = write!(out, " sorted by [{}]", sort_keys(&p.sorted, cols));
         }
     }
     if p.unique {
         out.push_str(" unique");
     }
     out
+}
+
+/// Sort keys by column name (`#i` for a column `cols` lacks), `desc` where descending,
+/// separated by commas.
+pub fn sort_keys(keys: &[SortKey], cols: &[Column]) -> String {
+    let names: Vec<String> = keys
+        .iter()
+        .map(|k| {
+            let name = cols
+                .get(k.col)
+                .map_or_else(|| format!("#{}", k.col), |c| c.name.clone());
+            if k.desc {
+                format!("{name} desc")
+            } else {
+                name
+            }
+        })
+        .collect();
+    names.join(", ")
 }
 
 fn quote(s: &str) -> String {

@@ -1,4 +1,5 @@
 use fox_phys::{Options, PhysPlan, Statistics, PASSES};
+use fox_ra::{Op, Stmt, TempId};
 
 /// The RA plan of a program that must check cleanly.
 pub fn ra(src: &str) -> fox_ra::RaPlan {
@@ -42,3 +43,15 @@ pub fn before_after(src: &str, pass: &str, stats: &Statistics) -> String {
 }
 
 pub const EDGE: &str = "e(x, y) -> int32(x), int32(y).\n.input e.\n";
+
+/// The temps of `p`'s operators that `pick` accepts, in plan order.
+pub fn find(p: &PhysPlan, pick: impl Fn(&Op) -> bool) -> Vec<TempId> {
+    p.ra.blocks
+        .iter()
+        .flat_map(|b| &b.stmts)
+        .filter_map(|s| match s {
+            Stmt::Let { dst, op, .. } if pick(op) => Some(*dst),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,20 +1,9 @@
-use fox_phys::{AggAlgorithm, Algorithm, PhysPlan, Statistics};
-use fox_ra::{Op, Stmt, TempId};
+use fox_phys::{AggAlgorithm, Algorithm, Statistics};
+use fox_ra::Op;
 
 use crate::common::*;
 
 const SALE: &str = "sale(i, a, s) -> int32(i), int32(a), string(s).\n.input sale.\n";
-
-fn find(p: &PhysPlan, pick: impl Fn(&Op) -> bool) -> Vec<TempId> {
-    p.ra.blocks
-        .iter()
-        .flat_map(|b| &b.stmts)
-        .filter_map(|s| match s {
-            Stmt::Let { dst, op, .. } if pick(op) => Some(*dst),
-            _ => None,
-        })
-        .collect()
-}
 
 #[test]
 fn before_and_after() {

@@ -1,18 +1,7 @@
-use fox_phys::{AggAlgorithm, Algorithm, Order, PhysPlan, Statistics};
-use fox_ra::{Op, SortKey, Stmt, TempId};
+use fox_phys::{AggAlgorithm, Algorithm, Order, Statistics};
+use fox_ra::{Op, SortKey};
 
 use crate::common::*;
-
-fn find(p: &PhysPlan, pick: impl Fn(&Op) -> bool) -> Vec<TempId> {
-    p.ra.blocks
-        .iter()
-        .flat_map(|b| &b.stmts)
-        .filter_map(|s| match s {
-            Stmt::Let { dst, op, .. } if pick(op) => Some(*dst),
-            _ => None,
-        })
-        .collect()
-}
 
 const PATH2: &str = "p(x, z) <- e(x, y), e(y, z).\n.output p.\n";
 
