@@ -183,7 +183,9 @@ pub fn load_plan_files(
     let Some(program) = compile_program(paths, color, tool, options)? else {
         return Ok(None);
     };
-    program.kernel_plan(&fox_phys::Statistics::none()).map(Some)
+    program
+        .kernel_plan(&fox_phys::Statistics::none(), &fox_kernel::LowerOptions::default())
+        .map(Some)
 }
 
 /// A program planned to its relational plan, with the files it was read from.
@@ -197,9 +199,14 @@ pub struct Compiled {
 
 impl Compiled {
     /// The kernel plan, planned with the statistics of the data (`Statistics::none()`
-    /// without data), holding the program's files as its sources.
-    pub fn kernel_plan(&self, stats: &fox_phys::Statistics) -> anyhow::Result<fox_kernel::KernelPlan> {
-        let mut plan = plan_kernels(&self.ra, stats)
+    /// without data) and lowered with `options`, holding the program's files as its
+    /// sources.
+    pub fn kernel_plan(
+        &self,
+        stats: &fox_phys::Statistics,
+        options: &fox_kernel::LowerOptions,
+    ) -> anyhow::Result<fox_kernel::KernelPlan> {
+        let mut plan = plan_kernels(&self.ra, stats, options)
             .map_err(|e| anyhow::anyhow!("{}: cannot lower the plan to kernels: {e}", self.name))?;
         plan.sources = plan_sources(&self.map);
         Ok(plan)
@@ -260,14 +267,18 @@ pub fn compile_program(
 }
 
 /// The kernel plan of a relational plan, its physical choices made by every physical pass
-/// with `stats`, the statistics of the data (`Statistics::none()` when there is none):
-/// the drivers make their kernel plans here (`foxc compile` and the REPL's `.explain`,
-/// which show the physical plan, run the passes themselves).
+/// with `stats`, the statistics of the data (`Statistics::none()` when there is none),
+/// lowered with `options`: the drivers make their kernel plans here (`foxc compile` and
+/// the REPL, which show the physical plan, run the passes themselves).
 pub fn plan_kernels(
     ra: &fox_ra::RaPlan,
     stats: &fox_phys::Statistics,
+    options: &fox_kernel::LowerOptions,
 ) -> Result<fox_kernel::KernelPlan, fox_kernel::LowerError> {
-    fox_kernel::lower_with(ra, stats)
+    fox_ra::validate(ra).map_err(|e| fox_kernel::LowerError::Invalid(e.to_string()))?;
+    let phys = fox_phys::run(ra.clone(), stats, &fox_phys::Options::default())
+        .map_err(|e| fox_kernel::LowerError::Invalid(e.to_string()))?;
+    fox_kernel::lower_physical_with(&phys, options)
 }
 
 /// The error of a program the planner refuses: a program error is rendered at its place

@@ -453,10 +453,15 @@ impl Session {
 
     /// The relational and kernel plans of a query program with the predicates that are
     /// kept read from memory; when such a program cannot be planned, the whole program.
-    fn plan_query(&self, a: &Analysis, out: &mut Out) -> Option<(Rewritten, fox_phys::PhysPlan, KernelPlan)> {
+    fn plan_query(
+        &self,
+        a: &Analysis,
+        options: &fox_kernel::LowerOptions,
+        out: &mut Out,
+    ) -> Option<(Rewritten, fox_phys::PhysPlan, KernelPlan)> {
         let rw = rewrite(a, &self.cache);
         let mut msg = Out::new();
-        if let Some((ra, k)) = plan_core(&rw.core, &mut msg) {
+        if let Some((ra, k)) = plan_core(&rw.core, options, &mut msg) {
             return Some((rw, ra, k));
         }
         if rw.reused.is_empty() {
@@ -464,7 +469,7 @@ impl Session {
             return None;
         }
         let rw = rewrite(a, &HashMap::new());
-        let (ra, k) = plan_core(&rw.core, out)?;
+        let (ra, k) = plan_core(&rw.core, options, out)?;
         Some((rw, ra, k))
     }
 
@@ -617,8 +622,13 @@ impl Session {
 
     /// Plans and runs a query program, keeps the contents of the predicates it computed,
     /// and returns the query's rows, the run, and what was computed and reused.
-    fn execute(&mut self, a: &Analysis, out: &mut Out) -> Option<(OutputTable, fox_runtime::RunResult, Report)> {
-        let (rw, _, mut plan) = self.plan_query(a, out)?;
+    fn execute(
+        &mut self,
+        a: &Analysis,
+        options: &fox_kernel::LowerOptions,
+        out: &mut Out,
+    ) -> Option<(OutputTable, fox_runtime::RunResult, Report)> {
+        let (rw, _, mut plan) = self.plan_query(a, options, out)?;
         plan.sources = vec![fox_kernel::SourceFile {
             name: "<session>".into(),
             start: 0,
@@ -662,7 +672,7 @@ impl Session {
                 },
             ),
             None => {
-                let Some((t, _, report)) = self.execute(&a, out) else {
+                let Some((t, _, report)) = self.execute(&a, &fox_kernel::LowerOptions::default(), out) else {
                     return;
                 };
                 (t, report)
@@ -849,7 +859,7 @@ impl Session {
             return;
         };
         if !analyze {
-            let Some((rw, phys, plan)) = self.plan_query(&a, out) else {
+            let Some((rw, phys, plan)) = self.plan_query(&a, &fox_kernel::LowerOptions::default(), out) else {
                 return;
             };
             out.push_str(&fox_phys::print_physical(&phys));
@@ -859,7 +869,8 @@ impl Session {
             return;
         }
         let timing = std::mem::replace(&mut self.timing, true);
-        let r = self.execute(&a, out);
+        // The run counts each operator's rows, shown against the estimates.
+        let r = self.execute(&a, &fox_kernel::LowerOptions { observe_rows: true }, out);
         self.timing = timing;
         if let Some((t, r, report)) = r {
             out.push_str(&fox_runtime::format_stats(&r.stats));
@@ -892,7 +903,7 @@ impl Session {
         let Some(a) = self.analyze(&qp, out) else {
             return;
         };
-        let Some((_, _, plan)) = self.plan_query(&a, out) else {
+        let Some((_, _, plan)) = self.plan_query(&a, &fox_kernel::LowerOptions::default(), out) else {
             return;
         };
         let dot = fox_kernel::to_dot(&plan);
@@ -961,7 +972,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ),
     (
         ".explain analyze QUERY",
-        "run the query and show per-kernel times and memory",
+        "run the query and show per-kernel times, memory, and each operator's estimated against actual rows",
     ),
     (
         ".dot QUERY FILE.svg",
@@ -1305,7 +1316,11 @@ fn rewrite(a: &Analysis, cache: &HashMap<Fp, Arc<OutputTable>>) -> Rewritten {
 }
 
 /// The relational and kernel plans of a core program; errors are written to `out`.
-fn plan_core(core: &CoreProgram, out: &mut Out) -> Option<(fox_phys::PhysPlan, KernelPlan)> {
+fn plan_core(
+    core: &CoreProgram,
+    options: &fox_kernel::LowerOptions,
+    out: &mut Out,
+) -> Option<(fox_phys::PhysPlan, KernelPlan)> {
     let ra = match fox_ra::plan(core) {
         Ok(p) => p,
         Err(e) => {
@@ -1320,7 +1335,7 @@ fn plan_core(core: &CoreProgram, out: &mut Out) -> Option<(fox_phys::PhysPlan, K
             return None;
         }
     };
-    match fox_kernel::lower_physical(&phys) {
+    match fox_kernel::lower_physical_with(&phys, options) {
         Ok(k) => Some((phys, k)),
         Err(e) => {
             out.error(format!("error: cannot lower the query to kernels: {e}\n"));

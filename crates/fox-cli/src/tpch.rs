@@ -185,7 +185,7 @@ pub fn plan_programs(
         .into_iter()
         .map(|(q, program, took)| {
             let t = Instant::now();
-            let plan = program.kernel_plan(stats)?;
+            let plan = program.kernel_plan(stats, &fox_kernel::LowerOptions::default())?;
             Ok((q, plan, took + t.elapsed()))
         })
         .collect()

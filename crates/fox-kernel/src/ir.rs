@@ -133,6 +133,22 @@ pub struct KernelPlan {
     /// rule they come from (see [`Instr::Launch::origin`]); empty when unknown.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<SourceFile>,
+    /// The operators whose rows a run counts, indexed by [`Instr::Observe::id`]; empty
+    /// unless the plan was made to observe them (see [`crate::LowerOptions`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observed: Vec<Observed>,
+}
+
+/// One operator of the physical plan whose result a run counts (`--timing`, `.explain
+/// analyze`), with the planner's estimate of its rows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Observed {
+    /// The RA block's label and the temp: `b1.t9`.
+    pub label: String,
+    /// The operator, as `--emit physical` prints it (shortened).
+    pub op: String,
+    /// The estimated rows of one execution, when the `estimate` pass ran.
+    pub est: Option<f64>,
 }
 
 /// One file of the program a plan was compiled from.
@@ -246,6 +262,11 @@ pub enum Instr {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         origin: Option<Span>,
     },
+    /// Count the rows of an operator's result (entry `id` of [`KernelPlan::observed`]):
+    /// the length of the first of `bufs`, its columns that are still computed. It reads
+    /// no data and leaves every buffer as it is; it follows the definition of its
+    /// buffers, and never is the last reader of a buffer.
+    Observe { id: u32, bufs: Vec<BufId> },
     /// Emit a result relation: download `cols` and write predicate `name`, ordered by
     /// `order` (column index, descending) then ascending on the remaining columns, at
     /// most `limit` rows. String columns are ordered by string value. A relation with no

@@ -23,6 +23,7 @@ pub(crate) fn uses(i: &Instr) -> Vec<BufId> {
         Instr::Free { .. } => Vec::new(),
         Instr::Output { cols, .. } => cols.clone(),
         Instr::Assert { args, .. } => args.clone(),
+        Instr::Observe { bufs, .. } => bufs.clone(),
     }
 }
 
@@ -31,7 +32,7 @@ pub(crate) fn defs(i: &Instr) -> Vec<BufId> {
     match i {
         Instr::Launch { outs, .. } => outs.clone(),
         Instr::Move { dst, .. } => vec![*dst],
-        Instr::Free { .. } | Instr::Output { .. } | Instr::Assert { .. } => Vec::new(),
+        Instr::Free { .. } | Instr::Output { .. } | Instr::Assert { .. } | Instr::Observe { .. } => Vec::new(),
     }
 }
 

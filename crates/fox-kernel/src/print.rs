@@ -98,6 +98,14 @@ pub fn instr_text(plan: &KernelPlan, i: &Instr) -> String {
         }
         Instr::Move { dst, src } => format!("{} = move {}", typed(plan, *dst), name(plan, *src)),
         Instr::Free { buf } => format!("free {}", name(plan, *buf)),
+        Instr::Observe { id, bufs } => {
+            let bufs: Vec<String> = bufs.iter().map(|&b| name(plan, b)).collect();
+            let what = plan
+                .observed
+                .get(*id as usize)
+                .map_or_else(|| format!("#{id}?"), |o| o.label.clone());
+            format!("observe the rows of {what} in [{}]", bufs.join(", "))
+        }
         Instr::Assert { check, args, .. } => {
             let args: Vec<String> = args.iter().map(|&b| name(plan, b)).collect();
             match check {

@@ -191,7 +191,7 @@ fn check_instr_types(i: &Instr) -> Result<(), String> {
             check: Check::Functional { columns, .. },
             ..
         } => columns.iter().try_for_each(|c| check_type(c.ty)),
-        Instr::Move { .. } | Instr::Free { .. } => Ok(()),
+        Instr::Move { .. } | Instr::Free { .. } | Instr::Observe { .. } => Ok(()),
     }
 }
 
@@ -463,6 +463,18 @@ fn check_instr(plan: &KernelPlan, i: &Instr) -> Result<(), String> {
             Ok(())
         }
         Instr::Free { .. } => Ok(()),
+        Instr::Observe { id, bufs } => {
+            if *id as usize >= plan.observed.len() {
+                return Err(format!(
+                    "observes operator #{id}, but the plan lists {} observed operators",
+                    plan.observed.len()
+                ));
+            }
+            if bufs.is_empty() {
+                return Err("observes no buffer".into());
+            }
+            Ok(())
+        }
         Instr::Assert { check, args, .. } => match check {
             Check::Functional { pred, columns, keys } => {
                 let row: Vec<Elem> = columns.iter().map(|c| Elem::of(c.ty)).collect();

@@ -14,7 +14,8 @@
 //!   (read after write, write after read, write after write, and the order of the
 //!   instructions with effects: outputs, input loads, dictionary tables and
 //!   string-producing kernels), started from the instructions nothing depends on, in
-//!   their original order.
+//!   their original order. Observations (`Observe`) keep nothing alive and take no part
+//!   in the order: each follows the definitions of the columns it counts.
 
 use crate::bitset::SparseSet;
 use crate::ir::*;
@@ -199,6 +200,7 @@ fn replace_use(i: &mut Instr, from: BufId, to: BufId) {
         Instr::Move { src, .. } => sub(src),
         Instr::Output { cols, .. } => cols.iter_mut().for_each(sub),
         Instr::Assert { args, .. } => args.iter_mut().for_each(sub),
+        Instr::Observe { bufs, .. } => bufs.iter_mut().for_each(sub),
         Instr::Free { .. } => {}
     }
 }
@@ -207,7 +209,7 @@ fn removable(i: &Instr) -> bool {
     match i {
         Instr::Launch { kernel, .. } => !matches!(kernel, Kernel::LoadInput { .. }),
         Instr::Move { .. } => true,
-        Instr::Free { .. } | Instr::Output { .. } | Instr::Assert { .. } => false,
+        Instr::Free { .. } | Instr::Output { .. } | Instr::Assert { .. } | Instr::Observe { .. } => false,
     }
 }
 
@@ -223,6 +225,17 @@ fn dead_code(plan: &mut KernelPlan) {
             }
             let mut keep = vec![true; block.instrs.len()];
             for (k, i) in block.instrs.iter_mut().enumerate().rev() {
+                // An observation keeps no value alive: it counts the columns that
+                // something else reads after it, and goes when there are none.
+                if let Instr::Observe { bufs, .. } = i {
+                    let before = bufs.len();
+                    bufs.retain(|b| live.contains(*b));
+                    if bufs.is_empty() {
+                        keep[k] = false;
+                    }
+                    removed |= bufs.len() != before;
+                    continue;
+                }
                 let ds = defs(i);
                 if removable(i) && ds.iter().all(|d| !live.contains(*d)) {
                     keep[k] = false;
@@ -304,11 +317,67 @@ fn has_effect(i: &Instr) -> bool {
     }
 }
 
-/// Reorders a block so that definitions come right before their first use.
+/// Reorders a block so that definitions come right before their first use. Observations
+/// take no part in the order: each comes back right after the first definition (in the
+/// new order) of one of its columns, counting only the columns it defines (all columns
+/// of a result have its length), or first in the block, counting the columns defined
+/// before the block, when there are such. So an observation is never the last reader of
+/// a value: something after it reads every column it counts.
 fn schedule(block: &mut Block) {
+    // Each observation with, per column, the instruction (an index into the block
+    // without the observations) that last defined it before the observation.
+    let mut observes: Vec<(Vec<Option<usize>>, Instr)> = Vec::new();
+    let mut last_def: std::collections::HashMap<BufId, usize> = std::collections::HashMap::new();
+    let mut rest = Vec::with_capacity(block.instrs.len());
+    for i in std::mem::take(&mut block.instrs) {
+        if let Instr::Observe { bufs, .. } = &i {
+            let defs = bufs.iter().map(|b| last_def.get(b).copied()).collect();
+            observes.push((defs, i));
+            continue;
+        }
+        for d in defs(&i) {
+            last_def.insert(d, rest.len());
+        }
+        rest.push(i);
+    }
+    block.instrs = rest;
+    let order = schedule_order(block);
+    let mut pos = vec![0; order.len()];
+    for (p, &j) in order.iter().enumerate() {
+        pos[j] = p;
+    }
+    let mut first = Vec::new();
+    let mut after: Vec<Vec<Instr>> = vec![Vec::new(); order.len()];
+    for (defs, mut i) in observes {
+        let at = if defs.contains(&None) {
+            None
+        } else {
+            defs.iter().flatten().copied().min_by_key(|&j| pos[j])
+        };
+        if let Instr::Observe { bufs, .. } = &mut i {
+            let mut d = defs.iter();
+            bufs.retain(|_| d.next() == Some(&at));
+        }
+        match at {
+            Some(j) => after[j].push(i),
+            None => first.push(i),
+        }
+    }
+    let mut old: Vec<Option<Instr>> = std::mem::take(&mut block.instrs).into_iter().map(Some).collect();
+    block.instrs = first;
+    for j in order {
+        if let Some(i) = old[j].take() {
+            block.instrs.push(i);
+            block.instrs.append(&mut after[j]);
+        }
+    }
+}
+
+/// The list-scheduled order of a block's instructions (indices into `block.instrs`).
+fn schedule_order(block: &Block) -> Vec<usize> {
     let n = block.instrs.len();
     if n < 2 {
-        return;
+        return (0..n).collect();
     }
     let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut has_succ = vec![false; n];
@@ -377,6 +446,5 @@ fn schedule(block: &mut Block) {
             }
         }
     }
-    let mut old: Vec<Option<Instr>> = std::mem::take(&mut block.instrs).into_iter().map(Some).collect();
-    block.instrs = order.into_iter().filter_map(|j| old[j].take()).collect();
+    order
 }

@@ -117,7 +117,9 @@ pub fn used_input_columns(plan: &KernelPlan) -> Vec<Vec<bool>> {
                 Instr::Move { src, .. } => {
                     read.insert(src.0);
                 }
-                Instr::Output { cols, .. } | Instr::Assert { args: cols, .. } => read.extend(cols.iter().map(|c| c.0)),
+                Instr::Output { cols, .. } | Instr::Assert { args: cols, .. } | Instr::Observe { bufs: cols, .. } => {
+                    read.extend(cols.iter().map(|c| c.0))
+                }
                 Instr::Free { .. } => {}
             }
         }

@@ -80,6 +80,16 @@ fn run_with(
         live_vars: 0,
         stats: RunStats {
             planned_peak_buffers: plan.planned_peak_buffers,
+            rows: plan
+                .observed
+                .iter()
+                .map(|o| crate::RowsStat {
+                    label: o.label.clone(),
+                    op: o.op.clone(),
+                    est: o.est,
+                    ..crate::RowsStat::default()
+                })
+                .collect(),
             ..RunStats::default()
         },
         instr_stats: plan.blocks.iter().map(|b| vec![None; b.instrs.len()]).collect(),
@@ -765,6 +775,25 @@ impl Interp<'_> {
                 let d = start.elapsed();
                 self.stats.output += d.saturating_sub(self.stats.download - download_before);
                 self.record(block, i, || fox_kernel::output_label(name), d);
+                Ok(())
+            }
+            Instr::Observe { id, bufs } => {
+                let what = at(plan, block, i);
+                let b = bufs
+                    .first()
+                    .ok_or_else(|| RuntimeError::Plan(format!("{what}: Observe reads no buffer")))?;
+                let slot = self
+                    .var_slot(b.0 as usize)
+                    .map_err(|w| RuntimeError::Plan(format!("{what}: Observe reads {w}")))?;
+                let rows = self.slot_buf(slot).len as u64;
+                let stat = self.stats.rows.get_mut(*id as usize).ok_or_else(|| {
+                    RuntimeError::Plan(format!(
+                        "{what}: Observe of operator #{id}, which the plan does not list"
+                    ))
+                })?;
+                stat.calls += 1;
+                stat.total += rows;
+                stat.max = stat.max.max(rows);
                 Ok(())
             }
             Instr::Assert { check, args, origin } => {

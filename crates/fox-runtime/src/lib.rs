@@ -130,6 +130,34 @@ pub struct RunStats {
     /// Collecting the statistics of the inputs before the plan was made, when its driver
     /// did (not part of `total`).
     pub statistics: Option<Duration>,
+    /// The rows of each operator the plan observes ([`fox_kernel::KernelPlan::observed`],
+    /// in its order), against the planner's estimate.
+    pub rows: Vec<RowsStat>,
+}
+
+/// The rows of one observed operator over a run, against the planner's estimate.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RowsStat {
+    /// The temp (`t9`) and the operator, as `foxc compile --emit physical` prints them.
+    pub label: String,
+    pub op: String,
+    /// The estimated rows of one execution.
+    pub est: Option<f64>,
+    /// How many times the operator ran, the rows of all its runs, and the most of one.
+    pub calls: u64,
+    pub total: u64,
+    pub max: u64,
+}
+
+impl RowsStat {
+    /// The actual rows of one execution: the mean over the calls.
+    pub fn per_call(&self) -> f64 {
+        if self.calls == 0 {
+            0.0
+        } else {
+            self.total as f64 / self.calls as f64
+        }
+    }
 }
 
 /// Time spent in one instruction of the plan over the whole run.
@@ -268,6 +296,7 @@ pub fn format_stats(stats: &RunStats) -> String {
             ms(t)
         ));
     }
+    out.push_str(&format_rows(&stats.rows));
     // `device peak N bytes` is the form the command-line contract names; the size in
     // units follows for reading.
     out.push_str(&format!(
@@ -280,6 +309,92 @@ pub fn format_stats(stats: &RunStats) -> String {
         human_bytes(stats.total_allocated_bytes as u64)
     ));
     out
+}
+
+/// The table of estimated against actual rows per observed operator, in plan order; empty
+/// when the plan observed none. `actual` is per execution (the mean in loops); `ratio` is
+/// actual over estimated.
+pub fn format_rows(rows: &[RowsStat]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let count = |x: f64| {
+        let x = x.round();
+        if x < 1e15 {
+            format!("{x:.0}")
+        } else {
+            format!("{x:.2e}")
+        }
+    };
+    let cells: Vec<[String; 6]> = rows
+        .iter()
+        .map(|r| {
+            let actual = r.per_call();
+            let (est, ratio) = match r.est {
+                _ if r.calls == 0 => (r.est.map_or_else(|| "?".into(), count), "-".to_string()),
+                Some(e) => (count(e), ratio(actual, e)),
+                None => ("?".into(), "-".into()),
+            };
+            let actual = if r.calls == 0 {
+                "-".to_string()
+            } else if actual.fract() != 0.0 && actual < 100.0 {
+                format!("{actual:.1}")
+            } else {
+                count(actual)
+            };
+            [r.label.clone(), r.op.clone(), r.calls.to_string(), est, actual, ratio]
+        })
+        .collect();
+    let heads = ["temp", "operator", "calls", "estimated", "actual", "ratio"];
+    let width = |c: usize| {
+        cells
+            .iter()
+            .map(|r| r[c].chars().count())
+            .chain([heads[c].len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let w: Vec<usize> = (0..6).map(width).collect();
+    let line = |r: &[String]| {
+        format!(
+            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {:>w4$}  {:>w5$}\n",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            r[5],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3],
+            w4 = w[4],
+            w5 = w[5]
+        )
+    };
+    let mut out = String::from("rows per operator (estimated against actual, per execution)\n");
+    out.push_str(&line(&heads.map(String::from)));
+    for c in &cells {
+        out.push_str(&line(c));
+    }
+    out
+}
+
+/// Actual over estimated rows, to two significant digits (`0.50`, `1.0`, `12`), with one
+/// row added to each side so that empty results compare.
+fn ratio(actual: f64, est: f64) -> String {
+    let r = (actual + 1.0) / (est.max(0.0) + 1.0);
+    if r >= 9.95 {
+        format!("{r:.0}")
+    } else if r >= 0.995 {
+        format!("{r:.1}")
+    } else if r >= 1e-6 {
+        // Two significant digits: 0.50, 0.060, 0.0012.
+        let digits = (-r.log10()).ceil() as usize + 1;
+        format!("{r:.digits$}")
+    } else {
+        format!("{r:.1e}")
+    }
 }
 
 /// How many instructions the `--timing` report lists.
@@ -322,6 +437,44 @@ pub fn plural(n: u64, noun: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rows_stat(label: &str, est: Option<f64>, calls: u64, total: u64) -> RowsStat {
+        RowsStat {
+            label: label.into(),
+            op: format!("scan {label}"),
+            est,
+            calls,
+            total,
+            max: total,
+        }
+    }
+
+    #[test]
+    fn rows_table_compares_estimates_with_rows_per_execution() {
+        assert_eq!(format_rows(&[]), "");
+        let text = format_rows(&[
+            rows_stat("t0", Some(6.0), 1, 6),
+            rows_stat("t1", Some(20_210.0), 1, 1216),
+            rows_stat("t2", Some(1.0), 6, 2),
+            rows_stat("t3", None, 2, 10),
+            rows_stat("t4", Some(4.0), 0, 0),
+            rows_stat("t5", Some(0.0), 1, 0),
+            rows_stat("t6", Some(1.0), 1, 999),
+        ]);
+        let lines: Vec<Vec<&str>> = text.lines().skip(2).map(|l| l.split_whitespace().collect()).collect();
+        let row = |t: &str| lines.iter().find(|l| l[0] == t).unwrap().clone();
+        // temp, "scan", name, calls, estimated, actual, ratio
+        assert_eq!(row("t0")[3..], ["1", "6", "6", "1.0"]);
+        assert_eq!(row("t1")[3..], ["1", "20210", "1216", "0.060"]);
+        // In a loop the actual rows are the mean of the executions.
+        assert_eq!(row("t2")[3..], ["6", "1", "0.3", "0.67"]);
+        assert_eq!(row("t3")[3..], ["2", "?", "5", "-"]);
+        // An operator that never ran has no actual rows.
+        assert_eq!(row("t4")[3..], ["0", "4", "-", "-"]);
+        assert_eq!(row("t5")[3..], ["1", "0", "0", "1.0"]);
+        assert_eq!(row("t6")[3..], ["1", "1", "999", "500"]);
+        assert!(text.starts_with("rows per operator"), "{text}");
+    }
 
     #[test]
     fn sizes_in_units() {

@@ -59,6 +59,12 @@ enum Command {
         /// the plan as that pass left it.
         #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(fox_phys::pass_names()))]
         after_pass: Option<String>,
+        /// Make the plan count the rows of every operator's result, so that `foxrun
+        /// --timing` shows them beside the estimates (`foxrun` plans a `.logic` program
+        /// this way itself when given --timing). It computes exactly what it computes
+        /// without them.
+        #[arg(long)]
+        observe_rows: bool,
         /// Write the plan to this file: a regular file is replaced whole or not at all (a
         /// symbolic link is followed and kept), a device or FIFO is written into.
         #[arg(short, long, value_name = "PLAN.ron")]
@@ -109,13 +115,15 @@ fn main() -> ExitCode {
             emit,
             disable_pass,
             after_pass,
+            observe_rows,
             ..
         } => {
             let passes = fox_phys::Options {
                 disabled: disable_pass,
                 stop_after: after_pass,
             };
-            cmd_compile(&files, output.as_deref(), emit, &passes, color)
+            let lowering = fox_kernel::LowerOptions { observe_rows };
+            cmd_compile(&files, output.as_deref(), emit, &passes, &lowering, color)
         }
     };
     match result {
@@ -177,6 +185,7 @@ fn cmd_compile(
     output: Option<&Path>,
     emit: Option<Emit>,
     passes: &fox_phys::Options,
+    lowering: &fox_kernel::LowerOptions,
     color: bool,
 ) -> anyhow::Result<ExitCode> {
     let checked = check_files(paths)?;
@@ -213,7 +222,7 @@ fn cmd_compile(
         write_stdout(&fox_phys::print_physical(&phys))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut kernels = fox_kernel::lower_physical(&phys)
+    let mut kernels = fox_kernel::lower_physical_with(&phys, lowering)
         .map_err(|e| anyhow::anyhow!("{name}: cannot lower the plan to kernels: {e}"))?;
     kernels.sources = plan_sources(&checked.map);
     match emit {

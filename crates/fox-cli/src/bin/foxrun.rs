@@ -88,7 +88,8 @@ struct Cli {
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     backend: BackendChoice,
     /// Print per-kernel times, the load/upload/compute/download/output split (with
-    /// kernel compilation) and memory use to standard error.
+    /// kernel compilation), each operator's estimated against its actual rows, and
+    /// memory use to standard error.
     #[arg(long)]
     timing: bool,
     /// The memory the run may use on the backend (e.g. 512M, 16G; default: all of the
@@ -286,7 +287,12 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         }
         let plan = match program {
             Program::Plan(plan) => plan,
-            Program::Compiled(program) => program.kernel_plan(&stats)?,
+            Program::Compiled(program) => program.kernel_plan(
+                &stats,
+                &fox_kernel::LowerOptions {
+                    observe_rows: cli.timing,
+                },
+            )?,
         };
         (plan, data, Some(took))
     };
@@ -328,6 +334,11 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         let mut stats = result.stats.clone();
         stats.statistics = statistics;
         eprint!("{}", format_stats(&stats));
+        if plan.observed.is_empty() {
+            eprintln!(
+                "rows per operator: not counted by this compiled plan (compile it with `foxc compile --observe-rows`)"
+            );
+        }
     }
     let file_format = |f: FormatChoice| match f {
         FormatChoice::Table | FormatChoice::Csv => Format::Csv,

@@ -12,6 +12,7 @@ mod graph;
 mod large_inputs;
 mod memory;
 mod mutations;
+mod observe;
 mod out_of_memory;
 mod outputs;
 mod passes;

@@ -67,7 +67,9 @@ fn compile(path: &Path) -> KernelPlan {
     let core = fox_cli::check(&source)
         .core
         .unwrap_or_else(|| panic!("{} does not check", path.display()));
-    fox_kernel::lower(&fox_ra::plan(&core).unwrap()).unwrap()
+    // With observations, so that the mutations reach them too.
+    let options = fox_kernel::LowerOptions { observe_rows: true };
+    fox_cli::plan_kernels(&fox_ra::plan(&core).unwrap(), &fox_phys::Statistics::none(), &options).unwrap()
 }
 
 /// Four rows for each input of `plan` under `dir`: column `c` of row `r` takes the
@@ -417,7 +419,9 @@ fn mutate_plan(plan: &KernelPlan, rng: &mut Rng) -> KernelPlan {
                     }
                     Instr::Move { dst, src } => *(if rng.below(2) == 0 { dst } else { src }) = buf,
                     Instr::Free { buf: f } => *f = buf,
-                    Instr::Output { cols, .. } | Instr::Assert { args: cols, .. } => {
+                    Instr::Output { cols, .. }
+                    | Instr::Assert { args: cols, .. }
+                    | Instr::Observe { bufs: cols, .. } => {
                         if !cols.is_empty() {
                             let j = rng.below(cols.len());
                             cols[j] = buf;

@@ -58,9 +58,24 @@ pub fn lower_with(ra: &RaPlan, stats: &fox_phys::Statistics) -> Result<KernelPla
     lower_physical(&phys)
 }
 
+/// What a kernel plan is made to do besides computing its outputs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LowerOptions {
+    /// Count the rows of every operator's result, for comparison with the estimate
+    /// (`--timing`, `.explain analyze`): an [`Instr::Observe`] follows each temp's
+    /// definition. Observations keep no value alive and take no part in scheduling, so
+    /// the plan computes exactly what it computes without them.
+    pub observe_rows: bool,
+}
+
 /// Translates an annotated RA plan into a kernel plan: lowering (following the
 /// annotations), scheduling, liveness analysis and free placement.
 pub fn lower_physical(phys: &PhysPlan) -> Result<KernelPlan, LowerError> {
+    lower_physical_with(phys, &LowerOptions::default())
+}
+
+/// [`lower_physical`] with `options`.
+pub fn lower_physical_with(phys: &PhysPlan, options: &LowerOptions) -> Result<KernelPlan, LowerError> {
     let ra = &phys.ra;
     fox_ra::validate(ra).map_err(|e| LowerError::Invalid(e.to_string()))?;
     if phys.nodes.len() != ra.temps.len() {
@@ -89,6 +104,8 @@ pub fn lower_physical(phys: &PhysPlan) -> Result<KernelPlan, LowerError> {
         cur: BlockId(0),
         cur_label: String::new(),
         origin: None,
+        observe: options.observe_rows,
+        observed: Vec::new(),
     };
     let init = l.declare_relations()?;
     let entry_has_preds = ra.blocks.iter().any(|b| b.term.successors().contains(&ra.entry));
@@ -154,10 +171,24 @@ pub fn lower_physical(phys: &PhysPlan) -> Result<KernelPlan, LowerError> {
         entry,
         planned_peak_buffers: 0,
         sources: Vec::new(),
+        observed: l.observed,
     };
     crate::sched::optimize(&mut plan);
     crate::live::place_frees(&mut plan);
     Ok(plan)
+}
+
+/// The longest operator text an [`Observed`] keeps.
+const OBSERVED_OP_CHARS: usize = 48;
+
+/// `text` cut to at most `max` characters, with `…` where it was cut.
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut s: String = text.chars().take(max - 1).collect();
+    s.push('…');
+    s
 }
 
 /// A relation value during lowering: its column buffers and what is known about them.
@@ -290,11 +321,30 @@ struct Lower<'a> {
     cur_label: String,
     /// The origin of the statement being lowered, given to its launches.
     origin: Option<Span>,
+    /// Whether each temp's rows are observed ([`LowerOptions::observe_rows`]), and the
+    /// operators observed so far.
+    observe: bool,
+    observed: Vec<Observed>,
 }
 
 type R<T> = Result<T, LowerError>;
 
 impl<'a> Lower<'a> {
+    /// Counts the rows of temp `dst` (defined by `s`) where its value `v` is complete.
+    fn observe_rows(&mut self, s: &Stmt, dst: fox_ra::TempId, v: &Val) {
+        let text = fox_ra::print_stmt(self.ra, s);
+        let op = text.split_once(" = ").map_or(text.as_str(), |(_, op)| op);
+        self.instrs.push(Instr::Observe {
+            id: self.observed.len() as u32,
+            bufs: v.cols.clone(),
+        });
+        self.observed.push(Observed {
+            label: format!("t{}", dst.0),
+            op: shorten(op, OBSERVED_OP_CHARS),
+            est: self.phys.node(dst).est.as_ref().map(|e| e.rows),
+        });
+    }
+
     // ---- buffers and launches ----------------------------------------------------------
 
     fn new_buf(&mut self, name: &str, elem: Elem, ty: Option<Type>) -> BufId {
@@ -561,6 +611,9 @@ impl<'a> Lower<'a> {
                     unique: o.is_some_and(|o| o.unique),
                     ..v
                 };
+                if self.observe && v.pending.is_none() {
+                    self.observe_rows(s, *dst, &v);
+                }
                 self.temps.insert(*dst, v);
                 self.defs.insert(*dst, op);
             }

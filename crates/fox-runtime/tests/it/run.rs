@@ -121,6 +121,7 @@ fn plan(buffers: Vec<BufVar>, inputs: Vec<InputRel>, instrs: Vec<Instr>) -> Kern
         entry: BlockId(0),
         planned_peak_buffers: 3,
         sources: Vec::new(),
+        observed: Vec::new(),
     }
 }
 
@@ -584,6 +585,73 @@ fn launch_arguments_are_checked_against_the_contract_before_any_backend() {
         e.contains("output 0 is declared i64, but the kernel produces i32"),
         "{e}"
     );
+}
+
+#[test]
+fn observations_count_rows_per_execution_and_bad_ones_are_plan_errors() {
+    // a := {1}; observe t0 and t1; loop body: observe t1, a := {}, observe t1. The body
+    // runs once: t0 is counted once (1 row), t1 three times (1, 1 and 0 rows).
+    let observe = |id: u32, b: u32| Instr::Observe {
+        id,
+        bufs: vec![BufId(b)],
+    };
+    let mut p = plan(
+        vec![buf("a", Elem::I32, Some(Type::Int32))],
+        vec![],
+        vec![one_const(), observe(0, 0), observe(1, 0)],
+    );
+    p.observed = ["t0", "t1"]
+        .iter()
+        .map(|l| fox_kernel::Observed {
+            label: l.to_string(),
+            op: "const".into(),
+            est: Some(4.0),
+        })
+        .collect();
+    p.blocks[0].term = Terminator::Jump(BlockId(1));
+    p.blocks.push(Block {
+        label: "loop".into(),
+        instrs: vec![
+            observe(1, 0),
+            launch(
+                Kernel::Const {
+                    types: vec![Type::Int32],
+                    rows: vec![],
+                },
+                &[],
+                &[0],
+            ),
+            observe(1, 0),
+        ],
+        term: Terminator::LoopIf {
+            nonempty: vec![BufId(0)],
+            body: BlockId(1),
+            exit: BlockId(2),
+        },
+    });
+    p.blocks.push(Block {
+        label: "exit".into(),
+        instrs: vec![Instr::Free { buf: BufId(0) }],
+        term: Terminator::Halt,
+    });
+    let mut be = Store::default();
+    let r = run(&p, &mut be, &RunOptions::default()).unwrap();
+    let rows: Vec<(u64, u64, u64)> = r.stats.rows.iter().map(|s| (s.calls, s.total, s.max)).collect();
+    assert_eq!(rows, [(1, 1, 1), (3, 2, 1)]);
+    assert_eq!(r.stats.rows[1].label, "t1");
+    assert_eq!(r.stats.rows[1].est, Some(4.0));
+    // An observation of an operator the plan does not list, or of an undefined buffer.
+    let mut bad = p.clone();
+    bad.blocks[0].instrs[1] = observe(7, 0);
+    assert!(
+        plan_error(&bad).contains("Observe of operator #7"),
+        "{}",
+        plan_error(&bad)
+    );
+    let mut bad = p.clone();
+    bad.blocks[0].instrs.insert(0, observe(0, 0));
+    assert!(plan_error(&bad).contains("Observe reads"), "{}", plan_error(&bad));
+    assert!(fox_kernel::validate(&bad).is_err());
 }
 
 #[test]

@@ -29,7 +29,9 @@ pub fn reads(i: &Instr) -> Vec<BufId> {
         Instr::Launch { args, .. } => args.clone(),
         Instr::Move { src, .. } => vec![*src],
         Instr::Free { buf } => vec![*buf],
-        Instr::Output { cols, .. } | Instr::Assert { args: cols, .. } => cols.clone(),
+        Instr::Output { cols, .. } | Instr::Assert { args: cols, .. } | Instr::Observe { bufs: cols, .. } => {
+            cols.clone()
+        }
     }
 }
 

@@ -1,0 +1,214 @@
+//! Estimated against actual rows: plans made to observe each operator's rows compute
+//! exactly what the plans without observations compute, and `foxrun --timing` and the
+//! REPL's `.explain analyze` show the counts beside the estimates.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use fox_kernel::{Instr, KernelPlan, LowerOptions};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every program of the repository: the queries, the test programs and TPC-H.
+fn programs() -> Vec<PathBuf> {
+    let mut all = Vec::new();
+    for dir in ["queries", "tests/programs", "tpch/queries"] {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "logic"))
+            .collect();
+        files.sort();
+        all.extend(files);
+    }
+    assert!(all.len() > 40, "{all:?}");
+    all
+}
+
+fn without_observations(mut plan: KernelPlan) -> KernelPlan {
+    for b in &mut plan.blocks {
+        b.instrs.retain(|i| !matches!(i, Instr::Observe { .. }));
+    }
+    plan.observed.clear();
+    plan
+}
+
+#[test]
+fn observing_rows_adds_observations_and_changes_nothing_else() {
+    for path in programs() {
+        let program = fox_cli::compile_program(
+            std::slice::from_ref(&path),
+            false,
+            "test",
+            &fox_ra::PlanOptions::default(),
+        )
+        .unwrap()
+        .unwrap_or_else(|| panic!("{} does not compile", path.display()));
+        let stats = fox_phys::Statistics::none();
+        let plain = program.kernel_plan(&stats, &LowerOptions::default()).unwrap();
+        let observed = program
+            .kernel_plan(&stats, &LowerOptions { observe_rows: true })
+            .unwrap();
+        assert!(plain.observed.is_empty());
+        let observes: Vec<&Instr> = observed
+            .blocks
+            .iter()
+            .flat_map(|b| &b.instrs)
+            .filter(|i| matches!(i, Instr::Observe { .. }))
+            .collect();
+        assert!(!observes.is_empty(), "{}: nothing observed", path.display());
+        assert!(observes.len() <= observed.observed.len() * observed.blocks.len());
+        // The observations are consistent (each reads buffers defined before it) and the
+        // rest of the plan is the plan without them, instruction for instruction.
+        fox_kernel::validate(&observed).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let stripped = without_observations(observed);
+        if stripped != plain {
+            let (a, b) = (fox_kernel::print_kernels(&plain), fox_kernel::print_kernels(&stripped));
+            let at = a.lines().zip(b.lines()).position(|(x, y)| x != y).unwrap_or(0);
+            let near = |t: &str| {
+                t.lines()
+                    .skip(at.saturating_sub(3))
+                    .take(8)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            panic!(
+                "{}: observing changes the plan; without observations:\n{}\nwith them:\n{}",
+                path.display(),
+                near(&a),
+                near(&b)
+            );
+        }
+    }
+}
+
+fn foxrun(args: &[&str]) -> (String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    (
+        String::from_utf8(o.stdout).unwrap(),
+        String::from_utf8(o.stderr).unwrap(),
+    )
+}
+
+/// The rows table of a `--timing` report: per temp, its calls, estimated and actual rows.
+fn rows_table(report: &str) -> Vec<(String, String, String, String)> {
+    let start = report
+        .find("rows per operator")
+        .unwrap_or_else(|| panic!("no rows table in:\n{report}"));
+    report[start..]
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with('t'))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let n = w.len();
+            (
+                w[0].to_string(),
+                w[n - 4].to_string(),
+                w[n - 3].to_string(),
+                w[n - 2].to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn timing_shows_each_operators_estimated_and_actual_rows() {
+    // Recursion: the loop's operators run once per iteration; the actual rows are their
+    // mean per iteration.
+    let (_, err) = foxrun(&["queries/even_odd.logic", "--backend", "cpu", "--timing"]);
+    let rows = rows_table(&err);
+    let scans: Vec<_> = rows.iter().filter(|r| r.1 == "1" && r.3 == "3").collect();
+    assert_eq!(scans.len(), 2, "the final scans of even and odd, 3 rows each:\n{err}");
+    assert!(rows.iter().any(|r| r.1 == "6"), "six iterations:\n{err}");
+    assert!(err.contains("scan even"), "{err}");
+
+    // Statistics of the generated tables: the scan of `customer` is estimated exactly,
+    // and the final `limit 10` gives ten rows.
+    let (out, err) = foxrun(&[
+        "tpch/queries/q03.logic",
+        "--tpch",
+        "0.01",
+        "--backend",
+        "cpu",
+        "--timing",
+    ]);
+    assert!(out.contains("10 rows"), "{out}");
+    let rows = rows_table(&err);
+    let scan = err.lines().find(|l| l.contains("scan customer")).unwrap();
+    let scan = rows.iter().find(|r| scan.starts_with(&format!("{} ", r.0))).unwrap();
+    assert_eq!(
+        (scan.1.as_str(), scan.2.as_str(), scan.3.as_str()),
+        ("1", "1500", "1500"),
+        "{err}"
+    );
+    let limit = err.lines().find(|l| l.contains("limit ")).unwrap();
+    assert!(limit.split_whitespace().rev().nth(1) == Some("10"), "{limit}");
+
+    // Without --timing the report (and the observations) are absent.
+    let (_, err) = foxrun(&["queries/even_odd.logic", "--backend", "cpu"]);
+    assert!(!err.contains("rows per operator"), "{err}");
+}
+
+#[test]
+fn explain_analyze_shows_estimated_and_actual_rows() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fox"))
+        .args(["repl", "--backend", "cpu"])
+        .current_dir(repo())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b".load queries/even_odd.logic\n?- odd(x).\n.explain analyze ?- even(x).\n")
+            .unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(o.status.success(), "{out}\n{}", String::from_utf8_lossy(&o.stderr));
+    // A plain query shows no table; `.explain analyze` does, after the kernel times.
+    let table = out.find("rows per operator").unwrap_or_else(|| panic!("{out}"));
+    assert!(out[..table].contains("timing on cpu"), "{out}");
+    assert_eq!(out.matches("rows per operator").count(), 1, "{out}");
+    let rows = rows_table(&out[table..]);
+    assert!(rows.iter().any(|r| r.1 == "1" && r.3 == "3"), "{out}");
+}
+
+#[test]
+fn a_compiled_plan_counts_rows_when_compiled_to() {
+    let dir = std::env::temp_dir().join(format!("fox-observe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (flag, counted) in [(true, true), (false, false)] {
+        let plan = dir.join(format!("plan-{flag}.ron"));
+        let mut args = vec!["compile", "queries/even_odd.logic", "-o", plan.to_str().unwrap()];
+        if flag {
+            args.push("--observe-rows");
+        }
+        let o = Command::new(env!("CARGO_BIN_EXE_foxc"))
+            .args(&args)
+            .current_dir(repo())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let (out, err) = foxrun(&[plan.to_str().unwrap(), "--backend", "cpu", "--timing"]);
+        assert!(out.contains("3 rows"), "{out}");
+        if counted {
+            assert!(rows_table(&err).len() > 20, "{err}");
+        } else {
+            assert!(!err.contains("rows per operator (estimated"), "{err}");
+            assert!(err.contains("compile it with `foxc compile --observe-rows`"), "{err}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
