@@ -456,12 +456,13 @@ impl Session {
     fn plan_query(
         &self,
         a: &Analysis,
+        stats: &fox_phys::Statistics,
         options: &fox_kernel::LowerOptions,
         out: &mut Out,
     ) -> Option<(Rewritten, fox_phys::PhysPlan, KernelPlan)> {
         let rw = rewrite(a, &self.cache);
         let mut msg = Out::new();
-        if let Some((ra, k)) = plan_core(&rw.core, options, &mut msg) {
+        if let Some((ra, k)) = plan_core(&rw.core, stats, options, &mut msg) {
             return Some((rw, ra, k));
         }
         if rw.reused.is_empty() {
@@ -469,7 +470,7 @@ impl Session {
             return None;
         }
         let rw = rewrite(a, &HashMap::new());
-        let (ra, k) = plan_core(&rw.core, options, out)?;
+        let (ra, k) = plan_core(&rw.core, stats, options, out)?;
         Some((rw, ra, k))
     }
 
@@ -554,7 +555,11 @@ impl Session {
         match loaded {
             Ok((db, tables)) => {
                 let db = Arc::new(db);
-                self.loaded = Some(Loaded { db: db.clone(), tables });
+                self.loaded = Some(Loaded {
+                    db: db.clone(),
+                    tables,
+                    stats: None,
+                });
                 Some(db)
             }
             Err(e) => {
@@ -565,8 +570,9 @@ impl Session {
         }
     }
 
-    /// Runs `plan` on the loaded data, with the predicates of `rw.reused` read from memory.
-    fn run(&mut self, plan: &KernelPlan, rw: &Rewritten, out: &mut Out) -> Option<fox_runtime::RunResult> {
+    /// The data `plan` reads: the loaded tables (loaded first when needed), with the
+    /// predicates of `rw.reused` read from memory.
+    fn database(&mut self, plan: &KernelPlan, rw: &Rewritten, out: &mut Out) -> Option<Arc<Database>> {
         let reused = |name: &str| rw.reused.iter().any(|(n, _)| n == name);
         let wanted: Vec<(InputRel, Vec<bool>)> = plan
             .inputs
@@ -576,27 +582,71 @@ impl Session {
             .filter(|(i, _)| !reused(&i.name))
             .collect();
         let base = self.data_for(wanted, &rw.stamps, out)?;
-        let db = if rw.reused.is_empty() {
-            base
-        } else {
-            let extra: Vec<(InputRel, &OutputTable)> = rw
-                .reused
-                .iter()
-                .filter_map(|(n, t)| {
-                    plan.inputs
-                        .iter()
-                        .find(|i| i.name == *n)
-                        .map(|i| (i.clone(), t.as_ref()))
-                })
-                .collect();
-            match base.with_tables(&extra) {
-                Ok(db) => Arc::new(db),
-                Err(e) => {
-                    out.error(format!("error: {e}\n"));
-                    return None;
-                }
+        if rw.reused.is_empty() {
+            return Some(base);
+        }
+        let extra: Vec<(InputRel, &OutputTable)> = rw
+            .reused
+            .iter()
+            .filter_map(|(n, t)| {
+                plan.inputs
+                    .iter()
+                    .find(|i| i.name == *n)
+                    .map(|i| (i.clone(), t.as_ref()))
+            })
+            .collect();
+        match base.with_tables(&extra) {
+            Ok(db) => Some(Arc::new(db)),
+            Err(e) => {
+                out.error(format!("error: {e}\n"));
+                None
             }
+        }
+    }
+
+    /// The statistics of the data `plan` reads (see [`Session::database`]): those of the
+    /// loaded tables, collected once per load, and those of the predicates read from
+    /// memory.
+    fn statistics(&mut self, plan: &KernelPlan, rw: &Rewritten, out: &mut Out) -> Option<fox_phys::Statistics> {
+        let db = self.database(plan, rw, out)?;
+        let mut stats = match self.loaded.as_mut() {
+            Some(loaded) => loaded
+                .stats
+                .get_or_insert_with(|| fox_runtime::stats::of_database(&loaded.db))
+                .clone(),
+            None => fox_phys::Statistics::none(),
         };
+        let names: Vec<&str> = rw.reused.iter().map(|(n, _)| n.as_str()).collect();
+        for (name, s) in fox_runtime::stats::of_tables(&db, &names).iter() {
+            stats.insert(name, s.clone());
+        }
+        Some(stats)
+    }
+
+    /// The plans of a query made with the statistics of its data: planned once to learn
+    /// the tables it reads, then, with their data loaded, with their statistics. With
+    /// `quiet`, data that cannot be loaded is not an error: the plan is made without
+    /// statistics.
+    fn plan_with_data(
+        &mut self,
+        a: &Analysis,
+        options: &fox_kernel::LowerOptions,
+        quiet: bool,
+        out: &mut Out,
+    ) -> Option<(Rewritten, fox_phys::PhysPlan, KernelPlan)> {
+        let none = fox_phys::Statistics::none();
+        let (rw, _, plan) = self.plan_query(a, &none, &fox_kernel::LowerOptions::default(), out)?;
+        let stats = if quiet {
+            self.statistics(&plan, &rw, &mut Out::new()).unwrap_or(none)
+        } else {
+            self.statistics(&plan, &rw, out)?
+        };
+        self.plan_query(a, &stats, options, out)
+    }
+
+    /// Runs `plan` on the loaded data, with the predicates of `rw.reused` read from memory.
+    fn run(&mut self, plan: &KernelPlan, rw: &Rewritten, out: &mut Out) -> Option<fox_runtime::RunResult> {
+        let db = self.database(plan, rw, out)?;
         // Tables in memory are uploaded by each run (and a device copy of a loaded table
         // of the same name must not stand in for them).
         let names: Vec<&str> = rw.reused.iter().map(|(n, _)| n.as_str()).collect();
@@ -628,7 +678,7 @@ impl Session {
         options: &fox_kernel::LowerOptions,
         out: &mut Out,
     ) -> Option<(OutputTable, fox_runtime::RunResult, Report)> {
-        let (rw, _, mut plan) = self.plan_query(a, options, out)?;
+        let (rw, _, mut plan) = self.plan_with_data(a, options, false, out)?;
         plan.sources = vec![fox_kernel::SourceFile {
             name: "<session>".into(),
             start: 0,
@@ -859,7 +909,8 @@ impl Session {
             return;
         };
         if !analyze {
-            let Some((rw, phys, plan)) = self.plan_query(&a, &fox_kernel::LowerOptions::default(), out) else {
+            let Some((rw, phys, plan)) = self.plan_with_data(&a, &fox_kernel::LowerOptions::default(), true, out)
+            else {
                 return;
             };
             out.push_str(&fox_phys::print_physical(&phys));
@@ -903,7 +954,7 @@ impl Session {
         let Some(a) = self.analyze(&qp, out) else {
             return;
         };
-        let Some((_, _, plan)) = self.plan_query(&a, &fox_kernel::LowerOptions::default(), out) else {
+        let Some((_, _, plan)) = self.plan_with_data(&a, &fox_kernel::LowerOptions::default(), true, out) else {
             return;
         };
         let dot = fox_kernel::to_dot(&plan);
@@ -1021,6 +1072,8 @@ type LoadedTable = (InputRel, Vec<bool>, String);
 struct Loaded {
     db: Arc<Database>,
     tables: BTreeMap<String, LoadedTable>,
+    /// The statistics of `db`'s tables, collected when a query is first planned with them.
+    stats: Option<fox_phys::Statistics>,
 }
 
 /// A checked query program and the fingerprints of its predicates.
@@ -1318,6 +1371,7 @@ fn rewrite(a: &Analysis, cache: &HashMap<Fp, Arc<OutputTable>>) -> Rewritten {
 /// The relational and kernel plans of a core program; errors are written to `out`.
 fn plan_core(
     core: &CoreProgram,
+    stats: &fox_phys::Statistics,
     options: &fox_kernel::LowerOptions,
     out: &mut Out,
 ) -> Option<(fox_phys::PhysPlan, KernelPlan)> {
@@ -1328,7 +1382,7 @@ fn plan_core(
             return None;
         }
     };
-    let phys = match fox_phys::run(ra, &fox_phys::Statistics::none(), &fox_phys::Options::default()) {
+    let phys = match fox_phys::run(ra, stats, &fox_phys::Options::default()) {
         Ok(p) => p,
         Err(e) => {
             out.error(format!("error: cannot plan the query: {e}\n"));

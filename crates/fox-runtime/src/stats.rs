@@ -222,9 +222,19 @@ fn relation_stats(
 
 /// The statistics of every table of a loaded database.
 pub fn of_database(db: &Database) -> Statistics {
+    of_tables_where(db, |_| true)
+}
+
+/// The statistics of the tables `names` of a loaded database (those it holds).
+pub fn of_tables(db: &Database, names: &[&str]) -> Statistics {
+    of_tables_where(db, |n| names.contains(&n))
+}
+
+fn of_tables_where(db: &Database, wanted: impl Fn(&str) -> bool) -> Statistics {
     let dict = db.dictionary();
     let has_strings = db
         .tables()
+        .filter(|t| wanted(&t.input.name))
         .any(|t| t.input.columns.iter().any(|c| c.ty == Type::String));
     // Codes appended after the dictionary was built are ordered by its rank table; when
     // memory for it runs out, string columns get no statistics.
@@ -234,7 +244,7 @@ pub fn of_database(db: &Database) -> Statistics {
         dict.rank().map(Some)
     };
     let mut stats = Statistics::none();
-    for t in db.tables() {
+    for t in db.tables().filter(|t| wanted(&t.input.name)) {
         let cols: Vec<Option<&HostCol>> = (0..t.input.columns.len())
             .map(|c| Database::column(t, c).filter(|_| rank.is_ok() || t.input.columns[c].ty != Type::String))
             .collect();

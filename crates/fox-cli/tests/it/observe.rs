@@ -212,3 +212,49 @@ fn a_compiled_plan_counts_rows_when_compiled_to() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn repl(args: &[&str], script: &str) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fox"))
+        .arg("repl")
+        .args(args)
+        .current_dir(repo())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(script.as_bytes()).unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    String::from_utf8(o.stdout).unwrap() + &String::from_utf8(o.stderr).unwrap()
+}
+
+#[test]
+fn the_repl_plans_queries_with_the_statistics_of_their_data() {
+    // tests/programs/data/edge.csv holds 3 edges: the scan of `edge` is estimated at 3
+    // rows, by `.explain` (which loads the data) and `.explain analyze` alike.
+    let script = ".load queries/transitive_closure.logic\n.explain ?- edge(x, y).\n.explain analyze ?- edge(1, y).\n";
+    let out = repl(&["--backend", "cpu", "--data", "tests/programs/data"], script);
+    let scan = out
+        .lines()
+        .position(|l| l.contains("= scan edge"))
+        .unwrap_or_else(|| panic!("{out}"));
+    let ann = out.lines().nth(scan + 1).unwrap();
+    assert!(ann.contains("rows ~3 "), "{ann}\n{out}");
+    let row = out
+        .lines()
+        .find(|l| l.contains(" scan edge "))
+        .unwrap_or_else(|| panic!("{out}"));
+    let w: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(w[w.len() - 3..w.len() - 1], ["3", "3"], "{row}");
+    // Without the data, `.explain` still shows the plan, with the default estimates.
+    let out = repl(&["--backend", "cpu", "--data", "/nonexistent"], script);
+    let scan = out
+        .lines()
+        .position(|l| l.contains("= scan edge"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(out.lines().nth(scan + 1).unwrap().contains("rows ~1.0M"), "{out}");
+}
