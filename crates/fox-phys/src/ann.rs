@@ -3,6 +3,7 @@
 //! general algorithm, no fusion, one round, one partition).
 
 use fox_ra::{SortKey, TempId};
+use fox_sema::core::Type;
 
 /// What the physical passes decided about one operator (one temp of the RA plan).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -34,6 +35,112 @@ pub struct Order {
     pub ranked: bool,
     /// No row occurs twice.
     pub unique: bool,
+}
+
+/// The rules of order, shared by the `order` pass (which records what each result has)
+/// and the translation (which sorts only where a result lacks what an algorithm needs).
+/// `types` are the result's column types: strings sort by dictionary code unless
+/// `ranked`.
+impl Order {
+    /// Nothing known.
+    pub fn unordered() -> Order {
+        Order::default()
+    }
+
+    /// The prefix of `sorted` that holds in code order (what merge-based kernels need).
+    pub fn code_sorted(&self, types: &[Type]) -> &[SortKey] {
+        let cut = if self.ranked {
+            first_string(&self.sorted, types)
+        } else {
+            self.sorted.len()
+        };
+        &self.sorted[..cut]
+    }
+
+    /// The prefix of `sorted` that holds in value order (what `order by` means).
+    pub fn value_sorted(&self, types: &[Type]) -> &[SortKey] {
+        let cut = if self.ranked {
+            self.sorted.len()
+        } else {
+            first_string(&self.sorted, types)
+        };
+        &self.sorted[..cut]
+    }
+
+    /// Sorted in code order on every column (in some order), so that equal rows are
+    /// adjacent.
+    pub fn fully_sorted(&self, types: &[Type]) -> bool {
+        let s = self.code_sorted(types);
+        (0..types.len()).all(|c| s.iter().any(|k| k.col == c))
+    }
+
+    /// The order after sorting in code order on `keys`: unchanged when it holds already.
+    pub fn sort_code(self, keys: &[SortKey], types: &[Type]) -> Order {
+        if self.code_sorted(types).starts_with(keys) {
+            return self;
+        }
+        Order {
+            sorted: keys.to_vec(),
+            ranked: false,
+            ..self
+        }
+    }
+
+    /// The order after sorting in value order on `keys`: unchanged when it holds already.
+    pub fn sort_value(self, keys: &[SortKey], types: &[Type]) -> Order {
+        if self.value_sorted(types).starts_with(keys) {
+            return self;
+        }
+        Order {
+            sorted: keys.to_vec(),
+            ranked: keys.iter().any(|k| types[k.col] == Type::String),
+            ..self
+        }
+    }
+
+    /// Whether removing duplicates on `keys` needs a sort first (on
+    /// [`Order::unique_keys`]): unless the rows are sorted in code order on `keys` and
+    /// on every column. A relation without columns needs none.
+    pub fn needs_sort_for_unique(&self, keys: &[SortKey], types: &[Type]) -> bool {
+        let adjacent = self.code_sorted(types).starts_with(keys) && self.fully_sorted(types);
+        !types.is_empty() && !adjacent
+    }
+
+    /// The keys a duplicate removal sorts on: `keys`, then every other column ascending.
+    pub fn unique_keys(keys: &[SortKey], arity: usize) -> Vec<SortKey> {
+        let mut full = keys.to_vec();
+        for c in 0..arity {
+            if !full.iter().any(|k| k.col == c) {
+                full.push(SortKey::asc(c));
+            }
+        }
+        full
+    }
+
+    /// The order of the columns `cols` (in this order) of a result of `arity` columns: the
+    /// prefix of the sort keys they keep, unique when they keep every column.
+    pub fn project(&self, cols: &[usize], arity: usize) -> Order {
+        Order {
+            sorted: self.kept_prefix(|c| cols.iter().position(|&k| k == c)),
+            ranked: self.ranked,
+            unique: self.unique && (0..arity).all(|c| cols.contains(&c)),
+        }
+    }
+
+    /// The prefix of the sort keys whose columns `at` places in another result, with
+    /// their places there.
+    pub fn kept_prefix(&self, at: impl Fn(usize) -> Option<usize>) -> Vec<SortKey> {
+        self.sorted
+            .iter()
+            .map_while(|k| at(k.col).map(|col| SortKey { col, desc: k.desc }))
+            .collect()
+    }
+}
+
+fn first_string(keys: &[SortKey], types: &[Type]) -> usize {
+    keys.iter()
+        .position(|k| types[k.col] == Type::String)
+        .unwrap_or(keys.len())
 }
 
 /// What `order` decided for one operator.

@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use fox_ra::{Expr, ExprKind, JoinCol, MultiJoinInput, Op, Props, RaPlan, RelId, RelKind, Schema, Side, SortKey, Stmt};
 use fox_sema::core::{AggFunc, Builtin, CmpOp, Column, Type, Value};
 
-use fox_phys::{AggAlgorithm, Algorithm, PhysPlan};
+use fox_phys::{AggAlgorithm, Algorithm, Order, PhysPlan};
 
 use crate::ir::*;
 use crate::sig::kernel_outputs;
@@ -198,11 +198,9 @@ struct Val {
     cols: Vec<BufId>,
     /// The logical columns.
     columns: Vec<Column>,
-    /// The rows are ordered on these keys.
-    sorted: Vec<SortKey>,
-    /// String keys of `sorted` are ordered by string value rather than by code.
-    ranked: bool,
-    unique: bool,
+    /// What is known of the rows' order and uniqueness (the rules are `Order`'s, shared
+    /// with the order pass).
+    order: Order,
     /// A filter not yet applied: the relation is the rows of `cols` for which the
     /// predicate holds over the columns of the select's input. Only the operators that
     /// take it along (a projection) or apply it themselves (an aggregation) see such a
@@ -224,9 +222,7 @@ impl Val {
         Val {
             cols,
             columns,
-            sorted: Vec::new(),
-            ranked: false,
-            unique: false,
+            order: Order::unordered(),
             pending: None,
         }
     }
@@ -239,37 +235,8 @@ impl Val {
         self.columns[c].ty
     }
 
-    /// The prefix of `sorted` that holds in code order (what merge-based kernels need).
-    fn code_sorted(&self) -> &[SortKey] {
-        let cut = if self.ranked {
-            self.sorted
-                .iter()
-                .position(|k| self.ty(k.col) == Type::String)
-                .unwrap_or(self.sorted.len())
-        } else {
-            self.sorted.len()
-        };
-        &self.sorted[..cut]
-    }
-
-    /// The prefix of `sorted` that holds in value order (what `order by` means).
-    fn value_sorted(&self) -> &[SortKey] {
-        let cut = if self.ranked {
-            self.sorted.len()
-        } else {
-            self.sorted
-                .iter()
-                .position(|k| self.ty(k.col) == Type::String)
-                .unwrap_or(self.sorted.len())
-        };
-        &self.sorted[..cut]
-    }
-
-    /// True when the rows are sorted in code order on every column (in some order), so
-    /// that equal rows are adjacent.
-    fn fully_sorted(&self) -> bool {
-        let s = self.code_sorted();
-        (0..self.arity()).all(|c| s.iter().any(|k| k.col == c))
+    fn types(&self) -> Vec<Type> {
+        self.columns.iter().map(|c| c.ty).collect()
     }
 }
 
@@ -540,9 +507,11 @@ impl<'a> Lower<'a> {
         Val {
             cols: self.rels[r.0 as usize].clone(),
             columns: rel.columns.clone(),
-            sorted: rel.props.sorted.clone(),
-            ranked: false,
-            unique: rel.props.unique,
+            order: Order {
+                sorted: rel.props.sorted.clone(),
+                ranked: false,
+                unique: rel.props.unique,
+            },
             pending: None,
         }
     }
@@ -604,11 +573,9 @@ impl<'a> Lower<'a> {
                 let v = self.op(op, schema)?;
                 self.dst = None;
                 // The result's order is what the order pass recorded, or unknown.
-                let o = self.phys.node(*dst).order.as_ref().map(|a| &a.provides);
+                let order = self.phys.node(*dst).order.as_ref().map(|a| a.provides.clone());
                 let v = Val {
-                    sorted: o.map_or_else(Vec::new, |o| o.sorted.clone()),
-                    ranked: o.is_some_and(|o| o.ranked),
-                    unique: o.is_some_and(|o| o.unique),
+                    order: order.unwrap_or_default(),
                     ..v
                 };
                 if self.observe && v.pending.is_none() {
@@ -755,8 +722,9 @@ impl<'a> Lower<'a> {
             Op::Union(inputs) => self.union(inputs, columns),
             Op::Unique(input) => {
                 let v = self.temp(*input)?;
-                let keys = if v.fully_sorted() {
-                    v.code_sorted().to_vec()
+                let types = v.types();
+                let keys = if v.order.fully_sorted(&types) {
+                    v.order.code_sorted(&types).to_vec()
                 } else {
                     asc(0..v.arity())
                 };

@@ -19,7 +19,8 @@ impl Lower<'_> {
 
     /// Sorts `v` on `keys` in code order (what the merge-based kernels need).
     pub(super) fn sort_code(&mut self, v: Val, keys: &[SortKey]) -> R<Val> {
-        if v.code_sorted().starts_with(keys) {
+        let types = v.types();
+        if v.order.code_sorted(&types).starts_with(keys) {
             return Ok(v);
         }
         let args: Vec<BufId> = keys.iter().map(|k| v.cols[k.col]).collect();
@@ -28,17 +29,15 @@ impl Lower<'_> {
             by_rank: vec![false; keys.len()],
         };
         let perm = self.launch1(kernel, args, "perm", None)?;
-        let v = self.permute(v, perm)?;
-        Ok(Val {
-            sorted: keys.to_vec(),
-            ranked: false,
-            ..v
-        })
+        let mut v = self.permute(v, perm)?;
+        v.order = v.order.sort_code(keys, &types);
+        Ok(v)
     }
 
     /// Sorts `v` on `keys` in value order (strings by string value), as `order by` means.
     pub(super) fn sort_value(&mut self, v: Val, keys: &[SortKey]) -> R<Val> {
-        if v.value_sorted().starts_with(keys) {
+        let types = v.types();
+        if v.order.value_sorted(&types).starts_with(keys) {
             return Ok(v);
         }
         let by_rank: Vec<bool> = keys.iter().map(|k| v.ty(k.col) == Type::String).collect();
@@ -52,23 +51,18 @@ impl Lower<'_> {
             by_rank,
         };
         let perm = self.launch1(kernel, args, "perm", None)?;
-        let v = self.permute(v, perm)?;
-        Ok(Val {
-            sorted: keys.to_vec(),
-            ranked,
-            ..v
-        })
+        let mut v = self.permute(v, perm)?;
+        v.order = v.order.sort_value(keys, &types);
+        Ok(v)
     }
 
     /// Drops repeated rows of `v`, which is sorted on all columns in code order.
     pub(super) fn distinct(&mut self, v: Val) -> R<Val> {
         let flags = self.launch1(Kernel::AdjacentDistinct, v.cols.clone(), "distinct", None)?;
         let cols = self.compact(flags, &v.cols, &v.columns)?;
-        Ok(Val {
-            cols,
-            unique: true,
-            ..v
-        })
+        let mut v = Val { cols, ..v };
+        v.order.unique = true;
+        Ok(v)
     }
 
     pub(super) fn compact(&mut self, flags: BufId, cols: &[BufId], columns: &[Column]) -> R<Vec<BufId>> {
@@ -79,22 +73,14 @@ impl Lower<'_> {
 
     /// `v` sorted on `keys` and then on the remaining columns, duplicate-free.
     pub(super) fn unique_on(&mut self, v: Val, keys: &[SortKey]) -> R<Val> {
-        if v.arity() == 0 {
-            // All rows are equal: keep at most one.
-            return if v.unique { Ok(v) } else { self.distinct(v) };
-        }
-        let mut full = keys.to_vec();
-        for c in 0..v.arity() {
-            if !full.iter().any(|k| k.col == c) {
-                full.push(SortKey::asc(c));
-            }
-        }
-        let v = if v.code_sorted().starts_with(keys) && v.fully_sorted() {
-            v
-        } else {
+        // Without columns all rows are equal, and are adjacent.
+        let v = if v.order.needs_sort_for_unique(keys, &v.types()) {
+            let full = Order::unique_keys(keys, v.arity());
             self.sort_code(v, &full)?
+        } else {
+            v
         };
-        if v.unique {
+        if v.order.unique {
             Ok(v)
         } else {
             self.distinct(v)
@@ -103,7 +89,7 @@ impl Lower<'_> {
 
     /// `v` with the properties `req` promises, sorting and dropping duplicates as needed.
     pub(super) fn ensure(&mut self, v: Val, req: &Props) -> R<Val> {
-        let v = if req.unique && !v.unique {
+        let v = if req.unique && !v.order.unique {
             self.unique_on(v, &req.sorted)?
         } else {
             v
@@ -129,20 +115,10 @@ impl Lower<'_> {
         } else {
             cols.iter().map(|&c| v.cols[c]).collect()
         };
-        let mut sorted = Vec::new();
-        for k in &v.sorted {
-            match cols.iter().position(|&c| c == k.col) {
-                Some(p) => sorted.push(SortKey { col: p, desc: k.desc }),
-                None => break,
-            }
-        }
-        let keeps_all = (0..v.arity()).all(|c| cols.contains(&c));
         Ok(Val {
             cols: bufs,
             columns,
-            sorted,
-            ranked: v.ranked,
-            unique: v.unique && keeps_all,
+            order: v.order.project(cols, v.arity()),
             pending: v.pending.clone(),
         })
     }

@@ -78,55 +78,29 @@ impl Val {
     }
 
     fn code_sorted(&self) -> &[SortKey] {
-        let cut = if self.o.ranked {
-            first_string(&self.o.sorted, &self.types)
-        } else {
-            self.o.sorted.len()
-        };
-        &self.o.sorted[..cut]
-    }
-
-    fn value_sorted(&self) -> &[SortKey] {
-        let cut = if self.o.ranked {
-            self.o.sorted.len()
-        } else {
-            first_string(&self.o.sorted, &self.types)
-        };
-        &self.o.sorted[..cut]
+        self.o.code_sorted(&self.types)
     }
 
     fn fully_sorted(&self) -> bool {
-        let s = self.code_sorted();
-        (0..self.arity()).all(|c| s.iter().any(|k| k.col == c))
+        self.o.fully_sorted(&self.types)
     }
 
     /// Sorted in code order on `keys` (no change when it already is).
     fn sort_code(mut self, keys: &[SortKey]) -> Val {
-        if !self.code_sorted().starts_with(keys) {
-            self.o.sorted = keys.to_vec();
-            self.o.ranked = false;
-        }
+        self.o = self.o.sort_code(keys, &self.types);
         self
     }
 
     /// Sorted in value order on `keys` (no change when it already is).
     fn sort_value(mut self, keys: &[SortKey]) -> Val {
-        if !self.value_sorted().starts_with(keys) {
-            self.o.ranked = keys.iter().any(|k| self.types[k.col] == Type::String);
-            self.o.sorted = keys.to_vec();
-        }
+        self.o = self.o.sort_value(keys, &self.types);
         self
     }
 
     /// Sorted on `keys` and then the remaining columns, duplicate-free.
     fn unique_on(mut self, keys: &[SortKey]) -> Val {
-        if self.arity() > 0 && !(self.code_sorted().starts_with(keys) && self.fully_sorted()) {
-            let mut full = keys.to_vec();
-            for c in 0..self.arity() {
-                if !full.iter().any(|k| k.col == c) {
-                    full.push(SortKey::asc(c));
-                }
-            }
+        if self.o.needs_sort_for_unique(keys, &self.types) {
+            let full = Order::unique_keys(keys, self.arity());
             self = self.sort_code(&full);
         }
         self.o.unique = true;
@@ -135,20 +109,8 @@ impl Val {
 
     /// The columns `cols`, in this order (a deferred select stays deferred).
     fn project(&self, cols: &[usize]) -> Val {
-        let mut sorted = Vec::new();
-        for k in &self.o.sorted {
-            match cols.iter().position(|&c| c == k.col) {
-                Some(p) => sorted.push(SortKey { col: p, desc: k.desc }),
-                None => break,
-            }
-        }
-        let keeps_all = (0..self.arity()).all(|c| cols.contains(&c));
         Val {
-            o: Order {
-                sorted,
-                ranked: self.o.ranked,
-                unique: self.o.unique && keeps_all,
-            },
+            o: self.o.project(cols, self.arity()),
             types: cols.iter().map(|&c| self.types[c]).collect(),
             pending: self.pending,
         }
@@ -158,12 +120,6 @@ impl Val {
         self.types = types;
         self
     }
-}
-
-fn first_string(keys: &[SortKey], types: &[Type]) -> usize {
-    keys.iter()
-        .position(|k| types[k.col] == Type::String)
-        .unwrap_or(keys.len())
 }
 
 fn asc(cols: impl IntoIterator<Item = usize>) -> Vec<SortKey> {
@@ -270,13 +226,7 @@ fn block(plan: &PhysPlan, b: &Block, out: &mut Vec<(TempId, OrderAnn, bool)>) {
                         _ => None,
                     })
                     .collect();
-                let mut sorted = Vec::new();
-                for k in &v.o.sorted {
-                    match refs.iter().position(|&r| r == Some(k.col)) {
-                        Some(p) => sorted.push(SortKey { col: p, desc: k.desc }),
-                        None => break,
-                    }
-                }
+                let sorted = v.o.kept_prefix(|c| refs.iter().position(|&r| r == Some(c)));
                 let unique = v.o.unique && (0..v.arity()).all(|c| refs.contains(&Some(c)));
                 Val {
                     o: Order {
