@@ -234,11 +234,11 @@ fn predecessors(plan: &KernelPlan) -> Vec<Vec<usize>> {
     preds
 }
 
-/// The strongly connected components of the CFG (Tarjan's algorithm, iterative).
+/// The strongly connected components of the CFG.
 struct BlockComponents {
     /// Per block, its component.
     comp: Vec<usize>,
-    /// Per component, its blocks.
+    /// Per component, its blocks (ascending).
     members: Vec<Vec<usize>>,
     /// Per block, whether it jumps to itself.
     self_loop: Vec<bool>,
@@ -247,62 +247,28 @@ struct BlockComponents {
 impl BlockComponents {
     fn of(plan: &KernelPlan) -> BlockComponents {
         let nb = plan.blocks.len();
-        let succ: Vec<Vec<usize>> = (0..nb)
-            .map(|b| successors(plan, b).into_iter().filter(|&s| s < nb).collect())
-            .collect();
-        let self_loop = (0..nb).map(|b| succ[b].contains(&b)).collect();
-        let mut index = vec![usize::MAX; nb];
-        let mut low = vec![0usize; nb];
-        let mut on_stack = vec![false; nb];
-        let mut stack = Vec::new();
-        let mut comp = vec![usize::MAX; nb];
-        let mut members: Vec<Vec<usize>> = Vec::new();
-        let mut next = 0;
-        for root in 0..nb {
-            if index[root] != usize::MAX {
-                continue;
-            }
-            let mut work: Vec<(usize, usize)> = vec![(root, 0)];
-            index[root] = next;
-            low[root] = next;
-            next += 1;
-            stack.push(root);
-            on_stack[root] = true;
-            while let Some(&mut (v, ref mut k)) = work.last_mut() {
-                if let Some(&w) = succ[v].get(*k) {
-                    *k += 1;
-                    if index[w] == usize::MAX {
-                        index[w] = next;
-                        low[w] = next;
-                        next += 1;
-                        stack.push(w);
-                        on_stack[w] = true;
-                        work.push((w, 0));
-                    } else if on_stack[w] {
-                        low[v] = low[v].min(index[w]);
-                    }
-                    continue;
-                }
-                work.pop();
-                if let Some(&(parent, _)) = work.last() {
-                    low[parent] = low[parent].min(low[v]);
-                }
-                if low[v] == index[v] {
-                    let c = members.len();
-                    let mut m = Vec::new();
-                    while let Some(w) = stack.pop() {
-                        on_stack[w] = false;
-                        comp[w] = c;
-                        m.push(w);
-                        if w == v {
-                            break;
-                        }
-                    }
-                    m.sort_unstable();
-                    members.push(m);
-                }
+        let mut g = petgraph::graph::DiGraph::<(), ()>::with_capacity(nb, 2 * nb);
+        let nodes: Vec<_> = (0..nb).map(|_| g.add_node(())).collect();
+        let mut self_loop = vec![false; nb];
+        for (b, &n) in nodes.iter().enumerate() {
+            for s in successors(plan, b).into_iter().filter(|&s| s < nb) {
+                self_loop[b] |= s == b;
+                g.add_edge(n, nodes[s], ());
             }
         }
+        let mut comp = vec![0; nb];
+        let members: Vec<Vec<usize>> = petgraph::algo::tarjan_scc(&g)
+            .into_iter()
+            .enumerate()
+            .map(|(c, m)| {
+                let mut m: Vec<usize> = m.into_iter().map(|n| n.index()).collect();
+                m.sort_unstable();
+                for &b in &m {
+                    comp[b] = c;
+                }
+                m
+            })
+            .collect();
         BlockComponents {
             comp,
             members,

@@ -2316,55 +2316,20 @@ fn implied_by_closure(less: &BTreeMap<(VarId, VarId), bool>) -> BTreeMap<(VarId,
 }
 
 /// The strongly connected components of a graph (`succ[v]`: v's edges), numbered so that
-/// an edge never leads to a component of a larger number (Tarjan's order).
+/// an edge never leads to a component of a larger number (Tarjan's order: sinks first).
 fn components(succ: &[Vec<(usize, bool)>]) -> Vec<usize> {
     let n = succ.len();
-    let mut index = vec![usize::MAX; n];
-    let mut low = vec![0usize; n];
-    let mut on_stack = vec![false; n];
-    let mut stack = Vec::new();
-    let mut comp = vec![usize::MAX; n];
-    let mut next_index = 0;
-    let mut next_comp = 0;
-    for root in 0..n {
-        if index[root] != usize::MAX {
-            continue;
+    let mut g = petgraph::graph::DiGraph::<(), ()>::with_capacity(n, n);
+    let nodes: Vec<_> = (0..n).map(|_| g.add_node(())).collect();
+    for (v, es) in succ.iter().enumerate() {
+        for &(w, _) in es {
+            g.add_edge(nodes[v], nodes[w], ());
         }
-        let mut work: Vec<(usize, usize)> = vec![(root, 0)];
-        index[root] = next_index;
-        low[root] = next_index;
-        next_index += 1;
-        stack.push(root);
-        on_stack[root] = true;
-        while let Some(&mut (v, ref mut k)) = work.last_mut() {
-            if let Some(&(w, _)) = succ[v].get(*k) {
-                *k += 1;
-                if index[w] == usize::MAX {
-                    index[w] = next_index;
-                    low[w] = next_index;
-                    next_index += 1;
-                    stack.push(w);
-                    on_stack[w] = true;
-                    work.push((w, 0));
-                } else if on_stack[w] {
-                    low[v] = low[v].min(index[w]);
-                }
-                continue;
-            }
-            work.pop();
-            if let Some(&(parent, _)) = work.last() {
-                low[parent] = low[parent].min(low[v]);
-            }
-            if low[v] == index[v] {
-                while let Some(w) = stack.pop() {
-                    on_stack[w] = false;
-                    comp[w] = next_comp;
-                    if w == v {
-                        break;
-                    }
-                }
-                next_comp += 1;
-            }
+    }
+    let mut comp = vec![0; n];
+    for (c, members) in petgraph::algo::tarjan_scc(&g).into_iter().enumerate() {
+        for v in members {
+            comp[v.index()] = c;
         }
     }
     comp
