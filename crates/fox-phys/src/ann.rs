@@ -140,8 +140,10 @@ pub enum Expand {
 /// once. Default: one round for every level.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Rounds {
-    /// Per variable of the join's order, whether its level runs in windowed rounds.
-    pub windowed: Vec<bool>,
+    /// Per variable of the join's order, `Some(bytes)` where its level runs in windowed
+    /// rounds: what one expanded row of the level costs, by which its windows are sized
+    /// (`Kernel::Window`). Empty or `None`: one round.
+    pub windows: Vec<Option<u64>>,
 }
 
 /// How an operator's result is distributed over devices.

@@ -204,3 +204,11 @@ pub fn carried_columns(inputs: &[MultiJoinInput], var: usize) -> usize {
         .count();
     var + 2 * open
 }
+
+/// The bytes one expanded row of a windowed level costs, by which its windows are sized:
+/// its parent and position (8), the `carried` state columns (4 each), the value (4), a
+/// search of each of the join's `atoms` (a position and a flag, 5) and the level's flag
+/// (1); twice that, for what the next levels make of it.
+pub fn window_row_bytes(carried: usize, atoms: usize) -> u64 {
+    2 * (8 + 4 * carried as u64 + 4 + 5 * atoms as u64 + 1)
+}

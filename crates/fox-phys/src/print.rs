@@ -44,14 +44,13 @@ fn annotations(op: &Op, n: &Node, cols: &[Column]) -> String {
         Some(t) => format!("filter, applied by the fused reduce of t{}", t.0),
         None => algorithm(op, n),
     }];
-    if n.rounds.windowed.iter().any(|&w| w) {
+    if n.rounds.windows.iter().any(Option::is_some) {
         let levels: Vec<String> = n
             .rounds
-            .windowed
+            .windows
             .iter()
             .enumerate()
-            .filter(|(_, &w)| w)
-            .map(|(v, _)| v.to_string())
+            .filter_map(|(v, w)| w.map(|bytes| format!("{v} ({bytes} bytes/row)")))
             .collect();
         parts.push(format!("rounds at levels {}", levels.join(", ")));
     }

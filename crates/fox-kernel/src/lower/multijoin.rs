@@ -1,6 +1,7 @@
 //! Multi-way joins as a breadth-first leapfrog triejoin: a trie per input, one level per
 //! variable (expanded from the lead atom's ranges or from the smallest range, then
-//! searched in the others), each level as the level plan of `join-selection` says.
+//! searched in the others), each level as the level plan of `join-selection` says and
+//! each window as `rounds` costs it: nothing is decided here.
 
 use fox_phys::levels::{plan_levels, Refinements};
 use fox_phys::{Expand, Level};
@@ -34,7 +35,7 @@ pub(super) struct LevelOut {
 
 impl Lower<'_> {
     /// A multi-way join, level by level as the node's level plan says (`join-selection`;
-    /// without one, the plan with no refinement), each level `rounds` marks windowed.
+    /// without one, the plan with no refinement), each windowed level as `rounds` says.
     /// The plan's claims are checked against the buffers: members, twins and shared
     /// searches that do not hold what the plan says they hold are an error, never a
     /// wrong result.
@@ -51,7 +52,7 @@ impl Lower<'_> {
         }
         self.child_ranges.clear();
         let node = self.dst.map(|d| self.phys.node(d));
-        let rounds_at: Vec<bool> = node.map(|n| n.rounds.windowed.clone()).unwrap_or_default();
+        let windows: Vec<Option<u64>> = node.map(|n| n.rounds.windows.clone()).unwrap_or_default();
         let planned = match node.map(|n| &n.algorithm) {
             Some(Algorithm::Lftj { levels, .. }) if !levels.is_empty() => levels.clone(),
             _ => plan_levels(vars, inputs, count, Refinements::default()).map_err(LowerError::Invalid)?,
@@ -125,14 +126,14 @@ impl Lower<'_> {
             });
         }
         let find = |state: &[(Slot, BufId)], s: Slot| state.iter().find(|(x, _)| *x == s).map(|&(_, b)| b);
-        // Levels from the third variable on may expand to more rows than any input has:
-        // they run in rounds (see `expand_ranges`), the result accumulating in `acc`.
+        // Levels `rounds` windows may expand to more rows than any input has: they run in
+        // rounds (see `expand_ranges`), the result accumulating in `acc`.
         let mut rounds: Vec<OpenRound> = Vec::new();
         let mut acc: Option<Vec<BufId>> = None;
         for (var, vcol) in vars.iter().enumerate() {
             let level = &planned[var];
-            let windowed = rounds_at.get(var) == Some(&true);
-            if windowed && acc.is_none() {
+            let window = windows.get(var).copied().flatten();
+            if window.is_some() && acc.is_none() {
                 // A counting join accumulates its count column, a listing its output columns.
                 let acc_cols = if count { &columns[..1] } else { &columns[..] };
                 let types = phys_types(acc_cols);
@@ -148,11 +149,6 @@ impl Lower<'_> {
                     &refs,
                 )?);
             }
-            // The bytes each expanded row of this level costs: its parent and position,
-            // the state it carries, the value, each member's search and the flags; twice
-            // that for what the next levels make of it.
-            let row_bytes = 2 * (8 + 4 * state.len() as u64 + 4 + 5 * atoms.len() as u64 + 1);
-            let window = windowed.then_some(row_bytes);
             let members: Vec<usize> = (0..atoms.len())
                 .filter(|&a| atoms[a].vars.get(atoms[a].depth) == Some(&var))
                 .collect();

@@ -1,5 +1,5 @@
-//! The translation of a leapfrog triejoin follows the level plan `join-selection` stores,
-//! and refuses a plan its buffers contradict.
+//! The translation of a leapfrog triejoin follows the level plan `join-selection` stores
+//! and the window costs `rounds` stores, and refuses a plan its buffers contradict.
 
 use fox_kernel::*;
 use fox_phys::levels::{plan_levels, Refinements};
@@ -69,6 +69,22 @@ fn the_translation_runs_the_levels_the_plan_gives() {
     let plain = lowered(&p);
     assert!(!plain.contains("min_range"), "{plain}");
     assert_eq!(plain, lowered(&phys(CLIQUE4, &["join-selection"])));
+}
+
+#[test]
+fn the_translation_sizes_windows_by_the_costs_rounds_gives() {
+    let mut p = phys(CLIQUE4, &[]);
+    let (j, _) = join(&p);
+    assert_eq!(p.node(j).rounds.windows, [None, None, Some(182), Some(158)]);
+    let text = lowered(&p);
+    assert!(
+        text.contains("window[182 bytes/row]") && text.contains("window[158 bytes/row]"),
+        "{text}"
+    );
+    p.node_mut(j).rounds.windows = vec![None, None, None, Some(1000)];
+    let text = lowered(&p);
+    assert!(text.contains("window[1000 bytes/row]"), "{text}");
+    assert!(!text.contains("window[182 bytes/row]"), "{text}");
 }
 
 #[test]

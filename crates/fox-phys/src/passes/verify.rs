@@ -7,8 +7,9 @@
 //!   aggregations;
 //! - a deferred select is read, in its block, through projections only, by an
 //!   aggregation that runs fused;
-//! - a multi-way join's rounds name each of its variables (or none); no other operator
-//!   has rounds;
+//! - a multi-way join's rounds name each of its variables (or none), never window a
+//!   counted last level and give each window a positive row cost; no other operator has
+//!   rounds;
 //! - a leapfrog triejoin's level plan has one level per variable (or none); a level's
 //!   members are the atoms binding its variable and its lead is one of them; only the
 //!   last level of a counting join counts, with no twins or searches; a level expanded
@@ -131,9 +132,15 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                 Op::MultiJoin {
                     vars, inputs, count, ..
                 } => {
-                    let w = n.rounds.windowed.len();
+                    let w = n.rounds.windows.len();
                     if w != 0 && w != vars.len() {
                         return Err(format!("t{} has rounds for {w} of its {} variables", t.0, vars.len()));
+                    }
+                    if *count && n.rounds.windows.last().is_some_and(Option::is_some) {
+                        return Err(format!("t{} expands its counted last level in rounds", t.0));
+                    }
+                    if n.rounds.windows.contains(&Some(0)) {
+                        return Err(format!("t{} has a windowed level whose rows cost nothing", t.0));
                     }
                     if let Algorithm::Lftj {
                         min_range,
@@ -149,7 +156,7 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                             .map_err(|m| format!("the level plan of t{}: {m}", t.0))?;
                     }
                 }
-                _ if !n.rounds.windowed.is_empty() => {
+                _ if !n.rounds.windows.is_empty() => {
                     return Err(format!("t{} has rounds but is not a multi-way join", t.0));
                 }
                 _ => {}

@@ -56,7 +56,9 @@ fn a_select_deferred_into_an_operator_that_does_not_read_it_is_caught() {
 fn rounds_on_an_operator_that_is_not_a_multi_way_join_are_caught() {
     let mut p = plan();
     let j = find(&p, |op| matches!(op, Op::Join { .. }))[0];
-    p.node_mut(j).rounds = Rounds { windowed: vec![true] };
+    p.node_mut(j).rounds = Rounds {
+        windows: vec![Some(100)],
+    };
     assert!(err(&mut p).contains("not a multi-way join"));
 }
 
@@ -174,4 +176,11 @@ fn a_level_plan_for_some_of_the_variables_is_caught() {
     let (mut p, j) = clique();
     levels(&mut p, j).pop();
     assert!(err(&mut p).contains("3 levels for 4 variables"));
+}
+
+#[test]
+fn a_window_on_a_counted_last_level_is_caught() {
+    let (mut p, j) = clique();
+    p.node_mut(j).rounds.windows[3] = Some(100);
+    assert!(err(&mut p).contains("expands its counted last level in rounds"));
 }
