@@ -173,10 +173,17 @@ pub enum Algorithm {
     /// differences).
     SortMerge,
     /// Leapfrog triejoin, breadth first: a trie per input, one level per variable.
-    /// `min_range`: a level whose members index one trie level with different ranges (a
-    /// clique's atoms) expands each binding from its smallest range; `twins`: members
-    /// that hold exactly the lead's range follow it without a search.
-    Lftj { min_range: bool, twins: bool },
+    /// `min_range` allows a level whose members index one trie level with different
+    /// ranges (a clique's atoms) to expand each binding from its smallest range; `twins`
+    /// allows members that hold exactly the lead's range to follow it without a search.
+    /// `levels`: how each level runs, one per variable of the join's order (see
+    /// [`crate::levels`]), using only the refinements allowed; empty: no level plan, and
+    /// the translation runs every level without a refinement.
+    Lftj {
+        min_range: bool,
+        twins: bool,
+        levels: Vec<Level>,
+    },
     /// An aggregation.
     Aggregate(AggAlgorithm),
 }
@@ -194,12 +201,56 @@ pub enum AggAlgorithm {
     Fused,
 }
 
+/// One level of a leapfrog triejoin: how the bindings of one variable are found.
+///
+/// Atoms are the join's inputs that bind variables, numbered from 0 in input order (an
+/// input without variables is no atom); they name the kernel buffers (`a3.lo`). Atoms
+/// over the same input with the same column order share a trie, and at each level an
+/// atom that is not yet fully bound holds a range of its trie's current level.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Level {
+    /// The atoms that bind the level's variable, ascending.
+    pub members: Vec<usize>,
+    /// The member whose range the level expands (unless it expands from the smallest
+    /// range); the first member.
+    pub lead: usize,
+    pub expand: Expand,
+    /// Members over the lead's trie level holding the lead's range: they take the lead's
+    /// values and its child range without a search. Only with `Expand::Lead`.
+    pub twins: Vec<usize>,
+    /// The members that search each expanded value in their range, in groups that share
+    /// one search (members over one trie level with one range), each group ascending and
+    /// the groups in the order of their first member. With `Expand::Lead`: every member
+    /// but the lead and its twins; with `Expand::Smallest`: every member; with
+    /// `Expand::Count`: none.
+    pub searches: Vec<Vec<usize>>,
+    /// The state columns carried into the level: one per variable bound before it and
+    /// two (a range) per atom not yet fully bound.
+    pub carried: usize,
+}
+
+/// How a leapfrog triejoin level expands its bindings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expand {
+    /// One row per value of the lead's range.
+    Lead,
+    /// One row per value of the smallest of these members' ranges (`MinRange`): members
+    /// over the lead's trie level with different ranges, each the first of its search
+    /// group, the lead first.
+    Smallest(Vec<usize>),
+    /// The last level of a counting join: only the size of the intersection of the
+    /// members' ranges is computed (`IntersectCount`), nothing expands.
+    Count,
+}
+
 /// How a multi-way join's levels are split into rounds that bound the rows expanded at
 /// once. Default: one round for every level.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Rounds {
-    /// Per variable of the join's order, whether its level runs in windowed rounds.
-    pub windowed: Vec<bool>,
+    /// Per variable of the join's order, `Some(bytes)` where its level runs in windowed
+    /// rounds: what one expanded row of the level costs, by which its windows are sized
+    /// (`Kernel::Window`). Empty or `None`: one round.
+    pub windows: Vec<Option<u64>>,
 }
 
 /// How an operator's result is distributed over devices.

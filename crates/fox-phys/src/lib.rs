@@ -10,11 +10,12 @@
 
 pub mod ann;
 pub mod hll;
+pub mod levels;
 pub mod passes;
 pub mod print;
 pub mod stats;
 
-pub use ann::{AggAlgorithm, Algorithm, Estimate, Node, Order, OrderAnn, Partitioning, Rounds};
+pub use ann::{AggAlgorithm, Algorithm, Estimate, Expand, Level, Node, Order, OrderAnn, Partitioning, Rounds};
 pub use hll::Hll;
 pub use passes::{pass_names, run, Options, Pass, PhysError, PASSES};
 pub use print::print_physical;

@@ -6,11 +6,12 @@ use std::fmt::Write;
 use fox_ra::{Op, Stmt};
 use fox_sema::core::Column;
 
-use crate::ann::{AggAlgorithm, Algorithm, Node, Partitioning};
+use crate::ann::{AggAlgorithm, Algorithm, Expand, Node, Partitioning};
 use crate::PhysPlan;
 
 /// Renders `plan`: the passes that ran, then every block with each statement and, under
-/// each operator, its algorithm, estimated rows and other annotations.
+/// each operator, its algorithm, estimated rows and other annotations (and, under a
+/// multi-way join with a level plan, a second line with the plan of its levels).
 pub fn print_physical(plan: &PhysPlan) -> String {
     let ra = &plan.ra;
     let mut out = String::new();
@@ -28,6 +29,9 @@ pub fn print_physical(plan: &PhysPlan) -> String {
             if let Stmt::Let { dst, op, .. } = s {
                 let cols = ra.temps.get(dst.0 as usize).map_or(&[][..], |t| t.columns.as_slice());
                 let _ = writeln!(out, "      {}", annotations(op, plan.node(*dst), cols));
+                if let Some(levels) = level_plan(op, plan.node(*dst)) {
+                    let _ = writeln!(out, "      {levels}");
+                }
             }
         }
         let _ = writeln!(out, "  {}", fox_ra::print_term(ra, &b.term));
@@ -40,14 +44,13 @@ fn annotations(op: &Op, n: &Node, cols: &[Column]) -> String {
         Some(t) => format!("filter, applied by the fused reduce of t{}", t.0),
         None => algorithm(op, n),
     }];
-    if n.rounds.windowed.iter().any(|&w| w) {
+    if n.rounds.windows.iter().any(Option::is_some) {
         let levels: Vec<String> = n
             .rounds
-            .windowed
+            .windows
             .iter()
             .enumerate()
-            .filter(|(_, &w)| w)
-            .map(|(v, _)| v.to_string())
+            .filter_map(|(v, w)| w.map(|bytes| format!("{v} ({bytes} bytes/row)")))
             .collect();
         parts.push(format!("rounds at levels {}", levels.join(", ")));
     }
@@ -82,7 +85,7 @@ fn algorithm(op: &Op, n: &Node) -> String {
     match (&n.algorithm, op) {
         (Algorithm::SortMerge, Op::Join { .. }) => "sort-merge join".into(),
         (Algorithm::SortMerge, _) => "sort-merge match".into(),
-        (Algorithm::Lftj { min_range, twins }, _) => {
+        (Algorithm::Lftj { min_range, twins, .. }, _) => {
             let mut s = "leapfrog triejoin".to_string();
             let refinements: Vec<&str> = [(*min_range, "smallest-range levels"), (*twins, "twins")]
                 .iter()
@@ -105,6 +108,42 @@ fn algorithm(op: &Op, n: &Node) -> String {
         }
         (Algorithm::Direct, op) => direct(op).into(),
     }
+}
+
+/// The level plan of a leapfrog triejoin, one level per variable: `x lead a0 twins a1`
+/// (expanded from the lead's range, the twins following it), `y smallest of a0,a2`
+/// (expanded from the smallest of these ranges), then `search a1=a2,a3` (the members that
+/// search, `=` joining those that share one search), or `w count a0,a3` (a counted last
+/// level over these members). Atoms are numbered as the kernel buffers name them.
+fn level_plan(op: &Op, n: &Node) -> Option<String> {
+    let (Algorithm::Lftj { levels, .. }, Op::MultiJoin { vars, .. }) = (&n.algorithm, op) else {
+        return None;
+    };
+    if levels.is_empty() {
+        return None;
+    }
+    let atoms = |xs: &[usize], sep: &str| xs.iter().map(|a| format!("a{a}")).collect::<Vec<_>>().join(sep);
+    let text: Vec<String> = levels
+        .iter()
+        .enumerate()
+        .map(|(v, l)| {
+            let name = vars.get(v).map_or("?", |c| c.name.as_str());
+            let mut s = match &l.expand {
+                Expand::Lead => format!("{name} lead a{}", l.lead),
+                Expand::Smallest(from) => format!("{name} smallest of {}", atoms(from, ",")),
+                Expand::Count => format!("{name} count {}", atoms(&l.members, ",")),
+            };
+            if !l.twins.is_empty() {
+                s.push_str(&format!(" twins {}", atoms(&l.twins, ",")));
+            }
+            if !l.searches.is_empty() {
+                let groups: Vec<String> = l.searches.iter().map(|g| atoms(g, "=")).collect();
+                s.push_str(&format!(" search {}", groups.join(",")));
+            }
+            s
+        })
+        .collect();
+    Some(format!("levels: {}", text.join("; ")))
 }
 
 /// The single implementation of an operator without alternatives.

@@ -82,9 +82,26 @@ fn emit_physical_shows_each_operator_with_its_algorithm_and_estimated_rows() {
 
     let text = stdout_ok(&["compile", "queries/clique4_count.logic", "--emit", "physical"]);
     assert!(
-        text.contains("leapfrog triejoin (smallest-range levels, twins) · rounds at levels 2"),
+        text.contains("leapfrog triejoin (smallest-range levels, twins) · rounds at levels 2 (182 bytes/row) ·"),
         "{text}"
     );
+    // The level plan, under the join: z expands from the smallest of two ranges, the last
+    // level is only counted.
+    assert!(
+        text.contains(
+            "\n      levels: x lead a0 twins a1,a2; y lead a0 search a3=a4; z smallest of a1,a3 search a1,a3,a5; w count a2,a4,a5\n"
+        ),
+        "{text}"
+    );
+    let text = stdout_ok(&[
+        "compile",
+        "queries/clique4_count.logic",
+        "--emit",
+        "physical",
+        "--disable-pass",
+        "join-selection",
+    ]);
+    assert!(!text.contains("levels:") && !text.contains("smallest-range"), "{text}");
 }
 
 #[test]

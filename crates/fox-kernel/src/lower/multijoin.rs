@@ -1,6 +1,10 @@
 //! Multi-way joins as a breadth-first leapfrog triejoin: a trie per input, one level per
 //! variable (expanded from the lead atom's ranges or from the smallest range, then
-//! searched in the others), with the refinements `join-selection` allows.
+//! searched in the others), each level as the level plan of `join-selection` says and
+//! each window as `rounds` costs it: nothing is decided here.
+
+use fox_phys::levels::{plan_levels, Refinements};
+use fox_phys::{Expand, Level};
 
 use super::*;
 
@@ -30,6 +34,11 @@ pub(super) struct LevelOut {
 }
 
 impl Lower<'_> {
+    /// A multi-way join, level by level as the node's level plan says (`join-selection`;
+    /// without one, the plan with no refinement), each windowed level as `rounds` says.
+    /// The plan's claims are checked against the buffers: members, twins and shared
+    /// searches that do not hold what the plan says they hold are an error, never a
+    /// wrong result.
     pub(super) fn multi_join(
         &mut self,
         vars: &[Column],
@@ -43,11 +52,18 @@ impl Lower<'_> {
         }
         self.child_ranges.clear();
         let node = self.dst.map(|d| self.phys.node(d));
-        let rounds_at: Vec<bool> = node.map(|n| n.rounds.windowed.clone()).unwrap_or_default();
-        let (min_range, twins_on) = match node.map(|n| &n.algorithm) {
-            Some(Algorithm::Lftj { min_range, twins }) => (*min_range, *twins),
-            _ => (false, false),
+        let windows: Vec<Option<u64>> = node.map(|n| n.rounds.windows.clone()).unwrap_or_default();
+        let planned = match node.map(|n| &n.algorithm) {
+            Some(Algorithm::Lftj { levels, .. }) if !levels.is_empty() => levels.clone(),
+            _ => plan_levels(vars, inputs, count, Refinements::default()).map_err(LowerError::Invalid)?,
         };
+        if planned.len() != vars.len() {
+            return Err(LowerError::Invalid(format!(
+                "a multi-way join has a level plan for {} of its {} variables",
+                planned.len(),
+                vars.len()
+            )));
+        }
         struct Atom {
             vars: Vec<usize>,
             values: Vec<BufId>,
@@ -110,13 +126,14 @@ impl Lower<'_> {
             });
         }
         let find = |state: &[(Slot, BufId)], s: Slot| state.iter().find(|(x, _)| *x == s).map(|&(_, b)| b);
-        // Levels from the third variable on may expand to more rows than any input has:
-        // they run in rounds (see `expand_ranges`), the result accumulating in `acc`.
+        // Levels `rounds` windows may expand to more rows than any input has: they run in
+        // rounds (see `expand_ranges`), the result accumulating in `acc`.
         let mut rounds: Vec<OpenRound> = Vec::new();
         let mut acc: Option<Vec<BufId>> = None;
         for (var, vcol) in vars.iter().enumerate() {
-            let windowed = rounds_at.get(var) == Some(&true);
-            if windowed && acc.is_none() {
+            let level = &planned[var];
+            let window = windows.get(var).copied().flatten();
+            if window.is_some() && acc.is_none() {
                 // A counting join accumulates its count column, a listing its output columns.
                 let acc_cols = if count { &columns[..1] } else { &columns[..] };
                 let types = phys_types(acc_cols);
@@ -132,22 +149,46 @@ impl Lower<'_> {
                     &refs,
                 )?);
             }
-            // The bytes each expanded row of this level costs: its parent and position,
-            // the state it carries, the value, each member's search and the flags; twice
-            // that for what the next levels make of it.
-            let row_bytes = 2 * (8 + 4 * state.len() as u64 + 4 + 5 * atoms.len() as u64 + 1);
-            let window = windowed.then_some(row_bytes);
             let members: Vec<usize> = (0..atoms.len())
                 .filter(|&a| atoms[a].vars.get(atoms[a].depth) == Some(&var))
                 .collect();
-            let Some(&lead) = members.first() else {
+            if members.is_empty() {
                 return Err(LowerError::Invalid(format!(
                     "variable `{}` of a multi-way join is bound by no input",
                     vcol.name
                 )));
+            }
+            let mismatch = |what: String| {
+                LowerError::Invalid(format!(
+                    "the level plan of variable `{}` of a multi-way join {what}",
+                    vcol.name
+                ))
             };
+            if level.members != members {
+                return Err(mismatch(format!(
+                    "names the members {:?}, but the atoms binding it are {members:?}",
+                    level.members
+                )));
+            }
+            if level.carried != state.len() {
+                return Err(mismatch(format!(
+                    "carries {} state columns into it, but the join has {}",
+                    level.carried,
+                    state.len()
+                )));
+            }
+            let lead = level.lead;
+            if !members.contains(&lead) {
+                return Err(mismatch(format!("leads with a{lead}, which is not a member")));
+            }
             let missing = || LowerError::Invalid("a multi-way join lost an atom's range".into());
-            if count && var + 1 == vars.len() {
+            let counted = count && var + 1 == vars.len();
+            if counted != (level.expand == Expand::Count) {
+                return Err(mismatch(
+                    "does not count exactly the last level of a counting join".into(),
+                ));
+            }
+            if counted {
                 // The last level is only counted: the size of the intersection of the
                 // members' ranges, summed over the bindings so far.
                 if !nullary.is_empty() {
@@ -190,27 +231,17 @@ impl Lower<'_> {
             let lo = find(&state, Slot::Lo(lead)).ok_or_else(missing)?;
             let hi = find(&state, Slot::Hi(lead)).ok_or_else(missing)?;
             let lvl = vcol.name.clone();
-            let next = if min_range {
-                self.level_from_smallest(
-                    &atoms
-                        .iter()
-                        .map(|a| AtomView {
-                            values: a.values.clone(),
-                            starts: a.starts.clone(),
-                            depth: a.depth,
-                            arity: a.vars.len(),
-                        })
-                        .collect::<Vec<_>>(),
-                    &members,
-                    &state,
-                    (var, vcol),
-                    &mut rounds,
-                    window,
-                )?
-            } else {
-                None
-            };
-            if let Some(next) = next {
+            if let Expand::Smallest(_) = &level.expand {
+                let views: Vec<AtomView> = atoms
+                    .iter()
+                    .map(|a| AtomView {
+                        values: a.values.clone(),
+                        starts: a.starts.clone(),
+                        depth: a.depth,
+                        arity: a.vars.len(),
+                    })
+                    .collect();
+                let next = self.level_from_smallest(&views, level, &state, (var, vcol), &mut rounds, window)?;
                 for (a, d) in next.depths {
                     atoms[a].depth = d;
                 }
@@ -220,19 +251,22 @@ impl Lower<'_> {
             // Expand the lead atom's children: one row per (binding, child).
             let (parent, pos) = self.expand_ranges(lo, hi, &lvl, &mut rounds, window)?;
             let depth = atoms[lead].depth;
-            // Members at the same level of the same trie with the same range as the lead
-            // hold exactly the lead's values: they follow the lead without a search.
-            let twins: Vec<usize> = members[1..]
-                .iter()
-                .copied()
-                .filter(|&a| {
-                    twins_on
-                        && atoms[a].depth == depth
-                        && atoms[a].values[depth] == atoms[lead].values[depth]
-                        && find(&state, Slot::Lo(a)) == Some(lo)
-                        && find(&state, Slot::Hi(a)) == Some(hi)
-                })
-                .collect();
+            // Twins are members at the same level of the same trie with the same range as
+            // the lead: they hold exactly the lead's values and follow it without a search.
+            let twins = &level.twins;
+            for &a in twins {
+                let holds_lead = a != lead
+                    && members.contains(&a)
+                    && atoms[a].depth == depth
+                    && atoms[a].values.get(depth) == atoms[lead].values.get(depth)
+                    && find(&state, Slot::Lo(a)) == Some(lo)
+                    && find(&state, Slot::Hi(a)) == Some(hi);
+                if !holds_lead {
+                    return Err(mismatch(format!(
+                        "makes a{a} a twin of a{lead}, whose range it does not hold"
+                    )));
+                }
+            }
             let follows = |s: Slot| {
                 std::iter::once(lead)
                     .chain(twins.iter().copied())
@@ -260,21 +294,43 @@ impl Lower<'_> {
             }
             state = next;
             // Intersect with every other atom that binds this variable.
-            let rest: Vec<usize> = members[1..].iter().copied().filter(|a| !twins.contains(a)).collect();
+            let rest: Vec<usize> = members
+                .iter()
+                .copied()
+                .filter(|&a| a != lead && !twins.contains(&a))
+                .collect();
             let rest = &rest[..];
+            let mut planned_rest: Vec<usize> = level.searches.iter().flatten().copied().collect();
+            planned_rest.sort_unstable();
+            if planned_rest != rest {
+                return Err(mismatch(format!(
+                    "searches {:?}, but the members besides the lead and its twins are {rest:?}",
+                    level.searches
+                )));
+            }
             if rest.is_empty() {
                 continue;
             }
             let mut found = Vec::new();
             let mut positions = Vec::new();
-            // Members searching the same level over the same ranges search once.
-            let mut searched: Vec<([BufId; 3], BufId)> = Vec::new();
+            // Each search group searches once: its members hold the same range of the same
+            // trie level.
+            let mut searched: Vec<(usize, [BufId; 3], BufId)> = Vec::new();
             for &a in rest {
+                let Some(g) = level.searches.iter().position(|g| g.contains(&a)) else {
+                    return Err(mismatch(format!("does not say how a{a} searches")));
+                };
                 let d = atoms[a].depth;
                 let lo = find(&state, Slot::Lo(a)).ok_or_else(missing)?;
                 let hi = find(&state, Slot::Hi(a)).ok_or_else(missing)?;
                 let key = [atoms[a].values[d], lo, hi];
-                if let Some(&(_, p)) = searched.iter().find(|(k, _)| *k == key) {
+                if let Some(&(_, k, p)) = searched.iter().find(|(h, _, _)| *h == g) {
+                    if k != key {
+                        return Err(mismatch(format!(
+                            "shares a search among {:?}, which hold different ranges",
+                            level.searches[g]
+                        )));
+                    }
                     positions.push(p);
                     continue;
                 }
@@ -283,7 +339,7 @@ impl Lower<'_> {
                     vec![atoms[a].values[d], lo, hi, value],
                     &[(&format!("a{a}.found"), None), (&format!("a{a}.pos"), None)],
                 )?;
-                searched.push((key, r[1]));
+                searched.push((g, key, r[1]));
                 found.push(r[0]);
                 positions.push(r[1]);
             }
@@ -334,42 +390,68 @@ impl Lower<'_> {
         Ok(Val::unordered(cols, columns))
     }
 
-    /// A level of a multi-way join whose members all index the same trie level with
-    /// different ranges (the atoms of a clique): each row expands from its smallest range
-    /// (`MinRange`), and every member then searches the candidate in its own range, so a
-    /// hub's long list never drives the expansion. `None` when the level is not of that
-    /// kind (one member, members over different levels, or all members at the lead's range).
+    /// A level of a multi-way join expanded from the smallest range (`Expand::Smallest`,
+    /// the atoms of a clique): each row expands from the smallest of the sources' ranges
+    /// (`MinRange`), members over the lead's trie level, and every search group of
+    /// `level` then searches the candidate in its range, so a hub's long list never
+    /// drives the expansion.
     pub(super) fn level_from_smallest(
         &mut self,
         atoms: &[AtomView],
-        members: &[usize],
+        level: &Level,
         state: &[(MjSlot, BufId)],
         (var, vcol): (usize, &Column),
         rounds: &mut Vec<OpenRound>,
         window: Option<u64>,
-    ) -> R<Option<LevelOut>> {
+    ) -> R<LevelOut> {
         let find = |s: MjSlot| state.iter().find(|(x, _)| *x == s).map(|&(_, b)| b);
-        let lead = members[0];
+        let Expand::Smallest(sources) = &level.expand else {
+            return Err(LowerError::Invalid(format!(
+                "level `{}` of a multi-way join does not expand from the smallest range",
+                vcol.name
+            )));
+        };
+        let members = &level.members;
+        let lead = level.lead;
         let depth = |a: usize| atoms[a].depth;
         let values = atoms[lead].values[depth(lead)];
-        let level = |a: usize| atoms[a].values[depth(a)];
+        let level_of = |a: usize| atoms[a].values[depth(a)];
         let range = |a: usize| (find(MjSlot::Lo(a)), find(MjSlot::Hi(a)));
-        // Members over the same level with the same range buffers search once, as one.
-        let mut distinct: Vec<usize> = Vec::new();
-        for &a in members {
-            if !distinct.iter().any(|&b| range(b) == range(a) && level(b) == level(a)) {
-                distinct.push(a);
+        let mismatch = |what: String| {
+            LowerError::Invalid(format!(
+                "the level plan of variable `{}` of a multi-way join {what}",
+                vcol.name
+            ))
+        };
+        // Each search group's members hold one range of one trie level: its first member
+        // searches for the group.
+        let mut planned: Vec<usize> = level.searches.iter().flatten().copied().collect();
+        planned.sort_unstable();
+        if planned != *members || level.searches.iter().any(|g| g.is_empty()) {
+            return Err(mismatch(format!(
+                "searches {:?}, but its members are {members:?}",
+                level.searches
+            )));
+        }
+        for g in &level.searches {
+            if g.iter()
+                .any(|&b| range(b) != range(g[0]) || level_of(b) != level_of(g[0]))
+            {
+                return Err(mismatch(format!(
+                    "shares a search among {g:?}, which hold different ranges"
+                )));
             }
         }
-        // The members the rows may expand from: those over the lead's level.
-        let sources: Vec<usize> = distinct.iter().copied().filter(|&a| level(a) == values).collect();
-        if sources.len() < 2 {
-            return Ok(None);
+        let distinct: Vec<usize> = level.searches.iter().map(|g| g[0]).collect();
+        if sources.iter().any(|&a| !distinct.contains(&a) || level_of(a) != values) {
+            return Err(mismatch(format!(
+                "expands from the smallest of {sources:?}, which are not each the first of a search group over a{lead}'s trie level"
+            )));
         }
         let missing = || LowerError::Invalid("a multi-way join lost an atom's range".into());
         let lvl = vcol.name.clone();
         let mut args = Vec::new();
-        for &a in &sources {
+        for &a in sources {
             let (lo, hi) = range(a);
             args.push(lo.ok_or_else(missing)?);
             args.push(hi.ok_or_else(missing)?);
@@ -403,7 +485,7 @@ impl Lower<'_> {
             let hi = mfind(MjSlot::Hi(a)).ok_or_else(missing)?;
             let r = self.launch(
                 Kernel::SortedSearch,
-                vec![level(a), lo, hi, value],
+                vec![level_of(a), lo, hi, value],
                 &[(&format!("a{a}.found"), None), (&format!("a{a}.pos"), None)],
             )?;
             found.push(r[0]);
@@ -420,23 +502,19 @@ impl Lower<'_> {
             .collect();
         let (mut next, got) = self.carry_state(Kernel::Compact, flags, &kept, &extra)?;
         let mut depths = Vec::new();
-        for (i, &a) in distinct.iter().enumerate() {
+        // Each group's members take the child range of its first member's position.
+        for ((same, &p), &a) in level.searches.iter().zip(&got).zip(&distinct) {
             let d = depth(a);
-            let same: Vec<usize> = members
-                .iter()
-                .copied()
-                .filter(|&b| range(b) == range(a) && level(b) == level(a))
-                .collect();
             if d + 1 < atoms[a].arity {
-                let child = self.child_range(a, atoms[a].starts[d], got[i])?;
-                for &b in &same {
+                let child = self.child_range(a, atoms[a].starts[d], p)?;
+                for &b in same {
                     next.push((MjSlot::Lo(b), child.0));
                     next.push((MjSlot::Hi(b), child.1));
                 }
             }
             depths.extend(same.iter().map(|&b| (b, depth(b) + 1)));
         }
-        Ok(Some(LevelOut { state: next, depths }))
+        Ok(LevelOut { state: next, depths })
     }
 
     /// The conjunction of `found` flags (the one flag itself when there is one).

@@ -4,5 +4,6 @@
 
 mod common;
 mod contracts;
+mod levels;
 mod plans;
 mod validate;

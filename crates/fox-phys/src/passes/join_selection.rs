@@ -3,12 +3,15 @@
 //! the planner routes to one operator) run as a leapfrog triejoin with its two level
 //! refinements: expansion from the smallest range where a level's members index one trie
 //! level with different ranges, and members holding the lead's range following it
-//! without a search. Disabled, multi-way joins use neither refinement.
+//! without a search; and for each multi-way join the plan of its levels
+//! ([`crate::levels`]): where each level expands from, which members are twins, which
+//! search and which share a search. Disabled, multi-way joins use neither refinement.
 
 use fox_ra::Op;
 
 use super::{lets, Pass, PhysError};
 use crate::ann::Algorithm;
+use crate::levels::{plan_levels, Refinements};
 use crate::stats::Statistics;
 use crate::PhysPlan;
 
@@ -20,7 +23,7 @@ impl Pass for JoinSelection {
     }
 
     fn decides(&self) -> &'static str {
-        "the algorithm of each join: sort-merge for binary joins, leapfrog triejoin (smallest-range expansion, twin members) for multi-way joins"
+        "the algorithm of each join: sort-merge for binary joins, leapfrog triejoin for multi-way joins with the plan of its levels (smallest-range expansion, twin members, shared searches)"
     }
 
     fn run(&self, plan: &mut PhysPlan, _stats: &Statistics) -> Result<(), PhysError> {
@@ -31,10 +34,20 @@ impl Pass for JoinSelection {
                     Op::Join { .. } | Op::SemiJoin { .. } | Op::AntiJoin { .. } | Op::Difference { .. } => {
                         Algorithm::SortMerge
                     }
-                    Op::MultiJoin { .. } => Algorithm::Lftj {
-                        min_range: true,
-                        twins: true,
-                    },
+                    Op::MultiJoin {
+                        vars, inputs, count, ..
+                    } => {
+                        let allowed = Refinements {
+                            min_range: true,
+                            twins: true,
+                        };
+                        Algorithm::Lftj {
+                            min_range: allowed.min_range,
+                            twins: allowed.twins,
+                            // A malformed join has no level plan; the translation reports it.
+                            levels: plan_levels(vars, inputs, *count, allowed).unwrap_or_default(),
+                        }
+                    }
                     _ => continue,
                 };
                 set.push((t, alg));

@@ -7,8 +7,19 @@
 //!   aggregations;
 //! - a deferred select is read, in its block, through projections only, by an
 //!   aggregation that runs fused;
-//! - a multi-way join's rounds name each of its variables (or none); no other operator
-//!   has rounds;
+//! - a multi-way join's rounds name each of its variables (or none), never window a
+//!   counted last level and give each window a positive row cost; no other operator has
+//!   rounds;
+//! - a leapfrog triejoin's level plan has one level per variable (or none); a level's
+//!   members are the atoms binding its variable and its lead is one of them; only the
+//!   last level of a counting join counts, with no twins or searches; a level expanded
+//!   from the lead has twins among the other members (only where twins are allowed) and
+//!   search groups that split the members left; a level expanded from the smallest range
+//!   (only where allowed) has no twins, at least two sources, the lead first, each the
+//!   first of a search group, and search groups that split all the members; search
+//!   groups are ascending, non-empty and in the order of their first member; the state
+//!   columns carried into a level are one per variable before it and two per atom with a
+//!   variable at or after it;
 //! - an order names columns of the result; a key order is a permutation of the
 //!   operator's key pairs (group columns), and empty for other operators;
 //! - estimates are finite and non-negative, one distinct count per column, none above
@@ -16,10 +27,12 @@
 
 use std::collections::HashMap;
 
-use fox_ra::{Op, Stmt, TempId};
+use fox_ra::{MultiJoinInput, Op, Stmt, TempId};
+use fox_sema::core::Column;
 
 use super::{lets, Pass, PhysError};
-use crate::ann::{AggAlgorithm, Algorithm};
+use crate::ann::{AggAlgorithm, Algorithm, Expand, Level};
+use crate::levels::{carried_columns, Refinements};
 use crate::stats::Statistics;
 use crate::PhysPlan;
 
@@ -116,13 +129,34 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                 }
             }
             match op {
-                Op::MultiJoin { vars, .. } => {
-                    let w = n.rounds.windowed.len();
+                Op::MultiJoin {
+                    vars, inputs, count, ..
+                } => {
+                    let w = n.rounds.windows.len();
                     if w != 0 && w != vars.len() {
                         return Err(format!("t{} has rounds for {w} of its {} variables", t.0, vars.len()));
                     }
+                    if *count && n.rounds.windows.last().is_some_and(Option::is_some) {
+                        return Err(format!("t{} expands its counted last level in rounds", t.0));
+                    }
+                    if n.rounds.windows.contains(&Some(0)) {
+                        return Err(format!("t{} has a windowed level whose rows cost nothing", t.0));
+                    }
+                    if let Algorithm::Lftj {
+                        min_range,
+                        twins,
+                        levels,
+                    } = &n.algorithm
+                    {
+                        let allowed = Refinements {
+                            min_range: *min_range,
+                            twins: *twins,
+                        };
+                        check_levels(levels, vars, inputs, *count, allowed)
+                            .map_err(|m| format!("the level plan of t{}: {m}", t.0))?;
+                    }
                 }
-                _ if !n.rounds.windowed.is_empty() => {
+                _ if !n.rounds.windows.is_empty() => {
                     return Err(format!("t{} has rounds but is not a multi-way join", t.0));
                 }
                 _ => {}
@@ -156,6 +190,106 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                     return Err(format!("t{} has an inconsistent estimate {e:?}", t.0));
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// The invariants of a leapfrog triejoin's level plan (see the module's list).
+fn check_levels(
+    levels: &[Level],
+    vars: &[Column],
+    inputs: &[MultiJoinInput],
+    count: bool,
+    allowed: Refinements,
+) -> Result<(), String> {
+    if levels.is_empty() {
+        return Ok(());
+    }
+    if levels.len() != vars.len() {
+        return Err(format!("{} levels for {} variables", levels.len(), vars.len()));
+    }
+    let atoms: Vec<&MultiJoinInput> = inputs.iter().filter(|i| !i.vars.is_empty()).collect();
+    for (v, (l, var)) in levels.iter().zip(vars).enumerate() {
+        let at = |m: String| format!("level `{}`: {m}", var.name);
+        let binding: Vec<usize> = (0..atoms.len()).filter(|&a| atoms[a].vars.contains(&v)).collect();
+        if l.members != binding {
+            return Err(at(format!(
+                "the members {:?} are not the atoms binding the variable {binding:?}",
+                l.members
+            )));
+        }
+        if !l.members.contains(&l.lead) {
+            return Err(at(format!("the lead a{} is not a member", l.lead)));
+        }
+        let counted = count && v + 1 == vars.len();
+        if counted != (l.expand == Expand::Count) {
+            return Err(at("only the last level of a counting join is counted".into()));
+        }
+        for g in &l.searches {
+            if g.is_empty() || !g.windows(2).all(|w| w[0] < w[1]) {
+                return Err(at(format!("the search group {g:?} is not ascending")));
+            }
+        }
+        if !l.searches.windows(2).all(|w| w[0][0] < w[1][0]) {
+            return Err(at("the search groups are not in the order of their first member".into()));
+        }
+        let mut searching: Vec<usize> = l.searches.iter().flatten().copied().collect();
+        searching.sort_unstable();
+        let others =
+            |skip: &[usize]| -> Vec<usize> { l.members.iter().copied().filter(|a| !skip.contains(a)).collect() };
+        match &l.expand {
+            Expand::Count => {
+                if !l.twins.is_empty() || !l.searches.is_empty() {
+                    return Err(at("a counted level has twins or searches".into()));
+                }
+            }
+            Expand::Lead => {
+                if !l.twins.is_empty() && !allowed.twins {
+                    return Err(at("it has twins, which its algorithm does not allow".into()));
+                }
+                let mut followers = vec![l.lead];
+                for &a in &l.twins {
+                    if !l.members.contains(&a) || followers.contains(&a) {
+                        return Err(at(format!("the twin a{a} is not another member")));
+                    }
+                    followers.push(a);
+                }
+                if searching != others(&followers) {
+                    return Err(at(format!(
+                        "the searches {:?} are not the members other than the lead and its twins",
+                        l.searches
+                    )));
+                }
+            }
+            Expand::Smallest(sources) => {
+                if !allowed.min_range {
+                    return Err(at(
+                        "it expands from the smallest range, which its algorithm does not allow".into(),
+                    ));
+                }
+                if !l.twins.is_empty() {
+                    return Err(at("it expands from the smallest range and has twins".into()));
+                }
+                if sources.len() < 2 || sources[0] != l.lead {
+                    return Err(at(format!(
+                        "it expands from the smallest of {sources:?}, not two ranges or more, the lead first"
+                    )));
+                }
+                if let Some(a) = sources.iter().find(|&&a| !l.searches.iter().any(|g| g[0] == a)) {
+                    return Err(at(format!("the source a{a} is not the first of a search group")));
+                }
+                if searching != l.members {
+                    return Err(at(format!("the searches {:?} are not the members", l.searches)));
+                }
+            }
+        }
+        let carried = carried_columns(inputs, v);
+        if l.carried != carried {
+            return Err(at(format!(
+                "it carries {} state columns, where the join has {carried}",
+                l.carried
+            )));
         }
     }
     Ok(())

@@ -1,4 +1,4 @@
-use fox_phys::{Algorithm, Statistics};
+use fox_phys::{Algorithm, Expand, Level, Statistics};
 use fox_ra::{Op, Stmt};
 
 use crate::common::*;
@@ -38,15 +38,120 @@ fn before_and_after() {
 #[test]
 fn a_cycle_runs_as_a_leapfrog_triejoin_with_both_refinements() {
     let src = format!("{EDGE}{TRIANGLE}");
-    let lftj = Algorithm::Lftj {
-        min_range: true,
-        twins: true,
-    };
-    assert_eq!(
-        algorithms(&src, "join-selection"),
-        vec![("multijoin".to_string(), lftj)]
+    let got = algorithms(&src, "join-selection");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].0, "multijoin");
+    assert!(
+        matches!(
+            &got[0].1,
+            Algorithm::Lftj {
+                min_range: true,
+                twins: true,
+                levels,
+            } if levels.len() == 3
+        ),
+        "{got:?}"
     );
 }
+
+/// The level plan join-selection stores on the only multi-way join of `src`.
+fn levels_of(src: &str) -> Vec<Level> {
+    let got = algorithms(src, "join-selection");
+    match &got[..] {
+        [(_, Algorithm::Lftj { levels, .. })] => levels.clone(),
+        _ => panic!("not one leapfrog triejoin: {got:?}"),
+    }
+}
+
+fn level(members: &[usize], expand: Expand, twins: &[usize], searches: &[&[usize]], carried: usize) -> Level {
+    Level {
+        members: members.to_vec(),
+        lead: members[0],
+        expand,
+        twins: twins.to_vec(),
+        searches: searches.iter().map(|g| g.to_vec()).collect(),
+        carried,
+    }
+}
+
+#[test]
+fn a_triangle_over_three_relations_expands_from_the_lead_and_searches() {
+    let src = "r(x, y) -> int32(x), int32(y).\n.input r.\ns(x, y) -> int32(x), int32(y).\n.input s.\n\
+               t(x, y) -> int32(x), int32(y).\n.input t.\n\
+               p(x, y, z) <- r(x, y), s(y, z), t(x, z).\n.output p.\n";
+    // Three tries, so no member ever holds another's range.
+    assert_eq!(
+        levels_of(src),
+        vec![
+            level(&[0, 2], Expand::Lead, &[], &[&[2]], 6),
+            level(&[0, 1], Expand::Lead, &[], &[&[1]], 7),
+            level(&[1, 2], Expand::Lead, &[], &[&[2]], 6),
+        ]
+    );
+}
+
+#[test]
+fn the_atoms_of_a_clique_share_a_trie_twins_follow_the_lead_and_later_levels_expand_from_the_smallest_range() {
+    // e(x, y), e(x, z), e(x, w), e(y, z), e(y, w), e(z, w) over one filtered edge relation.
+    let src = format!("{EDGE}q(x, y, z, w) <- e(x, y), e(x, z), e(x, w), e(y, z), e(y, w), e(z, w), x < y, y < z, z < w.\n.output q.\n");
+    assert_eq!(
+        levels_of(&src),
+        vec![
+            // All six atoms hold the root range; those binding x follow a0.
+            level(&[0, 1, 2], Expand::Lead, &[1, 2], &[], 12),
+            // a3 and a4 still hold the root range: one search for both.
+            level(&[0, 3, 4], Expand::Lead, &[], &[&[3, 4]], 13),
+            // a1 holds a0's child range, a3 its own; a5 the root range (another level).
+            level(&[1, 3, 5], Expand::Smallest(vec![1, 3]), &[], &[&[1], &[3], &[5]], 12),
+            level(&[2, 4, 5], Expand::Smallest(vec![2, 4, 5]), &[], &[&[2], &[4], &[5]], 9),
+        ]
+    );
+}
+
+#[test]
+fn the_last_level_of_a_counting_join_only_counts() {
+    let src = format!("{EDGE}n[] = c <- agg<<c = count()>> e(x, y), e(y, z), e(x, z), x < y, y < z.\n.output n.\n");
+    let levels = levels_of(&src);
+    assert_eq!(levels.len(), 3);
+    assert_eq!(levels[2], level(&[1, 2], Expand::Count, &[], &[], 6));
+}
+
+#[test]
+fn the_level_plan_records_only_the_refinements_allowed() {
+    use fox_phys::levels::{plan_levels, Refinements};
+    let p = phys_after(&format!("{EDGE}{CLIQUE4}"), Some("join-selection"), &Statistics::none());
+    let j = find(&p, |op| matches!(op, Op::MultiJoin { .. }))[0];
+    let Some(Stmt::Let {
+        op: Op::MultiJoin {
+            vars, inputs, count, ..
+        },
+        ..
+    }) =
+        p.ra.blocks
+            .iter()
+            .flat_map(|b| &b.stmts)
+            .find(|s| matches!(s, Stmt::Let { dst, .. } if *dst == j))
+    else {
+        panic!("no multi-way join")
+    };
+    for (min_range, twins) in [(false, false), (false, true), (true, false), (true, true)] {
+        let levels = plan_levels(vars, inputs, *count, Refinements { min_range, twins }).unwrap();
+        assert_eq!(levels.len(), 4);
+        let smallest = levels.iter().any(|l| matches!(l.expand, Expand::Smallest(_)));
+        let has_twins = levels.iter().any(|l| !l.twins.is_empty());
+        assert_eq!(smallest, min_range, "{levels:?}");
+        assert_eq!(has_twins, twins, "{levels:?}");
+        // The state carried into each level does not depend on the refinements.
+        let carried: Vec<usize> = levels.iter().map(|l| l.carried).collect();
+        assert_eq!(carried, [12, 13, 12, 9]);
+    }
+    // Without either refinement, members holding the lead's range search it, once.
+    let none = plan_levels(vars, inputs, *count, Refinements::default()).unwrap();
+    assert_eq!(none[0], level(&[0, 1, 2], Expand::Lead, &[], &[&[1, 2]], 12));
+}
+
+const CLIQUE4: &str =
+    "q(x, y, z, w) <- e(x, y), e(x, z), e(x, w), e(y, z), e(y, w), e(z, w), x < y, y < z, z < w.\n.output q.\n";
 
 #[test]
 fn binary_joins_and_negations_merge_sorted_sides() {
@@ -62,4 +167,125 @@ fn before_the_pass_every_join_has_the_general_algorithm() {
     let src = format!("{EDGE}{TRIANGLE}");
     let got = algorithms(&src, "estimate");
     assert!(got.iter().all(|(_, a)| *a == Algorithm::Direct), "{got:?}");
+}
+
+mod plan_levels {
+    use fox_phys::levels::{plan_levels, Refinements};
+    use fox_phys::{Expand, Level};
+    use fox_ra::{MultiJoinInput, TempId};
+    use fox_sema::core::{Column, Type};
+
+    use super::level;
+
+    fn vars(names: &[&str]) -> Vec<Column> {
+        names
+            .iter()
+            .map(|n| Column {
+                name: n.to_string(),
+                ty: Type::Int32,
+            })
+            .collect()
+    }
+
+    fn input(src: u32, vars: &[usize]) -> MultiJoinInput {
+        MultiJoinInput {
+            src: TempId(src),
+            vars: vars.to_vec(),
+        }
+    }
+
+    const BOTH: Refinements = Refinements {
+        min_range: true,
+        twins: true,
+    };
+
+    fn plan(names: &[&str], inputs: &[MultiJoinInput], count: bool) -> Vec<Level> {
+        plan_levels(&vars(names), inputs, count, BOTH).unwrap()
+    }
+
+    #[test]
+    fn an_input_without_variables_is_no_atom() {
+        let inputs = [input(0, &[0, 1]), input(9, &[]), input(1, &[1, 2]), input(2, &[0, 2])];
+        let got = plan(&["x", "y", "z"], &inputs, false);
+        // The atoms are numbered 0, 1, 2 over the inputs 0, 2, 3.
+        assert_eq!(got[0].members, [0, 2]);
+        assert_eq!(got[1].members, [0, 1]);
+        assert_eq!(got[2].members, [1, 2]);
+        assert_eq!(got[0].carried, 6);
+    }
+
+    #[test]
+    fn an_atom_repeated_follows_the_lead_at_every_level() {
+        let inputs = [
+            input(0, &[0, 1]),
+            input(0, &[0, 1]),
+            input(1, &[1, 2]),
+            input(2, &[0, 2]),
+        ];
+        let got = plan(&["x", "y", "z"], &inputs, false);
+        assert_eq!(got[0], level(&[0, 1, 3], Expand::Lead, &[1], &[&[3]], 8));
+        assert_eq!(got[1], level(&[0, 1, 2], Expand::Lead, &[1], &[&[2]], 9));
+        // a0 and a1 are bound: x, y and the ranges of a2 and a3.
+        assert_eq!(got[2], level(&[2, 3], Expand::Lead, &[], &[&[3]], 6));
+    }
+
+    #[test]
+    fn atoms_over_one_input_in_another_column_order_use_another_trie() {
+        // e(x, y) and e(y, x): column orders (0, 1) and (1, 0), so two tries: at x they
+        // index different trie levels, so a1 is no twin and x expands from a0's range.
+        let inputs = [
+            input(0, &[0, 1]),
+            input(0, &[1, 0]),
+            input(1, &[0, 2]),
+            input(2, &[1, 2]),
+        ];
+        let got = plan(&["x", "y", "z"], &inputs, false);
+        assert_eq!(got[0], level(&[0, 1, 2], Expand::Lead, &[], &[&[1], &[2]], 8));
+        // The same input in the same column order: one trie, a1 a twin of a0.
+        let inputs = [
+            input(0, &[0, 1]),
+            input(0, &[0, 1]),
+            input(1, &[0, 2]),
+            input(2, &[1, 2]),
+        ];
+        let got = plan(&["x", "y", "z"], &inputs, false);
+        assert_eq!(got[0], level(&[0, 1, 2], Expand::Lead, &[1], &[&[2]], 8));
+    }
+
+    #[test]
+    fn members_holding_one_range_share_a_search() {
+        // The lead r(x, y) and two atoms of s holding its root range: s(x, z), s(x, w).
+        let inputs = [
+            input(0, &[0, 1]),
+            input(1, &[0, 2]),
+            input(1, &[0, 3]),
+            input(2, &[1, 2, 3]),
+        ];
+        let got = plan(&["x", "y", "z", "w"], &inputs, false);
+        assert_eq!(got[0], level(&[0, 1, 2], Expand::Lead, &[], &[&[1, 2]], 8));
+        // After the shared search, both hold the same child range: at z a1 and a3 hold
+        // ranges of different tries.
+        assert_eq!(got[2].members, [1, 3]);
+        assert_eq!(got[2].expand, Expand::Lead);
+        // At w, a2 still holds the child range a1 held at z.
+        assert_eq!(got[3].members, [2, 3]);
+    }
+
+    #[test]
+    fn a_malformed_join_has_no_plan() {
+        let unbound = plan_levels(
+            &vars(&["x", "y", "z"]),
+            &[input(0, &[0, 1]), input(1, &[1, 0])],
+            false,
+            BOTH,
+        );
+        assert_eq!(
+            unbound.unwrap_err(),
+            "variable `z` of a multi-way join is bound by no input"
+        );
+        let twice = plan_levels(&vars(&["x", "y"]), &[input(0, &[0, 0]), input(1, &[0, 1])], false, BOTH);
+        assert_eq!(twice.unwrap_err(), "a multi-way join input binds `x` twice");
+        let outside = plan_levels(&vars(&["x", "y"]), &[input(0, &[0, 5]), input(1, &[0, 1])], false, BOTH);
+        assert!(outside.is_err());
+    }
 }

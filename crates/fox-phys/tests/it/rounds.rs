@@ -1,9 +1,10 @@
+use fox_phys::levels::window_row_bytes;
 use fox_phys::Statistics;
 use fox_ra::{Op, Stmt};
 
 use crate::common::*;
 
-fn rounds(src: &str) -> Vec<Vec<bool>> {
+fn rounds(src: &str) -> Vec<Vec<Option<u64>>> {
     let p = phys_after(src, Some("rounds"), &Statistics::none());
     p.ra.blocks
         .iter()
@@ -13,7 +14,7 @@ fn rounds(src: &str) -> Vec<Vec<bool>> {
                 dst,
                 op: Op::MultiJoin { .. },
                 ..
-            } => Some(p.node(*dst).rounds.windowed.clone()),
+            } => Some(p.node(*dst).rounds.windows.clone()),
             _ => None,
         })
         .collect()
@@ -30,7 +31,9 @@ fn before_and_after() {
 #[test]
 fn levels_from_the_third_variable_run_in_rounds() {
     let src = format!("{EDGE}t(x, y, z) <- e(x, y), e(y, z), e(x, z).\n.output t.\n");
-    assert_eq!(rounds(&src), vec![vec![false, false, true]]);
+    // At z: x, y and the ranges of e(y, z) and e(x, z) (6 columns), 3 atoms.
+    assert_eq!(rounds(&src), vec![vec![None, None, Some(window_row_bytes(6, 3))]]);
+    assert_eq!(window_row_bytes(6, 3), 104);
 }
 
 #[test]
@@ -38,5 +41,28 @@ fn a_counted_last_level_is_never_expanded() {
     let src = format!("{EDGE}{CLIQUE4}");
     let r = rounds(&src);
     assert_eq!(r.len(), 1, "{r:?}");
-    assert_eq!(r[0], [false, false, true, false]);
+    // At z: x, y and the ranges of the five atoms other than e(x, y), 6 atoms.
+    assert_eq!(r[0], [None, None, Some(182), None]);
+}
+
+#[test]
+fn a_row_costs_its_parent_and_position_the_state_it_carries_the_value_the_searches_and_flags_twice() {
+    assert_eq!(window_row_bytes(0, 0), 2 * (8 + 4 + 1));
+    assert_eq!(window_row_bytes(1, 0) - window_row_bytes(0, 0), 8);
+    assert_eq!(window_row_bytes(0, 1) - window_row_bytes(0, 0), 10);
+}
+
+#[test]
+fn a_level_carrying_more_state_costs_more_per_row() {
+    // A 4-clique listed: at z (x, y and five ranges) and at w (x, y, z and three ranges).
+    let src = format!("{EDGE}q(x, y, z, w) <- e(x, y), e(x, z), e(x, w), e(y, z), e(y, w), e(z, w), x < y, y < z, z < w.\n.output q.\n");
+    assert_eq!(
+        rounds(&src),
+        vec![vec![
+            None,
+            None,
+            Some(window_row_bytes(12, 6)),
+            Some(window_row_bytes(9, 6))
+        ]]
+    );
 }
