@@ -5,6 +5,12 @@
 //! message. Every backend consumes this form (the CPU evaluates it, the CUDA generator
 //! translates it), so the checks, the arithmetic and the messages are the same on each.
 //!
+//! It is also the one type checker of kernel expressions: the contract of `Eval` and
+//! `FusedReduce` ([`crate::kernel_outputs`], so [`crate::check_args`] and
+//! [`crate::validate`]) checks their expressions with [`check_types`]. So an expression
+//! that a plan's validation or a launch's check accepts has a checked form, whatever
+//! dictionary its string constants are resolved in (only a string without a code fails).
+//!
 //! A node's operands are evaluated left to right and a row fails with the first error
 //! met; `and`/`or` stop at the first operand that decides the row, so the operands they
 //! do not need never fail. Integer-stored values are computed in 64 bits, or in 128 when
@@ -14,6 +20,7 @@
 use crate::arith::scale_of;
 use crate::ir::{Elem, KExpr, KExprKind, ScalarFn};
 use crate::print::{show_kexpr as show, show_value};
+use fox_ra::{value_has_type, value_type};
 use fox_sema::core::{ArithOp, CmpOp, Type, Value, MAX_DATE, MAX_DECIMAL, MAX_SCALE, MAX_WIDE_DECIMAL, MIN_DATE};
 
 /// A checked expression.
@@ -74,6 +81,25 @@ pub fn check_expr(
         ty: expr.ty,
         what: show(expr),
     })
+}
+
+/// Checks `expr`, the expression of `Eval { expr, n_cols }`, against arguments of the
+/// element types `elems` by every rule of [`check_expr`] but one: string constants are
+/// not resolved (a plan read from disk has no dictionary).
+pub fn check_types(expr: &KExpr, n_cols: usize, elems: &[Elem]) -> Result<(), String> {
+    check_expr(expr, n_cols, elems, &|_| Some(0)).map(|_| ())
+}
+
+/// The type an entry of a dictionary table of element type `table` reads as in an
+/// expression: a rank (`U32`) as int64, a flag (`U8`) as bool, a length (`I32`) as int32;
+/// `None` for an element type no dictionary table has.
+fn table_type(table: Elem) -> Option<Type> {
+    match table {
+        Elem::U32 => Some(Type::Int64),
+        Elem::U8 => Some(Type::Bool),
+        Elem::I32 => Some(Type::Int32),
+        _ => None,
+    }
 }
 
 /// An error site: the message of error id `k` is `Checked::msgs[k - 1]` (0 is no error).
@@ -241,6 +267,16 @@ fn is_integral(ty: Type) -> bool {
     matches!(ty, Type::Int32 | Type::Int64)
 }
 
+/// Why the constant `v` is not a value of type `ty`.
+fn not_of_type(v: &Value, ty: Type) -> String {
+    let own = value_type(v);
+    if own == ty {
+        format!("constant {} is outside the range of {ty}", show_value(v))
+    } else {
+        format!("constant {} is {own}, not {ty}", show_value(v))
+    }
+}
+
 struct Checker<'a> {
     elems: &'a [Elem],
     n_cols: usize,
@@ -283,55 +319,39 @@ impl Checker<'_> {
         Ok(i)
     }
 
-    /// A constant stored as an integer of type `ty`.
+    /// The integer a constant of type `ty` is stored as, or why `v` is not a value of `ty`
+    /// (`fox_ra::value_has_type`: the type of its own, a decimal of exactly the scale, a
+    /// date within the calendar's range).
     fn const_int(&self, v: &Value, ty: Type) -> Result<i128, String> {
-        let bad = || format!("constant {} does not have type {ty}", show_value(v));
-        let range = Range::of(ty);
-        let fit = |x: i128| if range.contains(x) { Ok(x) } else { Err(bad()) };
-        match (v, ty) {
-            (Value::Int32(i), _) if scale_of(ty).is_some() => {
-                fit(i128::from(*i) * pow10(scale_of(ty).unwrap_or(0)).ok_or_else(bad)?)
-            }
-            (Value::Int64(i), _) if scale_of(ty).is_some() => {
-                fit(i128::from(*i) * pow10(scale_of(ty).unwrap_or(0)).ok_or_else(bad)?)
-            }
-            (Value::Decimal { unscaled, scale }, Type::Decimal(s) | Type::WideDecimal(s)) => {
-                let (from, to) = (u32::from(*scale), u32::from(s));
-                if to >= from {
-                    fit(unscaled
-                        .checked_mul(pow10(to - from).ok_or_else(bad)?)
-                        .ok_or_else(bad)?)
-                } else {
-                    let d = pow10(from - to).ok_or_else(bad)?;
-                    if unscaled % d != 0 {
-                        return Err(bad());
-                    }
-                    fit(unscaled / d)
-                }
-            }
-            (Value::Date(d), Type::Date) => Ok(i128::from(*d)),
-            (Value::Bool(b), Type::Bool) => Ok(i128::from(*b)),
-            (Value::String(s), Type::String) => (self.string_code)(s)
+        if !value_has_type(v, ty) {
+            return Err(not_of_type(v, ty));
+        }
+        match v {
+            Value::Int32(i) => Ok(i128::from(*i)),
+            Value::Int64(i) => Ok(i128::from(*i)),
+            Value::Decimal { unscaled, .. } => Ok(*unscaled),
+            Value::Date(d) => Ok(i128::from(*d)),
+            Value::Bool(b) => Ok(i128::from(*b)),
+            Value::String(s) => (self.string_code)(s)
                 .map(i128::from)
                 .ok_or_else(|| format!("string constant {s:?} has no dictionary code")),
-            _ => Err(bad()),
+            Value::Float64(_) => Err(not_of_type(v, ty)),
         }
     }
 
+    /// A float constant, or why `v` is not one.
     fn const_float(&self, v: &Value) -> Result<f64, String> {
         match v {
             Value::Float64(x) => Ok(*x),
-            Value::Int32(i) => Ok(f64::from(*i)),
-            Value::Int64(i) => Ok(*i as f64),
-            Value::Decimal { unscaled, scale } => Ok(*unscaled as f64 / 10f64.powi(i32::from(*scale))),
-            other => Err(format!("constant {} is not a number", show_value(other))),
+            other => Err(not_of_type(other, Type::Float64)),
         }
     }
 
     fn digits(&self, e: &KExpr, d: &KExpr) -> Result<u32, String> {
-        let n = match &d.kind {
-            KExprKind::Const(Value::Int32(n)) => i64::from(*n),
-            KExprKind::Const(Value::Int64(n)) => *n,
+        let n = match (&d.kind, d.ty) {
+            (KExprKind::Const(Value::Int32(n)), Type::Int32) => i64::from(*n),
+            (KExprKind::Const(Value::Int64(n)), Type::Int64) => *n,
+            (KExprKind::Const(v), ty) if !value_has_type(v, ty) => return Err(not_of_type(v, ty)),
             _ => return Err(format!("the digits of `{}` must be an integer constant", show(e))),
         };
         u32::try_from(n)
@@ -361,8 +381,24 @@ impl Checker<'_> {
                         show(e)
                     ));
                 };
-                if !matches!(col, Elem::U8 | Elem::I32 | Elem::U32 | Elem::I64) {
-                    return Err(format!("table {t} is {}, not a dictionary table", col.name()));
+                match table_type(col) {
+                    None => return Err(format!("table {t} is {}, not a dictionary table", col.name())),
+                    Some(ty) if ty != e.ty => {
+                        return Err(format!(
+                            "table {t} is {}, whose entries read as {ty}, but `{}` has type {}",
+                            col.name(),
+                            show(e),
+                            e.ty
+                        ))
+                    }
+                    Some(_) => {}
+                }
+                if x.ty != Type::String {
+                    return Err(format!(
+                        "`{}` looks up table {t} by {}, not by a string code",
+                        show(e),
+                        x.ty
+                    ));
                 }
                 let err = self.err(format!("string code outside dictionary table {t} in `{}`", show(e)));
                 INode::Table {
@@ -400,6 +436,9 @@ impl Checker<'_> {
             KExprKind::Or(xs) => INode::Or(self.bools(xs)?),
             KExprKind::Not(x) => INode::Not(Box::new(self.bools(std::slice::from_ref(&**x))?.remove(0))),
             KExprKind::In(x, vs) => {
+                if let Some(v) = vs.iter().find(|v| !value_has_type(v, x.ty)) {
+                    return Err(format!("in `{}`: {}", show(e), not_of_type(v, x.ty)));
+                }
                 if x.ty == Type::Float64 {
                     let vs = vs.iter().map(|v| self.const_float(v)).collect::<Result<_, String>>()?;
                     INode::InF(Box::new(self.float(x)?), vs)

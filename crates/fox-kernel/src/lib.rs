@@ -9,7 +9,8 @@
 //! * [`kernel_outputs`] / [`check_args`]: the element types each kernel takes and
 //!   produces, and the whole contract of a launch's arguments.
 //! * [`check_expr`]: the one checked form of a kernel expression, which every backend
-//!   evaluates or translates.
+//!   evaluates or translates, and the one type check of expressions (the contracts'
+//!   too: [`checked::check_types`]).
 //! * [`expand`]: the composition a composite kernel (`FusedReduce`) stands for.
 //! * [`arith`], [`show_kexpr`]: the arithmetic of the contracts and the text of
 //!   expressions in messages, shared by every backend.

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use fox_sema::core::{AggFunc, ArithOp, CmpOp, Column, Type, Value};
+use fox_sema::core::{AggFunc, ArithOp, CmpOp, Column, Value};
 
 use crate::ir::*;
 
@@ -382,45 +382,69 @@ fn dict_text(op: &DictOp) -> String {
 
 /// An expression in infix form, naming the argument buffers it reads.
 fn expr_text(e: &KExpr, cols: &[String], tables: &[String]) -> String {
-    let sub = |x: &KExpr| expr_text(x, cols, tables);
-    let paren = |x: &KExpr| match x.kind {
+    let col = |i: usize| cols.get(i).cloned().unwrap_or_else(|| format!("#{i}?"));
+    let table = |t: usize| tables.get(t).cloned().unwrap_or_else(|| format!("table#{t}?"));
+    let style = ExprStyle {
+        col: &col,
+        table: &table,
+        value: fox_ra::print_value,
+        minimal: true,
+    };
+    write_expr(e, &style)
+}
+
+/// How [`write_expr`] writes an expression: the one walk behind the plan's text
+/// ([`print_kernels`]) and the text of messages ([`show_kexpr`]).
+struct ExprStyle<'a> {
+    /// The name of column argument `i`.
+    col: &'a dyn Fn(usize) -> String,
+    /// The name of dictionary table `t`.
+    table: &'a dyn Fn(usize) -> String,
+    /// The text of a constant.
+    value: fn(&Value) -> String,
+    /// Plan style: an operand in parentheses only when it is compound (not a column, a
+    /// constant, a table lookup or a call), a cast as `x::type`, an empty `and`/`or` as
+    /// `true`/`false`. Otherwise message style: every arithmetic, comparison, `and` and
+    /// `or` in parentheses of its own, a cast as `type(x)`.
+    minimal: bool,
+}
+
+fn write_expr(e: &KExpr, s: &ExprStyle) -> String {
+    let sub = |x: &KExpr| write_expr(x, s);
+    let operand = |x: &KExpr| match x.kind {
         KExprKind::Col(_) | KExprKind::Const(_) | KExprKind::Table(..) | KExprKind::Call(..) => sub(x),
-        _ => format!("({})", sub(x)),
+        _ if s.minimal => format!("({})", sub(x)),
+        _ => sub(x),
+    };
+    let group = |text: String| if s.minimal { text } else { format!("({text})") };
+    let list = |xs: &[KExpr], sep: &str, empty: &str| {
+        if xs.is_empty() && s.minimal {
+            empty.to_string()
+        } else {
+            group(xs.iter().map(operand).collect::<Vec<_>>().join(sep))
+        }
     };
     match &e.kind {
-        KExprKind::Col(i) => cols.get(*i).cloned().unwrap_or_else(|| format!("#{i}?")),
-        KExprKind::Table(t, x) => {
-            let t = tables.get(*t).cloned().unwrap_or_else(|| format!("table#{t}?"));
-            format!("{t}[{}]", sub(x))
+        KExprKind::Col(i) => (s.col)(*i),
+        KExprKind::Table(t, x) => format!("{}[{}]", (s.table)(*t), sub(x)),
+        KExprKind::Const(v) => (s.value)(v),
+        KExprKind::Cast(x) if s.minimal => format!("{}::{}", operand(x), e.ty),
+        KExprKind::Cast(x) => format!("{}({})", e.ty, sub(x)),
+        KExprKind::Neg(x) => format!("-{}", operand(x)),
+        KExprKind::Arith(op, a, b) => group(format!("{} {} {}", operand(a), op_symbol(*op), operand(b))),
+        KExprKind::Cmp(op, a, b) => group(format!("{} {} {}", operand(a), cmp_symbol(*op), operand(b))),
+        KExprKind::And(xs) => list(xs, " and ", "true"),
+        KExprKind::Or(xs) => list(xs, " or ", "false"),
+        KExprKind::Not(x) => format!("!{}", operand(x)),
+        KExprKind::In(x, vs) => {
+            let vs: Vec<String> = vs.iter().map(s.value).collect();
+            format!("{} in ({})", operand(x), vs.join(", "))
         }
-        KExprKind::Const(v) => fox_ra::print_value(v),
-        KExprKind::Cast(x) => format!("{}::{}", paren(x), type_name(e.ty)),
-        KExprKind::Neg(x) => format!("-{}", paren(x)),
-        KExprKind::Arith(op, a, b) => format!("{} {} {}", paren(a), op_symbol(*op), paren(b)),
-        KExprKind::Cmp(op, a, b) => format!("{} {} {}", paren(a), cmp_symbol(*op), paren(b)),
-        KExprKind::And(es) => join(es, " and ", &paren),
-        KExprKind::Or(es) => join(es, " or ", &paren),
-        KExprKind::Not(x) => format!("!{}", paren(x)),
-        KExprKind::In(x, vals) => {
-            let vals: Vec<String> = vals.iter().map(fox_ra::print_value).collect();
-            format!("{} in ({})", paren(x), vals.join(", "))
-        }
-        KExprKind::Call(f, args) => {
-            let args: Vec<String> = args.iter().map(sub).collect();
-            format!("{}({})", fn_name(*f), args.join(", "))
+        KExprKind::Call(f, xs) => {
+            let xs: Vec<String> = xs.iter().map(sub).collect();
+            format!("{}({})", fn_name(*f), xs.join(", "))
         }
     }
-}
-
-fn join(es: &[KExpr], sep: &str, f: &dyn Fn(&KExpr) -> String) -> String {
-    if es.is_empty() {
-        return if sep == " and " { "true".into() } else { "false".into() };
-    }
-    es.iter().map(f).collect::<Vec<_>>().join(sep)
-}
-
-fn type_name(t: Type) -> String {
-    t.to_string()
 }
 
 /// The kernel CFG for graphviz: one node per block labelled with its instructions, one
@@ -511,23 +535,77 @@ fn fn_name(f: ScalarFn) -> &'static str {
 /// backend: `c0` is column argument 0, `t0[…]` a lookup in dictionary table 0 (the
 /// runtime names the columns by the variables they hold).
 pub fn show_kexpr(e: &KExpr) -> String {
-    let join = |xs: &[KExpr], sep: &str| xs.iter().map(show_kexpr).collect::<Vec<_>>().join(sep);
-    match &e.kind {
-        KExprKind::Col(i) => format!("c{i}"),
-        KExprKind::Table(t, x) => format!("t{t}[{}]", show_kexpr(x)),
-        KExprKind::Const(v) => show_value(v),
-        KExprKind::Cast(x) => format!("{}({})", e.ty, show_kexpr(x)),
-        KExprKind::Neg(x) => format!("-{}", show_kexpr(x)),
-        KExprKind::Arith(op, a, b) => format!("({} {} {})", show_kexpr(a), op_symbol(*op), show_kexpr(b)),
-        KExprKind::Cmp(op, a, b) => format!("({} {} {})", show_kexpr(a), cmp_symbol(*op), show_kexpr(b)),
-        KExprKind::And(xs) => format!("({})", join(xs, " and ")),
-        KExprKind::Or(xs) => format!("({})", join(xs, " or ")),
-        KExprKind::Not(x) => format!("!{}", show_kexpr(x)),
-        KExprKind::In(x, vs) => format!(
-            "{} in ({})",
-            show_kexpr(x),
-            vs.iter().map(show_value).collect::<Vec<_>>().join(", ")
-        ),
-        KExprKind::Call(f, xs) => format!("{}({})", fn_name(*f), join(xs, ", ")),
+    let style = ExprStyle {
+        col: &|i| format!("c{i}"),
+        table: &|t| format!("t{t}"),
+        value: show_value,
+        minimal: false,
+    };
+    write_expr(e, &style)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::ScalarFn;
+    use fox_sema::core::Type;
+
+    fn x(kind: KExprKind, ty: Type) -> KExpr {
+        KExpr { kind, ty }
+    }
+
+    /// One tree with every kind of node, operands atomic and compound.
+    fn every_kind() -> KExpr {
+        let c = |i| x(KExprKind::Col(i), Type::Int64);
+        let k = |v| x(KExprKind::Const(v), Type::Int64);
+        let b = Box::new;
+        let sum = x(
+            KExprKind::Arith(ArithOp::Add, b(c(0)), b(k(Value::Int64(1)))),
+            Type::Int64,
+        );
+        let prod = x(KExprKind::Arith(ArithOp::Mul, b(sum.clone()), b(c(1))), Type::Int64);
+        let neg = x(KExprKind::Neg(b(prod.clone())), Type::Int64);
+        let cast = x(KExprKind::Cast(b(neg)), Type::Float64);
+        let cast_atom = x(KExprKind::Cast(b(c(2))), Type::Decimal(2));
+        let lookup = x(KExprKind::Table(0, b(x(KExprKind::Col(3), Type::String))), Type::Int64);
+        let round = x(
+            KExprKind::Call(ScalarFn::Round, vec![cast_atom, k(Value::Int32(1))]),
+            Type::Decimal(1),
+        );
+        let lt = x(KExprKind::Cmp(CmpOp::Lt, b(cast), b(round)), Type::Bool);
+        let ge = x(KExprKind::Cmp(CmpOp::Ge, b(lookup), b(c(1))), Type::Bool);
+        let is = x(
+            KExprKind::In(
+                b(x(KExprKind::Col(3), Type::String)),
+                vec![Value::String("a\"b".into()), Value::String("c".into())],
+            ),
+            Type::Bool,
+        );
+        let in_sum = x(KExprKind::In(b(sum), vec![Value::Int64(2)]), Type::Bool);
+        let t = x(KExprKind::And(vec![]), Type::Bool);
+        let f = x(KExprKind::Or(vec![]), Type::Bool);
+        let or = x(KExprKind::Or(vec![ge, is, f]), Type::Bool);
+        let not = x(KExprKind::Not(b(or)), Type::Bool);
+        let not_atom = x(KExprKind::Not(b(x(KExprKind::Col(4), Type::Bool))), Type::Bool);
+        x(KExprKind::And(vec![lt, not, in_sum, not_atom, t]), Type::Bool)
+    }
+
+    #[test]
+    fn the_plan_and_the_messages_write_an_expression_each_in_its_style() {
+        let e = every_kind();
+        let cols: Vec<String> = ["a", "b", "c", "s", "p"].iter().map(|n| n.to_string()).collect();
+        assert_eq!(
+            expr_text(&e, &cols, &["rank".to_string()]),
+            "(((-((a + 1) * b))::float64) < round(c::decimal(2), 1)) and (!((rank[s] >= b) or (s in (\"a\\\"b\", \"c\")) or (false))) and ((a + 1) in (2)) and (!p) and (true)"
+        );
+        assert_eq!(
+            show_kexpr(&e),
+            "((float64(-((c0 + 1) * c1)) < round(decimal(2)(c2), 1)) and !((t0[c3] >= c1) or c3 in (\"a\\\"b\", \"c\") or ()) and (c0 + 1) in (2) and !c4 and ())"
+        );
+        // Names of arguments that are not there.
+        assert_eq!(
+            expr_text(&e, &[], &[]),
+            "(((-((#0? + 1) * #1?))::float64) < round(#2?::decimal(2), 1)) and (!((table#0?[#3?] >= #1?) or (#3? in (\"a\\\"b\", \"c\")) or (false))) and ((#0? + 1) in (2)) and (!#4?) and (true)"
+        );
     }
 }

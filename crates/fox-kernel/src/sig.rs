@@ -2,8 +2,9 @@
 //! contracts documented on [`Kernel`]. Lowering uses it to type the buffers it creates and
 //! [`crate::validate`] to check plans read from disk.
 
-use fox_sema::core::{AggFunc, Type, Value};
+use fox_sema::core::{AggFunc, Type};
 
+use crate::checked::check_types;
 use crate::ir::*;
 
 /// The element types of the outputs of `kernel` applied to arguments of element types
@@ -110,7 +111,7 @@ fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> 
             }
             at_least(*n_cols)?;
             if types {
-                check_kexpr(expr, &args[..*n_cols], &args[*n_cols..])?;
+                check_types(expr, *n_cols, args)?;
             }
             Ok(vec![Elem::of(expr.ty)])
         }
@@ -269,9 +270,9 @@ fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> 
                 return Err(format!("takes {nkeys} key columns among {n_cols} columns"));
             }
             at_least(*n_cols)?;
-            let (cols, tables) = args.split_at(*n_cols);
+            let cols = &args[..*n_cols];
             if let (Some(f), true) = (filter, types) {
-                check_kexpr(f, cols, tables).map_err(|m| format!("the filter: {m}"))?;
+                check_types(f, *n_cols, args).map_err(|m| format!("the filter: {m}"))?;
                 if f.ty != Type::Bool {
                     return Err(format!("the filter is of type {}, not bool", f.ty));
                 }
@@ -297,7 +298,7 @@ fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> 
                             return Err(format!("aggregate {n}: {f:?} of strings is not fused"));
                         }
                         if types {
-                            check_kexpr(e, cols, tables).map_err(|m| format!("aggregate {n}: {m}"))?;
+                            check_types(e, *n_cols, args).map_err(|m| format!("aggregate {n}: {m}"))?;
                             if e.ty != t {
                                 return Err(format!("aggregate {n}: the value is of type {}, not {t}", e.ty));
                             }
@@ -396,16 +397,6 @@ pub fn dict_elem(op: &DictOp) -> Elem {
     }
 }
 
-/// The type a table entry reads as in an expression.
-pub fn table_type(table: Elem) -> Option<Type> {
-    match table {
-        Elem::U32 => Some(Type::Int64),
-        Elem::U8 => Some(Type::Bool),
-        Elem::I32 => Some(Type::Int32),
-        _ => None,
-    }
-}
-
 fn check_agg_type(f: AggFunc, input: Type, output: Type) -> Result<(), String> {
     let expected = match (f, input) {
         (AggFunc::Count, _) => Type::Int64,
@@ -426,90 +417,6 @@ fn check_agg_type(f: AggFunc, input: Type, output: Type) -> Result<(), String> {
     }
 }
 
-/// Checks an expression against the element types of an `Eval`'s columns and tables.
-fn check_kexpr(e: &KExpr, cols: &[Elem], tables: &[Elem]) -> Result<(), String> {
-    let sub = |a: &KExpr| check_kexpr(a, cols, tables);
-    match &e.kind {
-        KExprKind::Col(i) => match cols.get(*i) {
-            None => Err(format!(
-                "the expression reads column {i}, but the kernel has {} columns",
-                cols.len()
-            )),
-            Some(&c) if c != Elem::of(e.ty) => Err(format!(
-                "the expression reads column {i} as {}, but it holds {c:?}",
-                e.ty
-            )),
-            Some(_) => Ok(()),
-        },
-        KExprKind::Table(t, idx) => {
-            let table = *tables.get(*t).ok_or_else(|| {
-                format!(
-                    "the expression reads table {t}, but the kernel has {} tables",
-                    tables.len()
-                )
-            })?;
-            if table_type(table) != Some(e.ty) {
-                return Err(format!("table {t} ({table:?}) cannot be read as {}", e.ty));
-            }
-            if idx.ty != Type::String {
-                return Err(format!("table {t} is indexed by a {}, not a string", idx.ty));
-            }
-            sub(idx)
-        }
-        KExprKind::Const(v) => {
-            if fox_ra::value_has_type(v, e.ty) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "a constant of type {} is labelled {}",
-                    fox_ra::value_type(v),
-                    e.ty
-                ))
-            }
-        }
-        KExprKind::Cast(a) | KExprKind::Neg(a) => sub(a),
-        KExprKind::Not(a) => {
-            sub(a)?;
-            bool_operand(a)
-        }
-        KExprKind::In(a, vals) => {
-            sub(a)?;
-            match vals.iter().find(|v| !fox_ra::value_has_type(v, a.ty)) {
-                Some(v) => Err(format!(
-                    "an in-list holds a {} for an operand of type {}",
-                    value_ty(v),
-                    a.ty
-                )),
-                None => Ok(()),
-            }
-        }
-        KExprKind::Arith(_, a, b) | KExprKind::Cmp(_, a, b) => {
-            sub(a)?;
-            sub(b)
-        }
-        KExprKind::And(es) | KExprKind::Or(es) => {
-            for a in es {
-                sub(a)?;
-                bool_operand(a)?;
-            }
-            Ok(())
-        }
-        KExprKind::Call(_, es) => es.iter().try_for_each(sub),
-    }
-}
-
-fn value_ty(v: &Value) -> Type {
-    fox_ra::value_type(v)
-}
-
-fn bool_operand(a: &KExpr) -> Result<(), String> {
-    if a.ty == Type::Bool {
-        Ok(())
-    } else {
-        Err(format!("a boolean operator has an operand of type {}", a.ty))
-    }
-}
-
 /// The contract of a launch, checked: the element types of `kernel`'s outputs for
 /// arguments of the element types and lengths `args`, or why the arguments do not fit
 /// it ([`kernel_outputs`], then [`check_lengths`]). The runtime checks every launch so
@@ -523,9 +430,10 @@ pub fn check_args(kernel: &Kernel, args: &[(Elem, usize)], inputs: &[InputRel]) 
 }
 
 /// The part of [`check_args`] a backend needs to read a launch's arguments safely: their
-/// number, element types and lengths, without the rules on the types of expressions and
-/// aggregates (which the backends' checked form and arithmetic handle more generally).
-/// Tests that compare backends on launches beyond the contract check this.
+/// number, element types and lengths, without the rules on the types of expressions (the
+/// backends check those themselves, in the checked form, by the same rules) and of
+/// aggregates (which the backends' arithmetic handles more generally). Tests that compare
+/// backends on launches beyond the contract check this.
 pub fn check_shape(kernel: &Kernel, args: &[(Elem, usize)]) -> Result<Vec<Elem>, String> {
     let elems: Vec<Elem> = args.iter().map(|a| a.0).collect();
     let outs = outputs(kernel, &elems, &[], false)?;

@@ -609,7 +609,7 @@ fn type_mismatches_are_plan_errors() {
     assert!(eval(&e, &[HostCol::I32(vec![1])])
         .unwrap_err()
         .0
-        .contains("reads column 0 as int64, but it holds I32"));
+        .contains("column 0 is i32, but `c0` has type int64 (stored as i64)"));
     let e = col(3, Type::Int64);
     assert!(eval(&e, &[HostCol::I64(vec![1])]).unwrap_err().0.contains("column 3"));
     let e = lit(Value::Int64(1), Type::Int64);

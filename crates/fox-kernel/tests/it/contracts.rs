@@ -118,6 +118,118 @@ fn the_checked_form_resolves_strings_and_numbers_error_sites() {
     assert!(e.contains("column 0 is i64"), "{e}");
 }
 
+/// `e` as the expression of an `Eval` over arguments of the element types `elems` (the
+/// first `n_cols` columns): the checked form's error, which the contract's check of the
+/// launch (`check_args`) gives too, without resolving strings.
+fn refused(e: &KExpr, n_cols: usize, elems: &[Elem]) -> String {
+    let codes = |_: &str| Some(1);
+    let m = check_expr(e, n_cols, elems, &codes).unwrap_err();
+    let eval = Kernel::Eval {
+        expr: e.clone(),
+        n_cols,
+    };
+    let args: Vec<(Elem, usize)> = elems.iter().map(|&el| (el, 3)).collect();
+    assert_eq!(check_args(&eval, &args, &[]), Err(m.clone()));
+    m
+}
+
+#[test]
+fn the_checked_form_is_the_one_type_check_of_expressions() {
+    let lookup = |t: usize, x: KExpr, ty: Type| KExpr {
+        kind: KExprKind::Table(t, Box::new(x)),
+        ty,
+    };
+    let s = || col(0, Type::String);
+    // A dictionary table reads as the type of its entries: ranks as int64, flags as bool,
+    // lengths as int32.
+    for (table, ty) in [
+        (Elem::U32, Type::Int64),
+        (Elem::U8, Type::Bool),
+        (Elem::I32, Type::Int32),
+    ] {
+        let ok = check_expr(&lookup(0, s(), ty), 1, &[Elem::U32, table], &|_| None);
+        assert!(ok.is_ok(), "{table:?} as {ty}: {ok:?}");
+    }
+    assert_eq!(
+        refused(&lookup(0, s(), Type::Bool), 1, &[Elem::U32, Elem::U32]),
+        "table 0 is u32, whose entries read as int64, but `t0[c0]` has type bool"
+    );
+    assert_eq!(
+        refused(&lookup(0, s(), Type::Int64), 1, &[Elem::U32, Elem::I64]),
+        "table 0 is i64, not a dictionary table"
+    );
+    // Looked up by a string code.
+    assert_eq!(
+        refused(&lookup(0, col(0, Type::Int64), Type::Int64), 1, &[Elem::I64, Elem::U32]),
+        "`t0[c0]` looks up table 0 by int64, not by a string code"
+    );
+    // A constant is labelled with its own type: no integer as a decimal, no decimal of
+    // another scale, no integer as a float, no date beyond 9999-12-31.
+    let sum = |c: KExpr| KExpr {
+        kind: KExprKind::Arith(ArithOp::Add, Box::new(col(0, c.ty)), Box::new(c.clone())),
+        ty: c.ty,
+    };
+    let dec = |unscaled: i128, scale: u8| Value::Decimal { unscaled, scale };
+    assert_eq!(
+        refused(&sum(konst(Value::Int32(5), Type::Decimal(2))), 1, &[Elem::I64]),
+        "constant 5 is int32, not decimal(2)"
+    );
+    assert_eq!(
+        refused(&sum(konst(dec(5, 1), Type::Decimal(2))), 1, &[Elem::I64]),
+        "constant 0.5 is decimal(1), not decimal(2)"
+    );
+    assert_eq!(
+        refused(&sum(konst(Value::Int64(1), Type::Float64)), 1, &[Elem::F64]),
+        "constant 1 is int64, not float64"
+    );
+    let late = konst(Value::Date(fox_sema::core::MAX_DATE + 1), Type::Date);
+    let m = refused(&late, 1, &[Elem::U8]);
+    assert!(m.ends_with("is outside the range of date"), "{m}");
+    // The values of an in-list have the operand's type.
+    let listed = |x: KExpr, vs: Vec<Value>| KExpr {
+        kind: KExprKind::In(Box::new(x), vs),
+        ty: Type::Bool,
+    };
+    assert_eq!(
+        refused(
+            &listed(col(0, Type::Float64), vec![Value::Float64(0.5), Value::Int64(7)]),
+            1,
+            &[Elem::F64]
+        ),
+        "in `c0 in (0.5, 7)`: constant 7 is int64, not float64"
+    );
+    assert_eq!(
+        refused(&listed(col(0, Type::Decimal(2)), vec![dec(15, 1)]), 1, &[Elem::I64]),
+        "in `c0 in (1.5)`: constant 1.5 is decimal(1), not decimal(2)"
+    );
+    // The digits of `round` are an integer constant labelled with its type.
+    let round = KExpr {
+        kind: KExprKind::Call(
+            fox_kernel::ScalarFn::Round,
+            vec![col(0, Type::Decimal(2)), konst(Value::Int32(1), Type::Int64)],
+        ),
+        ty: Type::Decimal(1),
+    };
+    assert_eq!(refused(&round, 1, &[Elem::I64]), "constant 1 is int32, not int64");
+    // Boolean operators take booleans.
+    let not = KExpr {
+        kind: KExprKind::Not(Box::new(col(0, Type::Int64))),
+        ty: Type::Bool,
+    };
+    assert_eq!(refused(&not, 1, &[Elem::I64]), "`c0` is int64, not bool");
+    // A string constant needs a code only where it is evaluated.
+    let eq = KExpr {
+        kind: KExprKind::Cmp(
+            CmpOp::Eq,
+            Box::new(s()),
+            Box::new(konst(Value::String("absent".into()), Type::String)),
+        ),
+        ty: Type::Bool,
+    };
+    let eval = Kernel::Eval { expr: eq, n_cols: 1 };
+    assert_eq!(check_args(&eval, &[(Elem::U32, 3)], &[]), Ok(vec![Elem::U8]));
+}
+
 #[test]
 fn a_fused_reduction_expands_into_the_kernels_it_stands_for() {
     let filter = KExpr {

@@ -199,6 +199,33 @@ fn an_expression_reading_a_missing_column_is_caught() {
     assert!(m.contains("reads column 5"), "{m}");
 }
 
+#[test]
+fn an_expression_of_types_that_do_not_fit_is_caught() {
+    // Every column and constant is read as what it is, but an int32 is compared with a
+    // bool: the plan is refused as the launch would be, not accepted to fail at run time.
+    let mut plan = kernels(
+        "edge(x, y) -> int32(x), int32(y). .input edge.
+         big(x) <- edge(x, y), x > y.",
+    );
+    let (b, k) = find_launch(&plan, |k| matches!(k, Kernel::Eval { .. }));
+    let Instr::Launch {
+        kernel: Kernel::Eval { expr, .. },
+        ..
+    } = &mut plan.blocks[b].instrs[k]
+    else {
+        unreachable!()
+    };
+    let KExprKind::Cmp(_, _, rhs) = &mut expr.kind else {
+        panic!("{expr:?}")
+    };
+    **rhs = KExpr {
+        kind: KExprKind::Const(fox_sema::core::Value::Bool(true)),
+        ty: fox_sema::core::Type::Bool,
+    };
+    let m = invalid(&plan);
+    assert!(m.contains("cannot compare int32 with bool in `(c0 > true)`"), "{m}");
+}
+
 /// The plan text with the `n`-th match of `from` replaced by `to`.
 fn edit_ron(plan: &KernelPlan, from: &str, to: &str) -> String {
     let text = to_ron(plan);
