@@ -70,6 +70,11 @@ pub fn render_output(table: &OutputTable, spec: &SouffleOutput) -> anyhow::Resul
         out.push('\n');
     }
     for row in table.rows() {
+        if row.is_empty() {
+            // The tuple of a relation without attributes.
+            out.push_str("()\n");
+            continue;
+        }
         for (k, v) in row.iter().enumerate() {
             if k > 0 {
                 out.push_str(&spec.delimiter);

@@ -267,7 +267,12 @@ impl Lowerer {
                     }
                 }
                 "filename" => file = (p.value.clone(), p.span),
-                "delimiter" | "deliminator" => {
+                "deliminator" => self.diags.push(
+                    Diagnostic::warning("Soufflé ignores the IO parameter `deliminator`", p.key.span)
+                        .with_label("ignored: the delimiter stays as it was")
+                        .with_help("the parameter is spelt `delimiter`"),
+                ),
+                "delimiter" => {
                     if p.value.is_empty() {
                         self.diags
                             .push(Diagnostic::error("the delimiter is empty", p.span).with_label("an empty delimiter"));

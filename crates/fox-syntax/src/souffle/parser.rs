@@ -378,6 +378,8 @@ impl<'a> Parser<'a> {
         }
         let body = if self.eat(":-") {
             Some(self.disjunction()?)
+        } else if heads.len() > 1 {
+            return self.fail("`:-` (a fact has one head)");
         } else {
             None
         };
