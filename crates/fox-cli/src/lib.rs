@@ -6,14 +6,35 @@ pub mod interrupt;
 pub mod oom;
 pub mod progress;
 pub mod repl;
+pub mod souffle;
 pub mod stdout;
 pub mod tpch;
 
 use fox_sema::core::CoreProgram;
 use fox_syntax::ast::Program;
 use fox_syntax::diag::{render, Diagnostic, SourceMap};
-use fox_syntax::sources::{load_files, load_text, Loaded};
+use fox_syntax::sources::{load_files_as, load_text, Dialect, Loaded};
 use std::path::{Path, PathBuf};
+
+/// The `--dialect` of the drivers: the language of a program's files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DialectChoice {
+    /// Fox's LogiQL.
+    Logiql,
+    /// Soufflé's language, with Soufflé's I/O conventions.
+    Souffle,
+}
+
+impl DialectChoice {
+    /// The dialect files are read as: `choice`, or by their names when not given.
+    pub fn dialect(choice: Option<DialectChoice>) -> Dialect {
+        match choice {
+            None => Dialect::ByName,
+            Some(DialectChoice::Logiql) => Dialect::LogiQL,
+            Some(DialectChoice::Souffle) => Dialect::Souffle,
+        }
+    }
+}
 
 /// A source file read from disk.
 pub struct Source {
@@ -51,6 +72,8 @@ pub struct Checked {
     pub map: SourceMap,
     /// The names of the files given (not the included ones).
     roots: Vec<String>,
+    /// `Some` for a Soufflé program: how its results are written.
+    pub souffle: Option<fox_syntax::souffle::SouffleIo>,
 }
 
 impl Checked {
@@ -88,6 +111,7 @@ pub fn check(source: &Source) -> Checked {
                 diagnostics: vec![Diagnostic::error(e.to_string(), Default::default())],
                 map,
                 roots: vec![source.name.clone()],
+                souffle: None,
             }
         }
     }
@@ -97,7 +121,12 @@ pub fn check(source: &Source) -> Checked {
 /// checks it. A file that cannot be read is an error; errors in the program are
 /// diagnostics.
 pub fn check_files(paths: &[PathBuf]) -> anyhow::Result<Checked> {
-    let loaded = load_files(paths)?;
+    check_files_as(paths, Dialect::ByName)
+}
+
+/// [`check_files`] reading the files as `dialect`.
+pub fn check_files_as(paths: &[PathBuf], dialect: Dialect) -> anyhow::Result<Checked> {
+    let loaded = load_files_as(paths, dialect)?;
     Ok(check_loaded(loaded))
 }
 
@@ -115,6 +144,7 @@ fn check_loaded(loaded: Loaded) -> Checked {
         map,
         program,
         mut diagnostics,
+        souffle,
         ..
     } = loaded;
     if diagnostics.iter().any(Diagnostic::is_error) {
@@ -124,6 +154,7 @@ fn check_loaded(loaded: Loaded) -> Checked {
             diagnostics,
             map,
             roots,
+            souffle,
         };
     }
     let options = fox_sema::Options { library };
@@ -135,6 +166,7 @@ fn check_loaded(loaded: Loaded) -> Checked {
         diagnostics,
         map,
         roots,
+        souffle,
     }
 }
 
@@ -195,6 +227,8 @@ pub struct Compiled {
     pub map: SourceMap,
     /// The names of the files given, for messages.
     pub name: String,
+    /// `Some` for a Soufflé program: how its results are written.
+    pub souffle: Option<fox_syntax::souffle::SouffleIo>,
 }
 
 impl Compiled {
@@ -247,7 +281,18 @@ pub fn compile_program(
     tool: &str,
     options: &fox_ra::PlanOptions,
 ) -> anyhow::Result<Option<Compiled>> {
-    let checked = check_files(paths)?;
+    compile_program_as(paths, Dialect::ByName, color, tool, options)
+}
+
+/// [`compile_program`] reading the files as `dialect`.
+pub fn compile_program_as(
+    paths: &[PathBuf],
+    dialect: Dialect,
+    color: bool,
+    tool: &str,
+    options: &fox_ra::PlanOptions,
+) -> anyhow::Result<Option<Compiled>> {
+    let checked = check_files_as(paths, dialect)?;
     if !checked.diagnostics.is_empty() {
         eprint!("{}", checked.render(color));
     }
@@ -263,6 +308,7 @@ pub fn compile_program(
         ra,
         map: checked.map,
         name,
+        souffle: checked.souffle,
     }))
 }
 

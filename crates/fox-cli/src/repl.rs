@@ -833,6 +833,16 @@ impl Session {
         // are in; the items, in order, are then added as one statement.
         match fox_syntax::sources::load_files(&[std::path::PathBuf::from(path)]) {
             Ok(loaded) if loaded.has_errors() => out.push_str(&loaded.map.render(&loaded.diagnostics, self.color)),
+            Ok(loaded) if loaded.souffle.is_some() => {
+                // A Soufflé program (`.dl`) joins the session as the LogiQL it lowers to.
+                let text: String = loaded
+                    .program
+                    .items
+                    .iter()
+                    .map(|item| fox_syntax::pretty::print_item(item) + "\n")
+                    .collect();
+                self.add_items(&text, &format!("{path} (as LogiQL)"), out);
+            }
             Ok(loaded) => {
                 let mut text = String::new();
                 for item in &loaded.program.items {

@@ -15,6 +15,7 @@ pub mod lexer;
 mod limits;
 mod parser;
 pub mod pretty;
+pub mod souffle;
 pub mod sources;
 
 lalrpop_util::lalrpop_mod!(

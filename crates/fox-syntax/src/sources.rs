@@ -27,6 +27,18 @@ pub struct Loaded {
     /// For each file of `map`: whether it was read through an `.include` (rather than
     /// named on the command line).
     pub included: Vec<bool>,
+    /// `Some` when the program is Soufflé's language: how its results are written.
+    pub souffle: Option<crate::souffle::SouffleIo>,
+}
+
+/// The language of a program's files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Dialect {
+    /// By the file's name: Soufflé for a name ending in `.dl`, LogiQL otherwise.
+    #[default]
+    ByName,
+    LogiQL,
+    Souffle,
 }
 
 impl Loaded {
@@ -64,12 +76,19 @@ impl std::error::Error for LoadError {}
 
 /// Reads, parses and joins the files of one program, in the order given.
 pub fn load_files(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
+    load_files_as(paths, Dialect::ByName)
+}
+
+/// [`load_files`] reading every file as `dialect`.
+pub fn load_files_as(paths: &[PathBuf], dialect: Dialect) -> Result<Loaded, LoadError> {
     let mut l = Loader {
+        dialect,
         out: Loaded {
             map: SourceMap::new(),
             program: Program { items: Vec::new() },
             diagnostics: Vec::new(),
             included: Vec::new(),
+            souffle: None,
         },
         seen: Vec::new(),
     };
@@ -88,12 +107,19 @@ pub fn load_files(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
 /// Parses one text as a program file named `name` (with no `.include` resolved against
 /// the disk: an `.include` in it is read relative to the current folder).
 pub fn load_text(name: &str, text: &str) -> Result<Loaded, LoadError> {
+    load_text_as(name, text, Dialect::ByName)
+}
+
+/// [`load_text`] reading the text as `dialect`.
+pub fn load_text_as(name: &str, text: &str, dialect: Dialect) -> Result<Loaded, LoadError> {
     let mut l = Loader {
+        dialect,
         out: Loaded {
             map: SourceMap::new(),
             program: Program { items: Vec::new() },
             diagnostics: Vec::new(),
             included: Vec::new(),
+            souffle: None,
         },
         seen: Vec::new(),
     };
@@ -109,6 +135,7 @@ pub fn load_text(name: &str, text: &str) -> Result<Loaded, LoadError> {
 }
 
 struct Loader {
+    dialect: Dialect,
     out: Loaded,
     /// The canonical paths of the files read so far.
     seen: Vec<PathBuf>,
@@ -134,7 +161,20 @@ impl Loader {
         self.out.included.push(included);
         self.seen.push(key.clone());
         let base = self.out.map.files()[k].base;
-        let (mut program, mut diags) = crate::parse(&self.out.map.files()[k].text);
+        let souffle = match self.dialect {
+            Dialect::ByName => crate::souffle::is_souffle_path(path),
+            Dialect::LogiQL => false,
+            Dialect::Souffle => true,
+        };
+        let (mut program, mut diags) = if souffle {
+            let (program, io, diags) = crate::souffle::parse(&self.out.map.files()[k].text);
+            let all = self.out.souffle.get_or_insert_with(Default::default);
+            all.outputs.extend(io.outputs);
+            all.printsize.extend(io.printsize);
+            (program, diags)
+        } else {
+            crate::parse(&self.out.map.files()[k].text)
+        };
         let shift = |s: Span| Span {
             start: s.start + base,
             end: s.end + base,

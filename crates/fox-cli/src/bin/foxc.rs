@@ -1,7 +1,8 @@
 //! `foxc`: the Fox compiler. `foxc check` reports diagnostics; `foxc compile` writes the plan.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use fox_cli::{check_files, plan_sources, Checked};
+use fox_cli::{check_files_as, plan_sources, Checked};
+use fox_syntax::sources::Dialect;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -23,6 +24,10 @@ struct Cli {
     /// Colour diagnostics: auto (when standard error is a terminal), always, never.
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
     color: ColorChoice,
+    /// The language of the program: logiql, or souffle (Soufflé's language). Default:
+    /// souffle for a file ending in `.dl`, logiql otherwise.
+    #[arg(long, global = true, value_enum, value_name = "LANG")]
+    dialect: Option<fox_cli::DialectChoice>,
     #[command(subcommand)]
     command: Command,
 }
@@ -106,8 +111,9 @@ fn main() -> ExitCode {
         ColorChoice::Always => true,
         ColorChoice::Never => false,
     };
+    let dialect = fox_cli::DialectChoice::dialect(cli.dialect);
     let result = match cli.command {
-        Command::Check { files, each } => cmd_check(&files, each, color),
+        Command::Check { files, each } => cmd_check(&files, each, dialect, color),
         Command::Compile { list_passes: true, .. } => list_passes(),
         Command::Compile {
             files,
@@ -123,7 +129,7 @@ fn main() -> ExitCode {
                 stop_after: after_pass,
             };
             let lowering = fox_kernel::LowerOptions { observe_rows };
-            cmd_compile(&files, output.as_deref(), emit, &passes, &lowering, color)
+            cmd_compile(&files, dialect, output.as_deref(), emit, &passes, &lowering, color)
         }
     };
     match result {
@@ -147,11 +153,11 @@ fn error_summary(name: &str, n: usize) {
 
 /// Checks `files` as one program, or with `each` every file as a program of its own;
 /// fails when any has errors (or cannot be read).
-fn cmd_check(files: &[PathBuf], each: bool, color: bool) -> anyhow::Result<ExitCode> {
+fn cmd_check(files: &[PathBuf], each: bool, dialect: Dialect, color: bool) -> anyhow::Result<ExitCode> {
     let programs: Vec<&[PathBuf]> = if each { files.chunks(1).collect() } else { vec![files] };
     let mut failed = false;
     for paths in programs {
-        let checked = match check_files(paths) {
+        let checked = match check_files_as(paths, dialect) {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("foxc: error: {e:#}");
@@ -182,13 +188,14 @@ fn list_passes() -> anyhow::Result<ExitCode> {
 
 fn cmd_compile(
     paths: &[PathBuf],
+    dialect: Dialect,
     output: Option<&Path>,
     emit: Option<Emit>,
     passes: &fox_phys::Options,
     lowering: &fox_kernel::LowerOptions,
     color: bool,
 ) -> anyhow::Result<ExitCode> {
-    let checked = check_files(paths)?;
+    let checked = check_files_as(paths, dialect)?;
     report(&checked, color);
     let errors = checked.error_count();
     let name = checked.name();

@@ -103,6 +103,13 @@ struct Cli {
     /// program does not read, which is not loaded).
     #[arg(long, conflicts_with_all = ["out", "format"])]
     stats: bool,
+    /// The language of the program: logiql, or souffle (Soufflé's language and its I/O
+    /// conventions: `.input` reads `<rel>.facts`, tab-separated, from --data DIR; each
+    /// `.output` is written to `<rel>.csv`, tab-separated without a header, in --out DIR,
+    /// or to standard output without --out; `.printsize` prints `<rel>\t<rows>`).
+    /// Default: souffle for a file ending in `.dl`, logiql otherwise.
+    #[arg(long, value_enum, value_name = "LANG")]
+    dialect: Option<fox_cli::DialectChoice>,
     /// Colour diagnostics: auto (when standard error is a terminal), always, never.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     color: ColorChoice,
@@ -231,6 +238,7 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
     let is_plan = cli.files.iter().any(|f| f.extension().is_some_and(|e| e == "ron"));
     // A program is planned after its inputs are loaded, with their statistics; a compiled
     // plan reads its inputs as it runs (or from the data generated for it).
+    let mut souffle = None;
     let (plan, data, statistics) = if is_plan && !cli.stats {
         let Some(plan) = load_plan_files(&cli.files, color, "foxrun", &options)? else {
             return Ok(ExitCode::from(1));
@@ -255,7 +263,8 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
                 .collect();
             (Program::Plan(plan), wanted)
         } else {
-            let Some(program) = fox_cli::compile_program(&cli.files, color, "foxrun", &options)? else {
+            let dialect = fox_cli::DialectChoice::dialect(cli.dialect);
+            let Some(program) = fox_cli::compile_program_as(&cli.files, dialect, color, "foxrun", &options)? else {
                 return Ok(ExitCode::from(1));
             };
             let wanted = program.inputs();
@@ -287,12 +296,15 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         }
         let plan = match program {
             Program::Plan(plan) => plan,
-            Program::Compiled(program) => program.kernel_plan(
-                &stats,
-                &fox_kernel::LowerOptions {
-                    observe_rows: cli.timing,
-                },
-            )?,
+            Program::Compiled(program) => {
+                souffle = program.souffle.clone();
+                program.kernel_plan(
+                    &stats,
+                    &fox_kernel::LowerOptions {
+                        observe_rows: cli.timing,
+                    },
+                )?
+            }
         };
         (plan, data, Some(took))
     };
@@ -339,6 +351,14 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
                 "rows per operator: not counted by this compiled plan (compile it with `foxc compile --observe-rows`)"
             );
         }
+    }
+    if let Some(io) = &souffle {
+        if cli.format.is_some() {
+            eprintln!("foxrun: --format does not apply to a Soufflé program, whose outputs say their format");
+            return Ok(ExitCode::from(2));
+        }
+        fox_cli::souffle::write_results(&result.outputs, io, to_dir.map(|d| d.as_path()))?;
+        return Ok(ExitCode::SUCCESS);
     }
     let file_format = |f: FormatChoice| match f {
         FormatChoice::Table | FormatChoice::Csv => Format::Csv,

@@ -19,4 +19,5 @@ mod passes;
 mod plan_fuzz;
 mod repl;
 mod runtime_errors;
+mod souffle;
 mod tpch;

@@ -970,3 +970,14 @@ fn with_data_files_a_changed_file_is_noticed() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn load_reads_a_souffle_program() {
+    let facts = repo().join("tests/souffle/aggregates/facts");
+    let out = repl(
+        &["--data", facts.to_str().unwrap()],
+        ".load tests/souffle/aggregates.dl\n?- per_region(r, n, s).\n",
+    );
+    assert!(out.contains("north | 3 | 47"), "{out}");
+    assert!(out.contains("west  | 0 |  0"), "{out}");
+}

@@ -1,0 +1,272 @@
+//! Soufflé programs (`tests/souffle/NAME.dl`, facts in `tests/souffle/NAME/facts/`) run by
+//! `foxrun` give Soufflé's answers: the files each writes and what it prints equal, as sets
+//! of lines (Soufflé orders symbols by when it first saw them, Fox by text), the outputs
+//! the Soufflé binary wrote once (`NAME/expected/`, `NAME/stdout.expected`, made by
+//! `tests/souffle/regen.sh`), and, where the binary is at hand
+//! (`../shared/tools/souffle.xz` beside the clone, unpacked with `xz`), what it writes
+//! now. Without it the differential half is skipped with a message, unless
+//! `FOX_REQUIRE_SOUFFLE=1`, which makes its absence a failure. The programs of
+//! `tests/souffle/errors/` are refused with the error their first line states
+//! (`// expect: LINE:COL: message`), located.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fox-souffle-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The test programs, by name.
+fn programs() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root().join("tests/souffle"))
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            (p.extension()? == "dl").then(|| p.file_stem().unwrap().to_string_lossy().into_owned())
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// Each file of `dir` with its lines sorted.
+fn sorted_files(dir: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let text = std::fs::read_to_string(&p).unwrap();
+        out.insert(
+            p.file_name().unwrap().to_string_lossy().into_owned(),
+            sorted_lines(&text),
+        );
+    }
+    out
+}
+
+fn sorted_lines(text: &str) -> Vec<String> {
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines.sort();
+    lines
+}
+
+/// The facts folder of a program (an empty one when it has no facts).
+fn facts(name: &str, scratch: &Path) -> PathBuf {
+    let f = root().join("tests/souffle").join(name).join("facts");
+    if f.is_dir() {
+        return f;
+    }
+    let empty = scratch.join("no-facts");
+    std::fs::create_dir_all(&empty).unwrap();
+    empty
+}
+
+/// Runs `name` with foxrun on the CPU: its output files (lines sorted) and its printed lines.
+fn run_fox(name: &str, scratch: &Path) -> (BTreeMap<String, Vec<String>>, Vec<String>) {
+    let out = scratch.join(format!("fox-{name}"));
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .arg(root().join("tests/souffle").join(format!("{name}.dl")))
+        .arg("--data")
+        .arg(facts(name, scratch))
+        .arg("--out")
+        .arg(&out)
+        .args(["--backend", "cpu", "--no-progress"])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{name}: foxrun failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let files = if out.is_dir() {
+        sorted_files(&out)
+    } else {
+        BTreeMap::new()
+    };
+    (files, sorted_lines(&String::from_utf8_lossy(&o.stdout)))
+}
+
+#[test]
+fn souffle_programs_give_the_committed_answers() {
+    let scratch = temp_dir("committed");
+    let names = programs();
+    assert!(names.len() >= 10, "the Soufflé test programs are missing");
+    for name in names {
+        let (files, printed) = run_fox(&name, &scratch);
+        let dir = root().join("tests/souffle").join(&name);
+        assert_eq!(files, sorted_files(&dir.join("expected")), "{name}: output files");
+        let expected = std::fs::read_to_string(dir.join("stdout.expected")).unwrap();
+        assert_eq!(printed, sorted_lines(&expected), "{name}: printed lines");
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// The Soufflé binary unpacked into `scratch`, or why there is none.
+fn souffle_binary(scratch: &Path) -> Result<PathBuf, String> {
+    let root = root();
+    let candidates = [
+        root.join("../shared/tools/souffle.xz"),
+        root.join("../../shared/tools/souffle.xz"),
+    ];
+    let Some(xz) = candidates.iter().find(|p| p.is_file()) else {
+        return Err("../shared/tools/souffle.xz is not beside the clone".to_string());
+    };
+    let bin = scratch.join("souffle");
+    let o = Command::new("xz")
+        .arg("-dc")
+        .arg(xz)
+        .output()
+        .map_err(|e| format!("cannot run xz: {e}"))?;
+    if !o.status.success() {
+        return Err(format!("xz failed: {}", String::from_utf8_lossy(&o.stderr)));
+    }
+    std::fs::write(&bin, &o.stdout).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    Ok(bin)
+}
+
+#[test]
+fn souffle_programs_give_the_answers_of_the_souffle_binary() {
+    let scratch = temp_dir("differential");
+    let souffle = match souffle_binary(&scratch) {
+        Ok(b) => b,
+        Err(why) => {
+            assert!(
+                std::env::var("FOX_REQUIRE_SOUFFLE").as_deref() != Ok("1"),
+                "FOX_REQUIRE_SOUFFLE=1 but the Soufflé binary is not available: {why}"
+            );
+            eprintln!("skipped: the differential test against Soufflé needs its binary: {why}");
+            return;
+        }
+    };
+    for name in programs() {
+        let (files, printed) = run_fox(&name, &scratch);
+        let out = scratch.join(format!("souffle-{name}"));
+        std::fs::create_dir_all(&out).unwrap();
+        let o = Command::new(&souffle)
+            .args(["-j1", "--no-preprocessor", "-F"])
+            .arg(facts(&name, &scratch))
+            .arg("-D")
+            .arg(&out)
+            .arg(root().join("tests/souffle").join(format!("{name}.dl")))
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{name}: souffle failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(files, sorted_files(&out), "{name}: output files, Fox against Soufflé");
+        assert_eq!(
+            printed,
+            sorted_lines(&String::from_utf8_lossy(&o.stdout)),
+            "{name}: printed lines, Fox against Soufflé"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+#[test]
+fn bad_souffle_programs_are_refused_with_located_errors() {
+    let dir = root().join("tests/souffle/errors");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "dl") {
+            continue;
+        }
+        n += 1;
+        let text = std::fs::read_to_string(&p).unwrap();
+        let expect = text.lines().next().unwrap().strip_prefix("// expect: ").unwrap();
+        let (place, message) = expect.split_once(": ").unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_foxc"))
+            .arg("check")
+            .arg(&p)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        let file = p.file_name().unwrap().to_string_lossy();
+        assert_eq!(o.status.code(), Some(1), "{file}: {err}");
+        assert!(
+            err.contains(&format!("error: {message}")),
+            "{file}: wants `{message}`, got:\n{err}"
+        );
+        assert!(
+            err.contains(&format!("{file}:{place}")),
+            "{file}: wants the place {place}, got:\n{err}"
+        );
+        assert!(!err.contains("panicked"), "{file}: {err}");
+    }
+    assert!(n >= 10, "the bad Soufflé programs are missing");
+}
+
+#[test]
+fn dialect_flag_reads_any_file_as_souffle() {
+    let scratch = temp_dir("dialect");
+    let prog = scratch.join("prog.txt");
+    std::fs::write(
+        &prog,
+        ".decl a(x: number)\na(1). a(2).\n.decl b(x: number)\nb(x + 1) :- a(x).\n.output b\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .arg(&prog)
+        .args(["--dialect", "souffle", "--backend", "cpu", "--no-progress"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "2\n3\n");
+    // Without the flag the file is LogiQL, which it is not.
+    let o = Command::new(env!("CARGO_BIN_EXE_foxc"))
+        .arg("check")
+        .arg(&prog)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let o = Command::new(env!("CARGO_BIN_EXE_foxc"))
+        .args(["check", "--dialect", "souffle"])
+        .arg(&prog)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+#[test]
+fn negative_unsigned_values_are_an_error_not_a_wrong_answer() {
+    let scratch = temp_dir("unsigned");
+    let prog = scratch.join("u.dl");
+    std::fs::write(
+        &prog,
+        ".decl u(x: unsigned)\nu(3).\nu(x - 5) :- u(x), x = 3.\n.output u\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .arg(&prog)
+        .args(["--backend", "cpu", "--no-progress", "--out"])
+        .arg(scratch.join("out"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("negative value -2 in its `unsigned` attribute `x`"),
+        "{err}"
+    );
+    assert!(!scratch.join("out/u.csv").exists());
+    let _ = std::fs::remove_dir_all(&scratch);
+}

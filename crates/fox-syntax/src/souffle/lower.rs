@@ -1,0 +1,1051 @@
+//! Lowering a Soufflé program to Fox's syntax tree, which `fox-sema` checks and lowers as
+//! it does a LogiQL program.
+//!
+//! - Types: `number` and `unsigned` become `int64`, `float` `float64`, `symbol` `string`;
+//!   a declared type (`.type T <: number`, `.type T = A | B`) is its base type.
+//! - Every relation must be declared (`fox-sema` would infer an undeclared one; Soufflé
+//!   does not).
+//! - An aggregate `f e : { body }` inside a clause becomes an auxiliary aggregation
+//!   predicate `souffle:aggN(g…, r)`, grouped by the variables `g` the aggregate shares
+//!   with the rest of its clause, and the clause reads it. When a group variable is not
+//!   bound by a positive atom of the aggregate's body, the body also reads a domain
+//!   predicate `souffle:domN(g…)` computed from the rest of the clause. `count` and `sum`
+//!   of no bindings are 0 in Soufflé: for them the clause is also emitted with
+//!   `!souffle:aggN(g…, _)` and the result 0.
+//! - Functors map to Fox's built-ins (`cat` → `concat`, `substr` 0-based → 1-based,
+//!   `contains` with a constant first argument → `like`); the others are refused with a
+//!   located "not supported in Fox yet".
+
+use super::ast::*;
+use super::{SouffleIo, SouffleOutput};
+use crate::ast::{
+    AggBinding, Atom, BinOp, Body, CmpOp, Compare, Decl, DeclShape, Expr, ExprKind, Formula, Head, HeadKind, Ident,
+    InputDirective, Item, Lit, Literal, OutputDirective, Program, Rule, Span, TypeAtom,
+};
+use crate::diag::Diagnostic;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// A Soufflé base type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Base {
+    Number,
+    Unsigned,
+    Float,
+    Symbol,
+}
+
+impl Base {
+    fn fox(self) -> &'static str {
+        match self {
+            Base::Number | Base::Unsigned => "int64",
+            Base::Float => "float64",
+            Base::Symbol => "string",
+        }
+    }
+}
+
+struct RelInfo {
+    columns: Vec<(String, Base)>,
+}
+
+pub struct Lowerer {
+    pub diags: Vec<Diagnostic>,
+    rels: HashMap<String, RelInfo>,
+    items: Vec<Item>,
+    io: SouffleIo,
+    counter: usize,
+}
+
+pub fn lower(items: Vec<SItem>) -> (Program, SouffleIo, Vec<Diagnostic>) {
+    let mut l = Lowerer {
+        diags: Vec::new(),
+        rels: HashMap::new(),
+        items: Vec::new(),
+        io: SouffleIo::default(),
+        counter: 0,
+    };
+    let types = l.types(&items);
+    for it in &items {
+        if let SItem::Decl(d) = it {
+            l.decl(d, &types);
+        }
+    }
+    let mut outputs: HashSet<String> = HashSet::new();
+    for it in &items {
+        match it {
+            SItem::Io(io) => l.io(io, &mut outputs),
+            SItem::Clause(c) => l.clause(c),
+            SItem::Decl(_) | SItem::Type(_) => {}
+        }
+    }
+    (Program { items: l.items }, l.io, l.diags)
+}
+
+fn ident(name: impl Into<String>, span: Span) -> Ident {
+    Ident {
+        name: name.into(),
+        span,
+    }
+}
+
+fn ex(kind: ExprKind, span: Span) -> Expr {
+    Expr { kind, span }
+}
+
+fn not_supported(what: impl std::fmt::Display, span: Span) -> Diagnostic {
+    Diagnostic::error(format!("{what} is not supported in Fox yet"), span).with_label("not supported")
+}
+
+impl Lowerer {
+    /// The base type of every declared type name.
+    fn types(&mut self, items: &[SItem]) -> HashMap<String, (Base, bool)> {
+        let mut defs: BTreeMap<String, &STypeDecl> = BTreeMap::new();
+        for it in items {
+            if let SItem::Type(t) = it {
+                if defs.insert(t.name.name.clone(), t).is_some() || builtin_type(&t.name.name).is_some() {
+                    self.diags.push(
+                        Diagnostic::error(format!("type `{}` is declared twice", t.name.name), t.name.span)
+                            .with_label("declared again here"),
+                    );
+                }
+            }
+        }
+        let mut out: HashMap<String, (Base, bool)> = HashMap::new();
+        for name in defs.keys() {
+            let mut seen = Vec::new();
+            if let Some(b) = self.resolve(name, &defs, &mut seen) {
+                out.insert(name.clone(), b);
+            }
+        }
+        out
+    }
+
+    /// The base of the type `name` (with whether it is `unsigned`), following
+    /// declarations; `None` after reporting an error.
+    fn resolve(
+        &mut self,
+        name: &str,
+        defs: &BTreeMap<String, &STypeDecl>,
+        seen: &mut Vec<String>,
+    ) -> Option<(Base, bool)> {
+        if let Some(b) = builtin_type(name) {
+            return Some((b, b == Base::Unsigned));
+        }
+        let d = defs.get(name)?;
+        if seen.iter().any(|s| s == name) {
+            self.diags.push(
+                Diagnostic::error(format!("type `{name}` is defined through itself"), d.name.span)
+                    .with_label("a cycle of type definitions"),
+            );
+            return None;
+        }
+        seen.push(name.to_string());
+        let STypeDef::Union(parts) = &d.def;
+        let mut base: Option<(Base, bool)> = None;
+        for p in parts {
+            if builtin_type(&p.name).is_none() && !defs.contains_key(&p.name) {
+                self.diags.push(
+                    Diagnostic::error(format!("unknown type `{}`", p.name), p.span)
+                        .with_label("not a declared type")
+                        .with_help("the base types are number, unsigned, float and symbol"),
+                );
+                return None;
+            }
+            let b = self.resolve(&p.name, defs, seen)?;
+            match base {
+                Some((x, _)) if x.fox() != b.0.fox() || (x == Base::Float) != (b.0 == Base::Float) => {
+                    self.diags.push(
+                        Diagnostic::error(
+                            format!("the union type `{name}` mixes types of different kinds"),
+                            p.span,
+                        )
+                        .with_label("of another kind than the first"),
+                    );
+                    return None;
+                }
+                Some(_) => {}
+                None => base = Some(b),
+            }
+        }
+        seen.pop();
+        base
+    }
+
+    fn decl(&mut self, d: &SDecl, types: &HashMap<String, (Base, bool)>) {
+        if d.name.name.contains('.') {
+            self.diags
+                .push(not_supported("a qualified relation name (components)", d.name.span));
+            return;
+        }
+        if self.rels.contains_key(&d.name.name) {
+            self.diags.push(
+                Diagnostic::error(format!("relation `{}` is declared twice", d.name.name), d.name.span)
+                    .with_label("declared again here"),
+            );
+            return;
+        }
+        let mut columns = Vec::new();
+        let mut atoms = Vec::new();
+        let mut names = HashSet::new();
+        for (a, t) in &d.attrs {
+            if !names.insert(a.name.clone()) {
+                self.diags.push(
+                    Diagnostic::error(format!("attribute `{}` is named twice", a.name), a.span)
+                        .with_label("named again here"),
+                );
+                return;
+            }
+            let base = match builtin_type(&t.name) {
+                Some(b) => b,
+                None => match types.get(&t.name) {
+                    Some((b, _)) => *b,
+                    None => {
+                        self.diags.push(
+                            Diagnostic::error(format!("unknown type `{}`", t.name), t.span)
+                                .with_label("not a declared type")
+                                .with_help("the base types are number, unsigned, float and symbol"),
+                        );
+                        return;
+                    }
+                },
+            };
+            columns.push((a.name.clone(), base));
+            atoms.push(TypeAtom {
+                ty: ident(base.fox(), t.span),
+                var: a.clone(),
+                scale: None,
+                span: a.span.to(t.span),
+            });
+        }
+        self.items.push(Item::Decl(Decl {
+            pred: d.name.clone(),
+            shape: DeclShape::Relational(d.attrs.iter().map(|(a, _)| a.clone()).collect()),
+            types: atoms,
+            span: d.span,
+        }));
+        self.rels.insert(d.name.name.clone(), RelInfo { columns });
+    }
+
+    /// Whether `rel` is declared, reporting it when not.
+    fn declared(&mut self, rel: &Ident) -> bool {
+        if self.rels.contains_key(&rel.name) {
+            return true;
+        }
+        let d = if rel.name.contains('.') {
+            not_supported("a qualified relation name (components)", rel.span)
+        } else {
+            Diagnostic::error(format!("relation `{}` is not declared", rel.name), rel.span)
+                .with_label("undeclared relation")
+                .with_help(format!("declare it: `.decl {}(…)`", rel.name))
+        };
+        self.diags.push(d);
+        false
+    }
+
+    fn io(&mut self, io: &SIo, outputs: &mut HashSet<String>) {
+        if !self.declared(&io.rel) {
+            return;
+        }
+        let rel = io.rel.name.clone();
+        let (default_file, default_kind) = match io.kind {
+            IoKind::Input => (format!("{rel}.facts"), "file"),
+            _ => (format!("{rel}.csv"), "file"),
+        };
+        let mut file = (default_file, io.rel.span);
+        let mut delimiter = ("\t".to_string(), io.rel.span);
+        let mut headers: Option<Span> = None;
+        let mut ok = true;
+        for p in &io.params {
+            match p.key.name.as_str() {
+                "IO" => {
+                    if p.value != default_kind {
+                        self.diags.push(
+                            not_supported(format!("`IO={}`", p.value), p.span)
+                                .with_help("Fox reads and writes files only (`IO=file`)"),
+                        );
+                        ok = false;
+                    }
+                }
+                "filename" => file = (p.value.clone(), p.span),
+                "deliminator" => self.diags.push(
+                    Diagnostic::warning("Soufflé ignores the IO parameter `deliminator`", p.key.span)
+                        .with_label("ignored: the delimiter stays as it was")
+                        .with_help("the parameter is spelt `delimiter`"),
+                ),
+                "delimiter" => {
+                    if p.value.is_empty() {
+                        self.diags
+                            .push(Diagnostic::error("the delimiter is empty", p.span).with_label("an empty delimiter"));
+                        ok = false;
+                    }
+                    delimiter = (p.value.clone(), p.span);
+                }
+                "headers" => match p.value.as_str() {
+                    "true" => headers = Some(p.span),
+                    "false" => headers = None,
+                    _ => {
+                        self.diags.push(
+                            Diagnostic::error("`headers` is `true` or `false`", p.span).with_label("not a boolean"),
+                        );
+                        ok = false;
+                    }
+                },
+                other => {
+                    self.diags
+                        .push(not_supported(format!("the IO parameter `{other}`"), p.key.span));
+                    ok = false;
+                }
+            }
+        }
+        if !ok {
+            return;
+        }
+        match io.kind {
+            IoKind::Input => self.items.push(Item::Input(InputDirective {
+                pred: io.rel.clone(),
+                from: Some(file),
+                sep: Some(delimiter),
+                header: headers,
+                key: None,
+                span: io.span,
+            })),
+            IoKind::Output | IoKind::PrintSize => {
+                if outputs.insert(rel.clone()) {
+                    self.items.push(Item::Output(OutputDirective {
+                        pred: io.rel.clone(),
+                        order_by: Vec::new(),
+                        limit: None,
+                        span: io.span,
+                    }));
+                }
+                let info = &self.rels[&rel];
+                if io.kind == IoKind::PrintSize {
+                    if !io.params.is_empty() {
+                        self.diags
+                            .push(not_supported("IO parameters of `.printsize`", io.params[0].span));
+                        return;
+                    }
+                    self.io.printsize.push(rel);
+                } else {
+                    self.io.outputs.push(SouffleOutput {
+                        columns: info.columns.iter().map(|(c, _)| c.clone()).collect(),
+                        unsigned: info.columns.iter().map(|(_, b)| *b == Base::Unsigned).collect(),
+                        rel,
+                        file: file.0,
+                        delimiter: delimiter.0,
+                        headers: headers.is_some(),
+                    });
+                }
+            }
+        }
+    }
+
+    fn clause(&mut self, c: &SClause) {
+        let mut ok = true;
+        for h in &c.heads {
+            ok &= self.atom_ok(h);
+        }
+        if let Some(b) = &c.body {
+            ok &= self.body_ok(b);
+        }
+        if !ok {
+            return;
+        }
+        let has_agg =
+            c.heads.iter().any(|h| h.args.iter().any(has_agg_expr)) || c.body.as_ref().is_some_and(has_agg_body);
+        if !has_agg {
+            let heads: Option<Vec<Head>> = c.heads.iter().map(|h| self.head(h)).collect();
+            let Some(heads) = heads else { return };
+            let body = match &c.body {
+                None => {
+                    // A fact whose arguments are not all literals (`f(1.0/3.0).`) is a
+                    // rule binding each computed argument.
+                    return self.fact(heads, c.span);
+                }
+                Some(b) => match self.formula(b) {
+                    Some(f) => f,
+                    None => return,
+                },
+            };
+            self.items.push(Item::Rule(Rule {
+                heads,
+                body: Some(Body::Formula(body)),
+                span: c.span,
+            }));
+            return;
+        }
+        // With aggregates: one clause per disjunct of the body.
+        let disjuncts = match &c.body {
+            None => vec![Vec::new()],
+            Some(b) => dnf(b),
+        };
+        for lits in disjuncts {
+            self.agg_clause(c.heads.clone(), lits, c.span);
+        }
+    }
+
+    fn fact(&mut self, heads: Vec<Head>, span: Span) {
+        let mut lits = Vec::new();
+        let mut heads = heads;
+        for h in &mut heads {
+            let HeadKind::Relational(args) = &mut h.kind else {
+                continue;
+            };
+            for a in args.iter_mut() {
+                if matches!(a.kind, ExprKind::Lit(_)) {
+                    continue;
+                }
+                let v = self.fresh("v");
+                let value = std::mem::replace(a, ex(ExprKind::Var(v.clone()), a.span));
+                lits.push(Formula::Lit(Literal::Compare(Compare {
+                    first: ex(ExprKind::Var(v), value.span),
+                    rest: vec![(CmpOp::Eq, value.clone())],
+                    span: value.span,
+                })));
+            }
+        }
+        let body = match lits.len() {
+            0 => None,
+            1 => Some(Body::Formula(lits.pop().expect("one literal"))),
+            _ => Some(Body::Formula(Formula::And(lits, span))),
+        };
+        self.items.push(Item::Rule(Rule { heads, body, span }));
+    }
+
+    fn fresh(&mut self, what: &str) -> String {
+        self.counter += 1;
+        format!("souffle:{what}{}", self.counter)
+    }
+
+    fn atom_ok(&mut self, a: &SAtom) -> bool {
+        let mut ok = is_builtin_pred(&a.rel.name) || self.declared(&a.rel);
+        for e in &a.args {
+            ok &= self.expr_ok(e);
+        }
+        ok
+    }
+
+    fn body_ok(&mut self, b: &SBody) -> bool {
+        match b {
+            SBody::Or(ps, _) | SBody::And(ps, _) => {
+                // Every part is looked at, so that every error is reported.
+                let mut ok = true;
+                for p in ps {
+                    ok &= self.body_ok(p);
+                }
+                ok
+            }
+            SBody::Not(p, _) => self.body_ok(p),
+            SBody::Atom(a) => self.atom_ok(a),
+            SBody::Cmp(_, x, y, _) => self.expr_ok(x) & self.expr_ok(y),
+            SBody::Bool(..) => true,
+        }
+    }
+
+    fn expr_ok(&mut self, e: &SExpr) -> bool {
+        match &e.kind {
+            SExprKind::Unary(_, _, x) => self.expr_ok(x),
+            SExprKind::Bin(_, _, x, y) => self.expr_ok(x) & self.expr_ok(y),
+            SExprKind::Call(_, args) => {
+                let mut ok = true;
+                for a in args {
+                    ok &= self.expr_ok(a);
+                }
+                ok
+            }
+            SExprKind::Agg(_, t, body) => {
+                let mut ok = t.as_ref().is_none_or(|t| self.expr_ok(t));
+                ok &= self.body_ok(body);
+                if has_agg_body(body) || t.as_ref().is_some_and(|t| has_agg_expr(t)) {
+                    self.diags
+                        .push(not_supported("an aggregate inside an aggregate", e.span));
+                    ok = false;
+                } else if has_or(body) {
+                    self.diags
+                        .push(not_supported("a disjunction inside an aggregate", body.span()));
+                    ok = false;
+                }
+                ok
+            }
+            _ => true,
+        }
+    }
+
+    fn head(&mut self, h: &SAtom) -> Option<Head> {
+        let args: Option<Vec<Expr>> = h.args.iter().map(|a| self.expr(a)).collect();
+        Some(Head {
+            pred: h.rel.clone(),
+            kind: HeadKind::Relational(args?),
+            span: h.span,
+        })
+    }
+
+    fn expr(&mut self, e: &SExpr) -> Option<Expr> {
+        let span = e.span;
+        let kind = match &e.kind {
+            SExprKind::Var(v) => ExprKind::Var(v.clone()),
+            SExprKind::Anon => ExprKind::Anon,
+            SExprKind::Int(n) => ExprKind::Lit(Lit::Int(*n)),
+            SExprKind::Unsigned(n) => match i64::try_from(*n) {
+                Ok(n) => ExprKind::Lit(Lit::Int(n)),
+                Err(_) => {
+                    self.diags.push(
+                        not_supported("an `unsigned` value above 9223372036854775807", span)
+                            .with_help("Fox holds `unsigned` values in 64-bit signed integers"),
+                    );
+                    return None;
+                }
+            },
+            SExprKind::Float(f) => ExprKind::Lit(Lit::Float(f.clone())),
+            SExprKind::Str(s) => ExprKind::Lit(Lit::Str(s.clone())),
+            SExprKind::Unary(op, at, x) => {
+                if *op != "-" {
+                    self.diags.push(not_supported(format!("the operator `{op}`"), *at));
+                    return None;
+                }
+                ExprKind::Neg(Box::new(self.expr(x)?))
+            }
+            SExprKind::Bin(op, at, x, y) => {
+                let op = match *op {
+                    "+" => BinOp::Add,
+                    "-" => BinOp::Sub,
+                    "*" => BinOp::Mul,
+                    "/" => BinOp::Div,
+                    other => {
+                        self.diags.push(not_supported(format!("the operator `{other}`"), *at));
+                        return None;
+                    }
+                };
+                let x = self.expr(x)?;
+                let y = self.expr(y)?;
+                ExprKind::Bin(op, Box::new(x), Box::new(y))
+            }
+            SExprKind::Call(name, args) => return self.call(name, args, span),
+            SExprKind::Agg(..) => {
+                self.diags.push(not_supported("an aggregate here", span));
+                return None;
+            }
+            SExprKind::Unsupported(what) => {
+                self.diags.push(not_supported(what, span));
+                return None;
+            }
+        };
+        Some(ex(kind, span))
+    }
+
+    fn call(&mut self, name: &Ident, args: &[SExpr], span: Span) -> Option<Expr> {
+        let arity = |n: usize| args.len() == n;
+        let want = match name.name.as_str() {
+            "cat" => args.len() >= 2,
+            "strlen" | "to_float" => arity(1),
+            "substr" => arity(3),
+            "contains" | "match" => {
+                self.diags.push(
+                    Diagnostic::error(format!("`{}` is a constraint, not a value", name.name), name.span)
+                        .with_label("used as a value"),
+                );
+                return None;
+            }
+            "to_number" | "to_string" | "to_unsigned" | "ord" | "min" | "max" | "range" | "urange" | "frange"
+            | "itof" | "itou" | "utoi" | "ftoi" | "ftou" | "utof" | "lower" | "upper" => {
+                self.diags
+                    .push(not_supported(format!("the functor `{}`", name.name), name.span));
+                return None;
+            }
+            other => {
+                self.diags.push(
+                    Diagnostic::error(format!("unknown functor `{other}`"), name.span)
+                        .with_label("not a functor of Soufflé")
+                        .with_help("user-defined functors are written `@name(…)` (not supported in Fox yet)"),
+                );
+                return None;
+            }
+        };
+        if !want {
+            self.diags.push(
+                Diagnostic::error(format!("wrong number of arguments to `{}`", name.name), span)
+                    .with_label(format!("{} arguments", args.len())),
+            );
+            return None;
+        }
+        let xs: Option<Vec<Expr>> = args.iter().map(|a| self.expr(a)).collect();
+        let mut xs = xs?;
+        let call = |n: &str, a: Vec<Expr>, s: Span| ex(ExprKind::Call(ident(n, name.span), a), s);
+        Some(match name.name.as_str() {
+            "cat" => {
+                let mut it = xs.into_iter();
+                let first = it.next()?;
+                it.fold(first, |acc, x| {
+                    let s = acc.span.to(x.span);
+                    call("concat", vec![acc, x], s)
+                })
+            }
+            "substr" => {
+                // Soufflé counts from 0, Fox (as SQL) from 1.
+                let start = xs.remove(1);
+                let s = start.span;
+                let one = ex(ExprKind::Lit(Lit::Int(1)), s);
+                xs.insert(1, ex(ExprKind::Bin(BinOp::Add, Box::new(start), Box::new(one)), s));
+                call("substr", xs, span)
+            }
+            n => call(n, xs, span),
+        })
+    }
+
+    fn formula(&mut self, b: &SBody) -> Option<Formula> {
+        Some(match b {
+            SBody::Or(ps, s) | SBody::And(ps, s) => {
+                let parts: Option<Vec<Formula>> = ps.iter().map(|p| self.formula(p)).collect();
+                let parts = parts?;
+                if matches!(b, SBody::Or(..)) {
+                    Formula::Or(parts, *s)
+                } else {
+                    Formula::And(parts, *s)
+                }
+            }
+            SBody::Not(inner, s) => {
+                let lit = match self.formula(inner)? {
+                    Formula::Lit(l) => l,
+                    f => Literal::Paren(Box::new(f), inner.span()),
+                };
+                match lit {
+                    Literal::Compare(c) if c.rest.len() == 1 => {
+                        let (op, y) = c.rest.into_iter().next()?;
+                        Formula::Lit(Literal::Compare(Compare {
+                            first: c.first,
+                            rest: vec![(negate(op), y)],
+                            span: *s,
+                        }))
+                    }
+                    lit => Formula::Lit(Literal::Not(Box::new(lit), *s)),
+                }
+            }
+            SBody::Atom(a) => Formula::Lit(self.body_atom(a)?),
+            SBody::Cmp(op, x, y, s) => {
+                let x = self.expr(x)?;
+                let y = self.expr(y)?;
+                Formula::Lit(Literal::Compare(Compare {
+                    first: x,
+                    rest: vec![(*op, y)],
+                    span: *s,
+                }))
+            }
+            SBody::Bool(v, s) => {
+                let zero = ex(ExprKind::Lit(Lit::Int(0)), *s);
+                Formula::Lit(Literal::Compare(Compare {
+                    first: zero.clone(),
+                    rest: vec![(if *v { CmpOp::Eq } else { CmpOp::Ne }, zero)],
+                    span: *s,
+                }))
+            }
+        })
+    }
+
+    fn body_atom(&mut self, a: &SAtom) -> Option<Literal> {
+        match a.rel.name.as_str() {
+            "contains" => {
+                if a.args.len() != 2 {
+                    self.diags.push(
+                        Diagnostic::error("wrong number of arguments to `contains`", a.span)
+                            .with_label("`contains(sub, s)` takes two"),
+                    );
+                    return None;
+                }
+                let SExprKind::Str(sub) = &a.args[0].kind else {
+                    self.diags.push(not_supported(
+                        "`contains` with a first argument that is not a string constant",
+                        a.args[0].span,
+                    ));
+                    return None;
+                };
+                if sub.contains(['%', '_']) {
+                    self.diags.push(not_supported(
+                        "`contains` of a string holding `%` or `_`",
+                        a.args[0].span,
+                    ));
+                    return None;
+                }
+                let s = self.expr(&a.args[1])?;
+                let pattern = ex(ExprKind::Lit(Lit::Str(format!("%{sub}%"))), a.args[0].span);
+                Some(Literal::Atom(Atom {
+                    pred: ident("like", a.rel.span),
+                    args: vec![s, pattern],
+                    span: a.span,
+                }))
+            }
+            "match" => {
+                self.diags
+                    .push(not_supported("`match` (regular expressions)", a.rel.span));
+                None
+            }
+            _ => {
+                let args: Option<Vec<Expr>> = a.args.iter().map(|x| self.expr(x)).collect();
+                Some(Literal::Atom(Atom {
+                    pred: a.rel.clone(),
+                    args: args?,
+                    span: a.span,
+                }))
+            }
+        }
+    }
+
+    /// A clause whose body is the conjunction `lits` and which holds aggregates.
+    fn agg_clause(&mut self, heads: Vec<SAtom>, lits: Vec<SBody>, span: Span) {
+        // Clauses still to process: each aggregate is replaced in turn, and `count` and
+        // `sum` double the clauses (a group with bindings, a group without).
+        let mut work = vec![(heads, lits)];
+        let mut done = Vec::new();
+        while let Some((mut heads, mut lits)) = work.pop() {
+            let Some((func, target, body, at)) = take_first_agg(&mut heads, &mut lits, &mut || self.fresh_var()) else {
+                done.push((heads, lits));
+                continue;
+            };
+            let result = at.0;
+            let agg_span = at.1;
+            // Variables the aggregate shares with the rest of the clause.
+            let mut outside = Vec::new();
+            for h in &heads {
+                h.args.iter().for_each(|a| vars_expr(a, &mut outside));
+            }
+            lits.iter().for_each(|l| vars_body(l, &mut outside));
+            let mut inside = Vec::new();
+            if let Some(t) = &target {
+                vars_expr(t, &mut inside);
+            }
+            vars_body(&body, &mut inside);
+            let mut groups: Vec<String> = Vec::new();
+            for v in inside {
+                if outside.contains(&v) && !groups.contains(&v) {
+                    groups.push(v);
+                }
+            }
+            let n = {
+                self.counter += 1;
+                self.counter
+            };
+            let aux = format!("souffle:agg{n}");
+            let var = |v: &str| SExpr {
+                kind: SExprKind::Var(v.to_string()),
+                span: agg_span,
+            };
+            let mut agg_body = body.clone();
+            let mut bound = Vec::new();
+            positive_vars(&body, &mut bound);
+            if groups.iter().any(|g| !bound.contains(g)) {
+                // The group variables come from the rest of the clause.
+                let dom = format!("souffle:dom{n}");
+                let rest: Vec<SBody> = lits.iter().filter(|l| !mentions_fresh(l)).cloned().collect();
+                let dom_atom = SAtom {
+                    rel: ident(dom.clone(), agg_span),
+                    args: groups.iter().map(|g| var(g)).collect(),
+                    span: agg_span,
+                };
+                self.rels.insert(dom.clone(), RelInfo { columns: Vec::new() });
+                let Some(dom_head) = self.head(&dom_atom) else { return };
+                let Some(rest) = self.conj(&rest, agg_span) else { return };
+                self.items.push(Item::Rule(Rule {
+                    heads: vec![dom_head],
+                    body: Some(Body::Formula(rest)),
+                    span: agg_span,
+                }));
+                agg_body = SBody::And(vec![SBody::Atom(dom_atom), body], agg_span);
+            }
+            // The auxiliary aggregation.
+            let r = "souffle:r".to_string();
+            let mut head_args: Vec<SExpr> = groups.iter().map(|g| var(g)).collect();
+            head_args.push(var(&r));
+            let aux_head = SAtom {
+                rel: ident(aux.clone(), agg_span),
+                args: head_args,
+                span: agg_span,
+            };
+            self.rels.insert(aux.clone(), RelInfo { columns: Vec::new() });
+            let Some(head) = self.head(&aux_head) else { return };
+            let Some(formula) = self.formula(&agg_body) else { return };
+            let arg = match &target {
+                Some(t) => match self.expr(t) {
+                    Some(e) => Some(e),
+                    None => return,
+                },
+                None => None,
+            };
+            let (fname, arg) = match func {
+                AggFn::Count => ("count", None),
+                AggFn::Sum => ("sum", arg),
+                AggFn::Min => ("min", arg),
+                AggFn::Max => ("max", arg),
+                // Soufflé's mean is a float.
+                AggFn::Mean => (
+                    "avg",
+                    arg.map(|a| {
+                        let s = a.span;
+                        ex(ExprKind::Call(ident("to_float", s), vec![a]), s)
+                    }),
+                ),
+            };
+            self.items.push(Item::Rule(Rule {
+                heads: vec![head],
+                body: Some(Body::Agg {
+                    aggs: vec![AggBinding {
+                        var: ident(r.clone(), agg_span),
+                        func: ident(fname, agg_span),
+                        arg,
+                        span: agg_span,
+                    }],
+                    body: formula,
+                    span: agg_span,
+                }),
+                span: agg_span,
+            }));
+            let mut read_args: Vec<SExpr> = groups.iter().map(|g| var(g)).collect();
+            read_args.push(var(&result));
+            let read = SAtom {
+                rel: ident(aux.clone(), agg_span),
+                args: read_args,
+                span: agg_span,
+            };
+            if matches!(func, AggFn::Count | AggFn::Sum) {
+                let mut none_args: Vec<SExpr> = groups.iter().map(|g| var(g)).collect();
+                none_args.push(SExpr {
+                    kind: SExprKind::Anon,
+                    span: agg_span,
+                });
+                let none = SAtom {
+                    rel: ident(aux, agg_span),
+                    args: none_args,
+                    span: agg_span,
+                };
+                let mut empty = lits.clone();
+                empty.push(SBody::Not(Box::new(SBody::Atom(none)), agg_span));
+                empty.push(SBody::Cmp(
+                    CmpOp::Eq,
+                    var(&result),
+                    SExpr {
+                        kind: SExprKind::Int(0),
+                        span: agg_span,
+                    },
+                    agg_span,
+                ));
+                work.push((heads.clone(), empty));
+            }
+            lits.push(SBody::Atom(read));
+            work.push((heads, lits));
+        }
+        for (heads, lits) in done.into_iter().rev() {
+            let hs: Option<Vec<Head>> = heads.iter().map(|h| self.head(h)).collect();
+            let Some(hs) = hs else { return };
+            if lits.is_empty() {
+                self.fact(hs, span);
+                continue;
+            }
+            let Some(body) = self.conj(&lits, span) else { return };
+            self.items.push(Item::Rule(Rule {
+                heads: hs,
+                body: Some(Body::Formula(body)),
+                span,
+            }));
+        }
+    }
+
+    fn fresh_var(&mut self) -> String {
+        self.fresh("agg")
+    }
+
+    fn conj(&mut self, lits: &[SBody], span: Span) -> Option<Formula> {
+        let parts: Option<Vec<Formula>> = lits.iter().map(|l| self.formula(l)).collect();
+        let mut parts = parts?;
+        Some(match parts.len() {
+            0 => {
+                let zero = ex(ExprKind::Lit(Lit::Int(0)), span);
+                Formula::Lit(Literal::Compare(Compare {
+                    first: zero.clone(),
+                    rest: vec![(CmpOp::Eq, zero)],
+                    span,
+                }))
+            }
+            1 => parts.pop()?,
+            _ => Formula::And(parts, span),
+        })
+    }
+}
+
+fn negate(op: CmpOp) -> CmpOp {
+    match op {
+        CmpOp::Eq => CmpOp::Ne,
+        CmpOp::Ne => CmpOp::Eq,
+        CmpOp::Lt => CmpOp::Ge,
+        CmpOp::Le => CmpOp::Gt,
+        CmpOp::Gt => CmpOp::Le,
+        CmpOp::Ge => CmpOp::Lt,
+    }
+}
+
+fn builtin_type(name: &str) -> Option<Base> {
+    Some(match name {
+        "number" => Base::Number,
+        "unsigned" => Base::Unsigned,
+        "float" => Base::Float,
+        "symbol" => Base::Symbol,
+        _ => return None,
+    })
+}
+
+fn is_builtin_pred(name: &str) -> bool {
+    matches!(name, "contains" | "match")
+}
+
+fn has_agg_expr(e: &SExpr) -> bool {
+    match &e.kind {
+        SExprKind::Agg(..) => true,
+        SExprKind::Unary(_, _, x) => has_agg_expr(x),
+        SExprKind::Bin(_, _, x, y) => has_agg_expr(x) || has_agg_expr(y),
+        SExprKind::Call(_, args) => args.iter().any(has_agg_expr),
+        _ => false,
+    }
+}
+
+fn has_agg_body(b: &SBody) -> bool {
+    match b {
+        SBody::Or(ps, _) | SBody::And(ps, _) => ps.iter().any(has_agg_body),
+        SBody::Not(p, _) => has_agg_body(p),
+        SBody::Atom(a) => a.args.iter().any(has_agg_expr),
+        SBody::Cmp(_, x, y, _) => has_agg_expr(x) || has_agg_expr(y),
+        SBody::Bool(..) => false,
+    }
+}
+
+fn has_or(b: &SBody) -> bool {
+    match b {
+        SBody::Or(..) => true,
+        SBody::And(ps, _) => ps.iter().any(has_or),
+        SBody::Not(p, _) => has_or(p),
+        _ => false,
+    }
+}
+
+/// The disjunctive normal form of a body: a list of conjunctions of literals (a negated
+/// body stays one literal).
+fn dnf(b: &SBody) -> Vec<Vec<SBody>> {
+    match b {
+        SBody::Or(ps, _) => ps.iter().flat_map(dnf).collect(),
+        SBody::And(ps, _) => {
+            let mut acc: Vec<Vec<SBody>> = vec![Vec::new()];
+            for p in ps {
+                let d = dnf(p);
+                let mut next = Vec::new();
+                for a in &acc {
+                    for x in &d {
+                        let mut c = a.clone();
+                        c.extend(x.iter().cloned());
+                        next.push(c);
+                    }
+                }
+                acc = next;
+            }
+            acc
+        }
+        other => vec![vec![other.clone()]],
+    }
+}
+
+/// The variables of an expression, outside aggregates, in order of first occurrence.
+fn vars_expr(e: &SExpr, out: &mut Vec<String>) {
+    match &e.kind {
+        SExprKind::Var(v) if !out.contains(v) => out.push(v.clone()),
+        SExprKind::Unary(_, _, x) => vars_expr(x, out),
+        SExprKind::Bin(_, _, x, y) => {
+            vars_expr(x, out);
+            vars_expr(y, out);
+        }
+        SExprKind::Call(_, args) => args.iter().for_each(|a| vars_expr(a, out)),
+        _ => {}
+    }
+}
+
+fn vars_body(b: &SBody, out: &mut Vec<String>) {
+    match b {
+        SBody::Or(ps, _) | SBody::And(ps, _) => ps.iter().for_each(|p| vars_body(p, out)),
+        SBody::Not(p, _) => vars_body(p, out),
+        SBody::Atom(a) => a.args.iter().for_each(|x| vars_expr(x, out)),
+        SBody::Cmp(_, x, y, _) => {
+            vars_expr(x, out);
+            vars_expr(y, out);
+        }
+        SBody::Bool(..) => {}
+    }
+}
+
+/// The variables that are arguments of positive atoms of a conjunction.
+fn positive_vars(b: &SBody, out: &mut Vec<String>) {
+    match b {
+        SBody::And(ps, _) => ps.iter().for_each(|p| positive_vars(p, out)),
+        SBody::Atom(a) if !is_builtin_pred(&a.rel.name) => {
+            for x in &a.args {
+                if let SExprKind::Var(v) = &x.kind {
+                    out.push(v.clone());
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether a literal mentions a variable that stands for an aggregate's result, or holds
+/// an aggregate still.
+fn mentions_fresh(b: &SBody) -> bool {
+    let mut vs = Vec::new();
+    vars_body(b, &mut vs);
+    vs.iter().any(|v| v.starts_with("souffle:")) || has_agg_body(b)
+}
+
+/// Replaces the first aggregate of the clause (heads first, then the literals in order)
+/// by a fresh variable; returns the aggregate and (the variable, the aggregate's span).
+#[allow(clippy::type_complexity)]
+fn take_first_agg(
+    heads: &mut [SAtom],
+    lits: &mut [SBody],
+    fresh: &mut dyn FnMut() -> String,
+) -> Option<(AggFn, Option<SExpr>, SBody, (String, Span))> {
+    fn in_expr(
+        e: &mut SExpr,
+        fresh: &mut dyn FnMut() -> String,
+    ) -> Option<(AggFn, Option<SExpr>, SBody, (String, Span))> {
+        match &mut e.kind {
+            SExprKind::Agg(..) => {
+                let v = fresh();
+                let span = e.span;
+                let old = std::mem::replace(
+                    e,
+                    SExpr {
+                        kind: SExprKind::Var(v.clone()),
+                        span,
+                    },
+                );
+                let SExprKind::Agg(f, t, b) = old.kind else { return None };
+                Some((f, t.map(|t| *t), *b, (v, span)))
+            }
+            SExprKind::Unary(_, _, x) => in_expr(x, fresh),
+            SExprKind::Bin(_, _, x, y) => in_expr(x, fresh).or_else(|| in_expr(y, fresh)),
+            SExprKind::Call(_, args) => args.iter_mut().find_map(|a| in_expr(a, fresh)),
+            _ => None,
+        }
+    }
+    fn in_body(
+        b: &mut SBody,
+        fresh: &mut dyn FnMut() -> String,
+    ) -> Option<(AggFn, Option<SExpr>, SBody, (String, Span))> {
+        match b {
+            SBody::Or(ps, _) | SBody::And(ps, _) => ps.iter_mut().find_map(|p| in_body(p, fresh)),
+            SBody::Not(p, _) => in_body(p, fresh),
+            SBody::Atom(a) => a.args.iter_mut().find_map(|x| in_expr(x, fresh)),
+            SBody::Cmp(_, x, y, _) => in_expr(x, fresh).or_else(|| in_expr(y, fresh)),
+            SBody::Bool(..) => None,
+        }
+    }
+    for h in heads.iter_mut() {
+        if let Some(r) = h.args.iter_mut().find_map(|x| in_expr(x, fresh)) {
+            return Some(r);
+        }
+    }
+    lits.iter_mut().find_map(|l| in_body(l, fresh))
+}

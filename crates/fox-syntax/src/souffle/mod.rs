@@ -1,0 +1,74 @@
+//! Soufflé's language as a second front end: a Soufflé program (a `.dl` file) is parsed
+//! here and lowered to Fox's syntax tree, which `fox-sema` checks and lowers to the typed
+//! core as it does a LogiQL program. Soufflé's I/O conventions, which Fox's tree does not
+//! express (output files, delimiters, `.printsize`), come back beside the tree as a
+//! [`SouffleIo`], for the drivers that write the results.
+//!
+//! Diagnostics are Fox's [`Diagnostic`]s, located in the Soufflé source; constructs Fox
+//! cannot run yet are refused with a located "not supported in Fox yet" error, never
+//! approximated. `docs/souffle.md` lists what is supported and every difference in
+//! semantics.
+
+mod ast;
+mod lexer;
+mod lower;
+mod parser;
+
+use crate::ast::Program;
+use crate::diag::Diagnostic;
+use serde::{Deserialize, Serialize};
+
+/// How a Soufflé program's results are written.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SouffleIo {
+    /// The `.output` directives, in source order (a relation may be written to several files).
+    pub outputs: Vec<SouffleOutput>,
+    /// The relations of `.printsize` directives, in source order.
+    pub printsize: Vec<String>,
+}
+
+/// One `.output` of a Soufflé program.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SouffleOutput {
+    pub rel: String,
+    /// Relative to the output directory (`<rel>.csv` by default).
+    pub file: String,
+    /// Field delimiter (a tab by default).
+    pub delimiter: String,
+    /// `headers=true`: a first line naming the attributes.
+    pub headers: bool,
+    /// The attribute names.
+    pub columns: Vec<String>,
+    /// Which attributes are `unsigned` (held as 64-bit signed integers by Fox: a negative
+    /// value there cannot be written as Soufflé would).
+    pub unsigned: Vec<bool>,
+}
+
+/// Parses a Soufflé program and lowers it to Fox's tree. Never panics; every error is
+/// a diagnostic with a span inside `source`.
+pub fn parse(source: &str) -> (Program, SouffleIo, Vec<Diagnostic>) {
+    if u32::try_from(source.len()).is_err() {
+        let d = Diagnostic::error(
+            "source file is too large (the limit is 4 GiB)",
+            crate::ast::Span::default(),
+        );
+        return (Program { items: Vec::new() }, SouffleIo::default(), vec![d]);
+    }
+    let (tokens, mut diags) = lexer::lex(source);
+    let mut p = parser::Parser::new(&tokens, source.len());
+    let items = p.program();
+    diags.append(&mut p.diags);
+    if diags.iter().any(Diagnostic::is_error) {
+        diags.sort_by_key(|d| (d.span().start, d.span().end));
+        return (Program { items: Vec::new() }, SouffleIo::default(), diags);
+    }
+    let (program, io, mut more) = lower::lower(items);
+    diags.append(&mut more);
+    diags.sort_by_key(|d| (d.span().start, d.span().end));
+    (program, io, diags)
+}
+
+/// Whether a program file is Soufflé's language by its name (it ends in `.dl`).
+pub fn is_souffle_path(path: &std::path::Path) -> bool {
+    path.extension().is_some_and(|e| e == "dl")
+}
