@@ -3,7 +3,7 @@
 //! of lines (Soufflé orders symbols by when it first saw them, Fox by text), the outputs
 //! the Soufflé binary wrote once (`NAME/expected/`, `NAME/stdout.expected`, made by
 //! `tests/souffle/regen.sh`), and, where the binary is at hand
-//! (`../shared/tools/souffle.xz` beside the clone, unpacked with `xz`), what it writes
+//! (`../shared/tools/souffle.xz` beside the clone, unpacked with `xz` or Python's lzma), what it writes
 //! now. Without it the differential half is skipped with a message, unless
 //! `FOX_REQUIRE_SOUFFLE=1`, which makes its absence a failure. The programs of
 //! `tests/souffle/errors/` are refused with the error their first line states
@@ -122,13 +122,19 @@ fn souffle_binary(scratch: &Path) -> Result<PathBuf, String> {
         return Err("../shared/tools/souffle.xz is not beside the clone".to_string());
     };
     let bin = scratch.join("souffle");
-    let o = Command::new("xz")
-        .arg("-dc")
-        .arg(xz)
-        .output()
-        .map_err(|e| format!("cannot run xz: {e}"))?;
+    // `xz`, or Python's lzma module where `xz` is not installed.
+    let o = Command::new("xz").arg("-dc").arg(xz).output().or_else(|_| {
+        Command::new("python3")
+            .args([
+                "-c",
+                "import lzma, sys; sys.stdout.buffer.write(lzma.open(sys.argv[1]).read())",
+            ])
+            .arg(xz)
+            .output()
+    });
+    let o = o.map_err(|e| format!("cannot run xz or python3: {e}"))?;
     if !o.status.success() {
-        return Err(format!("xz failed: {}", String::from_utf8_lossy(&o.stderr)));
+        return Err(format!("unpacking failed: {}", String::from_utf8_lossy(&o.stderr)));
     }
     std::fs::write(&bin, &o.stdout).unwrap();
     #[cfg(unix)]
