@@ -246,29 +246,20 @@ impl Compiled {
         Ok(plan)
     }
 
-    /// The input relations the plan reads, each with the columns it may read (see
-    /// [`fox_phys::stats::input_columns_read`]), in the order of the kernel plan's inputs.
-    pub fn inputs(&self) -> Vec<(fox_kernel::InputRel, Vec<bool>)> {
-        fox_phys::stats::input_columns_read(&self.ra)
-            .into_iter()
-            .filter_map(|(r, used)| {
-                let rel = self.ra.relations.get(r.0 as usize)?;
-                let fox_ra::RelKind::Input { file, sep, key, header } = &rel.kind else {
-                    return None;
-                };
-                Some((
-                    fox_kernel::InputRel {
-                        name: rel.name.clone(),
-                        columns: rel.columns.clone(),
-                        file: file.clone(),
-                        sep: sep.clone(),
-                        key: key.clone(),
-                        header: *header,
-                    },
-                    used,
-                ))
-            })
-            .collect()
+    /// The input relations the plan reads, each with the columns it reads, in the order
+    /// of the kernel plan's inputs: those its kernel plan reads (the key columns
+    /// included), made without statistics. Statistics change no column a plan reads (the
+    /// physical passes choose algorithms, not columns; tested on every program), so a
+    /// program planned with the statistics of what this loads reads nothing else.
+    pub fn inputs(&self) -> anyhow::Result<Vec<(fox_kernel::InputRel, Vec<bool>)>> {
+        let plan = plan_kernels(
+            &self.ra,
+            &fox_phys::Statistics::none(),
+            &fox_kernel::LowerOptions::default(),
+        )
+        .map_err(|e| anyhow::anyhow!("{}: cannot lower the plan to kernels: {e}", self.name))?;
+        let used = fox_runtime::database::used_input_columns(&plan);
+        Ok(plan.inputs.into_iter().zip(used).collect())
     }
 }
 

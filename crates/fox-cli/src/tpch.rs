@@ -165,8 +165,11 @@ pub fn load_programs(
     programs: &[(u32, crate::Compiled, Duration)],
     progress: bool,
 ) -> anyhow::Result<Database> {
-    let wanted = fox_runtime::database::merge_wanted(programs.iter().flat_map(|(_, p, _)| p.inputs()))
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut inputs = Vec::new();
+    for (_, p, _) in programs {
+        inputs.extend(p.inputs()?);
+    }
+    let wanted = fox_runtime::database::merge_wanted(inputs).map_err(|e| anyhow::anyhow!("{e}"))?;
     let db = if progress {
         Database::load_tables(source, wanted, &crate::Bars::new())
     } else {

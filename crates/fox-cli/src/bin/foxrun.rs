@@ -267,7 +267,7 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
             let Some(program) = fox_cli::compile_program_as(&cli.files, dialect, color, "foxrun", &options)? else {
                 return Ok(ExitCode::from(1));
             };
-            let wanted = program.inputs();
+            let wanted = program.inputs()?;
             (Program::Compiled(program), wanted)
         };
         let data = match &source {

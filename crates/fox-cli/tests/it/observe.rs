@@ -258,3 +258,53 @@ fn the_repl_plans_queries_with_the_statistics_of_their_data() {
         .unwrap_or_else(|| panic!("{out}"));
     assert!(out.lines().nth(scan + 1).unwrap().contains("rows ~1.0M"), "{out}");
 }
+
+/// The loaded columns of a program are those its kernel plan made without statistics
+/// reads (`Compiled::inputs`): the plans made with the statistics of the data, and with
+/// observations, must read no other column.
+#[test]
+fn statistics_and_observations_change_no_column_a_plan_reads() {
+    let programs: Vec<_> = programs()
+        .into_iter()
+        .map(|path| {
+            let p = fox_cli::compile_program(
+                std::slice::from_ref(&path),
+                false,
+                "test",
+                &fox_ra::PlanOptions::default(),
+            )
+            .unwrap()
+            .unwrap();
+            (0, p, std::time::Duration::ZERO)
+        })
+        .collect();
+    // The statistics of TPC-H data, with every table the programs read.
+    let tpch: Vec<_> = programs
+        .iter()
+        .filter(|(_, p, _)| p.name.contains("tpch"))
+        .map(|(q, p, t)| {
+            let again = fox_cli::compile_program(
+                &[PathBuf::from(&p.name)],
+                false,
+                "test",
+                &fox_ra::PlanOptions::default(),
+            )
+            .unwrap()
+            .unwrap();
+            (*q, again, *t)
+        })
+        .collect();
+    let db = fox_cli::tpch::load_programs(&fox_runtime::DataSource::Tpch(0.01), &tpch, false).unwrap();
+    let stats = fox_runtime::stats::of_database(&db);
+    assert!(!stats.is_empty());
+    for (_, p, _) in &programs {
+        let loaded = p.inputs().unwrap();
+        for options in [LowerOptions::default(), LowerOptions { observe_rows: true }] {
+            let plan = p.kernel_plan(&stats, &options).unwrap();
+            let read = fox_runtime::database::used_input_columns(&plan);
+            for ((input, want), got) in loaded.iter().zip(&read) {
+                assert_eq!(want, got, "{}: the columns of `{}` read", p.name, input.name);
+            }
+        }
+    }
+}
