@@ -170,6 +170,7 @@ pub fn load_programs(
         inputs.extend(p.inputs()?);
     }
     let wanted = fox_runtime::database::merge_wanted(inputs).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let wanted = prefer_parquet(source, wanted);
     let db = if progress {
         Database::load_tables(source, wanted, &crate::Bars::new())
     } else {
@@ -194,15 +195,51 @@ pub fn plan_programs(
         .collect()
 }
 
-/// Loads the data for `plans` from `source`.
+/// Loads the data for `plans` from `source` (a folder's Parquet tables as
+/// [`prefer_parquet`] says).
 pub fn load(source: &DataSource, plans: &[(u32, KernelPlan, Duration)], progress: bool) -> anyhow::Result<Database> {
-    let refs: Vec<&KernelPlan> = plans.iter().map(|(_, p, _)| p).collect();
+    let wanted = fox_runtime::database::merge_wanted(plans.iter().flat_map(|(_, p, _)| {
+        p.inputs
+            .iter()
+            .cloned()
+            .zip(fox_runtime::database::used_input_columns(p))
+    }))
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let wanted = prefer_parquet(source, wanted);
     let db = if progress {
-        Database::load(source, &refs, &crate::Bars::new())
+        Database::load_tables(source, wanted, &crate::Bars::new())
     } else {
-        Database::load(source, &refs, &fox_runtime::NoProgress)
+        Database::load_tables(source, wanted, &fox_runtime::NoProgress)
     };
     db.map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// The tables `wanted` with each text input (`lineitem.tbl`, `x.csv`) whose file the data
+/// folder lacks read from the Parquet file of the same name (`lineitem.parquet`) when
+/// the folder has that: a folder of Parquet tables serves the TPC-H programs, which
+/// name `.tbl` files. Other sources are left as they are.
+pub fn prefer_parquet(
+    source: &DataSource,
+    wanted: Vec<(fox_kernel::InputRel, Vec<bool>)>,
+) -> Vec<(fox_kernel::InputRel, Vec<bool>)> {
+    let DataSource::Files(dir) = source else {
+        return wanted;
+    };
+    wanted
+        .into_iter()
+        .map(|(mut input, used)| {
+            let file = Path::new(&input.file);
+            if !fox_runtime::parquet_input::is_parquet(&input.file) && !dir.join(file).exists() {
+                let parquet = file.with_extension("parquet");
+                if dir.join(&parquet).is_file() {
+                    input.file = parquet.to_string_lossy().into_owned();
+                    input.sep = ",".into();
+                    input.header = false;
+                }
+            }
+            (input, used)
+        })
+        .collect()
 }
 
 /// Runs each plan once and then `repeat` times on `backend`, with `db` resident.

@@ -11,7 +11,7 @@
 //! runs, which `fox repl` keeps) to a loaded database without copying its tables.
 
 use crate::dict::Dictionary;
-use crate::load::{check_key, load_input_cols, Interner, LoadedCol};
+use crate::load::{check_key, load_input_cols_reporting, Interner, LoadedCol};
 use crate::strings::StrArena;
 use crate::{DevBuf, HostCol, OutputTable, RuntimeError};
 use fox_kernel::{InputRel, Instr, Kernel, KernelPlan};
@@ -221,10 +221,16 @@ impl Database {
             let name = input.name.clone();
             let parts = match source {
                 DataSource::Files(dir) => {
-                    progress.start(&name, 0);
                     let mut strings = Interner::default();
-                    let cols = load_input_cols(dir, &input, &used, &mut strings, stop)?;
-                    progress.advance(cols.iter().map(LoadedCol::len).max().unwrap_or(0) as u64);
+                    let cols = load_input_cols_reporting(
+                        dir,
+                        &input,
+                        &used,
+                        &mut strings,
+                        stop,
+                        &|rows| progress.start(&name, rows),
+                        &|n| progress.advance(n),
+                    )?;
                     vec![(cols, strings)]
                 }
                 DataSource::Tpch(sf) => {

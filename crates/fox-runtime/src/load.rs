@@ -93,6 +93,11 @@ pub(crate) fn try_push<T>(v: &mut Vec<T>, x: T, what: &str) -> Result<(), String
 }
 
 /// `Err(Cancelled)` when `stop` is set.
+pub(crate) fn check_stop_flag(stop: &AtomicBool) -> Result<(), RuntimeError> {
+    check_stop(stop)
+}
+
+/// `Err(Cancelled)` when `stop` is set.
 fn check_stop(stop: &AtomicBool) -> Result<(), RuntimeError> {
     if is_set(stop) {
         Err(RuntimeError::Cancelled)
@@ -194,14 +199,37 @@ pub fn load_input_cols(
     strings: &mut Interner,
     stop: &AtomicBool,
 ) -> Result<Vec<LoadedCol>, RuntimeError> {
+    load_input_cols_reporting(data_dir, input, wanted, strings, stop, &|_| {}, &|_| {})
+}
+
+/// [`load_input_cols`], telling `rows_total`, once before any `advance`, the number of
+/// rows of the file when it is known before parsing (a Parquet file's; 0 for a text file)
+/// and `advance` the rows read as they are read (a text file's all at once at the end).
+pub fn load_input_cols_reporting(
+    data_dir: &Path,
+    input: &InputRel,
+    wanted: &[bool],
+    strings: &mut Interner,
+    stop: &AtomicBool,
+    rows_total: &dyn Fn(u64),
+    advance: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<LoadedCol>, RuntimeError> {
     let path = data_dir.join(&input.file);
     let shown = path.display().to_string();
+    if crate::parquet_input::is_parquet(&input.file) {
+        let cols = crate::parquet_input::load_parquet_cols(&path, input, wanted, strings, stop, rows_total, advance)?;
+        check_stop(stop)?;
+        check_key(&shown, input, &cols, wanted)?;
+        return Ok(cols);
+    }
+    rows_total(0);
     let bytes = read_input_file(&path, &shown, &input.name, stop)?;
     let text = checked_text(&bytes, &shown, &input.name, stop)?;
     let cols = parse_input_cols(text, &shown, input, wanted, strings, stop)?;
     drop(bytes);
     check_stop(stop)?;
     check_key(&shown, input, &cols, wanted)?;
+    advance(cols.iter().map(LoadedCol::len).max().unwrap_or(0) as u64);
     Ok(cols)
 }
 
@@ -214,14 +242,8 @@ pub fn read_input_file(path: &Path, shown: &str, pred: &str, stop: &AtomicBool) 
         msg: format!("cannot read `{shown}` (input of `{pred}`): {why}"),
     };
     let oom = |msg: String| RuntimeError::Data { msg };
-    let mut file = open_nonblocking(path).map_err(|e| fail(io_reason(&e)))?;
+    let mut file = open_regular_file(path, shown, pred)?;
     let meta = file.metadata().map_err(|e| fail(io_reason(&e)))?;
-    if !meta.is_file() {
-        return Err(fail(format!(
-            "it is {}, not a regular file; inputs are read from files",
-            file_kind(&meta)
-        )));
-    }
     // One byte more than the file: reading it finds the end without growing the buffer.
     let size = usize::try_from(meta.len()).unwrap_or(usize::MAX).saturating_add(1);
     let mut bytes: Vec<u8> = try_with_capacity(size, &format!("the file `{shown}`")).map_err(oom)?;
@@ -238,6 +260,23 @@ pub fn read_input_file(path: &Path, shown: &str, pred: &str, stop: &AtomicBool) 
         return Ok(out);
     }
     Ok(bytes)
+}
+
+/// The input file at `path`, opened for reading; an error unless it is a regular file
+/// (see [`read_input_file`]).
+pub(crate) fn open_regular_file(path: &Path, shown: &str, pred: &str) -> Result<std::fs::File, RuntimeError> {
+    let fail = |why: String| RuntimeError::Data {
+        msg: format!("cannot read `{shown}` (input of `{pred}`): {why}"),
+    };
+    let file = open_nonblocking(path).map_err(|e| fail(io_reason(&e)))?;
+    let meta = file.metadata().map_err(|e| fail(io_reason(&e)))?;
+    if !meta.is_file() {
+        return Err(fail(format!(
+            "it is {}, not a regular file; inputs are read from files",
+            file_kind(&meta)
+        )));
+    }
+    Ok(file)
 }
 
 /// Appends everything `r` gives to `out`, in blocks of at most [`BLOCK`] bytes with
@@ -314,7 +353,7 @@ pub fn input_text<'a>(bytes: &'a [u8], shown: &str, pred: &str) -> Result<&'a st
 /// [`input_text`], checking the text in blocks with `stop` read before each.
 fn checked_text<'a>(bytes: &'a [u8], shown: &str, pred: &str, stop: &AtomicBool) -> Result<&'a str, RuntimeError> {
     const FORMATS: [(&[u8], &str); 7] = [
-        (b"PAR1", "a Parquet file"),
+        (b"PAR1", "a Parquet file (name it `.parquet` to read it as one)"),
         (b"ARROW1", "an Arrow IPC file"),
         (b"PK\x03\x04", "a zip archive (an .xlsx spreadsheet is one)"),
         (b"\x28\xb5\x2f\xfd", "zstd-compressed"),

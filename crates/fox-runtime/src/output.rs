@@ -31,6 +31,18 @@ enum Data {
     Cols(ColTable),
 }
 
+/// A table's rows in output order: values, or columns in their encodings with the
+/// strings their codes index and the permutation giving output order (row `r` is row
+/// `perm[r]`; row `r` itself when `None`), for rows `0..OutputTable::len()`.
+pub(crate) enum Ordered<'a> {
+    Rows(&'a [Vec<Value>]),
+    Cols {
+        cols: &'a [HostCol],
+        strings: &'a [String],
+        perm: Option<&'a [u32]>,
+    },
+}
+
 /// Columns in their encodings. String columns hold codes into `strings`, which is sorted
 /// by text, so code order is string order.
 #[derive(Clone, Debug)]
@@ -110,6 +122,19 @@ impl OutputTable {
             })
             .collect::<Result<_, String>>()?;
         Ok(Some((cols, &t.strings)))
+    }
+
+    /// The rows in output order as the columnar writers ([`crate::columnar_output`])
+    /// read them.
+    pub(crate) fn ordered(&self) -> Ordered<'_> {
+        match &self.data {
+            Data::Rows(rows) => Ordered::Rows(rows),
+            Data::Cols(t) => Ordered::Cols {
+                cols: &t.cols,
+                strings: &t.strings,
+                perm: t.perm.as_deref(),
+            },
+        }
     }
 
     /// Every row as values, in output order.
@@ -871,16 +896,28 @@ pub enum Format {
     /// floats as numbers in their shortest round-trip form (`NaN`, `inf` and `-inf` as
     /// strings), dates as `"YYYY-MM-DD"` strings, booleans as `true`/`false`.
     Json,
+    /// A Parquet file (snappy-compressed) of one row group per million rows; the column
+    /// types are those of [`crate::columnar_output::arrow_type`].
+    Parquet,
+    /// An Arrow IPC file (the `ARROW1` file format), the same Arrow types as Parquet.
+    Arrow,
 }
 
 impl Format {
-    /// The file extension: `csv`, `tsv`, `json`.
+    /// The file extension: `csv`, `tsv`, `json`, `parquet`, `arrow`.
     pub fn extension(self) -> &'static str {
         match self {
             Format::Csv => "csv",
             Format::Tsv => "tsv",
             Format::Json => "json",
+            Format::Parquet => "parquet",
+            Format::Arrow => "arrow",
         }
+    }
+
+    /// True for the binary formats (Parquet, Arrow), which are written to files only.
+    pub fn is_binary(self) -> bool {
+        matches!(self, Format::Parquet | Format::Arrow)
     }
 }
 
@@ -894,6 +931,8 @@ pub fn write_table_to<W: std::io::Write + Send + ?Sized>(
         Format::Csv => write_csv_to(t, w),
         Format::Tsv => write_tsv_to(t, w),
         Format::Json => write_json_to(t, w),
+        Format::Parquet => crate::columnar_output::write_parquet_to(t, w),
+        Format::Arrow => crate::columnar_output::write_arrow_to(t, w),
     }
 }
 

@@ -424,6 +424,26 @@ impl Checker {
                 return;
             }
         }
+        // A Parquet file has typed columns, not text: separators and header lines mean
+        // nothing there.
+        if let Some((file, _)) = &i.from {
+            let parquet = file.len() >= 8
+                && file.is_char_boundary(file.len() - 8)
+                && file[file.len() - 8..].eq_ignore_ascii_case(".parquet");
+            let text_only = [
+                i.sep.as_ref().map(|(_, span)| ("sep", *span)),
+                i.header.map(|span| ("header", span)),
+            ];
+            if parquet {
+                for (what, span) in text_only.into_iter().flatten() {
+                    self.error(
+                        Diagnostic::error(format!("`{what}` does not apply to a Parquet file"), span)
+                            .with_label("only for text inputs (CSV, TSV, TBL)")
+                            .with_help("a Parquet file's columns are read by position with their own types; remove it"),
+                    );
+                }
+            }
+        }
         let mut key = Vec::new();
         if let Some((cols, _)) = &i.key {
             let columns = self.env.preds[id].columns.clone();

@@ -132,7 +132,8 @@ struct TpchArgs {
     /// Scale factor of the generated data (1 = 6 million lineitems).
     #[arg(long, value_name = "SF", value_parser = fox_cli::parse_scale_factor, required_unless_present = "data")]
     sf: Option<f64>,
-    /// Read the tables from DIR/<table>.tbl instead of generating them.
+    /// Read the tables from DIR/<table>.tbl instead of generating them; a table whose
+    /// .tbl file DIR lacks is read from DIR/<table>.parquet when DIR has that.
     #[arg(long, value_name = "DIR", conflicts_with = "sf")]
     data: Option<PathBuf>,
     /// Where kernels run: auto (the GPU when one is usable, otherwise the CPU; the choice

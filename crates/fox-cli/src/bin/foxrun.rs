@@ -25,7 +25,7 @@ fox_cli::exit_on_out_of_memory!("foxrun");
     about = "Runs a Fox kernel plan or program and prints or writes its results",
     long_about = "Runs a Fox kernel plan (PLAN.ron, from `foxc compile`) or a program (Q.logic, compiled \
                   first) on a backend. Results go to standard output, one table per output predicate, \
-                  or with --out to DIR/<predicate>.csv (or .tsv, .json with --format), written only \
+                  or with --out to DIR/<predicate>.csv (or .tsv, .json, .parquet, .arrow with --format), written only \
                   when the whole run succeeded, all of them or none.\n\n\
                   Exit status: 0 on success, 1 when the program, the plan or the data has an error \
                   (nothing is written then), 2 for a bad command line, 130 when Ctrl-C stopped the \
@@ -69,15 +69,16 @@ struct Cli {
     /// multi-way join of the program.
     #[arg(long, value_name = "VARS", value_delimiter = ',')]
     var_order: Vec<String>,
-    /// Write each output predicate to DIR/<predicate>.csv (.tsv, .json with --format; DIR
+    /// Write each output predicate to DIR/<predicate>.csv (.tsv, .json, .parquet, .arrow with --format; DIR
     /// is created) instead of printing it, all files or none, and list them on standard
     /// error with their row counts; `--out -` writes the files' contents to standard
     /// output instead.
     #[arg(long, value_name = "DIR|-")]
     out: Option<PathBuf>,
     /// The format of the results: table (aligned columns for reading, cut at --max-rows;
-    /// the default on standard output), csv (the default with --out), tsv, or json (one
-    /// object per output predicate; on standard output an array of them).
+    /// the default on standard output), csv (the default with --out), tsv, json (one
+    /// object per output predicate; on standard output an array of them), parquet or arrow
+    /// (a Parquet or an Arrow IPC file per output predicate, with --out DIR only).
     #[arg(long, value_enum, value_name = "FORMAT")]
     format: Option<FormatChoice>,
     /// The rows of each table shown in the table format: N, or `all` (or 0) for every row.
@@ -127,13 +128,15 @@ enum BackendChoice {
     Cpu,
 }
 
-/// A format of results. (Parquet and Arrow files are formats still to come.)
+/// A format of results.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum FormatChoice {
     Table,
     Csv,
     Tsv,
     Json,
+    Parquet,
+    Arrow,
 }
 
 /// `--max-rows`: `None` shows every row.
@@ -202,7 +205,15 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
     };
     let to_dir = cli.out.as_ref().filter(|d| d.as_os_str() != "-");
     if to_dir.is_some() && cli.format == Some(FormatChoice::Table) {
-        eprintln!("foxrun: --format table is for standard output; with --out DIR choose csv, tsv or json");
+        eprintln!(
+            "foxrun: --format table is for standard output; with --out DIR choose csv, tsv, json, parquet or arrow"
+        );
+        return Ok(ExitCode::from(2));
+    }
+    if to_dir.is_none() && matches!(cli.format, Some(FormatChoice::Parquet | FormatChoice::Arrow)) {
+        eprintln!(
+            "foxrun: --format parquet and --format arrow write files: give --out DIR (one file per output predicate)"
+        );
         return Ok(ExitCode::from(2));
     }
     if !cli.var_order.is_empty() && cli.files.iter().any(|f| f.extension().is_some_and(|e| e == "ron")) {
@@ -364,6 +375,8 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         FormatChoice::Table | FormatChoice::Csv => Format::Csv,
         FormatChoice::Tsv => Format::Tsv,
         FormatChoice::Json => Format::Json,
+        FormatChoice::Parquet => Format::Parquet,
+        FormatChoice::Arrow => Format::Arrow,
     };
     match (to_dir, cli.out.is_some()) {
         (Some(dir), _) => {
@@ -463,6 +476,7 @@ fn print_results(outputs: &[OutputTable], format: FormatChoice, max_rows: MaxRow
                 FormatChoice::Csv => fox_runtime::write_csv_to(t, w)?,
                 FormatChoice::Tsv => fox_runtime::output::write_tsv_to(t, w)?,
                 FormatChoice::Json => unreachable!("written above"),
+                FormatChoice::Parquet | FormatChoice::Arrow => unreachable!("refused without --out DIR"),
             }
         }
         Ok(())

@@ -15,6 +15,7 @@ mod mutations;
 mod observe;
 mod out_of_memory;
 mod outputs;
+mod parquet;
 mod passes;
 mod plan_fuzz;
 mod repl;

@@ -439,11 +439,18 @@ fn gzip_files_are_read_as_their_text() {
 fn files_that_are_not_text_are_named_for_what_they_are() {
     let d = temp_dir("binary");
     let cols = [("x", Type::Int32)];
-    std::fs::write(d.join("r.parquet"), b"PAR1\x15\x04\x15\x00rest").unwrap();
-    let e = load_file(&d, "r.parquet", ",", &cols).unwrap_err();
+    std::fs::write(d.join("r.dat"), b"PAR1\x15\x04\x15\x00rest").unwrap();
+    let e = load_file(&d, "r.dat", ",", &cols).unwrap_err();
     assert!(e.starts_with("`"), "{e}");
     assert!(
-        e.contains("r.parquet` (input of `r`) is a Parquet file, not CSV text"),
+        e.contains("r.dat` (input of `r`) is a Parquet file (name it `.parquet` to read it as one), not CSV text"),
+        "{e}"
+    );
+    // Named `.parquet`, it is read as Parquet, and these bytes are none.
+    std::fs::write(d.join("r.parquet"), b"PAR1\x15\x04\x15\x00rest").unwrap();
+    let e = load_file(&d, "r.parquet", ",", &cols).unwrap_err();
+    assert!(
+        e.contains("r.parquet` (input of `r`) is not a readable Parquet file"),
         "{e}"
     );
     std::fs::write(d.join("r.csv"), b"1\n2\n\x00\x01\x02").unwrap();

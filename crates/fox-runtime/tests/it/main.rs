@@ -7,4 +7,5 @@ mod load;
 mod load_cancel;
 mod outfile;
 mod output;
+mod parquet;
 mod run;
