@@ -19,8 +19,8 @@
 //! - Only the columns kept (`wanted`) are decoded; the others are type-checked from the
 //!   file's schema and come back empty, as in the text loader.
 //! - A damaged file (truncated, not Parquet, a page that does not decode) is an error
-//!   naming the file, never a panic: a panic inside the decoder is caught and reported as
-//!   damage.
+//!   naming the file, never a panic: a panic inside the decoder is caught, silently (the
+//!   panic hook passes over it), and reported as damage.
 
 use crate::load::LoadedCol;
 use crate::strings::Interner;
@@ -201,10 +201,28 @@ pub(crate) fn load_parquet_cols(
     Ok(cols)
 }
 
+thread_local! {
+    /// Set while this thread runs the decoder under [`caught`].
+    static DECODING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Runs `f`, turning a panic into its message: the decoder's assertions on malformed data
-/// are damage to report, not a crash.
+/// are damage to report, not a crash. The panic hook stays silent for such a panic (the
+/// message becomes the error), and reports every other panic as before.
 fn caught<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
+    static QUIET_HOOK: std::sync::Once = std::sync::Once::new();
+    QUIET_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !DECODING.with(|d| d.get()) {
+                previous(info);
+            }
+        }));
+    });
+    let was = DECODING.with(|d| d.replace(true));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    DECODING.with(|d| d.set(was));
+    r.map_err(|p| {
         p.downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| p.downcast_ref::<String>().cloned())
