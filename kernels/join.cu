@@ -5,16 +5,16 @@
 // memory at the start of each kernel: `desc[0..k]` are element type codes (T_U8 …
 // T_I128 of common.cuh; an i128 column is two key words, T_I128 and T_I128_LO, with the
 // same pointer), then one group of `k` column pointers per side (`desc[k + g*k + c]`).
-// Every value is compared through its order-preserving u64 image (`okey`), the order
-// fox-cpu uses.
+// Every value is compared through its order-preserving u64 image (`okey_word`), the
+// order fox-cpu uses.
 
 #include "common.cuh"
 
 // Lexicographic comparison of row i of group ga with row j of group gb: -1, 0 or 1.
 __device__ __forceinline__ int cmp_rows(const u64* sd, int k, int ga, u64 i, int gb, u64 j) {
     for (int c = 0; c < k; ++c) {
-        u64 a = okey((const void*)sd[k + ga * k + c], (int)sd[c], i);
-        u64 b = okey((const void*)sd[k + gb * k + c], (int)sd[c], j);
+        u64 a = okey_word(sd[k + ga * k + c], sd[c], i);
+        u64 b = okey_word(sd[k + gb * k + c], sd[c], j);
         if (a != b) return a < b ? -1 : 1;
     }
     return 0;
