@@ -1,6 +1,7 @@
 //! `foxc` as a user runs it: exit codes, messages, files written.
 
-use std::path::{Path, PathBuf};
+use crate::common::repo as root;
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn foxc(args: &[&str]) -> Output {
@@ -8,13 +9,6 @@ fn foxc(args: &[&str]) -> Output {
         .args(args)
         .current_dir(root())
         .output()
-        .unwrap()
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
         .unwrap()
 }
 
@@ -27,10 +21,7 @@ fn stdout(o: &Output) -> String {
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("foxc-cli-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::temp_dir("foxc-cli", tag)
 }
 
 #[test]

@@ -2,16 +2,10 @@
 //! `.load`), warnings as `foxc check` prints them, and the `.input` options end to end
 //! (`header`, `.tsv`, gzip, and files that are not regular files).
 
+use crate::common::repo as root;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
 
 fn run(bin: &str, args: &[&str]) -> Output {
     Command::new(bin).args(args).current_dir(root()).output().unwrap()
@@ -34,10 +28,7 @@ fn stdout(o: &Output) -> String {
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fox-files-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::temp_dir("fox-files", tag)
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> String {

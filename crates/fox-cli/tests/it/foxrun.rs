@@ -2,6 +2,7 @@
 //! the results stated in their header comments, plans loaded from RON, and every kind of
 //! bad input (exit 1, a message naming file and line or the plan element, no output file).
 
+use crate::common::repo as root;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -10,13 +11,6 @@ fn foxrun(args: &[&str]) -> Output {
         .args(args)
         .current_dir(root())
         .output()
-        .unwrap()
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
         .unwrap()
 }
 
@@ -29,10 +23,7 @@ fn stdout(o: &Output) -> String {
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("foxrun-cli-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::temp_dir("foxrun-cli", tag)
 }
 
 /// Runs `program` on the CPU with `data` and checks the CSV file of each listed output.

@@ -1,14 +1,11 @@
 //! `foxrun --graph SPEC`: the generated graphs through the clique queries, against counts
 //! made here with plain adjacency sets.
 
+use crate::common::repo;
 use fox_runtime::graph::{generate, GraphSpec};
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// The single value `foxrun` prints for a counting query (or 0 for "0 rows").
 fn foxrun_count(query: &str, spec: &str) -> u64 {

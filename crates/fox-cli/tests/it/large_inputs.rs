@@ -12,10 +12,7 @@ use std::time::{Duration, Instant};
 const LIMIT: libc::rlim_t = 64 << 20;
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fox-large-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::temp_dir("fox-large", tag)
 }
 
 /// A program reading `file` of `dir` as `r(x)` with `x` of type `ty`, and its count.

@@ -4,6 +4,7 @@
 //! parallel.
 
 mod cli;
+mod common;
 mod corpus;
 mod files;
 mod foxbench;

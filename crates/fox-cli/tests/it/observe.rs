@@ -2,14 +2,11 @@
 //! exactly what the plans without observations compute, and `foxrun --timing` and the
 //! REPL's `.explain analyze` show the counts beside the estimates.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
+use crate::common::repo;
 use fox_kernel::{Instr, KernelPlan, LowerOptions};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// Every program of the repository: the queries, the test programs and TPC-H.
 fn programs() -> Vec<PathBuf> {
@@ -159,24 +156,11 @@ fn timing_shows_each_operators_estimated_and_actual_rows() {
 
 #[test]
 fn explain_analyze_shows_estimated_and_actual_rows() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fox"))
-        .args(["repl", "--backend", "cpu"])
-        .current_dir(repo())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin
-            .write_all(b".load queries/even_odd.logic\n?- odd(x).\n.explain analyze ?- even(x).\n")
-            .unwrap();
-    }
-    let o = child.wait_with_output().unwrap();
-    let out = String::from_utf8(o.stdout).unwrap();
-    assert!(o.status.success(), "{out}\n{}", String::from_utf8_lossy(&o.stderr));
+    let (ok, out) = repl(
+        &["--backend", "cpu"],
+        ".load queries/even_odd.logic\n?- odd(x).\n.explain analyze ?- even(x).\n",
+    );
+    assert!(ok, "{out}");
     // A plain query shows no table; `.explain analyze` does, after the kernel times.
     let table = out.find("rows per operator").unwrap_or_else(|| panic!("{out}"));
     assert!(out[..table].contains("timing on cpu"), "{out}");
@@ -213,7 +197,9 @@ fn a_compiled_plan_counts_rows_when_compiled_to() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn repl(args: &[&str], script: &str) -> String {
+/// Runs `fox repl ARGS` on `script`: whether it succeeded, and its standard output then
+/// its standard error.
+fn repl(args: &[&str], script: &str) -> (bool, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_fox"))
         .arg("repl")
         .args(args)
@@ -229,7 +215,10 @@ fn repl(args: &[&str], script: &str) -> String {
         stdin.write_all(script.as_bytes()).unwrap();
     }
     let o = child.wait_with_output().unwrap();
-    String::from_utf8(o.stdout).unwrap() + &String::from_utf8(o.stderr).unwrap()
+    (
+        o.status.success(),
+        String::from_utf8(o.stdout).unwrap() + &String::from_utf8(o.stderr).unwrap(),
+    )
 }
 
 #[test]
@@ -237,7 +226,7 @@ fn the_repl_plans_queries_with_the_statistics_of_their_data() {
     // tests/programs/data/edge.csv holds 3 edges: the scan of `edge` is estimated at 3
     // rows, by `.explain` (which loads the data) and `.explain analyze` alike.
     let script = ".load queries/transitive_closure.logic\n.explain ?- edge(x, y).\n.explain analyze ?- edge(1, y).\n";
-    let out = repl(&["--backend", "cpu", "--data", "tests/programs/data"], script);
+    let (_, out) = repl(&["--backend", "cpu", "--data", "tests/programs/data"], script);
     let scan = out
         .lines()
         .position(|l| l.contains("= scan edge"))
@@ -251,7 +240,7 @@ fn the_repl_plans_queries_with_the_statistics_of_their_data() {
     let w: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(w[w.len() - 3..w.len() - 1], ["3", "3"], "{row}");
     // Without the data, `.explain` still shows the plan, with the default estimates.
-    let out = repl(&["--backend", "cpu", "--data", "/nonexistent"], script);
+    let (_, out) = repl(&["--backend", "cpu", "--data", "/nonexistent"], script);
     let scan = out
         .lines()
         .position(|l| l.contains("= scan edge"))

@@ -1,19 +1,13 @@
 //! Running out of memory is an error (exit status 1, a message naming what was being
 //! built), never an abort: `foxrun` under a small address-space limit.
 
+use crate::common::repo as root;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 /// The address space the runs may use.
 const LIMIT: libc::rlim_t = 256 << 20;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
 
 /// Runs `foxrun` with its address space limited to [`LIMIT`] (two worker threads and two
 /// malloc arenas, so that the limit means the same on any machine).

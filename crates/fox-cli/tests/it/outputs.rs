@@ -2,18 +2,12 @@
 //! them: paths that are links, FIFOs or devices, outputs written all or nothing (also on
 //! SIGINT), a closed or full standard output, and `foxrun --format`.
 
+use crate::common::repo as root;
 use std::io::Read;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
 
 fn cmd(bin: &str, args: &[&str]) -> Command {
     let mut c = Command::new(bin);
@@ -34,10 +28,7 @@ fn text(b: &[u8]) -> String {
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fox-outputs-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::temp_dir("fox-outputs", tag)
 }
 
 /// The names in `dir`, sorted (temporaries start with a dot).

@@ -2,24 +2,15 @@
 //! `.input p from "x.parquet"` (its round trip and its errors), and the TPC-H queries on a
 //! folder of Parquet tables written by foxrun.
 
+use crate::common::repo as root;
 use fox_cli::tpch;
 use fox_runtime::DataSource;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
 fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fox-cli-parquet-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::temp_dir("fox-cli-parquet", tag)
 }
 
 fn foxrun(args: &[&str]) -> Output {

@@ -4,15 +4,11 @@
 
 use fox_cli::tpch;
 use fox_runtime::DataSource;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
+use crate::common::repo;
 use crate::graph::{cliques, foxrun_count_with};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn foxc(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_foxc"))

@@ -16,6 +16,7 @@
 //! `FOX_PLAN_FUZZ_CASES` (mutants per program, default 24) and `FOX_PLAN_FUZZ_SEED` run
 //! more or other cases.
 
+use crate::common::repo as root;
 use fox_kernel::{BlockId, BufId, DictOp, Instr, KExpr, KExprKind, Kernel, KernelPlan, Terminator};
 use fox_runtime::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats, RunOptions};
 use fox_sema::core::{AggFunc, Type, Value};
@@ -43,10 +44,6 @@ impl Rng {
             Some(&xs[self.below(xs.len())])
         }
     }
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn programs() -> Vec<PathBuf> {

@@ -3,13 +3,10 @@
 //! pseudo-terminal (prompts, Ctrl-C while a query runs and while a statement is typed,
 //! history).
 
+use crate::common::repo;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// Runs `fox repl --backend cpu ARGS` with `script` on standard input, which must succeed
 /// (exit 0, nothing on standard error); returns stdout.

@@ -14,10 +14,7 @@ fn run(dir: &Path, args: &[&str]) -> Output {
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fox-runtime-errors-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::temp_dir("fox-runtime-errors", tag)
 }
 
 /// Writes `files` into a fresh directory and runs `foxrun q.logic --data . --backend cpu`.

@@ -9,22 +9,13 @@
 //! `tests/souffle/errors/` are refused with the error their first line states
 //! (`// expect: LINE:COL: message`), located.
 
+use crate::common::repo as root;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
 fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fox-souffle-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::temp_dir("fox-souffle", tag)
 }
 
 /// The test programs, by name.

@@ -3,15 +3,11 @@
 //! by `python3 tpch/bench-duckdb.py --data DIR --answers-out tests/tpch/sf0.01` over the
 //! files of `foxbench tpch-gen --sf 0.01 --out DIR`); and the schema each query declares.
 
+use crate::common::repo;
 use fox_cli::tpch;
 use fox_runtime::DataSource;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 #[test]
 fn all_queries_match_duckdb_at_sf_0_01() {
