@@ -587,42 +587,22 @@ fn launch_arguments_are_checked_against_the_contract_before_any_backend() {
     );
 }
 
-#[test]
-fn observations_count_rows_per_execution_and_bad_ones_are_plan_errors() {
-    // a := {1}; observe t0 and t1; loop body: observe t1, a := {}, observe t1. The body
-    // runs once: t0 is counted once (1 row), t1 three times (1, 1 and 0 rows).
-    let observe = |id: u32, b: u32| Instr::Observe {
-        id,
-        bufs: vec![BufId(b)],
-    };
-    let mut p = plan(
-        vec![buf("a", Elem::I32, Some(Type::Int32))],
-        vec![],
-        vec![one_const(), observe(0, 0), observe(1, 0)],
-    );
-    p.observed = ["t0", "t1"]
-        .iter()
-        .map(|l| fox_kernel::Observed {
-            label: l.to_string(),
-            op: "const".into(),
-            est: Some(4.0),
-        })
-        .collect();
+/// A plan over one int32 buffer `a`: `entry` (which defines it), then a loop whose body
+/// runs `body` and then empties `a`, so that it runs once, then a block freeing `a`.
+fn loop_once(entry: Vec<Instr>, body: Vec<Instr>, after_empty: Vec<Instr>) -> KernelPlan {
+    let mut p = plan(vec![buf("a", Elem::I32, Some(Type::Int32))], vec![], entry);
     p.blocks[0].term = Terminator::Jump(BlockId(1));
+    let empty = launch(
+        Kernel::Const {
+            types: vec![Type::Int32],
+            rows: vec![],
+        },
+        &[],
+        &[0],
+    );
     p.blocks.push(Block {
         label: "loop".into(),
-        instrs: vec![
-            observe(1, 0),
-            launch(
-                Kernel::Const {
-                    types: vec![Type::Int32],
-                    rows: vec![],
-                },
-                &[],
-                &[0],
-            ),
-            observe(1, 0),
-        ],
+        instrs: body.into_iter().chain([empty]).chain(after_empty).collect(),
         term: Terminator::LoopIf {
             nonempty: vec![BufId(0)],
             body: BlockId(1),
@@ -634,6 +614,30 @@ fn observations_count_rows_per_execution_and_bad_ones_are_plan_errors() {
         instrs: vec![Instr::Free { buf: BufId(0) }],
         term: Terminator::Halt,
     });
+    p
+}
+
+#[test]
+fn observations_count_rows_per_execution_and_bad_ones_are_plan_errors() {
+    // a := {1}; observe t0 and t1; loop body: observe t1, a := {}, observe t1. The body
+    // runs once: t0 is counted once (1 row), t1 three times (1, 1 and 0 rows).
+    let observe = |id: u32, b: u32| Instr::Observe {
+        id,
+        bufs: vec![BufId(b)],
+    };
+    let mut p = loop_once(
+        vec![one_const(), observe(0, 0), observe(1, 0)],
+        vec![observe(1, 0)],
+        vec![observe(1, 0)],
+    );
+    p.observed = ["t0", "t1"]
+        .iter()
+        .map(|l| fox_kernel::Observed {
+            label: l.to_string(),
+            op: "const".into(),
+            est: Some(4.0),
+        })
+        .collect();
     let mut be = Store::default();
     let r = run(&p, &mut be, &RunOptions::default()).unwrap();
     let rows: Vec<(u64, u64, u64)> = r.stats.rows.iter().map(|s| (s.calls, s.total, s.max)).collect();
@@ -657,32 +661,11 @@ fn observations_count_rows_per_execution_and_bad_ones_are_plan_errors() {
 #[test]
 fn a_loop_runs_until_its_buffers_are_empty() {
     // b0 := {1}; loop: output, then b0 := {} — the body runs once, then exits.
-    let mut p = plan(vec![buf("a", Elem::I32, Some(Type::Int32))], vec![], vec![one_const()]);
-    p.blocks[0].term = Terminator::Jump(BlockId(1));
-    p.blocks.push(Block {
-        label: "loop".into(),
-        instrs: vec![
-            output("o", vec![col("x", Type::Int32)], &[0], vec![], None),
-            launch(
-                Kernel::Const {
-                    types: vec![Type::Int32],
-                    rows: vec![],
-                },
-                &[],
-                &[0],
-            ),
-        ],
-        term: Terminator::LoopIf {
-            nonempty: vec![BufId(0)],
-            body: BlockId(1),
-            exit: BlockId(2),
-        },
-    });
-    p.blocks.push(Block {
-        label: "exit".into(),
-        instrs: vec![Instr::Free { buf: BufId(0) }],
-        term: Terminator::Halt,
-    });
+    let p = loop_once(
+        vec![one_const()],
+        vec![output("o", vec![col("x", Type::Int32)], &[0], vec![], None)],
+        Vec::new(),
+    );
     let mut be = Store::default();
     let r = run(&p, &mut be, &RunOptions::default()).unwrap();
     assert_eq!(r.outputs.len(), 1);
