@@ -7,6 +7,11 @@ use fox_runtime::RuntimeError;
 use fox_sema::core::{Column, Type};
 
 fn rel(sep: &str, cols: &[(&str, Type)]) -> InputRel {
+    input("r.csv", sep, cols)
+}
+
+/// The input `r` read from `file` (separated by `sep`) with the columns `cols`.
+pub(crate) fn input(file: &str, sep: &str, cols: &[(&str, Type)]) -> InputRel {
     InputRel {
         name: "r".into(),
         columns: cols
@@ -16,7 +21,7 @@ fn rel(sep: &str, cols: &[(&str, Type)]) -> InputRel {
                 ty: *t,
             })
             .collect(),
-        file: "r.csv".into(),
+        file: file.into(),
         sep: sep.into(),
         key: Vec::new(),
         header: false,

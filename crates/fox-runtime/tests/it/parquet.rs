@@ -24,20 +24,7 @@ fn temp_dir(tag: &str) -> PathBuf {
 }
 
 fn rel(file: &str, cols: &[(&str, Type)]) -> InputRel {
-    InputRel {
-        name: "r".into(),
-        columns: cols
-            .iter()
-            .map(|(n, t)| Column {
-                name: n.to_string(),
-                ty: *t,
-            })
-            .collect(),
-        file: file.into(),
-        sep: ",".into(),
-        key: Vec::new(),
-        header: false,
-    }
+    crate::load::input(file, ",", cols)
 }
 
 /// Writes the columns as one Parquet file, `rows_per_group` rows per row group.
