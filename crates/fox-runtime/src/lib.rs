@@ -357,22 +357,15 @@ pub fn format_rows(rows: &[RowsStat]) -> String {
             .unwrap_or(0)
     };
     let w: Vec<usize> = (0..6).map(width).collect();
+    // The temp and the operator to the left, the numbers to the right.
     let line = |r: &[String]| {
-        format!(
-            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {:>w4$}  {:>w5$}\n",
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            r[4],
-            r[5],
-            w0 = w[0],
-            w1 = w[1],
-            w2 = w[2],
-            w3 = w[3],
-            w4 = w[4],
-            w5 = w[5]
-        )
+        let cells: Vec<String> = r
+            .iter()
+            .zip(&w)
+            .enumerate()
+            .map(|(c, (x, &w))| if c < 2 { format!("{x:<w$}") } else { format!("{x:>w$}") })
+            .collect();
+        format!("{}\n", cells.join("  "))
     };
     let mut out = String::from("rows per operator (estimated against actual, per execution)\n");
     out.push_str(&line(&heads.map(String::from)));
