@@ -1,8 +1,10 @@
 //! Leapfrog-triejoin level operators: trie construction, root ranges, range counts,
-//! load-balanced expansion, and search in sorted trie levels.
+//! load-balanced expansion, search in sorted trie levels, and the bounded ranges of band
+//! joins.
 
 use crate::movement::selected;
 use crate::util::{alloc, as_u32, as_u64, check_stop, cmp_at, gather_col, par_map, with_capacity, KResult, Stop};
+use fox_kernel::RangeBound;
 use fox_runtime::cancel::is_set;
 use fox_runtime::HostCol;
 use rayon::prelude::*;
@@ -373,5 +375,75 @@ pub(crate) fn min_range(args: &[&HostCol], ways: usize) -> KResult<Vec<HostCol>>
     } else {
         lo.par_iter_mut().zip(hi.par_iter_mut()).enumerate().for_each(pick);
     }
+    Ok(vec![HostCol::U32(lo), HostCol::U32(hi)])
+}
+
+/// `BoundRange`: per row, the range of the sorted `values` within the row's bounds
+/// (`hi` raised to `lo` where the bounds cross); values and bounds compared in i128, so a
+/// bound's offset never overflows.
+pub(crate) fn bound_range(
+    args: &[&HostCol],
+    lower: Option<RangeBound>,
+    upper: Option<RangeBound>,
+) -> KResult<Vec<HostCol>> {
+    crate::util::check_u32_rows(args[0].len(), "the values")?;
+    let mut next = args[1..].iter();
+    let mut bound = |b: Option<RangeBound>| -> KResult<Option<(RangeBound, &HostCol)>> {
+        b.map(|b| {
+            next.next()
+                .map(|c| (b, *c))
+                .ok_or_else(|| "a bound column is missing".to_string())
+        })
+        .transpose()
+    };
+    let (lo_b, hi_b) = (bound(lower)?, bound(upper)?);
+    let n = lo_b.or(hi_b).map_or(0, |(_, c)| c.len());
+    for (_, c) in lo_b.iter().chain(&hi_b) {
+        if c.len() != n {
+            return Err(format!("the bounds have {} and {} rows", n, c.len()));
+        }
+    }
+    let (v32, v64) = match args[0] {
+        HostCol::I32(v) => (Some(v.as_slice()), None),
+        HostCol::I64(v) => (None, Some(v.as_slice())),
+        other => return Err(format!("the values are {}, not i32 or i64", other.elem().name())),
+    };
+    let len = args[0].len();
+    let value = |j: usize| v32.map_or_else(|| i128::from(v64.map_or(0, |v| v[j])), |v| i128::from(v[j]));
+    let at = |c: &HostCol, i: usize| match c {
+        HostCol::I32(x) => i128::from(x[i]),
+        HostCol::I64(x) => i128::from(x[i]),
+        _ => 0,
+    };
+    for (_, c) in lo_b.iter().chain(&hi_b) {
+        if c.elem() != args[0].elem() {
+            return Err(format!(
+                "a bound is {}, the values {}",
+                c.elem().name(),
+                args[0].elem().name()
+            ));
+        }
+    }
+    // The number of values below `x` (or not above it, `with_equal`).
+    let below = |x: i128, with_equal: bool| {
+        let (mut a, mut b) = (0, len);
+        while a < b {
+            let mid = a + (b - a) / 2;
+            let v = value(mid);
+            if v < x || (with_equal && v == x) {
+                a = mid + 1;
+            } else {
+                b = mid;
+            }
+        }
+        a
+    };
+    let lo = par_map(n, "the ranges", |i| {
+        lo_b.map_or(0, |(b, c)| below(at(c, i) + i128::from(b.offset), b.open)) as u32
+    })?;
+    let hi = par_map(n, "the ranges", |i| {
+        let end = hi_b.map_or(len, |(b, c)| below(at(c, i) + i128::from(b.offset), !b.open)) as u32;
+        end.max(lo[i])
+    })?;
     Ok(vec![HostCol::U32(lo), HostCol::U32(hi)])
 }

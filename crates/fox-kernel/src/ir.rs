@@ -429,6 +429,28 @@ pub enum Kernel {
     /// the pair with the fewest values (`hi - lo`; the first of equals), from which a
     /// level of a multi-way join expands when its ranges index the same trie level.
     MinRange { ways: usize },
+    /// The range of a sorted column within per-row bounds (a band join's search). args:
+    /// `values` (sorted ascending, `I32` or `I64`), then the column of `lower` when it is
+    /// set and the column of `upper` when it is set (per row, `values`' element type); at
+    /// least one bound. A bound of row `i` is its column's value plus the bound's offset,
+    /// computed exactly (never overflowing). outs: `lo`, `hi` (U32, per row): the first
+    /// index whose value is `≥` the lower bound (`>` when open; 0 without a lower bound)
+    /// and the first whose value is `>` the upper bound (`≥` when open; the length without
+    /// an upper bound), `hi` raised to `lo` where the bounds cross, so every range
+    /// `lo .. hi` is well formed.
+    BoundRange {
+        lower: Option<RangeBound>,
+        upper: Option<RangeBound>,
+    },
+}
+
+/// One bound of a [`Kernel::BoundRange`]: a column plus a constant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RangeBound {
+    /// Added to the bound column's value.
+    pub offset: i64,
+    /// The bound excludes the value equal to it (`<`, `>`).
+    pub open: bool,
 }
 
 impl Kernel {
@@ -462,6 +484,7 @@ impl Kernel {
             Kernel::SortedSearch => "SortedSearch",
             Kernel::IntersectCount { .. } => "IntersectCount",
             Kernel::MinRange { .. } => "MinRange",
+            Kernel::BoundRange { .. } => "BoundRange",
         }
     }
 }

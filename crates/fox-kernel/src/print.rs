@@ -199,6 +199,7 @@ pub fn op_name(k: &Kernel) -> &'static str {
         Kernel::SortedSearch => "sorted_search",
         Kernel::IntersectCount { .. } => "intersect_count",
         Kernel::MinRange { .. } => "min_range",
+        Kernel::BoundRange { .. } => "bound_range",
     }
 }
 
@@ -326,6 +327,25 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
         Kernel::TrieBuild { arity } => format!("{op}[{}]", plural(*arity, "level")),
         Kernel::Window { row_bytes } => format!("{op}[{row_bytes} bytes/row]"),
         Kernel::IntersectCount { ways } | Kernel::MinRange { ways } => format!("{op}[{}]", plural(*ways, "way")),
+        Kernel::BoundRange { lower, upper } => {
+            // `bound_range[>= lo, < hi + 50]`: each bound's relation, column and offset.
+            let side = |b: &Option<RangeBound>, closed: &str, open: &str, col: &str| match b {
+                Some(b) => {
+                    let rel = if b.open { open } else { closed };
+                    match b.offset {
+                        0 => format!("{rel} {col}"),
+                        o if o < 0 => format!("{rel} {col} - {}", o.unsigned_abs()),
+                        o => format!("{rel} {col} + {o}"),
+                    }
+                }
+                None => "-".to_string(),
+            };
+            format!(
+                "{op}[{}, {}]",
+                side(lower, ">=", ">", "lo"),
+                side(upper, "<=", "<", "hi")
+            )
+        }
     }
 }
 

@@ -375,6 +375,20 @@ fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> 
             }
             Ok(vec![Elem::I64])
         }
+        Kernel::BoundRange { lower, upper } => {
+            let bounds = usize::from(lower.is_some()) + usize::from(upper.is_some());
+            if bounds == 0 {
+                return Err("a bounded range needs a lower or an upper bound".into());
+            }
+            count(1 + bounds)?;
+            if !matches!(args[0], Elem::I32 | Elem::I64) {
+                return Err(format!("the values are {}, not i32 or i64", args[0].name()));
+            }
+            for i in 1..=bounds {
+                expect(i, args[0], "bound")?;
+            }
+            Ok(vec![Elem::U32, Elem::U32])
+        }
         Kernel::MinRange { ways } => {
             if *ways == 0 {
                 return Err("the smallest of no ranges".into());
@@ -531,6 +545,7 @@ pub fn check_lengths(kernel: &Kernel, lens: &[usize]) -> Result<(), String> {
         // The runtime reads `prev` itself (no rows, or two).
         Kernel::Window { .. } => fixed(0, 1, "total"),
         Kernel::SortedSearch => equal(1..4, "lo, hi and the needles"),
+        Kernel::BoundRange { .. } => equal(1..n, "the bounds"),
         Kernel::IntersectCount { ways } => {
             // Every range has the rows of the first.
             let rows = lens.get(1).copied().unwrap_or(0);

@@ -2,7 +2,7 @@
 //! has a default that the translation always accepts (it means "no decision taken": the
 //! general algorithm, no fusion, one round, one partition).
 
-use fox_ra::{SortKey, TempId};
+use fox_ra::{Side, SortKey, TempId};
 use fox_sema::core::Type;
 
 /// What the physical passes decided about one operator (one temp of the RA plan).
@@ -186,6 +186,37 @@ pub enum Algorithm {
     },
     /// An aggregation.
     Aggregate(AggAlgorithm),
+    /// A join without equal keys whose only reader is a select bounding one column of
+    /// one side by expressions over the other side's columns: that side sorted on the
+    /// column, a search of each row's bounds in it, and an expansion of the rows between.
+    /// The join yields the pairs within the bounds (a superset of the select's rows: the
+    /// select still applies its whole predicate).
+    Band(Band),
+}
+
+/// The plan of a band join (see [`Algorithm::Band`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Band {
+    /// The side sorted on `col` and searched; each row of the other (probing) side finds
+    /// its range there, and the join's rows come in the probing side's order.
+    pub sorted: Side,
+    /// The bounded column, a column of the sorted side's input.
+    pub col: usize,
+    /// `col ≥ bound` (`>` when open).
+    pub lower: Option<BandBound>,
+    /// `col ≤ bound` (`<` when open).
+    pub upper: Option<BandBound>,
+}
+
+/// One bound of a band join: a column of the probing side's input (of the bounded
+/// column's type) plus a constant in that type's storage unit (days for dates, units of
+/// the scale for decimals).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BandBound {
+    pub col: usize,
+    pub offset: i64,
+    /// The bound excludes equality (`<`, `>`).
+    pub open: bool,
 }
 
 /// How an aggregation runs.

@@ -9,13 +9,16 @@
 //! no rounds, one partition). [`PASSES`] is the order; `--disable-pass NAME` leaves one out.
 
 pub mod ann;
+pub mod band;
 pub mod hll;
 pub mod levels;
 pub mod passes;
 pub mod print;
 pub mod stats;
 
-pub use ann::{AggAlgorithm, Algorithm, Estimate, Expand, Level, Node, Order, OrderAnn, Partitioning, Rounds};
+pub use ann::{
+    AggAlgorithm, Algorithm, Band, BandBound, Estimate, Expand, Level, Node, Order, OrderAnn, Partitioning, Rounds,
+};
 pub use hll::Hll;
 pub use passes::{pass_names, run, Options, Pass, PhysError, PASSES};
 pub use print::print_physical;

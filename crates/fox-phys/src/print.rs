@@ -3,10 +3,10 @@
 
 use std::fmt::Write;
 
-use fox_ra::{Op, Stmt};
+use fox_ra::{Op, Side, Stmt};
 use fox_sema::core::Column;
 
-use crate::ann::{AggAlgorithm, Algorithm, Expand, Node, Partitioning};
+use crate::ann::{AggAlgorithm, Algorithm, BandBound, Expand, Node, Partitioning};
 use crate::PhysPlan;
 
 /// Renders `plan`: the passes that ran, then every block with each statement and, under
@@ -29,6 +29,9 @@ pub fn print_physical(plan: &PhysPlan) -> String {
             if let Stmt::Let { dst, op, .. } = s {
                 let cols = ra.temps.get(dst.0 as usize).map_or(&[][..], |t| t.columns.as_slice());
                 let _ = writeln!(out, "      {}", annotations(op, plan.node(*dst), cols));
+                if let Some(band) = band_plan(ra, op, plan.node(*dst)) {
+                    let _ = writeln!(out, "      {band}");
+                }
                 if let Some(levels) = level_plan(op, plan.node(*dst)) {
                     let _ = writeln!(out, "      {levels}");
                 }
@@ -101,6 +104,7 @@ fn algorithm(op: &Op, n: &Node) -> String {
         (Algorithm::Aggregate(AggAlgorithm::SortReduce), _) | (Algorithm::Direct, Op::Aggregate { .. }) => {
             "sort-reduce".into()
         }
+        (Algorithm::Band(_), _) => "band join".into(),
         (Algorithm::Direct, Op::MultiJoin { .. }) => "leapfrog triejoin".into(),
         (Algorithm::Direct, Op::Join { .. }) => "sort-merge join".into(),
         (Algorithm::Direct, Op::SemiJoin { .. } | Op::AntiJoin { .. } | Op::Difference { .. }) => {
@@ -108,6 +112,41 @@ fn algorithm(op: &Op, n: &Node) -> String {
         }
         (Algorithm::Direct, op) => direct(op).into(),
     }
+}
+
+/// The plan of a band join: `band t1.t in [t0.t, t0.t + 50] probed by t0` — the
+/// bounded column of the sorted side and its bounds, columns of the probing side plus a
+/// constant (`[`/`(` closed or open, `-inf`/`+inf` where there is none).
+fn band_plan(ra: &fox_ra::RaPlan, op: &Op, n: &Node) -> Option<String> {
+    let (Algorithm::Band(b), Op::Join { left, right, .. }) = (&n.algorithm, op) else {
+        return None;
+    };
+    let (sorted, probe) = match b.sorted {
+        Side::Left => (*left, *right),
+        Side::Right => (*right, *left),
+    };
+    let name = |t: fox_ra::TempId, c: usize| {
+        let col = ra.temps.get(t.0 as usize).and_then(|s| s.columns.get(c));
+        format!("t{}.{}", t.0, col.map_or_else(|| format!("#{c}"), |c| c.name.clone()))
+    };
+    let bound = |bb: &Option<BandBound>, inf: &str| match bb {
+        Some(bb) => match bb.offset {
+            0 => name(probe, bb.col),
+            o if o < 0 => format!("{} - {}", name(probe, bb.col), o.unsigned_abs()),
+            o => format!("{} + {o}", name(probe, bb.col)),
+        },
+        None => inf.to_string(),
+    };
+    let open = |bb: &Option<BandBound>| bb.is_none_or(|bb| bb.open);
+    Some(format!(
+        "band {} in {}{}, {}{} probed by t{}",
+        name(sorted, b.col),
+        if open(&b.lower) { "(" } else { "[" },
+        bound(&b.lower, "-inf"),
+        bound(&b.upper, "+inf"),
+        if open(&b.upper) { ")" } else { "]" },
+        probe.0
+    ))
 }
 
 /// The level plan of a leapfrog triejoin, one level per variable: `x lead a0 twins a1`

@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::*;
-use fox_kernel::{AggSpec, Elem, Kernel};
+use fox_kernel::{AggSpec, Elem, Kernel, RangeBound};
 use fox_runtime::HostCol;
 use fox_sema::core::{AggFunc, Type};
 use std::collections::{BTreeMap, BTreeSet};
@@ -878,6 +878,105 @@ fn sorted_search_matches_reference() {
     )
     .unwrap_err();
     assert!(err.0.contains("SortedSearch") && err.0.contains("not within"), "{err}");
+}
+
+#[test]
+fn bound_range_matches_reference() {
+    let mut rng = Rng(16);
+    let kinds = [None, Some(false), Some(true)];
+    let offsets = [0i64, 1, -3, 1 << 33, i64::MAX, i64::MIN];
+    for (n, dist) in cases(false) {
+        let elem = [Elem::I32, Elem::I64][rng.below(2) as usize];
+        // Sorted values with their duplicates.
+        let mut vals: Vec<Cell> = gen_rows(&mut rng, &[elem], n, dist).into_iter().map(|r| r[0]).collect();
+        vals.sort();
+        let values = col_of(elem, &vals);
+        let m = (n / 3).clamp(1, 64);
+        for lower in kinds {
+            for upper in kinds {
+                if lower.is_none() && upper.is_none() {
+                    continue;
+                }
+                let mut bound = |open: Option<bool>| {
+                    open.map(|open| {
+                        let b = RangeBound {
+                            offset: offsets[rng.below(offsets.len() as u64) as usize],
+                            open,
+                        };
+                        let col: Vec<Cell> = (0..m).map(|_| value(elem, draw(&mut rng, dist))).collect();
+                        (b, col)
+                    })
+                };
+                let (lo_b, hi_b) = (bound(lower), bound(upper));
+                let mut args = vec![values.clone()];
+                for (_, c) in lo_b.iter().chain(&hi_b) {
+                    args.push(col_of(elem, c));
+                }
+                let kernel = Kernel::BoundRange {
+                    lower: lo_b.as_ref().map(|b| b.0),
+                    upper: hi_b.as_ref().map(|b| b.0),
+                };
+                let got = run_ok(&kernel, &refs(&args));
+                let int = |c: &Cell| match c {
+                    Cell::I(x) => *x,
+                    Cell::F(_) => unreachable!("integer columns"),
+                };
+                // The range of the values inside the bounds, by a linear scan.
+                let inside = |i: usize, v: i128| {
+                    lo_b.as_ref().is_none_or(|(b, c)| {
+                        let x = int(&c[i]) + i128::from(b.offset);
+                        if b.open {
+                            v > x
+                        } else {
+                            v >= x
+                        }
+                    }) && hi_b.as_ref().is_none_or(|(b, c)| {
+                        let x = int(&c[i]) + i128::from(b.offset);
+                        if b.open {
+                            v < x
+                        } else {
+                            v <= x
+                        }
+                    })
+                };
+                let mut lo = Vec::new();
+                let mut hi = Vec::new();
+                for i in 0..m {
+                    let hits: Vec<usize> = (0..vals.len()).filter(|&j| inside(i, int(&vals[j]))).collect();
+                    // Sorted values: the rows inside the bounds are contiguous.
+                    let (a, b) = match (hits.first(), hits.last()) {
+                        (Some(&a), Some(&b)) => (a, b + 1),
+                        _ => {
+                            let a = lo_b.as_ref().map_or(0, |(bd, c)| {
+                                let x = int(&c[i]) + i128::from(bd.offset);
+                                vals.iter()
+                                    .take_while(|v| if bd.open { int(v) <= x } else { int(v) < x })
+                                    .count()
+                            });
+                            (a, a)
+                        }
+                    };
+                    assert_eq!(hits.len(), b - a, "contiguous hits");
+                    lo.push(a as u32);
+                    hi.push(b as u32);
+                }
+                assert_eq!(
+                    got,
+                    vec![HostCol::U32(lo), HostCol::U32(hi)],
+                    "n={n} {dist:?} {elem:?} {kernel:?}"
+                );
+            }
+        }
+    }
+    let err = run(
+        &Kernel::BoundRange {
+            lower: None,
+            upper: Some(RangeBound { offset: 0, open: false }),
+        },
+        &[&HostCol::I32(vec![1, 2]), &HostCol::I64(vec![1])],
+    )
+    .unwrap_err();
+    assert!(err.0.contains("BoundRange"), "{err}");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! GPU vs CPU: TrieBuild on random sorted unique relations of arity 1 to 3, Expand with
 //! zero-length and long ranges (and windows of its outputs), SortedSearch hits and misses,
 //! IntersectCount over 1 to 4 ways with skewed range sizes and with one way shared by runs
-//! of rows (the shared-memory tables), their argument errors, and 10^7-row cases.
+//! of rows (the shared-memory tables), BoundRange with every kind of bound, their
+//! argument errors, and 10^7-row cases.
 
 use crate::compare;
 use fox_cuda::testing::{gpu, random_col, sort_rows, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
@@ -477,6 +478,53 @@ fn intersect_count_pairs_without_tables() {
     .expect("succeeds");
 }
 
+/// Every bound combination (none, closed, open on each side; offsets 0, small, and the
+/// extremes that would overflow without wide arithmetic) over random sorted i32 and i64
+/// values with duplicates, all-equal values, and empty and one-row sides.
+fn bound_range_bounds_and_offsets() {
+    let mut gpu = gpu("bound_range_bounds_and_offsets");
+    let mut rng = Rng::new(37);
+    let ctx = Strings::default();
+    let kinds = [None, Some(false), Some(true)];
+    let offsets = [0i64, 50, -7, i64::MAX, i64::MIN];
+    for e in [Elem::I32, Elem::I64] {
+        for &dist in &Dist::ALL {
+            for &n in SIZES.iter().chain(&[100_003]) {
+                let nv = [0, 1, 1 + rng.below(5000) as usize][rng.below(3) as usize];
+                let values = sort_rows(&[random_col(&mut rng, e, nv, dist)], false).remove(0);
+                for lower in kinds {
+                    for upper in kinds {
+                        if lower.is_none() && upper.is_none() {
+                            continue;
+                        }
+                        let mut bound = |open: Option<bool>| {
+                            open.map(|open| fox_kernel::RangeBound {
+                                offset: offsets[rng.below(offsets.len() as u64) as usize],
+                                open,
+                            })
+                        };
+                        let (lo, hi) = (bound(lower), bound(upper));
+                        let mut args = vec![values.clone()];
+                        for _ in [lo, hi].iter().flatten() {
+                            args.push(random_col(&mut rng, e, n, dist));
+                        }
+                        let kernel = Kernel::BoundRange { lower: lo, upper: hi };
+                        let case = format!("values {nv} x {e:?}, dist {dist:?}, {n} rows, {kernel:?}");
+                        compare(&mut gpu, &kernel, &args, &ctx, &case).expect("BoundRange succeeds");
+                    }
+                }
+            }
+        }
+    }
+    let values = sort_rows(&[random_col(&mut rng, Elem::I64, LARGE, Dist::Range(1 << 20))], false).remove(0);
+    let bounds = random_col(&mut rng, Elem::I64, LARGE, Dist::Range(1 << 20));
+    let kernel = Kernel::BoundRange {
+        lower: Some(fox_kernel::RangeBound { offset: 0, open: false }),
+        upper: Some(fox_kernel::RangeBound { offset: 3, open: true }),
+    };
+    compare(&mut gpu, &kernel, &[values, bounds.clone(), bounds], &ctx, "large").expect("succeeds");
+}
+
 tests![
     Gpu trie_build_arity_one_to_three,
     Gpu expand_zero_and_long_ranges,
@@ -488,4 +536,5 @@ tests![
     Gpu min_range_picks_the_smallest,
     Gpu intersect_count_shared_ranges,
     Gpu intersect_count_pairs_without_tables,
+    Gpu bound_range_bounds_and_offsets,
 ];

@@ -57,9 +57,22 @@ impl Lower<'_> {
         let mut args = keys;
         args.extend(&scan);
         let idx = self.launch(Kernel::JoinWrite { nkeys }, args, &[("lidx", None), ("ridx", None)])?;
-        // One gather per side, of the columns the output takes from it.
+        self.join_rows(&l, idx[0], &r, idx[1], output, columns)
+    }
+
+    /// The output of a join from its pairs: `lidx` rows of `l` with `ridx` rows of `r`,
+    /// one gather per side of the columns the output takes from it.
+    pub(super) fn join_rows(
+        &mut self,
+        l: &Val,
+        lidx: BufId,
+        r: &Val,
+        ridx: BufId,
+        output: &[JoinCol],
+        columns: Vec<Column>,
+    ) -> R<Val> {
         let mut picked: HashMap<(bool, usize), BufId> = HashMap::new();
-        for (side, v, ix) in [(Side::Left, &l, idx[0]), (Side::Right, &r, idx[1])] {
+        for (side, v, ix) in [(Side::Left, l, lidx), (Side::Right, r, ridx)] {
             let mut want: Vec<usize> = Vec::new();
             for jc in output {
                 if jc.side == side && !want.contains(&jc.col) {
@@ -87,7 +100,7 @@ impl Lower<'_> {
             .map(|jc| picked[&(jc.side == Side::Left, jc.col)])
             .collect();
         if cols.is_empty() {
-            cols.push(self.ones(idx[0])?);
+            cols.push(self.ones(lidx)?);
         }
         Ok(Val::unordered(cols, columns))
     }

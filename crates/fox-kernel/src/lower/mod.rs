@@ -20,6 +20,7 @@ use crate::ir::*;
 use crate::sig::kernel_outputs;
 
 mod aggregate;
+mod band;
 mod expr;
 mod joins;
 mod multijoin;
@@ -750,7 +751,10 @@ impl<'a> Lower<'a> {
                 left_keys,
                 right_keys,
                 output,
-            } => self.join(*left, *right, left_keys, right_keys, output, columns),
+            } => match self.dst.map(|d| &self.phys.node(d).algorithm) {
+                Some(Algorithm::Band(band)) => self.band_join(*left, *right, band, output, columns),
+                _ => self.join(*left, *right, left_keys, right_keys, output, columns),
+            },
             Op::SemiJoin {
                 left,
                 right,

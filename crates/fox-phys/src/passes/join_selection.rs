@@ -1,5 +1,8 @@
-//! `join-selection`: the algorithm of every join. Binary joins, semi-joins, anti-joins and
-//! differences merge their sides sorted on the keys; multi-way joins (the cyclic bodies
+//! `join-selection`: the algorithm of every join. A join without keys whose only reader is
+//! a select bounding a column of one side by a column of the other (plus a constant) is a
+//! band join ([`crate::band`]) unless the estimated sizes make the cross product cheaper
+//! (a side of a row or two); other binary joins, semi-joins, anti-joins and differences
+//! merge their sides sorted on the keys; multi-way joins (the cyclic bodies
 //! the planner routes to one operator) run as a leapfrog triejoin with its two level
 //! refinements: expansion from the smallest range where a level's members index one trie
 //! level with different ranges, and members holding the lead's range following it
@@ -7,10 +10,13 @@
 //! ([`crate::levels`]): where each level expands from, which members are twins, which
 //! search and which share a search. Disabled, multi-way joins use neither refinement.
 
-use fox_ra::Op;
+use std::collections::HashMap;
+
+use fox_ra::{Block, Expr, Op, Stmt, TempId};
 
 use super::{lets, Pass, PhysError};
 use crate::ann::Algorithm;
+use crate::band::plan_band;
 use crate::levels::{plan_levels, Refinements};
 use crate::stats::Statistics;
 use crate::PhysPlan;
@@ -23,14 +29,28 @@ impl Pass for JoinSelection {
     }
 
     fn decides(&self) -> &'static str {
-        "the algorithm of each join: sort-merge for binary joins, leapfrog triejoin for multi-way joins with the plan of its levels (smallest-range expansion, twin members, shared searches)"
+        "the algorithm of each join: band joins for bounded joins without keys, sort-merge for other binary joins, leapfrog triejoin for multi-way joins with the plan of its levels (smallest-range expansion, twin members, shared searches)"
     }
 
     fn run(&self, plan: &mut PhysPlan, _stats: &Statistics) -> Result<(), PhysError> {
         let mut set = Vec::new();
         for b in &plan.ra.blocks {
+            let selects = sole_select_readers(b);
             for (t, op) in lets(b) {
                 let alg = match op {
+                    Op::Join {
+                        left,
+                        right,
+                        left_keys,
+                        output,
+                        ..
+                    } if left_keys.is_empty() => {
+                        let rows = |x: &TempId| plan.node(*x).est.as_ref().map_or(1e6, |e| e.rows.max(1.0));
+                        match selects.get(&t).and_then(|pred| plan_band(output, pred)) {
+                            Some(band) if band_pays(&band, rows(left), rows(right)) => Algorithm::Band(band),
+                            _ => Algorithm::SortMerge,
+                        }
+                    }
                     Op::Join { .. } | Op::SemiJoin { .. } | Op::AntiJoin { .. } | Op::Difference { .. } => {
                         Algorithm::SortMerge
                     }
@@ -58,4 +78,40 @@ impl Pass for JoinSelection {
         }
         Ok(())
     }
+}
+
+/// The temps of a block read exactly once, by a select, with that select's predicate.
+fn sole_select_readers(b: &Block) -> HashMap<TempId, &Expr> {
+    let mut uses: HashMap<TempId, usize> = HashMap::new();
+    let mut pred: HashMap<TempId, &Expr> = HashMap::new();
+    for s in &b.stmts {
+        match s {
+            Stmt::Let { op, .. } => {
+                for t in op.inputs() {
+                    *uses.entry(t).or_default() += 1;
+                }
+                if let Op::Select { input, pred: p } = op {
+                    pred.insert(*input, p);
+                }
+            }
+            Stmt::Store { src, .. } | Stmt::Output { src, .. } | Stmt::CheckFunctional { src, .. } => {
+                *uses.entry(*src).or_default() += 1;
+            }
+            _ => {}
+        }
+    }
+    pred.retain(|t, _| uses.get(t) == Some(&1));
+    pred
+}
+
+/// Whether a band join costs less than the cross product and filter: sorting the
+/// searched side and one search per probing row, against writing every pair (a side of a
+/// row or two, such as a total to compare with, is cheaper to pair with everything).
+fn band_pays(band: &crate::Band, left: f64, right: f64) -> bool {
+    let (sorted, probe) = match band.sorted {
+        fox_ra::Side::Left => (left, right),
+        fox_ra::Side::Right => (right, left),
+    };
+    let log = (sorted + 2.0).log2();
+    sorted * probe > 2.0 * (sorted + probe) * log
 }

@@ -273,9 +273,15 @@ fn block(plan: &PhysPlan, b: &Block, out: &mut Vec<(TempId, OrderAnn, bool)>) {
                 (Some(l), Some(r)) => {
                     let (l, r, perm) = sort_sides(l, left_keys, r, right_keys);
                     key_perm = perm;
+                    // The rows come in the order of the side whose rows drive the join: the
+                    // left, or a band join's probing side.
+                    let (lead, lead_side) = match &plan.node(*dst).algorithm {
+                        Algorithm::Band(b) if b.sorted == Side::Left => (&r, Side::Right),
+                        _ => (&l, Side::Left),
+                    };
                     let mut sorted = Vec::new();
-                    for k in l.code_sorted() {
-                        match output.iter().position(|o| o.side == Side::Left && o.col == k.col) {
+                    for k in lead.code_sorted() {
+                        match output.iter().position(|o| o.side == lead_side && o.col == k.col) {
                             Some(p) => sorted.push(SortKey { col: p, desc: k.desc }),
                             None => break,
                         }

@@ -87,6 +87,7 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                         Op::Join { .. } | Op::SemiJoin { .. } | Op::AntiJoin { .. } | Op::Difference { .. },
                     )
                     | (Algorithm::Lftj { .. }, Op::MultiJoin { .. })
+                    | (Algorithm::Band(_), Op::Join { .. })
                     | (Algorithm::Aggregate(_), Op::Aggregate { .. })
             );
             if !ok {
@@ -94,6 +95,36 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                     "t{} has the algorithm {:?}, which its operator does not have",
                     t.0, n.algorithm
                 ));
+            }
+            if let (
+                Algorithm::Band(band),
+                Op::Join {
+                    left_keys, left, right, ..
+                },
+            ) = (&n.algorithm, op)
+            {
+                let sole_select = match readers.get(&t).map(Vec::as_slice) {
+                    Some([r]) => matches!(ops.get(r), Some(Op::Select { input, .. }) if *input == t),
+                    _ => false,
+                };
+                if !left_keys.is_empty() || !sole_select {
+                    return Err(format!(
+                        "t{} is a band join but has keys or is not read by one select only",
+                        t.0
+                    ));
+                }
+                let arity = |x: &TempId| ra.temps.get(x.0 as usize).map_or(0, |s| s.columns.len());
+                let (sorted, probe) = match band.sorted {
+                    fox_ra::Side::Left => (arity(left), arity(right)),
+                    fox_ra::Side::Right => (arity(right), arity(left)),
+                };
+                let bounds = [band.lower, band.upper];
+                if band.col >= sorted
+                    || bounds.iter().all(Option::is_none)
+                    || bounds.iter().flatten().any(|b| b.col >= probe)
+                {
+                    return Err(format!("t{} has a band plan its inputs contradict", t.0));
+                }
             }
             if let Some(agg) = n.deferred_into {
                 if !matches!(op, Op::Select { .. }) {

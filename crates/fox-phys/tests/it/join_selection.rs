@@ -289,3 +289,84 @@ mod plan_levels {
         assert!(outside.is_err());
     }
 }
+
+const EVENTS: &str = "a(x, t) -> int(x), int(t).\nb(y, t) -> int(y), int(t).\n.input a.\n.input b.\n";
+
+/// The band plan of the only join of `rule` over `EVENTS`, if it is one.
+fn band_of(rule: &str) -> Option<fox_phys::Band> {
+    let got = algorithms(&format!("{EVENTS}{rule}\n.output r.\n"), "join-selection");
+    let joins: Vec<_> = got.into_iter().filter(|(k, _)| k == "join").collect();
+    assert_eq!(joins.len(), 1, "{joins:?}");
+    match &joins[0].1 {
+        Algorithm::Band(b) => Some(b.clone()),
+        Algorithm::SortMerge => None,
+        other => panic!("unexpected algorithm {other:?}"),
+    }
+}
+
+fn bound(col: usize, offset: i64, open: bool) -> Option<fox_phys::BandBound> {
+    Some(fox_phys::BandBound { col, offset, open })
+}
+
+#[test]
+fn a_window_between_two_columns_is_a_band_join() {
+    let b = band_of("r(x, y) <- a(x, t1), b(y, t2), t2 >= t1, t2 <= t1 + 50.").expect("a band join");
+    assert_eq!(b.sorted, fox_ra::Side::Right);
+    assert_eq!(b.col, 1);
+    assert_eq!((b.lower, b.upper), (bound(1, 0, false), bound(1, 50, false)));
+    // Written the other way round, with open bounds and a subtraction.
+    let b = band_of("r(x, y) <- a(x, t1), b(y, t2), t1 - 3 < t2, t1 > t2.").expect("a band join");
+    assert_eq!((b.col, b.lower, b.upper), (1, bound(1, -3, true), bound(1, 0, true)));
+}
+
+#[test]
+fn one_inequality_is_a_half_open_band() {
+    let b = band_of("r(x, y) <- a(x, t1), b(y, t2), t1 < t2.").expect("a band join");
+    assert_eq!(b.sorted, fox_ra::Side::Right);
+    assert_eq!((b.lower, b.upper), (bound(1, 0, true), None));
+}
+
+#[test]
+fn a_column_bounded_on_both_sides_is_preferred() {
+    // The left's t1 is bounded twice, the right's t2 once.
+    let b = band_of("r(x, y) <- a(x, t1), b(y, t2), t1 >= t2, t1 <= t2 + 5.").expect("a band join");
+    assert_eq!(b.sorted, fox_ra::Side::Left);
+    assert_eq!((b.col, b.lower, b.upper), (1, bound(1, 0, false), bound(1, 5, false)));
+}
+
+#[test]
+fn predicates_that_bound_no_column_stay_a_cross_product() {
+    for rule in [
+        "r(x, y) <- a(x, t1), b(y, t2), t1 * t2 > 5.",
+        "r(x, y) <- a(x, t1), b(y, t2), t1 != t2.",
+        "r(x, y) <- a(x, t1), b(y, t2), t2 <= t1 * 2.",
+        "r(x, y) <- a(x, _), b(y, _).",
+    ] {
+        assert_eq!(band_of(rule), None, "{rule}");
+    }
+}
+
+#[test]
+fn floats_and_strings_are_not_searched() {
+    let src = "a(x, t) -> int(x), float(t).\nb(y, t) -> int(y), float(t).\n.input a.\n.input b.\n\
+               r(x, y) <- a(x, t1), b(y, t2), t2 >= t1, t2 <= t1 + 1.0.\n.output r.\n";
+    let got = algorithms(src, "join-selection");
+    assert!(got.iter().all(|(_, a)| !matches!(a, Algorithm::Band(_))), "{got:?}");
+    let src = "a(x, t) -> int(x), string(t).\nb(y, t) -> int(y), string(t).\n.input a.\n.input b.\n\
+               r(x, y) <- a(x, t1), b(y, t2), t2 > t1.\n.output r.\n";
+    let got = algorithms(src, "join-selection");
+    assert!(got.iter().all(|(_, a)| !matches!(a, Algorithm::Band(_))), "{got:?}");
+}
+
+#[test]
+fn a_one_row_side_pairs_with_everything_instead() {
+    // The mean is one row: comparing it with every row costs less than a sort.
+    let src =
+        format!("{EVENTS}m[] = v <- agg<<v = max(t)>> a(_, t).\nr(x) <- b(x, t), m[] = v, t >= v - 5.\n.output r.\n");
+    let got = algorithms(&src, "join-selection");
+    assert!(
+        got.iter().any(|(k, a)| k == "join" && *a == Algorithm::SortMerge),
+        "{got:?}"
+    );
+    assert!(got.iter().all(|(_, a)| !matches!(a, Algorithm::Band(_))), "{got:?}");
+}

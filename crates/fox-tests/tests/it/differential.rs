@@ -189,6 +189,24 @@ const TYPED: &[(&str, &str)] = &[
         .output nodes. .output tagged."#,
     ),
     (
+        "band joins",
+        r#"a(x, t, d, p) -> int32(x), int64(t), date(d), decimal(p).
+        b(y, t, d, p) -> int32(y), int64(t), date(d), decimal(p).
+        .input a. .input b.
+        win(x, y) <- a(x, t1, _, _), b(y, t2, _, _), t2 >= t1, t2 <= t1 + 2.
+        open(x, y, d) <- a(x, t1, d, _), b(y, t2, _, _), t2 > t1 - 1, t2 < t1 + 3.
+        less(x, y, p) <- a(x, t1, _, p), b(y, t2, _, _), t1 < t2.
+        flipped(x, y, d) <- a(x, t1, _, _), b(y, t2, d, _), t1 >= t2, t1 <= t2 + 1, x != y.
+        ids(x, y) <- a(x, _, _, _), b(y, _, _, _), y >= x, y <= x + 1.
+        days(x, y) <- a(x, _, d1, _), b(y, _, d2, _), d2 >= d1 - 30, d2 < d1 + 30.
+        price(x, y) <- a(x, _, _, p1), b(y, _, _, p2), p2 >= p1, p2 <= p1 + 100.00.
+        wide(x, y, p) <- a(x, t1, _, _), b(y, t2, _, p), t2 <= t1 + 1000000.
+        self(x, y) <- a(x, t1, _, _), a(y, t2, _, _), t1 < t2, t2 <= t1 + 1.
+        n[] = c <- agg<<c = count()>> a(_, t1, _, _), b(_, t2, _, _), t2 >= t1, t2 <= t1 + 3.
+        .output win. .output open. .output less. .output flipped. .output ids. .output days.
+        .output price. .output wide. .output self. .output n."#,
+    ),
+    (
         "recursion",
         r#"e(a, b) -> int32(a), int32(b).
         .input e.
