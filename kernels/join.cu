@@ -1,5 +1,5 @@
 // Sort-merge joins: per-left-row matching ranges (JoinCount, MatchFlags, JoinWrite's
-// first pass) and merge union positions.
+// first pass), merge union positions, and the ranges of band joins (BoundRange).
 //
 // Multi-column keys are described by a descriptor in device memory, copied into shared
 // memory at the start of each kernel: `desc[0..k]` are element type codes (T_U8 …
@@ -130,4 +130,52 @@ extern "C" __global__ void scatter_u128(const uint4* src, const unsigned* pos, u
 // out[i] = v for i < n (counts of a cross product).
 extern "C" __global__ void fill_u64(u64* out, u64 n, u64 v) {
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) out[i] = v;
+}
+
+// BoundRange. Group 0 of the descriptor is the searched side's keys (nv rows, sorted on
+// its keys and then `values`), group 1 the probing rows' keys (n rows); k may be 0. wide:
+// the values and bounds are i64 (else i32). lower / upper: 0 no bound, 1 closed, 2 open.
+// The bound of row i is its column's value plus the offset, in i128 (it never
+// overflows). lo[i] = the number of searched rows before row i's keys or, of equal keys,
+// with a value below the lower bound (closed) or not above it (open); hi[i] = the number
+// before its keys or, of equal keys, with a value not above the upper bound (closed) or
+// below it (open), every row of equal keys without an upper bound; hi is raised to lo.
+__device__ __forceinline__ i128 band_value(const void* p, int wide, u64 i) {
+    return wide ? (i128)((const long long*)p)[i] : (i128)((const int*)p)[i];
+}
+
+__device__ __forceinline__ u64 band_before(const u64* sd, int k, const void* values, u64 nv, int wide, u64 i,
+                                           bool has, i128 x, bool with_equal, bool keys_equal_before) {
+    u64 a = 0, b = nv;
+    while (a < b) {
+        u64 mid = a + (b - a) / 2;
+        int o = cmp_rows(sd, k, 0, mid, 1, i);
+        bool before;
+        if (o != 0) {
+            before = o < 0;
+        } else if (has) {
+            i128 v = band_value(values, wide, mid);
+            before = v < x || (with_equal && v == x);
+        } else {
+            before = keys_equal_before;
+        }
+        if (before) a = mid + 1;
+        else b = mid;
+    }
+    return a;
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    bound_range(const u64* desc, int k, const void* values, u64 nv, int wide, const void* lo_b, int lower,
+                long long lo_off, const void* hi_b, int upper, long long hi_off, u64 n, unsigned* lo, unsigned* hi) {
+    extern __shared__ u64 sd[];
+    load_desc(sd, desc, 3 * k);
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        u64 a = band_before(sd, k, values, nv, wide, i, lower != 0,
+                            lower != 0 ? band_value(lo_b, wide, i) + lo_off : 0, lower == 2, false);
+        u64 b = band_before(sd, k, values, nv, wide, i, upper != 0,
+                            upper != 0 ? band_value(hi_b, wide, i) + hi_off : 0, upper == 1, true);
+        lo[i] = (unsigned)a;
+        hi[i] = (unsigned)(b < a ? a : b);
+    }
 }

@@ -189,38 +189,6 @@ extern "C" __global__ void sorted_search(const void* values, u64 nv, int t, cons
     }
 }
 
-// BoundRange. wide: the values and bounds are i64 (else i32). lower / upper: 0 no bound,
-// 1 closed, 2 open. The bound of row i is its column's value plus the offset, in i128 (it
-// never overflows). lo[i] = the number of values below the lower bound (closed) or not
-// above it (open), 0 without one; hi[i] = the number of values not above the upper bound
-// (closed) or below it (open), nv without one, raised to lo[i]. The values are sorted
-// ascending.
-__device__ __forceinline__ i128 bound_value(const void* p, int wide, u64 i) {
-    return wide ? (i128)((const long long*)p)[i] : (i128)((const int*)p)[i];
-}
-
-__device__ __forceinline__ u64 count_below(const void* values, u64 nv, int wide, i128 x, bool with_equal) {
-    u64 a = 0, b = nv;
-    while (a < b) {
-        u64 mid = a + (b - a) / 2;
-        i128 v = bound_value(values, wide, mid);
-        if (v < x || (with_equal && v == x)) a = mid + 1;
-        else b = mid;
-    }
-    return a;
-}
-
-extern "C" __global__ void bound_range(const void* values, u64 nv, int wide, const void* lo_b, int lower,
-                                       long long lo_off, const void* hi_b, int upper, long long hi_off, u64 n,
-                                       unsigned* lo, unsigned* hi) {
-    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-        u64 a = lower == 0 ? 0 : count_below(values, nv, wide, bound_value(lo_b, wide, i) + lo_off, lower == 2);
-        u64 b = upper == 0 ? nv : count_below(values, nv, wide, bound_value(hi_b, wide, i) + hi_off, upper == 1);
-        lo[i] = (unsigned)a;
-        hi[i] = (unsigned)(b < a ? a : b);
-    }
-}
-
 // IntersectCount. desc holds, for `ways` ways, the pointers of their values, lo and hi
 // columns and the lengths of their values: desc[w], desc[ways + w], desc[2 ways + w],
 // desc[3 ways + w]. At most IC_MAX_WAYS ways.

@@ -185,7 +185,7 @@ pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Re
         Kernel::SortedSearch => trie::sorted_search(args),
         Kernel::IntersectCount { ways } => trie::intersect_count(args, *ways, stop).map(|c| vec![c]),
         Kernel::MinRange { ways } => trie::min_range(args, *ways),
-        Kernel::BoundRange { lower, upper } => trie::bound_range(args, *lower, *upper),
+        Kernel::BoundRange { nkeys, lower, upper } => trie::bound_range(args, *nkeys, *lower, *upper),
     };
     res.map_err(|msg| BackendError(format!("kernel {}: {msg}", kernel.name())))
 }

@@ -378,16 +378,22 @@ pub(crate) fn min_range(args: &[&HostCol], ways: usize) -> KResult<Vec<HostCol>>
     Ok(vec![HostCol::U32(lo), HostCol::U32(hi)])
 }
 
-/// `BoundRange`: per row, the range of the sorted `values` within the row's bounds
-/// (`hi` raised to `lo` where the bounds cross); values and bounds compared in i128, so a
-/// bound's offset never overflows.
+/// `BoundRange`: per probing row, the range of the searched rows (sorted on keys, then
+/// values) with the row's keys and within its bounds (`hi` raised to `lo` where the
+/// bounds cross); values and bounds compared in i128, so a bound's offset never
+/// overflows.
 pub(crate) fn bound_range(
     args: &[&HostCol],
+    nkeys: usize,
     lower: Option<RangeBound>,
     upper: Option<RangeBound>,
 ) -> KResult<Vec<HostCol>> {
-    crate::util::check_u32_rows(args[0].len(), "the values")?;
-    let mut next = args[1..].iter();
+    let (skeys, rest) = args.split_at(nkeys);
+    let values = rest[0];
+    let (pkeys, bounds) = rest[1..].split_at(nkeys);
+    let len = values.len();
+    crate::util::check_u32_rows(len, "the values")?;
+    let mut next = bounds.iter();
     let mut bound = |b: Option<RangeBound>| -> KResult<Option<(RangeBound, &HostCol)>> {
         b.map(|b| {
             next.next()
@@ -398,39 +404,42 @@ pub(crate) fn bound_range(
     };
     let (lo_b, hi_b) = (bound(lower)?, bound(upper)?);
     let n = lo_b.or(hi_b).map_or(0, |(_, c)| c.len());
-    for (_, c) in lo_b.iter().chain(&hi_b) {
-        if c.len() != n {
-            return Err(format!("the bounds have {} and {} rows", n, c.len()));
-        }
-    }
-    let (v32, v64) = match args[0] {
-        HostCol::I32(v) => (Some(v.as_slice()), None),
-        HostCol::I64(v) => (None, Some(v.as_slice())),
-        other => return Err(format!("the values are {}, not i32 or i64", other.elem().name())),
-    };
-    let len = args[0].len();
-    let value = |j: usize| v32.map_or_else(|| i128::from(v64.map_or(0, |v| v[j])), |v| i128::from(v[j]));
-    let at = |c: &HostCol, i: usize| match c {
+    let wide = |c: &HostCol, i: usize| match c {
         HostCol::I32(x) => i128::from(x[i]),
         HostCol::I64(x) => i128::from(x[i]),
         _ => 0,
     };
     for (_, c) in lo_b.iter().chain(&hi_b) {
-        if c.elem() != args[0].elem() {
+        if c.elem() != values.elem() {
             return Err(format!(
                 "a bound is {}, the values {}",
                 c.elem().name(),
-                args[0].elem().name()
+                values.elem().name()
             ));
         }
     }
-    // The number of values below `x` (or not above it, `with_equal`).
-    let below = |x: i128, with_equal: bool| {
+    if !matches!(values, HostCol::I32(_) | HostCol::I64(_)) {
+        return Err(format!("the values are {}, not i32 or i64", values.elem().name()));
+    }
+    // The number of searched rows before probing row `i`'s keys and, with a bound `x`,
+    // before the value `x` (`with_equal`: also the rows equal to it); without a bound,
+    // the rows of equal keys count as before when `keys_equal_before`.
+    let before = |i: usize, x: Option<(i128, bool)>, keys_equal_before: bool| {
         let (mut a, mut b) = (0, len);
         while a < b {
             let mid = a + (b - a) / 2;
-            let v = value(mid);
-            if v < x || (with_equal && v == x) {
+            let is_before = match crate::util::cmp_rows(skeys, mid, pkeys, i) {
+                Ordering::Less => true,
+                Ordering::Greater => false,
+                Ordering::Equal => match x {
+                    Some((x, with_equal)) => {
+                        let v = wide(values, mid);
+                        v < x || (with_equal && v == x)
+                    }
+                    None => keys_equal_before,
+                },
+            };
+            if is_before {
                 a = mid + 1;
             } else {
                 b = mid;
@@ -438,12 +447,12 @@ pub(crate) fn bound_range(
         }
         a
     };
+    let at = |(b, c): (RangeBound, &HostCol), i: usize| wide(c, i) + i128::from(b.offset);
     let lo = par_map(n, "the ranges", |i| {
-        lo_b.map_or(0, |(b, c)| below(at(c, i) + i128::from(b.offset), b.open)) as u32
+        before(i, lo_b.map(|lb| (at(lb, i), lb.0.open)), false) as u32
     })?;
     let hi = par_map(n, "the ranges", |i| {
-        let end = hi_b.map_or(len, |(b, c)| below(at(c, i) + i128::from(b.offset), !b.open)) as u32;
-        end.max(lo[i])
+        (before(i, hi_b.map(|hb| (at(hb, i), !hb.0.open)), true) as u32).max(lo[i])
     })?;
     Ok(vec![HostCol::U32(lo), HostCol::U32(hi)])
 }

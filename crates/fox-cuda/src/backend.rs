@@ -242,6 +242,6 @@ fn dispatch(
         Kernel::SortedSearch => k_trie::sorted_search(gpu, args),
         Kernel::IntersectCount { ways } => k_trie::intersect_count(gpu, *ways, args),
         Kernel::MinRange { ways } => k_trie::min_range(gpu, *ways, args),
-        Kernel::BoundRange { lower, upper } => k_trie::bound_range(gpu, *lower, *upper, args),
+        Kernel::BoundRange { nkeys, lower, upper } => k_join::bound_range(gpu, *nkeys, *lower, *upper, args),
     }
 }

@@ -17,7 +17,7 @@
 use crate::device::{Gpu, KArg};
 use crate::k_scan;
 use crate::prelude::{type_code, TYPE_I128_LO};
-use fox_kernel::Elem;
+use fox_kernel::{Elem, RangeBound};
 use fox_runtime::{BackendError, DevBuf};
 
 pub(crate) use crate::prelude::BLOCK;
@@ -449,6 +449,61 @@ pub(crate) fn merge_union(gpu: &mut Gpu, width: usize, args: &[&DevBuf]) -> Resu
             outs.push(out);
         }
         Ok(outs)
+    })();
+    s.finish(gpu, res)
+}
+
+/// `BoundRange { nkeys, lower, upper }`: per probing row, the range of the searched rows
+/// with its keys within its bounds (kernels/join.cu `bound_range`).
+pub(crate) fn bound_range(
+    gpu: &mut Gpu,
+    nkeys: usize,
+    lower: Option<RangeBound>,
+    upper: Option<RangeBound>,
+    args: &[&DevBuf],
+) -> Result<Vec<DevBuf>, BackendError> {
+    let (skeys, rest) = args.split_at(nkeys);
+    let values = rest[0];
+    let (pkeys, bounds) = rest[1..].split_at(nkeys);
+    if values.len > u32::MAX as usize {
+        return Err(err(format!(
+            "the values have {} rows, more than u32 row indices can address",
+            values.len
+        )));
+    }
+    // Per bound: 0 none, 1 closed, 2 open.
+    let code = |b: Option<RangeBound>| b.map_or(0, |b| if b.open { 2 } else { 1 });
+    let offset = |b: Option<RangeBound>| b.map_or(0, |b| b.offset);
+    let lo_b = lower.map(|_| bounds[0]);
+    let hi_b = upper.map(|_| bounds[usize::from(lower.is_some())]);
+    let n = lo_b.or(hi_b).map_or(0, |b| b.len);
+    let mut s = Scratch::new();
+    let res = (|| {
+        let lo = s.alloc(gpu, Elem::U32, n)?;
+        let hi = s.alloc(gpu, Elem::U32, n)?;
+        if n > 0 {
+            let desc = key_desc(gpu, &mut s, "join", &[skeys, pkeys])?;
+            let ptr = |gpu: &Gpu, b: Option<&DevBuf>| b.map_or(Ok(0), |b| gpu.ptr(b));
+            let args = [
+                KArg::Ptr(gpu.ptr(&desc.buf)?),
+                KArg::I32(desc.k),
+                KArg::Ptr(gpu.ptr(values)?),
+                KArg::U64(values.len as u64),
+                KArg::I32(i32::from(values.elem == Elem::I64)),
+                KArg::Ptr(ptr(gpu, lo_b)?),
+                KArg::I32(code(lower)),
+                KArg::I64(offset(lower)),
+                KArg::Ptr(ptr(gpu, hi_b)?),
+                KArg::I32(code(upper)),
+                KArg::I64(offset(upper)),
+                KArg::U64(n as u64),
+                KArg::Ptr(gpu.ptr(&lo)?),
+                KArg::Ptr(gpu.ptr(&hi)?),
+            ];
+            let grid = stride_grid(gpu, n);
+            gpu.launch("join", "bound_range", grid, BLOCK, desc.smem, &args)?;
+        }
+        Ok(vec![lo, hi])
     })();
     s.finish(gpu, res)
 }

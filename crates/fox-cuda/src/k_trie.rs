@@ -1,5 +1,5 @@
 //! Leapfrog-triejoin levels on kernels/trie.cu: `TrieBuild`, `Expand` (load-balanced
-//! expansion), `SortedSearch` and `BoundRange`.
+//! expansion) and `SortedSearch`.
 //!
 //! `TrieBuild` marks, level by level, the rows that start a new prefix (a row starts a
 //! prefix of length d+1 when it starts one of length d or differs from the previous row in
@@ -11,7 +11,7 @@ use crate::device::{Gpu, KArg};
 use crate::k_join::{blocks, desc_buffer, err, expand_pairs, stride_grid, tile_owners, Scratch, BLOCK, EXPAND_TILE};
 use crate::prelude::type_code;
 use crate::{k_move, k_scan, k_sort};
-use fox_kernel::{Elem, RangeBound};
+use fox_kernel::Elem;
 use fox_runtime::{BackendError, DevBuf, HostCol};
 
 /// `0, 1, …, n-1` as u32 (n must fit u32 indices).
@@ -162,54 +162,6 @@ pub(crate) fn sorted_search(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBu
             gpu.check_err("SortedSearch (a range lo .. hi is not within the values)")?;
         }
         Ok(vec![found, pos])
-    })();
-    s.finish(gpu, res)
-}
-
-/// `BoundRange`: per row, the range of the sorted `values` within the row's bounds.
-pub(crate) fn bound_range(
-    gpu: &mut Gpu,
-    lower: Option<RangeBound>,
-    upper: Option<RangeBound>,
-    args: &[&DevBuf],
-) -> Result<Vec<DevBuf>, BackendError> {
-    let values = args[0];
-    if values.len > u32::MAX as usize {
-        return Err(err(format!(
-            "the values have {} rows, more than u32 row indices can address",
-            values.len
-        )));
-    }
-    // Per bound: 0 none, 1 closed, 2 open.
-    let code = |b: Option<RangeBound>| b.map_or(0, |b| if b.open { 2 } else { 1 });
-    let offset = |b: Option<RangeBound>| b.map_or(0, |b| b.offset);
-    let lo_b = lower.map(|_| args[1]);
-    let hi_b = upper.map(|_| args[1 + usize::from(lower.is_some())]);
-    let n = lo_b.or(hi_b).map_or(0, |b| b.len);
-    let mut s = Scratch::new();
-    let res = (|| {
-        let lo = s.alloc(gpu, Elem::U32, n)?;
-        let hi = s.alloc(gpu, Elem::U32, n)?;
-        if n > 0 {
-            let ptr = |gpu: &Gpu, b: Option<&DevBuf>| b.map_or(Ok(0), |b| gpu.ptr(b));
-            let args = [
-                KArg::Ptr(gpu.ptr(values)?),
-                KArg::U64(values.len as u64),
-                KArg::I32(i32::from(values.elem == Elem::I64)),
-                KArg::Ptr(ptr(gpu, lo_b)?),
-                KArg::I32(code(lower)),
-                KArg::I64(offset(lower)),
-                KArg::Ptr(ptr(gpu, hi_b)?),
-                KArg::I32(code(upper)),
-                KArg::I64(offset(upper)),
-                KArg::U64(n as u64),
-                KArg::Ptr(gpu.ptr(&lo)?),
-                KArg::Ptr(gpu.ptr(&hi)?),
-            ];
-            let grid = stride_grid(gpu, n);
-            gpu.launch("trie", "bound_range", grid, BLOCK, 0, &args)?;
-        }
-        Ok(vec![lo, hi])
     })();
     s.finish(gpu, res)
 }

@@ -429,16 +429,19 @@ pub enum Kernel {
     /// the pair with the fewest values (`hi - lo`; the first of equals), from which a
     /// level of a multi-way join expands when its ranges index the same trie level.
     MinRange { ways: usize },
-    /// The range of a sorted column within per-row bounds (a band join's search). args:
-    /// `values` (sorted ascending, `I32` or `I64`), then the column of `lower` when it is
-    /// set and the column of `upper` when it is set (per row, `values`' element type); at
-    /// least one bound. A bound of row `i` is its column's value plus the bound's offset,
-    /// computed exactly (never overflowing). outs: `lo`, `hi` (U32, per row): the first
-    /// index whose value is `≥` the lower bound (`>` when open; 0 without a lower bound)
-    /// and the first whose value is `>` the upper bound (`≥` when open; the length without
-    /// an upper bound), `hi` raised to `lo` where the bounds cross, so every range
-    /// `lo .. hi` is well formed.
+    /// The range of a sorted relation within per-row keys and bounds (a band join's
+    /// search). args: the searched side, `nkeys` key columns then `values` (`I32` or
+    /// `I64`), sorted ascending on (keys, values); then the probing rows, `nkeys` key
+    /// columns (each of its searched key's element type), the column of `lower` when it is
+    /// set and the column of `upper` when it is set (`values`' element type); at least one
+    /// bound. A bound of row `i` is its column's value plus the bound's offset, computed
+    /// exactly (never overflowing). outs: `lo`, `hi` (U32, per probing row): the range of
+    /// searched rows whose keys equal the row's keys and whose value is `≥` the lower bound
+    /// (`>` when open) and `≤` the upper bound (`<` when open); without a bound the range
+    /// extends to the first or last row of equal keys; `hi` is raised to `lo` where the
+    /// bounds cross, so every range `lo .. hi` is well formed.
     BoundRange {
+        nkeys: usize,
         lower: Option<RangeBound>,
         upper: Option<RangeBound>,
     },

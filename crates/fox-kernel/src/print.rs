@@ -327,7 +327,7 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
         Kernel::TrieBuild { arity } => format!("{op}[{}]", plural(*arity, "level")),
         Kernel::Window { row_bytes } => format!("{op}[{row_bytes} bytes/row]"),
         Kernel::IntersectCount { ways } | Kernel::MinRange { ways } => format!("{op}[{}]", plural(*ways, "way")),
-        Kernel::BoundRange { lower, upper } => {
+        Kernel::BoundRange { nkeys, lower, upper } => {
             // `bound_range[>= lo, < hi + 50]`: each bound's relation, column and offset.
             let side = |b: &Option<RangeBound>, closed: &str, open: &str, col: &str| match b {
                 Some(b) => {
@@ -340,8 +340,13 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
                 }
                 None => "-".to_string(),
             };
+            let keys = if *nkeys == 0 {
+                String::new()
+            } else {
+                format!("{}, ", plural(*nkeys, "key"))
+            };
             format!(
-                "{op}[{}, {}]",
+                "{op}[{keys}{}, {}]",
                 side(lower, ">=", ">", "lo"),
                 side(upper, "<=", "<", "hi")
             )

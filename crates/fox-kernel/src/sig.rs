@@ -375,17 +375,21 @@ fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> 
             }
             Ok(vec![Elem::I64])
         }
-        Kernel::BoundRange { lower, upper } => {
+        Kernel::BoundRange { nkeys, lower, upper } => {
             let bounds = usize::from(lower.is_some()) + usize::from(upper.is_some());
             if bounds == 0 {
                 return Err("a bounded range needs a lower or an upper bound".into());
             }
-            count(1 + bounds)?;
-            if !matches!(args[0], Elem::I32 | Elem::I64) {
-                return Err(format!("the values are {}, not i32 or i64", args[0].name()));
+            count(2 * nkeys + 1 + bounds)?;
+            let values = args[*nkeys];
+            if !matches!(values, Elem::I32 | Elem::I64) {
+                return Err(format!("the values are {}, not i32 or i64", values.name()));
             }
-            for i in 1..=bounds {
-                expect(i, args[0], "bound")?;
+            for k in 0..*nkeys {
+                expect(nkeys + 1 + k, args[k], &format!("probing key {k}"))?;
+            }
+            for i in 0..bounds {
+                expect(2 * nkeys + 1 + i, values, "bound")?;
             }
             Ok(vec![Elem::U32, Elem::U32])
         }
@@ -545,7 +549,10 @@ pub fn check_lengths(kernel: &Kernel, lens: &[usize]) -> Result<(), String> {
         // The runtime reads `prev` itself (no rows, or two).
         Kernel::Window { .. } => fixed(0, 1, "total"),
         Kernel::SortedSearch => equal(1..4, "lo, hi and the needles"),
-        Kernel::BoundRange { .. } => equal(1..n, "the bounds"),
+        Kernel::BoundRange { nkeys, .. } => {
+            equal(0..nkeys + 1, "the searched keys and values")?;
+            equal(nkeys + 1..n, "the probing keys and bounds")
+        }
         Kernel::IntersectCount { ways } => {
             // Every range has the rows of the first.
             let rows = lens.get(1).copied().unwrap_or(0);

@@ -114,13 +114,21 @@ fn algorithm(op: &Op, n: &Node) -> String {
     }
 }
 
-/// The plan of a band join: `band t1.t in [t0.t, t0.t + 50] probed by t0` — the
-/// bounded column of the sorted side and its bounds, columns of the probing side plus a
+/// The plan of a band join: `band t1.t in [t0.t, t0.t + 50] probed by t0` (`band t1.t of
+/// equal keys in …` for a join with keys) — the bounded column of the sorted side and its
+/// bounds, columns of the probing side plus a
 /// constant (`[`/`(` closed or open, `-inf`/`+inf` where there is none).
 fn band_plan(ra: &fox_ra::RaPlan, op: &Op, n: &Node) -> Option<String> {
-    let (Algorithm::Band(b), Op::Join { left, right, .. }) = (&n.algorithm, op) else {
+    let (
+        Algorithm::Band(b),
+        Op::Join {
+            left, right, left_keys, ..
+        },
+    ) = (&n.algorithm, op)
+    else {
         return None;
     };
+    let keys = if left_keys.is_empty() { "" } else { " of equal keys" };
     let (sorted, probe) = match b.sorted {
         Side::Left => (*left, *right),
         Side::Right => (*right, *left),
@@ -139,7 +147,7 @@ fn band_plan(ra: &fox_ra::RaPlan, op: &Op, n: &Node) -> Option<String> {
     };
     let open = |bb: &Option<BandBound>| bb.is_none_or(|bb| bb.open);
     Some(format!(
-        "band {} in {}{}, {}{} probed by t{}",
+        "band {}{keys} in {}{}, {}{} probed by t{}",
         name(sorted, b.col),
         if open(&b.lower) { "(" } else { "[" },
         bound(&b.lower, "-inf"),

@@ -887,14 +887,30 @@ fn bound_range_matches_reference() {
     let offsets = [0i64, 1, -3, 1 << 33, i64::MAX, i64::MIN];
     for (n, dist) in cases(false) {
         let elem = [Elem::I32, Elem::I64][rng.below(2) as usize];
-        // Sorted values with their duplicates.
-        let mut vals: Vec<Cell> = gen_rows(&mut rng, &[elem], n, dist).into_iter().map(|r| r[0]).collect();
-        vals.sort();
-        let values = col_of(elem, &vals);
-        let m = (n / 3).clamp(1, 64);
+        let nkeys = rng.below(3) as usize;
+        let key_elems: Vec<Elem> = (0..nkeys).map(|_| ELEMS[rng.below(6) as usize]).collect();
+        // Searched rows: keys from a small domain (many rows per key), sorted on (keys, value).
+        let mut types = key_elems.clone();
+        types.push(elem);
+        // A large case searches few rows from many probing rows (the parallel path).
+        let large = n > 3001;
+        let mut rows = gen_rows(&mut rng, &types, if large { 100 } else { n }, dist);
+        for r in rows.iter_mut() {
+            for (k, &e) in key_elems.iter().enumerate() {
+                r[k] = value(e, rng.below(3));
+            }
+        }
+        rows.sort();
+        let searched: Vec<HostCol> = (0..=nkeys)
+            .map(|c| col_of(types[c], &rows.iter().map(|r| r[c]).collect::<Vec<_>>()))
+            .collect();
+        let m = if large { 17_000 } else { (n / 3).clamp(1, 64) };
+        let probe_keys: Vec<Vec<Cell>> = (0..m)
+            .map(|_| key_elems.iter().map(|&e| value(e, rng.below(4))).collect())
+            .collect();
         for lower in kinds {
             for upper in kinds {
-                if lower.is_none() && upper.is_none() {
+                if (lower.is_none() && upper.is_none()) || (large && (lower, upper) != (Some(false), Some(true))) {
                     continue;
                 }
                 let mut bound = |open: Option<bool>| {
@@ -908,68 +924,70 @@ fn bound_range_matches_reference() {
                     })
                 };
                 let (lo_b, hi_b) = (bound(lower), bound(upper));
-                let mut args = vec![values.clone()];
+                let mut args = searched.clone();
+                for (k, &e) in key_elems.iter().enumerate() {
+                    args.push(col_of(e, &probe_keys.iter().map(|r| r[k]).collect::<Vec<_>>()));
+                }
                 for (_, c) in lo_b.iter().chain(&hi_b) {
                     args.push(col_of(elem, c));
                 }
                 let kernel = Kernel::BoundRange {
+                    nkeys,
                     lower: lo_b.as_ref().map(|b| b.0),
                     upper: hi_b.as_ref().map(|b| b.0),
                 };
                 let got = run_ok(&kernel, &refs(&args));
                 let int = |c: &Cell| match c {
                     Cell::I(x) => *x,
-                    Cell::F(_) => unreachable!("integer columns"),
+                    Cell::F(_) => unreachable!("integer values"),
                 };
-                // The range of the values inside the bounds, by a linear scan.
-                let inside = |i: usize, v: i128| {
-                    lo_b.as_ref().is_none_or(|(b, c)| {
-                        let x = int(&c[i]) + i128::from(b.offset);
-                        if b.open {
-                            v > x
-                        } else {
-                            v >= x
-                        }
-                    }) && hi_b.as_ref().is_none_or(|(b, c)| {
-                        let x = int(&c[i]) + i128::from(b.offset);
-                        if b.open {
-                            v < x
-                        } else {
-                            v <= x
-                        }
-                    })
+                let bound_at = |b: &Option<(RangeBound, Vec<Cell>)>, i: usize| {
+                    b.as_ref().map(|(b, c)| (int(&c[i]) + i128::from(b.offset), b.open))
                 };
                 let mut lo = Vec::new();
                 let mut hi = Vec::new();
-                for i in 0..m {
-                    let hits: Vec<usize> = (0..vals.len()).filter(|&j| inside(i, int(&vals[j]))).collect();
-                    // Sorted values: the rows inside the bounds are contiguous.
-                    let (a, b) = match (hits.first(), hits.last()) {
-                        (Some(&a), Some(&b)) => (a, b + 1),
-                        _ => {
-                            let a = lo_b.as_ref().map_or(0, |(bd, c)| {
-                                let x = int(&c[i]) + i128::from(bd.offset);
-                                vals.iter()
-                                    .take_while(|v| if bd.open { int(v) <= x } else { int(v) < x })
-                                    .count()
-                            });
-                            (a, a)
-                        }
+                for (i, pk) in probe_keys.iter().enumerate() {
+                    let (l, h) = (bound_at(&lo_b, i), bound_at(&hi_b, i));
+                    // Rows before the probing row: smaller keys, or equal keys and a value
+                    // below the bound (`with_equal`: or equal to it).
+                    let count = |x: Option<(i128, bool)>, keys_equal_before: bool| {
+                        rows.iter()
+                            .filter(|r| match r[..nkeys].cmp(&pk[..]) {
+                                std::cmp::Ordering::Less => true,
+                                std::cmp::Ordering::Greater => false,
+                                std::cmp::Ordering::Equal => match x {
+                                    Some((x, with_equal)) => int(&r[nkeys]) < x || (with_equal && int(&r[nkeys]) == x),
+                                    None => keys_equal_before,
+                                },
+                            })
+                            .count()
                     };
-                    assert_eq!(hits.len(), b - a, "contiguous hits");
+                    let a = count(l, false);
+                    let b = count(h.map(|(x, open)| (x, !open)), true).max(a);
+                    // The range holds exactly the rows of equal keys within both bounds.
+                    let inside = rows
+                        .iter()
+                        .filter(|r| {
+                            r[..nkeys] == pk[..]
+                                && l.is_none_or(|(x, open)| if open { int(&r[nkeys]) > x } else { int(&r[nkeys]) >= x })
+                                && h.is_none_or(|(x, open)| if open { int(&r[nkeys]) < x } else { int(&r[nkeys]) <= x })
+                        })
+                        .count();
+                    assert_eq!(inside, b - a, "the range holds the rows inside");
                     lo.push(a as u32);
                     hi.push(b as u32);
                 }
                 assert_eq!(
                     got,
                     vec![HostCol::U32(lo), HostCol::U32(hi)],
-                    "n={n} {dist:?} {elem:?} {kernel:?}"
+                    "n={n} {dist:?} {elem:?} keys {key_elems:?} {kernel:?}"
                 );
             }
         }
     }
     let err = run(
         &Kernel::BoundRange {
+            nkeys: 0,
             lower: None,
             upper: Some(RangeBound { offset: 0, open: false }),
         },

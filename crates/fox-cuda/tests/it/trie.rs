@@ -480,37 +480,55 @@ fn intersect_count_pairs_without_tables() {
 
 /// Every bound combination (none, closed, open on each side; offsets 0, small, and the
 /// extremes that would overflow without wide arithmetic) over random sorted i32 and i64
-/// values with duplicates, all-equal values, and empty and one-row sides.
+/// values with duplicates, with 0, 1 and 2 key columns of several element types (few
+/// distinct keys, so many rows share one), all-equal values, and empty and one-row sides.
 fn bound_range_bounds_and_offsets() {
     let mut gpu = gpu("bound_range_bounds_and_offsets");
     let mut rng = Rng::new(37);
     let ctx = Strings::default();
     let kinds = [None, Some(false), Some(true)];
     let offsets = [0i64, 50, -7, i64::MAX, i64::MIN];
+    let key_sets: [&[Elem]; 4] = [&[], &[Elem::U32], &[Elem::I128], &[Elem::F64, Elem::I32]];
     for e in [Elem::I32, Elem::I64] {
-        for &dist in &Dist::ALL {
-            for &n in SIZES.iter().chain(&[100_003]) {
-                let nv = [0, 1, 1 + rng.below(5000) as usize][rng.below(3) as usize];
-                let values = sort_rows(&[random_col(&mut rng, e, nv, dist)], false).remove(0);
-                for lower in kinds {
-                    for upper in kinds {
-                        if lower.is_none() && upper.is_none() {
-                            continue;
+        for keys in key_sets {
+            for &dist in &Dist::ALL {
+                let big: &[usize] = if keys.len() == 1 { &[100_003] } else { &[] };
+                for &n in SIZES.iter().chain(big) {
+                    let nv = [0, 1, 1 + rng.below(5000) as usize][rng.below(3) as usize];
+                    let mut cols: Vec<HostCol> = keys
+                        .iter()
+                        .map(|&k| random_col(&mut rng, k, nv, Dist::Range(3)))
+                        .collect();
+                    cols.push(random_col(&mut rng, e, nv, dist));
+                    let searched = sort_rows(&cols, false);
+                    for lower in kinds {
+                        for upper in kinds {
+                            if lower.is_none() && upper.is_none() {
+                                continue;
+                            }
+                            let mut bound = |open: Option<bool>| {
+                                open.map(|open| fox_kernel::RangeBound {
+                                    offset: offsets[rng.below(offsets.len() as u64) as usize],
+                                    open,
+                                })
+                            };
+                            let (lo, hi) = (bound(lower), bound(upper));
+                            let mut args = searched.clone();
+                            for &k in keys {
+                                args.push(random_col(&mut rng, k, n, Dist::Range(4)));
+                            }
+                            for _ in [lo, hi].iter().flatten() {
+                                args.push(random_col(&mut rng, e, n, dist));
+                            }
+                            let kernel = Kernel::BoundRange {
+                                nkeys: keys.len(),
+                                lower: lo,
+                                upper: hi,
+                            };
+                            let case =
+                                format!("values {nv} x {e:?}, keys {keys:?}, dist {dist:?}, {n} rows, {kernel:?}");
+                            compare(&mut gpu, &kernel, &args, &ctx, &case).expect("BoundRange succeeds");
                         }
-                        let mut bound = |open: Option<bool>| {
-                            open.map(|open| fox_kernel::RangeBound {
-                                offset: offsets[rng.below(offsets.len() as u64) as usize],
-                                open,
-                            })
-                        };
-                        let (lo, hi) = (bound(lower), bound(upper));
-                        let mut args = vec![values.clone()];
-                        for _ in [lo, hi].iter().flatten() {
-                            args.push(random_col(&mut rng, e, n, dist));
-                        }
-                        let kernel = Kernel::BoundRange { lower: lo, upper: hi };
-                        let case = format!("values {nv} x {e:?}, dist {dist:?}, {n} rows, {kernel:?}");
-                        compare(&mut gpu, &kernel, &args, &ctx, &case).expect("BoundRange succeeds");
                     }
                 }
             }
@@ -519,6 +537,7 @@ fn bound_range_bounds_and_offsets() {
     let values = sort_rows(&[random_col(&mut rng, Elem::I64, LARGE, Dist::Range(1 << 20))], false).remove(0);
     let bounds = random_col(&mut rng, Elem::I64, LARGE, Dist::Range(1 << 20));
     let kernel = Kernel::BoundRange {
+        nkeys: 0,
         lower: Some(fox_kernel::RangeBound { offset: 0, open: false }),
         upper: Some(fox_kernel::RangeBound { offset: 3, open: true }),
     };

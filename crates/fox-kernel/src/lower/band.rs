@@ -1,23 +1,32 @@
-//! Band joins (`fox_phys::Algorithm::Band`): the sorted side ordered on the bounded
-//! column, each probing row's range in it (`BoundRange`), then one output row per row of
-//! each range: range counts, scan, load-balanced expansion, gathers.
+//! Band joins (`fox_phys::Algorithm::Band`): the searched side ordered on the join's keys
+//! and then the bounded column, each probing row's range of equal keys within its bounds
+//! (`BoundRange`), then one output row per row of each range: range counts, scan,
+//! load-balanced expansion, gathers. The probing side is never sorted, so the join keeps
+//! its order.
 
 use super::*;
 use fox_phys::Band;
 
 impl Lower<'_> {
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn band_join(
         &mut self,
         left: fox_ra::TempId,
         right: fox_ra::TempId,
+        lk: &[usize],
+        rk: &[usize],
         band: &Band,
         output: &[JoinCol],
         columns: Vec<Column>,
     ) -> R<Val> {
         let (l, r) = (self.temp(left)?, self.temp(right)?);
-        let (sorted, probe) = match band.sorted {
-            Side::Left => (l, r),
-            Side::Right => (r, l),
+        // Keys in the order the order pass chose (which reuses an existing sort).
+        let perm = self.key_perm(lk.len());
+        let lk: Vec<usize> = perm.iter().map(|&i| lk[i]).collect();
+        let rk: Vec<usize> = perm.iter().map(|&i| rk[i]).collect();
+        let ((sorted, sk), (probe, pk)) = match band.sorted {
+            Side::Left => ((l, lk), (r, rk)),
+            Side::Right => ((r, rk), (l, lk)),
         };
         let col = |v: &Val, c: usize| {
             v.cols
@@ -25,8 +34,14 @@ impl Lower<'_> {
                 .copied()
                 .ok_or_else(|| LowerError::Invalid(format!("a band join reads column {c} of {}", v.arity())))
         };
-        let sorted = self.sort_code(sorted, &asc([band.col]))?;
-        let mut args = vec![col(&sorted, band.col)?];
+        let sorted = self.sort_code(sorted, &asc(sk.iter().copied().chain([band.col])))?;
+        let mut args = Vec::new();
+        for &c in sk.iter().chain([&band.col]) {
+            args.push(col(&sorted, c)?);
+        }
+        for &c in &pk {
+            args.push(col(&probe, c)?);
+        }
         for b in [band.lower, band.upper].iter().flatten() {
             args.push(col(&probe, b.col)?);
         }
@@ -35,6 +50,7 @@ impl Lower<'_> {
             open: b.open,
         };
         let kernel = Kernel::BoundRange {
+            nkeys: sk.len(),
             lower: band.lower.as_ref().map(bound),
             upper: band.upper.as_ref().map(bound),
         };

@@ -752,7 +752,9 @@ impl<'a> Lower<'a> {
                 right_keys,
                 output,
             } => match self.dst.map(|d| &self.phys.node(d).algorithm) {
-                Some(Algorithm::Band(band)) => self.band_join(*left, *right, band, output, columns),
+                Some(Algorithm::Band(band)) => {
+                    self.band_join(*left, *right, left_keys, right_keys, band, output, columns)
+                }
                 _ => self.join(*left, *right, left_keys, right_keys, output, columns),
             },
             Op::SemiJoin {

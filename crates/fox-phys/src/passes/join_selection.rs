@@ -1,7 +1,7 @@
-//! `join-selection`: the algorithm of every join. A join without keys whose only reader is
-//! a select bounding a column of one side by a column of the other (plus a constant) is a
-//! band join ([`crate::band`]) unless the estimated sizes make the cross product cheaper
-//! (a side of a row or two); other binary joins, semi-joins, anti-joins and differences
+//! `join-selection`: the algorithm of every join. A join whose only reader is a select
+//! bounding a column of one side by a column of the other (plus a constant) is a band
+//! join ([`crate::band`]) unless it has no keys and the estimated sizes make the cross
+//! product cheaper (a side of a row or two); other binary joins, semi-joins, anti-joins and differences
 //! merge their sides sorted on the keys; multi-way joins (the cyclic bodies
 //! the planner routes to one operator) run as a leapfrog triejoin with its two level
 //! refinements: expansion from the smallest range where a level's members index one trie
@@ -29,7 +29,7 @@ impl Pass for JoinSelection {
     }
 
     fn decides(&self) -> &'static str {
-        "the algorithm of each join: band joins for bounded joins without keys, sort-merge for other binary joins, leapfrog triejoin for multi-way joins with the plan of its levels (smallest-range expansion, twin members, shared searches)"
+        "the algorithm of each join: band joins where a select bounds a column by the other side's, sort-merge for other binary joins, leapfrog triejoin for multi-way joins with the plan of its levels (smallest-range expansion, twin members, shared searches)"
     }
 
     fn run(&self, plan: &mut PhysPlan, _stats: &Statistics) -> Result<(), PhysError> {
@@ -44,10 +44,14 @@ impl Pass for JoinSelection {
                         left_keys,
                         output,
                         ..
-                    } if left_keys.is_empty() => {
+                    } if selects.contains_key(&t) => {
                         let rows = |x: &TempId| plan.node(*x).est.as_ref().map_or(1e6, |e| e.rows.max(1.0));
-                        match selects.get(&t).and_then(|pred| plan_band(output, pred)) {
-                            Some(band) if band_pays(&band, rows(left), rows(right)) => Algorithm::Band(band),
+                        // With keys, a band join sorts one side where a merge sorts both,
+                        // searches as the merge does, and writes only the pairs in the band.
+                        let pays =
+                            |band: &crate::Band| !left_keys.is_empty() || band_pays(band, rows(left), rows(right));
+                        match plan_band(output, selects[&t]) {
+                            Some(band) if pays(&band) => Algorithm::Band(band),
                             _ => Algorithm::SortMerge,
                         }
                     }

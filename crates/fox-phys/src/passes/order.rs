@@ -271,13 +271,19 @@ fn block(plan: &PhysPlan, b: &Block, out: &mut Vec<(TempId, OrderAnn, bool)>) {
                 output,
             } => match (settled(left), settled(right)) {
                 (Some(l), Some(r)) => {
+                    // The rows come in the order of the side whose rows drive the join: the
+                    // left, sorted on the keys, or a band join's probing side as it is.
+                    let band = match &plan.node(*dst).algorithm {
+                        Algorithm::Band(b) => Some(b.sorted),
+                        _ => None,
+                    };
+                    let (l0, r0) = (l.clone(), r.clone());
                     let (l, r, perm) = sort_sides(l, left_keys, r, right_keys);
                     key_perm = perm;
-                    // The rows come in the order of the side whose rows drive the join: the
-                    // left, or a band join's probing side.
-                    let (lead, lead_side) = match &plan.node(*dst).algorithm {
-                        Algorithm::Band(b) if b.sorted == Side::Left => (&r, Side::Right),
-                        _ => (&l, Side::Left),
+                    let (lead, lead_side) = match band {
+                        Some(Side::Left) => (&r0, Side::Right),
+                        Some(Side::Right) => (&l0, Side::Left),
+                        None => (&l, Side::Left),
                     };
                     let mut sorted = Vec::new();
                     for k in lead.code_sorted() {

@@ -96,22 +96,13 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                     t.0, n.algorithm
                 ));
             }
-            if let (
-                Algorithm::Band(band),
-                Op::Join {
-                    left_keys, left, right, ..
-                },
-            ) = (&n.algorithm, op)
-            {
+            if let (Algorithm::Band(band), Op::Join { left, right, .. }) = (&n.algorithm, op) {
                 let sole_select = match readers.get(&t).map(Vec::as_slice) {
                     Some([r]) => matches!(ops.get(r), Some(Op::Select { input, .. }) if *input == t),
                     _ => false,
                 };
-                if !left_keys.is_empty() || !sole_select {
-                    return Err(format!(
-                        "t{} is a band join but has keys or is not read by one select only",
-                        t.0
-                    ));
+                if !sole_select {
+                    return Err(format!("t{} is a band join but is not read by one select only", t.0));
                 }
                 let arity = |x: &TempId| ra.temps.get(x.0 as usize).map_or(0, |s| s.columns.len());
                 let (sorted, probe) = match band.sorted {

@@ -370,3 +370,27 @@ fn a_one_row_side_pairs_with_everything_instead() {
     );
     assert!(got.iter().all(|(_, a)| !matches!(a, Algorithm::Band(_))), "{got:?}");
 }
+
+#[test]
+fn a_window_within_equal_keys_is_a_band_join_of_equal_keys() {
+    let src = "ev(u, t, x) -> int(u), int(t), int(x).\n.input ev.\n\
+               follow(x, y) <- ev(u, t1, x), ev(u, t2, y), t2 > t1, t2 <= t1 + 5.\n.output follow.\n";
+    let p = phys_after(src, Some("join-selection"), &Statistics::none());
+    let joins = find(
+        &p,
+        |op| matches!(op, Op::Join { left_keys, .. } if !left_keys.is_empty()),
+    );
+    assert_eq!(joins.len(), 1);
+    match &p.node(joins[0]).algorithm {
+        Algorithm::Band(b) => {
+            assert_eq!((b.sorted, b.col), (fox_ra::Side::Right, 1));
+            assert_eq!((b.lower, b.upper), (bound(1, 0, true), bound(1, 5, false)));
+        }
+        other => panic!("not a band join: {other:?}"),
+    }
+    let text = fox_phys::print_physical(&p);
+    assert!(
+        text.contains("band t0.t of equal keys in (t0.t, t0.t + 5] probed by t0"),
+        "{text}"
+    );
+}

@@ -203,6 +203,10 @@ const TYPED: &[(&str, &str)] = &[
         wide(x, y, p) <- a(x, t1, _, _), b(y, t2, _, p), t2 <= t1 + 1000000.
         self(x, y) <- a(x, t1, _, _), a(y, t2, _, _), t1 < t2, t2 <= t1 + 1.
         n[] = c <- agg<<c = count()>> a(_, t1, _, _), b(_, t2, _, _), t2 >= t1, t2 <= t1 + 3.
+        keyed(x, y) <- a(x, t1, d, _), b(y, t2, d, _), t2 >= t1 - 1, t2 < t1 + 2.
+        keyed2(x, y, t2) <- a(x, t1, d, p), b(y, t2, d, p), t1 > t2.
+        later(x, y) <- a(x, t1, _, _), a(y, t2, _, _), x = y, t2 > t1.
+        .output keyed. .output keyed2. .output later.
         .output win. .output open. .output less. .output flipped. .output ids. .output days.
         .output price. .output wide. .output self. .output n."#,
     ),
