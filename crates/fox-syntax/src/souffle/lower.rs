@@ -13,7 +13,10 @@
 //!   of no bindings are 0 in Soufflé: for them the clause is also emitted with
 //!   `!souffle:aggN(g…, _)` and the result 0.
 //! - Functors map to Fox's built-ins (`cat` → `concat`, `substr` 0-based → 1-based,
-//!   `contains` with a constant first argument → `like`); the others are refused with a
+//!   `contains` with a constant first argument → `like`); Soufflé's own operators and
+//!   functors (`%`, `^`, `band`, …, `min`, `max`, `to_number`, `to_string`,
+//!   `to_unsigned`) to the `souffle:…` functions of `fox-sema` (`souffle:mod`,
+//!   `souffle:band`, …), which LogiQL does not name; the others are refused with a
 //!   located "not supported in Fox yet".
 
 use super::ast::*;
@@ -498,27 +501,50 @@ impl Lowerer {
             },
             SExprKind::Float(f) => ExprKind::Lit(Lit::Float(f.clone())),
             SExprKind::Str(s) => ExprKind::Lit(Lit::Str(s.clone())),
-            SExprKind::Unary(op, at, x) => {
-                if *op != "-" {
+            SExprKind::Unary(op, at, x) => match *op {
+                "-" => ExprKind::Neg(Box::new(self.expr(x)?)),
+                "bnot" | "lnot" => {
+                    let x = self.expr(x)?;
+                    ExprKind::Call(ident(format!("souffle:{op}"), *at), vec![x])
+                }
+                other => {
+                    self.diags.push(not_supported(format!("the operator `{other}`"), *at));
+                    return None;
+                }
+            },
+            SExprKind::Bin(op, at, x, y) => {
+                let bin = match *op {
+                    "+" => Some(BinOp::Add),
+                    "-" => Some(BinOp::Sub),
+                    "*" => Some(BinOp::Mul),
+                    "/" => Some(BinOp::Div),
+                    _ => None,
+                };
+                let func = match *op {
+                    "%" => Some("souffle:mod"),
+                    "^" => Some("souffle:pow"),
+                    "band" => Some("souffle:band"),
+                    "bor" => Some("souffle:bor"),
+                    "bxor" => Some("souffle:bxor"),
+                    "bshl" => Some("souffle:bshl"),
+                    "bshr" => Some("souffle:bshr"),
+                    "bshru" => Some("souffle:bshru"),
+                    "land" => Some("souffle:land"),
+                    "lor" => Some("souffle:lor"),
+                    "lxor" => Some("souffle:lxor"),
+                    _ => None,
+                };
+                if bin.is_none() && func.is_none() {
                     self.diags.push(not_supported(format!("the operator `{op}`"), *at));
                     return None;
                 }
-                ExprKind::Neg(Box::new(self.expr(x)?))
-            }
-            SExprKind::Bin(op, at, x, y) => {
-                let op = match *op {
-                    "+" => BinOp::Add,
-                    "-" => BinOp::Sub,
-                    "*" => BinOp::Mul,
-                    "/" => BinOp::Div,
-                    other => {
-                        self.diags.push(not_supported(format!("the operator `{other}`"), *at));
-                        return None;
-                    }
-                };
                 let x = self.expr(x)?;
                 let y = self.expr(y)?;
-                ExprKind::Bin(op, Box::new(x), Box::new(y))
+                match (bin, func) {
+                    (Some(b), _) => ExprKind::Bin(b, Box::new(x), Box::new(y)),
+                    (None, Some(f)) => ExprKind::Call(ident(f, *at), vec![x, y]),
+                    (None, None) => return None,
+                }
             }
             SExprKind::Call(name, args) => return self.call(name, args, span),
             SExprKind::Agg(..) => {
@@ -537,8 +563,16 @@ impl Lowerer {
         let arity = |n: usize| args.len() == n;
         let want = match name.name.as_str() {
             "cat" => args.len() >= 2,
-            "strlen" | "to_float" => arity(1),
+            "strlen" | "to_float" | "to_number" | "to_string" | "to_unsigned" => arity(1),
             "substr" => arity(3),
+            "min" | "max" => args.len() >= 2,
+            "ord" => {
+                self.diags.push(
+                    not_supported("the functor `ord`", name.span)
+                        .with_help("Soufflé's `ord` is the symbol's index in its symbol table, which depends on the order Soufflé meets symbols in"),
+                );
+                return None;
+            }
             "contains" | "match" => {
                 self.diags.push(
                     Diagnostic::error(format!("`{}` is a constraint, not a value", name.name), name.span)
@@ -546,8 +580,7 @@ impl Lowerer {
                 );
                 return None;
             }
-            "to_number" | "to_string" | "to_unsigned" | "ord" | "min" | "max" | "range" | "urange" | "frange"
-            | "itof" | "itou" | "utoi" | "ftoi" | "ftou" | "utof" | "lower" | "upper" => {
+            "range" | "urange" | "frange" | "itof" | "itou" | "utoi" | "ftoi" | "ftou" | "utof" | "lower" | "upper" => {
                 self.diags
                     .push(not_supported(format!("the functor `{}`", name.name), name.span));
                 return None;
@@ -588,6 +621,7 @@ impl Lowerer {
                 xs.insert(1, ex(ExprKind::Bin(BinOp::Add, Box::new(start), Box::new(one)), s));
                 call("substr", xs, span)
             }
+            n @ ("to_number" | "to_string" | "to_unsigned" | "min" | "max") => call(&format!("souffle:{n}"), xs, span),
             n => call(n, xs, span),
         })
     }
