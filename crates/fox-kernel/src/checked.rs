@@ -669,6 +669,26 @@ impl Checker<'_> {
                     INode::Not(x)
                 }
             }
+            ScalarFn::Unsigned => {
+                if (e.ty, x.ty) != (Type::Int64, Type::Int64) {
+                    return Err(format!("`{}` needs an int64 giving int64, got {}", show(e), x.ty));
+                }
+                let err = self.err(format!(
+                    "`{}` is below 0: as Soufflé's `unsigned` it is 2^64 more, above the largest `unsigned` Fox holds (9223372036854775807)",
+                    show(x)
+                ));
+                INode::Scale {
+                    x: Box::new(self.int(x)?),
+                    div: 1,
+                    mul: 1,
+                    round: false,
+                    range: Range {
+                        min: 0,
+                        max: i128::from(i64::MAX),
+                    },
+                    err,
+                }
+            }
             ScalarFn::Min | ScalarFn::Max => {
                 let max = f == ScalarFn::Max;
                 let (a, b) = (&xs[0], &xs[1]);

@@ -623,6 +623,9 @@ pub enum ScalarFn {
     /// of an int64, giving an int64.
     BitNot,
     LogNot,
+    /// The int64 operand, which must not be negative (a Soufflé `unsigned` that Fox
+    /// holds); a negative one is an error.
+    Unsigned,
     /// `min(a, b)` / `max(a, b)` of two int64 or two float64 values: C++'s `std::min`
     /// (`b < a ? b : a`) and `std::max` (`a < b ? b : a`), so a NaN operand is kept only
     /// as `a`. Of two strings, four arguments `a, b, ka, kb`: the string whose key

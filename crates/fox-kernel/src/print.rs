@@ -524,6 +524,7 @@ fn fn_name(f: ScalarFn) -> &'static str {
         ScalarFn::Round => "round",
         ScalarFn::BitNot => "bnot",
         ScalarFn::LogNot => "lnot",
+        ScalarFn::Unsigned => "unsigned",
         ScalarFn::Min => "min",
         ScalarFn::Max => "max",
     }

@@ -383,6 +383,11 @@ pub enum Builtin {
     /// value is out of range (below 0 for `ToUnsigned`), stops the run.
     ToNumber,
     ToUnsigned,
+    /// The int64 operand, which must not be negative: a value of Soufflé's `unsigned`
+    /// (Fox holds those from 0 to 2^63 - 1; Soufflé's `bnot`, `bshl` or `to_unsigned`
+    /// of a negative number give one from 2^63 on, which Fox would hold negative). A
+    /// negative operand stops the run.
+    Unsigned,
 }
 
 impl Builtin {
@@ -406,6 +411,7 @@ impl Builtin {
             Builtin::ToString => "souffle:to_string",
             Builtin::ToNumber => "souffle:to_number",
             Builtin::ToUnsigned => "souffle:to_unsigned",
+            Builtin::Unsigned => "souffle:unsigned",
         }
     }
 

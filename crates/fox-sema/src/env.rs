@@ -238,6 +238,7 @@ pub(crate) fn builtin(name: &str) -> Option<BuiltinUse> {
         "souffle:lxor" => BuiltinUse::Arith(ArithOp::LogXor),
         "souffle:bnot" => BuiltinUse::Func(Builtin::BitNot),
         "souffle:lnot" => BuiltinUse::Func(Builtin::LogNot),
+        "souffle:unsigned" => BuiltinUse::Func(Builtin::Unsigned),
         "souffle:min" => BuiltinUse::MinMax(Builtin::Min),
         "souffle:max" => BuiltinUse::MinMax(Builtin::Max),
         "souffle:to_number" => BuiltinUse::Convert(Builtin::ToNumber),

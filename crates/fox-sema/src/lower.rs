@@ -1459,7 +1459,12 @@ impl Lower<'_> {
                 let [x] = args else {
                     return self.fail(arity_error("1 argument"));
                 };
-                let x = self.souffle_int(x, if n == Builtin::BitNot { "bnot" } else { "lnot" })?;
+                let name = match n {
+                    Builtin::BitNot => "bnot",
+                    Builtin::LogNot => "lnot",
+                    _ => "unsigned",
+                };
+                let x = self.souffle_int(x, name)?;
                 Ok(CExpr {
                     kind: CExprKind::Call(n, vec![x]),
                     ty: Type::Int64,
@@ -1772,7 +1777,9 @@ impl Lower<'_> {
             BuiltinUse::Arith(_)
             | BuiltinUse::MinMax(_)
             | BuiltinUse::Convert(_)
-            | BuiltinUse::Func(Builtin::BitNot | Builtin::LogNot) => return self.ty_souffle(b, f, args, span),
+            | BuiltinUse::Func(Builtin::BitNot | Builtin::LogNot | Builtin::Unsigned) => {
+                return self.ty_souffle(b, f, args, span)
+            }
             BuiltinUse::Pred(Builtin::Like) => (&["string", "string"], "like(s, pattern)"),
             BuiltinUse::Pred(_) => (&["string", "string"], "prefix(s, p)"),
             BuiltinUse::Func(Builtin::Substr) => (&["string", "int", "int"], "substr(s, start, length)"),

@@ -979,6 +979,10 @@ fn call(f: Builtin, vals: &[RV], args: &[CExpr], ty: Type) -> Res<RV> {
         }
         Builtin::BitNot => RV::Int(!int_of(arg(0)?)?),
         Builtin::LogNot => RV::Int(i64::from(int_of(arg(0)?)? == 0)),
+        Builtin::Unsigned => match int_of(arg(0)?)? {
+            x if x >= 0 => RV::Int(x),
+            x => return arith_err(format!("unsigned {x} is out of range")),
+        },
         Builtin::Min | Builtin::Max => {
             let (a, b) = (arg(0)?, arg(1)?);
             let second = match (a, b) {

@@ -326,6 +326,22 @@ fn operators_without_a_defined_value_stop_with_a_located_error() {
             "`to_unsigned` of \"-1\" has no value",
             "p.dl:4:3",
         ),
+        // Soufflé's `unsigned` from 2^63 on, which Fox would hold negative.
+        (
+            ".decl u(x: unsigned)\nu(5).\n.decl r(x: unsigned)\nr(x) :- u(x), bnot x > 10.\n.output r\n",
+            "`bnot(x)` is below 0: as Soufflé's `unsigned` it is 2^64 more",
+            "p.dl:4:15",
+        ),
+        (
+            ".decl u(x: unsigned)\nu(3).\n.decl r(x: unsigned)\nr(x bshl 62) :- u(x).\n.output r\n",
+            "`(x bshl 62)` is below 0: as Soufflé's `unsigned` it is 2^64 more",
+            "p.dl:4:3",
+        ),
+        (
+            ".decl n(x: number)\nn(-3).\n.decl r(x: unsigned)\nr(to_unsigned(x)) :- n(x).\n.output r\n",
+            "`x` is below 0: as Soufflé's `unsigned` it is 2^64 more",
+            "p.dl:4:3",
+        ),
     ];
     for (text, message, place) in cases {
         let (code, err) = run_program(&scratch, text);
@@ -343,6 +359,21 @@ fn operators_without_a_defined_value_stop_with_a_located_error() {
         ".decl s(x: symbol)\ns(\"12\"). s(\"abc\").\n.decl r(x: number)\nr(to_number(x)) :- s(x), x != \"abc\".\n.output r\n",
     );
     assert_eq!(code, Some(0), "{err}");
+    // Inside an aggregate too: the conversion is not fused into the filtered reduction,
+    // which would read every row.
+    let prog = scratch.join("agg.dl");
+    std::fs::write(
+        &prog,
+        ".decl s(t: symbol)\ns(\"12\"). s(\"30\"). s(\"x5\").\n.decl r(n: number)\nr(n) :- n = sum to_number(t) : { s(t), t != \"x5\" }.\n.output r\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .arg(&prog)
+        .args(["--backend", "cpu", "--no-progress"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "42\n");
     let _ = std::fs::remove_dir_all(&scratch);
 }
 

@@ -669,6 +669,10 @@ fn souffle_bitwise_and_logical_operators() {
     assert_eq!(not(ScalarFn::BitNot, i64::MIN), i64::MAX);
     assert_eq!(not(ScalarFn::LogNot, 5), 0);
     assert_eq!(not(ScalarFn::LogNot, 0), 1);
+    assert_eq!(not(ScalarFn::Unsigned, i64::MAX), i64::MAX);
+    let e = call(ScalarFn::Unsigned, vec![col(0, Type::Int64)], Type::Int64);
+    let err = eval(&e, &[HostCol::I64(vec![0, 5, -1])]).unwrap_err();
+    assert!(err.0.contains("`c0` is below 0") && err.0.contains("row 2"), "{err}");
     // They take int64 only: a plan error otherwise.
     let e = arith(ArithOp::BitAnd, col(0, Type::Int32), col(0, Type::Int32), Type::Int32);
     assert!(eval(&e, &[HostCol::I32(vec![1])]).is_err());

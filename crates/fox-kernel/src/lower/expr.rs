@@ -181,11 +181,11 @@ impl Lower<'_> {
                     let col = self.str_fn(v, *b, args, "str")?;
                     node(KExprKind::Col(cx.arg(col)))
                 }
-                Builtin::BitNot | Builtin::LogNot => {
-                    let f = if *b == Builtin::BitNot {
-                        ScalarFn::BitNot
-                    } else {
-                        ScalarFn::LogNot
+                Builtin::BitNot | Builtin::LogNot | Builtin::Unsigned => {
+                    let f = match b {
+                        Builtin::BitNot => ScalarFn::BitNot,
+                        Builtin::LogNot => ScalarFn::LogNot,
+                        _ => ScalarFn::Unsigned,
                     };
                     let args = args.iter().map(|a| self.kexpr(v, cx, a)).collect::<R<_>>()?;
                     node(KExprKind::Call(f, args))
