@@ -704,6 +704,11 @@ impl Lowerer {
             );
             return None;
         }
+        if name.name == "to_float" && args.first().and_then(|a| self.sty(a)) == Some(Base::Symbol) {
+            self.diags
+                .push(not_supported("`to_float` of a symbol", span).with_help("Soufflé reads it with C's strtod"));
+            return None;
+        }
         // The arguments of min and max have the call's type; the others their own.
         let expect = if matches!(name.name.as_str(), "min" | "max") {
             self.expect
