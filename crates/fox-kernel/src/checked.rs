@@ -604,6 +604,17 @@ impl Checker<'_> {
                 return Err(bad());
             }
             let (x, y) = (Box::new(self.int(a)?), Box::new(self.int(b)?));
+            // `land` and `lor` stop at the operand that decides, as C's `&&` and `||`: an
+            // `and`/`or` of the operands' truth, whose errors it drops where not needed.
+            if matches!(op, ArithOp::LogAnd | ArithOp::LogOr) {
+                let truth = |v: Box<INode>| INode::CmpI(CmpOp::Ne, v, Box::new(INode::Const(0)));
+                let both = vec![truth(x), truth(y)];
+                return Ok(if op == ArithOp::LogAnd {
+                    INode::And(both)
+                } else {
+                    INode::Or(both)
+                });
+            }
             if op.is_bitwise() {
                 return Ok(INode::Bits { op, a: x, b: y });
             }

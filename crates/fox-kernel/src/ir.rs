@@ -596,7 +596,8 @@ pub enum KExprKind {
     /// bitwise and logical ones) take and give `int64` only: `%` is C's remainder (by
     /// zero, or of the smallest int64 by -1, is an error); `^` is [`crate::int_pow`];
     /// shift counts are taken modulo 64 and `bshl` wraps; `land`, `lor`, `lxor` give 1
-    /// or 0 and evaluate both operands.
+    /// or 0, and `land`/`lor` skip (and do not fail on) the second operand when the first
+    /// decides, as C's `&&` and `||`.
     Arith(ArithOp, Box<KExpr>, Box<KExpr>),
     /// Strings compare for equality by code; ordered comparisons of strings are lowered
     /// to comparisons of `Rank` table lookups.

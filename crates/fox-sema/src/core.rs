@@ -275,7 +275,8 @@ pub enum ArithOp {
     Shl,
     Shr,
     ShrU,
-    /// Soufflé's `land`, `lor`, `lxor` on integers: 1 or 0 (non-zero is true).
+    /// Soufflé's `land`, `lor`, `lxor` on integers: 1 or 0 (non-zero is true); `land`
+    /// and `lor` do not evaluate the second operand when the first decides.
     LogAnd,
     LogOr,
     LogXor,

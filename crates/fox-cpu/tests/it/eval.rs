@@ -643,6 +643,17 @@ fn souffle_bitwise_and_logical_operators() {
     assert_eq!(run(ArithOp::LogOr, 0, -3), 1);
     assert_eq!(run(ArithOp::LogXor, 2, 3), 0);
     assert_eq!(run(ArithOp::LogXor, 2, 0), 1);
+    // `land` and `lor` do not evaluate (nor fail on) the second operand when the first
+    // decides.
+    let i = Type::Int64;
+    let seven_by = |x: KExpr| arith(ArithOp::Div, lit(Value::Int64(7), i), x, i);
+    let land = arith(ArithOp::LogAnd, col(0, i), seven_by(col(0, i)), i);
+    assert_eq!(ok(&land, &[HostCol::I64(vec![0, 7])]), HostCol::I64(vec![0, 1]));
+    let zero = arith(ArithOp::Sub, col(0, i), col(0, i), i);
+    let lor = arith(ArithOp::LogOr, col(0, i), seven_by(zero), i);
+    assert_eq!(ok(&lor, &[HostCol::I64(vec![3, -1])]), HostCol::I64(vec![1, 1]));
+    let err = eval(&lor, &[HostCol::I64(vec![3, 0])]).unwrap_err();
+    assert!(err.0.contains("division by zero") && err.0.contains("row 1"), "{err}");
     // None of them fails, whatever the operands.
     for op in [
         ArithOp::BitAnd,

@@ -1862,6 +1862,22 @@ fn souffle_cases() -> Vec<(KExpr, Vec<HostCol>)> {
             vec![HostCol::U32(sa), HostCol::U32(sb)],
         ));
     }
+    // `land` and `lor` skip the second operand when the first decides: `a land 7 / a`
+    // never divides by zero; `a lor 7 / (a - a)` does where a is 0.
+    let seven_by = |x: KExpr| arith(ArithOp::Div, lit(Value::Int64(7), i), x, i);
+    cases.push((
+        arith(ArithOp::LogAnd, col(0, i), seven_by(col(0, i)), i),
+        vec![HostCol::I64(xs.clone())],
+    ));
+    let a_minus_a = || arith(ArithOp::Sub, col(0, i), col(0, i), i);
+    cases.push((
+        arith(ArithOp::LogOr, col(0, i), seven_by(a_minus_a()), i),
+        vec![HostCol::I64(divs.clone())],
+    ));
+    cases.push((
+        arith(ArithOp::LogOr, col(0, i), seven_by(a_minus_a()), i),
+        vec![HostCol::I64(xs.clone())],
+    ));
     // Nested: `(a band b) % (a bor 1)` (never by zero) and `(a % 5) ^ (b band 7)`.
     let (a, b) = ab();
     let (a2, _) = ab();
