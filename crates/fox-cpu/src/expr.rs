@@ -12,7 +12,7 @@
 use crate::date::civil_from_days;
 use crate::util::{chunks, map_ranges, with_capacity, KResult};
 use fox_kernel::checked::{self, DatePart, ErrId, FNode, INode, Range};
-use fox_kernel::{div_round_half_away, Elem, KExpr};
+use fox_kernel::{div_round_half_away, int_bits, int_pow, Elem, KExpr, PowError};
 use fox_runtime::{HostCol, LaunchCtx};
 use fox_sema::core::{ArithOp, CmpOp, Type};
 
@@ -324,6 +324,16 @@ fn bin_i<T: Int>(a: IV<T>, b: IV<T>, f: impl Fn(T, T) -> Result<T, ErrId>) -> IV
     IV { v, err }
 }
 
+/// Whether `min` (`b < a ? b : a`) or `max` (`a < b ? b : a`) of operands with keys
+/// `a`, `b` is the second operand.
+fn pick_second<T: PartialOrd>(max: bool, a: T, b: T) -> bool {
+    if max {
+        a < b
+    } else {
+        b < a
+    }
+}
+
 /// The operator with its operands swapped: `a op b` is `b flipped(op) a`.
 fn flipped(op: CmpOp) -> CmpOp {
     match op {
@@ -480,9 +490,56 @@ impl Ev<'_> {
                         }
                         x.checked_div(y)
                     }
+                    // C's remainder; the smallest int64 by -1 traps in C.
+                    ArithOp::Rem => {
+                        if y == 0 {
+                            return Err(*err_div);
+                        }
+                        if y == -1 && x == i128::from(i64::MIN) {
+                            return Err(*err);
+                        }
+                        x.checked_rem(y)
+                    }
+                    ArithOp::Pow => match int_pow(x as i64, y as i64) {
+                        Ok(r) => Some(i128::from(r)),
+                        Err(PowError::ZeroToNegative) => return Err(*err_div),
+                        Err(PowError::Inexact) => return Err(*err),
+                    },
+                    // The checker makes `INode::Bits` of the bitwise operators.
+                    _ => None,
                 };
                 range.fit(r.ok_or(*err)?, *err)
             }),
+            INode::Bits { op, a, b } => bin_i(self.int::<T>(a), self.int::<T>(b), |x, y| {
+                Ok(T::of(i128::from(int_bits(*op, x.wide() as i64, y.wide() as i64))))
+            }),
+            INode::BitNot(x) => un_i(self.int::<T>(x), |v| Ok(T::of(i128::from(!(v.wide() as i64))))),
+            INode::MinMax { max, a, b, keys } => {
+                let (x, y) = (self.int::<T>(a), self.int::<T>(b));
+                let (kx, ky) = match keys {
+                    Some((ka, kb)) => (Some(self.int::<T>(ka)), Some(self.int::<T>(kb))),
+                    None => (None, None),
+                };
+                let mut err = merge_err(x.err, y.err);
+                let (kxv, kyv) = match (kx, ky) {
+                    (Some(kx), Some(ky)) => {
+                        err = merge_err(merge_err(err, kx.err), ky.err);
+                        (Some(kx.v), Some(ky.v))
+                    }
+                    _ => (None, None),
+                };
+                let mut v = x.v;
+                for (i, (p, &q)) in v.iter_mut().zip(&y.v).enumerate() {
+                    let (kp, kq) = match (&kxv, &kyv) {
+                        (Some(a), Some(b)) => (a[i], b[i]),
+                        _ => (*p, q),
+                    };
+                    if pick_second(*max, kp, kq) {
+                        *p = q;
+                    }
+                }
+                IV { v, err }
+            }
             INode::DecMul {
                 a,
                 b,
@@ -654,6 +711,19 @@ impl Ev<'_> {
                 }
                 x
             }
+            FNode::MinMax { max, a, b } => {
+                let (a, b) = (self.float::<T>(a), self.float::<T>(b));
+                let mut v = a.v;
+                for (p, &q) in v.iter_mut().zip(&b.v) {
+                    if pick_second(*max, *p, q) {
+                        *p = q;
+                    }
+                }
+                FV {
+                    v,
+                    err: merge_err(a.err, b.err),
+                }
+            }
             FNode::Arith { op, a, b, err_div } => {
                 let (a, b) = (self.float::<T>(a), self.float::<T>(b));
                 let mut err = merge_err(a.err, b.err);
@@ -669,6 +739,8 @@ impl Ev<'_> {
                             }
                             *x / y
                         }
+                        // The checker takes Soufflé's operators on int64 only.
+                        _ => f64::NAN,
                     };
                 }
                 FV { v, err }

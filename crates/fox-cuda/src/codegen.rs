@@ -264,6 +264,33 @@ static __device__ __forceinline__ void fox_civil(i64 days, i64& year, i64& month
   year = (i64)yoe + era * 400 + (month <= 2 ? 1 : 0);
 }
 
+// Soufflé's a ^ b on int64 where it is exact (fox_kernel::int_pow): 0 with r set, 1 for
+// 0 to a negative power, 2 where the power does not fit int64 or a double does not hold
+// it exactly.
+static __device__ __forceinline__ unsigned fox_pow(i64 a, i64 b, i64& r) {
+  const u64 exact = 1ull << 53;
+  const u64 ub = b < 0 ? 0ull - (u64)b : (u64)b;
+  const bool odd = (b & 1) != 0 && ub <= exact;
+  if (a == 0) { if (b < 0) return 1u; r = b == 0 ? 1 : 0; return 0u; }
+  if (a == 1) { r = 1; return 0u; }
+  if (a == -1) { r = odd ? -1 : 1; return 0u; }
+  if (b < 0) { r = 0; return 0u; }
+  if (b >= 64) return 2u;
+  const u64 ua = a < 0 ? 0ull - (u64)a : (u64)a;
+  u64 m = 1ull;
+  for (i64 k = 0; k < b; ++k) {
+    if (__umul64hi(m, ua) != 0ull) return 2u;
+    m *= ua;
+    if (m > (1ull << 63)) return 2u;
+  }
+  const bool neg = a < 0 && (b & 1) != 0;
+  if (!neg && m > 9223372036854775807ull) return 2u;
+  const u64 sig = m >> (__ffsll((long long)m) - 1);
+  if (sig > exact) return 2u;
+  r = neg ? (i64)(0ull - m) : (i64)m;
+  return 0u;
+}
+
 // Binary search in a sorted array.
 static __device__ __forceinline__ bool fox_in_sorted(const i64* xs, int n, i64 v) {
   int lo = 0, hi = n;
@@ -546,6 +573,23 @@ impl Gen {
                             body.push_str("  const i128 y = (b == -1) ? -(i128)a : (i128)(a / b);\n");
                         }
                     }
+                    // Soufflé's operators take int64 operands (in a 128-bit tree too).
+                    ArithOp::Rem => {
+                        let _ = writeln!(
+                            body,
+                            "  if (b == 0) return {err_div}u;\n  if (b == -1 && (i64)a == (-9223372036854775807LL - 1)) return {err}u;\n  const i128 y = (i128)((i64)a % (i64)b);"
+                        );
+                    }
+                    ArithOp::Pow => {
+                        let _ = writeln!(
+                            body,
+                            "  i64 r = 0;\n  const unsigned pe = fox_pow((i64)a, (i64)b, r);\n  if (pe == 1u) return {err_div}u;\n  if (pe != 0u) return {err}u;\n  const i128 y = (i128)r;"
+                        );
+                    }
+                    // The checker makes `INode::Bits` of the bitwise operators.
+                    _ => {
+                        let _ = writeln!(body, "  return {err}u;\n  const i128 y = 0;");
+                    }
                 }
                 body.push_str(&fit(*range, "y", *err, self.wide));
                 body
@@ -633,6 +677,52 @@ impl Gen {
                         .join(" || ")
                 };
                 format!("{}  v = ({test}) ? 1 : 0;\n", call_f(&f, "x"))
+            }
+            INode::Bits { op, a, b } => {
+                let (fa, fb) = (self.int(a), self.int(b));
+                let expr = match op {
+                    ArithOp::BitAnd => "x & z",
+                    ArithOp::BitOr => "x | z",
+                    ArithOp::BitXor => "x ^ z",
+                    ArithOp::Shl => "(i64)((u64)x << s)",
+                    ArithOp::Shr => "x >> s",
+                    ArithOp::ShrU => "(i64)((u64)x >> s)",
+                    ArithOp::LogAnd => "(x != 0 && z != 0) ? 1 : 0",
+                    ArithOp::LogOr => "(x != 0 || z != 0) ? 1 : 0",
+                    ArithOp::LogXor => "((x != 0) != (z != 0)) ? 1 : 0",
+                    // Not bitwise: the checker makes no `Bits` node of them.
+                    ArithOp::Add | ArithOp::Sub | ArithOp::Mul | ArithOp::Div | ArithOp::Rem | ArithOp::Pow => "0",
+                };
+                format!(
+                    "{}{}  const i64 x = (i64)a, z = (i64)b;\n  const unsigned s = (unsigned)((u64)z & 63ull);\n  (void)s;\n  v = ({})({expr});\n",
+                    self.call_i(&fa, "a"),
+                    self.call_i(&fb, "b"),
+                    self.ity()
+                )
+            }
+            INode::BitNot(x) => {
+                let f = self.int(x);
+                format!("{}  v = ({})(~(i64)x);\n", self.call_i(&f, "x"), self.ity())
+            }
+            INode::MinMax { max, a, b, keys } => {
+                let (fa, fb) = (self.int(a), self.int(b));
+                let mut body = format!("{}{}", self.call_i(&fa, "a"), self.call_i(&fb, "b"));
+                let (ka, kb) = match keys {
+                    Some((ka, kb)) => {
+                        let (fka, fkb) = (self.int(ka), self.int(kb));
+                        body.push_str(&self.call_i(&fka, "ka"));
+                        body.push_str(&self.call_i(&fkb, "kb"));
+                        ("ka", "kb")
+                    }
+                    None => ("a", "b"),
+                };
+                let test = if *max {
+                    format!("{ka} < {kb}")
+                } else {
+                    format!("{kb} < {ka}")
+                };
+                let _ = writeln!(body, "  v = ({test}) ? b : a;");
+                body
             }
             INode::Date(part, x) => {
                 let f = self.int(x);
@@ -838,8 +928,15 @@ impl Gen {
                     ArithOp::Div => {
                         let _ = writeln!(body, "  if (b == 0.0) return {err_div}u;\n  v = __ddiv_rn(a, b);");
                     }
+                    // The checker takes Soufflé's operators on int64 only.
+                    _ => body.push_str("  v = __longlong_as_double(0x7ff8000000000000ll);\n"),
                 }
                 body
+            }
+            FNode::MinMax { max, a, b } => {
+                let (fa, fb) = (self.float(a), self.float(b));
+                let test = if *max { "a < b" } else { "b < a" };
+                format!("{}{}  v = ({test}) ? b : a;\n", call_f(&fa, "a"), call_f(&fb, "b"))
             }
             FNode::Round { x, digits } => {
                 let f = self.float(x);

@@ -197,7 +197,9 @@ pub enum INode {
         err: ErrId,
     },
     /// Plain integer arithmetic (ints, same-scale decimal `+`/`-`, dates ± days,
-    /// date − date); `/` truncates.
+    /// date − date); `/` truncates; Soufflé's `%` (C's remainder: `err_div` for a zero
+    /// divisor, `err` for the smallest int64 by -1) and `^` ([`crate::int_pow`]: `err_div`
+    /// for 0 to a negative power, `err` where it has no exact value) on int64.
     Arith {
         op: ArithOp,
         a: Box<INode>,
@@ -233,6 +235,22 @@ pub enum INode {
     InI(Box<INode>, Vec<i128>),
     InF(Box<FNode>, Vec<f64>),
     Date(DatePart, Box<INode>),
+    /// Soufflé's bitwise and logical operators on int64 ([`crate::int_bits`]): never fail.
+    Bits {
+        op: ArithOp,
+        a: Box<INode>,
+        b: Box<INode>,
+    },
+    /// `!x` on int64 (Soufflé's `bnot`).
+    BitNot(Box<INode>),
+    /// `min` (`b < a ? b : a`) or `max` (`a < b ? b : a`) of `a` and `b`, compared by
+    /// themselves or, with `keys`, by `ka` and `kb` (string ranks).
+    MinMax {
+        max: bool,
+        a: Box<INode>,
+        b: Box<INode>,
+        keys: Option<(Box<INode>, Box<INode>)>,
+    },
 }
 
 /// A node whose values are floats.
@@ -256,6 +274,12 @@ pub enum FNode {
     Round {
         x: Box<FNode>,
         digits: i32,
+    },
+    /// `min` (`b < a ? b : a`) or `max` (`a < b ? b : a`), as C++'s `std::min`/`std::max`.
+    MinMax {
+        max: bool,
+        a: Box<FNode>,
+        b: Box<FNode>,
     },
 }
 
@@ -572,6 +596,44 @@ impl Checker<'_> {
                         err_div,
                     }
                 }
+                _ => return Err(bad()),
+            });
+        }
+        if !op.is_basic() {
+            if (e.ty, a.ty, b.ty) != (Type::Int64, Type::Int64, Type::Int64) {
+                return Err(bad());
+            }
+            let (x, y) = (Box::new(self.int(a)?), Box::new(self.int(b)?));
+            // `land` and `lor` stop at the operand that decides, as C's `&&` and `||`: an
+            // `and`/`or` of the operands' truth, whose errors it drops where not needed.
+            if matches!(op, ArithOp::LogAnd | ArithOp::LogOr) {
+                let truth = |v: Box<INode>| INode::CmpI(CmpOp::Ne, v, Box::new(INode::Const(0)));
+                let both = vec![truth(x), truth(y)];
+                return Ok(if op == ArithOp::LogAnd {
+                    INode::And(both)
+                } else {
+                    INode::Or(both)
+                });
+            }
+            if op.is_bitwise() {
+                return Ok(INode::Bits { op, a: x, b: y });
+            }
+            let err = if op == ArithOp::Pow {
+                self.err(format!(
+                    "`{}` has no exact value: the power does not fit int64, or a double does not hold it exactly (Soufflé computes `^` in double precision)",
+                    show(e)
+                ))
+            } else {
+                self.overflow(e)
+            };
+            let err_div = self.div_zero(e);
+            return Ok(INode::Arith {
+                op,
+                a: x,
+                b: y,
+                range,
+                err,
+                err_div,
             });
         }
         let ok = match (e.ty, a.ty, b.ty) {
@@ -597,12 +659,78 @@ impl Checker<'_> {
     }
 
     fn call(&mut self, e: &KExpr, f: ScalarFn, xs: &[KExpr]) -> Result<INode, String> {
-        let arity = if f == ScalarFn::Round { 2 } else { 1 };
-        if xs.len() != arity {
-            return Err(format!("`{}` takes {arity} argument(s), got {}", show(e), xs.len()));
+        let arity_ok = match f {
+            ScalarFn::Round => xs.len() == 2,
+            ScalarFn::Min | ScalarFn::Max => xs.len() == 2 || xs.len() == 4,
+            _ => xs.len() == 1,
+        };
+        if !arity_ok {
+            return Err(format!("`{}` cannot take {} argument(s)", show(e), xs.len()));
         }
         let x = &xs[0];
         Ok(match f {
+            ScalarFn::BitNot | ScalarFn::LogNot => {
+                if (e.ty, x.ty) != (Type::Int64, Type::Int64) {
+                    return Err(format!("`{}` needs an int64 giving int64, got {}", show(e), x.ty));
+                }
+                let x = Box::new(self.int(x)?);
+                if f == ScalarFn::BitNot {
+                    INode::BitNot(x)
+                } else {
+                    INode::Not(x)
+                }
+            }
+            ScalarFn::Unsigned => {
+                if (e.ty, x.ty) != (Type::Int64, Type::Int64) {
+                    return Err(format!("`{}` needs an int64 giving int64, got {}", show(e), x.ty));
+                }
+                let err = self.err(format!(
+                    "`{}` is below 0: as Soufflé's `unsigned` it is 2^64 more, above the largest `unsigned` Fox holds (9223372036854775807)",
+                    show(x)
+                ));
+                INode::Scale {
+                    x: Box::new(self.int(x)?),
+                    div: 1,
+                    mul: 1,
+                    round: false,
+                    range: Range {
+                        min: 0,
+                        max: i128::from(i64::MAX),
+                    },
+                    err,
+                }
+            }
+            ScalarFn::Min | ScalarFn::Max => {
+                let max = f == ScalarFn::Max;
+                let (a, b) = (&xs[0], &xs[1]);
+                if let [_, _, ka, kb] = xs {
+                    if (e.ty, a.ty, b.ty) != (Type::String, Type::String, Type::String) {
+                        return Err(format!("`{}` with keys takes two strings", show(e)));
+                    }
+                    if ka.ty != Type::Int64 || kb.ty != Type::Int64 {
+                        return Err(format!("the keys of `{}` must be int64 ranks", show(e)));
+                    }
+                    INode::MinMax {
+                        max,
+                        a: Box::new(self.int(a)?),
+                        b: Box::new(self.int(b)?),
+                        keys: Some((Box::new(self.int(ka)?), Box::new(self.int(kb)?))),
+                    }
+                } else {
+                    if (e.ty, a.ty, b.ty) != (Type::Int64, Type::Int64, Type::Int64) {
+                        return Err(format!(
+                            "`{}` takes two int64, two float64 or two strings with keys",
+                            show(e)
+                        ));
+                    }
+                    INode::MinMax {
+                        max,
+                        a: Box::new(self.int(a)?),
+                        b: Box::new(self.int(b)?),
+                        keys: None,
+                    }
+                }
+            }
             ScalarFn::Year | ScalarFn::Month | ScalarFn::Day => {
                 if x.ty != Type::Date {
                     return Err(format!("`{}` needs a date, got {}", show(e), x.ty));
@@ -665,6 +793,9 @@ impl Checker<'_> {
             KExprKind::Cast(x) => self.float(x)?,
             KExprKind::Neg(x) => FNode::Neg(Box::new(self.float(x)?)),
             KExprKind::Arith(op, a, b) => {
+                if !op.is_basic() {
+                    return Err(format!("`{}` applies to int64, not float64", show(e)));
+                }
                 let err_div = self.div_zero(e);
                 FNode::Arith {
                     op: *op,
@@ -674,6 +805,16 @@ impl Checker<'_> {
                 }
             }
             KExprKind::Call(ScalarFn::Abs, xs) if xs.len() == 1 => FNode::Abs(Box::new(self.float(&xs[0])?)),
+            KExprKind::Call(f @ (ScalarFn::Min | ScalarFn::Max), xs) if xs.len() == 2 => {
+                if xs.iter().any(|x| x.ty != Type::Float64) {
+                    return Err(format!("the operands of `{}` must be float64", show(e)));
+                }
+                FNode::MinMax {
+                    max: *f == ScalarFn::Max,
+                    a: Box::new(self.float(&xs[0])?),
+                    b: Box::new(self.float(&xs[1])?),
+                }
+            }
             KExprKind::Call(ScalarFn::Round, xs) if xs.len() == 2 => FNode::Round {
                 digits: self.digits(e, &xs[1])? as i32,
                 x: Box::new(self.float(&xs[0])?),

@@ -301,9 +301,11 @@ pub enum Kernel {
     /// zero, decimal or integer overflow) stop the run with a message naming the
     /// expression.
     Eval { expr: KExpr, n_cols: usize },
-    /// args: the argument columns of a string-producing built-in (`substr`, `concat`)
-    /// of equal length. outs: one string-code column. Runs on the host side (it adds
-    /// strings to the dictionary).
+    /// args: the argument columns of a built-in that works on the text of strings
+    /// (`substr`, `concat`, `to_string`, `to_number`, `to_unsigned`), of equal length
+    /// ([`StrFunc::params`]). outs: one column of [`StrFunc::output`]: string codes, or
+    /// the integers `to_number` reads. Runs on the host side (it adds strings to the
+    /// dictionary, reads their text).
     StrFn { func: StrFunc },
 
     // ---- movement ------------------------------------------------------------------
@@ -534,6 +536,45 @@ pub enum StrFunc {
     Substr,
     /// args: two strings.
     Concat,
+    /// args: one I64 column. The decimal digits of each value (Soufflé's `to_string`).
+    ToString,
+    /// args: one string column; outs: one I64 column (not strings): the integer each
+    /// string starts with, as Soufflé's `to_number` reads it ([`crate::parse_souffle_int`]);
+    /// a string that holds none, or one out of range, stops the run naming it.
+    ToNumber,
+    /// As `ToNumber`, for Soufflé's `to_unsigned`: a negative value stops the run too.
+    ToUnsigned,
+}
+
+impl StrFunc {
+    /// The element type of the output column.
+    pub fn output(self) -> Elem {
+        match self {
+            StrFunc::Substr | StrFunc::Concat | StrFunc::ToString => Elem::U32,
+            StrFunc::ToNumber | StrFunc::ToUnsigned => Elem::I64,
+        }
+    }
+
+    /// The element types of the arguments.
+    pub fn params(self) -> &'static [Elem] {
+        match self {
+            StrFunc::Substr => &[Elem::U32, Elem::I64, Elem::I64],
+            StrFunc::Concat => &[Elem::U32, Elem::U32],
+            StrFunc::ToString => &[Elem::I64],
+            StrFunc::ToNumber | StrFunc::ToUnsigned => &[Elem::U32],
+        }
+    }
+
+    /// The function's name in plans and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            StrFunc::Substr => "substr",
+            StrFunc::Concat => "concat",
+            StrFunc::ToString => "to_string",
+            StrFunc::ToNumber => "to_number",
+            StrFunc::ToUnsigned => "to_unsigned",
+        }
+    }
 }
 
 /// A typed scalar expression over the arguments of an `Eval`.
@@ -577,7 +618,12 @@ pub enum KExprKind {
     Cast(Box<KExpr>),
     Neg(Box<KExpr>),
     /// Integer `/` truncates toward zero; decimal `/` rounds half away from zero to the
-    /// result scale; division by zero is an error.
+    /// result scale; division by zero is an error. Soufflé's operators (`%`, `^`, the
+    /// bitwise and logical ones) take and give `int64` only: `%` is C's remainder (by
+    /// zero, or of the smallest int64 by -1, is an error); `^` is [`crate::int_pow`];
+    /// shift counts are taken modulo 64 and `bshl` wraps; `land`, `lor`, `lxor` give 1
+    /// or 0, and `land`/`lor` skip (and do not fail on) the second operand when the first
+    /// decides, as C's `&&` and `||`.
     Arith(ArithOp, Box<KExpr>, Box<KExpr>),
     /// Strings compare for equality by code; ordered comparisons of strings are lowered
     /// to comparisons of `Rank` table lookups.
@@ -587,7 +633,8 @@ pub enum KExprKind {
     Not(Box<KExpr>),
     /// Membership in constants of the operand's type.
     In(Box<KExpr>, Vec<Value>),
-    /// `year`, `month`, `day` of a date; `abs`; `round(x, digits)`.
+    /// `year`, `month`, `day` of a date; `abs`; `round(x, digits)`; Soufflé's `bnot`,
+    /// `lnot`, `min`, `max` (see [`ScalarFn`]).
     Call(ScalarFn, Vec<KExpr>),
 }
 
@@ -599,4 +646,17 @@ pub enum ScalarFn {
     Abs,
     /// `round(x, digits)`: `digits` is a constant argument.
     Round,
+    /// Soufflé's `bnot` (`!x` in two's complement) and `lnot` (1 when `x` is 0, else 0),
+    /// of an int64, giving an int64.
+    BitNot,
+    LogNot,
+    /// The int64 operand, which must not be negative (a Soufflé `unsigned` that Fox
+    /// holds); a negative one is an error.
+    Unsigned,
+    /// `min(a, b)` / `max(a, b)` of two int64 or two float64 values: C++'s `std::min`
+    /// (`b < a ? b : a`) and `std::max` (`a < b ? b : a`), so a NaN operand is kept only
+    /// as `a`. Of two strings, four arguments `a, b, ka, kb`: the string whose key
+    /// (`ka`, `kb`: their `Rank` table entries) decides, in the same way.
+    Min,
+    Max,
 }

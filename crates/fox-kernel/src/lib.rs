@@ -29,7 +29,7 @@ mod ron_io;
 mod sched;
 mod sig;
 
-pub use arith::{div_round_half_away, finish_int_sum, scale_of};
+pub use arith::{div_round_half_away, finish_int_sum, int_bits, int_pow, parse_souffle_int, scale_of, PowError};
 pub use checked::{check_expr, Checked};
 pub use expand::{expand, Expansion, Operand, Step};
 pub use ir::*;

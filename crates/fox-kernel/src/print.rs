@@ -174,8 +174,7 @@ pub fn op_name(k: &Kernel) -> &'static str {
         Kernel::Const { .. } => "const",
         Kernel::DictTable { .. } => "dict_table",
         Kernel::Eval { .. } => "eval",
-        Kernel::StrFn { func: StrFunc::Substr } => "substr",
-        Kernel::StrFn { func: StrFunc::Concat } => "concat",
+        Kernel::StrFn { func } => func.name(),
         Kernel::Compact => "compact",
         Kernel::Gather { .. } => "gather",
         Kernel::Concat { .. } => "concat_rows",
@@ -527,12 +526,7 @@ pub fn show_value(v: &Value) -> String {
 }
 
 fn op_symbol(op: ArithOp) -> &'static str {
-    match op {
-        ArithOp::Add => "+",
-        ArithOp::Sub => "-",
-        ArithOp::Mul => "*",
-        ArithOp::Div => "/",
-    }
+    op.symbol()
 }
 
 fn cmp_symbol(op: CmpOp) -> &'static str {
@@ -553,6 +547,11 @@ fn fn_name(f: ScalarFn) -> &'static str {
         ScalarFn::Day => "day",
         ScalarFn::Abs => "abs",
         ScalarFn::Round => "round",
+        ScalarFn::BitNot => "bnot",
+        ScalarFn::LogNot => "lnot",
+        ScalarFn::Unsigned => "unsigned",
+        ScalarFn::Min => "min",
+        ScalarFn::Max => "max",
     }
 }
 

@@ -116,20 +116,12 @@ fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> 
             Ok(vec![Elem::of(expr.ty)])
         }
         Kernel::StrFn { func } => {
-            match func {
-                StrFunc::Substr => {
-                    count(3)?;
-                    expect(0, Elem::U32, "string")?;
-                    expect(1, Elem::I64, "start")?;
-                    expect(2, Elem::I64, "length")?;
-                }
-                StrFunc::Concat => {
-                    count(2)?;
-                    expect(0, Elem::U32, "string")?;
-                    expect(1, Elem::U32, "string")?;
-                }
+            let params = func.params();
+            count(params.len())?;
+            for (i, &e) in params.iter().enumerate() {
+                expect(i, e, if e == Elem::U32 { "string" } else { "integer" })?;
             }
-            Ok(vec![Elem::U32])
+            Ok(vec![func.output()])
         }
         Kernel::Compact => {
             at_least(2)?;

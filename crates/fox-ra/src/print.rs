@@ -276,10 +276,9 @@ impl Printer<'_> {
             ExprKind::Neg(a) => paren(format!("-{}", self.expr(a, input, 6)), 6),
             ExprKind::Arith(op, a, b) => {
                 let (sym, p) = match op {
-                    ArithOp::Add => ("+", 4),
-                    ArithOp::Sub => ("-", 4),
-                    ArithOp::Mul => ("*", 5),
-                    ArithOp::Div => ("/", 5),
+                    ArithOp::Add | ArithOp::Sub => (op.symbol(), 4),
+                    // `*`, `/` and Soufflé's operators (`%`, `^`, `band`, …).
+                    _ => (op.symbol(), 5),
                 };
                 paren(
                     format!("{} {sym} {}", self.expr(a, input, p), self.expr(b, input, p + 1)),
@@ -321,18 +320,7 @@ impl Printer<'_> {
 }
 
 fn builtin_name(f: Builtin) -> &'static str {
-    match f {
-        Builtin::Like => "like",
-        Builtin::Prefix => "prefix",
-        Builtin::Substr => "substr",
-        Builtin::Strlen => "strlen",
-        Builtin::Concat => "concat",
-        Builtin::Year => "year",
-        Builtin::Month => "month",
-        Builtin::Day => "day",
-        Builtin::Abs => "abs",
-        Builtin::Round => "round",
-    }
+    f.name()
 }
 
 fn columns(cols: &[Column]) -> String {

@@ -1274,10 +1274,7 @@ impl Interp<'_> {
             }
             Kernel::StrFn { func } => {
                 expect_outs(1)?;
-                let n = match func {
-                    StrFunc::Substr => 3,
-                    StrFunc::Concat => 2,
-                };
+                let n = func.params().len();
                 expect_args(n)?;
                 let mut cols = Vec::with_capacity(n);
                 for &s in args {
@@ -1300,25 +1297,47 @@ impl Interp<'_> {
                 enum Operands<'c> {
                     Substr(&'c [u32], &'c [i64], &'c [i64]),
                     Concat(&'c [u32], &'c [u32]),
+                    ToString(&'c [i64]),
                 }
                 let ops = match (func, cols.as_slice()) {
                     (StrFunc::Substr, [HostCol::U32(s), HostCol::I64(st), HostCol::I64(ln)]) => {
                         Operands::Substr(s, st, ln)
                     }
                     (StrFunc::Concat, [HostCol::U32(a), HostCol::U32(b)]) => Operands::Concat(a, b),
+                    (StrFunc::ToString, [HostCol::I64(x)]) => Operands::ToString(x),
+                    (StrFunc::ToNumber | StrFunc::ToUnsigned, [HostCol::U32(s)]) => {
+                        // Integers read from the strings' text: no string is made.
+                        let unsigned = *func == StrFunc::ToUnsigned;
+                        let read = |c: u32| fox_kernel::parse_souffle_int(text(c), unsigned);
+                        if let Some(row) = s.par_iter().position_first(|&c| read(c).is_none()) {
+                            return Err(HostError::Kernel(format!(
+                                "`{}` of {:?} has no value: {} (row {row})",
+                                func.name(),
+                                text(s[row]),
+                                if unsigned {
+                                    "the string does not start with an unsigned integer from 0 to 9223372036854775807"
+                                } else {
+                                    "the string does not start with an integer from -9223372036854775808 to 9223372036854775807"
+                                }
+                            )));
+                        }
+                        let mut out: Vec<i64> =
+                            crate::alloc::try_with_capacity(s.len(), "the integers read by to_number")
+                                .map_err(HostError::Kernel)?;
+                        out.par_extend(s.par_iter().map(|&c| read(c).unwrap_or(0)));
+                        return Ok(vec![HostCol::I64(out)]);
+                    }
                     _ => {
                         let got: Vec<String> = cols.iter().map(|c| format!("{:?}", c.elem())).collect();
+                        let want: Vec<String> = func.params().iter().map(|e| format!("{e:?}")).collect();
                         return Err(HostError::Plan(format!(
-                            "its arguments are [{}]; {func:?} takes {}",
+                            "its arguments are [{}]; {func:?} takes [{}]",
                             got.join(", "),
-                            match func {
-                                StrFunc::Substr => "[U32, I64, I64]",
-                                StrFunc::Concat => "[U32, U32]",
-                            }
+                            want.join(", ")
                         )));
                     }
                 };
-                const WHAT: &str = "the strings made by substr or concat";
+                const WHAT: &str = "the strings made by substr, concat or to_string";
                 let result = |r: usize| -> Result<Cow, String> {
                     Ok(match ops {
                         Operands::Substr(s, st, ln) => Cow::Borrowed(crate::dict::substr_of(text(s[r]), st[r], ln[r])),
@@ -1335,6 +1354,7 @@ impl Interp<'_> {
                             v.push_str(b);
                             Cow::Owned(v)
                         }
+                        Operands::ToString(x) => Cow::Owned(x[r].to_string()),
                     })
                 };
                 // Each chunk of rows computes its results and numbers the distinct ones (on

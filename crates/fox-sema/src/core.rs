@@ -261,6 +261,90 @@ pub enum ArithOp {
     Sub,
     Mul,
     Div,
+    /// Soufflé's `%`: the remainder of truncated division (C's `%`), on integers.
+    Rem,
+    /// Soufflé's `^` on integers: `a` to the power `b` as C's `pow` in double precision,
+    /// defined where that is exact (see `fox_kernel::int_pow`).
+    Pow,
+    /// Soufflé's `band`, `bor`, `bxor` on integers (two's complement).
+    BitAnd,
+    BitOr,
+    BitXor,
+    /// Soufflé's `bshl`, `bshr` (sign-extending), `bshru` (zero-filling) on integers:
+    /// the shift count is taken modulo the type's width; `bshl` wraps.
+    Shl,
+    Shr,
+    ShrU,
+    /// Soufflé's `land`, `lor`, `lxor` on integers: 1 or 0 (non-zero is true); `land`
+    /// and `lor` do not evaluate the second operand when the first decides.
+    LogAnd,
+    LogOr,
+    LogXor,
+}
+
+impl ArithOp {
+    /// The operator as printed: `+`, `%`, `band`, …
+    pub fn symbol(self) -> &'static str {
+        match self {
+            ArithOp::Add => "+",
+            ArithOp::Sub => "-",
+            ArithOp::Mul => "*",
+            ArithOp::Div => "/",
+            ArithOp::Rem => "%",
+            ArithOp::Pow => "^",
+            ArithOp::BitAnd => "band",
+            ArithOp::BitOr => "bor",
+            ArithOp::BitXor => "bxor",
+            ArithOp::Shl => "bshl",
+            ArithOp::Shr => "bshr",
+            ArithOp::ShrU => "bshru",
+            ArithOp::LogAnd => "land",
+            ArithOp::LogOr => "lor",
+            ArithOp::LogXor => "lxor",
+        }
+    }
+
+    /// The name of the function Soufflé's front end writes the operator as
+    /// (`souffle:mod`, …); `None` for `+ - * /`.
+    pub fn function_name(self) -> Option<&'static str> {
+        Some(match self {
+            ArithOp::Add | ArithOp::Sub | ArithOp::Mul | ArithOp::Div => return None,
+            ArithOp::Rem => "souffle:mod",
+            ArithOp::Pow => "souffle:pow",
+            ArithOp::BitAnd => "souffle:band",
+            ArithOp::BitOr => "souffle:bor",
+            ArithOp::BitXor => "souffle:bxor",
+            ArithOp::Shl => "souffle:bshl",
+            ArithOp::Shr => "souffle:bshr",
+            ArithOp::ShrU => "souffle:bshru",
+            ArithOp::LogAnd => "souffle:land",
+            ArithOp::LogOr => "souffle:lor",
+            ArithOp::LogXor => "souffle:lxor",
+        })
+    }
+
+    /// Whether the operator is one of `+ - * /`, which apply to every numeric type; the
+    /// others apply to integers only.
+    pub fn is_basic(self) -> bool {
+        matches!(self, ArithOp::Add | ArithOp::Sub | ArithOp::Mul | ArithOp::Div)
+    }
+
+    /// Whether the operator is a bitwise or logical one, which never fails and whose
+    /// result always fits its type.
+    pub fn is_bitwise(self) -> bool {
+        matches!(
+            self,
+            ArithOp::BitAnd
+                | ArithOp::BitOr
+                | ArithOp::BitXor
+                | ArithOp::Shl
+                | ArithOp::Shr
+                | ArithOp::ShrU
+                | ArithOp::LogAnd
+                | ArithOp::LogOr
+                | ArithOp::LogXor
+        )
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -285,6 +369,61 @@ pub enum Builtin {
     Day,
     Abs,
     Round,
+    /// Soufflé's `bnot` (two's complement) and `lnot` (1 when 0, else 0), on integers.
+    BitNot,
+    LogNot,
+    /// Soufflé's binary `min`/`max` over two operands of one type (numbers by value,
+    /// strings by text): as C++'s `std::min` (`b < a ? b : a`) and `std::max`
+    /// (`a < b ? b : a`).
+    Min,
+    Max,
+    /// Soufflé's `to_string` of an integer: its decimal digits (a new string).
+    ToString,
+    /// Soufflé's `to_number`/`to_unsigned` of a string: the integer it starts with (see
+    /// `fox_kernel::parse_souffle_int`); a string that does not start with one, or whose
+    /// value is out of range (below 0 for `ToUnsigned`), stops the run.
+    ToNumber,
+    ToUnsigned,
+    /// The int64 operand, which must not be negative: a value of Soufflé's `unsigned`
+    /// (Fox holds those from 0 to 2^63 - 1; Soufflé's `bnot`, `bshl` or `to_unsigned`
+    /// of a negative number give one from 2^63 on, which Fox would hold negative). A
+    /// negative operand stops the run.
+    Unsigned,
+}
+
+impl Builtin {
+    /// The function's name in a program.
+    pub fn name(self) -> &'static str {
+        match self {
+            Builtin::Like => "like",
+            Builtin::Prefix => "prefix",
+            Builtin::Substr => "substr",
+            Builtin::Strlen => "strlen",
+            Builtin::Concat => "concat",
+            Builtin::Year => "year",
+            Builtin::Month => "month",
+            Builtin::Day => "day",
+            Builtin::Abs => "abs",
+            Builtin::Round => "round",
+            Builtin::BitNot => "souffle:bnot",
+            Builtin::LogNot => "souffle:lnot",
+            Builtin::Min => "souffle:min",
+            Builtin::Max => "souffle:max",
+            Builtin::ToString => "souffle:to_string",
+            Builtin::ToNumber => "souffle:to_number",
+            Builtin::ToUnsigned => "souffle:to_unsigned",
+            Builtin::Unsigned => "souffle:unsigned",
+        }
+    }
+
+    /// Whether the function makes or reads strings as text at run time, on the host
+    /// (the kernel plan computes it with a `StrFn` launch, never inside an expression).
+    pub fn is_host(self) -> bool {
+        matches!(
+            self,
+            Builtin::Substr | Builtin::Concat | Builtin::ToString | Builtin::ToNumber | Builtin::ToUnsigned
+        )
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,7 +1,7 @@
 //! The predicate table and the flattened (disjunction-free) form of rules that the
 //! checker lowers into core rules.
 
-use crate::core::{Builtin, Type};
+use crate::core::{ArithOp, Builtin, Type};
 use crate::types::TYPE_NAMES;
 use fox_syntax::ast::{AggBinding, Atom, CmpOp, Expr, Formula, Ident, Span};
 use fox_syntax::diag::Diagnostic;
@@ -200,6 +200,13 @@ pub(crate) enum BuiltinUse {
     /// `to_float` / `to_int`: conversions, lowered to casts.
     ToFloat,
     ToInt,
+    /// An operator of Soufflé's on two integers (`souffle:mod`, `souffle:band`, …).
+    Arith(ArithOp),
+    /// Soufflé's `min`/`max` of two or more operands of one type (`souffle:min`, …).
+    MinMax(Builtin),
+    /// Soufflé's conversions `souffle:to_number`, `souffle:to_unsigned` (of a string:
+    /// parsing; of a number: `to_int`) and `souffle:to_string` (of an integer).
+    Convert(Builtin),
 }
 
 pub(crate) fn builtin(name: &str) -> Option<BuiltinUse> {
@@ -216,6 +223,27 @@ pub(crate) fn builtin(name: &str) -> Option<BuiltinUse> {
         "round" => BuiltinUse::Func(Builtin::Round),
         "to_float" => BuiltinUse::ToFloat,
         "to_int" => BuiltinUse::ToInt,
+        // Soufflé's operators and functors, which its front end lowers to these names
+        // (not part of LogiQL: the plain names would shadow user predicates).
+        "souffle:mod" => BuiltinUse::Arith(ArithOp::Rem),
+        "souffle:pow" => BuiltinUse::Arith(ArithOp::Pow),
+        "souffle:band" => BuiltinUse::Arith(ArithOp::BitAnd),
+        "souffle:bor" => BuiltinUse::Arith(ArithOp::BitOr),
+        "souffle:bxor" => BuiltinUse::Arith(ArithOp::BitXor),
+        "souffle:bshl" => BuiltinUse::Arith(ArithOp::Shl),
+        "souffle:bshr" => BuiltinUse::Arith(ArithOp::Shr),
+        "souffle:bshru" => BuiltinUse::Arith(ArithOp::ShrU),
+        "souffle:land" => BuiltinUse::Arith(ArithOp::LogAnd),
+        "souffle:lor" => BuiltinUse::Arith(ArithOp::LogOr),
+        "souffle:lxor" => BuiltinUse::Arith(ArithOp::LogXor),
+        "souffle:bnot" => BuiltinUse::Func(Builtin::BitNot),
+        "souffle:lnot" => BuiltinUse::Func(Builtin::LogNot),
+        "souffle:unsigned" => BuiltinUse::Func(Builtin::Unsigned),
+        "souffle:min" => BuiltinUse::MinMax(Builtin::Min),
+        "souffle:max" => BuiltinUse::MinMax(Builtin::Max),
+        "souffle:to_number" => BuiltinUse::Convert(Builtin::ToNumber),
+        "souffle:to_unsigned" => BuiltinUse::Convert(Builtin::ToUnsigned),
+        "souffle:to_string" => BuiltinUse::Convert(Builtin::ToString),
         _ => return None,
     })
 }

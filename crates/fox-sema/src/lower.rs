@@ -1409,6 +1409,142 @@ impl Lower<'_> {
         }
     }
 
+    /// An operand of one of Soufflé's integer operators: an integer (literals are int64,
+    /// as Soufflé's numbers), widened to int64.
+    fn souffle_int(&mut self, e: &Expr, op: &str) -> TyRes {
+        let c = self.ty_expr(e, Some(Type::Int64))?;
+        self.souffle_int_of(c, e.span, op)
+    }
+
+    fn souffle_int_of(&mut self, c: CExpr, span: Span, op: &str) -> TyRes {
+        if is_integral(c.ty) {
+            return Ok(cast(c, Type::Int64));
+        }
+        let t = c.ty;
+        self.fail(
+            Diagnostic::error(format!("`{op}` applies to integers, not {t}"), span).with_label(format!("this is {t}")),
+        )
+    }
+
+    /// Soufflé's operators and functors (`souffle:…`, which only its front end writes).
+    fn ty_souffle(&mut self, b: BuiltinUse, f: &Ident, args: &[Expr], span: Span) -> TyRes {
+        let arity_error = |want: &str| {
+            Diagnostic::error(format!("`{}` takes {want}", f.name), span).with_label("wrong number of arguments")
+        };
+        match b {
+            BuiltinUse::Arith(op) => {
+                let [x, y] = args else {
+                    return self.fail(arity_error("2 arguments"));
+                };
+                let (cx, cy) = (self.ty_expr(x, Some(Type::Int64)), self.ty_expr(y, Some(Type::Int64)));
+                let (cx, cy) = (cx?, cy?);
+                if op == ArithOp::Pow && (cx.ty == Type::Float64 || cy.ty == Type::Float64) {
+                    return self.fail(
+                        Diagnostic::error("`^` of floats is not supported in Fox yet", span)
+                            .with_label("not supported")
+                            .with_help("Soufflé computes it with C's pow, which is not correctly rounded: its last bit depends on the machine"),
+                    );
+                }
+                let (x, y) = (
+                    self.souffle_int_of(cx, x.span, op.symbol()),
+                    self.souffle_int_of(cy, y.span, op.symbol()),
+                );
+                let (x, y) = (x?, y?);
+                Ok(CExpr {
+                    kind: CExprKind::Arith(op, Box::new(x), Box::new(y)),
+                    ty: Type::Int64,
+                })
+            }
+            BuiltinUse::Func(n) => {
+                let [x] = args else {
+                    return self.fail(arity_error("1 argument"));
+                };
+                let name = match n {
+                    Builtin::BitNot => "bnot",
+                    Builtin::LogNot => "lnot",
+                    _ => "unsigned",
+                };
+                let x = self.souffle_int(x, name)?;
+                Ok(CExpr {
+                    kind: CExprKind::Call(n, vec![x]),
+                    ty: Type::Int64,
+                })
+            }
+            BuiltinUse::MinMax(n) => {
+                let name = if n == Builtin::Min { "min" } else { "max" };
+                let Some((first, rest)) = args.split_first().filter(|_| args.len() >= 2) else {
+                    return self.fail(arity_error("2 or more arguments"));
+                };
+                // `min(a, b, c)` is `min(min(a, b), c)`, as Soufflé folds it.
+                let mut acc: Option<CExpr> = None;
+                let mut acc_expr = first;
+                for y in rest {
+                    let (a, c) = match acc.take() {
+                        None => self.ty_pair(acc_expr, y, None, None)?,
+                        Some(a) => {
+                            let c = self.ty_expr(y, lit_hint(a.ty, None))?;
+                            (a, c)
+                        }
+                    };
+                    let t = match common(a.ty, c.ty) {
+                        Some(Type::Int32 | Type::Int64) => Type::Int64,
+                        Some(t @ (Type::Float64 | Type::String)) => t,
+                        _ => {
+                            let (ta, tc) = (a.ty, c.ty);
+                            return self.fail(
+                                Diagnostic::error(format!("cannot take the {name} of {ta} and {tc}"), span)
+                                    .with_label(format!("{name}({ta}, {tc})"))
+                                    .with_help("the operands must be numbers, or all strings"),
+                            );
+                        }
+                    };
+                    acc = Some(CExpr {
+                        kind: CExprKind::Call(n, vec![cast(a, t), cast(c, t)]),
+                        ty: t,
+                    });
+                    acc_expr = y;
+                }
+                acc.ok_or(Fail::Unknown)
+            }
+            BuiltinUse::Convert(n) => {
+                let [x] = args else {
+                    return self.fail(arity_error("1 argument"));
+                };
+                let c = self.ty_expr(x, Some(Type::Int64))?;
+                let t = c.ty;
+                match (n, t) {
+                    (Builtin::ToString, t) if is_integral(t) => Ok(CExpr {
+                        kind: CExprKind::Call(Builtin::ToString, vec![cast(c, Type::Int64)]),
+                        ty: Type::String,
+                    }),
+                    (Builtin::ToString, Type::Float64) => self.fail(
+                        Diagnostic::error("`to_string` of a float is not supported in Fox yet", x.span)
+                            .with_label("this is float64")
+                            .with_help("Soufflé writes it with C++'s std::to_string (six decimals)"),
+                    ),
+                    (Builtin::ToNumber | Builtin::ToUnsigned, Type::String) => Ok(CExpr {
+                        kind: CExprKind::Call(n, vec![c]),
+                        ty: Type::Int64,
+                    }),
+                    (Builtin::ToNumber | Builtin::ToUnsigned, t) if is_integral(t) => Ok(cast(c, Type::Int64)),
+                    // A float truncates toward zero, as `to_int` (out of range is an error).
+                    (Builtin::ToNumber | Builtin::ToUnsigned, Type::Float64) => Ok(CExpr {
+                        kind: CExprKind::Cast(Box::new(c)),
+                        ty: Type::Int64,
+                    }),
+                    _ => {
+                        let name = f.name.trim_start_matches("souffle:");
+                        self.fail(
+                            Diagnostic::error(format!("`{name}` does not apply to {t}"), x.span)
+                                .with_label(format!("this is {t}")),
+                        )
+                    }
+                }
+            }
+            _ => Err(Fail::Unknown),
+        }
+    }
+
     fn lit(&mut self, l: &Lit, neg: bool, hint: Option<Type>, span: Span) -> TyRes {
         match lit_value(l, neg, hint) {
             Ok(v) => Ok(CExpr {
@@ -1638,6 +1774,12 @@ impl Lower<'_> {
             return self.fail(d);
         };
         let (params, usage): (&[&str], &str) = match b {
+            BuiltinUse::Arith(_)
+            | BuiltinUse::MinMax(_)
+            | BuiltinUse::Convert(_)
+            | BuiltinUse::Func(Builtin::BitNot | Builtin::LogNot | Builtin::Unsigned) => {
+                return self.ty_souffle(b, f, args, span)
+            }
             BuiltinUse::Pred(Builtin::Like) => (&["string", "string"], "like(s, pattern)"),
             BuiltinUse::Pred(_) => (&["string", "string"], "prefix(s, p)"),
             BuiltinUse::Func(Builtin::Substr) => (&["string", "int", "int"], "substr(s, start, length)"),
@@ -1775,6 +1917,7 @@ impl Lower<'_> {
                 let ty = cs.first().map_or(Type::Int64, |c| c.ty);
                 Ok(call(other, ty, cs))
             }
+            BuiltinUse::Arith(_) | BuiltinUse::MinMax(_) | BuiltinUse::Convert(_) => Err(Fail::Unknown),
             BuiltinUse::ToFloat | BuiltinUse::ToInt => {
                 let Some(x) = cs.into_iter().next() else {
                     return Err(Fail::Unknown);

@@ -10,7 +10,7 @@
 //! Each variable is annotated with its type where it first occurs in a rule (head first).
 
 use crate::core::{
-    AggFunc, ArithOp, Builtin, CExpr, CExprKind, CmpOp, CoreLit, CoreProgram, CoreRule, PredId, Term, Value, VarId,
+    AggFunc, ArithOp, CExpr, CExprKind, CmpOp, CoreLit, CoreProgram, CoreRule, PredId, Term, Value, VarId,
 };
 use crate::types::civil_from_days;
 use fox_syntax::pretty::quote;
@@ -125,15 +125,20 @@ impl RulePrinter<'_> {
             CExprKind::Const(c) => (9, value(c)),
             CExprKind::Cast(x) => (9, format!("cast<{}>({})", e.ty, self.expr(x, 0))),
             CExprKind::Neg(x) => (8, format!("-{}", self.expr(x, 8))),
-            CExprKind::Arith(op, a, b) => {
-                let (p, sym) = match op {
-                    ArithOp::Add => (6, "+"),
-                    ArithOp::Sub => (6, "-"),
-                    ArithOp::Mul => (7, "*"),
-                    ArithOp::Div => (7, "/"),
-                };
-                (p, format!("{} {sym} {}", self.expr(a, p), self.expr(b, p + 1)))
-            }
+            CExprKind::Arith(op, a, b) => match op.function_name() {
+                Some(f) => (9, format!("{f}({}, {})", self.expr(a, 0), self.expr(b, 0))),
+                None => {
+                    let p = if matches!(op, ArithOp::Add | ArithOp::Sub) {
+                        6
+                    } else {
+                        7
+                    };
+                    (
+                        p,
+                        format!("{} {} {}", self.expr(a, p), op.symbol(), self.expr(b, p + 1)),
+                    )
+                }
+            },
             CExprKind::Cmp(op, a, b) => {
                 let sym = match op {
                     CmpOp::Eq => "=",
@@ -157,18 +162,7 @@ impl RulePrinter<'_> {
                 ),
             ),
             CExprKind::Call(b, args) => {
-                let name = match b {
-                    Builtin::Like => "like",
-                    Builtin::Prefix => "prefix",
-                    Builtin::Substr => "substr",
-                    Builtin::Strlen => "strlen",
-                    Builtin::Concat => "concat",
-                    Builtin::Year => "year",
-                    Builtin::Month => "month",
-                    Builtin::Day => "day",
-                    Builtin::Abs => "abs",
-                    Builtin::Round => "round",
-                };
+                let name = b.name();
                 let args: Vec<String> = args.iter().map(|a| self.expr(a, 0)).collect();
                 (9, format!("{name}({})", args.join(", ")))
             }

@@ -117,7 +117,7 @@ impl Tr {
                     ArithOp::Add => "+",
                     ArithOp::Sub => "-",
                     ArithOp::Mul => "*",
-                    ArithOp::Div => return Err("division is not translated".into()),
+                    other => return Err(format!("{other:?} is not translated")),
                 };
                 format!("({}{sym}{})", self.term(a)?, self.term(b)?)
             }

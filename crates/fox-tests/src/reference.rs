@@ -777,6 +777,7 @@ fn arith(op: ArithOp, x: RV, y: RV, ty: Type) -> Res<RV> {
                     }
                     a / b
                 }
+                other => return arith_err(format!("{other:?} of floats")),
             })
         }
         (_, _, Type::Int32 | Type::Int64) => {
@@ -791,6 +792,24 @@ fn arith(op: ArithOp, x: RV, y: RV, ty: Type) -> Res<RV> {
                     }
                     a.checked_div(b)
                 }
+                ArithOp::Rem => {
+                    if b == 0 {
+                        return arith_err("division by zero");
+                    }
+                    // C traps on the smallest integer's remainder by -1.
+                    if b == -1 && a == i64::MIN {
+                        None
+                    } else {
+                        a.checked_rem(b)
+                    }
+                }
+                ArithOp::Pow => {
+                    if a == 0 && b < 0 {
+                        return arith_err("division by zero");
+                    }
+                    pow_exact(a, b)
+                }
+                op => Some(bits(op, a, b)),
             };
             RV::Int(r.ok_or_else(overflow)?)
         }
@@ -818,12 +837,101 @@ fn arith(op: ArithOp, x: RV, y: RV, ty: Type) -> Res<RV> {
                     let den = b.checked_mul(pow10(u32::from(sa))?).ok_or_else(overflow)?;
                     div_round(num, den)?
                 }
+                other => return arith_err(format!("{other:?} of decimals")),
             };
             RV::Dec(u, rs)
         }
         _ => return arith_err(format!("cannot compute {x:?} {op:?} {y:?} as {ty}")),
     };
     fit(r, ty)
+}
+
+/// `a ^ b` as C's `pow` in doubles gives it, truncated, where that is exact: `None`
+/// where the power does not fit i64 or a double does not hold it exactly.
+fn pow_exact(a: i64, b: i64) -> Option<i64> {
+    if b < 0 {
+        // |pow| < 1 truncates to 0, but for 1 and -1; an odd b beyond 2^53 is even as a double.
+        let odd = b % 2 != 0 && b >= -(1 << 53);
+        return Some(match a {
+            1 => 1,
+            -1 if odd => -1,
+            -1 => 1,
+            _ => 0,
+        });
+    }
+    if a == -1 {
+        return Some(if b % 2 == 1 && b <= 1 << 53 { -1 } else { 1 });
+    }
+    if a == 0 || a == 1 || b == 0 {
+        return Some(if b == 0 { 1 } else { a });
+    }
+    let mut r: i128 = 1;
+    for _ in 0..b.min(64) {
+        r = r.checked_mul(i128::from(a))?;
+        if r.unsigned_abs() > 1 << 64 {
+            return None;
+        }
+    }
+    let r = i64::try_from(r).ok()?;
+    ((r as f64) as i128 == i128::from(r)).then_some(r)
+}
+
+/// Soufflé's bitwise and logical operators on 64-bit integers.
+fn bits(op: ArithOp, a: i64, b: i64) -> i64 {
+    let s = b.rem_euclid(64) as u32;
+    match op {
+        ArithOp::BitAnd => a & b,
+        ArithOp::BitOr => a | b,
+        ArithOp::BitXor => a ^ b,
+        ArithOp::Shl => a.wrapping_shl(s),
+        ArithOp::Shr => a >> s,
+        ArithOp::ShrU => (a as u64 >> s) as i64,
+        ArithOp::LogAnd => i64::from(a != 0 && b != 0),
+        ArithOp::LogOr => i64::from(a != 0 || b != 0),
+        _ => i64::from((a != 0) ^ (b != 0)),
+    }
+}
+
+/// The integer a string starts with, as Soufflé's `to_number` (`to_unsigned`) reads it:
+/// `0b`/`0x` prefixes (after a `-` for `to_number`), else decimal after white space and a
+/// sign; trailing text ignored.
+fn parse_leading_int(s: &str, unsigned: bool) -> Option<i64> {
+    if unsigned && s.starts_with('-') {
+        return None;
+    }
+    let (neg_prefix, body) = match s.strip_prefix('-') {
+        Some(r) if !unsigned && (r.starts_with("0b") || r.starts_with("0x")) => (true, r),
+        _ => (false, s),
+    };
+    let (radix, text) = if let Some(r) = body.strip_prefix("0b") {
+        (2, r)
+    } else if body.starts_with("0x") {
+        (16, body)
+    } else {
+        (10, body)
+    };
+    let t = text.trim_start_matches([' ', '\t', '\n', '\r', '\u{b}', '\u{c}']);
+    let (neg, t) = match t.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let t = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(r) if radix == 16 && r.chars().next().is_some_and(|c| c.is_ascii_hexdigit()) => r,
+        _ => t,
+    };
+    let digits: String = t.chars().take_while(|c| c.is_digit(radix)).collect();
+    if digits.is_empty() {
+        return None;
+    }
+    let m = u128::from_str_radix(&digits, radix).unwrap_or(u128::MAX);
+    let neg = neg != neg_prefix;
+    if unsigned {
+        let m = u64::try_from(m).ok()?;
+        i64::try_from(if neg { m.wrapping_neg() } else { m }).ok()
+    } else {
+        let v = i128::try_from(m).ok()?;
+        i64::try_from(if neg { -v } else { v }).ok()
+    }
 }
 
 fn call(f: Builtin, vals: &[RV], args: &[CExpr], ty: Type) -> Res<RV> {
@@ -867,6 +975,39 @@ fn call(f: Builtin, vals: &[RV], args: &[CExpr], ty: Type) -> Res<RV> {
                 }
                 (RV::Int(i), _) => RV::Int(*i),
                 (other, _) => return arith_err(format!("round of {other:?}")),
+            }
+        }
+        Builtin::BitNot => RV::Int(!int_of(arg(0)?)?),
+        Builtin::LogNot => RV::Int(i64::from(int_of(arg(0)?)? == 0)),
+        Builtin::Unsigned => match int_of(arg(0)?)? {
+            x if x >= 0 => RV::Int(x),
+            x => return arith_err(format!("unsigned {x} is out of range")),
+        },
+        Builtin::Min | Builtin::Max => {
+            let (a, b) = (arg(0)?, arg(1)?);
+            let second = match (a, b) {
+                (RV::Str(x), RV::Str(y)) => {
+                    if f == Builtin::Max {
+                        x < y
+                    } else {
+                        y < x
+                    }
+                }
+                _ if f == Builtin::Max => compare(a, b)? == Some(Ordering::Less),
+                _ => compare(b, a)? == Some(Ordering::Less),
+            };
+            if second {
+                b.clone()
+            } else {
+                a.clone()
+            }
+        }
+        Builtin::ToString => RV::Str(int_of(arg(0)?)?.to_string()),
+        Builtin::ToNumber | Builtin::ToUnsigned => {
+            let s = str_of(arg(0)?)?;
+            match parse_leading_int(s, f == Builtin::ToUnsigned) {
+                Some(n) => RV::Int(n),
+                None => return arith_err(format!("{f:?} of {s:?}")),
             }
         }
     };

@@ -267,3 +267,135 @@ fn negative_unsigned_values_are_an_error_not_a_wrong_answer() {
     assert!(!scratch.join("out/u.csv").exists());
     let _ = std::fs::remove_dir_all(&scratch);
 }
+
+/// Runs the Soufflé program `text` on the CPU; its exit code and standard error.
+fn run_program(scratch: &Path, text: &str) -> (Option<i32>, String) {
+    let prog = scratch.join("p.dl");
+    std::fs::write(&prog, text).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .arg(&prog)
+        .args(["--backend", "cpu", "--no-progress"])
+        .output()
+        .unwrap();
+    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn operators_without_a_defined_value_stop_with_a_located_error() {
+    let scratch = temp_dir("operator-errors");
+    // Soufflé traps (SIGFPE) or gives what C leaves undefined: Fox stops, naming the
+    // expression and the row.
+    let cases = [
+        (
+            ".decl a(x: number)\na(7). a(0).\n.decl r(x: number)\nr(7 % x) :- a(x).\n.output r\n",
+            "division by zero in `(7 % x)`",
+            "p.dl:4:3",
+        ),
+        (
+            ".decl a(x: number)\na(-9223372036854775807).\n.decl r(x: number)\nr((x - 1) % -1) :- a(x).\n.output r\n",
+            "overflow: `((x - 1) % -1)` does not fit int64",
+            "p.dl:4:3",
+        ),
+        (
+            ".decl a(x: number)\na(63).\n.decl r(x: number)\nr(2 ^ x) :- a(x).\n.output r\n",
+            "`(2 ^ x)` has no exact value",
+            "p.dl:4:3",
+        ),
+        (
+            ".decl a(x: number)\na(39).\n.decl r(x: number)\nr(3 ^ x) :- a(x).\n.output r\n",
+            "`(3 ^ x)` has no exact value",
+            "p.dl:4:3",
+        ),
+        (
+            ".decl a(x: number)\na(-1).\n.decl r(x: number)\nr(0 ^ x) :- a(x).\n.output r\n",
+            "division by zero in `(0 ^ x)`",
+            "p.dl:4:3",
+        ),
+        (
+            ".decl s(x: symbol)\ns(\"12\"). s(\"abc\").\n.decl r(x: number)\nr(to_number(x)) :- s(x).\n.output r\n",
+            "`to_number` of \"abc\" has no value",
+            "p.dl:4:3",
+        ),
+        (
+            ".decl s(x: symbol)\ns(\"9223372036854775808\").\n.decl r(x: number)\nr(to_number(x)) :- s(x).\n.output r\n",
+            "`to_number` of \"9223372036854775808\" has no value",
+            "p.dl:4:3",
+        ),
+        (
+            ".decl s(x: symbol)\ns(\"-1\").\n.decl r(x: unsigned)\nr(to_unsigned(x)) :- s(x).\n.output r\n",
+            "`to_unsigned` of \"-1\" has no value",
+            "p.dl:4:3",
+        ),
+        // Soufflé's `unsigned` from 2^63 on, which Fox would hold negative.
+        (
+            ".decl u(x: unsigned)\nu(5).\n.decl r(x: unsigned)\nr(x) :- u(x), bnot x > 10.\n.output r\n",
+            "`bnot(x)` is below 0: as Soufflé's `unsigned` it is 2^64 more",
+            "p.dl:4:15",
+        ),
+        (
+            ".decl u(x: unsigned)\nu(3).\n.decl r(x: unsigned)\nr(x bshl 62) :- u(x).\n.output r\n",
+            "`(x bshl 62)` is below 0: as Soufflé's `unsigned` it is 2^64 more",
+            "p.dl:4:3",
+        ),
+        (
+            ".decl n(x: number)\nn(-3).\n.decl r(x: unsigned)\nr(to_unsigned(x)) :- n(x).\n.output r\n",
+            "`x` is below 0: as Soufflé's `unsigned` it is 2^64 more",
+            "p.dl:4:3",
+        ),
+    ];
+    for (text, message, place) in cases {
+        let (code, err) = run_program(&scratch, text);
+        assert_eq!(code, Some(1), "{text}\n{err}");
+        assert!(
+            err.contains(&format!("error: {message}")),
+            "{text}\nwants `{message}`, got:\n{err}"
+        );
+        assert!(err.contains(place), "{text}\nwants {place}, got:\n{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // A filter before the conversion keeps the rows it would fail on from it.
+    let (code, err) = run_program(
+        &scratch,
+        ".decl s(x: symbol)\ns(\"12\"). s(\"abc\").\n.decl r(x: number)\nr(to_number(x)) :- s(x), x != \"abc\".\n.output r\n",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    // Inside an aggregate too: the conversion is not fused into the filtered reduction,
+    // which would read every row.
+    let prog = scratch.join("agg.dl");
+    std::fs::write(
+        &prog,
+        ".decl s(t: symbol)\ns(\"12\"). s(\"30\"). s(\"x5\").\n.decl r(n: number)\nr(n) :- n = sum to_number(t) : { s(t), t != \"x5\" }.\n.output r\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .arg(&prog)
+        .args(["--backend", "cpu", "--no-progress"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "42\n");
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+#[test]
+fn souffle_operators_are_not_logiql() {
+    // LogiQL keeps its names: `min`, `band`, … are not built-in functions there, and a
+    // user predicate may be called so.
+    let scratch = temp_dir("logiql-names");
+    let prog = scratch.join("p.logic");
+    std::fs::write(
+        &prog,
+        "min(x) -> int(x).\nmin(1).\nband(x) <- min(x).\nq(y) <- min(x), y = max(x, 2).\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_foxc"))
+        .arg("check")
+        .arg(&prog)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("unknown function `max`"), "{err}");
+    assert!(!err.contains("`min`") && !err.contains("`band`"), "{err}");
+    let _ = std::fs::remove_dir_all(&scratch);
+}

@@ -532,6 +532,11 @@ impl Gen {
                     let r = [6, 2, 0, 12][self.pick(4)];
                     arith(op, to(a, sa), to(b, sb), Type::WideDecimal(r))
                 }
+                // Soufflé's operators take int64 only: the generator never picks them here.
+                _ => {
+                    let s = sa.max(sb);
+                    arith(ArithOp::Add, to(a, s), to(b, s), Type::WideDecimal(s))
+                }
             };
         }
         let to = |x: KExpr, s: u8| {
@@ -556,6 +561,11 @@ impl Gen {
             ArithOp::Div => {
                 let r = [6, 2, 0, 9][self.pick(4)];
                 arith(op, to(a, sa), to(b, sb), Type::Decimal(r))
+            }
+            // Soufflé's operators take int64 only: the generator never picks them here.
+            _ => {
+                let s = sa.max(sb);
+                arith(ArithOp::Add, to(a, s), to(b, s), Type::Decimal(s))
             }
         }
     }
@@ -1559,6 +1569,17 @@ fn generated_kernels_compile_for_sm90() {
         let e = if k % 2 == 0 { g.any(3) } else { g.boolean(3) };
         wide.push((e, g.n_cols(), wide_elems.clone()));
     }
+    // Soufflé's operators, in 64 and in 128 bits (each expression once).
+    let mut seen = std::collections::HashSet::new();
+    for (e, cols) in souffle_cases() {
+        if !seen.insert(show_kexpr(&e)) {
+            continue;
+        }
+        let mut elems: Vec<Elem> = cols.iter().map(|c| c.elem()).collect();
+        let n_cols = elems.len();
+        elems.extend(tables().iter().map(|t| t.elem()));
+        wide.push((e, n_cols, elems));
+    }
     for (e, n_cols, elems) in &wide {
         let gs = generate_source(e, *n_cols, elems, &ctx).unwrap_or_else(|err| panic!("`{}`: {err}", show_kexpr(e)));
         let ptx = compile::compile_ptx(&gs.kernel, &gs.source, "compute_90")
@@ -1689,6 +1710,248 @@ fn w(v: Vec<i128>) -> HostCol {
 /// Targeted expressions over 38-digit decimals and their columns (no tables): the bounds
 /// ±(10^38 - 1), sums and products that overflow 128 bits, rescales with rounding, values
 /// near the bounds of i64, conversions to float with ties, narrowing to 18 digits.
+/// The int64 edge values of Soufflé's operators: zero, ±1, shift counts at and beyond
+/// the width and negative ones, the bounds.
+const SOUFFLE_EDGES: [i64; 14] = [0, 1, -1, 2, -2, 3, 7, -7, 63, 64, 65, -64, i64::MAX, i64::MIN];
+
+/// Every pair of `xs` and `ys` as two int64 columns.
+fn souffle_pairs(xs: &[i64], ys: &[i64]) -> Vec<HostCol> {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for &x in xs {
+        for &y in ys {
+            a.push(x);
+            b.push(y);
+        }
+    }
+    vec![HostCol::I64(a), HostCol::I64(b)]
+}
+
+/// Soufflé's operators (`%`, `^`, the bitwise and logical ones, `bnot`, `lnot`, `min`,
+/// `max` of int64, float64 and strings by rank) on edge values, those that fail on
+/// some row among them, and the same inside a tree computed in 128 bits. String columns
+/// hold codes of [`dict`]; the expressions read the rank table t0 of [`tables`], which
+/// follows the columns.
+fn souffle_cases() -> Vec<(KExpr, Vec<HostCol>)> {
+    let i = Type::Int64;
+    let ab = || (col(0, Type::Int64), col(1, Type::Int64));
+    let mut rng = Rng::new(31);
+    let mut xs: Vec<i64> = SOUFFLE_EDGES.to_vec();
+    xs.extend((0..40).map(|_| rng.next_u64() as i64 >> rng.below(64)));
+    let mut cases = Vec::new();
+    for op in [
+        ArithOp::BitAnd,
+        ArithOp::BitOr,
+        ArithOp::BitXor,
+        ArithOp::Shl,
+        ArithOp::Shr,
+        ArithOp::ShrU,
+        ArithOp::LogAnd,
+        ArithOp::LogOr,
+        ArithOp::LogXor,
+    ] {
+        let (a, b) = ab();
+        cases.push((arith(op, a, b, i), souffle_pairs(&xs, &xs)));
+    }
+    // `%` on every pair but a zero divisor and the smallest int64 by -1.
+    let divs: Vec<i64> = xs.iter().copied().filter(|&y| y != 0).collect();
+    let nums: Vec<i64> = xs.iter().copied().filter(|&x| x != i64::MIN).collect();
+    let (a, b) = ab();
+    cases.push((arith(ArithOp::Rem, a, b, i), souffle_pairs(&nums, &divs)));
+    let (a, b) = ab();
+    cases.push((arith(ArithOp::Rem, a, b, i), souffle_pairs(&[i64::MIN], &divs)));
+    // Then the failing rows: a zero divisor at row 3, the smallest int64 by -1 at row 2.
+    let (a, b) = ab();
+    cases.push((
+        arith(ArithOp::Rem, a, b, i),
+        vec![HostCol::I64(vec![1, 2, 3, 5]), HostCol::I64(vec![1, 1, 1, 0])],
+    ));
+    let (a, b) = ab();
+    cases.push((
+        arith(ArithOp::Rem, a, b, i),
+        vec![HostCol::I64(vec![1, 2, i64::MIN]), HostCol::I64(vec![-1, -1, -1])],
+    ));
+    // `^` where it has an exact value, then each way it has none.
+    let pw: [(i64, i64); 24] = [
+        (2, 10),
+        (2, 62),
+        (-2, 63),
+        (2, -1),
+        (3, -2),
+        (-1, -3),
+        (-1, 4),
+        (1, -5),
+        (0, 0),
+        (0, 5),
+        (3, 33),
+        (10, 15),
+        (10, 18),
+        (-10, 17),
+        (6, 24),
+        (-3, 5),
+        (7, 0),
+        (5, -1),
+        (-2, -1),
+        (-1, (1 << 53) + 1),
+        (-1, i64::MIN),
+        (i64::MIN, 1),
+        (i64::MAX, 0),
+        (1, i64::MAX),
+    ];
+    let (a, b) = ab();
+    cases.push((
+        arith(ArithOp::Pow, a, b, i),
+        vec![
+            HostCol::I64(pw.iter().map(|p| p.0).collect()),
+            HostCol::I64(pw.iter().map(|p| p.1).collect()),
+        ],
+    ));
+    for (x, y) in [
+        (2, 63),
+        (3, 39),
+        (0, -1),
+        (2, 64),
+        (i64::MAX, 1),
+        (-3, 40),
+        (2, i64::MAX),
+    ] {
+        let (a, b) = ab();
+        cases.push((
+            arith(ArithOp::Pow, a, b, i),
+            vec![HostCol::I64(vec![2, x]), HostCol::I64(vec![3, y])],
+        ));
+    }
+    for f in [ScalarFn::BitNot, ScalarFn::LogNot, ScalarFn::Unsigned] {
+        cases.push((call(f, vec![col(0, i)], i), vec![HostCol::I64(xs.clone())]));
+    }
+    // `unsigned` of values that are all at least 0.
+    cases.push((
+        call(ScalarFn::Unsigned, vec![col(0, i)], i),
+        vec![HostCol::I64(vec![0, 1, 7, i64::MAX])],
+    ));
+    for f in [ScalarFn::Min, ScalarFn::Max] {
+        let (a, b) = ab();
+        cases.push((call(f, vec![a, b], i), souffle_pairs(&xs, &xs)));
+        let fl = [0.0, -0.0, 1.5, -2.25, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e300];
+        let (mut fa, mut fb) = (Vec::new(), Vec::new());
+        for &x in &fl {
+            for &y in &fl {
+                fa.push(x);
+                fb.push(y);
+            }
+        }
+        let f64t = Type::Float64;
+        cases.push((
+            call(f, vec![col(0, f64t), col(1, f64t)], f64t),
+            vec![HostCol::F64(fa), HostCol::F64(fb)],
+        ));
+        let codes: Vec<u32> = (0..DICT).map(dict_code).collect();
+        let (mut sa, mut sb) = (Vec::new(), Vec::new());
+        for &x in &codes {
+            for &y in &codes {
+                sa.push(x);
+                sb.push(y);
+            }
+        }
+        let st = Type::String;
+        cases.push((
+            call(
+                f,
+                vec![col(0, st), col(1, st), table(0, col(0, st), i), table(0, col(1, st), i)],
+                st,
+            ),
+            vec![HostCol::U32(sa), HostCol::U32(sb)],
+        ));
+    }
+    // `land` and `lor` skip the second operand when the first decides: `a land 7 / a`
+    // never divides by zero; `a lor 7 / (a - a)` does where a is 0.
+    let seven_by = |x: KExpr| arith(ArithOp::Div, lit(Value::Int64(7), i), x, i);
+    cases.push((
+        arith(ArithOp::LogAnd, col(0, i), seven_by(col(0, i)), i),
+        vec![HostCol::I64(xs.clone())],
+    ));
+    let a_minus_a = || arith(ArithOp::Sub, col(0, i), col(0, i), i);
+    cases.push((
+        arith(ArithOp::LogOr, col(0, i), seven_by(a_minus_a()), i),
+        vec![HostCol::I64(divs.clone())],
+    ));
+    cases.push((
+        arith(ArithOp::LogOr, col(0, i), seven_by(a_minus_a()), i),
+        vec![HostCol::I64(xs.clone())],
+    ));
+    // Nested: `(a band b) % (a bor 1)` (never by zero) and `(a % 5) ^ (b band 7)`.
+    let (a, b) = ab();
+    let (a2, _) = ab();
+    let one = lit(Value::Int64(1), i);
+    cases.push((
+        arith(
+            ArithOp::Rem,
+            arith(ArithOp::BitAnd, a, b, i),
+            arith(ArithOp::BitOr, a2, one, i),
+            i,
+        ),
+        souffle_pairs(&xs, &xs),
+    ));
+    let (a, b) = ab();
+    cases.push((
+        arith(
+            ArithOp::Pow,
+            arith(ArithOp::Rem, a, lit(Value::Int64(5), i), i),
+            arith(ArithOp::BitAnd, b, lit(Value::Int64(7), i), i),
+            i,
+        ),
+        souffle_pairs(&xs, &xs),
+    ));
+    // Inside trees computed in 128 bits (an operand widened to a 38-digit decimal).
+    let w0 = Type::WideDecimal(0);
+    let wide = |e: KExpr| {
+        arith(
+            ArithOp::Add,
+            cast(e, w0),
+            lit(Value::Decimal { unscaled: 1, scale: 0 }, w0),
+            w0,
+        )
+    };
+    for op in [ArithOp::Shl, ArithOp::ShrU, ArithOp::BitXor, ArithOp::LogXor] {
+        let (a, b) = ab();
+        cases.push((wide(arith(op, a, b, i)), souffle_pairs(&xs, &xs)));
+    }
+    let (a, b) = ab();
+    cases.push((wide(arith(ArithOp::Rem, a, b, i)), souffle_pairs(&nums, &divs)));
+    let (a, b) = ab();
+    cases.push((
+        wide(arith(ArithOp::Pow, a, b, i)),
+        vec![
+            HostCol::I64(pw.iter().map(|p| p.0).collect()),
+            HostCol::I64(pw.iter().map(|p| p.1).collect()),
+        ],
+    ));
+    let (a, b) = ab();
+    cases.push((wide(call(ScalarFn::Max, vec![a, b], i)), souffle_pairs(&xs, &xs)));
+    cases.push((
+        wide(call(ScalarFn::BitNot, vec![col(0, i)], i)),
+        vec![HostCol::I64(xs.clone())],
+    ));
+    cases
+}
+
+/// Soufflé's operators on the GPU and the CPU: the same values, or the same error at the
+/// same row.
+fn souffle_operators_match_cpu() {
+    let mut gpu = gpu("souffle_operators_match_cpu");
+    let ctx = dict();
+    let (mut failed, mut total) = (0, 0);
+    for (k, (e, cols)) in souffle_cases().into_iter().enumerate() {
+        let n_cols = cols.len();
+        let mut args = cols;
+        args.extend(tables());
+        if check(&mut gpu, &e, n_cols, &args, &ctx, &format!("souffle case {k}")) {
+            failed += 1;
+        }
+        total += 1;
+    }
+    assert!(failed >= 10 && failed < total, "{failed} of {total} cases failed");
+}
+
 fn wide_cases() -> Vec<(KExpr, Vec<HostCol>)> {
     let (w2, w4) = (Type::WideDecimal(2), Type::WideDecimal(4));
     let m = MAX_WIDE;
@@ -1895,6 +2158,8 @@ static inline double __longlong_as_double(long long x) { double d; memcpy(&d, &x
 static inline double __ll2double_rn(long long x) { return (double)x; }
 static inline double __ull2double_rn(unsigned long long x) { return (double)x; }
 static inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) { return (unsigned long long)(((unsigned __int128)a * b) >> 64); }
 static inline double __ddiv_rn(double a, double b) { volatile double r = a / b; return r; }
 static inline double __dadd_rn(double a, double b) { volatile double r = a + b; return r; }
 static inline double __dsub_rn(double a, double b) { volatile double r = a - b; return r; }
@@ -1999,6 +2264,7 @@ fn generated_kernels_on_the_host_match_cpu() {
         vec![HostCol::I32(vec![-719_528, 0])],
     ));
     extra.extend(wide_cases());
+    extra.extend(souffle_cases());
     for (e, mut a) in extra {
         let k = a.len();
         a.extend(tables());
@@ -2128,6 +2394,7 @@ tests![
     Gpu random_wide_expressions_match_cpu,
     Gpu random_wide_boolean_expressions_match_cpu,
     Gpu wide_decimals_match_cpu,
+    Gpu souffle_operators_match_cpu,
     Gpu decimal_rounding_and_scales,
     Gpu float_semantics,
     Gpu overflow_and_division_by_zero,

@@ -34,7 +34,7 @@ impl Lower<'_> {
                     .copied()
                     .ok_or_else(|| LowerError::Invalid(format!("an expression reads column {i} of {}", v.arity())))
             }
-            ExprKind::Call(b @ (Builtin::Substr | Builtin::Concat), args) => return self.str_fn(v, *b, args, label),
+            ExprKind::Call(b, args) if b.is_host() => return self.str_fn(v, *b, args, label),
             _ => {}
         }
         let mut cx = ExprCx::default();
@@ -49,12 +49,22 @@ impl Lower<'_> {
         self.launch1(Kernel::Eval { expr: k, n_cols }, args, label, ty)
     }
 
-    /// `substr` or `concat` over the rows of `v`: its arguments as columns, then the
-    /// string-producing kernel.
+    /// A built-in that works on the text of strings (`substr`, `concat`, `to_string`,
+    /// `to_number`, `to_unsigned`) over the rows of `v`: its arguments as columns, then
+    /// the host kernel.
     pub(super) fn str_fn(&mut self, v: &Val, b: Builtin, args: &[Expr], label: &str) -> R<BufId> {
         let (func, want): (StrFunc, &[Type]) = match b {
             Builtin::Substr => (StrFunc::Substr, &[Type::String, Type::Int64, Type::Int64]),
-            _ => (StrFunc::Concat, &[Type::String, Type::String]),
+            Builtin::Concat => (StrFunc::Concat, &[Type::String, Type::String]),
+            Builtin::ToString => (StrFunc::ToString, &[Type::Int64]),
+            Builtin::ToNumber => (StrFunc::ToNumber, &[Type::String]),
+            Builtin::ToUnsigned => (StrFunc::ToUnsigned, &[Type::String]),
+            other => {
+                return Err(LowerError::Invalid(format!(
+                    "`{}` is not a string function",
+                    other.name()
+                )))
+            }
         };
         if args.len() != want.len() {
             return Err(LowerError::Invalid(format!(
@@ -75,9 +85,16 @@ impl Lower<'_> {
             };
             cols.push(self.expr_col(v, &a, &format!("{label}.arg{i}"))?);
         }
-        let out = self.launch1(Kernel::StrFn { func }, cols, label, Some(Type::String))?;
-        // The dictionary grew: tables computed before no longer cover every code.
-        self.tables.clear();
+        let ty = if func.output() == Elem::U32 {
+            Type::String
+        } else {
+            Type::Int64
+        };
+        let out = self.launch1(Kernel::StrFn { func }, cols, label, Some(ty))?;
+        if ty == Type::String {
+            // The dictionary grew: tables computed before no longer cover every code.
+            self.tables.clear();
+        }
         Ok(out)
     }
 
@@ -160,9 +177,39 @@ impl Lower<'_> {
                         node(KExprKind::Cast(Box::new(len)))
                     }
                 }
-                Builtin::Substr | Builtin::Concat => {
+                Builtin::Substr | Builtin::Concat | Builtin::ToString | Builtin::ToNumber | Builtin::ToUnsigned => {
                     let col = self.str_fn(v, *b, args, "str")?;
                     node(KExprKind::Col(cx.arg(col)))
+                }
+                Builtin::BitNot | Builtin::LogNot | Builtin::Unsigned => {
+                    let f = match b {
+                        Builtin::BitNot => ScalarFn::BitNot,
+                        Builtin::LogNot => ScalarFn::LogNot,
+                        _ => ScalarFn::Unsigned,
+                    };
+                    let args = args.iter().map(|a| self.kexpr(v, cx, a)).collect::<R<_>>()?;
+                    node(KExprKind::Call(f, args))
+                }
+                Builtin::Min | Builtin::Max => {
+                    let f = if *b == Builtin::Min {
+                        ScalarFn::Min
+                    } else {
+                        ScalarFn::Max
+                    };
+                    let mut ks: Vec<KExpr> = args.iter().map(|a| self.kexpr(v, cx, a)).collect::<R<_>>()?;
+                    if ty == Type::String {
+                        // Strings compare by text: by their ranks.
+                        let t = self.table(cx, DictOp::Rank)?;
+                        let keys: Vec<KExpr> = ks
+                            .iter()
+                            .map(|x| KExpr {
+                                kind: KExprKind::Table(t, Box::new(x.clone())),
+                                ty: Type::Int64,
+                            })
+                            .collect();
+                        ks.extend(keys);
+                    }
+                    node(KExprKind::Call(f, ks))
                 }
                 Builtin::Year | Builtin::Month | Builtin::Day | Builtin::Abs | Builtin::Round => {
                     let f = match b {

@@ -39,6 +39,36 @@ fn round_trip_through_ron() {
     assert_eq!(from_ron(&text), Ok(plan));
 }
 
+/// Soufflé's operators and conversions: the plan validates and reads back the same.
+#[test]
+fn souffle_operators_round_trip_through_ron() {
+    let src = include_str!("../../../../tests/souffle/operators.dl");
+    let (ast, _, diags) = fox_syntax::souffle::parse(src);
+    assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");
+    let (core, diags) = fox_sema::check(&ast);
+    let core = core.unwrap_or_else(|| panic!("{}", fox_syntax::diag::render("o.dl", src, &diags, false)));
+    let ra = fox_ra::plan(&core).unwrap_or_else(|e| panic!("{e}"));
+    let plan = lower(&ra).unwrap_or_else(|e| panic!("{e}"));
+    validate(&plan).unwrap_or_else(|e| panic!("{e}"));
+    let text = to_ron(&plan);
+    for part in [
+        "ToNumber",
+        "ToUnsigned",
+        "ToString",
+        "Pow",
+        "Rem",
+        "ShrU",
+        "LogXor",
+        "BitNot",
+        "LogNot",
+        "Min",
+        "Max",
+    ] {
+        assert!(text.contains(part), "no {part} in the plan");
+    }
+    assert_eq!(from_ron(&text), Ok(plan));
+}
+
 #[test]
 fn another_version_is_refused() {
     let text = to_ron(&tc()).replacen("version: 1", "version: 7", 1);

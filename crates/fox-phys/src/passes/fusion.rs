@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use fox_ra::{Block, Expr, ExprKind, Op, Stmt, TempId};
-use fox_sema::core::{AggFunc, Builtin, Type};
+use fox_sema::core::{AggFunc, Type};
 
 use super::{lets, Pass, PhysError};
 use crate::ann::{AggAlgorithm, Algorithm};
@@ -61,7 +61,7 @@ pub(crate) fn fusable(pred: Option<&Expr>, aggs: &[fox_ra::AggCall]) -> bool {
             ExprKind::Cast(a) | ExprKind::Neg(a) | ExprKind::Not(a) | ExprKind::In(a, _) => pure(a),
             ExprKind::Arith(_, a, b) | ExprKind::Cmp(_, a, b) => pure(a) && pure(b),
             ExprKind::And(es) | ExprKind::Or(es) => es.iter().all(pure),
-            ExprKind::Call(b, es) => !matches!(b, Builtin::Substr | Builtin::Concat) && es.iter().all(pure),
+            ExprKind::Call(b, es) => !b.is_host() && es.iter().all(pure),
         }
     }
     pred.is_none_or(pure)

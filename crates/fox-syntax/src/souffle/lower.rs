@@ -13,7 +13,10 @@
 //!   of no bindings are 0 in Soufflé: for them the clause is also emitted with
 //!   `!souffle:aggN(g…, _)` and the result 0.
 //! - Functors map to Fox's built-ins (`cat` → `concat`, `substr` 0-based → 1-based,
-//!   `contains` with a constant first argument → `like`); the others are refused with a
+//!   `contains` with a constant first argument → `like`); Soufflé's own operators and
+//!   functors (`%`, `^`, `band`, …, `min`, `max`, `to_number`, `to_string`,
+//!   `to_unsigned`) to the `souffle:…` functions of `fox-sema` (`souffle:mod`,
+//!   `souffle:band`, …), which LogiQL does not name; the others are refused with a
 //!   located "not supported in Fox yet".
 
 use super::ast::*;
@@ -54,6 +57,12 @@ pub struct Lowerer {
     items: Vec<Item>,
     io: SouffleIo,
     counter: usize,
+    /// The types of the variables of the clause being lowered, from the columns they
+    /// stand in (positive atoms and heads).
+    var_types: HashMap<String, Base>,
+    /// The type the expression being lowered takes from where it stands (a column, the
+    /// other side of a comparison), when known.
+    expect: Option<Base>,
 }
 
 pub fn lower(items: Vec<SItem>) -> (Program, SouffleIo, Vec<Diagnostic>) {
@@ -63,6 +72,8 @@ pub fn lower(items: Vec<SItem>) -> (Program, SouffleIo, Vec<Diagnostic>) {
         items: Vec::new(),
         io: SouffleIo::default(),
         counter: 0,
+        var_types: HashMap::new(),
+        expect: None,
     };
     let types = l.types(&items);
     for it in &items {
@@ -341,6 +352,13 @@ impl Lowerer {
     }
 
     fn clause(&mut self, c: &SClause) {
+        self.var_types.clear();
+        for h in &c.heads {
+            self.note_var_types(h);
+        }
+        if let Some(b) = &c.body {
+            self.body_var_types(b);
+        }
         let mut ok = true;
         for h in &c.heads {
             ok &= self.atom_ok(h);
@@ -471,8 +489,82 @@ impl Lowerer {
         }
     }
 
+    /// The type of column `i` of relation `rel`.
+    fn col_base(&self, rel: &str, i: usize) -> Option<Base> {
+        self.rels.get(rel)?.columns.get(i).map(|c| c.1)
+    }
+
+    /// Notes the types of the variables that stand as arguments of `a`.
+    fn note_var_types(&mut self, a: &SAtom) {
+        for (i, x) in a.args.iter().enumerate() {
+            if let (SExprKind::Var(v), Some(b)) = (&x.kind, self.col_base(&a.rel.name, i)) {
+                self.var_types.entry(v.clone()).or_insert(b);
+            }
+        }
+    }
+
+    fn body_var_types(&mut self, b: &SBody) {
+        match b {
+            SBody::Or(ps, _) | SBody::And(ps, _) => ps.iter().for_each(|p| self.body_var_types(p)),
+            SBody::Atom(a) => self.note_var_types(a),
+            SBody::Cmp(_, x, y, _) => {
+                for e in [x, y] {
+                    if let SExprKind::Agg(_, _, body) = &e.kind {
+                        self.body_var_types(body);
+                    }
+                }
+            }
+            SBody::Not(..) | SBody::Bool(..) => {}
+        }
+    }
+
+    /// The Soufflé type of `e`, where its operands or functor tell it.
+    fn sty(&self, e: &SExpr) -> Option<Base> {
+        match &e.kind {
+            SExprKind::Var(v) => self.var_types.get(v).copied(),
+            SExprKind::Unsigned(_) => Some(Base::Unsigned),
+            SExprKind::Float(_) => Some(Base::Float),
+            SExprKind::Str(_) => Some(Base::Symbol),
+            SExprKind::Int(_) | SExprKind::Anon | SExprKind::Unsupported(_) => None,
+            SExprKind::Unary(_, _, x) => self.sty(x),
+            SExprKind::Bin(_, _, x, y) => self.sty(x).or_else(|| self.sty(y)),
+            SExprKind::Call(f, args) => match f.name.as_str() {
+                "to_unsigned" => Some(Base::Unsigned),
+                "to_number" | "strlen" | "ord" => Some(Base::Number),
+                "to_float" => Some(Base::Float),
+                "cat" | "substr" | "to_string" => Some(Base::Symbol),
+                _ => args.iter().find_map(|a| self.sty(a)),
+            },
+            SExprKind::Agg(AggFn::Count, _, _) => Some(Base::Number),
+            SExprKind::Agg(_, t, _) => t.as_ref().and_then(|t| self.sty(t)),
+        }
+    }
+
+    /// Whether `e` is of Soufflé's `unsigned` type.
+    fn is_unsigned(&self, e: &SExpr) -> bool {
+        self.sty(e).or(self.expect) == Some(Base::Unsigned)
+    }
+
+    /// `e` lowered where a value of type `expect` stands.
+    fn expr_as(&mut self, e: &SExpr, expect: Option<Base>) -> Option<Expr> {
+        let saved = std::mem::replace(&mut self.expect, expect);
+        let r = self.expr(e);
+        self.expect = saved;
+        r
+    }
+
+    /// The arguments of an atom of `rel`, each where a value of its column's type stands.
+    fn atom_args(&mut self, rel: &str, args: &[SExpr]) -> Option<Vec<Expr>> {
+        let mut out = Vec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
+            let b = self.col_base(rel, i);
+            out.push(self.expr_as(a, b));
+        }
+        out.into_iter().collect()
+    }
+
     fn head(&mut self, h: &SAtom) -> Option<Head> {
-        let args: Option<Vec<Expr>> = h.args.iter().map(|a| self.expr(a)).collect();
+        let args = self.atom_args(&h.rel.name, &h.args);
         Some(Head {
             pred: h.rel.clone(),
             kind: HeadKind::Relational(args?),
@@ -498,27 +590,64 @@ impl Lowerer {
             },
             SExprKind::Float(f) => ExprKind::Lit(Lit::Float(f.clone())),
             SExprKind::Str(s) => ExprKind::Lit(Lit::Str(s.clone())),
-            SExprKind::Unary(op, at, x) => {
-                if *op != "-" {
+            SExprKind::Unary(op, at, x) => match *op {
+                "-" => ExprKind::Neg(Box::new(self.expr(x)?)),
+                "bnot" | "lnot" => {
+                    let unsigned = *op == "bnot" && self.is_unsigned(e);
+                    let x = self.expr(x)?;
+                    let call = ExprKind::Call(ident(format!("souffle:{op}"), *at), vec![x]);
+                    if unsigned {
+                        return Some(unsigned_check(ex(call, span)));
+                    }
+                    call
+                }
+                other => {
+                    self.diags.push(not_supported(format!("the operator `{other}`"), *at));
+                    return None;
+                }
+            },
+            SExprKind::Bin(op, at, x, y) => {
+                let bin = match *op {
+                    "+" => Some(BinOp::Add),
+                    "-" => Some(BinOp::Sub),
+                    "*" => Some(BinOp::Mul),
+                    "/" => Some(BinOp::Div),
+                    _ => None,
+                };
+                let func = match *op {
+                    "%" => Some("souffle:mod"),
+                    "^" => Some("souffle:pow"),
+                    "band" => Some("souffle:band"),
+                    "bor" => Some("souffle:bor"),
+                    "bxor" => Some("souffle:bxor"),
+                    "bshl" => Some("souffle:bshl"),
+                    "bshr" => Some("souffle:bshr"),
+                    "bshru" => Some("souffle:bshru"),
+                    "land" => Some("souffle:land"),
+                    "lor" => Some("souffle:lor"),
+                    "lxor" => Some("souffle:lxor"),
+                    _ => None,
+                };
+                if bin.is_none() && func.is_none() {
                     self.diags.push(not_supported(format!("the operator `{op}`"), *at));
                     return None;
                 }
-                ExprKind::Neg(Box::new(self.expr(x)?))
-            }
-            SExprKind::Bin(op, at, x, y) => {
-                let op = match *op {
-                    "+" => BinOp::Add,
-                    "-" => BinOp::Sub,
-                    "*" => BinOp::Mul,
-                    "/" => BinOp::Div,
-                    other => {
-                        self.diags.push(not_supported(format!("the operator `{other}`"), *at));
-                        return None;
-                    }
-                };
+                // A shift's count is a number whatever the shifted value's type.
+                let unsigned = *op == "bshl" && self.is_unsigned(e);
                 let x = self.expr(x)?;
-                let y = self.expr(y)?;
-                ExprKind::Bin(op, Box::new(x), Box::new(y))
+                let y = if op.starts_with("bsh") {
+                    self.expr_as(y, None)?
+                } else {
+                    self.expr(y)?
+                };
+                match (bin, func) {
+                    (Some(b), _) => ExprKind::Bin(b, Box::new(x), Box::new(y)),
+                    (None, Some(f)) if unsigned => {
+                        return Some(unsigned_check(ex(ExprKind::Call(ident(f, *at), vec![x, y]), span)))
+                    }
+                    (None, Some(f)) => ExprKind::Call(ident(f, *at), vec![x, y]),
+                    (None, None) => return None,
+                }
             }
             SExprKind::Call(name, args) => return self.call(name, args, span),
             SExprKind::Agg(..) => {
@@ -537,8 +666,16 @@ impl Lowerer {
         let arity = |n: usize| args.len() == n;
         let want = match name.name.as_str() {
             "cat" => args.len() >= 2,
-            "strlen" | "to_float" => arity(1),
+            "strlen" | "to_float" | "to_number" | "to_string" | "to_unsigned" => arity(1),
             "substr" => arity(3),
+            "min" | "max" => args.len() >= 2,
+            "ord" => {
+                self.diags.push(
+                    not_supported("the functor `ord`", name.span)
+                        .with_help("Soufflé's `ord` is the symbol's index in its symbol table, which depends on the order Soufflé meets symbols in"),
+                );
+                return None;
+            }
             "contains" | "match" => {
                 self.diags.push(
                     Diagnostic::error(format!("`{}` is a constraint, not a value", name.name), name.span)
@@ -546,8 +683,7 @@ impl Lowerer {
                 );
                 return None;
             }
-            "to_number" | "to_string" | "to_unsigned" | "ord" | "min" | "max" | "range" | "urange" | "frange"
-            | "itof" | "itou" | "utoi" | "ftoi" | "ftou" | "utof" | "lower" | "upper" => {
+            "range" | "urange" | "frange" | "itof" | "itou" | "utoi" | "ftoi" | "ftou" | "utof" | "lower" | "upper" => {
                 self.diags
                     .push(not_supported(format!("the functor `{}`", name.name), name.span));
                 return None;
@@ -568,7 +704,18 @@ impl Lowerer {
             );
             return None;
         }
-        let xs: Option<Vec<Expr>> = args.iter().map(|a| self.expr(a)).collect();
+        if name.name == "to_float" && args.first().and_then(|a| self.sty(a)) == Some(Base::Symbol) {
+            self.diags
+                .push(not_supported("`to_float` of a symbol", span).with_help("Soufflé reads it with C's strtod"));
+            return None;
+        }
+        // The arguments of min and max have the call's type; the others their own.
+        let expect = if matches!(name.name.as_str(), "min" | "max") {
+            self.expect
+        } else {
+            None
+        };
+        let xs: Option<Vec<Expr>> = args.iter().map(|a| self.expr_as(a, expect)).collect();
         let mut xs = xs?;
         let call = |n: &str, a: Vec<Expr>, s: Span| ex(ExprKind::Call(ident(n, name.span), a), s);
         Some(match name.name.as_str() {
@@ -588,6 +735,9 @@ impl Lowerer {
                 xs.insert(1, ex(ExprKind::Bin(BinOp::Add, Box::new(start), Box::new(one)), s));
                 call("substr", xs, span)
             }
+            // `to_unsigned` of a negative number is 2^64 more in Soufflé.
+            "to_unsigned" => unsigned_check(call("souffle:to_unsigned", xs, span)),
+            n @ ("to_number" | "to_string" | "min" | "max") => call(&format!("souffle:{n}"), xs, span),
             n => call(n, xs, span),
         })
     }
@@ -622,8 +772,9 @@ impl Lowerer {
             }
             SBody::Atom(a) => Formula::Lit(self.body_atom(a)?),
             SBody::Cmp(op, x, y, s) => {
-                let x = self.expr(x)?;
-                let y = self.expr(y)?;
+                let (tx, ty) = (self.sty(x), self.sty(y));
+                let x = self.expr_as(x, ty)?;
+                let y = self.expr_as(y, tx)?;
                 Formula::Lit(Literal::Compare(Compare {
                     first: x,
                     rest: vec![(*op, y)],
@@ -679,7 +830,7 @@ impl Lowerer {
                 None
             }
             _ => {
-                let args: Option<Vec<Expr>> = a.args.iter().map(|x| self.expr(x)).collect();
+                let args = self.atom_args(&a.rel.name, &a.args);
                 Some(Literal::Atom(Atom {
                     pred: a.rel.clone(),
                     args: args?,
@@ -867,6 +1018,13 @@ impl Lowerer {
             _ => Formula::And(parts, span),
         })
     }
+}
+
+/// `souffle:unsigned(e)`: `e`, which must not be negative (an `unsigned` value of
+/// 2^63 or more, which Fox would hold negative, stops the run instead).
+fn unsigned_check(e: Expr) -> Expr {
+    let span = e.span;
+    ex(ExprKind::Call(ident("souffle:unsigned", span), vec![e]), span)
 }
 
 fn negate(op: CmpOp) -> CmpOp {

@@ -113,6 +113,8 @@ pub fn eval(e: &Expr, row: &[Value]) -> Value {
                 ArithOp::Sub => xi - yi,
                 ArithOp::Mul => xi * yi,
                 ArithOp::Div => xi / yi,
+                ArithOp::Rem => xi % yi,
+                op => panic!("the plans' evaluator has no {op:?}"),
             };
             make(e.ty, r)
         }
