@@ -24,8 +24,7 @@ impl StrArena {
     /// [`StrArena::with_capacity`], or the out-of-memory message naming `what`.
     pub fn try_with_capacity(strings: usize, bytes: usize, what: &str) -> Result<StrArena, String> {
         let mut text = String::new();
-        crate::alloc::fallible(|| text.try_reserve_exact(bytes))
-            .map_err(|_| crate::alloc::out_of_memory(bytes as u128, what))?;
+        crate::alloc::request(bytes as u128, 1, what, || text.try_reserve_exact(bytes))?;
         Ok(StrArena {
             text,
             ends: crate::alloc::try_with_capacity(strings, what)?,
@@ -53,8 +52,12 @@ impl StrArena {
 
     /// [`StrArena::push`], or the out-of-memory message naming `what`.
     pub fn try_push(&mut self, s: &str, what: &str) -> Result<(), String> {
-        crate::alloc::fallible(|| self.text.try_reserve(s.len()))
-            .map_err(|_| crate::alloc::out_of_memory((self.text.len() + s.len()) as u128, what))?;
+        if self.text.capacity() - self.text.len() < s.len() {
+            // Grown as `String::reserve` grows it: to at least twice its capacity.
+            let need = self.text.len() + s.len();
+            let grown = need.max(2 * self.text.capacity()) - self.text.len();
+            crate::alloc::request(need as u128, 1, what, || self.text.try_reserve(grown))?;
+        }
         crate::alloc::try_reserve(&mut self.ends, 1, what)?;
         self.push(s);
         Ok(())
