@@ -246,11 +246,23 @@ const SYSTEM_REFUSED: &str = "the system refused it";
 /// (a `try_reserve` of a `Vec`, `String` or `HashMap`) with [`failure_is_handled`] true:
 /// the error ([`rows_out_of_memory`]) names `what` and says why it was refused or failed.
 pub fn request<E>(rows: u128, size: usize, what: &str, f: impl FnOnce() -> Result<(), E>) -> Result<(), String> {
-    let bytes = rows * size as u128;
-    admit(bytes).map_err(|why| rows_out_of_memory(rows, size, what, &why))?;
+    request_growth(rows, rows * size as u128, size, what, f)
+}
+
+/// [`request`] for `f` growing a buffer by `growth` bytes to `need` elements of `size`
+/// bytes: `growth` is admitted, and the error gives the whole buffer.
+fn request_growth<E>(
+    need: u128,
+    growth: u128,
+    size: usize,
+    what: &str,
+    f: impl FnOnce() -> Result<(), E>,
+) -> Result<(), String> {
+    let fail = |why: &str| rows_out_of_memory(need, size, what, why);
+    admit(growth).map_err(|why| fail(&why))?;
     fallible(f).map_err(|_| {
-        refund(bytes);
-        rows_out_of_memory(rows, size, what, SYSTEM_REFUSED)
+        refund(growth);
+        fail(SYSTEM_REFUSED)
     })
 }
 
@@ -292,15 +304,9 @@ pub fn try_reserve<T>(v: &mut Vec<T>, additional: usize, what: &str) -> Result<(
     if need <= cap {
         return Ok(());
     }
-    // `Vec::try_reserve` grows to the larger of what is needed and twice the capacity;
-    // the message gives the whole vector.
+    // `Vec::try_reserve` grows to the larger of what is needed and twice the capacity.
     let growth = (need.max(2 * cap) - cap) * size as u128;
-    let fail = |why: &str| rows_out_of_memory(need, size, what, why);
-    admit(growth).map_err(|why| fail(&why))?;
-    fallible(|| v.try_reserve(additional)).map_err(|_| {
-        refund(growth);
-        fail(SYSTEM_REFUSED)
-    })
+    request_growth(need, growth, size, what, || v.try_reserve(additional))
 }
 
 /// An empty vector with room for exactly `n` elements, or the out-of-memory message
@@ -344,6 +350,20 @@ pub fn try_string(s: &str, what: &str) -> Result<String, String> {
     request(s.len() as u128, 1, what, || t.try_reserve_exact(s.len()))?;
     t.push_str(s);
     Ok(t)
+}
+
+/// Appends `s` to `out`, growing it as `String::push_str` does (to at least twice its
+/// capacity, so that repeated calls take amortised linear time), or the out-of-memory
+/// message naming `what` (with the whole string's size).
+pub fn try_push_str(out: &mut String, s: &str, what: &str) -> Result<(), String> {
+    if out.capacity() - out.len() < s.len() {
+        let need = out.len() + s.len();
+        let target = need.max(2 * out.capacity());
+        let growth = (target - out.capacity()) as u128;
+        request_growth(need as u128, growth, 1, what, || out.try_reserve(target - out.len()))?;
+    }
+    out.push_str(s);
+    Ok(())
 }
 
 /// A copy of `s`, or the out-of-memory message naming `what`.
@@ -440,6 +460,24 @@ mod tests {
         assert!(e.contains("for the huge column: the machine has "), "{e}");
         let e = try_filled::<u32>(n / 4, 0, "the huge column").unwrap_err();
         assert!(e.contains(&format!("({} rows of 4 bytes)", n / 4)), "{e}");
+    }
+
+    #[test]
+    fn strings_grow_within_the_budget() {
+        with_budget(Some(100), || {
+            let mut s = String::new();
+            try_push_str(&mut s, &"x".repeat(30), "the text").unwrap();
+            // 30 taken; growing to 60 takes 30 more; then 40 are left and 120 are asked.
+            try_push_str(&mut s, &"y".repeat(30), "the text").unwrap();
+            assert_eq!(s.len(), 60);
+            let e = try_push_str(&mut s, &"z".repeat(5), "the text").unwrap_err();
+            assert_eq!(
+                e,
+                "out of memory: cannot allocate 65 bytes for the text: \
+                 the memory limit (--memory-limit) leaves 40 bytes to this operation"
+            );
+            assert_eq!(s.len(), 60);
+        });
     }
 
     #[test]

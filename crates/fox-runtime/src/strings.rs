@@ -52,14 +52,9 @@ impl StrArena {
 
     /// [`StrArena::push`], or the out-of-memory message naming `what`.
     pub fn try_push(&mut self, s: &str, what: &str) -> Result<(), String> {
-        if self.text.capacity() - self.text.len() < s.len() {
-            // Grown as `String::reserve` grows it: to at least twice its capacity.
-            let need = self.text.len() + s.len();
-            let grown = need.max(2 * self.text.capacity()) - self.text.len();
-            crate::alloc::request(need as u128, 1, what, || self.text.try_reserve(grown))?;
-        }
         crate::alloc::try_reserve(&mut self.ends, 1, what)?;
-        self.push(s);
+        crate::alloc::try_push_str(&mut self.text, s, what)?;
+        self.ends.push(self.text.len() as u64);
         Ok(())
     }
 
