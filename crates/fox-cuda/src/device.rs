@@ -282,7 +282,7 @@ impl Gpu {
                     len as u128,
                     elem.size(),
                     &what(),
-                    "more bytes than an address can reach",
+                    Some("more bytes than an address can reach"),
                 ))
             })?;
         let mem = if bytes == 0 {
@@ -305,7 +305,7 @@ impl Gpu {
                             len as u128,
                             elem.size(),
                             &what(),
-                            &format!("the device is out of memory ({state})"),
+                            Some(&format!("the device is out of memory ({state})")),
                         )));
                     }
                     return Err(BackendError(format!(

@@ -225,22 +225,23 @@ pub fn out_of_memory(bytes: u128, what: &str) -> String {
 }
 
 /// The message of an allocation of `rows` elements of `size` bytes that was refused or
-/// failed, and why: `out of memory: cannot allocate 1.5 GiB (400000000 rows of 4 bytes)
-/// for WHAT: WHY` (without the rows for bytes: `size` 1). Every backend builds its
-/// out-of-memory errors with it.
-pub fn rows_out_of_memory(rows: u128, size: usize, what: &str, why: &str) -> String {
-    if size == 1 {
-        format!("{}: {why}", out_of_memory(rows, what))
+/// failed, and why when something other than the allocator said no: `out of memory:
+/// cannot allocate 1.5 GiB (400000000 rows of 4 bytes) for WHAT[: WHY]` (without the
+/// rows for bytes: `size` 1). Every backend builds its out-of-memory errors with it.
+pub fn rows_out_of_memory(rows: u128, size: usize, what: &str, why: Option<&str>) -> String {
+    let base = if size == 1 {
+        out_of_memory(rows, what)
     } else {
         format!(
-            "out of memory: cannot allocate {} ({rows} rows of {size} bytes) for {what}: {why}",
+            "out of memory: cannot allocate {} ({rows} rows of {size} bytes) for {what}",
             bytes_text(rows * size as u128)
         )
+    };
+    match why {
+        Some(why) => format!("{base}: {why}"),
+        None => base,
     }
 }
-
-/// What a failed request says when nothing refused it before it was made.
-const SYSTEM_REFUSED: &str = "the system refused it";
 
 /// Admits ([`admit`]), then makes the request `f` for `rows` elements of `size` bytes
 /// (a `try_reserve` of a `Vec`, `String` or `HashMap`) with [`failure_is_handled`] true:
@@ -258,11 +259,10 @@ fn request_growth<E>(
     what: &str,
     f: impl FnOnce() -> Result<(), E>,
 ) -> Result<(), String> {
-    let fail = |why: &str| rows_out_of_memory(need, size, what, why);
-    admit(growth).map_err(|why| fail(&why))?;
+    admit(growth).map_err(|why| rows_out_of_memory(need, size, what, Some(&why)))?;
     fallible(f).map_err(|_| {
         refund(growth);
-        fail(SYSTEM_REFUSED)
+        rows_out_of_memory(need, size, what, None)
     })
 }
 
@@ -483,12 +483,11 @@ mod tests {
     #[test]
     fn messages_give_bytes_rows_and_why() {
         assert_eq!(
-            rows_out_of_memory(400_000_000, 4, "the joined rows", "the system refused it"),
-            "out of memory: cannot allocate 1.5 GiB (400000000 rows of 4 bytes) for the joined rows: \
-             the system refused it"
+            rows_out_of_memory(400_000_000, 4, "the joined rows", None),
+            "out of memory: cannot allocate 1.5 GiB (400000000 rows of 4 bytes) for the joined rows"
         );
         assert_eq!(
-            rows_out_of_memory(2048, 1, "a string", "why"),
+            rows_out_of_memory(2048, 1, "a string", Some("why")),
             "out of memory: cannot allocate 2.0 KiB for a string: why"
         );
     }
