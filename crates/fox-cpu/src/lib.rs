@@ -147,11 +147,12 @@ impl Backend for CpuBackend {
         self.mem
     }
 
-    /// The machine's memory (`MemTotal` of /proc/meminfo), where the system says; read
-    /// once per process.
+    /// What the buffers may hold now: those in use and what the machine has available
+    /// less the reserve kept free (`fox_runtime::alloc::machine_available`, beyond which
+    /// a large allocation is refused), where the system says.
     fn memory_capacity(&self) -> Option<usize> {
-        static TOTAL: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-        *TOTAL.get_or_init(|| fox_runtime::meminfo("MemTotal").and_then(|b| usize::try_from(b).ok()))
+        let available = usize::try_from(fox_runtime::alloc::machine_available()?).ok()?;
+        Some(available.saturating_add(self.mem.in_use))
     }
 
     /// Enforced on every launch: the allocations a kernel makes on the launching thread

@@ -156,8 +156,8 @@ pub fn with_budget<R>(bytes: Option<u64>, f: impl FnOnce() -> R) -> R {
 
 /// The memory the machine has for new allocations: `MemAvailable` and `SwapFree` of
 /// /proc/meminfo less the reserve a load keeps ([`load_reserve`]); `None` where the
-/// system does not say.
-fn machine_available() -> Option<u64> {
+/// system does not say. Requests of [`CHECKED_BYTES`] or more beyond it are refused.
+pub fn machine_available() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let available = meminfo_in(&info, "MemAvailable")?;
     let swap = meminfo_in(&info, "SwapFree").unwrap_or(0);

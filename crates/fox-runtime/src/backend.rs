@@ -171,7 +171,8 @@ pub trait Backend {
     fn sync(&mut self) -> Result<(), BackendError>;
     fn mem(&self) -> MemStats;
     /// The memory the backend's buffers can use in all, in bytes, when it knows it (the
-    /// device's memory; the machine's for the CPU).
+    /// device's memory; for the CPU, what its buffers hold and what the machine has
+    /// available now).
     fn memory_capacity(&self) -> Option<usize> {
         None
     }
