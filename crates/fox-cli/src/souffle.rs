@@ -6,6 +6,7 @@
 use fox_runtime::OutputTable;
 use fox_sema::core::Value;
 use fox_syntax::souffle::{SouffleIo, SouffleOutput};
+use std::io::Write;
 use std::path::Path;
 
 /// A value as Soufflé writes it.
@@ -63,21 +64,26 @@ pub fn format_g17(x: f64) -> String {
 }
 
 /// The text of one output file.
+/// The text grows fallibly (running out of memory is an error naming the file), a row
+/// at a time.
 pub fn render_output(table: &OutputTable, spec: &SouffleOutput) -> anyhow::Result<String> {
+    let what = format!("the text of `{}`", spec.file);
     let mut out = String::new();
+    let push = |out: &mut String, s: &str| fox_runtime::alloc::try_push_str(out, s, &what).map_err(anyhow::Error::msg);
     if spec.headers {
-        out.push_str(&spec.columns.join(&spec.delimiter));
-        out.push('\n');
+        push(&mut out, &spec.columns.join(&spec.delimiter))?;
+        push(&mut out, "\n")?;
     }
-    for row in table.rows() {
+    for r in 0..table.len() {
+        let row = table.row(r);
         if row.is_empty() {
             // The tuple of a relation without attributes.
-            out.push_str("()\n");
+            push(&mut out, "()\n")?;
             continue;
         }
         for (k, v) in row.iter().enumerate() {
             if k > 0 {
-                out.push_str(&spec.delimiter);
+                push(&mut out, &spec.delimiter)?;
             }
             if spec.unsigned.get(k) == Some(&true) && matches!(v, Value::Int64(n) if *n < 0) {
                 anyhow::bail!(
@@ -88,9 +94,9 @@ pub fn render_output(table: &OutputTable, spec: &SouffleOutput) -> anyhow::Resul
                     spec.columns.get(k).map_or("?", |c| c.as_str()),
                 );
             }
-            out.push_str(&format_value(v));
+            push(&mut out, &format_value(v))?;
         }
-        out.push('\n');
+        push(&mut out, "\n")?;
     }
     Ok(out)
 }
@@ -124,10 +130,9 @@ pub fn write_results(tables: &[OutputTable], io: &SouffleIo, dir: Option<&Path>)
                 .map_err(|e| anyhow::anyhow!("cannot create the output directory `{}`: {e}", dir.display()))?;
             let mut files = fox_runtime::OutputFiles::new();
             let mut written = Vec::new();
-            for (spec, rows, text) in &texts {
+            for (spec, rows, text) in texts {
                 let path = dir.join(&spec.file);
-                written.push((path.clone(), *rows));
-                let text = text.clone();
+                written.push((path.clone(), rows));
                 files.add(path, move |w| w.write_all(text.as_bytes()));
             }
             files.commit().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -141,18 +146,21 @@ pub fn write_results(tables: &[OutputTable], io: &SouffleIo, dir: Option<&Path>)
             }
         }
         None => {
-            let mut out = sizes;
+            // Written a piece at a time: the texts are not copied into one.
             let named = texts.len() > 1;
-            for (k, (spec, _, text)) in texts.iter().enumerate() {
-                if k > 0 {
-                    out.push('\n');
+            crate::stdout::with_stdout(|w| {
+                w.write_all(sizes.as_bytes())?;
+                for (k, (spec, _, text)) in texts.iter().enumerate() {
+                    if k > 0 {
+                        w.write_all(b"\n")?;
+                    }
+                    if named {
+                        w.write_all(format!("{}\n", spec.file).as_bytes())?;
+                    }
+                    w.write_all(text.as_bytes())?;
                 }
-                if named {
-                    out.push_str(&format!("{}\n", spec.file));
-                }
-                out.push_str(text);
-            }
-            crate::stdout::print(&out)?;
+                Ok(())
+            })?;
         }
     }
     Ok(())
@@ -161,6 +169,34 @@ pub fn write_results(tables: &[OutputTable], io: &SouffleIo, dir: Option<&Path>)
 #[cfg(test)]
 mod tests {
     use super::format_g17;
+
+    #[test]
+    fn the_text_of_an_output_is_allocated_fallibly() {
+        use fox_sema::core::{Column, Type, Value};
+        let columns = vec![Column {
+            name: "x".into(),
+            ty: Type::Int64,
+        }];
+        let rows = (0..1000).map(|i| vec![Value::Int64(i)]).collect();
+        let table = fox_runtime::OutputTable::from_rows("r", columns, rows);
+        let spec = fox_syntax::souffle::SouffleOutput {
+            rel: "r".into(),
+            file: "r.csv".into(),
+            delimiter: "\t".into(),
+            headers: false,
+            columns: vec!["x".into()],
+            unsigned: vec![false],
+        };
+        let text = super::render_output(&table, &spec).unwrap();
+        assert_eq!(text.lines().count(), 1000);
+        // Under a budget smaller than the text, an error naming the file.
+        let e = fox_runtime::alloc::with_budget(Some(1000), || super::render_output(&table, &spec)).unwrap_err();
+        let e = e.to_string();
+        assert!(
+            e.starts_with("out of memory: cannot allocate ") && e.contains("for the text of `r.csv`"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn floats_are_written_as_printf_g17() {

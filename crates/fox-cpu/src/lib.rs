@@ -29,7 +29,14 @@ pub struct CpuBackend {
     bufs: HashMap<u64, HostCol>,
     next_id: u64,
     mem: MemStats,
+    /// The run's memory limit ([`Backend::set_memory_limit`]).
+    limit: Option<u64>,
 }
+
+/// What a launch may always allocate under a memory limit, however little the limit
+/// leaves: a limit below what the run holds anyway still lets small steps (the windows
+/// of a multi-round expansion) make progress.
+pub const MIN_LAUNCH_BUDGET: u64 = 1 << 20;
 
 impl CpuBackend {
     pub fn new() -> CpuBackend {
@@ -50,6 +57,13 @@ impl CpuBackend {
         self.mem.peak = self.mem.peak.max(self.mem.in_use);
         self.bufs.insert(id, col);
         buf
+    }
+
+    /// What a launch may allocate: what the memory limit leaves beside the buffers in
+    /// use, and at least [`MIN_LAUNCH_BUDGET`]; no bound without a limit.
+    fn launch_budget(&self) -> Option<u64> {
+        self.limit
+            .map(|l| l.saturating_sub(self.mem.in_use as u64).max(MIN_LAUNCH_BUDGET))
     }
 
     fn get(&self, buf: &DevBuf) -> Result<&HostCol, BackendError> {
@@ -91,7 +105,7 @@ impl Backend for CpuBackend {
             return fox_runtime::launch_kernel(self, kernel, args, ctx);
         }
         let cols = args.iter().map(|b| self.get(b)).collect::<Result<Vec<_>, _>>()?;
-        let outs = run_kernel(kernel, &cols, ctx)?;
+        let outs = fox_runtime::alloc::with_budget(self.launch_budget(), || run_kernel(kernel, &cols, ctx))?;
         Ok(outs.into_iter().map(|c| self.register(c)).collect())
     }
 
@@ -113,7 +127,9 @@ impl Backend for CpuBackend {
             return Ok(None);
         };
         let cols = args.iter().map(|b| self.get(b)).collect::<Result<Vec<_>, _>>()?;
-        let outs = fused::fused_reduce(&cols, filter.as_ref(), *nkeys, aggs, exprs, *n_cols, ctx);
+        let outs = fox_runtime::alloc::with_budget(self.launch_budget(), || {
+            fused::fused_reduce(&cols, filter.as_ref(), *nkeys, aggs, exprs, *n_cols, ctx)
+        });
         Ok(outs.map(|outs| outs.into_iter().map(|c| self.register(c)).collect()))
     }
 
@@ -131,11 +147,19 @@ impl Backend for CpuBackend {
         self.mem
     }
 
-    /// The machine's memory (`MemTotal` of /proc/meminfo), where the system says; read
-    /// once per process.
+    /// What the buffers may hold now: those in use and what the machine has available
+    /// less the reserve kept free (`fox_runtime::alloc::machine_available`, beyond which
+    /// a large allocation is refused), where the system says.
     fn memory_capacity(&self) -> Option<usize> {
-        static TOTAL: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-        *TOTAL.get_or_init(|| fox_runtime::meminfo("MemTotal").and_then(|b| usize::try_from(b).ok()))
+        let available = usize::try_from(fox_runtime::alloc::machine_available()?).ok()?;
+        Some(available.saturating_add(self.mem.in_use))
+    }
+
+    /// Enforced on every launch: the allocations a kernel makes on the launching thread
+    /// (its outputs and the temporaries as large) are admitted against what the limit
+    /// leaves ([`fox_runtime::alloc::with_budget`]).
+    fn set_memory_limit(&mut self, limit: Option<u64>) {
+        self.limit = limit;
     }
 
     fn reset_peak(&mut self) {

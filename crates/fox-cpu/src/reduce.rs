@@ -182,7 +182,10 @@ fn aggregate(
                 };
                 finish_int_sum(avg, si, so, sum, (e - s) as i128).ok_or(g)
             })?;
-            let vals = vals.into_iter().collect::<Result<Vec<_>, usize>>().map_err(overflow)?;
+            if let Some(g) = vals.iter().find_map(|v| v.err()) {
+                return Err(overflow(g));
+            }
+            let vals = par_map(ng, "the sums", |g| vals[g].unwrap_or_default())?;
             store_ints(vals, out_ty, bounds, what)
         }
         AggFunc::Min | AggFunc::Max => {

@@ -114,6 +114,8 @@ pub(crate) fn expand(args: &[&HostCol], stop: &Stop) -> KResult<Vec<HostCol>> {
         let (q, qr) = qrest.split_at_mut((e - s) as usize);
         prest = pr;
         qrest = qr;
+        // One item per input row of the window: as many as the rows expanded.
+        fox_runtime::alloc::try_reserve(&mut work, 1, "the expanded rows' work list")?;
         work.push((i, k0, p, q));
     }
     let write = |(i, k0, p, q): &mut (usize, u32, &mut [u32], &mut [u32])| {

@@ -268,12 +268,23 @@ impl Gpu {
         need.min(u64::from(self.sm_count) * u64::from(waves.max(1))) as u32
     }
 
-    /// Allocates `len` elements of `elem`, uninitialised.
+    /// Allocates `len` elements of `elem`, uninitialised. Running out of device memory is
+    /// an error built as every backend builds it (`fox_runtime::alloc::rows_out_of_memory`:
+    /// `out of memory: cannot allocate 1.5 GiB (400000000 rows of 4 bytes) for …`), with
+    /// the device's free and total memory.
     pub fn alloc(&mut self, elem: Elem, len: usize) -> Result<DevBuf, BackendError> {
+        let what = || format!("a buffer of {} on {}", elem.name(), self.name);
         let bytes = len
             .checked_mul(elem.size())
             .filter(|b| *b <= isize::MAX as usize - 16)
-            .ok_or_else(|| BackendError(format!("cannot allocate {len} elements of {elem:?}: size overflows")))?;
+            .ok_or_else(|| {
+                BackendError(fox_runtime::alloc::rows_out_of_memory(
+                    len as u128,
+                    elem.size(),
+                    &what(),
+                    Some("more bytes than an address can reach"),
+                ))
+            })?;
         let mem = if bytes == 0 {
             None
         } else {
@@ -283,18 +294,25 @@ impl Gpu {
                 Ok(m) => Some(m),
                 Err(e) => {
                     let (free, total) = self.ctx.mem_get_info().unwrap_or((0, 0));
-                    let what = if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-                        "out of device memory".to_string()
-                    } else {
-                        format!("{e:?}")
-                    };
-                    return Err(BackendError(format!(
-                        "cannot allocate {} ({len} x {elem:?}) on {}: {what} ({} free of {}, {} in use by this run)",
-                        mib(bytes),
-                        self.name,
+                    let state = format!(
+                        "{} free of {}, {} in use by this run",
                         mib(free),
                         mib(total),
                         mib(self.mem.in_use)
+                    );
+                    if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+                        return Err(BackendError(fox_runtime::alloc::rows_out_of_memory(
+                            len as u128,
+                            elem.size(),
+                            &what(),
+                            Some(&format!("the device is out of memory ({state})")),
+                        )));
+                    }
+                    return Err(BackendError(format!(
+                        "cannot allocate {} ({len} x {}) on {}: {e:?} ({state})",
+                        mib(bytes),
+                        elem.name(),
+                        self.name,
                     )));
                 }
             }
@@ -410,15 +428,11 @@ impl Gpu {
         &mut self,
         buf: &DevBuf,
     ) -> Result<Vec<T>, BackendError> {
-        let mut out: Vec<T> = Vec::new();
-        fox_runtime::alloc::fallible(|| out.try_reserve_exact(buf.len)).map_err(|_| {
-            BackendError(format!(
-                "cannot download {} ({} x {:?}): out of host memory",
-                mib(buf.bytes()),
-                buf.len,
-                buf.elem
-            ))
-        })?;
+        let mut out: Vec<T> = fox_runtime::alloc::try_with_capacity(
+            buf.len,
+            &format!("a {} buffer downloaded from {}", buf.elem.name(), self.name),
+        )
+        .map_err(BackendError)?;
         // Fresh host memory is faulted in page by page on first touch: filling it from
         // many threads spreads the faults over the cores (one thread manages ~2 GB/s).
         if buf.len >= PARALLEL_FILL_MIN {

@@ -171,10 +171,16 @@ pub trait Backend {
     fn sync(&mut self) -> Result<(), BackendError>;
     fn mem(&self) -> MemStats;
     /// The memory the backend's buffers can use in all, in bytes, when it knows it (the
-    /// device's memory; the machine's for the CPU).
+    /// device's memory; for the CPU, what its buffers hold and what the machine has
+    /// available now).
     fn memory_capacity(&self) -> Option<usize> {
         None
     }
+    /// The memory limit of the run about to start (`RunOptions::memory_limit`), set by
+    /// the interpreter before its first instruction: a backend that enforces it refuses
+    /// an allocation that would take its buffers beyond it with an out-of-memory error
+    /// ([`crate::alloc::rows_out_of_memory`]). The default ignores it.
+    fn set_memory_limit(&mut self, _limit: Option<u64>) {}
     /// Restarts the high-water mark at the bytes in use now (to measure one run of many).
     fn reset_peak(&mut self);
     /// Runs `kernel` as [`Backend::launch`] does and also returns the time the device

@@ -101,6 +101,7 @@ fn run_with(
         cancel: opts.cancel.clone(),
     };
     it.stats.backend = it.backend.name();
+    it.backend.set_memory_limit(opts.memory_limit);
     let res = it.prepare(opts, preloaded).and_then(|_| it.execute());
     it.release_all();
     let mem = it.backend.mem();
@@ -841,6 +842,7 @@ impl Interp<'_> {
                     return Err(match (e, origin) {
                         (RuntimeError::Kernel { at, msg }, Some(origin)) => {
                             let mut notes = self.row_values(kernel, args, &msg);
+                            notes.extend(self.memory_notes(kernel, args, &msg));
                             notes.push(format!("in {at}"));
                             // The location and the notes say which kernel and row.
                             let mut msg = msg.as_str();
@@ -861,6 +863,11 @@ impl Interp<'_> {
                                 origin: Some(*origin),
                                 notes,
                             }
+                        }
+                        (RuntimeError::Kernel { at, msg }, None) => {
+                            let notes = self.memory_notes(kernel, args, &msg);
+                            let msg = notes.iter().fold(msg, |m, n| format!("{m}; {n}"));
+                            RuntimeError::Kernel { at, msg }
                         }
                         (e, _) => e,
                     });
@@ -1075,6 +1082,70 @@ impl Interp<'_> {
             self.define(o.0 as usize, buf);
         }
         Ok(())
+    }
+
+    /// For a launch that ran out of memory (its message says `out of memory`), notes with
+    /// the sizes and what may help: for a join, the rows of each side and the rows and
+    /// bytes of its output, and whether it is a cross product; for another kernel, the
+    /// rows it reads. Nothing for another error.
+    fn memory_notes(&mut self, kernel: &Kernel, args: &[fox_kernel::BufId], msg: &str) -> Vec<String> {
+        if !msg.contains("out of memory") {
+            return Vec::new();
+        }
+        let lens: Vec<Option<usize>> = args
+            .iter()
+            .map(|a| self.var_slot(a.0 as usize).ok().map(|s| self.slot_buf(s).len))
+            .collect();
+        let mut notes = Vec::new();
+        let cross = match *kernel {
+            Kernel::JoinCount { nkeys } | Kernel::JoinWrite { nkeys } => {
+                let k = if nkeys == 0 { 2 } else { 2 * nkeys };
+                let total = match kernel {
+                    Kernel::JoinWrite { .. } => args
+                        .get(k + 1)
+                        .and_then(|a| self.var_slot(a.0 as usize).ok())
+                        .and_then(|s| match self.download_arg(s) {
+                            Ok(HostCol::U64(v)) if v.len() == 1 => Some(v[0]),
+                            _ => None,
+                        }),
+                    _ => None,
+                };
+                if let (Some(Some(l)), Some(Some(r))) = (lens.first(), lens.get(k / 2)) {
+                    let mut n = format!("the join has {l} rows on its left side and {r} on its right");
+                    if let Some(t) = total {
+                        n.push_str(&format!(
+                            " and makes {t} rows ({} of row indices, before its columns are gathered)",
+                            crate::alloc::bytes_text(u128::from(t) * 8)
+                        ));
+                    }
+                    notes.push(n);
+                }
+                nkeys == 0
+            }
+            _ => {
+                if let Some(rows) = lens.iter().flatten().max() {
+                    notes.push(format!("the operation reads columns of up to {rows} rows"));
+                }
+                false
+            }
+        };
+        if cross {
+            notes.push(
+                "help: the join shares no variable between its two sides, so it is a cross product \
+                 (every row of one side with every row of the other), and a condition that is not \
+                 an equality is applied only after it: equate a variable of both sides, or filter \
+                 each side first"
+                    .to_string(),
+            );
+        }
+        notes.push(if msg.contains("--memory-limit") {
+            "help: raise --memory-limit, or make the rule produce fewer rows (filter its inputs)".to_string()
+        } else {
+            "help: this needs more memory than the machine has available: make the rule produce \
+             fewer rows (filter its inputs)"
+                .to_string()
+        });
+        notes
     }
 
     /// For an expression kernel that failed on one row (see [`crate::backend::failing_row`]),

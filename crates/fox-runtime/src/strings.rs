@@ -24,8 +24,7 @@ impl StrArena {
     /// [`StrArena::with_capacity`], or the out-of-memory message naming `what`.
     pub fn try_with_capacity(strings: usize, bytes: usize, what: &str) -> Result<StrArena, String> {
         let mut text = String::new();
-        crate::alloc::fallible(|| text.try_reserve_exact(bytes))
-            .map_err(|_| crate::alloc::out_of_memory(bytes as u128, what))?;
+        crate::alloc::request(bytes as u128, 1, what, || text.try_reserve_exact(bytes))?;
         Ok(StrArena {
             text,
             ends: crate::alloc::try_with_capacity(strings, what)?,
@@ -53,10 +52,9 @@ impl StrArena {
 
     /// [`StrArena::push`], or the out-of-memory message naming `what`.
     pub fn try_push(&mut self, s: &str, what: &str) -> Result<(), String> {
-        crate::alloc::fallible(|| self.text.try_reserve(s.len()))
-            .map_err(|_| crate::alloc::out_of_memory((self.text.len() + s.len()) as u128, what))?;
         crate::alloc::try_reserve(&mut self.ends, 1, what)?;
-        self.push(s);
+        crate::alloc::try_push_str(&mut self.text, s, what)?;
+        self.ends.push(self.text.len() as u64);
         Ok(())
     }
 

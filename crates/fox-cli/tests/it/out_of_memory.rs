@@ -10,11 +10,12 @@ use std::process::{Command, Output};
 const LIMIT: libc::rlim_t = 256 << 20;
 
 /// Runs `foxrun` with its address space limited to [`LIMIT`] (two worker threads and two
-/// malloc arenas, so that the limit means the same on any machine).
-fn foxrun_limited(args: &[&str]) -> Output {
+/// malloc arenas, so that the limit means the same on any machine) and `env` set.
+fn foxrun_limited(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_foxrun"));
     c.args(args)
         .current_dir(root())
+        .envs(env.iter().copied())
         .env("RAYON_NUM_THREADS", "2")
         .env("MALLOC_ARENA_MAX", "2");
     // SAFETY: `setrlimit` is async-signal-safe, as `pre_exec` requires.
@@ -44,15 +45,42 @@ fn temp_program(name: &str, text: &str) -> PathBuf {
 /// Checks a clean out-of-memory failure: status 1 (no signal), the message naming `what`
 /// (located at the rule being computed, when there is one).
 fn expect_out_of_memory(args: &[&str], what: &str) {
-    let o = foxrun_limited(args);
-    let e = String::from_utf8_lossy(&o.stderr);
+    expect_out_of_memory_with(args, &[], what);
+}
+
+/// [`expect_out_of_memory`] with environment variables set; returns standard error.
+fn expect_out_of_memory_with(args: &[&str], env: &[(&str, &str)], what: &str) -> String {
+    let o = foxrun_limited(args, env);
+    let e = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_eq!(o.status.signal(), None, "{args:?} died of a signal: {e}");
     assert_eq!(o.status.code(), Some(1), "{args:?}: {e}");
     assert!(
         e.contains("error: ") && e.contains("out of memory: cannot allocate ") && e.contains(what),
         "{args:?}: {e}"
     );
-    assert!(!e.contains("memory allocation of"), "{args:?}: {e}");
+    assert!(
+        !e.contains("memory allocation of") && !e.contains("panicked"),
+        "{args:?}: {e}"
+    );
+    e
+}
+
+/// A folder holding `a.csv` and `b.csv` of `n` rows `i,i` each, and the program `rule`
+/// over them (its rule on line 5).
+fn two_relations(tag: &str, n: usize, rule: &str) -> (PathBuf, PathBuf) {
+    let dir = crate::common::temp_dir("fox-oom", tag);
+    let rows: String = (1..=n).map(|i| format!("{i},{i}\n")).collect();
+    std::fs::write(dir.join("a.csv"), &rows).unwrap();
+    std::fs::write(dir.join("b.csv"), &rows).unwrap();
+    let program = dir.join("cross.logic");
+    std::fs::write(
+        &program,
+        format!(
+            "a(x, t) -> int32(x), int32(t).\nb(y, t) -> int32(y), int32(t).\n.input a.\n.input b.\n{rule}\n.output r.\n"
+        ),
+    )
+    .unwrap();
+    (dir, program)
 }
 
 #[test]
@@ -103,4 +131,107 @@ fn a_join_larger_than_memory() {
         "for the joined rows",
     );
     std::fs::remove_file(&p).unwrap();
+}
+
+#[test]
+fn a_cross_product_and_filter_beyond_the_memory_limit() {
+    // 20,000 × 20,000 pairs before the filter: 1.5 GiB of each side's row indices, over
+    // the 64 MiB the run may use.
+    let (dir, p) = two_relations("mul", 20_000, "r(x, y) <- a(x, t1), b(y, t2), t1 * t2 > 5.");
+    let p = p.to_str().unwrap();
+    let d = dir.to_str().unwrap();
+    let e = expect_out_of_memory_with(
+        &[p, "--data", d, "--backend", "cpu", "--memory-limit", "64M"],
+        &[],
+        "(400000000 rows of 4 bytes) for the joined rows",
+    );
+    assert!(e.contains("the memory limit (--memory-limit) leaves "), "{e}");
+    // Located at the rule, with the sizes of the join and what to do.
+    assert!(e.contains(&format!("{p}:5:1")), "{e}");
+    assert!(
+        e.contains("the join has 20000 rows on its left side and 20000 on its right and makes 400000000 rows"),
+        "{e}"
+    );
+    assert!(
+        e.contains("it is a cross product") && e.contains("raise --memory-limit"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_cross_product_beyond_the_memory_limit() {
+    let (dir, p) = two_relations("cross", 40_000, "r(x, y) <- a(x, _), b(y, _).");
+    let p = p.to_str().unwrap();
+    let e = expect_out_of_memory_with(
+        &[
+            p,
+            "--data",
+            dir.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--memory-limit",
+            "1G",
+        ],
+        &[],
+        "cannot allocate 6.0 GiB (1600000000 rows of 4 bytes) for the joined rows",
+    );
+    assert!(e.contains(&format!("{p}:5:1")), "{e}");
+    assert!(e.contains("makes 1600000000 rows (11.9 GiB of row indices"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_cross_product_larger_than_the_machine_is_refused_before_it_is_allocated() {
+    // Linux grants more address space than it has memory and kills the process that
+    // touches it: a request beyond what the machine has available (here, with a reserve
+    // larger than any machine) is refused before it is made.
+    if !std::path::Path::new("/proc/meminfo").exists() {
+        return;
+    }
+    let (dir, p) = two_relations("ne", 20_000, "r(x, y) <- a(x, t1), b(y, t2), t1 != t2.");
+    let p = p.to_str().unwrap();
+    let e = expect_out_of_memory_with(
+        &[p, "--data", dir.to_str().unwrap(), "--backend", "cpu"],
+        &[("FOX_HOST_RESERVE", "18000000000000000000")],
+        "(400000000 rows of 4 bytes) for the joined rows",
+    );
+    assert!(e.contains(": the machine has 0 bytes available"), "{e}");
+    assert!(e.contains(&format!("{p}:5:1")) && e.contains("cross product"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn rounds_are_sized_by_the_memory_the_machine_has_available() {
+    // Without a limit, the windows of an expansion fit what the machine has available
+    // (here nothing, with a reserve larger than any machine: a row at a time), not its
+    // whole memory, and the results are the same.
+    if !std::path::Path::new("/proc/meminfo").exists() {
+        return;
+    }
+    let args = [
+        "queries/clique4_count.logic",
+        "--graph",
+        "gnm:30:120:4",
+        "--backend",
+        "cpu",
+        "--timing",
+    ];
+    let rounds = |env: &[(&str, &str)]| {
+        let o = foxrun_limited(&args, env);
+        let e = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(0), "{e}");
+        let windows = e
+            .lines()
+            .find_map(|l| {
+                let mut w = l.split_whitespace();
+                (w.next() == Some("window")).then(|| w.next().unwrap().parse::<u64>().unwrap())
+            })
+            .unwrap_or(0);
+        (o.stdout, windows)
+    };
+    let (whole, w1) = rounds(&[]);
+    let (cut, w2) = rounds(&[("FOX_HOST_RESERVE", "18000000000000000000")]);
+    assert_eq!(cut, whole);
+    assert!(w2 > w1 + 2, "{w2} windows with nothing available, {w1} without");
 }

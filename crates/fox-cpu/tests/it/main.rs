@@ -6,3 +6,4 @@
 mod common;
 mod eval;
 mod kernels;
+mod memory;
