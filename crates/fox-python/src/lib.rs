@@ -104,7 +104,8 @@ fn compile(
                 let category = py.get_type::<PyUserWarning>();
                 let message = std::ffi::CString::new(warnings.trim_end().replace('\0', " "))
                     .map_err(|e| PyValueError::new_err(e.to_string()))?;
-                PyErr::warn(py, &category, &message, 1)?;
+                // Level 2: the line that called `fox.compile` (level 1 is the package's wrapper).
+                PyErr::warn(py, &category, &message, 2)?;
             }
             Ok(Program {
                 compiled: Arc::new(compiled),
