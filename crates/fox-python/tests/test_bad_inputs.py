@@ -137,3 +137,17 @@ def test_compile_errors_are_compile_errors():
         fox.compile("(((")
     with pytest.raises(fox.CompileError, match="unknown predicate"):
         fox.compile("p(x) <- q(x).\n")
+
+
+def test_a_table_for_an_input_no_rule_reads_is_checked_too():
+    with pytest.warns(UserWarning):
+        prog = fox.compile(
+            "p(x) -> int32(x).\n.input p.\nq(x, y) -> int32(x), string(y).\n.input q.\n"
+            "r(x) -> int32(x).\nr(x) <- p(x).\n.output r.\n"
+        )
+    assert set(prog.inputs) == {"p", "q"}
+    assert prog.run(inputs={"p": [1], "q": [(1, "a")]}, backend="cpu")["r"].num_rows == 1
+    with pytest.raises(fox.RunError, match=r"`inputs\['q'\]`: the table has 1 column"):
+        prog.run(inputs={"p": [1], "q": pa.table({"x": [1]})}, backend="cpu")
+    with pytest.raises(fox.RunError, match=r"`inputs\['q'\]`: column 2 \(`y` in the table"):
+        prog.run(inputs={"p": [1], "q": [(1, 2)]}, backend="cpu")
