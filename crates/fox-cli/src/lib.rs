@@ -36,10 +36,10 @@ impl DialectChoice {
     }
 }
 
-/// Where kernels run (`--backend`).
+/// Where kernels run (`--backend`): `Auto` is the GPU when one is usable, otherwise the
+/// CPU. (The variants carry no doc comments, which clap would show as help.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum BackendChoice {
-    /// The GPU when one is usable, otherwise the CPU.
     Auto,
     Gpu,
     Cpu,
