@@ -13,7 +13,7 @@ pub mod tpch;
 use fox_sema::core::CoreProgram;
 use fox_syntax::ast::Program;
 use fox_syntax::diag::{render, Diagnostic, SourceMap};
-use fox_syntax::sources::{load_files_as, load_text, Dialect, Loaded};
+use fox_syntax::sources::{load_files_as, load_text_as, Dialect, Loaded};
 use std::path::{Path, PathBuf};
 
 /// The `--dialect` of the drivers: the language of a program's files.
@@ -34,6 +34,38 @@ impl DialectChoice {
             Some(DialectChoice::Souffle) => Dialect::Souffle,
         }
     }
+}
+
+/// Where kernels run (`--backend`): `Auto` is the GPU when one is usable, otherwise the
+/// CPU. (The variants carry no doc comments, which clap would show as help.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendChoice {
+    Auto,
+    Gpu,
+    Cpu,
+}
+
+/// The backend `choice` names, and for `Auto` a line that tells which one it is and
+/// why: `running on the GPU NAME`, or `no usable GPU (REASON); running on the CPU`. For
+/// `Gpu` when no GPU is usable, `Err` holds the reason.
+pub fn open_backend(choice: BackendChoice) -> Result<(Box<dyn fox_runtime::Backend>, Option<String>), String> {
+    Ok(match choice {
+        BackendChoice::Cpu => (Box::new(fox_cpu::CpuBackend::new()), None),
+        BackendChoice::Gpu => match fox_cuda::CudaBackend::new() {
+            Ok(gpu) => (Box::new(gpu), None),
+            Err(e) => return Err(e.to_string()),
+        },
+        BackendChoice::Auto => match fox_cuda::CudaBackend::new() {
+            Ok(gpu) => {
+                let line = format!("running on the {}", fox_runtime::Backend::name(&gpu));
+                (Box::new(gpu), Some(line))
+            }
+            Err(e) => (
+                Box::new(fox_cpu::CpuBackend::new()),
+                Some(format!("no usable GPU ({e}); running on the CPU")),
+            ),
+        },
+    })
 }
 
 /// A source file read from disk.
@@ -100,7 +132,12 @@ impl Checked {
 /// Semantic checks run only when the syntax is clean, so a clause that failed to parse
 /// does not cause follow-on errors about what it declared.
 pub fn check(source: &Source) -> Checked {
-    match load_text(&source.name, &source.text) {
+    check_as(source, Dialect::ByName)
+}
+
+/// [`check`] reading the source as `dialect`.
+pub fn check_as(source: &Source, dialect: Dialect) -> Checked {
+    match load_text_as(&source.name, &source.text, dialect) {
         Ok(loaded) => check_loaded(loaded),
         Err(e) => {
             let mut map = SourceMap::new();
@@ -287,20 +324,35 @@ pub fn compile_program_as(
     if !checked.diagnostics.is_empty() {
         eprint!("{}", checked.render(color));
     }
-    let errors = checked.error_count();
     let name = checked.name();
-    let Some(core) = checked.core.filter(|_| errors == 0) else {
-        let n = errors.max(1);
-        eprintln!("{tool}: {name}: {} error{}", n, if n == 1 { "" } else { "s" });
-        return Ok(None);
-    };
-    let ra = fox_ra::plan_with(&core, options).map_err(|e| plan_error(&checked.map, &name, &e, color))?;
-    Ok(Some(Compiled {
-        ra,
-        map: checked.map,
-        name,
-        souffle: checked.souffle,
-    }))
+    match checked.plan(options, color)? {
+        Ok(compiled) => Ok(Some(compiled)),
+        Err(n) => {
+            eprintln!("{tool}: {name}: {} error{}", n, if n == 1 { "" } else { "s" });
+            Ok(None)
+        }
+    }
+}
+
+impl Checked {
+    /// The relational plan of the checked program, planned with `options`: `Ok(Err(n))`
+    /// when the program has `n` errors (its diagnostics, left to the caller to show), an
+    /// error when the planner refuses it (rendered at its place in the program, in colour
+    /// with `color`).
+    pub fn plan(self, options: &fox_ra::PlanOptions, color: bool) -> anyhow::Result<Result<Compiled, usize>> {
+        let errors = self.error_count();
+        let name = self.name();
+        let Some(core) = self.core.filter(|_| errors == 0) else {
+            return Ok(Err(errors.max(1)));
+        };
+        let ra = fox_ra::plan_with(&core, options).map_err(|e| plan_error(&self.map, &name, &e, color))?;
+        Ok(Ok(Compiled {
+            ra,
+            map: self.map,
+            name,
+            souffle: self.souffle,
+        }))
+    }
 }
 
 /// The kernel plan of a relational plan, its physical choices made by every physical pass
@@ -312,10 +364,20 @@ pub fn plan_kernels(
     stats: &fox_phys::Statistics,
     options: &fox_kernel::LowerOptions,
 ) -> Result<fox_kernel::KernelPlan, fox_kernel::LowerError> {
+    plan_physical(ra, stats, options).map(|(_, kernels)| kernels)
+}
+
+/// [`plan_kernels`], returning the physical plan too (for showing it).
+pub fn plan_physical(
+    ra: &fox_ra::RaPlan,
+    stats: &fox_phys::Statistics,
+    options: &fox_kernel::LowerOptions,
+) -> Result<(fox_phys::PhysPlan, fox_kernel::KernelPlan), fox_kernel::LowerError> {
     fox_ra::validate(ra).map_err(|e| fox_kernel::LowerError::Invalid(e.to_string()))?;
     let phys = fox_phys::run(ra.clone(), stats, &fox_phys::Options::default())
         .map_err(|e| fox_kernel::LowerError::Invalid(e.to_string()))?;
-    fox_kernel::lower_physical_with(&phys, options)
+    let kernels = fox_kernel::lower_physical_with(&phys, options)?;
+    Ok((phys, kernels))
 }
 
 /// The error of a program the planner refuses: a program error is rendered at its place

@@ -1,4 +1,5 @@
-//! Writing results as Parquet or Arrow IPC files (`foxrun --format parquet|arrow`).
+//! Writing results as Parquet or Arrow IPC files (`foxrun --format parquet|arrow`), or
+//! handing them on as Arrow record batches ([`record_batches`]).
 //!
 //! Contract: the rows are written in output order (as CSV writes them), in record
 //! batches of [`BATCH`] rows; each column has the Arrow type of its Fox type
@@ -54,6 +55,18 @@ fn schema_of(t: &OutputTable) -> io::Result<SchemaRef> {
         })
         .collect::<io::Result<Vec<_>>>()?;
     Ok(Arc::new(Schema::new(fields)))
+}
+
+/// The schema of `t` and its rows as record batches in output order (for a caller that
+/// hands the results on as Arrow data).
+pub fn record_batches(t: &OutputTable) -> io::Result<(SchemaRef, Vec<RecordBatch>)> {
+    let schema = schema_of(t)?;
+    let mut all = Vec::new();
+    batches(t, &schema, |b| {
+        all.push(b.clone());
+        Ok(())
+    })?;
+    Ok((schema, all))
 }
 
 /// The record batches of `t`, in output order, each handed to `each`.

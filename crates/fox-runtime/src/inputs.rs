@@ -26,7 +26,19 @@ pub(crate) struct LoadedRel {
     pub(crate) rows: usize,
 }
 
-/// Input relations read from files, with the dictionary of their strings.
+/// An input relation's rows given as Arrow record batches (a table held in memory by the
+/// caller) instead of read from its file.
+#[derive(Clone, Debug)]
+pub struct GivenTable {
+    /// The input relation the table is for.
+    pub relation: String,
+    /// How messages name the table.
+    pub shown: String,
+    pub schema: arrow_schema::SchemaRef,
+    pub batches: Vec<arrow_array::RecordBatch>,
+}
+
+/// Input relations read from files (or given as tables), with the dictionary of their strings.
 #[derive(Debug)]
 pub struct LoadedInputs {
     pub(crate) rels: Vec<LoadedRel>,
@@ -46,6 +58,20 @@ impl LoadedInputs {
         observer: Option<&dyn RunObserver>,
         cancel: Option<&crate::CancelToken>,
     ) -> Result<LoadedInputs, RuntimeError> {
+        LoadedInputs::load_given(data_dir, wanted, &[], observer, cancel)
+    }
+
+    /// [`LoadedInputs::load`], reading each relation that `given` holds a table for from
+    /// that table instead of its file (by the rules of Parquet input: columns matched by
+    /// position, each type checked and each value converted exactly, the key checked).
+    /// A table for a relation not in `wanted` is not read.
+    pub fn load_given(
+        data_dir: &Path,
+        wanted: &[(InputRel, Vec<bool>)],
+        given: &[GivenTable],
+        observer: Option<&dyn RunObserver>,
+        cancel: Option<&crate::CancelToken>,
+    ) -> Result<LoadedInputs, RuntimeError> {
         let start = Instant::now();
         let _phase = crate::alloc::LoadPhase::enter();
         let stop = cancel.map_or(crate::cancel::never(), |t| t.flag());
@@ -58,7 +84,22 @@ impl LoadedInputs {
             if let Some(o) = observer {
                 o.event(&RunEvent::Loading { input: &input.name });
             }
-            let cols = load_input_cols(data_dir, input, used, &mut strings, stop)?;
+            let cols = match given.iter().find(|t| t.relation == input.name) {
+                Some(t) => {
+                    let cols = crate::parquet_input::load_arrow_cols(
+                        &t.shown,
+                        input,
+                        used,
+                        &t.schema,
+                        &t.batches,
+                        &mut strings,
+                        stop,
+                    )?;
+                    crate::load::check_key(&t.shown, input, &cols, used)?;
+                    cols
+                }
+                None => load_input_cols(data_dir, input, used, &mut strings, stop)?,
+            };
             loaded.push(cols);
         }
         let strings = strings.into_strings();

@@ -32,7 +32,7 @@ pub use cancel::CancelToken;
 pub use composite::launch_kernel;
 pub use database::{CancellableProgress, DataSource, Database, LoadProgress, NoProgress, Resident};
 pub use dict::Dictionary;
-pub use inputs::LoadedInputs;
+pub use inputs::{GivenTable, LoadedInputs};
 pub use interp::{check_launch, run, run_loaded, run_resident};
 pub use outfile::{write_bytes, write_file, OutputFiles, WriteError};
 pub use output::{

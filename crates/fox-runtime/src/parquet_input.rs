@@ -16,6 +16,10 @@
 //!   row order is the file's and the error reported is the first in file order.
 //! - Dictionary-encoded string columns are read as Arrow dictionaries: each distinct
 //!   dictionary value is interned once per dictionary, not once per row.
+//! - A `date` column reads `date32`, and `date64` or time-zone-free timestamps that fall
+//!   on midnights (pandas keeps dates as timestamps); any other time of day is an error.
+//! - Arrow record batches held in memory (a caller's table) are read by the same rules
+//!   and checks ([`load_arrow_cols`]), the table named in messages as the file is.
 //! - Only the columns kept (`wanted`) are decoded; the others are type-checked from the
 //!   file's schema and come back empty, as in the text loader.
 //! - A damaged file (truncated, not Parquet, a page that does not decode) is an error
@@ -63,7 +67,9 @@ pub fn fits(ty: Type, dt: &DataType) -> bool {
             int || matches!(dt, D::Decimal32(..) | D::Decimal64(..) | D::Decimal128(..))
         }
         Type::Float64 => matches!(dt, D::Float64 | D::Float32),
-        Type::Date => matches!(dt, D::Date32),
+        // Date64 and timestamps without a time zone (what pandas makes of dates) hold whole
+        // days or are refused value by value.
+        Type::Date => matches!(dt, D::Date32 | D::Date64 | D::Timestamp(_, None)),
         Type::Bool => matches!(dt, D::Boolean),
         Type::String => match dt {
             D::Utf8 | D::LargeUtf8 | D::Utf8View => true,
@@ -111,32 +117,7 @@ pub(crate) fn load_parquet_cols(
     drop(file);
     let schema = meta.schema().clone();
     let ncols = input.columns.len();
-    if schema.fields().len() != ncols {
-        let list = |names: Vec<&str>| names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
-        return Err(RuntimeError::Data {
-            msg: format!(
-                "`{shown}`: the file has {} column{} ({}), but `{pred}` has {ncols} ({}); Parquet columns are read by position",
-                schema.fields().len(),
-                if schema.fields().len() == 1 { "" } else { "s" },
-                list(schema.fields().iter().map(|f| f.name().as_str()).collect()),
-                list(input.columns.iter().map(|c| c.name.as_str()).collect()),
-            ),
-        });
-    }
-    for (c, (field, col)) in schema.fields().iter().zip(&input.columns).enumerate() {
-        if !fits(col.ty, field.data_type()) {
-            return Err(RuntimeError::Data {
-                msg: format!(
-                    "`{shown}`: column {} (`{}` in the file, `{}` of `{pred}`) has the Parquet (Arrow) type {}, which does not fit the declared type {}",
-                    c + 1,
-                    field.name(),
-                    col.name,
-                    field.data_type(),
-                    col.ty
-                ),
-            });
-        }
-    }
+    check_columns(shown, Holder::ParquetFile, input, &schema)?;
     let kept: Vec<usize> = (0..ncols).filter(|&c| wanted.get(c).copied().unwrap_or(true)).collect();
     let meta = with_dictionary_hint(meta, &schema, &kept).map_err(|e| damaged(&e))?;
     let groups = meta.metadata().num_row_groups();
@@ -199,6 +180,116 @@ pub(crate) fn load_parquet_cols(
         }
     }
     Ok(cols)
+}
+
+/// What holds the columns checked by [`check_columns`], for its messages.
+#[derive(Clone, Copy)]
+enum Holder {
+    ParquetFile,
+    ArrowTable,
+}
+
+/// Checks that `schema`'s top-level columns match the declaration of `input` by position:
+/// as many columns, each of a type that [`fits`] its declared type.
+fn check_columns(shown: &str, holder: Holder, input: &InputRel, schema: &Schema) -> Result<(), RuntimeError> {
+    let pred = &input.name;
+    let ncols = input.columns.len();
+    let (noun, types, rule) = match holder {
+        Holder::ParquetFile => ("file", "Parquet (Arrow)", "Parquet columns are read by position"),
+        Holder::ArrowTable => ("table", "Arrow", "the table's columns are matched by position"),
+    };
+    if schema.fields().len() != ncols {
+        let list = |names: Vec<&str>| names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+        return Err(RuntimeError::Data {
+            msg: format!(
+                "`{shown}`: the {noun} has {} column{} ({}), but `{pred}` has {ncols} ({}); {rule}",
+                schema.fields().len(),
+                if schema.fields().len() == 1 { "" } else { "s" },
+                list(schema.fields().iter().map(|f| f.name().as_str()).collect()),
+                list(input.columns.iter().map(|c| c.name.as_str()).collect()),
+            ),
+        });
+    }
+    for (c, (field, col)) in schema.fields().iter().zip(&input.columns).enumerate() {
+        if !fits(col.ty, field.data_type()) {
+            return Err(RuntimeError::Data {
+                msg: format!(
+                    "`{shown}`: column {} (`{}` in the {noun}, `{}` of `{pred}`) has the {types} type {}, which does not fit the declared type {}",
+                    c + 1,
+                    field.name(),
+                    col.name,
+                    field.data_type(),
+                    col.ty
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Reads Arrow record batches held in memory (all of `schema`) as the relation `input`,
+/// as a Parquet file is read: the columns matched by position and type-checked by
+/// [`check_columns`], the values converted by the same rules, with the same errors, which
+/// name the table as `shown`. Only the columns with `wanted[c]` are converted (the others
+/// come back empty). The key is not checked here. The batches are read, not copied:
+/// each value is converted once, into Fox's columns.
+pub(crate) fn load_arrow_cols(
+    shown: &str,
+    input: &InputRel,
+    wanted: &[bool],
+    schema: &Schema,
+    batches: &[arrow_array::RecordBatch],
+    strings: &mut Interner,
+    stop: &AtomicBool,
+) -> Result<Vec<LoadedCol>, RuntimeError> {
+    check_columns(shown, Holder::ArrowTable, input, schema)?;
+    let mut cols: Vec<ColumnReader> = input
+        .columns
+        .iter()
+        .map(|c| ColumnReader {
+            values: LoadedCol::new(c.ty),
+            dict: None,
+        })
+        .collect();
+    let mut row = 0u64;
+    for batch in batches {
+        crate::load::check_stop_flag(stop)?;
+        if batch.num_columns() != input.columns.len() {
+            return Err(RuntimeError::Data {
+                msg: format!(
+                    "`{shown}`: a record batch has {} columns where the table's schema has {}",
+                    batch.num_columns(),
+                    input.columns.len()
+                ),
+            });
+        }
+        for (c, (array, column)) in batch.columns().iter().zip(&input.columns).enumerate() {
+            if !wanted.get(c).copied().unwrap_or(true) {
+                continue;
+            }
+            if !fits(column.ty, array.data_type()) {
+                return Err(RuntimeError::Data {
+                    msg: format!(
+                        "`{shown}`: column {} (`{}`) holds the Arrow type {} in a record batch, which does not fit the declared type {}",
+                        c + 1,
+                        column.name,
+                        array.data_type(),
+                        column.ty
+                    ),
+                });
+            }
+            let at = Located {
+                shown,
+                column: c,
+                name: &column.name,
+                ty: column.ty,
+                first_row: row,
+            };
+            cols[c].push(array, &at, strings)?;
+        }
+        row += batch.num_rows() as u64;
+    }
+    Ok(cols.into_iter().map(|c| c.values).collect())
 }
 
 thread_local! {
@@ -386,9 +477,7 @@ impl ColumnReader {
         self.values.try_reserve_exact(array.len(), &what).map_err(oom)?;
         let ty = at.ty;
         match &mut self.values {
-            LoadedCol::I32(out) if ty == Type::Date => {
-                out.extend_from_slice(array.as_primitive::<arrow_array::types::Date32Type>().values());
-            }
+            LoadedCol::I32(out) if ty == Type::Date => push_dates(array, at, out)?,
             LoadedCol::I32(out) => push_ints(array, at, |i, v| {
                 let x = i32::try_from(v).map_err(|_| at.error(i, format!("{v} is out of the range of int32")))?;
                 out.push(x);
@@ -485,6 +574,56 @@ impl ColumnReader {
         }
         Ok(())
     }
+}
+
+/// Appends the days since 1970-01-01 of a `date32`, `date64` or time-zone-free timestamp
+/// array: a `date64` or a timestamp must fall on a midnight (a date holds no time of day),
+/// and its day must be within the range of `date32`.
+fn push_dates(array: &ArrayRef, at: &Located, out: &mut Vec<i32>) -> Result<(), RuntimeError> {
+    use arrow_array::types::{
+        Date32Type, Date64Type, TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+        TimestampSecondType,
+    };
+    use arrow_schema::TimeUnit;
+    let mut whole_days = |values: &[i64], per_day: i64, unit: &str| -> Result<(), RuntimeError> {
+        for (i, &v) in values.iter().enumerate() {
+            if v.rem_euclid(per_day) != 0 {
+                return Err(at.error(
+                    i,
+                    format!("{v} {unit} since 1970-01-01 is not a midnight; a date holds no time of day"),
+                ));
+            }
+            let day = i32::try_from(v.div_euclid(per_day))
+                .map_err(|_| at.error(i, format!("{v} {unit} since 1970-01-01 is out of the range of dates")))?;
+            out.push(day);
+        }
+        Ok(())
+    };
+    const DAY_S: i64 = 86_400;
+    match array.data_type() {
+        DataType::Date32 => out.extend_from_slice(array.as_primitive::<Date32Type>().values()),
+        DataType::Date64 => whole_days(array.as_primitive::<Date64Type>().values(), DAY_S * 1000, "ms")?,
+        DataType::Timestamp(TimeUnit::Second, None) => {
+            whole_days(array.as_primitive::<TimestampSecondType>().values(), DAY_S, "s")?
+        }
+        DataType::Timestamp(TimeUnit::Millisecond, None) => whole_days(
+            array.as_primitive::<TimestampMillisecondType>().values(),
+            DAY_S * 1000,
+            "ms",
+        )?,
+        DataType::Timestamp(TimeUnit::Microsecond, None) => whole_days(
+            array.as_primitive::<TimestampMicrosecondType>().values(),
+            DAY_S * 1_000_000,
+            "µs",
+        )?,
+        DataType::Timestamp(TimeUnit::Nanosecond, None) => whole_days(
+            array.as_primitive::<TimestampNanosecondType>().values(),
+            DAY_S * 1_000_000_000,
+            "ns",
+        )?,
+        _ => unreachable!("`fits` accepts date32, date64 and time-zone-free timestamps only"),
+    }
+    Ok(())
 }
 
 /// Calls `each(i, v)` with every value of an integer array as an `i64`; a `uint64` beyond

@@ -86,8 +86,8 @@ struct Cli {
     #[arg(long, value_name = "N|all", default_value = "40", value_parser = parse_max_rows)]
     max_rows: MaxRows,
     /// Where kernels run: auto (the GPU when one is usable, otherwise the CPU), gpu, cpu.
-    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
-    backend: BackendChoice,
+    #[arg(long, value_enum, default_value_t = fox_cli::BackendChoice::Auto)]
+    backend: fox_cli::BackendChoice,
     /// Print per-kernel times, the load/upload/compute/download/output split (with
     /// kernel compilation), each operator's estimated against its actual rows, and
     /// memory use to standard error.
@@ -121,13 +121,6 @@ struct Cli {
     /// when it is a terminal, and is cleared before anything else is printed.
     #[arg(long)]
     no_progress: bool,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum BackendChoice {
-    Auto,
-    Gpu,
-    Cpu,
 }
 
 /// A format of results.
@@ -188,22 +181,14 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         ColorChoice::Always => true,
         ColorChoice::Never => false,
     };
-    let mut backend: Box<dyn Backend> = match cli.backend {
-        BackendChoice::Cpu => Box::new(fox_cpu::CpuBackend::new()),
-        BackendChoice::Gpu => match fox_cuda::CudaBackend::new() {
-            Ok(gpu) => Box::new(gpu),
-            Err(e) => anyhow::bail!("no usable GPU for --backend gpu: {e}"),
-        },
-        BackendChoice::Auto => match fox_cuda::CudaBackend::new() {
-            Ok(gpu) => {
-                eprintln!("foxrun: running on the {}", gpu.name());
-                Box::new(gpu)
+    let mut backend: Box<dyn Backend> = match fox_cli::open_backend(cli.backend) {
+        Ok((backend, line)) => {
+            if let Some(line) = line {
+                eprintln!("foxrun: {line}");
             }
-            Err(e) => {
-                eprintln!("foxrun: no usable GPU ({e}); running on the CPU");
-                Box::new(fox_cpu::CpuBackend::new())
-            }
-        },
+            backend
+        }
+        Err(e) => anyhow::bail!("no usable GPU for --backend gpu: {e}"),
     };
     let to_dir = cli.out.as_ref().filter(|d| d.as_os_str() != "-");
     if to_dir.is_some() && cli.format == Some(FormatChoice::Table) {

@@ -478,3 +478,142 @@ fn arrow_select_concat(batches: &[RecordBatch]) -> RecordBatch {
     assert_eq!(batches.len(), 1);
     batches[0].clone()
 }
+
+#[test]
+fn dates_read_from_date64_and_midnight_timestamps() {
+    use arrow_array::{Date64Array, TimestampMillisecondArray, TimestampNanosecondArray, TimestampSecondArray};
+    let d = temp_dir("dates");
+    const DAY_MS: i64 = 86_400_000;
+    let days = [10471i64, 0, -1];
+    write(
+        &d.join("t.parquet"),
+        vec![
+            (
+                "a",
+                Arc::new(Date64Array::from(days.map(|x| x * DAY_MS).to_vec())) as ArrayRef,
+            ),
+            (
+                "b",
+                Arc::new(TimestampMillisecondArray::from(days.map(|x| x * DAY_MS).to_vec())),
+            ),
+            (
+                "c",
+                Arc::new(TimestampNanosecondArray::from(
+                    days.map(|x| x * DAY_MS * 1_000_000).to_vec(),
+                )),
+            ),
+            (
+                "s",
+                Arc::new(TimestampSecondArray::from(days.map(|x| x * 86_400).to_vec())),
+            ),
+        ],
+        1024,
+    );
+    let cols = [
+        ("a", Type::Date),
+        ("b", Type::Date),
+        ("c", Type::Date),
+        ("s", Type::Date),
+    ];
+    let (c, _) = load(&d, "t.parquet", &cols).unwrap();
+    for col in &c {
+        assert_eq!(*col, LoadedCol::I32(vec![10471, 0, -1]));
+    }
+    // A time of day is not a date; a time zone makes the day ambiguous.
+    write(
+        &d.join("noon.parquet"),
+        vec![(
+            "t",
+            Arc::new(TimestampMillisecondArray::from(vec![0, DAY_MS / 2])) as ArrayRef,
+        )],
+        1024,
+    );
+    let e = load(&d, "noon.parquet", &[("t", Type::Date)]).unwrap_err();
+    assert!(
+        e.contains("row 2: column 1 (`t`, date): 43200000 ms since 1970-01-01 is not a midnight"),
+        "{e}"
+    );
+    write(
+        &d.join("tz.parquet"),
+        vec![(
+            "t",
+            Arc::new(TimestampMillisecondArray::from(vec![0]).with_timezone("UTC")) as ArrayRef,
+        )],
+        1024,
+    );
+    let e = load(&d, "tz.parquet", &[("t", Type::Date)]).unwrap_err();
+    assert!(e.contains("which does not fit the declared type date"), "{e}");
+}
+
+/// Loads `batches` given as the table of the relation `r` (columns `cols`, key `key`).
+fn load_given(
+    batches: Vec<RecordBatch>,
+    cols: &[(&str, Type)],
+    key: Vec<usize>,
+) -> Result<fox_runtime::LoadedInputs, String> {
+    let mut input = rel("r.csv", cols);
+    input.key = key;
+    let used = vec![true; cols.len()];
+    let given = fox_runtime::GivenTable {
+        relation: "r".into(),
+        shown: "inputs['r']".into(),
+        schema: batches[0].schema(),
+        batches,
+    };
+    fox_runtime::LoadedInputs::load_given(Path::new("/nonexistent"), &[(input, used)], &[given], None, None)
+        .map_err(|e| e.to_string())
+}
+
+fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
+    RecordBatch::try_from_iter(cols).unwrap()
+}
+
+#[test]
+fn given_tables_are_read_by_the_rules_of_parquet_input() {
+    let b1 = batch(vec![
+        ("x", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+        ("s", Arc::new(StringArray::from(vec!["b", "a"]))),
+    ]);
+    let b2 = batch(vec![
+        ("x", Arc::new(Int64Array::from(vec![3])) as ArrayRef),
+        ("s", Arc::new(StringArray::from(vec!["c"]))),
+    ]);
+    let cols = [("x", Type::Int32), ("s", Type::String)];
+    // The relation is read from the table, not from its file (which does not exist).
+    let loaded = load_given(vec![b1.clone(), b2.clone()], &cols, vec![]).unwrap();
+    let stats =
+        fox_runtime::stats::format_statistics(&loaded.statistics(), &loaded.inputs().cloned().collect::<Vec<_>>());
+    assert!(stats.contains("3 rows"), "{stats}");
+    // Errors name the table, the column and, for a value, its row across batches.
+    let e = load_given(vec![b1.clone()], &[("x", Type::Int32)], vec![]).unwrap_err();
+    assert_eq!(
+        e,
+        "`inputs['r']`: the table has 2 columns (`x`, `s`), but `r` has 1 (`x`); the table's columns are matched by position"
+    );
+    let e = load_given(vec![b1.clone()], &[("x", Type::String), ("s", Type::String)], vec![]).unwrap_err();
+    assert_eq!(
+        e,
+        "`inputs['r']`: column 1 (`x` in the table, `x` of `r`) has the Arrow type Int64, which does not fit the declared type string"
+    );
+    let big = batch(vec![
+        ("x", Arc::new(Int64Array::from(vec![3_000_000_000])) as ArrayRef),
+        ("s", Arc::new(StringArray::from(vec!["c"]))),
+    ]);
+    let e = load_given(vec![b1.clone(), big], &cols, vec![]).unwrap_err();
+    assert_eq!(
+        e,
+        "`inputs['r']`: row 3: column 1 (`x`, int32): 3000000000 is out of the range of int32"
+    );
+    let null = batch(vec![
+        ("x", Arc::new(Int64Array::from(vec![Some(1), None])) as ArrayRef),
+        ("s", Arc::new(StringArray::from(vec!["c", "d"]))),
+    ]);
+    let e = load_given(vec![null], &cols, vec![]).unwrap_err();
+    assert!(
+        e.contains("row 2: column 1 (`x`, int32): a null; Fox has no nulls"),
+        "{e}"
+    );
+    // A declared key is checked.
+    let e = load_given(vec![b1.clone(), b1], &cols, vec![0]).unwrap_err();
+    assert!(e.contains("inputs['r']") && e.contains("have the same key (x)"), "{e}");
+}
