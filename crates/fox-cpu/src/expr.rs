@@ -334,17 +334,6 @@ fn pick_second<T: PartialOrd>(max: bool, a: T, b: T) -> bool {
     }
 }
 
-/// The operator with its operands swapped: `a op b` is `b flipped(op) a`.
-fn flipped(op: CmpOp) -> CmpOp {
-    match op {
-        CmpOp::Lt => CmpOp::Gt,
-        CmpOp::Le => CmpOp::Ge,
-        CmpOp::Gt => CmpOp::Lt,
-        CmpOp::Ge => CmpOp::Le,
-        CmpOp::Eq | CmpOp::Ne => op,
-    }
-}
-
 /// `v[i] = v[i] op c` as 0 or 1, one loop per operator so that each vectorises.
 fn cmp_const<T: Int>(op: CmpOp, v: &mut [T], c: T) {
     macro_rules! each {
@@ -581,7 +570,7 @@ impl Ev<'_> {
                 }
                 (INode::Const(c), _) => {
                     let mut y = self.int::<T>(b);
-                    cmp_const(flipped(*op), &mut y.v, T::of(*c));
+                    cmp_const(op.flipped(), &mut y.v, T::of(*c));
                     y
                 }
                 _ => {

@@ -24,11 +24,11 @@ pub fn plan_band(output: &[JoinCol], pred: &Expr) -> Option<Band> {
             continue;
         };
         // `t1 < t2` bounds both columns: each reading is a candidate.
-        for (col, bound, op) in [(a, b, *op), (b, a, flip(*op))] {
-            let Some((side, col)) = bounded_column(output, col) else {
+        for (target, bound, op) in [(a, b, *op), (b, a, op.flipped())] {
+            let Some((side, col)) = bounded_column(output, target) else {
                 continue;
             };
-            let Some((bcol, offset)) = bound_of(output, bound, col_type(a, b, col), side) else {
+            let Some((bcol, offset)) = bound_of(output, bound, target.ty, side) else {
                 continue;
             };
             let (lower, upper) = match op {
@@ -82,25 +82,6 @@ fn flatten<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
     match &e.kind {
         ExprKind::And(es) => es.iter().for_each(|x| flatten(x, out)),
         _ => out.push(e),
-    }
-}
-
-/// `a op b` as `b flip(op) a`.
-fn flip(op: CmpOp) -> CmpOp {
-    match op {
-        CmpOp::Lt => CmpOp::Gt,
-        CmpOp::Le => CmpOp::Ge,
-        CmpOp::Gt => CmpOp::Lt,
-        CmpOp::Ge => CmpOp::Le,
-        CmpOp::Eq | CmpOp::Ne => op,
-    }
-}
-
-/// The type of the compared column (`col` is `a` or `b`).
-fn col_type(a: &Expr, b: &Expr, col: usize) -> Type {
-    match (&a.kind, &b.kind) {
-        (ExprKind::Col(c), _) if *c == col => a.ty,
-        _ => b.ty,
     }
 }
 

@@ -77,18 +77,7 @@ fn terms(args: &[Term]) -> Result<Vec<String>, String> {
 }
 
 fn cmp(op: CmpOp, negate: bool) -> &'static str {
-    let op = if negate {
-        match op {
-            CmpOp::Eq => CmpOp::Ne,
-            CmpOp::Ne => CmpOp::Eq,
-            CmpOp::Lt => CmpOp::Ge,
-            CmpOp::Le => CmpOp::Gt,
-            CmpOp::Gt => CmpOp::Le,
-            CmpOp::Ge => CmpOp::Lt,
-        }
-    } else {
-        op
-    };
+    let op = if negate { op.negated() } else { op };
     match op {
         CmpOp::Eq => "=",
         CmpOp::Ne => "!=",
