@@ -9,12 +9,10 @@
 //! never compacted, the aggregation applies the predicate. Disabled, every aggregation
 //! sorts and reduces, every select compacts.
 
-use std::collections::HashMap;
-
-use fox_ra::{Block, Expr, ExprKind, Op, Stmt, TempId};
+use fox_ra::{Block, Expr, ExprKind, Op, TempId};
 use fox_sema::core::{AggFunc, Type};
 
-use super::{lets, Pass, PhysError};
+use super::{lets, readers, Pass, PhysError};
 use crate::ann::{AggAlgorithm, Algorithm};
 use crate::stats::Statistics;
 use crate::PhysPlan;
@@ -74,33 +72,17 @@ pub(crate) fn fusable(pred: Option<&Expr>, aggs: &[fox_ra::AggCall]) -> bool {
 /// The selects of a block whose result is read once, by a chain of projections (each
 /// read once) ending in a fusable aggregation, with that aggregation's temp.
 fn deferred_selects(b: &Block) -> Vec<(TempId, TempId)> {
-    let mut uses: HashMap<TempId, usize> = HashMap::new();
-    let mut reader: HashMap<TempId, (TempId, &Op)> = HashMap::new();
-    for s in &b.stmts {
-        match s {
-            Stmt::Let { dst, op, .. } => {
-                for t in op.inputs() {
-                    *uses.entry(t).or_default() += 1;
-                    reader.insert(t, (*dst, op));
-                }
-            }
-            Stmt::Store { src, .. } | Stmt::Output { src, .. } | Stmt::CheckFunctional { src, .. } => {
-                *uses.entry(*src).or_default() += 1;
-                reader.remove(src);
-            }
-            _ => {}
-        }
-    }
+    let readers = readers(b);
     let mut out = Vec::new();
     for (dst, op) in lets(b) {
         let Op::Select { pred, .. } = op else {
             continue;
         };
         let mut t = dst;
-        while uses.get(&t) == Some(&1) {
-            match reader.get(&t) {
-                Some((d, Op::Project { .. })) => t = *d,
-                Some((d, Op::Aggregate { aggs, .. })) => {
+        while let Some([Some((d, op))]) = readers.get(&t).map(Vec::as_slice) {
+            match op {
+                Op::Project { .. } => t = *d,
+                Op::Aggregate { aggs, .. } => {
                     if fusable(Some(pred), aggs) {
                         out.push((dst, *d));
                     }

@@ -12,9 +12,9 @@
 
 use std::collections::HashMap;
 
-use fox_ra::{Block, Expr, Op, Stmt, TempId};
+use fox_ra::{Block, Expr, Op, TempId};
 
-use super::{lets, Pass, PhysError};
+use super::{lets, readers, Pass, PhysError};
 use crate::ann::Algorithm;
 use crate::band::plan_band;
 use crate::levels::{plan_levels, Refinements};
@@ -86,26 +86,13 @@ impl Pass for JoinSelection {
 
 /// The temps of a block read exactly once, by a select, with that select's predicate.
 fn sole_select_readers(b: &Block) -> HashMap<TempId, &Expr> {
-    let mut uses: HashMap<TempId, usize> = HashMap::new();
-    let mut pred: HashMap<TempId, &Expr> = HashMap::new();
-    for s in &b.stmts {
-        match s {
-            Stmt::Let { op, .. } => {
-                for t in op.inputs() {
-                    *uses.entry(t).or_default() += 1;
-                }
-                if let Op::Select { input, pred: p } = op {
-                    pred.insert(*input, p);
-                }
-            }
-            Stmt::Store { src, .. } | Stmt::Output { src, .. } | Stmt::CheckFunctional { src, .. } => {
-                *uses.entry(*src).or_default() += 1;
-            }
-            _ => {}
-        }
-    }
-    pred.retain(|t, _| uses.get(t) == Some(&1));
-    pred
+    readers(b)
+        .into_iter()
+        .filter_map(|(t, rs)| match rs.as_slice() {
+            [Some((_, Op::Select { pred, .. }))] => Some((t, pred)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Whether a band join costs less than the cross product and filter: sorting the

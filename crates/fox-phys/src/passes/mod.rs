@@ -16,6 +16,8 @@ mod partitioning;
 mod rounds;
 mod verify;
 
+use std::collections::HashMap;
+
 use fox_ra::RaPlan;
 
 use crate::stats::Statistics;
@@ -94,6 +96,31 @@ pub fn run(ra: RaPlan, stats: &Statistics, opts: &Options) -> Result<PhysPlan, P
         }
     }
     Ok(plan)
+}
+
+/// Who reads each temp of a block: one entry per read (an operator reading a temp twice
+/// counts twice), `Some((dst, op))` for an operator, `None` for a statement that is no
+/// operator (a store, an output, a functional check).
+pub(crate) type Readers<'a> = HashMap<fox_ra::TempId, Vec<Option<(fox_ra::TempId, &'a fox_ra::Op)>>>;
+
+pub(crate) fn readers(b: &fox_ra::Block) -> Readers<'_> {
+    let mut readers: Readers = HashMap::new();
+    for s in &b.stmts {
+        match s {
+            fox_ra::Stmt::Let { dst, op, .. } => {
+                for t in op.inputs() {
+                    readers.entry(t).or_default().push(Some((*dst, op)));
+                }
+            }
+            fox_ra::Stmt::Store { src, .. }
+            | fox_ra::Stmt::Output { src, .. }
+            | fox_ra::Stmt::CheckFunctional { src, .. } => {
+                readers.entry(*src).or_default().push(None);
+            }
+            _ => {}
+        }
+    }
+    readers
 }
 
 /// The `Let` statements of a block with the temps they define, in order.

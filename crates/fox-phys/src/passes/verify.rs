@@ -25,12 +25,10 @@
 //! - estimates are finite and non-negative, one distinct count per column, none above
 //!   the rows.
 
-use std::collections::HashMap;
-
-use fox_ra::{MultiJoinInput, Op, Stmt, TempId};
+use fox_ra::{MultiJoinInput, Op, TempId};
 use fox_sema::core::Column;
 
-use super::{lets, Pass, PhysError};
+use super::{lets, readers, Pass, PhysError};
 use crate::ann::{AggAlgorithm, Algorithm, Expand, Level};
 use crate::levels::{carried_columns, Refinements};
 use crate::stats::Statistics;
@@ -61,22 +59,7 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
         return Err(format!("{} annotations for {} temps", plan.nodes.len(), ra.temps.len()));
     }
     for b in &ra.blocks {
-        let ops: HashMap<TempId, &Op> = lets(b).collect();
-        let mut readers: HashMap<TempId, Vec<TempId>> = HashMap::new();
-        for s in &b.stmts {
-            match s {
-                Stmt::Let { dst, op, .. } => {
-                    for i in op.inputs() {
-                        readers.entry(i).or_default().push(*dst);
-                    }
-                }
-                // A reader that is no operator.
-                Stmt::Store { src, .. } | Stmt::Output { src, .. } | Stmt::CheckFunctional { src, .. } => {
-                    readers.entry(*src).or_default().push(TempId(u32::MAX));
-                }
-                _ => {}
-            }
-        }
+        let readers = readers(b);
         for (t, op) in lets(b) {
             let n = plan.node(t);
             let ok = matches!(
@@ -97,10 +80,7 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                 ));
             }
             if let (Algorithm::Band(band), Op::Join { left, right, .. }) = (&n.algorithm, op) {
-                let sole_select = match readers.get(&t).map(Vec::as_slice) {
-                    Some([r]) => matches!(ops.get(r), Some(Op::Select { input, .. }) if *input == t),
-                    _ => false,
-                };
+                let sole_select = matches!(readers.get(&t).map(Vec::as_slice), Some([Some((_, Op::Select { .. }))]));
                 if !sole_select {
                     return Err(format!("t{} is a band join but is not read by one select only", t.0));
                 }
@@ -123,8 +103,8 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                 }
                 let mut cur = t;
                 loop {
-                    let next = match readers.get(&cur).map(Vec::as_slice) {
-                        Some([r]) => *r,
+                    let (next, reader) = match readers.get(&cur).map(Vec::as_slice) {
+                        Some([Some((r, op))]) => (*r, *op),
                         _ => {
                             return Err(format!(
                                 "select t{} is deferred into t{}, which does not read it",
@@ -132,9 +112,9 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                             ))
                         }
                     };
-                    match ops.get(&next) {
-                        Some(Op::Project { .. }) if next != agg => cur = next,
-                        Some(Op::Aggregate { .. }) if next == agg => break,
+                    match reader {
+                        Op::Project { .. } if next != agg => cur = next,
+                        Op::Aggregate { .. } if next == agg => break,
                         _ => {
                             return Err(format!(
                                 "select t{} is deferred into t{}, which does not read it",
