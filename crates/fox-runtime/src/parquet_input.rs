@@ -38,7 +38,7 @@ use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, PrimitiveArray};
 use arrow_buffer::ArrowNativeType;
 use arrow_schema::{DataType, Schema};
 use fox_kernel::InputRel;
-use fox_sema::core::{Type, MAX_DECIMAL};
+use fox_sema::core::{Column, Type, MAX_DECIMAL};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::ProjectionMask;
 use std::path::Path;
@@ -243,14 +243,7 @@ pub(crate) fn load_arrow_cols(
     stop: &AtomicBool,
 ) -> Result<Vec<LoadedCol>, RuntimeError> {
     check_columns(shown, Holder::ArrowTable, input, schema)?;
-    let mut cols: Vec<ColumnReader> = input
-        .columns
-        .iter()
-        .map(|c| ColumnReader {
-            values: LoadedCol::new(c.ty),
-            dict: None,
-        })
-        .collect();
+    let mut cols = ColumnReader::for_columns(&input.columns);
     let mut row = 0u64;
     for batch in batches {
         crate::load::check_stop_flag(stop)?;
@@ -391,15 +384,7 @@ impl Reader<'_> {
             .build()
             .map_err(|e| damaged(&e))?;
         let mut strings = Interner::default();
-        let mut cols: Vec<ColumnReader> = self
-            .input
-            .columns
-            .iter()
-            .map(|c| ColumnReader {
-                values: LoadedCol::new(c.ty),
-                dict: None,
-            })
-            .collect();
+        let mut cols = ColumnReader::for_columns(&self.input.columns);
         let mut row = start;
         for batch in batches {
             crate::load::check_stop_flag(stop)?;
@@ -465,6 +450,17 @@ struct ColumnReader {
 const NOT_YET: u32 = u32::MAX;
 
 impl ColumnReader {
+    /// Empty readers, one per declared column.
+    fn for_columns(columns: &[Column]) -> Vec<ColumnReader> {
+        columns
+            .iter()
+            .map(|c| ColumnReader {
+                values: LoadedCol::new(c.ty),
+                dict: None,
+            })
+            .collect()
+    }
+
     /// Appends the values of `array` (of a type [`fits`] accepted), checking for nulls.
     fn push(&mut self, array: &ArrayRef, at: &Located, strings: &mut Interner) -> Result<(), RuntimeError> {
         if let Some(nulls) = array.logical_nulls() {

@@ -273,16 +273,15 @@ fn block(plan: &PhysPlan, b: &Block, out: &mut Vec<(TempId, OrderAnn, bool)>) {
                 (Some(l), Some(r)) => {
                     // The rows come in the order of the side whose rows drive the join: the
                     // left, sorted on the keys, or a band join's probing side as it is.
-                    let band = match &plan.node(*dst).algorithm {
-                        Algorithm::Band(b) => Some(b.sorted),
+                    let probing = match &plan.node(*dst).algorithm {
+                        Algorithm::Band(b) if b.sorted == Side::Left => Some((r.clone(), Side::Right)),
+                        Algorithm::Band(_) => Some((l.clone(), Side::Left)),
                         _ => None,
                     };
-                    let (l0, r0) = (l.clone(), r.clone());
                     let (l, r, perm) = sort_sides(l, left_keys, r, right_keys);
                     key_perm = perm;
-                    let (lead, lead_side) = match band {
-                        Some(Side::Left) => (&r0, Side::Right),
-                        Some(Side::Right) => (&l0, Side::Left),
+                    let (lead, lead_side) = match &probing {
+                        Some((v, side)) => (v, *side),
                         None => (&l, Side::Left),
                     };
                     let mut sorted = Vec::new();

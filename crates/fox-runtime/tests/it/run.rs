@@ -587,22 +587,14 @@ fn launch_arguments_are_checked_against_the_contract_before_any_backend() {
     );
 }
 
-/// A plan over one int32 buffer `a`: `entry` (which defines it), then a loop whose body
-/// runs `body` and then empties `a`, so that it runs once, then a block freeing `a`.
-fn loop_once(entry: Vec<Instr>, body: Vec<Instr>, after_empty: Vec<Instr>) -> KernelPlan {
+/// A plan over one int32 buffer `a`: `entry` (which defines it), then a loop running
+/// `body` while `a` is not empty, then a block freeing `a`.
+fn looping(entry: Vec<Instr>, body: Vec<Instr>) -> KernelPlan {
     let mut p = plan(vec![buf("a", Elem::I32, Some(Type::Int32))], vec![], entry);
     p.blocks[0].term = Terminator::Jump(BlockId(1));
-    let empty = launch(
-        Kernel::Const {
-            types: vec![Type::Int32],
-            rows: vec![],
-        },
-        &[],
-        &[0],
-    );
     p.blocks.push(Block {
         label: "loop".into(),
-        instrs: body.into_iter().chain([empty]).chain(after_empty).collect(),
+        instrs: body,
         term: Terminator::LoopIf {
             nonempty: vec![BufId(0)],
             body: BlockId(1),
@@ -615,6 +607,20 @@ fn loop_once(entry: Vec<Instr>, body: Vec<Instr>, after_empty: Vec<Instr>) -> Ke
         term: Terminator::Halt,
     });
     p
+}
+
+/// [`looping`] with a body that runs `body`, empties `a` and runs `after_empty`, so that
+/// it runs once.
+fn loop_once(entry: Vec<Instr>, body: Vec<Instr>, after_empty: Vec<Instr>) -> KernelPlan {
+    let empty = launch(
+        Kernel::Const {
+            types: vec![Type::Int32],
+            rows: vec![],
+        },
+        &[],
+        &[0],
+    );
+    looping(entry, body.into_iter().chain([empty]).chain(after_empty).collect())
 }
 
 #[test]
@@ -882,22 +888,7 @@ impl Backend for Cancels {
 fn a_cancelled_run_stops_before_the_next_instruction_and_frees_everything() {
     // An endless loop: b0 := {1}, again and again; the backend sets the token at its
     // 100th upload (as Ctrl-C would, from anywhere).
-    let mut p = plan(vec![buf("a", Elem::I32, Some(Type::Int32))], vec![], vec![one_const()]);
-    p.blocks[0].term = Terminator::Jump(BlockId(1));
-    p.blocks.push(Block {
-        label: "loop".into(),
-        instrs: vec![one_const()],
-        term: Terminator::LoopIf {
-            nonempty: vec![BufId(0)],
-            body: BlockId(1),
-            exit: BlockId(2),
-        },
-    });
-    p.blocks.push(Block {
-        label: "exit".into(),
-        instrs: vec![Instr::Free { buf: BufId(0) }],
-        term: Terminator::Halt,
-    });
+    let p = looping(vec![one_const()], vec![one_const()]);
     let mut be = Cancels::new(Some(100), false);
     let opts = RunOptions {
         cancel: Some(be.token.clone()),
