@@ -526,6 +526,9 @@ pub enum DictOp {
     Like(String),
     /// U8: starts with the prefix.
     Prefix(String),
+    /// U8: the string's bytes match the whole of the regular expression (the Rust
+    /// `regex` crate's syntax, compiled for bytes with Unicode off).
+    Regex(String),
     /// I32: length in characters.
     Strlen,
 }

@@ -400,6 +400,7 @@ fn dict_text(op: &DictOp) -> String {
         DictOp::Rank => "rank".into(),
         DictOp::Like(p) => format!("like {p:?}"),
         DictOp::Prefix(p) => format!("prefix {p:?}"),
+        DictOp::Regex(p) => format!("match {p:?}"),
         DictOp::Strlen => "strlen".into(),
     }
 }

@@ -402,7 +402,7 @@ fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> 
 pub fn dict_elem(op: &DictOp) -> Elem {
     match op {
         DictOp::Rank => Elem::U32,
-        DictOp::Like(_) | DictOp::Prefix(_) => Elem::U8,
+        DictOp::Like(_) | DictOp::Prefix(_) | DictOp::Regex(_) => Elem::U8,
         DictOp::Strlen => Elem::I32,
     }
 }

@@ -176,6 +176,10 @@ impl Dictionary {
                     HostCol::U8(self.par_map(|s| m.matches(s) as u8)?)
                 }
                 DictOp::Prefix(p) => HostCol::U8(self.par_map(|s| s.starts_with(p.as_str()) as u8)?),
+                DictOp::Regex(p) => {
+                    let r = regex(p)?;
+                    HostCol::U8(self.par_map(|s| r.is_match(s.as_bytes()) as u8)?)
+                }
                 DictOp::Strlen => HostCol::I32(self.par_map(strlen)?),
             });
         };
@@ -210,6 +214,10 @@ impl Dictionary {
                 HostCol::U8(self.scatter(codes, |s| m.matches(s) as u8)?)
             }
             DictOp::Prefix(p) => HostCol::U8(self.scatter(codes, |s| s.starts_with(p.as_str()) as u8)?),
+            DictOp::Regex(p) => {
+                let r = regex(p)?;
+                HostCol::U8(self.scatter(codes, |s| r.is_match(s.as_bytes()) as u8)?)
+            }
             DictOp::Strlen => HostCol::I32(self.scatter(codes, strlen)?),
         })
     }
@@ -237,6 +245,12 @@ impl Dictionary {
         }
         Ok(out)
     }
+}
+
+/// The matcher of a `DictOp::Regex` pattern.
+fn regex(pattern: &str) -> Result<regex::bytes::Regex, String> {
+    fox_syntax::souffle::regex::compile_bytes(pattern)
+        .map_err(|e| format!("the regular expression {pattern:?} does not compile: {e}"))
 }
 
 fn strlen(s: &str) -> i32 {
@@ -557,5 +571,16 @@ mod tests {
             d.table(&DictOp::Like("_b".into())),
             Ok(crate::HostCol::U8(vec![0, 0, 0, 1]))
         );
+        assert_eq!(
+            d.table(&DictOp::Regex(r"\A(?:a|c)b?\z".into())),
+            Ok(crate::HostCol::U8(vec![1, 0, 1, 1]))
+        );
+        // Only the codes asked for and the appended strings are matched.
+        assert_eq!(
+            d.table_for(&DictOp::Regex(r"\A[a-c]\z".into()), Some(&[1])),
+            Ok(crate::HostCol::U8(vec![0, 1, 0, 0]))
+        );
+        let bad = d.table(&DictOp::Regex("(".into())).unwrap_err();
+        assert!(bad.contains("does not compile"), "{bad}");
     }
 }

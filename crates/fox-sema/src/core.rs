@@ -387,6 +387,11 @@ impl CmpOp {
 pub enum Builtin {
     Like,
     Prefix,
+    /// Soufflé's `match`: the string (its bytes) matches the regular expression, a
+    /// pattern of the Rust `regex` crate for bytes with Unicode off that matches whole
+    /// strings (the front end translates Soufflé's ECMAScript pattern to one:
+    /// `fox_syntax::souffle::regex`).
+    Regex,
     Substr,
     Strlen,
     Concat,
@@ -423,6 +428,7 @@ impl Builtin {
         match self {
             Builtin::Like => "like",
             Builtin::Prefix => "prefix",
+            Builtin::Regex => "souffle:match",
             Builtin::Substr => "substr",
             Builtin::Strlen => "strlen",
             Builtin::Concat => "concat",

@@ -244,6 +244,7 @@ pub(crate) fn builtin(name: &str) -> Option<BuiltinUse> {
         "souffle:to_number" => BuiltinUse::Convert(Builtin::ToNumber),
         "souffle:to_unsigned" => BuiltinUse::Convert(Builtin::ToUnsigned),
         "souffle:to_string" => BuiltinUse::Convert(Builtin::ToString),
+        "souffle:match" => BuiltinUse::Pred(Builtin::Regex),
         _ => return None,
     })
 }

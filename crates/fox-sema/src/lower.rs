@@ -1781,6 +1781,7 @@ impl Lower<'_> {
                 return self.ty_souffle(b, f, args, span)
             }
             BuiltinUse::Pred(Builtin::Like) => (&["string", "string"], "like(s, pattern)"),
+            BuiltinUse::Pred(Builtin::Regex) => (&["string", "string"], "souffle:match(s, pattern)"),
             BuiltinUse::Pred(_) => (&["string", "string"], "prefix(s, p)"),
             BuiltinUse::Func(Builtin::Substr) => (&["string", "int", "int"], "substr(s, start, length)"),
             BuiltinUse::Func(Builtin::Strlen) => (&["string"], "strlen(s)"),
@@ -1854,10 +1855,10 @@ impl Lower<'_> {
         if let (BuiltinUse::Pred(p), Some(pattern)) = (b, args.get(1)) {
             // The pattern is matched against the dictionary once, before the run.
             if !matches!(pattern.kind, ExprKind::Lit(Lit::Str(_))) {
-                let (name, example) = if p == Builtin::Like {
-                    ("like", "like(s, \"%BRASS\")")
-                } else {
-                    ("prefix", "prefix(s, \"PROMO\")")
+                let (name, example) = match p {
+                    Builtin::Like => ("like", "like(s, \"%BRASS\")"),
+                    Builtin::Regex => ("souffle:match", "souffle:match(s, \"a.*\")"),
+                    _ => ("prefix", "prefix(s, \"PROMO\")"),
                 };
                 return self.fail(
                     Diagnostic::error(

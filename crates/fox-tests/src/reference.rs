@@ -941,6 +941,10 @@ fn call(f: Builtin, vals: &[RV], args: &[CExpr], ty: Type) -> Res<RV> {
     };
     let r = match f {
         Builtin::Like => RV::Bool(like(str_of(arg(0)?)?, str_of(arg(1)?)?)),
+        Builtin::Regex => {
+            let r = fox_syntax::souffle::regex::compile_bytes(str_of(arg(1)?)?).map_err(EvalError::Arith)?;
+            RV::Bool(r.is_match(str_of(arg(0)?)?.as_bytes()))
+        }
         Builtin::Prefix => RV::Bool(str_of(arg(0)?)?.starts_with(str_of(arg(1)?)?)),
         Builtin::Substr => RV::Str(substr(str_of(arg(0)?)?, int_of(arg(1)?)?, int_of(arg(2)?)?)),
         Builtin::Strlen => RV::Int(str_of(arg(0)?)?.chars().count() as i64),

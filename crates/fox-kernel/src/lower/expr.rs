@@ -139,8 +139,8 @@ impl Lower<'_> {
             )),
             ExprKind::In(a, vals) => node(KExprKind::In(Box::new(self.kexpr(v, cx, a)?), vals.clone())),
             ExprKind::Call(b, args) => match b {
-                Builtin::Like | Builtin::Prefix => {
-                    let name = if *b == Builtin::Like { "like" } else { "prefix" };
+                Builtin::Like | Builtin::Prefix | Builtin::Regex => {
+                    let name = b.name();
                     let [s, p] = args.as_slice() else {
                         return Err(LowerError::Invalid(format!("`{name}` takes two arguments")));
                     };
@@ -150,10 +150,10 @@ impl Lower<'_> {
                         )));
                     };
                     let s = self.kexpr(v, cx, s)?;
-                    let op = if *b == Builtin::Like {
-                        DictOp::Like(pat.clone())
-                    } else {
-                        DictOp::Prefix(pat.clone())
+                    let op = match b {
+                        Builtin::Like => DictOp::Like(pat.clone()),
+                        Builtin::Regex => DictOp::Regex(pat.clone()),
+                        _ => DictOp::Prefix(pat.clone()),
                     };
                     let t = self.table(cx, op)?;
                     KExpr {

@@ -408,6 +408,7 @@ impl<'a> Lower<'a> {
             DictOp::Rank => "rank",
             DictOp::Like(_) => "like",
             DictOp::Prefix(_) => "prefix",
+            DictOp::Regex(_) => "match",
             DictOp::Strlen => "strlen",
         };
         let b = self.launch1(Kernel::DictTable { op: op.clone() }, Vec::new(), label, None)?;

@@ -15,6 +15,9 @@ pub struct SDecl {
     pub name: Ident,
     /// Attribute name and type name.
     pub attrs: Vec<(Ident, Ident)>,
+    /// `eqrel`: the relation is an equivalence relation (two attributes of one type),
+    /// the reflexive, symmetric and transitive closure of the pairs put in it.
+    pub eqrel: bool,
     pub span: Span,
 }
 

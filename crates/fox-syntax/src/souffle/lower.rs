@@ -20,6 +20,7 @@
 //!   located "not supported in Fox yet".
 
 use super::ast::*;
+use super::regex;
 use super::{SouffleIo, SouffleOutput};
 use crate::ast::{
     AggBinding, Atom, BinOp, Body, CmpOp, Compare, Decl, DeclShape, Expr, ExprKind, Formula, Head, HeadKind, Ident,
@@ -49,6 +50,9 @@ impl Base {
 
 struct RelInfo {
     columns: Vec<(String, Base)>,
+    /// The relation has clauses (facts or rules) or is an `eqrel`: an `.input` of it is
+    /// read into an auxiliary relation that a rule copies into it.
+    defined: bool,
 }
 
 pub struct Lowerer {
@@ -81,15 +85,62 @@ pub fn lower(items: Vec<SItem>) -> (Program, SouffleIo, Vec<Diagnostic>) {
             l.decl(d, &types);
         }
     }
+    for it in &items {
+        let defined = match it {
+            SItem::Decl(d) if d.eqrel => vec![&d.name.name],
+            SItem::Clause(c) => c.heads.iter().map(|h| &h.rel.name).collect(),
+            _ => Vec::new(),
+        };
+        for rel in defined {
+            if let Some(info) = l.rels.get_mut(rel) {
+                info.defined = true;
+            }
+        }
+    }
     let mut outputs: HashSet<String> = HashSet::new();
     for it in &items {
         match it {
             SItem::Io(io) => l.io(io, &mut outputs),
             SItem::Clause(c) => l.clause(c),
+            SItem::Decl(d) if d.eqrel => {
+                for c in eqrel_clauses(d) {
+                    l.clause(&c);
+                }
+            }
             SItem::Decl(_) | SItem::Type(_) => {}
         }
     }
     (Program { items: l.items }, l.io, l.diags)
+}
+
+/// The rules that make the relation of an `eqrel` declaration its pairs' equivalence
+/// closure: `r(a, a) :- r(a, _).`, `r(b, a) :- r(a, b).`, `r(a, c) :- r(a, b), r(b, c).`
+/// (reflexivity on the second attribute follows from the first two).
+fn eqrel_clauses(d: &SDecl) -> Vec<SClause> {
+    let span = d.span;
+    let var = |v: &str| SExpr {
+        kind: if v == "_" {
+            SExprKind::Anon
+        } else {
+            SExprKind::Var(v.to_string())
+        },
+        span,
+    };
+    let atom = |x: &str, y: &str| SAtom {
+        rel: d.name.clone(),
+        args: vec![var(x), var(y)],
+        span,
+    };
+    let rule = |head: SAtom, body: Vec<SAtom>| SClause {
+        heads: vec![head],
+        body: Some(SBody::And(body.into_iter().map(SBody::Atom).collect(), span)),
+        span,
+    };
+    vec![
+        rule(atom("a", "a"), vec![atom("a", "_")]),
+        rule(atom("b", "a"), vec![atom("a", "b")]),
+        rule(atom("a", "c"), vec![atom("a", "b"), atom("b", "c")]),
+    ]
 }
 
 fn ident(name: impl Into<String>, span: Span) -> Ident {
@@ -234,7 +285,53 @@ impl Lowerer {
             types: atoms,
             span: d.span,
         }));
-        self.rels.insert(d.name.name.clone(), RelInfo { columns });
+        self.rels.insert(
+            d.name.name.clone(),
+            RelInfo {
+                columns,
+                defined: false,
+            },
+        );
+    }
+
+    /// A new relation `souffle:inputN:rel` of `rel`'s columns, and the rule copying it into
+    /// `rel`: Fox's relations are read from data or defined by rules, not both, where a
+    /// Soufflé relation may have an `.input` and clauses.
+    fn input_aux(&mut self, rel: &Ident, span: Span) -> Ident {
+        self.counter += 1;
+        let aux = ident(format!("souffle:input{}:{}", self.counter, rel.name), rel.span);
+        let decl = self.items.iter().find_map(|it| match it {
+            Item::Decl(d) if d.pred.name == rel.name => Some(d.clone()),
+            _ => None,
+        });
+        if let Some(d) = decl {
+            self.items.push(Item::Decl(Decl { pred: aux.clone(), ..d }));
+        }
+        let columns = self.rels[&rel.name].columns.clone();
+        let vars: Vec<SExpr> = (0..columns.len())
+            .map(|i| SExpr {
+                kind: SExprKind::Var(format!("x{i}")),
+                span,
+            })
+            .collect();
+        self.rels.insert(
+            aux.name.clone(),
+            RelInfo {
+                columns,
+                defined: false,
+            },
+        );
+        let atom = |r: &Ident| SAtom {
+            rel: r.clone(),
+            args: vars.clone(),
+            span,
+        };
+        self.clause(&SClause {
+            heads: vec![atom(rel)],
+            body: Some(SBody::Atom(atom(&aux))),
+            span,
+        });
+        aux
     }
 
     /// Whether `rel` is declared, reporting it when not.
@@ -312,14 +409,21 @@ impl Lowerer {
             return;
         }
         match io.kind {
-            IoKind::Input => self.items.push(Item::Input(InputDirective {
-                pred: io.rel.clone(),
-                from: Some(file),
-                sep: Some(delimiter),
-                header: headers,
-                key: None,
-                span: io.span,
-            })),
+            IoKind::Input => {
+                let pred = if self.rels[&rel].defined {
+                    self.input_aux(&io.rel, io.span)
+                } else {
+                    io.rel.clone()
+                };
+                self.items.push(Item::Input(InputDirective {
+                    pred,
+                    from: Some(file),
+                    sep: Some(delimiter),
+                    header: headers,
+                    key: None,
+                    span: io.span,
+                }));
+            }
             IoKind::Output | IoKind::PrintSize => {
                 if outputs.insert(rel.clone()) {
                     self.items.push(Item::Output(OutputDirective {
@@ -794,40 +898,52 @@ impl Lowerer {
 
     fn body_atom(&mut self, a: &SAtom) -> Option<Literal> {
         match a.rel.name.as_str() {
-            "contains" => {
+            name @ ("contains" | "match") => {
+                let first = if name == "contains" { "sub" } else { "pattern" };
                 if a.args.len() != 2 {
                     self.diags.push(
-                        Diagnostic::error("wrong number of arguments to `contains`", a.span)
-                            .with_label("`contains(sub, s)` takes two"),
+                        Diagnostic::error(format!("wrong number of arguments to `{name}`"), a.span)
+                            .with_label(format!("`{name}({first}, s)` takes two")),
                     );
                     return None;
                 }
-                let SExprKind::Str(sub) = &a.args[0].kind else {
+                let SExprKind::Str(text) = &a.args[0].kind else {
                     self.diags.push(not_supported(
-                        "`contains` with a first argument that is not a string constant",
+                        format!("`{name}` with a first argument that is not a string constant"),
                         a.args[0].span,
                     ));
                     return None;
                 };
-                if sub.contains(['%', '_']) {
-                    self.diags.push(not_supported(
-                        "`contains` of a string holding `%` or `_`",
-                        a.args[0].span,
-                    ));
-                    return None;
-                }
+                let at = a.args[0].span;
+                let (builtin, pattern) = if name == "contains" && !text.contains(['%', '_']) {
+                    ("like", format!("%{text}%"))
+                } else if name == "contains" {
+                    ("souffle:match", regex::contains(text))
+                } else {
+                    let translated = match regex::translate(text) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            let piece = text.get(e.at.clone()).unwrap_or_default();
+                            self.diags
+                                .push(Diagnostic::error(e.msg, at).with_label(format!("at `{piece}` in this pattern")));
+                            return None;
+                        }
+                    };
+                    if let Err(e) = regex::compile_bytes(&translated) {
+                        self.diags.push(
+                            Diagnostic::error(format!("this regular expression is not valid: {e}"), at)
+                                .with_label("not a valid pattern"),
+                        );
+                        return None;
+                    }
+                    ("souffle:match", translated)
+                };
                 let s = self.expr(&a.args[1])?;
-                let pattern = ex(ExprKind::Lit(Lit::Str(format!("%{sub}%"))), a.args[0].span);
                 Some(Literal::Atom(Atom {
-                    pred: ident("like", a.rel.span),
-                    args: vec![s, pattern],
+                    pred: ident(builtin, a.rel.span),
+                    args: vec![s, ex(ExprKind::Lit(Lit::Str(pattern)), at)],
                     span: a.span,
                 }))
-            }
-            "match" => {
-                self.diags
-                    .push(not_supported("`match` (regular expressions)", a.rel.span));
-                None
             }
             _ => {
                 let args = self.atom_args(&a.rel.name, &a.args);
@@ -891,7 +1007,13 @@ impl Lowerer {
                     args: groups.iter().map(|g| var(g)).collect(),
                     span: agg_span,
                 };
-                self.rels.insert(dom.clone(), RelInfo { columns: Vec::new() });
+                self.rels.insert(
+                    dom.clone(),
+                    RelInfo {
+                        columns: Vec::new(),
+                        defined: true,
+                    },
+                );
                 let Some(dom_head) = self.head(&dom_atom) else { return };
                 let Some(rest) = self.conj(&rest, agg_span) else { return };
                 self.items.push(Item::Rule(Rule {
@@ -910,7 +1032,13 @@ impl Lowerer {
                 args: head_args,
                 span: agg_span,
             };
-            self.rels.insert(aux.clone(), RelInfo { columns: Vec::new() });
+            self.rels.insert(
+                aux.clone(),
+                RelInfo {
+                    columns: Vec::new(),
+                    defined: true,
+                },
+            );
             let Some(head) = self.head(&aux_head) else { return };
             let Some(formula) = self.formula(&agg_body) else { return };
             let arg = match &target {

@@ -13,6 +13,7 @@ mod ast;
 mod lexer;
 mod lower;
 mod parser;
+pub mod regex;
 
 use crate::ast::Program;
 use crate::diag::Diagnostic;

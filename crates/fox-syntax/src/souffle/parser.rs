@@ -247,14 +247,29 @@ impl<'a> Parser<'a> {
             }
         }
         self.expect(")")?;
+        let mut eqrel = false;
         while let Some(Tok::Ident(q)) = self.peek() {
             let s = self.span();
             match q.as_str() {
                 // Storage and evaluation hints that do not change the answer.
                 "btree" | "brie" | "inline" | "no_inline" | "magic" | "no_magic" => self.pos += 1,
-                "eqrel" | "btree_delete" | "choice" | "overridable" => {
+                "eqrel" => {
+                    let same_type = matches!(attrs.as_slice(), [(_, a), (_, b)] if a.name == b.name);
+                    if !same_type {
+                        self.diags.push(
+                            Diagnostic::error(
+                                "an equivalence relation (`eqrel`) must have two attributes of one type",
+                                s,
+                            )
+                            .with_label("not a binary relation over one type"),
+                        );
+                        return Err(Failed);
+                    }
+                    eqrel = true;
+                    self.pos += 1;
+                }
+                "btree_delete" | "choice" | "overridable" => {
                     let what = match q.as_str() {
-                        "eqrel" => "equivalence relations (`eqrel`)",
                         "btree_delete" => "subsumption (`btree_delete`)",
                         "choice" => "`choice-domain`",
                         _ => "components (`overridable`)",
@@ -275,6 +290,7 @@ impl<'a> Parser<'a> {
                 SItem::Decl(SDecl {
                     name,
                     attrs: attrs.clone(),
+                    eqrel,
                     span,
                 })
             })
