@@ -3,14 +3,48 @@
 
 use crate::ast::{CmpOp, Ident, Span};
 
+#[derive(Clone)]
 pub enum SItem {
     Decl(SDecl),
     Type(STypeDecl),
     Io(SIo),
     Clause(SClause),
+    /// `.comp Name<T, …> : Base<…>, … { … }`: a component declaration.
+    Comp(SComp),
+    /// `.init inst = Name<…>`: a component instance.
+    Init(SInit),
+    /// `.override rel` inside a component.
+    Override(Ident),
+}
+
+/// A component declaration (see [`super::components`]).
+#[derive(Clone)]
+pub struct SComp {
+    pub name: Ident,
+    /// Type parameters.
+    pub params: Vec<Ident>,
+    /// Components it inherits from.
+    pub bases: Vec<SCompType>,
+    pub body: Vec<SItem>,
+}
+
+/// `Name<A, B>`: a component named with its type arguments.
+#[derive(Clone)]
+pub struct SCompType {
+    pub name: Ident,
+    pub args: Vec<Ident>,
+}
+
+/// `.init inst = Name<…>`.
+#[derive(Clone)]
+pub struct SInit {
+    pub name: Ident,
+    pub ty: SCompType,
+    pub span: Span,
 }
 
 /// `.decl r(a: number, b: T)` (one per name of `.decl a, b(…)`).
+#[derive(Clone)]
 pub struct SDecl {
     pub name: Ident,
     /// Attribute name and type name.
@@ -18,15 +52,19 @@ pub struct SDecl {
     /// `eqrel`: the relation is an equivalence relation (two attributes of one type),
     /// the reflexive, symmetric and transitive closure of the pairs put in it.
     pub eqrel: bool,
+    /// `overridable`: a component inheriting this one may replace its clauses.
+    pub overridable: bool,
     pub span: Span,
 }
 
 /// `.type T <: number`, `.type T = A | B`.
+#[derive(Clone)]
 pub struct STypeDecl {
     pub name: Ident,
     pub def: STypeDef,
 }
 
+#[derive(Clone)]
 pub enum STypeDef {
     /// A subtype or alias of the first type, or a union of the types.
     Union(Vec<Ident>),
@@ -40,6 +78,7 @@ pub enum IoKind {
 }
 
 /// `.input r(IO=file, filename="…")` (one per relation named).
+#[derive(Clone)]
 pub struct SIo {
     pub kind: IoKind,
     pub rel: Ident,
@@ -55,6 +94,7 @@ pub struct IoParam {
 }
 
 /// A fact or a rule: `h1(…), h2(…) :- body.`
+#[derive(Clone)]
 pub struct SClause {
     pub heads: Vec<SAtom>,
     pub body: Option<SBody>,

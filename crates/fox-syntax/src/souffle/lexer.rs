@@ -100,7 +100,7 @@ pub fn lex(src: &str) -> (Vec<(Tok, Span)>, Vec<Diagnostic>) {
             // A directive only where a clause may start: after the `.` that ends a
             // clause, a directive follows whitespace, so `.decl` is always preceded by
             // whitespace or the start of the file (a `.` after a number is a full stop).
-            let at_start = start == 0 || b[start - 1].is_ascii_whitespace() || b[start - 1] == b'/';
+            let at_start = start == 0 || b[start - 1].is_ascii_whitespace() || matches!(b[start - 1], b'/' | b'{');
             if at_start {
                 i += 1;
                 while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {

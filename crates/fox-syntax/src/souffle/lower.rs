@@ -20,7 +20,7 @@
 //!   located "not supported in Fox yet".
 
 use super::ast::*;
-use super::regex;
+use super::{components, regex};
 use super::{SouffleIo, SouffleOutput};
 use crate::ast::{
     AggBinding, Atom, BinOp, Body, CmpOp, Compare, Decl, DeclShape, Expr, ExprKind, Formula, Head, HeadKind, Ident,
@@ -79,6 +79,7 @@ pub fn lower(items: Vec<SItem>) -> (Program, SouffleIo, Vec<Diagnostic>) {
         var_types: HashMap::new(),
         expect: None,
     };
+    let items = components::expand(items, &mut l.diags);
     let types = l.types(&items);
     for it in &items {
         if let SItem::Decl(d) = it {
@@ -107,7 +108,8 @@ pub fn lower(items: Vec<SItem>) -> (Program, SouffleIo, Vec<Diagnostic>) {
                     l.clause(&c);
                 }
             }
-            SItem::Decl(_) | SItem::Type(_) => {}
+            // Expanded away by `components::expand`.
+            SItem::Decl(_) | SItem::Type(_) | SItem::Comp(_) | SItem::Init(_) | SItem::Override(_) => {}
         }
     }
     (Program { items: l.items }, l.io, l.diags)
@@ -234,11 +236,6 @@ impl Lowerer {
     }
 
     fn decl(&mut self, d: &SDecl, types: &HashMap<String, (Base, bool)>) {
-        if d.name.name.contains('.') {
-            self.diags
-                .push(not_supported("a qualified relation name (components)", d.name.span));
-            return;
-        }
         if self.rels.contains_key(&d.name.name) {
             self.diags.push(
                 Diagnostic::error(format!("relation `{}` is declared twice", d.name.name), d.name.span)
@@ -339,13 +336,9 @@ impl Lowerer {
         if self.rels.contains_key(&rel.name) {
             return true;
         }
-        let d = if rel.name.contains('.') {
-            not_supported("a qualified relation name (components)", rel.span)
-        } else {
-            Diagnostic::error(format!("relation `{}` is not declared", rel.name), rel.span)
-                .with_label("undeclared relation")
-                .with_help(format!("declare it: `.decl {}(…)`", rel.name))
-        };
+        let d = Diagnostic::error(format!("relation `{}` is not declared", rel.name), rel.span)
+            .with_label("undeclared relation")
+            .with_help(format!("declare it: `.decl {}(…)`", rel.name));
         self.diags.push(d);
         false
     }

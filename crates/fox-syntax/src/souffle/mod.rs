@@ -10,6 +10,7 @@
 //! semantics.
 
 mod ast;
+mod components;
 mod lexer;
 mod lower;
 mod parser;

@@ -152,7 +152,8 @@ impl<'a> Parser<'a> {
         let mut nest = 0i32;
         while let Some(t) = self.peek() {
             match t {
-                Tok::Directive(_) if nest == 0 => return,
+                // A directive, or the `}` closing the component the clause is in.
+                Tok::Directive(_) | Tok::Punct("}") if nest == 0 => return,
                 Tok::Punct("(") | Tok::Punct("{") | Tok::Punct("[") => nest += 1,
                 Tok::Punct(")") | Tok::Punct("}") | Tok::Punct("]") => nest = (nest - 1).max(0),
                 Tok::Punct(".") if nest == 0 => {
@@ -202,9 +203,17 @@ impl<'a> Parser<'a> {
             "number_type" => self.type_decl(at, Some("number")),
             "symbol_type" => self.type_decl(at, Some("symbol")),
             "input" | "output" | "printsize" => self.io(d, at),
-            "comp" | "init" | "functor" | "plan" | "pragma" | "limitsize" | "override" | "include" | "once" => {
+            "comp" => Ok(vec![SItem::Comp(self.comp()?)]),
+            "init" => {
+                let name = self.ident("an instance name")?;
+                self.expect("=")?;
+                let ty = self.comp_type()?;
+                let span = at.to(Span::new(self.prev_end() as usize, self.prev_end() as usize));
+                Ok(vec![SItem::Init(SInit { name, ty, span })])
+            }
+            "override" => Ok(vec![SItem::Override(self.ident("a relation name")?)]),
+            "functor" | "plan" | "pragma" | "limitsize" | "include" | "once" => {
                 let what = match d {
-                    "comp" | "init" | "override" => "components",
                     "functor" => "user-defined functors",
                     "plan" => "query plans",
                     "pragma" => "pragmas",
@@ -228,6 +237,67 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// `Name` or `Name<A, B>`.
+    fn comp_type(&mut self) -> R<SCompType> {
+        let name = self.ident("a component name")?;
+        let mut args = Vec::new();
+        if self.eat("<") {
+            loop {
+                args.push(self.ident("a type or component name")?);
+                if !self.eat(",") {
+                    break;
+                }
+            }
+            self.expect(">")?;
+        }
+        Ok(SCompType { name, args })
+    }
+
+    /// After `.comp`: `Name<T, …> : Base<…>, … { items }`.
+    fn comp(&mut self) -> R<SComp> {
+        self.deeper()?;
+        let SCompType { name, args: params } = self.comp_type()?;
+        let mut bases = Vec::new();
+        if self.eat(":") {
+            loop {
+                bases.push(self.comp_type()?);
+                if !self.eat(",") {
+                    break;
+                }
+            }
+        }
+        self.expect("{")?;
+        let mut body = Vec::new();
+        let mut failed = false;
+        while !self.is("}") {
+            if self.peek().is_none() {
+                return self.fail("`}` closing the component");
+            }
+            let start = self.pos;
+            match self.item() {
+                Ok(mut it) => body.append(&mut it),
+                Err(Failed) => {
+                    failed = true;
+                    if self.pos == start {
+                        self.pos += 1;
+                    }
+                    self.recover();
+                }
+            }
+        }
+        self.expect("}")?;
+        self.depth -= 1;
+        if failed {
+            return Err(Failed);
+        }
+        Ok(SComp {
+            name,
+            params,
+            bases,
+            body,
+        })
+    }
+
     fn decl(&mut self, at: Span) -> R<Vec<SItem>> {
         let mut names = vec![self.rel_name()?];
         while self.eat(",") {
@@ -248,6 +318,7 @@ impl<'a> Parser<'a> {
         }
         self.expect(")")?;
         let mut eqrel = false;
+        let mut overridable = false;
         while let Some(Tok::Ident(q)) = self.peek() {
             let s = self.span();
             match q.as_str() {
@@ -268,11 +339,14 @@ impl<'a> Parser<'a> {
                     eqrel = true;
                     self.pos += 1;
                 }
-                "btree_delete" | "choice" | "overridable" => {
+                "overridable" => {
+                    overridable = true;
+                    self.pos += 1;
+                }
+                "btree_delete" | "choice" => {
                     let what = match q.as_str() {
                         "btree_delete" => "subsumption (`btree_delete`)",
-                        "choice" => "`choice-domain`",
-                        _ => "components (`overridable`)",
+                        _ => "`choice-domain`",
                     };
                     self.diags.push(
                         Diagnostic::error(format!("{what} are not supported in Fox yet"), s)
@@ -291,6 +365,7 @@ impl<'a> Parser<'a> {
                     name,
                     attrs: attrs.clone(),
                     eqrel,
+                    overridable,
                     span,
                 })
             })
