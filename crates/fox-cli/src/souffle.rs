@@ -5,7 +5,7 @@
 
 use fox_runtime::OutputTable;
 use fox_sema::core::Value;
-use fox_syntax::souffle::{SouffleIo, SouffleOutput};
+use fox_syntax::souffle::{OutShape, SouffleIo, SouffleOutput};
 use std::io::Write;
 use std::path::Path;
 
@@ -81,10 +81,8 @@ pub fn render_output(table: &OutputTable, spec: &SouffleOutput) -> anyhow::Resul
             push(&mut out, "()\n")?;
             continue;
         }
-        for (k, v) in row.iter().enumerate() {
-            if k > 0 {
-                push(&mut out, &spec.delimiter)?;
-            }
+        let leaf = |k: usize| -> anyhow::Result<String> {
+            let v = &row[k];
             if spec.unsigned.get(k) == Some(&true) && matches!(v, Value::Int64(n) if *n < 0) {
                 anyhow::bail!(
                     "`{}` holds the negative value {} in its `unsigned` attribute `{}`: Fox holds `unsigned` \
@@ -94,11 +92,56 @@ pub fn render_output(table: &OutputTable, spec: &SouffleOutput) -> anyhow::Resul
                     spec.columns.get(k).map_or("?", |c| c.as_str()),
                 );
             }
-            push(&mut out, &format_value(v))?;
+            Ok(format_value(v))
+        };
+        if spec.shape.is_empty() {
+            for k in 0..row.len() {
+                if k > 0 {
+                    push(&mut out, &spec.delimiter)?;
+                }
+                push(&mut out, &leaf(k)?)?;
+            }
+        } else {
+            let mut k = 0;
+            for (i, s) in spec.shape.iter().enumerate() {
+                if i > 0 {
+                    push(&mut out, &spec.delimiter)?;
+                }
+                let mut text = String::new();
+                write_shape(s, &mut k, &leaf, &mut text)?;
+                push(&mut out, &text)?;
+            }
         }
         push(&mut out, "\n")?;
     }
     Ok(out)
+}
+
+/// One attribute of shape `s`, from the leaf columns at `*k` on: a record as Soufflé
+/// writes it, `[a, b]`.
+fn write_shape(
+    s: &OutShape,
+    k: &mut usize,
+    leaf: &dyn Fn(usize) -> anyhow::Result<String>,
+    out: &mut String,
+) -> anyhow::Result<()> {
+    match s {
+        OutShape::Leaf => {
+            out.push_str(&leaf(*k)?);
+            *k += 1;
+        }
+        OutShape::Record(fields) => {
+            out.push('[');
+            for (i, f) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_shape(f, k, leaf, out)?;
+            }
+            out.push(']');
+        }
+    }
+    Ok(())
 }
 
 /// The `.printsize` lines: `<rel>\t<rows>` each.
@@ -186,6 +229,7 @@ mod tests {
             headers: false,
             columns: vec!["x".into()],
             unsigned: vec![false],
+            shape: Vec::new(),
         };
         let text = super::render_output(&table, &spec).unwrap();
         assert_eq!(text.lines().count(), 1000);

@@ -68,6 +68,8 @@ pub struct STypeDecl {
 pub enum STypeDef {
     /// A subtype or alias of the first type, or a union of the types.
     Union(Vec<Ident>),
+    /// `[a: T, b: U]`: a record of named fields.
+    Record(Vec<(Ident, Ident)>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,6 +149,8 @@ pub enum SExprKind {
     Bin(&'static str, Span, Box<SExpr>, Box<SExpr>),
     /// A functor: `cat(a, b)`, `strlen(s)`, …
     Call(Ident, Vec<SExpr>),
+    /// `[a, b]`: a record (expanded away by `super::records` before lowering).
+    Record(Vec<SExpr>),
     /// `count : { … }`, `sum e : { … }`, …
     Agg(AggFn, Option<Box<SExpr>>, Box<SBody>),
     /// A construct the parser refuses (never in a tree it returns).

@@ -216,8 +216,10 @@ impl Expander<'_> {
                 }
                 SItem::Type(t) => {
                     let mut t = t.clone();
-                    let STypeDef::Union(parts) = &mut t.def;
-                    parts.iter_mut().for_each(|p| *p = ty_of(p));
+                    match &mut t.def {
+                        STypeDef::Union(parts) => parts.iter_mut().for_each(|p| *p = ty_of(p)),
+                        STypeDef::Record(fields) => fields.iter_mut().for_each(|(_, p)| *p = ty_of(p)),
+                    }
                     out.push(SItem::Type(t));
                 }
                 other => out.push(other.clone()),
@@ -262,8 +264,10 @@ fn qualify(items: Vec<SItem>, inst: &str) -> Vec<SItem> {
                 }
                 SItem::Type(t) => {
                     ty(&mut t.name);
-                    let STypeDef::Union(parts) = &mut t.def;
-                    parts.iter_mut().for_each(ty);
+                    match &mut t.def {
+                        STypeDef::Union(parts) => parts.iter_mut().for_each(ty),
+                        STypeDef::Record(fields) => fields.iter_mut().for_each(|(_, p)| ty(p)),
+                    }
                 }
                 SItem::Io(io) => rel(&mut io.rel),
                 SItem::Clause(c) => {
@@ -304,7 +308,7 @@ fn expr(e: &mut SExpr, rel: &dyn Fn(&mut Ident)) {
             expr(x, rel);
             expr(y, rel);
         }
-        SExprKind::Call(_, args) => args.iter_mut().for_each(|a| expr(a, rel)),
+        SExprKind::Call(_, args) | SExprKind::Record(args) => args.iter_mut().for_each(|a| expr(a, rel)),
         SExprKind::Agg(_, target, b) => {
             if let Some(t) = target {
                 expr(t, rel);

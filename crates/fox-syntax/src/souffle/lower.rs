@@ -20,7 +20,7 @@
 //!   located "not supported in Fox yet".
 
 use super::ast::*;
-use super::{components, regex};
+use super::{components, records, regex, OutShape};
 use super::{SouffleIo, SouffleOutput};
 use crate::ast::{
     AggBinding, Atom, BinOp, Body, CmpOp, Compare, Decl, DeclShape, Expr, ExprKind, Formula, Head, HeadKind, Ident,
@@ -60,6 +60,8 @@ pub struct Lowerer {
     rels: HashMap<String, RelInfo>,
     items: Vec<Item>,
     io: SouffleIo,
+    /// The attribute shapes of the relations with a record attribute (`records::expand`).
+    shapes: HashMap<String, Vec<OutShape>>,
     counter: usize,
     /// The types of the variables of the clause being lowered, from the columns they
     /// stand in (positive atoms and heads).
@@ -75,11 +77,14 @@ pub fn lower(items: Vec<SItem>) -> (Program, SouffleIo, Vec<Diagnostic>) {
         rels: HashMap::new(),
         items: Vec::new(),
         io: SouffleIo::default(),
+        shapes: HashMap::new(),
         counter: 0,
         var_types: HashMap::new(),
         expect: None,
     };
     let items = components::expand(items, &mut l.diags);
+    let (items, shapes) = records::expand(items, &mut l.diags);
+    l.shapes = shapes;
     let types = l.types(&items);
     for it in &items {
         if let SItem::Decl(d) = it {
@@ -204,7 +209,10 @@ impl Lowerer {
             return None;
         }
         seen.push(name.to_string());
-        let STypeDef::Union(parts) = &d.def;
+        // Record types are expanded away by `records::expand`.
+        let STypeDef::Union(parts) = &d.def else {
+            return None;
+        };
         let mut base: Option<(Base, bool)> = None;
         for p in parts {
             if builtin_type(&p.name).is_none() && !defs.contains_key(&p.name) {
@@ -435,7 +443,9 @@ impl Lowerer {
                     }
                     self.io.printsize.push(rel);
                 } else {
+                    let shape = self.shapes.get(&rel).cloned().unwrap_or_default();
                     self.io.outputs.push(SouffleOutput {
+                        shape,
                         columns: info.columns.iter().map(|(c, _)| c.clone()).collect(),
                         unsigned: info.columns.iter().map(|(_, b)| *b == Base::Unsigned).collect(),
                         rel,
@@ -622,7 +632,7 @@ impl Lowerer {
             SExprKind::Unsigned(_) => Some(Base::Unsigned),
             SExprKind::Float(_) => Some(Base::Float),
             SExprKind::Str(_) => Some(Base::Symbol),
-            SExprKind::Int(_) | SExprKind::Anon | SExprKind::Unsupported(_) => None,
+            SExprKind::Int(_) | SExprKind::Anon | SExprKind::Unsupported(_) | SExprKind::Record(_) => None,
             SExprKind::Unary(_, _, x) => self.sty(x),
             SExprKind::Bin(_, _, x, y) => self.sty(x).or_else(|| self.sty(y)),
             SExprKind::Call(f, args) => match f.name.as_str() {
@@ -753,6 +763,15 @@ impl Lowerer {
             }
             SExprKind::Unsupported(what) => {
                 self.diags.push(not_supported(what, span));
+                return None;
+            }
+            // Records are expanded into their fields by `records::expand`; one left is
+            // where no record belongs.
+            SExprKind::Record(_) => {
+                self.diags.push(
+                    Diagnostic::error("a record where no record belongs", span)
+                        .with_label("records stand only in columns of record types and in `=`/`!=` between records"),
+                );
                 return None;
             }
         };

@@ -14,6 +14,7 @@ mod components;
 mod lexer;
 mod lower;
 mod parser;
+mod records;
 pub mod regex;
 
 use crate::ast::Program;
@@ -44,6 +45,20 @@ pub struct SouffleOutput {
     /// Which attributes are `unsigned` (held as 64-bit signed integers by Fox: a negative
     /// value there cannot be written as Soufflé would).
     pub unsigned: Vec<bool>,
+    /// For a relation with a record attribute, the shape of each Soufflé attribute (the
+    /// columns are their leaf fields, in order); empty otherwise (each column is one
+    /// attribute).
+    #[serde(default)]
+    pub shape: Vec<OutShape>,
+}
+
+/// How the columns of an output make up a Soufflé attribute.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum OutShape {
+    /// One column.
+    Leaf,
+    /// A record of these fields, written `[a, b]`.
+    Record(Vec<OutShape>),
 }
 
 /// Parses a Soufflé program and lowers it to Fox's tree. Never panics; every error is

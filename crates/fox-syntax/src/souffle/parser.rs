@@ -396,10 +396,28 @@ impl<'a> Parser<'a> {
         let def = if self.eat("<:") {
             STypeDef::Union(vec![self.type_name()?])
         } else if self.eat("=") {
-            if self.is("[") || matches!(self.peek_at(1), Some(Tok::Punct("{"))) {
+            if self.eat("[") {
+                let mut fields = Vec::new();
+                if !self.is("]") {
+                    loop {
+                        let f = self.ident("a field name")?;
+                        self.expect(":")?;
+                        fields.push((f, self.type_name()?));
+                        if !self.eat(",") {
+                            break;
+                        }
+                    }
+                }
+                self.expect("]")?;
+                return Ok(vec![SItem::Type(STypeDecl {
+                    name,
+                    def: STypeDef::Record(fields),
+                })]);
+            }
+            if matches!(self.peek_at(1), Some(Tok::Punct("{"))) {
                 let s = self.span();
                 self.diags.push(
-                    Diagnostic::error("record and algebraic data types are not supported in Fox yet", s)
+                    Diagnostic::error("algebraic data types are not supported in Fox yet", s)
                         .with_label("not supported"),
                 );
                 return Err(Failed);
@@ -735,12 +753,20 @@ impl<'a> Parser<'a> {
             }
             Tok::Punct("$") => SExprKind::Unsupported("`$` (autoincrement and branch constructors)"),
             Tok::Punct("@") => SExprKind::Unsupported("user-defined functors"),
-            Tok::Punct("[") => SExprKind::Unsupported("records"),
+            Tok::Punct("[") => {
+                self.pos += 1;
+                let fields = self.args("]")?;
+                let end = self.expect("]")?;
+                return Ok(SExpr {
+                    kind: SExprKind::Record(fields),
+                    span: span.to(end),
+                });
+            }
             Tok::Ident(name) => {
                 if name == "_" {
                     SExprKind::Anon
                 } else if name == "nil" {
-                    SExprKind::Unsupported("`nil` (records)")
+                    SExprKind::Unsupported("`nil` (recursive records)")
                 } else if let Some(func) = agg_word(name).filter(|f| {
                     !(matches!(f, AggFn::Min | AggFn::Max) && matches!(self.peek_at(1), Some(Tok::Punct("("))))
                 }) {
