@@ -216,7 +216,8 @@ fn dispatch(
         | Kernel::Const { .. }
         | Kernel::DictTable { .. }
         | Kernel::StrFn { .. }
-        | Kernel::Window { .. } => Err(BackendError(
+        | Kernel::Window { .. }
+        | Kernel::Outgrows { .. } => Err(BackendError(
             "runs on the host in the runtime and cannot be launched on a backend".to_string(),
         )),
         Kernel::Gather { shift } => k_move::gather_kernel(gpu, *shift, args),

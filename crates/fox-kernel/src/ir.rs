@@ -225,6 +225,13 @@ pub enum Terminator {
         body: BlockId,
         exit: BlockId,
     },
+    /// Continue with `then` when any buffer of `nonempty` has at least one element,
+    /// otherwise with `otherwise` (a branch, not a loop test).
+    If {
+        nonempty: Vec<BufId>,
+        then: BlockId,
+        otherwise: BlockId,
+    },
 }
 
 impl Terminator {
@@ -233,6 +240,7 @@ impl Terminator {
             Terminator::Jump(b) => vec![*b],
             Terminator::Halt => Vec::new(),
             Terminator::LoopIf { body, exit, .. } => vec![*body, *exit],
+            Terminator::If { then, otherwise, .. } => vec![*then, *otherwise],
         }
     }
 }
@@ -415,6 +423,12 @@ pub enum Kernel {
     /// join whose expansion may not fit in memory runs once per window (multi-round
     /// expansion). Runs on the host side: the runtime knows the memory.
     Window { row_bytes: u64 },
+    /// args: `a`, `b` (one column each, any element types; only their lengths are read).
+    /// outs: `flag` (U8): one row when `len(a) * factor > len(b)`, no row otherwise (the
+    /// test of a `LoopIf` that branches on it). Runs on the host side: the runtime knows
+    /// every buffer's length. A tiered relation folds a run into the next when it
+    /// outgrows it ([`fox_phys::Tiering`]).
+    Outgrows { factor: u32 },
     /// args: `values` (a trie level), `lo`, `hi` (U32, per row), `needle` (per row, same
     /// element type as `values`). outs: `found` (U8) and `pos` (U32): whether `needle`
     /// occurs in the sorted slice `values[lo..hi]`, and its index when it does (otherwise
@@ -486,6 +500,7 @@ impl Kernel {
             Kernel::RangeCount => "RangeCount",
             Kernel::Expand => "Expand",
             Kernel::Window { .. } => "Window",
+            Kernel::Outgrows { .. } => "Outgrows",
             Kernel::SortedSearch => "SortedSearch",
             Kernel::IntersectCount { .. } => "IntersectCount",
             Kernel::MinRange { .. } => "MinRange",

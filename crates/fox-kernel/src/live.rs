@@ -38,7 +38,7 @@ pub(crate) fn defs(i: &Instr) -> Vec<BufId> {
 
 pub(crate) fn term_uses(t: &Terminator) -> Vec<BufId> {
     match t {
-        Terminator::LoopIf { nonempty, .. } => nonempty.clone(),
+        Terminator::LoopIf { nonempty, .. } | Terminator::If { nonempty, .. } => nonempty.clone(),
         _ => Vec::new(),
     }
 }
@@ -251,6 +251,13 @@ fn retarget(t: &mut Terminator, k: usize, to: BlockId) {
                 *body = to;
             } else {
                 *exit = to;
+            }
+        }
+        Terminator::If { then, otherwise, .. } => {
+            if k == 0 {
+                *then = to;
+            } else {
+                *otherwise = to;
             }
         }
     }

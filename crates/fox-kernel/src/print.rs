@@ -155,6 +155,19 @@ fn term_text(plan: &KernelPlan, t: &Terminator) -> String {
             let bufs: Vec<String> = nonempty.iter().map(|&b| name(plan, b)).collect();
             format!("if nonempty({}) goto b{} else b{}", bufs.join(", "), body.0, exit.0)
         }
+        Terminator::If {
+            nonempty,
+            then,
+            otherwise,
+        } => {
+            let bufs: Vec<String> = nonempty.iter().map(|&b| name(plan, b)).collect();
+            format!(
+                "if nonempty({}) then b{} else b{}",
+                bufs.join(", "),
+                then.0,
+                otherwise.0
+            )
+        }
     }
 }
 
@@ -195,6 +208,7 @@ pub fn op_name(k: &Kernel) -> &'static str {
         Kernel::RangeCount => "range_count",
         Kernel::Expand => "expand",
         Kernel::Window { .. } => "window",
+        Kernel::Outgrows { .. } => "outgrows",
         Kernel::SortedSearch => "sorted_search",
         Kernel::IntersectCount { .. } => "intersect_count",
         Kernel::MinRange { .. } => "min_range",
@@ -325,6 +339,7 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
         }
         Kernel::TrieBuild { arity } => format!("{op}[{}]", plural(*arity, "level")),
         Kernel::Window { row_bytes } => format!("{op}[{row_bytes} bytes/row]"),
+        Kernel::Outgrows { factor } => format!("{op}[×{factor}]"),
         Kernel::IntersectCount { ways } | Kernel::MinRange { ways } => format!("{op}[{}]", plural(*ways, "way")),
         Kernel::BoundRange { nkeys, lower, upper } => {
             // `bound_range[>= lo, < hi + 50]`: each bound's relation, column and offset.
@@ -491,7 +506,12 @@ pub fn to_dot(plan: &KernelPlan) -> String {
                 let _ = writeln!(out, "  b{b} -> b{};", t.0);
             }
             Terminator::Halt => {}
-            Terminator::LoopIf { body, exit, .. } => {
+            Terminator::LoopIf { body, exit, .. }
+            | Terminator::If {
+                then: body,
+                otherwise: exit,
+                ..
+            } => {
                 let _ = writeln!(out, "  b{b} -> b{} [label=\"nonempty\"];", body.0);
                 let _ = writeln!(out, "  b{b} -> b{} [label=\"empty\"];", exit.0);
             }

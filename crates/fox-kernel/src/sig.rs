@@ -337,6 +337,13 @@ fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> 
             expect(2, Elem::U64, "total")?;
             Ok(vec![Elem::U32, Elem::U32])
         }
+        Kernel::Outgrows { factor } => {
+            if *factor == 0 {
+                return Err("a growth test needs a factor of at least 1".into());
+            }
+            count(2)?;
+            Ok(vec![Elem::U8])
+        }
         Kernel::Window { row_bytes } => {
             if *row_bytes == 0 {
                 return Err("a window needs a row size of at least one byte".into());
@@ -540,6 +547,8 @@ pub fn check_lengths(kernel: &Kernel, lens: &[usize]) -> Result<(), String> {
         }
         // The runtime reads `prev` itself (no rows, or two).
         Kernel::Window { .. } => fixed(0, 1, "total"),
+        // Only the lengths are read, whatever they are.
+        Kernel::Outgrows { .. } => Ok(()),
         Kernel::SortedSearch => equal(1..4, "lo, hi and the needles"),
         Kernel::BoundRange { nkeys, .. } => {
             equal(0..nkeys + 1, "the searched keys and values")?;

@@ -284,6 +284,20 @@ pub struct Rounds {
     pub windows: Vec<Option<u64>>,
 }
 
+/// How the full relation of a recursive predicate is kept while its loop runs: besides
+/// the relation itself, `levels` sorted, duplicate-free runs of the rows merged in since,
+/// newest and smallest first (a log-structured merge). A loop's merge goes into the
+/// first run; a run folds into the next (the last into the relation) when it holds more
+/// than `1 / factor` of the next's rows, so every row is copied `O(log)` times rather than
+/// once per iteration. The relation's rows are the union of the relation and its runs;
+/// a difference against it subtracts each run, any other read folds the runs first, and
+/// the runs fold into the relation when the loop exits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tiering {
+    pub levels: usize,
+    pub factor: u32,
+}
+
 /// How an operator's result is distributed over devices.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Partitioning {

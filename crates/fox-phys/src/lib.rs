@@ -18,6 +18,7 @@ pub mod stats;
 
 pub use ann::{
     AggAlgorithm, Algorithm, Band, BandBound, Estimate, Expand, Level, Node, Order, OrderAnn, Partitioning, Rounds,
+    Tiering,
 };
 pub use hll::Hll;
 pub use passes::{pass_names, run, Options, Pass, PhysError, PASSES};
@@ -32,6 +33,9 @@ pub struct PhysPlan {
     pub ra: RaPlan,
     /// Indexed by temp; every temp the plan defines has a node.
     pub nodes: Vec<Node>,
+    /// Indexed by relation: how a full relation that loops merge into is kept
+    /// (`None`: as one sorted relation, merged in place each time).
+    pub tiers: Vec<Option<Tiering>>,
     /// The passes that ran, in order.
     pub ran: Vec<&'static str>,
 }
@@ -41,9 +45,11 @@ impl PhysPlan {
     /// every pass is disabled.
     pub fn unannotated(ra: RaPlan) -> PhysPlan {
         let nodes = ra.temps.iter().map(|_| Node::default()).collect();
+        let tiers = vec![None; ra.relations.len()];
         PhysPlan {
             ra,
             nodes,
+            tiers,
             ran: Vec::new(),
         }
     }

@@ -21,6 +21,15 @@ pub fn print_physical(plan: &PhysPlan) -> String {
         plan.ran.join(", ")
     };
     let _ = writeln!(out, "physical plan (passes: {ran})");
+    for (r, t) in plan.tiers.iter().enumerate() {
+        if let (Some(t), Some(rel)) = (t, ra.relations.get(r)) {
+            let _ = writeln!(
+                out,
+                "relation {}: in its loop, the relation plus {} sorted runs, a run folding into the next when it holds more than 1/{} of its rows",
+                rel.name, t.levels, t.factor
+            );
+        }
+    }
     for (i, b) in ra.blocks.iter().enumerate() {
         let entry = if ra.entry.0 as usize == i { ", entry" } else { "" };
         let _ = writeln!(out, "block b{i} ({}{entry}):", b.label);

@@ -580,6 +580,24 @@ impl Interp<'_> {
                         *exit
                     }
                 }
+                Terminator::If {
+                    nonempty,
+                    then,
+                    otherwise,
+                } => {
+                    let mut any = false;
+                    for buf in nonempty {
+                        let slot = self.var_slot(buf.0 as usize).map_err(|what| {
+                            RuntimeError::Plan(format!("block `{}`: the branch test reads {what}", b.label))
+                        })?;
+                        any |= self.slot_buf(slot).len > 0;
+                    }
+                    if any {
+                        *then
+                    } else {
+                        *otherwise
+                    }
+                }
             };
             if next.0 as usize >= plan.blocks.len() {
                 return Err(RuntimeError::Plan(format!(
@@ -931,6 +949,31 @@ impl Interp<'_> {
                     .map_err(|w| RuntimeError::Plan(format!("{}: writes {w}", what())))?,
             );
         }
+        if let Kernel::MergeUnion { width } = kernel {
+            // The union of a sorted set with an empty one is that set: its buffers are
+            // shared (as a `Move` shares them), not copied.
+            let w = *width;
+            if w > 0 && args.len() == 2 * w && outs.len() == w {
+                let empty = |side: &[usize]| side.first().is_some_and(|&s| self.slot_buf(s).len == 0);
+                let keep = if empty(&arg_slots[..w]) {
+                    Some(&arg_slots[w..])
+                } else if empty(&arg_slots[w..]) {
+                    Some(&arg_slots[..w])
+                } else {
+                    None
+                };
+                if let Some(keep) = keep {
+                    let keep = keep.to_vec();
+                    if keep.iter().zip(&out_elems).all(|(&s, e)| self.slot_buf(s).elem == *e) {
+                        for (o, s) in outs.iter().zip(keep) {
+                            self.slots[s].as_mut().expect("occupied").1 += 1;
+                            self.assign(o.0 as usize, s);
+                        }
+                        return Ok(());
+                    }
+                }
+            }
+        }
         if let (Kernel::LoadInput { input }, Some(db)) = (kernel, self.database.clone()) {
             let n = self.plan.inputs.get(*input).map_or(0, |i| i.columns.len());
             if !args.is_empty()
@@ -990,6 +1033,7 @@ impl Interp<'_> {
                 | Kernel::DictTable { .. }
                 | Kernel::StrFn { .. }
                 | Kernel::Window { .. }
+                | Kernel::Outgrows { .. }
         );
         let results: Vec<DevBuf> = if host_kernel {
             let cols = self.host_kernel(kernel, &arg_slots, outs.len()).map_err(|e| match e {
@@ -1504,6 +1548,13 @@ impl Interp<'_> {
                     }
                 }
                 Ok(vec![HostCol::U32(out)])
+            }
+            Kernel::Outgrows { factor } => {
+                expect_outs(1)?;
+                expect_args(2)?;
+                let len = |s: usize| self.slot_buf(s).len as u128;
+                let grown = len(args[0]) * u128::from(*factor) > len(args[1]);
+                Ok(vec![HostCol::U8(if grown { vec![1] } else { Vec::new() })])
             }
             Kernel::Window { row_bytes } => {
                 expect_outs(1)?;

@@ -23,4 +23,5 @@ mod plan_fuzz;
 mod repl;
 mod runtime_errors;
 mod souffle;
+mod tiering;
 mod tpch;

@@ -117,6 +117,19 @@ impl Lower<'_> {
         columns: Vec<Column>,
     ) -> R<Val> {
         let (l, r) = (self.temp(left)?, self.temp(right)?);
+        self.semi_join_vals(l, lk, r, rk, anti, columns)
+    }
+
+    /// [`Self::semi_join`] of two values.
+    pub(super) fn semi_join_vals(
+        &mut self,
+        l: Val,
+        lk: &[usize],
+        r: Val,
+        rk: &[usize],
+        anti: bool,
+        columns: Vec<Column>,
+    ) -> R<Val> {
         // Only the right's key columns matter.
         let r = if rk.is_empty() { r } else { self.project(&r, rk)? };
         let rk: Vec<usize> = (0..rk.len()).collect();

@@ -27,6 +27,7 @@ mod multijoin;
 mod order;
 mod rounds;
 mod setops;
+mod tiered;
 
 use expr::ExprCx;
 use rounds::{Closed, OpenRound};
@@ -107,8 +108,26 @@ pub fn lower_physical_with(phys: &PhysPlan, options: &LowerOptions) -> Result<Ke
         origin: None,
         observe: options.observe_rows,
         observed: Vec::new(),
+        runs: HashMap::new(),
+        stmts: &[],
+        tier_scans: HashMap::new(),
+        empty_runs: HashSet::new(),
     };
-    let init = l.declare_relations()?;
+    let mut init = l.declare_relations()?;
+    init.extend(l.declare_runs()?);
+    // The runs of a tiered relation fold into it where the loop that merges into it exits.
+    let mut exit_folds: HashMap<u32, Vec<RelId>> = HashMap::new();
+    for b in &ra.blocks {
+        if let fox_ra::Terminator::LoopIf { exit, .. } = &b.term {
+            for s in &b.stmts {
+                if let Stmt::Merge { into, .. } = s {
+                    if l.tiering(*into).is_some() {
+                        exit_folds.entry(exit.0).or_default().push(*into);
+                    }
+                }
+            }
+        }
+    }
     let entry_has_preds = ra.blocks.iter().any(|b| b.term.successors().contains(&ra.entry));
     // Blocks the lowering adds (the loops of multi-round expansions) come after the RA's
     // blocks and the load block.
@@ -127,6 +146,12 @@ pub fn lower_physical_with(phys: &PhysPlan, options: &LowerOptions) -> Result<Ke
             .collect();
         l.cur = BlockId(i as u32);
         l.cur_label = b.label.clone();
+        l.stmts = &b.stmts;
+        l.tier_scans.clear();
+        l.empty_runs.clear();
+        for &r in exit_folds.get(&(i as u32)).into_iter().flatten() {
+            l.fold_runs(r)?;
+        }
         for s in &b.stmts {
             l.stmt(s)?;
         }
@@ -293,6 +318,15 @@ struct Lower<'a> {
     /// operators observed so far.
     observe: bool,
     observed: Vec<Observed>,
+    /// The run buffers of each tiered relation, by relation id (see `tiered`).
+    runs: HashMap<u32, Vec<Vec<BufId>>>,
+    /// The statements of the RA block being lowered.
+    stmts: &'a [Stmt],
+    /// The scans of tiered relations in the current block that only differences read:
+    /// they stand for the relation's buffers, and each difference subtracts the runs too.
+    tier_scans: HashMap<fox_ra::TempId, RelId>,
+    /// The tiered relations whose runs are known to be empty at this point of the block.
+    empty_runs: HashSet<u32>,
 }
 
 type R<T> = Result<T, LowerError>;
@@ -592,14 +626,18 @@ impl<'a> Lower<'a> {
                 let v = self.temp(*src)?;
                 let v = self.ensure(v, &r.props)?;
                 self.move_into(*rel, &v);
+                self.clear_runs(*rel)?;
             }
-            Stmt::Merge { into, from } => self.merge(*into, *from)?,
+            Stmt::Merge { into, from } => self.tiered_merge(*into, *from)?,
             Stmt::Assign { dst, src } => {
+                // The source's rows all in its buffers, then copied by name.
+                self.fold_runs(*src)?;
                 let r = &self.ra.relations[dst.0 as usize];
                 self.prefix = r.name.clone();
                 let v = self.rel_val(*src);
                 let v = self.ensure(v, &r.props)?;
                 self.move_into(*dst, &v);
+                self.clear_runs(*dst)?;
             }
             Stmt::Clear { rel } => {
                 let r = &self.ra.relations[rel.0 as usize];
@@ -608,6 +646,7 @@ impl<'a> Lower<'a> {
                     rows: Vec::new(),
                 };
                 self.launch_into(kernel, Vec::new(), self.rels[rel.0 as usize].clone())?;
+                self.clear_runs(*rel)?;
             }
             Stmt::Output { rel, src } => {
                 let r = &self.ra.relations[rel.0 as usize];
@@ -662,6 +701,18 @@ impl<'a> Lower<'a> {
         let columns = schema.columns.clone();
         match op {
             Op::Scan(r) => {
+                if self.tiering(*r).is_some() {
+                    match self.dst {
+                        Some(d) if self.only_subtracted(d) => {
+                            self.tier_scans.insert(d, *r);
+                        }
+                        _ => {
+                            let prefix = self.prefix.clone();
+                            self.fold_runs(*r)?;
+                            self.prefix = prefix;
+                        }
+                    }
+                }
                 // Copies of the names, so that a later store into the relation in this
                 // block does not change the temp (the copies are removed again where
                 // that cannot happen).
@@ -773,7 +824,11 @@ impl<'a> Lower<'a> {
             Op::Difference { left, right } => {
                 let l = self.temp(*left)?;
                 let all: Vec<usize> = (0..l.arity()).collect();
-                self.semi_join(*left, *right, &all, &all, true, columns)
+                let v = self.semi_join(*left, *right, &all, &all, true, columns.clone())?;
+                match self.tier_scans.get(right).copied() {
+                    Some(r) => self.subtract_runs(v, r, &columns),
+                    None => Ok(v),
+                }
             }
             Op::Aggregate { input, group, aggs } => self.aggregate(*input, group, aggs, columns),
             Op::MultiJoin {

@@ -13,15 +13,7 @@ impl Lower<'_> {
         let a = self.ensure(a, &set)?;
         let b = self.rel_val(from);
         let b = self.ensure(b, &set)?;
-        let mut args = a.cols.clone();
-        args.extend(&b.cols);
-        let mut columns = a.columns.clone();
-        for c in &mut columns {
-            c.name = format!("merged.{}", c.name);
-        }
-        let width = a.cols.len();
-        let outs = self.launch_cols(Kernel::MergeUnion { width }, args, &columns)?;
-        let merged = Val { cols: outs, ..a };
+        let merged = self.union_sets(&a, &b)?;
         self.move_into(into, &merged);
         Ok(())
     }

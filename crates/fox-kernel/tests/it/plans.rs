@@ -111,10 +111,23 @@ fn triangle_peak_is_below_the_number_of_buffers() {
     assert!(plan.planned_peak_buffers < defined_buffers(&plan));
 }
 
-/// The blocks that branch back to themselves (loop bodies).
+/// The blocks on a cycle (the blocks of loop bodies: a loop whose body merges into a
+/// tiered relation spans several).
 fn loop_blocks(plan: &KernelPlan) -> Vec<usize> {
     (0..plan.blocks.len())
-        .filter(|&b| plan.blocks[b].term.successors().contains(&BlockId(b as u32)))
+        .filter(|&b| {
+            let mut seen = vec![false; plan.blocks.len()];
+            let mut todo: Vec<usize> = plan.blocks[b].term.successors().iter().map(|s| s.0 as usize).collect();
+            while let Some(x) = todo.pop() {
+                if x == b {
+                    return true;
+                }
+                if !std::mem::replace(&mut seen[x], true) {
+                    todo.extend(plan.blocks[x].term.successors().iter().map(|s| s.0 as usize));
+                }
+            }
+            false
+        })
         .collect()
 }
 
@@ -124,15 +137,13 @@ fn values_used_in_a_loop_are_not_freed_inside_it() {
         let plan = kernels(src);
         let loops = loop_blocks(&plan);
         assert!(!loops.is_empty());
-        for b in loops {
+        let in_loop = || loops.iter().flat_map(|&b| plan.blocks[b].instrs.iter());
+        let defined_here: Vec<BufId> = in_loop().flat_map(writes).collect();
+        for &b in &loops {
             let block = &plan.blocks[b];
-            let defined_here: Vec<BufId> = block.instrs.iter().flat_map(writes).collect();
             for i in &block.instrs {
                 if let Instr::Free { buf } = i {
-                    let used_here = block
-                        .instrs
-                        .iter()
-                        .any(|j| !matches!(j, Instr::Free { .. }) && reads(j).contains(buf));
+                    let used_here = in_loop().any(|j| !matches!(j, Instr::Free { .. }) && reads(j).contains(buf));
                     // A value the loop reads but never redefines must survive every
                     // iteration.
                     assert!(
@@ -152,7 +163,7 @@ fn transitive_closure_keeps_edges_through_the_loop_and_frees_them_after() {
     let plan = kernels(TC);
     let edge_x = BufId(plan.buffers.iter().position(|b| b.name == "edge.x").unwrap() as u32);
     let loops = loop_blocks(&plan);
-    assert_eq!(loops.len(), 1);
+    assert!(!loops.is_empty());
     let frees_of = |b: usize| {
         plan.blocks[b]
             .instrs
@@ -160,7 +171,7 @@ fn transitive_closure_keeps_edges_through_the_loop_and_frees_them_after() {
             .filter(|i| matches!(i, Instr::Free { buf } if *buf == edge_x))
             .count()
     };
-    assert_eq!(frees_of(loops[0]), 0);
+    assert_eq!(loops.iter().map(|&b| frees_of(b)).sum::<usize>(), 0);
     assert_eq!((0..plan.blocks.len()).map(frees_of).sum::<usize>(), 1);
 }
 

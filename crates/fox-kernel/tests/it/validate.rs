@@ -132,8 +132,13 @@ fn a_free_moved_before_a_use_is_caught() {
     let mut plan = tc();
     // Free `edge.x` at the very start of the loop body, which reads it.
     let edge_x = BufId(plan.buffers.iter().position(|b| b.name == "edge.x").unwrap() as u32);
-    let body = (0..plan.blocks.len())
-        .find(|&b| plan.blocks[b].term.successors().contains(&BlockId(b as u32)))
+    let body = plan
+        .blocks
+        .iter()
+        .find_map(|b| match b.term {
+            Terminator::LoopIf { body, .. } => Some(body.0 as usize),
+            _ => None,
+        })
         .unwrap();
     plan.blocks[body].instrs.insert(0, Instr::Free { buf: edge_x });
     let m = invalid(&plan);
@@ -346,13 +351,15 @@ fn a_cycle_without_a_way_out_is_caught() {
         .iter()
         .position(|b| matches!(b.term, Terminator::LoopIf { .. }))
         .unwrap();
+    let mut head = l;
     if let Terminator::LoopIf { body, exit, .. } = &mut plan.blocks[l].term {
         *exit = *body;
+        head = body.0 as usize;
     }
-    // Named by the loop, not by the blocks that lead into it.
+    // Named by the loop's first block, not by the blocks that lead into it.
     let m = invalid(&plan);
     assert!(
-        m.contains(&format!("block b{l} ({}) can never halt", plan.blocks[l].label)),
+        m.contains(&format!("block b{head} ({}) can never halt", plan.blocks[head].label)),
         "{m}"
     );
 }

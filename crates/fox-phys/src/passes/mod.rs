@@ -5,7 +5,8 @@
 //! before `fusion` and `rounds`, which refine the algorithms it chose; `order` after
 //! `fusion`, since a deferred select and a fused aggregation change what order a result
 //! has (and `order` keeps a fused aggregation only where its input is not sorted on its
-//! keys already); `partitioning` after every algorithm is known; `verify` last, to check
+//! keys already); `partitioning` after every algorithm is known; `tiering` (relations,
+//! not operators) anywhere before `verify`; `verify` last, to check
 //! the invariants every pass must leave.
 
 mod estimate;
@@ -14,6 +15,7 @@ mod join_selection;
 mod order;
 mod partitioning;
 mod rounds;
+mod tiering;
 mod verify;
 
 use std::collections::HashMap;
@@ -41,6 +43,7 @@ pub static PASSES: &[&dyn Pass] = &[
     &order::OrderPass,
     &rounds::RoundsPass,
     &partitioning::PartitioningPass,
+    &tiering::TieringPass,
     &verify::Verify,
 ];
 

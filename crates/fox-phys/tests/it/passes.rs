@@ -17,6 +17,7 @@ fn the_passes_in_order() {
             "order",
             "rounds",
             "partitioning",
+            "tiering",
             "verify"
         ]
     );
@@ -55,7 +56,15 @@ fn a_disabled_pass_does_not_run_and_the_others_do() {
     let p = fox_phys::run(ra(SRC), &Statistics::none(), &opts).unwrap();
     assert_eq!(
         p.ran,
-        ["join-selection", "fusion", "order", "rounds", "partitioning", "verify"]
+        [
+            "join-selection",
+            "fusion",
+            "order",
+            "rounds",
+            "partitioning",
+            "tiering",
+            "verify"
+        ]
     );
     assert!(p.nodes.iter().all(|n| n.est.is_none()));
     assert!(fox_phys::print_physical(&p).contains("rows ?"));
@@ -65,4 +74,30 @@ fn a_disabled_pass_does_not_run_and_the_others_do() {
 fn stop_after_runs_the_passes_up_to_it() {
     let p = phys_after(SRC, Some("join-selection"), &Statistics::none());
     assert_eq!(p.ran, ["estimate", "join-selection"]);
+}
+
+#[test]
+fn tiering_keeps_the_relations_loops_merge_into_in_runs() {
+    let src = "e(x, y) -> int32(x), int32(y).\n.input e.\n\
+               path(x, y) <- e(x, y).\npath(x, z) <- path(x, y), e(y, z).\n\
+               one(x) <- e(x, _).\n.output path.\n.output one.\n";
+    let p = fox_phys::run(ra(src), &Statistics::none(), &Options::default()).unwrap();
+    let tiered: Vec<&str> = p
+        .tiers
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.is_some())
+        .map(|(r, _)| p.ra.relations[r].name.as_str())
+        .collect();
+    assert_eq!(tiered, ["path"]);
+    assert_eq!(
+        p.tiers.iter().flatten().next(),
+        Some(&fox_phys::Tiering { levels: 3, factor: 2 })
+    );
+    let opts = Options {
+        disabled: vec!["tiering".into()],
+        stop_after: None,
+    };
+    let p = fox_phys::run(ra(src), &Statistics::none(), &opts).unwrap();
+    assert!(p.tiers.iter().all(Option::is_none));
 }

@@ -1030,3 +1030,111 @@ fn inputs_read_before_the_run_must_be_the_plan_s() {
     assert_eq!(r.outputs[0].rows(), vec![vec![s("alice"), Value::Int32(41)]]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+fn consts(rows: &[i32], out: u32) -> Instr {
+    launch(
+        Kernel::Const {
+            types: vec![Type::Int32],
+            rows: rows.iter().map(|&v| vec![Value::Int32(v)]).collect(),
+        },
+        &[],
+        &[out],
+    )
+}
+
+/// Runs a plan whose entry computes `Outgrows { factor }` of `a` (`na` rows) and `b`
+/// (`nb` rows) and branches on it with `If`: the `then` block outputs {1}, the other {2}.
+fn branch_on_outgrows(na: usize, nb: usize, factor: u32) -> Vec<Vec<Value>> {
+    let col = || Column {
+        name: "v".into(),
+        ty: Type::Int32,
+    };
+    let mut p = plan(
+        vec![
+            buf("a", Elem::I32, Some(Type::Int32)),
+            buf("b", Elem::I32, Some(Type::Int32)),
+            buf("flag", Elem::U8, None),
+            buf("r", Elem::I32, Some(Type::Int32)),
+        ],
+        vec![],
+        vec![
+            consts(&vec![0; na], 0),
+            consts(&vec![0; nb], 1),
+            launch(Kernel::Outgrows { factor }, &[0, 1], &[2]),
+        ],
+    );
+    p.blocks[0].term = Terminator::If {
+        nonempty: vec![BufId(2)],
+        then: BlockId(1),
+        otherwise: BlockId(2),
+    };
+    for (label, v) in [("then", 1), ("otherwise", 2)] {
+        p.blocks.push(Block {
+            label: label.into(),
+            instrs: vec![consts(&[v], 3), output("r", vec![col()], &[3], vec![], None)],
+            term: Terminator::Halt,
+        });
+    }
+    let r = run(&p, &mut Store::default(), &RunOptions::default()).unwrap();
+    r.outputs[0].rows()
+}
+
+#[test]
+fn outgrows_compares_lengths_and_if_branches_on_it() {
+    let then = vec![vec![Value::Int32(1)]];
+    let otherwise = vec![vec![Value::Int32(2)]];
+    // 3 * 2 > 5; 2 * 2 > 5 fails; equal lengths with factor 1 do not outgrow.
+    assert_eq!(branch_on_outgrows(3, 5, 2), then);
+    assert_eq!(branch_on_outgrows(2, 5, 2), otherwise);
+    assert_eq!(branch_on_outgrows(4, 4, 1), otherwise);
+    assert_eq!(branch_on_outgrows(1, 0, 1), then);
+    assert_eq!(branch_on_outgrows(0, 0, 3), otherwise);
+}
+
+#[test]
+fn a_merge_with_an_empty_side_shares_the_other_side() {
+    // The store backend runs no `MergeUnion`: the result can only come from sharing the
+    // non-empty side's buffer, in either position.
+    let col = Column {
+        name: "v".into(),
+        ty: Type::Int32,
+    };
+    for (left, right) in [(vec![], vec![1, 2, 3]), (vec![4, 5], vec![])] {
+        let want: Vec<Vec<Value>> = left.iter().chain(&right).map(|&v| vec![Value::Int32(v)]).collect();
+        let p = plan(
+            vec![
+                buf("a", Elem::I32, Some(Type::Int32)),
+                buf("b", Elem::I32, Some(Type::Int32)),
+                buf("m", Elem::I32, Some(Type::Int32)),
+            ],
+            vec![],
+            vec![
+                consts(&left, 0),
+                consts(&right, 1),
+                launch(Kernel::MergeUnion { width: 1 }, &[0, 1], &[2]),
+                Instr::Free { buf: BufId(0) },
+                Instr::Free { buf: BufId(1) },
+                output("m", vec![col.clone()], &[2], vec![], None),
+            ],
+        );
+        let mut be = Store::default();
+        let r = run(&p, &mut be, &RunOptions::default()).unwrap();
+        assert_eq!(r.outputs[0].rows(), want);
+        assert_eq!(be.mem.in_use, 0, "the shared buffer is freed once");
+    }
+    // Two non-empty sides reach the backend (which refuses here).
+    let p = plan(
+        vec![
+            buf("a", Elem::I32, Some(Type::Int32)),
+            buf("b", Elem::I32, Some(Type::Int32)),
+            buf("m", Elem::I32, Some(Type::Int32)),
+        ],
+        vec![],
+        vec![
+            consts(&[1], 0),
+            consts(&[2], 1),
+            launch(Kernel::MergeUnion { width: 1 }, &[0, 1], &[2]),
+        ],
+    );
+    assert!(run(&p, &mut Store::default(), &RunOptions::default()).is_err());
+}

@@ -1,0 +1,105 @@
+//! Recursive programs over many iterations keep their full relations in sorted runs
+//! (the `tiering` pass): the answers are those of the plans that merge in place
+//! (`--disable-pass tiering`), and the plans show the runs and their folds.
+
+use crate::common::{repo, temp_dir};
+use std::process::Command;
+
+const PROGRAM: &str = "e(x, y) -> int32(x), int32(y).\n.input e.\n\
+    path(x, y) <- e(x, y).\n\
+    path(x, z) <- path(x, y), e(y, z).\n\
+    nl(x, y) <- e(x, y).\n\
+    nl(x, z) <- nl(x, y), nl(y, z).\n\
+    sg(x, y) <- e(p, x), e(p, y), x != y.\n\
+    sg(x, y) <- e(a, x), sg(a, b), e(b, y).\n\
+    even(0).\n\
+    even(n) <- e(m, n), odd(m).\n\
+    odd(n) <- e(m, n), even(m).\n\
+    far[x] = n <- agg<<n = count()>> path(x, _).\n\
+    .output path.\n.output nl.\n.output sg.\n.output even.\n.output odd.\n.output far.\n";
+
+fn foxc(args: &[&str]) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_foxc")).args(args).output().unwrap();
+    assert!(
+        o.status.success(),
+        "foxc {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+#[test]
+fn long_recursions_in_runs_give_the_answers_of_merging_in_place() {
+    let dir = temp_dir("tiering", "chain");
+    // A chain of 300 vertices (300 iterations, each adding fewer rows than the relation
+    // holds, so runs fold at every level), with a few shortcuts and a cycle at its end.
+    let n = 300;
+    let mut edges: Vec<(i32, i32)> = (0..n - 1).map(|i| (i, i + 1)).collect();
+    edges.extend([(5, 40), (100, 102), (250, 7), (n - 1, n - 3)]);
+    let text: String = edges.iter().map(|(a, b)| format!("{a},{b}\n")).collect();
+    std::fs::write(dir.join("e.csv"), text).unwrap();
+    let prog = dir.join("rec.logic");
+    std::fs::write(&prog, PROGRAM).unwrap();
+    let prog = prog.to_str().unwrap();
+    let physical = foxc(&["compile", prog, "--emit", "physical"]);
+    for rel in ["path", "nl", "sg", "even", "odd"] {
+        assert!(
+            physical.contains(&format!("relation {rel}: in its loop, the relation plus 3 sorted runs")),
+            "{physical}"
+        );
+    }
+    let kernels = foxc(&["compile", prog, "--emit", "kernels"]);
+    assert!(
+        kernels.contains("outgrows[×2]") && kernels.contains("fold path run 2"),
+        "{kernels}"
+    );
+    let untiered = foxc(&["compile", prog, "--emit", "physical", "--disable-pass", "tiering"]);
+    assert!(!untiered.contains("sorted runs"), "{untiered}");
+    let mut outs = Vec::new();
+    for (tag, extra) in [("runs", vec![]), ("in-place", vec!["--disable-pass", "tiering"])] {
+        let plan = dir.join(format!("{tag}.ron"));
+        let mut args = vec!["compile", prog, "-o", plan.to_str().unwrap()];
+        args.extend(extra);
+        foxc(&args);
+        let out = dir.join(tag);
+        let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+            .arg(&plan)
+            .args([
+                "--data",
+                dir.to_str().unwrap(),
+                "--backend",
+                "cpu",
+                "--no-progress",
+                "--out",
+            ])
+            .arg(&out)
+            .current_dir(repo())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{tag}: {}", String::from_utf8_lossy(&o.stderr));
+        let mut files = Vec::new();
+        for name in ["path", "nl", "sg", "even", "odd", "far"] {
+            files.push(std::fs::read_to_string(out.join(format!("{name}.csv"))).unwrap());
+        }
+        outs.push(files);
+    }
+    assert_eq!(outs[0], outs[1]);
+    // The closure of the chain with its shortcuts and cycles, counted independently.
+    let mut reach = vec![vec![false; n as usize]; n as usize];
+    for &(a, b) in &edges {
+        reach[a as usize][b as usize] = true;
+    }
+    for k in 0..n as usize {
+        let via = reach[k].clone();
+        for row in reach.iter_mut() {
+            if row[k] {
+                for (r, &v) in row.iter_mut().zip(&via) {
+                    *r |= v;
+                }
+            }
+        }
+    }
+    let pairs: usize = reach.iter().map(|r| r.iter().filter(|&&b| b).count()).sum();
+    assert_eq!(outs[0][0].lines().count() - 1, pairs);
+    assert_eq!(outs[0][0], outs[0][1], "path and nl are the same relation");
+}

@@ -1,0 +1,214 @@
+//! Tiered full relations (`fox_phys::Tiering`): a relation that loops merge into is held
+//! as its own buffers plus `levels` runs, each a sorted, duplicate-free relation of the
+//! same columns, run 0 the newest and smallest. Invariants:
+//!
+//! - the relation's rows are the union of its buffers and its runs;
+//! - every run is empty at the start of the program, after the relation is stored,
+//!   assigned or cleared, and after [`Lower::fold_runs`]; the lowering knows so
+//!   (`empty_runs`) from there to the next merge in the same block;
+//! - a merge goes into run 0, and run `i` folds into run `i + 1` (the last into the
+//!   relation) while it holds more than `1 / factor` of the next's rows (`Outgrows`,
+//!   branched on with `Terminator::If`);
+//! - a difference whose right side is a scan of the relation subtracts the relation
+//!   and then each run; every other scan folds the runs first; the runs fold when the
+//!   loop that merges into the relation exits.
+
+use super::*;
+
+impl Lower<'_> {
+    /// The tiering of relation `r`, if the physical plan gives it one.
+    pub(super) fn tiering(&self, r: RelId) -> Option<fox_phys::Tiering> {
+        self.phys
+            .tiers
+            .get(r.0 as usize)
+            .copied()
+            .flatten()
+            .filter(|t| t.levels > 0)
+    }
+
+    /// Creates the run buffers of every tiered relation; returns the instructions that
+    /// make them empty at the start.
+    pub(super) fn declare_runs(&mut self) -> R<Vec<Instr>> {
+        let mut init = Vec::new();
+        for (i, r) in self.ra.relations.iter().enumerate() {
+            let Some(t) = self.tiering(RelId(i as u32)) else {
+                continue;
+            };
+            if r.columns.is_empty() {
+                return Err(LowerError::Invalid(format!(
+                    "`{}` has no columns to keep in runs",
+                    r.name
+                )));
+            }
+            let mut runs = Vec::with_capacity(t.levels);
+            for k in 0..t.levels {
+                let bufs: Vec<BufId> = r
+                    .columns
+                    .iter()
+                    .map(|c| self.new_buf(&format!("{}.run{k}.{}", r.name, c.name), Elem::of(c.ty), Some(c.ty)))
+                    .collect();
+                init.push(Instr::Launch {
+                    kernel: Kernel::Const {
+                        types: phys_types(&r.columns),
+                        rows: Vec::new(),
+                    },
+                    args: Vec::new(),
+                    outs: bufs.clone(),
+                    origin: None,
+                });
+                runs.push(bufs);
+            }
+            self.runs.insert(i as u32, runs);
+        }
+        Ok(init)
+    }
+
+    /// Run `k` of relation `r` (`k == levels`: the relation's own buffers).
+    fn run_val(&self, r: RelId, k: usize) -> Val {
+        let mut v = self.rel_val(r);
+        if let Some(bufs) = self.runs.get(&r.0).and_then(|runs| runs.get(k)) {
+            v.cols = bufs.clone();
+        }
+        v
+    }
+
+    fn set_run(&mut self, r: RelId, k: usize, v: &Val) {
+        let dsts = self.run_val(r, k).cols;
+        for (d, s) in dsts.into_iter().zip(v.cols.clone()) {
+            self.instrs.push(Instr::Move { dst: d, src: s });
+        }
+    }
+
+    fn clear_run(&mut self, r: RelId, k: usize) -> R<()> {
+        let rel = &self.ra.relations[r.0 as usize];
+        let kernel = Kernel::Const {
+            types: phys_types(&rel.columns),
+            rows: Vec::new(),
+        };
+        let outs = self.run_val(r, k).cols;
+        self.launch_into(kernel, Vec::new(), outs)
+    }
+
+    /// Empties the runs of `r` (after its buffers were given all of its rows).
+    pub(super) fn clear_runs(&mut self, r: RelId) -> R<()> {
+        for k in 0..self.tiering(r).map_or(0, |t| t.levels) {
+            self.clear_run(r, k)?;
+        }
+        self.empty_runs.insert(r.0);
+        Ok(())
+    }
+
+    /// The union of two sorted sets of the same columns, sorted and duplicate-free.
+    pub(super) fn union_sets(&mut self, a: &Val, b: &Val) -> R<Val> {
+        let mut args = a.cols.clone();
+        args.extend(&b.cols);
+        let mut columns = a.columns.clone();
+        for c in &mut columns {
+            c.name = format!("merged.{}", c.name);
+        }
+        let width = a.cols.len();
+        let outs = self.launch_cols(Kernel::MergeUnion { width }, args, &columns)?;
+        Ok(Val {
+            cols: outs,
+            ..a.clone()
+        })
+    }
+
+    /// `merge from into r` for a tiered `r`: into run 0, then the folds of the runs that
+    /// outgrow the next, each in a block of its own, continuing in a new block.
+    pub(super) fn tiered_merge(&mut self, r: RelId, from: RelId) -> R<()> {
+        let Some(t) = self.tiering(r) else {
+            return self.merge(r, from);
+        };
+        self.empty_runs.remove(&r.0);
+        let rel = &self.ra.relations[r.0 as usize];
+        self.prefix = rel.name.clone();
+        let name = rel.name.clone();
+        let set = Props::set(rel.columns.len());
+        let new = self.rel_val(from);
+        let new = self.ensure(new, &set)?;
+        let run0 = self.run_val(r, 0);
+        let merged = self.union_sets(&run0, &new)?;
+        self.set_run(r, 0, &merged);
+        let label = self.cur_label.clone();
+        let cont = self.new_block(format!("{label} after merging {name}"));
+        for k in 0..t.levels {
+            let (small, next) = (self.run_val(r, k), self.run_val(r, k + 1));
+            let flag = self.launch1(
+                Kernel::Outgrows { factor: t.factor },
+                vec![small.cols[0], next.cols[0]],
+                &format!("run{k}.full"),
+                None,
+            )?;
+            let fold = self.new_block(format!("{label} fold {name} run {k}"));
+            self.end_block(Terminator::If {
+                nonempty: vec![flag],
+                then: fold,
+                otherwise: cont,
+            });
+            self.start_block(fold);
+            let folded = self.union_sets(&next, &small)?;
+            if k + 1 == t.levels {
+                self.move_into(r, &folded);
+            } else {
+                self.set_run(r, k + 1, &folded);
+            }
+            self.clear_run(r, k)?;
+        }
+        self.end_block(Terminator::Jump(cont));
+        self.start_block(cont);
+        Ok(())
+    }
+
+    /// Folds every run of `r` into its buffers: the relation's rows all in one sorted
+    /// set, the runs empty. The runs merge smallest first, then into the relation.
+    pub(super) fn fold_runs(&mut self, r: RelId) -> R<()> {
+        let Some(t) = self.tiering(r) else {
+            return Ok(());
+        };
+        if self.empty_runs.contains(&r.0) {
+            return Ok(());
+        }
+        self.prefix = self.ra.relations[r.0 as usize].name.clone();
+        let mut acc = self.run_val(r, 0);
+        for k in 1..t.levels {
+            let run = self.run_val(r, k);
+            acc = self.union_sets(&run, &acc)?;
+        }
+        let all = self.rel_val(r);
+        let all = self.union_sets(&all, &acc)?;
+        self.move_into(r, &all);
+        self.clear_runs(r)
+    }
+
+    /// Whether every reader of temp `t` in the block being lowered is a difference that
+    /// subtracts it (which subtracts the runs as well).
+    pub(super) fn only_subtracted(&self, t: fox_ra::TempId) -> bool {
+        let mut any = false;
+        for s in self.stmts {
+            match s {
+                Stmt::Let {
+                    op: Op::Difference { left, right },
+                    ..
+                } if *right == t && *left != t => any = true,
+                Stmt::Let { op, .. } if op.inputs().contains(&t) => return false,
+                Stmt::Store { src, .. } | Stmt::Output { src, .. } | Stmt::CheckFunctional { src, .. } if *src == t => {
+                    return false
+                }
+                _ => {}
+            }
+        }
+        any
+    }
+
+    /// `v` (rows of `r`'s columns) without the rows of `r`'s runs.
+    pub(super) fn subtract_runs(&mut self, mut v: Val, r: RelId, columns: &[Column]) -> R<Val> {
+        let levels = self.tiering(r).map_or(0, |t| t.levels);
+        let all: Vec<usize> = (0..v.arity()).collect();
+        for k in 0..levels {
+            let run = self.run_val(r, k);
+            v = self.semi_join_vals(v, &all, run, &all, true, columns.to_vec())?;
+        }
+        Ok(v)
+    }
+}
