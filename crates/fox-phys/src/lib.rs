@@ -17,7 +17,8 @@ pub mod print;
 pub mod stats;
 
 pub use ann::{
-    AggAlgorithm, Algorithm, Band, BandBound, Estimate, Expand, Level, Node, Order, OrderAnn, Partitioning, Rounds,
+    AggAlgorithm, Algorithm, Band, BandBound, Estimate, Expand, JoinChoice, Level, Node, Order, OrderAnn, Partitioning,
+    Rounds,
 };
 pub use hll::Hll;
 pub use passes::{pass_names, run, Options, Pass, PhysError, PASSES};
@@ -34,6 +35,8 @@ pub struct PhysPlan {
     pub nodes: Vec<Node>,
     /// The passes that ran, in order.
     pub ran: Vec<&'static str>,
+    /// The join algorithm `join-selection` forces (`Options::join`).
+    pub join: ann::JoinChoice,
 }
 
 impl PhysPlan {
@@ -45,6 +48,7 @@ impl PhysPlan {
             ra,
             nodes,
             ran: Vec::new(),
+            join: ann::JoinChoice::Auto,
         }
     }
 
