@@ -1,8 +1,10 @@
 //! `join-selection`: the algorithm of every join. A join whose only reader is a select
 //! bounding a column of one side by a column of the other (plus a constant) is a band
 //! join ([`crate::band`]) unless it has no keys and the estimated sizes make the cross
-//! product cheaper (a side of a row or two); other binary joins, semi-joins, anti-joins and differences
-//! merge their sides sorted on the keys; multi-way joins (the cyclic bodies
+//! product cheaper (a side of a row or two); other binary joins, semi-joins, anti-joins and
+//! differences with keys take the cheapest of sort-merge, hash, index nested-loop and
+//! nested-loop joins by the cost of [`equi_join`], or the algorithm `--join` forces
+//! (without keys, a cross product, they merge); multi-way joins (the cyclic bodies
 //! the planner routes to one operator) run as a leapfrog triejoin with its two level
 //! refinements: expansion from the smallest range where a level's members index one trie
 //! level with different ranges, and members holding the lead's range following it
@@ -30,7 +32,7 @@ impl Pass for JoinSelection {
     }
 
     fn decides(&self) -> &'static str {
-        "the algorithm of each join: band joins where a select bounds a column by the other side's, sort-merge for other binary joins, leapfrog triejoin for multi-way joins with the plan of its levels (smallest-range expansion, twin members, shared searches)"
+        "the algorithm of each join: band joins where a select bounds a column by the other side's, sort-merge, hash, index nested-loop or nested-loop for other binary joins by cost (or --join), leapfrog triejoin for multi-way joins with the plan of its levels (smallest-range expansion, twin members, shared searches)"
     }
 
     fn run(&self, plan: &mut PhysPlan, _stats: &Statistics) -> Result<(), PhysError> {

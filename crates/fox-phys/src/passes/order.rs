@@ -24,6 +24,9 @@
 //!   order when it already began with the keys), restricted to the columns it outputs, and
 //!   unique when both sides are and it outputs every column of both; semi-joins,
 //!   anti-joins and differences have the left's order after its sort;
+//! - a band, hash or index nested-loop join has its probing side's order as it is (only
+//!   the searched side is sorted, on its keys, reusing its own sort first), a nested loop
+//!   its left side's; their matches keep the left's order unsorted;
 //! - an aggregation is sorted on its group keys (in the compared order), then every
 //!   other column, and unique; fused, on all its columns in order;
 //! - a multi-way join is sorted on the prefix of its variable order it outputs.

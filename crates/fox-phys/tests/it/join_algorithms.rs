@@ -49,13 +49,15 @@ fn joins(p: &PhysPlan) -> Vec<(Algorithm, f64, f64)> {
         .iter()
         .flat_map(|b| &b.stmts)
         .filter_map(|s| match s {
-            Stmt::Let { dst, op, .. } => match op {
-                Op::Join { left, right, .. }
-                | Op::SemiJoin { left, right, .. }
-                | Op::AntiJoin { left, right, .. }
-                | Op::Difference { left, right } => Some((p.node(*dst).algorithm.clone(), rows(left), rows(right))),
-                _ => None,
-            },
+            Stmt::Let {
+                dst,
+                op:
+                    Op::Join { left, right, .. }
+                    | Op::SemiJoin { left, right, .. }
+                    | Op::AntiJoin { left, right, .. }
+                    | Op::Difference { left, right },
+                ..
+            } => Some((p.node(*dst).algorithm.clone(), rows(left), rows(right))),
             _ => None,
         })
         .collect()
