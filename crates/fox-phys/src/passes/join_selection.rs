@@ -53,13 +53,18 @@ impl Pass for JoinSelection {
             sorted: sorted(x, keys),
         };
         let looping = on_cycles(&plan.ra);
+        let constant = constant_rows(&plan.ra);
         for (bi, b) in plan.ra.blocks.iter().enumerate() {
             let selects = sole_select_readers(b);
-            let choice = Choice {
-                forced: plan.join,
-                in_loop: looping[bi],
-            };
             for (t, op) in lets(b) {
+                let choice = Choice {
+                    forced: plan.join,
+                    known_small: !looping[bi]
+                        && op
+                            .inputs()
+                            .iter()
+                            .all(|x| constant.get(x.0 as usize).copied().unwrap_or(false)),
+                };
                 let alg = match op {
                     Op::Join {
                         left,
@@ -175,6 +180,62 @@ fn on_cycles(ra: &fox_ra::RaPlan) -> Vec<bool> {
         .collect()
 }
 
+/// Per temp, whether its rows come from constants only: facts, what selections,
+/// projections, maps, unions, duplicate removals, sorts and limits make of them, and
+/// scans of relations stored only from such rows (never merged into or assigned).
+fn constant_rows(ra: &fox_ra::RaPlan) -> Vec<bool> {
+    use fox_ra::Stmt;
+    let mut temps = vec![false; ra.temps.len()];
+    let mut rels = vec![false; ra.relations.len()];
+    let mut tainted = vec![false; ra.relations.len()];
+    for s in ra.blocks.iter().flat_map(|b| &b.stmts) {
+        match s {
+            Stmt::Merge { into: r, .. } | Stmt::Assign { dst: r, .. } => tainted[r.0 as usize] = true,
+            _ => {}
+        }
+    }
+    // Each sweep can only turn more temps and relations constant; a chain of relations
+    // settles within as many sweeps as it has links.
+    for _ in 0..=ra.relations.len().min(8) {
+        let mut stored: Vec<Option<bool>> = vec![None; ra.relations.len()];
+        for s in ra.blocks.iter().flat_map(|b| &b.stmts) {
+            match s {
+                Stmt::Let { dst, op, .. } => {
+                    let get = |t: &TempId| temps.get(t.0 as usize).copied().unwrap_or(false);
+                    temps[dst.0 as usize] = match op {
+                        Op::Const(_) => true,
+                        Op::Scan(r) => rels.get(r.0 as usize).copied().unwrap_or(false),
+                        Op::Select { input, .. }
+                        | Op::Project { input, .. }
+                        | Op::Map { input, .. }
+                        | Op::Sort { input, .. }
+                        | Op::Limit { input, .. }
+                        | Op::Unique(input) => get(input),
+                        Op::Union(inputs) => inputs.iter().all(get),
+                        _ => false,
+                    };
+                }
+                Stmt::Store { rel, src } => {
+                    let r = rel.0 as usize;
+                    let c = temps.get(src.0 as usize).copied().unwrap_or(false);
+                    stored[r] = Some(stored[r].unwrap_or(true) && c);
+                }
+                _ => {}
+            }
+        }
+        let next: Vec<bool> = (0..rels.len())
+            .map(|r| {
+                !tainted[r] && !matches!(ra.relations[r].kind, fox_ra::RelKind::Input { .. }) && stored[r] == Some(true)
+            })
+            .collect();
+        if next == rels {
+            break;
+        }
+        rels = next;
+    }
+    temps
+}
+
 /// The temps of a block read exactly once, by a select, with that select's predicate.
 fn sole_select_readers(b: &Block) -> HashMap<TempId, &Expr> {
     readers(b)
@@ -199,12 +260,13 @@ fn band_pays(band: &crate::Band, left: f64, right: f64) -> bool {
 }
 
 /// What decides an equi-join's algorithm besides its sides: the algorithm `--join`
-/// forces, and whether the join is in a loop (where relations grow beyond their
-/// estimates, so the model never picks a nested loop).
+/// forces, and whether the sizes of both sides are known rather than guessed (rows made
+/// from constants only, outside loops, whose relations grow beyond their estimates):
+/// only then may the model pick a nested loop, whose cost grows with the product.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Choice {
     pub forced: JoinChoice,
-    pub in_loop: bool,
+    pub known_small: bool,
 }
 
 /// What the cost model knows of one side of an equi-join: its estimated rows, and whether
@@ -250,8 +312,9 @@ fn sort_cost(s: SideInfo) -> f64 {
 ///   keys, which a merge leaves, often saves a later sort, so hashing must clearly pay;
 /// - index nested loop, indexing `I` and probing `P`: `P · log2(I + 2) + 4k` (a binary
 ///   search per probing row), only where `I` is sorted and `P` is not;
-/// - nested loop: `L · R + 3k`, only where `L · R ≤ 4096` and outside loops (whose
-///   relations grow beyond their estimates);
+/// - nested loop: `L · R + 3k`, only where `L · R ≤ 4096` and both sides' rows come from
+///   constants outside loops (elsewhere an estimate of a few rows is a guess, and a
+///   wrong one costs the product);
 ///
 /// where `sort(n) = n · log2(n + 2) + 2k` for an unsorted side (none for a sorted one)
 /// and `k` is the fixed cost of a kernel launch ([`LAUNCH`] row steps).
@@ -304,7 +367,7 @@ pub(crate) fn equi_join(choice: Choice, kind: Kind, nkeys: usize, l: SideInfo, r
             Algorithm::Hash { build: smaller },
         );
     }
-    if !choice.in_loop && l.rows * r.rows <= NESTED_LOOP_PAIRS {
+    if choice.known_small && l.rows * r.rows <= NESTED_LOOP_PAIRS {
         consider(l.rows * r.rows + 3.0 * LAUNCH, Algorithm::NestedLoop);
     }
     best.1

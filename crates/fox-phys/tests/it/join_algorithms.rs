@@ -246,3 +246,13 @@ fn verify_checks_searched_joins() {
     let e = verify(&mut p).unwrap_err().to_string();
     assert!(e.contains("without keys"), "{e}");
 }
+
+#[test]
+fn tiny_estimates_of_inputs_never_nest_loops() {
+    // Inputs of a few rows by their statistics: their sizes are still data, not
+    // constants, so the model does not bet the product on them.
+    let src = format!("{BIG_SMALL}r(x, v) <- big(x, k), small(k, v).\n.output r.\n");
+    let p = run(&src, &stats(&[("big", 3), ("small", 2)]), JoinChoice::Auto);
+    let got = joins(&p);
+    assert!(got.iter().all(|(a, _, _)| *a != Algorithm::NestedLoop), "{got:?}");
+}
