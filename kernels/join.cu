@@ -217,18 +217,27 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
 
 // HashProbe (mode 0: lo[i], hi[i] = the run of build rows equal to probing row i, group 1
 // of the descriptor; 0, 0 when none) and HashMatch (mode 1: flags[i] = has a run != anti).
-// The table is read from global memory (a small build side's table stays in L2); a probe
-// visits at most every slot once, so a table without an empty slot still ends.
+// With `shared`, each block first copies the table into shared memory after the
+// descriptor's 3k words (the launcher sets it when the table fits); otherwise probes read
+// it from global memory. A probe visits at most every slot once, so a table without an
+// empty slot still ends.
 extern "C" __global__ void __launch_bounds__(BLOCK)
-    hash_probe(const u64* desc, int k, u64 nb, const unsigned* table, u64 mask, u64 n, int mode, int anti,
-               unsigned* lo, unsigned* hi, unsigned char* flags) {
+    hash_probe(const u64* desc, int k, u64 nb, const unsigned* table, u64 mask, int shared, u64 n, int mode,
+               int anti, unsigned* lo, unsigned* hi, unsigned char* flags) {
     extern __shared__ u64 sd[];
     load_desc(sd, desc, 3 * k);
+    const unsigned* tab = table;
+    if (shared) {
+        unsigned* st = (unsigned*)(sd + 3 * k);
+        for (u64 t = threadIdx.x; t <= mask; t += blockDim.x) st[t] = table[t];
+        __syncthreads();
+        tab = st;
+    }
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
         u64 s = row_hash(sd, k, 1, i) & mask;
         u64 a = 0, b = 0;
         for (u64 step = 0; step <= mask; ++step) {
-            unsigned r = table[s];
+            unsigned r = tab[s];
             if (r == 0u) break;
             u64 row = (u64)r - 1;
             if (row < nb && cmp_rows(sd, k, 0, row, 1, i) == 0) {

@@ -1,5 +1,9 @@
-//! Sort-merge joins (`JoinCount`, `JoinWrite`), semi/anti-join flags (`MatchFlags`) and
-//! the merge union (`MergeUnion`), on kernels/join.cu.
+//! Sort-merge joins (`JoinCount`, `JoinWrite`), semi/anti-join flags (`MatchFlags`), the
+//! merge union (`MergeUnion`), band and index nested-loop searches (`BoundRange`), hash
+//! joins (`HashBuild`, `HashProbe`, `HashMatch`: the table built with atomicCAS and linear
+//! probing, probed from shared memory when it fits in 32 KiB) and nested-loop joins
+//! (`NestedLoopCount`, `NestedLoopWrite`, `NestedLoopMatch`: the right side's key words
+//! tiled through shared memory), on kernels/join.cu.
 //!
 //! Every left row finds its matching right range `[lo, hi)` by binary search, narrowed per
 //! block to the range matching the block's first and last rows (both sides are sorted).
@@ -517,6 +521,9 @@ pub(crate) fn bound_range(
     s.finish(gpu, res)
 }
 
+/// The largest table `hash_probe` copies into shared memory (8192 slots).
+const HASH_SHARED_BYTES: usize = 32 * 1024;
+
 /// The slots of a hash table over `n` build rows: a power of two, at least twice the rows
 /// (so at least twice the runs of equal keys, which are not counted first) and 2.
 fn hash_capacity(n: usize) -> Result<usize, BackendError> {
@@ -587,12 +594,17 @@ pub(crate) fn hash_probe(
                 None => (gpu.ptr(&outs[0])?, gpu.ptr(&outs[1])?, 0),
                 Some(_) => (0, 0, gpu.ptr(&outs[0])?),
             };
+            // A table of at most 32 KiB is probed from shared memory.
+            let bytes = table.len * 4;
+            let shared = bytes <= HASH_SHARED_BYTES;
+            let smem = desc.smem + if shared { bytes as u32 } else { 0 };
             let a = [
                 KArg::Ptr(gpu.ptr(&desc.buf)?),
                 KArg::I32(desc.k),
                 KArg::U64(nb as u64),
                 KArg::Ptr(gpu.ptr(table)?),
                 KArg::U64(table.len as u64 - 1),
+                KArg::I32(i32::from(shared)),
                 KArg::U64(n as u64),
                 KArg::I32(i32::from(anti.is_some())),
                 KArg::I32(i32::from(anti == Some(true))),
@@ -601,7 +613,7 @@ pub(crate) fn hash_probe(
                 KArg::Ptr(flags),
             ];
             let grid = stride_grid(gpu, n);
-            gpu.launch("join", "hash_probe", grid, BLOCK, desc.smem, &a)?;
+            gpu.launch("join", "hash_probe", grid, BLOCK, smem, &a)?;
         }
         Ok(outs)
     })();
