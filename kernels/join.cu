@@ -1,5 +1,6 @@
 // Sort-merge joins: per-left-row matching ranges (JoinCount, MatchFlags, JoinWrite's
-// first pass), merge union positions, and the ranges of band joins (BoundRange).
+// first pass), merge union positions, the ranges of band joins (BoundRange), and hash
+// tables and their probes (HashBuild, HashProbe, HashMatch).
 //
 // Multi-column keys are described by a descriptor in device memory, copied into shared
 // memory at the start of each kernel: `desc[0..k]` are element type codes (T_U8 …
@@ -140,6 +141,7 @@ extern "C" __global__ void fill_u64(u64* out, u64 n, u64 v) {
 // with a value below the lower bound (closed) or not above it (open); hi[i] = the number
 // before its keys or, of equal keys, with a value not above the upper bound (closed) or
 // below it (open), every row of equal keys without an upper bound; hi is raised to lo.
+// Without either bound (an index nested-loop join) `values` is never read and may be null.
 __device__ __forceinline__ i128 band_value(const void* p, int wide, u64 i) {
     return wide ? (i128)((const long long*)p)[i] : (i128)((const int*)p)[i];
 }
@@ -177,5 +179,130 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
                             upper != 0 ? band_value(hi_b, wide, i) + hi_off : 0, upper == 1, true);
         lo[i] = (unsigned)a;
         hi[i] = (unsigned)(b < a ? a : b);
+    }
+}
+
+// Hash joins. The build side (group 0 of the descriptor, nb rows) is sorted on its keys;
+// its table has `mask + 1` slots (a power of two), 0 for an empty slot, else 1 + the first
+// row of a run of equal keys, placed by linear probing from the hash of the run's keys.
+// Keys hash through their order-preserving words (`okey_word`), so keys equal as the merge
+// join compares them hash equally (every NaN one key, -0.0 and 0.0 two); the mixing steps
+// are fox-cpu's (crates/fox-cpu/src/hash.rs).
+__device__ __forceinline__ u64 hash_word(u64 h, u64 w) {
+    u64 x = (h ^ w) * 0xff51afd7ed558ccdull;
+    return x ^ (x >> 32);
+}
+
+__device__ __forceinline__ u64 row_hash(const u64* sd, int k, int g, u64 i) {
+    u64 h = 0x9e3779b97f4a7c15ull;
+    for (int c = 0; c < k; ++c) h = hash_word(h, okey_word(sd[k + g * k + c], sd[c], i));
+    return h ^ (h >> 29);
+}
+
+// HashBuild: every row that starts a run (row 0, or keys unlike the row before) claims the
+// first empty slot from its hash with atomicCAS. The descriptor has one group.
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    hash_build(const u64* desc, int k, u64 n, unsigned* table, u64 mask) {
+    extern __shared__ u64 sd[];
+    load_desc(sd, desc, 2 * k);
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        if (i > 0 && cmp_rows(sd, k, 0, i, 0, i - 1) == 0) continue;
+        u64 s = row_hash(sd, k, 0, i) & mask;
+        for (u64 step = 0; step <= mask; ++step) {
+            if (atomicCAS(&table[s], 0u, (unsigned)(i + 1)) == 0u) break;
+            s = (s + 1) & mask;
+        }
+    }
+}
+
+// HashProbe (mode 0: lo[i], hi[i] = the run of build rows equal to probing row i, group 1
+// of the descriptor; 0, 0 when none) and HashMatch (mode 1: flags[i] = has a run != anti).
+// With `shared`, each block first copies the table into shared memory after the
+// descriptor's 3k words (the launcher sets it when the table fits); otherwise probes read
+// it from global memory. A probe visits at most every slot once, so a table without an
+// empty slot still ends.
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    hash_probe(const u64* desc, int k, u64 nb, const unsigned* table, u64 mask, int shared, u64 n, int mode,
+               int anti, unsigned* lo, unsigned* hi, unsigned char* flags) {
+    extern __shared__ u64 sd[];
+    load_desc(sd, desc, 3 * k);
+    const unsigned* tab = table;
+    if (shared) {
+        unsigned* st = (unsigned*)(sd + 3 * k);
+        for (u64 t = threadIdx.x; t <= mask; t += blockDim.x) st[t] = table[t];
+        __syncthreads();
+        tab = st;
+    }
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        u64 s = row_hash(sd, k, 1, i) & mask;
+        u64 a = 0, b = 0;
+        for (u64 step = 0; step <= mask; ++step) {
+            unsigned r = tab[s];
+            if (r == 0u) break;
+            u64 row = (u64)r - 1;
+            if (row < nb && cmp_rows(sd, k, 0, row, 1, i) == 0) {
+                a = row;
+                b = mode == 0 ? search(sd, k, 0, row, nb, 1, i, true) : row + 1;
+                break;
+            }
+            s = (s + 1) & mask;
+        }
+        if (mode == 0) {
+            lo[i] = (unsigned)a;
+            hi[i] = (unsigned)b;
+        } else {
+            flags[i] = (unsigned char)((b > a) != (anti != 0));
+        }
+    }
+}
+
+// Nested-loop joins over unsorted sides. Group 0 of the descriptor is the left keys (nl
+// rows), group 1 the right keys (nr rows). One left row per thread; the right rows' key
+// words pass through shared memory in tiles of `tile` rows (after the descriptor's 3k
+// words), each compared with the thread's row, so pairs come by left row then right row.
+//   mode 0: counts[i] = the right rows with equal keys (u64)
+//   mode 1: flags[i] = (some right row has equal keys) != anti (u8)
+//   mode 2: checks that offsets/total are the exclusive scan of the counts (error code 1
+//           at the first row found that disagrees)
+//   mode 3: writes lidx/ridx from offsets[i] (after mode 2 has checked them)
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    nested_loop(const u64* desc, int k, u64 nl, u64 nr, unsigned tile, int mode, int anti, u64* counts,
+                unsigned char* flags, const u64* offsets, u64 total, unsigned* lidx, unsigned* ridx, u64* err) {
+    extern __shared__ u64 sd[];
+    load_desc(sd, desc, 3 * k);
+    u64* words = sd + 3 * k;
+    u64 i = (u64)blockIdx.x * BLOCK + threadIdx.x;
+    bool live = i < nl;
+    u64 cnt = 0;
+    u64 out = live && mode == 3 ? offsets[i] : 0;
+    for (u64 t0 = 0; t0 < nr; t0 += tile) {
+        u64 m = nr - t0 < tile ? nr - t0 : tile;
+        __syncthreads();
+        for (u64 r = threadIdx.x; r < m; r += BLOCK)
+            for (int c = 0; c < k; ++c) words[r * k + c] = okey_word(sd[k + k + c], sd[c], t0 + r);
+        __syncthreads();
+        if (!live) continue;
+        for (u64 j = 0; j < m; ++j) {
+            bool eq = true;
+            for (int c = 0; c < k && eq; ++c) eq = words[j * k + c] == okey_word(sd[k + c], sd[c], i);
+            if (eq) {
+                if (mode == 3) {
+                    lidx[out] = (unsigned)i;
+                    ridx[out] = (unsigned)(t0 + j);
+                    ++out;
+                }
+                ++cnt;
+            }
+        }
+    }
+    if (!live) return;
+    if (mode == 0) {
+        counts[i] = cnt;
+    } else if (mode == 1) {
+        flags[i] = (unsigned char)((cnt > 0) != (anti != 0));
+    } else if (mode == 2) {
+        u64 s = offsets[i];
+        u64 e = i + 1 < nl ? offsets[i + 1] : total;
+        if ((i == 0 && s != 0) || e < s || e - s != cnt) set_err(err, 1, i, s);
     }
 }

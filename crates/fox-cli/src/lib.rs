@@ -36,6 +36,40 @@ impl DialectChoice {
     }
 }
 
+/// The `--join` of the drivers: the algorithm of every equi-join, or `auto` for the cost
+/// model's choice (see [`fox_phys::JoinChoice`]). (The variants carry no doc comments,
+/// which clap would show as help.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum JoinArg {
+    #[default]
+    Auto,
+    Merge,
+    Hash,
+    Inl,
+    Nl,
+}
+
+impl JoinArg {
+    /// The `--help` text of `--join`, the same in every driver.
+    pub const HELP: &'static str = concat!(
+        "Force the algorithm of every equi-join, semi-join and anti-join, for experiments: ",
+        "merge (sort-merge), hash (hash table over the smaller side), inl (index nested loop: ",
+        "binary search in the sorted side), nl (nested loop: every pair compared); auto lets the ",
+        "cost model choose. A band join stays one unless forced to merge or nl, which join on the ",
+        "keys (or pair every row) and filter"
+    );
+
+    pub fn choice(self) -> fox_phys::JoinChoice {
+        match self {
+            JoinArg::Auto => fox_phys::JoinChoice::Auto,
+            JoinArg::Merge => fox_phys::JoinChoice::Merge,
+            JoinArg::Hash => fox_phys::JoinChoice::Hash,
+            JoinArg::Inl => fox_phys::JoinChoice::IndexNestedLoop,
+            JoinArg::Nl => fox_phys::JoinChoice::NestedLoop,
+        }
+    }
+}
+
 /// Where kernels run (`--backend`): `Auto` is the GPU when one is usable, otherwise the
 /// CPU. (The variants carry no doc comments, which clap would show as help.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -266,6 +300,8 @@ pub struct Compiled {
     pub name: String,
     /// `Some` for a Soufflé program: how its results are written.
     pub souffle: Option<fox_syntax::souffle::SouffleIo>,
+    /// The join algorithm forced on the physical plan (`--join`).
+    pub join: fox_phys::JoinChoice,
 }
 
 impl Compiled {
@@ -277,7 +313,7 @@ impl Compiled {
         stats: &fox_phys::Statistics,
         options: &fox_kernel::LowerOptions,
     ) -> anyhow::Result<fox_kernel::KernelPlan> {
-        let mut plan = plan_kernels(&self.ra, stats, options)
+        let mut plan = plan_kernels_with(&self.ra, stats, options, self.join)
             .map_err(|e| anyhow::anyhow!("{}: cannot lower the plan to kernels: {e}", self.name))?;
         plan.sources = plan_sources(&self.map);
         Ok(plan)
@@ -289,10 +325,11 @@ impl Compiled {
     /// physical passes choose algorithms, not columns; tested on every program), so a
     /// program planned with the statistics of what this loads reads nothing else.
     pub fn inputs(&self) -> anyhow::Result<Vec<(fox_kernel::InputRel, Vec<bool>)>> {
-        let plan = plan_kernels(
+        let plan = plan_kernels_with(
             &self.ra,
             &fox_phys::Statistics::none(),
             &fox_kernel::LowerOptions::default(),
+            self.join,
         )
         .map_err(|e| anyhow::anyhow!("{}: cannot lower the plan to kernels: {e}", self.name))?;
         let used = fox_runtime::database::used_input_columns(&plan);
@@ -351,6 +388,7 @@ impl Checked {
             map: self.map,
             name,
             souffle: self.souffle,
+            join: fox_phys::JoinChoice::Auto,
         }))
     }
 }
@@ -367,15 +405,38 @@ pub fn plan_kernels(
     plan_physical(ra, stats, options).map(|(_, kernels)| kernels)
 }
 
+/// [`plan_kernels`] with every equi-join's algorithm forced by `join` (`--join`).
+pub fn plan_kernels_with(
+    ra: &fox_ra::RaPlan,
+    stats: &fox_phys::Statistics,
+    options: &fox_kernel::LowerOptions,
+    join: fox_phys::JoinChoice,
+) -> Result<fox_kernel::KernelPlan, fox_kernel::LowerError> {
+    plan_physical_with(ra, stats, options, join).map(|(_, kernels)| kernels)
+}
+
 /// [`plan_kernels`], returning the physical plan too (for showing it).
 pub fn plan_physical(
     ra: &fox_ra::RaPlan,
     stats: &fox_phys::Statistics,
     options: &fox_kernel::LowerOptions,
 ) -> Result<(fox_phys::PhysPlan, fox_kernel::KernelPlan), fox_kernel::LowerError> {
+    plan_physical_with(ra, stats, options, fox_phys::JoinChoice::Auto)
+}
+
+/// [`plan_physical`] with every equi-join's algorithm forced by `join` (`--join`).
+pub fn plan_physical_with(
+    ra: &fox_ra::RaPlan,
+    stats: &fox_phys::Statistics,
+    options: &fox_kernel::LowerOptions,
+    join: fox_phys::JoinChoice,
+) -> Result<(fox_phys::PhysPlan, fox_kernel::KernelPlan), fox_kernel::LowerError> {
     fox_ra::validate(ra).map_err(|e| fox_kernel::LowerError::Invalid(e.to_string()))?;
-    let phys = fox_phys::run(ra.clone(), stats, &fox_phys::Options::default())
-        .map_err(|e| fox_kernel::LowerError::Invalid(e.to_string()))?;
+    let opts = fox_phys::Options {
+        join,
+        ..fox_phys::Options::default()
+    };
+    let phys = fox_phys::run(ra.clone(), stats, &opts).map_err(|e| fox_kernel::LowerError::Invalid(e.to_string()))?;
     let kernels = fox_kernel::lower_physical_with(&phys, options)?;
     Ok((phys, kernels))
 }

@@ -198,6 +198,8 @@ pub struct Session {
     /// Stops the run or load under way when set; cleared when a statement or command
     /// starts.
     cancel: CancelToken,
+    /// The algorithm forced on every equi-join of the queries (`fox repl --join`).
+    join: fox_phys::JoinChoice,
 }
 
 impl Session {
@@ -225,9 +227,15 @@ impl Session {
                 answers: VecDeque::new(),
                 count: 0,
                 cancel: CancelToken::new(),
+                join: fox_phys::JoinChoice::Auto,
             },
             notice,
         ))
+    }
+
+    /// Forces `join` on every equi-join of the queries planned from now on.
+    pub fn set_join(&mut self, join: fox_phys::JoinChoice) {
+        self.join = join;
     }
 
     /// The names of the session's predicates and the commands (for completion).
@@ -462,7 +470,7 @@ impl Session {
     ) -> Option<(Rewritten, fox_phys::PhysPlan, KernelPlan)> {
         let rw = rewrite(a, &self.cache);
         let mut msg = Out::new();
-        if let Some((ra, k)) = plan_core(&rw.core, stats, options, &mut msg) {
+        if let Some((ra, k)) = plan_core(&rw.core, stats, options, self.join, &mut msg) {
             return Some((rw, ra, k));
         }
         if rw.reused.is_empty() {
@@ -470,7 +478,7 @@ impl Session {
             return None;
         }
         let rw = rewrite(a, &HashMap::new());
-        let (ra, k) = plan_core(&rw.core, stats, options, out)?;
+        let (ra, k) = plan_core(&rw.core, stats, options, self.join, out)?;
         Some((rw, ra, k))
     }
 
@@ -1383,6 +1391,7 @@ fn plan_core(
     core: &CoreProgram,
     stats: &fox_phys::Statistics,
     options: &fox_kernel::LowerOptions,
+    join: fox_phys::JoinChoice,
     out: &mut Out,
 ) -> Option<(fox_phys::PhysPlan, KernelPlan)> {
     let ra = match fox_ra::plan(core) {
@@ -1392,7 +1401,11 @@ fn plan_core(
             return None;
         }
     };
-    let phys = match fox_phys::run(ra, stats, &fox_phys::Options::default()) {
+    let opts = fox_phys::Options {
+        join,
+        ..fox_phys::Options::default()
+    };
+    let phys = match fox_phys::run(ra, stats, &opts) {
         Ok(p) => p,
         Err(e) => {
             out.error(format!("error: cannot plan the query: {e}\n"));

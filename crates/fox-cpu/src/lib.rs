@@ -8,10 +8,12 @@
 mod date;
 mod expr;
 mod fused;
+mod hash;
 mod join;
 mod keys;
 pub mod lftj;
 mod movement;
+mod nested;
 mod reduce;
 mod sort;
 mod trie;
@@ -211,6 +213,12 @@ pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Re
         Kernel::IntersectCount { ways } => trie::intersect_count(args, *ways, stop).map(|c| vec![c]),
         Kernel::MinRange { ways } => trie::min_range(args, *ways),
         Kernel::BoundRange { nkeys, lower, upper } => trie::bound_range(args, *nkeys, *lower, *upper),
+        Kernel::HashBuild { .. } => hash::hash_build(args).map(|c| vec![c]),
+        Kernel::HashProbe { nkeys } => hash::hash_probe(args, *nkeys),
+        Kernel::HashMatch { nkeys, anti } => hash::hash_match(args, *nkeys, *anti).map(|c| vec![c]),
+        Kernel::NestedLoopCount { nkeys } => nested::count(args, *nkeys).map(|c| vec![c]),
+        Kernel::NestedLoopWrite { nkeys } => nested::write(args, *nkeys),
+        Kernel::NestedLoopMatch { nkeys, anti } => nested::flags(args, *nkeys, *anti).map(|c| vec![c]),
     };
     res.map_err(|msg| BackendError(format!("kernel {}: {msg}", kernel.name())))
 }

@@ -390,6 +390,9 @@ pub(crate) fn bound_range(
     lower: Option<RangeBound>,
     upper: Option<RangeBound>,
 ) -> KResult<Vec<HostCol>> {
+    if lower.is_none() && upper.is_none() {
+        return equal_range(args, nkeys);
+    }
     let (skeys, rest) = args.split_at(nkeys);
     let values = rest[0];
     let (pkeys, bounds) = rest[1..].split_at(nkeys);
@@ -457,4 +460,37 @@ pub(crate) fn bound_range(
         (before(i, hi_b.map(|hb| (at(hb, i), !hb.0.open)), true) as u32).max(lo[i])
     })?;
     Ok(vec![HostCol::U32(lo), HostCol::U32(hi)])
+}
+
+/// `BoundRange` without bounds: per probing row, the run of searched rows (sorted on the
+/// keys) with its keys, by two binary searches.
+fn equal_range(args: &[&HostCol], nkeys: usize) -> KResult<Vec<HostCol>> {
+    if nkeys == 0 {
+        return Err("a range without bounds needs at least one key".into());
+    }
+    let (skeys, pkeys) = args.split_at(nkeys);
+    let len = skeys[0].len();
+    crate::util::check_u32_rows(len, "the searched keys")?;
+    let n = pkeys[0].len();
+    let before = |i: usize, with_equal: bool| {
+        let (mut a, mut b) = (0, len);
+        while a < b {
+            let mid = a + (b - a) / 2;
+            let o = crate::util::cmp_rows(skeys, mid, pkeys, i);
+            if o == Ordering::Less || (with_equal && o == Ordering::Equal) {
+                a = mid + 1;
+            } else {
+                b = mid;
+            }
+        }
+        a as u32
+    };
+    let ranges = par_map(n, "the ranges", |i| {
+        let lo = before(i, false);
+        (lo, before(i, true).max(lo))
+    })?;
+    Ok(vec![
+        HostCol::U32(ranges.iter().map(|r| r.0).collect()),
+        HostCol::U32(ranges.iter().map(|r| r.1).collect()),
+    ])
 }

@@ -244,5 +244,11 @@ fn dispatch(
         Kernel::IntersectCount { ways } => k_trie::intersect_count(gpu, *ways, args),
         Kernel::MinRange { ways } => k_trie::min_range(gpu, *ways, args),
         Kernel::BoundRange { nkeys, lower, upper } => k_join::bound_range(gpu, *nkeys, *lower, *upper, args),
+        Kernel::HashBuild { .. } => k_join::hash_build(gpu, args),
+        Kernel::HashProbe { nkeys } => k_join::hash_probe(gpu, *nkeys, None, args),
+        Kernel::HashMatch { nkeys, anti } => k_join::hash_probe(gpu, *nkeys, Some(*anti), args),
+        Kernel::NestedLoopCount { nkeys } => k_join::nested_loop_count(gpu, *nkeys, None, args),
+        Kernel::NestedLoopWrite { nkeys } => k_join::nested_loop_write(gpu, *nkeys, args),
+        Kernel::NestedLoopMatch { nkeys, anti } => k_join::nested_loop_count(gpu, *nkeys, Some(*anti), args),
     }
 }

@@ -1,5 +1,9 @@
-//! Sort-merge joins (`JoinCount`, `JoinWrite`), semi/anti-join flags (`MatchFlags`) and
-//! the merge union (`MergeUnion`), on kernels/join.cu.
+//! Sort-merge joins (`JoinCount`, `JoinWrite`), semi/anti-join flags (`MatchFlags`), the
+//! merge union (`MergeUnion`), band and index nested-loop searches (`BoundRange`), hash
+//! joins (`HashBuild`, `HashProbe`, `HashMatch`: the table built with atomicCAS and linear
+//! probing, probed from shared memory when it fits in 32 KiB) and nested-loop joins
+//! (`NestedLoopCount`, `NestedLoopWrite`, `NestedLoopMatch`: the right side's key words
+//! tiled through shared memory), on kernels/join.cu.
 //!
 //! Every left row finds its matching right range `[lo, hi)` by binary search, narrowed per
 //! block to the range matching the block's first and last rows (both sides are sorted).
@@ -463,12 +467,21 @@ pub(crate) fn bound_range(
     args: &[&DevBuf],
 ) -> Result<Vec<DevBuf>, BackendError> {
     let (skeys, rest) = args.split_at(nkeys);
-    let values = rest[0];
-    let (pkeys, bounds) = rest[1..].split_at(nkeys);
-    if values.len > u32::MAX as usize {
+    // Without bounds (the run of equal keys) there is no values column.
+    let unbounded = lower.is_none() && upper.is_none();
+    if unbounded && nkeys == 0 {
+        return Err(err("a range without bounds needs at least one key"));
+    }
+    let (values, rest) = if unbounded {
+        (None, rest)
+    } else {
+        (Some(rest[0]), &rest[1..])
+    };
+    let (pkeys, bounds) = rest.split_at(nkeys);
+    let nv = values.map_or(skeys.first().map_or(0, |k| k.len), |v| v.len);
+    if nv > u32::MAX as usize {
         return Err(err(format!(
-            "the values have {} rows, more than u32 row indices can address",
-            values.len
+            "the values have {nv} rows, more than u32 row indices can address"
         )));
     }
     // Per bound: 0 none, 1 closed, 2 open.
@@ -476,7 +489,7 @@ pub(crate) fn bound_range(
     let offset = |b: Option<RangeBound>| b.map_or(0, |b| b.offset);
     let lo_b = lower.map(|_| bounds[0]);
     let hi_b = upper.map(|_| bounds[usize::from(lower.is_some())]);
-    let n = lo_b.or(hi_b).map_or(0, |b| b.len);
+    let n = lo_b.or(hi_b).or(pkeys.first().copied()).map_or(0, |b| b.len);
     let mut s = Scratch::new();
     let res = (|| {
         let lo = s.alloc(gpu, Elem::U32, n)?;
@@ -487,9 +500,9 @@ pub(crate) fn bound_range(
             let args = [
                 KArg::Ptr(gpu.ptr(&desc.buf)?),
                 KArg::I32(desc.k),
-                KArg::Ptr(gpu.ptr(values)?),
-                KArg::U64(values.len as u64),
-                KArg::I32(i32::from(values.elem == Elem::I64)),
+                KArg::Ptr(ptr(gpu, values)?),
+                KArg::U64(nv as u64),
+                KArg::I32(i32::from(values.is_some_and(|v| v.elem == Elem::I64))),
                 KArg::Ptr(ptr(gpu, lo_b)?),
                 KArg::I32(code(lower)),
                 KArg::I64(offset(lower)),
@@ -504,6 +517,225 @@ pub(crate) fn bound_range(
             gpu.launch("join", "bound_range", grid, BLOCK, desc.smem, &args)?;
         }
         Ok(vec![lo, hi])
+    })();
+    s.finish(gpu, res)
+}
+
+/// The largest table `hash_probe` copies into shared memory (8192 slots).
+const HASH_SHARED_BYTES: usize = 32 * 1024;
+
+/// The slots of a hash table over `n` build rows: a power of two, at least twice the rows
+/// (so at least twice the runs of equal keys, which are not counted first) and 2.
+fn hash_capacity(n: usize) -> Result<usize, BackendError> {
+    n.checked_mul(2)
+        .and_then(|c| c.max(2).checked_next_power_of_two())
+        .filter(|&c| c <= 1 << 32)
+        .ok_or_else(|| err(format!("a hash table over {n} rows is larger than u32 slots address")))
+}
+
+/// `HashBuild { nkeys }`: the table of the runs of equal keys of a sorted build side
+/// (kernels/join.cu `hash_build`).
+pub(crate) fn hash_build(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    let n = args[0].len;
+    if n > u32::MAX as usize {
+        return Err(err(format!(
+            "the build side has {n} rows, more than u32 row indices can address"
+        )));
+    }
+    let cap = hash_capacity(n)?;
+    let mut s = Scratch::new();
+    let res = (|| {
+        let table = s.alloc_zeroed(gpu, Elem::U32, cap)?;
+        if n > 0 {
+            let desc = key_desc(gpu, &mut s, "join", &[args])?;
+            let a = [
+                KArg::Ptr(gpu.ptr(&desc.buf)?),
+                KArg::I32(desc.k),
+                KArg::U64(n as u64),
+                KArg::Ptr(gpu.ptr(&table)?),
+                KArg::U64(cap as u64 - 1),
+            ];
+            let grid = stride_grid(gpu, n);
+            gpu.launch("join", "hash_build", grid, BLOCK, desc.smem, &a)?;
+        }
+        Ok(vec![table])
+    })();
+    s.finish(gpu, res)
+}
+
+/// `HashProbe { nkeys }` (`anti` `None`) and `HashMatch { nkeys, anti }`: per probing
+/// row its run of equal build keys, or its match flag (kernels/join.cu `hash_probe`).
+pub(crate) fn hash_probe(
+    gpu: &mut Gpu,
+    nkeys: usize,
+    anti: Option<bool>,
+    args: &[&DevBuf],
+) -> Result<Vec<DevBuf>, BackendError> {
+    let (build, rest) = args.split_at(nkeys);
+    let table = rest[0];
+    let probe = &rest[1..];
+    if table.len < 2 || !table.len.is_power_of_two() {
+        return Err(err(format!(
+            "the table has {} slots, not a power of two of at least 2",
+            table.len
+        )));
+    }
+    let nb = build[0].len;
+    let n = probe[0].len;
+    let mut s = Scratch::new();
+    let res = (|| {
+        let outs = match anti {
+            None => vec![s.alloc(gpu, Elem::U32, n)?, s.alloc(gpu, Elem::U32, n)?],
+            Some(_) => vec![s.alloc(gpu, Elem::U8, n)?],
+        };
+        if n > 0 {
+            let desc = key_desc(gpu, &mut s, "join", &[build, probe])?;
+            let (lo, hi, flags) = match anti {
+                None => (gpu.ptr(&outs[0])?, gpu.ptr(&outs[1])?, 0),
+                Some(_) => (0, 0, gpu.ptr(&outs[0])?),
+            };
+            // A table of at most 32 KiB is probed from shared memory.
+            let bytes = table.len * 4;
+            let shared = bytes <= HASH_SHARED_BYTES;
+            let smem = desc.smem + if shared { bytes as u32 } else { 0 };
+            let a = [
+                KArg::Ptr(gpu.ptr(&desc.buf)?),
+                KArg::I32(desc.k),
+                KArg::U64(nb as u64),
+                KArg::Ptr(gpu.ptr(table)?),
+                KArg::U64(table.len as u64 - 1),
+                KArg::I32(i32::from(shared)),
+                KArg::U64(n as u64),
+                KArg::I32(i32::from(anti.is_some())),
+                KArg::I32(i32::from(anti == Some(true))),
+                KArg::Ptr(lo),
+                KArg::Ptr(hi),
+                KArg::Ptr(flags),
+            ];
+            let grid = stride_grid(gpu, n);
+            gpu.launch("join", "hash_probe", grid, BLOCK, smem, &a)?;
+        }
+        Ok(outs)
+    })();
+    s.finish(gpu, res)
+}
+
+/// What `nested_loop` does per left row.
+enum Nested<'a> {
+    Counts(&'a DevBuf),
+    Flags(&'a DevBuf, bool),
+    /// Checks `offsets` and `total` against the counts.
+    Check(&'a DevBuf, u64),
+    /// Writes `lidx`, `ridx` from the checked `offsets`.
+    Write(&'a DevBuf, &'a DevBuf, &'a DevBuf),
+}
+
+/// One launch of kernels/join.cu `nested_loop` over unsorted keys.
+fn nested_loop(
+    gpu: &mut Gpu,
+    s: &mut Scratch,
+    left: &[&DevBuf],
+    right: &[&DevBuf],
+    mode: Nested,
+) -> Result<(), BackendError> {
+    let (nl, nr) = (left[0].len, right[0].len);
+    if nl == 0 {
+        return Ok(());
+    }
+    let desc = key_desc(gpu, s, "join", &[left, right])?;
+    // Right rows per shared-memory tile: at most a block's, within 32 KiB of key words.
+    let k = desc.k.max(1) as u32;
+    let tile = (4096 / k).clamp(1, BLOCK);
+    let smem = desc.smem + tile * k * 8;
+    let (m, anti, counts, flags, offsets, total, lidx, ridx) = match mode {
+        Nested::Counts(c) => (0, 0, gpu.ptr(c)?, 0, 0, 0, 0, 0),
+        Nested::Flags(f, anti) => (1, i32::from(anti), 0, gpu.ptr(f)?, 0, 0, 0, 0),
+        Nested::Check(o, total) => (2, 0, 0, 0, gpu.ptr(o)?, total, 0, 0),
+        Nested::Write(o, l, r) => (3, 0, 0, 0, gpu.ptr(o)?, 0, gpu.ptr(l)?, gpu.ptr(r)?),
+    };
+    if m == 2 {
+        gpu.reset_err()?;
+    }
+    let args = [
+        KArg::Ptr(gpu.ptr(&desc.buf)?),
+        KArg::I32(desc.k),
+        KArg::U64(nl as u64),
+        KArg::U64(nr as u64),
+        KArg::U32(tile),
+        KArg::I32(m),
+        KArg::I32(anti),
+        KArg::Ptr(counts),
+        KArg::Ptr(flags),
+        KArg::Ptr(offsets),
+        KArg::U64(total),
+        KArg::Ptr(lidx),
+        KArg::Ptr(ridx),
+        KArg::Ptr(gpu.err_ptr()),
+    ];
+    gpu.launch(
+        "join",
+        "nested_loop",
+        blocks(nl as u64, u64::from(BLOCK))?,
+        BLOCK,
+        smem,
+        &args,
+    )?;
+    if m == 2 {
+        gpu.check_err("NestedLoopWrite (the offsets and total are not the exclusive scan of the join counts)")?;
+    }
+    Ok(())
+}
+
+/// `NestedLoopCount { nkeys }` (`flags` `None`) and `NestedLoopMatch { nkeys, anti }`.
+pub(crate) fn nested_loop_count(
+    gpu: &mut Gpu,
+    nkeys: usize,
+    flags: Option<bool>,
+    args: &[&DevBuf],
+) -> Result<Vec<DevBuf>, BackendError> {
+    let (left, right) = args.split_at(nkeys);
+    let nl = left[0].len;
+    let mut s = Scratch::new();
+    let res = (|| {
+        let out = match flags {
+            None => {
+                let c = s.alloc(gpu, Elem::U64, nl)?;
+                nested_loop(gpu, &mut s, left, right, Nested::Counts(&c))?;
+                c
+            }
+            Some(anti) => {
+                let f = s.alloc(gpu, Elem::U8, nl)?;
+                nested_loop(gpu, &mut s, left, right, Nested::Flags(&f, anti))?;
+                f
+            }
+        };
+        Ok(vec![out])
+    })();
+    s.finish(gpu, res)
+}
+
+/// `NestedLoopWrite { nkeys }`: the offsets checked, then every pair written.
+pub(crate) fn nested_loop_write(gpu: &mut Gpu, nkeys: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+    let (left, rest) = args.split_at(nkeys);
+    let (right, rest) = rest.split_at(nkeys);
+    let (offsets, total_buf) = (rest[0], rest[1]);
+    if left[0].len.max(right[0].len) > u32::MAX as usize {
+        return Err(err("a join side has more rows than u32 row indices can address"));
+    }
+    let total = gpu.read_u64(total_buf, 0)?;
+    if left[0].len == 0 && total != 0 {
+        return Err(err(format!("total is {total}, but the join has 0 pairs")));
+    }
+    let mut s = Scratch::new();
+    let res = (|| {
+        nested_loop(gpu, &mut s, left, right, Nested::Check(offsets, total))?;
+        let n = usize::try_from(total).map_err(|_| err(format!("{total} pairs do not fit in memory")))?;
+        let lidx = s.alloc(gpu, Elem::U32, n)?;
+        let ridx = s.alloc(gpu, Elem::U32, n)?;
+        if n > 0 {
+            nested_loop(gpu, &mut s, left, right, Nested::Write(offsets, &lidx, &ridx))?;
+        }
+        Ok(vec![lidx, ridx])
     })();
     s.finish(gpu, res)
 }

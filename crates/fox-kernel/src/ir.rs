@@ -455,12 +455,55 @@ pub enum Kernel {
     /// searched rows whose keys equal the row's keys and whose value is `≥` the lower bound
     /// (`>` when open) and `≤` the upper bound (`<` when open); without a bound the range
     /// extends to the first or last row of equal keys; `hi` is raised to `lo` where the
-    /// bounds cross, so every range `lo .. hi` is well formed.
+    /// bounds cross, so every range `lo .. hi` is well formed. Without any bound (an index
+    /// nested-loop join's search) there is no `values` argument and at least one key: the
+    /// args are the searched side's `nkeys` sorted key columns and the probing rows' `nkeys`
+    /// key columns, and the range is the run of equal keys (`lo == hi`, at the first row
+    /// after smaller keys, when there is none).
     BoundRange {
         nkeys: usize,
         lower: Option<RangeBound>,
         upper: Option<RangeBound>,
     },
+
+    // ---- hash joins -------------------------------------------------------------------
+    /// The table of a hash join's build side. args: `nkeys` ≥ 1 key columns sorted
+    /// ascending (by code for strings), fewer than `u32::MAX` rows. outs: `table` (U32):
+    /// an open-addressing table whose length is a power of two, at least twice the
+    /// number of runs of equal keys (and at least 2); a slot is empty (0) or holds 1 +
+    /// the first row of a run, every run is in exactly one slot, reachable from its
+    /// key's hash by linear probing (wrapping) without crossing an empty slot. Keys are
+    /// equal as `JoinCount` compares them (floats by their total-order image: every NaN
+    /// equal, -0.0 not equal to 0.0). Where a run lands, the hash and the length beyond
+    /// the bound belong to the backend: only [`Kernel::HashProbe`] and
+    /// [`Kernel::HashMatch`] of the same backend read a table.
+    HashBuild { nkeys: usize },
+    /// args: the build side's `nkeys` key columns (sorted, as given to `HashBuild`), its
+    /// `table`, then the probing rows' `nkeys` key columns (unsorted; each of its build
+    /// key's element type). outs: `lo`, `hi` (U32, per probing row): the run of build rows
+    /// whose keys equal the row's (`lo == hi == 0` when there is none). The result does
+    /// not depend on where the table placed the runs. A table that is no power of two of
+    /// at least 2 slots is an error.
+    HashProbe { nkeys: usize },
+    /// args: as [`Kernel::HashProbe`]. outs: flags (U8) per probing row: 1 when some build
+    /// row has equal keys (`anti`: when none does); a hash semi-join, anti-join or
+    /// difference keeps the probing rows flagged, in their order.
+    HashMatch { nkeys: usize, anti: bool },
+
+    // ---- nested-loop joins ------------------------------------------------------------
+    /// args: `nkeys` ≥ 1 left key columns, then `nkeys` right key columns (each of its
+    /// left key's element type); neither side sorted. outs: `counts` (U64) per left row:
+    /// the number of right rows with equal keys (equal as `JoinCount` compares them),
+    /// found by comparing with every right row.
+    NestedLoopCount { nkeys: usize },
+    /// args: the keys of [`Kernel::NestedLoopCount`], then `offsets` and `total` from
+    /// `ExclusiveScan` of its counts. outs: `left_idx`, `right_idx` (U32, length `total`):
+    /// every pair of rows with equal keys, ordered by left row then right row. Offsets
+    /// that are not the scan of the counts are an error.
+    NestedLoopWrite { nkeys: usize },
+    /// args: as [`Kernel::NestedLoopCount`]. outs: flags (U8) per left row: 1 when some
+    /// right row has equal keys (`anti`: when none does).
+    NestedLoopMatch { nkeys: usize, anti: bool },
 }
 
 /// One bound of a [`Kernel::BoundRange`]: a column plus a constant.
@@ -505,6 +548,12 @@ impl Kernel {
             Kernel::IntersectCount { .. } => "IntersectCount",
             Kernel::MinRange { .. } => "MinRange",
             Kernel::BoundRange { .. } => "BoundRange",
+            Kernel::HashBuild { .. } => "HashBuild",
+            Kernel::HashProbe { .. } => "HashProbe",
+            Kernel::HashMatch { .. } => "HashMatch",
+            Kernel::NestedLoopCount { .. } => "NestedLoopCount",
+            Kernel::NestedLoopWrite { .. } => "NestedLoopWrite",
+            Kernel::NestedLoopMatch { .. } => "NestedLoopMatch",
         }
     }
 }

@@ -213,6 +213,14 @@ pub fn op_name(k: &Kernel) -> &'static str {
         Kernel::IntersectCount { .. } => "intersect_count",
         Kernel::MinRange { .. } => "min_range",
         Kernel::BoundRange { .. } => "bound_range",
+        Kernel::HashBuild { .. } => "hash_build",
+        Kernel::HashProbe { .. } => "hash_probe",
+        Kernel::HashMatch { anti: false, .. } => "hash_match",
+        Kernel::HashMatch { anti: true, .. } => "hash_anti_match",
+        Kernel::NestedLoopCount { .. } => "nested_loop_count",
+        Kernel::NestedLoopWrite { .. } => "nested_loop_write",
+        Kernel::NestedLoopMatch { anti: false, .. } => "nested_loop_match",
+        Kernel::NestedLoopMatch { anti: true, .. } => "nested_loop_anti_match",
     }
 }
 
@@ -294,7 +302,13 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
         Kernel::JoinCount { nkeys }
         | Kernel::JoinWrite { nkeys }
         | Kernel::MatchFlags { nkeys, .. }
-        | Kernel::RepeatedKey { nkeys } => {
+        | Kernel::RepeatedKey { nkeys }
+        | Kernel::HashBuild { nkeys }
+        | Kernel::HashProbe { nkeys }
+        | Kernel::HashMatch { nkeys, .. }
+        | Kernel::NestedLoopCount { nkeys }
+        | Kernel::NestedLoopWrite { nkeys }
+        | Kernel::NestedLoopMatch { nkeys, .. } => {
             format!("{op}[{}]", keys_text(*nkeys))
         }
         Kernel::MergeUnion { width } => format!("{op}[{}]", plural(*width, "column")),
@@ -359,6 +373,9 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
             } else {
                 format!("{}, ", plural(*nkeys, "key"))
             };
+            if lower.is_none() && upper.is_none() {
+                return format!("{op}[{}, equal]", plural(*nkeys, "key"));
+            }
             format!(
                 "{op}[{keys}{}, {}]",
                 side(lower, ">=", ">", "lo"),

@@ -377,9 +377,17 @@ fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> 
         Kernel::BoundRange { nkeys, lower, upper } => {
             let bounds = usize::from(lower.is_some()) + usize::from(upper.is_some());
             if bounds == 0 {
-                return Err("a bounded range needs a lower or an upper bound".into());
+                // The range of equal keys: no values, no bounds.
+                if *nkeys == 0 {
+                    return Err("a range without bounds needs at least one key".into());
+                }
+                count(groups_of(2, *nkeys)?)?;
+                for k in 0..*nkeys {
+                    expect(nkeys + k, args[k], &format!("probing key {k}"))?;
+                }
+                return Ok(vec![Elem::U32, Elem::U32]);
             }
-            count(2 * nkeys + 1 + bounds)?;
+            count(groups_of(2, *nkeys)?.saturating_add(1 + bounds))?;
             let values = args[*nkeys];
             if !matches!(values, Elem::I32 | Elem::I64) {
                 return Err(format!("the values are {}, not i32 or i64", values.name()));
@@ -390,6 +398,49 @@ fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> 
             for i in 0..bounds {
                 expect(2 * nkeys + 1 + i, values, "bound")?;
             }
+            Ok(vec![Elem::U32, Elem::U32])
+        }
+        Kernel::HashBuild { nkeys } => {
+            if *nkeys == 0 {
+                return Err("a hash table needs at least one key".into());
+            }
+            count(*nkeys)?;
+            Ok(vec![Elem::U32])
+        }
+        Kernel::HashProbe { nkeys } | Kernel::HashMatch { nkeys, .. } => {
+            if *nkeys == 0 {
+                return Err("a hash probe needs at least one key".into());
+            }
+            count(groups_of(2, *nkeys)?.saturating_add(1))?;
+            expect(*nkeys, Elem::U32, "table")?;
+            for k in 0..*nkeys {
+                expect(nkeys + 1 + k, args[k], &format!("probing key {k}"))?;
+            }
+            Ok(if matches!(kernel, Kernel::HashProbe { .. }) {
+                vec![Elem::U32, Elem::U32]
+            } else {
+                vec![Elem::U8]
+            })
+        }
+        Kernel::NestedLoopCount { nkeys } | Kernel::NestedLoopMatch { nkeys, .. } => {
+            if *nkeys == 0 {
+                return Err("a nested-loop join needs at least one key".into());
+            }
+            count(join_keys(*nkeys)?)?;
+            Ok(vec![if matches!(kernel, Kernel::NestedLoopCount { .. }) {
+                Elem::U64
+            } else {
+                Elem::U8
+            }])
+        }
+        Kernel::NestedLoopWrite { nkeys } => {
+            if *nkeys == 0 {
+                return Err("a nested-loop join needs at least one key".into());
+            }
+            let k = join_keys(*nkeys)?;
+            count(k.saturating_add(2))?;
+            expect(k, Elem::U64, "offsets")?;
+            expect(k + 1, Elem::U64, "total")?;
             Ok(vec![Elem::U32, Elem::U32])
         }
         Kernel::MinRange { ways } => {
@@ -550,6 +601,36 @@ pub fn check_lengths(kernel: &Kernel, lens: &[usize]) -> Result<(), String> {
         // Only the lengths are read, whatever they are.
         Kernel::Outgrows { .. } => Ok(()),
         Kernel::SortedSearch => equal(1..4, "lo, hi and the needles"),
+        Kernel::NestedLoopCount { nkeys } | Kernel::NestedLoopMatch { nkeys, .. } => {
+            equal(0..*nkeys, "the left keys")?;
+            equal(*nkeys..n, "the right keys")
+        }
+        Kernel::NestedLoopWrite { nkeys } => {
+            let k = 2 * nkeys;
+            equal(0..*nkeys, "the left keys")?;
+            equal(*nkeys..k, "the right keys")?;
+            if let (Some(&o), Some(&l)) = (lens.get(k), lens.first()) {
+                if o != l {
+                    return Err(format!(
+                        "the offsets (argument {k}) have {o} rows, but the left side has {l}"
+                    ));
+                }
+            }
+            fixed(k + 1, 1, "total")
+        }
+        Kernel::HashBuild { .. } => equal(0..n, "the keys"),
+        Kernel::HashProbe { nkeys } | Kernel::HashMatch { nkeys, .. } => {
+            equal(0..*nkeys, "the build keys")?;
+            equal(nkeys + 1..n, "the probing keys")
+        }
+        Kernel::BoundRange {
+            nkeys,
+            lower: None,
+            upper: None,
+        } => {
+            equal(0..*nkeys, "the searched keys")?;
+            equal(*nkeys..n, "the probing keys")
+        }
         Kernel::BoundRange { nkeys, .. } => {
             equal(0..nkeys + 1, "the searched keys and values")?;
             equal(nkeys + 1..n, "the probing keys and bounds")

@@ -192,6 +192,64 @@ pub enum Algorithm {
     /// The join yields the pairs within the bounds (a superset of the select's rows: the
     /// select still applies its whole predicate).
     Band(Band),
+    /// An equi-join, semi-join, anti-join or difference by hashing: the `build` side
+    /// sorted on the keys (elided where it already is), a table over its runs of equal
+    /// keys (`HashBuild`), and a probe of every row of the other side, which is never
+    /// sorted (`HashProbe` and an expansion for a join, `HashMatch` and a compaction
+    /// otherwise). The result has the probing side's order (a join's rows of one probing
+    /// row in the build side's sorted order). Semi-joins, anti-joins and differences
+    /// build on the right.
+    Hash { build: Side },
+    /// An equi-join, semi-join, anti-join or difference by binary search: the `indexed`
+    /// side sorted on the keys (chosen where it already is), each row of the other side
+    /// searching its range of equal keys there (`BoundRange` without bounds), then the
+    /// expansion of a hash join. The result has the probing side's order. Semi-joins,
+    /// anti-joins and differences index the right.
+    IndexNestedLoop { indexed: Side },
+    /// An equi-join, semi-join, anti-join or difference over unsorted sides: per left row,
+    /// the right rows with equal keys by a scan of the whole right side
+    /// (`NestedLoopCount` → scan → `NestedLoopWrite`); the rows come in the left's order,
+    /// then the right's.
+    NestedLoop,
+}
+
+/// A join algorithm forced on every equi-join (`--join`), or `Auto`: chosen by the cost
+/// model of `join-selection`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum JoinChoice {
+    #[default]
+    Auto,
+    Merge,
+    Hash,
+    IndexNestedLoop,
+    NestedLoop,
+}
+
+impl JoinChoice {
+    /// Every choice, in the order `--join` lists them.
+    pub const ALL: [JoinChoice; 5] = [
+        JoinChoice::Auto,
+        JoinChoice::Merge,
+        JoinChoice::Hash,
+        JoinChoice::IndexNestedLoop,
+        JoinChoice::NestedLoop,
+    ];
+
+    /// The name `--join` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            JoinChoice::Auto => "auto",
+            JoinChoice::Merge => "merge",
+            JoinChoice::Hash => "hash",
+            JoinChoice::IndexNestedLoop => "inl",
+            JoinChoice::NestedLoop => "nl",
+        }
+    }
+
+    /// The choice named `name`, if any.
+    pub fn parse(name: &str) -> Option<JoinChoice> {
+        JoinChoice::ALL.into_iter().find(|c| c.name() == name)
+    }
 }
 
 /// The plan of a band join (see [`Algorithm::Band`]).

@@ -17,8 +17,8 @@ pub mod print;
 pub mod stats;
 
 pub use ann::{
-    AggAlgorithm, Algorithm, Band, BandBound, Estimate, Expand, Level, Node, Order, OrderAnn, Partitioning, Rounds,
-    Tiering,
+    AggAlgorithm, Algorithm, Band, BandBound, Estimate, Expand, JoinChoice, Level, Node, Order, OrderAnn, Partitioning,
+    Rounds, Tiering,
 };
 pub use hll::Hll;
 pub use passes::{pass_names, run, Options, Pass, PhysError, PASSES};
@@ -38,6 +38,8 @@ pub struct PhysPlan {
     pub tiers: Vec<Option<Tiering>>,
     /// The passes that ran, in order.
     pub ran: Vec<&'static str>,
+    /// The join algorithm `join-selection` forces (`Options::join`).
+    pub join: ann::JoinChoice,
 }
 
 impl PhysPlan {
@@ -51,6 +53,7 @@ impl PhysPlan {
             nodes,
             tiers,
             ran: Vec::new(),
+            join: ann::JoinChoice::Auto,
         }
     }
 

@@ -37,7 +37,7 @@ pub fn print_physical(plan: &PhysPlan) -> String {
             let _ = writeln!(out, "  {}", fox_ra::print_stmt(ra, s));
             if let Stmt::Let { dst, op, .. } = s {
                 let cols = ra.temps.get(dst.0 as usize).map_or(&[][..], |t| t.columns.as_slice());
-                let _ = writeln!(out, "      {}", annotations(op, plan.node(*dst), cols));
+                let _ = writeln!(out, "      {}", annotations(plan, op, plan.node(*dst), cols));
                 if let Some(band) = band_plan(ra, op, plan.node(*dst)) {
                     let _ = writeln!(out, "      {band}");
                 }
@@ -51,10 +51,13 @@ pub fn print_physical(plan: &PhysPlan) -> String {
     out
 }
 
-fn annotations(op: &Op, n: &Node, cols: &[Column]) -> String {
+fn annotations(plan: &PhysPlan, op: &Op, n: &Node, cols: &[Column]) -> String {
     let mut parts = vec![match n.deferred_into {
         Some(t) => format!("filter, applied by the fused reduce of t{}", t.0),
-        None => algorithm(op, n),
+        None => match searched_join(plan, op, n) {
+            Some(s) => s,
+            None => algorithm(op, n),
+        },
     }];
     if n.rounds.windows.iter().any(Option::is_some) {
         let levels: Vec<String> = n
@@ -114,6 +117,9 @@ fn algorithm(op: &Op, n: &Node) -> String {
             "sort-reduce".into()
         }
         (Algorithm::Band(_), _) => "band join".into(),
+        (Algorithm::Hash { .. }, _) => "hash join".into(),
+        (Algorithm::IndexNestedLoop { .. }, _) => "index nested-loop join".into(),
+        (Algorithm::NestedLoop, _) => "nested-loop join".into(),
         (Algorithm::Direct, Op::MultiJoin { .. }) => "leapfrog triejoin".into(),
         (Algorithm::Direct, Op::Join { .. }) => "sort-merge join".into(),
         (Algorithm::Direct, Op::SemiJoin { .. } | Op::AntiJoin { .. } | Op::Difference { .. }) => {
@@ -121,6 +127,77 @@ fn algorithm(op: &Op, n: &Node) -> String {
         }
         (Algorithm::Direct, op) => direct(op).into(),
     }
+}
+
+/// A hash, index nested-loop or nested-loop operator with the sizes its choice rests on:
+/// `hash join (build t1: ~1200 rows, probe t0: ~10.0M rows unsorted)`,
+/// `index nested-loop match (index t1: ~5000 rows sorted, probe t0: ~2.0M rows unsorted)`,
+/// `nested-loop join (t0: ~20 rows × t1: ~30 rows)`.
+fn searched_join(plan: &PhysPlan, op: &Op, n: &Node) -> Option<String> {
+    let (left, right, lk, rk): (_, _, Vec<usize>, Vec<usize>) = match op {
+        Op::Join {
+            left,
+            right,
+            left_keys,
+            right_keys,
+            ..
+        }
+        | Op::SemiJoin {
+            left,
+            right,
+            left_keys,
+            right_keys,
+        }
+        | Op::AntiJoin {
+            left,
+            right,
+            left_keys,
+            right_keys,
+        } => (*left, *right, left_keys.clone(), right_keys.clone()),
+        Op::Difference { left, right } => {
+            let all: Vec<usize> = (0..plan.ra.temps.get(left.0 as usize)?.columns.len()).collect();
+            (*left, *right, all.clone(), all)
+        }
+        _ => return None,
+    };
+    let what = if matches!(op, Op::Join { .. }) { "join" } else { "match" };
+    let size = |t: fox_ra::TempId| match &plan.node(t).est {
+        Some(e) => format!("t{}: ~{} rows", t.0, rows(e.rows)),
+        None => format!("t{}: ? rows", t.0),
+    };
+    // Sorted on its keys, as far as the order pass knows (nothing without it).
+    let sortedness = |t: fox_ra::TempId, keys: &[usize]| {
+        let Some(o) = plan.node(t).order.as_ref() else {
+            return "";
+        };
+        let types = plan.ra.temps[t.0 as usize].types();
+        if crate::passes::order::sorted_on(&o.provides, &types, keys) {
+            " sorted"
+        } else {
+            " unsorted"
+        }
+    };
+    let (searched, name) = match &n.algorithm {
+        Algorithm::Hash { build } => (*build, ("hash", "build")),
+        Algorithm::IndexNestedLoop { indexed } => (*indexed, ("index nested-loop", "index")),
+        Algorithm::NestedLoop => {
+            return Some(format!("nested-loop {what} ({} × {})", size(left), size(right)));
+        }
+        _ => return None,
+    };
+    let ((s, sk), (p, pk)) = match searched {
+        Side::Left => ((left, lk), (right, rk)),
+        Side::Right => ((right, rk), (left, lk)),
+    };
+    Some(format!(
+        "{} {what} ({} {}{}, probe {}{})",
+        name.0,
+        name.1,
+        size(s),
+        sortedness(s, &sk),
+        size(p),
+        sortedness(p, &pk)
+    ))
 }
 
 /// The plan of a band join: `band t1.t in [t0.t, t0.t + 50] probed by t0` (`band t1.t of

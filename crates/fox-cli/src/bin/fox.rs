@@ -63,6 +63,8 @@ struct ReplArgs {
     /// Where queries run: auto (the GPU when one is usable), gpu, cpu.
     #[arg(long, value_enum, default_value_t = Choice::Auto)]
     backend: Choice,
+    #[arg(long, value_enum, value_name = "ALGORITHM", default_value_t = fox_cli::JoinArg::Auto, help = fox_cli::JoinArg::HELP)]
+    join: fox_cli::JoinArg,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -105,6 +107,7 @@ fn main() -> ExitCode {
     if !notice.is_empty() {
         eprint!("fox: {notice}");
     }
+    session.set_join(a.join.choice());
     // Ctrl-C sets the session's token: the query under way stops, and the session goes on.
     interrupt::install(&session.cancel_token(), None);
     let code = if interactive {

@@ -77,6 +77,48 @@ enum Cmd {
     /// median time, its split into building the trie and joining, edges per second, and
     /// the peak memory. The run fails when the systems disagree on the count.
     Clique(CliqueArgs),
+    /// Compare the equi-join algorithms on two generated relations: per size, the time of
+    /// the join forced to each algorithm (merge, hash, inl; nl only up to --nl-max) and of
+    /// auto, the fastest, and the algorithm auto picked. The run fails when the
+    /// algorithms disagree on the join's size.
+    Joins(JoinsArgs),
+}
+
+#[derive(Args)]
+struct JoinsArgs {
+    /// log2 of the rows of the probing relation `r`, one run per size (4..=30; default
+    /// 20,22,24,26 on the GPU, 12,14,16 on the CPU).
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(4..=30))]
+    sizes: Vec<u32>,
+    /// The building relation `s` has 2^-RATIO as many rows as `r` (its keys are distinct).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(0..=20))]
+    ratio: u32,
+    /// The percentage of `r`'s rows whose key occurs in `s`.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(0..=100))]
+    match_rate: u32,
+    /// The Zipf exponent of `r`'s matching keys over `s`'s (0: uniform).
+    #[arg(long, default_value_t = 0.0)]
+    zipf: f64,
+    /// Join keys: 1 (one int column) or 2 (two int columns).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=2))]
+    keys: u32,
+    /// The algorithms to run, e.g. merge,hash (default: all of auto, merge, hash, inl, nl).
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "ALGORITHM")]
+    join: Vec<fox_cli::JoinArg>,
+    /// The nested loop runs only where `r` has at most 2^NL_MAX rows (it compares every
+    /// pair).
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(0..=30))]
+    nl_max: u32,
+    /// Where the joins run: auto (the GPU when one is usable, otherwise the CPU; the
+    /// choice is printed), gpu, cpu.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    backend: BackendChoice,
+    /// Timed runs per algorithm after one untimed run; the median is reported.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeat: u32,
+    /// Seed of the random data.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 #[derive(Args)]
@@ -167,6 +209,8 @@ struct TpchArgs {
     /// launch waited for) and write its kernel table to FILE.
     #[arg(long, value_name = "FILE")]
     profile: Option<PathBuf>,
+    #[arg(long, value_enum, value_name = "ALGORITHM", default_value_t = fox_cli::JoinArg::Auto, help = fox_cli::JoinArg::HELP)]
+    join: fox_cli::JoinArg,
 }
 
 #[derive(Args)]
@@ -250,6 +294,7 @@ fn main() -> ExitCode {
         Cmd::Tpch(a) => tpch(a, progress),
         Cmd::TpchGen(a) => tpch_gen(a, progress),
         Cmd::Clique(a) => clique(a, progress),
+        Cmd::Joins(a) => joins(a, progress),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
@@ -1065,7 +1110,10 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
         anyhow::bail!("--check-sf1 compares with the answers at scale factor 1: use --sf 1");
     }
     let mut backend = Dev::open(a.backend)?.into_backend();
-    let programs = t::compile_programs(&a.dir, &queries)?;
+    let mut programs = t::compile_programs(&a.dir, &queries)?;
+    for (_, program, _) in &mut programs {
+        program.join = a.join.choice();
+    }
     let (source, scale) = match (&a.data, a.sf) {
         (Some(d), _) => (fox_runtime::DataSource::Files(d.clone()), d.display().to_string()),
         (None, Some(sf)) => (fox_runtime::DataSource::Tpch(sf), format!("{sf}")),
@@ -1544,6 +1592,206 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
     if counts.windows(2).any(|w| w[0] != w[1]) {
         anyhow::bail!("the systems disagree on the count: {counts:?}");
     }
+    Ok(())
+}
+
+/// The program `foxbench joins` runs: the count of the join of `r` and `s` on `keys` int
+/// columns.
+fn joins_program(keys: u32) -> String {
+    let (cols, decl, vars) = if keys == 1 {
+        ("k", "int(k)", "k")
+    } else {
+        ("k, l", "int(k), int(l)", "k, l")
+    };
+    format!(
+        "r(a, {cols}) -> int(a), {decl}.\ns(b, {cols}) -> int(b), {decl}.\n.input r.\n.input s.\n\
+         n[] = c <- agg<<c = count()>> r(_, {vars}), s(_, {vars}).\n.output n.\n"
+    )
+}
+
+/// The key of row `i` of `r` (`nr` rows) over `s`'s `ns` distinct keys `0..ns`: in `s` for
+/// `match_rate` percent of the rows, Zipf-distributed with exponent `zipf` (small keys
+/// most often), else a key `s` lacks.
+fn r_key(x: u64, ns: u64, match_rate: u32, zipf: f64) -> u64 {
+    let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+    if (x % 100) as u32 >= match_rate || ns == 0 {
+        return ns + (x >> 7) % (ns + 1);
+    }
+    let d = ns as f64;
+    let rank = if zipf <= 0.0 {
+        u * d
+    } else if (zipf - 1.0).abs() < 1e-9 {
+        d.powf(u) - 1.0
+    } else {
+        let e = 1.0 - zipf;
+        ((d.powf(e) - 1.0) * u + 1.0).powf(1.0 / e) - 1.0
+    };
+    (rank as u64).min(ns - 1)
+}
+
+/// The name `--join` gives the algorithm of the first join of a physical plan.
+fn join_algorithm(phys: &fox_phys::PhysPlan) -> &'static str {
+    for b in &phys.ra.blocks {
+        for st in &b.stmts {
+            if let fox_ra::Stmt::Let {
+                dst,
+                op: fox_ra::Op::Join { .. },
+                ..
+            } = st
+            {
+                return match phys.node(*dst).algorithm {
+                    fox_phys::Algorithm::Hash { .. } => "hash",
+                    fox_phys::Algorithm::IndexNestedLoop { .. } => "inl",
+                    fox_phys::Algorithm::NestedLoop => "nl",
+                    fox_phys::Algorithm::Band(_) => "band",
+                    _ => "merge",
+                };
+            }
+        }
+    }
+    "none"
+}
+
+fn joins(a: &JoinsArgs, progress: bool) -> anyhow::Result<()> {
+    use fox_cli::JoinArg;
+    let mut dev = Dev::open(a.backend)?;
+    let gpu = dev.is_gpu();
+    let sizes: Vec<u32> = match (&a.sizes[..], gpu) {
+        ([], true) => vec![20, 22, 24, 26],
+        ([], false) => vec![12, 14, 16],
+        (s, _) => s.to_vec(),
+    };
+    let algs: Vec<JoinArg> = if a.join.is_empty() {
+        vec![JoinArg::Merge, JoinArg::Hash, JoinArg::Inl, JoinArg::Nl, JoinArg::Auto]
+    } else {
+        a.join.clone()
+    };
+    let dir = std::env::temp_dir().join(format!("foxbench-joins-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    let _cleanup = fox_runtime::tempfiles::register(&dir);
+    let prog_path = dir.join("joins.logic");
+    std::fs::write(&prog_path, joins_program(a.keys))?;
+    let Some(mut program) = fox_cli::compile_program(&[prog_path], false, "foxbench", &fox_ra::PlanOptions::default())?
+    else {
+        anyhow::bail!("the join program does not compile");
+    };
+    let wanted = program.inputs()?;
+    let name = |j: JoinArg| j.choice().name();
+    let mut table = String::new();
+    let _ = write!(
+        table,
+        "{:>10} {:>10} {:>4} {:>6} {:>5}",
+        "rows r", "rows s", "keys", "match", "zipf"
+    );
+    for &j in &algs {
+        let _ = write!(table, " {:>10}", format!("{} ms", name(j)));
+    }
+    let _ = writeln!(table, " {:>7} {:>11} {:>12}", "winner", "auto picked", "pairs");
+    let spinner = Spinner::new(progress, "generating the relations");
+    for &log2 in &sizes {
+        let nr = 1u64 << log2;
+        let ns = (nr >> a.ratio).max(1);
+        spinner.set(format!("generating r ({nr} rows) and s ({ns} rows)"));
+        let split = |k: u64| {
+            if a.keys == 1 {
+                format!("{k}")
+            } else {
+                format!("{},{}", k >> 6, k & 63)
+            }
+        };
+        let seed = a.seed ^ u64::from(log2);
+        let rkeys = random(nr as usize, seed, |x| r_key(x, ns, a.match_rate, a.zipf));
+        let mut text = String::with_capacity(nr as usize * 16);
+        for (i, k) in rkeys.iter().enumerate() {
+            let _ = writeln!(text, "{i},{}", split(*k));
+        }
+        std::fs::write(dir.join("r.csv"), &text)?;
+        // `s`: every key of 0..ns once, in a random order.
+        let order = random(ns as usize, seed ^ 0x5eed, |x| x);
+        let mut perm: Vec<u64> = (0..ns).collect();
+        perm.sort_by_key(|&i| order[i as usize]);
+        text.clear();
+        for (i, k) in perm.iter().enumerate() {
+            let _ = writeln!(text, "{i},{}", split(*k));
+        }
+        std::fs::write(dir.join("s.csv"), &text)?;
+        let load = || fox_runtime::LoadedInputs::load(&dir, &wanted, None, None).map_err(|e| anyhow::anyhow!("{e}"));
+        let stats = load()?.statistics();
+        program.join = fox_phys::JoinChoice::Auto;
+        let (phys, _) =
+            fox_cli::plan_physical_with(&program.ra, &stats, &fox_kernel::LowerOptions::default(), program.join)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let picked = join_algorithm(&phys);
+        let mut times: Vec<Option<f64>> = Vec::new();
+        let mut pairs: Option<String> = None;
+        for &j in &algs {
+            if j == JoinArg::Nl && log2 > a.nl_max {
+                times.push(None);
+                continue;
+            }
+            program.join = j.choice();
+            let plan = program.kernel_plan(&stats, &fox_kernel::LowerOptions::default())?;
+            let mut ms = Vec::new();
+            for run in 0..=a.repeat {
+                spinner.set(format!("2^{log2} rows, {}: run {run} of {}", name(j), a.repeat));
+                let opts = fox_runtime::RunOptions::default();
+                let r = fox_runtime::run_loaded(&plan, dev.backend(), &opts, load()?)
+                    .map_err(|e| anyhow::anyhow!("--join {}: {e}", name(j)))?;
+                let count = r
+                    .outputs
+                    .first()
+                    .and_then(|t| t.rows().first().and_then(|row| row.first().map(|v| format!("{v:?}"))))
+                    .unwrap_or_else(|| "0".into());
+                match &pairs {
+                    None => pairs = Some(count),
+                    Some(p) if *p != count => anyhow::bail!(
+                        "2^{log2} rows: --join {} counts {}, the first algorithm {}",
+                        name(j),
+                        count.trim(),
+                        p.trim()
+                    ),
+                    _ => {}
+                }
+                if run > 0 {
+                    ms.push(r.stats.compute.as_secs_f64() * 1e3);
+                }
+            }
+            times.push(Some(median(&ms)));
+        }
+        let winner = algs
+            .iter()
+            .zip(&times)
+            .filter(|(j, _)| **j != JoinArg::Auto)
+            .filter_map(|(j, t)| t.map(|t| (t, name(*j))))
+            .min_by(|x, y| x.0.total_cmp(&y.0))
+            .map_or("-", |w| w.1);
+        let _ = write!(
+            table,
+            "{nr:>10} {ns:>10} {:>4} {:>5}% {:>5}",
+            a.keys, a.match_rate, a.zipf
+        );
+        for t in &times {
+            match t {
+                Some(t) => {
+                    let _ = write!(table, " {t:>10.2}");
+                }
+                None => {
+                    let _ = write!(table, " {:>10}", "-");
+                }
+            }
+        }
+        let count = pairs.as_deref().map_or("-".to_string(), |p| {
+            p.trim_start_matches("Int64(").trim_end_matches(')').to_string()
+        });
+        let _ = writeln!(table, " {winner:>7} {picked:>11} {count:>12}");
+    }
+    spinner.finish();
+    let _ = std::fs::remove_dir_all(&dir);
+    fox_cli::stdout::print(&format!(
+        "equi-joins on {} (compute time, median of {}):\n{table}",
+        dev.backend().name(),
+        plural(u64::from(a.repeat), "run")
+    ))?;
     Ok(())
 }
 

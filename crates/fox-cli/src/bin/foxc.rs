@@ -70,6 +70,8 @@ enum Command {
         /// without them.
         #[arg(long)]
         observe_rows: bool,
+        #[arg(long, value_enum, value_name = "ALGORITHM", default_value_t = fox_cli::JoinArg::Auto, help = fox_cli::JoinArg::HELP)]
+        join: fox_cli::JoinArg,
         /// Write the plan to this file: a regular file is replaced whole or not at all (a
         /// symbolic link is followed and kept), a device or FIFO is written into.
         #[arg(short, long, value_name = "PLAN.ron")]
@@ -122,11 +124,13 @@ fn main() -> ExitCode {
             disable_pass,
             after_pass,
             observe_rows,
+            join,
             ..
         } => {
             let passes = fox_phys::Options {
                 disabled: disable_pass,
                 stop_after: after_pass,
+                join: join.choice(),
             };
             let lowering = fox_kernel::LowerOptions { observe_rows };
             cmd_compile(&files, dialect, output.as_deref(), emit, &passes, &lowering, color)

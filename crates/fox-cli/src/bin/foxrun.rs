@@ -99,6 +99,8 @@ struct Cli {
     /// out-of-memory error naming the rule and the sizes.
     #[arg(long, value_name = "SIZE", value_parser = fox_cli::parse_memory_size)]
     memory_limit: Option<u64>,
+    #[arg(long, value_enum, value_name = "ALGORITHM", default_value_t = fox_cli::JoinArg::Auto, help = fox_cli::JoinArg::HELP)]
+    join: fox_cli::JoinArg,
     /// Print the statistics of the program's inputs on standard output instead of running
     /// it: per input relation its rows, and per column its type, its number of distinct
     /// values (exact up to 256, estimated beyond), its least and greatest values and
@@ -234,6 +236,9 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
     let mut observer = spinner(progress && source.is_none());
     let watch = |o: &Arc<RunProgress>| progress.then(|| o.clone() as Arc<dyn fox_runtime::RunObserver>);
     let is_plan = cli.files.iter().any(|f| f.extension().is_some_and(|e| e == "ron"));
+    if is_plan && cli.join != fox_cli::JoinArg::Auto {
+        anyhow::bail!("--join chooses the algorithms of a program's plan; a PLAN.ron's are already chosen");
+    }
     // A program is planned after its inputs are loaded, with their statistics; a compiled
     // plan reads its inputs as it runs (or from the data generated for it).
     let mut souffle = None;
@@ -294,8 +299,9 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         }
         let plan = match program {
             Program::Plan(plan) => plan,
-            Program::Compiled(program) => {
+            Program::Compiled(mut program) => {
                 souffle = program.souffle.clone();
+                program.join = cli.join.choice();
                 program.kernel_plan(
                     &stats,
                     &fox_kernel::LowerOptions {

@@ -631,9 +631,15 @@ fn mutate_params(plan: &KernelPlan, rng: &mut Rng) -> KernelPlan {
                         [AggFunc::Sum, AggFunc::Count, AggFunc::Min, AggFunc::Max, AggFunc::Avg][rng.below(5)];
                 }
             }
-            Kernel::JoinCount { nkeys } | Kernel::JoinWrite { nkeys } | Kernel::MatchFlags { nkeys, .. } => {
-                *nkeys = edge_count(*nkeys, rng)
-            }
+            Kernel::JoinCount { nkeys }
+            | Kernel::JoinWrite { nkeys }
+            | Kernel::MatchFlags { nkeys, .. }
+            | Kernel::HashBuild { nkeys }
+            | Kernel::HashProbe { nkeys }
+            | Kernel::HashMatch { nkeys, .. }
+            | Kernel::NestedLoopCount { nkeys }
+            | Kernel::NestedLoopWrite { nkeys }
+            | Kernel::NestedLoopMatch { nkeys, .. } => *nkeys = edge_count(*nkeys, rng),
             Kernel::MergeUnion { width } => *width = edge_count(*width, rng),
             Kernel::Concat { parts, width } => std::mem::swap(parts, width),
             Kernel::SortPerm { desc, by_rank } => {

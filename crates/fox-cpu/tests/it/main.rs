@@ -5,5 +5,6 @@
 
 mod common;
 mod eval;
+mod hash;
 mod kernels;
 mod memory;

@@ -1,7 +1,8 @@
 //! Every program of `queries/` and `tests/programs/` on the CPU and the GPU backend through
 //! `fox_runtime::run`: the outputs, written as CSV, must be byte-identical. Programs whose
 //! data is absent must fail the same way on both. Graph queries also run on a generated
-//! graph larger than the shipped one.
+//! graph larger than the shipped one. The programs of `tests/programs` run again with
+//! every equi-join forced to each algorithm (`--join`).
 
 use fox_cpu::CpuBackend;
 use fox_cuda::testing::{gpu, Rng};
@@ -14,8 +15,9 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The kernel plan of a program, or why there is none.
-fn plan_of(path: &Path) -> Result<KernelPlan, String> {
+/// The kernel plan of a program with every equi-join's algorithm forced by `join`
+/// (`Auto`: chosen by the cost model), or why there is none.
+fn plan_forced(path: &Path, join: fox_phys::JoinChoice) -> Result<KernelPlan, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let (ast, diags) = fox_syntax::parse(&text);
     if diags.iter().any(|d| d.is_error()) {
@@ -24,7 +26,13 @@ fn plan_of(path: &Path) -> Result<KernelPlan, String> {
     let (core, _) = fox_sema::check(&ast);
     let core = core.ok_or_else(|| format!("{}: type errors", path.display()))?;
     let ra = fox_ra::plan(&core).map_err(|e| format!("{}: {e}", path.display()))?;
-    fox_kernel::lower(&ra).map_err(|e| format!("{}: {e}", path.display()))
+    let opts = fox_phys::Options {
+        join,
+        ..Default::default()
+    };
+    let phys =
+        fox_phys::run(ra, &fox_phys::Statistics::none(), &opts).map_err(|e| format!("{}: {e}", path.display()))?;
+    fox_kernel::lower_physical(&phys).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn programs(dir: &str) -> Vec<PathBuf> {
@@ -71,7 +79,18 @@ fn check(gpu: &mut dyn Backend, program: &Path, data: &Path) -> bool {
 
 /// [`check`] with a memory limit for the runs (multi-way joins then expand in rounds).
 fn check_with(gpu: &mut dyn Backend, program: &Path, data: &Path, memory_limit: Option<u64>) -> bool {
-    let plan = match plan_of(program) {
+    check_forced(gpu, program, data, memory_limit, fox_phys::JoinChoice::Auto)
+}
+
+/// [`check_with`] with every equi-join's algorithm forced by `join`.
+fn check_forced(
+    gpu: &mut dyn Backend,
+    program: &Path,
+    data: &Path,
+    memory_limit: Option<u64>,
+    join: fox_phys::JoinChoice,
+) -> bool {
+    let plan = match plan_forced(program, join) {
         Ok(p) => p,
         Err(e) => panic!("{e}"),
     };
@@ -84,10 +103,11 @@ fn check_with(gpu: &mut dyn Backend, program: &Path, data: &Path, memory_limit: 
     let want = run(&plan, &mut CpuBackend::new(), &opts);
     let got = run(&plan, gpu, &opts);
     let what = format!(
-        "{} with data {}{}",
+        "{} with data {}{}, --join {}",
         program.display(),
         data.display(),
-        memory_limit.map_or(String::new(), |m| format!(", memory limit {m}"))
+        memory_limit.map_or(String::new(), |m| format!(", memory limit {m}")),
+        join.name()
     );
     match (want, got) {
         (Ok(w), Ok(g)) => {
@@ -188,7 +208,22 @@ fn clique_counts_on_rmat_graphs_match_the_cpu() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The programs of `tests/programs` with every equi-join forced to each algorithm (hash,
+/// index nested-loop and nested-loop joins in whole plans, not only kernel by kernel).
+fn forced_joins_match_the_cpu() {
+    let mut gpu = gpu("forced_joins_match_the_cpu");
+    let data = root().join("tests/programs/data");
+    for join in fox_phys::JoinChoice::ALL {
+        let mut ran = 0;
+        for p in programs("tests/programs") {
+            ran += usize::from(check_forced(&mut gpu, &p, &data, None, join));
+        }
+        assert!(ran > 0, "--join {}: no program produced outputs", join.name());
+    }
+}
+
 tests![
+    Gpu forced_joins_match_the_cpu,
     Gpu test_programs_match_the_cpu,
     Gpu queries_match_the_cpu,
     Gpu clique_counts_on_rmat_graphs_match_the_cpu,

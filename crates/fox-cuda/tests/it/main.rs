@@ -38,6 +38,7 @@ mod end_to_end;
 mod eval;
 mod fused;
 mod harness;
+mod hash;
 mod joins;
 mod movement;
 mod primitives;
@@ -51,6 +52,7 @@ const MODULES: &[(&str, &[Test])] = &[
     ("eval", eval::TESTS),
     ("fused", fused::TESTS),
     ("harness", harness::TESTS),
+    ("hash", hash::TESTS),
     ("joins", joins::TESTS),
     ("movement", movement::TESTS),
     ("primitives", primitives::TESTS),

@@ -22,6 +22,7 @@ use crate::sig::kernel_outputs;
 mod aggregate;
 mod band;
 mod expr;
+mod hash;
 mod joins;
 mod multijoin;
 mod order;
@@ -807,6 +808,15 @@ impl<'a> Lower<'a> {
                 Some(Algorithm::Band(band)) => {
                     self.band_join(*left, *right, left_keys, right_keys, band, output, columns)
                 }
+                Some(Algorithm::Hash { build }) => {
+                    let how = hash::Search::Hash;
+                    self.searched_join(how, *left, *right, left_keys, right_keys, *build, output, columns)
+                }
+                Some(Algorithm::IndexNestedLoop { indexed }) => {
+                    let how = hash::Search::Index;
+                    self.searched_join(how, *left, *right, left_keys, right_keys, *indexed, output, columns)
+                }
+                Some(Algorithm::NestedLoop) => self.nested_join(*left, *right, left_keys, right_keys, output, columns),
                 _ => self.join(*left, *right, left_keys, right_keys, output, columns),
             },
             Op::SemiJoin {
@@ -814,17 +824,17 @@ impl<'a> Lower<'a> {
                 right,
                 left_keys,
                 right_keys,
-            } => self.semi_join(*left, *right, left_keys, right_keys, false, columns),
+            } => self.match_rows(*left, *right, left_keys, right_keys, false, columns),
             Op::AntiJoin {
                 left,
                 right,
                 left_keys,
                 right_keys,
-            } => self.semi_join(*left, *right, left_keys, right_keys, true, columns),
+            } => self.match_rows(*left, *right, left_keys, right_keys, true, columns),
             Op::Difference { left, right } => {
                 let l = self.temp(*left)?;
                 let all: Vec<usize> = (0..l.arity()).collect();
-                let v = self.semi_join(*left, *right, &all, &all, true, columns.clone())?;
+                let v = self.match_rows(*left, *right, &all, &all, true, columns.clone())?;
                 match self.tier_scans.get(right).copied() {
                     Some(r) => self.subtract_runs(v, r, &columns),
                     None => Ok(v),

@@ -17,6 +17,7 @@ fn phys(src: &str, disabled: &[&str]) -> PhysPlan {
     let opts = Options {
         disabled: disabled.iter().map(|s| s.to_string()).collect(),
         stop_after: None,
+        join: fox_phys::JoinChoice::Auto,
     };
     fox_phys::run(ra, &Statistics::none(), &opts).unwrap()
 }

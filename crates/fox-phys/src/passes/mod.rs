@@ -11,8 +11,8 @@
 
 mod estimate;
 mod fusion;
-mod join_selection;
-mod order;
+pub(crate) mod join_selection;
+pub(crate) mod order;
 mod partitioning;
 mod rounds;
 mod tiering;
@@ -59,6 +59,8 @@ pub struct Options {
     pub disabled: Vec<String>,
     /// Stop after this pass (the passes after it do not run).
     pub stop_after: Option<String>,
+    /// The algorithm of every equi-join (`--join`): `Auto` lets `join-selection` choose.
+    pub join: crate::ann::JoinChoice,
 }
 
 impl Options {
@@ -89,6 +91,7 @@ pub enum PhysError {
 pub fn run(ra: RaPlan, stats: &Statistics, opts: &Options) -> Result<PhysPlan, PhysError> {
     opts.check()?;
     let mut plan = PhysPlan::unannotated(ra);
+    plan.join = opts.join;
     for pass in PASSES {
         if !opts.disabled.iter().any(|d| d == pass.name()) {
             pass.run(&mut plan, stats)?;

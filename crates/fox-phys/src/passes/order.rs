@@ -24,6 +24,9 @@
 //!   order when it already began with the keys), restricted to the columns it outputs, and
 //!   unique when both sides are and it outputs every column of both; semi-joins,
 //!   anti-joins and differences have the left's order after its sort;
+//! - a band, hash or index nested-loop join has its probing side's order as it is (only
+//!   the searched side is sorted, on its keys, reusing its own sort first), a nested loop
+//!   its left side's; their matches keep the left's order unsorted;
 //! - an aggregation is sorted on its group keys (in the compared order), then every
 //!   other column, and unique; fused, on all its columns in order;
 //! - a multi-way join is sorted on the prefix of its variable order it outputs.
@@ -272,13 +275,23 @@ fn block(plan: &PhysPlan, b: &Block, out: &mut Vec<(TempId, OrderAnn, bool)>) {
             } => match (settled(left), settled(right)) {
                 (Some(l), Some(r)) => {
                     // The rows come in the order of the side whose rows drive the join: the
-                    // left, sorted on the keys, or a band join's probing side as it is.
-                    let probing = match &plan.node(*dst).algorithm {
+                    // left, sorted on the keys, or the probing side as it is (a band, hash
+                    // or index nested-loop join), or the left as it is (a nested loop).
+                    let algorithm = &plan.node(*dst).algorithm;
+                    let probing = match algorithm {
                         Algorithm::Band(b) if b.sorted == Side::Left => Some((r.clone(), Side::Right)),
                         Algorithm::Band(_) => Some((l.clone(), Side::Left)),
-                        _ => None,
+                        _ => probing_side(algorithm).map(|side| match side {
+                            Side::Left => (l.clone(), Side::Left),
+                            Side::Right => (r.clone(), Side::Right),
+                        }),
                     };
-                    let (l, r, perm) = sort_sides(l, left_keys, r, right_keys);
+                    let (l, r, perm) = match algorithm {
+                        Algorithm::Hash { .. } | Algorithm::IndexNestedLoop { .. } | Algorithm::NestedLoop => {
+                            searched_sides(algorithm, l, left_keys, r, right_keys)
+                        }
+                        _ => sort_sides(l, left_keys, r, right_keys),
+                    };
                     key_perm = perm;
                     let (lead, lead_side) = match &probing {
                         Some((v, side)) => (v, *side),
@@ -319,7 +332,7 @@ fn block(plan: &PhysPlan, b: &Block, out: &mut Vec<(TempId, OrderAnn, bool)>) {
                 right_keys,
             } => match (settled(left), settled(right)) {
                 (Some(l), Some(r)) => {
-                    let (l, perm) = match_sides(l, left_keys, r, right_keys);
+                    let (l, perm) = match_sides(&plan.node(*dst).algorithm, l, left_keys, r, right_keys);
                     key_perm = perm;
                     Some(l.with_types(types.clone()))
                 }
@@ -328,7 +341,7 @@ fn block(plan: &PhysPlan, b: &Block, out: &mut Vec<(TempId, OrderAnn, bool)>) {
             Op::Difference { left, right } => match (settled(left), settled(right)) {
                 (Some(l), Some(r)) => {
                     let all: Vec<usize> = (0..l.arity()).collect();
-                    let (l, perm) = match_sides(l, &all, r, &all);
+                    let (l, perm) = match_sides(&plan.node(*dst).algorithm, l, &all, r, &all);
                     key_perm = perm;
                     Some(l.with_types(types.clone()))
                 }
@@ -409,11 +422,80 @@ fn block(plan: &PhysPlan, b: &Block, out: &mut Vec<(TempId, OrderAnn, bool)>) {
     }
 }
 
-/// A semi-join's sides: the right reduced to its key columns, both sorted on the keys;
-/// the left as sorted, and the key order.
-fn match_sides(l: Val, lk: &[usize], r: Val, rk: &[usize]) -> (Val, Vec<usize>) {
+/// A semi-join's sides: the right reduced to its key columns, both sorted on the keys
+/// (a merge), or only the right (a hash or index nested-loop match), or neither (a nested
+/// loop); the left as the match leaves it, and the key order.
+fn match_sides(alg: &Algorithm, l: Val, lk: &[usize], r: Val, rk: &[usize]) -> (Val, Vec<usize>) {
     let r = if rk.is_empty() { r } else { r.project(rk) };
     let rk: Vec<usize> = (0..rk.len()).collect();
-    let (l, _, perm) = sort_sides(l, lk, r, &rk);
+    let (l, _, perm) = match alg {
+        Algorithm::Hash { .. } | Algorithm::IndexNestedLoop { .. } | Algorithm::NestedLoop => {
+            searched_sides(alg, l, lk, r, &rk)
+        }
+        _ => sort_sides(l, lk, r, &rk),
+    };
     (l, perm)
+}
+
+/// The side whose rows drive a hash, index nested-loop or nested-loop join, kept in its
+/// order: the probing side, or the left of a nested loop. `None` for other algorithms.
+pub(crate) fn probing_side(alg: &Algorithm) -> Option<Side> {
+    match alg {
+        Algorithm::Hash { build: s } | Algorithm::IndexNestedLoop { indexed: s } => Some(match s {
+            Side::Left => Side::Right,
+            Side::Right => Side::Left,
+        }),
+        Algorithm::NestedLoop => Some(Side::Left),
+        _ => None,
+    }
+}
+
+/// The sides of a hash or index nested-loop join: the built (indexed) side sorted on its
+/// keys in an order that reuses its own existing sort first, the probing side as it is;
+/// a nested loop sorts neither. Returns the sides and the key order.
+fn searched_sides(alg: &Algorithm, l: Val, lk: &[usize], r: Val, rk: &[usize]) -> (Val, Val, Vec<usize>) {
+    let searched = match alg {
+        Algorithm::Hash { build: s } | Algorithm::IndexNestedLoop { indexed: s } => *s,
+        _ => return (l, r, (0..lk.len()).collect()),
+    };
+    if lk.is_empty() {
+        return (l, r, Vec::new());
+    }
+    match searched {
+        Side::Left => {
+            let perm = key_order(&l, lk, &l, lk);
+            let l = l.sort_code(&asc(perm.iter().map(|&i| lk[i])));
+            (l, r, perm)
+        }
+        Side::Right => {
+            let perm = key_order(&r, rk, &r, rk);
+            let r = r.sort_code(&asc(perm.iter().map(|&i| rk[i])));
+            (l, r, perm)
+        }
+    }
+}
+
+/// Whether a value of order `o` (columns of `types`) is sorted in code order on the
+/// columns `keys`, in some order of them, ascending.
+pub(crate) fn sorted_on(o: &Order, types: &[Type], keys: &[usize]) -> bool {
+    let s = o.code_sorted(types);
+    let n = keys.len();
+    n > 0
+        && s.len() >= n
+        && s[..n].iter().all(|k| !k.desc && keys.contains(&k.col))
+        && (0..n).all(|i| !s[..i].iter().any(|k| k.col == s[i].col))
+}
+
+/// The order every result of `plan` has with the algorithms chosen so far (what
+/// `join-selection` judges sides by before this pass runs), indexed by temp.
+pub(crate) fn provisional(plan: &PhysPlan) -> Vec<Option<Order>> {
+    let mut out = Vec::new();
+    for b in &plan.ra.blocks {
+        block(plan, b, &mut out);
+    }
+    let mut orders = vec![None; plan.ra.temps.len()];
+    for (t, ann, _) in out {
+        orders[t.0 as usize] = Some(ann.provides);
+    }
+    orders
 }

@@ -72,12 +72,19 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                     | (Algorithm::Lftj { .. }, Op::MultiJoin { .. })
                     | (Algorithm::Band(_), Op::Join { .. })
                     | (Algorithm::Aggregate(_), Op::Aggregate { .. })
+                    | (
+                        Algorithm::Hash { .. } | Algorithm::IndexNestedLoop { .. } | Algorithm::NestedLoop,
+                        Op::Join { .. } | Op::SemiJoin { .. } | Op::AntiJoin { .. } | Op::Difference { .. },
+                    )
             );
             if !ok {
                 return Err(format!(
                     "t{} has the algorithm {:?}, which its operator does not have",
                     t.0, n.algorithm
                 ));
+            }
+            if let Some(msg) = searched_join(ra, t, &n.algorithm, op) {
+                return Err(msg);
             }
             if let (Algorithm::Band(band), Op::Join { left, right, .. }) = (&n.algorithm, op) {
                 let sole_select = matches!(readers.get(&t).map(Vec::as_slice), Some([Some((_, Op::Select { .. }))]));
@@ -295,4 +302,30 @@ fn check_levels(
         }
     }
     Ok(())
+}
+
+/// Why a hash, index nested-loop or nested-loop operator contradicts its inputs: it needs
+/// keys (a difference: columns), and a semi-join, anti-join or difference builds or
+/// indexes its right side.
+fn searched_join(ra: &fox_ra::RaPlan, t: TempId, alg: &Algorithm, op: &Op) -> Option<String> {
+    let side = match alg {
+        Algorithm::Hash { build: s } | Algorithm::IndexNestedLoop { indexed: s } => Some(*s),
+        Algorithm::NestedLoop => None,
+        _ => return None,
+    };
+    let nkeys = match op {
+        Op::Join { left_keys, .. } | Op::SemiJoin { left_keys, .. } | Op::AntiJoin { left_keys, .. } => left_keys.len(),
+        Op::Difference { left, .. } => ra.temps.get(left.0 as usize).map_or(0, |s| s.columns.len()),
+        _ => return None,
+    };
+    if nkeys == 0 {
+        return Some(format!("t{} is an equi-join by {alg:?} without keys", t.0));
+    }
+    if !matches!(op, Op::Join { .. }) && side == Some(fox_ra::Side::Left) {
+        return Some(format!(
+            "t{} matches by {alg:?}, but a match searches its right side",
+            t.0
+        ));
+    }
+    None
 }

@@ -15,6 +15,7 @@ pub fn phys_after(src: &str, last: Option<&str>, stats: &Statistics) -> PhysPlan
     let opts = Options {
         disabled: Vec::new(),
         stop_after: last.map(str::to_string),
+        join: fox_phys::JoinChoice::Auto,
     };
     fox_phys::run(ra(src), stats, &opts).unwrap()
 }
@@ -29,6 +30,7 @@ pub fn before_after(src: &str, pass: &str, stats: &Statistics) -> String {
             &Options {
                 disabled: fox_phys::pass_names().iter().map(|s| s.to_string()).collect(),
                 stop_after: None,
+                join: fox_phys::JoinChoice::Auto,
             },
         )
         .unwrap(),

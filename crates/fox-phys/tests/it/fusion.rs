@@ -47,6 +47,7 @@ fn disabled_nothing_is_fused() {
     let opts = fox_phys::Options {
         disabled: vec!["fusion".into()],
         stop_after: None,
+        join: fox_phys::JoinChoice::Auto,
     };
     let p = fox_phys::run(ra(&src), &Statistics::none(), &opts).unwrap();
     assert!(p

@@ -78,6 +78,7 @@ fn disabled_no_order_is_known() {
     let opts = fox_phys::Options {
         disabled: vec!["order".into()],
         stop_after: None,
+        join: fox_phys::JoinChoice::Auto,
     };
     let p = fox_phys::run(ra(&src), &Statistics::none(), &opts).unwrap();
     assert!(p.nodes.iter().all(|n| n.order.is_none()));

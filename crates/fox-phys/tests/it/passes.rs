@@ -32,10 +32,12 @@ fn an_unknown_pass_is_an_error_naming_the_passes() {
         Options {
             disabled: vec!["fusoin".into()],
             stop_after: None,
+            join: fox_phys::JoinChoice::Auto,
         },
         Options {
             disabled: Vec::new(),
             stop_after: Some("fusoin".into()),
+            join: fox_phys::JoinChoice::Auto,
         },
     ] {
         let e = fox_phys::run(ra(SRC), &Statistics::none(), &opts).unwrap_err();
@@ -52,6 +54,7 @@ fn a_disabled_pass_does_not_run_and_the_others_do() {
     let opts = Options {
         disabled: vec!["estimate".into()],
         stop_after: None,
+        join: fox_phys::JoinChoice::Auto,
     };
     let p = fox_phys::run(ra(SRC), &Statistics::none(), &opts).unwrap();
     assert_eq!(
@@ -96,7 +99,7 @@ fn tiering_keeps_the_relations_loops_merge_into_in_runs() {
     );
     let opts = Options {
         disabled: vec!["tiering".into()],
-        stop_after: None,
+        ..Options::default()
     };
     let p = fox_phys::run(ra(src), &Statistics::none(), &opts).unwrap();
     assert!(p.tiers.iter().all(Option::is_none));

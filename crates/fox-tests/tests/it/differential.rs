@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::differential;
+use common::{differential, differential_with};
 use fox_tests::gen::{case, typed_rows, GenOptions, Rng};
 use fox_tests::{compile, Inputs};
 use std::path::{Path, PathBuf};
@@ -29,10 +29,21 @@ fn random_inputs(source: &str, seed: u64, domain: usize) -> Inputs {
 
 /// Runs `source` on the inputs of several seeds and collects the failures.
 fn check_with_random_data(what: &str, source: &str, seeds: std::ops::Range<u64>, domain: usize) -> Vec<String> {
+    check_forced(what, source, seeds, domain, fox_phys::JoinChoice::Auto)
+}
+
+/// [`check_with_random_data`] with every equi-join's algorithm forced by `join`.
+fn check_forced(
+    what: &str,
+    source: &str,
+    seeds: std::ops::Range<u64>,
+    domain: usize,
+    join: fox_phys::JoinChoice,
+) -> Vec<String> {
     let mut failures = Vec::new();
     for seed in seeds {
         let inputs = random_inputs(source, seed, domain);
-        if let Err(e) = differential(source, &inputs) {
+        if let Err(e) = differential_with(source, &inputs, join) {
             let mut data = String::new();
             for (name, rows) in &inputs {
                 data.push_str(&format!(
@@ -41,7 +52,10 @@ fn check_with_random_data(what: &str, source: &str, seeds: std::ops::Range<u64>,
                     fox_tests::data::file_text(rows, ",")
                 ));
             }
-            failures.push(format!("{what}, data seed {seed}:\n{e}\n--- data ---\n{data}"));
+            failures.push(format!(
+                "{what}, join {}, data seed {seed}:\n{e}\n--- data ---\n{data}",
+                join.name()
+            ));
         }
     }
     failures
@@ -211,6 +225,27 @@ const TYPED: &[(&str, &str)] = &[
         .output price. .output wide. .output self. .output n."#,
     ),
     (
+        "equi-joins",
+        r#"a(x, k, s, f) -> int32(x), int64(k), string(s), float64(f).
+        b(y, k, s, p, d) -> int32(y), int64(k), string(s), decimal(p), date(d).
+        .input a. .input b.
+        j1(x, y) <- a(x, k, _, _), b(y, k, _, _, _).
+        j2(x, y, p) <- a(x, k, s, _), b(y, k, s, p, _).
+        j3(x, y) <- a(x, _, s, _), b(y, _, s, _, _), x != y.
+        j4(x, f) <- a(x, k, _, f), a(k2, _, _, f), k2 = k.
+        j5(x, d) <- a(x, k, _, _), b(k2, _, _, _, d), k2 = x, k < 3.
+        j6(x, y, z) <- a(x, k, _, _), b(y, k, s, _, _), a(z, _, s, _).
+        semi(x) <- a(x, k, _, _), b(_, k, _, _, _).
+        anti(x) <- a(x, k, s, _), !b(_, k, s, _, _).
+        same(x, k) <- a(x, k, _, _), b(x, k, _, _, _).
+        diff(x, k) <- a(x, k, _, _), !b(x, k, _, _, _).
+        band(x, y) <- a(x, k, _, _), b(y, k2, _, _, _), k2 >= k, k2 <= k + 1.
+        n[k] = c <- agg<<c = count()>> a(_, k, _, _), b(_, k, _, _, _).
+        s[] = t <- agg<<t = sum(f)>> a(_, k, _, f), b(_, k, _, _, _).
+        .output j1. .output j2. .output j3. .output j4. .output j5. .output j6. .output semi. .output anti.
+        .output same. .output diff. .output band. .output n. .output s."#,
+    ),
+    (
         "recursion",
         r#"e(a, b) -> int32(a), int32(b).
         .input e.
@@ -235,6 +270,28 @@ fn typed_programs_match_the_reference() {
     let mut failures = Vec::new();
     for (what, source) in TYPED {
         failures.extend(check_with_random_data(what, source, 0..6, 6));
+    }
+    report(failures);
+}
+
+/// Every equi-join, semi-join and anti-join forced to each algorithm (`--join`) gives the
+/// reference's answers, on the programs with the most joins.
+#[test]
+fn forced_join_algorithms_match_the_reference() {
+    let mut failures = Vec::new();
+    for join in fox_phys::JoinChoice::ALL {
+        for (what, source) in TYPED {
+            if [
+                "equi-joins",
+                "band joins",
+                "recursion",
+                "functional, disjunction, negation",
+            ]
+            .contains(what)
+            {
+                failures.extend(check_forced(what, source, 0..4, 6, join));
+            }
+        }
     }
     report(failures);
 }

@@ -65,8 +65,19 @@ pub struct Table {
 /// Plans, lowers and runs `prog` on the CPU backend with the inputs in `data_dir`. The
 /// kernel plan goes through its RON form first, as `foxrun plan.ron` would read it.
 pub fn run_engine(prog: &CoreProgram, data_dir: &Path) -> Result<Vec<Table>, String> {
+    run_engine_with(prog, data_dir, fox_phys::JoinChoice::Auto)
+}
+
+/// [`run_engine`] with every equi-join's algorithm forced by `join`.
+pub fn run_engine_with(prog: &CoreProgram, data_dir: &Path, join: fox_phys::JoinChoice) -> Result<Vec<Table>, String> {
     let ra = fox_ra::plan(prog).map_err(|e| format!("planning failed: {e}"))?;
-    let kp = fox_kernel::lower(&ra).map_err(|e| format!("lowering failed: {e}"))?;
+    let opts = fox_phys::Options {
+        join,
+        ..Default::default()
+    };
+    let phys = fox_phys::run(ra, &fox_phys::Statistics::none(), &opts)
+        .map_err(|e| format!("physical planning failed: {e}"))?;
+    let kp = fox_kernel::lower_physical(&phys).map_err(|e| format!("lowering failed: {e}"))?;
     fox_kernel::validate(&kp).map_err(|e| format!("the lowered plan is invalid: {e}"))?;
     let kp = fox_kernel::from_ron(&fox_kernel::to_ron(&kp)).map_err(|e| format!("the plan does not reload: {e}"))?;
     let mut backend = fox_cpu::CpuBackend::new();
@@ -146,11 +157,16 @@ pub fn compare(reference: &[RefTable], engine: &[Table]) -> Result<(), String> {
 /// reference reports an evaluation error (an overflow, a functional conflict), the
 /// engine must fail as well.
 pub fn differential(source: &str, inputs: &Inputs) -> Result<(), String> {
+    differential_with(source, inputs, fox_phys::JoinChoice::Auto)
+}
+
+/// [`differential`] with every equi-join's algorithm forced by `join`.
+pub fn differential_with(source: &str, inputs: &Inputs, join: fox_phys::JoinChoice) -> Result<(), String> {
     let prog = fox_tests::compile(source).map_err(|e| e.to_string())?;
     let reference = fox_tests::evaluate(&prog, inputs);
     let dir = TempDir::new("data");
     write_inputs(&dir.0, &prog, inputs)?;
-    let engine = run_engine(&prog, &dir.0);
+    let engine = run_engine_with(&prog, &dir.0, join);
     match (reference, engine) {
         (Ok(r), Ok(e)) => compare(&r, &e),
         (Err(EvalError::Compile(d)), _) => Err(d),
