@@ -8,6 +8,7 @@
 mod date;
 mod expr;
 mod fused;
+mod ineq;
 mod join;
 mod keys;
 pub mod lftj;
@@ -210,6 +211,8 @@ pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Re
         Kernel::IntersectCount { ways } => trie::intersect_count(args, *ways, stop).map(|c| vec![c]),
         Kernel::MinRange { ways } => trie::min_range(args, *ways),
         Kernel::BoundRange { nkeys, lower, upper } => trie::bound_range(args, *nkeys, *lower, *upper),
+        Kernel::IneqTree => ineq::ineq_tree(args),
+        Kernel::IneqRanges { lower, upper } => ineq::ineq_ranges(args, *lower, *upper),
     };
     res.map_err(|msg| BackendError(format!("kernel {}: {msg}", kernel.name())))
 }

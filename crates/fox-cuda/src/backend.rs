@@ -4,7 +4,7 @@
 
 use crate::compile::CompileStats;
 use crate::device::Gpu;
-use crate::{k_eval, k_fused, k_join, k_move, k_reduce, k_scan, k_sort, k_trie};
+use crate::{k_eval, k_fused, k_ineq, k_join, k_move, k_reduce, k_scan, k_sort, k_trie};
 use fox_kernel::Kernel;
 use fox_runtime::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};
 use std::time::Duration;
@@ -243,5 +243,7 @@ fn dispatch(
         Kernel::IntersectCount { ways } => k_trie::intersect_count(gpu, *ways, args),
         Kernel::MinRange { ways } => k_trie::min_range(gpu, *ways, args),
         Kernel::BoundRange { nkeys, lower, upper } => k_join::bound_range(gpu, *nkeys, *lower, *upper, args),
+        Kernel::IneqTree => k_ineq::ineq_tree(gpu, args),
+        Kernel::IneqRanges { lower, upper } => k_ineq::ineq_ranges(gpu, *lower, *upper, args),
     }
 }

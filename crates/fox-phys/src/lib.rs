@@ -17,7 +17,8 @@ pub mod print;
 pub mod stats;
 
 pub use ann::{
-    AggAlgorithm, Algorithm, Band, BandBound, Estimate, Expand, Level, Node, Order, OrderAnn, Partitioning, Rounds,
+    AggAlgorithm, Algorithm, Band, BandBound, BandInner, Estimate, Expand, Level, Node, Order, OrderAnn, Partitioning,
+    Rounds,
 };
 pub use hll::Hll;
 pub use passes::{pass_names, run, Options, Pass, PhysError, PASSES};
