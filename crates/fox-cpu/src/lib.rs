@@ -9,6 +9,7 @@ mod date;
 mod expr;
 mod fused;
 mod hash;
+mod ineq;
 mod join;
 mod keys;
 pub mod lftj;
@@ -219,6 +220,8 @@ pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Re
         Kernel::NestedLoopCount { nkeys } => nested::count(args, *nkeys).map(|c| vec![c]),
         Kernel::NestedLoopWrite { nkeys } => nested::write(args, *nkeys),
         Kernel::NestedLoopMatch { nkeys, anti } => nested::flags(args, *nkeys, *anti).map(|c| vec![c]),
+        Kernel::IneqTree => ineq::ineq_tree(args),
+        Kernel::IneqRanges { lower, upper } => ineq::ineq_ranges(args, *lower, *upper),
     };
     res.map_err(|msg| BackendError(format!("kernel {}: {msg}", kernel.name())))
 }

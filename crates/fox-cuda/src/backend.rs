@@ -4,7 +4,7 @@
 
 use crate::compile::CompileStats;
 use crate::device::Gpu;
-use crate::{k_eval, k_fused, k_join, k_move, k_reduce, k_scan, k_sort, k_trie};
+use crate::{k_eval, k_fused, k_ineq, k_join, k_move, k_reduce, k_scan, k_sort, k_trie};
 use fox_kernel::Kernel;
 use fox_runtime::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};
 use std::time::Duration;
@@ -250,5 +250,7 @@ fn dispatch(
         Kernel::NestedLoopCount { nkeys } => k_join::nested_loop_count(gpu, *nkeys, None, args),
         Kernel::NestedLoopWrite { nkeys } => k_join::nested_loop_write(gpu, *nkeys, args),
         Kernel::NestedLoopMatch { nkeys, anti } => k_join::nested_loop_count(gpu, *nkeys, Some(*anti), args),
+        Kernel::IneqTree => k_ineq::ineq_tree(gpu, args),
+        Kernel::IneqRanges { lower, upper } => k_ineq::ineq_ranges(gpu, *lower, *upper, args),
     }
 }

@@ -23,6 +23,7 @@ pub const MODULES: &[(&str, &str)] = &[
     ("join", include_str!("../../../kernels/join.cu")),
     ("reduce", include_str!("../../../kernels/reduce.cu")),
     ("trie", include_str!("../../../kernels/trie.cu")),
+    ("ineq", include_str!("../../../kernels/ineq.cu")),
 ];
 
 /// The text of `kernels/<name>.cu` as embedded.

@@ -13,6 +13,7 @@ pub mod compile;
 mod device;
 mod k_eval;
 mod k_fused;
+mod k_ineq;
 mod k_join;
 mod k_move;
 mod k_reduce;

@@ -504,6 +504,42 @@ pub enum Kernel {
     /// args: as [`Kernel::NestedLoopCount`]. outs: flags (U8) per left row: 1 when some
     /// right row has equal keys (`anti`: when none does).
     NestedLoopMatch { nkeys: usize, anti: bool },
+    /// The merge-sort tree of an inequality join's searched side over its second bounded
+    /// column. args: `d` (`I32` or `I64`, n rows: the second column in the order the side
+    /// is searched in). outs: `tree` (U32, length `n · ineq_levels(n)`): level `l` (at
+    /// `l · n`) holds, for each aligned block of `2^l` positions `j·2^l .. min((j+1)·2^l,
+    /// n)`, those positions ordered by `(d, position)`; level 0 is the identity. At most
+    /// `u32::MAX` entries (else an error naming the sizes).
+    IneqTree,
+    /// Per probing row, the ranges of an inequality join's tree that hold the positions
+    /// within the row's range of the first column and within its bounds on the second.
+    /// args: `d` (`I32` or `I64`, n rows), its `tree` (from [`Kernel::IneqTree`]), `lo`,
+    /// `hi` (U32, per probing row: a range of positions, `lo ≤ hi ≤ n`, from
+    /// [`Kernel::BoundRange`]), then the column of `lower` when it is set and that of
+    /// `upper` when it is set (`d`'s element type, per probing row); at least one bound.
+    /// outs: `lo`, `hi` (U32) and `row` (U32, the probing row of each range), length `rows
+    /// · 2 · ineq_levels(n)`: slot `s` of row `i` is at `i · 2L + s`. `lo .. hi` is split
+    /// into the fewest aligned blocks of the tree (at most two per level); the block of
+    /// level `l` starting at `lo`'s side is slot `l`, the one ending at `hi`'s side slot
+    /// `2L - 1 - l` (so the slots follow the positions), and each slot's range is the part
+    /// of its block (as indices into `tree`) whose `d` is `≥` the lower bound (`>` when
+    /// open) and `≤` the upper bound (`<` when open), bounds computed exactly (a column's
+    /// value plus the offset in 128 bits); unused slots and crossing bounds are empty
+    /// (`hi = lo`). At most `u32::MAX` ranges (else an error naming the sizes).
+    IneqRanges {
+        lower: Option<RangeBound>,
+        upper: Option<RangeBound>,
+    },
+}
+
+/// The number of levels of an inequality join's tree over `n` rows
+/// ([`Kernel::IneqTree`]): the least `L ≥ 1` with `2^(L-1) ≥ n`.
+pub fn ineq_levels(n: usize) -> usize {
+    let mut l = 1;
+    while (1usize << (l - 1)) < n {
+        l += 1;
+    }
+    l
 }
 
 /// One bound of a [`Kernel::BoundRange`]: a column plus a constant.
@@ -554,6 +590,8 @@ impl Kernel {
             Kernel::NestedLoopCount { .. } => "NestedLoopCount",
             Kernel::NestedLoopWrite { .. } => "NestedLoopWrite",
             Kernel::NestedLoopMatch { .. } => "NestedLoopMatch",
+            Kernel::IneqTree => "IneqTree",
+            Kernel::IneqRanges { .. } => "IneqRanges",
         }
     }
 }

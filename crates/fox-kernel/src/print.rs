@@ -221,6 +221,8 @@ pub fn op_name(k: &Kernel) -> &'static str {
         Kernel::NestedLoopWrite { .. } => "nested_loop_write",
         Kernel::NestedLoopMatch { anti: false, .. } => "nested_loop_match",
         Kernel::NestedLoopMatch { anti: true, .. } => "nested_loop_anti_match",
+        Kernel::IneqTree => "ineq_tree",
+        Kernel::IneqRanges { .. } => "ineq_ranges",
     }
 }
 
@@ -274,6 +276,7 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
         | Kernel::ExclusiveScan
         | Kernel::RootRange
         | Kernel::RangeCount
+        | Kernel::IneqTree
         | Kernel::Expand
         | Kernel::SortedSearch => op.into(),
         Kernel::Gather { shift } => {
@@ -357,17 +360,7 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
         Kernel::IntersectCount { ways } | Kernel::MinRange { ways } => format!("{op}[{}]", plural(*ways, "way")),
         Kernel::BoundRange { nkeys, lower, upper } => {
             // `bound_range[>= lo, < hi + 50]`: each bound's relation, column and offset.
-            let side = |b: &Option<RangeBound>, closed: &str, open: &str, col: &str| match b {
-                Some(b) => {
-                    let rel = if b.open { open } else { closed };
-                    match b.offset {
-                        0 => format!("{rel} {col}"),
-                        o if o < 0 => format!("{rel} {col} - {}", o.unsigned_abs()),
-                        o => format!("{rel} {col} + {o}"),
-                    }
-                }
-                None => "-".to_string(),
-            };
+            let side = bound_text;
             let keys = if *nkeys == 0 {
                 String::new()
             } else {
@@ -382,6 +375,26 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
                 side(upper, "<=", "<", "hi")
             )
         }
+        Kernel::IneqRanges { lower, upper } => format!(
+            "{op}[{}, {}]",
+            bound_text(lower, ">=", ">", "lo"),
+            bound_text(upper, "<=", "<", "hi")
+        ),
+    }
+}
+
+/// A bound of a bounded search as `>= lo + 5` (`-` without one).
+fn bound_text(b: &Option<RangeBound>, closed: &str, open: &str, col: &str) -> String {
+    match b {
+        Some(b) => {
+            let rel = if b.open { open } else { closed };
+            match b.offset {
+                0 => format!("{rel} {col}"),
+                o if o < 0 => format!("{rel} {col} - {}", o.unsigned_abs()),
+                o => format!("{rel} {col} + {o}"),
+            }
+        }
+        None => "-".to_string(),
     }
 }
 

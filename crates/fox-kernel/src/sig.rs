@@ -443,6 +443,30 @@ fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> 
             expect(k + 1, Elem::U64, "total")?;
             Ok(vec![Elem::U32, Elem::U32])
         }
+        Kernel::IneqTree => {
+            count(1)?;
+            if !matches!(args[0], Elem::I32 | Elem::I64) {
+                return Err(format!("the values are {}, not i32 or i64", args[0].name()));
+            }
+            Ok(vec![Elem::U32])
+        }
+        Kernel::IneqRanges { lower, upper } => {
+            let bounds = usize::from(lower.is_some()) + usize::from(upper.is_some());
+            if bounds == 0 {
+                return Err("an inequality join's ranges need a lower or an upper bound".into());
+            }
+            count(4 + bounds)?;
+            if !matches!(args[0], Elem::I32 | Elem::I64) {
+                return Err(format!("the values are {}, not i32 or i64", args[0].name()));
+            }
+            expect(1, Elem::U32, "tree")?;
+            expect(2, Elem::U32, "lo")?;
+            expect(3, Elem::U32, "hi")?;
+            for i in 0..bounds {
+                expect(4 + i, args[0], "bound")?;
+            }
+            Ok(vec![Elem::U32, Elem::U32, Elem::U32])
+        }
         Kernel::MinRange { ways } => {
             if *ways == 0 {
                 return Err("the smallest of no ranges".into());
@@ -630,6 +654,21 @@ pub fn check_lengths(kernel: &Kernel, lens: &[usize]) -> Result<(), String> {
         } => {
             equal(0..*nkeys, "the searched keys")?;
             equal(*nkeys..n, "the probing keys")
+        }
+        Kernel::IneqTree => Ok(()),
+        Kernel::IneqRanges { .. } => {
+            let rows = lens.first().copied().unwrap_or(0);
+            if lens
+                .get(1)
+                .is_some_and(|&t| Some(t) != rows.checked_mul(ineq_levels(rows)))
+            {
+                return Err(format!(
+                    "the tree has {} entries, not {} levels of the {rows} values",
+                    lens[1],
+                    ineq_levels(rows)
+                ));
+            }
+            equal(2..n, "the ranges and bounds")
         }
         Kernel::BoundRange { nkeys, .. } => {
             equal(0..nkeys + 1, "the searched keys and values")?;

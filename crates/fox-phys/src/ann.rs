@@ -264,6 +264,21 @@ pub struct Band {
     pub lower: Option<BandBound>,
     /// `col ≤ bound` (`<` when open).
     pub upper: Option<BandBound>,
+    /// An inequality join: a second column of the sorted side with its own bounds. The
+    /// join yields the pairs within the bounds of both columns, searched in a merge-sort
+    /// tree over the second column (`None`: a band join on `col` alone).
+    pub inner: Option<BandInner>,
+}
+
+/// The second bounded column of an inequality join (see [`Band::inner`]): a column of the
+/// sorted side other than [`Band::col`], with at least one bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BandInner {
+    pub col: usize,
+    /// `col ≥ bound` (`>` when open).
+    pub lower: Option<BandBound>,
+    /// `col ≤ bound` (`<` when open).
+    pub upper: Option<BandBound>,
 }
 
 /// One bound of a band join: a column of the probing side's input (of the bounded

@@ -7,7 +7,7 @@
 use fox_ra::{Expr, ExprKind, JoinCol, Side};
 use fox_sema::core::{ArithOp, CmpOp, Type, Value};
 
-use crate::ann::{Band, BandBound};
+use crate::ann::{Band, BandBound, BandInner};
 
 /// The band plan of a join with the output columns `output` read only by a select with
 /// predicate `pred` (over the join's output columns), or `None` when no conjunct of the
@@ -18,17 +18,21 @@ pub fn plan_band(output: &[JoinCol], pred: &Expr) -> Option<Band> {
     let mut conjuncts = Vec::new();
     flatten(pred, &mut conjuncts);
     // (side, col) of the bounded column → its first lower and upper bound.
-    let mut found: Vec<(Side, usize, Option<BandBound>, Option<BandBound>)> = Vec::new();
+    let mut found: Vec<Cand> = Vec::new();
     for c in conjuncts {
         let ExprKind::Cmp(op, a, b) = &c.kind else {
             continue;
         };
         // `t1 < t2` bounds both columns: each reading is a candidate.
         for (target, bound, op) in [(a, b, *op), (b, a, op.flipped())] {
-            let Some((side, col)) = bounded_column(output, target) else {
+            // `col + k OP bound` is `col OP bound - k`.
+            let Some((side, col, shift)) = bounded_column(output, target) else {
                 continue;
             };
             let Some((bcol, offset)) = bound_of(output, bound, target.ty, side) else {
+                continue;
+            };
+            let Some(offset) = offset.checked_sub(shift) else {
                 continue;
             };
             let (lower, upper) = match op {
@@ -60,7 +64,7 @@ pub fn plan_band(output: &[JoinCol], pred: &Expr) -> Option<Band> {
             }
         }
     }
-    let score = |f: &(Side, usize, Option<BandBound>, Option<BandBound>)| {
+    let score = |f: &Cand| {
         (
             usize::from(f.2.is_some()) + usize::from(f.3.is_some()),
             f.0 == Side::Right,
@@ -70,13 +74,53 @@ pub fn plan_band(output: &[JoinCol], pred: &Expr) -> Option<Band> {
         .iter()
         .filter(|f| f.2.is_some() || f.3.is_some())
         .max_by_key(|f| score(f))?;
-    Some(Band {
-        sorted: best.0,
-        col: best.1,
-        lower: best.2,
-        upper: best.3,
-    })
+    let band = |f: &Cand, inner: Option<BandInner>| Band {
+        sorted: f.0,
+        col: f.1,
+        lower: f.2,
+        upper: f.3,
+        inner,
+    };
+    // A window (a column bounded on both sides) is the band. Otherwise the best pair of
+    // columns of one side bounded once each, for an inequality join: bounds in opposite
+    // directions first (each removes the pairs the other keeps), then crossed ones (the
+    // interval-overlap shape `e2 > s1, s2 < e1`: each searched column is the other's
+    // bounding column's counterpart), then of the right side.
+    if score(best).0 == 2 {
+        return Some(band(best, None));
+    }
+    let half: Vec<&Cand> = found.iter().filter(|f| f.2.is_some() != f.3.is_some()).collect();
+    let mut pairs = Vec::new();
+    for (i, a) in half.iter().enumerate() {
+        for b in &half[i + 1..] {
+            if a.0 == b.0 {
+                pairs.push((*a, *b));
+            }
+        }
+    }
+    let pair_score = |(a, b): &(&Cand, &Cand)| {
+        let opposite = a.2.is_some() != b.2.is_some();
+        let bound_col = |f: &Cand| f.2.or(f.3).map_or(usize::MAX, |x| x.col);
+        let crossed = opposite && bound_col(a) == b.1 && bound_col(b) == a.1;
+        (opposite, crossed, a.0 == Side::Right)
+    };
+    // The first pair of the best score.
+    let Some(&(a, b)) = pairs.iter().rev().max_by_key(|p| pair_score(p)) else {
+        return Some(band(best, None));
+    };
+    Some(band(
+        a,
+        Some(BandInner {
+            col: b.1,
+            lower: b.2,
+            upper: b.3,
+        }),
+    ))
 }
+
+/// A bounded column (side, column of that side's input) and its first lower and upper
+/// bound.
+type Cand = (Side, usize, Option<BandBound>, Option<BandBound>);
 
 fn flatten<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
     match &e.kind {
@@ -91,11 +135,36 @@ fn searchable(t: Type) -> bool {
     matches!(t, Type::Int32 | Type::Int64 | Type::Date | Type::Decimal(_))
 }
 
-/// A bare column of the join's output, as (side, column of that side's input), when its
-/// type can be searched.
-fn bounded_column(output: &[JoinCol], e: &Expr) -> Option<(Side, usize)> {
-    match e.kind {
-        ExprKind::Col(c) if searchable(e.ty) => output.get(c).map(|jc| (jc.side, jc.col)),
+/// A column of the join's output plus or minus a constant, as (side, column of that
+/// side's input, the constant), when its type can be searched.
+fn bounded_column(output: &[JoinCol], e: &Expr) -> Option<(Side, usize, i64)> {
+    let column = |x: &Expr| match x.kind {
+        ExprKind::Col(c) if searchable(x.ty) && x.ty == e.ty => output.get(c).map(|jc| (jc.side, jc.col)),
+        _ => None,
+    };
+    match &e.kind {
+        ExprKind::Col(_) => column(e).map(|(s, c)| (s, c, 0)),
+        ExprKind::Arith(ArithOp::Add, x, y) => match (column(x), column(y)) {
+            (Some((s, c)), None) => constant(y, e.ty).map(|k| (s, c, k)),
+            (None, Some((s, c))) => constant(x, e.ty).map(|k| (s, c, k)),
+            _ => None,
+        },
+        ExprKind::Arith(ArithOp::Sub, x, y) => {
+            let (s, c) = column(x)?;
+            constant(y, e.ty).and_then(i64::checked_neg).map(|k| (s, c, k))
+        }
+        _ => None,
+    }
+}
+
+/// A constant of type `ty` in its storage unit.
+fn constant(x: &Expr, ty: Type) -> Option<i64> {
+    match (&x.kind, ty) {
+        (ExprKind::Const(Value::Int32(v)), Type::Int32 | Type::Int64 | Type::Date) => Some(i64::from(*v)),
+        (ExprKind::Const(Value::Int64(v)), Type::Int32 | Type::Int64 | Type::Date) => Some(*v),
+        (ExprKind::Const(Value::Decimal { unscaled, scale }), Type::Decimal(s)) if *scale == s => {
+            i64::try_from(*unscaled).ok()
+        }
         _ => None,
     }
 }
@@ -111,14 +180,7 @@ fn bound_of(output: &[JoinCol], e: &Expr, ty: Type, bounded: Side) -> Option<(us
         ExprKind::Col(c) if x.ty == ty => output.get(c).filter(|jc| jc.side != bounded).map(|jc| jc.col),
         _ => None,
     };
-    let constant = |x: &Expr| match (&x.kind, ty) {
-        (ExprKind::Const(Value::Int32(v)), Type::Int32 | Type::Int64 | Type::Date) => Some(i64::from(*v)),
-        (ExprKind::Const(Value::Int64(v)), Type::Int32 | Type::Int64 | Type::Date) => Some(*v),
-        (ExprKind::Const(Value::Decimal { unscaled, scale }), Type::Decimal(s)) if *scale == s => {
-            i64::try_from(*unscaled).ok()
-        }
-        _ => None,
-    };
+    let constant = |x: &Expr| constant(x, ty);
     match &e.kind {
         ExprKind::Col(_) => column(e).map(|c| (c, 0)),
         ExprKind::Arith(ArithOp::Add, x, y) => match (column(x), column(y)) {

@@ -17,8 +17,8 @@ pub mod print;
 pub mod stats;
 
 pub use ann::{
-    AggAlgorithm, Algorithm, Band, BandBound, Estimate, Expand, JoinChoice, Level, Node, Order, OrderAnn, Partitioning,
-    Rounds, Tiering,
+    AggAlgorithm, Algorithm, Band, BandBound, BandInner, Estimate, Expand, JoinChoice, Level, Node, Order, OrderAnn,
+    Partitioning, Rounds, Tiering,
 };
 pub use hll::Hll;
 pub use passes::{pass_names, run, Options, Pass, PhysError, PASSES};

@@ -116,6 +116,7 @@ fn algorithm(op: &Op, n: &Node) -> String {
         (Algorithm::Aggregate(AggAlgorithm::SortReduce), _) | (Algorithm::Direct, Op::Aggregate { .. }) => {
             "sort-reduce".into()
         }
+        (Algorithm::Band(b), _) if b.inner.is_some() => "inequality join".into(),
         (Algorithm::Band(_), _) => "band join".into(),
         (Algorithm::Hash { .. }, _) => "hash join".into(),
         (Algorithm::IndexNestedLoop { .. }, _) => "index nested-loop join".into(),
@@ -232,6 +233,23 @@ fn band_plan(ra: &fox_ra::RaPlan, op: &Op, n: &Node) -> Option<String> {
         None => inf.to_string(),
     };
     let open = |bb: &Option<BandBound>| bb.is_none_or(|bb| bb.open);
+    if let Some(inner) = &b.inner {
+        // `inequality join t1.c > t0.a, t1.d < t0.b probed by t0`: every bound.
+        let mut parts = Vec::new();
+        for (col, lower, upper) in [(b.col, &b.lower, &b.upper), (inner.col, &inner.lower, &inner.upper)] {
+            for (bb, closed, opened) in [(lower, ">=", ">"), (upper, "<=", "<")] {
+                if bb.is_some() {
+                    let rel = if open(bb) { opened } else { closed };
+                    parts.push(format!("{} {rel} {}", name(sorted, col), bound(bb, "")));
+                }
+            }
+        }
+        return Some(format!(
+            "inequality join{keys} {} probed by t{}",
+            parts.join(", "),
+            probe.0
+        ));
+    }
     Some(format!(
         "band {}{keys} in {}{}, {}{} probed by t{}",
         name(sorted, b.col),

@@ -11,6 +11,7 @@ mod files;
 mod foxbench;
 mod foxrun;
 mod graph;
+mod ineq;
 mod joins;
 mod large_inputs;
 mod memory;

@@ -997,6 +997,188 @@ fn bound_range_matches_reference() {
     assert!(err.0.contains("BoundRange"), "{err}");
 }
 
+/// The integer value of a cell.
+fn int_of(c: &Cell) -> i128 {
+    match c {
+        Cell::I(x) => *x,
+        Cell::F(_) => unreachable!("integer values"),
+    }
+}
+
+/// The merge-sort tree of `d` as its contract defines it: per level, each aligned block's
+/// positions ordered by (value, position).
+fn ineq_tree_ref(d: &[i128]) -> Vec<u32> {
+    let n = d.len();
+    let mut out = Vec::new();
+    for l in 0..fox_kernel::ineq_levels(n) {
+        let width = 1usize << l;
+        for start in (0..n).step_by(width) {
+            let mut block: Vec<u32> = (start..(start + width).min(n)).map(|p| p as u32).collect();
+            block.sort_by_key(|&p| (d[p as usize], p));
+            out.extend(block);
+        }
+    }
+    out
+}
+
+#[test]
+fn ineq_tree_matches_reference() {
+    let mut rng = Rng(41);
+    for (n, dist) in cases(true) {
+        let elem = [Elem::I32, Elem::I64][rng.below(2) as usize];
+        let cells: Vec<Cell> = (0..n).map(|_| value(elem, draw(&mut rng, dist))).collect();
+        let got = run_ok(&Kernel::IneqTree, &[&col_of(elem, &cells)]);
+        let d: Vec<i128> = cells.iter().map(int_of).collect();
+        assert_eq!(got, vec![HostCol::U32(ineq_tree_ref(&d))], "n={n} {dist:?} {elem:?}");
+    }
+    let err = run(&Kernel::IneqTree, &[&HostCol::F64(vec![1.0])]).unwrap_err();
+    assert!(err.0.contains("IneqTree"), "{err}");
+}
+
+#[test]
+fn ineq_ranges_hold_exactly_the_positions_within_both_bounds() {
+    let mut rng = Rng(43);
+    let kinds = [None, Some(false), Some(true)];
+    let offsets = [0i64, 1, -3, 1 << 33, i64::MAX, i64::MIN];
+    for (n, dist) in cases(true) {
+        let elem = [Elem::I32, Elem::I64][rng.below(2) as usize];
+        let cells: Vec<Cell> = (0..n).map(|_| value(elem, draw(&mut rng, dist))).collect();
+        let dcol = col_of(elem, &cells);
+        let d: Vec<i128> = cells.iter().map(int_of).collect();
+        let tree = ineq_tree_ref(&d);
+        let large = n > 3001;
+        let m = if large { 20_000 } else { (n / 2).clamp(1, 64) };
+        // Ranges of positions: whole, empty, prefixes, suffixes and arbitrary ones (in a
+        // large case, which takes the parallel path, mostly short ones).
+        let ranges: Vec<(u32, u32)> = (0..m)
+            .map(|i| {
+                let a = rng.below(n as u64 + 1) as u32;
+                let b = rng.below(n as u64 + 1) as u32;
+                match i % 4 {
+                    _ if large && i % 1000 != 0 => (a, (a + rng.below(300) as u32).min(n as u32)),
+                    0 => (0, n as u32),
+                    1 => (0, a),
+                    2 => (a, n as u32),
+                    _ => (a.min(b), a.max(b)),
+                }
+            })
+            .collect();
+        for lower in kinds {
+            for upper in kinds {
+                if (lower.is_none() && upper.is_none()) || (large && (lower, upper) != (Some(true), Some(false))) {
+                    continue;
+                }
+                let mut bound = |open: Option<bool>| {
+                    open.map(|open| {
+                        let b = RangeBound {
+                            offset: if rng.below(2) == 0 {
+                                0
+                            } else {
+                                offsets[rng.below(offsets.len() as u64) as usize]
+                            },
+                            open,
+                        };
+                        let col: Vec<Cell> = (0..m).map(|_| value(elem, draw(&mut rng, dist))).collect();
+                        (b, col)
+                    })
+                };
+                let (lo_b, hi_b) = (bound(lower), bound(upper));
+                let mut args = vec![
+                    dcol.clone(),
+                    HostCol::U32(tree.clone()),
+                    HostCol::U32(ranges.iter().map(|r| r.0).collect()),
+                    HostCol::U32(ranges.iter().map(|r| r.1).collect()),
+                ];
+                for (_, c) in lo_b.iter().chain(&hi_b) {
+                    args.push(col_of(elem, c));
+                }
+                let kernel = Kernel::IneqRanges {
+                    lower: lo_b.as_ref().map(|b| b.0),
+                    upper: hi_b.as_ref().map(|b| b.0),
+                };
+                let got = run_ok(&kernel, &refs(&args));
+                let [HostCol::U32(lo), HostCol::U32(hi), HostCol::U32(row)] = &got[..] else {
+                    panic!("three u32 columns: {got:?}");
+                };
+                let slots = 2 * fox_kernel::ineq_levels(n);
+                assert_eq!((lo.len(), hi.len(), row.len()), (m * slots, m * slots, m * slots));
+                let bound_at = |b: &Option<(RangeBound, Vec<Cell>)>, i: usize| {
+                    b.as_ref().map(|(b, c)| (int_of(&c[i]) + i128::from(b.offset), b.open))
+                };
+                for (i, &(a, b)) in ranges.iter().enumerate() {
+                    let (l, h) = (bound_at(&lo_b, i), bound_at(&hi_b, i));
+                    let inside = |v: i128| {
+                        l.is_none_or(|(x, open)| if open { v > x } else { v >= x })
+                            && h.is_none_or(|(x, open)| if open { v < x } else { v <= x })
+                    };
+                    let want: Vec<u32> = (a..b).filter(|&p| inside(d[p as usize])).collect();
+                    let mut entries = Vec::new();
+                    let mut last_block_end = 0u32;
+                    for s in i * slots..(i + 1) * slots {
+                        assert_eq!(row[s], i as u32);
+                        assert!(
+                            lo[s] <= hi[s] && hi[s] as usize <= tree.len(),
+                            "slot {s}: {} .. {}",
+                            lo[s],
+                            hi[s]
+                        );
+                        let part = &tree[lo[s] as usize..hi[s] as usize];
+                        // Each slot is ordered by the values, the slots by position.
+                        assert!(part
+                            .windows(2)
+                            .all(|w| (d[w[0] as usize], w[0]) < (d[w[1] as usize], w[1])));
+                        if let Some(&first) = part.iter().min() {
+                            assert!(first >= last_block_end, "slot {s} before an earlier slot's positions");
+                            last_block_end = *part.iter().max().unwrap_or(&first);
+                        }
+                        entries.extend_from_slice(part);
+                    }
+                    entries.sort_unstable();
+                    assert_eq!(
+                        entries, want,
+                        "n={n} {dist:?} {elem:?} {kernel:?} row {i} range {a}..{b}"
+                    );
+                }
+            }
+        }
+    }
+    // A range beyond the values, and a tree of the wrong size, are errors.
+    let bound = Some(RangeBound { offset: 0, open: false });
+    let kernel = Kernel::IneqRanges {
+        lower: bound,
+        upper: None,
+    };
+    let d = HostCol::I32(vec![3, 1]);
+    let tree = HostCol::U32(vec![0, 1, 1, 0]);
+    let beyond = run(
+        &kernel,
+        &[
+            &d,
+            &tree,
+            &HostCol::U32(vec![0]),
+            &HostCol::U32(vec![3]),
+            &HostCol::I32(vec![0]),
+        ],
+    )
+    .unwrap_err();
+    assert!(
+        beyond.0.contains("IneqRanges") && beyond.0.contains("not within"),
+        "{beyond}"
+    );
+    let short = run(
+        &kernel,
+        &[
+            &d,
+            &HostCol::U32(vec![0, 1]),
+            &HostCol::U32(vec![0]),
+            &HostCol::U32(vec![2]),
+            &HostCol::I32(vec![0]),
+        ],
+    )
+    .unwrap_err();
+    assert!(short.0.contains("IneqRanges"), "{short}");
+}
+
 #[test]
 fn intersect_count_matches_reference() {
     let mut rng = Rng(15);

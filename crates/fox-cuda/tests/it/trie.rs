@@ -2,7 +2,8 @@
 //! zero-length and long ranges (and windows of its outputs), SortedSearch hits and misses,
 //! IntersectCount over 1 to 4 ways with skewed range sizes and with one way shared by runs
 //! of rows (the shared-memory tables), BoundRange with every kind of bound, their
-//! argument errors, and 10^7-row cases.
+//! argument errors, IneqTree and IneqRanges (the inequality join's tree and ranges), and
+//! 10^7-row cases.
 
 use crate::compare;
 use fox_cuda::testing::{gpu, random_col, sort_rows, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
@@ -544,6 +545,142 @@ fn bound_range_bounds_and_offsets() {
     compare(&mut gpu, &kernel, &[values, bounds.clone(), bounds], &ctx, "large").expect("succeeds");
 }
 
+/// The merge-sort tree of `d` as `IneqTree`'s contract defines it, by bottom-up merges.
+fn ineq_tree_of(d: &HostCol) -> HostCol {
+    let v: Vec<i64> = match d {
+        HostCol::I32(x) => x.iter().map(|&a| i64::from(a)).collect(),
+        HostCol::I64(x) => x.clone(),
+        other => panic!("values of {:?}", other.elem()),
+    };
+    let n = v.len();
+    let mut tree: Vec<u32> = (0..n as u32).collect();
+    for l in 1..fox_kernel::ineq_levels(n) {
+        let prev = tree[(l - 1) * n..l * n].to_vec();
+        let width = 1usize << l;
+        for start in (0..n).step_by(width) {
+            let (mid, end) = ((start + width / 2).min(n), (start + width).min(n));
+            let (mut i, mut k) = (start, mid);
+            while i < mid || k < end {
+                if k == end || (i < mid && v[prev[i] as usize] <= v[prev[k] as usize]) {
+                    tree.push(prev[i]);
+                    i += 1;
+                } else {
+                    tree.push(prev[k]);
+                    k += 1;
+                }
+            }
+        }
+    }
+    HostCol::U32(tree)
+}
+
+/// The tree over i32 and i64 values of every distribution (all equal among them), empty,
+/// one row, sizes around the block widths and not powers of two, and 10^7 rows.
+fn ineq_tree_levels() {
+    let mut gpu = gpu("ineq_tree_levels");
+    let mut rng = Rng::new(41);
+    let ctx = Strings::default();
+    for e in [Elem::I32, Elem::I64] {
+        for dist in Dist::ALL.iter().copied().chain([Dist::Range(1)]) {
+            for &n in SIZES.iter().chain(&[3, 100_003]) {
+                let d = random_col(&mut rng, e, n, dist);
+                let case = format!("{n} values of {e:?}, dist {dist:?}");
+                compare(&mut gpu, &Kernel::IneqTree, &[d], &ctx, &case).expect("IneqTree succeeds");
+            }
+        }
+        let d = random_col(&mut rng, e, LARGE, Dist::Range(1 << 20));
+        compare(&mut gpu, &Kernel::IneqTree, &[d], &ctx, &format!("large {e:?}")).expect("succeeds");
+    }
+}
+
+/// Random ranges of positions of `nv` values for `rows` probing rows: whole, empty,
+/// prefixes, suffixes and arbitrary ones (at most `max_len` long when set).
+fn ineq_position_ranges(rng: &mut Rng, nv: usize, rows: usize, max_len: Option<u64>) -> (HostCol, HostCol) {
+    let (mut lo, mut hi) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
+    for i in 0..rows {
+        let a = rng.below(nv as u64 + 1) as u32;
+        let b = rng.below(nv as u64 + 1) as u32;
+        let (l, h) = match (max_len, i % 5) {
+            (Some(m), _) => (a, (a + rng.below(m) as u32).min(nv as u32)),
+            (None, 0) => (0, nv as u32),
+            (None, 1) => (0, a),
+            (None, 2) => (a, nv as u32),
+            (None, 3) => (a, a),
+            _ => (a.min(b), a.max(b)),
+        };
+        lo.push(l);
+        hi.push(h);
+    }
+    (HostCol::U32(lo), HostCol::U32(hi))
+}
+
+/// Every bound combination on the second column (none, closed, open on each side;
+/// offsets 0, small and the extremes that would overflow without wide arithmetic) over
+/// random i32 and i64 values with duplicates, all-equal values, empty and one-row sides,
+/// sizes that are not powers of two, and 10^7 values probed by 10^6 rows. (Keys and the
+/// first column reach these kernels as the ranges `BoundRange` found, tested above.)
+fn ineq_ranges_bounds_and_offsets() {
+    let mut gpu = gpu("ineq_ranges_bounds_and_offsets");
+    let mut rng = Rng::new(43);
+    let ctx = Strings::default();
+    let kinds = [None, Some(false), Some(true)];
+    let offsets = [0i64, 50, -7, i64::MAX, i64::MIN];
+    for e in [Elem::I32, Elem::I64] {
+        for dist in Dist::ALL.iter().copied().chain([Dist::Range(1)]) {
+            for &nv in SIZES.iter().chain(&[3, 100_003]) {
+                let d = random_col(&mut rng, e, nv, dist);
+                let tree = ineq_tree_of(&d);
+                let rows = [0, 1, 1 + rng.below(3000) as usize][rng.below(3) as usize];
+                for lower in kinds {
+                    for upper in kinds {
+                        if lower.is_none() && upper.is_none() {
+                            continue;
+                        }
+                        let mut bound = |open: Option<bool>| {
+                            open.map(|open| fox_kernel::RangeBound {
+                                offset: offsets[rng.below(offsets.len() as u64) as usize],
+                                open,
+                            })
+                        };
+                        let (lo_b, hi_b) = (bound(lower), bound(upper));
+                        let (lo, hi) = ineq_position_ranges(&mut rng, nv, rows, None);
+                        let mut args = vec![d.clone(), tree.clone(), lo, hi];
+                        for _ in [lo_b, hi_b].iter().flatten() {
+                            args.push(random_col(&mut rng, e, rows, dist));
+                        }
+                        let kernel = Kernel::IneqRanges {
+                            lower: lo_b,
+                            upper: hi_b,
+                        };
+                        let case = format!("{nv} values of {e:?}, dist {dist:?}, {rows} rows, {kernel:?}");
+                        compare(&mut gpu, &kernel, &args, &ctx, &case).expect("IneqRanges succeeds");
+                    }
+                }
+            }
+        }
+    }
+    let d = random_col(&mut rng, Elem::I64, LARGE, Dist::Range(1 << 20));
+    let tree = ineq_tree_of(&d);
+    let rows = 1_000_003;
+    let (lo, hi) = ineq_position_ranges(&mut rng, LARGE, rows, Some(1 << 16));
+    let bounds = random_col(&mut rng, Elem::I64, rows, Dist::Range(1 << 20));
+    let kernel = Kernel::IneqRanges {
+        lower: Some(fox_kernel::RangeBound { offset: -3, open: true }),
+        upper: Some(fox_kernel::RangeBound {
+            offset: 100,
+            open: false,
+        }),
+    };
+    compare(
+        &mut gpu,
+        &kernel,
+        &[d, tree, lo, hi, bounds.clone(), bounds],
+        &ctx,
+        "large",
+    )
+    .expect("succeeds");
+}
+
 tests![
     Gpu trie_build_arity_one_to_three,
     Gpu expand_zero_and_long_ranges,
@@ -556,4 +693,6 @@ tests![
     Gpu intersect_count_shared_ranges,
     Gpu intersect_count_pairs_without_tables,
     Gpu bound_range_bounds_and_offsets,
+    Gpu ineq_tree_levels,
+    Gpu ineq_ranges_bounds_and_offsets,
 ];

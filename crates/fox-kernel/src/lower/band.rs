@@ -3,6 +3,13 @@
 //! (`BoundRange`), then one output row per row of each range: range counts, scan,
 //! load-balanced expansion, gathers. The probing side is never sorted, so the join keeps
 //! its order.
+//!
+//! An inequality join (a band with a second bounded column) searches the first column's
+//! range the same way, then splits it into the aligned blocks of a merge-sort tree over
+//! the second column (`IneqTree`), each ordered by it, and takes from each block the part
+//! within the second column's bounds (`IneqRanges`); the expansion runs over those
+//! ranges, which hold tree entries (positions of the sorted side). Pairs come by probing
+//! row, then by the blocks in position order, then by the second column.
 
 use super::*;
 use fox_phys::Band;
@@ -55,6 +62,37 @@ impl Lower<'_> {
             upper: band.upper.as_ref().map(bound),
         };
         let range = self.launch(kernel, args, &[("lo", None), ("hi", None)])?;
+        if let Some(inner) = &band.inner {
+            let d = col(&sorted, inner.col)?;
+            let tree = self.launch1(Kernel::IneqTree, vec![d], "tree", None)?;
+            let mut args = vec![d, tree, range[0], range[1]];
+            for b in [inner.lower, inner.upper].iter().flatten() {
+                args.push(col(&probe, b.col)?);
+            }
+            let kernel = Kernel::IneqRanges {
+                lower: inner.lower.as_ref().map(bound),
+                upper: inner.upper.as_ref().map(bound),
+            };
+            let ranges = self.launch(kernel, args, &[("lo", None), ("hi", None), ("row", None)])?;
+            let counts = self.launch1(Kernel::RangeCount, vec![ranges[0], ranges[1]], "counts", None)?;
+            let scan = self.launch(
+                Kernel::ExclusiveScan,
+                vec![counts],
+                &[("offsets", None), ("total", None)],
+            )?;
+            let idx = self.launch(
+                Kernel::Expand,
+                vec![ranges[0], scan[0], scan[1]],
+                &[("range", None), ("entry", None)],
+            )?;
+            let gather = Kernel::Gather { shift: 0 };
+            let p = self.launch1(gather.clone(), vec![idx[0], ranges[2]], "probe", None)?;
+            let m = self.launch1(gather, vec![idx[1], tree], "match", None)?;
+            return match band.sorted {
+                Side::Left => self.join_rows(&sorted, m, &probe, p, output, columns),
+                Side::Right => self.join_rows(&probe, p, &sorted, m, output, columns),
+            };
+        }
         let counts = self.launch1(Kernel::RangeCount, range.clone(), "counts", None)?;
         let scan = self.launch(
             Kernel::ExclusiveScan,

@@ -83,7 +83,7 @@ impl Pass for JoinSelection {
                                 if pays(&band)
                                     && !matches!(choice.forced, JoinChoice::Merge | JoinChoice::NestedLoop) =>
                             {
-                                Algorithm::Band(band)
+                                Algorithm::Band(keep_inner(band, !left_keys.is_empty(), rows(left), rows(right)))
                             }
                             _ => equi_join(
                                 choice,
@@ -371,4 +371,25 @@ pub(crate) fn equi_join(choice: Choice, kind: Kind, nkeys: usize, l: SideInfo, r
         consider(l.rows * r.rows + 3.0 * LAUNCH, Algorithm::NestedLoop);
     }
     best.1
+}
+
+/// An inequality join (a band join with a second bounded column) where it pays over the
+/// band join on the first column alone, else that band join. A column bounded on one side
+/// only is a half-open band, whose pairs are estimated at half the pairs of equal keys:
+/// the tree (n log n entries, log² n work per probing row) pays against it, with keys, or
+/// without keys wherever the band pays against the cross product with the tree's extra
+/// log factor. A column bounded on both sides is a window, assumed narrow: the band join
+/// on it stays.
+fn keep_inner(mut band: crate::Band, keyed: bool, left: f64, right: f64) -> crate::Band {
+    let half_open = band.lower.is_none() || band.upper.is_none();
+    let (sorted, probe) = match band.sorted {
+        fox_ra::Side::Left => (left, right),
+        fox_ra::Side::Right => (right, left),
+    };
+    let log = (sorted + 2.0).log2();
+    let pays = half_open && (keyed || sorted * probe > 2.0 * (sorted + probe) * log * log);
+    if !pays {
+        band.inner = None;
+    }
+    band
 }

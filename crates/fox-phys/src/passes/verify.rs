@@ -103,6 +103,16 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                 {
                     return Err(format!("t{} has a band plan its inputs contradict", t.0));
                 }
+                if let Some(inner) = &band.inner {
+                    let bounds = [inner.lower, inner.upper];
+                    if inner.col >= sorted
+                        || inner.col == band.col
+                        || bounds.iter().all(Option::is_none)
+                        || bounds.iter().flatten().any(|b| b.col >= probe)
+                    {
+                        return Err(format!("t{} has an inequality join plan its inputs contradict", t.0));
+                    }
+                }
             }
             if let Some(agg) = n.deferred_into {
                 if !matches!(op, Op::Select { .. }) {

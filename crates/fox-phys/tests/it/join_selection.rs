@@ -328,10 +328,15 @@ fn one_inequality_is_a_half_open_band() {
 
 #[test]
 fn a_column_bounded_on_both_sides_is_preferred() {
-    // The left's t1 is bounded twice, the right's t2 once.
-    let b = band_of("r(x, y) <- a(x, t1), b(y, t2), t1 >= t2, t1 <= t2 + 5.").expect("a band join");
+    // The left's t1 is bounded twice, the right's t2 and y once each.
+    let b = band_of("r(x, y) <- a(x, t1), b(y, t2), t1 >= t2, t1 <= y + 5.").expect("a band join");
     assert_eq!(b.sorted, fox_ra::Side::Left);
-    assert_eq!((b.col, b.lower, b.upper), (1, bound(1, 0, false), bound(1, 5, false)));
+    assert_eq!((b.col, b.lower, b.upper), (1, bound(1, 0, false), bound(0, 5, false)));
+    assert_eq!(b.inner, None);
+    // A window on both sides (`t2 + 5 >= t1` bounds t2 too): the right side's.
+    let b = band_of("r(x, y) <- a(x, t1), b(y, t2), t1 >= t2, t1 <= t2 + 5.").expect("a band join");
+    assert_eq!(b.sorted, fox_ra::Side::Right);
+    assert_eq!((b.col, b.lower, b.upper), (1, bound(1, -5, false), bound(1, 0, false)));
 }
 
 #[test]
@@ -393,4 +398,112 @@ fn a_window_within_equal_keys_is_a_band_join_of_equal_keys() {
         text.contains("band t0.t of equal keys in (t0.t, t0.t + 5] probed by t0"),
         "{text}"
     );
+}
+
+const INTERVALS: &str = "iv(x, s, e) -> int(x), int(s), int(e).\njv(y, s, e) -> int(y), int(s), int(e).\n\
+                         .input iv.\n.input jv.\n";
+
+/// The band plan of the only join of `rule` over `INTERVALS`, if it is one.
+fn ineq_of(rule: &str) -> Option<fox_phys::Band> {
+    let got = algorithms(&format!("{INTERVALS}{rule}\n.output r.\n"), "join-selection");
+    let joins: Vec<_> = got.into_iter().filter(|(k, _)| k == "join").collect();
+    assert_eq!(joins.len(), 1, "{joins:?}");
+    match &joins[0].1 {
+        Algorithm::Band(b) => Some(b.clone()),
+        Algorithm::SortMerge => None,
+        other => panic!("unexpected algorithm {other:?}"),
+    }
+}
+
+fn inner(
+    col: usize,
+    lower: Option<fox_phys::BandBound>,
+    upper: Option<fox_phys::BandBound>,
+) -> Option<fox_phys::BandInner> {
+    Some(fox_phys::BandInner { col, lower, upper })
+}
+
+#[test]
+fn interval_overlap_is_an_inequality_join_in_every_spelling() {
+    // jv's e (column 2) above iv's s, jv's s (column 1) below iv's e.
+    for rule in [
+        "r(x, y) <- iv(x, s1, e1), jv(y, s2, e2), s1 < e2, s2 < e1.",
+        "r(x, y) <- iv(x, s1, e1), jv(y, s2, e2), e2 > s1, s2 < e1.",
+        "r(x, y) <- iv(x, s1, e1), jv(y, s2, e2), e2 > s1, e1 > s2.",
+        "r(x, y) <- iv(x, s1, e1), jv(y, s2, e2), s2 < e1, s1 < e2.",
+    ] {
+        let b = ineq_of(rule).expect("an inequality join");
+        assert_eq!(b.sorted, fox_ra::Side::Right, "{rule}");
+        let mut cols = [(b.col, b.lower, b.upper), {
+            let i = b.inner.expect("a second column");
+            (i.col, i.lower, i.upper)
+        }];
+        cols.sort_by_key(|c| c.0);
+        assert_eq!(cols[0], (1, None, bound(2, 0, true)), "{rule}");
+        assert_eq!(cols[1], (2, bound(1, 0, true), None), "{rule}");
+    }
+    // Closed, with offsets.
+    let b = ineq_of("r(x, y) <- iv(x, s1, e1), jv(y, s2, e2), s2 <= e1 + 3, e2 >= s1 - 1.").expect("a join");
+    assert_eq!((b.col, b.lower, b.upper), (1, None, bound(2, 3, false)));
+    assert_eq!(b.inner, inner(2, bound(1, -1, false), None));
+    // With a further inequality on the join's ids, the interval columns still make the
+    // tree (the ids stay a filter).
+    let b = ineq_of("r(x, y) <- iv(x, s1, e1), jv(y, s2, e2), x < y, e2 > s1, s2 < e1.").expect("a join");
+    let mut cols = [b.col, b.inner.expect("a second column").col];
+    cols.sort_unstable();
+    assert_eq!(cols, [1, 2]);
+}
+
+#[test]
+fn two_inequalities_on_different_columns_are_an_inequality_join() {
+    let b = ineq_of("r(x, y) <- iv(x, a1, b1), jv(y, a2, b2), a1 < a2, b1 > b2.").expect("a join");
+    assert_eq!(b.sorted, fox_ra::Side::Right);
+    assert!(b.inner.is_some(), "{b:?}");
+    let text = {
+        let src = format!("{INTERVALS}r(x, y) <- iv(x, a1, b1), jv(y, a2, b2), a1 < a2, b1 > b2.\n.output r.\n");
+        let p = phys_after(&src, Some("join-selection"), &Statistics::none());
+        fox_phys::print_physical(&p)
+    };
+    assert!(text.contains("inequality join"), "{text}");
+    assert!(text.contains("t1.e < t0.e"), "{text}");
+    assert!(text.contains("t1.s > t0.s"), "{text}");
+    // A constant beside the bounded column moves to its bound.
+    let b = ineq_of("r(x, y) <- iv(x, a1, b1), jv(y, a2, b2), a2 - 2 > a1, b2 + 1 < b1.").expect("a join");
+    let mut cols = [(b.col, b.lower, b.upper), {
+        let i = b.inner.expect("a second column");
+        (i.col, i.lower, i.upper)
+    }];
+    cols.sort_by_key(|c| c.0);
+    assert_eq!(cols, [(1, bound(1, 2, true), None), (2, None, bound(2, -1, true))]);
+}
+
+#[test]
+fn a_window_or_a_single_inequality_stays_a_band_join() {
+    // A column bounded on both sides: the window is the band.
+    let b = ineq_of("r(x, y) <- iv(x, a1, b1), jv(y, a2, b2), a2 > a1, a2 < a1 + 5, b1 > b2.").expect("a join");
+    assert_eq!((b.col, b.inner), (1, None));
+    // One inequality: nothing for a second column.
+    let b = ineq_of("r(x, y) <- iv(x, a1, b1), jv(y, a2, b2), a1 < a2, b1 != b2.").expect("a join");
+    assert_eq!(b.inner, None);
+    // Inequalities bounding columns of different sides do not make one tree.
+    let b = ineq_of("r(x, y) <- iv(x, a1, b1), jv(y, a2, b2), a1 < a2, b1 * 2 > b2.").expect("a join");
+    assert_eq!(b.inner, None);
+}
+
+#[test]
+fn an_inequality_join_of_equal_keys_keeps_its_keys() {
+    let src = "ev(u, s, e, x) -> int(u), int(s), int(e), int(x).\n.input ev.\n\
+               ov(x, y) <- ev(u, s1, e1, x), ev(u, s2, e2, y), s1 < e2, s2 < e1.\n.output ov.\n";
+    let p = phys_after(src, Some("join-selection"), &Statistics::none());
+    let joins = find(
+        &p,
+        |op| matches!(op, Op::Join { left_keys, .. } if !left_keys.is_empty()),
+    );
+    assert_eq!(joins.len(), 1);
+    match &p.node(joins[0]).algorithm {
+        Algorithm::Band(b) => assert!(b.inner.is_some(), "{b:?}"),
+        other => panic!("not an inequality join: {other:?}"),
+    }
+    let text = fox_phys::print_physical(&p);
+    assert!(text.contains("inequality join of equal keys"), "{text}");
 }

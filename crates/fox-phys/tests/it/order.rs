@@ -83,3 +83,24 @@ fn disabled_no_order_is_known() {
     let p = fox_phys::run(ra(&src), &Statistics::none(), &opts).unwrap();
     assert!(p.nodes.iter().all(|n| n.order.is_none()));
 }
+
+#[test]
+fn an_inequality_join_keeps_its_probing_sides_order() {
+    // `u` is stored sorted on all its columns; the overlap join probes it as it is.
+    let src = "iv(x, s, e) -> int(x), int(s), int(e).\n.input iv.\nu(x, s, e) <- iv(x, s, e).\n\
+               ov(x, y) <- u(x, s1, e1), u(y, s2, e2), s1 < e2, s2 < e1.\n.output ov.\n";
+    let p = phys_after(src, Some("order"), &Statistics::none());
+    let j = find(&p, |op| matches!(op, Op::Join { .. }))[0];
+    let Algorithm::Band(b) = &p.node(j).algorithm else {
+        panic!("not an inequality join: {:?}", p.node(j).algorithm);
+    };
+    assert!(b.inner.is_some(), "{b:?}");
+    let probing_first = match b.sorted {
+        fox_ra::Side::Right => 0,
+        fox_ra::Side::Left => 3,
+    };
+    let o = &p.node(j).order.as_ref().unwrap().provides;
+    assert_eq!(o.sorted.first(), Some(&SortKey::asc(probing_first)), "{o:?}");
+    // Each pair once: both sides are unique and the tree's blocks of a row are disjoint.
+    assert!(o.unique, "{o:?}");
+}

@@ -184,3 +184,35 @@ fn a_window_on_a_counted_last_level_is_caught() {
     p.node_mut(j).rounds.windows[3] = Some(100);
     assert!(err(&mut p).contains("expands its counted last level in rounds"));
 }
+
+#[test]
+fn an_inequality_join_plan_its_inputs_contradict_is_caught() {
+    let src = "iv(x, s, e) -> int(x), int(s), int(e).\n.input iv.\n\
+               ov(x, y) <- iv(x, s1, e1), iv(y, s2, e2), s1 < e2, s2 < e1.\n.output ov.\n";
+    let good = phys_after(src, Some("partitioning"), &Statistics::none());
+    verify(&mut good.clone()).unwrap();
+    let j = find(&good, |op| matches!(op, Op::Join { .. }))[0];
+    let Algorithm::Band(band) = good.node(j).algorithm.clone() else {
+        panic!("not an inequality join: {:?}", good.node(j).algorithm);
+    };
+    let inner = band.inner.expect("a second column");
+    let bad = [
+        // The second column is the first.
+        fox_phys::BandInner { col: band.col, ..inner },
+        // A column the sorted side does not have.
+        fox_phys::BandInner { col: 3, ..inner },
+        // No bound.
+        fox_phys::BandInner {
+            lower: None,
+            upper: None,
+            ..inner
+        },
+    ];
+    for inner in bad {
+        let mut p = good.clone();
+        let mut b = band.clone();
+        b.inner = Some(inner);
+        p.node_mut(j).algorithm = Algorithm::Band(b);
+        assert!(err(&mut p).contains("inequality join plan"), "{inner:?}");
+    }
+}

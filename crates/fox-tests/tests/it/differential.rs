@@ -246,6 +246,30 @@ const TYPED: &[(&str, &str)] = &[
         .output same. .output diff. .output band. .output n. .output s."#,
     ),
     (
+        "inequality joins",
+        r#"iv(x, s, e, d, p) -> int32(x), int64(s), int64(e), date(d), decimal(p).
+        jv(y, s, e, d, p) -> int32(y), int64(s), int64(e), date(d), decimal(p).
+        .input iv. .input jv.
+        overlap(x, y) <- iv(x, s1, e1, _, _), jv(y, s2, e2, _, _), s1 < e2, s2 < e1.
+        touch(x, y, d) <- iv(x, s1, e1, d, _), jv(y, s2, e2, _, _), e2 >= s1, s2 <= e1.
+        flipped(x, y, d) <- iv(x, s1, e1, _, _), jv(y, s2, e2, d, _), e1 > s2, e2 > s1.
+        selfov(x, y) <- iv(x, s1, e1, _, _), iv(y, s2, e2, _, _), s1 < e2, s2 < e1, x < y.
+        two(x, y, p) <- iv(x, a1, b1, _, p), jv(y, a2, b2, _, _), a1 < a2, b1 > b2.
+        twoeq(x, y, p) <- iv(x, a1, b1, _, _), jv(y, a2, b2, _, p), a1 <= a2, b1 >= b2.
+        offs(x, y, d, p) <- iv(x, a1, b1, d, p), jv(y, a2, b2, _, _), a2 > a1 - 2, b2 + 1 < b1.
+        dates(x, y) <- iv(x, _, _, d1, p1), jv(y, _, _, d2, p2), d1 < d2, p1 > p2.
+        dated(x, y, s) <- iv(x, s, _, d1, p1), jv(y, _, _, d2, p2), d2 <= d1 + 3, p2 >= p1 - 1.00.
+        keyed(x, y) <- iv(x, s1, e1, d, _), jv(y, s2, e2, d, _), s1 < e2, s2 < e1.
+        keyed2(x, y) <- iv(x, s1, e1, d, p), jv(y, s2, e2, d, p), s1 <= s2, e1 > e2.
+        ids(x, y) <- iv(x, s1, _, _, _), jv(y, s2, _, _, _), y > x, s2 < s1.
+        mixed(x, y, d, p) <- iv(x, a1, b1, _, _), jv(y, a2, b2, d, p), a1 < a2, b1 > b2, b2 > a1, x != y.
+        huge(x, y, d1, d2) <- iv(x, a1, b1, d1, _), jv(y, a2, b2, d2, _), a2 < a1 + 1000000, b2 > b1 - 1000000.
+        n[] = c <- agg<<c = count()>> iv(_, s1, e1, _, _), iv(_, s2, e2, _, _), s1 < e2, s2 < e1.
+        .output overlap. .output touch. .output flipped. .output selfov. .output two. .output twoeq.
+        .output offs. .output dates. .output dated. .output keyed. .output keyed2. .output ids.
+        .output mixed. .output huge. .output n."#,
+    ),
+    (
         "recursion",
         r#"e(a, b) -> int32(a), int32(b).
         .input e.
