@@ -71,7 +71,20 @@ pub fn render_output(table: &OutputTable, spec: &SouffleOutput) -> anyhow::Resul
     let mut out = String::new();
     let push = |out: &mut String, s: &str| fox_runtime::alloc::try_push_str(out, s, &what).map_err(anyhow::Error::msg);
     if spec.headers {
-        push(&mut out, &spec.columns.join(&spec.delimiter))?;
+        if spec.shape.is_empty() {
+            push(&mut out, &spec.columns.join(&spec.delimiter))?;
+        } else {
+            // The columns of a record or ADT attribute `p` are named `p.…`: the header
+            // names the attribute once.
+            let mut names = Vec::new();
+            let mut k = 0;
+            for s in &spec.shape {
+                let col = spec.columns.get(k).map_or("", String::as_str);
+                names.push(col.split('.').next().unwrap_or(col));
+                k += s.columns();
+            }
+            push(&mut out, &names.join(&spec.delimiter))?;
+        }
         push(&mut out, "\n")?;
     }
     for r in 0..table.len() {
@@ -118,7 +131,7 @@ pub fn render_output(table: &OutputTable, spec: &SouffleOutput) -> anyhow::Resul
 }
 
 /// One attribute of shape `s`, from the leaf columns at `*k` on: a record as Soufflé
-/// writes it, `[a, b]`.
+/// writes it, `[a, b]`, a value of an algebraic data type `$A(a, b)` or `$B`.
 fn write_shape(
     s: &OutShape,
     k: &mut usize,
@@ -139,6 +152,31 @@ fn write_shape(
                 write_shape(f, k, leaf, out)?;
             }
             out.push(']');
+        }
+        OutShape::Adt(branches) => {
+            let tag = leaf(*k)?;
+            *k += 1;
+            let Some((name, fields)) = tag.parse::<usize>().ok().and_then(|t| branches.get(t)) else {
+                anyhow::bail!("a value of an algebraic data type has the tag {tag}, which names no branch");
+            };
+            for (b, fs) in branches {
+                if b == name {
+                    out.push('$');
+                    out.push_str(name);
+                    if !fields.is_empty() {
+                        out.push('(');
+                        for (i, f) in fields.iter().enumerate() {
+                            if i > 0 {
+                                out.push_str(", ");
+                            }
+                            write_shape(f, k, leaf, out)?;
+                        }
+                        out.push(')');
+                    }
+                } else {
+                    *k += fs.iter().map(OutShape::columns).sum::<usize>();
+                }
+            }
         }
     }
     Ok(())

@@ -70,6 +70,8 @@ pub enum STypeDef {
     Union(Vec<Ident>),
     /// `[a: T, b: U]`: a record of named fields.
     Record(Vec<(Ident, Ident)>),
+    /// `A {x: T} | B {}`: an algebraic data type, its branches with their named fields.
+    Adt(Vec<(Ident, Vec<(Ident, Ident)>)>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,6 +153,9 @@ pub enum SExprKind {
     Call(Ident, Vec<SExpr>),
     /// `[a, b]`: a record (expanded away by `super::records` before lowering).
     Record(Vec<SExpr>),
+    /// `$A(a, b)`: a branch constructor of an algebraic data type (expanded away by
+    /// `super::records` before lowering).
+    Ctor(Ident, Vec<SExpr>),
     /// `count : { … }`, `sum e : { … }`, …
     Agg(AggFn, Option<Box<SExpr>>, Box<SBody>),
     /// A construct the parser refuses (never in a tree it returns).

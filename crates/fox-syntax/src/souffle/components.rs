@@ -219,6 +219,10 @@ impl Expander<'_> {
                     match &mut t.def {
                         STypeDef::Union(parts) => parts.iter_mut().for_each(|p| *p = ty_of(p)),
                         STypeDef::Record(fields) => fields.iter_mut().for_each(|(_, p)| *p = ty_of(p)),
+                        STypeDef::Adt(branches) => branches
+                            .iter_mut()
+                            .flat_map(|(_, fs)| fs.iter_mut())
+                            .for_each(|(_, p)| *p = ty_of(p)),
                     }
                     out.push(SItem::Type(t));
                 }
@@ -233,6 +237,7 @@ impl Expander<'_> {
 fn qualify(items: Vec<SItem>, inst: &str) -> Vec<SItem> {
     let mut rels = HashSet::new();
     let mut types = HashSet::new();
+    let mut ctors = HashSet::new();
     for it in &items {
         match it {
             SItem::Decl(d) => {
@@ -240,6 +245,9 @@ fn qualify(items: Vec<SItem>, inst: &str) -> Vec<SItem> {
             }
             SItem::Type(t) => {
                 types.insert(t.name.name.clone());
+                if let STypeDef::Adt(branches) = &t.def {
+                    ctors.extend(branches.iter().map(|(b, _)| b.name.clone()));
+                }
             }
             _ => {}
         }
@@ -254,6 +262,12 @@ fn qualify(items: Vec<SItem>, inst: &str) -> Vec<SItem> {
             t.name = format!("{inst}.{}", t.name);
         }
     };
+    let ctor = |c: &mut Ident| {
+        if ctors.contains(&c.name) {
+            c.name = format!("{inst}.{}", c.name);
+        }
+    };
+    let names = Rename { rel: &rel, ctor: &ctor };
     items
         .into_iter()
         .map(|mut it| {
@@ -267,13 +281,17 @@ fn qualify(items: Vec<SItem>, inst: &str) -> Vec<SItem> {
                     match &mut t.def {
                         STypeDef::Union(parts) => parts.iter_mut().for_each(ty),
                         STypeDef::Record(fields) => fields.iter_mut().for_each(|(_, p)| ty(p)),
+                        STypeDef::Adt(branches) => branches.iter_mut().for_each(|(b, fs)| {
+                            ctor(b);
+                            fs.iter_mut().for_each(|(_, p)| ty(p))
+                        }),
                     }
                 }
                 SItem::Io(io) => rel(&mut io.rel),
                 SItem::Clause(c) => {
-                    c.heads.iter_mut().for_each(|h| atom(h, &rel));
+                    c.heads.iter_mut().for_each(|h| atom(h, &names));
                     if let Some(b) = &mut c.body {
-                        body(b, &rel);
+                        body(b, &names);
                     }
                 }
                 SItem::Comp(_) | SItem::Init(_) | SItem::Override(_) => {}
@@ -283,12 +301,18 @@ fn qualify(items: Vec<SItem>, inst: &str) -> Vec<SItem> {
         .collect()
 }
 
-fn atom(a: &mut SAtom, rel: &dyn Fn(&mut Ident)) {
-    rel(&mut a.rel);
+/// How the names of an instance's relations and branch constructors are qualified.
+struct Rename<'a> {
+    rel: &'a dyn Fn(&mut Ident),
+    ctor: &'a dyn Fn(&mut Ident),
+}
+
+fn atom(a: &mut SAtom, rel: &Rename) {
+    (rel.rel)(&mut a.rel);
     a.args.iter_mut().for_each(|e| expr(e, rel));
 }
 
-fn body(b: &mut SBody, rel: &dyn Fn(&mut Ident)) {
+fn body(b: &mut SBody, rel: &Rename) {
     match b {
         SBody::Or(ps, _) | SBody::And(ps, _) => ps.iter_mut().for_each(|p| body(p, rel)),
         SBody::Not(p, _) => body(p, rel),
@@ -301,7 +325,7 @@ fn body(b: &mut SBody, rel: &dyn Fn(&mut Ident)) {
     }
 }
 
-fn expr(e: &mut SExpr, rel: &dyn Fn(&mut Ident)) {
+fn expr(e: &mut SExpr, rel: &Rename) {
     match &mut e.kind {
         SExprKind::Unary(_, _, x) => expr(x, rel),
         SExprKind::Bin(_, _, x, y) => {
@@ -309,6 +333,10 @@ fn expr(e: &mut SExpr, rel: &dyn Fn(&mut Ident)) {
             expr(y, rel);
         }
         SExprKind::Call(_, args) | SExprKind::Record(args) => args.iter_mut().for_each(|a| expr(a, rel)),
+        SExprKind::Ctor(name, args) => {
+            (rel.ctor)(name);
+            args.iter_mut().for_each(|a| expr(a, rel))
+        }
         SExprKind::Agg(_, target, b) => {
             if let Some(t) = target {
                 expr(t, rel);

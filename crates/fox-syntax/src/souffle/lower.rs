@@ -209,7 +209,7 @@ impl Lowerer {
             return None;
         }
         seen.push(name.to_string());
-        // Record types are expanded away by `records::expand`.
+        // Record types and algebraic data types are expanded away by `records::expand`.
         let STypeDef::Union(parts) = &d.def else {
             return None;
         };
@@ -632,7 +632,11 @@ impl Lowerer {
             SExprKind::Unsigned(_) => Some(Base::Unsigned),
             SExprKind::Float(_) => Some(Base::Float),
             SExprKind::Str(_) => Some(Base::Symbol),
-            SExprKind::Int(_) | SExprKind::Anon | SExprKind::Unsupported(_) | SExprKind::Record(_) => None,
+            SExprKind::Int(_)
+            | SExprKind::Anon
+            | SExprKind::Unsupported(_)
+            | SExprKind::Record(_)
+            | SExprKind::Ctor(..) => None,
             SExprKind::Unary(_, _, x) => self.sty(x),
             SExprKind::Bin(_, _, x, y) => self.sty(x).or_else(|| self.sty(y)),
             SExprKind::Call(f, args) => match f.name.as_str() {
@@ -771,6 +775,21 @@ impl Lowerer {
                 self.diags.push(
                     Diagnostic::error("a record where no record belongs", span)
                         .with_label("records stand only in columns of record types and in `=`/`!=` between records"),
+                );
+                return None;
+            }
+            SExprKind::Ctor(name, _) => {
+                self.diags.push(
+                    Diagnostic::error(
+                        format!(
+                            "the branch constructor `${}` where no value of an algebraic data type belongs",
+                            name.name
+                        ),
+                        span,
+                    )
+                    .with_label(
+                        "values of algebraic data types stand only in their columns and in `=`/`!=` between them",
+                    ),
                 );
                 return None;
             }

@@ -45,7 +45,7 @@ pub struct SouffleOutput {
     /// Which attributes are `unsigned` (held as 64-bit signed integers by Fox: a negative
     /// value there cannot be written as Soufflé would).
     pub unsigned: Vec<bool>,
-    /// For a relation with a record attribute, the shape of each Soufflé attribute (the
+    /// For a relation with a record attribute or an attribute of an algebraic data type, the shape of each Soufflé attribute (the
     /// columns are their leaf fields, in order); empty otherwise (each column is one
     /// attribute).
     #[serde(default)]
@@ -59,6 +59,21 @@ pub enum OutShape {
     Leaf,
     /// A record of these fields, written `[a, b]`.
     Record(Vec<OutShape>),
+    /// A value of an algebraic data type: a tag column (the index of its branch here)
+    /// followed by the fields of every branch, in this order; written `$A(a, b)`, or `$B`
+    /// for a branch without fields.
+    Adt(Vec<(String, Vec<OutShape>)>),
+}
+
+impl OutShape {
+    /// How many columns it takes.
+    pub fn columns(&self) -> usize {
+        match self {
+            OutShape::Leaf => 1,
+            OutShape::Record(fs) => fs.iter().map(OutShape::columns).sum(),
+            OutShape::Adt(bs) => 1 + bs.iter().flat_map(|(_, fs)| fs).map(OutShape::columns).sum::<usize>(),
+        }
+    }
 }
 
 /// Parses a Soufflé program and lowers it to Fox's tree. Never panics; every error is

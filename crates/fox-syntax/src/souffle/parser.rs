@@ -415,12 +415,31 @@ impl<'a> Parser<'a> {
                 })]);
             }
             if matches!(self.peek_at(1), Some(Tok::Punct("{"))) {
-                let s = self.span();
-                self.diags.push(
-                    Diagnostic::error("algebraic data types are not supported in Fox yet", s)
-                        .with_label("not supported"),
-                );
-                return Err(Failed);
+                let mut branches = Vec::new();
+                loop {
+                    let b = self.ident("a branch name")?;
+                    self.expect("{")?;
+                    let mut fields = Vec::new();
+                    if !self.is("}") {
+                        loop {
+                            let f = self.ident("a field name")?;
+                            self.expect(":")?;
+                            fields.push((f, self.type_name()?));
+                            if !self.eat(",") {
+                                break;
+                            }
+                        }
+                    }
+                    self.expect("}")?;
+                    branches.push((b, fields));
+                    if !self.eat("|") {
+                        break;
+                    }
+                }
+                return Ok(vec![SItem::Type(STypeDecl {
+                    name,
+                    def: STypeDef::Adt(branches),
+                })]);
             }
             let mut parts = vec![self.type_name()?];
             while self.eat("|") {
@@ -751,7 +770,19 @@ impl<'a> Parser<'a> {
                     span: span.to(end),
                 });
             }
-            Tok::Punct("$") => SExprKind::Unsupported("`$` (autoincrement and branch constructors)"),
+            Tok::Punct("$") if matches!(self.peek_at(1), Some(Tok::Ident(_))) => {
+                // `$A(a, b)`: a branch constructor (Soufflé requires the parentheses).
+                self.pos += 1;
+                let name = self.rel_name()?;
+                self.expect("(")?;
+                let args = self.args(")")?;
+                let end = self.expect(")")?;
+                return Ok(SExpr {
+                    kind: SExprKind::Ctor(name, args),
+                    span: span.to(end),
+                });
+            }
+            Tok::Punct("$") => SExprKind::Unsupported("autoincrement counters (`$`)"),
             Tok::Punct("@") => SExprKind::Unsupported("user-defined functors"),
             Tok::Punct("[") => {
                 self.pos += 1;
