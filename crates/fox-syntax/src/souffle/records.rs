@@ -198,6 +198,21 @@ pub fn expand(items: Vec<SItem>, diags: &mut Vec<Diagnostic>) -> (Vec<SItem>, Ha
             }) => {}
             SItem::Type(t) if x.is_record_alias(&t) => {}
             SItem::Decl(mut d) => {
+                if d.eqrel
+                    && x.rels
+                        .get(&d.name.name)
+                        .is_some_and(|s| s.iter().any(|s| s.leaves() > 1))
+                {
+                    x.diags.push(
+                        Diagnostic::error(
+                            "an equivalence relation (`eqrel`) over records or algebraic data types with fields is not supported in Fox yet",
+                            d.span,
+                        )
+                        .with_label("values of several columns"),
+                    );
+                    // Declared all the same, so that its uses are not reported as undeclared.
+                    d.eqrel = false;
+                }
                 if let Some(attr_shapes) = x.rels.get(&d.name.name) {
                     let mut attrs = Vec::new();
                     for ((a, _), s) in d.attrs.iter().zip(attr_shapes) {
