@@ -187,8 +187,9 @@ fn check_nested(gpu: &mut fox_cuda::CudaBackend, left: &[HostCol], right: &[Host
         crate::compare(gpu, &Kernel::NestedLoopMatch { nkeys, anti }, &keys, &ctx, case)
             .expect("NestedLoopMatch succeeds");
     }
-    // Offsets that are not the scan are refused on both.
-    if sum > 0 {
+    // Offsets that are not the scan are refused on both (all-zero offsets are the scan
+    // when no row before the last has a pair).
+    if c[..c.len().saturating_sub(1)].iter().any(|&x| x > 0) {
         let mut bad = keys.clone();
         bad.push(HostCol::U64(vec![0; c.len()]));
         bad.push(HostCol::U64(vec![sum]));

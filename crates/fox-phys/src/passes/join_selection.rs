@@ -285,6 +285,24 @@ pub(crate) enum Kind {
     Match,
 }
 
+/// The cost of one hash probe in row steps: a hash, a read of the table and one of the
+/// build side's keys. A table of at most [`SHARED_TABLE_ROWS`] build rows is probed from
+/// the GPU's shared memory (4 steps); a larger one from global memory with random reads:
+/// measured on an H200 (`foxbench joins`, 2^20 to 2^26 probing rows against 1/16 as many
+/// distinct build keys), such a probe costs about what a binary search over 2^22 keys
+/// does, more than the share of a sort that a merge join pays per row (32 steps).
+pub(crate) fn hash_probe(build_rows: f64) -> f64 {
+    if build_rows <= SHARED_TABLE_ROWS {
+        4.0
+    } else {
+        32.0
+    }
+}
+
+/// The most build rows whose table (two 4-byte slots per row at most) fits the 32 KiB the
+/// GPU's probe keeps in shared memory.
+pub(crate) const SHARED_TABLE_ROWS: f64 = 4096.0;
+
 /// A side that drives a hash join must be at least this many times the other.
 pub(crate) const HASH_RATIO: f64 = 8.0;
 /// Sides whose product is at most this are joined by a nested loop.
@@ -307,8 +325,8 @@ fn sort_cost(s: SideInfo) -> f64 {
 /// merge join's counting writes it) with sides `l` and `r`, forced by
 /// `choice` or chosen by cost, in row steps:
 /// - merge: `sort(L) + sort(R) + L + R + 3k`;
-/// - hash, building `B` and probing `P`: `sort(B) + 2B + 4P + 5k` (a probe is a hash and
-///   a random read), only where `P` is unsorted and `B · 8 ≤ P`: a result sorted on the
+/// - hash, building `B` and probing `P`: `sort(B) + 2B + h·P + 5k` (a probe is a hash and
+///   a read: `h` is 4 for a table in shared memory, 32 beyond, [`hash_probe`]), only where `P` is unsorted and `B · 8 ≤ P`: a result sorted on the
 ///   keys, which a merge leaves, often saves a later sort, so hashing must clearly pay;
 /// - index nested loop, indexing `I` and probing `P`: `P · log2(I + 2) + 4k` (a binary
 ///   search per probing row), only where `I` is sorted and `P` is not;
@@ -363,7 +381,7 @@ pub(crate) fn equi_join(choice: Choice, kind: Kind, nkeys: usize, l: SideInfo, r
     let (b, p) = pick(smaller);
     if !p.sorted && b.rows * HASH_RATIO <= p.rows {
         consider(
-            sort(b) + 2.0 * b.rows + 4.0 * p.rows + 5.0 * LAUNCH,
+            sort(b) + 2.0 * b.rows + hash_probe(b.rows) * p.rows + 5.0 * LAUNCH,
             Algorithm::Hash { build: smaller },
         );
     }
