@@ -2,17 +2,8 @@
 //! (1.6 billion pairs as a cross product, which does not fit a CI machine) gives the
 //! pairs within the window, counted and listed, on the CPU backend.
 
-use crate::common::{repo, temp_dir};
+use crate::common::{next, repo, temp_dir};
 use std::process::Command;
-
-/// SplitMix64, for data the test can recount.
-fn next(s: &mut u64) -> u64 {
-    *s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *s;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 #[test]
 fn a_window_join_of_two_large_relations_runs_in_memory() {

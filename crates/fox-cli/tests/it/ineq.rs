@@ -2,18 +2,9 @@
 //! intervals (2.5 billion pairs as a cross product, which does not fit a CI machine)
 //! gives the overlapping pairs, counted and listed, on the CPU backend.
 
-use crate::common::{repo, temp_dir};
+use crate::common::{next, repo, temp_dir};
 use std::collections::HashSet;
 use std::process::Command;
-
-/// SplitMix64, for data the test can recount.
-fn next(s: &mut u64) -> u64 {
-    *s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *s;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 #[test]
 fn an_interval_overlap_self_join_of_50000_intervals_runs_in_memory() {

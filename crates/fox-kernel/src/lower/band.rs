@@ -93,20 +93,6 @@ impl Lower<'_> {
                 Side::Right => self.join_rows(&probe, p, &sorted, m, output, columns),
             };
         }
-        let counts = self.launch1(Kernel::RangeCount, range.clone(), "counts", None)?;
-        let scan = self.launch(
-            Kernel::ExclusiveScan,
-            vec![counts],
-            &[("offsets", None), ("total", None)],
-        )?;
-        let idx = self.launch(
-            Kernel::Expand,
-            vec![range[0], scan[0], scan[1]],
-            &[("probe", None), ("match", None)],
-        )?;
-        match band.sorted {
-            Side::Left => self.join_rows(&sorted, idx[1], &probe, idx[0], output, columns),
-            Side::Right => self.join_rows(&probe, idx[0], &sorted, idx[1], output, columns),
-        }
+        self.expand_ranges_join(&range, &sorted, &probe, band.sorted, output, columns)
     }
 }

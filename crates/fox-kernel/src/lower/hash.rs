@@ -102,21 +102,7 @@ impl Lower<'_> {
         let (l, r) = (self.temp(left)?, self.temp(right)?);
         let ((s, sk), (p, pk)) = self.searched_sides(l, lk, r, rk, searched)?;
         let range = self.search_runs(how, &s, &sk, &p, &pk)?;
-        let counts = self.launch1(Kernel::RangeCount, range.clone(), "counts", None)?;
-        let scan = self.launch(
-            Kernel::ExclusiveScan,
-            vec![counts],
-            &[("offsets", None), ("total", None)],
-        )?;
-        let idx = self.launch(
-            Kernel::Expand,
-            vec![range[0], scan[0], scan[1]],
-            &[("probe", None), ("match", None)],
-        )?;
-        match searched {
-            Side::Left => self.join_rows(&s, idx[1], &p, idx[0], output, columns),
-            Side::Right => self.join_rows(&p, idx[0], &s, idx[1], output, columns),
-        }
+        self.expand_ranges_join(&range, &s, &p, searched, output, columns)
     }
 
     /// Semi-join (`anti == false`), anti-join and difference by searching the right side:

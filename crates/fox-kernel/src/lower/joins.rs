@@ -60,6 +60,36 @@ impl Lower<'_> {
         self.join_rows(&l, idx[0], &r, idx[1], output, columns)
     }
 
+    /// The output of a join whose probing rows found their matches as ranges of the
+    /// searched side (`range`: `lo`, `hi` per probing row): one pair per position of each
+    /// range (range counts, scan, load-balanced expansion), then `join_rows`, the
+    /// `searched` side being `sorted`.
+    pub(super) fn expand_ranges_join(
+        &mut self,
+        range: &[BufId],
+        sorted: &Val,
+        probe: &Val,
+        searched: Side,
+        output: &[JoinCol],
+        columns: Vec<Column>,
+    ) -> R<Val> {
+        let counts = self.launch1(Kernel::RangeCount, range.to_vec(), "counts", None)?;
+        let scan = self.launch(
+            Kernel::ExclusiveScan,
+            vec![counts],
+            &[("offsets", None), ("total", None)],
+        )?;
+        let idx = self.launch(
+            Kernel::Expand,
+            vec![range[0], scan[0], scan[1]],
+            &[("probe", None), ("match", None)],
+        )?;
+        match searched {
+            Side::Left => self.join_rows(sorted, idx[1], probe, idx[0], output, columns),
+            Side::Right => self.join_rows(probe, idx[0], sorted, idx[1], output, columns),
+        }
+    }
+
     /// The output of a join from its pairs: `lidx` rows of `l` with `ridx` rows of `r`,
     /// one gather per side of the columns the output takes from it.
     pub(super) fn join_rows(
