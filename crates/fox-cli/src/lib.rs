@@ -7,6 +7,7 @@ pub mod oom;
 pub mod progress;
 pub mod repl;
 pub mod souffle;
+pub mod souffle_input;
 pub mod stdout;
 pub mod tpch;
 
@@ -334,6 +335,28 @@ impl Compiled {
         .map_err(|e| anyhow::anyhow!("{}: cannot lower the plan to kernels: {e}", self.name))?;
         let used = fox_runtime::database::used_input_columns(&plan);
         Ok(plan.inputs.into_iter().zip(used).collect())
+    }
+
+    /// Reads the relations of `wanted` (from [`Compiled::inputs`]): those `given` holds a
+    /// table for from it, the inputs of a Soufflé program's relations with record or ADT
+    /// attributes by their shape ([`souffle_input`]), the others from their files under
+    /// `data_dir`.
+    pub fn load_inputs(
+        &self,
+        data_dir: &std::path::Path,
+        wanted: &[(fox_kernel::InputRel, Vec<bool>)],
+        mut given: Vec<fox_runtime::GivenTable>,
+        observer: Option<&dyn fox_runtime::RunObserver>,
+        cancel: Option<&fox_runtime::CancelToken>,
+    ) -> Result<fox_runtime::LoadedInputs, fox_runtime::RuntimeError> {
+        if let Some(io) = &self.souffle {
+            for t in souffle_input::shaped_inputs(io, wanted, data_dir)? {
+                if !given.iter().any(|g| g.relation == t.relation) {
+                    given.push(t);
+                }
+            }
+        }
+        fox_runtime::LoadedInputs::load_given(data_dir, wanted, &given, observer, cancel)
     }
 }
 

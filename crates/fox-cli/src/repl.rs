@@ -841,6 +841,18 @@ impl Session {
         // are in; the items, in order, are then added as one statement.
         match fox_syntax::sources::load_files(&[std::path::PathBuf::from(path)]) {
             Ok(loaded) if loaded.has_errors() => out.push_str(&loaded.map.render(&loaded.diagnostics, self.color)),
+            Ok(loaded) if loaded.souffle.as_ref().is_some_and(|io| !io.inputs.is_empty()) => {
+                let rels: Vec<String> = loaded
+                    .souffle
+                    .iter()
+                    .flat_map(|io| &io.inputs)
+                    .map(|i| format!("`{}`", i.pred))
+                    .collect();
+                out.error(format!(
+                    "error: {path}: the input of {} holds records or values of algebraic data types, which the REPL does not read (its session is LogiQL); run the program with foxrun or the Python package\n",
+                    rels.join(", ")
+                ));
+            }
             Ok(loaded) if loaded.souffle.is_some() => {
                 // A Soufflé program (`.dl`) joins the session as the LogiQL it lowers to.
                 let text: String = loaded

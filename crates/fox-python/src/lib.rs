@@ -248,8 +248,9 @@ fn load_and_plan(
         })
         .collect();
     let dir = data_dir.unwrap_or_default();
-    let inputs = LoadedInputs::load_given(&dir, &wanted, &given, None, None).map_err(|e| e.to_string())?;
-    drop(given);
+    let inputs = program
+        .load_inputs(&dir, &wanted, given, None, None)
+        .map_err(|e| e.to_string())?;
     let stats = inputs.statistics();
     let (phys, mut plan) = fox_cli::plan_physical(&program.ra, &stats, lower)
         .map_err(|e| format!("{}: cannot lower the plan to kernels: {e}", program.name))?;

@@ -259,3 +259,13 @@ def test_the_gil_is_released_while_a_plan_runs():
     assert took >= 0.1, "the run is too short to tell"
     # The thread kept running while the program ran (it could not, were the GIL held).
     assert len(during) >= 10, (len(during), took)
+
+
+def test_souffle_records_and_adt_values_read_from_input_files():
+    from conftest import REPO
+
+    prog = fox.compile(REPO / "tests/souffle/record_input.dl")
+    out = prog.run(backend="cpu", data=REPO / "tests/souffle/record_input/facts")
+    assert rows(out["pair_b"]) == {(1, "alpha"), (2, "two words"), (3, 'quo,ted "x"'), (4, "")}
+    assert rows(out["named"]) == {(3, "hello world"), (5, "a)b")}
+    assert rows(out["greens"]) == {("grass",), ("leaf",)}

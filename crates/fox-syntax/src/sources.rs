@@ -171,6 +171,7 @@ impl Loader {
             let all = self.out.souffle.get_or_insert_with(Default::default);
             all.outputs.extend(io.outputs);
             all.printsize.extend(io.printsize);
+            all.inputs.extend(io.inputs);
             (program, diags)
         } else {
             crate::parse(&self.out.map.files()[k].text)

@@ -279,7 +279,12 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
             })?),
             None => {
                 let dir = cli.data.clone().unwrap_or_default();
-                let inputs = LoadedInputs::load(&dir, &wanted, watch(&observer).as_deref(), Some(cancel));
+                let inputs = match &program {
+                    Program::Compiled(c) => {
+                        c.load_inputs(&dir, &wanted, Vec::new(), watch(&observer).as_deref(), Some(cancel))
+                    }
+                    Program::Plan(_) => LoadedInputs::load(&dir, &wanted, watch(&observer).as_deref(), Some(cancel)),
+                };
                 observer.spinner.set("running");
                 Data::Files(inputs.map_err(run_error)?)
             }

@@ -978,3 +978,20 @@ fn load_reads_a_souffle_program() {
     assert!(out.contains("north | 3 | 47"), "{out}");
     assert!(out.contains("west  | 0 |  0"), "{out}");
 }
+
+#[test]
+fn load_refuses_a_souffle_program_reading_records_from_files() {
+    let facts = repo().join("tests/souffle/record_input/facts");
+    let o = repl_run(
+        "cpu",
+        &["--data", facts.to_str().unwrap()],
+        b".load tests/souffle/record_input.dl\n.schema\n",
+    );
+    let out = o.out + &o.err;
+    assert_eq!(o.code, 1, "{out}");
+    assert!(
+        out.contains("the input of `pair`, `nest`, `shape`, `tagged`, `scored`, `souffle:input1:color` holds records or values of algebraic data types, which the REPL does not read"),
+        "{out}"
+    );
+    assert!(out.contains("(no predicates)"), "nothing was added: {out}");
+}

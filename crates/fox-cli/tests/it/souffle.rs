@@ -399,3 +399,87 @@ fn souffle_operators_are_not_logiql() {
     assert!(!err.contains("`min`") && !err.contains("`band`"), "{err}");
     let _ = std::fs::remove_dir_all(&scratch);
 }
+
+#[test]
+fn malformed_records_and_adt_values_in_input_files_are_located_errors() {
+    let scratch = temp_dir("record-input-errors");
+    let prog = scratch.join("p.dl");
+    std::fs::write(
+        &prog,
+        ".type P = [a: number, b: symbol]\n.type S = C {r: number} | D {}\n\
+         .decl r(id: number, p: P)\n.input r\n.decl s(id: number, v: S)\n.input s\n.output r, s\n",
+    )
+    .unwrap();
+    let cases = [
+        (
+            "1\t[1, a]\n2\t[2, b\n",
+            "",
+            "r.facts:2: attribute 2 (`[2, b`)",
+            "is not closed",
+        ),
+        (
+            "1\t[x, a]\n",
+            "",
+            "r.facts:1: attribute 2 (`[x, a]`)",
+            "`x` is not a number",
+        ),
+        (
+            "1\t1, a\n",
+            "",
+            "r.facts:1: attribute 2 (`1, a`)",
+            "expected `[`, found `1`",
+        ),
+        (
+            "1\t[1, a] z\n",
+            "",
+            "r.facts:1: attribute 2 (`[1, a] z`)",
+            "`z` follows the value",
+        ),
+        (
+            "1\t[1, a]\t3\n",
+            "",
+            "r.facts:1: 3 fields where `r` has 2 attributes",
+            "",
+        ),
+        (
+            "1\t[1, \"a]\n",
+            "",
+            "r.facts:1:",
+            "a quoted symbol without its closing `\"`",
+        ),
+        (
+            "",
+            "1\t$E(1)\n",
+            "s.facts:1: attribute 2 (`$E(1)`)",
+            "`$E` is not a branch of this type ($C, $D)",
+        ),
+        (
+            "",
+            "1\t$C(1, 2)\n",
+            "s.facts:1: attribute 2 (`$C(1, 2)`)",
+            "expected `)`, found `,`",
+        ),
+        ("", "1\t$C\n", "s.facts:1: attribute 2 (`$C`)", "expected `(`"),
+    ];
+    for (r, s, at, what) in cases {
+        let data = scratch.join("data");
+        let _ = std::fs::remove_dir_all(&data);
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::write(data.join("r.facts"), r).unwrap();
+        std::fs::write(data.join("s.facts"), s).unwrap();
+        let out = scratch.join("out");
+        let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+            .arg(&prog)
+            .args(["--backend", "cpu", "--no-progress", "--data"])
+            .arg(&data)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{r:?} {s:?}: {err}");
+        assert!(err.contains(at) && err.contains(what), "{r:?} {s:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(!out.exists(), "{r:?} {s:?}: nothing is written");
+    }
+}

@@ -21,7 +21,7 @@
 
 use super::ast::*;
 use super::{components, records, regex, OutShape};
-use super::{SouffleIo, SouffleOutput};
+use super::{SouffleInput, SouffleIo, SouffleOutput};
 use crate::ast::{
     AggBinding, Atom, BinOp, Body, CmpOp, Compare, Decl, DeclShape, Expr, ExprKind, Formula, Head, HeadKind, Ident,
     InputDirective, Item, Lit, Literal, OutputDirective, Program, Rule, Span, TypeAtom,
@@ -416,6 +416,12 @@ impl Lowerer {
                 } else {
                     io.rel.clone()
                 };
+                if let Some(shape) = self.shapes.get(&rel) {
+                    self.io.inputs.push(SouffleInput {
+                        pred: pred.name.clone(),
+                        shape: shape.clone(),
+                    });
+                }
                 self.items.push(Item::Input(InputDirective {
                     pred,
                     from: Some(file),

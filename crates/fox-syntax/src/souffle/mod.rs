@@ -28,6 +28,22 @@ pub struct SouffleIo {
     pub outputs: Vec<SouffleOutput>,
     /// The relations of `.printsize` directives, in source order.
     pub printsize: Vec<String>,
+    /// The `.input`s of relations with a record attribute or an attribute of an
+    /// algebraic data type, whose files hold those values as Soufflé writes them
+    /// (`[1, a]`, `$A(1, x)`) and are read by [`SouffleInput`]'s shape, not as plain
+    /// delimited fields.
+    #[serde(default)]
+    pub inputs: Vec<SouffleInput>,
+}
+
+/// An `.input` of a relation whose attributes are not all plain values.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SouffleInput {
+    /// The predicate of Fox's program the input loads (the relation, or its auxiliary
+    /// `souffle:inputN:rel` when the relation also has clauses).
+    pub pred: String,
+    /// The shape of each Soufflé attribute; the predicate's columns are their leaf fields.
+    pub shape: Vec<OutShape>,
 }
 
 /// One `.output` of a Soufflé program.

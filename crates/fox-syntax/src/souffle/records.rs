@@ -15,11 +15,11 @@
 //! `""`, recursively). So two values are equal exactly when all their columns are, a
 //! constructor `$A(e)` becomes `[tag of A, e, defaults of B's fields]`, a variable one
 //! variable per column (`v.$`, `v.A.x`, …), and outputs write `$A(1, x)` or `$B` as Soufflé
-//! does.
+//! does. An `.input` of a relation with such attributes is read by its shape (the
+//! drivers parse `[1, a]` and `$A(1, x)` into the leaf columns, defaults included).
 //!
-//! Refused with a located error: recursive record types and algebraic data types, records
-//! and algebraic data types read by `.input`, `<`-style comparisons of them, and them as
-//! aggregate values or functor arguments.
+//! Refused with a located error: recursive record types and algebraic data types,
+//! `<`-style comparisons of them, and them as aggregate values or functor arguments.
 
 use std::collections::{HashMap, HashSet};
 
@@ -49,15 +49,6 @@ impl Shape {
 
     fn is_composite(&self) -> bool {
         !matches!(self, Shape::Leaf(_))
-    }
-
-    /// Whether an algebraic data type is in it.
-    fn has_adt(&self) -> bool {
-        match self {
-            Shape::Leaf(_) => false,
-            Shape::Record(_, fs) => fs.iter().any(|(_, s)| s.has_adt()),
-            Shape::Adt(..) => true,
-        }
     }
 
     fn out(&self) -> OutShape {
@@ -223,33 +214,6 @@ pub fn expand(items: Vec<SItem>, diags: &mut Vec<Diagnostic>) -> (Vec<SItem>, Ha
                     d.attrs = attrs;
                 }
                 out.push(SItem::Decl(d));
-            }
-            SItem::Io(io)
-                if io.kind == IoKind::Input
-                    && x.rels.get(&io.rel.name).is_some_and(|s| s.iter().any(Shape::has_adt)) =>
-            {
-                x.diags.push(
-                    Diagnostic::error(
-                        format!(
-                            "reading values of algebraic data types with `.input` is not supported in Fox yet (`{}` has an attribute of an algebraic data type)",
-                            io.rel.name
-                        ),
-                        io.rel.span,
-                    )
-                    .with_label("a relation with an attribute of an algebraic data type"),
-                );
-            }
-            SItem::Io(io) if io.kind == IoKind::Input && x.rels.contains_key(&io.rel.name) => {
-                x.diags.push(
-                    Diagnostic::error(
-                        format!(
-                            "reading records with `.input` is not supported in Fox yet (`{}` has a record attribute)",
-                            io.rel.name
-                        ),
-                        io.rel.span,
-                    )
-                    .with_label("a relation with a record attribute"),
-                );
             }
             SItem::Clause(c) => {
                 if let Some(c) = x.clause(c) {
