@@ -303,6 +303,8 @@ pub struct Compiled {
     pub souffle: Option<fox_syntax::souffle::SouffleIo>,
     /// The join algorithm forced on the physical plan (`--join`).
     pub join: fox_phys::JoinChoice,
+    /// Physical passes left out (`--disable-pass`).
+    pub disabled_passes: Vec<String>,
 }
 
 impl Compiled {
@@ -314,7 +316,8 @@ impl Compiled {
         stats: &fox_phys::Statistics,
         options: &fox_kernel::LowerOptions,
     ) -> anyhow::Result<fox_kernel::KernelPlan> {
-        let mut plan = plan_kernels_with(&self.ra, stats, options, self.join)
+        let mut plan = plan_physical_opts(&self.ra, stats, options, &self.phys_options())
+            .map(|(_, kernels)| kernels)
             .map_err(|e| anyhow::anyhow!("{}: cannot lower the plan to kernels: {e}", self.name))?;
         plan.sources = plan_sources(&self.map);
         Ok(plan)
@@ -326,15 +329,26 @@ impl Compiled {
     /// physical passes choose algorithms, not columns; tested on every program), so a
     /// program planned with the statistics of what this loads reads nothing else.
     pub fn inputs(&self) -> anyhow::Result<Vec<(fox_kernel::InputRel, Vec<bool>)>> {
-        let plan = plan_kernels_with(
+        let plan = plan_physical_opts(
             &self.ra,
             &fox_phys::Statistics::none(),
             &fox_kernel::LowerOptions::default(),
-            self.join,
+            &self.phys_options(),
         )
+        .map(|(_, kernels)| kernels)
         .map_err(|e| anyhow::anyhow!("{}: cannot lower the plan to kernels: {e}", self.name))?;
         let used = fox_runtime::database::used_input_columns(&plan);
         Ok(plan.inputs.into_iter().zip(used).collect())
+    }
+
+    /// The options of the physical passes: the forced join algorithm and the passes left
+    /// out.
+    pub fn phys_options(&self) -> fox_phys::Options {
+        fox_phys::Options {
+            join: self.join,
+            disabled: self.disabled_passes.clone(),
+            ..fox_phys::Options::default()
+        }
     }
 
     /// Reads the relations of `wanted` (from [`Compiled::inputs`]): those `given` holds a
@@ -412,6 +426,7 @@ impl Checked {
             name,
             souffle: self.souffle,
             join: fox_phys::JoinChoice::Auto,
+            disabled_passes: Vec::new(),
         }))
     }
 }
@@ -454,12 +469,23 @@ pub fn plan_physical_with(
     options: &fox_kernel::LowerOptions,
     join: fox_phys::JoinChoice,
 ) -> Result<(fox_phys::PhysPlan, fox_kernel::KernelPlan), fox_kernel::LowerError> {
-    fox_ra::validate(ra).map_err(|e| fox_kernel::LowerError::Invalid(e.to_string()))?;
     let opts = fox_phys::Options {
         join,
         ..fox_phys::Options::default()
     };
-    let phys = fox_phys::run(ra.clone(), stats, &opts).map_err(|e| fox_kernel::LowerError::Invalid(e.to_string()))?;
+    plan_physical_opts(ra, stats, options, &opts)
+}
+
+/// [`plan_physical`] with the physical passes run with `passes` (a forced join
+/// algorithm, passes left out).
+pub fn plan_physical_opts(
+    ra: &fox_ra::RaPlan,
+    stats: &fox_phys::Statistics,
+    options: &fox_kernel::LowerOptions,
+    passes: &fox_phys::Options,
+) -> Result<(fox_phys::PhysPlan, fox_kernel::KernelPlan), fox_kernel::LowerError> {
+    fox_ra::validate(ra).map_err(|e| fox_kernel::LowerError::Invalid(e.to_string()))?;
+    let phys = fox_phys::run(ra.clone(), stats, passes).map_err(|e| fox_kernel::LowerError::Invalid(e.to_string()))?;
     let kernels = fox_kernel::lower_physical_with(&phys, options)?;
     Ok((phys, kernels))
 }

@@ -101,6 +101,12 @@ struct Cli {
     memory_limit: Option<u64>,
     #[arg(long, value_enum, value_name = "ALGORITHM", default_value_t = fox_cli::JoinArg::Auto, help = fox_cli::JoinArg::HELP)]
     join: fox_cli::JoinArg,
+    /// Leave out a physical pass of the program's plan (`foxc compile --list-passes` lists
+    /// them); may be repeated. The answers stay the same: each annotation a pass sets has a
+    /// default (no fusion, no rounds, the general algorithm, relations merged in place)
+    /// that the translation to kernels follows. For experiments, with --timing.
+    #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(fox_phys::pass_names()))]
+    disable_pass: Vec<String>,
     /// Print the statistics of the program's inputs on standard output instead of running
     /// it: per input relation its rows, and per column its type, its number of distinct
     /// values (exact up to 256, estimated beyond), its least and greatest values and
@@ -239,6 +245,9 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
     if is_plan && cli.join != fox_cli::JoinArg::Auto {
         anyhow::bail!("--join chooses the algorithms of a program's plan; a PLAN.ron's are already chosen");
     }
+    if is_plan && !cli.disable_pass.is_empty() {
+        anyhow::bail!("--disable-pass leaves a pass out of a program's plan; a PLAN.ron's passes have run already");
+    }
     // A program is planned after its inputs are loaded, with their statistics; a compiled
     // plan reads its inputs as it runs (or from the data generated for it).
     let mut souffle = None;
@@ -307,6 +316,7 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
             Program::Compiled(mut program) => {
                 souffle = program.souffle.clone();
                 program.join = cli.join.choice();
+                program.disabled_passes = cli.disable_pass.clone();
                 program.kernel_plan(
                     &stats,
                     &fox_kernel::LowerOptions {

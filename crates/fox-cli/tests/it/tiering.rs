@@ -103,3 +103,56 @@ fn long_recursions_in_runs_give_the_answers_of_merging_in_place() {
     assert_eq!(outs[0][0].lines().count() - 1, pairs);
     assert_eq!(outs[0][0], outs[0][1], "path and nl are the same relation");
 }
+
+#[test]
+fn foxrun_disable_pass_leaves_the_runs_out_and_keeps_the_answers() {
+    let dir = temp_dir("tiering", "disable-pass");
+    let edges: String = (0..80).map(|i| format!("{i},{}\n", i + 1)).collect();
+    std::fs::write(dir.join("e.csv"), edges).unwrap();
+    let prog = dir.join("tc.logic");
+    std::fs::write(
+        &prog,
+        "e(x, y) -> int32(x), int32(y).\n.input e from \"e.csv\".\n\
+         path(x, y) <- e(x, y).\npath(x, z) <- path(x, y), e(y, z).\n.output path.\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str], out: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+            .arg(&prog)
+            .args(["--backend", "cpu", "--no-progress", "--timing", "--data"])
+            .arg(&dir)
+            .arg("--out")
+            .arg(dir.join(out))
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        (
+            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+            std::fs::read_to_string(dir.join(out).join("path.csv")).unwrap(),
+        )
+    };
+    let (tiered, a) = run(&[], "tiered");
+    let (in_place, b) = run(&["--disable-pass", "tiering"], "in-place");
+    assert!(tiered.contains("outgrows"), "{tiered}");
+    assert!(!in_place.contains("outgrows"), "{in_place}");
+    assert_eq!(a, b);
+    assert_eq!(a.lines().count() - 1, 80 * 81 / 2);
+    // A pass that does not exist, and a compiled plan, whose passes have run.
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .arg(&prog)
+        .args(["--disable-pass", "nosuch"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("possible values"));
+    let plan = dir.join("tc.ron");
+    foxc(&["compile", prog.to_str().unwrap(), "-o", plan.to_str().unwrap()]);
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .arg(&plan)
+        .args(["--disable-pass", "tiering", "--backend", "cpu"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("a PLAN.ron's passes have run already"));
+}
