@@ -18,7 +18,10 @@ impl CudaBackend {
     /// Opens GPU 0. Fails, with a message saying what is missing, when there is no driver,
     /// no NVRTC or no device.
     pub fn new() -> Result<CudaBackend, BackendError> {
-        Ok(CudaBackend { gpu: Gpu::new()? })
+        let mut gpu = Gpu::new()?;
+        // The kernel modules compile while the caller reads its inputs and plans.
+        gpu.prefetch_modules();
+        Ok(CudaBackend { gpu })
     }
 
     /// Time spent compiling kernels (or reading their PTX from the disk cache), and how

@@ -115,6 +115,9 @@ pub(crate) struct Gpu {
     /// Loaded modules, by module name or `gen:<hash>` for generated sources.
     modules: HashMap<String, Arc<CudaModule>>,
     functions: HashMap<(String, String), CudaFunction>,
+    /// Kernel modules being compiled and loaded in the background
+    /// ([`Gpu::prefetch_modules`]), by module name.
+    pending: HashMap<&'static str, std::thread::JoinHandle<Prefetched>>,
     /// The kernels given the largest shared-memory carveout (`prefer_shared`).
     carveout_set: HashSet<(String, String)>,
     compiler: Compiler,
@@ -134,6 +137,43 @@ pub(crate) struct Gpu {
     /// Evictions a cuckoo insertion of `IntersectCount` makes before its block searches
     /// instead (k_trie.rs).
     pub(crate) table_kicks: u32,
+}
+
+/// A kernel module compiled and loaded in the background, with what its compiler counted.
+type Prefetched = Result<(Arc<CudaModule>, CompileStats), BackendError>;
+
+/// Whether `FOX_COMPILE_LOG` asks for a line on standard error per module compiled or
+/// loaded (its time), for diagnosing start-up.
+fn compile_log() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("FOX_COMPILE_LOG").is_some_and(|v| !v.is_empty() && v != "0"))
+}
+
+/// Compiles (or reads from the caches) and loads `what`, logging the times when asked.
+fn compile_and_load(
+    ctx: &Arc<CudaContext>,
+    compiler: &mut Compiler,
+    what: &str,
+    source: &str,
+) -> Result<Arc<CudaModule>, BackendError> {
+    let t0 = std::time::Instant::now();
+    let image = compiler.image(what, source)?;
+    let t1 = std::time::Instant::now();
+    let m = ctx
+        .load_module(image.to_loadable())
+        .map_err(|e| drv(&format!("cannot load the module of {what}"), e))?;
+    if compile_log() {
+        let kind = match image {
+            crate::compile::Image::Cubin(_) => "cubin",
+            crate::compile::Image::Ptx(_) => "ptx",
+        };
+        eprintln!(
+            "fox: {what}: image ({kind}) {:.1} ms, load {:.1} ms",
+            (t1 - t0).as_secs_f64() * 1e3,
+            t1.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    Ok(m)
 }
 
 /// A driver error as text.
@@ -216,6 +256,7 @@ impl Gpu {
             mem: MemStats::default(),
             modules: HashMap::new(),
             functions: HashMap::new(),
+            pending: HashMap::new(),
             carveout_set: HashSet::new(),
             compiler,
             err,
@@ -258,6 +299,32 @@ impl Gpu {
 
     pub fn compile_stats(&self) -> CompileStats {
         self.compiler.stats()
+    }
+
+    /// Starts compiling (or reading from the caches) and loading every kernel module not
+    /// loaded yet, each on a thread of its own, so that a run waits at the first launch of
+    /// a module for what is left of its compilation instead of compiling the modules one
+    /// after the other as it meets them. A module that fails is compiled again at its
+    /// first use, where its error is reported.
+    pub fn prefetch_modules(&mut self) {
+        for (name, _) in crate::compile::MODULES {
+            if self.modules.contains_key(*name) || self.pending.contains_key(name) {
+                continue;
+            }
+            let Some(source) = module_source(name) else { continue };
+            let ctx = self.ctx.clone();
+            let mut compiler = self.compiler.clone_fresh();
+            let spawned = std::thread::Builder::new()
+                .name(format!("fox-compile-{name}"))
+                .spawn(move || {
+                    let m = compile_and_load(&ctx, &mut compiler, &format!("kernels/{name}.cu"), source)?;
+                    Ok((m, compiler.stats()))
+                });
+            // Without a thread, the module is compiled at its first use.
+            if let Ok(handle) = spawned {
+                self.pending.insert(name, handle);
+            }
+        }
     }
 
     /// A grid for a grid-stride loop over `n` items with `block` threads: enough blocks
@@ -733,11 +800,24 @@ impl Gpu {
         let module = match self.modules.get(key) {
             Some(m) => m.clone(),
             None => {
-                let ptx = self.compiler.ptx(what, source)?;
-                let m = self
-                    .ctx
-                    .load_module(cudarc::nvrtc::Ptx::from_src(ptx.as_str()))
-                    .map_err(|e| drv(&format!("cannot load the PTX of {what}"), e))?;
+                let m = match self.pending.remove(key) {
+                    Some(handle) => {
+                        let t0 = std::time::Instant::now();
+                        let done = handle
+                            .join()
+                            .unwrap_or_else(|_| Err(BackendError(format!("compiling {what} failed"))));
+                        let waited = t0.elapsed();
+                        match done {
+                            Ok((m, stats)) => {
+                                self.compiler.absorb(stats, waited);
+                                m
+                            }
+                            // Compiled again here, so that the error is this run's own.
+                            Err(_) => compile_and_load(&self.ctx, &mut self.compiler, what, source)?,
+                        }
+                    }
+                    None => compile_and_load(&self.ctx, &mut self.compiler, what, source)?,
+                };
                 self.modules.insert(key.to_string(), m.clone());
                 m
             }

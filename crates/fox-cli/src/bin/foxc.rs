@@ -86,6 +86,20 @@ enum Command {
         #[arg(long, value_enum, value_name = "STAGE")]
         emit: Option<Emit>,
     },
+    /// Compile the GPU kernel modules (kernels/*.cu, embedded in the binaries) to CUBINs
+    /// for the given architectures, with NVRTC (no GPU needed), into the folder `foxrun`,
+    /// `foxbench`, the REPL and the Python package read them from: `fox-kernels` next to
+    /// their executable (or the folder `FOX_KERNEL_IMAGES` names). A run on a machine
+    /// whose kernel cache is empty then loads them instead of compiling them; the
+    /// expression kernels of each program are still compiled (and cached) on first use.
+    PrecompileKernels {
+        /// Real architectures, comma-separated: sm_90 (H100, H200), sm_80 (A100), sm_100, …
+        #[arg(long, value_name = "ARCHS", value_delimiter = ',', required = true)]
+        arch: Vec<String>,
+        /// The folder to write (default: `fox-kernels` next to this executable).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -117,6 +131,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check { files, each } => cmd_check(&files, each, dialect, color),
         Command::Compile { list_passes: true, .. } => list_passes(),
+        Command::PrecompileKernels { arch, out } => precompile_kernels(&arch, out),
         Command::Compile {
             files,
             output,
@@ -143,6 +158,31 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+fn precompile_kernels(archs: &[String], out: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let dir = match out {
+        Some(d) => d,
+        None => std::env::current_exe()?
+            .parent()
+            .ok_or_else(|| anyhow::anyhow!("the executable has no folder"))?
+            .join("fox-kernels"),
+    };
+    if !fox_cuda::compile::nvrtc_available() {
+        anyhow::bail!("{}", fox_cuda::compile::NVRTC_MISSING);
+    }
+    let t0 = std::time::Instant::now();
+    let done = fox_cuda::compile::precompile_modules(&dir, archs).map_err(|e| anyhow::anyhow!("{}", e.0))?;
+    for (module, arch, file, secs) in &done {
+        eprintln!("foxc: kernels/{module}.cu for {arch}: {} ({secs:.1} s)", file.display());
+    }
+    eprintln!(
+        "foxc: {} images in {} ({:.1} s)",
+        done.len(),
+        dir.display(),
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn report(checked: &Checked, color: bool) {

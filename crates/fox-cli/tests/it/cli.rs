@@ -215,3 +215,46 @@ fn a_program_error_of_the_planner_is_located() {
     let e = fox_cli::plan_error(&map, "q.logic", &fox_ra::PlanError::Options("bad order".into()), false).to_string();
     assert_eq!(e, "q.logic: cannot plan the program: bad order");
 }
+
+#[test]
+fn foxc_precompile_kernels_writes_a_cubin_per_module_and_architecture() {
+    use fox_cuda::compile::{module_source, nvrtc_available, shipped_key, MODULES};
+    let foxc = env!("CARGO_BIN_EXE_foxc");
+    let dir = crate::common::temp_dir("fox-cli", "precompile");
+    // A bad architecture is refused before anything is compiled.
+    let o = std::process::Command::new(foxc)
+        .args(["precompile-kernels", "--arch", "compute_90", "--out"])
+        .arg(dir.join("bad"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("`compute_90` is not a real GPU architecture") || err.contains("libnvrtc"),
+        "{err}"
+    );
+    if !nvrtc_available() {
+        assert!(
+            std::env::var("FOX_REQUIRE_NVRTC").is_err(),
+            "FOX_REQUIRE_NVRTC is set but NVRTC is missing"
+        );
+        eprintln!("skipped: NVRTC is not available");
+        return;
+    }
+    let out = dir.join("images");
+    let o = std::process::Command::new(foxc)
+        .args(["precompile-kernels", "--arch", "sm_90", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for (name, _) in MODULES {
+        let file = out.join(format!(
+            "{:032x}.cubin",
+            shipped_key(module_source(name).unwrap(), "sm_90")
+        ));
+        let bytes = std::fs::read(&file).unwrap_or_else(|e| panic!("{name}: {}: {e}", file.display()));
+        assert!(bytes.starts_with(b"\x7fELF"), "{name}: a CUBIN is an ELF image");
+    }
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), MODULES.len());
+}

@@ -137,6 +137,30 @@ fn a_compile_error_carries_the_nvrtc_log() {
     assert!(err.0.contains("broken"), "{}", err.0);
 }
 
+fn modules_compile_to_cubins_and_are_cached() {
+    let src = format!(
+        "extern \"C\" __global__ void cubin_probe(unsigned* out) {{ out[threadIdx.x] = {}u; }}",
+        std::process::id()
+    );
+    let bytes = compile::compile_cubin("probe", &src, "sm_90").expect("compiles");
+    assert!(bytes.starts_with(b"\x7fELF"), "a CUBIN is an ELF image");
+    let err = compile::compile_cubin("broken", "extern \"C\" __global__ void k() { nope = 1; }", "sm_90")
+        .expect_err("the source has an error");
+    assert!(err.0.contains("nope") && err.0.contains("broken"), "{}", err.0);
+    let mut c = compile::Compiler::new("compute_90").expect("NVRTC is present");
+    let image = c.image("probe", &src).expect("compiles");
+    assert!(matches!(image, compile::Image::Cubin(_)), "{image:?}");
+    assert_eq!(c.stats().compiled + c.stats().from_cache, 1);
+    // Again: from the process cache, no new compile.
+    let again = c.image("probe", &src).expect("compiles");
+    assert_eq!(c.stats().compiled + c.stats().from_cache, 1);
+    match (image, again) {
+        (compile::Image::Cubin(a), compile::Image::Cubin(b)) => assert_eq!(a, b),
+        other => panic!("{other:?}"),
+    }
+    // Every kernel module compiles to a CUBIN: `foxc precompile-kernels` (fox-cli's tests).
+}
+
 fn the_disk_cache_is_reused() {
     let src = format!(
         "extern \"C\" __global__ void cache_probe(unsigned* out) {{ out[threadIdx.x] = {}u; }}",
@@ -402,6 +426,7 @@ tests![
     Nvrtc every_kernel_module_compiles_for_sm_90,
     Nvrtc a_compile_error_carries_the_nvrtc_log,
     Nvrtc the_disk_cache_is_reused,
+    Nvrtc modules_compile_to_cubins_and_are_cached,
     Nvrtc generated_expression_kernels_compile_for_sm_90,
     Nvrtc generated_fused_reductions_compile_for_sm_90,
 ];
