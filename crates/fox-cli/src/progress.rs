@@ -83,11 +83,21 @@ impl Drop for Spinner {
 #[derive(Debug)]
 pub struct RunProgress {
     pub spinner: Spinner,
+    /// When set (`foxrun --timing`), each iteration of a semi-naive loop is also printed
+    /// on standard error as a line with the time since the run started.
+    pub iterations: Option<std::time::Instant>,
 }
 
 impl RunObserver for RunProgress {
     fn event(&self, event: &RunEvent<'_>) {
-        self.spinner.set(event_message(event));
+        let message = event_message(event);
+        if let (Some(start), RunEvent::Iteration { block, .. }) = (self.iterations, event) {
+            if block.starts_with("stratum ") {
+                let at = start.elapsed().as_secs_f64() * 1e3;
+                self.spinner.suspend(|| eprintln!("{message} (at {at:.1} ms)"));
+            }
+        }
+        self.spinner.set(message);
     }
 }
 
@@ -122,6 +132,7 @@ mod tests {
     fn events_become_the_spinner_message() {
         let p = RunProgress {
             spinner: Spinner::with_target(Some(ProgressDrawTarget::hidden()), "running"),
+            iterations: None,
         };
         assert_eq!(p.spinner.message().as_deref(), Some("running"));
         p.event(&RunEvent::Loading { input: "edge" });

@@ -370,6 +370,7 @@ fn run_detached(program: &fox_cli::Compiled, given: Vec<Given>, args: RunArgs) -
         memory_limit: args.memory_limit,
         observer: None,
         cancel: None,
+        max_iterations: None,
     };
     let result = match fox_runtime::run_loaded(&plan, backend.as_mut(), &opts, inputs) {
         Ok(r) => r,

@@ -98,6 +98,7 @@ fn run_with(
         memory_limit: opts.memory_limit,
         device_time: None,
         observer: opts.observer.clone(),
+        max_iterations: opts.max_iterations,
         cancel: opts.cancel.clone(),
     };
     it.stats.backend = it.backend.name();
@@ -163,6 +164,8 @@ struct Interp<'a> {
     /// The device time of the last launch, when the backend measured it.
     device_time: Option<Duration>,
     observer: Option<std::sync::Arc<dyn RunObserver>>,
+    /// [`RunOptions::max_iterations`].
+    max_iterations: Option<u64>,
     /// Read before every instruction and after every launch (see [`crate::cancel`]).
     cancel: Option<crate::CancelToken>,
 }
@@ -570,6 +573,28 @@ impl Interp<'_> {
                             iterations: entered[body.0 as usize],
                             rows,
                         });
+                    }
+                    if let (true, Some(max), Some(body_block)) =
+                        (any, self.max_iterations, plan.blocks.get(body.0 as usize))
+                    {
+                        let done = entered[body.0 as usize];
+                        if done >= max && body_block.label.starts_with("stratum ") {
+                            let rows: u64 = nonempty
+                                .iter()
+                                .filter_map(|buf| self.var_slot(buf.0 as usize).ok())
+                                .map(|slot| self.slot_buf(slot).len as u64)
+                                .sum();
+                            return Err(RuntimeError::Program {
+                                msg: format!(
+                                    "the recursion of `{}` reached no fixpoint within {max} iteration{} (the limit of --max-iterations): the last derived {rows} new row{}",
+                                    body_block.label,
+                                    if max == 1 { "" } else { "s" },
+                                    if rows == 1 { "" } else { "s" }
+                                ),
+                                origin: None,
+                                notes: Vec::new(),
+                            });
+                        }
                     }
                     if let (false, Some(e)) = (any, entered.get_mut(body.0 as usize)) {
                         *e = 0;

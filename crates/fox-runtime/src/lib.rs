@@ -64,6 +64,10 @@ pub struct RunOptions {
     pub observer: Option<std::sync::Arc<dyn RunObserver>>,
     /// Stops the run when set (see [`cancel`]): it then returns [`RuntimeError::Cancelled`].
     pub cancel: Option<CancelToken>,
+    /// The most iterations a semi-naive loop may run: one that would start another after
+    /// this many stops the run with a [`RuntimeError::Program`] naming the loop (a
+    /// recursion through arithmetic can derive new values forever). No limit when `None`.
+    pub max_iterations: Option<u64>,
 }
 
 /// What a run reports to its [`RunObserver`] as it goes.

@@ -107,6 +107,12 @@ struct Cli {
     /// that the translation to kernels follows. For experiments, with --timing.
     #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(fox_phys::pass_names()))]
     disable_pass: Vec<String>,
+    /// Stop with an error when a recursive stratum has not reached its fixpoint after N
+    /// iterations (a recursion through arithmetic, `n(x + 1) <- n(x)`, can derive new
+    /// rows forever); nothing is written. Default: no limit. With --timing each
+    /// iteration is printed on standard error with the rows it derived.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_iterations: Option<u64>,
     /// Print the statistics of the program's inputs on standard output instead of running
     /// it: per input relation its rows, and per column its type, its number of distinct
     /// values (exact up to 256, estimated beyond), its least and greatest values and
@@ -234,13 +240,15 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
     let progress = fox_cli::progress::wanted(cli.no_progress);
     // The spinner of the run, which also tells of the input files read; generated data
     // draws its own bars, so the spinner starts once it is loaded.
+    let started = Instant::now();
     let spinner = |on: bool| {
         Arc::new(RunProgress {
             spinner: Spinner::new(on, "running"),
+            iterations: cli.timing.then_some(started),
         })
     };
     let mut observer = spinner(progress && source.is_none());
-    let watch = |o: &Arc<RunProgress>| progress.then(|| o.clone() as Arc<dyn fox_runtime::RunObserver>);
+    let watch = |o: &Arc<RunProgress>| (progress || cli.timing).then(|| o.clone() as Arc<dyn fox_runtime::RunObserver>);
     let is_plan = cli.files.iter().any(|f| f.extension().is_some_and(|e| e == "ron"));
     if is_plan && cli.join != fox_cli::JoinArg::Auto {
         anyhow::bail!("--join chooses the algorithms of a program's plan; a PLAN.ron's are already chosen");
@@ -337,6 +345,7 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         memory_limit: cli.memory_limit,
         observer: watch(&observer),
         cancel: Some(cancel.clone()),
+        max_iterations: cli.max_iterations,
     };
     let result = match data {
         Data::Files(inputs) => run_loaded(&plan, backend.as_mut(), &opts, inputs),

@@ -156,3 +156,68 @@ fn foxrun_disable_pass_leaves_the_runs_out_and_keeps_the_answers() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("a PLAN.ron's passes have run already"));
 }
+
+#[test]
+fn max_iterations_stops_a_recursion_that_does_not_converge() {
+    let dir = temp_dir("tiering", "max-iterations");
+    let prog = dir.join("n.logic");
+    std::fs::write(&prog, "n(x) -> int64(x).\nn(0).\nn(x + 1) <- n(x).\n.output n.\n").unwrap();
+    let out = dir.join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .arg(&prog)
+        .args(["--backend", "cpu", "--no-progress", "--max-iterations", "7", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the recursion of `stratum 0 loop (n)` reached no fixpoint within 7 iterations (the limit of --max-iterations): the last derived 1 new row"),
+        "{err}"
+    );
+    assert!(!out.exists(), "nothing is written");
+    // A recursion that converges within the limit runs as without it; --timing prints
+    // each iteration.
+    let edges: String = (0..30).map(|i| format!("{i},{}\n", i + 1)).collect();
+    std::fs::write(dir.join("e.csv"), edges).unwrap();
+    let tc = dir.join("tc.logic");
+    std::fs::write(
+        &tc,
+        "e(x, y) -> int32(x), int32(y).\n.input e from \"e.csv\".\n\
+         path(x, y) <- e(x, y).\npath(x, z) <- path(x, y), e(y, z).\n.output path.\n",
+    )
+    .unwrap();
+    let run = |limit: &str| {
+        Command::new(env!("CARGO_BIN_EXE_foxrun"))
+            .arg(&tc)
+            .args([
+                "--backend",
+                "cpu",
+                "--no-progress",
+                "--timing",
+                "--max-iterations",
+                limit,
+                "--data",
+            ])
+            .arg(&dir)
+            .output()
+            .unwrap()
+    };
+    let o = run("100");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("stratum 0 loop (path): iteration 1, 29 new rows (at "),
+        "{err}"
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("465 rows"),
+        "30 * 31 / 2 paths"
+    );
+    let o = run("3");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("within 3 iterations"));
+    // The limit is a positive number.
+    let o = run("0");
+    assert_eq!(o.status.code(), Some(2));
+}
