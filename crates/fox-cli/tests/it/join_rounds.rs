@@ -167,3 +167,27 @@ fn a_materialised_join_beyond_the_limit_is_an_error_naming_the_rule() {
     assert!(!e.contains("panicked") && !e.contains("memory allocation of"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_string_comparison_in_rounds_and_after_them_when_no_round_runs() {
+    // `s < t` reads the rank table inside the rounds, and the rule after them reads it
+    // too: without a pair (no key in common) no round runs.
+    let dir = temp_dir("fox-join-rounds", "rank");
+    std::fs::write(dir.join("a.csv"), "1,xa\n1,xc\n").unwrap();
+    std::fs::write(dir.join("b.csv"), "3,xb\n").unwrap();
+    let p = dir.join("q.logic");
+    std::fs::write(
+        &p,
+        "a(k, s) -> int32(k), string(s).\nb(k, t) -> int32(k), string(t).\n.input a.\n.input b.\n\
+         n[] = c <- agg<<c = count()>> a(k, s), b(k, t), s < t.\n\
+         m(s) <- a(_, s), s < \"xb\".\n.output n.\n.output m.\n",
+    )
+    .unwrap();
+    let o = foxrun(&p, &dir, &[]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{e}");
+    assert_eq!(rounds(&e), 0, "{e}");
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.contains("xa") && !out.contains("xc"), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

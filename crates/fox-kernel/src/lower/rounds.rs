@@ -279,6 +279,8 @@ impl Lower<'_> {
             exit: round.exit,
         });
         self.start_block(round.exit);
+        // A dictionary table computed in the loop is not defined where no round ran.
+        self.tables.clear();
         Ok(Val::unordered(acc, columns))
     }
 }
