@@ -18,6 +18,11 @@ const TESTS: &[(&str, Needs, fn())] = &[
         a_session_on_the_gpu_answers_as_on_the_cpu,
     ),
     (
+        "joins::aggregated_joins_in_rounds_on_the_gpu_answer_as_on_the_cpu",
+        Needs::Gpu,
+        aggregated_joins_in_rounds_on_the_gpu_answer_as_on_the_cpu,
+    ),
+    (
         "harness::gpu_tests_are_ignored_without_a_gpu_and_fail_when_it_is_required",
         Needs::Cpu,
         gpu_tests_are_ignored_without_a_gpu_and_fail_when_it_is_required,
@@ -99,6 +104,51 @@ fn a_session_on_the_gpu_answers_as_on_the_cpu() {
         assert_eq!(gpu, cpu, "{args:?}");
         assert!(cpu.contains(" row") && !cpu.contains("error"), "{cpu}");
     }
+}
+
+/// `foxrun PROGRAM --graph gnm:300:3000:3 --timing ARGS`, which must succeed; returns
+/// stdout and the windows `--timing` reports.
+fn foxrun_graph(program: &Path, args: &[&str]) -> (Vec<u8>, u64) {
+    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .arg(program)
+        .args(["--graph", "gnm:300:3000:3", "--timing"])
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+    let rounds = err
+        .lines()
+        .find_map(|l| l.strip_prefix("rounds: "))
+        .and_then(|l| l.split_whitespace().next())
+        .map_or(0, |n| n.parse().unwrap());
+    (o.stdout, rounds)
+}
+
+/// Joins read only by an aggregation (an equi-join, a band join, an inequality join),
+/// written in many rounds on the GPU under a small `--memory-limit`, give the CPU's
+/// results without a limit.
+fn aggregated_joins_in_rounds_on_the_gpu_answer_as_on_the_cpu() {
+    let dir = std::env::temp_dir().join(format!("fox-gpu-join-rounds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = dir.join("q.logic");
+    std::fs::write(
+        &program,
+        "edge(x, y) -> int32(x), int32(y).\n.input edge.\n\
+         two[x] = c <- agg<<c = count()>> edge(x, y), edge(y, z).\n\
+         band[] = s <- agg<<s = sum(w)>> edge(x, y), edge(z, w), z >= x - 3, z <= x + 3.\n\
+         ineq[] = m <- agg<<m = max(y - w)>> edge(x, y), edge(z, w), x < z, y > w.\n\
+         .output two.\n.output band.\n.output ineq.\n",
+    )
+    .unwrap();
+    for join in ["auto", "hash", "merge", "inl"] {
+        let (cpu, _) = foxrun_graph(&program, &["--backend", "cpu", "--join", join]);
+        let (gpu, rounds) = foxrun_graph(&program, &["--backend", "gpu", "--join", join, "--memory-limit", "8M"]);
+        assert_eq!(gpu, cpu, "--join {join}");
+        assert!(rounds > 3, "--join {join}: {rounds} rounds");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 fn gpu_tests_are_ignored_without_a_gpu_and_fail_when_it_is_required() {

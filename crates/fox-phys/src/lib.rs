@@ -21,7 +21,9 @@ pub use ann::{
     Partitioning, Rounds, Tiering,
 };
 pub use hll::Hll;
-pub use passes::{pass_names, run, Options, Pass, PhysError, PASSES};
+pub use passes::{
+    join_aggregated_by, join_expands, join_window_row_bytes, pass_names, run, Options, Pass, PhysError, PASSES,
+};
 pub use print::print_physical;
 pub use stats::{ColumnStats, RelationStats, Statistics};
 

@@ -59,7 +59,11 @@ fn annotations(plan: &PhysPlan, op: &Op, n: &Node, cols: &[Column]) -> String {
             None => algorithm(op, n),
         },
     }];
-    if n.rounds.windows.iter().any(Option::is_some) {
+    if let (Op::Join { .. }, [Some(bytes)]) = (op, n.rounds.windows.as_slice()) {
+        parts.push(format!(
+            "may be written in rounds ({bytes} bytes/pair; more than one when its pairs do not fit the memory left), each aggregated"
+        ));
+    } else if n.rounds.windows.iter().any(Option::is_some) {
         let levels: Vec<String> = n
             .rounds
             .windows

@@ -302,6 +302,13 @@ pub fn format_stats(stats: &RunStats) -> String {
             ms(t)
         ));
     }
+    if stats.rounds > 0 {
+        // Every window taken, the only one of an expansion that fit at once included.
+        out.push_str(&format!(
+            "rounds: {} windows of expansions and joins written in rounds\n",
+            stats.rounds
+        ));
+    }
     out.push_str(&format_rows(&stats.rows));
     // `device peak N bytes` is the form the command-line contract names; the size in
     // units follows for reading.

@@ -94,9 +94,10 @@ struct Cli {
     #[arg(long)]
     timing: bool,
     /// The memory the run may use on the backend (e.g. 512M, 16G; default: all of the
-    /// device's). Levels of multi-way joins that would expand beyond it run in rounds; on
-    /// the CPU backend, an operation that needs more than it leaves stops the run with an
-    /// out-of-memory error naming the rule and the sizes.
+    /// device's). Levels of multi-way joins, and joins whose rows only an aggregation reads,
+    /// that would expand beyond it run in rounds; on the CPU backend, an operation that
+    /// needs more than it leaves stops the run with an out-of-memory error naming the rule
+    /// and the sizes.
     #[arg(long, value_name = "SIZE", value_parser = fox_cli::parse_memory_size)]
     memory_limit: Option<u64>,
     #[arg(long, value_enum, value_name = "ALGORITHM", default_value_t = fox_cli::JoinArg::Auto, help = fox_cli::JoinArg::HELP)]

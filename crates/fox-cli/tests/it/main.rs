@@ -12,6 +12,7 @@ mod foxbench;
 mod foxrun;
 mod graph;
 mod ineq;
+mod join_rounds;
 mod joins;
 mod large_inputs;
 mod memory;

@@ -74,17 +74,7 @@ impl Lower<'_> {
                 upper: inner.upper.as_ref().map(bound),
             };
             let ranges = self.launch(kernel, args, &[("lo", None), ("hi", None), ("row", None)])?;
-            let counts = self.launch1(Kernel::RangeCount, vec![ranges[0], ranges[1]], "counts", None)?;
-            let scan = self.launch(
-                Kernel::ExclusiveScan,
-                vec![counts],
-                &[("offsets", None), ("total", None)],
-            )?;
-            let idx = self.launch(
-                Kernel::Expand,
-                vec![ranges[0], scan[0], scan[1]],
-                &[("range", None), ("entry", None)],
-            )?;
+            let idx = self.expand_pairs(ranges[0], ranges[1], ["range", "entry"])?;
             let gather = Kernel::Gather { shift: 0 };
             let p = self.launch1(gather.clone(), vec![idx[0], ranges[2]], "probe", None)?;
             let m = self.launch1(gather, vec![idx[1], tree], "match", None)?;

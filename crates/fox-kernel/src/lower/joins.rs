@@ -47,6 +47,20 @@ impl Lower<'_> {
         let (l, r) = (self.temp(left)?, self.temp(right)?);
         let (l, lk, r, rk) = self.sort_sides(l, lk, r, rk)?;
         let nkeys = lk.len();
+        if self.join_window.is_some() && nkeys > 0 {
+            // Written in rounds: each left row's run of equal keys in the sorted right
+            // (`BoundRange` without bounds), expanded a window at a time; the pairs come
+            // in the order `JoinWrite` writes them.
+            let mut args: Vec<BufId> = rk.iter().map(|&c| r.cols[c]).collect();
+            args.extend(lk.iter().map(|&c| l.cols[c]));
+            let kernel = Kernel::BoundRange {
+                nkeys,
+                lower: None,
+                upper: None,
+            };
+            let range = self.launch(kernel, args, &[("lo", None), ("hi", None)])?;
+            return self.expand_ranges_join(&range, &r, &l, Side::Right, output, columns);
+        }
         let keys = Self::key_args(&l, &lk, &r, &rk);
         let counts = self.launch1(Kernel::JoinCount { nkeys }, keys.clone(), "counts", None)?;
         let scan = self.launch(
@@ -62,8 +76,9 @@ impl Lower<'_> {
 
     /// The output of a join whose probing rows found their matches as ranges of the
     /// searched side (`range`: `lo`, `hi` per probing row): one pair per position of each
-    /// range (range counts, scan, load-balanced expansion), then `join_rows`, the
-    /// `searched` side being `sorted`.
+    /// range (range counts, scan, load-balanced expansion: `expand_pairs`, in rounds when
+    /// the join is written in rounds), then `join_rows`, the `searched` side being
+    /// `sorted`.
     pub(super) fn expand_ranges_join(
         &mut self,
         range: &[BufId],
@@ -73,17 +88,10 @@ impl Lower<'_> {
         output: &[JoinCol],
         columns: Vec<Column>,
     ) -> R<Val> {
-        let counts = self.launch1(Kernel::RangeCount, range.to_vec(), "counts", None)?;
-        let scan = self.launch(
-            Kernel::ExclusiveScan,
-            vec![counts],
-            &[("offsets", None), ("total", None)],
-        )?;
-        let idx = self.launch(
-            Kernel::Expand,
-            vec![range[0], scan[0], scan[1]],
-            &[("probe", None), ("match", None)],
-        )?;
+        let [lo, hi] = range else {
+            return Err(LowerError::Invalid("a join's ranges are not `lo`, `hi`".into()));
+        };
+        let idx = self.expand_pairs(*lo, *hi, ["probe", "match"])?;
         match searched {
             Side::Left => self.join_rows(sorted, idx[1], probe, idx[0], output, columns),
             Side::Right => self.join_rows(probe, idx[0], sorted, idx[1], output, columns),

@@ -31,7 +31,7 @@ mod setops;
 mod tiered;
 
 use expr::ExprCx;
-use rounds::{Closed, OpenRound};
+use rounds::{Closed, JoinRound, OpenRound};
 
 /// Why an RA plan could not be lowered.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -113,6 +113,8 @@ pub fn lower_physical_with(phys: &PhysPlan, options: &LowerOptions) -> Result<Ke
         stmts: &[],
         tier_scans: HashMap::new(),
         empty_runs: HashSet::new(),
+        join_window: None,
+        join_round: None,
     };
     let mut init = l.declare_relations()?;
     init.extend(l.declare_runs()?);
@@ -155,6 +157,11 @@ pub fn lower_physical_with(phys: &PhysPlan, options: &LowerOptions) -> Result<Ke
         }
         for s in &b.stmts {
             l.stmt(s)?;
+        }
+        if l.join_round.is_some() {
+            return Err(LowerError::Invalid(format!(
+                "block {i} ends inside the rounds of a join"
+            )));
         }
         let term = match &b.term {
             fox_ra::Terminator::Jump(t) => Terminator::Jump(BlockId(t.0)),
@@ -328,6 +335,11 @@ struct Lower<'a> {
     tier_scans: HashMap<fox_ra::TempId, RelId>,
     /// The tiered relations whose runs are known to be empty at this point of the block.
     empty_runs: HashSet<u32>,
+    /// The join being lowered is written in rounds: the bytes a pair costs and the
+    /// aggregation that ends them (taken by the expansion of its pairs).
+    join_window: Option<(u64, fox_ra::TempId)>,
+    /// The rounds of a join, open until the aggregation that reads it is lowered.
+    join_round: Option<JoinRound>,
 }
 
 type R<T> = Result<T, LowerError>;
@@ -804,21 +816,18 @@ impl<'a> Lower<'a> {
                 left_keys,
                 right_keys,
                 output,
-            } => match self.dst.map(|d| &self.phys.node(d).algorithm) {
-                Some(Algorithm::Band(band)) => {
-                    self.band_join(*left, *right, left_keys, right_keys, band, output, columns)
-                }
-                Some(Algorithm::Hash { build }) => {
-                    let how = hash::Search::Hash;
-                    self.searched_join(how, *left, *right, left_keys, right_keys, *build, output, columns)
-                }
-                Some(Algorithm::IndexNestedLoop { indexed }) => {
-                    let how = hash::Search::Index;
-                    self.searched_join(how, *left, *right, left_keys, right_keys, *indexed, output, columns)
-                }
-                Some(Algorithm::NestedLoop) => self.nested_join(*left, *right, left_keys, right_keys, output, columns),
-                _ => self.join(*left, *right, left_keys, right_keys, output, columns),
-            },
+            } => {
+                self.join_window = self
+                    .dst
+                    .and_then(|d| match self.phys.node(d).rounds.windows.as_slice() {
+                        [Some(bytes)] => fox_phys::join_aggregated_by(self.stmts, d).map(|until| (*bytes, until)),
+                        _ => None,
+                    });
+                let v = self.binary_join(*left, *right, left_keys, right_keys, output, columns);
+                // An algorithm that does not expand its pairs runs in one round.
+                self.join_window = None;
+                v
+            }
             Op::SemiJoin {
                 left,
                 right,
@@ -840,13 +849,46 @@ impl<'a> Lower<'a> {
                     None => Ok(v),
                 }
             }
-            Op::Aggregate { input, group, aggs } => self.aggregate(*input, group, aggs, columns),
+            Op::Aggregate { input, group, aggs } => {
+                let v = self.aggregate(*input, group, aggs, columns.clone())?;
+                if self.ends_join_round() {
+                    return self.close_join_round(v, group, aggs, columns);
+                }
+                Ok(v)
+            }
             Op::MultiJoin {
                 vars,
                 inputs,
                 output,
                 count,
             } => self.multi_join(vars, inputs, output, *count, columns),
+        }
+    }
+}
+
+impl Lower<'_> {
+    /// A binary join by the algorithm `join-selection` chose for it.
+    fn binary_join(
+        &mut self,
+        left: fox_ra::TempId,
+        right: fox_ra::TempId,
+        left_keys: &[usize],
+        right_keys: &[usize],
+        output: &[JoinCol],
+        columns: Vec<Column>,
+    ) -> R<Val> {
+        match self.dst.map(|d| &self.phys.node(d).algorithm) {
+            Some(Algorithm::Band(band)) => self.band_join(left, right, left_keys, right_keys, band, output, columns),
+            Some(Algorithm::Hash { build }) => {
+                let how = hash::Search::Hash;
+                self.searched_join(how, left, right, left_keys, right_keys, *build, output, columns)
+            }
+            Some(Algorithm::IndexNestedLoop { indexed }) => {
+                let how = hash::Search::Index;
+                self.searched_join(how, left, right, left_keys, right_keys, *indexed, output, columns)
+            }
+            Some(Algorithm::NestedLoop) => self.nested_join(left, right, left_keys, right_keys, output, columns),
+            _ => self.join(left, right, left_keys, right_keys, output, columns),
         }
     }
 }

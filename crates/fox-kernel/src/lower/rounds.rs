@@ -124,3 +124,163 @@ impl Lower<'_> {
         Ok(Closed::Accumulated(acc))
     }
 }
+
+/// A binary join written in rounds (`fox_phys::join_aggregated_by`), open from the
+/// expansion of its pairs to the aggregation that reads them: the loop's blocks and
+/// window, and the aggregation's running result.
+pub(super) struct JoinRound {
+    round: OpenRound,
+    until: fox_ra::TempId,
+    acc: Vec<BufId>,
+}
+
+impl Lower<'_> {
+    /// The pairs of a binary join from its probing rows' ranges `lo .. hi` of the searched
+    /// side: `RangeCount`, `ExclusiveScan`, `Expand`, whose outputs are named `names` (the
+    /// probing row, the position). When the join is written in rounds (its node has one
+    /// window), a loop begins before the expansion: each round expands one `Window` of the
+    /// pairs (a contiguous run of probing rows, the first and last perhaps in part), and
+    /// the statements up to the aggregation that reads the join run once per round
+    /// ([`Self::close_join_round`] ends the loop).
+    pub(super) fn expand_pairs(&mut self, lo: BufId, hi: BufId, names: [&str; 2]) -> R<Vec<BufId>> {
+        let counts = self.launch1(Kernel::RangeCount, vec![lo, hi], "counts", None)?;
+        let scan = self.launch(
+            Kernel::ExclusiveScan,
+            vec![counts],
+            &[("offsets", None), ("total", None)],
+        )?;
+        let mut args = vec![lo, scan[0], scan[1]];
+        if let Some((row_bytes, until)) = self.join_window.take() {
+            if self.join_round.is_some() {
+                return Err(LowerError::Invalid("a join's rounds begin inside another's".into()));
+            }
+            let columns = self
+                .ra
+                .temps
+                .get(until.0 as usize)
+                .ok_or_else(|| LowerError::Invalid(format!("t{} has no schema", until.0)))?
+                .columns
+                .clone();
+            let names: Vec<(String, Option<Type>)> = Self::col_names(&columns)
+                .into_iter()
+                .map(|(n, t)| (format!("{n}.acc"), t))
+                .collect();
+            let refs: Vec<(&str, Option<Type>)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+            let kernel = Kernel::Const {
+                types: phys_types(&columns),
+                rows: Vec::new(),
+            };
+            let acc = self.launch(kernel, Vec::new(), &refs)?;
+            let w = self.launch1(Kernel::Window { row_bytes }, vec![scan[1]], "window", None)?;
+            let n = self.blocks.len();
+            let body = self.new_block(format!("{}.round{n}", self.prefix));
+            let exit = self.new_block(format!("{}.done{n}", self.prefix));
+            self.end_block(Terminator::LoopIf {
+                nonempty: vec![w],
+                body,
+                exit,
+            });
+            self.start_block(body);
+            args.push(w);
+            self.join_round = Some(JoinRound {
+                round: OpenRound {
+                    body,
+                    exit,
+                    total: scan[1],
+                    window: w,
+                    row_bytes,
+                },
+                until,
+                acc,
+            });
+        }
+        self.launch(Kernel::Expand, args, &[(names[0], None), (names[1], None)])
+    }
+
+    /// Whether the aggregation being lowered ends a join's rounds.
+    pub(super) fn ends_join_round(&self) -> bool {
+        matches!((&self.join_round, self.dst), (Some(r), Some(d)) if r.until == d)
+    }
+
+    /// Ends the rounds of a join at the aggregation that reads it: `partial`, the
+    /// aggregation of one round's rows (the group columns, then one per aggregate), is
+    /// combined with the rounds before (their concatenation aggregated again by the
+    /// groups: counts and sums summed, minima and maxima taken), the next window taken and
+    /// the loop repeated while one is left. Returns the combined aggregation (valid after
+    /// the loop), sorted as the aggregation sorts its groups.
+    pub(super) fn close_join_round(
+        &mut self,
+        partial: Val,
+        group: &[usize],
+        aggs: &[fox_ra::AggCall],
+        columns: Vec<Column>,
+    ) -> R<Val> {
+        let JoinRound { round, acc, .. } = self
+            .join_round
+            .take()
+            .ok_or_else(|| LowerError::Invalid("an aggregation ends rounds that never began".into()))?;
+        let width = acc.len();
+        if partial.cols.len() != width || columns.len() != width {
+            return Err(LowerError::Invalid("a join's rounds lost a column".into()));
+        }
+        let mut args = acc.clone();
+        args.extend(&partial.cols);
+        let grown = self.launch_cols(Kernel::Concat { parts: 2, width }, args, &columns)?;
+        let g = group.len();
+        let perm = self.key_perm(g);
+        let v = Val::unordered(grown, columns.clone());
+        let v = self.sort_code(v, &asc(perm.iter().copied()))?;
+        let mut args: Vec<BufId> = perm.iter().map(|&i| v.cols[i]).collect();
+        args.extend(&v.cols[g..]);
+        let specs: Vec<AggSpec> = aggs
+            .iter()
+            .map(|a| AggSpec {
+                func: match a.func {
+                    AggFunc::Count | AggFunc::Sum => AggFunc::Sum,
+                    f => f,
+                },
+                input: Some(a.ty),
+                output: a.ty,
+            })
+            .collect();
+        if let Some(a) = aggs.iter().find(|a| matches!(a.func, AggFunc::Avg)) {
+            return Err(LowerError::Invalid(format!(
+                "a join written in rounds is aggregated by {:?}, which does not combine",
+                a.func
+            )));
+        }
+        let mut out_cols: Vec<Column> = perm.iter().map(|&i| columns[i].clone()).collect();
+        out_cols.extend(columns[g..].iter().cloned());
+        let outs = self.launch_cols(Kernel::ReduceByKey { nkeys: g, aggs: specs }, args, &out_cols)?;
+        let mut combined = vec![BufId(0); width];
+        for (j, &i) in perm.iter().enumerate() {
+            combined[i] = outs[j];
+        }
+        combined[g..].copy_from_slice(&outs[g..]);
+        for (&a, c) in acc.iter().zip(combined) {
+            self.instrs.push(Instr::Move { dst: a, src: c });
+        }
+        let name = self.base_name(round.window);
+        let next = self.launch1(
+            Kernel::Window {
+                row_bytes: round.row_bytes,
+            },
+            vec![round.total, round.window],
+            &name,
+            None,
+        )?;
+        self.instrs.push(Instr::Move {
+            dst: round.window,
+            src: next,
+        });
+        self.end_block(Terminator::LoopIf {
+            nonempty: vec![round.window],
+            body: round.body,
+            exit: round.exit,
+        });
+        self.start_block(round.exit);
+        // A dictionary table computed in the loop is not defined where no round ran.
+        self.tables.clear();
+        Ok(Val::unordered(acc, columns))
+    }
+}

@@ -5,8 +5,15 @@
 //! Each windowed level records the bytes one of its expanded rows costs
 //! ([`window_row_bytes`]), from the state columns the level plan says it carries.
 //! Disabled, every level runs in one round.
+//!
+//! A binary join whose rows only an aggregation reads ([`join_aggregated_by`]) and whose
+//! pairs come from an expansion ([`join_expands`]) may be written in rounds too: one
+//! window of its pairs at a time (sized at run time), each aggregated through the chain
+//! after it, the rounds' aggregates combined. Whether it takes more than one round is
+//! decided at run time by the memory the run may still use.
 
-use fox_ra::Op;
+use fox_ra::{AggCall, Op, Stmt, TempId};
+use fox_sema::core::{AggFunc, Type};
 
 use super::{lets, Pass, PhysError};
 use crate::ann::{Algorithm, Rounds};
@@ -22,7 +29,7 @@ impl Pass for RoundsPass {
     }
 
     fn decides(&self) -> &'static str {
-        "which levels of each multi-way join expand in windowed rounds bounded by the memory budget, and what an expanded row of each costs"
+        "which levels of each multi-way join, and which binary joins read only by an aggregation, expand in windowed rounds bounded by the memory budget, and what an expanded row of each costs"
     }
 
     fn run(&self, plan: &mut PhysPlan, _stats: &Statistics) -> Result<(), PhysError> {
@@ -53,11 +60,89 @@ impl Pass for RoundsPass {
                         .collect();
                     set.push((t, Rounds { windows }));
                 }
+                if let Op::Join { left_keys, .. } = op {
+                    if join_expands(&plan.node(t).algorithm, left_keys.len())
+                        && join_aggregated_by(&b.stmts, t).is_some()
+                    {
+                        let columns = plan.ra.temps[t.0 as usize].columns.len();
+                        let windows = vec![Some(join_window_row_bytes(columns))];
+                        set.push((t, Rounds { windows }));
+                    }
+                }
             }
         }
         for (t, r) in set {
             plan.node_mut(t).rounds = r;
         }
         Ok(())
+    }
+}
+
+/// The aggregation that alone consumes the rows of the binary join `join` of `stmts` (a
+/// block's statements), if any: the statements right after the join's are a chain of
+/// selects, maps and projections, each reading the one before and read by nothing else,
+/// ending in an aggregation whose every aggregate combines exactly across parts of its
+/// input (`count`, `sum` of integers or decimals, `min` and `max` of other than strings).
+/// Such a join may be written in rounds: each round's rows go through the chain and are
+/// aggregated, and the rounds' aggregates are combined, so its whole output is never held.
+pub fn join_aggregated_by(stmts: &[Stmt], join: TempId) -> Option<TempId> {
+    let reads = |t: TempId| -> usize {
+        stmts
+            .iter()
+            .map(|s| match s {
+                Stmt::Let { op, .. } => op.inputs().iter().filter(|&&i| i == t).count(),
+                Stmt::Store { src, .. } | Stmt::Output { src, .. } | Stmt::CheckFunctional { src, .. } => {
+                    usize::from(*src == t)
+                }
+                Stmt::Merge { .. } | Stmt::Assign { .. } | Stmt::Clear { .. } => 0,
+            })
+            .sum()
+    };
+    let at = stmts
+        .iter()
+        .position(|s| matches!(s, Stmt::Let { dst, op: Op::Join { .. }, .. } if *dst == join))?;
+    let mut cur = join;
+    for s in &stmts[at + 1..] {
+        let Stmt::Let { dst, op, .. } = s else {
+            return None;
+        };
+        if op.inputs() != [cur] || reads(cur) != 1 {
+            return None;
+        }
+        match op {
+            Op::Select { .. } | Op::Map { .. } | Op::Project { .. } => cur = *dst,
+            Op::Aggregate { aggs, .. } => return aggs.iter().all(combines).then_some(*dst),
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// Whether an aggregate of the parts of its input, aggregated again, is the aggregate of
+/// the whole, exactly.
+fn combines(a: &AggCall) -> bool {
+    match a.func {
+        AggFunc::Count => true,
+        AggFunc::Sum => !matches!(a.ty, Type::Float64),
+        AggFunc::Min | AggFunc::Max => !matches!(a.arg.as_ref().map(|e| e.ty), Some(Type::String)),
+        AggFunc::Avg => false,
+    }
+}
+
+/// What one output row of a binary join written in rounds costs while its round runs:
+/// the expansion's two row indices and the gathered columns (at most 8 bytes each), twice
+/// for what the chain to the aggregation copies, and a filter flag.
+pub fn join_window_row_bytes(columns: usize) -> u64 {
+    2 * (8 + 8 * columns as u64 + 1)
+}
+
+/// Whether a binary join lowered by `algorithm` can be written in rounds: its pairs come
+/// from an expansion of per-row ranges (every algorithm but the nested loop and a merge
+/// without keys).
+pub fn join_expands(algorithm: &Algorithm, keys: usize) -> bool {
+    match algorithm {
+        Algorithm::Band(_) | Algorithm::Hash { .. } | Algorithm::IndexNestedLoop { .. } => true,
+        Algorithm::SortMerge | Algorithm::Direct => keys > 0,
+        _ => false,
     }
 }

@@ -8,8 +8,9 @@
 //! - a deferred select is read, in its block, through projections only, by an
 //!   aggregation that runs fused;
 //! - a multi-way join's rounds name each of its variables (or none), never window a
-//!   counted last level and give each window a positive row cost; no other operator has
-//!   rounds;
+//!   counted last level and give each window a positive row cost; a binary join's rounds
+//!   are one positive window, on a join whose pairs come from an expansion and whose rows
+//!   only an aggregation reads (`join_aggregated_by`); no other operator has rounds;
 //! - a leapfrog triejoin's level plan has one level per variable (or none); a level's
 //!   members are the atoms binding its variable and its lead is one of them; only the
 //!   last level of a counting join counts, with no twins or searches; a level expanded
@@ -28,7 +29,7 @@
 use fox_ra::{MultiJoinInput, Op, TempId};
 use fox_sema::core::Column;
 
-use super::{lets, readers, Pass, PhysError};
+use super::{join_aggregated_by, join_expands, lets, readers, Pass, PhysError};
 use crate::ann::{AggAlgorithm, Algorithm, Expand, Level};
 use crate::levels::{carried_columns, Refinements};
 use crate::stats::Statistics;
@@ -175,8 +176,22 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                             .map_err(|m| format!("the level plan of t{}: {m}", t.0))?;
                     }
                 }
+                Op::Join { left_keys, .. } if !n.rounds.windows.is_empty() => {
+                    if !matches!(n.rounds.windows.as_slice(), [Some(b)] if *b > 0) {
+                        return Err(format!("t{} is a join with rounds other than one positive window", t.0));
+                    }
+                    if !join_expands(&n.algorithm, left_keys.len()) || join_aggregated_by(&b.stmts, t).is_none() {
+                        return Err(format!(
+                            "t{} is written in rounds but is not an expanding join read only by an aggregation",
+                            t.0
+                        ));
+                    }
+                }
                 _ if !n.rounds.windows.is_empty() => {
-                    return Err(format!("t{} has rounds but is not a multi-way join", t.0));
+                    return Err(format!(
+                        "t{} has rounds but is neither a multi-way join nor a join",
+                        t.0
+                    ));
                 }
                 _ => {}
             }

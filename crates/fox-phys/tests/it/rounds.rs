@@ -66,3 +66,49 @@ fn a_level_carrying_more_state_costs_more_per_row() {
         ]]
     );
 }
+
+/// The rounds of each binary join, in plan order.
+fn join_rounds(src: &str) -> Vec<Vec<Option<u64>>> {
+    let p = phys_after(src, Some("rounds"), &Statistics::none());
+    find(&p, |op| matches!(op, Op::Join { .. }))
+        .into_iter()
+        .map(|t| p.node(t).rounds.windows.clone())
+        .collect()
+}
+
+#[test]
+fn a_join_only_an_aggregation_reads_may_be_written_in_rounds() {
+    use fox_phys::join_window_row_bytes;
+    // Counted, summed through a filter and a computed column, and by a minimum: one window
+    // each, by the join's output columns.
+    for rule in [
+        "n[x] = c <- agg<<c = count()>> e(x, y), e(y, z).\n.output n.\n",
+        "n[] = c <- agg<<c = sum(x + z)>> e(x, y), e(y, z), x < z.\n.output n.\n",
+        "n[x] = c <- agg<<c = min(z)>> e(x, y), e(y, z).\n.output n.\n",
+    ] {
+        let r = join_rounds(&format!("{EDGE}{rule}"));
+        assert_eq!(r.len(), 1, "{rule}: {r:?}");
+        assert!(matches!(r[0].as_slice(), [Some(_)]), "{rule}: {r:?}");
+    }
+    let r = join_rounds(&format!(
+        "{EDGE}n[x] = c <- agg<<c = count()>> e(x, y), e(y, z).\n.output n.\n"
+    ));
+    assert_eq!(r[0], [Some(join_window_row_bytes(1))]);
+    assert_eq!(join_window_row_bytes(1), 2 * (8 + 8 + 1));
+}
+
+#[test]
+fn a_join_that_is_listed_or_averaged_runs_in_one_round() {
+    for rule in [
+        // Listed: its rows must all be held.
+        "p(x, z) <- e(x, y), e(y, z).\n.output p.\n",
+        // Aggregates of the rounds' aggregates that are not the aggregate of all the rows
+        // exactly: an average, a sum of floats.
+        "n[x] = c <- agg<<c = avg(z)>> e(x, y), e(y, z).\n.output n.\n",
+        "n[x] = c <- agg<<c = sum(f)>> e(x, y), e(y, z), f = to_float(z).\n.output n.\n",
+    ] {
+        let r = join_rounds(&format!("{EDGE}{rule}"));
+        assert!(!r.is_empty(), "{rule}");
+        assert!(r.iter().all(Vec::is_empty), "{rule}: {r:?}");
+    }
+}

@@ -55,11 +55,24 @@ fn a_select_deferred_into_an_operator_that_does_not_read_it_is_caught() {
 #[test]
 fn rounds_on_an_operator_that_is_not_a_multi_way_join_are_caught() {
     let mut p = plan();
+    let s = find(&p, |op| matches!(op, Op::Select { .. }))[0];
+    p.node_mut(s).rounds = Rounds {
+        windows: vec![Some(100)],
+    };
+    assert!(err(&mut p).contains("neither a multi-way join nor a join"));
+    // A binary join has one window.
+    let mut p = plan();
     let j = find(&p, |op| matches!(op, Op::Join { .. }))[0];
+    p.node_mut(j).rounds = Rounds {
+        windows: vec![Some(100), None],
+    };
+    assert!(err(&mut p).contains("other than one positive window"));
+    // The join of `p` is listed, not aggregated.
+    let mut p = plan();
     p.node_mut(j).rounds = Rounds {
         windows: vec![Some(100)],
     };
-    assert!(err(&mut p).contains("not a multi-way join"));
+    assert!(err(&mut p).contains("not an expanding join read only by an aggregation"));
 }
 
 #[test]
