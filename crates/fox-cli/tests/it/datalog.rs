@@ -365,6 +365,14 @@ fn foxbench_datalog_on_a_graph_counts_the_closure() {
     write_pairs(&dir, "g", &g);
     let file = dir.join("g.csv");
     let n = closure(&g, &g).len() as u64;
+    // A gzip-compressed edge list is read as the plain one.
+    let gz = dir.join("g.csv.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut enc, &std::fs::read(&file).unwrap()).unwrap();
+    std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+    let o = foxbench(&["--program", "tc", "--graph", gz.to_str().unwrap(), "--backend", "cpu"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(tuples_of(&text(&o.stdout), "Fox, cpu backend"), n);
     for (program, want) in [("tc", n), ("reach", 4), ("cc", 6)] {
         let o = foxbench(&[
             "--program",
@@ -481,6 +489,15 @@ fn foxbench_datalog_refuses_bad_inputs() {
     let e = text(&o.stderr);
     assert!(e.contains("bad.csv") && e.contains(":2"), "{e}");
     assert!(!e.contains("panicked"), "{e}");
+    // The same file gzip-compressed: unpacked, and its errors name it.
+    let gz = dir.join("bad.csv.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut enc, b"1,2\n2,x\n").unwrap();
+    std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+    let o = foxbench(&["--program", "tc", "--graph", gz.to_str().unwrap(), "--backend", "cpu"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = text(&o.stderr);
+    assert!(e.contains("bad.csv.gz:2"), "{e}");
     // Generated program-analysis inputs are not a graph, and the reverse.
     let o = foxbench(&["--program", "tc", "--graph", "gen:0.001", "--backend", "cpu"]);
     assert_eq!(o.status.code(), Some(1));

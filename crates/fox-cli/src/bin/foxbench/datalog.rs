@@ -29,7 +29,8 @@ pub struct DatalogArgs {
     program: Program,
     /// The input. For tc, sg, reach and cc, the relation `edge`: an edge-list file (as
     /// `foxrun --graph`: two int32 ids a line, separated by whitespace, commas or tabs;
-    /// duplicates removed), or generated, rmat:SCALE[:EDGEFACTOR][:SEED] or gnm:N:M:SEED.
+    /// duplicates removed; gzip-compressed when its name ends in .gz), or generated,
+    /// rmat:SCALE[:EDGEFACTOR][:SEED] or gnm:N:M:SEED.
     /// For cspa, csda and andersen, generated look-alike inputs: gen:SCALE[:SEED] (scale
     /// 1: CSPA's inputs have the size of httpd's, 362,799 assign and 1,147,612
     /// dereference edges; see docs/benchmarks.md).
@@ -225,19 +226,47 @@ fn write_inputs(a: &DatalogArgs, spec: &str, dir: &Path) -> anyhow::Result<Strin
     if matches!(a.program, Program::Cspa | Program::Csda | Program::Andersen) {
         anyhow::bail!("{name} reads generated program-analysis inputs: give --graph gen:SCALE[:SEED] or --data DIR");
     }
+    // A gzip-compressed edge list (as the graphs of the GPU Datalog literature come) is
+    // unpacked next to the inputs first.
+    let (unpacked, given) = (dir.join("graph.unpacked"), spec);
+    let spec = if spec.ends_with(".gz") && Path::new(spec).is_file() {
+        let f = std::fs::File::open(spec).map_err(|e| anyhow::anyhow!("cannot read {spec}: {e}"))?;
+        let mut out = std::io::BufWriter::new(
+            std::fs::File::create(&unpacked)
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", unpacked.display()))?,
+        );
+        std::io::copy(&mut flate2::read::MultiGzDecoder::new(f), &mut out)
+            .and_then(|_| out.flush())
+            .map_err(|e| anyhow::anyhow!("cannot unpack {spec}: {e}"))?;
+        unpacked
+            .to_str()
+            .ok_or_else(|| anyhow::anyhow!("{} is not UTF-8", unpacked.display()))?
+    } else {
+        spec
+    };
     let graph = GraphSpec::parse(spec)
         .map_err(|e| anyhow::anyhow!("--graph: {e}"))?
         .with_symmetrize(a.symmetrize);
-    let (x, y) = fox_runtime::graph::generate(&graph, &|_| {}).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let edges = fox_runtime::graph::generate(&graph, &|_| {});
+    if given != spec {
+        let _ = std::fs::remove_file(&unpacked);
+    }
+    // Errors name the file given, not its unpacked copy.
+    let (x, y) = edges.map_err(|e| anyhow::anyhow!("{}", e.replace(spec, given)))?;
     let n = write_pairs(&dir.join("edge.csv"), x.iter().copied().zip(y.iter().copied()))?;
-    let mut what = format!("{graph}: {n} edges");
+    let shown = if given == spec {
+        graph.to_string()
+    } else {
+        given.to_string()
+    };
+    let mut what = format!("{shown}: {n} edges");
     if a.program == Program::Reach {
         let source = match a.source {
             Some(s) => s as i64,
             None => *x
                 .iter()
                 .min()
-                .ok_or_else(|| anyhow::anyhow!("the graph {graph} has no edges: give --source"))?,
+                .ok_or_else(|| anyhow::anyhow!("the graph {shown} has no edges: give --source"))?,
         };
         std::fs::write(dir.join("source.csv"), format!("{source}\n"))
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", dir.join("source.csv").display()))?;
