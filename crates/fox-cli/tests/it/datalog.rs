@@ -386,6 +386,36 @@ fn foxbench_datalog_on_a_graph_counts_the_closure() {
         assert_eq!(o.status.code(), Some(0), "{out}\n{}", text(&o.stderr));
         assert_eq!(tuples_of(&out, "Fox, cpu backend"), want, "{program}:\n{out}");
     }
+    // `--symmetrize` adds the reverse edges: (8, 9) and (9, 8) close into four paths.
+    let lone = dir.join("lone.csv");
+    std::fs::write(&lone, "8 9\n").unwrap();
+    for (flag, want) in [(None, 1), (Some("--symmetrize"), 4)] {
+        let mut args = vec!["--program", "tc", "--graph", lone.to_str().unwrap(), "--backend", "cpu"];
+        args.extend(flag);
+        let o = foxbench(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        assert_eq!(tuples_of(&text(&o.stdout), "Fox, cpu backend"), want, "{flag:?}");
+    }
+    // `--dir` is where the programs are read from.
+    let progs = dir.join("programs");
+    std::fs::create_dir_all(&progs).unwrap();
+    std::fs::write(
+        progs.join("tc.logic"),
+        "edge(x, y) -> int32(x), int32(y).\n.input edge.\npath(x, y) <- edge(x, y).\n.output path.\n",
+    )
+    .unwrap();
+    let o = foxbench(&[
+        "--program",
+        "tc",
+        "--graph",
+        file.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--dir",
+        progs.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(tuples_of(&text(&o.stdout), "Fox, cpu backend"), g.len() as u64);
     // `--expect-tuples` holds the count to a published one: a wrong one fails the run.
     let n_text = n.to_string();
     let o = foxbench(&[
