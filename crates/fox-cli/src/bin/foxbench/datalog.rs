@@ -641,7 +641,9 @@ fn format_rows(program: &str, rows: &[Row]) -> String {
     let _ = writeln!(
         text,
         "{program}: tuples summed over the output relations; load = reading and parsing the input files \
-         and uploading them, output = downloading and ordering the results; tuples/s per second of compute \
+         and uploading them, compute (with the kernel compilation of a first GPU run: use --repeat for hot \
+         runs), output = downloading and ordering the results; total = from reading the inputs to the \
+         ordered results, planning included (Soufflé: its process's wall time); tuples/s per second of compute \
          (Soufflé: of its whole run, which includes reading its inputs and writing its outputs); peak: the \
          backend's memory high-water mark (Soufflé: its peak resident memory); iterations: the times the \
          recursive loops' bodies ran, summed over the strata"
