@@ -555,6 +555,18 @@ fn foxbench_datalog_refuses_bad_inputs() {
         "{}",
         text(&o.stderr)
     );
+    let o = foxbench(&[
+        "--program",
+        "tc",
+        "--graph",
+        "rmat:4",
+        "--backend",
+        "cpu",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("there is no program"), "{}", text(&o.stderr));
     let o = foxbench(&["--program", "cspa", "--graph", "gen:0", "--backend", "cpu"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("is not a scale"), "{}", text(&o.stderr));

@@ -506,6 +506,12 @@ pub fn datalog(a: &DatalogArgs) -> anyhow::Result<()> {
     let name = a.program.name();
     let logic = a.dir.join(format!("{name}.logic"));
     let dl = a.dir.join(format!("{name}.dl"));
+    if !logic.is_file() {
+        anyhow::bail!(
+            "there is no program {}: run foxbench from the repository's root, or give --dir DIR",
+            logic.display()
+        );
+    }
     let program = fox_cli::compile_program_as(
         std::slice::from_ref(&logic),
         fox_syntax::sources::Dialect::ByName,
