@@ -2,6 +2,7 @@
 //! parse, check, plan, and render diagnostics. Logic lives in the library crates; this
 //! module only sequences them.
 
+pub mod datalog_gen;
 pub mod interrupt;
 pub mod oom;
 pub mod progress;

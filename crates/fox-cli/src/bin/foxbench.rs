@@ -21,6 +21,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+#[path = "foxbench/datalog.rs"]
+mod datalog;
+
 fox_cli::check_stdout_at_start!();
 fox_cli::exit_on_out_of_memory!("foxbench");
 
@@ -82,6 +85,12 @@ enum Cmd {
     /// auto, the fastest, and the algorithm auto picked. The run fails when the
     /// algorithms disagree on the join's size.
     Joins(JoinsArgs),
+    /// Run a recursive Datalog program of queries/datalog (tc, sg, reach, cc, cspa, csda,
+    /// andersen) on a graph or on generated program-analysis inputs: the tuples derived,
+    /// the iterations, the time split into load, compute and output, tuples per second
+    /// and the peak memory, on the backend, on the CPU backend beside a GPU, and with
+    /// --souffle on Soufflé's interpreter. The run fails when the answers differ.
+    Datalog(datalog::DatalogArgs),
 }
 
 #[derive(Args)]
@@ -295,6 +304,7 @@ fn main() -> ExitCode {
         Cmd::TpchGen(a) => tpch_gen(a, progress),
         Cmd::Clique(a) => clique(a, progress),
         Cmd::Joins(a) => joins(a, progress),
+        Cmd::Datalog(a) => datalog::datalog(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,6 +7,7 @@ mod band;
 mod cli;
 mod common;
 mod corpus;
+mod datalog;
 mod files;
 mod foxbench;
 mod foxrun;
