@@ -790,6 +790,57 @@ mod tests {
         assert!(e.contains("is a directory"), "{e}");
     }
 
+    /// FNV-1a of the edge count and the edges (x, y as little-endian int64), in order.
+    fn digest(x: &[i64], y: &[i64]) -> u64 {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        let mut eat = |v: i64| {
+            for b in v.to_le_bytes() {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        eat(x.len() as i64);
+        for (&a, &b) in x.iter().zip(y) {
+            eat(a);
+            eat(b);
+        }
+        h
+    }
+
+    #[test]
+    fn generated_graphs_are_pinned() {
+        // The edges of each spec, whatever the code that makes them: (rows, digest).
+        let file = temp_file(
+            "pinned.txt",
+            (0..3000u64)
+                .map(|i| i % 2000)
+                .map(|i| format!("{} {}\n", (i * 7919 % 613) as i64 - 300, i * 104_729 % 587))
+                .collect::<String>(),
+        );
+        let f = file.to_str().unwrap().to_string();
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        for (spec, symmetrize, degree, rows, hash) in [
+            ("rmat:17", false, false, 3729078, 0x05586da0543755c9),
+            ("rmat:10:8:3", false, false, 11970, 0xd0291a71b94834a1),
+            ("rmat:12:2:5", false, true, 15136, 0x06e5cefa64273ba4),
+            ("gnm:2000:30000:4", false, false, 60000, 0x6173c52c7eed8ee3),
+            ("gnm:300:2000:2", false, true, 4000, 0xf503a981e3d7781c),
+            (f.as_str(), false, false, 2000, 0xb719565b981eef19),
+            (f.as_str(), false, true, 2000, 0xe3c6a7a412773572),
+            (f.as_str(), true, false, 3996, 0xe04ee7bad24dabf0),
+            (f.as_str(), true, true, 3996, 0x1214e855fc6dfc44),
+        ] {
+            let g = GraphSpec::parse(spec)
+                .unwrap()
+                .with_symmetrize(symmetrize)
+                .with_degree_order(degree);
+            let (x, y) = generate(&g, &|_| {}).unwrap();
+            got.push((g.to_string(), x.len(), digest(&x, &y)));
+            want.push((g.to_string(), rows, hash));
+        }
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(got, want);
+    }
+
     #[test]
     fn chunks_draw_unrelated_sequences() {
         // No draw of one chunk's first 2000 repeats in another's (the states of
