@@ -309,6 +309,20 @@ pub fn try_reserve<T>(v: &mut Vec<T>, additional: usize, what: &str) -> Result<(
     request_growth(need, growth, size, what, || v.try_reserve(additional))
 }
 
+/// Reserves room for exactly `additional` more elements in `v` (no more than that), or
+/// the out-of-memory message naming `what`.
+pub fn try_reserve_exact<T>(v: &mut Vec<T>, additional: usize, what: &str) -> Result<(), String> {
+    let size = std::mem::size_of::<T>();
+    let need = v.len() as u128 + additional as u128;
+    let cap = v.capacity() as u128;
+    if need <= cap {
+        return Ok(());
+    }
+    request_growth(need, (need - cap) * size as u128, size, what, || {
+        v.try_reserve_exact(additional)
+    })
+}
+
 /// An empty vector with room for exactly `n` elements, or the out-of-memory message
 /// naming `what`.
 pub fn try_with_capacity<T>(n: usize, what: &str) -> Result<Vec<T>, String> {

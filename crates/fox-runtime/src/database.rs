@@ -301,24 +301,31 @@ impl Database {
                 });
             }
             // One column at a time: the whole column is allocated once and each part's
-            // piece is freed as soon as it is copied, so the table is held about once.
+            // piece is freed as soon as it is copied, so the table is held about once. A
+            // table of one part (a file, a graph) is its columns, with no copy.
             let what = format!("the table `{}`", input.name);
-            let cols: Vec<LoadedCol> = input
-                .columns
-                .iter()
-                .enumerate()
-                .map(|(c, col)| {
-                    let rows: usize = parts.iter().map(|p| p[c].len()).sum();
-                    let mut whole = LoadedCol::new(col.ty);
-                    whole
-                        .try_reserve_exact(rows, &what)
-                        .map_err(|msg| RuntimeError::Data { msg })?;
-                    for p in &mut parts {
-                        whole.append(std::mem::replace(&mut p[c], LoadedCol::new(col.ty)));
-                    }
-                    Ok(whole)
-                })
-                .collect::<Result<_, RuntimeError>>()?;
+            let cols: Vec<LoadedCol> = if parts.len() == 1 {
+                let mut cols = parts.pop().unwrap_or_default();
+                cols.iter_mut().for_each(LoadedCol::shrink_to_fit);
+                cols
+            } else {
+                input
+                    .columns
+                    .iter()
+                    .enumerate()
+                    .map(|(c, col)| {
+                        let rows: usize = parts.iter().map(|p| p[c].len()).sum();
+                        let mut whole = LoadedCol::new(col.ty);
+                        whole
+                            .try_reserve_exact(rows, &what)
+                            .map_err(|msg| RuntimeError::Data { msg })?;
+                        for p in &mut parts {
+                            whole.append(std::mem::replace(&mut p[c], LoadedCol::new(col.ty)));
+                        }
+                        Ok(whole)
+                    })
+                    .collect::<Result<_, RuntimeError>>()?
+            };
             if matches!(source, DataSource::Tpch(_)) {
                 check_key(&format!("TPC-H {}", input.name), &input, &cols, &used)?;
             }
@@ -566,7 +573,7 @@ fn graph_columns(
     }
     let types: Vec<Type> = input.columns.iter().map(|c| c.ty).collect();
     let (x, y) = match types.as_slice() {
-        [a, b] if [a, b].iter().all(|t| matches!(t, Type::Int32 | Type::Int64)) => crate::graph::generate_until(spec, progress, stop).map_err(|msg| {
+        [a, b] if [a, b].iter().all(|t| matches!(t, Type::Int32 | Type::Int64)) => crate::graph::columns(spec, progress, stop, &crate::alloc::machine_available).map_err(|msg| {
             if crate::cancel::is_set(stop) {
                 RuntimeError::Cancelled
             } else {
@@ -582,15 +589,19 @@ fn graph_columns(
             })
         }
     };
+    // The graph's int32 columns are kept as they are; an int64 column is widened, one
+    // column at a time.
     [x, y]
         .into_iter()
         .zip(types)
         .map(|(v, t)| match t {
-            // Vertices are below 2^31 (scale ≤ 30, n < 2^31).
-            Type::Int32 => crate::alloc::try_collect(v.into_iter().map(|a| a as i32), "the edges of the graph")
-                .map(LoadedCol::I32)
-                .map_err(|msg| RuntimeError::Data { msg }),
-            _ => Ok(LoadedCol::I64(v)),
+            Type::Int32 => Ok(LoadedCol::I32(v)),
+            _ => {
+                use rayon::prelude::*;
+                crate::alloc::try_par_collect(v.par_iter().map(|&a| i64::from(a)), "the edges of the graph")
+                    .map(LoadedCol::I64)
+                    .map_err(|msg| RuntimeError::Data { msg })
+            }
         })
         .collect()
 }
