@@ -249,35 +249,41 @@ impl Database {
             loaded.push((input, used, parts));
         }
         check_stop()?;
-        // The dictionary: every string of every part, sorted on all cores with where it
-        // came from; a pass over the sorted strings numbers the distinct ones and gives each
-        // part's numbers their dictionary codes.
+        // The parts' hash tables are done with: only their strings are kept until the
+        // dictionary is built.
+        type Parts = Vec<(Vec<LoadedCol>, StrArena)>;
+        let loaded: Vec<(InputRel, Vec<bool>, Parts)> = loaded
+            .into_iter()
+            .map(|(input, used, parts)| {
+                let parts = parts.into_iter().map(|(cols, s)| (cols, s.into_strings())).collect();
+                (input, used, parts)
+            })
+            .collect();
+        // The dictionary: every string of every part, named by (part, id) in 8 bytes and
+        // sorted on all cores by its text; a pass over the sorted strings numbers the
+        // distinct ones and gives each part's numbers their dictionary codes.
         let (sorted, mut remaps) = {
             use rayon::prelude::*;
             const WHAT: &str = "the string dictionary";
             let data = |msg: String| RuntimeError::Data { msg };
+            let arenas: Vec<&StrArena> = loaded.iter().flat_map(|(_, _, p)| p).map(|(_, s)| s).collect();
             let mut remaps: Vec<Vec<u32>> = Vec::new();
-            let total: usize = loaded.iter().flat_map(|(_, _, p)| p).map(|(_, s)| s.len()).sum();
-            let mut all: Vec<(&str, u32, u32)> = crate::alloc::try_with_capacity(total, WHAT).map_err(data)?;
-            for (_, _, parts) in &loaded {
-                for (_, s) in parts {
-                    let part = remaps.len() as u32;
-                    all.extend(s.strings().iter().enumerate().map(|(i, x)| (x, part, i as u32)));
-                    remaps.push(crate::alloc::try_filled(s.len(), 0, WHAT).map_err(data)?);
-                }
+            let total: usize = arenas.iter().map(|s| s.len()).sum();
+            let mut all: Vec<(u32, u32)> = crate::alloc::try_with_capacity(total, WHAT).map_err(data)?;
+            for (part, s) in arenas.iter().enumerate() {
+                all.extend((0..s.len() as u32).map(|i| (part as u32, i)));
+                remaps.push(crate::alloc::try_filled(s.len(), 0, WHAT).map_err(data)?);
             }
-            all.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
-            let bytes: usize = loaded
-                .iter()
-                .flat_map(|(_, _, p)| p)
-                .map(|(_, s)| s.strings().bytes())
-                .sum();
+            let text = |&(part, i): &(u32, u32)| arenas[part as usize].get(i as usize);
+            all.par_sort_unstable_by(|a, b| text(a).cmp(text(b)));
+            let bytes: usize = arenas.iter().map(|s| s.bytes()).sum();
             let mut sorted = StrArena::try_with_capacity(total, bytes, WHAT).map_err(data)?;
-            for (k, &(text, part, i)) in all.iter().enumerate() {
-                if k == 0 || all[k - 1].0 != text {
-                    sorted.push(text);
+            for (k, e) in all.iter().enumerate() {
+                let t = text(e);
+                if k == 0 || text(&all[k - 1]) != t {
+                    sorted.push(t);
                 }
-                remaps[part as usize][i as usize] = sorted.len() as u32 - 1;
+                remaps[e.0 as usize][e.1 as usize] = sorted.len() as u32 - 1;
             }
             sorted.shrink_to_fit();
             (sorted, remaps)
