@@ -165,6 +165,15 @@ pub fn machine_available() -> Option<u64> {
     Some(available.saturating_add(swap).saturating_sub(reserve))
 }
 
+/// The memory the machine has for a request of `bytes` ([`machine_available`]), or `None`
+/// when it is not checked: under [`CHECKED_BYTES`], or where the system does not say.
+pub fn available_for(bytes: u128) -> Option<u64> {
+    if bytes < CHECKED_BYTES {
+        return None;
+    }
+    machine_available()
+}
+
 /// Why a request of `bytes` is refused before it is made, given the budget of the launch
 /// (`budget`) and what the machine has available (`machine`, asked only for requests of
 /// [`CHECKED_BYTES`] or more); `None` when it may be made.

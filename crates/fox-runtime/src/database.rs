@@ -579,7 +579,7 @@ fn graph_columns(
     }
     let types: Vec<Type> = input.columns.iter().map(|c| c.ty).collect();
     let (x, y) = match types.as_slice() {
-        [a, b] if [a, b].iter().all(|t| matches!(t, Type::Int32 | Type::Int64)) => crate::graph::columns(spec, progress, stop, &crate::alloc::machine_available).map_err(|msg| {
+        [a, b] if [a, b].iter().all(|t| matches!(t, Type::Int32 | Type::Int64)) => crate::graph::columns(spec, progress, stop, &crate::alloc::available_for).map_err(|msg| {
             if crate::cancel::is_set(stop) {
                 RuntimeError::Cancelled
             } else {

@@ -287,15 +287,15 @@ fn permutation(n: u64, seed: u64) -> Result<Vec<u32>, String> {
 /// What a generated graph's edges are called in out-of-memory messages.
 const EDGES: &str = "the edges of the graph";
 
-/// The memory the machine has for new allocations, less the reserve a load keeps
-/// ([`crate::alloc::machine_available`]); `None` where the system does not say.
-pub type Available<'a> = &'a dyn Fn() -> Option<u64>;
+/// The memory the machine has for a request of the given bytes, less the reserve a load
+/// keeps, or `None` when it is not checked ([`crate::alloc::available_for`]).
+pub type Available<'a> = &'a dyn Fn(u128) -> Option<u64>;
 
 /// Checks, before a step of building a graph allocates `bytes` more (`what` says for
 /// what), that the machine has them: an error naming the graph, the bytes needed and the
 /// bytes available, instead of the system killing the process when the pages are touched.
 fn check_memory(spec: &GraphSpec, bytes: u128, what: &str, available: Available) -> Result<(), String> {
-    match available() {
+    match available(bytes) {
         Some(free) if bytes > u128::from(free) => Err(format!(
             "the graph {spec} needs {} of host memory {what}, but the machine has {} available (less the reserve kept free)",
             bytes_text(bytes),
@@ -514,7 +514,7 @@ pub fn generate_until(
     progress: &(dyn Fn(u64) + Sync),
     stop: &AtomicBool,
 ) -> Result<(Vec<i64>, Vec<i64>), String> {
-    let (x, y) = columns(spec, progress, stop, &crate::alloc::machine_available)?;
+    let (x, y) = columns(spec, progress, stop, &crate::alloc::available_for)?;
     let wide = |v: Vec<i32>| try_par_collect(v.par_iter().map(|&a| i64::from(a)), EDGES);
     Ok((wide(x)?, wide(y)?))
 }
@@ -523,7 +523,7 @@ pub fn generate_until(
 /// working set: the edges are drawn, sorted and deduplicated in place, and the largest
 /// allocation besides the final columns is half of them. Before each step that allocates
 /// much, the bytes it needs are checked against `available` (the machine's memory: see
-/// [`crate::alloc::machine_available`]), an error naming the graph when they exceed it.
+/// [`crate::alloc::available_for`]), an error naming the graph when they exceed it.
 pub fn columns(
     spec: &GraphSpec,
     progress: &(dyn Fn(u64) + Sync),
@@ -1020,7 +1020,7 @@ mod tests {
                 None => GraphSpec::parse(spec).unwrap(),
             };
             let asked = std::sync::atomic::AtomicUsize::new(0);
-            let available = || free(asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
+            let available = |_: u128| free(asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
             columns(&g, &|_| {}, never, &available).map(|(x, _)| x.len())
         };
         // Drawing: 8 bytes a drawn edge and 4 a vertex label.
