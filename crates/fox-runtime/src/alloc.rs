@@ -165,6 +165,15 @@ pub fn machine_available() -> Option<u64> {
     Some(available.saturating_add(swap).saturating_sub(reserve))
 }
 
+/// The memory the machine has for a request of `bytes` ([`machine_available`]), or `None`
+/// when it is not checked: under [`CHECKED_BYTES`], or where the system does not say.
+pub fn available_for(bytes: u128) -> Option<u64> {
+    if bytes < CHECKED_BYTES {
+        return None;
+    }
+    machine_available()
+}
+
 /// Why a request of `bytes` is refused before it is made, given the budget of the launch
 /// (`budget`) and what the machine has available (`machine`, asked only for requests of
 /// [`CHECKED_BYTES`] or more); `None` when it may be made.
@@ -307,6 +316,20 @@ pub fn try_reserve<T>(v: &mut Vec<T>, additional: usize, what: &str) -> Result<(
     // `Vec::try_reserve` grows to the larger of what is needed and twice the capacity.
     let growth = (need.max(2 * cap) - cap) * size as u128;
     request_growth(need, growth, size, what, || v.try_reserve(additional))
+}
+
+/// Reserves room for exactly `additional` more elements in `v` (no more than that), or
+/// the out-of-memory message naming `what`.
+pub fn try_reserve_exact<T>(v: &mut Vec<T>, additional: usize, what: &str) -> Result<(), String> {
+    let size = std::mem::size_of::<T>();
+    let need = v.len() as u128 + additional as u128;
+    let cap = v.capacity() as u128;
+    if need <= cap {
+        return Ok(());
+    }
+    request_growth(need, (need - cap) * size as u128, size, what, || {
+        v.try_reserve_exact(additional)
+    })
 }
 
 /// An empty vector with room for exactly `n` elements, or the out-of-memory message

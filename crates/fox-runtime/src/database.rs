@@ -249,35 +249,41 @@ impl Database {
             loaded.push((input, used, parts));
         }
         check_stop()?;
-        // The dictionary: every string of every part, sorted on all cores with where it
-        // came from; a pass over the sorted strings numbers the distinct ones and gives each
-        // part's numbers their dictionary codes.
+        // The parts' hash tables are done with: only their strings are kept until the
+        // dictionary is built.
+        type Parts = Vec<(Vec<LoadedCol>, StrArena)>;
+        let loaded: Vec<(InputRel, Vec<bool>, Parts)> = loaded
+            .into_iter()
+            .map(|(input, used, parts)| {
+                let parts = parts.into_iter().map(|(cols, s)| (cols, s.into_strings())).collect();
+                (input, used, parts)
+            })
+            .collect();
+        // The dictionary: every string of every part, named by (part, id) in 8 bytes and
+        // sorted on all cores by its text; a pass over the sorted strings numbers the
+        // distinct ones and gives each part's numbers their dictionary codes.
         let (sorted, mut remaps) = {
             use rayon::prelude::*;
             const WHAT: &str = "the string dictionary";
             let data = |msg: String| RuntimeError::Data { msg };
+            let arenas: Vec<&StrArena> = loaded.iter().flat_map(|(_, _, p)| p).map(|(_, s)| s).collect();
             let mut remaps: Vec<Vec<u32>> = Vec::new();
-            let total: usize = loaded.iter().flat_map(|(_, _, p)| p).map(|(_, s)| s.len()).sum();
-            let mut all: Vec<(&str, u32, u32)> = crate::alloc::try_with_capacity(total, WHAT).map_err(data)?;
-            for (_, _, parts) in &loaded {
-                for (_, s) in parts {
-                    let part = remaps.len() as u32;
-                    all.extend(s.strings().iter().enumerate().map(|(i, x)| (x, part, i as u32)));
-                    remaps.push(crate::alloc::try_filled(s.len(), 0, WHAT).map_err(data)?);
-                }
+            let total: usize = arenas.iter().map(|s| s.len()).sum();
+            let mut all: Vec<(u32, u32)> = crate::alloc::try_with_capacity(total, WHAT).map_err(data)?;
+            for (part, s) in arenas.iter().enumerate() {
+                all.extend((0..s.len() as u32).map(|i| (part as u32, i)));
+                remaps.push(crate::alloc::try_filled(s.len(), 0, WHAT).map_err(data)?);
             }
-            all.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
-            let bytes: usize = loaded
-                .iter()
-                .flat_map(|(_, _, p)| p)
-                .map(|(_, s)| s.strings().bytes())
-                .sum();
+            let text = |&(part, i): &(u32, u32)| arenas[part as usize].get(i as usize);
+            all.par_sort_unstable_by(|a, b| text(a).cmp(text(b)));
+            let bytes: usize = arenas.iter().map(|s| s.bytes()).sum();
             let mut sorted = StrArena::try_with_capacity(total, bytes, WHAT).map_err(data)?;
-            for (k, &(text, part, i)) in all.iter().enumerate() {
-                if k == 0 || all[k - 1].0 != text {
-                    sorted.push(text);
+            for (k, e) in all.iter().enumerate() {
+                let t = text(e);
+                if k == 0 || text(&all[k - 1]) != t {
+                    sorted.push(t);
                 }
-                remaps[part as usize][i as usize] = sorted.len() as u32 - 1;
+                remaps[e.0 as usize][e.1 as usize] = sorted.len() as u32 - 1;
             }
             sorted.shrink_to_fit();
             (sorted, remaps)
@@ -301,24 +307,31 @@ impl Database {
                 });
             }
             // One column at a time: the whole column is allocated once and each part's
-            // piece is freed as soon as it is copied, so the table is held about once.
+            // piece is freed as soon as it is copied, so the table is held about once. A
+            // table of one part (a file, a graph) is its columns, with no copy.
             let what = format!("the table `{}`", input.name);
-            let cols: Vec<LoadedCol> = input
-                .columns
-                .iter()
-                .enumerate()
-                .map(|(c, col)| {
-                    let rows: usize = parts.iter().map(|p| p[c].len()).sum();
-                    let mut whole = LoadedCol::new(col.ty);
-                    whole
-                        .try_reserve_exact(rows, &what)
-                        .map_err(|msg| RuntimeError::Data { msg })?;
-                    for p in &mut parts {
-                        whole.append(std::mem::replace(&mut p[c], LoadedCol::new(col.ty)));
-                    }
-                    Ok(whole)
-                })
-                .collect::<Result<_, RuntimeError>>()?;
+            let cols: Vec<LoadedCol> = if parts.len() == 1 {
+                let mut cols = parts.pop().unwrap_or_default();
+                cols.iter_mut().for_each(LoadedCol::shrink_to_fit);
+                cols
+            } else {
+                input
+                    .columns
+                    .iter()
+                    .enumerate()
+                    .map(|(c, col)| {
+                        let rows: usize = parts.iter().map(|p| p[c].len()).sum();
+                        let mut whole = LoadedCol::new(col.ty);
+                        whole
+                            .try_reserve_exact(rows, &what)
+                            .map_err(|msg| RuntimeError::Data { msg })?;
+                        for p in &mut parts {
+                            whole.append(std::mem::replace(&mut p[c], LoadedCol::new(col.ty)));
+                        }
+                        Ok(whole)
+                    })
+                    .collect::<Result<_, RuntimeError>>()?
+            };
             if matches!(source, DataSource::Tpch(_)) {
                 check_key(&format!("TPC-H {}", input.name), &input, &cols, &used)?;
             }
@@ -566,7 +579,7 @@ fn graph_columns(
     }
     let types: Vec<Type> = input.columns.iter().map(|c| c.ty).collect();
     let (x, y) = match types.as_slice() {
-        [a, b] if [a, b].iter().all(|t| matches!(t, Type::Int32 | Type::Int64)) => crate::graph::generate_until(spec, progress, stop).map_err(|msg| {
+        [a, b] if [a, b].iter().all(|t| matches!(t, Type::Int32 | Type::Int64)) => crate::graph::columns(spec, progress, stop, &crate::alloc::available_for).map_err(|msg| {
             if crate::cancel::is_set(stop) {
                 RuntimeError::Cancelled
             } else {
@@ -582,15 +595,19 @@ fn graph_columns(
             })
         }
     };
+    // The graph's int32 columns are kept as they are; an int64 column is widened, one
+    // column at a time.
     [x, y]
         .into_iter()
         .zip(types)
         .map(|(v, t)| match t {
-            // Vertices are below 2^31 (scale ≤ 30, n < 2^31).
-            Type::Int32 => crate::alloc::try_collect(v.into_iter().map(|a| a as i32), "the edges of the graph")
-                .map(LoadedCol::I32)
-                .map_err(|msg| RuntimeError::Data { msg }),
-            _ => Ok(LoadedCol::I64(v)),
+            Type::Int32 => Ok(LoadedCol::I32(v)),
+            _ => {
+                use rayon::prelude::*;
+                crate::alloc::try_par_collect(v.par_iter().map(|&a| i64::from(a)), "the edges of the graph")
+                    .map(LoadedCol::I64)
+                    .map_err(|msg| RuntimeError::Data { msg })
+            }
         })
         .collect()
 }

@@ -18,7 +18,7 @@
 //! expect. The generation is split into chunks with seeds of their own, so the graph
 //! depends on the spec alone, not on the number of cores.
 
-use crate::alloc::{try_filled, try_par_collect, try_reserve, try_with_capacity};
+use crate::alloc::{bytes_text, try_filled, try_par_collect, try_reserve, try_reserve_exact, try_with_capacity};
 use crate::cancel::is_set;
 use rayon::prelude::*;
 use std::io::Read;
@@ -231,9 +231,26 @@ impl Rng {
 
 const CHUNK: u64 = 1 << 20;
 
-/// A slot of the drawn edges that holds no edge (a self-loop was drawn): above every
-/// packed edge, whose vertices are below 2^31.
-const NONE: u64 = u64::MAX;
+/// An edge (x, y). Arrays compare lexicographically, so edges sort by (x, y); a graph's
+/// edges are held as pairs from drawing to the end, sorted and deduplicated in place, and
+/// split into the columns x and y at the end ([`into_columns`]).
+type Pair = [i32; 2];
+
+/// A slot of the drawn edges that holds no edge (a self-loop was drawn): after every
+/// edge (x < y) in sorted order.
+const NONE: Pair = [i32::MAX, i32::MAX];
+
+/// The sort key of an edge: (x, y) as one unsigned number in the same order.
+fn key(p: &Pair) -> u64 {
+    (u64::from(p[0] as u32 ^ 0x8000_0000) << 32) | u64::from(p[1] as u32 ^ 0x8000_0000)
+}
+
+/// Sorts edges by (x, y) in place on all cores and removes duplicates (the vector keeps
+/// its allocation).
+fn sort_dedup(v: &mut Vec<Pair>) {
+    v.par_sort_unstable_by_key(key);
+    v.dedup();
+}
 
 /// One R-MAT edge (Graph500 parameters) between vertices below 2^scale.
 fn rmat_edge(r: &mut Rng, scale: u32) -> (u64, u64) {
@@ -270,19 +287,57 @@ fn permutation(n: u64, seed: u64) -> Result<Vec<u32>, String> {
 /// What a generated graph's edges are called in out-of-memory messages.
 const EDGES: &str = "the edges of the graph";
 
-/// The undirected edges (x < y) of a generated graph, as `x << 32 | y`, sorted and
-/// distinct; an error when memory runs out. When `stop` is set (read once per chunk) the
-/// edges are incomplete: the caller checks it.
-fn undirected(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBool) -> Result<Vec<u64>, String> {
-    let pack = |x: u64, y: u64| if x < y { (x << 32) | y } else { (y << 32) | x };
-    let mut edges: Vec<u64> = match spec {
+/// The memory the machine has for a request of the given bytes, less the reserve a load
+/// keeps, or `None` when it is not checked ([`crate::alloc::available_for`]).
+pub type Available<'a> = &'a dyn Fn(u128) -> Option<u64>;
+
+/// Checks, before a step of building a graph allocates `bytes` more (`what` says for
+/// what), that the machine has them: an error naming the graph, the bytes needed and the
+/// bytes available, instead of the system killing the process when the pages are touched.
+fn check_memory(spec: &GraphSpec, bytes: u128, what: &str, available: Available) -> Result<(), String> {
+    match available(bytes) {
+        Some(free) if bytes > u128::from(free) => Err(format!(
+            "the graph {spec} needs {} of host memory {what}, but the machine has {} available (less the reserve kept free)",
+            bytes_text(bytes),
+            bytes_text(u128::from(free))
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The undirected edges (x < y) of a generated graph, sorted and distinct, in a vector
+/// that may have spare capacity (room for the reverse edges); an error when memory runs
+/// out. When `stop` is set (read once per chunk) the edges are incomplete: the caller
+/// checks it.
+fn undirected(
+    spec: &GraphSpec,
+    progress: &(dyn Fn(u64) + Sync),
+    stop: &AtomicBool,
+    available: Available,
+) -> Result<Vec<Pair>, String> {
+    // Vertices are below 2^31 (scale ≤ 30, n < 2^31).
+    let order = |x: u64, y: u64| -> Pair {
+        if x < y {
+            [x as i32, y as i32]
+        } else {
+            [y as i32, x as i32]
+        }
+    };
+    let mut edges: Vec<Pair> = match spec {
         GraphSpec::Rmat {
             scale,
             edge_factor,
             seed,
         } => {
             let total = edge_factor << scale;
-            let perm = permutation(1u64 << scale, *seed)?;
+            let n = 1u64 << scale;
+            check_memory(
+                spec,
+                8 * u128::from(total) + 4 * u128::from(n),
+                &format!("to draw its {total} edges (8 bytes each) and label its {n} vertices"),
+                available,
+            )?;
+            let perm = permutation(n, *seed)?;
             // Each chunk draws into its own slice; a self-loop leaves the slot `NONE`.
             let mut edges = try_filled(total as usize, NONE, EDGES)?;
             edges.par_chunks_mut(CHUNK as usize).enumerate().for_each(|(k, out)| {
@@ -292,9 +347,9 @@ fn undirected(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBo
                 let mut r = Rng::chunk(*seed, k as u64);
                 for e in out.iter_mut() {
                     let (x, y) = rmat_edge(&mut r, *scale);
-                    let (x, y) = (perm[x as usize] as u64, perm[y as usize] as u64);
+                    let (x, y) = (u64::from(perm[x as usize]), u64::from(perm[y as usize]));
                     if x != y {
-                        *e = pack(x, y);
+                        *e = order(x, y);
                     }
                 }
                 progress(out.len() as u64);
@@ -302,13 +357,19 @@ fn undirected(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBo
             edges
         }
         GraphSpec::Gnm { n, m, seed } => {
+            // Exactly m edges, in both directions at the end: the room for them all.
+            check_memory(
+                spec,
+                16 * u128::from(*m),
+                &format!("for its {m} edges in both directions (8 bytes each)"),
+                available,
+            )?;
+            let mut have: Vec<Pair> = try_with_capacity(2 * *m as usize, EDGES)?;
             // Draw, remove duplicates, and draw again for the missing edges.
-            let mut have: Vec<u64> = Vec::new();
             let mut round = 0u64;
             while (have.len() as u64) < *m && !is_set(stop) {
                 let want = *m - have.len() as u64;
                 let base = have.len();
-                try_reserve(&mut have, want as usize, EDGES)?;
                 have.resize(base + want as usize, NONE);
                 have[base..]
                     .par_chunks_mut(CHUNK as usize)
@@ -321,12 +382,11 @@ fn undirected(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBo
                         for e in out.iter_mut() {
                             let (x, y) = (r.below(*n), r.below(*n));
                             if x != y {
-                                *e = pack(x, y);
+                                *e = order(x, y);
                             }
                         }
                     });
-                have.par_sort_unstable();
-                have.dedup();
+                sort_dedup(&mut have);
                 if have.last() == Some(&NONE) {
                     have.pop();
                 }
@@ -344,20 +404,105 @@ fn undirected(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBo
             progress(*m);
             have
         }
-        GraphSpec::File { .. } | GraphSpec::DegreeOrdered(_) => unreachable!("generate handles files and renumbering"),
+        GraphSpec::File { .. } | GraphSpec::DegreeOrdered(_) => unreachable!("pairs handles files and renumbering"),
     };
-    edges.par_sort_unstable();
-    edges.dedup();
+    sort_dedup(&mut edges);
     if edges.last() == Some(&NONE) {
         edges.pop();
     }
     Ok(edges)
 }
 
+/// Adds the reverse (y, x) of every edge of `edges` in place (growing the vector only
+/// where its spare capacity is short) and sorts: then the vector holds exactly its edges.
+fn add_reverses(spec: &GraphSpec, edges: &mut Vec<Pair>, available: Available) -> Result<(), String> {
+    let n = edges.len();
+    let grow = (2 * n).saturating_sub(edges.capacity());
+    check_memory(
+        spec,
+        8 * grow as u128,
+        &format!("for the reverses of its {n} edges"),
+        available,
+    )?;
+    try_reserve_exact(edges, n, EDGES)?;
+    edges.resize(2 * n, NONE);
+    let (given, reversed) = edges.split_at_mut(n);
+    reversed
+        .par_iter_mut()
+        .zip(given.par_iter())
+        .for_each(|(r, e)| *r = [e[1], e[0]]);
+    edges.par_sort_unstable_by_key(key);
+    edges.shrink_to_fit();
+    Ok(())
+}
+
+/// The columns x and y of `pairs`. The pairs' own memory becomes x (each x moved to the
+/// front, the rest given back), so only y is allocated: the peak is 1.5 times the
+/// columns.
+fn into_columns(pairs: Vec<Pair>) -> Result<(Vec<i32>, Vec<i32>), String> {
+    let n = pairs.len();
+    let y: Vec<i32> = try_par_collect(pairs.par_iter().map(|p| p[1]), EDGES)?;
+    let mut x: Vec<i32> = pairs.into_flattened();
+    // x[i] = x[2i] for i in [a, 2a), a = 1, 2, 4, …: each round reads only slots at or
+    // beyond 2a, which no earlier round wrote, and writes only below 2a.
+    let mut a = 1;
+    while a < n {
+        let b = (2 * a).min(n);
+        let (front, back) = x.split_at_mut(2 * a);
+        front[a..b]
+            .par_iter_mut()
+            .zip(back.par_chunks(2))
+            .for_each(|(d, s)| *d = s[0]);
+        a = b;
+    }
+    x.truncate(n);
+    x.shrink_to_fit();
+    Ok((x, y))
+}
+
+/// The edges of `spec` as pairs, sorted by (x, y) and distinct, with no spare capacity
+/// (see [`generate`]).
+fn pairs(
+    spec: &GraphSpec,
+    progress: &(dyn Fn(u64) + Sync),
+    stop: &AtomicBool,
+    available: Available,
+) -> Result<Vec<Pair>, String> {
+    let interrupted = || "interrupted".to_string();
+    match spec {
+        GraphSpec::DegreeOrdered(g) => {
+            let mut edges = pairs(g, progress, stop, available)?;
+            if is_set(stop) {
+                return Err(interrupted());
+            }
+            order_by_degree(spec, &mut edges, available)?;
+            Ok(edges)
+        }
+        GraphSpec::File { path, symmetrize } => {
+            let mut edges = read_edges(path, progress, stop)?;
+            if *symmetrize {
+                edges.retain(|e| e[0] != e[1]);
+                add_reverses(spec, &mut edges, available)?;
+            }
+            sort_dedup(&mut edges);
+            edges.shrink_to_fit();
+            Ok(edges)
+        }
+        GraphSpec::Rmat { .. } | GraphSpec::Gnm { .. } => {
+            let mut edges = undirected(spec, progress, stop, available)?;
+            if is_set(stop) {
+                return Err(interrupted());
+            }
+            add_reverses(spec, &mut edges, available)?;
+            Ok(edges)
+        }
+    }
+}
+
 /// The edge relation as the two columns x and y, sorted by (x, y) and distinct: both
 /// directions of every undirected edge of a generated graph, or a file's edges (see the
-/// module's documentation). Errors (a file that cannot be read, a bad line) are messages
-/// naming the file and line.
+/// module's documentation). Errors (a file that cannot be read, a bad line, a graph too
+/// large for the machine's memory) are messages naming the file and line or the graph.
 pub fn generate(spec: &GraphSpec, progress: &(dyn Fn(u64) + Sync)) -> Result<(Vec<i64>, Vec<i64>), String> {
     generate_until(spec, progress, crate::cancel::never())
 }
@@ -369,55 +514,31 @@ pub fn generate_until(
     progress: &(dyn Fn(u64) + Sync),
     stop: &AtomicBool,
 ) -> Result<(Vec<i64>, Vec<i64>), String> {
-    let interrupted = || "interrupted".to_string();
-    if let GraphSpec::DegreeOrdered(g) = spec {
-        let (x, y) = generate_until(g, progress, stop)?;
-        if is_set(stop) {
-            return Err(interrupted());
-        }
-        return order_by_degree(&x, &y);
-    }
-    if let GraphSpec::File { path, symmetrize } = spec {
-        let mut edges = read_edges(path, progress, stop)?;
-        if *symmetrize {
-            let loops = edges.par_iter().filter(|e| (*e >> 32) == (*e & 0xffff_ffff)).count();
-            let mut both = try_with_capacity(2 * (edges.len() - loops), EDGES)?;
-            both.par_extend(
-                edges
-                    .par_iter()
-                    .filter(|e| (*e >> 32) != (*e & 0xffff_ffff))
-                    .flat_map_iter(|&e| [e, e.rotate_right(32)]),
-            );
-            edges = both;
-        }
-        edges.par_sort_unstable();
-        edges.dedup();
-        let x = try_par_collect(edges.par_iter().map(|&e| unbias((e >> 32) as u32) as i64), EDGES)?;
-        let y = try_par_collect(edges.par_iter().map(|&e| unbias(e as u32) as i64), EDGES)?;
-        return Ok((x, y));
-    }
-    let und = undirected(spec, progress, stop)?;
-    if is_set(stop) {
-        return Err(interrupted());
-    }
-    let mut both: Vec<u64> = try_with_capacity(und.len() * 2, EDGES)?;
-    both.extend(und.iter().copied());
-    both.extend(und.iter().map(|e| e.rotate_right(32)));
-    drop(und);
-    both.par_sort_unstable();
-    let x = try_par_collect(both.par_iter().map(|e| (e >> 32) as i64), EDGES)?;
-    let y = try_par_collect(both.par_iter().map(|e| (e & 0xffff_ffff) as i64), EDGES)?;
-    Ok((x, y))
+    let (x, y) = columns(spec, progress, stop, &crate::alloc::available_for)?;
+    let wide = |v: Vec<i32>| try_par_collect(v.par_iter().map(|&a| i64::from(a)), EDGES);
+    Ok((wide(x)?, wide(y)?))
 }
 
-/// An int32 as a u32 in the same order (the sign bit flipped), so that packed pairs
-/// `bias(x) << 32 | bias(y)` sort as (x, y).
-fn bias(v: i32) -> u32 {
-    (v as u32) ^ 0x8000_0000
-}
-
-fn unbias(v: u32) -> i32 {
-    (v ^ 0x8000_0000) as i32
+/// [`generate_until`] as int32 columns (every vertex fits), built within a bounded
+/// working set: the edges are drawn, sorted and deduplicated in place, and the largest
+/// allocation besides the final columns is half of them. Before each step that allocates
+/// much, the bytes it needs are checked against `available` (the machine's memory: see
+/// [`crate::alloc::available_for`]), an error naming the graph when they exceed it.
+pub fn columns(
+    spec: &GraphSpec,
+    progress: &(dyn Fn(u64) + Sync),
+    stop: &AtomicBool,
+    available: Available,
+) -> Result<(Vec<i32>, Vec<i32>), String> {
+    let edges = pairs(spec, progress, stop, available)?;
+    let rows = edges.len();
+    check_memory(
+        spec,
+        4 * rows as u128,
+        &format!("to split its {rows} rows into columns"),
+        available,
+    )?;
+    into_columns(edges)
 }
 
 /// The bytes read from an edge-list file at a time; each block is parsed on all cores.
@@ -440,13 +561,12 @@ fn estimate_lines(path: &Path) -> Option<u64> {
     })
 }
 
-/// The edges of an edge-list file as packed biased pairs, in file order (duplicates
-/// kept). The file is read in blocks, each split at line ends into pieces parsed in
+/// The edges of an edge-list file, in file order (duplicates kept). The file is read in blocks, each split at line ends into pieces parsed in
 /// parallel; an error names the first bad line.
-fn read_edges(path: &Path, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBool) -> Result<Vec<u64>, String> {
+fn read_edges(path: &Path, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBool) -> Result<Vec<Pair>, String> {
     let name = path.display();
     let mut file = std::fs::File::open(path).map_err(|e| format!("cannot read the graph `{name}`: {e}"))?;
-    let mut edges: Vec<u64> = Vec::new();
+    let mut edges: Vec<Pair> = Vec::new();
     let mut buf: Vec<u8> = Vec::new();
     let mut lines_before = 0u64;
     let pieces = rayon::current_num_threads() * 4;
@@ -519,9 +639,9 @@ fn read_edges(path: &Path, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBool) -
     }
 }
 
-/// The edges of whole lines of an edge list: the packed pairs, the number of lines, and
-/// the first error with its line number (from 1) in the piece.
-type Piece = (Vec<u64>, u64, Option<(u64, String)>);
+/// The edges of whole lines of an edge list, the number of lines, and the first error
+/// with its line number (from 1) in the piece.
+type Piece = (Vec<Pair>, u64, Option<(u64, String)>);
 
 /// Parses whole lines of an edge list (see [`Piece`]).
 fn parse_piece(text: &[u8]) -> Piece {
@@ -530,7 +650,7 @@ fn parse_piece(text: &[u8]) -> Piece {
     for line in text.split_inclusive(|&b| b == b'\n') {
         n += 1;
         match parse_line(line) {
-            Ok(Some((x, y))) => edges.push(((bias(x) as u64) << 32) | bias(y) as u64),
+            Ok(Some((x, y))) => edges.push([x, y]),
             Ok(None) => {}
             Err(msg) => return (edges, n, Some((n, msg))),
         }
@@ -583,43 +703,93 @@ fn parse_line(line: &[u8]) -> Result<Option<(i32, i32)>, String> {
     Ok(Some((x, y)))
 }
 
-/// Renumbers the vertices of the edges (x, y) 0, 1, … in ascending order of degree (edges
-/// in which a vertex occurs, either side), ties by label, and returns the edges sorted by
-/// (x, y). With the vertices so ordered, a clique listed with ascending vertices starts
-/// at its vertex of least degree, and the neighbours of a vertex that come after it are
-/// at most about the square root of twice the edges: no hub has a long list to search.
-/// An error when memory runs out.
-pub fn order_by_degree(x: &[i64], y: &[i64]) -> Result<(Vec<i64>, Vec<i64>), String> {
+/// Renumbers the vertices of `edges` (sorted by (x, y), distinct) 0, 1, … in ascending
+/// order of degree (edges in which a vertex occurs, either side), ties by label, and sorts
+/// the edges again, in place. With the vertices so ordered, a clique listed with
+/// ascending vertices starts at its vertex of least degree, and the neighbours of a
+/// vertex that come after it are at most about the square root of twice the edges: no
+/// hub has a long list to search. Besides the edges it needs 4 bytes an edge (the y
+/// column, sorted) and 20 a vertex; an error when memory runs out.
+fn order_by_degree(spec: &GraphSpec, edges: &mut [Pair], available: Available) -> Result<(), String> {
     const WHAT: &str = "the renumbering of the graph's vertices";
-    let mut verts: Vec<i64> = try_par_collect(x.par_iter().chain(y.par_iter()).copied(), WHAT)?;
-    verts.par_sort_unstable();
-    verts.dedup();
-    let index = |v: &i64| verts.binary_search(v).unwrap_or(0) as u32;
-    let xi: Vec<u32> = try_par_collect(x.par_iter().map(index), WHAT)?;
-    let yi: Vec<u32> = try_par_collect(y.par_iter().map(index), WHAT)?;
-    let mut all: Vec<u32> = try_par_collect(xi.par_iter().chain(yi.par_iter()).copied(), WHAT)?;
-    all.par_sort_unstable();
-    let mut degree = try_filled(verts.len(), 0u64, WHAT)?;
-    for run in all.chunk_by(|a, b| a == b) {
-        degree[run[0] as usize] = run.len() as u64;
+    check_memory(
+        spec,
+        4 * edges.len() as u128,
+        &format!("to renumber the vertices of its {} rows by degree", edges.len()),
+        available,
+    )?;
+    let mut ys: Vec<i32> = try_par_collect(edges.par_iter().map(|e| e[1]), WHAT)?;
+    ys.par_sort_unstable();
+    // The vertices in ascending order with their degrees: the runs of x (sorted already)
+    // merged with the runs of the sorted y.
+    let merge = |emit: &mut dyn FnMut(i32, u64)| {
+        let mut xs = edges
+            .chunk_by(|a, b| a[0] == b[0])
+            .map(|r| (r[0][0], r.len() as u64))
+            .peekable();
+        let mut yr = ys.chunk_by(|a, b| a == b).map(|r| (r[0], r.len() as u64)).peekable();
+        loop {
+            match (xs.peek().copied(), yr.peek().copied()) {
+                (Some((a, m)), Some((b, k))) if a == b => {
+                    emit(a, m + k);
+                    xs.next();
+                    yr.next();
+                }
+                (Some((a, m)), Some((b, _))) if a < b => {
+                    emit(a, m);
+                    xs.next();
+                }
+                (Some((a, m)), None) => {
+                    emit(a, m);
+                    xs.next();
+                }
+                (_, Some((b, k))) => {
+                    emit(b, k);
+                    yr.next();
+                }
+                (None, None) => break,
+            }
+        }
+    };
+    let mut count = 0usize;
+    merge(&mut |_, _| count += 1);
+    if count > 1 << 31 {
+        return Err(format!(
+            "the graph {spec} has {count} vertices, more than the 2^31 that int32 can number"
+        ));
     }
-    drop(all);
-    let mut order: Vec<u32> = try_par_collect((0..verts.len() as u32).into_par_iter(), WHAT)?;
+    let mut verts: Vec<i32> = try_with_capacity(count, WHAT)?;
+    let mut degree: Vec<u64> = try_with_capacity(count, WHAT)?;
+    merge(&mut |v, d| {
+        verts.push(v);
+        degree.push(d);
+    });
+    drop(ys);
+    let mut order: Vec<u32> = try_par_collect((0..count as u32).into_par_iter(), WHAT)?;
     order.par_sort_unstable_by_key(|&v| (degree[v as usize], v));
-    let mut rank = try_filled(verts.len(), 0u32, WHAT)?;
+    drop(degree);
+    let mut rank = try_filled(count, 0u32, WHAT)?;
     for (k, &v) in order.iter().enumerate() {
         rank[v as usize] = k as u32;
     }
-    let mut pairs: Vec<u64> = try_par_collect(
-        xi.par_iter()
-            .zip(yi.par_iter())
-            .map(|(&a, &b)| (u64::from(rank[a as usize]) << 32) | u64::from(rank[b as usize])),
-        WHAT,
-    )?;
-    pairs.par_sort_unstable();
-    let x = try_par_collect(pairs.par_iter().map(|e| (e >> 32) as i64), WHAT)?;
-    let y = try_par_collect(pairs.par_iter().map(|e| (e & 0xffff_ffff) as i64), WHAT)?;
-    Ok((x, y))
+    drop(order);
+    // Labels 0..n of a generated graph index directly; others are searched.
+    let first = verts.first().copied().unwrap_or(0);
+    let dense = verts
+        .last()
+        .is_some_and(|&l| (i64::from(l) - i64::from(first)) as usize + 1 == count);
+    let index = |v: i32| -> usize {
+        if dense {
+            (i64::from(v) - i64::from(first)) as usize
+        } else {
+            verts.binary_search(&v).unwrap_or(0)
+        }
+    };
+    edges
+        .par_iter_mut()
+        .for_each(|e| *e = [rank[index(e[0])] as i32, rank[index(e[1])] as i32]);
+    edges.par_sort_unstable_by_key(key);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -788,6 +958,103 @@ mod tests {
         assert!(e.contains("no file `/no/such/edges.tsv` exists"), "{e}");
         let e = GraphSpec::parse(std::env::temp_dir().to_str().unwrap()).unwrap_err();
         assert!(e.contains("is a directory"), "{e}");
+    }
+
+    /// FNV-1a of the edge count and the edges (x, y as little-endian int64), in order.
+    fn digest(x: &[i64], y: &[i64]) -> u64 {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        let mut eat = |v: i64| {
+            for b in v.to_le_bytes() {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        eat(x.len() as i64);
+        for (&a, &b) in x.iter().zip(y) {
+            eat(a);
+            eat(b);
+        }
+        h
+    }
+
+    #[test]
+    fn generated_graphs_are_pinned() {
+        // The edges of each spec, whatever the code that makes them: (rows, digest).
+        let file = temp_file(
+            "pinned.txt",
+            (0..3000u64)
+                .map(|i| i % 2000)
+                .map(|i| format!("{} {}\n", (i * 7919 % 613) as i64 - 300, i * 104_729 % 587))
+                .collect::<String>(),
+        );
+        let f = file.to_str().unwrap().to_string();
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        for (spec, symmetrize, degree, rows, hash) in [
+            ("rmat:17", false, false, 3729078, 0x05586da0543755c9),
+            ("rmat:10:8:3", false, false, 11970, 0xd0291a71b94834a1),
+            ("rmat:12:2:5", false, true, 15136, 0x06e5cefa64273ba4),
+            ("gnm:2000:30000:4", false, false, 60000, 0x6173c52c7eed8ee3),
+            ("gnm:300:2000:2", false, true, 4000, 0xf503a981e3d7781c),
+            (f.as_str(), false, false, 2000, 0xb719565b981eef19),
+            (f.as_str(), false, true, 2000, 0xe3c6a7a412773572),
+            (f.as_str(), true, false, 3996, 0xe04ee7bad24dabf0),
+            (f.as_str(), true, true, 3996, 0x1214e855fc6dfc44),
+        ] {
+            let g = GraphSpec::parse(spec)
+                .unwrap()
+                .with_symmetrize(symmetrize)
+                .with_degree_order(degree);
+            let (x, y) = generate(&g, &|_| {}).unwrap();
+            got.push((g.to_string(), x.len(), digest(&x, &y)));
+            want.push((g.to_string(), rows, hash));
+        }
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_graph_too_large_for_the_memory_is_refused_before_each_step() {
+        let never = crate::cancel::never();
+        let run = |spec: &str, free: &dyn Fn(usize) -> Option<u64>| {
+            let g = match spec.strip_suffix(" --degree-order") {
+                Some(base) => GraphSpec::parse(base).unwrap().with_degree_order(true),
+                None => GraphSpec::parse(spec).unwrap(),
+            };
+            let asked = std::sync::atomic::AtomicUsize::new(0);
+            let available = |_: u128| free(asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
+            columns(&g, &|_| {}, never, &available).map(|(x, _)| x.len())
+        };
+        // Drawing: 8 bytes a drawn edge and 4 a vertex label.
+        let e = run("rmat:10", &|_| Some(100_000)).unwrap_err();
+        assert_eq!(
+            e,
+            "the graph rmat:10:16:1 needs 132.0 KiB of host memory to draw its 16384 edges (8 bytes each) \
+             and label its 1024 vertices, but the machine has 97.7 KiB available (less the reserve kept free)"
+        );
+        assert!(run("rmat:10", &|_| Some(135_168)).is_ok());
+        // A G(n, m) graph takes its m edges in both directions at once.
+        let e = run("gnm:100:200:1", &|_| Some(100)).unwrap_err();
+        assert!(
+            e.starts_with("the graph gnm:100:200:1 needs 3.1 KiB of host memory for its 200 edges in both directions"),
+            "{e}"
+        );
+        // Later steps check what they add: the reverse edges, the renumbering, the split.
+        let e = run("rmat:10", &|k| (k > 0).then_some(0)).unwrap_err();
+        assert!(
+            e.contains("for the reverses of its 10663 edges, but the machine has 0 bytes"),
+            "{e}"
+        );
+        let e = run("gnm:100:200:1", &|k| (k > 0).then_some(0)).unwrap_err();
+        assert!(
+            e.contains("needs 1.6 KiB of host memory to split its 400 rows into columns"),
+            "{e}"
+        );
+        let e = run("rmat:10 --degree-order", &|k| (k > 1).then_some(0)).unwrap_err();
+        assert!(
+            e.starts_with("the graph rmat:10:16:1 --degree-order needs 83.3 KiB of host memory to renumber the vertices of its 21326 rows by degree"),
+            "{e}"
+        );
+        // Where the system does not say, nothing is refused.
+        assert_eq!(run("gnm:100:200:1", &|_| None), Ok(400));
     }
 
     #[test]

@@ -195,6 +195,38 @@ fn bad_graph_specs_and_relations_are_clear_errors() {
     }
 }
 
+/// A graph larger than the host memory the machine has is refused before it is built,
+/// with the graph, the bytes it needs and the bytes available (a reserve larger than any
+/// machine stands here for a graph too large for this one), exit 1. Steps under 64 MiB
+/// are not checked, as other requests are not.
+#[test]
+fn a_graph_too_large_for_the_host_memory_is_an_error() {
+    if !std::path::Path::new("/proc/meminfo").exists() {
+        return;
+    }
+    for (spec, want) in [
+        (
+            "rmat:20",
+            "foxrun: error: the graph rmat:20:16:1 needs 132.0 MiB of host memory to draw its 16777216 edges (8 bytes each) \
+             and label its 1048576 vertices, but the machine has 0 bytes available (less the reserve kept free)",
+        ),
+        (
+            "gnm:100000:5000000:1",
+            "foxrun: error: the graph gnm:100000:5000000:1 needs 76.3 MiB of host memory for its 5000000 edges in both directions",
+        ),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+            .args(["queries/triangle_count.logic", "--graph", spec, "--backend", "cpu"])
+            .env("FOX_HOST_RESERVE", "18000000000000000000")
+            .current_dir(repo())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{spec}: {err}");
+        assert!(err.contains(want), "{spec}: {err}");
+    }
+}
+
 /// A random undirected graph as `(x, y)` pairs, each edge once in a random direction.
 fn random_edges(n: u64, m: usize, seed: u64) -> Vec<(i64, i64)> {
     let mut s = seed;
