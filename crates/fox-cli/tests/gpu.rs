@@ -146,7 +146,9 @@ fn aggregated_joins_in_rounds_on_the_gpu_answer_as_on_the_cpu() {
         let (cpu, _) = foxrun_graph(&program, &["--backend", "cpu", "--join", join]);
         let (gpu, rounds) = foxrun_graph(&program, &["--backend", "gpu", "--join", join, "--memory-limit", "8M"]);
         assert_eq!(gpu, cpu, "--join {join}");
-        assert!(rounds > 3, "--join {join}: {rounds} rounds");
+        // At least one join ran in more than one round (how many depends on the
+        // algorithm: forced to merge, the band and inequality joins pair on no keys).
+        assert!(rounds >= 2, "--join {join}: {rounds} rounds");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
