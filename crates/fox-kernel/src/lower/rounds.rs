@@ -103,25 +103,34 @@ impl Lower<'_> {
             self.instrs.push(Instr::Move { dst: a, src: g });
         }
         for r in rounds.into_iter().rev() {
-            let name = self.base_name(r.window);
-            let next = self.launch1(
-                Kernel::Window { row_bytes: r.row_bytes },
-                vec![r.total, r.window],
-                &name,
-                None,
-            )?;
-            self.instrs.push(Instr::Move {
-                dst: r.window,
-                src: next,
-            });
-            self.end_block(Terminator::LoopIf {
-                nonempty: vec![r.window],
-                body: r.body,
-                exit: r.exit,
-            });
-            self.start_block(r.exit);
+            self.end_round(&r)?;
         }
         Ok(Closed::Accumulated(acc))
+    }
+
+    /// Ends the loop of round `r`: the next window taken, the body repeated while one is
+    /// left, lowering continuing in the loop's exit block. A dictionary table computed
+    /// in the loop is not defined where no round ran, so none is reused after it.
+    fn end_round(&mut self, r: &OpenRound) -> R<()> {
+        let name = self.base_name(r.window);
+        let next = self.launch1(
+            Kernel::Window { row_bytes: r.row_bytes },
+            vec![r.total, r.window],
+            &name,
+            None,
+        )?;
+        self.instrs.push(Instr::Move {
+            dst: r.window,
+            src: next,
+        });
+        self.end_block(Terminator::LoopIf {
+            nonempty: vec![r.window],
+            body: r.body,
+            exit: r.exit,
+        });
+        self.start_block(r.exit);
+        self.tables.clear();
+        Ok(())
     }
 }
 
@@ -260,27 +269,7 @@ impl Lower<'_> {
         for (&a, c) in acc.iter().zip(combined) {
             self.instrs.push(Instr::Move { dst: a, src: c });
         }
-        let name = self.base_name(round.window);
-        let next = self.launch1(
-            Kernel::Window {
-                row_bytes: round.row_bytes,
-            },
-            vec![round.total, round.window],
-            &name,
-            None,
-        )?;
-        self.instrs.push(Instr::Move {
-            dst: round.window,
-            src: next,
-        });
-        self.end_block(Terminator::LoopIf {
-            nonempty: vec![round.window],
-            body: round.body,
-            exit: round.exit,
-        });
-        self.start_block(round.exit);
-        // A dictionary table computed in the loop is not defined where no round ran.
-        self.tables.clear();
+        self.end_round(&round)?;
         Ok(Val::unordered(acc, columns))
     }
 }
