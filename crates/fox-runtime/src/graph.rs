@@ -185,6 +185,17 @@ impl GraphSpec {
     }
 }
 
+/// One step of SplitMix64 (Steele, Lea and Flood): advances `state` and returns the next
+/// of its stream's numbers. Every generator of data in Fox (graphs, program-analysis
+/// look-alikes) draws from it, so a seed means the same stream everywhere.
+pub fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// SplitMix64: a small, good generator for seeding and for uniform draws.
 struct Rng(u64);
 
@@ -211,11 +222,7 @@ impl Rng {
     }
 
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        splitmix64(&mut self.0)
     }
 
     /// Uniform in [0, 1).
