@@ -778,25 +778,11 @@ impl Lowerer {
             // Records are expanded into their fields by `records::expand`; one left is
             // where no record belongs.
             SExprKind::Record(_) => {
-                self.diags.push(
-                    Diagnostic::error("a record where no record belongs", span)
-                        .with_label("records stand only in columns of record types and in `=`/`!=` between records"),
-                );
+                self.diags.push(records::misplaced_record(span));
                 return None;
             }
             SExprKind::Ctor(name, _) => {
-                self.diags.push(
-                    Diagnostic::error(
-                        format!(
-                            "the branch constructor `${}` where no value of an algebraic data type belongs",
-                            name.name
-                        ),
-                        span,
-                    )
-                    .with_label(
-                        "values of algebraic data types stand only in their columns and in `=`/`!=` between them",
-                    ),
-                );
+                self.diags.push(records::misplaced_ctor(name, span));
                 return None;
             }
         };

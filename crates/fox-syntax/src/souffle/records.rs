@@ -659,16 +659,7 @@ impl Expander<'_> {
             }
             SExprKind::Ctor(name, _) => {
                 let d = if self.ctors.contains_key(&name.name) {
-                    Diagnostic::error(
-                        format!(
-                            "the branch constructor `${}` where no value of an algebraic data type belongs",
-                            name.name
-                        ),
-                        span,
-                    )
-                    .with_label(
-                        "values of algebraic data types stand only in their columns and in `=`/`!=` between them",
-                    )
+                    misplaced_ctor(name, span)
                 } else {
                     Diagnostic::error(format!("unknown branch constructor `${}`", name.name), name.span)
                         .with_label("not a branch of any type")
@@ -677,10 +668,7 @@ impl Expander<'_> {
                 return None;
             }
             SExprKind::Record(_) => {
-                self.diags.push(
-                    Diagnostic::error("a record where no record belongs", span)
-                        .with_label("records stand only in columns of record types and in `=`/`!=` between records"),
-                );
+                self.diags.push(misplaced_record(span));
                 return None;
             }
             SExprKind::Unary(_, _, x) => {
@@ -909,6 +897,24 @@ fn anon_vars(b: &mut SBody, names: &HashSet<String>) {
             }
         }
     }
+}
+
+/// The error of a branch constructor `$name(…)` at `span`, where a plain value belongs.
+pub(super) fn misplaced_ctor(name: &Ident, span: Span) -> Diagnostic {
+    Diagnostic::error(
+        format!(
+            "the branch constructor `${}` where no value of an algebraic data type belongs",
+            name.name
+        ),
+        span,
+    )
+    .with_label("values of algebraic data types stand only in their columns and in `=`/`!=` between them")
+}
+
+/// The error of a record `[…]` at `span`, where a plain value belongs.
+pub(super) fn misplaced_record(span: Span) -> Diagnostic {
+    Diagnostic::error("a record where no record belongs", span)
+        .with_label("records stand only in columns of record types and in `=`/`!=` between records")
 }
 
 fn anon(span: Span) -> SExpr {
