@@ -78,7 +78,7 @@ fn emit_physical_shows_each_operator_with_its_algorithm_and_estimated_rows() {
 
     let text = stdout_ok(&["compile", "queries/clique4_count.logic", "--emit", "physical"]);
     assert!(
-        text.contains("leapfrog triejoin (smallest-range levels, twins) · rounds at levels 2 (182 bytes/row) ·"),
+        text.contains("leapfrog triejoin (smallest-range levels, twins) · rounds at levels 1 (190 bytes/row), 2 (182 bytes/row) ·"),
         "{text}"
     );
     // The level plan, under the join: z expands from the smallest of two ranges, the last

@@ -76,10 +76,12 @@ fn the_translation_runs_the_levels_the_plan_gives() {
 fn the_translation_sizes_windows_by_the_costs_rounds_gives() {
     let mut p = phys(CLIQUE4, &[]);
     let (j, _) = join(&p);
-    assert_eq!(p.node(j).rounds.windows, [None, None, Some(182), Some(158)]);
+    assert_eq!(p.node(j).rounds.windows, [None, Some(190), Some(182), Some(158)]);
     let text = lowered(&p);
     assert!(
-        text.contains("window[182 bytes/row]") && text.contains("window[158 bytes/row]"),
+        text.contains("window[190 bytes/row]")
+            && text.contains("window[182 bytes/row]")
+            && text.contains("window[158 bytes/row]"),
         "{text}"
     );
     p.node_mut(j).rounds.windows = vec![None, None, None, Some(1000)];

@@ -2,6 +2,10 @@
 //! variable on, a level may expand to more rows than any input holds, so it expands a
 //! window of its bindings at a time (sized by the memory budget at run time) and the
 //! results accumulate; a counting join's last level is only counted and never expanded.
+//! The second variable's level holds at most as many rows as an input, but everything
+//! after it works per row of it (a counted last level's intersections, the next
+//! level's searches), so it is windowed too where a level follows it: the boxes of the
+//! first two variables' space, processed in turn, bound the whole join's working set.
 //! Each windowed level records the bytes one of its expanded rows costs
 //! ([`window_row_bytes`]), from the state columns the level plan says it carries.
 //! Disabled, every level runs in one round.
@@ -56,7 +60,10 @@ impl Pass for RoundsPass {
                     let windows = levels
                         .iter()
                         .enumerate()
-                        .map(|(v, l)| (v >= 2 && !(*count && v + 1 == n)).then(|| window_row_bytes(l.carried, atoms)))
+                        .map(|(v, l)| {
+                            let windowed = (v == 1 && n >= 3) || (v >= 2 && !(*count && v + 1 == n));
+                            windowed.then(|| window_row_bytes(l.carried, atoms))
+                        })
                         .collect();
                     set.push((t, Rounds { windows }));
                 }

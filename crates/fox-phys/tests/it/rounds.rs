@@ -29,11 +29,30 @@ fn before_and_after() {
 }
 
 #[test]
-fn levels_from_the_third_variable_run_in_rounds() {
+fn levels_from_the_second_variable_run_in_rounds() {
     let src = format!("{EDGE}t(x, y, z) <- e(x, y), e(y, z), e(x, z).\n.output t.\n");
-    // At z: x, y and the ranges of e(y, z) and e(x, z) (6 columns), 3 atoms.
-    assert_eq!(rounds(&src), vec![vec![None, None, Some(window_row_bytes(6, 3))]]);
+    // At y: x and the ranges of the three atoms (7 columns); at z: x, y and the ranges of
+    // e(y, z) and e(x, z) (6 columns); 3 atoms.
+    assert_eq!(
+        rounds(&src),
+        vec![vec![None, Some(window_row_bytes(7, 3)), Some(window_row_bytes(6, 3))]]
+    );
     assert_eq!(window_row_bytes(6, 3), 104);
+}
+
+#[test]
+fn a_counted_triangle_is_windowed_at_its_second_variable() {
+    // Every intersection of the counted last level works per row of the second level:
+    // windows of (x, y) bound them.
+    let src = format!("{EDGE}n[] = c <- agg<<c = count()>> e(x, y), e(y, z), e(x, z), x < y, y < z.\n.output n.\n");
+    assert_eq!(rounds(&src), vec![vec![None, Some(window_row_bytes(7, 3)), None]]);
+}
+
+#[test]
+fn a_join_of_two_variables_runs_in_one_round() {
+    let src = format!("{EDGE}t(x, y) <- e(x, y), e(y, x).\n.output t.\n");
+    let r = rounds(&src);
+    assert!(r.iter().all(|w| w.iter().all(Option::is_none)), "{r:?}");
 }
 
 #[test]
@@ -41,8 +60,9 @@ fn a_counted_last_level_is_never_expanded() {
     let src = format!("{EDGE}{CLIQUE4}");
     let r = rounds(&src);
     assert_eq!(r.len(), 1, "{r:?}");
-    // At z: x, y and the ranges of the five atoms other than e(x, y), 6 atoms.
-    assert_eq!(r[0], [None, None, Some(182), None]);
+    // At y: x and the ranges of all six atoms; at z: x, y and the ranges of the five
+    // atoms other than e(x, y).
+    assert_eq!(r[0], [None, Some(190), Some(182), None]);
 }
 
 #[test]
@@ -54,13 +74,14 @@ fn a_row_costs_its_parent_and_position_the_state_it_carries_the_value_the_search
 
 #[test]
 fn a_level_carrying_more_state_costs_more_per_row() {
-    // A 4-clique listed: at z (x, y and five ranges) and at w (x, y, z and three ranges).
+    // A 4-clique listed: at y (x and six ranges), at z (x, y and five ranges) and at w
+    // (x, y, z and three ranges).
     let src = format!("{EDGE}q(x, y, z, w) <- e(x, y), e(x, z), e(x, w), e(y, z), e(y, w), e(z, w), x < y, y < z, z < w.\n.output q.\n");
     assert_eq!(
         rounds(&src),
         vec![vec![
             None,
-            None,
+            Some(window_row_bytes(13, 6)),
             Some(window_row_bytes(12, 6)),
             Some(window_row_bytes(9, 6))
         ]]
