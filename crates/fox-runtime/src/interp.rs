@@ -1614,7 +1614,27 @@ impl Interp<'_> {
                 if start >= total {
                     return Ok(vec![HostCol::U64(Vec::new())]);
                 }
-                let rows = (self.round_budget() / (*row_bytes).max(1)).max(1);
+                let (limit, in_use) = self.round_memory();
+                let budget = limit.saturating_sub(in_use) / 2;
+                let row_bytes = (*row_bytes).max(1);
+                if budget < row_bytes {
+                    // Windows of one row would make as many rounds as rows: a run that
+                    // cannot keep its limit says so instead.
+                    let limit_text = match self.memory_limit {
+                        Some(_) => format!(
+                            "the memory limit (--memory-limit) of {}",
+                            crate::alloc::bytes_text(limit.into())
+                        ),
+                        None => format!("the {} the backend has", crate::alloc::bytes_text(limit.into())),
+                    };
+                    return Err(HostError::Kernel(format!(
+                        "out of memory: {limit_text} leaves no room for a round of this expansion \
+                         ({} in use; a row of it takes {row_bytes} bytes, twice over, and {} rows are left)",
+                        crate::alloc::bytes_text(in_use.into()),
+                        total - start
+                    )));
+                }
+                let rows = budget / row_bytes;
                 self.stats.rounds += 1;
                 Ok(vec![HostCol::U64(vec![start, total.min(start.saturating_add(rows))])])
             }
@@ -1622,9 +1642,10 @@ impl Interp<'_> {
         }
     }
 
-    /// The bytes one round of a multi-round expansion may take: half of what the run may
-    /// still allocate (the limit of the run, else the backend's capacity, else 8 GiB).
-    fn round_budget(&self) -> u64 {
+    /// The memory a multi-round expansion sizes its rounds by: the limit of the run (else
+    /// the backend's capacity, else 8 GiB) and the bytes in use; a round may take half of
+    /// what is left.
+    fn round_memory(&self) -> (u64, u64) {
         let cap = self.backend.memory_capacity().map(|c| c as u64);
         let limit = match (self.memory_limit, cap) {
             (Some(l), Some(c)) => l.min(c),
@@ -1632,7 +1653,7 @@ impl Interp<'_> {
             (None, Some(c)) => c,
             (None, None) => 8 << 30,
         };
-        limit.saturating_sub(self.backend.mem().in_use as u64) / 2
+        (limit, self.backend.mem().in_use as u64)
     }
 
     fn intern(&mut self, s: &str) -> Result<u32, HostError> {
