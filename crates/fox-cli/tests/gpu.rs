@@ -23,6 +23,11 @@ const TESTS: &[(&str, Needs, fn())] = &[
         aggregated_joins_in_rounds_on_the_gpu_answer_as_on_the_cpu,
     ),
     (
+        "host_tier::tpch_q9_under_a_small_limit_on_the_gpu_keeps_it_and_answers_as_on_the_cpu",
+        Needs::Gpu,
+        tpch_q9_under_a_small_limit_on_the_gpu_keeps_it_and_answers_as_on_the_cpu,
+    ),
+    (
         "harness::gpu_tests_are_ignored_without_a_gpu_and_fail_when_it_is_required",
         Needs::Cpu,
         gpu_tests_are_ignored_without_a_gpu_and_fail_when_it_is_required,
@@ -151,6 +156,35 @@ fn aggregated_joins_in_rounds_on_the_gpu_answer_as_on_the_cpu() {
         assert!(rounds >= 2, "--join {join}: {rounds} rounds");
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// TPC-H Q9 at SF 0.1 (about 48 MB held at once without a limit) under a 12 MiB
+/// `--memory-limit` on the GPU: the device peak stays within the limit, buffers move to
+/// the host tier and back, and the answer is the CPU's without a limit, byte for byte.
+fn tpch_q9_under_a_small_limit_on_the_gpu_keeps_it_and_answers_as_on_the_cpu() {
+    let run = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+            .args(["--tpch", "0.1", "tpch/queries/q09.logic", "--timing", "--no-progress"])
+            .args(args)
+            .current_dir(repo())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+        (o.stdout, err)
+    };
+    let (cpu, _) = run(&["--backend", "cpu"]);
+    let limit: u64 = 12 << 20;
+    let (gpu, err) = run(&["--backend", "gpu", "--memory-limit", &limit.to_string()]);
+    assert_eq!(gpu, cpu);
+    let at = err.find("device peak ").expect("a device peak") + "device peak ".len();
+    let peak: u64 = err[at..].split_whitespace().next().unwrap().parse().unwrap();
+    assert!(peak <= limit, "{err}");
+    let tier = err
+        .lines()
+        .find(|l| l.starts_with("host tier: "))
+        .expect("the host tier");
+    assert!(!tier.contains(" 0 evictions"), "{tier}");
 }
 
 fn gpu_tests_are_ignored_without_a_gpu_and_fail_when_it_is_required() {

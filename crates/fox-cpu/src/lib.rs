@@ -36,11 +36,6 @@ pub struct CpuBackend {
     limit: Option<u64>,
 }
 
-/// What a launch may always allocate under a memory limit, however little the limit
-/// leaves: a limit below what the run holds anyway still lets small steps (the windows
-/// of a multi-round expansion) make progress.
-pub const MIN_LAUNCH_BUDGET: u64 = 1 << 20;
-
 impl CpuBackend {
     pub fn new() -> CpuBackend {
         CpuBackend::default()
@@ -63,10 +58,35 @@ impl CpuBackend {
     }
 
     /// What a launch may allocate: what the memory limit leaves beside the buffers in
-    /// use, and at least [`MIN_LAUNCH_BUDGET`]; no bound without a limit.
+    /// use; no bound without a limit. The buffers in use never exceed the limit (the
+    /// outputs of a launch are within what it was admitted, and uploads are refused
+    /// beyond it), so neither does the high-water mark.
     fn launch_budget(&self) -> Option<u64> {
-        self.limit
-            .map(|l| l.saturating_sub(self.mem.in_use as u64).max(MIN_LAUNCH_BUDGET))
+        self.limit.map(|l| l.saturating_sub(self.mem.in_use as u64))
+    }
+
+    /// The outputs of a launch of `kernel`, refused (dropped, with the out-of-memory
+    /// error) when together they would take the buffers in use beyond the memory limit:
+    /// kernels admit their large allocations as they make them, and this bounds the small
+    /// ones made without admission too.
+    fn admit_outputs(&self, kernel: &Kernel, outs: Vec<HostCol>) -> Result<Vec<HostCol>, BackendError> {
+        let Some(left) = self.launch_budget() else {
+            return Ok(outs);
+        };
+        let bytes: u128 = outs.iter().map(|c| (c.len() * c.elem().size()) as u128).sum();
+        if bytes <= u128::from(left) {
+            return Ok(outs);
+        }
+        Err(BackendError(format!(
+            "kernel {}: {}",
+            kernel.name(),
+            fox_runtime::alloc::rows_out_of_memory(
+                bytes,
+                1,
+                "its outputs",
+                Some(&fox_runtime::alloc::limit_refusal(u128::from(left)))
+            )
+        )))
     }
 
     fn get(&self, buf: &DevBuf) -> Result<&HostCol, BackendError> {
@@ -93,7 +113,20 @@ impl Backend for CpuBackend {
         "cpu".to_string()
     }
 
+    /// Refused, with the out-of-memory error, when the column would take the buffers in
+    /// use beyond the memory limit.
     fn upload(&mut self, col: HostCol) -> Result<DevBuf, BackendError> {
+        let bytes = col.len() * col.elem().size();
+        if let Some(left) = self.launch_budget() {
+            if bytes as u64 > left {
+                return Err(BackendError(fox_runtime::alloc::rows_out_of_memory(
+                    col.len() as u128,
+                    col.elem().size(),
+                    "an uploaded column",
+                    Some(&fox_runtime::alloc::limit_refusal(u128::from(left))),
+                )));
+            }
+        }
         Ok(self.register(col))
     }
 
@@ -109,6 +142,7 @@ impl Backend for CpuBackend {
         }
         let cols = args.iter().map(|b| self.get(b)).collect::<Result<Vec<_>, _>>()?;
         let outs = fox_runtime::alloc::with_budget(self.launch_budget(), || run_kernel(kernel, &cols, ctx))?;
+        let outs = self.admit_outputs(kernel, outs)?;
         Ok(outs.into_iter().map(|c| self.register(c)).collect())
     }
 
@@ -133,7 +167,11 @@ impl Backend for CpuBackend {
         let outs = fox_runtime::alloc::with_budget(self.launch_budget(), || {
             fused::fused_reduce(&cols, filter.as_ref(), *nkeys, aggs, exprs, *n_cols, ctx)
         });
-        Ok(outs.map(|outs| outs.into_iter().map(|c| self.register(c)).collect()))
+        let Some(outs) = outs else {
+            return Ok(None);
+        };
+        let outs = self.admit_outputs(kernel, outs)?;
+        Ok(Some(outs.into_iter().map(|c| self.register(c)).collect()))
     }
 
     fn free(&mut self, buf: DevBuf) {
@@ -156,6 +194,11 @@ impl Backend for CpuBackend {
     fn memory_capacity(&self) -> Option<usize> {
         let available = usize::try_from(fox_runtime::alloc::machine_available()?).ok()?;
         Some(available.saturating_add(self.mem.in_use))
+    }
+
+    /// The buffers are host memory: the runtime's host tier holds the same memory.
+    fn memory_is_separate(&self) -> bool {
+        false
     }
 
     /// Enforced on every launch: the allocations a kernel makes on the launching thread

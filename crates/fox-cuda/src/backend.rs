@@ -189,6 +189,13 @@ impl Backend for CudaBackend {
         Some(self.gpu.capacity())
     }
 
+    /// Kept by every device allocation (`Gpu::alloc`): one that would take the buffers in
+    /// use beyond the limit is refused with the out-of-memory error, and the runtime moves
+    /// buffers to its host tier to make room.
+    fn set_memory_limit(&mut self, limit: Option<u64>) {
+        self.gpu.set_limit(limit);
+    }
+
     fn reset_peak(&mut self) {
         self.gpu.reset_peak();
     }

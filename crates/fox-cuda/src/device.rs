@@ -129,6 +129,9 @@ pub(crate) struct Gpu {
     /// The device memory free when the backend opened, less a reserve for kernels'
     /// scratch space and the driver.
     capacity: usize,
+    /// The run's memory limit (`Backend::set_memory_limit`): no allocation takes the
+    /// bytes in use beyond it.
+    limit: Option<u64>,
     /// Whether large transfers go through `staging`.
     use_staging: bool,
     staging: Option<Staging>,
@@ -265,6 +268,7 @@ impl Gpu {
             sm_count,
             max_smem_optin,
             capacity,
+            limit: None,
             use_staging: std::env::var("FOX_PINNED_STAGING").map_or(true, |v| v != "0"),
             staging: None,
             fused_one_pass: 0,
@@ -290,6 +294,11 @@ impl Gpu {
 
     pub fn mem(&self) -> MemStats {
         self.mem
+    }
+
+    /// Sets the memory limit of the runs that follow ([`Gpu::alloc`] keeps it).
+    pub fn set_limit(&mut self, limit: Option<u64>) {
+        self.limit = limit;
     }
 
     /// The device memory this backend may fill (see `Gpu::capacity`).
@@ -338,7 +347,9 @@ impl Gpu {
     /// Allocates `len` elements of `elem`, uninitialised. Running out of device memory is
     /// an error built as every backend builds it (`fox_runtime::alloc::rows_out_of_memory`:
     /// `out of memory: cannot allocate 1.5 GiB (400000000 rows of 4 bytes) for …`), with
-    /// the device's free and total memory.
+    /// the device's free and total memory. Under a memory limit ([`Gpu::set_limit`]) an
+    /// allocation that would take the bytes in use beyond it is refused with that error
+    /// before the device is asked, so the high-water mark never exceeds the limit.
     pub fn alloc(&mut self, elem: Elem, len: usize) -> Result<DevBuf, BackendError> {
         let what = || format!("a buffer of {} on {}", elem.name(), self.name);
         let bytes = len
@@ -352,6 +363,17 @@ impl Gpu {
                     Some("more bytes than an address can reach"),
                 ))
             })?;
+        if let Some(limit) = self.limit {
+            let left = limit.saturating_sub(self.mem.in_use as u64);
+            if bytes as u64 > left {
+                return Err(BackendError(fox_runtime::alloc::rows_out_of_memory(
+                    len as u128,
+                    elem.size(),
+                    &what(),
+                    Some(&fox_runtime::alloc::limit_refusal(u128::from(left))),
+                )));
+            }
+        }
         let mem = if bytes == 0 {
             None
         } else {

@@ -180,10 +180,7 @@ pub fn available_for(bytes: u128) -> Option<u64> {
 fn refusal(bytes: u128, budget: Option<u128>, machine: impl FnOnce() -> Option<u64>) -> Option<String> {
     if let Some(left) = budget {
         if bytes > left {
-            return Some(format!(
-                "the memory limit (--memory-limit) leaves {} to this operation",
-                bytes_text(left)
-            ));
+            return Some(limit_refusal(left));
         }
     }
     if bytes >= CHECKED_BYTES {
@@ -197,6 +194,15 @@ fn refusal(bytes: u128, budget: Option<u128>, machine: impl FnOnce() -> Option<u
         }
     }
     None
+}
+
+/// Why a request is refused under the run's memory limit when `left` bytes are left to
+/// it: the reason every backend gives.
+pub fn limit_refusal(left: u128) -> String {
+    format!(
+        "the memory limit (--memory-limit) leaves {} to this operation",
+        bytes_text(left)
+    )
 }
 
 /// Admits a request of `bytes` before it is made: an error saying why when it exceeds

@@ -176,6 +176,13 @@ pub trait Backend {
     fn memory_capacity(&self) -> Option<usize> {
         None
     }
+    /// Whether the backend's buffers live in memory of their own (a device's), so that
+    /// moving one to host memory (the runtime's host tier) makes room for others even
+    /// without a memory limit. The CPU backend's buffers are host memory: it says no, and
+    /// its buffers leave it only to keep a memory limit.
+    fn memory_is_separate(&self) -> bool {
+        true
+    }
     /// The memory limit of the run about to start (`RunOptions::memory_limit`), set by
     /// the interpreter before its first instruction: a backend that enforces it refuses
     /// an allocation that would take its buffers beyond it with an out-of-memory error

@@ -7,12 +7,21 @@
 //! device buffer frees it when its last variable is freed or redefined), and `Output`
 //! downloads and orders a result. Whatever happens, every device buffer is freed before
 //! `run` returns.
+//!
+//! The host tier: when a launch fails for want of memory (or an upload would take the
+//! device beyond the run's budget: the memory limit, else the backend's capacity), buffers
+//! that are live but not read by the instruction move to host memory (downloaded, their
+//! device buffer freed; the variables keep their length and type) in the order of
+//! [`crate::tier`], and the launch is tried again; an instruction that reads a buffer in
+//! the host tier uploads it first, making room the same way. A launch is tried again only
+//! when its failure left the backend's memory as it was before it.
 
 use crate::database::{to_host, used_input_columns, Database, Resident};
 use crate::dict::Dictionary;
 use crate::inputs::LoadedInputs;
 use crate::load::{load_input_cols, Interner};
 use crate::output::{build_table, OutputTable};
+use crate::tier::{self, Candidate};
 use crate::{
     Backend, DevBuf, HostCol, InstrStat, LaunchCtx, RunEvent, RunObserver, RunOptions, RunResult, RunStats,
     RuntimeError,
@@ -71,6 +80,10 @@ fn run_with(
         },
         resident,
         pinned: Vec::new(),
+        tiers: Vec::new(),
+        host_in_use: 0,
+        pos: (0, 0),
+        device_cap: None,
         reachable: Reachable::All,
         dict: Dictionary::default(),
         inputs: Vec::new(),
@@ -103,6 +116,13 @@ fn run_with(
     };
     it.stats.backend = it.backend.name();
     it.backend.set_memory_limit(opts.memory_limit);
+    let separate = it.backend.memory_is_separate();
+    it.device_cap = match (opts.memory_limit, it.backend.memory_capacity()) {
+        (Some(l), Some(c)) if separate => Some(l.min(c as u64)),
+        (Some(l), _) => Some(l),
+        (None, c) if separate => c.map(|c| c as u64),
+        (None, _) => None,
+    };
     let res = it.prepare(opts, preloaded).and_then(|_| it.execute());
     it.release_all();
     let mem = it.backend.mem();
@@ -146,8 +166,18 @@ struct Interp<'a> {
     inputs: Vec<Option<LoadedInput>>,
     /// Device buffers with the number of variables holding each.
     slots: Vec<Option<(DevBuf, usize)>>,
-    /// `pinned[slot]`: the slot's buffer belongs to `resident` and is never freed here.
+    /// `pinned[slot]`: the slot's buffer belongs to `resident` and is never freed here
+    /// (nor moved to the host tier).
     pinned: Vec<bool>,
+    /// `tiers[slot]`: where the slot's value is.
+    tiers: Vec<Tier>,
+    /// Bytes in the host tier now.
+    host_in_use: u64,
+    /// The instruction running: (block, index).
+    pos: (usize, usize),
+    /// The bytes the run's buffers may take on the device: the memory limit, else the
+    /// backend's capacity (when it knows it).
+    device_cap: Option<u64>,
     /// With a database: the codes this run's strings can have (those of the string columns
     /// it reads and of its constants); strings appended during the run come on top.
     /// Dictionary tables are computed only there.
@@ -168,6 +198,43 @@ struct Interp<'a> {
     max_iterations: Option<u64>,
     /// Read before every instruction and after every launch (see [`crate::cancel`]).
     cancel: Option<crate::CancelToken>,
+}
+
+/// Where a slot's value is.
+enum Tier {
+    /// On the device, in the slot's buffer.
+    Device,
+    /// In the host tier: the device buffer was freed, and the slot's `DevBuf` keeps only
+    /// the element type and length.
+    Host(HostCol),
+    /// Nowhere: bringing it back failed, and the run ends with that error.
+    Gone,
+}
+
+/// A kernel whose output columns are independent, as one kernel per output column and
+/// the argument slots of each: `Gather` and `Compact` (the first argument and the
+/// column), `Concat` (the column of every part); `None` for any other kernel, or with
+/// fewer than two columns.
+fn column_split(kernel: &Kernel, args: &[usize], n_outs: usize) -> Option<(Kernel, Vec<Vec<usize>>)> {
+    match *kernel {
+        Kernel::Gather { .. } | Kernel::Compact if n_outs >= 2 && args.len() == n_outs + 1 => Some((
+            kernel.clone(),
+            (0..n_outs).map(|j| vec![args[0], args[j + 1]]).collect(),
+        )),
+        Kernel::Concat { parts, width } if width >= 2 && n_outs == width && args.len() == parts * width => Some((
+            Kernel::Concat { parts, width: 1 },
+            (0..width)
+                .map(|j| (0..parts).map(|g| args[g * width + j]).collect())
+                .collect(),
+        )),
+        _ => None,
+    }
+}
+
+/// Whether a backend's error is an allocation refused or failed (see
+/// [`crate::alloc::rows_out_of_memory`]).
+fn is_out_of_memory(msg: &str) -> bool {
+    msg.contains("out of memory")
 }
 
 struct DictCtx<'a>(&'a Dictionary, &'a std::sync::atomic::AtomicBool);
@@ -448,24 +515,23 @@ impl Interp<'_> {
         Ok(())
     }
 
-    /// `LoadInput` from the loaded database: each column from `resident` when it is there,
-    /// otherwise uploaded (and left in `resident` when there is one); columns the plan
-    /// never reads are empty.
-    fn load_resident(&mut self, db: &Database, input: usize) -> Result<Vec<(DevBuf, bool)>, RuntimeError> {
+    /// `LoadInput` from the loaded database into `outs`: each column from `resident` when
+    /// it is there, otherwise uploaded (and left in `resident` when there is one); columns
+    /// the plan never reads are empty. Each output is defined as soon as it is on the
+    /// device, so that it may leave it to make room for the next.
+    fn load_resident(&mut self, db: &Database, input: usize, outs: &[fox_kernel::BufId]) -> Result<(), RuntimeError> {
         let rel = &self.plan.inputs[input];
         let t = db.table_for(rel).map_err(|msg| RuntimeError::Data { msg })?;
-        let mut out: Vec<(DevBuf, bool)> = Vec::with_capacity(rel.columns.len());
         for (c, col) in rel.columns.iter().enumerate() {
+            let var = outs[c].0 as usize;
             let key = (rel.name.clone(), c);
             if let Some(b) = self.resident.as_ref().and_then(|r| r.bufs.get(&key)) {
-                out.push((
-                    DevBuf {
-                        id: b.id,
-                        elem: b.elem,
-                        len: b.len,
-                    },
-                    true,
-                ));
+                let copy = DevBuf {
+                    id: b.id,
+                    elem: b.elem,
+                    len: b.len,
+                };
+                self.define_pinned(var, copy, true);
                 continue;
             }
             let host = match Database::column(t, c)
@@ -473,11 +539,6 @@ impl Interp<'_> {
             {
                 Some(Ok(h)) => h,
                 Some(Err(msg)) => {
-                    for (b, pinned) in out {
-                        if !pinned {
-                            self.backend.free(b);
-                        }
-                    }
                     return Err(RuntimeError::Kernel {
                         at: format!("LoadInput({})", rel.name),
                         msg,
@@ -486,23 +547,10 @@ impl Interp<'_> {
                 None => HostCol::empty(Elem::of(col.ty)),
             };
             let keep = self.resident.is_some() && Database::column(t, c).is_some();
-            let t0 = Instant::now();
-            let up = self.backend.upload(host);
-            self.stats.upload += t0.elapsed();
-            let b = match up {
-                Ok(b) => b,
-                Err(e) => {
-                    for (b, pinned) in out {
-                        if !pinned {
-                            self.backend.free(b);
-                        }
-                    }
-                    return Err(RuntimeError::Kernel {
-                        at: format!("load_input[{}]", rel.name),
-                        msg: e.0,
-                    });
-                }
-            };
+            let b = self.upload_room(host).map_err(|e| RuntimeError::Kernel {
+                at: format!("load_input[{}]", rel.name),
+                msg: e.0,
+            })?;
             if keep {
                 let copy = DevBuf {
                     id: b.id,
@@ -512,12 +560,12 @@ impl Interp<'_> {
                 if let Some(r) = self.resident.as_mut() {
                     r.bufs.insert(key, b);
                 }
-                out.push((copy, true));
+                self.define_pinned(var, copy, true);
             } else {
-                out.push((b, false));
+                self.define(var, b);
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     fn execute(&mut self) -> Result<(), RuntimeError> {
@@ -546,6 +594,7 @@ impl Interp<'_> {
             }
             for (i, ins) in b.instrs.iter().enumerate() {
                 self.check_cancel()?;
+                self.pos = (block, i);
                 self.instr(block, i, ins)?;
             }
             let next = match &b.term {
@@ -693,8 +742,11 @@ impl Interp<'_> {
         if entry.1 == 0 {
             let (buf, _) = self.slots[slot].take().expect("checked above");
             self.free_slots.push(slot);
-            if !std::mem::take(&mut self.pinned[slot]) {
-                self.backend.free(buf);
+            let pinned = std::mem::take(&mut self.pinned[slot]);
+            match std::mem::replace(&mut self.tiers[slot], Tier::Device) {
+                Tier::Device if !pinned => self.backend.free(buf),
+                Tier::Host(_) => self.host_in_use -= buf.bytes() as u64,
+                Tier::Device | Tier::Gone => {}
             }
         }
     }
@@ -715,11 +767,13 @@ impl Interp<'_> {
             Some(s) => {
                 self.slots[s] = Some((buf, 1));
                 self.pinned[s] = pinned;
+                self.tiers[s] = Tier::Device;
                 s
             }
             None => {
                 self.slots.push(Some((buf, 1)));
                 self.pinned.push(pinned);
+                self.tiers.push(Tier::Device);
                 self.slots.len() - 1
             }
         };
@@ -730,6 +784,157 @@ impl Interp<'_> {
         for var in 0..self.vars.len() {
             self.release(var);
         }
+    }
+
+    /// The buffers that may leave the device now, in the order they should ([`tier`]):
+    /// on the device, not resident, not empty, and none of the slots of `keep`.
+    fn victims(&self, keep: &[usize]) -> Vec<Candidate> {
+        let (block, i) = self.pos;
+        let mut holders: Vec<Vec<u32>> = vec![Vec::new(); self.slots.len()];
+        for (v, s) in self.vars.iter().enumerate() {
+            if let Some(s) = s {
+                holders[*s].push(v as u32);
+            }
+        }
+        let cands = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(s, entry)| {
+                let (buf, _) = entry.as_ref()?;
+                if !matches!(self.tiers[s], Tier::Device) || self.pinned[s] || buf.bytes() == 0 || keep.contains(&s) {
+                    return None;
+                }
+                let next_use = holders[s]
+                    .iter()
+                    .filter_map(|&v| tier::next_use(&self.plan.blocks, block, i, v))
+                    .min();
+                Some(Candidate {
+                    slot: s,
+                    next_use,
+                    bytes: buf.bytes(),
+                })
+            })
+            .collect();
+        tier::victim_order(cands)
+    }
+
+    /// Moves a slot's buffer to the host tier: downloaded, its device buffer freed.
+    fn evict(&mut self, slot: usize) -> Result<(), String> {
+        let buf = &self.slots[slot].as_ref().expect("occupied").0;
+        let stale = DevBuf {
+            id: buf.id,
+            elem: buf.elem,
+            len: buf.len,
+        };
+        let t = Instant::now();
+        let col = self.backend.download(buf);
+        self.stats.download += t.elapsed();
+        let col = col.map_err(|e| format!("cannot move a buffer to the host tier: {}", e.0))?;
+        let bytes = stale.bytes() as u64;
+        self.backend.free(stale);
+        self.tiers[slot] = Tier::Host(col);
+        self.host_in_use += bytes;
+        let t = &mut self.stats.tier;
+        t.evictions += 1;
+        t.bytes_to_host += bytes;
+        t.host_peak_bytes = t.host_peak_bytes.max(self.host_in_use);
+        Ok(())
+    }
+
+    /// Moves buffers to the host tier, furthest next use first, until at least `target`
+    /// bytes have left the device, keeping the slots of `keep`; the bytes moved (fewer
+    /// when no buffer is left to move).
+    fn evict_some(&mut self, target: usize, keep: &[usize]) -> Result<usize, String> {
+        let mut freed = 0;
+        for c in self.victims(keep) {
+            if freed >= target {
+                break;
+            }
+            self.evict(c.slot)?;
+            freed += c.bytes;
+        }
+        Ok(freed)
+    }
+
+    /// Moves buffers to the host tier until `bytes` more fit the run's device budget
+    /// beside the buffers in use, keeping the slots of `keep`; stops when none is left to
+    /// move (the allocation that follows may then fail, with its own error).
+    fn make_room(&mut self, bytes: usize, keep: &[usize]) -> Result<(), String> {
+        let Some(cap) = self.device_cap else {
+            return Ok(());
+        };
+        let over = |s: &Self| (s.backend.mem().in_use as u64).saturating_add(bytes as u64) > cap;
+        if !over(self) {
+            return Ok(());
+        }
+        for c in self.victims(keep) {
+            self.evict(c.slot)?;
+            if !over(self) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Uploads a column for an instruction's output (or an input), making room first.
+    fn upload_room(&mut self, col: HostCol) -> Result<DevBuf, crate::BackendError> {
+        let bytes = col.len() * col.elem().size();
+        self.make_room(bytes, &[]).map_err(crate::BackendError)?;
+        let t = Instant::now();
+        let up = self.backend.upload(col);
+        self.stats.upload += t.elapsed();
+        up
+    }
+
+    /// Brings the slots of `slots` that are in the host tier back to the device, making
+    /// room for each (keeping all of `slots`). One that does not fit beside the others
+    /// within the run's device budget stays in the host tier, and the error says so.
+    fn restore(&mut self, slots: &[usize]) -> Result<(), String> {
+        for &s in slots {
+            match self.tiers[s] {
+                Tier::Device => continue,
+                Tier::Host(_) => {}
+                Tier::Gone => return Err("a buffer was lost bringing it back to the device".to_string()),
+            }
+            let (bytes, len, size) = {
+                let b = self.slot_buf(s);
+                (b.bytes(), b.len, b.elem.size())
+            };
+            self.make_room(bytes, slots)?;
+            if let Some(cap) = self.device_cap {
+                let left = cap.saturating_sub(self.backend.mem().in_use as u64);
+                if bytes as u64 > left {
+                    let why = if self.memory_limit.is_some() {
+                        crate::alloc::limit_refusal(u128::from(left))
+                    } else {
+                        format!(
+                            "the device's memory leaves {} to this operation",
+                            crate::alloc::bytes_text(u128::from(left))
+                        )
+                    };
+                    return Err(crate::alloc::rows_out_of_memory(
+                        len as u128,
+                        size,
+                        "a buffer brought back from the host tier",
+                        Some(&why),
+                    ));
+                }
+            }
+            let Tier::Host(col) = std::mem::replace(&mut self.tiers[s], Tier::Gone) else {
+                unreachable!("checked above");
+            };
+            self.host_in_use -= bytes as u64;
+            let t = Instant::now();
+            let up = self.backend.upload(col);
+            self.stats.upload += t.elapsed();
+            let b = up.map_err(|e| e.0)?;
+            self.slots[s].as_mut().expect("occupied").0 = b;
+            self.tiers[s] = Tier::Device;
+            self.stats.tier.restores += 1;
+            self.stats.tier.bytes_to_device += bytes as u64;
+        }
+        Ok(())
     }
 
     fn instr(&mut self, block: usize, i: usize, ins: &Instr) -> Result<(), RuntimeError> {
@@ -801,13 +1006,12 @@ impl Interp<'_> {
                     let slot = self
                         .var_slot(c.0 as usize)
                         .map_err(|w| RuntimeError::Plan(format!("{what}: reads {w}")))?;
-                    let buf = &self.slots[slot].as_ref().expect("occupied").0;
-                    let t = Instant::now();
-                    let col = self.backend.download(buf).map_err(|e| RuntimeError::Kernel {
+                    let col = self.download_arg(slot).map_err(|e| RuntimeError::Kernel {
                         at: what.clone(),
-                        msg: e.0,
+                        msg: match e {
+                            HostError::Plan(m) | HostError::Kernel(m) => m,
+                        },
                     })?;
-                    self.stats.download += t.elapsed();
                     host.push(col);
                 }
                 let hidden_rows = (hidden == 1).then(|| host[0].len());
@@ -1013,11 +1217,7 @@ impl Interp<'_> {
                     what()
                 )));
             }
-            let bufs = self.load_resident(&db, *input)?;
-            for (o, (buf, pinned)) in outs.iter().zip(bufs) {
-                self.define_pinned(o.0 as usize, buf, pinned);
-            }
-            return Ok(());
+            return self.load_resident(&db, *input, outs);
         }
         if let (
             Kernel::DictTable {
@@ -1031,12 +1231,10 @@ impl Interp<'_> {
             // dictionary: it is made once and stays on the device with the data.
             let key = ("$rank".to_string(), self.dict.len());
             if !self.resident.as_ref().is_some_and(|r| r.bufs.contains_key(&key)) {
-                let t = Instant::now();
                 let identity =
                     crate::alloc::try_collect(0..self.dict.len() as u32, "the rank table of the string dictionary")
                         .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
-                let up = self.backend.upload(HostCol::U32(identity));
-                self.stats.upload += t.elapsed();
+                let up = self.upload_room(HostCol::U32(identity));
                 let b = up.map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
                 if let Some(r) = self.resident.as_mut() {
                     r.bufs.insert(key.clone(), b);
@@ -1065,10 +1263,18 @@ impl Interp<'_> {
                 HostError::Plan(m) => RuntimeError::Plan(format!("{}: {m}", what())),
                 HostError::Kernel(m) => RuntimeError::Kernel { at: what(), msg: m },
             })?;
-            let mut bufs = Vec::with_capacity(cols.len());
+            if cols.len() != outs.len() {
+                return Err(RuntimeError::Plan(format!(
+                    "{}: the kernel returned {} buffers but the plan names {} outputs",
+                    what(),
+                    cols.len(),
+                    outs.len()
+                )));
+            }
+            // Each output is defined as soon as it is uploaded, so that it may leave the
+            // device to make room for the next.
             for (k, col) in cols.into_iter().enumerate() {
                 if col.elem() != out_elems[k] {
-                    bufs.into_iter().for_each(|b| self.backend.free(b));
                     return Err(RuntimeError::Plan(format!(
                         "{}: output {} is {:?} but {} is declared {:?}",
                         what(),
@@ -1078,8 +1284,9 @@ impl Interp<'_> {
                         out_elems[k]
                     )));
                 }
+                let up = self.upload_room(col);
                 let t = Instant::now();
-                let up = self.backend.upload(col).and_then(|b| {
+                let up = up.and_then(|b| {
                     if self.timing {
                         if let Err(e) = self.backend.sync() {
                             self.backend.free(b);
@@ -1090,36 +1297,41 @@ impl Interp<'_> {
                 });
                 self.stats.upload += t.elapsed();
                 match up {
-                    Ok(b) => bufs.push(b),
-                    Err(e) => {
-                        bufs.into_iter().for_each(|b| self.backend.free(b));
-                        return Err(RuntimeError::Kernel { at: what(), msg: e.0 });
-                    }
+                    Ok(b) => self.define(outs[k].0 as usize, b),
+                    Err(e) => return Err(RuntimeError::Kernel { at: what(), msg: e.0 }),
                 }
             }
-            bufs
+            return Ok(());
         } else {
-            let refs: Vec<&DevBuf> = arg_slots
-                .iter()
-                .map(|&s| &self.slots[s].as_ref().expect("occupied").0)
-                .collect();
-            // The one check of a launch's arguments: backends rely on it.
-            check_launch(kernel, &refs, &out_elems, &plan.inputs)
-                .map_err(|m| RuntimeError::Plan(format!("{}: {m}", what())))?;
-            let ctx = DictCtx(
-                &self.dict,
-                self.cancel.as_ref().map_or(crate::cancel::never(), |t| t.flag()),
-            );
-            if self.timing {
-                let (outs, device) = self
-                    .backend
-                    .launch_timed(kernel, &refs, &ctx)
-                    .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
-                self.device_time = device;
-                outs
-            } else {
-                crate::launch_kernel(&mut *self.backend, kernel, &refs, &ctx)
-                    .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?
+            match self.launch_evicting(kernel, &arg_slots, &out_elems, &what) {
+                Ok(r) => r,
+                // A kernel whose output columns are independent (`Gather`, `Compact`,
+                // `Concat`) runs a column at a time when all of them do not fit at once;
+                // each output is defined as it is made, and may leave the device for the
+                // next.
+                Err(RuntimeError::Kernel { msg, at })
+                    if is_out_of_memory(&msg) && !outs.iter().any(|o| args.contains(o)) =>
+                {
+                    let Some((one_kernel, parts)) = column_split(kernel, &arg_slots, outs.len()) else {
+                        return Err(RuntimeError::Kernel { msg, at });
+                    };
+                    for (j, (o, part)) in outs.iter().zip(parts).enumerate() {
+                        let mut one = self.launch_evicting(&one_kernel, &part, &out_elems[j..=j], &what)?;
+                        match (one.pop(), one.is_empty()) {
+                            (Some(b), true) if b.elem == out_elems[j] => self.define(o.0 as usize, b),
+                            (b, _) => {
+                                b.into_iter().chain(one).for_each(|b| self.backend.free(b));
+                                return Err(RuntimeError::Plan(format!(
+                                    "{}: the kernel did not return one {:?} column for one column",
+                                    what(),
+                                    out_elems[j]
+                                )));
+                            }
+                        }
+                    }
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
             }
         };
         let mismatch = if results.len() != outs.len() {
@@ -1151,6 +1363,64 @@ impl Interp<'_> {
             self.define(o.0 as usize, buf);
         }
         Ok(())
+    }
+
+    /// Launches `kernel` on the buffers of `arg_slots` (brought to the device first), and
+    /// when it fails for want of memory, leaving the backend as it was, moves buffers it
+    /// does not read to the host tier and tries again: each time at least as many bytes as
+    /// moved so far for it, so it is tried a logarithmic number of times. The outputs, or
+    /// the last error once nothing is left to move.
+    fn launch_evicting(
+        &mut self,
+        kernel: &Kernel,
+        arg_slots: &[usize],
+        out_elems: &[Elem],
+        what: &dyn Fn() -> String,
+    ) -> Result<Vec<DevBuf>, RuntimeError> {
+        let plan = self.plan;
+        let mut moved = 0;
+        loop {
+            self.restore(arg_slots)
+                .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+            let before = self.backend.mem().in_use;
+            let refs: Vec<&DevBuf> = arg_slots
+                .iter()
+                .map(|&s| &self.slots[s].as_ref().expect("occupied").0)
+                .collect();
+            // The one check of a launch's arguments: backends rely on it.
+            check_launch(kernel, &refs, out_elems, &plan.inputs)
+                .map_err(|m| RuntimeError::Plan(format!("{}: {m}", what())))?;
+            let ctx = DictCtx(
+                &self.dict,
+                self.cancel.as_ref().map_or(crate::cancel::never(), |t| t.flag()),
+            );
+            let res = if self.timing {
+                self.backend.launch_timed(kernel, &refs, &ctx).map(|(outs, device)| {
+                    self.device_time = device;
+                    outs
+                })
+            } else {
+                crate::launch_kernel(&mut *self.backend, kernel, &refs, &ctx)
+            };
+            match res {
+                Ok(outs) => return Ok(outs),
+                // Tried again only when the failure left nothing behind.
+                Err(e)
+                    if is_out_of_memory(&e.0)
+                        && self.backend.mem().in_use == before
+                        && (self.memory_limit.is_some() || self.backend.memory_is_separate()) =>
+                {
+                    let freed = self
+                        .evict_some(moved.max(1), arg_slots)
+                        .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+                    if freed == 0 {
+                        return Err(RuntimeError::Kernel { at: what(), msg: e.0 });
+                    }
+                    moved += freed;
+                }
+                Err(e) => return Err(RuntimeError::Kernel { at: what(), msg: e.0 }),
+            }
+        }
     }
 
     /// For a launch that ran out of memory (its message says `out of memory`), notes with
@@ -1207,6 +1477,19 @@ impl Interp<'_> {
                     .to_string(),
             );
         }
+        if msg.contains("--memory-limit") {
+            let held: usize = args
+                .iter()
+                .filter_map(|a| self.var_slot(a.0 as usize).ok())
+                .map(|s| self.slot_buf(s).bytes())
+                .sum();
+            notes.push(format!(
+                "the operation's arguments take {} on the device; the buffers it does not read move \
+                 to the host tier to make room, but its arguments, outputs and temporaries must fit \
+                 the limit together",
+                crate::alloc::bytes_text(held as u128)
+            ));
+        }
         notes.push(if msg.contains("--memory-limit") {
             "help: raise --memory-limit, or make the rule produce fewer rows (filter its inputs)".to_string()
         } else {
@@ -1246,6 +1529,9 @@ impl Interp<'_> {
             let Ok(slot) = self.var_slot(a.0 as usize) else {
                 return Vec::new();
             };
+            if !matches!(self.tiers[slot], Tier::Device) {
+                return Vec::new();
+            }
             let buf = &self.slots[slot].as_ref().expect("occupied").0;
             if row >= buf.len {
                 return Vec::new();
@@ -1302,7 +1588,13 @@ impl Interp<'_> {
         (plain && distinct.len() == labels.len()).then_some(labels)
     }
 
+    /// The data of a slot on the host: downloaded, or a copy of the host tier's.
     fn download_arg(&mut self, slot: usize) -> Result<HostCol, HostError> {
+        match &self.tiers[slot] {
+            Tier::Device => {}
+            Tier::Host(col) => return col.try_clone("a copy from the host tier").map_err(HostError::Kernel),
+            Tier::Gone => return Err(HostError::Kernel("the buffer was lost".to_string())),
+        }
         let buf = &self.slots[slot].as_ref().expect("occupied").0;
         let t = Instant::now();
         let col = self.backend.download(buf).map_err(|e| HostError::Kernel(e.0));

@@ -25,6 +25,7 @@ pub mod parquet_input;
 pub mod stats;
 pub mod strings;
 pub mod tempfiles;
+mod tier;
 pub mod tpch;
 
 pub use backend::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};
@@ -133,12 +134,30 @@ pub struct RunStats {
     pub actual_peak_buffers: usize,
     /// The rounds of multi-round expansions (non-empty windows) the run took.
     pub rounds: u64,
+    /// The host tier: buffers moved off the device to make room within the run's budget.
+    pub tier: TierStats,
     /// Collecting the statistics of the inputs before the plan was made, when its driver
     /// did (not part of `total`).
     pub statistics: Option<Duration>,
     /// The rows of each operator the plan observes ([`fox_kernel::KernelPlan::observed`],
     /// in its order), against the planner's estimate.
     pub rows: Vec<RowsStat>,
+}
+
+/// The host tier of a run: what left the device for host memory to make room within the
+/// run's device budget, and what came back before an instruction read it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TierStats {
+    /// Buffers moved to the host tier.
+    pub evictions: u64,
+    /// Bytes moved to the host tier.
+    pub bytes_to_host: u64,
+    /// Buffers brought back to the device.
+    pub restores: u64,
+    /// Bytes brought back to the device.
+    pub bytes_to_device: u64,
+    /// The most bytes the host tier held at once.
+    pub host_peak_bytes: u64,
 }
 
 /// The rows of one observed operator over a run, against the planner's estimate.
@@ -320,6 +339,16 @@ pub fn format_stats(stats: &RunStats) -> String {
         human_bytes(stats.peak_bytes as u64),
         stats.total_allocated_bytes,
         human_bytes(stats.total_allocated_bytes as u64)
+    ));
+    let t = &stats.tier;
+    out.push_str(&format!(
+        "host tier: peak {} bytes ({}), {} ({} bytes) to the host, {} ({} bytes) back to the device\n",
+        t.host_peak_bytes,
+        human_bytes(t.host_peak_bytes),
+        plural(t.evictions, "eviction"),
+        t.bytes_to_host,
+        plural(t.restores, "restore"),
+        t.bytes_to_device
     ));
     out
 }
@@ -534,6 +563,25 @@ mod tests {
         assert!(r.contains(", output 20.000 ms, other 1.000 ms\n"), "{r}");
         assert!(
             r.contains("memory: planned peak 1 buffer (actual 1), device peak 2500000 bytes (2.50 MB), total allocated 999 bytes (999 B)"),
+            "{r}"
+        );
+        assert!(
+            r.contains("host tier: peak 0 bytes (0 B), 0 evictions (0 bytes) to the host, 0 restores (0 bytes) back to the device\n"),
+            "{r}"
+        );
+        let stats = RunStats {
+            tier: TierStats {
+                evictions: 1,
+                bytes_to_host: 4000,
+                restores: 2,
+                bytes_to_device: 8000,
+                host_peak_bytes: 4000,
+            },
+            ..RunStats::default()
+        };
+        let r = format_stats(&stats);
+        assert!(
+            r.contains("host tier: peak 4000 bytes (4.00 KB), 1 eviction (4000 bytes) to the host, 2 restores (8000 bytes) back to the device\n"),
             "{r}"
         );
     }

@@ -404,27 +404,12 @@ fn multi_round_expansion_gives_the_same_results() {
         }
     }
     assert!(t > 0 && k4 > 0);
-    // A limit the run holds already leaves no room for a round: a clear error, not one
-    // round per row.
-    let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
-        .args([
-            "queries/clique4_count.logic",
-            "--graph",
-            "gnm:30:120:4",
-            "--memory-limit",
-            "1",
-        ])
-        .args(["--backend", "cpu"])
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains(
-            "out of memory: the memory limit (--memory-limit) of 1 bytes leaves no room for a round of this expansion"
-        ),
-        "{err}"
+    // A limit below what the run holds at once still makes progress, small windows at a
+    // time, the buffers a step does not read waiting in the host tier.
+    let (one, _) = foxrun_rounds(
+        "queries/clique4_count.logic",
+        &["--graph", "gnm:30:120:4", "--memory-limit", "4K"],
     );
-    assert!(o.stdout.is_empty());
+    let (all, _) = foxrun_rounds("queries/clique4_count.logic", &["--graph", "gnm:30:120:4"]);
+    assert_eq!(one, all);
 }

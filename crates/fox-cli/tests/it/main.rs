@@ -12,6 +12,7 @@ mod files;
 mod foxbench;
 mod foxrun;
 mod graph;
+mod host_tier;
 mod ineq;
 mod join_rounds;
 mod joins;

@@ -44,14 +44,30 @@ fn a_cross_product_beyond_the_limit_is_an_error_naming_its_rows() {
 }
 
 #[test]
-fn a_launch_may_always_allocate_a_little() {
-    // A limit below what the run holds still lets a small launch run: 80 KB of outputs
-    // within fox_cpu::MIN_LAUNCH_BUDGET.
+fn the_buffers_in_use_never_exceed_the_limit() {
+    // 80 KB of outputs: within a limit that leaves that much beside the arguments, and
+    // refused when it leaves a byte less (a launch may take nothing beyond the limit).
     let side = HostCol::I32((0..100).collect());
     let offsets = HostCol::U64((0..100).map(|i| i * 100).collect());
     let args = [side.clone(), side, offsets, HostCol::U64(vec![10_000])];
     let join = Kernel::JoinWrite { nkeys: 0 };
-    assert_eq!(launch_limited(&join, &args, Some(0)).unwrap(), vec![10_000; 2]);
+    assert_eq!(launch_limited(&join, &args, Some(80_000)).unwrap(), vec![10_000; 2]);
+    let e = launch_limited(&join, &args, Some(79_999)).unwrap_err().0;
+    assert!(e.contains("the memory limit (--memory-limit) leaves "), "{e}");
+    let e = launch_limited(&join, &args, Some(0)).unwrap_err().0;
+    assert!(e.ends_with("leaves 0 bytes to this operation"), "{e}");
+    // An upload beyond the limit is refused too.
+    let mut cpu = fox_cpu::CpuBackend::new();
+    cpu.set_memory_limit(Some(1000));
+    let kept = cpu.upload(HostCol::U64(vec![0; 125])).unwrap();
+    let e = cpu.upload(HostCol::U8(vec![0; 2])).unwrap_err().0;
+    assert_eq!(
+        e,
+        "out of memory: cannot allocate 2 bytes for an uploaded column: \
+         the memory limit (--memory-limit) leaves 0 bytes to this operation"
+    );
+    assert_eq!(cpu.mem().peak, 1000);
+    cpu.free(kept);
 }
 
 #[test]

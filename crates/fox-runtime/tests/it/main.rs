@@ -3,6 +3,7 @@
 //! so one per package keeps the build short, and libtest runs the tests of every area in
 //! parallel.
 
+mod host_tier;
 mod load;
 mod load_cancel;
 mod outfile;

@@ -1,0 +1,177 @@
+//! The host tier: under a `--memory-limit` smaller than what a run holds at once, buffers
+//! that the running operator does not read move to host memory and come back before they
+//! are read. The results are byte for byte those of the run without a limit, the device
+//! peak stays within the limit, and `--timing` counts the evictions. An operator whose own
+//! arguments and outputs do not fit is an out-of-memory error naming it.
+
+use crate::common::{next, repo, temp_dir};
+use fox_cli::tpch;
+use fox_runtime::{DataSource, RunOptions};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+/// A field of the `--timing` report: the number before `word` on the line starting
+/// with `line`.
+fn timing_number(stderr: &str, line: &str, word: &str) -> u64 {
+    let l = stderr
+        .lines()
+        .find(|l| l.starts_with(line))
+        .unwrap_or_else(|| panic!("no `{line}` line: {stderr}"));
+    let at = l.find(word).unwrap_or_else(|| panic!("no `{word}` in {l}"));
+    l[..at]
+        .split_whitespace()
+        .last()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number before `{word}` in {l}"))
+}
+
+/// `device peak N bytes` of `--timing`.
+fn device_peak(stderr: &str) -> u64 {
+    let at = stderr.find("device peak ").expect("a device peak") + "device peak ".len();
+    stderr[at..].split_whitespace().next().unwrap().parse().unwrap()
+}
+
+fn evictions(stderr: &str) -> u64 {
+    timing_number(stderr, "host tier: ", "eviction")
+}
+
+fn foxrun(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .current_dir(repo())
+        .args(["--backend", "cpu", "--timing", "--no-progress"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Runs `args` without a limit and under `limit` bytes: the same standard output, a
+/// device peak within the limit, and evictions; the limited run's `--timing` report.
+fn same_under(args: &[&str], limit: u64) -> String {
+    let whole = foxrun(args);
+    let e = String::from_utf8_lossy(&whole.stderr).into_owned();
+    assert!(whole.status.success(), "{e}");
+    assert_eq!(evictions(&e), 0, "{e}");
+    let l = limit.to_string();
+    let cut = foxrun(&[args, &["--memory-limit", &l]].concat());
+    let e = String::from_utf8_lossy(&cut.stderr).into_owned();
+    assert!(cut.status.success(), "{args:?} under {limit}: {e}");
+    assert!(device_peak(&e) <= limit, "{e}");
+    assert!(evictions(&e) > 0, "{args:?} under {limit}: {e}");
+    assert_eq!(
+        String::from_utf8_lossy(&cut.stdout),
+        String::from_utf8_lossy(&whole.stdout),
+        "{args:?} under {limit}"
+    );
+    e
+}
+
+#[test]
+fn every_tpch_query_at_sf_0_01_gives_its_results_with_buffers_moved_to_the_host() {
+    let queries: Vec<u32> = (1..=22).collect();
+    let plans = tpch::compile_queries(&repo().join("tpch/queries"), &queries).unwrap();
+    let db = Arc::new(tpch::load(&DataSource::Tpch(0.01), &plans, false).unwrap());
+    let mut evicting = 0;
+    for (q, plan, _) in &plans {
+        let run = |limit: Option<u64>| {
+            let mut cpu = fox_cpu::CpuBackend::new();
+            let opts = RunOptions {
+                database: Some(db.clone()),
+                memory_limit: limit,
+                ..RunOptions::default()
+            };
+            let r = fox_runtime::run(plan, &mut cpu, &opts);
+            assert_eq!(fox_runtime::Backend::mem(&cpu).in_use, 0, "Q{q}: every buffer freed");
+            r
+        };
+        let whole = run(None).unwrap();
+        assert_eq!(whole.stats.tier, fox_runtime::TierStats::default(), "Q{q}");
+        // Two thirds of the peak without a limit: some buffer must leave the device at
+        // the peak, unless the operator there needs more than that for itself (then the
+        // run is an out-of-memory error, never a wrong result).
+        let limit = whole.stats.peak_bytes as u64 * 2 / 3;
+        match run(Some(limit)) {
+            Ok(cut) => {
+                assert!(cut.stats.peak_bytes as u64 <= limit, "Q{q}");
+                let rows = |r: &fox_runtime::RunResult| r.outputs.iter().map(tpch::result_rows).collect::<Vec<_>>();
+                assert_eq!(rows(&cut), rows(&whole), "Q{q} under {limit} bytes");
+                let t = cut.stats.tier;
+                if t.evictions > 0 {
+                    evicting += 1;
+                    assert!(t.bytes_to_host > 0 && t.host_peak_bytes > 0, "Q{q}: {t:?}");
+                    assert!(t.bytes_to_device <= t.bytes_to_host * 64, "Q{q}: {t:?}");
+                }
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(msg.contains("out of memory"), "Q{q} under {limit} bytes: {msg}");
+            }
+        }
+    }
+    assert!(evicting >= 15, "only {evicting} queries moved buffers to the host");
+}
+
+#[test]
+fn tpch_q9_at_sf_0_1_under_a_small_limit_from_the_command_line() {
+    // Q9 holds about 25 MB at once at SF 0.1.
+    let e = same_under(&["--tpch", "0.1", "tpch/queries/q09.logic"], 12 << 20);
+    assert!(timing_number(&e, "host tier: ", "restore") > 0, "{e}");
+}
+
+#[test]
+fn recursive_programs_under_a_small_limit_move_finished_relations_to_the_host() {
+    let dir = temp_dir("fox-host-tier", "rec");
+    let mut seed = 3;
+    let edges: String = (0..300)
+        .map(|_| format!("{},{}\n", next(&mut seed) % 200, next(&mut seed) % 200))
+        .collect();
+    std::fs::write(dir.join("e.csv"), edges).unwrap();
+    let p = dir.join("q.logic");
+    // Three recursions one after the other: the relations of the first ones wait on the
+    // device for their outputs while the later ones run.
+    std::fs::write(
+        &p,
+        "e(x, y) -> int32(x), int32(y).\n.input e.\n\
+         path(x, y) <- e(x, y).\npath(x, z) <- path(x, y), e(y, z).\n\
+         back(x, y) <- e(y, x).\nback(x, z) <- back(x, y), e(z, y).\n\
+         sg(x, y) <- e(p, x), e(p, y), x != y.\nsg(x, y) <- e(a, x), sg(a, b), e(b, y).\n\
+         .output path.\n.output back.\n.output sg.\n",
+    )
+    .unwrap();
+    let (p, d) = (p.to_str().unwrap(), dir.to_str().unwrap());
+    let whole = foxrun(&[p, "--data", d]);
+    let e = String::from_utf8_lossy(&whole.stderr);
+    assert!(whole.status.success(), "{e}");
+    let peak = device_peak(&e);
+    same_under(&[p, "--data", d], peak * 7 / 10);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_operator_whose_own_buffers_exceed_the_limit_is_an_error_naming_it() {
+    let dir = temp_dir("fox-host-tier", "small");
+    let rows: String = (0..5_000).map(|i| format!("{i},{}\n", i % 7)).collect();
+    std::fs::write(dir.join("a.csv"), rows).unwrap();
+    let p = dir.join("q.logic");
+    std::fs::write(
+        &p,
+        "a(k, v) -> int32(k), int32(v).\n.input a.\nb(k, v) <- a(k, v), v > 2.\n.output b.\n",
+    )
+    .unwrap();
+    // 20 KB a column: the filter reads both and writes as much again.
+    let o = foxrun(&[
+        p.to_str().unwrap(),
+        "--data",
+        dir.to_str().unwrap(),
+        "--memory-limit",
+        "48K",
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("out of memory: cannot allocate "), "{e}");
+    assert!(e.contains("the memory limit (--memory-limit) leaves "), "{e}");
+    assert!(e.contains(&format!("{}:3:", p.display())), "{e}");
+    assert!(e.contains("the operation's arguments take "), "{e}");
+    assert!(e.contains("help: raise --memory-limit"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,222 @@
+//! The choice of the buffers that leave the device for the host tier when a launch or an
+//! upload needs room within the run's device budget (see the interpreter).
+//!
+//! A buffer's next use is the distance, in instructions, from the instruction running now
+//! to the next instruction that reads its data (a launch's argument, an output, an
+//! assertion); `Move` passes the value on to another name, a redefinition or `Free` of a
+//! name ends it there, and `Observe` and the terminators' tests read only lengths, which
+//! the interpreter keeps for an evicted buffer. Across blocks the distance is that of the
+//! shortest path through the control-flow graph, each block counted at its length plus
+//! one for its terminator and entered at most once: a buffer first read again in a loop's
+//! next iteration is as far as the rest of the body and the way back to the read, whatever
+//! the number of iterations left. Victims are taken furthest first (Belady's rule), a
+//! buffer that no path reads again first of all, larger buffers first among equals.
+
+use fox_kernel::{Block, Instr, Terminator};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// A path of the search: its distance, the block and the instruction it enters at, and
+/// the names holding the value there.
+type Step = Reverse<(u64, usize, usize, Vec<u32>)>;
+
+/// The distance from the instruction after `(block, i)` to the next read of the value
+/// `var` holds there (see the module docs), or `None` when no path reads it again.
+pub(crate) fn next_use(blocks: &[Block], block: usize, i: usize, var: u32) -> Option<u64> {
+    let mut heap: BinaryHeap<Step> = BinaryHeap::new();
+    heap.push(Reverse((0, block, i + 1, vec![var])));
+    let mut seen = vec![false; blocks.len()];
+    while let Some(Reverse((dist, b, start, mut names))) = heap.pop() {
+        let Some(blk) = blocks.get(b) else {
+            continue;
+        };
+        if start == 0 {
+            if seen[b] {
+                continue;
+            }
+            seen[b] = true;
+        }
+        let reads = |bufs: &[fox_kernel::BufId], names: &[u32]| bufs.iter().any(|x| names.contains(&x.0));
+        let mut ended = false;
+        for (k, ins) in blk.instrs.iter().enumerate().skip(start) {
+            let d = dist + (k - start) as u64;
+            match ins {
+                Instr::Launch { args, outs, .. } => {
+                    if reads(args, &names) {
+                        return Some(d);
+                    }
+                    names.retain(|n| !outs.iter().any(|o| o.0 == *n));
+                }
+                Instr::Output { cols, .. } => {
+                    if reads(cols, &names) {
+                        return Some(d);
+                    }
+                }
+                Instr::Assert { args, .. } => {
+                    if reads(args, &names) {
+                        return Some(d);
+                    }
+                }
+                Instr::Move { dst, src } => {
+                    if names.contains(&src.0) {
+                        if !names.contains(&dst.0) {
+                            names.push(dst.0);
+                        }
+                    } else {
+                        names.retain(|n| *n != dst.0);
+                    }
+                }
+                Instr::Free { buf } => names.retain(|n| *n != buf.0),
+                Instr::Observe { .. } => {}
+            }
+            if names.is_empty() {
+                ended = true;
+                break;
+            }
+        }
+        if ended {
+            continue;
+        }
+        let next = dist + (blk.instrs.len().saturating_sub(start)) as u64 + 1;
+        let succ: Vec<usize> = match &blk.term {
+            Terminator::Halt => Vec::new(),
+            Terminator::Jump(t) => vec![t.0 as usize],
+            Terminator::LoopIf { body, exit, .. } => vec![body.0 as usize, exit.0 as usize],
+            Terminator::If { then, otherwise, .. } => vec![then.0 as usize, otherwise.0 as usize],
+        };
+        for s in succ {
+            if s < seen.len() && !seen[s] {
+                heap.push(Reverse((next, s, 0, names.clone())));
+            }
+        }
+    }
+    None
+}
+
+/// A buffer that may leave the device: its slot, its next use (`None`: never) and size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Candidate {
+    pub slot: usize,
+    pub next_use: Option<u64>,
+    pub bytes: usize,
+}
+
+/// The candidates in the order they leave the device: furthest next use first (never
+/// used again before all), then the larger first, then by slot (so the order is
+/// deterministic).
+pub(crate) fn victim_order(mut cands: Vec<Candidate>) -> Vec<Candidate> {
+    cands.sort_by_key(|c| (Reverse(c.next_use.unwrap_or(u64::MAX)), Reverse(c.bytes), c.slot));
+    cands
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fox_kernel::{BlockId, BufId, Kernel};
+
+    fn launch(args: &[u32], outs: &[u32]) -> Instr {
+        Instr::Launch {
+            kernel: Kernel::Compact,
+            args: args.iter().map(|&a| BufId(a)).collect(),
+            outs: outs.iter().map(|&a| BufId(a)).collect(),
+            origin: None,
+        }
+    }
+
+    fn block(instrs: Vec<Instr>, term: Terminator) -> Block {
+        Block {
+            label: "b".into(),
+            instrs,
+            term,
+        }
+    }
+
+    #[test]
+    fn the_next_use_in_the_same_block_counts_instructions() {
+        let b = vec![block(
+            vec![
+                launch(&[], &[0, 1, 2]),
+                launch(&[0], &[3]),
+                launch(&[1], &[4]),
+                Instr::Observe {
+                    id: 0,
+                    bufs: vec![BufId(2)],
+                },
+                launch(&[2, 3], &[5]),
+            ],
+            Terminator::Halt,
+        )];
+        // From instruction 0: b0 is read next (distance 0), b1 one later, b2 (only
+        // observed before) at 3.
+        assert_eq!(next_use(&b, 0, 0, 0), Some(0));
+        assert_eq!(next_use(&b, 0, 0, 1), Some(1));
+        assert_eq!(next_use(&b, 0, 0, 2), Some(3));
+        // After its last read nothing uses b1.
+        assert_eq!(next_use(&b, 0, 2, 1), None);
+    }
+
+    #[test]
+    fn a_move_carries_the_value_and_a_free_or_redefinition_ends_it() {
+        let b = vec![block(
+            vec![
+                launch(&[], &[0, 1]),
+                Instr::Move {
+                    dst: BufId(7),
+                    src: BufId(0),
+                },
+                Instr::Free { buf: BufId(0) },
+                launch(&[], &[1]),
+                launch(&[1], &[2]),
+                launch(&[7], &[3]),
+            ],
+            Terminator::Halt,
+        )];
+        // b0 lives on as b7, read at instruction 5.
+        assert_eq!(next_use(&b, 0, 0, 0), Some(4));
+        // b1 is redefined at 3 before anything reads it: its value is not used again.
+        assert_eq!(next_use(&b, 0, 0, 1), None);
+    }
+
+    #[test]
+    fn across_blocks_the_shortest_path_counts_and_a_loop_comes_back_once() {
+        // 0: defines b0, b1 → loop test in 1 → body 2 reads b0 at its end, exit 3 reads b1.
+        let b = vec![
+            block(vec![launch(&[], &[0, 1, 9])], Terminator::Jump(BlockId(1))),
+            block(
+                vec![],
+                Terminator::LoopIf {
+                    nonempty: vec![BufId(9)],
+                    body: BlockId(2),
+                    exit: BlockId(3),
+                },
+            ),
+            block(
+                vec![launch(&[9], &[8]), launch(&[8], &[9]), launch(&[0], &[5])],
+                Terminator::Jump(BlockId(1)),
+            ),
+            block(vec![launch(&[1], &[6])], Terminator::Halt),
+        ];
+        // From the end of block 0: the terminator (1), block 1's test (1), then b0 at
+        // index 2 of the body, b1 at the start of the exit.
+        assert_eq!(next_use(&b, 0, 0, 0), Some(4));
+        assert_eq!(next_use(&b, 0, 0, 1), Some(2));
+        // Inside the body after reading b0: next time round the body, 1 + 1 + 2 later.
+        assert_eq!(next_use(&b, 2, 2, 0), Some(4));
+        // b1 from the middle of the body: the rest (1), the back edge, the test, exit.
+        assert_eq!(next_use(&b, 2, 1, 1), Some(3));
+    }
+
+    #[test]
+    fn victims_go_furthest_first_then_largest() {
+        let c = |slot, next_use, bytes| Candidate { slot, next_use, bytes };
+        let order = victim_order(vec![
+            c(0, Some(3), 100),
+            c(1, None, 10),
+            c(2, Some(9), 10),
+            c(3, Some(9), 50),
+            c(4, Some(1), 1000),
+        ]);
+        let slots: Vec<usize> = order.iter().map(|c| c.slot).collect();
+        assert_eq!(slots, vec![1, 3, 2, 0, 4]);
+    }
+}
