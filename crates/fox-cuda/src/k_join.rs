@@ -388,14 +388,22 @@ pub(crate) fn scatter_name(elem: Elem) -> &'static str {
     }
 }
 
-/// `MergeUnion { width }`: the sorted, duplicate-free union of two sorted, duplicate-free
-/// relations.
-pub(crate) fn merge_union(gpu: &mut Gpu, width: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+/// `MergeUnion { width, disjoint }`: the sorted, duplicate-free union of two sorted,
+/// duplicate-free relations. Without `disjoint` the rows of `b` that `a` holds are
+/// removed first; each row of the two disjoint sides then finds its output position by a
+/// binary search into the other (`union_pos`), and each column is scattered. With
+/// `disjoint` and a row in both sides anyway, the result holds it twice (still sorted).
+pub(crate) fn merge_union(
+    gpu: &mut Gpu,
+    width: usize,
+    disjoint: bool,
+    args: &[&DevBuf],
+) -> Result<Vec<DevBuf>, BackendError> {
     let (a, b, na, nb) = sides(args, width);
     let mut s = Scratch::new();
     let res = (|| {
         // b without the rows a holds.
-        let b_only: Vec<DevBuf> = if na == 0 || nb == 0 {
+        let b_only: Vec<DevBuf> = if disjoint || na == 0 || nb == 0 {
             Vec::new()
         } else {
             let keep = s.alloc(gpu, Elem::U8, nb)?;

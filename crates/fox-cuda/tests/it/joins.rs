@@ -173,8 +173,17 @@ fn merge_union_every_width() {
                 let mut args = a;
                 args.extend(b);
                 let case = format!("columns {elems:?}, dist {dist:?}, a {na}, b {nb}");
-                compare(&mut gpu, &Kernel::MergeUnion { width: elems.len() }, &args, &ctx, &case)
-                    .expect("MergeUnion succeeds");
+                compare(
+                    &mut gpu,
+                    &Kernel::MergeUnion {
+                        width: elems.len(),
+                        disjoint: false,
+                    },
+                    &args,
+                    &ctx,
+                    &case,
+                )
+                .expect("MergeUnion succeeds");
             }
         }
     }
@@ -203,7 +212,10 @@ fn joins_and_union_over_ten_million_rows() {
     args.extend(b);
     compare(
         &mut gpu,
-        &Kernel::MergeUnion { width: 2 },
+        &Kernel::MergeUnion {
+            width: 2,
+            disjoint: false,
+        },
         &args,
         &Strings::default(),
         "large union",
