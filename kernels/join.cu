@@ -90,9 +90,10 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
     }
 }
 
-// Merge union, write positions. Group 0 is `a` (na rows), group 1 is `b` with every row
-// equal to a row of `a` removed (nb rows); the two are disjoint, so the output position of
-// a[i] is i + #{b < a[i]} and that of b[j] is j + #{a < b[j]}. Thread t < na handles a[t],
+// Merge union, write positions, for keys too wide for merge_path_pos's tiles. Group 0 is
+// `a` (na rows), group 1 is `b` with every row equal to a row of `a` removed (nb rows); the
+// two are disjoint, so the output position of a[i] is i + #{b < a[i]} and that of b[j] is
+// j + #{a < b[j]}. Thread t < na handles a[t],
 // thread t >= na handles b[t - na].
 extern "C" __global__ void __launch_bounds__(BLOCK)
     union_pos(const u64* desc, int k, u64 na, u64 nb, unsigned* pos_a, unsigned* pos_b) {
@@ -104,6 +105,87 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
     } else if (t < na + nb) {
         u64 j = t - na;
         pos_b[j] = (unsigned)(j + search(sd, k, 0, 0, na, 1, j, false));
+    }
+}
+
+// Merge path (Odeh, Green et al.): the merge of group 0 (`a`, na rows) and group 1 (`b`, nb
+// rows), both sorted, as tiles of `tile` output positions. Of equal rows `a`'s come first
+// (the union's sides are disjoint, so there are none). splits[t] for t <= ntiles is the
+// number of rows of `a` among the first min(t * tile, na + nb) outputs: the first i with
+// a[i] > b[d - 1 - i] on the diagonal d, found by one binary search per tile boundary.
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    merge_path_splits(const u64* desc, int k, u64 na, u64 nb, u64 tile, u64 ntiles, u64* splits) {
+    extern __shared__ u64 sd[];
+    load_desc(sd, desc, 3 * k);
+    u64 t = (u64)blockIdx.x * BLOCK + threadIdx.x;
+    if (t > ntiles) return;
+    u64 d = min(t * tile, na + nb);
+    u64 lo = d > nb ? d - nb : 0;
+    u64 hi = min(d, na);
+    while (lo < hi) {
+        u64 mid = lo + (hi - lo) / 2;
+        if (cmp_rows(sd, k, 0, mid, 1, d - 1 - mid) <= 0) lo = mid + 1;
+        else hi = mid;
+    }
+    splits[t] = lo;
+}
+
+// Lexicographic comparison of rows r and s of a tile's keys in shared memory (word c of
+// row r at keys[c * tile + r]): -1, 0 or 1.
+__device__ __forceinline__ int cmp_tile(const u64* keys, int k, u64 tile, u64 r, u64 s) {
+    for (int c = 0; c < k; ++c) {
+        u64 a = keys[c * tile + r];
+        u64 b = keys[c * tile + s];
+        if (a != b) return a < b ? -1 : 1;
+    }
+    return 0;
+}
+
+// The output positions of a merge (pos_a[i] for a[i], pos_b[j] for b[j]), one block per
+// tile of `items * BLOCK` outputs between the splits of merge_path_splits. The block
+// copies its tile's rows of both sides, as order-preserving key words, into shared memory
+// after the descriptor (3k + k * tile words); each thread finds where its `items`
+// consecutive outputs start by a binary search on its diagonal of the tile, then merges
+// them sequentially, with the same rule for equal rows as the splits.
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    merge_path_pos(const u64* desc, int k, u64 na, u64 nb, const u64* splits, unsigned items, unsigned* pos_a,
+                   unsigned* pos_b) {
+    extern __shared__ u64 sd[];
+    load_desc(sd, desc, 3 * k);
+    u64* keys = sd + 3 * k;
+    u64 tile = (u64)items * BLOCK;
+    u64 t = blockIdx.x;
+    u64 d0 = t * tile;
+    u64 d1 = min(d0 + tile, na + nb);
+    u64 i0 = splits[t], i1 = splits[t + 1];
+    u64 j0 = d0 - i0, j1 = d1 - i1;
+    u64 la = i1 - i0, lb = j1 - j0, n = la + lb;
+    for (u64 r = threadIdx.x; r < n; r += BLOCK) {
+        for (int c = 0; c < k; ++c) {
+            keys[c * tile + r] = r < la ? okey_word(sd[k + c], sd[c], i0 + r)
+                                        : okey_word(sd[2 * k + c], sd[c], j0 + (r - la));
+        }
+    }
+    __syncthreads();
+    u64 dd = min((u64)threadIdx.x * items, n);
+    u64 de = min(dd + items, n);
+    u64 lo = dd > lb ? dd - lb : 0;
+    u64 hi = min(dd, la);
+    while (lo < hi) {
+        u64 mid = lo + (hi - lo) / 2;
+        if (cmp_tile(keys, k, tile, mid, la + (dd - 1 - mid)) <= 0) lo = mid + 1;
+        else hi = mid;
+    }
+    u64 x = lo, y = dd - lo;
+    for (u64 d = dd; d < de; ++d) {
+        bool take_a = y >= lb || (x < la && cmp_tile(keys, k, tile, x, la + y) <= 0);
+        if (take_a) {
+            pos_a[i0 + x] = (unsigned)(d0 + d);
+            ++x;
+        } else {
+            pos_b[j0 + y] = (unsigned)(d0 + d);
+            ++y;
+        }
     }
 }
 

@@ -270,7 +270,14 @@ const FROM_B: u8 = 1;
 const FROM_BOTH: u8 = 2;
 
 /// Merges `a[a0..a1]` with `b[b0..b1]` into a plan of [`FROM_A`], [`FROM_B`], [`FROM_BOTH`].
-fn merge_plan<R: Rows>(a: &R, b: &R, (a0, a1): (usize, usize), (b0, b1): (usize, usize)) -> KResult<Vec<u8>> {
+/// `disjoint`: a row of `a` equal to one of `b` is an error (the plan promised none).
+fn merge_plan<R: Rows>(
+    a: &R,
+    b: &R,
+    (a0, a1): (usize, usize),
+    (b0, b1): (usize, usize),
+    disjoint: bool,
+) -> KResult<Vec<u8>> {
     let mut out = crate::util::with_capacity(a1 - a0 + b1 - b0, "the union")?;
     let (mut i, mut j) = (a0, b0);
     while i < a1 && j < b1 {
@@ -282,6 +289,11 @@ fn merge_plan<R: Rows>(a: &R, b: &R, (a0, a1): (usize, usize), (b0, b1): (usize,
             Ordering::Greater => {
                 out.push(FROM_B);
                 j += 1;
+            }
+            Ordering::Equal if disjoint => {
+                return Err(format!(
+                    "the sides of a disjoint union share a row (row {i} of a, row {j} of b)"
+                ));
             }
             Ordering::Equal => {
                 out.push(FROM_BOTH);
@@ -330,7 +342,7 @@ fn union_col<T: Copy + Default + Send + Sync>(x: &[T], y: &[T], plans: &[PiecePl
 /// The merge plan of one piece of a union and where it starts in `a` and `b`.
 type PiecePlan = (Vec<u8>, (usize, usize));
 
-fn union_plans<R: Rows>(a: &R, b: &R, na: usize, nb: usize) -> KResult<Vec<PiecePlan>> {
+fn union_plans<R: Rows>(a: &R, b: &R, na: usize, nb: usize, disjoint: bool) -> KResult<Vec<PiecePlan>> {
     // Split a into pieces; each starts in b at the first row not below its first row.
     let piece = (na / (4 * rayon::current_num_threads().max(1))).max(4 * crate::util::CHUNK);
     let ranges: Vec<(usize, usize)> = (0..na.div_ceil(piece))
@@ -353,16 +365,17 @@ fn union_plans<R: Rows>(a: &R, b: &R, na: usize, nb: usize) -> KResult<Vec<Piece
         &(0..work.len()).map(|w| (w, w + 1)).collect::<Vec<_>>(),
         |w, _| {
             let (ra, rb) = work[w];
-            Ok((merge_plan(a, b, ra, rb)?, (ra.0, rb.0)))
+            Ok((merge_plan(a, b, ra, rb, disjoint)?, (ra.0, rb.0)))
         },
     ))
 }
 
-/// `MergeUnion { width }`: the sorted, duplicate-free union of two sorted, duplicate-free
-/// relations.
-pub(crate) fn merge_union(args: &[&HostCol], width: usize) -> KResult<Vec<HostCol>> {
+/// `MergeUnion { width, disjoint }`: the sorted, duplicate-free union of two sorted,
+/// duplicate-free relations. With `disjoint` the sides must share no row: they merge
+/// without skipping equal rows, and a shared row is an error.
+pub(crate) fn merge_union(args: &[&HostCol], width: usize, disjoint: bool) -> KResult<Vec<HostCol>> {
     let (a, b, na, nb) = sides(args, width);
-    let plans = with_rows!(a, b, |x, y| union_plans(&x, &y, na, nb))?;
+    let plans = with_rows!(a, b, |x, y| union_plans(&x, &y, na, nb, disjoint))?;
     let total: usize = plans.iter().map(|(p, _)| p.len()).sum();
     let mut out = Vec::with_capacity(width);
     for c in 0..width {

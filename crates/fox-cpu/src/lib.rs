@@ -243,7 +243,7 @@ pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Re
         Kernel::ExclusiveScan => join::exclusive_scan(args),
         Kernel::JoinWrite { nkeys } => join::join_write(args, *nkeys, stop),
         Kernel::MatchFlags { nkeys, anti } => join::match_flags(args, *nkeys, *anti, stop).map(|c| vec![c]),
-        Kernel::MergeUnion { width } => join::merge_union(args, *width),
+        Kernel::MergeUnion { width, disjoint } => join::merge_union(args, *width, *disjoint),
         Kernel::ReduceByKey { nkeys, aggs } => reduce::reduce_by_key(args, *nkeys, aggs),
         // A composite kernel: backends run it through `fox_runtime::launch_kernel`.
         Kernel::FusedReduce { .. } => {

@@ -244,7 +244,7 @@ fn dispatch(
         Kernel::JoinCount { nkeys } => k_join::join_count(gpu, *nkeys, args),
         Kernel::JoinWrite { nkeys } => k_join::join_write(gpu, *nkeys, args),
         Kernel::MatchFlags { nkeys, anti } => k_join::match_flags(gpu, *nkeys, *anti, args),
-        Kernel::MergeUnion { width } => k_join::merge_union(gpu, *width, args),
+        Kernel::MergeUnion { width, disjoint } => k_join::merge_union(gpu, *width, *disjoint, args),
         Kernel::ReduceByKey { nkeys, aggs } => k_reduce::reduce_by_key(gpu, *nkeys, aggs, args),
         // A composite kernel: `launch` runs it through `fox_runtime::launch_kernel`.
         Kernel::FusedReduce { .. } => Err(BackendError("is a composite kernel".to_string())),

@@ -388,14 +388,93 @@ pub(crate) fn scatter_name(elem: Elem) -> &'static str {
     }
 }
 
-/// `MergeUnion { width }`: the sorted, duplicate-free union of two sorted, duplicate-free
-/// relations.
-pub(crate) fn merge_union(gpu: &mut Gpu, width: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
+/// The most output positions a `merge_path_pos` tile holds per thread.
+const MERGE_ITEMS: u64 = 8;
+
+/// Shared memory a `merge_path_pos` block may fill without raising the device's limit.
+const MERGE_SMEM: u64 = 48 * 1024;
+
+/// The output positions of the merge of `a` (`na` rows) and `b` (`nb` rows), both sorted
+/// and disjoint, described by `desc`: `pos_a[i]` for `a[i]`, `pos_b[j]` for `b[j]`.
+/// Merge path: one binary search per tile boundary (`merge_path_splits`), then each
+/// block merges its tile of up to `MERGE_ITEMS * BLOCK` outputs from shared memory
+/// (`merge_path_pos`). Keys too wide for a tile of `BLOCK` rows in shared memory fall
+/// back to one binary search per row into the other side (`union_pos`).
+fn merge_positions(
+    gpu: &mut Gpu,
+    s: &mut Scratch,
+    desc: &KeyDesc,
+    na: usize,
+    nb: usize,
+    pos_a: &DevBuf,
+    pos_b: &DevBuf,
+) -> Result<(), BackendError> {
+    let n = (na + nb) as u64;
+    let k = desc.k as u64;
+    let block = u64::from(BLOCK);
+    let items = (MERGE_SMEM.saturating_sub(u64::from(desc.smem)) / (8 * k.max(1) * block)).min(MERGE_ITEMS);
+    if items == 0 {
+        let args = [
+            KArg::Ptr(gpu.ptr(&desc.buf)?),
+            KArg::I32(desc.k),
+            KArg::U64(na as u64),
+            KArg::U64(nb as u64),
+            KArg::Ptr(gpu.ptr(pos_a)?),
+            KArg::Ptr(gpu.ptr(pos_b)?),
+        ];
+        return gpu.launch("join", "union_pos", blocks(n, block)?, BLOCK, desc.smem, &args);
+    }
+    let tile = items * block;
+    let ntiles = n.div_ceil(tile);
+    let splits = s.alloc(gpu, Elem::U64, ntiles as usize + 1)?;
+    let args = [
+        KArg::Ptr(gpu.ptr(&desc.buf)?),
+        KArg::I32(desc.k),
+        KArg::U64(na as u64),
+        KArg::U64(nb as u64),
+        KArg::U64(tile),
+        KArg::U64(ntiles),
+        KArg::Ptr(gpu.ptr(&splits)?),
+    ];
+    gpu.launch(
+        "join",
+        "merge_path_splits",
+        blocks(ntiles + 1, block)?,
+        BLOCK,
+        desc.smem,
+        &args,
+    )?;
+    let smem = u64::from(desc.smem) + 8 * k * tile;
+    let args = [
+        KArg::Ptr(gpu.ptr(&desc.buf)?),
+        KArg::I32(desc.k),
+        KArg::U64(na as u64),
+        KArg::U64(nb as u64),
+        KArg::Ptr(gpu.ptr(&splits)?),
+        KArg::U32(items as u32),
+        KArg::Ptr(gpu.ptr(pos_a)?),
+        KArg::Ptr(gpu.ptr(pos_b)?),
+    ];
+    let grid = u32::try_from(ntiles).map_err(|_| err(format!("{ntiles} merge tiles are more than a grid holds")))?;
+    gpu.launch("join", "merge_path_pos", grid, BLOCK, smem as u32, &args)
+}
+
+/// `MergeUnion { width, disjoint }`: the sorted, duplicate-free union of two sorted,
+/// duplicate-free relations. Without `disjoint` the rows of `b` that `a` holds are
+/// removed first; the two disjoint sides then merge by [`merge_positions`] and a scatter
+/// of each column. With `disjoint` and a row in both sides anyway, the result holds it
+/// twice (still sorted).
+pub(crate) fn merge_union(
+    gpu: &mut Gpu,
+    width: usize,
+    disjoint: bool,
+    args: &[&DevBuf],
+) -> Result<Vec<DevBuf>, BackendError> {
     let (a, b, na, nb) = sides(args, width);
     let mut s = Scratch::new();
     let res = (|| {
         // b without the rows a holds.
-        let b_only: Vec<DevBuf> = if na == 0 || nb == 0 {
+        let b_only: Vec<DevBuf> = if disjoint || na == 0 || nb == 0 {
             Vec::new()
         } else {
             let keep = s.alloc(gpu, Elem::U8, nb)?;
@@ -417,22 +496,7 @@ pub(crate) fn merge_union(gpu: &mut Gpu, width: usize, args: &[&DevBuf]) -> Resu
         let pos_b = s.alloc(gpu, Elem::U32, nb2)?;
         if n > 0 {
             let desc = key_desc(gpu, &mut s, "join", &[a, &b2])?;
-            let args = [
-                KArg::Ptr(gpu.ptr(&desc.buf)?),
-                KArg::I32(desc.k),
-                KArg::U64(na as u64),
-                KArg::U64(nb2 as u64),
-                KArg::Ptr(gpu.ptr(&pos_a)?),
-                KArg::Ptr(gpu.ptr(&pos_b)?),
-            ];
-            gpu.launch(
-                "join",
-                "union_pos",
-                blocks(n as u64, u64::from(BLOCK))?,
-                BLOCK,
-                desc.smem,
-                &args,
-            )?;
+            merge_positions(gpu, &mut s, &desc, na, nb2, &pos_a, &pos_b)?;
         }
         let mut outs = Vec::with_capacity(width);
         for c in 0..width {

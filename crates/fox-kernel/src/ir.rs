@@ -364,8 +364,14 @@ pub enum Kernel {
     MatchFlags { nkeys: usize, anti: bool },
     /// args: `width` columns of `a`, then `width` columns of `b`; each sorted ascending on
     /// all columns and duplicate-free. outs: `width` columns: `a ∪ b`, sorted and
-    /// duplicate-free (merge-based union).
-    MergeUnion { width: usize },
+    /// duplicate-free (merge-based union). `disjoint`: the plan guarantees that `a` and
+    /// `b` share no row, so the kernel merges without looking for equal rows; a backend
+    /// that meets a shared row anyway fails (fox-cpu) or keeps both copies (fox-cuda).
+    MergeUnion {
+        width: usize,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        disjoint: bool,
+    },
     /// args: `nkeys` key columns sorted ascending, then one value column per aggregate
     /// (none for `count`); when `nkeys == 0` and every aggregate is a `count`, one column of
     /// the input (any element type) giving the row count; then one `Rank` table if a

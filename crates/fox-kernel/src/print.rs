@@ -314,7 +314,10 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
         | Kernel::NestedLoopMatch { nkeys, .. } => {
             format!("{op}[{}]", keys_text(*nkeys))
         }
-        Kernel::MergeUnion { width } => format!("{op}[{}]", plural(*width, "column")),
+        Kernel::MergeUnion { width, disjoint } => {
+            let disjoint = if *disjoint { ", disjoint" } else { "" };
+            format!("{op}[{}{disjoint}]", plural(*width, "column"))
+        }
         Kernel::ReduceByKey { nkeys, aggs } => {
             let aggs: Vec<String> = aggs
                 .iter()

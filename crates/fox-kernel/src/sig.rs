@@ -194,7 +194,7 @@ fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> 
             count(join_keys(*nkeys)?)?;
             Ok(vec![Elem::U8])
         }
-        Kernel::MergeUnion { width } => {
+        Kernel::MergeUnion { width, .. } => {
             if *width == 0 {
                 return Err("a merge needs at least one column".into());
             }
@@ -606,7 +606,7 @@ pub fn check_lengths(kernel: &Kernel, lens: &[usize]) -> Result<(), String> {
             }
             fixed(k + 1, 1, "total")
         }
-        Kernel::MergeUnion { width } => {
+        Kernel::MergeUnion { width, .. } => {
             equal(0..*width, "the left columns")?;
             equal(*width..2 * width, "the right columns")
         }

@@ -1178,7 +1178,7 @@ impl Interp<'_> {
                     .map_err(|w| RuntimeError::Plan(format!("{}: writes {w}", what())))?,
             );
         }
-        if let Kernel::MergeUnion { width } = kernel {
+        if let Kernel::MergeUnion { width, .. } = kernel {
             // The union of a sorted set with an empty one is that set: its buffers are
             // shared (as a `Move` shares them), not copied.
             let w = *width;

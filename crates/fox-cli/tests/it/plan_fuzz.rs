@@ -640,7 +640,13 @@ fn mutate_params(plan: &KernelPlan, rng: &mut Rng) -> KernelPlan {
             | Kernel::NestedLoopCount { nkeys }
             | Kernel::NestedLoopWrite { nkeys }
             | Kernel::NestedLoopMatch { nkeys, .. } => *nkeys = edge_count(*nkeys, rng),
-            Kernel::MergeUnion { width } => *width = edge_count(*width, rng),
+            Kernel::MergeUnion { width, disjoint } => {
+                if rng.below(2) == 0 {
+                    *disjoint = !*disjoint;
+                } else {
+                    *width = edge_count(*width, rng);
+                }
+            }
             Kernel::Concat { parts, width } => std::mem::swap(parts, width),
             Kernel::SortPerm { desc, by_rank } => {
                 if let Some(d) = desc.first_mut() {

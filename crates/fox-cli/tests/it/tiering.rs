@@ -221,3 +221,79 @@ fn max_iterations_stops_a_recursion_that_does_not_converge() {
     let o = run("0");
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// The transitive closure's relational plan, and its kernel plan lowered with `extra`
+/// merged into `path` right before the loop merges its new rows.
+fn tc_plans(extra: bool) -> (fox_ra::RaPlan, fox_kernel::KernelPlan) {
+    let source = fox_cli::Source {
+        name: "tc.logic".into(),
+        text: "e(x, y) -> int32(x), int32(y).\n.input e from \"e.csv\".\n\
+               path(x, y) <- e(x, y).\npath(x, z) <- path(x, y), e(y, z).\n.output path.\n"
+            .into(),
+    };
+    let core = fox_cli::check(&source).core.expect("the program checks");
+    let mut ra = fox_ra::plan(&core).unwrap();
+    if extra {
+        let delta = ra
+            .relations
+            .iter()
+            .position(|r| matches!(r.kind, fox_ra::RelKind::Delta { .. }))
+            .expect("a delta relation");
+        let delta = fox_ra::RelId(delta as u32);
+        let block = ra
+            .blocks
+            .iter_mut()
+            .find(|b| b.stmts.iter().any(|s| matches!(s, fox_ra::Stmt::Merge { .. })))
+            .expect("a loop that merges");
+        let at = block
+            .stmts
+            .iter()
+            .position(|s| matches!(s, fox_ra::Stmt::Merge { .. }))
+            .unwrap();
+        let fox_ra::Stmt::Merge { into, .. } = block.stmts[at] else {
+            unreachable!()
+        };
+        block.stmts.insert(at, fox_ra::Stmt::Merge { into, from: delta });
+    }
+    let kernels = fox_kernel::lower(&ra).unwrap();
+    fox_kernel::validate(&kernels).unwrap();
+    (ra, kernels)
+}
+
+#[test]
+fn merges_of_new_rows_are_disjoint_and_others_subtract_what_the_relation_holds() {
+    // The loop merges the difference of its rows against `path`: every union of runs and
+    // relation is disjoint.
+    let (_, plain) = tc_plans(false);
+    let text = fox_kernel::print_kernels(&plain);
+    assert!(text.contains("merge_union[2 columns, disjoint]"), "{text}");
+    assert!(!text.contains("merge_union[2 columns]("), "{text}");
+    // `merge delta.path into path` adds rows `path` already holds (last iteration's, and
+    // in the first iteration all of them): nothing proves them new, so they are
+    // subtracted from first and the unions stay disjoint; the answer is unchanged.
+    let (_, extra) = tc_plans(true);
+    let text = fox_kernel::print_kernels(&extra);
+    assert!(!text.contains("merge_union[2 columns]("), "{text}");
+    let dir = temp_dir("tiering", "extra-merge");
+    let n = 80;
+    let edges: String = (0..n).map(|i| format!("{i},{}\n", i + 1)).collect();
+    std::fs::write(dir.join("e.csv"), edges).unwrap();
+    let mut answers = Vec::new();
+    for (tag, plan) in [("plain", &plain), ("extra", &extra)] {
+        let file = dir.join(format!("{tag}.ron"));
+        std::fs::write(&file, fox_kernel::to_ron(plan)).unwrap();
+        let out = dir.join(tag);
+        let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
+            .arg(&file)
+            .args(["--backend", "cpu", "--no-progress", "--data"])
+            .arg(&dir)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{tag}: {}", String::from_utf8_lossy(&o.stderr));
+        answers.push(std::fs::read_to_string(out.join("path.csv")).unwrap());
+    }
+    assert_eq!(answers[0], answers[1]);
+    assert_eq!(answers[0].lines().count() - 1, n * (n + 1) / 2);
+}

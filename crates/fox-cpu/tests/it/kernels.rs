@@ -453,7 +453,7 @@ fn merge_union_matches_reference() {
         let b = sorted_dedup(gen_rows(&mut rng, &elems, nb, dist));
         let (ac, bc) = (cols_of(&elems, &a), cols_of(&elems, &b));
         let args: Vec<&HostCol> = ac.iter().chain(bc.iter()).collect();
-        let got = run_ok(&Kernel::MergeUnion { width }, &args);
+        let got = run_ok(&Kernel::MergeUnion { width, disjoint: false }, &args);
         let want: Vec<Vec<Cell>> = a
             .iter()
             .chain(b.iter())
@@ -462,6 +462,39 @@ fn merge_union_matches_reference() {
             .into_iter()
             .collect();
         assert_cols(&got, &cols_of(&elems, &want), &format!("union n={n} {dist:?}"));
+    }
+}
+
+#[test]
+fn disjoint_merge_union_merges_and_rejects_a_shared_row() {
+    let mut rng = Rng(11);
+    for (n, dist) in cases(true) {
+        let width = 1 + rng.below(3) as usize;
+        let elems = elems_pick(&mut rng, width);
+        // Disjoint sides: the distinct rows dealt at random to a and b.
+        let rows = sorted_dedup(gen_rows(&mut rng, &elems, n, dist));
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for r in &rows {
+            if rng.below(3) == 0 {
+                b.push(r.clone());
+            } else {
+                a.push(r.clone());
+            }
+        }
+        let (ac, bc) = (cols_of(&elems, &a), cols_of(&elems, &b));
+        let args: Vec<&HostCol> = ac.iter().chain(bc.iter()).collect();
+        let got = run_ok(&Kernel::MergeUnion { width, disjoint: true }, &args);
+        assert_cols(&got, &cols_of(&elems, &rows), &format!("disjoint union n={n} {dist:?}"));
+        // One row of b put in a as well: the promise is broken, and the kernel says so.
+        if let Some(shared) = b.get(b.len() / 2).cloned() {
+            let mut a2 = a.clone();
+            a2.push(shared);
+            let a2 = sorted_dedup(a2);
+            let ac2 = cols_of(&elems, &a2);
+            let args: Vec<&HostCol> = ac2.iter().chain(bc.iter()).collect();
+            let err = run(&Kernel::MergeUnion { width, disjoint: true }, &args).unwrap_err();
+            assert!(err.0.contains("share a row"), "{err}");
+        }
     }
 }
 
@@ -1275,7 +1308,14 @@ fn wrong_arguments_are_errors_naming_the_kernel() {
         (Kernel::Compact, vec![&one_flag, &a], "rows"),
         (Kernel::Concat { parts: 2, width: 1 }, vec![&a, &f], "group 0"),
         (Kernel::AdjacentDistinct, vec![&a, &b], "rows"),
-        (Kernel::MergeUnion { width: 1 }, vec![&a], "takes 2 arguments"),
+        (
+            Kernel::MergeUnion {
+                width: 1,
+                disjoint: false,
+            },
+            vec![&a],
+            "takes 2 arguments",
+        ),
         (
             Kernel::SortPerm {
                 desc: vec![false],
@@ -1400,7 +1440,14 @@ fn counts_too_large_for_any_argument_list_are_errors() {
             Kernel::JoinCount { nkeys: n },
             Kernel::JoinWrite { nkeys: n },
             Kernel::MatchFlags { nkeys: n, anti: false },
-            Kernel::MergeUnion { width: n },
+            Kernel::MergeUnion {
+                width: n,
+                disjoint: false,
+            },
+            Kernel::MergeUnion {
+                width: n,
+                disjoint: true,
+            },
             Kernel::IntersectCount { ways: n },
             Kernel::MinRange { ways: n },
             Kernel::TrieBuild { arity: n },

@@ -1,10 +1,11 @@
-//! GPU vs CPU: JoinCount → (host scan) → JoinWrite, MatchFlags, MergeUnion on random
-//! sorted inputs: duplicates, all-equal and skewed keys, empty sides, one row, sizes
-//! around block sizes, multi-column keys of mixed element types, cross products
-//! (no keys), i128 keys (compared as two 64-bit words), and a 10^7-row case.
+//! GPU vs CPU: JoinCount → (host scan) → JoinWrite, MatchFlags, MergeUnion (deduplicating
+//! and disjoint) on random sorted inputs: duplicates, all-equal and skewed keys, empty
+//! sides, one row, sizes around block and merge-tile sizes, interleaved and
+//! non-overlapping disjoint sides, multi-column keys of mixed element types, cross
+//! products (no keys), i128 keys (compared as two 64-bit words), and 10^7-row cases.
 
 use crate::compare;
-use fox_cuda::testing::{gpu, random_col, sort_rows, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
+use fox_cuda::testing::{first_mismatch, gpu, random_col, sort_rows, take, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
 use fox_cuda::CudaBackend;
 use fox_kernel::{Elem, Kernel};
 use fox_runtime::HostCol;
@@ -173,8 +174,17 @@ fn merge_union_every_width() {
                 let mut args = a;
                 args.extend(b);
                 let case = format!("columns {elems:?}, dist {dist:?}, a {na}, b {nb}");
-                compare(&mut gpu, &Kernel::MergeUnion { width: elems.len() }, &args, &ctx, &case)
-                    .expect("MergeUnion succeeds");
+                compare(
+                    &mut gpu,
+                    &Kernel::MergeUnion {
+                        width: elems.len(),
+                        disjoint: false,
+                    },
+                    &args,
+                    &ctx,
+                    &case,
+                )
+                .expect("MergeUnion succeeds");
             }
         }
     }
@@ -203,12 +213,136 @@ fn joins_and_union_over_ten_million_rows() {
     args.extend(b);
     compare(
         &mut gpu,
-        &Kernel::MergeUnion { width: 2 },
+        &Kernel::MergeUnion {
+            width: 2,
+            disjoint: false,
+        },
         &args,
         &Strings::default(),
         "large union",
     )
     .expect("MergeUnion succeeds");
+}
+
+/// How the distinct rows of a disjoint union are dealt to its sides.
+#[derive(Clone, Copy, Debug)]
+enum Deal {
+    /// Each row to `a` or `b` at random (one in `b` of every `1 + k`).
+    Random(u64),
+    /// The first rows to `a`, the rest to `b` (every row of `a` below every row of `b`).
+    Below,
+    /// The first rows to `b`, the rest to `a`.
+    Above,
+    /// Alternately.
+    Alternate,
+    /// Every row to `a`.
+    AllA,
+    /// Every row to `b`.
+    AllB,
+}
+
+const DEALS: [Deal; 7] = [
+    Deal::Random(1),
+    Deal::Random(7),
+    Deal::Below,
+    Deal::Above,
+    Deal::Alternate,
+    Deal::AllA,
+    Deal::AllB,
+];
+
+/// `rows` (sorted, distinct) dealt to two disjoint sorted sides, as `a`'s columns then
+/// `b`'s.
+fn deal(rng: &mut Rng, rows: &[HostCol], how: Deal) -> Vec<HostCol> {
+    let n = rows.first().map_or(0, |c| c.len());
+    let split = n / 3;
+    let to_b: Vec<bool> = (0..n)
+        .map(|i| match how {
+            Deal::Random(k) => rng.below(1 + k) == 0,
+            Deal::Below => i >= split,
+            Deal::Above => i < split,
+            Deal::Alternate => i % 2 == 1,
+            Deal::AllA => false,
+            Deal::AllB => true,
+        })
+        .collect();
+    let ia: Vec<usize> = (0..n).filter(|&i| !to_b[i]).collect();
+    let ib: Vec<usize> = (0..n).filter(|&i| to_b[i]).collect();
+    let mut args: Vec<HostCol> = rows.iter().map(|c| take(c, &ia)).collect();
+    args.extend(rows.iter().map(|c| take(c, &ib)));
+    args
+}
+
+/// Both forms of `MergeUnion` on disjoint sides against the CPU, and the CPU's union
+/// against the rows dealt.
+fn check_disjoint_union(gpu: &mut CudaBackend, rows: &[HostCol], args: &[HostCol], case: &str) {
+    let width = rows.len();
+    for disjoint in [true, false] {
+        let got = compare(
+            gpu,
+            &Kernel::MergeUnion { width, disjoint },
+            args,
+            &Strings::default(),
+            &format!("{case}, disjoint {disjoint}"),
+        )
+        .expect("MergeUnion succeeds");
+        for (c, (g, r)) in got.iter().zip(rows).enumerate() {
+            assert!(
+                g.len() == r.len() && first_mismatch(g, r).is_none(),
+                "{case}: column {c} of the union is not that of the rows dealt"
+            );
+        }
+    }
+}
+
+fn merge_union_of_disjoint_sides() {
+    let mut gpu = gpu("merge_union_of_disjoint_sides");
+    let mut rng = Rng::new(18);
+    // One, two and three columns; i32, i64 and i128 keys; the tiles hold 2048 outputs for
+    // up to two key words, fewer for more (an i128 is two words).
+    let shapes: [&[Elem]; 9] = [
+        &[Elem::I32],
+        &[Elem::I64],
+        &[Elem::I128],
+        &[Elem::I32, Elem::I32],
+        &[Elem::I64, Elem::I32],
+        &[Elem::I128, Elem::I64],
+        &[Elem::I32, Elem::I32, Elem::I32],
+        &[Elem::I64, Elem::U8, Elem::F64],
+        &[Elem::I128, Elem::I128, Elem::I128],
+    ];
+    let sizes = [
+        0, 1, 2, 255, 256, 767, 768, 1791, 1792, 2047, 2048, 2049, 4097, 6145, 100_003,
+    ];
+    for elems in shapes {
+        for dist in [Dist::Uniform, Dist::Range(1000), Dist::Skewed] {
+            for n in sizes {
+                let rows = sorted_rel(&mut rng, elems, n, dist, true);
+                for how in DEALS {
+                    let args = deal(&mut rng, &rows, how);
+                    let case = format!("columns {elems:?}, dist {dist:?}, {} rows dealt {how:?}", rows[0].len());
+                    check_disjoint_union(&mut gpu, &rows, &args, &case);
+                }
+            }
+        }
+    }
+}
+
+fn merge_union_of_disjoint_sides_over_ten_million_rows() {
+    let mut gpu = gpu("merge_union_of_disjoint_sides_over_ten_million_rows");
+    let mut rng = Rng::new(19);
+    for elems in [
+        &[Elem::I32][..],
+        &[Elem::I64, Elem::I32],
+        &[Elem::I128, Elem::I32, Elem::I64],
+    ] {
+        let rows = sorted_rel(&mut rng, elems, LARGE, Dist::Uniform, true);
+        for how in [Deal::Random(1), Deal::Random(20), Deal::Below] {
+            let args = deal(&mut rng, &rows, how);
+            let case = format!("large, columns {elems:?}, {} rows dealt {how:?}", rows[0].len());
+            check_disjoint_union(&mut gpu, &rows, &args, &case);
+        }
+    }
 }
 
 tests![
@@ -219,4 +353,6 @@ tests![
     Gpu join_write_rejects_offsets_that_are_not_the_scan,
     Gpu merge_union_every_width,
     Gpu joins_and_union_over_ten_million_rows,
+    Gpu merge_union_of_disjoint_sides,
+    Gpu merge_union_of_disjoint_sides_over_ten_million_rows,
 ];

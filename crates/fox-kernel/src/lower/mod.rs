@@ -641,7 +641,14 @@ impl<'a> Lower<'a> {
                 self.move_into(*rel, &v);
                 self.clear_runs(*rel)?;
             }
-            Stmt::Merge { into, from } => self.tiered_merge(*into, *from)?,
+            Stmt::Merge { into, from } => {
+                let at = self
+                    .stmts
+                    .iter()
+                    .position(|x| std::ptr::eq(x, s))
+                    .ok_or_else(|| LowerError::Invalid("a merge is not a statement of its block".into()))?;
+                self.tiered_merge(*into, *from, at)?
+            }
             Stmt::Assign { dst, src } => {
                 // The source's rows all in its buffers, then copied by name.
                 self.fold_runs(*src)?;

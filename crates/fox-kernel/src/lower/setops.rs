@@ -4,8 +4,9 @@
 use super::*;
 
 impl Lower<'_> {
-    /// `into ∪= from` between relation variables.
-    pub(super) fn merge(&mut self, into: RelId, from: RelId) -> R<()> {
+    /// `into ∪= from` between relation variables (an untiered `into`); `disjoint`:
+    /// `from` holds none of `into`'s rows ([`super::tiered::fresh_rows`]).
+    pub(super) fn merge(&mut self, into: RelId, from: RelId, disjoint: bool) -> R<()> {
         let r = &self.ra.relations[into.0 as usize];
         self.prefix = r.name.clone();
         let set = Props::set(r.columns.len());
@@ -13,7 +14,7 @@ impl Lower<'_> {
         let a = self.ensure(a, &set)?;
         let b = self.rel_val(from);
         let b = self.ensure(b, &set)?;
-        let merged = self.union_sets(&a, &b)?;
+        let merged = self.union_sets(&a, &b, disjoint)?;
         self.move_into(into, &merged);
         Ok(())
     }

@@ -11,7 +11,13 @@
 //!   branched on with `Terminator::If`);
 //! - a difference whose right side is a scan of the relation subtracts the relation
 //!   and then each run; every other scan folds the runs first; the runs fold when the
-//!   loop that merges into the relation exits.
+//!   loop that merges into the relation exits;
+//! - the relation's buffers and its runs are pairwise disjoint: the rows a merge puts
+//!   into run 0 are none of the relation's, either by construction ([`fresh_rows`]: the
+//!   stored result of a difference against a scan of the relation, as every semi-naive
+//!   loop merges) or because the merge subtracts the relation and its runs from them
+//!   first. Every union of runs and relation is therefore a disjoint
+//!   `MergeUnion { disjoint: true }`, which merges without looking for equal rows.
 
 use super::*;
 
@@ -98,8 +104,9 @@ impl Lower<'_> {
         Ok(())
     }
 
-    /// The union of two sorted sets of the same columns, sorted and duplicate-free.
-    pub(super) fn union_sets(&mut self, a: &Val, b: &Val) -> R<Val> {
+    /// The union of two sorted sets of the same columns, sorted and duplicate-free;
+    /// `disjoint`: the two share no row (the kernel then does not look for equal rows).
+    pub(super) fn union_sets(&mut self, a: &Val, b: &Val, disjoint: bool) -> R<Val> {
         let mut args = a.cols.clone();
         args.extend(&b.cols);
         let mut columns = a.columns.clone();
@@ -107,28 +114,38 @@ impl Lower<'_> {
             c.name = format!("merged.{}", c.name);
         }
         let width = a.cols.len();
-        let outs = self.launch_cols(Kernel::MergeUnion { width }, args, &columns)?;
+        let outs = self.launch_cols(Kernel::MergeUnion { width, disjoint }, args, &columns)?;
         Ok(Val {
             cols: outs,
             ..a.clone()
         })
     }
 
-    /// `merge from into r` for a tiered `r`: into run 0, then the folds of the runs that
-    /// outgrow the next, each in a block of its own, continuing in a new block.
-    pub(super) fn tiered_merge(&mut self, r: RelId, from: RelId) -> R<()> {
+    /// `merge from into r` (statement `at` of the block) for a tiered `r`: into run 0,
+    /// then the folds of the runs that outgrow the next, each in a block of its own,
+    /// continuing in a new block. Rows of `from` that [`fresh_rows`] does not prove new
+    /// to `r` are first subtracted from it (the relation, then each run).
+    pub(super) fn tiered_merge(&mut self, r: RelId, from: RelId, at: usize) -> R<()> {
+        let fresh = fresh_rows(self.stmts, at, r, from);
         let Some(t) = self.tiering(r) else {
-            return self.merge(r, from);
+            return self.merge(r, from, fresh);
         };
-        self.empty_runs.remove(&r.0);
         let rel = &self.ra.relations[r.0 as usize];
         self.prefix = rel.name.clone();
         let name = rel.name.clone();
+        let columns = rel.columns.clone();
         let set = Props::set(rel.columns.len());
         let new = self.rel_val(from);
-        let new = self.ensure(new, &set)?;
+        let mut new = self.ensure(new, &set)?;
+        if !fresh {
+            let all: Vec<usize> = (0..new.arity()).collect();
+            let held = self.rel_val(r);
+            new = self.semi_join_vals(new, &all, held, &all, true, columns.clone())?;
+            new = self.subtract_runs(new, r, &columns)?;
+        }
+        self.empty_runs.remove(&r.0);
         let run0 = self.run_val(r, 0);
-        let merged = self.union_sets(&run0, &new)?;
+        let merged = self.union_sets(&run0, &new, true)?;
         self.set_run(r, 0, &merged);
         let label = self.cur_label.clone();
         let cont = self.new_block(format!("{label} after merging {name}"));
@@ -147,7 +164,7 @@ impl Lower<'_> {
                 otherwise: cont,
             });
             self.start_block(fold);
-            let folded = self.union_sets(&next, &small)?;
+            let folded = self.union_sets(&next, &small, true)?;
             if k + 1 == t.levels {
                 self.move_into(r, &folded);
             } else {
@@ -173,10 +190,10 @@ impl Lower<'_> {
         let mut acc = self.run_val(r, 0);
         for k in 1..t.levels {
             let run = self.run_val(r, k);
-            acc = self.union_sets(&run, &acc)?;
+            acc = self.union_sets(&run, &acc, true)?;
         }
         let all = self.rel_val(r);
-        let all = self.union_sets(&all, &acc)?;
+        let all = self.union_sets(&all, &acc, true)?;
         self.move_into(r, &all);
         self.clear_runs(r)
     }
@@ -211,4 +228,48 @@ impl Lower<'_> {
         }
         Ok(v)
     }
+}
+
+/// Whether the rows of relation `from` are, where statement `at` of `stmts` (a merge of
+/// `from` into `into`) runs, provably none of `into`'s: the last write of `from` before
+/// it in the block is a clear, or the store of `left − s` where `s` is a scan of `into`
+/// after which, up to the merge, nothing writes `into` and nothing else scans it (so the
+/// difference subtracted exactly the rows `into` holds at the merge). A semi-naive loop's
+/// `new := (∪ variants) − full; merge new into full` is of that form.
+pub(super) fn fresh_rows(stmts: &[Stmt], at: usize, into: RelId, from: RelId) -> bool {
+    let writes = |s: &Stmt, r: RelId| match s {
+        Stmt::Store { rel, .. } | Stmt::Clear { rel } => *rel == r,
+        Stmt::Merge { into, .. } => *into == r,
+        Stmt::Assign { dst, .. } => *dst == r,
+        _ => false,
+    };
+    let def = |t: fox_ra::TempId, before: usize| {
+        stmts[..before].iter().enumerate().rev().find_map(|(i, s)| match s {
+            Stmt::Let { dst, op, .. } if *dst == t => Some((i, op)),
+            _ => None,
+        })
+    };
+    let Some(prefix) = stmts.get(..at) else {
+        return false;
+    };
+    let Some((k, last)) = prefix.iter().enumerate().rev().find(|(_, s)| writes(s, from)) else {
+        return false;
+    };
+    let src = match last {
+        Stmt::Clear { .. } => return true,
+        Stmt::Store { src, .. } => *src,
+        _ => return false,
+    };
+    let Some((_, Op::Difference { right, .. })) = def(src, k) else {
+        return false;
+    };
+    let Some((f, Op::Scan(scanned))) = def(*right, k) else {
+        return false;
+    };
+    if *scanned != into {
+        return false;
+    }
+    stmts[f + 1..at]
+        .iter()
+        .all(|s| !writes(s, into) && !matches!(s, Stmt::Let { op: Op::Scan(r), .. } if *r == into))
 }

@@ -1111,7 +1111,14 @@ fn a_merge_with_an_empty_side_shares_the_other_side() {
             vec![
                 consts(&left, 0),
                 consts(&right, 1),
-                launch(Kernel::MergeUnion { width: 1 }, &[0, 1], &[2]),
+                launch(
+                    Kernel::MergeUnion {
+                        width: 1,
+                        disjoint: false,
+                    },
+                    &[0, 1],
+                    &[2],
+                ),
                 Instr::Free { buf: BufId(0) },
                 Instr::Free { buf: BufId(1) },
                 output("m", vec![col.clone()], &[2], vec![], None),
@@ -1133,7 +1140,14 @@ fn a_merge_with_an_empty_side_shares_the_other_side() {
         vec![
             consts(&[1], 0),
             consts(&[2], 1),
-            launch(Kernel::MergeUnion { width: 1 }, &[0, 1], &[2]),
+            launch(
+                Kernel::MergeUnion {
+                    width: 1,
+                    disjoint: false,
+                },
+                &[0, 1],
+                &[2],
+            ),
         ],
     );
     assert!(run(&p, &mut Store::default(), &RunOptions::default()).is_err());
