@@ -122,7 +122,7 @@ fn a_cross_product_only_a_select_reads_is_filtered_per_round_and_the_select_not_
         ("p(x, y) <- e(x, u), e(y, v), u * v > 100.\n.output p.\n", 4),
         (
             "n[] = c <- agg<<c = count()>> e(x, u), e(y, v), u + v * 2 = 7.\n.output n.\n",
-            4,
+            2,
         ),
     ] {
         let src = format!("{EDGE}{rule}");
