@@ -424,11 +424,17 @@ pub enum Kernel {
     /// `prev` (U64: the window of the previous round). outs: `window` (U64): the outputs
     /// of the next round as two rows `start`, `end`, where `start` is the `end` of `prev`
     /// (0 without `prev`) and `end = min(total, start + n)`, `n` ≥ 1 being the number of
-    /// outputs of `row_bytes` bytes each that fit half the memory the run may still use;
-    /// no rows when `start` has reached `total` (no round is left). A level of a multi-way
-    /// join whose expansion may not fit in memory runs once per window (multi-round
-    /// expansion). Runs on the host side: the runtime knows the memory.
-    Window { row_bytes: u64 },
+    /// outputs of `row_bytes` bytes each that fit half the memory the run may still use,
+    /// and at most `max_rows` when it is set; no rows when `start` has reached `total` (no
+    /// round is left). A level of a multi-way join whose expansion may not fit in memory
+    /// runs once per window (multi-round expansion); an inequality join probes a window
+    /// of its probing rows at a time, at most `max_rows` so that a window's ranges stay
+    /// u32-addressed. Runs on the host side: the runtime knows the memory.
+    Window {
+        row_bytes: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_rows: Option<u64>,
+    },
     /// args: `a`, `b` (one column each, any element types; only their lengths are read).
     /// outs: `flag` (U8): one row when `len(a) * factor > len(b)`, no row otherwise (the
     /// test of a `LoopIf` that branches on it). Runs on the host side: the runtime knows
@@ -540,7 +546,7 @@ pub enum Kernel {
 
 /// The number of levels of an inequality join's tree over `n` rows
 /// ([`Kernel::IneqTree`]): the least `L ≥ 1` with `2^(L-1) ≥ n`.
-pub fn ineq_levels(n: usize) -> usize {
+pub const fn ineq_levels(n: usize) -> usize {
     let mut l = 1;
     while (1usize << (l - 1)) < n {
         l += 1;

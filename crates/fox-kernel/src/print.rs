@@ -358,7 +358,14 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
             format!("{op}[{filter}{}; {}]", plural(*nkeys, "key"), aggs.join(", "))
         }
         Kernel::TrieBuild { arity } => format!("{op}[{}]", plural(*arity, "level")),
-        Kernel::Window { row_bytes } => format!("{op}[{row_bytes} bytes/row]"),
+        Kernel::Window {
+            row_bytes,
+            max_rows: None,
+        } => format!("{op}[{row_bytes} bytes/row]"),
+        Kernel::Window {
+            row_bytes,
+            max_rows: Some(m),
+        } => format!("{op}[{row_bytes} bytes/row, at most {m} rows]"),
         Kernel::Outgrows { factor } => format!("{op}[×{factor}]"),
         Kernel::IntersectCount { ways } | Kernel::MinRange { ways } => format!("{op}[{}]", plural(*ways, "way")),
         Kernel::BoundRange { nkeys, lower, upper } => {

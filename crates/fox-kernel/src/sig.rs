@@ -344,9 +344,12 @@ fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> 
             count(2)?;
             Ok(vec![Elem::U8])
         }
-        Kernel::Window { row_bytes } => {
+        Kernel::Window { row_bytes, max_rows } => {
             if *row_bytes == 0 {
                 return Err("a window needs a row size of at least one byte".into());
+            }
+            if *max_rows == Some(0) {
+                return Err("a window needs room for at least one row".into());
             }
             if args.len() != 1 {
                 count(2)?;

@@ -22,7 +22,8 @@ pub use ann::{
 };
 pub use hll::Hll;
 pub use passes::{
-    join_aggregated_by, join_expands, join_window_row_bytes, pass_names, run, Options, Pass, PhysError, PASSES,
+    join_aggregated_by, join_expands, join_filtered_by, join_filters, join_window_row_bytes, pass_names, run, Options,
+    Pass, PhysError, PASSES,
 };
 pub use print::print_physical;
 pub use stats::{ColumnStats, RelationStats, Statistics};

@@ -59,10 +59,17 @@ fn annotations(plan: &PhysPlan, op: &Op, n: &Node, cols: &[Column]) -> String {
             None => algorithm(op, n),
         },
     }];
-    if let (Op::Join { .. }, [Some(bytes)]) = (op, n.rounds.windows.as_slice()) {
-        parts.push(format!(
-            "may be written in rounds ({bytes} bytes/pair; more than one when its pairs do not fit the memory left), each aggregated"
-        ));
+    if let (Op::Join { left_keys, .. }, [Some(bytes)]) = (op, n.rounds.windows.as_slice()) {
+        if crate::join_filters(&n.algorithm, left_keys.len()) {
+            parts[0] = "nested loop, filtered per round".into();
+            parts.push(format!(
+                "{bytes} bytes/pair; rounds of left rows by the whole right side, more than one when its pairs do not fit the memory left; only the select's survivors kept"
+            ));
+        } else {
+            parts.push(format!(
+                "may be written in rounds ({bytes} bytes/pair; more than one when its pairs do not fit the memory left), each aggregated"
+            ));
+        }
     } else if n.rounds.windows.iter().any(Option::is_some) {
         let levels: Vec<String> = n
             .rounds

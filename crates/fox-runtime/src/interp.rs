@@ -1873,7 +1873,7 @@ impl Interp<'_> {
                 let grown = len(args[0]) * u128::from(*factor) > len(args[1]);
                 Ok(vec![HostCol::U8(if grown { vec![1] } else { Vec::new() })])
             }
-            Kernel::Window { row_bytes } => {
+            Kernel::Window { row_bytes, max_rows } => {
                 expect_outs(1)?;
                 if args.is_empty() || args.len() > 2 {
                     return Err(HostError::Plan(format!(
@@ -1926,7 +1926,7 @@ impl Interp<'_> {
                         total - start
                     )));
                 }
-                let rows = budget / row_bytes;
+                let rows = (budget / row_bytes).min(max_rows.unwrap_or(u64::MAX)).max(1);
                 self.stats.rounds += 1;
                 Ok(vec![HostCol::U64(vec![start, total.min(start.saturating_add(rows))])])
             }

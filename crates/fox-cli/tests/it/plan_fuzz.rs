@@ -594,7 +594,12 @@ fn mutate_params(plan: &KernelPlan, rng: &mut Rng) -> KernelPlan {
                 *start = u64s[rng.below(u64s.len())];
                 *len = u64s[rng.below(u64s.len())];
             }
-            Kernel::Window { row_bytes } => *row_bytes = u64s[rng.below(u64s.len())],
+            Kernel::Window { row_bytes, max_rows } => {
+                *row_bytes = u64s[rng.below(u64s.len())];
+                if max_rows.is_some() {
+                    *max_rows = Some(u64s[rng.below(u64s.len())]);
+                }
+            }
             Kernel::Const { rows, types } => {
                 if let Some(row) = rows.first().cloned() {
                     let mut row = row;

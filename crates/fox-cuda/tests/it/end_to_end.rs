@@ -222,7 +222,48 @@ fn forced_joins_match_the_cpu() {
     }
 }
 
+/// Joins without keys filtered per round (a product, a float sum, a string inequality)
+/// and inequality joins probed in rounds of probing rows, without a limit (one round) and
+/// under a small one (many rounds).
+fn cross_products_and_inequality_joins_in_rounds_match_the_cpu() {
+    let mut gpu = gpu("cross_products_and_inequality_joins_in_rounds_match_the_cpu");
+    let dir = std::env::temp_dir().join(format!("fox-cuda-cross-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let mut rng = Rng::new(5);
+    for f in ["a.csv", "b.csv"] {
+        let mut rows = String::new();
+        for i in 0..1500 {
+            let s = rng.below(1_000_000);
+            let e = s + 1 + rng.below(400);
+            let g = rng.below(16) as f64 / 2.0;
+            rows.push_str(&format!("{i},{},{s},{e},{g},s{}\n", rng.below(1000), rng.below(5)));
+        }
+        std::fs::write(dir.join(f), rows).expect("write the input");
+    }
+    let p = dir.join("q.logic");
+    std::fs::write(
+        &p,
+        "a(x, u, s, e, f, t) -> int32(x), int32(u), int64(s), int64(e), float64(f), string(t).\n\
+         b(x, u, s, e, f, t) -> int32(x), int32(u), int64(s), int64(e), float64(f), string(t).\n\
+         .input a.\n.input b.\n\
+         prod(x, y) <- a(x, u, _, _, _, _), b(y, v, _, _, _, _), u * v > 990000.\n\
+         sum(x, y) <- a(x, _, _, _, f, _), b(y, _, _, _, g, _), f + g = 7.0, x < 100.\n\
+         diff(x, t1, t2) <- a(x, _, _, _, _, t1), b(_, _, _, _, _, t2), t1 != t2, x < 4.\n\
+         none() <- a(_, u, _, _, _, _), b(_, v, _, _, _, _), u * v > 2000000.\n\
+         ov(x, y) <- a(x, _, s1, e1, _, _), b(y, _, s2, e2, _, _), s1 < e2, s2 < e1.\n\
+         .output prod.\n.output sum.\n.output diff.\n.output none.\n.output ov.\n",
+    )
+    .expect("write the program");
+    assert!(check(&mut gpu, &p, &dir), "no output");
+    assert!(
+        check_with(&mut gpu, &p, &dir, Some(1 << 20)),
+        "no output within the limit"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 tests![
+    Gpu cross_products_and_inequality_joins_in_rounds_match_the_cpu,
     Gpu forced_joins_match_the_cpu,
     Gpu test_programs_match_the_cpu,
     Gpu queries_match_the_cpu,

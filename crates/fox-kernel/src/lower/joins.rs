@@ -61,6 +61,21 @@ impl Lower<'_> {
             let range = self.launch(kernel, args, &[("lo", None), ("hi", None)])?;
             return self.expand_ranges_join(&range, &r, &l, Side::Right, output, columns);
         }
+        if self.join_window.is_some() && nkeys == 0 {
+            // A cross product filtered per round: every left row's range is the whole
+            // right side, the run of one constant key on both sides (`BoundRange` without
+            // bounds), expanded a window at a time; the pairs come by left row, then right
+            // row, as `JoinWrite` writes them.
+            let rkey = self.ones(r.cols[0])?;
+            let lkey = self.ones(l.cols[0])?;
+            let kernel = Kernel::BoundRange {
+                nkeys: 1,
+                lower: None,
+                upper: None,
+            };
+            let range = self.launch(kernel, vec![rkey, lkey], &[("lo", None), ("hi", None)])?;
+            return self.expand_ranges_join(&range, &r, &l, Side::Right, output, columns);
+        }
         let keys = Self::key_args(&l, &lk, &r, &rk);
         let counts = self.launch1(Kernel::JoinCount { nkeys }, keys.clone(), "counts", None)?;
         let scan = self.launch(

@@ -761,6 +761,11 @@ impl<'a> Lower<'a> {
             }
             Op::Select { input, pred } => {
                 let v = self.temp(*input)?;
+                if self.ends_join_round() {
+                    let flags = self.expr_col(&v, pred, "flags")?;
+                    let cols = self.compact(flags, &v.cols, &columns)?;
+                    return self.close_filter_round(cols, columns);
+                }
                 if self.dst.is_some_and(|d| self.deferred.contains(&d)) {
                     return Ok(Val {
                         columns,
@@ -824,9 +829,15 @@ impl<'a> Lower<'a> {
                 right_keys,
                 output,
             } => {
+                // Written in rounds: up to the aggregation that alone reads the join's
+                // rows, or filtered per round by the select that alone reads a join
+                // without keys.
                 self.join_window = self
                     .dst
                     .and_then(|d| match self.phys.node(d).rounds.windows.as_slice() {
+                        [Some(bytes)] if fox_phys::join_filters(&self.phys.node(d).algorithm, left_keys.len()) => {
+                            fox_phys::join_filtered_by(self.stmts, d).map(|until| (*bytes, until))
+                        }
                         [Some(bytes)] => fox_phys::join_aggregated_by(self.stmts, d).map(|until| (*bytes, until)),
                         _ => None,
                     });

@@ -11,6 +11,8 @@ pub(super) struct OpenRound {
     pub(super) total: BufId,
     pub(super) window: BufId,
     pub(super) row_bytes: u64,
+    /// The most rows a window may hold (`Kernel::Window`), besides what fits in memory.
+    pub(super) max_rows: Option<u64>,
 }
 
 /// The result of a multi-way join after its rounds.
@@ -43,7 +45,10 @@ impl Lower<'_> {
         let mut args = vec![lo, scan[0], scan[1]];
         if let Some(row_bytes) = window {
             let w = self.launch1(
-                Kernel::Window { row_bytes },
+                Kernel::Window {
+                    row_bytes,
+                    max_rows: None,
+                },
                 vec![scan[1]],
                 &format!("{lvl}.window"),
                 None,
@@ -63,6 +68,7 @@ impl Lower<'_> {
                 total: scan[1],
                 window: w,
                 row_bytes,
+                max_rows: None,
             });
             args.push(w);
         }
@@ -111,10 +117,13 @@ impl Lower<'_> {
     /// Ends the loop of round `r`: the next window taken, the body repeated while one is
     /// left, lowering continuing in the loop's exit block. A dictionary table computed
     /// in the loop is not defined where no round ran, so none is reused after it.
-    fn end_round(&mut self, r: &OpenRound) -> R<()> {
+    pub(super) fn end_round(&mut self, r: &OpenRound) -> R<()> {
         let name = self.base_name(r.window);
         let next = self.launch1(
-            Kernel::Window { row_bytes: r.row_bytes },
+            Kernel::Window {
+                row_bytes: r.row_bytes,
+                max_rows: r.max_rows,
+            },
             vec![r.total, r.window],
             &name,
             None,
@@ -135,8 +144,9 @@ impl Lower<'_> {
 }
 
 /// A binary join written in rounds (`fox_phys::join_aggregated_by`), open from the
-/// expansion of its pairs to the aggregation that reads them: the loop's blocks and
-/// window, and the aggregation's running result.
+/// expansion of its pairs to the aggregation that reads them (or, for a join without keys
+/// filtered per round, `fox_phys::join_filtered_by`, to the select that reads it): the
+/// loop's blocks and window, and the aggregation's running result (the survivors so far).
 pub(super) struct JoinRound {
     round: OpenRound,
     until: fox_ra::TempId,
@@ -180,7 +190,11 @@ impl Lower<'_> {
                 rows: Vec::new(),
             };
             let acc = self.launch(kernel, Vec::new(), &refs)?;
-            let w = self.launch1(Kernel::Window { row_bytes }, vec![scan[1]], "window", None)?;
+            let kernel = Kernel::Window {
+                row_bytes,
+                max_rows: None,
+            };
+            let w = self.launch1(kernel, vec![scan[1]], "window", None)?;
             let n = self.blocks.len();
             let body = self.new_block(format!("{}.round{n}", self.prefix));
             let exit = self.new_block(format!("{}.done{n}", self.prefix));
@@ -198,6 +212,7 @@ impl Lower<'_> {
                     total: scan[1],
                     window: w,
                     row_bytes,
+                    max_rows: None,
                 },
                 until,
                 acc,
@@ -206,7 +221,30 @@ impl Lower<'_> {
         self.launch(Kernel::Expand, args, &[(names[0], None), (names[1], None)])
     }
 
-    /// Whether the aggregation being lowered ends a join's rounds.
+    /// Ends the rounds of a join without keys at the select that filters it: `cols`, the
+    /// survivors of one round's pairs, are appended to the rounds' before, the next window
+    /// taken and the loop repeated while one is left. Returns the survivors of all rounds
+    /// (valid after the loop), in the order of the whole product filtered at once.
+    pub(super) fn close_filter_round(&mut self, cols: Vec<BufId>, columns: Vec<Column>) -> R<Val> {
+        let JoinRound { round, acc, .. } = self
+            .join_round
+            .take()
+            .ok_or_else(|| LowerError::Invalid("a select ends rounds that never began".into()))?;
+        let width = acc.len();
+        if cols.len() != width {
+            return Err(LowerError::Invalid("a join's rounds lost a column".into()));
+        }
+        let mut args = acc.clone();
+        args.extend(cols);
+        let grown = self.launch_cols(Kernel::Concat { parts: 2, width }, args, &columns)?;
+        for (&a, g) in acc.iter().zip(grown) {
+            self.instrs.push(Instr::Move { dst: a, src: g });
+        }
+        self.end_round(&round)?;
+        Ok(Val::unordered(acc, columns))
+    }
+
+    /// Whether the aggregation (or select) being lowered ends a join's rounds.
     pub(super) fn ends_join_round(&self) -> bool {
         matches!((&self.join_round, self.dst), (Some(r), Some(d)) if r.until == d)
     }

@@ -15,7 +15,7 @@ pub(crate) mod join_selection;
 pub(crate) mod order;
 mod partitioning;
 mod rounds;
-pub use rounds::{join_aggregated_by, join_expands, join_window_row_bytes};
+pub use rounds::{join_aggregated_by, join_expands, join_filtered_by, join_filters, join_window_row_bytes};
 mod tiering;
 mod verify;
 

@@ -15,6 +15,13 @@
 //! window of its pairs at a time (sized at run time), each aggregated through the chain
 //! after it, the rounds' aggregates combined. Whether it takes more than one round is
 //! decided at run time by the memory the run may still use.
+//!
+//! A join without keys (a cross product) whose only reader is the select right after it
+//! ([`join_filtered_by`]) and that is not a band join ([`join_filters`]) is written in
+//! rounds the same way, filtered per round: each window of its pairs (a run of left rows
+//! by the whole right side) goes through the select, and only the survivors of each round
+//! are kept, appended in round order, so the product is never held. Such a select is
+//! applied in its rounds, never deferred into a fused aggregation.
 
 use fox_ra::{AggCall, Op, Stmt, TempId};
 use fox_sema::core::{AggFunc, Type};
@@ -38,6 +45,7 @@ impl Pass for RoundsPass {
 
     fn run(&self, plan: &mut PhysPlan, _stats: &Statistics) -> Result<(), PhysError> {
         let mut set = Vec::new();
+        let mut undeferred = Vec::new();
         for b in &plan.ra.blocks {
             for (t, op) in lets(b) {
                 if let Op::MultiJoin {
@@ -68,18 +76,28 @@ impl Pass for RoundsPass {
                     set.push((t, Rounds { windows }));
                 }
                 if let Op::Join { left_keys, .. } = op {
-                    if join_expands(&plan.node(t).algorithm, left_keys.len())
-                        && join_aggregated_by(&b.stmts, t).is_some()
-                    {
+                    let alg = &plan.node(t).algorithm;
+                    let aggregated = join_expands(alg, left_keys.len()) && join_aggregated_by(&b.stmts, t).is_some();
+                    let filtered = join_filters(alg, left_keys.len())
+                        .then(|| join_filtered_by(&b.stmts, t))
+                        .flatten();
+                    if aggregated || filtered.is_some() {
                         let columns = plan.ra.temps[t.0 as usize].columns.len();
                         let windows = vec![Some(join_window_row_bytes(columns))];
                         set.push((t, Rounds { windows }));
+                    }
+                    if let Some(select) = filtered {
+                        undeferred.push(select);
                     }
                 }
             }
         }
         for (t, r) in set {
             plan.node_mut(t).rounds = r;
+        }
+        // A select filtering a join's rounds is applied in them.
+        for t in undeferred {
+            plan.node_mut(t).deferred_into = None;
         }
         Ok(())
     }
@@ -93,18 +111,7 @@ impl Pass for RoundsPass {
 /// Such a join may be written in rounds: each round's rows go through the chain and are
 /// aggregated, and the rounds' aggregates are combined, so its whole output is never held.
 pub fn join_aggregated_by(stmts: &[Stmt], join: TempId) -> Option<TempId> {
-    let reads = |t: TempId| -> usize {
-        stmts
-            .iter()
-            .map(|s| match s {
-                Stmt::Let { op, .. } => op.inputs().iter().filter(|&&i| i == t).count(),
-                Stmt::Store { src, .. } | Stmt::Output { src, .. } | Stmt::CheckFunctional { src, .. } => {
-                    usize::from(*src == t)
-                }
-                Stmt::Merge { .. } | Stmt::Assign { .. } | Stmt::Clear { .. } => 0,
-            })
-            .sum()
-    };
+    let reads = |t: TempId| reads(stmts, t);
     let at = stmts
         .iter()
         .position(|s| matches!(s, Stmt::Let { dst, op: Op::Join { .. }, .. } if *dst == join))?;
@@ -123,6 +130,45 @@ pub fn join_aggregated_by(stmts: &[Stmt], join: TempId) -> Option<TempId> {
         }
     }
     None
+}
+
+/// The select that alone reads the binary join `join` of `stmts` (a block's statements),
+/// if it is the statement right after the join's: a join without keys so read may be
+/// written in rounds filtered by it ([`join_filters`]), each round's pairs through the
+/// select and the survivors of the rounds concatenated, in the order of the whole.
+pub fn join_filtered_by(stmts: &[Stmt], join: TempId) -> Option<TempId> {
+    let at = stmts
+        .iter()
+        .position(|s| matches!(s, Stmt::Let { dst, op: Op::Join { .. }, .. } if *dst == join))?;
+    match stmts.get(at + 1)? {
+        Stmt::Let {
+            dst,
+            op: Op::Select { input, .. },
+            ..
+        } if *input == join && reads(stmts, join) == 1 => Some(*dst),
+        _ => None,
+    }
+}
+
+/// How often the statements `stmts` read temp `t`.
+fn reads(stmts: &[Stmt], t: TempId) -> usize {
+    stmts
+        .iter()
+        .map(|s| match s {
+            Stmt::Let { op, .. } => op.inputs().iter().filter(|&&i| i == t).count(),
+            Stmt::Store { src, .. } | Stmt::Output { src, .. } | Stmt::CheckFunctional { src, .. } => {
+                usize::from(*src == t)
+            }
+            Stmt::Merge { .. } | Stmt::Assign { .. } | Stmt::Clear { .. } => 0,
+        })
+        .sum()
+}
+
+/// Whether a binary join lowered by `algorithm` with `keys` keys is a cross product that
+/// may be written in rounds filtered by the select reading it ([`join_filtered_by`]): a
+/// join without keys that is not a band join (whose pairs already come from an expansion).
+pub fn join_filters(algorithm: &Algorithm, keys: usize) -> bool {
+    keys == 0 && matches!(algorithm, Algorithm::SortMerge | Algorithm::Direct)
 }
 
 /// Whether an aggregate of the parts of its input, aggregated again, is the aggregate of

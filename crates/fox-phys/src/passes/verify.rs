@@ -10,7 +10,10 @@
 //! - a multi-way join's rounds name each of its variables (or none), never window a
 //!   counted last level and give each window a positive row cost; a binary join's rounds
 //!   are one positive window, on a join whose pairs come from an expansion and whose rows
-//!   only an aggregation reads (`join_aggregated_by`); no other operator has rounds;
+//!   only an aggregation reads (`join_aggregated_by`), or on a join without keys that is
+//!   not a band join whose only reader is the select right after it
+//!   (`join_filtered_by`: filtered per round), which is then not deferred; no other
+//!   operator has rounds;
 //! - a leapfrog triejoin's level plan has one level per variable (or none); a level's
 //!   members are the atoms binding its variable and its lead is one of them; only the
 //!   last level of a counting join counts, with no twins or searches; a level expanded
@@ -29,7 +32,7 @@
 use fox_ra::{MultiJoinInput, Op, TempId};
 use fox_sema::core::Column;
 
-use super::{join_aggregated_by, join_expands, lets, readers, Pass, PhysError};
+use super::{join_aggregated_by, join_expands, join_filtered_by, join_filters, lets, readers, Pass, PhysError};
 use crate::ann::{AggAlgorithm, Algorithm, Expand, Level};
 use crate::levels::{carried_columns, Refinements};
 use crate::stats::Statistics;
@@ -180,10 +183,21 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                     if !matches!(n.rounds.windows.as_slice(), [Some(b)] if *b > 0) {
                         return Err(format!("t{} is a join with rounds other than one positive window", t.0));
                     }
-                    if !join_expands(&n.algorithm, left_keys.len()) || join_aggregated_by(&b.stmts, t).is_none() {
+                    let keys = left_keys.len();
+                    let aggregated = join_expands(&n.algorithm, keys) && join_aggregated_by(&b.stmts, t).is_some();
+                    let filtered = join_filters(&n.algorithm, keys)
+                        .then(|| join_filtered_by(&b.stmts, t))
+                        .flatten();
+                    if !aggregated && filtered.is_none() {
                         return Err(format!(
-                            "t{} is written in rounds but is not an expanding join read only by an aggregation",
+                            "t{} is written in rounds but is neither an expanding join read only by an aggregation nor a join without keys read only by a select",
                             t.0
+                        ));
+                    }
+                    if let Some(s) = filtered.filter(|s| plan.node(*s).deferred_into.is_some()) {
+                        return Err(format!(
+                            "t{} is filtered per round by t{}, which is deferred into an aggregation",
+                            t.0, s.0
                         ));
                     }
                 }

@@ -133,3 +133,35 @@ fn a_join_that_is_listed_or_averaged_runs_in_one_round() {
         assert!(r.iter().all(Vec::is_empty), "{rule}: {r:?}");
     }
 }
+
+#[test]
+fn a_cross_product_only_a_select_reads_is_filtered_per_round_and_the_select_not_deferred() {
+    use fox_phys::join_window_row_bytes;
+    // Predicates no band join searches, a product and a weighted sum; the second is
+    // counted, so `fusion` would defer its select into the count.
+    for (rule, cols) in [
+        ("p(x, y) <- e(x, u), e(y, v), u * v > 100.\n.output p.\n", 4),
+        (
+            "n[] = c <- agg<<c = count()>> e(x, u), e(y, v), u + v * 2 = 7.\n.output n.\n",
+            2,
+        ),
+    ] {
+        let src = format!("{EDGE}{rule}");
+        let r = join_rounds(&src);
+        assert_eq!(r, vec![vec![Some(join_window_row_bytes(cols))]], "{rule}");
+        let p = phys_after(&src, Some("rounds"), &Statistics::none());
+        let selects = find(&p, |op| matches!(op, Op::Select { .. }));
+        assert!(!selects.is_empty(), "{rule}");
+        for s in selects {
+            assert_eq!(p.node(s).deferred_into, None, "{rule}");
+        }
+    }
+    // A band join and a join with keys are not filtered per round.
+    for rule in [
+        "p(x, y) <- e(x, u), e(y, v), u < v, v <= u + 5.\n.output p.\n",
+        "p(x, y) <- e(x, u), e(y, u), x * y > 100.\n.output p.\n",
+    ] {
+        let r = join_rounds(&format!("{EDGE}{rule}"));
+        assert!(r.iter().all(Vec::is_empty), "{rule}: {r:?}");
+    }
+}

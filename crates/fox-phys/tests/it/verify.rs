@@ -72,7 +72,25 @@ fn rounds_on_an_operator_that_is_not_a_multi_way_join_are_caught() {
     p.node_mut(j).rounds = Rounds {
         windows: vec![Some(100)],
     };
-    assert!(err(&mut p).contains("not an expanding join read only by an aggregation"));
+    assert!(err(&mut p).contains("neither an expanding join read only by an aggregation nor a join without keys"));
+}
+
+#[test]
+fn a_cross_product_filtered_per_round_by_a_deferred_select_is_caught() {
+    let src = "e(x, y) -> int32(x), int32(y).\n.input e.\n\
+               n[] = c <- agg<<c = count()>> e(x, u), e(y, v), u * v > 7.\n.output n.\n";
+    let mut p = phys_after(src, Some("partitioning"), &Statistics::none());
+    let j = find(&p, |op| matches!(op, Op::Join { .. }))[0];
+    let s = find(&p, |op| matches!(op, Op::Select { .. }))[0];
+    let a = find(&p, |op| matches!(op, Op::Aggregate { .. }))[0];
+    assert_eq!(p.node(j).rounds.windows.len(), 1);
+    // Left to the fused aggregation, the select would read the whole product.
+    p.node_mut(s).deferred_into = Some(a);
+    assert!(
+        err(&mut p).contains("which is deferred into an aggregation"),
+        "{}",
+        err(&mut p)
+    );
 }
 
 #[test]

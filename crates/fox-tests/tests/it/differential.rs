@@ -225,6 +225,20 @@ const TYPED: &[(&str, &str)] = &[
         .output price. .output wide. .output self. .output n."#,
     ),
     (
+        "filtered cross products",
+        r#"a(x, u, f, s) -> int32(x), int32(u), float64(f), string(s).
+        b(y, v, g, t) -> int32(y), int32(v), float64(g), string(t).
+        .input a. .input b.
+        prod(x, y) <- a(x, u, _, _), b(y, v, _, _), u * v > 6.
+        sum(x, y, f) <- a(x, _, f, _), b(y, _, g, _), f + g = 1.5.
+        diff(x, s, t) <- a(x, _, _, s), b(_, _, _, t), s != t.
+        odd(u, v) <- a(_, u, _, _), b(_, v, _, _), abs(u - 2 * v) = 1 ; a(_, u, _, _), b(_, v, _, _), u = v.
+        any() <- a(_, u, _, _), b(_, v, _, _), u * v = 4.
+        self(x, y) <- a(x, u, _, _), a(y, v, _, _), u - v != 1, x != y.
+        n[] = c <- agg<<c = count()>> a(_, u, _, _), b(_, v, _, _), u * v > 4.
+        .output prod. .output sum. .output diff. .output odd. .output any. .output self. .output n."#,
+    ),
+    (
         "equi-joins",
         r#"a(x, k, s, f) -> int32(x), int64(k), string(s), float64(f).
         b(y, k, s, p, d) -> int32(y), int64(k), string(s), decimal(p), date(d).
