@@ -180,6 +180,13 @@ impl Backend for CpuBackend {
         }
     }
 
+    fn take(&mut self, buf: DevBuf) -> Result<HostCol, BackendError> {
+        self.get(&buf)?;
+        let col = self.bufs.remove(&buf.id).expect("checked by get");
+        self.mem.in_use -= col.len() * col.elem().size();
+        Ok(col)
+    }
+
     fn sync(&mut self) -> Result<(), BackendError> {
         Ok(())
     }

@@ -167,6 +167,14 @@ pub trait Backend {
         Ok(None)
     }
     fn free(&mut self, buf: DevBuf);
+    /// The buffer's data on the host, the buffer freed: a download then a free, which a
+    /// backend whose buffers live in host memory does without a copy (the host tier's
+    /// eviction, which must not need the buffer's bytes twice).
+    fn take(&mut self, buf: DevBuf) -> Result<HostCol, BackendError> {
+        let col = self.download(&buf)?;
+        self.free(buf);
+        Ok(col)
+    }
     /// Waits until all launched work is done (for timing).
     fn sync(&mut self) -> Result<(), BackendError>;
     fn mem(&self) -> MemStats;

@@ -828,11 +828,10 @@ impl Interp<'_> {
             len: buf.len,
         };
         let t = Instant::now();
-        let col = self.backend.download(buf);
+        let bytes = stale.bytes() as u64;
+        let col = self.backend.take(stale);
         self.stats.download += t.elapsed();
         let col = col.map_err(|e| format!("cannot move a buffer to the host tier: {}", e.0))?;
-        let bytes = stale.bytes() as u64;
-        self.backend.free(stale);
         self.tiers[slot] = Tier::Host(col);
         self.host_in_use += bytes;
         let t = &mut self.stats.tier;

@@ -97,7 +97,7 @@ fn same_per_round(tag: &str, na: usize, nb: usize, limit: &str, min_rounds: u64)
 
 #[test]
 fn filtered_per_round_as_the_cross_product_filtered_at_once() {
-    let out = same_per_round("small", 300, 200, "512K", 50);
+    let out = same_per_round("small", 300, 200, "1M", 10);
     // Every relation has survivors but `none`.
     for name in ["prod", "sum7", "diff", "odd"] {
         let rows = out
