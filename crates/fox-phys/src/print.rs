@@ -37,7 +37,7 @@ pub fn print_physical(plan: &PhysPlan) -> String {
             let _ = writeln!(out, "  {}", fox_ra::print_stmt(ra, s));
             if let Stmt::Let { dst, op, .. } = s {
                 let cols = ra.temps.get(dst.0 as usize).map_or(&[][..], |t| t.columns.as_slice());
-                let _ = writeln!(out, "      {}", annotations(plan, op, plan.node(*dst), cols));
+                let _ = writeln!(out, "      {}", annotations(plan, &b.stmts, *dst, op, cols));
                 if let Some(band) = band_plan(ra, op, plan.node(*dst)) {
                     let _ = writeln!(out, "      {band}");
                 }
@@ -51,7 +51,8 @@ pub fn print_physical(plan: &PhysPlan) -> String {
     out
 }
 
-fn annotations(plan: &PhysPlan, op: &Op, n: &Node, cols: &[Column]) -> String {
+fn annotations(plan: &PhysPlan, stmts: &[Stmt], dst: fox_ra::TempId, op: &Op, cols: &[Column]) -> String {
+    let n = plan.node(dst);
     let mut parts = vec![match n.deferred_into {
         Some(t) => format!("filter, applied by the fused reduce of t{}", t.0),
         None => match searched_join(plan, op, n) {
@@ -60,7 +61,8 @@ fn annotations(plan: &PhysPlan, op: &Op, n: &Node, cols: &[Column]) -> String {
         },
     }];
     if let (Op::Join { left_keys, .. }, [Some(bytes)]) = (op, n.rounds.windows.as_slice()) {
-        if crate::join_filters(&n.algorithm, left_keys.len()) {
+        let end = crate::join_rounds_end(stmts, dst, &n.algorithm, left_keys.len());
+        if matches!(end, Some(crate::JoinRoundsEnd::Select(_))) {
             parts[0] = "nested loop, filtered per round".into();
             parts.push(format!(
                 "{bytes} bytes/pair; rounds of left rows by the whole right side, more than one when its pairs do not fit the memory left; only the select's survivors kept"

@@ -191,3 +191,34 @@ fn a_string_comparison_in_rounds_and_after_them_when_no_round_runs() {
     assert!(out.contains("xa") && !out.contains("xc"), "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_cross_product_only_an_aggregation_reads_is_aggregated_per_round() {
+    // An inequality join forced to pair every row (merge without keys, nested loop), and
+    // a product no band join searches: each round is filtered and aggregated, so the
+    // survivors (about a quarter of the 4·10^6 pairs) are never held together.
+    for (join, rules) in [
+        (
+            "merge",
+            "m[] = x <- agg<<x = max(v - w)>> a(k, v), b(j, w), k < j, v > w.\n.output m.\n",
+        ),
+        (
+            "nl",
+            "m[] = x <- agg<<x = max(v - w)>> a(k, v), b(j, w), k < j, v > w.\n.output m.\n",
+        ),
+        (
+            "auto",
+            "c[] = n <- agg<<n = count()>> a(k, v), b(j, w), k * j > v * w.\n.output c.\n",
+        ),
+    ] {
+        let case = Case {
+            tag: &format!("cross-agg-{join}"),
+            n: 2_000,
+            keys: 1 << 10,
+            rules,
+            joins: 1,
+        };
+        let out = same_in_rounds(&case, join, "2M", 5);
+        assert!(out.lines().count() >= 2, "{join}: {out}");
+    }
+}

@@ -832,15 +832,18 @@ impl<'a> Lower<'a> {
                 // Written in rounds: up to the aggregation that alone reads the join's
                 // rows, or filtered per round by the select that alone reads a join
                 // without keys.
-                self.join_window = self
-                    .dst
-                    .and_then(|d| match self.phys.node(d).rounds.windows.as_slice() {
-                        [Some(bytes)] if fox_phys::join_filters(&self.phys.node(d).algorithm, left_keys.len()) => {
-                            fox_phys::join_filtered_by(self.stmts, d).map(|until| (*bytes, until))
-                        }
-                        [Some(bytes)] => fox_phys::join_aggregated_by(self.stmts, d).map(|until| (*bytes, until)),
-                        _ => None,
-                    });
+                self.join_window =
+                    self.dst
+                        .and_then(|d| match self.phys.node(d).rounds.windows.as_slice() {
+                            [Some(bytes)] => {
+                                fox_phys::join_rounds_end(self.stmts, d, &self.phys.node(d).algorithm, left_keys.len())
+                                    .map(|end| match end {
+                                        fox_phys::JoinRoundsEnd::Aggregation(until)
+                                        | fox_phys::JoinRoundsEnd::Select(until) => (*bytes, until),
+                                    })
+                            }
+                            _ => None,
+                        });
                 let v = self.binary_join(*left, *right, left_keys, right_keys, output, columns);
                 // An algorithm that does not expand its pairs runs in one round.
                 self.join_window = None;

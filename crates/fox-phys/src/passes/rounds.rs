@@ -76,17 +76,13 @@ impl Pass for RoundsPass {
                     set.push((t, Rounds { windows }));
                 }
                 if let Op::Join { left_keys, .. } = op {
-                    let alg = &plan.node(t).algorithm;
-                    let aggregated = join_expands(alg, left_keys.len()) && join_aggregated_by(&b.stmts, t).is_some();
-                    let filtered = join_filters(alg, left_keys.len())
-                        .then(|| join_filtered_by(&b.stmts, t))
-                        .flatten();
-                    if aggregated || filtered.is_some() {
+                    let end = join_rounds_end(&b.stmts, t, &plan.node(t).algorithm, left_keys.len());
+                    if end.is_some() {
                         let columns = plan.ra.temps[t.0 as usize].columns.len();
                         let windows = vec![Some(join_window_row_bytes(columns))];
                         set.push((t, Rounds { windows }));
                     }
-                    if let Some(select) = filtered {
+                    if let Some(JoinRoundsEnd::Select(select)) = end {
                         undeferred.push(select);
                     }
                 }
@@ -162,6 +158,34 @@ fn reads(stmts: &[Stmt], t: TempId) -> usize {
             Stmt::Merge { .. } | Stmt::Assign { .. } | Stmt::Clear { .. } => 0,
         })
         .sum()
+}
+
+/// Where the rounds of binary join `t` (of block statements `stmts`) end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JoinRoundsEnd {
+    /// At the aggregation that alone reads the join's rows ([`join_aggregated_by`]): each
+    /// round aggregated, nothing of the pairs kept.
+    Aggregation(TempId),
+    /// At the select that alone reads a join without keys ([`join_filtered_by`]): each
+    /// round's survivors kept.
+    Select(TempId),
+}
+
+/// Where the rounds of binary join `t`, lowered by `algorithm` with `keys` keys, would
+/// end, if it may be written in rounds: aggregated per round where only an aggregation
+/// reads its rows (a cross product too, its pairs expanded from one range per left row),
+/// else, for a join without keys, filtered per round by the select reading it.
+pub fn join_rounds_end(stmts: &[Stmt], t: TempId, algorithm: &Algorithm, keys: usize) -> Option<JoinRoundsEnd> {
+    let cross = join_filters(algorithm, keys);
+    if join_expands(algorithm, keys) || cross {
+        if let Some(a) = join_aggregated_by(stmts, t) {
+            return Some(JoinRoundsEnd::Aggregation(a));
+        }
+    }
+    if cross {
+        return join_filtered_by(stmts, t).map(JoinRoundsEnd::Select);
+    }
+    None
 }
 
 /// Whether a binary join lowered by `algorithm` with `keys` keys is a cross product that

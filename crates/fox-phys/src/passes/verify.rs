@@ -10,9 +10,10 @@
 //! - a multi-way join's rounds name each of its variables (or none), never window a
 //!   counted last level and give each window a positive row cost; a binary join's rounds
 //!   are one positive window, on a join whose pairs come from an expansion and whose rows
-//!   only an aggregation reads (`join_aggregated_by`), or on a join without keys that is
-//!   not a band join whose only reader is the select right after it
-//!   (`join_filtered_by`: filtered per round), which is then not deferred; no other
+//!   only an aggregation reads (`join_aggregated_by`; a join without keys too), or on a
+//!   join without keys that is not a band join whose only reader is the select right
+//!   after it and that no aggregation alone reads (`join_filtered_by`: filtered per
+//!   round), which is then not deferred (`join_rounds_end` chooses); no other
 //!   operator has rounds;
 //! - a leapfrog triejoin's level plan has one level per variable (or none); a level's
 //!   members are the atoms binding its variable and its lead is one of them; only the
@@ -32,7 +33,7 @@
 use fox_ra::{MultiJoinInput, Op, TempId};
 use fox_sema::core::Column;
 
-use super::{join_aggregated_by, join_expands, join_filtered_by, join_filters, lets, readers, Pass, PhysError};
+use super::{join_rounds_end, lets, readers, JoinRoundsEnd, Pass, PhysError};
 use crate::ann::{AggAlgorithm, Algorithm, Expand, Level};
 use crate::levels::{carried_columns, Refinements};
 use crate::stats::Statistics;
@@ -184,11 +185,12 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                         return Err(format!("t{} is a join with rounds other than one positive window", t.0));
                     }
                     let keys = left_keys.len();
-                    let aggregated = join_expands(&n.algorithm, keys) && join_aggregated_by(&b.stmts, t).is_some();
-                    let filtered = join_filters(&n.algorithm, keys)
-                        .then(|| join_filtered_by(&b.stmts, t))
-                        .flatten();
-                    if !aggregated && filtered.is_none() {
+                    let end = join_rounds_end(&b.stmts, t, &n.algorithm, keys);
+                    let filtered = match end {
+                        Some(JoinRoundsEnd::Select(s)) => Some(s),
+                        _ => None,
+                    };
+                    if end.is_none() {
                         return Err(format!(
                             "t{} is written in rounds but is neither an expanding join read only by an aggregation nor a join without keys read only by a select",
                             t.0

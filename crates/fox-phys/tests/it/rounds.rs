@@ -137,15 +137,8 @@ fn a_join_that_is_listed_or_averaged_runs_in_one_round() {
 #[test]
 fn a_cross_product_only_a_select_reads_is_filtered_per_round_and_the_select_not_deferred() {
     use fox_phys::join_window_row_bytes;
-    // Predicates no band join searches, a product and a weighted sum; the second is
-    // counted, so `fusion` would defer its select into the count.
-    for (rule, cols) in [
-        ("p(x, y) <- e(x, u), e(y, v), u * v > 100.\n.output p.\n", 4),
-        (
-            "n[] = c <- agg<<c = count()>> e(x, u), e(y, v), u + v * 2 = 7.\n.output n.\n",
-            2,
-        ),
-    ] {
+    // Predicates no band join searches: the product's survivors kept.
+    for (rule, cols) in [("p(x, y) <- e(x, u), e(y, v), u * v > 100.\n.output p.\n", 4)] {
         let src = format!("{EDGE}{rule}");
         let r = join_rounds(&src);
         assert_eq!(r, vec![vec![Some(join_window_row_bytes(cols))]], "{rule}");
@@ -156,6 +149,19 @@ fn a_cross_product_only_a_select_reads_is_filtered_per_round_and_the_select_not_
             assert_eq!(p.node(s).deferred_into, None, "{rule}");
         }
     }
+    // Counted: aggregated per round instead, nothing of the product kept.
+    let src = format!("{EDGE}n[] = c <- agg<<c = count()>> e(x, u), e(y, v), u + v * 2 = 7.\n.output n.\n");
+    assert_eq!(join_rounds(&src), vec![vec![Some(join_window_row_bytes(2))]]);
+    let p = phys_after(&src, Some("rounds"), &Statistics::none());
+    let j = find(&p, |op| matches!(op, Op::Join { .. }))[0];
+    let b = &p.ra.blocks[0];
+    assert!(
+        matches!(
+            fox_phys::join_rounds_end(&b.stmts, j, &p.node(j).algorithm, 0),
+            Some(fox_phys::JoinRoundsEnd::Aggregation(_))
+        ),
+        "{src}"
+    );
     // A band join and a join with keys are not filtered per round.
     for rule in [
         "p(x, y) <- e(x, u), e(y, v), u < v, v <= u + 5.\n.output p.\n",
