@@ -1,6 +1,7 @@
 //! What every area of the tests uses: the repository's root and scratch folders.
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 /// The repository's root, canonical (the programs, data and tools are named from it).
 pub fn repo() -> PathBuf {
@@ -26,4 +27,26 @@ pub fn next(s: &mut u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// `foxrun P --data DIR --backend cpu --timing EXTRA…` from the repository's root.
+pub fn foxrun_cpu_timed(p: &Path, dir: &Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .current_dir(repo())
+        .arg(p)
+        .arg("--data")
+        .arg(dir)
+        .args(["--backend", "cpu", "--timing"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// The windows of the `rounds: N windows …` line `--timing` prints (0 without it).
+pub fn timing_rounds(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("rounds: "))
+        .and_then(|l| l.split_whitespace().next())
+        .map_or(0, |n| n.parse().unwrap())
 }

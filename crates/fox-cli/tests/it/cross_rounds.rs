@@ -6,8 +6,8 @@
 //! small `--memory-limit`, and a product far beyond memory completes when few pairs
 //! survive.
 
-use crate::common::{next, repo, temp_dir};
-use std::path::{Path, PathBuf};
+use crate::common::{foxrun_cpu_timed as foxrun, next, repo, temp_dir, timing_rounds as rounds};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 const SCHEMA: &str = "a(k, u, f, s) -> int32(k), int32(u), float64(f), string(s).\n\
@@ -41,27 +41,6 @@ fn program(tag: &str, na: usize, nb: usize, rules: &str) -> (PathBuf, PathBuf) {
     let p = dir.join("q.logic");
     std::fs::write(&p, format!("{SCHEMA}{rules}")).unwrap();
     (dir, p)
-}
-
-fn foxrun(p: &Path, dir: &Path, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_foxrun"))
-        .current_dir(repo())
-        .arg(p)
-        .arg("--data")
-        .arg(dir)
-        .args(["--backend", "cpu", "--timing"])
-        .args(extra)
-        .output()
-        .unwrap()
-}
-
-/// The windows `--timing` reports.
-fn rounds(stderr: &str) -> u64 {
-    stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("rounds: "))
-        .and_then(|l| l.split_whitespace().next())
-        .map_or(0, |n| n.parse().unwrap())
 }
 
 fn ok(o: &Output) -> String {

@@ -2,29 +2,8 @@
 //! small `--memory-limit` many rounds, whose pairs appended in probing order are byte for
 //! byte those of one round.
 
-use crate::common::{next, repo, temp_dir};
-use std::process::{Command, Output};
-
-fn foxrun(p: &std::path::Path, dir: &std::path::Path, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_foxrun"))
-        .current_dir(repo())
-        .arg(p)
-        .arg("--data")
-        .arg(dir)
-        .args(["--backend", "cpu", "--timing"])
-        .args(extra)
-        .output()
-        .unwrap()
-}
-
-/// The windows `--timing` reports.
-fn rounds(stderr: &str) -> u64 {
-    stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("rounds: "))
-        .and_then(|l| l.split_whitespace().next())
-        .map_or(0, |n| n.parse().unwrap())
-}
+use crate::common::{foxrun_cpu_timed as foxrun, next, repo, temp_dir, timing_rounds as rounds};
+use std::process::Command;
 
 #[test]
 fn an_inequality_join_probed_in_rounds_as_at_once() {

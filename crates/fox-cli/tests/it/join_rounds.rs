@@ -4,8 +4,8 @@
 //! and `--timing` counts the rounds. A join whose rows are materialised must fit: beyond
 //! the limit it is an out-of-memory error naming the rule, never an abort.
 
-use crate::common::{next, repo, temp_dir};
-use std::process::{Command, Output};
+use crate::common::{foxrun_cpu_timed as foxrun, next, repo, temp_dir, timing_rounds as rounds};
+use std::process::Command;
 
 /// `a.csv` and `b.csv` of `n` rows `key, value` each (keys below `keys`, values below
 /// 1000), and the program `rules` over `a(k, v)` and `b(k, v)`.
@@ -25,27 +25,6 @@ fn program(tag: &str, n: usize, keys: u64, rules: &str) -> (std::path::PathBuf, 
     )
     .unwrap();
     (dir, p)
-}
-
-fn foxrun(p: &std::path::Path, dir: &std::path::Path, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_foxrun"))
-        .current_dir(repo())
-        .arg(p)
-        .arg("--data")
-        .arg(dir)
-        .args(["--backend", "cpu", "--timing"])
-        .args(extra)
-        .output()
-        .unwrap()
-}
-
-/// The windows `--timing` reports.
-fn rounds(stderr: &str) -> u64 {
-    stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("rounds: "))
-        .and_then(|l| l.split_whitespace().next())
-        .map_or(0, |n| n.parse().unwrap())
 }
 
 /// A program over `n` rows a side with keys below `keys`, whose `rules` aggregate `joins`
