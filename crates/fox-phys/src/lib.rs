@@ -22,8 +22,7 @@ pub use ann::{
 };
 pub use hll::Hll;
 pub use passes::{
-    join_aggregated_by, join_expands, join_filtered_by, join_filters, join_rounds_end, join_window_row_bytes,
-    pass_names, run, JoinRoundsEnd, Options, Pass, PhysError, PASSES,
+    join_rounds_end, join_window_row_bytes, pass_names, run, JoinRoundsEnd, Options, Pass, PhysError, PASSES,
 };
 pub use print::print_physical;
 pub use stats::{ColumnStats, RelationStats, Statistics};

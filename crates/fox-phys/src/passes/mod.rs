@@ -15,10 +15,7 @@ pub(crate) mod join_selection;
 pub(crate) mod order;
 mod partitioning;
 mod rounds;
-pub use rounds::{
-    join_aggregated_by, join_expands, join_filtered_by, join_filters, join_rounds_end, join_window_row_bytes,
-    JoinRoundsEnd,
-};
+pub use rounds::{join_rounds_end, join_window_row_bytes, JoinRoundsEnd};
 mod tiering;
 mod verify;
 
