@@ -104,18 +104,25 @@ fn long_recursions_in_runs_give_the_answers_of_merging_in_place() {
     assert_eq!(outs[0][0], outs[0][1], "path and nl are the same relation");
 }
 
-#[test]
-fn foxrun_disable_pass_leaves_the_runs_out_and_keeps_the_answers() {
-    let dir = temp_dir("tiering", "disable-pass");
-    let edges: String = (0..80).map(|i| format!("{i},{}\n", i + 1)).collect();
+/// Writes a chain of `n` edges `i → i + 1` (`e.csv`) and the transitive closure over it
+/// (`tc.logic`) into `dir`; returns the program's path.
+fn chain_closure(dir: &std::path::Path, n: usize) -> std::path::PathBuf {
+    let edges: String = (0..n).map(|i| format!("{i},{}\n", i + 1)).collect();
     std::fs::write(dir.join("e.csv"), edges).unwrap();
-    let prog = dir.join("tc.logic");
+    let tc = dir.join("tc.logic");
     std::fs::write(
-        &prog,
+        &tc,
         "e(x, y) -> int32(x), int32(y).\n.input e from \"e.csv\".\n\
          path(x, y) <- e(x, y).\npath(x, z) <- path(x, y), e(y, z).\n.output path.\n",
     )
     .unwrap();
+    tc
+}
+
+#[test]
+fn foxrun_disable_pass_leaves_the_runs_out_and_keeps_the_answers() {
+    let dir = temp_dir("tiering", "disable-pass");
+    let prog = chain_closure(&dir, 80);
     let run = |extra: &[&str], out: &str| {
         let o = Command::new(env!("CARGO_BIN_EXE_foxrun"))
             .arg(&prog)
@@ -178,15 +185,7 @@ fn max_iterations_stops_a_recursion_that_does_not_converge() {
     assert!(!out.exists(), "nothing is written");
     // A recursion that converges within the limit runs as without it; --timing prints
     // each iteration.
-    let edges: String = (0..30).map(|i| format!("{i},{}\n", i + 1)).collect();
-    std::fs::write(dir.join("e.csv"), edges).unwrap();
-    let tc = dir.join("tc.logic");
-    std::fs::write(
-        &tc,
-        "e(x, y) -> int32(x), int32(y).\n.input e from \"e.csv\".\n\
-         path(x, y) <- e(x, y).\npath(x, z) <- path(x, y), e(y, z).\n.output path.\n",
-    )
-    .unwrap();
+    let tc = chain_closure(&dir, 30);
     let run = |limit: &str| {
         Command::new(env!("CARGO_BIN_EXE_foxrun"))
             .arg(&tc)
