@@ -235,7 +235,8 @@ pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Re
         | Kernel::DictTable { .. }
         | Kernel::StrFn { .. }
         | Kernel::Window { .. }
-        | Kernel::Outgrows { .. } => {
+        | Kernel::Outgrows { .. }
+        | Kernel::Exchange { .. } => {
             Err("runs on the host in the runtime and cannot be launched on a backend".to_string())
         }
         Kernel::Eval { expr, n_cols } => expr::eval(expr, *n_cols, args, ctx).map(|c| vec![c]),

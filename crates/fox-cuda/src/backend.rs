@@ -227,7 +227,8 @@ fn dispatch(
         | Kernel::DictTable { .. }
         | Kernel::StrFn { .. }
         | Kernel::Window { .. }
-        | Kernel::Outgrows { .. } => Err(BackendError(
+        | Kernel::Outgrows { .. }
+        | Kernel::Exchange { .. } => Err(BackendError(
             "runs on the host in the runtime and cannot be launched on a backend".to_string(),
         )),
         Kernel::Gather { shift } => k_move::gather_kernel(gpu, *shift, args),

@@ -441,6 +441,15 @@ pub enum Kernel {
     /// every buffer's length. A tiered relation folds a run into the next when it
     /// outgrows it ([`fox_phys::Tiering`]).
     Outgrows { factor: u32 },
+    /// Moves rows between the devices of a run over several devices (`--devices N`): a
+    /// collective, every device launches it at the same point of the plan. args: `width`
+    /// columns of one relation (the device's part); outs: `width` columns of the same
+    /// element types (the part the device holds afterwards). What each device receives
+    /// is given by `to` ([`Exchange`]); the rows a device receives come in the order of
+    /// the devices that sent them, each sender's rows in their order, so the result does
+    /// not depend on timing. On one device every variant is the identity. Runs in the
+    /// runtime (it moves data between backends), never on a backend.
+    Exchange { width: usize, to: Exchange },
     /// args: `values` (a trie level), `lo`, `hi` (U32, per row), `needle` (per row, same
     /// element type as `values`). outs: `found` (U8) and `pos` (U32): whether `needle`
     /// occurs in the sorted slice `values[lo..hi]`, and its index when it does (otherwise
@@ -554,6 +563,65 @@ pub const fn ineq_levels(n: usize) -> usize {
     l
 }
 
+/// Where the rows of an [`Kernel::Exchange`] go, on a run over `n` devices.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Exchange {
+    /// Each row to the device [`device_of`]`(`[`row_hash`] of its `cols`, `n`)`: rows
+    /// equal on `cols` meet on one device.
+    Hash { cols: Vec<usize> },
+    /// Every row to device 0; the others are left with no rows.
+    Gather,
+    /// Every device receives every device's rows (all-gather).
+    Broadcast,
+    /// Every device holds the same rows (a replicated relation) and keeps those it owns
+    /// by `Hash { cols }`'s rule: no row moves between devices.
+    Keep { cols: Vec<usize> },
+}
+
+/// The hash of a row's values on the columns of an [`Exchange::Hash`], the same on every
+/// backend: each value's bits as a `u64` (`value_bits_*`), folded by SplitMix64 steps.
+pub fn row_hash(values: impl IntoIterator<Item = u64>) -> u64 {
+    let mut h: u64 = 0x243F_6A88_85A3_08D3;
+    for v in values {
+        h = mix64(h ^ mix64(v));
+    }
+    h
+}
+
+/// The device of a row of hash `hash` among `devices` (at least 1).
+pub fn device_of(hash: u64, devices: usize) -> usize {
+    // Multiply-shift of the high bits: uniform without a division.
+    ((u128::from(hash) * devices as u128) >> 64) as usize
+}
+
+/// SplitMix64's finaliser: a bijection of `u64` mixing every bit into every other.
+pub fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The bits [`row_hash`] reads of an `I32` value: sign-extended (equal `I32` and `I64`
+/// values give equal bits). `U8`, `U32` and `U64` are zero-extended, `I64` taken as is.
+pub fn value_bits_i32(v: i32) -> u64 {
+    v as i64 as u64
+}
+
+/// The bits [`row_hash`] reads of an `F64` value: `-0.0` as `0.0` (they compare equal).
+pub fn value_bits_f64(v: f64) -> u64 {
+    if v == 0.0 {
+        0
+    } else {
+        v.to_bits()
+    }
+}
+
+/// The bits [`row_hash`] reads of an `I128` value: its two halves folded.
+pub fn value_bits_i128(v: i128) -> u64 {
+    (v as u64) ^ mix64((v >> 64) as u64)
+}
+
 /// One bound of a [`Kernel::BoundRange`]: a column plus a constant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RangeBound {
@@ -592,6 +660,7 @@ impl Kernel {
             Kernel::Expand => "Expand",
             Kernel::Window { .. } => "Window",
             Kernel::Outgrows { .. } => "Outgrows",
+            Kernel::Exchange { .. } => "Exchange",
             Kernel::SortedSearch => "SortedSearch",
             Kernel::IntersectCount { .. } => "IntersectCount",
             Kernel::MinRange { .. } => "MinRange",

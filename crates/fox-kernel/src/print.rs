@@ -209,6 +209,7 @@ pub fn op_name(k: &Kernel) -> &'static str {
         Kernel::Expand => "expand",
         Kernel::Window { .. } => "window",
         Kernel::Outgrows { .. } => "outgrows",
+        Kernel::Exchange { .. } => "exchange",
         Kernel::SortedSearch => "sorted_search",
         Kernel::IntersectCount { .. } => "intersect_count",
         Kernel::MinRange { .. } => "min_range",
@@ -367,6 +368,15 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
             max_rows: Some(m),
         } => format!("{op}[{row_bytes} bytes/row, at most {m} rows]"),
         Kernel::Outgrows { factor } => format!("{op}[×{factor}]"),
+        Kernel::Exchange { to, .. } => {
+            let cols = |c: &[usize]| c.iter().map(|c| format!("#{c}")).collect::<Vec<_>>().join(", ");
+            match to {
+                Exchange::Hash { cols: c } => format!("{op}[hash {}]", cols(c)),
+                Exchange::Gather => format!("{op}[to device 0]"),
+                Exchange::Broadcast => format!("{op}[to every device]"),
+                Exchange::Keep { cols: c } => format!("{op}[keep by hash {}]", cols(c)),
+            }
+        }
         Kernel::IntersectCount { ways } | Kernel::MinRange { ways } => format!("{op}[{}]", plural(*ways, "way")),
         Kernel::BoundRange { nkeys, lower, upper } => {
             // `bound_range[>= lo, < hi + 50]`: each bound's relation, column and offset.

@@ -337,6 +337,18 @@ fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> 
             expect(2, Elem::U64, "total")?;
             Ok(vec![Elem::U32, Elem::U32])
         }
+        Kernel::Exchange { width, to } => {
+            if *width == 0 {
+                return Err("an exchange needs at least one column".into());
+            }
+            count(*width)?;
+            if let Exchange::Hash { cols } | Exchange::Keep { cols } = to {
+                if let Some(c) = cols.iter().find(|&&c| c >= *width) {
+                    return Err(format!("hashes column {c} of {width}"));
+                }
+            }
+            Ok(args.to_vec())
+        }
         Kernel::Outgrows { factor } => {
             if *factor == 0 {
                 return Err("a growth test needs a factor of at least 1".into());
@@ -627,6 +639,7 @@ pub fn check_lengths(kernel: &Kernel, lens: &[usize]) -> Result<(), String> {
         Kernel::Window { .. } => fixed(0, 1, "total"),
         // Only the lengths are read, whatever they are.
         Kernel::Outgrows { .. } => Ok(()),
+        Kernel::Exchange { width, .. } => equal(0..*width, "the columns"),
         Kernel::SortedSearch => equal(1..4, "lo, hi and the needles"),
         Kernel::NestedLoopCount { nkeys } | Kernel::NestedLoopMatch { nkeys, .. } => {
             equal(0..*nkeys, "the left keys")?;

@@ -1202,6 +1202,26 @@ impl Interp<'_> {
                 }
             }
         }
+        if let Kernel::Exchange { width, .. } = kernel {
+            // One device holds every row: an exchange shares its arguments' buffers.
+            if args.len() != *width
+                || outs.len() != *width
+                || arg_slots
+                    .iter()
+                    .zip(&out_elems)
+                    .any(|(&s, e)| self.slot_buf(s).elem != *e)
+            {
+                return Err(RuntimeError::Plan(format!(
+                    "{}: the outputs do not match the {width} columns it exchanges",
+                    what()
+                )));
+            }
+            for (o, s) in outs.iter().zip(arg_slots) {
+                self.slots[s].as_mut().expect("occupied").1 += 1;
+                self.assign(o.0 as usize, s);
+            }
+            return Ok(());
+        }
         if let (Kernel::LoadInput { input }, Some(db)) = (kernel, self.database.clone()) {
             let n = self.plan.inputs.get(*input).map_or(0, |i| i.columns.len());
             if !args.is_empty()
@@ -1256,6 +1276,7 @@ impl Interp<'_> {
                 | Kernel::StrFn { .. }
                 | Kernel::Window { .. }
                 | Kernel::Outgrows { .. }
+                | Kernel::Exchange { .. }
         );
         let results: Vec<DevBuf> = if host_kernel {
             let cols = self.host_kernel(kernel, &arg_slots, outs.len()).map_err(|e| match e {

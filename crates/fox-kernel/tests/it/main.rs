@@ -4,6 +4,7 @@
 
 mod common;
 mod contracts;
+mod exchange;
 mod levels;
 mod plans;
 mod validate;
