@@ -306,6 +306,8 @@ pub struct Compiled {
     pub join: fox_phys::JoinChoice,
     /// Physical passes left out (`--disable-pass`).
     pub disabled_passes: Vec<String>,
+    /// The devices the plan runs over (`--devices`; 1 or more).
+    pub devices: usize,
 }
 
 impl Compiled {
@@ -348,6 +350,7 @@ impl Compiled {
         fox_phys::Options {
             join: self.join,
             disabled: self.disabled_passes.clone(),
+            devices: self.devices,
             ..fox_phys::Options::default()
         }
     }
@@ -428,6 +431,7 @@ impl Checked {
             souffle: self.souffle,
             join: fox_phys::JoinChoice::Auto,
             disabled_passes: Vec::new(),
+            devices: 1,
         }))
     }
 }

@@ -42,6 +42,8 @@ pub struct PhysPlan {
     pub ran: Vec<&'static str>,
     /// The join algorithm `join-selection` forces (`Options::join`).
     pub join: ann::JoinChoice,
+    /// The devices the plan runs over (`Options::devices`, at least 1).
+    pub devices: usize,
 }
 
 impl PhysPlan {
@@ -56,6 +58,7 @@ impl PhysPlan {
             tiers,
             ran: Vec::new(),
             join: ann::JoinChoice::Auto,
+            devices: 1,
         }
     }
 

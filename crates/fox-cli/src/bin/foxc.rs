@@ -146,6 +146,7 @@ fn main() -> ExitCode {
                 disabled: disable_pass,
                 stop_after: after_pass,
                 join: join.choice(),
+                devices: 1,
             };
             let lowering = fox_kernel::LowerOptions { observe_rows };
             cmd_compile(&files, dialect, output.as_deref(), emit, &passes, &lowering, color)

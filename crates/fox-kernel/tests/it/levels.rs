@@ -18,6 +18,7 @@ fn phys(src: &str, disabled: &[&str]) -> PhysPlan {
         disabled: disabled.iter().map(|s| s.to_string()).collect(),
         stop_after: None,
         join: fox_phys::JoinChoice::Auto,
+        devices: 1,
     };
     fox_phys::run(ra, &Statistics::none(), &opts).unwrap()
 }

@@ -62,6 +62,9 @@ pub struct Options {
     pub stop_after: Option<String>,
     /// The algorithm of every equi-join (`--join`): `Auto` lets `join-selection` choose.
     pub join: crate::ann::JoinChoice,
+    /// The devices the plan runs over (`--devices`); 0 is read as 1. With more than one,
+    /// `partitioning` places each result's rows over them and the exchanges between.
+    pub devices: usize,
 }
 
 impl Options {
@@ -93,6 +96,7 @@ pub fn run(ra: RaPlan, stats: &Statistics, opts: &Options) -> Result<PhysPlan, P
     opts.check()?;
     let mut plan = PhysPlan::unannotated(ra);
     plan.join = opts.join;
+    plan.devices = opts.devices.max(1);
     for pass in PASSES {
         if !opts.disabled.iter().any(|d| d == pass.name()) {
             pass.run(&mut plan, stats)?;

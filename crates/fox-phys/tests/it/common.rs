@@ -16,6 +16,7 @@ pub fn phys_after(src: &str, last: Option<&str>, stats: &Statistics) -> PhysPlan
         disabled: Vec::new(),
         stop_after: last.map(str::to_string),
         join: fox_phys::JoinChoice::Auto,
+        devices: 1,
     };
     fox_phys::run(ra(src), stats, &opts).unwrap()
 }
@@ -31,6 +32,7 @@ pub fn before_after(src: &str, pass: &str, stats: &Statistics) -> String {
                 disabled: fox_phys::pass_names().iter().map(|s| s.to_string()).collect(),
                 stop_after: None,
                 join: fox_phys::JoinChoice::Auto,
+                devices: 1,
             },
         )
         .unwrap(),

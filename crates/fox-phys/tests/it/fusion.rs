@@ -48,6 +48,7 @@ fn disabled_nothing_is_fused() {
         disabled: vec!["fusion".into()],
         stop_after: None,
         join: fox_phys::JoinChoice::Auto,
+        devices: 1,
     };
     let p = fox_phys::run(ra(&src), &Statistics::none(), &opts).unwrap();
     assert!(p

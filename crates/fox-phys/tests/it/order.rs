@@ -79,6 +79,7 @@ fn disabled_no_order_is_known() {
         disabled: vec!["order".into()],
         stop_after: None,
         join: fox_phys::JoinChoice::Auto,
+        devices: 1,
     };
     let p = fox_phys::run(ra(&src), &Statistics::none(), &opts).unwrap();
     assert!(p.nodes.iter().all(|n| n.order.is_none()));

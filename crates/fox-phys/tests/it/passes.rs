@@ -33,11 +33,13 @@ fn an_unknown_pass_is_an_error_naming_the_passes() {
             disabled: vec!["fusoin".into()],
             stop_after: None,
             join: fox_phys::JoinChoice::Auto,
+            devices: 1,
         },
         Options {
             disabled: Vec::new(),
             stop_after: Some("fusoin".into()),
             join: fox_phys::JoinChoice::Auto,
+            devices: 1,
         },
     ] {
         let e = fox_phys::run(ra(SRC), &Statistics::none(), &opts).unwrap_err();
@@ -55,6 +57,7 @@ fn a_disabled_pass_does_not_run_and_the_others_do() {
         disabled: vec!["estimate".into()],
         stop_after: None,
         join: fox_phys::JoinChoice::Auto,
+        devices: 1,
     };
     let p = fox_phys::run(ra(SRC), &Statistics::none(), &opts).unwrap();
     assert_eq!(
