@@ -567,14 +567,15 @@ pub const fn ineq_levels(n: usize) -> usize {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Exchange {
     /// Each row to the device [`device_of`]`(`[`row_hash`] of its `cols`, `n`)`: rows
-    /// equal on `cols` meet on one device.
+    /// equal on `cols` meet on one device. With no `cols`, every row to device 0.
     Hash { cols: Vec<usize> },
     /// Every row to device 0; the others are left with no rows.
     Gather,
     /// Every device receives every device's rows (all-gather).
     Broadcast,
     /// Every device holds the same rows (a replicated relation) and keeps those it owns
-    /// by `Hash { cols }`'s rule: no row moves between devices.
+    /// by `Hash { cols }`'s rule: no row moves between devices. With no `cols`, device 0
+    /// keeps every row and the others none.
     Keep { cols: Vec<usize> },
 }
 

@@ -20,6 +20,16 @@ pub struct Node {
     pub rounds: Rounds,
     /// Set by `partitioning`.
     pub partitioning: Partitioning,
+    /// Set by `partitioning`: the inputs (by position in `Op::inputs`) whose rows move
+    /// between devices before the operator reads them. Positions holding the same temp
+    /// with the same move share one exchange.
+    pub moves: Vec<(usize, Redistribute)>,
+    /// Set by `partitioning` on a multi-way join over several devices: every input is
+    /// replicated and each device keeps the bindings of the first variable it owns
+    /// (`Redistribute::Keep` of that variable), so the devices split the work by the
+    /// first variable's values; a counting join's partial counts are gathered to
+    /// device 0 and summed.
+    pub split_first: bool,
     /// Set by `order`; `None`: nothing is known of the result's order, and keys are
     /// compared in the order the RA plan lists them.
     pub order: Option<OrderAnn>,
@@ -371,12 +381,48 @@ pub struct Tiering {
     pub factor: u32,
 }
 
-/// How an operator's result is distributed over devices.
+/// How an operator's result (or a relation variable) is distributed over the devices of
+/// a run over several (`Options::devices`). With one device every result is `Single`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Partitioning {
-    /// All rows on one device.
+    /// All rows on device 0 (with one device: the whole result).
     #[default]
     Single,
-    /// Rows hashed on these columns over `parts` devices.
+    /// Each row on the device its `cols` hash to (`fox_kernel::device_of` of
+    /// `fox_kernel::row_hash`), over `parts` devices: rows equal on `cols` are on one.
     Hash { cols: Vec<usize>, parts: usize },
+    /// Every device holds every row.
+    Replicated { parts: usize },
+    /// Each row on one device, by no key (the slices of a loaded input).
+    Split { parts: usize },
+}
+
+impl Partitioning {
+    /// Each row is on exactly one device (the union of the devices' parts is the result).
+    pub fn is_partitioned(&self) -> bool {
+        !matches!(self, Partitioning::Replicated { .. })
+    }
+}
+
+/// Rows moved between devices before an operator reads an input (or a statement reads
+/// its temp): the runtime's exchange (`fox_kernel::Exchange`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Redistribute {
+    /// Each row to the device its `cols` hash to (never without columns: `Gather`).
+    Hash { cols: Vec<usize> },
+    /// Every row to device 0.
+    Gather,
+    /// Every row to every device.
+    Broadcast,
+    /// A replicated input keeps on each device the rows `Hash { cols }` would send there
+    /// (with no columns: device 0 keeps every row, the others none): nothing moves, and
+    /// the order is kept.
+    Keep { cols: Vec<usize> },
+}
+
+impl Redistribute {
+    /// Whether the rows received lose their order (they come from several devices).
+    pub fn reorders(&self) -> bool {
+        !matches!(self, Redistribute::Keep { .. })
+    }
 }

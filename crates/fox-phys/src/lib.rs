@@ -18,7 +18,7 @@ pub mod stats;
 
 pub use ann::{
     AggAlgorithm, Algorithm, Band, BandBound, BandInner, Estimate, Expand, JoinChoice, Level, Node, Order, OrderAnn,
-    Partitioning, Rounds, Tiering,
+    Partitioning, Redistribute, Rounds, Tiering,
 };
 pub use hll::Hll;
 pub use passes::{
@@ -44,6 +44,13 @@ pub struct PhysPlan {
     pub join: ann::JoinChoice,
     /// The devices the plan runs over (`Options::devices`, at least 1).
     pub devices: usize,
+    /// Indexed by relation, set by `partitioning`: how each relation variable's rows are
+    /// distributed over the devices (every store into it leaves them so).
+    pub rel_partitioning: Vec<Partitioning>,
+    /// Set by `partitioning`: statements (by block and position) whose temp moves
+    /// between devices before they read it: a store into a relation distributed
+    /// otherwise, or a functional check of rows not placed by their key.
+    pub stmt_moves: std::collections::HashMap<(u32, usize), Redistribute>,
 }
 
 impl PhysPlan {
@@ -52,6 +59,7 @@ impl PhysPlan {
     pub fn unannotated(ra: RaPlan) -> PhysPlan {
         let nodes = ra.temps.iter().map(|_| Node::default()).collect();
         let tiers = vec![None; ra.relations.len()];
+        let rel_partitioning = vec![Partitioning::Single; ra.relations.len()];
         PhysPlan {
             ra,
             nodes,
@@ -59,6 +67,8 @@ impl PhysPlan {
             ran: Vec::new(),
             join: ann::JoinChoice::Auto,
             devices: 1,
+            rel_partitioning,
+            stmt_moves: std::collections::HashMap::new(),
         }
     }
 

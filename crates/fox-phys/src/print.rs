@@ -6,7 +6,7 @@ use std::fmt::Write;
 use fox_ra::{Op, Side, Stmt};
 use fox_sema::core::Column;
 
-use crate::ann::{AggAlgorithm, Algorithm, BandBound, Expand, Node, Partitioning};
+use crate::ann::{AggAlgorithm, Algorithm, BandBound, Expand, Node, Partitioning, Redistribute};
 use crate::PhysPlan;
 
 /// Renders `plan`: the passes that ran, then every block with each statement and, under
@@ -30,11 +30,21 @@ pub fn print_physical(plan: &PhysPlan) -> String {
             );
         }
     }
+    if plan.devices > 1 {
+        for (r, p) in plan.rel_partitioning.iter().enumerate() {
+            if let Some(rel) = ra.relations.get(r) {
+                let _ = writeln!(out, "relation {}: {}", rel.name, partitioning(p));
+            }
+        }
+    }
     for (i, b) in ra.blocks.iter().enumerate() {
         let entry = if ra.entry.0 as usize == i { ", entry" } else { "" };
         let _ = writeln!(out, "block b{i} ({}{entry}):", b.label);
-        for s in &b.stmts {
+        for (si, s) in b.stmts.iter().enumerate() {
             let _ = writeln!(out, "  {}", fox_ra::print_stmt(ra, s));
+            if let Some(m) = plan.stmt_moves.get(&(i as u32, si)) {
+                let _ = writeln!(out, "      its rows {} first", redistribute(m));
+            }
             if let Stmt::Let { dst, op, .. } = s {
                 let cols = ra.temps.get(dst.0 as usize).map_or(&[][..], |t| t.columns.as_slice());
                 let _ = writeln!(out, "      {}", annotations(plan, &b.stmts, *dst, op, cols));
@@ -49,6 +59,27 @@ pub fn print_physical(plan: &PhysPlan) -> String {
         let _ = writeln!(out, "  {}", fox_ra::print_term(ra, &b.term));
     }
     out
+}
+
+fn partitioning(p: &Partitioning) -> String {
+    let cols = |c: &[usize]| c.iter().map(|c| format!("#{c}")).collect::<Vec<_>>().join(", ");
+    match p {
+        Partitioning::Single => "single".into(),
+        Partitioning::Hash { cols: c, parts } => format!("hash({}) over {parts}", cols(c)),
+        Partitioning::Replicated { parts } => format!("replicated over {parts}"),
+        Partitioning::Split { parts } => format!("split over {parts}"),
+    }
+}
+
+fn redistribute(m: &Redistribute) -> String {
+    let cols = |c: &[usize]| c.iter().map(|c| format!("#{c}")).collect::<Vec<_>>().join(", ");
+    match m {
+        Redistribute::Hash { cols: c } => format!("exchanged by hash({})", cols(c)),
+        Redistribute::Gather => "gathered to device 0".into(),
+        Redistribute::Broadcast => "broadcast to every device".into(),
+        Redistribute::Keep { cols: c } if c.is_empty() => "kept by device 0".into(),
+        Redistribute::Keep { cols: c } => format!("kept where hash({}) places it", cols(c)),
+    }
 }
 
 fn annotations(plan: &PhysPlan, stmts: &[Stmt], dst: fox_ra::TempId, op: &Op, cols: &[Column]) -> String {
@@ -99,13 +130,17 @@ fn annotations(plan: &PhysPlan, stmts: &[Stmt], dst: fox_ra::TempId, op: &Op, co
         Some(e) => format!("rows ~{}", rows(e.rows)),
         None => "rows ?".into(),
     });
-    parts.push(match &n.partitioning {
-        Partitioning::Single => "single".into(),
-        Partitioning::Hash { cols, parts } => {
-            let cols: Vec<String> = cols.iter().map(|c| format!("#{c}")).collect();
-            format!("hash({}) over {parts}", cols.join(", "))
-        }
-    });
+    parts.push(partitioning(&n.partitioning));
+    for (i, m) in &n.moves {
+        let what = op
+            .inputs()
+            .get(*i)
+            .map_or_else(|| format!("input {i}"), |t| format!("t{}", t.0));
+        parts.push(format!("{what} {}", redistribute(m)));
+    }
+    if n.split_first {
+        parts.push("work split over devices by the first variable".into());
+    }
     parts.join(" · ")
 }
 

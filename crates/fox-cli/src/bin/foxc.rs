@@ -72,6 +72,14 @@ enum Command {
         observe_rows: bool,
         #[arg(long, value_enum, value_name = "ALGORITHM", default_value_t = fox_cli::JoinArg::Auto, help = fox_cli::JoinArg::HELP)]
         join: fox_cli::JoinArg,
+        /// Plan for a run over N devices (`foxrun --devices N`): each result and relation
+        /// is distributed over them (hashed on keys, split, replicated or on device 0)
+        /// and rows are exchanged between devices where an operator needs them together;
+        /// `--emit physical` shows the placement and every exchange. A plan made for N
+        /// devices gives the same results on N devices or on one (where every exchange
+        /// keeps the rows where they are).
+        #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+        devices: u32,
         /// Write the plan to this file: a regular file is replaced whole or not at all (a
         /// symbolic link is followed and kept), a device or FIFO is written into.
         #[arg(short, long, value_name = "PLAN.ron")]
@@ -140,13 +148,14 @@ fn main() -> ExitCode {
             after_pass,
             observe_rows,
             join,
+            devices,
             ..
         } => {
             let passes = fox_phys::Options {
                 disabled: disable_pass,
                 stop_after: after_pass,
                 join: join.choice(),
-                devices: 1,
+                devices: devices as usize,
             };
             let lowering = fox_kernel::LowerOptions { observe_rows };
             cmd_compile(&files, dialect, output.as_deref(), emit, &passes, &lowering, color)

@@ -233,3 +233,34 @@ fn a_fused_aggregation_groups_on_one_column_twice() {
     assert_eq!(String::from_utf8_lossy(&o.stdout), "i,j,n\n1,1,11\n3,3,4\n");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn devices_place_results_and_show_each_exchange() {
+    let text = stdout_ok(&[
+        "compile",
+        "queries/datalog/tc.logic",
+        "--devices",
+        "2",
+        "--emit",
+        "physical",
+    ]);
+    assert!(text.contains("relation edge: hash(#0) over 2"), "{text}");
+    assert!(text.contains("relation path: hash(#1) over 2"), "{text}");
+    assert!(text.contains("exchanged by hash(#1)"), "{text}");
+    // One device: nothing is placed or moved.
+    let one = stdout_ok(&["compile", "queries/datalog/tc.logic", "--emit", "physical"]);
+    assert!(!one.contains("exchanged") && !one.contains(" over 2"), "{one}");
+    let kernels = stdout_ok(&[
+        "compile",
+        "queries/datalog/tc.logic",
+        "--devices",
+        "2",
+        "--emit",
+        "kernels",
+    ]);
+    assert!(kernels.contains("exchange[hash #"), "{kernels}");
+    for bad in ["0", "x", "-1"] {
+        let o = foxc(&["compile", "queries/datalog/tc.logic", "--devices", bad]);
+        assert_eq!(o.status.code(), Some(2), "--devices {bad}");
+    }
+}

@@ -115,6 +115,8 @@ pub fn lower_physical_with(phys: &PhysPlan, options: &LowerOptions) -> Result<Ke
         empty_runs: HashSet::new(),
         join_window: None,
         join_round: None,
+        ra_block: 0,
+        received: HashMap::new(),
     };
     let mut init = l.declare_relations()?;
     init.extend(l.declare_runs()?);
@@ -148,6 +150,7 @@ pub fn lower_physical_with(phys: &PhysPlan, options: &LowerOptions) -> Result<Ke
             })
             .collect();
         l.cur = BlockId(i as u32);
+        l.ra_block = i as u32;
         l.cur_label = b.label.clone();
         l.stmts = &b.stmts;
         l.tier_scans.clear();
@@ -340,6 +343,11 @@ struct Lower<'a> {
     join_window: Option<(u64, fox_ra::TempId)>,
     /// The rounds of a join, open until the aggregation that reads it is lowered.
     join_round: Option<JoinRound>,
+    /// The RA block being lowered (`cur` moves on when the lowering splits it).
+    ra_block: u32,
+    /// The temps standing for an operator's inputs received from other devices, while
+    /// it is lowered, with the temp each stands for.
+    received: HashMap<fox_ra::TempId, fox_ra::TempId>,
 }
 
 type R<T> = Result<T, LowerError>;
@@ -540,12 +548,40 @@ impl<'a> Lower<'a> {
                     rows: Vec::new(),
                 },
             };
-            init.push(Instr::Launch {
-                kernel,
-                args: Vec::new(),
-                outs: bufs.clone(),
-                origin: None,
-            });
+            let rel_id = self.rels.len();
+            match (&kernel, self.phys.rel_partitioning.get(rel_id)) {
+                // An input hashed over the devices: its slices exchanged once, as loaded.
+                (Kernel::LoadInput { .. }, Some(fox_phys::Partitioning::Hash { cols, .. })) => {
+                    let loaded: Vec<BufId> = bufs
+                        .iter()
+                        .map(|&b| {
+                            let v = self.buffers[b.0 as usize].clone();
+                            self.new_buf(&format!("{}.loaded", v.name), v.elem, v.ty)
+                        })
+                        .collect();
+                    init.push(Instr::Launch {
+                        kernel,
+                        args: Vec::new(),
+                        outs: loaded.clone(),
+                        origin: None,
+                    });
+                    init.push(Instr::Launch {
+                        kernel: Kernel::Exchange {
+                            width: loaded.len(),
+                            to: Exchange::Hash { cols: cols.clone() },
+                        },
+                        args: loaded,
+                        outs: bufs.clone(),
+                        origin: None,
+                    });
+                }
+                _ => init.push(Instr::Launch {
+                    kernel,
+                    args: Vec::new(),
+                    outs: bufs.clone(),
+                    origin: None,
+                }),
+            }
             self.rels.push(bufs);
         }
         Ok(init)
@@ -596,6 +632,82 @@ impl<'a> Lower<'a> {
         Ok(Val { cols, ..v })
     }
 
+    // ---- devices ---------------------------------------------------------------------------
+
+    /// `v` as `mv` leaves it: an [`Exchange`] of its columns (its pending filter applied
+    /// first). Rows received from several devices have no known order (a set stays one).
+    fn exchange(&mut self, v: Val, mv: &fox_phys::Redistribute) -> R<Val> {
+        use fox_phys::Redistribute as M;
+        let v = self.settle(v)?;
+        let to = match mv {
+            M::Hash { cols } if cols.is_empty() => Exchange::Gather,
+            M::Hash { cols } => Exchange::Hash { cols: cols.clone() },
+            M::Gather => Exchange::Gather,
+            M::Broadcast => Exchange::Broadcast,
+            M::Keep { cols } => Exchange::Keep { cols: cols.clone() },
+        };
+        let names: Vec<(String, Option<Type>)> = Self::col_names(&v.columns)
+            .into_iter()
+            .map(|(n, t)| (format!("{n}.x"), t))
+            .collect();
+        let refs: Vec<(&str, Option<Type>)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+        let kernel = Kernel::Exchange {
+            width: v.cols.len(),
+            to,
+        };
+        let cols = self.launch(kernel, v.cols.clone(), &refs)?;
+        let order = if mv.reorders() {
+            Order {
+                unique: v.order.unique,
+                ..Order::unordered()
+            }
+        } else {
+            v.order.clone()
+        };
+        Ok(Val { cols, order, ..v })
+    }
+
+    /// `op` reading, for each input `moves` names, a temp holding the rows the device
+    /// receives (one exchange per temp and move, however many inputs read it so).
+    fn receive_inputs(&mut self, op: &Op, moves: &[(usize, fox_phys::Redistribute)]) -> R<Op> {
+        let inputs = op.inputs();
+        let base = self.prefix.clone();
+        let mut made: Vec<((fox_ra::TempId, &fox_phys::Redistribute), fox_ra::TempId)> = Vec::new();
+        let mut out = op.clone();
+        for (i, mv) in moves {
+            let t = *inputs.get(*i).ok_or_else(|| {
+                LowerError::Invalid(format!("{}: moves input {i}, which it does not have", self.prefix))
+            })?;
+            let id = match made.iter().find(|(k, _)| *k == (t, mv)) {
+                Some(&(_, id)) => id,
+                None => {
+                    let v = self.temp(t)?;
+                    self.prefix = format!("{base}.in{i}");
+                    let x = self.exchange(v, mv)?;
+                    let id = fox_ra::TempId(u32::MAX - made.len() as u32);
+                    self.temps.insert(id, x);
+                    self.received.insert(id, t);
+                    made.push(((t, mv), id));
+                    id
+                }
+            };
+            *out.inputs_mut()[*i] = id;
+        }
+        self.prefix = base;
+        Ok(out)
+    }
+
+    /// `v`, the temp statement `s` reads, moved as `partitioning` says for `s`.
+    fn stmt_exchange(&mut self, s: &Stmt, v: Val) -> R<Val> {
+        let Some(at) = self.stmts.iter().position(|x| std::ptr::eq(x, s)) else {
+            return Ok(v);
+        };
+        match self.phys.stmt_moves.get(&(self.ra_block, at)) {
+            Some(mv) => self.exchange(v, mv),
+            None => Ok(v),
+        }
+    }
+
     // ---- statements ----------------------------------------------------------------------
 
     fn stmt(&mut self, s: &'a Stmt) -> R<()> {
@@ -618,9 +730,20 @@ impl<'a> Lower<'a> {
                     .temps
                     .get(dst.0 as usize)
                     .ok_or_else(|| LowerError::Invalid(format!("t{} has no schema", dst.0)))?;
+                let moves = &self.phys.node(*dst).moves;
+                let received = if moves.is_empty() {
+                    None
+                } else {
+                    Some(self.receive_inputs(op, moves)?)
+                };
+                self.prefix = format!("t{}", dst.0);
                 self.dst = Some(*dst);
-                let v = self.op(op, schema)?;
+                let v = self.op(received.as_ref().unwrap_or(op), schema);
                 self.dst = None;
+                for t in std::mem::take(&mut self.received).into_keys() {
+                    self.temps.remove(&t);
+                }
+                let v = v?;
                 // The result's order is what the order pass recorded, or unknown.
                 let order = self.phys.node(*dst).order.as_ref().map(|a| a.provides.clone());
                 let v = Val {
@@ -637,6 +760,7 @@ impl<'a> Lower<'a> {
                 let r = &self.ra.relations[rel.0 as usize];
                 self.prefix = r.name.clone();
                 let v = self.temp(*src)?;
+                let v = self.stmt_exchange(s, v)?;
                 let v = self.ensure(v, &r.props)?;
                 self.move_into(*rel, &v);
                 self.clear_runs(*rel)?;
@@ -670,7 +794,9 @@ impl<'a> Lower<'a> {
             }
             Stmt::Output { rel, src } => {
                 let r = &self.ra.relations[rel.0 as usize];
+                self.prefix = r.name.clone();
                 let v = self.temp(*src)?;
+                let v = self.stmt_exchange(s, v)?;
                 let schema = &self.ra.temps[src.0 as usize];
                 let order = schema.props.sorted.iter().map(|k| (k.col, k.desc)).collect();
                 let limit = match self.defs.get(src) {
@@ -688,6 +814,7 @@ impl<'a> Lower<'a> {
             Stmt::CheckFunctional { src, keys, pred, .. } => {
                 self.prefix = format!("{pred}.check");
                 let v = self.temp(*src)?;
+                let v = self.stmt_exchange(s, v)?;
                 let set = Props::set(v.columns.len());
                 let v = self.ensure(v, &set)?;
                 let key_args = if *keys == 0 {
@@ -817,7 +944,9 @@ impl<'a> Lower<'a> {
             Op::Limit { input, n } => {
                 let v = self.temp(*input)?;
                 // The first `n` rows in the order the input promises, by value.
-                let claim = &self.ra.temps[input.0 as usize].props.sorted;
+                let claim = &self.ra.temps[self.received.get(input).unwrap_or(input).0 as usize]
+                    .props
+                    .sorted;
                 let v = self.sort_value(v, claim)?;
                 let cols = self.launch_cols(Kernel::Slice { start: 0, len: *n }, v.cols.clone(), &columns)?;
                 Ok(Val { cols, columns, ..v })

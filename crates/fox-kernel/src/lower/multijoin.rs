@@ -130,7 +130,17 @@ impl Lower<'_> {
         // rounds (see `expand_ranges`), the result accumulating in `acc`.
         let mut rounds: Vec<OpenRound> = Vec::new();
         let mut acc: Option<Vec<BufId>> = None;
+        // Over several devices, each keeps the bindings of the first variable it owns.
+        let split = node.is_some_and(|n| n.split_first);
+        if split && vars.len() < 2 {
+            return Err(LowerError::Invalid(
+                "a multi-way join of one variable cannot split its work over devices".into(),
+            ));
+        }
         for (var, vcol) in vars.iter().enumerate() {
+            if split && var == 1 {
+                state = self.keep_owned(state)?;
+            }
             let level = &planned[var];
             let window = windows.get(var).copied().flatten();
             if window.is_some() && acc.is_none() {
@@ -225,6 +235,33 @@ impl Lower<'_> {
                         &columns[0].name,
                         Some(columns[0].ty),
                     )?,
+                };
+                let n = if split {
+                    // Each device counted the bindings of its own first values.
+                    let all = self.launch1(
+                        Kernel::Exchange {
+                            width: 1,
+                            to: Exchange::Gather,
+                        },
+                        vec![n],
+                        &format!("{}.parts", columns[0].name),
+                        Some(columns[0].ty),
+                    )?;
+                    self.launch1(
+                        Kernel::ReduceByKey {
+                            nkeys: 0,
+                            aggs: vec![AggSpec {
+                                func: fox_sema::core::AggFunc::Sum,
+                                input: Some(columns[0].ty),
+                                output: columns[0].ty,
+                            }],
+                        },
+                        vec![all],
+                        &columns[0].name,
+                        Some(columns[0].ty),
+                    )?
+                } else {
+                    n
                 };
                 return Ok(Val::unordered(vec![n], columns));
             }
@@ -518,6 +555,42 @@ impl Lower<'_> {
     }
 
     /// The conjunction of `found` flags (the one flag itself when there is one).
+    /// The rows of a multi-way join's state whose first variable this device owns
+    /// (`Exchange::Keep` on it): the devices split the join's work by its values.
+    fn keep_owned(&mut self, state: Vec<(MjSlot, BufId)>) -> R<Vec<(MjSlot, BufId)>> {
+        let Some(v0) = state.iter().position(|(s, _)| *s == MjSlot::Var(0)) else {
+            return Err(LowerError::Invalid(
+                "a multi-way join split over devices lost its first variable".into(),
+            ));
+        };
+        // Slots sharing a buffer (atoms holding one range) keep sharing one.
+        let mut distinct: Vec<BufId> = Vec::new();
+        for &(_, b) in &state {
+            if !distinct.contains(&b) {
+                distinct.push(b);
+            }
+        }
+        let v0 = distinct.iter().position(|&b| b == state[v0].1).unwrap_or(0);
+        let names: Vec<String> = distinct.iter().map(|&b| format!("{}.own", self.base_name(b))).collect();
+        let refs: Vec<(&str, Option<Type>)> = names
+            .iter()
+            .zip(&distinct)
+            .map(|(n, &b)| (n.as_str(), self.buffers[b.0 as usize].ty))
+            .collect();
+        let kernel = Kernel::Exchange {
+            width: distinct.len(),
+            to: Exchange::Keep { cols: vec![v0] },
+        };
+        let outs = self.launch(kernel, distinct.clone(), &refs)?;
+        Ok(state
+            .iter()
+            .map(|&(s, b)| {
+                let i = distinct.iter().position(|&d| d == b).unwrap_or(0);
+                (s, outs[i])
+            })
+            .collect())
+    }
+
     pub(super) fn all_found(&mut self, found: Vec<BufId>, lvl: &str) -> R<BufId> {
         if found.len() == 1 {
             return Ok(found[0]);

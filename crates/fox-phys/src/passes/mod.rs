@@ -41,9 +41,9 @@ pub static PASSES: &[&dyn Pass] = &[
     &estimate::Estimate,
     &join_selection::JoinSelection,
     &fusion::Fusion,
+    &partitioning::PartitioningPass,
     &order::OrderPass,
     &rounds::RoundsPass,
-    &partitioning::PartitioningPass,
     &tiering::TieringPass,
     &verify::Verify,
 ];

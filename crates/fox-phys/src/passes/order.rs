@@ -182,7 +182,26 @@ fn block(plan: &PhysPlan, b: &Block, out: &mut Vec<(TempId, OrderAnn, bool)>) {
             continue;
         };
         let types = ra.temps[dst.0 as usize].types();
-        let get = |t: &TempId| vals[t.0 as usize].clone();
+        // Rows received from other devices come in no known order (a set stays a set).
+        let inputs = op.inputs();
+        let moved: Vec<TempId> = plan
+            .node(*dst)
+            .moves
+            .iter()
+            .filter(|(_, m)| m.reorders())
+            .filter_map(|(i, _)| inputs.get(*i).copied())
+            .collect();
+        let get = |t: &TempId| {
+            vals[t.0 as usize].clone().map(|mut v| {
+                if moved.contains(t) {
+                    v.o = Order {
+                        unique: v.o.unique,
+                        ..Order::unordered()
+                    };
+                }
+                v
+            })
+        };
         // A reader other than a projection or an aggregation compacts a deferred select.
         let settled = |t: &TempId| {
             get(t).map(|mut v| {

@@ -1,9 +1,43 @@
-//! `partitioning`: how each operator's result is distributed over devices. With one
-//! device every result is whole on it (`single`); the pass is where hash partitioning
-//! and the exchanges between devices will be placed.
+//! `partitioning`: how each result and each relation variable is distributed over the
+//! devices of a run over several (`Options::devices`), and the rows that move between
+//! devices (exchanges) so that every operator sees what it needs on one device.
+//!
+//! With one device every result is `Single` and nothing moves. With `n` devices:
+//! - Relation variables (`PhysPlan::rel_partitioning`): the relations one loop merges
+//!   or assigns into each other (a predicate with its `delta` and `new`) share one
+//!   partitioning. Each class is hashed on the key columns that weigh most among the
+//!   joins and matches reading it (through selects, projections and maps that keep the
+//!   columns), a read inside a loop weighing 1000 times one outside, a functional
+//!   check on its key columns most; without such a read a derived relation is hashed on
+//!   all its columns, an input is split as loaded (slices of its rows; hashed when a
+//!   read asks for it: the exchange then runs once, after loading), facts are
+//!   replicated, and a relation without columns is on device 0.
+//! - Per operator (the rules): a scan has its relation's partitioning, constants are
+//!   replicated; selects, maps and projections keep their input's (a hash on columns
+//!   they drop becomes a split). A join, semi-join, anti-join or difference needs both
+//!   sides hashed on corresponding keys, or one side replicated (its result is then
+//!   distributed as the other side): of moving the left side, the right, both, or
+//!   broadcasting the right (or for a join the smaller) side, the cheapest in rows moved
+//!   is taken (a broadcast costs its rows once per other device); joins without keys
+//!   broadcast their smaller side. A union of inputs distributed alike is distributed
+//!   so; otherwise each row stays where it is (replicated inputs keep their share).
+//!   Duplicate removal and aggregation need rows equal on their keys on one device:
+//!   hashed on the columns a later store, check or match wants (`desired`), else on all
+//!   columns (group columns); an aggregation without groups, a sort and a limit gather
+//!   to device 0. A multi-way join replicates its inputs and splits its work by the
+//!   first variable (`Node::split_first`). A store into a relation distributed
+//!   otherwise moves its rows (`PhysPlan::stmt_moves`), and so does a functional check
+//!   whose rows are not placed by their key.
+//! - Invariant: each operator's result, as the rules say, is what the translation's
+//!   exchanges produce; every result that is not `Replicated` has each of its rows on
+//!   exactly one device, so the devices' outputs together are the result.
 
-use super::{lets, Pass, PhysError};
-use crate::ann::Partitioning;
+use std::collections::HashMap;
+
+use fox_ra::{Block, BlockId, Expr, ExprKind, JoinCol, Op, RaPlan, RelId, RelKind, Side, Stmt, TempId};
+
+use super::{Pass, PhysError};
+use crate::ann::{Partitioning, Redistribute};
 use crate::stats::Statistics;
 use crate::PhysPlan;
 
@@ -15,14 +49,736 @@ impl Pass for PartitioningPass {
     }
 
     fn decides(&self) -> &'static str {
-        "how each result is distributed over devices (one device: single)"
+        "how each result and relation is distributed over devices (one device: single), and the exchanges between them"
     }
 
     fn run(&self, plan: &mut PhysPlan, _stats: &Statistics) -> Result<(), PhysError> {
-        let temps: Vec<_> = plan.ra.blocks.iter().flat_map(|b| lets(b).map(|(t, _)| t)).collect();
-        for t in temps {
-            plan.node_mut(t).partitioning = Partitioning::Single;
+        let n = plan.devices.max(1);
+        if n == 1 {
+            for node in &mut plan.nodes {
+                node.partitioning = Partitioning::Single;
+                node.moves.clear();
+                node.split_first = false;
+            }
+            plan.rel_partitioning = vec![Partitioning::Single; plan.ra.relations.len()];
+            plan.stmt_moves.clear();
+            return Ok(());
+        }
+        plan.rel_partitioning = relation_partitionings(plan, n);
+        let decided: Vec<Decided> = plan.ra.blocks.iter().map(|b| block(plan, b, n)).collect();
+        plan.stmt_moves.clear();
+        for (bi, d) in decided.into_iter().enumerate() {
+            for (t, part, moves, split) in d.nodes {
+                let node = plan.node_mut(t);
+                node.partitioning = part;
+                node.moves = moves;
+                node.split_first = split;
+            }
+            for (si, mv) in d.stmt_moves {
+                plan.stmt_moves.insert((bi as u32, si), mv);
+            }
         }
         Ok(())
     }
+}
+
+/// One operator's decisions: its result's partitioning, its inputs' moves, whether it
+/// splits its work by its first variable.
+type NodeDecision = (TempId, Partitioning, Vec<(usize, Redistribute)>, bool);
+
+/// The decisions for one block.
+struct Decided {
+    nodes: Vec<NodeDecision>,
+    stmt_moves: Vec<(usize, Redistribute)>,
+}
+
+/// Union-find over relation ids.
+fn find(parent: &mut [usize], mut x: usize) -> usize {
+    while parent[x] != x {
+        parent[x] = parent[parent[x]];
+        x = parent[x];
+    }
+    x
+}
+
+/// Blocks on a cycle of the control flow (loop bodies and tests).
+fn looping_blocks(ra: &RaPlan) -> Vec<bool> {
+    let nb = ra.blocks.len();
+    let succ: Vec<Vec<usize>> = ra
+        .blocks
+        .iter()
+        .map(|b| b.term.successors().iter().map(|s: &BlockId| s.0 as usize).collect())
+        .collect();
+    (0..nb)
+        .map(|start| {
+            let mut seen = vec![false; nb];
+            let mut stack: Vec<usize> = succ[start].clone();
+            while let Some(x) = stack.pop() {
+                if x == start {
+                    return true;
+                }
+                if x < nb && !seen[x] {
+                    seen[x] = true;
+                    stack.extend(succ[x].iter().copied());
+                }
+            }
+            false
+        })
+        .collect()
+}
+
+/// The columns of `rel` that column `c` of temp `t` holds, following selects,
+/// projections and maps that copy a column back to a scan of `rel`.
+fn trace_col(defs: &HashMap<TempId, &Op>, mut t: TempId, mut c: usize) -> Option<(RelId, usize)> {
+    loop {
+        match defs.get(&t)? {
+            Op::Scan(r) => return Some((*r, c)),
+            Op::Select { input, .. } => t = *input,
+            Op::Project { input, cols } => {
+                c = *cols.get(c)?;
+                t = *input;
+            }
+            Op::Map { input, exprs } => match exprs.get(c)?.kind {
+                ExprKind::Col(i) => {
+                    c = i;
+                    t = *input;
+                }
+                _ => return None,
+            },
+            _ => return None,
+        }
+    }
+}
+
+fn relation_partitionings(plan: &PhysPlan, n: usize) -> Vec<Partitioning> {
+    let ra = &plan.ra;
+    let nr = ra.relations.len();
+    let mut parent: Vec<usize> = (0..nr).collect();
+    let union = |parent: &mut Vec<usize>, a: usize, b: usize| {
+        let (ra_, rb) = (find(parent, a), find(parent, b));
+        if ra_ != rb {
+            parent[ra_.max(rb)] = ra_.min(rb);
+        }
+    };
+    for (i, r) in ra.relations.iter().enumerate() {
+        if let RelKind::Delta { of } | RelKind::New { of } = r.kind {
+            union(&mut parent, i, of.0 as usize);
+        }
+    }
+    for b in &ra.blocks {
+        for s in &b.stmts {
+            match s {
+                Stmt::Merge { into, from } => union(&mut parent, into.0 as usize, from.0 as usize),
+                Stmt::Assign { dst, src } => union(&mut parent, dst.0 as usize, src.0 as usize),
+                _ => {}
+            }
+        }
+    }
+    let looping = looping_blocks(ra);
+    // Votes per class root: hashed columns (in the relation's numbering) and weight.
+    let mut votes: HashMap<usize, Vec<(Vec<usize>, f64)>> = HashMap::new();
+    let est = |t: TempId| plan.node(t).est.as_ref().map_or(1.0, |e| e.rows.max(1.0));
+    for (bi, b) in ra.blocks.iter().enumerate() {
+        let weight = if looping[bi] { 1000.0 } else { 1.0 };
+        let mut defs: HashMap<TempId, &Op> = HashMap::new();
+        for s in &b.stmts {
+            match s {
+                Stmt::Let { dst, op, .. } => {
+                    defs.insert(*dst, op);
+                    let sides: Vec<(TempId, &[usize])> = match op {
+                        Op::Join {
+                            left,
+                            right,
+                            left_keys,
+                            right_keys,
+                            ..
+                        }
+                        | Op::SemiJoin {
+                            left,
+                            right,
+                            left_keys,
+                            right_keys,
+                        }
+                        | Op::AntiJoin {
+                            left,
+                            right,
+                            left_keys,
+                            right_keys,
+                        } => vec![(*left, left_keys), (*right, right_keys)],
+                        _ => Vec::new(),
+                    };
+                    for (t, keys) in sides {
+                        if keys.is_empty() {
+                            continue;
+                        }
+                        let traced: Option<Vec<(RelId, usize)>> =
+                            keys.iter().map(|&k| trace_col(&defs, t, k)).collect();
+                        if let Some(tr) = traced {
+                            let r = tr[0].0;
+                            if tr.iter().all(|(x, _)| *x == r) {
+                                let cols: Vec<usize> = tr.iter().map(|(_, c)| *c).collect();
+                                let root = find(&mut parent, r.0 as usize);
+                                votes.entry(root).or_default().push((cols, weight * est(t)));
+                            }
+                        }
+                    }
+                }
+                Stmt::CheckFunctional { src, keys, .. } if *keys > 0 => {
+                    let traced: Option<Vec<(RelId, usize)>> = (0..*keys).map(|k| trace_col(&defs, *src, k)).collect();
+                    if let Some(tr) = traced {
+                        let r = tr[0].0;
+                        if tr.iter().all(|(x, _)| *x == r) {
+                            let cols: Vec<usize> = tr.iter().map(|(_, c)| *c).collect();
+                            let root = find(&mut parent, r.0 as usize);
+                            votes.entry(root).or_default().push((cols, f64::INFINITY));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(nr);
+    for i in 0..nr {
+        let r = &ra.relations[i];
+        let root = find(&mut parent, i);
+        let class_has = |pred: &dyn Fn(&RelKind) -> bool| {
+            (0..nr).any(|j| find(&mut parent.clone(), j) == root && pred(&ra.relations[j].kind))
+        };
+        let arity = r.columns.len();
+        let p = if arity == 0 {
+            Partitioning::Single
+        } else if matches!(r.kind, RelKind::Facts) && !class_has(&|k| !matches!(k, RelKind::Facts)) {
+            Partitioning::Replicated { parts: n }
+        } else {
+            let best = votes.get(&root).and_then(|v| {
+                let mut sums: Vec<(Vec<usize>, f64)> = Vec::new();
+                for (cols, w) in v {
+                    match sums.iter_mut().find(|(c, _)| c == cols) {
+                        Some(e) => e.1 += w,
+                        None => sums.push((cols.clone(), *w)),
+                    }
+                }
+                // The heaviest; ties to the first voted (the plan's order).
+                sums.into_iter()
+                    .fold(None::<(Vec<usize>, f64)>, |acc, x| match acc {
+                        Some(a) if a.1 >= x.1 => Some(a),
+                        _ => Some(x),
+                    })
+                    .map(|(c, _)| c)
+            });
+            match best {
+                Some(cols) if cols.iter().all(|&c| c < arity) => Partitioning::Hash { cols, parts: n },
+                _ if class_has(&|k| matches!(k, RelKind::Input { .. })) => Partitioning::Split { parts: n },
+                _ => Partitioning::Hash {
+                    cols: (0..arity).collect(),
+                    parts: n,
+                },
+            }
+        };
+        out.push(p);
+    }
+    out
+}
+
+/// `p` seen through a map from input columns to output columns (`None`: dropped).
+fn map_part(p: &Partitioning, to: impl Fn(usize) -> Option<usize>, n: usize) -> Partitioning {
+    match p {
+        Partitioning::Hash { cols, parts } => match cols.iter().map(|&c| to(c)).collect::<Option<Vec<_>>>() {
+            Some(cols) => Partitioning::Hash { cols, parts: *parts },
+            None => Partitioning::Split { parts: n },
+        },
+        other => other.clone(),
+    }
+}
+
+/// The first position of `c` in `cols`.
+fn pos(cols: &[usize], c: usize) -> Option<usize> {
+    cols.iter().position(|&x| x == c)
+}
+
+/// Where hashing a side on its keys meets a side already hashed: the indices `I` into
+/// the keys with `hashed == [keys[i] for i in I]`.
+fn key_subset(hashed: &[usize], keys: &[usize]) -> Option<Vec<usize>> {
+    if hashed.is_empty() {
+        return None;
+    }
+    hashed.iter().map(|&c| pos(keys, c)).collect()
+}
+
+/// The partitioning of a side moved by `mv`, from `p`.
+fn after(p: &Partitioning, mv: Option<&Redistribute>, n: usize) -> Partitioning {
+    match mv {
+        None => p.clone(),
+        Some(Redistribute::Hash { cols }) | Some(Redistribute::Keep { cols }) => Partitioning::Hash {
+            cols: cols.clone(),
+            parts: n,
+        },
+        Some(Redistribute::Gather) => Partitioning::Single,
+        Some(Redistribute::Broadcast) => Partitioning::Replicated { parts: n },
+    }
+}
+
+/// How to bring `p` to `target` (a hash, a split, single or replicated), if it is not.
+fn move_to(p: &Partitioning, target: &Partitioning, arity: usize) -> Option<Redistribute> {
+    match (target, p) {
+        (t, p) if t == p => None,
+        (Partitioning::Hash { cols, .. }, Partitioning::Replicated { .. }) => {
+            Some(Redistribute::Keep { cols: cols.clone() })
+        }
+        (Partitioning::Hash { cols, .. }, _) => Some(Redistribute::Hash { cols: cols.clone() }),
+        (Partitioning::Split { .. }, Partitioning::Replicated { .. }) => Some(Redistribute::Keep {
+            cols: (0..arity.max(1)).collect(),
+        }),
+        (Partitioning::Split { .. }, _) => None,
+        (Partitioning::Replicated { .. }, _) => Some(Redistribute::Broadcast),
+        // With no columns, `Keep` keeps every row on device 0.
+        (Partitioning::Single, Partitioning::Replicated { .. }) => Some(Redistribute::Keep { cols: Vec::new() }),
+        (Partitioning::Single, _) => Some(Redistribute::Gather),
+    }
+}
+
+/// The columns of `d` (desired, in a result's numbering) seen in an input's numbering.
+fn desired_back(d: &[usize], back: impl Fn(usize) -> Option<usize>) -> Option<Vec<usize>> {
+    d.iter().map(|&c| back(c)).collect()
+}
+
+fn col_ref(e: &Expr) -> Option<usize> {
+    match e.kind {
+        ExprKind::Col(i) => Some(i),
+        _ => None,
+    }
+}
+
+/// The hash columns each temp of `b` is wanted on by its readers (a store, a functional
+/// check, a match), followed back through selects, projections, maps, unions and
+/// duplicate removals.
+fn desired(plan: &PhysPlan, b: &Block) -> HashMap<TempId, Vec<usize>> {
+    let mut want: HashMap<TempId, Vec<usize>> = HashMap::new();
+    for s in b.stmts.iter().rev() {
+        match s {
+            Stmt::Store { rel, src } => {
+                if let Partitioning::Hash { cols, .. } = &plan.rel_partitioning[rel.0 as usize] {
+                    want.entry(*src).or_insert_with(|| cols.clone());
+                }
+            }
+            Stmt::CheckFunctional { src, keys, .. } if *keys > 0 => {
+                want.entry(*src).or_insert_with(|| (0..*keys).collect());
+            }
+            Stmt::Let { dst, op, .. } => {
+                let Some(d) = want.get(dst).cloned() else {
+                    continue;
+                };
+                match op {
+                    Op::Select { input, .. } | Op::Unique(input) => {
+                        want.entry(*input).or_insert(d);
+                    }
+                    Op::SemiJoin { left, .. } | Op::AntiJoin { left, .. } | Op::Difference { left, .. } => {
+                        want.entry(*left).or_insert(d);
+                    }
+                    Op::Project { input, cols } => {
+                        if let Some(back) = desired_back(&d, |c| cols.get(c).copied()) {
+                            want.entry(*input).or_insert(back);
+                        }
+                    }
+                    Op::Map { input, exprs } => {
+                        if let Some(back) = desired_back(&d, |c| exprs.get(c).and_then(col_ref)) {
+                            want.entry(*input).or_insert(back);
+                        }
+                    }
+                    Op::Union(inputs) => {
+                        for t in inputs {
+                            want.entry(*t).or_insert_with(|| d.clone());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    want
+}
+
+fn block(plan: &PhysPlan, b: &Block, n: usize) -> Decided {
+    let ra = &plan.ra;
+    let want = desired(plan, b);
+    let mut part: HashMap<TempId, Partitioning> = HashMap::new();
+    let mut nodes = Vec::new();
+    let mut stmt_moves = Vec::new();
+    let est = |t: TempId| plan.node(t).est.as_ref().map_or(1.0, |e| e.rows.max(1.0));
+    let arity = |t: TempId| ra.temps[t.0 as usize].columns.len();
+    let single = Partitioning::Single;
+    let replicated = Partitioning::Replicated { parts: n };
+    for (si, s) in b.stmts.iter().enumerate() {
+        let get = |part: &HashMap<TempId, Partitioning>, t: &TempId| {
+            part.get(t).cloned().unwrap_or(Partitioning::Split { parts: n })
+        };
+        match s {
+            Stmt::Let { dst, op, .. } => {
+                let mut moves: Vec<(usize, Redistribute)> = Vec::new();
+                let mut split = false;
+                let p = match op {
+                    Op::Scan(r) => plan.rel_partitioning[r.0 as usize].clone(),
+                    Op::Const(_) => replicated.clone(),
+                    Op::Select { input, .. } => get(&part, input),
+                    Op::Project { input, cols } => map_part(&get(&part, input), |c| pos(cols, c), n),
+                    Op::Map { input, exprs } => map_part(
+                        &get(&part, input),
+                        |c| exprs.iter().position(|e| col_ref(e) == Some(c)),
+                        n,
+                    ),
+                    Op::Join {
+                        left,
+                        right,
+                        left_keys,
+                        right_keys,
+                        output,
+                    } => {
+                        let (pl, pr) = (get(&part, left), get(&part, right));
+                        let (ml, mr) =
+                            place_pair(&pl, &pr, left_keys, right_keys, est(*left), est(*right), true, None, n);
+                        if let Some(m) = ml.clone() {
+                            moves.push((0, m));
+                        }
+                        if let Some(m) = mr.clone() {
+                            moves.push((1, m));
+                        }
+                        let (al, ar) = (after(&pl, ml.as_ref(), n), after(&pr, mr.as_ref(), n));
+                        let through = |side: Side| {
+                            move |c: usize| output.iter().position(|o: &JoinCol| o.side == side && o.col == c)
+                        };
+                        match (&al, &ar) {
+                            (Partitioning::Replicated { .. }, Partitioning::Replicated { .. }) => replicated.clone(),
+                            (Partitioning::Replicated { .. }, r) => map_part(r, through(Side::Right), n),
+                            (l, Partitioning::Replicated { .. }) => map_part(l, through(Side::Left), n),
+                            (Partitioning::Single, Partitioning::Single) => single.clone(),
+                            (l, r) => match map_part(l, through(Side::Left), n) {
+                                h @ Partitioning::Hash { .. } => h,
+                                _ => map_part(r, through(Side::Right), n),
+                            },
+                        }
+                    }
+                    Op::SemiJoin {
+                        left,
+                        right,
+                        left_keys,
+                        right_keys,
+                    }
+                    | Op::AntiJoin {
+                        left,
+                        right,
+                        left_keys,
+                        right_keys,
+                    } => {
+                        let (pl, pr) = (get(&part, left), get(&part, right));
+                        let (ml, mr) = place_pair(
+                            &pl,
+                            &pr,
+                            left_keys,
+                            right_keys,
+                            est(*left),
+                            est(*right),
+                            false,
+                            want.get(dst),
+                            n,
+                        );
+                        if let Some(m) = ml.clone() {
+                            moves.push((0, m));
+                        }
+                        if let Some(m) = mr {
+                            moves.push((1, m));
+                        }
+                        after(&pl, ml.as_ref(), n)
+                    }
+                    Op::Difference { left, right } => {
+                        let all: Vec<usize> = (0..arity(*left)).collect();
+                        let (pl, pr) = (get(&part, left), get(&part, right));
+                        let (ml, mr) =
+                            place_pair(&pl, &pr, &all, &all, est(*left), est(*right), false, want.get(dst), n);
+                        if let Some(m) = ml.clone() {
+                            moves.push((0, m));
+                        }
+                        if let Some(m) = mr {
+                            moves.push((1, m));
+                        }
+                        after(&pl, ml.as_ref(), n)
+                    }
+                    Op::Union(inputs) => {
+                        let ps: Vec<Partitioning> = inputs.iter().map(|t| get(&part, t)).collect();
+                        if ps.iter().all(|p| *p == ps[0]) {
+                            ps[0].clone()
+                        } else {
+                            let hashes: Vec<&Partitioning> = ps
+                                .iter()
+                                .filter(|p| !matches!(p, Partitioning::Replicated { .. }))
+                                .collect();
+                            let target = if hashes.iter().all(|p| *p == hashes[0]) {
+                                hashes[0].clone()
+                            } else {
+                                Partitioning::Split { parts: n }
+                            };
+                            for (i, p) in ps.iter().enumerate() {
+                                if matches!(p, Partitioning::Replicated { .. }) {
+                                    if let Some(m) = move_to(p, &target, arity(*dst)) {
+                                        moves.push((i, m));
+                                    }
+                                }
+                            }
+                            match target {
+                                Partitioning::Single => Partitioning::Split { parts: n },
+                                t => t,
+                            }
+                        }
+                    }
+                    Op::Unique(input) => {
+                        let p = get(&part, input);
+                        // Duplicates meet on one device when the rows are placed by a
+                        // subset of their columns, or all on one; a later reader may
+                        // want them hashed on particular columns.
+                        let target = match (want.get(dst), &p) {
+                            (Some(d), _) if !d.is_empty() => Some(Partitioning::Hash {
+                                cols: d.clone(),
+                                parts: n,
+                            }),
+                            (_, Partitioning::Split { .. }) => Some(Partitioning::Hash {
+                                cols: (0..arity(*input).max(1)).collect(),
+                                parts: n,
+                            }),
+                            _ => None,
+                        };
+                        match target.and_then(|t| move_to(&p, &t, arity(*input))) {
+                            Some(m) => {
+                                let out = after(&p, Some(&m), n);
+                                moves.push((0, m));
+                                out
+                            }
+                            None => p,
+                        }
+                    }
+                    Op::Aggregate { input, group, .. } => {
+                        let p = get(&part, input);
+                        match &p {
+                            Partitioning::Replicated { .. } | Partitioning::Single => p.clone(),
+                            _ if group.is_empty() => {
+                                moves.push((0, Redistribute::Gather));
+                                single.clone()
+                            }
+                            Partitioning::Hash { cols, .. } if cols.iter().all(|c| group.contains(c)) => {
+                                map_part(&p, |c| pos(group, c), n)
+                            }
+                            _ => {
+                                moves.push((0, Redistribute::Hash { cols: group.clone() }));
+                                Partitioning::Hash {
+                                    cols: (0..group.len()).collect(),
+                                    parts: n,
+                                }
+                            }
+                        }
+                    }
+                    Op::Sort { input, .. } | Op::Limit { input, .. } => {
+                        let p = get(&part, input);
+                        match p {
+                            Partitioning::Replicated { .. } | Partitioning::Single => p,
+                            _ => {
+                                moves.push((0, Redistribute::Gather));
+                                single.clone()
+                            }
+                        }
+                    }
+                    Op::MultiJoin {
+                        vars,
+                        inputs,
+                        output,
+                        count,
+                    } => {
+                        let ps: Vec<Partitioning> = inputs.iter().map(|i| get(&part, &i.src)).collect();
+                        if ps.iter().all(|p| *p == Partitioning::Single) {
+                            single.clone()
+                        } else if vars.len() < 2 {
+                            // Nothing to split by: every device joins everything.
+                            for (i, p) in ps.iter().enumerate() {
+                                if !matches!(p, Partitioning::Replicated { .. }) {
+                                    moves.push((i, Redistribute::Broadcast));
+                                }
+                            }
+                            replicated.clone()
+                        } else {
+                            for (i, p) in ps.iter().enumerate() {
+                                if !matches!(p, Partitioning::Replicated { .. }) {
+                                    moves.push((i, Redistribute::Broadcast));
+                                }
+                            }
+                            split = true;
+                            if *count {
+                                single.clone()
+                            } else {
+                                match pos(output, 0) {
+                                    Some(c) => Partitioning::Hash {
+                                        cols: vec![c],
+                                        parts: n,
+                                    },
+                                    None => Partitioning::Split { parts: n },
+                                }
+                            }
+                        }
+                    }
+                };
+                part.insert(*dst, p.clone());
+                nodes.push((*dst, p, moves, split));
+            }
+            Stmt::Store { rel, src } => {
+                let target = &plan.rel_partitioning[rel.0 as usize];
+                let p = get(&part, src);
+                if let Some(m) = move_to(&p, target, arity(*src)) {
+                    let fits = matches!(target, Partitioning::Split { .. }) && p.is_partitioned();
+                    if !fits {
+                        stmt_moves.push((si, m));
+                    }
+                }
+            }
+            Stmt::CheckFunctional { src, keys, .. } => {
+                let p = get(&part, src);
+                let placed = match &p {
+                    Partitioning::Single | Partitioning::Replicated { .. } => true,
+                    Partitioning::Hash { cols, .. } => *keys > 0 && cols.iter().all(|&c| c < *keys),
+                    Partitioning::Split { .. } => false,
+                };
+                if !placed {
+                    stmt_moves.push((
+                        si,
+                        if *keys == 0 {
+                            Redistribute::Gather
+                        } else {
+                            Redistribute::Hash {
+                                cols: (0..*keys).collect(),
+                            }
+                        },
+                    ));
+                }
+            }
+            Stmt::Output { src, .. } => {
+                // The devices' outputs are concatenated: a replicated result is output
+                // by device 0 alone.
+                if let Partitioning::Replicated { .. } = get(&part, src) {
+                    stmt_moves.push((si, Redistribute::Keep { cols: Vec::new() }));
+                }
+            }
+            _ => {}
+        }
+    }
+    Decided { nodes, stmt_moves }
+}
+
+/// The moves of the two sides of a join (`join`: the result takes both sides' columns,
+/// so either side may be broadcast) or a match (only the right side may be broadcast: a
+/// replicated left would give each match once per device), keyed on `lk`/`rk`; `want`,
+/// a match's desired hashing of its left side.
+#[allow(clippy::too_many_arguments)]
+fn place_pair(
+    pl: &Partitioning,
+    pr: &Partitioning,
+    lk: &[usize],
+    rk: &[usize],
+    rows_l: f64,
+    rows_r: f64,
+    join: bool,
+    want: Option<&Vec<usize>>,
+    n: usize,
+) -> (Option<Redistribute>, Option<Redistribute>) {
+    use Partitioning::*;
+    let other = (n - 1) as f64;
+    match (pl, pr) {
+        (_, Replicated { .. }) => return (None, None),
+        (Replicated { .. }, _) if join => return (None, None),
+        (Single, Single) => return (None, None),
+        _ => {}
+    }
+    if lk.is_empty() {
+        // No keys: one side must be everywhere.
+        if join && rows_l < rows_r && !matches!(pl, Replicated { .. }) {
+            return (Some(Redistribute::Broadcast), None);
+        }
+        return (None, Some(Redistribute::Broadcast));
+    }
+    if let Replicated { .. } = pl {
+        // A match over a replicated left: each device keeps its share of the left, and
+        // the right is hashed alike.
+        if let Hash { cols, .. } = pr {
+            if let Some(ix) = key_subset(cols, rk) {
+                return (
+                    Some(Redistribute::Keep {
+                        cols: ix.iter().map(|&i| lk[i]).collect(),
+                    }),
+                    None,
+                );
+            }
+        }
+        return (
+            Some(Redistribute::Keep { cols: lk.to_vec() }),
+            Some(Redistribute::Hash { cols: rk.to_vec() }),
+        );
+    }
+    // Co-partitioned already?
+    if let (Hash { cols: cl, .. }, Hash { cols: cr, .. }) = (pl, pr) {
+        if let (Some(il), Some(ir)) = (key_subset(cl, lk), key_subset(cr, rk)) {
+            if il == ir {
+                return (None, None);
+            }
+        }
+    }
+    let mut options: Vec<(f64, Option<Redistribute>, Option<Redistribute>)> = Vec::new();
+    if let Hash { cols, .. } = pl {
+        if let Some(ix) = key_subset(cols, lk) {
+            options.push((
+                rows_r,
+                None,
+                Some(Redistribute::Hash {
+                    cols: ix.iter().map(|&i| rk[i]).collect(),
+                }),
+            ));
+        }
+    }
+    if let Hash { cols, .. } = pr {
+        if let Some(ix) = key_subset(cols, rk) {
+            options.push((
+                rows_l,
+                Some(Redistribute::Hash {
+                    cols: ix.iter().map(|&i| lk[i]).collect(),
+                }),
+                None,
+            ));
+        }
+    }
+    // Both hashed: on the keys the match's reader wants of its left, if they are keys.
+    let both_l: Vec<usize> = want
+        .and_then(|w| {
+            let ix: Option<Vec<usize>> = w.iter().map(|&c| pos(lk, c)).collect();
+            ix.filter(|ix| !ix.is_empty())
+        })
+        .unwrap_or_else(|| (0..lk.len()).collect());
+    options.push((
+        rows_l + rows_r,
+        Some(Redistribute::Hash {
+            cols: both_l.iter().map(|&i| lk[i]).collect(),
+        }),
+        Some(Redistribute::Hash {
+            cols: both_l.iter().map(|&i| rk[i]).collect(),
+        }),
+    ));
+    options.push((rows_r * other, None, Some(Redistribute::Broadcast)));
+    if join {
+        options.push((rows_l * other, Some(Redistribute::Broadcast), None));
+    }
+    let best = options
+        .into_iter()
+        .fold(
+            None::<(f64, Option<Redistribute>, Option<Redistribute>)>,
+            |acc, o| match acc {
+                Some(a) if a.0 <= o.0 => Some(a),
+                _ => Some(o),
+            },
+        )
+        .expect("at least one option");
+    (best.1, best.2)
 }

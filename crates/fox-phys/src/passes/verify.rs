@@ -25,6 +25,9 @@
 //!   groups are ascending, non-empty and in the order of their first member; the state
 //!   columns carried into a level are one per variable before it and two per atom with a
 //!   variable at or after it;
+//! - placement over devices (`placement`): nothing moves and every result is whole on
+//!   one device; moves name inputs and columns the operator has; only multi-way joins
+//!   of two or more variables split their work;
 //! - an order names columns of the result; a key order is a permutation of the
 //!   operator's key pairs (group columns), and empty for other operators;
 //! - estimates are finite and non-negative, one distinct count per column, none above
@@ -34,7 +37,7 @@ use fox_ra::{MultiJoinInput, Op, TempId};
 use fox_sema::core::Column;
 
 use super::{join_rounds_end, lets, readers, JoinRoundsEnd, Pass, PhysError};
-use crate::ann::{AggAlgorithm, Algorithm, Expand, Level};
+use crate::ann::{AggAlgorithm, Algorithm, Expand, Level, Partitioning, Redistribute};
 use crate::levels::{carried_columns, Refinements};
 use crate::stats::Statistics;
 use crate::PhysPlan;
@@ -56,6 +59,41 @@ impl Pass for Verify {
             msg,
         })
     }
+}
+
+/// The placement over devices: one device places every result whole and moves nothing;
+/// a move names an input the operator has (each input at most once) and columns it has;
+/// only a multi-way join over several devices splits its work, and hashed results name
+/// their columns.
+fn placement(plan: &PhysPlan, t: TempId, op: &Op) -> Option<String> {
+    let n = plan.node(t);
+    let inputs = op.inputs();
+    let arity = |t: TempId| plan.ra.temps[t.0 as usize].columns.len().max(1);
+    if plan.devices <= 1 && (!n.moves.is_empty() || n.split_first || n.partitioning != Partitioning::Single) {
+        return Some(format!("t{} is distributed over devices in a plan for one", t.0));
+    }
+    for (k, (i, m)) in n.moves.iter().enumerate() {
+        let Some(&src) = inputs.get(*i) else {
+            return Some(format!("t{} moves input {i}, which it does not have", t.0));
+        };
+        if n.moves[..k].iter().any(|(j, _)| j == i) {
+            return Some(format!("t{} moves input {i} twice", t.0));
+        }
+        if let Redistribute::Hash { cols } | Redistribute::Keep { cols } = m {
+            if cols.iter().any(|&c| c >= arity(src)) {
+                return Some(format!("t{} hashes input {i} on a column it does not have", t.0));
+            }
+        }
+    }
+    if n.split_first && !matches!(op, Op::MultiJoin { vars, .. } if vars.len() >= 2) {
+        return Some(format!("t{} splits its work by a first variable it does not have", t.0));
+    }
+    if let Partitioning::Hash { cols, .. } = &n.partitioning {
+        if cols.is_empty() || cols.iter().any(|&c| c >= arity(t)) {
+            return Some(format!("t{} is hashed on columns it does not have", t.0));
+        }
+    }
+    None
 }
 
 fn check(plan: &PhysPlan) -> Result<(), String> {
@@ -89,6 +127,9 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                 ));
             }
             if let Some(msg) = searched_join(ra, t, &n.algorithm, op) {
+                return Err(msg);
+            }
+            if let Some(msg) = placement(plan, t, op) {
                 return Err(msg);
             }
             if let (Algorithm::Band(band), Op::Join { left, right, .. }) = (&n.algorithm, op) {

@@ -1,4 +1,5 @@
-use fox_phys::{Partitioning, Statistics};
+use fox_phys::{Options, Partitioning, PhysPlan, Redistribute, Statistics};
+use fox_ra::{Op, Stmt};
 
 use crate::common::*;
 
@@ -12,5 +13,102 @@ fn before_and_after() {
 fn with_one_device_every_result_is_whole() {
     let src = format!("{EDGE}p(x, z) <- e(x, y), e(y, z).\n.output p.\n");
     let p = phys_after(&src, None, &Statistics::none());
-    assert!(p.nodes.iter().all(|n| n.partitioning == Partitioning::Single));
+    assert!(p
+        .nodes
+        .iter()
+        .all(|n| n.partitioning == Partitioning::Single && n.moves.is_empty()));
+    assert!(p.stmt_moves.is_empty());
+}
+
+fn on_devices(src: &str, n: usize) -> PhysPlan {
+    let opts = Options {
+        devices: n,
+        ..Options::default()
+    };
+    fox_phys::run(ra(src), &Statistics::none(), &opts).unwrap()
+}
+
+/// The node of the first operator `pick` accepts, in plan order.
+fn first(p: &PhysPlan, pick: impl Fn(&Op) -> bool) -> &fox_phys::Node {
+    let t =
+        p.ra.blocks
+            .iter()
+            .flat_map(|b| &b.stmts)
+            .find_map(|s| match s {
+                Stmt::Let { dst, op, .. } if pick(op) => Some(*dst),
+                _ => None,
+            })
+            .expect("the operator is in the plan");
+    p.node(t)
+}
+
+#[test]
+fn transitive_closure_over_two_devices_exchanges_each_new_delta_once() {
+    let src = "edge(x, y) -> int32(x), int32(y).\n.input edge.\n\
+               path(x, y) <- edge(x, y).\npath(x, z) <- path(x, y), edge(y, z).\n.output path.\n";
+    let p = on_devices(src, 2);
+    insta::assert_snapshot!(fox_phys::print_physical(&p));
+    // The join in the loop reads both sides where they are: the edges are hashed on their
+    // source once as loaded, the closure on its target.
+    let join = first(&p, |op| matches!(op, Op::Join { .. }));
+    assert!(join.moves.is_empty(), "{:?}", join.moves);
+    let edge = p.ra.relations.iter().position(|r| r.name == "edge").unwrap();
+    assert_eq!(
+        p.rel_partitioning[edge],
+        Partitioning::Hash {
+            cols: vec![0],
+            parts: 2
+        }
+    );
+}
+
+#[test]
+fn aggregations_gather_without_groups_and_hash_on_their_groups() {
+    let src = "e(x, y) -> int32(x), int32(y).\n.input e.\n\
+               n[] = c <- agg<<c = count()>> e(_, _).\n\
+               d[x] = c <- agg<<c = count()>> e(x, _).\n.output n.\n.output d.\n";
+    let p = on_devices(src, 3);
+    let global = first(&p, |op| matches!(op, Op::Aggregate { group, .. } if group.is_empty()));
+    assert_eq!(global.moves, vec![(0, Redistribute::Gather)]);
+    assert_eq!(global.partitioning, Partitioning::Single);
+    let grouped = first(&p, |op| matches!(op, Op::Aggregate { group, .. } if !group.is_empty()));
+    assert!(
+        matches!(&grouped.moves[..], [(0, Redistribute::Hash { .. })]),
+        "{:?}",
+        grouped.moves
+    );
+    assert_eq!(
+        grouped.partitioning,
+        Partitioning::Hash {
+            cols: vec![0],
+            parts: 3
+        }
+    );
+}
+
+#[test]
+fn a_triangle_count_replicates_its_inputs_and_splits_the_first_variable() {
+    let src = "e(x, y) -> int32(x), int32(y).\n.input e.\n\
+               n[] = c <- agg<<c = count()>> e(x, y), e(y, z), e(x, z), x < y, y < z.\n.output n.\n";
+    let p = on_devices(src, 2);
+    let mj = first(&p, |op| matches!(op, Op::MultiJoin { .. }));
+    assert!(mj.split_first);
+    assert!(!mj.moves.is_empty() && mj.moves.iter().all(|(_, m)| *m == Redistribute::Broadcast));
+    assert_eq!(
+        mj.partitioning,
+        Partitioning::Single,
+        "the partial counts are summed on device 0"
+    );
+}
+
+#[test]
+fn facts_are_replicated_and_output_by_device_zero_alone() {
+    let src = "f(x) -> int32(x).\nf(1). f(2).\ng(x) <- f(x).\n.output f.\n.output g.\n";
+    let p = on_devices(src, 2);
+    let f = p.ra.relations.iter().position(|r| r.name == "f").unwrap();
+    assert_eq!(p.rel_partitioning[f], Partitioning::Replicated { parts: 2 });
+    assert!(p
+        .stmt_moves
+        .values()
+        .any(|m| *m == Redistribute::Keep { cols: Vec::new() }));
 }

@@ -14,9 +14,9 @@ fn the_passes_in_order() {
             "estimate",
             "join-selection",
             "fusion",
+            "partitioning",
             "order",
             "rounds",
-            "partitioning",
             "tiering",
             "verify"
         ]
@@ -65,9 +65,9 @@ fn a_disabled_pass_does_not_run_and_the_others_do() {
         [
             "join-selection",
             "fusion",
+            "partitioning",
             "order",
             "rounds",
-            "partitioning",
             "tiering",
             "verify"
         ]

@@ -82,7 +82,7 @@ fn a_cross_product_filtered_per_round_by_a_deferred_select_is_caught() {
     let src = "e(x, y) -> int32(x), int32(y).\n.input e.\n\
                p(x, y) <- e(x, u), e(y, v), u * v > 7.\n\
                n[] = c <- agg<<c = count()>> p(_, _).\n.output n.\n.output p.\n";
-    let mut p = phys_after(src, Some("partitioning"), &Statistics::none());
+    let mut p = phys_after(src, Some("rounds"), &Statistics::none());
     let j = find(&p, |op| matches!(op, Op::Join { .. }))[0];
     let s = find(&p, |op| matches!(op, Op::Select { .. }))[0];
     let a = find(&p, |op| matches!(op, Op::Aggregate { .. }))[0];
@@ -105,7 +105,7 @@ const CLIQUE: &str = "e(x, y) -> int32(x), int32(y).\n.input e.\nn[] = c <- agg<
 
 /// The 4-clique count's plan, and its multi-way join's level plan to break.
 fn clique() -> (PhysPlan, fox_ra::TempId) {
-    let p = phys_after(CLIQUE, Some("partitioning"), &Statistics::none());
+    let p = phys_after(CLIQUE, Some("rounds"), &Statistics::none());
     let j = find(&p, |op| matches!(op, Op::MultiJoin { .. }))[0];
     (p, j)
 }
@@ -219,7 +219,7 @@ fn a_window_on_a_counted_last_level_is_caught() {
 fn an_inequality_join_plan_its_inputs_contradict_is_caught() {
     let src = "iv(x, s, e) -> int(x), int(s), int(e).\n.input iv.\n\
                ov(x, y) <- iv(x, s1, e1), iv(y, s2, e2), s1 < e2, s2 < e1.\n.output ov.\n";
-    let good = phys_after(src, Some("partitioning"), &Statistics::none());
+    let good = phys_after(src, Some("rounds"), &Statistics::none());
     verify(&mut good.clone()).unwrap();
     let j = find(&good, |op| matches!(op, Op::Join { .. }))[0];
     let Algorithm::Band(band) = good.node(j).algorithm.clone() else {
