@@ -31,6 +31,8 @@ use fox_sema::core::{Type, Value, MAX_DATE, MAX_DECIMAL, MAX_WIDE_DECIMAL, MIN_D
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+mod rows;
+
 /// Runs `plan` on `backend` and returns its outputs.
 pub fn run(plan: &KernelPlan, backend: &mut dyn Backend, opts: &RunOptions) -> Result<RunResult, RuntimeError> {
     run_resident(plan, backend, opts, None)
@@ -1329,14 +1331,27 @@ impl Interp<'_> {
                 // `Concat`) runs a column at a time when all of them do not fit at once;
                 // each output is defined as it is made, and may leave the device for the
                 // next.
+                //
+                // A row-local kernel (`Eval`, `Compact`, `Gather`) whose arguments do not
+                // fit then runs over chunks of its rows (`rows.rs`).
                 Err(RuntimeError::Kernel { msg, at })
                     if is_out_of_memory(&msg) && !outs.iter().any(|o| args.contains(o)) =>
                 {
+                    let by_rows = rows::row_aligned(kernel, arg_slots.len()).is_some();
                     let Some((one_kernel, parts)) = column_split(kernel, &arg_slots, outs.len()) else {
+                        if by_rows {
+                            return self.launch_in_rows(kernel, &arg_slots, &out_elems, outs, &what);
+                        }
                         return Err(RuntimeError::Kernel { msg, at });
                     };
                     for (j, (o, part)) in outs.iter().zip(parts).enumerate() {
-                        let mut one = self.launch_evicting(&one_kernel, &part, &out_elems[j..=j], &what)?;
+                        let one = self.launch_evicting(&one_kernel, &part, &out_elems[j..=j], &what);
+                        let mut one = match one {
+                            Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && by_rows => {
+                                return self.launch_in_rows(kernel, &arg_slots, &out_elems, outs, &what);
+                            }
+                            r => r?,
+                        };
                         match (one.pop(), one.is_empty()) {
                             (Some(b), true) if b.elem == out_elems[j] => self.define(o.0 as usize, b),
                             (b, _) => {
@@ -1549,30 +1564,35 @@ impl Interp<'_> {
             let Ok(slot) = self.var_slot(a.0 as usize) else {
                 return Vec::new();
             };
-            if !matches!(self.tiers[slot], Tier::Device) {
-                return Vec::new();
-            }
-            let buf = &self.slots[slot].as_ref().expect("occupied").0;
-            if row >= buf.len {
-                return Vec::new();
-            }
-            let slice = Kernel::Slice {
-                start: row as u64,
-                len: 1,
-            };
-            let Ok(mut one) = self
-                .backend
-                .launch(&slice, &[buf], &DictCtx(&self.dict, crate::cancel::never()))
-            else {
-                return Vec::new();
-            };
-            let col = one.pop().map(|b| {
-                let col = self.backend.download(&b);
-                self.backend.free(b);
-                col
-            });
-            let Some(Ok(col)) = col else {
-                return Vec::new();
+            let col = match &self.tiers[slot] {
+                // A column in the host tier (an operator run in chunks of rows) is read there.
+                Tier::Host(h) if row < h.len() => rows::host_row(h, row),
+                Tier::Device => {
+                    let buf = &self.slots[slot].as_ref().expect("occupied").0;
+                    if row >= buf.len {
+                        return Vec::new();
+                    }
+                    let slice = Kernel::Slice {
+                        start: row as u64,
+                        len: 1,
+                    };
+                    let Ok(mut one) = self
+                        .backend
+                        .launch(&slice, &[buf], &DictCtx(&self.dict, crate::cancel::never()))
+                    else {
+                        return Vec::new();
+                    };
+                    let col = one.pop().map(|b| {
+                        let col = self.backend.download(&b);
+                        self.backend.free(b);
+                        col
+                    });
+                    match col {
+                        Some(Ok(col)) => col,
+                        _ => return Vec::new(),
+                    }
+                }
+                _ => return Vec::new(),
             };
             let var = &self.plan.buffers[a.0 as usize];
             let label = match self.column_labels(kernel, args) {

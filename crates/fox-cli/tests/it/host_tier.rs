@@ -154,10 +154,11 @@ fn an_operator_whose_own_buffers_exceed_the_limit_is_an_error_naming_it() {
     let p = dir.join("q.logic");
     std::fs::write(
         &p,
-        "a(k, v) -> int32(k), int32(v).\n.input a.\nb(k, v) <- a(k, v), v > 2.\n.output b.\n",
+        "a(k, v) -> int32(k), int32(v).\n.input a.\nb(k, w) <- a(k, v), a(v, w).\n.output b.\n",
     )
     .unwrap();
-    // 20 KB a column: the filter reads both and writes as much again.
+    // 20 KB a column: sorting a side of the join reads both and writes a permutation
+    // and both again (a sort does not run in chunks).
     let o = foxrun(&[
         p.to_str().unwrap(),
         "--data",
@@ -173,5 +174,53 @@ fn an_operator_whose_own_buffers_exceed_the_limit_is_an_error_naming_it() {
     assert!(e.contains("the operation's arguments take "), "{e}");
     assert!(e.contains("help: raise --memory-limit"), "{e}");
     assert!(!e.contains("panicked"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_filter_whose_columns_exceed_the_limit_runs_in_chunks_of_rows() {
+    let dir = temp_dir("fox-host-tier", "rows");
+    let mut seed = 11;
+    let rows: String = (0..60_000)
+        .map(|_| format!("{},{}\n", next(&mut seed) % 1_000_000, next(&mut seed) % 1_000_000))
+        .collect();
+    std::fs::write(dir.join("big.csv"), rows).unwrap();
+    let p = dir.join("q.logic");
+    // 240 KB a column; the filter reads both (480 KB) under a limit of 300 KB, and keeps
+    // few rows.
+    std::fs::write(
+        &p,
+        "big(x, y) -> int32(x), int32(y).\n.input big.\nsmall(x, y) <- big(x, y), x + y < 20000.\n.output small.\n",
+    )
+    .unwrap();
+    let (p, d) = (p.to_str().unwrap(), dir.to_str().unwrap());
+    same_under(&[p, "--data", d], 300_000);
+    // An expression that fails on a row names the same row and values when run in chunks.
+    std::fs::write(
+        dir.join("q.logic"),
+        "big(x, y) -> int32(x), int32(y).\n.input big.\nq(x, z) <- big(x, y), z = x / (y - 777).\n.output q.\n",
+    )
+    .unwrap();
+    let mut rows: Vec<String> = (0..60_000).map(|i| format!("{i},{}\n", i % 700)).collect();
+    rows[50_001] = "5,777\n".into();
+    std::fs::write(dir.join("big.csv"), rows.concat()).unwrap();
+    let whole = foxrun(&[p, "--data", d]);
+    let cut = foxrun(&[p, "--data", d, "--memory-limit", "300000"]);
+    let (we, ce) = (
+        String::from_utf8_lossy(&whole.stderr),
+        String::from_utf8_lossy(&cut.stderr),
+    );
+    assert_eq!(whole.status.code(), Some(1), "{we}");
+    assert_eq!(cut.status.code(), Some(1), "{ce}");
+    let error = |e: &str| {
+        e.lines()
+            .filter(|l| !l.starts_with("memory:") && !l.contains("time"))
+            .take(8)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(we.contains("division by zero"), "{we}");
+    assert!(we.contains("y = 777"), "{we}");
+    assert_eq!(error(&ce), error(&we));
     std::fs::remove_dir_all(&dir).unwrap();
 }

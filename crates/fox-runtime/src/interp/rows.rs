@@ -1,0 +1,283 @@
+//! Row-local kernels whose arguments and outputs do not fit the device budget at once run
+//! over chunks of their rows: `Eval` (its column arguments), `Compact` (the flags and
+//! every column) and `Gather` (the positions; the gathered columns are read whole). Each
+//! chunk's row-aligned arguments are sliced on the device, or uploaded from the host
+//! tier, the kernel runs on them, and its outputs leave for the host; the outputs,
+//! concatenated in chunk order (so the result is the one launch's, row for row), are
+//! defined in the host tier and come back when an instruction reads them.
+
+use super::*;
+
+/// The arguments of a row-local kernel that are aligned with its rows (sliced per chunk),
+/// the others being read whole; `None` for any other kernel.
+pub(super) fn row_aligned(kernel: &Kernel, n_args: usize) -> Option<Vec<bool>> {
+    match kernel {
+        Kernel::Eval { n_cols, .. } if *n_cols >= 1 && *n_cols <= n_args => {
+            Some((0..n_args).map(|i| i < *n_cols).collect())
+        }
+        Kernel::Compact if n_args >= 2 => Some(vec![true; n_args]),
+        Kernel::Gather { .. } if n_args >= 2 => Some((0..n_args).map(|i| i == 0).collect()),
+        _ => None,
+    }
+}
+
+/// The smallest chunk worth a launch: below it, what does not fit is what is read whole.
+const MIN_CHUNK_BYTES: usize = 1 << 20;
+
+macro_rules! each_col {
+    ($col:expr, $v:ident => $body:expr) => {
+        match $col {
+            HostCol::U8($v) => HostCol::U8($body),
+            HostCol::I32($v) => HostCol::I32($body),
+            HostCol::U32($v) => HostCol::U32($body),
+            HostCol::I64($v) => HostCol::I64($body),
+            HostCol::U64($v) => HostCol::U64($body),
+            HostCol::F64($v) => HostCol::F64($body),
+            HostCol::I128($v) => HostCol::I128($body),
+        }
+    };
+}
+
+/// Rows `a..b` of `col`, copied.
+fn host_slice(col: &HostCol, a: usize, b: usize) -> Result<HostCol, String> {
+    let what = "a chunk of rows for the device";
+    Ok(each_col!(col, v => crate::alloc::try_to_vec(&v[a..b], what)?))
+}
+
+/// Row `r` of `col` as a column of one row.
+pub(super) fn host_row(col: &HostCol, r: usize) -> HostCol {
+    each_col!(col, v => vec![v[r]])
+}
+
+/// `acc` followed by `more` (of the same element type).
+fn host_append(acc: &mut HostCol, more: HostCol) -> Result<(), String> {
+    let what = "the rows of an operator run in chunks";
+    macro_rules! app {
+        ($($t:ident),*) => {
+            match (acc, more) {
+                $((HostCol::$t(a), HostCol::$t(m)) => {
+                    crate::alloc::try_reserve(a, m.len(), what)?;
+                    a.extend_from_slice(&m);
+                    Ok(())
+                })*
+                _ => Err("a chunk's output changed its element type".to_string()),
+            }
+        };
+    }
+    app!(U8, I32, U32, I64, U64, F64, I128)
+}
+
+impl Interp<'_> {
+    /// Runs a row-local `kernel` ([`row_aligned`]) over chunks of its rows and defines
+    /// its outputs `outs` in the host tier. Chunks start at a quarter of the device
+    /// budget's worth of rows and halve when one does not fit, down to
+    /// [`MIN_CHUNK_BYTES`]; an error of an expression on a row names the row of the whole.
+    pub(super) fn launch_in_rows(
+        &mut self,
+        kernel: &Kernel,
+        arg_slots: &[usize],
+        out_elems: &[Elem],
+        outs: &[fox_kernel::BufId],
+        what: &dyn Fn() -> String,
+    ) -> Result<(), RuntimeError> {
+        let Some(aligned) = row_aligned(kernel, arg_slots.len()) else {
+            return Err(RuntimeError::Plan(format!(
+                "{}: the kernel does not run in chunks of rows",
+                what()
+            )));
+        };
+        let n = self.slot_buf(arg_slots[0]).len;
+        let row_bytes: usize = arg_slots
+            .iter()
+            .zip(&aligned)
+            .filter(|(_, &a)| a)
+            .map(|(&s, _)| self.slot_buf(s).elem.size())
+            .chain(out_elems.iter().map(|e| e.size()))
+            .sum::<usize>()
+            .max(1);
+        let budget = self.device_cap.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
+        let mut chunk = (budget / 4 / row_bytes).clamp(1, n.max(1));
+        let mut acc: Vec<HostCol> = out_elems.iter().map(|&e| HostCol::empty(e)).collect();
+        let mut a = 0;
+        while a < n {
+            let b = (a + chunk).min(n);
+            match self.launch_chunk(kernel, arg_slots, &aligned, a, b, out_elems, what) {
+                Ok(cols) => {
+                    for (x, c) in acc.iter_mut().zip(cols) {
+                        host_append(x, c).map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+                    }
+                    a = b;
+                }
+                Err(RuntimeError::Kernel { msg, .. })
+                    if is_out_of_memory(&msg) && (chunk / 2).saturating_mul(row_bytes) >= MIN_CHUNK_BYTES =>
+                {
+                    chunk /= 2;
+                }
+                Err(RuntimeError::Kernel { msg, at }) => {
+                    // The row of the chunk is row `a + r` of the whole.
+                    let msg = match crate::backend::failing_row(&msg) {
+                        Some(r) => {
+                            let cut = msg.rfind(" (row ").unwrap_or(msg.len());
+                            format!("{} (row {})", &msg[..cut], a + r)
+                        }
+                        None => msg,
+                    };
+                    return Err(RuntimeError::Kernel { msg, at });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        for (o, col) in outs.iter().zip(acc) {
+            self.define_in_host_tier(o.0 as usize, col);
+        }
+        Ok(())
+    }
+
+    /// One chunk of rows `a..b`: its arguments on the device, the launch, its outputs
+    /// moved to the host.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_chunk(
+        &mut self,
+        kernel: &Kernel,
+        arg_slots: &[usize],
+        aligned: &[bool],
+        a: usize,
+        b: usize,
+        out_elems: &[Elem],
+        what: &dyn Fn() -> String,
+    ) -> Result<Vec<HostCol>, RuntimeError> {
+        let mut temps: Vec<usize> = Vec::new();
+        let res = self
+            .chunk_args(arg_slots, aligned, a, b, what, &mut temps)
+            .and_then(|args| {
+                let outs = self.launch_evicting(kernel, &args, out_elems, what)?;
+                let mut cols = Vec::with_capacity(outs.len());
+                let mut err = None;
+                for o in outs {
+                    if err.is_some() {
+                        self.backend.free(o);
+                        continue;
+                    }
+                    let t = Instant::now();
+                    match self.backend.take(o) {
+                        Ok(c) => cols.push(c),
+                        Err(e) => err = Some(e.0),
+                    }
+                    self.stats.download += t.elapsed();
+                }
+                match err {
+                    Some(msg) => Err(RuntimeError::Kernel { at: what(), msg }),
+                    None => Ok(cols),
+                }
+            });
+        for s in temps {
+            self.drop_temp_slot(s);
+        }
+        res
+    }
+
+    /// The argument slots of a chunk: row-aligned ones replaced by temporary slots
+    /// holding their rows `a..b` (recorded in `temps`, for the caller to drop).
+    fn chunk_args(
+        &mut self,
+        arg_slots: &[usize],
+        aligned: &[bool],
+        a: usize,
+        b: usize,
+        what: &dyn Fn() -> String,
+        temps: &mut Vec<usize>,
+    ) -> Result<Vec<usize>, RuntimeError> {
+        let mut args = Vec::with_capacity(arg_slots.len());
+        for (&s, &al) in arg_slots.iter().zip(aligned) {
+            if !al {
+                args.push(s);
+                continue;
+            }
+            let part = match &self.tiers[s] {
+                Tier::Host(col) => {
+                    let part = host_slice(col, a, b).map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+                    self.upload_room(part)
+                        .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?
+                }
+                Tier::Device => {
+                    let elem = self.slot_buf(s).elem;
+                    let slice = Kernel::Slice {
+                        start: a as u64,
+                        len: (b - a) as u64,
+                    };
+                    let mut got = self.launch_evicting(&slice, &[s], &[elem], what)?;
+                    match (got.pop(), got.is_empty()) {
+                        (Some(x), true) => x,
+                        (x, _) => {
+                            x.into_iter().chain(got).for_each(|x| self.backend.free(x));
+                            return Err(RuntimeError::Plan(format!(
+                                "{}: a slice returned other than one column",
+                                what()
+                            )));
+                        }
+                    }
+                }
+                Tier::Gone => {
+                    return Err(RuntimeError::Kernel {
+                        at: what(),
+                        msg: "a buffer was lost bringing it back to the device".into(),
+                    })
+                }
+            };
+            let t = self.temp_slot(part);
+            temps.push(t);
+            args.push(t);
+        }
+        Ok(args)
+    }
+
+    /// A slot holding `buf` that no variable names (a chunk's argument).
+    fn temp_slot(&mut self, buf: DevBuf) -> usize {
+        match self.free_slots.pop() {
+            Some(s) => {
+                self.slots[s] = Some((buf, 1));
+                self.pinned[s] = false;
+                self.tiers[s] = Tier::Device;
+                s
+            }
+            None => {
+                self.slots.push(Some((buf, 1)));
+                self.pinned.push(false);
+                self.tiers.push(Tier::Device);
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    /// Frees a slot of [`Interp::temp_slot`] wherever its buffer is.
+    fn drop_temp_slot(&mut self, s: usize) {
+        let Some((buf, _)) = self.slots[s].take() else {
+            return;
+        };
+        self.free_slots.push(s);
+        match std::mem::replace(&mut self.tiers[s], Tier::Device) {
+            Tier::Device => self.backend.free(buf),
+            Tier::Host(_) => self.host_in_use -= buf.bytes() as u64,
+            Tier::Gone => {}
+        }
+    }
+
+    /// Defines `var` as `col`, held in the host tier until an instruction reads it on
+    /// the device.
+    fn define_in_host_tier(&mut self, var: usize, col: HostCol) {
+        let stale = DevBuf {
+            id: u64::MAX,
+            elem: col.elem(),
+            len: col.len(),
+        };
+        let bytes = stale.bytes() as u64;
+        self.define(var, stale);
+        let slot = self.vars[var].expect("just defined");
+        self.tiers[slot] = Tier::Host(col);
+        self.host_in_use += bytes;
+        let t = &mut self.stats.tier;
+        t.evictions += 1;
+        t.bytes_to_host += bytes;
+        t.host_peak_bytes = t.host_peak_bytes.max(self.host_in_use);
+    }
+}
