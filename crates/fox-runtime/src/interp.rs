@@ -32,6 +32,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod rows;
+mod sort;
 
 /// Runs `plan` on `backend` and returns its outputs.
 pub fn run(plan: &KernelPlan, backend: &mut dyn Backend, opts: &RunOptions) -> Result<RunResult, RuntimeError> {
@@ -1342,13 +1343,19 @@ impl Interp<'_> {
                         if by_rows {
                             return self.launch_in_rows(kernel, &arg_slots, &out_elems, outs, &what);
                         }
+                        // A sort that does not fit sorts runs and merges them (`sort.rs`).
+                        if let (Kernel::SortPerm { .. }, [out]) = (kernel, outs) {
+                            return self.sort_in_runs(kernel, &arg_slots, *out, &what);
+                        }
                         return Err(RuntimeError::Kernel { msg, at });
                     };
                     for (j, (o, part)) in outs.iter().zip(parts).enumerate() {
                         let one = self.launch_evicting(&one_kernel, &part, &out_elems[j..=j], &what);
                         let mut one = match one {
+                            // A column that does not fit runs over chunks of its rows.
                             Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && by_rows => {
-                                return self.launch_in_rows(kernel, &arg_slots, &out_elems, outs, &what);
+                                self.launch_in_rows(&one_kernel, &part, &out_elems[j..=j], &outs[j..=j], &what)?;
+                                continue;
                             }
                             r => r?,
                         };

@@ -178,7 +178,7 @@ fn an_operator_whose_own_buffers_exceed_the_limit_is_an_error_naming_it() {
 }
 
 #[test]
-fn a_filter_whose_columns_exceed_the_limit_runs_in_chunks_of_rows() {
+fn operators_whose_columns_exceed_the_limit_run_in_chunks_of_rows_and_sorts_in_runs() {
     let dir = temp_dir("fox-host-tier", "rows");
     let mut seed = 11;
     let rows: String = (0..60_000)
@@ -195,6 +195,17 @@ fn a_filter_whose_columns_exceed_the_limit_runs_in_chunks_of_rows() {
     .unwrap();
     let (p, d) = (p.to_str().unwrap(), dir.to_str().unwrap());
     same_under(&[p, "--data", d], 300_000);
+    // The set of all the rows (480 KB) sorted in runs merged on the host, its repeats
+    // dropped in chunks, and aggregated in chunks whose partial results combine.
+    std::fs::write(
+        dir.join("q.logic"),
+        "big(x, y) -> int32(x), int32(y).\n.input big.\nn[] = c <- agg<<c = count()>> big(_, _).\n\
+         s[] = t <- agg<<t = sum(x)>> big(x, y), y < 500000.\n\
+         m[] = v <- agg<<v = max(y)>> big(x, y), x > 1000.\n.output n.\n.output s.\n.output m.\n",
+    )
+    .unwrap();
+    let e = same_under(&[p, "--data", d], 300_000);
+    assert!(!e.contains("error"), "{e}");
     // An expression that fails on a row names the same row and values when run in chunks.
     std::fs::write(
         dir.join("q.logic"),

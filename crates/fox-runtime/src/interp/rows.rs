@@ -1,28 +1,17 @@
 //! Row-local kernels whose arguments and outputs do not fit the device budget at once run
 //! over chunks of their rows: `Eval` (its column arguments), `Compact` (the flags and
-//! every column) and `Gather` (the positions; the gathered columns are read whole). Each
+//! every column), `Gather` (the positions; the gathered columns are read whole) and
+//! `AdjacentDistinct` (each chunk with the row before it, whose flag is dropped), and
+//! aggregations without keys whose aggregates combine exactly (`combined`: each chunk's
+//! partial row, then one `ReduceByKey` over them; a sum beyond its type in a chunk is
+//! the overflow error of the whole). Each
 //! chunk's row-aligned arguments are sliced on the device, or uploaded from the host
 //! tier, the kernel runs on them, and its outputs leave for the host; the outputs,
 //! concatenated in chunk order (so the result is the one launch's, row for row), are
 //! defined in the host tier and come back when an instruction reads them.
 
 use super::*;
-
-/// The arguments of a row-local kernel that are aligned with its rows (sliced per chunk),
-/// the others being read whole; `None` for any other kernel.
-pub(super) fn row_aligned(kernel: &Kernel, n_args: usize) -> Option<Vec<bool>> {
-    match kernel {
-        Kernel::Eval { n_cols, .. } if *n_cols >= 1 && *n_cols <= n_args => {
-            Some((0..n_args).map(|i| i < *n_cols).collect())
-        }
-        Kernel::Compact if n_args >= 2 => Some(vec![true; n_args]),
-        Kernel::Gather { .. } if n_args >= 2 => Some((0..n_args).map(|i| i == 0).collect()),
-        _ => None,
-    }
-}
-
-/// The smallest chunk worth a launch: below it, what does not fit is what is read whole.
-const MIN_CHUNK_BYTES: usize = 1 << 20;
+use fox_kernel::AggSpec;
 
 macro_rules! each_col {
     ($col:expr, $v:ident => $body:expr) => {
@@ -38,10 +27,93 @@ macro_rules! each_col {
     };
 }
 
+/// The arguments of a row-local kernel that are aligned with its rows (sliced per chunk),
+/// the others being read whole; `None` for any other kernel.
+pub(super) fn row_aligned(kernel: &Kernel, n_args: usize) -> Option<Vec<bool>> {
+    match kernel {
+        Kernel::Eval { n_cols, .. } if *n_cols >= 1 && *n_cols <= n_args => {
+            Some((0..n_args).map(|i| i < *n_cols).collect())
+        }
+        Kernel::Compact if n_args >= 2 => Some(vec![true; n_args]),
+        Kernel::Gather { .. } if n_args >= 2 => Some((0..n_args).map(|i| i == 0).collect()),
+        Kernel::AdjacentDistinct if n_args >= 1 => Some(vec![true; n_args]),
+        // Aggregations of the whole input: each chunk's partial aggregates, combined.
+        Kernel::FusedReduce {
+            nkeys: 0, aggs, n_cols, ..
+        } if *n_cols >= 1 && *n_cols <= n_args && combined(aggs).is_some() => {
+            Some((0..n_args).map(|i| i < *n_cols).collect())
+        }
+        Kernel::ReduceByKey { nkeys: 0, aggs } if n_args >= 1 && combined(aggs).is_some() => Some(vec![true; n_args]),
+        _ => None,
+    }
+}
+
+/// The aggregates that combine the partial aggregates of chunks into the whole's:
+/// counts and integer or decimal sums add up, minima and maxima of other than strings
+/// and floats' sums excluded; `None` when one does not combine exactly.
+fn combined(aggs: &[AggSpec]) -> Option<Vec<AggSpec>> {
+    use fox_sema::core::AggFunc;
+    aggs.iter()
+        .map(|a| {
+            let exact_sum = !matches!(a.output, Type::Float64);
+            let func = match a.func {
+                AggFunc::Count => AggFunc::Sum,
+                AggFunc::Sum if exact_sum => AggFunc::Sum,
+                AggFunc::Min | AggFunc::Max if !matches!(a.output, Type::String) => a.func,
+                _ => return None,
+            };
+            Some(AggSpec {
+                func,
+                input: Some(a.output),
+                output: a.output,
+            })
+        })
+        .collect()
+}
+
+/// The kernel that combines the partial results of a row-local aggregation's chunks.
+fn combiner(kernel: &Kernel) -> Option<Kernel> {
+    match kernel {
+        Kernel::FusedReduce { nkeys: 0, aggs, .. } | Kernel::ReduceByKey { nkeys: 0, aggs } => {
+            Some(Kernel::ReduceByKey {
+                nkeys: 0,
+                aggs: combined(aggs)?,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The rows before a chunk a kernel reads besides the chunk's own: `AdjacentDistinct`
+/// compares each row with the one before. Its outputs for them are dropped.
+fn overlap(kernel: &Kernel) -> usize {
+    usize::from(matches!(kernel, Kernel::AdjacentDistinct))
+}
+
+/// `col` without its first `k` rows.
+fn host_skip(col: HostCol, k: usize) -> HostCol {
+    each_col!(col, v => { let mut v = v; v.drain(..k.min(v.len())); v })
+}
+
+/// The smallest chunk a launch halves to: at least this many rows, and at most
+/// [`MAX_CHUNKS`] chunks; below it, what does not fit is what is read whole.
+pub(super) const MIN_CHUNK_ROWS: usize = 1024;
+pub(super) const MAX_CHUNKS: usize = 4096;
+
+/// Whether a chunk of `chunk` rows out of `n` may still halve.
+pub(super) fn may_halve(chunk: usize, n: usize) -> bool {
+    chunk / 2 >= MIN_CHUNK_ROWS.max(n / MAX_CHUNKS)
+}
+
 /// Rows `a..b` of `col`, copied.
 fn host_slice(col: &HostCol, a: usize, b: usize) -> Result<HostCol, String> {
     let what = "a chunk of rows for the device";
     Ok(each_col!(col, v => crate::alloc::try_to_vec(&v[a..b], what)?))
+}
+
+#[cfg(test)]
+pub(super) fn host_slice_for_tests(col: &HostCol, a: usize, b: usize) -> HostCol {
+    host_slice(col, a, b).unwrap()
 }
 
 /// Row `r` of `col` as a column of one row.
@@ -71,7 +143,7 @@ impl Interp<'_> {
     /// Runs a row-local `kernel` ([`row_aligned`]) over chunks of its rows and defines
     /// its outputs `outs` in the host tier. Chunks start at a quarter of the device
     /// budget's worth of rows and halve when one does not fit, down to
-    /// [`MIN_CHUNK_BYTES`]; an error of an expression on a row names the row of the whole.
+    /// [`may_halve`]; an error of an expression on a row names the row of the whole.
     pub(super) fn launch_in_rows(
         &mut self,
         kernel: &Kernel,
@@ -101,16 +173,16 @@ impl Interp<'_> {
         let mut a = 0;
         while a < n {
             let b = (a + chunk).min(n);
-            match self.launch_chunk(kernel, arg_slots, &aligned, a, b, out_elems, what) {
+            let before = overlap(kernel).min(a);
+            match self.launch_chunk(kernel, arg_slots, &aligned, a - before, b, out_elems, what) {
                 Ok(cols) => {
                     for (x, c) in acc.iter_mut().zip(cols) {
+                        let c = host_skip(c, before);
                         host_append(x, c).map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
                     }
                     a = b;
                 }
-                Err(RuntimeError::Kernel { msg, .. })
-                    if is_out_of_memory(&msg) && (chunk / 2).saturating_mul(row_bytes) >= MIN_CHUNK_BYTES =>
-                {
+                Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && may_halve(chunk, n) => {
                     chunk /= 2;
                 }
                 Err(RuntimeError::Kernel { msg, at }) => {
@@ -126,6 +198,30 @@ impl Interp<'_> {
                 }
                 Err(e) => return Err(e),
             }
+        }
+        if let Some(combine) = combiner(kernel) {
+            // The chunks' partial aggregates (a row each, none for no rows) aggregated.
+            let mut temps = Vec::with_capacity(acc.len());
+            let mut res = Ok(Vec::new());
+            for col in acc {
+                match self.upload_room(col) {
+                    Ok(b) => temps.push(self.temp_slot(b)),
+                    Err(e) => {
+                        res = Err(RuntimeError::Kernel { at: what(), msg: e.0 });
+                        break;
+                    }
+                }
+            }
+            if res.is_ok() {
+                res = self.launch_evicting(&combine, &temps, out_elems, what);
+            }
+            for t in temps {
+                self.drop_temp_slot(t);
+            }
+            for (o, b) in outs.iter().zip(res?) {
+                self.define(o.0 as usize, b);
+            }
+            return Ok(());
         }
         for (o, col) in outs.iter().zip(acc) {
             self.define_in_host_tier(o.0 as usize, col);
@@ -178,7 +274,7 @@ impl Interp<'_> {
 
     /// The argument slots of a chunk: row-aligned ones replaced by temporary slots
     /// holding their rows `a..b` (recorded in `temps`, for the caller to drop).
-    fn chunk_args(
+    pub(super) fn chunk_args(
         &mut self,
         arg_slots: &[usize],
         aligned: &[bool],
@@ -232,7 +328,7 @@ impl Interp<'_> {
     }
 
     /// A slot holding `buf` that no variable names (a chunk's argument).
-    fn temp_slot(&mut self, buf: DevBuf) -> usize {
+    pub(super) fn temp_slot(&mut self, buf: DevBuf) -> usize {
         match self.free_slots.pop() {
             Some(s) => {
                 self.slots[s] = Some((buf, 1));
@@ -250,7 +346,7 @@ impl Interp<'_> {
     }
 
     /// Frees a slot of [`Interp::temp_slot`] wherever its buffer is.
-    fn drop_temp_slot(&mut self, s: usize) {
+    pub(super) fn drop_temp_slot(&mut self, s: usize) {
         let Some((buf, _)) = self.slots[s].take() else {
             return;
         };
@@ -264,7 +360,7 @@ impl Interp<'_> {
 
     /// Defines `var` as `col`, held in the host tier until an instruction reads it on
     /// the device.
-    fn define_in_host_tier(&mut self, var: usize, col: HostCol) {
+    pub(super) fn define_in_host_tier(&mut self, var: usize, col: HostCol) {
         let stale = DevBuf {
             id: u64::MAX,
             elem: col.elem(),
