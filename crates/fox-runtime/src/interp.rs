@@ -549,6 +549,19 @@ impl Interp<'_> {
                 }
                 None => HostCol::empty(Elem::of(col.ty)),
             };
+            // A column that does not fit the device with every other buffer moved stays
+            // in the host tier for this run (its readers take it in chunks).
+            if let Some(cap) = self.device_cap {
+                let bytes = host.len() * host.elem().size();
+                self.make_room(bytes, &[]).map_err(|msg| RuntimeError::Kernel {
+                    at: format!("load_input[{}]", rel.name),
+                    msg,
+                })?;
+                if (self.backend.mem().in_use as u64).saturating_add(bytes as u64) > cap {
+                    self.define_in_host_tier(var, host);
+                    continue;
+                }
+            }
             let keep = self.resident.is_some() && Database::column(t, c).is_some();
             let b = self.upload_room(host).map_err(|e| RuntimeError::Kernel {
                 at: format!("load_input[{}]", rel.name),
@@ -1295,7 +1308,9 @@ impl Interp<'_> {
                 )));
             }
             // Each output is defined as soon as it is uploaded, so that it may leave the
-            // device to make room for the next.
+            // device to make room for the next; one that does not fit the device with
+            // every other buffer moved stays in the host tier, for its readers to take
+            // in chunks.
             for (k, col) in cols.into_iter().enumerate() {
                 if col.elem() != out_elems[k] {
                     return Err(RuntimeError::Plan(format!(
@@ -1306,6 +1321,15 @@ impl Interp<'_> {
                         self.buf_name(outs[k].0 as usize),
                         out_elems[k]
                     )));
+                }
+                let bytes = (col.len() * col.elem().size()) as u64;
+                if let Some(cap) = self.device_cap {
+                    self.make_room(bytes as usize, &[])
+                        .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+                    if (self.backend.mem().in_use as u64).saturating_add(bytes) > cap {
+                        self.define_in_host_tier(outs[k].0 as usize, col);
+                        continue;
+                    }
                 }
                 let up = self.upload_room(col);
                 let t = Instant::now();
@@ -1354,7 +1378,16 @@ impl Interp<'_> {
                         let mut one = match one {
                             // A column that does not fit runs over chunks of its rows.
                             Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && by_rows => {
-                                self.launch_in_rows(&one_kernel, &part, &out_elems[j..=j], &outs[j..=j], &what)?;
+                                match self.launch_in_rows(&one_kernel, &part, &out_elems[j..=j], &outs[j..=j], &what) {
+                                    // A gathered column larger than the device is gathered
+                                    // on the host.
+                                    Err(RuntimeError::Kernel { msg, .. })
+                                        if is_out_of_memory(&msg) && matches!(one_kernel, Kernel::Gather { .. }) =>
+                                    {
+                                        self.gather_on_host(&one_kernel, &part, outs[j], &what)?
+                                    }
+                                    r => r?,
+                                }
                                 continue;
                             }
                             r => r?,

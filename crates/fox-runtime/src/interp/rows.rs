@@ -376,4 +376,55 @@ impl Interp<'_> {
         t.bytes_to_host += bytes;
         t.host_peak_bytes = t.host_peak_bytes.max(self.host_in_use);
     }
+
+    /// `Gather { shift }` of one column (`args`: the positions, the column) on the host,
+    /// for a column larger than the device budget: its output is defined in the host
+    /// tier. Positions out of range are the kernel's error.
+    pub(super) fn gather_on_host(
+        &mut self,
+        kernel: &Kernel,
+        args: &[usize],
+        out: fox_kernel::BufId,
+        what: &dyn Fn() -> String,
+    ) -> Result<(), RuntimeError> {
+        let (Kernel::Gather { shift }, [idx, data]) = (kernel, args) else {
+            return Err(RuntimeError::Plan(format!(
+                "{}: gathers one column on the host",
+                what()
+            )));
+        };
+        let kerr = |msg: String| RuntimeError::Kernel { at: what(), msg };
+        let idx = match self.download_arg(*idx) {
+            Ok(HostCol::U32(v)) => v,
+            Ok(_) => return Err(RuntimeError::Plan(format!("{}: the positions are not U32", what()))),
+            Err(HostError::Plan(m)) | Err(HostError::Kernel(m)) => return Err(kerr(m)),
+        };
+        let owned;
+        let col: &HostCol = match &self.tiers[*data] {
+            Tier::Host(c) => c,
+            _ => {
+                owned = self.download_arg(*data).map_err(|e| match e {
+                    HostError::Plan(m) | HostError::Kernel(m) => kerr(m),
+                })?;
+                &owned
+            }
+        };
+        let len = col.len();
+        let bad = idx.iter().find(|&&i| i as usize + *shift as usize >= len);
+        if let Some(&i) = bad {
+            return Err(kerr(format!(
+                "position {} is beyond the {len} rows of the gathered column",
+                i as usize + *shift as usize
+            )));
+        }
+        let what_alloc = "a column gathered on the host";
+        let at = |i: &u32| *i as usize + *shift as usize;
+        let gathered = each_col!(col, v => {
+            let mut o = crate::alloc::try_with_capacity(idx.len(), what_alloc).map_err(kerr)?;
+            o.extend(idx.iter().map(|i| v[at(i)]));
+            o
+        });
+        self.define_in_host_tier(out.0 as usize, gathered);
+        Ok(())
+    }
 }
