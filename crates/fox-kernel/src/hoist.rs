@@ -19,7 +19,8 @@
 //!   already moved out as defined outside), so nothing that depends on an iteration or on
 //!   a round of a nested loop moves;
 //! * each of its outputs is defined by this instruction alone in the whole plan (it is not
-//!   a relation's buffer, an accumulator or a loop-carried value);
+//!   a relation's buffer, an accumulator or a loop-carried value), and no test of the
+//!   loop reads it;
 //! * its block runs on every iteration that reaches a test of the loop: the block
 //!   dominates every block of the loop that leaves it or goes back to the header. The
 //!   loops are entered at their header and run their body at least once (the test comes
@@ -294,6 +295,13 @@ fn hoist_loop(plan: &mut KernelPlan, cfg: &Cfg, l: &Loop) -> bool {
             defined.extend(defs(i));
         }
     }
+    // A buffer a test of the loop reads stays defined in the loop, so that the loop can
+    // end (`validate` asks it), even where its value could not change.
+    let tested: HashSet<BufId> = l
+        .blocks
+        .iter()
+        .flat_map(|b| crate::live::term_uses(&plan.blocks[b.0 as usize].term))
+        .collect();
     let mut hoisted: Vec<Instr> = Vec::new();
     for &b in &every {
         let instrs = std::mem::take(&mut plan.blocks[b].instrs);
@@ -308,7 +316,7 @@ fn hoist_loop(plan: &mut KernelPlan, cfg: &Cfg, l: &Loop) -> bool {
             let invariant = pure
                 && !ds.is_empty()
                 && uses(&i).iter().all(|u| !defined.contains(u) && !ds.contains(u))
-                && ds.iter().all(|d| ndefs[d.0 as usize] == 1);
+                && ds.iter().all(|d| ndefs[d.0 as usize] == 1 && !tested.contains(d));
             if invariant {
                 for d in &ds {
                     defined.remove(d);
@@ -339,9 +347,15 @@ fn hoist_loop(plan: &mut KernelPlan, cfg: &Cfg, l: &Loop) -> bool {
         let block = &mut plan.blocks[b.0 as usize];
         let mut k = 0;
         while k < block.instrs.len() {
-            let leaves = match &block.instrs[k] {
+            let leaves = match &mut block.instrs[k] {
+                Instr::Observe { bufs, .. } if bufs.iter().all(|x| !defined.contains(x)) => {
+                    bufs.iter().any(|x| !read.contains(x))
+                }
+                // Columns of one result share its length: one the loop still computes
+                // counts it, without keeping the others alive through the loop.
                 Instr::Observe { bufs, .. } => {
-                    bufs.iter().all(|x| !defined.contains(x)) && bufs.iter().any(|x| !read.contains(x))
+                    bufs.retain(|x| defined.contains(x) || read.contains(x));
+                    false
                 }
                 _ => false,
             };
@@ -377,4 +391,134 @@ fn hoist_loop(plan: &mut KernelPlan, cfg: &Cfg, l: &Loop) -> bool {
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fox_sema::core::{Type, Value};
+
+    fn buf(name: &str, elem: Elem) -> BufVar {
+        BufVar {
+            name: name.into(),
+            elem,
+            ty: None,
+        }
+    }
+
+    fn launch(kernel: Kernel, args: &[u32], outs: &[u32]) -> Instr {
+        Instr::Launch {
+            kernel,
+            args: args.iter().map(|&a| BufId(a)).collect(),
+            outs: outs.iter().map(|&o| BufId(o)).collect(),
+            origin: None,
+        }
+    }
+
+    /// A loop entered from two blocks: b0 branches to b1 or b2, both jump to the header b3,
+    /// whose body sorts `a` (defined before the loop) and shortens `x` (the loop's test)
+    /// until it is empty.
+    fn two_ways_in() -> KernelPlan {
+        let ints = |v: &[i32]| Kernel::Const {
+            types: vec![Type::Int32],
+            rows: v.iter().map(|&x| vec![Value::Int32(x)]).collect(),
+        };
+        let jump = |b: u32| Terminator::Jump(BlockId(b));
+        let block = |label: &str, instrs: Vec<Instr>, term: Terminator| Block {
+            label: label.into(),
+            instrs,
+            term,
+        };
+        KernelPlan {
+            version: KERNEL_PLAN_VERSION,
+            buffers: vec![
+                buf("a", Elem::I32),
+                buf("x", Elem::I32),
+                buf("p", Elem::U32),
+                buf("s", Elem::I32),
+                buf("x2", Elem::I32),
+            ],
+            inputs: Vec::new(),
+            blocks: vec![
+                block(
+                    "start",
+                    vec![launch(ints(&[3, 1, 2]), &[], &[0]), launch(ints(&[7, 8]), &[], &[1])],
+                    Terminator::If {
+                        nonempty: vec![BufId(0)],
+                        then: BlockId(1),
+                        otherwise: BlockId(2),
+                    },
+                ),
+                block("one way", Vec::new(), jump(3)),
+                block("another way", Vec::new(), jump(3)),
+                block(
+                    "loop",
+                    vec![
+                        launch(
+                            Kernel::SortPerm {
+                                desc: vec![false],
+                                by_rank: vec![false],
+                            },
+                            &[0],
+                            &[2],
+                        ),
+                        launch(Kernel::Gather { shift: 0 }, &[2, 0], &[3]),
+                        launch(Kernel::Slice { start: 1, len: 10 }, &[1], &[4]),
+                        Instr::Move {
+                            dst: BufId(1),
+                            src: BufId(4),
+                        },
+                    ],
+                    Terminator::LoopIf {
+                        nonempty: vec![BufId(1)],
+                        body: BlockId(3),
+                        exit: BlockId(4),
+                    },
+                ),
+                block("after", Vec::new(), Terminator::Halt),
+            ],
+            entry: BlockId(0),
+            planned_peak_buffers: 0,
+            sources: Vec::new(),
+            observed: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_loop_with_two_ways_in_gets_a_preheader() {
+        let mut plan = two_ways_in();
+        crate::validate(&plan).unwrap();
+        assert!(hoist_invariants(&mut plan));
+        crate::validate(&plan).unwrap();
+        // The sort and its gather run in a new block that both ways in now reach; the
+        // shortening of `x`, which the loop redefines, stays.
+        assert_eq!(plan.blocks.len(), 6);
+        let pre = &plan.blocks[5];
+        assert_eq!(pre.label, "before loop");
+        assert_eq!(pre.term, Terminator::Jump(BlockId(3)));
+        let outs = |b: &Block| b.instrs.iter().flat_map(defs).map(|d| d.0).collect::<Vec<_>>();
+        assert_eq!(outs(pre), vec![2, 3]);
+        assert_eq!(outs(&plan.blocks[3]), vec![4, 1]);
+        for way in [1, 2] {
+            assert_eq!(plan.blocks[way].term, Terminator::Jump(BlockId(5)));
+        }
+        // A second run finds nothing more to move.
+        assert!(!hoist_invariants(&mut plan));
+    }
+
+    #[test]
+    fn nothing_the_loop_defines_leaves_it() {
+        let mut plan = two_ways_in();
+        // The sort now reads `x`, which the loop shortens.
+        if let Instr::Launch { args, .. } = &mut plan.blocks[3].instrs[0] {
+            args[0] = BufId(1);
+        }
+        if let Instr::Launch { args, .. } = &mut plan.blocks[3].instrs[1] {
+            args[1] = BufId(1);
+        }
+        crate::validate(&plan).unwrap();
+        let before = plan.clone();
+        assert!(!hoist_invariants(&mut plan));
+        assert_eq!(plan, before);
+    }
 }
