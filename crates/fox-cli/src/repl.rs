@@ -951,7 +951,14 @@ impl Session {
         }
         let timing = std::mem::replace(&mut self.timing, true);
         // The run counts each operator's rows, shown against the estimates.
-        let r = self.execute(&a, &fox_kernel::LowerOptions { observe_rows: true }, out);
+        let r = self.execute(
+            &a,
+            &fox_kernel::LowerOptions {
+                observe_rows: true,
+                ..Default::default()
+            },
+            out,
+        );
         self.timing = timing;
         if let Some((t, r, report)) = r {
             out.push_str(&fox_runtime::format_stats(&r.stats));

@@ -3,7 +3,8 @@
 //! analysis and explicit free points; and its serialised form (versioned RON).
 //!
 //! * [`ir`]: the plan ([`KernelPlan`]) and the kernel vocabulary with its contracts.
-//! * [`lower()`]: RA plan → kernel plan (lowering, scheduling, liveness, frees).
+//! * [`lower()`]: RA plan → kernel plan (lowering, scheduling, loop-invariant code motion,
+//!   liveness, frees).
 //! * [`print_kernels`] / [`to_dot`]: the readable text and the graphviz drawing.
 //! * [`to_ron`] / [`from_ron`] / [`validate`]: the plan file and its consistency check.
 //! * [`kernel_outputs`] / [`check_args`]: the element types each kernel takes and
@@ -21,6 +22,7 @@ pub mod arith;
 mod bitset;
 pub mod checked;
 mod expand;
+mod hoist;
 pub mod ir;
 mod live;
 mod lower;

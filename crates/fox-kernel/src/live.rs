@@ -242,7 +242,7 @@ pub(crate) fn place_frees(plan: &mut KernelPlan) {
 }
 
 /// Points successor edge `k` of a terminator at `to`.
-fn retarget(t: &mut Terminator, k: usize, to: BlockId) {
+pub(crate) fn retarget(t: &mut Terminator, k: usize, to: BlockId) {
     match t {
         Terminator::Jump(b) => *b = to,
         Terminator::Halt => {}

@@ -70,6 +70,12 @@ enum Command {
         /// without them.
         #[arg(long)]
         observe_rows: bool,
+        /// Keep loop-invariant kernels in their loops: by default a kernel of a loop whose
+        /// arguments the loop never changes (the sort of a join side read from a relation
+        /// the loop does not write, a hash table or a trie over it) runs once before the
+        /// loop instead of on every iteration. The plan computes the same outputs.
+        #[arg(long)]
+        keep_loop_invariants: bool,
         #[arg(long, value_enum, value_name = "ALGORITHM", default_value_t = fox_cli::JoinArg::Auto, help = fox_cli::JoinArg::HELP)]
         join: fox_cli::JoinArg,
         /// Plan for a run over N devices (`foxrun --devices N`): each result and relation
@@ -147,6 +153,7 @@ fn main() -> ExitCode {
             disable_pass,
             after_pass,
             observe_rows,
+            keep_loop_invariants,
             join,
             devices,
             ..
@@ -157,7 +164,10 @@ fn main() -> ExitCode {
                 join: join.choice(),
                 devices: devices as usize,
             };
-            let lowering = fox_kernel::LowerOptions { observe_rows };
+            let lowering = fox_kernel::LowerOptions {
+                observe_rows,
+                keep_loop_invariants,
+            };
             cmd_compile(&files, dialect, output.as_deref(), emit, &passes, &lowering, color)
         }
     };

@@ -330,6 +330,7 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
                     &stats,
                     &fox_kernel::LowerOptions {
                         observe_rows: cli.timing,
+                        ..Default::default()
                     },
                 )?
             }

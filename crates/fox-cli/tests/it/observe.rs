@@ -46,7 +46,13 @@ fn observing_rows_adds_observations_and_changes_nothing_else() {
         let stats = fox_phys::Statistics::none();
         let plain = program.kernel_plan(&stats, &LowerOptions::default()).unwrap();
         let observed = program
-            .kernel_plan(&stats, &LowerOptions { observe_rows: true })
+            .kernel_plan(
+                &stats,
+                &LowerOptions {
+                    observe_rows: true,
+                    ..Default::default()
+                },
+            )
             .unwrap();
         assert!(plain.observed.is_empty());
         let observes: Vec<&Instr> = observed
@@ -288,7 +294,13 @@ fn statistics_and_observations_change_no_column_a_plan_reads() {
     assert!(!stats.is_empty());
     for (_, p, _) in &programs {
         let loaded = p.inputs().unwrap();
-        for options in [LowerOptions::default(), LowerOptions { observe_rows: true }] {
+        for options in [
+            LowerOptions::default(),
+            LowerOptions {
+                observe_rows: true,
+                ..Default::default()
+            },
+        ] {
             let plan = p.kernel_plan(&stats, &options).unwrap();
             let read = fox_runtime::database::used_input_columns(&plan);
             for ((input, want), got) in loaded.iter().zip(&read) {

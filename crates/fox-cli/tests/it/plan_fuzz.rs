@@ -65,7 +65,10 @@ fn compile(path: &Path) -> KernelPlan {
         .core
         .unwrap_or_else(|| panic!("{} does not check", path.display()));
     // With observations, so that the mutations reach them too.
-    let options = fox_kernel::LowerOptions { observe_rows: true };
+    let options = fox_kernel::LowerOptions {
+        observe_rows: true,
+        ..Default::default()
+    };
     fox_cli::plan_kernels(&fox_ra::plan(&core).unwrap(), &fox_phys::Statistics::none(), &options).unwrap()
 }
 

@@ -69,6 +69,10 @@ pub struct LowerOptions {
     /// definition. Observations keep no value alive and take no part in scheduling, so
     /// the plan computes exactly what it computes without them.
     pub observe_rows: bool,
+    /// Leave loop-invariant launches in their loops (`foxc compile --keep-loop-invariants`):
+    /// by default each runs once before its loop instead of once per iteration (see
+    /// `hoist.rs`). The two plans compute the same outputs.
+    pub keep_loop_invariants: bool,
 }
 
 /// Translates an annotated RA plan into a kernel plan: lowering (following the
@@ -211,6 +215,9 @@ pub fn lower_physical_with(phys: &PhysPlan, options: &LowerOptions) -> Result<Ke
         observed: l.observed,
     };
     crate::sched::optimize(&mut plan);
+    if !options.keep_loop_invariants && crate::hoist::hoist_invariants(&mut plan) {
+        crate::sched::optimize(&mut plan);
+    }
     crate::live::place_frees(&mut plan);
     Ok(plan)
 }

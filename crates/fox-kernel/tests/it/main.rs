@@ -5,6 +5,7 @@
 mod common;
 mod contracts;
 mod exchange;
+mod hoist;
 mod levels;
 mod plans;
 mod validate;
