@@ -320,9 +320,9 @@ pub(crate) fn comm_error(e: CommError, what: &str) -> Option<RuntimeError> {
 /// The outputs hold every device's rows, ordered as one device orders them. With one
 /// backend this is [`crate::run_loaded`] or [`crate::run`], with no thread and no
 /// collective.
-pub fn run_devices(
+pub fn run_devices<'b>(
     plan: &fox_kernel::KernelPlan,
-    mut backends: Vec<&mut (dyn crate::Backend + Send)>,
+    mut backends: Vec<&mut (dyn crate::Backend + Send + 'b)>,
     opts: &crate::RunOptions,
     preloaded: Option<crate::LoadedInputs>,
 ) -> Result<crate::RunResult, RuntimeError> {
