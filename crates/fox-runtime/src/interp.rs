@@ -810,14 +810,10 @@ impl Interp<'_> {
         }
     }
 
-    /// `Err(Cancelled)` once the run's token is set, or another device failed.
+    /// `Err(Cancelled)` once the run's token is set. (A device of several goes on when
+    /// another fails, up to its next collective, so that which devices fail, and so the
+    /// run's error, does not depend on timing.)
     fn check_cancel(&self) -> Result<(), RuntimeError> {
-        if let Some(d) = &self.spmd {
-            if d.comm.is_aborted() {
-                self.peer_stop.set(true);
-                return Err(RuntimeError::Cancelled);
-            }
-        }
         match &self.cancel {
             Some(t) if t.is_cancelled() => Err(RuntimeError::Cancelled),
             _ => Ok(()),

@@ -15,9 +15,10 @@
 //! - `StrFn` interns the strings every device made in device order, so dictionaries (and
 //!   rank tables) stay identical; `Output` gathers every device's rows on device 0, which
 //!   orders them as one device would.
-//! - The first device to fail (in device order among real failures) gives the run's
-//!   error; the others stop at their next instruction or collective, and every device
-//!   frees its buffers.
+//! - A device that fails wakes the others; each stops at its next collective (a device
+//!   runs on up to it, so which devices fail does not depend on timing), and the first
+//!   device to fail in device order gives the run's error. Every device frees its
+//!   buffers. Cancellation stops every device at its next instruction.
 
 use crate::backend::HostCol;
 use crate::RuntimeError;
@@ -106,8 +107,8 @@ impl Comm {
         self.size
     }
 
-    /// Stops the run: every device waiting at a collective, or starting its next
-    /// instruction, stops.
+    /// Stops the run: every device waiting at a collective, or reaching its next one,
+    /// stops.
     pub(crate) fn abort(&self) {
         self.aborted.store(true, Ordering::SeqCst);
         // Taking the lock orders the flag before any waiter's next look at it.
@@ -376,7 +377,8 @@ pub fn run_devices<'b>(
         }
     }
     let mut stats = combine(stats);
-    stats.load += shared.load + before;
+    // Reading the inputs before the run (`before`) is part of the shared preparation's.
+    stats.load += shared.load;
     stats.total = started.elapsed() + before;
     match error.or(stopped) {
         Some(e) => Err(e),
@@ -395,6 +397,12 @@ fn combine(devices: Vec<crate::RunStats>) -> crate::RunStats {
     let n = 1 + it.len();
     all.backend = format!("{} × {n} devices", all.backend);
     all.device_peaks = vec![all.peak_bytes];
+    let mut at: std::collections::HashMap<String, usize> = all
+        .instrs
+        .iter()
+        .enumerate()
+        .map(|(k, s)| (s.label.clone(), k))
+        .collect();
     for d in it {
         all.load = all.load.max(d.load);
         all.upload = all.upload.max(d.upload);
@@ -420,13 +428,17 @@ fn combine(devices: Vec<crate::RunStats>) -> crate::RunStats {
             a.calls = a.calls.max(b.calls);
             a.max = a.max.max(b.max);
         }
-        for s in &d.instrs {
-            match all.instrs.iter_mut().find(|a| a.label == s.label) {
-                Some(a) => {
+        for s in d.instrs {
+            match at.get(&s.label) {
+                Some(&k) => {
+                    let a = &mut all.instrs[k];
                     a.total = a.total.max(s.total);
                     a.calls = a.calls.max(s.calls);
                 }
-                None => all.instrs.push(s.clone()),
+                None => {
+                    at.insert(s.label.clone(), all.instrs.len());
+                    all.instrs.push(s);
+                }
             }
         }
     }
@@ -450,6 +462,55 @@ mod tests {
                 assert_eq!(next, len);
             }
         }
+    }
+
+    #[test]
+    fn statistics_of_devices_combine_times_by_the_slowest_and_counts_by_the_sum() {
+        use crate::{InstrStat, RowsStat, RunStats};
+        let ms = Duration::from_millis;
+        let device = |compute: u64, peak: usize, rows: u64| RunStats {
+            backend: "cpu".into(),
+            compute: ms(compute),
+            peak_bytes: peak,
+            total_allocated_bytes: peak,
+            rounds: 1,
+            exchange: crate::ExchangeStats {
+                exchanges: 2,
+                rows,
+                bytes: 8 * rows,
+            },
+            rows: vec![RowsStat {
+                calls: 3,
+                total: rows,
+                max: rows,
+                ..RowsStat::default()
+            }],
+            instrs: vec![InstrStat {
+                label: "main.0".into(),
+                kernel: "exchange".into(),
+                calls: 1,
+                total: ms(compute),
+            }],
+            ..RunStats::default()
+        };
+        let all = combine(vec![device(5, 100, 1), device(9, 70, 4), device(2, 300, 0)]);
+        assert_eq!(all.backend, "cpu × 3 devices");
+        assert_eq!(all.compute, ms(9));
+        assert_eq!((all.peak_bytes, all.device_peaks.clone()), (300, vec![100, 70, 300]));
+        assert_eq!((all.total_allocated_bytes, all.rounds), (470, 3));
+        assert_eq!(
+            all.exchange,
+            crate::ExchangeStats {
+                exchanges: 2,
+                rows: 5,
+                bytes: 40
+            }
+        );
+        assert_eq!((all.rows[0].calls, all.rows[0].total, all.rows[0].max), (3, 5, 4));
+        assert_eq!(
+            (all.instrs.len(), all.instrs[0].calls, all.instrs[0].total),
+            (1, 1, ms(9))
+        );
     }
 
     #[test]

@@ -670,24 +670,25 @@ fn strings_made_on_every_device_get_the_same_codes_everywhere() {
     }
 }
 
-/// `1 / v` of constant rows spread by `Keep`, so that the row of 0 fails on one device
-/// only; then an exchange every device must reach.
-fn failing_plan() -> KernelPlan {
-    let rows: Vec<Vec<Value>> = (0..12).map(|v| vec![Value::Int32(v)]).collect();
-    let div = KExpr {
-        kind: KExprKind::Arith(
-            ArithOp::Div,
-            Box::new(KExpr {
-                kind: KExprKind::Const(Value::Int32(1)),
-                ty: Type::Int32,
-            }),
-            Box::new(KExpr {
-                kind: KExprKind::Col(0),
-                ty: Type::Int32,
-            }),
-        ),
-        ty: Type::Int32,
-    };
+/// `1 / ((v - z0) * (v - z1) * …)` of constant rows `values` spread by `Keep`, so that a
+/// row of a `z` fails on its device only; then an exchange every device must reach.
+fn failing_plan(values: &[i32], zeroes: &[i32]) -> KernelPlan {
+    let rows: Vec<Vec<Value>> = values.iter().map(|&v| vec![Value::Int32(v)]).collect();
+    let int = |kind| KExpr { kind, ty: Type::Int32 };
+    let mut den = int(KExprKind::Const(Value::Int32(1)));
+    for &z in zeroes {
+        let factor = int(KExprKind::Arith(
+            ArithOp::Sub,
+            Box::new(int(KExprKind::Col(0))),
+            Box::new(int(KExprKind::Const(Value::Int32(z)))),
+        ));
+        den = int(KExprKind::Arith(ArithOp::Mul, Box::new(den), Box::new(factor)));
+    }
+    let div = int(KExprKind::Arith(
+        ArithOp::Div,
+        Box::new(int(KExprKind::Const(Value::Int32(1)))),
+        Box::new(den),
+    ));
     plan(
         buffers(&[Type::Int32; 4]),
         Vec::new(),
@@ -728,7 +729,7 @@ fn failing_plan() -> KernelPlan {
 
 #[test]
 fn an_error_on_one_device_stops_every_device_and_is_the_run_s_error() {
-    let p = failing_plan();
+    let p = failing_plan(&(0..12).collect::<Vec<i32>>(), &[0]);
     let (one, _) = run_on(1, &p, &RunOptions::default());
     let want = one.unwrap_err();
     assert!(want.to_string().contains("division by zero"), "{want}");
@@ -818,4 +819,27 @@ fn one_device_is_the_plain_run() {
     assert!(res.stats.device_peaks.is_empty());
     let (none, _) = run_on(0, &p, &opts);
     assert!(none.is_err());
+}
+
+#[test]
+fn of_errors_on_several_devices_the_first_device_s_is_the_run_s() {
+    // A value kept on device 0 fails at its row 1, one kept on device 1 at its row 0.
+    let on = |d: usize| {
+        (100..)
+            .find(|&v| device_of(row_hash([value_bits_i32(v)]), 2) == d)
+            .unwrap()
+    };
+    let (ok0, bad0) = (
+        on(0),
+        (on(0) + 1..)
+            .find(|&v| device_of(row_hash([value_bits_i32(v)]), 2) == 0)
+            .unwrap(),
+    );
+    let bad1 = on(1);
+    let p = failing_plan(&[bad1, ok0, bad0], &[bad0, bad1]);
+    for _ in 0..5 {
+        let (res, _) = run_on(2, &p, &RunOptions::default());
+        let e = res.unwrap_err().to_string();
+        assert!(e.contains("division by zero") && e.ends_with("(row 1)"), "{e}");
+    }
 }
