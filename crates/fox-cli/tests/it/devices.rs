@@ -246,3 +246,50 @@ fn programs_that_join_or_aggregate_give_one_device_s_results_on_several() {
         }
     }
 }
+
+/// Each device's `device peak N bytes` from `--timing`.
+fn device_peaks(stderr: &str) -> Vec<u64> {
+    stderr
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("device ")?
+                .split_once(": device peak ")?
+                .1
+                .split_whitespace()
+                .next()
+        })
+        .map(|n| n.parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn the_memory_limit_applies_to_each_device() {
+    let dir = union_program("limit");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "q.logic",
+            "--backend",
+            "cpu",
+            "--devices",
+            "2",
+            "--timing",
+            "--out",
+            "-",
+        ];
+        args.extend(extra);
+        foxrun(&dir, &args)
+    };
+    let free = run(&[]);
+    assert_eq!(free.status.code(), Some(0), "{}", text(&free.stderr));
+    let peaks = device_peaks(&text(&free.stderr));
+    assert_eq!(peaks.len(), 2, "{}", text(&free.stderr));
+    // A limit each device keeps, which both together would not.
+    let limit = peaks.iter().max().unwrap() + 64;
+    assert!(peaks.iter().sum::<u64>() > limit, "{peaks:?}");
+    let limited = run(&["--memory-limit", &limit.to_string()]);
+    assert_eq!(limited.status.code(), Some(0), "{}", text(&limited.stderr));
+    assert_eq!(text(&limited.stdout), text(&free.stdout));
+    for p in device_peaks(&text(&limited.stderr)) {
+        assert!(p <= limit, "{p} > {limit}");
+    }
+}
