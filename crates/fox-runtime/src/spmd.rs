@@ -228,8 +228,9 @@ pub(crate) fn destinations(cols: &[HostCol], keys: &[usize], n: usize) -> Vec<u3
 pub(crate) enum Parts {
     /// A part per destination device, taken by it.
     PerDevice(Vec<Mutex<Option<Vec<HostCol>>>>),
-    /// The same rows for every device (a broadcast), copied by each.
-    All(Vec<HostCol>),
+    /// The same rows for every device (a broadcast) and how many devices have yet to read
+    /// them: each copies them but the last, which takes them.
+    All(Mutex<(Option<Vec<HostCol>>, usize)>),
 }
 
 /// The parts device `rank` of `n` sends of its rows `cols` by `to` (never `Keep`, which
@@ -239,7 +240,7 @@ pub(crate) fn route(cols: Vec<HostCol>, to: &Exchange, rank: usize, n: usize) ->
     const WHAT: &str = "the rows an exchange sends";
     let len = cols.first().map_or(0, HostCol::len) as u64;
     Ok(match to {
-        Exchange::Broadcast => (Parts::All(cols), len * (n as u64 - 1)),
+        Exchange::Broadcast => (Parts::All(Mutex::new((Some(cols), n))), len * (n as u64 - 1)),
         Exchange::Gather => {
             let empty: Vec<HostCol> = cols.iter().map(|c| HostCol::empty(c.elem())).collect();
             let mut parts = vec![Mutex::new(Some(cols))];
@@ -278,7 +279,19 @@ pub(crate) fn receive(gathered: &Gathered, rank: usize, elems: &[fox_kernel::Ele
                 .unwrap_or_else(|e| e.into_inner())
                 .take()
                 .ok_or_else(|| "a part of an exchange was taken twice".to_string())?,
-            Parts::All(cols) => cols.iter().map(|c| c.try_clone(WHAT)).collect::<Result<Vec<_>, _>>()?,
+            Parts::All(shared) => {
+                let mut shared = shared.lock().unwrap_or_else(|e| e.into_inner());
+                shared.1 -= 1;
+                if shared.1 == 0 {
+                    shared.0.take()
+                } else {
+                    match &shared.0 {
+                        Some(cols) => Some(cols.iter().map(|c| c.try_clone(WHAT)).collect::<Result<Vec<_>, _>>()?),
+                        None => None,
+                    }
+                }
+                .ok_or_else(|| "a broadcast was taken before every device read it".to_string())?
+            }
         };
         if part.len() != elems.len() {
             return Err(format!(
