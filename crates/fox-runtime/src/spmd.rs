@@ -557,4 +557,28 @@ mod tests {
             assert_eq!(waiter.join().unwrap(), Some(CommError::Aborted));
         });
     }
+
+    #[test]
+    fn a_wait_ends_at_its_timeout_or_the_cancellation_and_different_collectives_are_told() {
+        let mut comm = Comm::new(2, None);
+        comm.timeout = Duration::from_millis(50);
+        assert_eq!(comm.all_gather(0, (0, 0), 1u8).err(), Some(CommError::TimedOut));
+        let cancel = crate::CancelToken::new();
+        let comm = Comm::new(2, Some(cancel.clone()));
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| comm.all_gather(1, (0, 0), 1u8).err());
+            std::thread::sleep(Duration::from_millis(30));
+            cancel.cancel();
+            assert_eq!(waiter.join().unwrap(), Some(CommError::Cancelled));
+        });
+        let comm = Comm::new(2, None);
+        let tags: Vec<Option<String>> = std::thread::scope(|s| {
+            let a = s.spawn(|| comm.all_gather(0, (1, 2), 0u8).unwrap().mismatch());
+            let b = s.spawn(|| comm.all_gather(1, (3, 0), 0u8).unwrap().mismatch());
+            vec![a.join().unwrap(), b.join().unwrap()]
+        });
+        let want = "the devices reached different collectives: device 0 at block 1, instruction 2; \
+                    device 1 at block 3, instruction 0";
+        assert_eq!(tags, vec![Some(want.to_string()), Some(want.to_string())]);
+    }
 }
