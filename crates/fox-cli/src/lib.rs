@@ -104,6 +104,91 @@ pub fn open_backend(choice: BackendChoice) -> Result<(Box<dyn fox_runtime::Backe
     })
 }
 
+/// `--devices`: how many devices a run spreads over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Devices {
+    /// This many (at least 1).
+    Count(usize),
+    /// Every visible GPU on the GPU backend; one device on the CPU backend.
+    All,
+}
+
+/// Reads `--devices`: a number of at least 1, or `all`.
+pub fn parse_devices(s: &str) -> Result<Devices, String> {
+    match s {
+        "all" => Ok(Devices::All),
+        _ => match s.parse::<usize>() {
+            Ok(0) => Err("a run needs at least 1 device".to_string()),
+            Ok(n) => Ok(Devices::Count(n)),
+            Err(_) => Err(format!("`{s}` is not a number of devices or `all`")),
+        },
+    }
+}
+
+/// The backends of a run over `devices` on the backend `choice`, with the line
+/// [`open_backend`] tells for `Auto`. On the GPU, one backend per GPU from ordinal 0 (`All`:
+/// every visible GPU; more than there are is an error naming how many there are); on the
+/// CPU, that many simulated devices, each a CPU backend of its own (`All`: one). `Auto`
+/// runs on the CPU only when no GPU is usable. `Err` holds the whole message.
+#[allow(clippy::type_complexity)]
+pub fn open_backends(
+    choice: BackendChoice,
+    devices: Devices,
+) -> Result<(Vec<Box<dyn fox_runtime::Backend + Send>>, Option<String>), String> {
+    let cpus = |n: usize| -> Vec<Box<dyn fox_runtime::Backend + Send>> {
+        (0..n)
+            .map(|_| Box::new(fox_cpu::CpuBackend::new()) as Box<dyn fox_runtime::Backend + Send>)
+            .collect()
+    };
+    let on_cpu = match devices {
+        Devices::Count(n) => n,
+        Devices::All => 1,
+    };
+    if choice == BackendChoice::Cpu {
+        return Ok((cpus(on_cpu), None));
+    }
+    let count = match fox_cuda::device_count() {
+        Ok(0) => Err("no CUDA device".to_string()),
+        Ok(c) => Ok(c),
+        Err(e) => Err(e.to_string()),
+    };
+    let count = match (count, choice) {
+        (Ok(c), _) => c,
+        (Err(e), BackendChoice::Gpu) => return Err(format!("no usable GPU for --backend gpu: {e}")),
+        (Err(e), _) => return Ok((cpus(on_cpu), Some(format!("no usable GPU ({e}); running on the CPU")))),
+    };
+    let n = match devices {
+        Devices::Count(n) if n > count => {
+            return Err(format!(
+                "--devices {n}: this machine has {}",
+                if count == 1 {
+                    "1 GPU".to_string()
+                } else {
+                    format!("{count} GPUs")
+                }
+            ))
+        }
+        Devices::Count(n) => n,
+        Devices::All => count,
+    };
+    let mut gpus: Vec<Box<dyn fox_runtime::Backend + Send>> = Vec::with_capacity(n);
+    for d in 0..n {
+        match fox_cuda::CudaBackend::on(d) {
+            Ok(g) => gpus.push(Box::new(g)),
+            Err(e) if d == 0 && choice == BackendChoice::Auto => {
+                return Ok((cpus(on_cpu), Some(format!("no usable GPU ({e}); running on the CPU"))));
+            }
+            Err(e) if d == 0 => return Err(format!("no usable GPU for --backend gpu: {e}")),
+            Err(e) => return Err(format!("cannot open GPU {d}: {e}")),
+        }
+    }
+    let line = (choice == BackendChoice::Auto).then(|| match n {
+        1 => format!("running on the {}", gpus[0].name()),
+        _ => format!("running on {n} GPUs, the first the {}", gpus[0].name()),
+    });
+    Ok((gpus, line))
+}
+
 /// A source file read from disk.
 pub struct Source {
     /// The name diagnostics show: the path as the user gave it.

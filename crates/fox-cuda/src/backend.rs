@@ -9,6 +9,12 @@ use fox_kernel::Kernel;
 use fox_runtime::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};
 use std::time::Duration;
 
+/// The number of CUDA devices the process sees (`CUDA_VISIBLE_DEVICES` applies); an error
+/// saying what is missing when there is no driver or no NVRTC.
+pub fn device_count() -> Result<usize, BackendError> {
+    Gpu::count()
+}
+
 /// The GPU backend: buffers in device memory, kernels compiled with NVRTC.
 pub struct CudaBackend {
     gpu: Gpu,
@@ -18,7 +24,13 @@ impl CudaBackend {
     /// Opens GPU 0. Fails, with a message saying what is missing, when there is no driver,
     /// no NVRTC or no device.
     pub fn new() -> Result<CudaBackend, BackendError> {
-        let mut gpu = Gpu::new()?;
+        CudaBackend::on(0)
+    }
+
+    /// Opens the GPU of ordinal `ordinal` among the visible devices (see [`device_count`]),
+    /// for one device of a run over several.
+    pub fn on(ordinal: usize) -> Result<CudaBackend, BackendError> {
+        let mut gpu = Gpu::on(ordinal)?;
         // The kernel modules compile while the caller reads its inputs and plans.
         gpu.prefetch_modules();
         Ok(CudaBackend { gpu })

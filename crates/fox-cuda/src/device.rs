@@ -189,9 +189,10 @@ fn mib(bytes: usize) -> String {
 }
 
 impl Gpu {
-    /// Opens GPU 0. A missing driver or NVRTC, no device, or a driver older than CUDA 13.0
-    /// is an error, never a panic.
-    pub fn new() -> Result<Gpu, BackendError> {
+    /// The number of CUDA devices visible to the process (`CUDA_VISIBLE_DEVICES` applies),
+    /// after the checks of [`Gpu::on`]: a missing driver or NVRTC, or a driver older than
+    /// CUDA 13.0, is an error.
+    pub fn count() -> Result<usize, BackendError> {
         // SAFETY: only tries to open the libraries by their candidate names.
         if !unsafe { sys::is_culib_present() } {
             return Err(BackendError("libcuda.so.1 not found: no NVIDIA driver".to_string()));
@@ -213,10 +214,24 @@ impl Gpu {
             )));
         }
         let count = CudaContext::device_count().map_err(|e| drv("cannot count CUDA devices", e))?;
+        Ok(count.max(0) as usize)
+    }
+
+    /// Opens the GPU of ordinal `ordinal` (0 for the first visible device). A missing
+    /// driver or NVRTC, no device, a driver older than CUDA 13.0, or no device of that
+    /// ordinal (the error names how many there are) is an error, never a panic.
+    pub fn on(ordinal: usize) -> Result<Gpu, BackendError> {
+        let count = Gpu::count()?;
         if count < 1 {
             return Err(BackendError("no CUDA device".to_string()));
         }
-        let ctx = CudaContext::new(0).map_err(|e| drv("cannot open CUDA device 0", e))?;
+        if ordinal >= count {
+            return Err(BackendError(format!(
+                "there is no CUDA device {ordinal}: {count} {} visible",
+                if count == 1 { "device is" } else { "devices are" }
+            )));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| drv(&format!("cannot open CUDA device {ordinal}"), e))?;
         // SAFETY: called before any allocation in this context object; one stream in order.
         unsafe { ctx.disable_event_tracking() };
         if ctx.has_async_alloc() {

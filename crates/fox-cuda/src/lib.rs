@@ -23,5 +23,5 @@ mod k_trie;
 pub mod prelude;
 pub mod testing;
 
-pub use backend::CudaBackend;
+pub use backend::{device_count, CudaBackend};
 pub use compile::CompileStats;

@@ -89,6 +89,68 @@ impl HostCol {
     }
 }
 
+/// Applies `$body` to the vector inside a [`HostCol`], binding it as `$v`, and wraps a
+/// vector result back in the same variant.
+macro_rules! same_variant {
+    ($col:expr, $v:ident => $body:expr) => {
+        match $col {
+            HostCol::U8($v) => HostCol::U8($body),
+            HostCol::I32($v) => HostCol::I32($body),
+            HostCol::U32($v) => HostCol::U32($body),
+            HostCol::I64($v) => HostCol::I64($body),
+            HostCol::U64($v) => HostCol::U64($body),
+            HostCol::F64($v) => HostCol::F64($body),
+            HostCol::I128($v) => HostCol::I128($body),
+        }
+    };
+}
+
+impl HostCol {
+    /// A copy of rows `rows`, or the out-of-memory message naming `what`.
+    pub(crate) fn try_slice(&self, rows: std::ops::Range<usize>, what: &str) -> Result<HostCol, String> {
+        use crate::alloc::try_to_vec;
+        Ok(same_variant!(self, v => try_to_vec(&v[rows], what)?))
+    }
+
+    /// The rows `rows` (indices into the column, each in range), in their order.
+    pub(crate) fn try_pick(&self, rows: &[u32], what: &str) -> Result<HostCol, String> {
+        Ok(same_variant!(self, v => {
+            let mut out = crate::alloc::try_with_capacity(rows.len(), what)?;
+            out.extend(rows.iter().map(|&r| v[r as usize]));
+            out
+        }))
+    }
+
+    /// The rows of `parts` one part after the other, each of element type `elem` (an
+    /// error otherwise), or the out-of-memory message naming `what`.
+    pub(crate) fn try_concat(elem: Elem, parts: Vec<HostCol>, what: &str) -> Result<HostCol, String> {
+        if let Some(p) = parts.iter().find(|p| p.elem() != elem) {
+            return Err(format!("a part is {:?}, not {elem:?}", p.elem()));
+        }
+        let len = parts.iter().map(HostCol::len).sum();
+        macro_rules! concat_as {
+            ($variant:ident) => {{
+                let mut out = crate::alloc::try_with_capacity(len, what)?;
+                for p in parts {
+                    if let HostCol::$variant(w) = p {
+                        out.extend_from_slice(&w);
+                    }
+                }
+                HostCol::$variant(out)
+            }};
+        }
+        Ok(match elem {
+            Elem::U8 => concat_as!(U8),
+            Elem::I32 => concat_as!(I32),
+            Elem::U32 => concat_as!(U32),
+            Elem::I64 => concat_as!(I64),
+            Elem::U64 => concat_as!(U64),
+            Elem::F64 => concat_as!(F64),
+            Elem::I128 => concat_as!(I128),
+        })
+    }
+}
+
 /// What a launch may need from the runtime besides its buffers.
 pub trait LaunchCtx {
     /// The dictionary code of a string constant of the plan (every one has a code).

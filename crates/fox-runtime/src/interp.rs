@@ -73,67 +73,15 @@ fn run_with(
 ) -> Result<RunResult, RuntimeError> {
     let started = Instant::now();
     let before = preloaded.as_ref().map_or(Duration::ZERO, |p| p.load_time);
-    let mut it = Interp {
-        plan,
-        backend,
-        database: if preloaded.is_some() {
-            None
-        } else {
-            opts.database.clone()
-        },
-        resident,
-        pinned: Vec::new(),
-        tiers: Vec::new(),
-        host_in_use: 0,
-        pos: (0, 0),
-        device_cap: None,
-        reachable: Reachable::All,
-        dict: Dictionary::default(),
-        inputs: Vec::new(),
-        slots: Vec::new(),
-        free_slots: Vec::new(),
-        vars: vec![None; plan.buffers.len()],
-        live_vars: 0,
-        stats: RunStats {
-            planned_peak_buffers: plan.planned_peak_buffers,
-            rows: plan
-                .observed
-                .iter()
-                .map(|o| crate::RowsStat {
-                    label: o.label.clone(),
-                    op: o.op.clone(),
-                    est: o.est,
-                    ..crate::RowsStat::default()
-                })
-                .collect(),
-            ..RunStats::default()
-        },
-        instr_stats: plan.blocks.iter().map(|b| vec![None; b.instrs.len()]).collect(),
-        outputs: Vec::new(),
-        timing: opts.timing,
-        memory_limit: opts.memory_limit,
-        device_time: None,
-        observer: opts.observer.clone(),
-        max_iterations: opts.max_iterations,
-        cancel: opts.cancel.clone(),
+    let database = if preloaded.is_some() {
+        None
+    } else {
+        opts.database.clone()
     };
-    it.stats.backend = it.backend.name();
-    it.backend.set_memory_limit(opts.memory_limit);
-    let separate = it.backend.memory_is_separate();
-    it.device_cap = match (opts.memory_limit, it.backend.memory_capacity()) {
-        (Some(l), Some(c)) if separate => Some(l.min(c as u64)),
-        (Some(l), _) => Some(l),
-        (None, c) if separate => c.map(|c| c as u64),
-        (None, _) => None,
-    };
+    let mut it = Interp::new(plan, backend, opts, resident, database);
+    it.start(opts);
     let res = it.prepare(opts, preloaded).and_then(|_| it.execute());
-    it.release_all();
-    let mem = it.backend.mem();
-    it.stats.peak_bytes = mem.peak;
-    it.stats.compile = it.backend.compile_time();
-    it.stats.total_allocated_bytes = mem.total_allocated;
-    it.stats.instrs = it.instr_stats.iter().flatten().flatten().cloned().collect();
-    it.stats.total = started.elapsed() + before;
+    it.finish(started, before);
     res?;
     Ok(RunResult {
         outputs: it.outputs,
@@ -141,8 +89,90 @@ fn run_with(
     })
 }
 
+/// What every device of a run over several shares, read once before they start: the
+/// dictionary, the codes the run's strings can have, the inputs' columns (each device
+/// takes its slice), and the time reading them took.
+pub(crate) struct Shared {
+    pub(crate) dict: Dictionary,
+    reachable: Reachable,
+    pub(crate) inputs: std::sync::Arc<Vec<Option<Vec<HostCol>>>>,
+    pub(crate) load: Duration,
+}
+
+/// Reads what the devices of a run share (see [`Shared`]), as a one-device run prepares,
+/// on no backend's memory: `backend` is only borrowed for the interpreter's shape.
+pub(crate) fn prepare_shared(
+    plan: &KernelPlan,
+    backend: &mut dyn Backend,
+    opts: &RunOptions,
+    preloaded: Option<LoadedInputs>,
+) -> Result<Shared, RuntimeError> {
+    let database = if preloaded.is_some() {
+        None
+    } else {
+        opts.database.clone()
+    };
+    let mut it = Interp::new(plan, backend, opts, None, database);
+    it.prepare(opts, preloaded)?;
+    let inputs = std::mem::take(&mut it.inputs)
+        .into_iter()
+        .map(|i| i.map(|i| i.cols))
+        .collect();
+    Ok(Shared {
+        dict: std::mem::take(&mut it.dict),
+        reachable: std::mem::replace(&mut it.reachable, Reachable::All),
+        inputs: std::sync::Arc::new(inputs),
+        load: it.stats.load,
+    })
+}
+
+/// Runs `plan` as device `rank` of a run over `comm.size()` devices, on `backend`, from
+/// `shared`; the device's outputs (device 0 holds them all), its statistics, and whether
+/// it stopped because another device failed. Every buffer is freed before it returns.
+pub(crate) fn run_device(
+    plan: &KernelPlan,
+    backend: &mut dyn Backend,
+    opts: &RunOptions,
+    shared: &Shared,
+    comm: &crate::spmd::Comm,
+    rank: usize,
+) -> (Result<Vec<OutputTable>, RuntimeError>, RunStats, bool) {
+    let started = Instant::now();
+    let database = opts.database.clone();
+    let mut it = Interp::new(plan, backend, opts, None, database);
+    it.spmd = Some(Device {
+        comm,
+        rank,
+        inputs: shared.inputs.clone(),
+    });
+    it.dict = shared.dict.clone();
+    it.reachable = shared.reachable.clone();
+    it.inputs = plan.inputs.iter().map(|_| None).collect();
+    it.start(opts);
+    let res = it.execute();
+    if res.is_err() {
+        comm.abort();
+    }
+    it.finish(started, Duration::ZERO);
+    let peer = it.peer_stop.get();
+    (
+        res.map(|_| std::mem::take(&mut it.outputs)),
+        std::mem::take(&mut it.stats),
+        peer,
+    )
+}
+
+/// The device an interpreter runs on, in a run over several.
+struct Device<'a> {
+    comm: &'a crate::spmd::Comm,
+    rank: usize,
+    /// Every input's columns (whole): the device takes its slice at `LoadInput`.
+    inputs: std::sync::Arc<Vec<Option<Vec<HostCol>>>>,
+}
+
 /// The string codes a run can meet, worked out at the first dictionary table that needs
 /// them.
+#[derive(Clone)]
 enum Reachable {
     /// Every code (the dictionary was built for this run).
     All,
@@ -201,6 +231,96 @@ struct Interp<'a> {
     max_iterations: Option<u64>,
     /// Read before every instruction and after every launch (see [`crate::cancel`]).
     cancel: Option<crate::CancelToken>,
+    /// The device, in a run over several ([`crate::spmd`]); `None` on one device, where no
+    /// collective runs.
+    spmd: Option<Device<'a>>,
+    /// `spent[slot]`: the slot holds the window of no rows a device with no rows left
+    /// takes while other devices go on (it counts as empty in loop tests). Only set in a
+    /// run over several devices.
+    spent: Vec<bool>,
+    /// The device stopped because another failed (its own error is not the run's).
+    peer_stop: std::cell::Cell<bool>,
+    /// The `Window` just run took a window of no rows on a device with none left.
+    window_spent: bool,
+}
+
+impl<'a> Interp<'a> {
+    fn new(
+        plan: &'a KernelPlan,
+        backend: &'a mut dyn Backend,
+        opts: &RunOptions,
+        resident: Option<&'a mut Resident>,
+        database: Option<std::sync::Arc<Database>>,
+    ) -> Interp<'a> {
+        Interp {
+            plan,
+            backend,
+            database,
+            resident,
+            pinned: Vec::new(),
+            tiers: Vec::new(),
+            host_in_use: 0,
+            pos: (0, 0),
+            device_cap: None,
+            reachable: Reachable::All,
+            dict: Dictionary::default(),
+            inputs: Vec::new(),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            vars: vec![None; plan.buffers.len()],
+            live_vars: 0,
+            stats: RunStats {
+                planned_peak_buffers: plan.planned_peak_buffers,
+                rows: plan
+                    .observed
+                    .iter()
+                    .map(|o| crate::RowsStat {
+                        label: o.label.clone(),
+                        op: o.op.clone(),
+                        est: o.est,
+                        ..crate::RowsStat::default()
+                    })
+                    .collect(),
+                ..RunStats::default()
+            },
+            instr_stats: plan.blocks.iter().map(|b| vec![None; b.instrs.len()]).collect(),
+            outputs: Vec::new(),
+            timing: opts.timing,
+            memory_limit: opts.memory_limit,
+            device_time: None,
+            observer: opts.observer.clone(),
+            max_iterations: opts.max_iterations,
+            cancel: opts.cancel.clone(),
+            spmd: None,
+            spent: Vec::new(),
+            peer_stop: std::cell::Cell::new(false),
+            window_spent: false,
+        }
+    }
+
+    /// Gives the backend the run's memory limit and works out the device budget.
+    fn start(&mut self, opts: &RunOptions) {
+        self.stats.backend = self.backend.name();
+        self.backend.set_memory_limit(opts.memory_limit);
+        let separate = self.backend.memory_is_separate();
+        self.device_cap = match (opts.memory_limit, self.backend.memory_capacity()) {
+            (Some(l), Some(c)) if separate => Some(l.min(c as u64)),
+            (Some(l), _) => Some(l),
+            (None, c) if separate => c.map(|c| c as u64),
+            (None, _) => None,
+        };
+    }
+
+    /// Frees every buffer and completes the statistics.
+    fn finish(&mut self, started: Instant, before: Duration) {
+        self.release_all();
+        let mem = self.backend.mem();
+        self.stats.peak_bytes = mem.peak;
+        self.stats.compile = self.backend.compile_time();
+        self.stats.total_allocated_bytes = mem.total_allocated;
+        self.stats.instrs = self.instr_stats.iter().flatten().flatten().cloned().collect();
+        self.stats.total = started.elapsed() + before;
+    }
 }
 
 /// Where a slot's value is.
@@ -622,17 +742,20 @@ impl Interp<'_> {
                         let slot = self.var_slot(buf.0 as usize).map_err(|what| {
                             RuntimeError::Plan(format!("block `{}`: the loop test reads {what}", b.label))
                         })?;
-                        if self.slot_buf(slot).len > 0 {
+                        if self.test_rows(slot) > 0 {
                             any = true;
                             break;
                         }
                     }
-                    if let (Some(o), Some(body_block)) = (&self.observer, plan.blocks.get(body.0 as usize)) {
-                        let rows = nonempty
-                            .iter()
-                            .filter_map(|buf| self.var_slot(buf.0 as usize).ok())
-                            .map(|slot| self.slot_buf(slot).len as u64)
-                            .sum();
+                    let rows: u64 = nonempty
+                        .iter()
+                        .filter_map(|buf| self.var_slot(buf.0 as usize).ok())
+                        .map(|slot| self.test_rows(slot))
+                        .sum();
+                    let (any, rows) = self.decide(block, any, rows)?;
+                    if let (Some(o), Some(body_block), true) =
+                        (&self.observer, plan.blocks.get(body.0 as usize), self.leads())
+                    {
                         o.event(&RunEvent::Iteration {
                             block: &body_block.label,
                             iterations: entered[body.0 as usize],
@@ -644,11 +767,6 @@ impl Interp<'_> {
                     {
                         let done = entered[body.0 as usize];
                         if done >= max && body_block.label.starts_with("stratum ") {
-                            let rows: u64 = nonempty
-                                .iter()
-                                .filter_map(|buf| self.var_slot(buf.0 as usize).ok())
-                                .map(|slot| self.slot_buf(slot).len as u64)
-                                .sum();
                             return Err(RuntimeError::Program {
                                 msg: format!(
                                     "the recursion of `{}` reached no fixpoint within {max} iteration{} (the limit of --max-iterations): the last derived {rows} new row{}",
@@ -680,8 +798,9 @@ impl Interp<'_> {
                         let slot = self.var_slot(buf.0 as usize).map_err(|what| {
                             RuntimeError::Plan(format!("block `{}`: the branch test reads {what}", b.label))
                         })?;
-                        any |= self.slot_buf(slot).len > 0;
+                        any |= self.test_rows(slot) > 0;
                     }
+                    let (any, _) = self.decide(block, any, 0)?;
                     if any {
                         *then
                     } else {
@@ -707,11 +826,66 @@ impl Interp<'_> {
         }
     }
 
-    /// `Err(Cancelled)` once the run's token is set.
+    /// `Err(Cancelled)` once the run's token is set. (A device of several goes on when
+    /// another fails, up to its next collective, so that which devices fail, and so the
+    /// run's error, does not depend on timing.)
     fn check_cancel(&self) -> Result<(), RuntimeError> {
         match &self.cancel {
             Some(t) if t.is_cancelled() => Err(RuntimeError::Cancelled),
             _ => Ok(()),
+        }
+    }
+
+    /// Whether this interpreter tells the observer and makes the outputs: the only one,
+    /// or device 0 of several.
+    fn leads(&self) -> bool {
+        self.spmd.as_ref().is_none_or(|d| d.rank == 0)
+    }
+
+    /// Deposits `value` at the collective at `tag` (block, instruction; a terminator is
+    /// its block's instruction `instrs.len()`) and returns every device's deposit, once
+    /// all came. Only in a run over several devices.
+    fn collective<T: std::any::Any + Send + Sync>(
+        &self,
+        tag: crate::spmd::Tag,
+        value: T,
+        what: &dyn Fn() -> String,
+    ) -> Result<std::sync::Arc<crate::spmd::Gathered>, RuntimeError> {
+        let d = self.spmd.as_ref().expect("collectives run on several devices");
+        match d.comm.all_gather(d.rank, tag, value) {
+            Ok(g) => match g.mismatch() {
+                Some(m) => Err(RuntimeError::Plan(format!("{}: {m}", what()))),
+                None => Ok(g),
+            },
+            Err(e) => Err(crate::spmd::comm_error(e, &what()).unwrap_or_else(|| {
+                self.peer_stop.set(true);
+                RuntimeError::Cancelled
+            })),
+        }
+    }
+
+    /// The test of a terminator over every device: whether it holds on any, and the rows
+    /// of its buffers on all of them together. On one device, `(any, rows)` as they are.
+    fn decide(&self, block: usize, any: bool, rows: u64) -> Result<(bool, u64), RuntimeError> {
+        if self.spmd.is_none() {
+            return Ok((any, rows));
+        }
+        let b = &self.plan.blocks[block];
+        let what = || format!("block `{}`: the test that ends it", b.label);
+        let g = self.collective((block, b.instrs.len()), (any, rows), &what)?;
+        let n = self.spmd.as_ref().map_or(1, |d| d.comm.size());
+        Ok((0..n).fold((false, 0), |(a, r), d| {
+            let (x, y) = *g.get::<(bool, u64)>(d);
+            (a || x, r + y)
+        }))
+    }
+
+    /// The rows of a buffer a terminator tests: none for a spent window.
+    fn test_rows(&self, slot: usize) -> u64 {
+        if self.spent.get(slot).copied().unwrap_or(false) {
+            0
+        } else {
+            self.slot_buf(slot).len as u64
         }
     }
 
@@ -784,6 +958,9 @@ impl Interp<'_> {
                 self.slots[s] = Some((buf, 1));
                 self.pinned[s] = pinned;
                 self.tiers[s] = Tier::Device;
+                if let Some(x) = self.spent.get_mut(s) {
+                    *x = false;
+                }
                 s
             }
             None => {
@@ -1015,7 +1192,9 @@ impl Interp<'_> {
                         columns.len()
                     )));
                 }
-                self.notify(&RunEvent::Output { name });
+                if self.leads() {
+                    self.notify(&RunEvent::Output { name });
+                }
                 let mut host = Vec::with_capacity(cols.len());
                 for c in cols {
                     let slot = self
@@ -1025,9 +1204,37 @@ impl Interp<'_> {
                         at: what.clone(),
                         msg: match e {
                             HostError::Plan(m) | HostError::Kernel(m) => m,
+                            HostError::Run(e) => e.to_string(),
                         },
                     })?;
                     host.push(col);
+                }
+                if self.spmd.is_some() {
+                    // Device 0 makes the table of every device's rows, in device order.
+                    let g = self.collective((block, i), std::sync::Mutex::new(Some(host)), &|| what.clone())?;
+                    if !self.leads() {
+                        self.record(block, i, || fox_kernel::output_label(name), start.elapsed());
+                        return Ok(());
+                    }
+                    let mut by_col: Vec<Vec<HostCol>> = cols.iter().map(|_| Vec::new()).collect();
+                    for d in 0..self.spmd.as_ref().map_or(1, |d| d.comm.size()) {
+                        let part = g
+                            .get::<std::sync::Mutex<Option<Vec<HostCol>>>>(d)
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .take()
+                            .unwrap_or_default();
+                        for (c, col) in part.into_iter().enumerate() {
+                            by_col[c].push(col);
+                        }
+                    }
+                    host = Vec::with_capacity(cols.len());
+                    for (c, parts) in cols.iter().zip(by_col) {
+                        let elem = self.plan.buffers[c.0 as usize].elem;
+                        let col = HostCol::try_concat(elem, parts, "the rows of an output")
+                            .map_err(|msg| RuntimeError::Kernel { at: what.clone(), msg })?;
+                        host.push(col);
+                    }
                 }
                 let hidden_rows = (hidden == 1).then(|| host[0].len());
                 if hidden == 1 {
@@ -1077,6 +1284,7 @@ impl Interp<'_> {
                             at: what.clone(),
                             msg: match e {
                                 HostError::Plan(m) | HostError::Kernel(m) => m,
+                                HostError::Run(e) => e.to_string(),
                             },
                         })?;
                         rows.push(cell_text(&col, 0, self.plan.buffers[a.0 as usize].ty, &self.dict));
@@ -1218,8 +1426,7 @@ impl Interp<'_> {
                 }
             }
         }
-        if let Kernel::Exchange { width, .. } = kernel {
-            // One device holds every row: an exchange shares its arguments' buffers.
+        if let Kernel::Exchange { width, to } = kernel {
             if args.len() != *width
                 || outs.len() != *width
                 || arg_slots
@@ -1232,11 +1439,31 @@ impl Interp<'_> {
                     what()
                 )));
             }
+            if self.spmd.is_some() {
+                return self.exchange((block, i), kernel, to, &arg_slots, outs, &out_elems, &what);
+            }
+            // One device holds every row: an exchange shares its arguments' buffers.
             for (o, s) in outs.iter().zip(arg_slots) {
                 self.slots[s].as_mut().expect("occupied").1 += 1;
                 self.assign(o.0 as usize, s);
             }
             return Ok(());
+        }
+        if let (Kernel::LoadInput { input }, Some(_)) = (kernel, &self.spmd) {
+            let n = self.plan.inputs.get(*input).map_or(0, |i| i.columns.len());
+            if !args.is_empty()
+                || outs.len() != n
+                || out_elems
+                    .iter()
+                    .zip(&self.plan.inputs[*input].columns)
+                    .any(|(e, c)| *e != Elem::of(c.ty))
+            {
+                return Err(RuntimeError::Plan(format!(
+                    "{}: the outputs do not match the columns of the input",
+                    what()
+                )));
+            }
+            return self.load_part(*input, outs, &what);
         }
         if let (Kernel::LoadInput { input }, Some(db)) = (kernel, self.database.clone()) {
             let n = self.plan.inputs.get(*input).map_or(0, |i| i.columns.len());
@@ -1298,6 +1525,7 @@ impl Interp<'_> {
             let cols = self.host_kernel(kernel, &arg_slots, outs.len()).map_err(|e| match e {
                 HostError::Plan(m) => RuntimeError::Plan(format!("{}: {m}", what())),
                 HostError::Kernel(m) => RuntimeError::Kernel { at: what(), msg: m },
+                HostError::Run(e) => e,
             })?;
             if cols.len() != outs.len() {
                 return Err(RuntimeError::Plan(format!(
@@ -1346,6 +1574,14 @@ impl Interp<'_> {
                 match up {
                     Ok(b) => self.define(outs[k].0 as usize, b),
                     Err(e) => return Err(RuntimeError::Kernel { at: what(), msg: e.0 }),
+                }
+            }
+            if std::mem::take(&mut self.window_spent) {
+                if let Some(&Some(s)) = self.vars.get(outs[0].0 as usize) {
+                    if self.spent.len() <= s {
+                        self.spent.resize(s + 1, false);
+                    }
+                    self.spent[s] = true;
                 }
             }
             return Ok(());
@@ -1930,17 +2166,17 @@ impl Interp<'_> {
                         .zip(&maps)
                         .flat_map_iter(|((ids, _), map)| ids.iter().map(move |&i| map[i as usize])),
                 );
-                // New strings get codes after the dictionary's, in the order first met.
-                if !new_strings.is_empty() {
-                    let mut codes = Vec::with_capacity(new_strings.len());
+                // New strings get codes after the dictionary's, in the order first met (on
+                // several devices, in device order).
+                if !new_strings.is_empty() || self.spmd.is_some() {
                     drop(chunks);
-                    for s in &new_strings {
-                        codes.push(self.intern(s)?);
-                    }
-                    let first_marker = u32::MAX - (new_strings.len() as u32 - 1);
-                    for c in &mut out {
-                        if *c >= first_marker {
-                            *c = codes[(u32::MAX - *c) as usize];
+                    let codes = self.intern_all(new_strings)?;
+                    if !codes.is_empty() {
+                        let first_marker = u32::MAX - (codes.len() as u32 - 1);
+                        for c in &mut out {
+                            if *c >= first_marker {
+                                *c = codes[(u32::MAX - *c) as usize];
+                            }
                         }
                     }
                 }
@@ -1984,6 +2220,12 @@ impl Interp<'_> {
                     },
                 };
                 if start >= total {
+                    if self.spmd.is_some() {
+                        // Other devices may go on: this one takes windows of no rows,
+                        // which its loop test counts as empty.
+                        self.window_spent = true;
+                        return Ok(vec![HostCol::U64(vec![total, total])]);
+                    }
                     return Ok(vec![HostCol::U64(Vec::new())]);
                 }
                 let (limit, in_use) = self.round_memory();
@@ -2030,6 +2272,131 @@ impl Interp<'_> {
 
     fn intern(&mut self, s: &str) -> Result<u32, HostError> {
         self.dict.intern(s).map_err(HostError::Kernel)
+    }
+
+    /// The codes of `strings`, interned in their order. On several devices a collective:
+    /// every device interns the strings of all, in device order, so that the dictionaries
+    /// stay identical.
+    fn intern_all(&mut self, strings: Vec<String>) -> Result<Vec<u32>, HostError> {
+        let Some(d) = &self.spmd else {
+            return strings.iter().map(|s| self.intern(s)).collect();
+        };
+        let (rank, n) = (d.rank, d.comm.size());
+        let (block, i) = self.pos;
+        let plan = self.plan;
+        let what = || at(plan, block, i);
+        let g = self.collective((block, i), strings, &what).map_err(HostError::Run)?;
+        let mut mine = Vec::new();
+        for r in 0..n {
+            for s in g.get::<Vec<String>>(r) {
+                let c = self.intern(s)?;
+                if r == rank {
+                    mine.push(c);
+                }
+            }
+        }
+        Ok(mine)
+    }
+
+    /// `LoadInput` of device `rank` of several: its slice of each column of the input
+    /// (from the database, or the inputs read for the run), uploaded into `outs`.
+    fn load_part(
+        &mut self,
+        input: usize,
+        outs: &[fox_kernel::BufId],
+        what: &dyn Fn() -> String,
+    ) -> Result<(), RuntimeError> {
+        let plan = self.plan;
+        let rel = &plan.inputs[input];
+        let d = self.spmd.as_ref().expect("a run over several devices");
+        let (rank, n, shared) = (d.rank, d.comm.size(), d.inputs.clone());
+        let db = self.database.clone();
+        let source: Vec<Option<&HostCol>> = match &db {
+            Some(db) => {
+                let t = db.table_for(rel).map_err(|msg| RuntimeError::Data { msg })?;
+                (0..rel.columns.len()).map(|c| Database::column(t, c)).collect()
+            }
+            None => match shared.get(input) {
+                Some(Some(cols)) if cols.len() == rel.columns.len() => cols.iter().map(Some).collect(),
+                _ => {
+                    return Err(RuntimeError::Plan(format!(
+                        "{}: the input `{}` was not read before the run",
+                        what(),
+                        rel.name
+                    )))
+                }
+            },
+        };
+        let len = source.iter().flatten().map(|c| c.len()).max().unwrap_or(0);
+        let rows = crate::spmd::input_rows(len, rank, n);
+        for (k, (c, col)) in source.iter().zip(&rel.columns).enumerate() {
+            let part = match c {
+                Some(c) if c.len() == len && len > 0 => c
+                    .try_slice(rows.clone(), &format!("a part of `{}`", rel.name))
+                    .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?,
+                _ => HostCol::empty(Elem::of(col.ty)),
+            };
+            let b = self
+                .upload_room(part)
+                .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
+            self.define(outs[k].0 as usize, b);
+        }
+        Ok(())
+    }
+
+    /// `Exchange` on device `rank` of several (see [`crate::spmd`]): the device's rows
+    /// downloaded, routed, deposited and its parts taken in sender order, uploaded into
+    /// `outs`. `Keep` moves nothing: each device keeps its own rows of the relation.
+    #[allow(clippy::too_many_arguments)]
+    fn exchange(
+        &mut self,
+        tag: crate::spmd::Tag,
+        kernel: &Kernel,
+        to: &fox_kernel::Exchange,
+        arg_slots: &[usize],
+        outs: &[fox_kernel::BufId],
+        out_elems: &[Elem],
+        what: &dyn Fn() -> String,
+    ) -> Result<(), RuntimeError> {
+        const WHAT: &str = "the rows an exchange keeps";
+        let d = self.spmd.as_ref().expect("a run over several devices");
+        let (rank, n) = (d.rank, d.comm.size());
+        let kerr = |msg: String| RuntimeError::Kernel { at: what(), msg };
+        {
+            let refs: Vec<&DevBuf> = arg_slots.iter().map(|&s| self.slot_buf(s)).collect();
+            check_launch(kernel, &refs, out_elems, &self.plan.inputs)
+                .map_err(|m| RuntimeError::Plan(format!("{}: {m}", what())))?;
+        }
+        let mut cols = Vec::with_capacity(arg_slots.len());
+        for &s in arg_slots {
+            cols.push(self.download_arg(s).map_err(|e| match e {
+                HostError::Plan(m) | HostError::Kernel(m) => kerr(m),
+                HostError::Run(e) => e,
+            })?);
+        }
+        let row_bytes: u64 = out_elems.iter().map(|e| e.size() as u64).sum();
+        let received = if let fox_kernel::Exchange::Keep { cols: keys } = to {
+            let dest = crate::spmd::destinations(&cols, keys, n);
+            let mine: Vec<u32> = (0..dest.len() as u32)
+                .filter(|&r| dest[r as usize] as usize == rank)
+                .collect();
+            cols.iter()
+                .map(|c| c.try_pick(&mine, WHAT))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(kerr)?
+        } else {
+            let (parts, moved) = crate::spmd::route(cols, to, rank, n).map_err(kerr)?;
+            self.stats.exchange.rows += moved;
+            self.stats.exchange.bytes += moved * row_bytes;
+            let g = self.collective(tag, parts, what)?;
+            crate::spmd::receive(&g, rank, out_elems).map_err(kerr)?
+        };
+        self.stats.exchange.exchanges += 1;
+        for (o, col) in outs.iter().zip(received) {
+            let b = self.upload_room(col).map_err(|e| kerr(e.0))?;
+            self.define(o.0 as usize, b);
+        }
+        Ok(())
     }
 }
 
@@ -2163,6 +2530,8 @@ fn dict_text(dict: &Dictionary, code: u32) -> Result<&str, HostError> {
 enum HostError {
     Plan(String),
     Kernel(String),
+    /// A collective's error (another device failed, the run was cancelled).
+    Run(RuntimeError),
 }
 
 /// The columns of a `Const` instruction.

@@ -22,6 +22,7 @@ pub mod load;
 pub mod outfile;
 pub mod output;
 pub mod parquet_input;
+mod spmd;
 pub mod stats;
 pub mod strings;
 pub mod tempfiles;
@@ -40,6 +41,7 @@ pub use output::{
     format_table, format_table_max, format_value, write_all, write_csv, write_csv_all, write_csv_to, Format,
     OutputTable,
 };
+pub use spmd::run_devices;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -142,6 +144,23 @@ pub struct RunStats {
     /// The rows of each operator the plan observes ([`fox_kernel::KernelPlan::observed`],
     /// in its order), against the planner's estimate.
     pub rows: Vec<RowsStat>,
+    /// The rows moved between the devices of a run over several ([`run_devices`]).
+    pub exchange: ExchangeStats,
+    /// In a run over several devices, each device's memory high-water mark in bytes (in
+    /// device order; `peak_bytes` is the largest); empty on one device.
+    pub device_peaks: Vec<usize>,
+}
+
+/// The exchanges of a run over several devices (`Kernel::Exchange`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExchangeStats {
+    /// Exchanges run (each counts once, however many devices took part).
+    pub exchanges: u64,
+    /// Rows that left their device, over all devices (a row a broadcast sends to `k`
+    /// other devices counts `k` times).
+    pub rows: u64,
+    /// The bytes of those rows.
+    pub bytes: u64,
 }
 
 /// The host tier of a run: what left the device for host memory to make room within the
@@ -340,6 +359,21 @@ pub fn format_stats(stats: &RunStats) -> String {
         stats.total_allocated_bytes,
         human_bytes(stats.total_allocated_bytes as u64)
     ));
+    if stats.device_peaks.len() > 1 {
+        let e = &stats.exchange;
+        out.push_str(&format!(
+            "exchanges: {} ({}, {} bytes moved between devices)\n",
+            e.exchanges,
+            plural(e.rows, "row"),
+            e.bytes
+        ));
+        for (d, peak) in stats.device_peaks.iter().enumerate() {
+            out.push_str(&format!(
+                "device {d}: device peak {peak} bytes ({})\n",
+                human_bytes(*peak as u64)
+            ));
+        }
+    }
     let t = &stats.tier;
     out.push_str(&format!(
         "host tier: peak {} bytes ({}), {} ({} bytes) to the host, {} ({} bytes) back to the device\n",
@@ -582,6 +616,22 @@ mod tests {
         let r = format_stats(&stats);
         assert!(
             r.contains("host tier: peak 4000 bytes (4.00 KB), 1 eviction (4000 bytes) to the host, 2 restores (8000 bytes) back to the device\n"),
+            "{r}"
+        );
+        assert!(!r.contains("exchanges"), "{r}");
+        let stats = RunStats {
+            peak_bytes: 3000,
+            device_peaks: vec![1000, 3000],
+            exchange: ExchangeStats {
+                exchanges: 2,
+                rows: 1,
+                bytes: 16,
+            },
+            ..RunStats::default()
+        };
+        let r = format_stats(&stats);
+        assert!(
+            r.contains("exchanges: 2 (1 row, 16 bytes moved between devices)\ndevice 0: device peak 1000 bytes (1.00 KB)\ndevice 1: device peak 3000 bytes (3.00 KB)\n"),
             "{r}"
         );
     }

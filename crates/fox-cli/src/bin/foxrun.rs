@@ -6,8 +6,8 @@ use fox_cli::progress::{RunProgress, Spinner};
 use fox_cli::{load_plan_files, parse_scale_factor, Bars};
 use fox_kernel::InputRel;
 use fox_runtime::{
-    format_stats, run, run_loaded, Backend, CancelToken, CancellableProgress, DataSource, Database, Format,
-    LoadedInputs, OutputTable, RunOptions, RuntimeError,
+    format_stats, run_devices, Backend, CancelToken, CancellableProgress, DataSource, Database, Format, LoadedInputs,
+    OutputTable, RunOptions, RuntimeError,
 };
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -100,6 +100,16 @@ struct Cli {
     /// and the sizes.
     #[arg(long, value_name = "SIZE", value_parser = fox_cli::parse_memory_size)]
     memory_limit: Option<u64>,
+    /// Run over N devices, SPMD: a program is planned for N devices, each device reads a
+    /// contiguous slice of every input and runs the whole plan on its rows, rows move
+    /// between devices where the plan exchanges them, and the results gather as one
+    /// device's would (the same output). On the GPU backend N GPUs from the first (`all`:
+    /// every visible GPU; more than there are is an error); on the CPU backend N
+    /// simulated devices, each a CPU backend of its own (`all`: 1). --memory-limit applies
+    /// to each device; --timing adds the rows exchanged and each device's memory peak.
+    /// A compiled plan (PLAN.ron) runs over several devices only when it exchanges rows.
+    #[arg(long, value_name = "N|all", default_value = "1", value_parser = fox_cli::parse_devices)]
+    devices: fox_cli::Devices,
     #[arg(long, value_enum, value_name = "ALGORITHM", default_value_t = fox_cli::JoinArg::Auto, help = fox_cli::JoinArg::HELP)]
     join: fox_cli::JoinArg,
     /// Leave out a physical pass of the program's plan (`foxc compile --list-passes` lists
@@ -196,15 +206,16 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         ColorChoice::Always => true,
         ColorChoice::Never => false,
     };
-    let mut backend: Box<dyn Backend> = match fox_cli::open_backend(cli.backend) {
-        Ok((backend, line)) => {
+    let mut backends = match fox_cli::open_backends(cli.backend, cli.devices) {
+        Ok((backends, line)) => {
             if let Some(line) = line {
                 eprintln!("foxrun: {line}");
             }
-            backend
+            backends
         }
-        Err(e) => anyhow::bail!("no usable GPU for --backend gpu: {e}"),
+        Err(e) => anyhow::bail!("{e}"),
     };
+    let devices = backends.len();
     let to_dir = cli.out.as_ref().filter(|d| d.as_os_str() != "-");
     if to_dir.is_some() && cli.format == Some(FormatChoice::Table) {
         eprintln!(
@@ -264,6 +275,12 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         let Some(plan) = load_plan_files(&cli.files, color, "foxrun", &options)? else {
             return Ok(ExitCode::from(1));
         };
+        if devices > 1 && !exchanges_rows(&plan) {
+            anyhow::bail!(
+                "--devices {devices}: the plan exchanges no rows between devices, so it was compiled for one \
+                 device; run the program (.logic) with --devices, which plans it for {devices} devices"
+            );
+        }
         let data = match &source {
             Some((source, what)) => Data::Database(load_database(cli, cancel, progress, what, &|p| {
                 Database::load(source, &[&plan], p)
@@ -326,6 +343,7 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
                 souffle = program.souffle.clone();
                 program.join = cli.join.choice();
                 program.disabled_passes = cli.disable_pass.clone();
+                program.devices = devices;
                 program.kernel_plan(
                     &stats,
                     &fox_kernel::LowerOptions {
@@ -349,13 +367,14 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         cancel: Some(cancel.clone()),
         max_iterations: cli.max_iterations,
     };
+    let backends: Vec<&mut (dyn Backend + Send)> = backends.iter_mut().map(|b| b.as_mut()).collect();
     let result = match data {
-        Data::Files(inputs) => run_loaded(&plan, backend.as_mut(), &opts, inputs),
+        Data::Files(inputs) => run_devices(&plan, backends, &opts, Some(inputs)),
         Data::Database(db) => {
             opts.database = Some(db);
-            run(&plan, backend.as_mut(), &opts)
+            run_devices(&plan, backends, &opts, None)
         }
-        Data::Later => run(&plan, backend.as_mut(), &opts),
+        Data::Later => run_devices(&plan, backends, &opts, None),
     };
     observer.spinner.finish();
     let result = match result {
@@ -426,6 +445,19 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether a plan moves rows between devices (an `Exchange` anywhere).
+fn exchanges_rows(plan: &fox_kernel::KernelPlan) -> bool {
+    plan.blocks.iter().flat_map(|b| &b.instrs).any(|i| {
+        matches!(
+            i,
+            fox_kernel::Instr::Launch {
+                kernel: fox_kernel::Kernel::Exchange { .. },
+                ..
+            }
+        )
+    })
 }
 
 /// What runs: a compiled plan, or a program planned once its data is loaded.

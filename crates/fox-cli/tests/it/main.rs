@@ -9,6 +9,7 @@ mod common;
 mod corpus;
 mod cross_rounds;
 mod datalog;
+mod devices;
 mod files;
 mod foxbench;
 mod foxrun;

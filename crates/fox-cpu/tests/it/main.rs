@@ -8,3 +8,4 @@ mod eval;
 mod hash;
 mod kernels;
 mod memory;
+mod spmd;

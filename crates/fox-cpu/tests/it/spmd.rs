@@ -1,0 +1,845 @@
+//! Runs over several simulated devices (`fox_runtime::run_devices`, one CPU backend per
+//! device), on kernel plans written by hand: exchanges of every kind, terminators decided
+//! over all devices, rounds loops in which a device has no rows, strings made at run time,
+//! an error on one device, and cancellation.
+
+use fox_kernel::{
+    device_of, row_hash, value_bits_f64, value_bits_i32, Block, BlockId, BufId, BufVar, Elem, Exchange, InputRel,
+    Instr, KExpr, KExprKind, Kernel, KernelPlan, StrFunc, Terminator, KERNEL_PLAN_VERSION,
+};
+use fox_runtime::{
+    run_devices, Backend, BackendError, CancelToken, DevBuf, HostCol, LaunchCtx, MemStats, RunEvent, RunObserver,
+    RunOptions, RunResult, RuntimeError,
+};
+use fox_sema::core::{ArithOp, Column, Type, Value};
+use std::sync::{Arc, Mutex};
+
+/// The CPU backend, recording every column uploaded to it.
+struct Spy {
+    cpu: fox_cpu::CpuBackend,
+    uploads: Vec<HostCol>,
+}
+
+impl Spy {
+    fn new() -> Spy {
+        Spy {
+            cpu: fox_cpu::CpuBackend::new(),
+            uploads: Vec::new(),
+        }
+    }
+}
+
+impl Backend for Spy {
+    fn name(&self) -> String {
+        self.cpu.name()
+    }
+    fn upload(&mut self, col: HostCol) -> Result<DevBuf, BackendError> {
+        self.uploads.push(col.clone());
+        self.cpu.upload(col)
+    }
+    fn download(&mut self, buf: &DevBuf) -> Result<HostCol, BackendError> {
+        self.cpu.download(buf)
+    }
+    fn launch(&mut self, k: &Kernel, args: &[&DevBuf], ctx: &dyn LaunchCtx) -> Result<Vec<DevBuf>, BackendError> {
+        fox_runtime::launch_kernel(&mut self.cpu, k, args, ctx)
+    }
+    fn free(&mut self, buf: DevBuf) {
+        self.cpu.free(buf)
+    }
+    fn sync(&mut self) -> Result<(), BackendError> {
+        self.cpu.sync()
+    }
+    fn mem(&self) -> MemStats {
+        self.cpu.mem()
+    }
+    fn reset_peak(&mut self) {
+        self.cpu.reset_peak()
+    }
+}
+
+fn launch(kernel: Kernel, args: &[u32], outs: &[u32]) -> Instr {
+    Instr::Launch {
+        kernel,
+        args: args.iter().map(|&b| BufId(b)).collect(),
+        outs: outs.iter().map(|&b| BufId(b)).collect(),
+        origin: None,
+    }
+}
+
+fn output(name: &str, columns: &[(&str, Type)], cols: &[u32]) -> Instr {
+    Instr::Output {
+        name: name.into(),
+        columns: columns
+            .iter()
+            .map(|(n, t)| Column {
+                name: n.to_string(),
+                ty: *t,
+            })
+            .collect(),
+        cols: cols.iter().map(|&b| BufId(b)).collect(),
+        order: Vec::new(),
+        limit: None,
+    }
+}
+
+fn buffers(types: &[Type]) -> Vec<BufVar> {
+    types
+        .iter()
+        .enumerate()
+        .map(|(i, t)| BufVar {
+            name: format!("b{i}"),
+            elem: Elem::of(*t),
+            ty: Some(*t),
+        })
+        .collect()
+}
+
+fn plan(buffers: Vec<BufVar>, inputs: Vec<InputRel>, blocks: Vec<Block>) -> KernelPlan {
+    KernelPlan {
+        version: KERNEL_PLAN_VERSION,
+        buffers,
+        inputs,
+        blocks,
+        entry: BlockId(0),
+        planned_peak_buffers: 1,
+        sources: Vec::new(),
+        observed: Vec::new(),
+    }
+}
+
+fn block(label: &str, instrs: Vec<Instr>, term: Terminator) -> Block {
+    Block {
+        label: label.into(),
+        instrs,
+        term,
+    }
+}
+
+/// Runs `plan` over `n` spies; the result and each device's uploads. Every device's
+/// buffers are freed whatever the result.
+fn run_on(n: usize, plan: &KernelPlan, opts: &RunOptions) -> (Result<RunResult, RuntimeError>, Vec<Vec<HostCol>>) {
+    let mut spies: Vec<Spy> = (0..n).map(|_| Spy::new()).collect();
+    let res = run_devices(
+        plan,
+        spies.iter_mut().map(|s| s as &mut (dyn Backend + Send)).collect(),
+        opts,
+        None,
+    );
+    for (d, s) in spies.iter().enumerate() {
+        assert_eq!(s.mem().in_use, 0, "device {d} of {n} kept buffers");
+    }
+    (res, spies.into_iter().map(|s| s.uploads).collect())
+}
+
+fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("fox-cpu-spmd-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The input `t(a: int32, s: string, f: float64, d: int64)` of `rows` in `dir`.
+fn input_t(dir: &std::path::Path, rows: &[(i32, &str, f64, i64)]) -> InputRel {
+    let text: String = rows.iter().map(|(a, s, f, d)| format!("{a},{s},{f:?},{d}\n")).collect();
+    std::fs::write(dir.join("t.csv"), text).unwrap();
+    InputRel {
+        name: "t".into(),
+        columns: [
+            ("a", Type::Int32),
+            ("s", Type::String),
+            ("f", Type::Float64),
+            ("d", Type::Int64),
+        ]
+        .iter()
+        .map(|(n, t)| Column {
+            name: n.to_string(),
+            ty: *t,
+        })
+        .collect(),
+        file: "t.csv".into(),
+        sep: ",".into(),
+        key: Vec::new(),
+        header: false,
+    }
+}
+
+const T: [Type; 4] = [Type::Int32, Type::String, Type::Float64, Type::Int64];
+const T_COLS: [(&str, Type); 4] = [
+    ("a", Type::Int32),
+    ("s", Type::String),
+    ("f", Type::Float64),
+    ("d", Type::Int64),
+];
+
+/// `t` loaded into b0..b3, exchanged by `to` into b4..b7 and output.
+fn exchange_plan(input: InputRel, to: Exchange) -> KernelPlan {
+    let mut types = T.to_vec();
+    types.extend(T);
+    plan(
+        buffers(&types),
+        vec![input],
+        vec![block(
+            "main",
+            vec![
+                launch(Kernel::LoadInput { input: 0 }, &[], &[0, 1, 2, 3]),
+                launch(Kernel::Exchange { width: 4, to }, &[0, 1, 2, 3], &[4, 5, 6, 7]),
+                output("t", &T_COLS, &[4, 5, 6, 7]),
+            ],
+            Terminator::Halt,
+        )],
+    )
+}
+
+/// Rows of columns, as tuples of their cells' bits.
+fn rows_of(cols: &[HostCol]) -> Vec<Vec<u64>> {
+    let len = cols.first().map_or(0, HostCol::len);
+    (0..len)
+        .map(|r| {
+            cols.iter()
+                .map(|c| match c {
+                    HostCol::I32(v) => value_bits_i32(v[r]),
+                    HostCol::U32(v) => u64::from(v[r]),
+                    HostCol::F64(v) => v[r].to_bits(),
+                    HostCol::I64(v) => v[r] as u64,
+                    other => panic!("unexpected column {other:?}"),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The hash bits of a row as `rows_of` gives it (the float column is column 2).
+fn hash_of(row: &[u64], keys: &[usize]) -> u64 {
+    row_hash(keys.iter().map(|&k| {
+        if k == 2 {
+            value_bits_f64(f64::from_bits(row[k]))
+        } else {
+            row[k]
+        }
+    }))
+}
+
+const ROWS: [(i32, &str, f64, i64); 8] = [
+    (1, "x", 0.0, 10),
+    (-1, "y", -0.0, -10),
+    (2, "x", 1.5, 20),
+    (1, "z", 0.0, 30),
+    (3, "y", -0.0, 40),
+    (-7, "x", 2.5, 50),
+    (1, "y", 0.0, 60),
+    (9, "w", -0.0, 70),
+];
+
+/// Checks every device's part after the exchange against the rule of `to`: each device
+/// loaded its slice (its first four uploads) and received (the next four) what `to`
+/// sends it, in sender order.
+fn check_exchange(rows: &[(i32, &str, f64, i64)], to: Exchange, tag: &str) {
+    let dir = temp_dir(tag);
+    let input = input_t(&dir, rows);
+    let p = exchange_plan(input, to.clone());
+    let opts = RunOptions {
+        data_dir: Some(dir.clone()),
+        ..RunOptions::default()
+    };
+    let (one, _) = run_on(1, &p, &opts);
+    let one = one.unwrap();
+    assert_eq!(one.outputs[0].len(), rows.len());
+    for n in 1..=4usize {
+        let (res, uploads) = run_on(n, &p, &opts);
+        let res = res.unwrap_or_else(|e| panic!("{tag} on {n} devices: {e}"));
+        let sent: Vec<Vec<Vec<u64>>> = uploads.iter().map(|u| rows_of(&u[0..4])).collect();
+        // On one device the exchange shares its arguments: nothing is uploaded.
+        let got: Vec<Vec<Vec<u64>>> = if n == 1 {
+            sent.clone()
+        } else {
+            uploads.iter().map(|u| rows_of(&u[4..8])).collect()
+        };
+        // The slices: contiguous, in order, every row once.
+        let all: Vec<Vec<u64>> = sent.iter().flatten().cloned().collect();
+        assert_eq!(all.len(), rows.len(), "{tag}: slices on {n} devices");
+        for d in 0..n {
+            let want: Vec<Vec<u64>> = match &to {
+                Exchange::Hash { cols } => sent
+                    .iter()
+                    .flatten()
+                    .filter(|r| device_of(hash_of(r, cols), n) == d)
+                    .cloned()
+                    .collect(),
+                Exchange::Gather if d == 0 => all.clone(),
+                Exchange::Gather => Vec::new(),
+                Exchange::Broadcast => all.clone(),
+                Exchange::Keep { cols } => sent[d]
+                    .iter()
+                    .filter(|r| device_of(hash_of(r, cols), n) == d)
+                    .cloned()
+                    .collect(),
+            };
+            assert_eq!(got[d], want, "{tag}: device {d} of {n}");
+        }
+        let e = &res.stats.exchange;
+        if n > 1 {
+            assert_eq!(res.stats.device_peaks.len(), n);
+            let moved: usize = match &to {
+                Exchange::Keep { .. } => 0,
+                Exchange::Broadcast => rows.len() * (n - 1),
+                Exchange::Gather => rows.len() - sent[0].len(),
+                Exchange::Hash { cols } => (0..n)
+                    .map(|d| sent[d].iter().filter(|r| device_of(hash_of(r, cols), n) != d).count())
+                    .sum(),
+            };
+            assert_eq!((e.exchanges, e.rows), (1, moved as u64), "{tag} on {n} devices");
+            assert_eq!(e.bytes, moved as u64 * (4 + 4 + 8 + 8));
+        }
+        // Every device's rows together, ordered on the host: one device's answer (a
+        // broadcast holds every row once per device).
+        let copies = if matches!(to, Exchange::Broadcast) { n } else { 1 };
+        let mut want = Vec::new();
+        for r in one.outputs[0].rows() {
+            want.extend(std::iter::repeat_n(r, copies));
+        }
+        if !matches!(to, Exchange::Keep { .. }) || n == 1 {
+            assert_eq!(res.outputs[0].rows(), want, "{tag} on {n} devices");
+        }
+    }
+}
+
+#[test]
+fn a_hash_exchange_sends_each_row_to_the_device_of_its_key_in_sender_order() {
+    check_exchange(&ROWS, Exchange::Hash { cols: vec![0] }, "hash-a");
+    check_exchange(&ROWS, Exchange::Hash { cols: vec![1, 3] }, "hash-sd");
+    // -0.0 and 0.0 are equal: they meet on one device.
+    check_exchange(&ROWS, Exchange::Hash { cols: vec![2] }, "hash-f");
+    check_exchange(&ROWS[..1], Exchange::Hash { cols: vec![0, 1, 2, 3] }, "hash-one");
+    check_exchange(&[], Exchange::Hash { cols: vec![0] }, "hash-none");
+    // Every row has the same key: one device receives them all, the others none.
+    let same: Vec<(i32, &str, f64, i64)> = (0..7).map(|d| (5, "k", 1.0, d)).collect();
+    check_exchange(&same, Exchange::Hash { cols: vec![0, 1] }, "hash-same");
+}
+
+#[test]
+fn zeroes_of_both_signs_hash_alike() {
+    let zeroes: Vec<(i32, &str, f64, i64)> = (0..6)
+        .map(|d| (0, "z", if d % 2 == 0 { 0.0 } else { -0.0 }, d))
+        .collect();
+    let dir = temp_dir("zeroes");
+    let p = exchange_plan(input_t(&dir, &zeroes), Exchange::Hash { cols: vec![2] });
+    let opts = RunOptions {
+        data_dir: Some(dir),
+        ..RunOptions::default()
+    };
+    for n in 2..=4 {
+        let (res, uploads) = run_on(n, &p, &opts);
+        res.unwrap();
+        let holding: Vec<usize> = (0..n).filter(|&d| !uploads[d][4].is_empty()).collect();
+        assert_eq!(holding.len(), 1, "{n} devices: {holding:?}");
+        assert_eq!(uploads[holding[0]][4].len(), 6);
+    }
+}
+
+#[test]
+fn gather_broadcast_and_keep_move_rows_by_their_rule() {
+    check_exchange(&ROWS, Exchange::Gather, "gather");
+    check_exchange(&ROWS[..1], Exchange::Gather, "gather-one");
+    check_exchange(&ROWS, Exchange::Broadcast, "broadcast");
+    check_exchange(&[], Exchange::Broadcast, "broadcast-none");
+    check_exchange(&ROWS, Exchange::Keep { cols: vec![0] }, "keep");
+}
+
+#[test]
+fn keep_of_a_replicated_relation_leaves_each_row_on_one_device() {
+    // A `Const` is replicated: every device holds its rows; `Keep` leaves each on one.
+    let rows: Vec<Vec<Value>> = (0..20).map(|v| vec![Value::Int32(v)]).collect();
+    let p = plan(
+        buffers(&[Type::Int32, Type::Int32]),
+        Vec::new(),
+        vec![block(
+            "main",
+            vec![
+                launch(
+                    Kernel::Const {
+                        types: vec![Type::Int32],
+                        rows: rows.clone(),
+                    },
+                    &[],
+                    &[0],
+                ),
+                launch(
+                    Kernel::Exchange {
+                        width: 1,
+                        to: Exchange::Keep { cols: vec![0] },
+                    },
+                    &[0],
+                    &[1],
+                ),
+                output("v", &[("v", Type::Int32)], &[1]),
+            ],
+            Terminator::Halt,
+        )],
+    );
+    for n in 1..=4 {
+        let (res, uploads) = run_on(n, &p, &RunOptions::default());
+        let res = res.unwrap();
+        assert_eq!(res.outputs[0].rows(), rows, "{n} devices");
+        assert_eq!(res.stats.exchange.rows, 0);
+        let kept: usize = uploads.iter().map(|u| u[if n == 1 { 0 } else { 1 }].len()).sum();
+        assert_eq!(kept, 20);
+    }
+}
+
+/// Records the loop iterations the observer hears.
+#[derive(Debug, Default)]
+struct Iterations(Mutex<Vec<(u64, u64)>>);
+
+impl RunObserver for Iterations {
+    fn event(&self, e: &RunEvent<'_>) {
+        if let RunEvent::Iteration { iterations, rows, .. } = e {
+            self.0.lock().unwrap().push((*iterations, *rows));
+        }
+    }
+}
+
+/// `t` loaded; a loop drops the first row of its column `a` per iteration until no
+/// device has one left; then `a` (empty) is output.
+fn shrinking_loop(input: InputRel, body_label: &str) -> KernelPlan {
+    let mut types = T.to_vec();
+    types.push(Type::Int32);
+    plan(
+        buffers(&types),
+        vec![input],
+        vec![
+            block(
+                "main",
+                vec![launch(Kernel::LoadInput { input: 0 }, &[], &[0, 1, 2, 3])],
+                Terminator::LoopIf {
+                    nonempty: vec![BufId(0)],
+                    body: BlockId(1),
+                    exit: BlockId(2),
+                },
+            ),
+            block(
+                body_label,
+                vec![
+                    launch(
+                        Kernel::Slice {
+                            start: 1,
+                            len: u64::MAX >> 1,
+                        },
+                        &[0],
+                        &[4],
+                    ),
+                    Instr::Move {
+                        dst: BufId(0),
+                        src: BufId(4),
+                    },
+                ],
+                Terminator::LoopIf {
+                    nonempty: vec![BufId(0)],
+                    body: BlockId(1),
+                    exit: BlockId(2),
+                },
+            ),
+            block("done", vec![output("a", &[("a", Type::Int32)], &[0])], Terminator::Halt),
+        ],
+    )
+}
+
+#[test]
+fn a_loop_goes_on_while_any_device_has_rows_and_the_observer_hears_their_sum() {
+    let dir = temp_dir("loop");
+    // 5 rows: device 0 of 2 holds 2, device 1 holds 3.
+    let p = shrinking_loop(input_t(&dir, &ROWS[..5]), "loop");
+    for n in 1..=3 {
+        let seen = Arc::new(Iterations::default());
+        let opts = RunOptions {
+            data_dir: Some(dir.clone()),
+            observer: Some(seen.clone()),
+            ..RunOptions::default()
+        };
+        let (res, _) = run_on(n, &p, &opts);
+        let res = res.unwrap();
+        assert_eq!(res.outputs[0].len(), 0);
+        let heard = seen.0.lock().unwrap().clone();
+        let longest = (0..n).map(|d| 5 * (d + 1) / n - 5 * d / n).max().unwrap() as u64;
+        // The first test (before the body ran) and one after each run of the body.
+        assert_eq!(heard.len() as u64, longest + 1, "{n} devices: {heard:?}");
+        let rows: Vec<u64> = heard.iter().map(|h| h.1).collect();
+        let want: Vec<u64> = (0..=longest)
+            .map(|k| {
+                (0..n)
+                    .map(|d| ((5 * (d + 1) / n - 5 * d / n) as u64).saturating_sub(k))
+                    .sum()
+            })
+            .collect();
+        assert_eq!(rows, want, "{n} devices");
+    }
+    // The iteration limit sees every device's rows.
+    let p = shrinking_loop(input_t(&dir, &ROWS[..5]), "stratum 0");
+    let opts = RunOptions {
+        data_dir: Some(dir.clone()),
+        max_iterations: Some(2),
+        ..RunOptions::default()
+    };
+    let (res, _) = run_on(2, &p, &opts);
+    let e = res.unwrap_err().to_string();
+    assert!(
+        e.contains("within 2 iterations") && e.contains("the last derived 1 new row"),
+        "{e}"
+    );
+}
+
+/// `copies` rows ("a", "c") of a constant, all kept on one device (`Keep` by a column of
+/// one value), expanded in rounds of one row (`Window` with `max_rows` 1): every row
+/// gives its positions 0 and 1, output as the strings of those codes ("a", "b").
+fn rounds_plan(copies: usize) -> KernelPlan {
+    use Type::String as S;
+    let rows: Vec<Vec<Value>> = (0..copies)
+        .map(|_| vec![Value::String("a".into()), Value::String("c".into())])
+        .collect();
+    let consts = vec![Value::String("b".into())];
+    // b0 lo, b1 hi, b2 lo kept, b3 hi kept, b4 counts, b5 offsets, b6 total, b7 window,
+    // b8 parent, b9 pos, b10 acc, b11 grown, b12 next window, b13 an unused "b".
+    let mut bufs = buffers(&[S, S, S, S]);
+    for (name, elem, ty) in [
+        ("counts", Elem::U64, None),
+        ("offsets", Elem::U64, None),
+        ("total", Elem::U64, None),
+        ("window", Elem::U64, None),
+        ("parent", Elem::U32, None),
+        ("pos", Elem::U32, Some(S)),
+        ("acc", Elem::U32, Some(S)),
+        ("grown", Elem::U32, Some(S)),
+        ("next", Elem::U64, None),
+        ("b", Elem::U32, Some(S)),
+    ] {
+        bufs.push(BufVar {
+            name: name.into(),
+            elem,
+            ty,
+        });
+    }
+    let window = Kernel::Window {
+        row_bytes: 8,
+        max_rows: Some(1),
+    };
+    let test = Terminator::LoopIf {
+        nonempty: vec![BufId(7)],
+        body: BlockId(1),
+        exit: BlockId(2),
+    };
+    plan(
+        bufs,
+        Vec::new(),
+        vec![
+            block(
+                "main",
+                vec![
+                    launch(
+                        Kernel::Const {
+                            types: vec![S, S],
+                            rows,
+                        },
+                        &[],
+                        &[0, 1],
+                    ),
+                    launch(
+                        Kernel::Const {
+                            types: vec![S],
+                            rows: vec![consts],
+                        },
+                        &[],
+                        &[13],
+                    ),
+                    launch(
+                        Kernel::Exchange {
+                            width: 2,
+                            to: Exchange::Keep { cols: vec![0] },
+                        },
+                        &[0, 1],
+                        &[2, 3],
+                    ),
+                    launch(Kernel::RangeCount, &[2, 3], &[4]),
+                    launch(Kernel::ExclusiveScan, &[4], &[5, 6]),
+                    launch(
+                        Kernel::Const {
+                            types: vec![S],
+                            rows: Vec::new(),
+                        },
+                        &[],
+                        &[10],
+                    ),
+                    launch(window.clone(), &[6], &[7]),
+                ],
+                test.clone(),
+            ),
+            block(
+                "rows.round",
+                vec![
+                    launch(Kernel::Expand, &[2, 5, 6, 7], &[8, 9]),
+                    launch(Kernel::Concat { parts: 2, width: 1 }, &[10, 9], &[11]),
+                    Instr::Move {
+                        dst: BufId(10),
+                        src: BufId(11),
+                    },
+                    launch(window, &[6, 7], &[12]),
+                    Instr::Move {
+                        dst: BufId(7),
+                        src: BufId(12),
+                    },
+                ],
+                test,
+            ),
+            block("rows.done", vec![output("pos", &[("p", S)], &[10])], Terminator::Halt),
+        ],
+    )
+}
+
+#[test]
+fn a_rounds_loop_runs_until_no_device_has_a_window_left() {
+    let p = rounds_plan(3);
+    let (one, _) = run_on(1, &p, &RunOptions::default());
+    let one = one.unwrap();
+    let s = |x: &str| Value::String(x.into());
+    let want: Vec<Vec<Value>> = [s("a"), s("a"), s("a"), s("b"), s("b"), s("b")]
+        .into_iter()
+        .map(|v| vec![v])
+        .collect();
+    assert_eq!(one.outputs[0].rows(), want);
+    assert_eq!(one.stats.rounds, 6);
+    for n in 2..=4 {
+        let (res, uploads) = run_on(n, &p, &RunOptions::default());
+        let res = res.unwrap_or_else(|e| panic!("{n} devices: {e}"));
+        assert_eq!(res.outputs[0].rows(), want, "{n} devices");
+        // Only the device holding the rows took windows of rows.
+        assert_eq!(res.stats.rounds, 6, "{n} devices");
+        // Uploads: the two constant columns, the "b", then the kept rows.
+        let holding = uploads.iter().filter(|u| !u[3].is_empty()).count();
+        assert_eq!(holding, 1, "{n} devices");
+    }
+}
+
+/// `concat(x, y)` of constant rows spread over the devices by `Keep`: every device makes
+/// new strings, and device 0 reads every device's codes.
+#[test]
+fn strings_made_on_every_device_get_the_same_codes_everywhere() {
+    use Type::String as S;
+    let pairs = [("x", "1"), ("y", "2"), ("z", "3"), ("w", "4"), ("v", "5"), ("u", "1")];
+    let rows: Vec<Vec<Value>> = pairs
+        .iter()
+        .map(|(a, b)| vec![Value::String(a.to_string()), Value::String(b.to_string())])
+        .collect();
+    let p = plan(
+        buffers(&[S, S, S, S, S]),
+        Vec::new(),
+        vec![block(
+            "main",
+            vec![
+                launch(
+                    Kernel::Const {
+                        types: vec![S, S],
+                        rows,
+                    },
+                    &[],
+                    &[0, 1],
+                ),
+                launch(
+                    Kernel::Exchange {
+                        width: 2,
+                        to: Exchange::Keep { cols: vec![0] },
+                    },
+                    &[0, 1],
+                    &[2, 3],
+                ),
+                launch(Kernel::StrFn { func: StrFunc::Concat }, &[2, 3], &[4]),
+                output("c", &[("c", S)], &[4]),
+            ],
+            Terminator::Halt,
+        )],
+    );
+    let want: Vec<Vec<Value>> = ["u1", "v5", "w4", "x1", "y2", "z3"]
+        .iter()
+        .map(|s| vec![Value::String(s.to_string())])
+        .collect();
+    for n in 1..=4 {
+        let (res, uploads) = run_on(n, &p, &RunOptions::default());
+        let res = res.unwrap_or_else(|e| panic!("{n} devices: {e}"));
+        assert_eq!(res.outputs[0].rows(), want, "{n} devices");
+        if n > 1 {
+            // The strings really were made on more than one device.
+            assert!(uploads.iter().filter(|u| !u[4].is_empty()).count() > 1, "{n} devices");
+        }
+    }
+}
+
+/// `1 / ((v - z0) * (v - z1) * …)` of constant rows `values` spread by `Keep`, so that a
+/// row of a `z` fails on its device only; then an exchange every device must reach.
+fn failing_plan(values: &[i32], zeroes: &[i32]) -> KernelPlan {
+    let rows: Vec<Vec<Value>> = values.iter().map(|&v| vec![Value::Int32(v)]).collect();
+    let int = |kind| KExpr { kind, ty: Type::Int32 };
+    let mut den = int(KExprKind::Const(Value::Int32(1)));
+    for &z in zeroes {
+        let factor = int(KExprKind::Arith(
+            ArithOp::Sub,
+            Box::new(int(KExprKind::Col(0))),
+            Box::new(int(KExprKind::Const(Value::Int32(z)))),
+        ));
+        den = int(KExprKind::Arith(ArithOp::Mul, Box::new(den), Box::new(factor)));
+    }
+    let div = int(KExprKind::Arith(
+        ArithOp::Div,
+        Box::new(int(KExprKind::Const(Value::Int32(1)))),
+        Box::new(den),
+    ));
+    plan(
+        buffers(&[Type::Int32; 4]),
+        Vec::new(),
+        vec![block(
+            "main",
+            vec![
+                launch(
+                    Kernel::Const {
+                        types: vec![Type::Int32],
+                        rows,
+                    },
+                    &[],
+                    &[0],
+                ),
+                launch(
+                    Kernel::Exchange {
+                        width: 1,
+                        to: Exchange::Keep { cols: vec![0] },
+                    },
+                    &[0],
+                    &[1],
+                ),
+                launch(Kernel::Eval { expr: div, n_cols: 1 }, &[1], &[2]),
+                launch(
+                    Kernel::Exchange {
+                        width: 1,
+                        to: Exchange::Gather,
+                    },
+                    &[2],
+                    &[3],
+                ),
+                output("q", &[("q", Type::Int32)], &[3]),
+            ],
+            Terminator::Halt,
+        )],
+    )
+}
+
+#[test]
+fn an_error_on_one_device_stops_every_device_and_is_the_run_s_error() {
+    let p = failing_plan(&(0..12).collect::<Vec<i32>>(), &[0]);
+    let (one, _) = run_on(1, &p, &RunOptions::default());
+    let want = one.unwrap_err();
+    assert!(want.to_string().contains("division by zero"), "{want}");
+    for n in 2..=4 {
+        let started = std::time::Instant::now();
+        // `run_on` checks that every device freed its buffers.
+        let (res, _) = run_on(n, &p, &RunOptions::default());
+        let e = res.unwrap_err();
+        assert_eq!(e, want, "{n} devices");
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "{n} devices took {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+#[test]
+fn cancelling_stops_every_device_of_a_loop_that_would_not_end() {
+    // A loop on a buffer that never empties, with an exchange in its body.
+    let p = plan(
+        buffers(&[Type::Int32, Type::Int32]),
+        Vec::new(),
+        vec![
+            block(
+                "main",
+                vec![launch(
+                    Kernel::Const {
+                        types: vec![Type::Int32],
+                        rows: vec![vec![Value::Int32(1)]],
+                    },
+                    &[],
+                    &[0],
+                )],
+                Terminator::Jump(BlockId(1)),
+            ),
+            block(
+                "forever",
+                vec![launch(
+                    Kernel::Exchange {
+                        width: 1,
+                        to: Exchange::Hash { cols: vec![0] },
+                    },
+                    &[0],
+                    &[1],
+                )],
+                Terminator::LoopIf {
+                    nonempty: vec![BufId(0)],
+                    body: BlockId(1),
+                    exit: BlockId(1),
+                },
+            ),
+        ],
+    );
+    for n in [2, 3] {
+        let cancel = CancelToken::new();
+        let opts = RunOptions {
+            cancel: Some(cancel.clone()),
+            ..RunOptions::default()
+        };
+        let stopper = {
+            let cancel = cancel.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                cancel.cancel();
+            })
+        };
+        let (res, _) = run_on(n, &p, &opts);
+        stopper.join().unwrap();
+        assert_eq!(res.unwrap_err(), RuntimeError::Cancelled, "{n} devices");
+    }
+}
+
+#[test]
+fn one_device_is_the_plain_run() {
+    let dir = temp_dir("one");
+    let p = exchange_plan(input_t(&dir, &ROWS), Exchange::Hash { cols: vec![0] });
+    let opts = RunOptions {
+        data_dir: Some(dir),
+        ..RunOptions::default()
+    };
+    let (res, uploads) = run_on(1, &p, &opts);
+    let res = res.unwrap();
+    // The exchange shares its arguments on one device: only the input was uploaded.
+    assert_eq!(uploads[0].len(), 4);
+    assert_eq!(res.stats.exchange, fox_runtime::ExchangeStats::default());
+    assert!(res.stats.device_peaks.is_empty());
+    let (none, _) = run_on(0, &p, &opts);
+    assert!(none.is_err());
+}
+
+#[test]
+fn of_errors_on_several_devices_the_first_device_s_is_the_run_s() {
+    // A value kept on device 0 fails at its row 1, one kept on device 1 at its row 0.
+    let on = |d: usize| {
+        (100..)
+            .find(|&v| device_of(row_hash([value_bits_i32(v)]), 2) == d)
+            .unwrap()
+    };
+    let (ok0, bad0) = (
+        on(0),
+        (on(0) + 1..)
+            .find(|&v| device_of(row_hash([value_bits_i32(v)]), 2) == 0)
+            .unwrap(),
+    );
+    let bad1 = on(1);
+    let p = failing_plan(&[bad1, ok0, bad0], &[bad0, bad1]);
+    for _ in 0..5 {
+        let (res, _) = run_on(2, &p, &RunOptions::default());
+        let e = res.unwrap_err().to_string();
+        assert!(e.contains("division by zero") && e.ends_with("(row 1)"), "{e}");
+    }
+}

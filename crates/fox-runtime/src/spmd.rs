@@ -1,0 +1,584 @@
+//! Runs over several devices (SPMD): one interpreter per device, each on its own backend
+//! with its own memory accounting and limit, all running the same kernel plan and meeting
+//! at its collectives through one [`Comm`].
+//!
+//! The contract (see `docs/architecture.md`, fox-runtime):
+//! - `LoadInput` gives device `d` of `n` the rows `d·len/n .. (d+1)·len/n` of each input
+//!   (one host copy of the inputs is shared); `Const` and `DictTable` are replicated (every
+//!   device holds every row).
+//! - `Exchange` moves rows between devices (host-staged here): each device routes its rows,
+//!   deposits a part per destination, and takes its parts in sender order.
+//! - Every terminator (`LoopIf`, `If`) is decided collectively: the branch is taken when
+//!   its test holds on any device, so all devices run the same blocks; a device whose own
+//!   test failed runs the body on the (empty) rows it has. A `Window` whose device has no
+//!   rows left is a window of no rows (`total .. total`) that counts as empty in the test.
+//! - `StrFn` interns the strings every device made in device order, so dictionaries (and
+//!   rank tables) stay identical; `Output` gathers every device's rows on device 0, which
+//!   orders them as one device would.
+//! - A device that fails wakes the others; each stops at its next collective (a device
+//!   runs on up to it, so which devices fail does not depend on timing), and the first
+//!   device to fail in device order gives the run's error. Every device frees its
+//!   buffers. Cancellation stops every device at its next instruction.
+
+use crate::backend::HostCol;
+use crate::RuntimeError;
+use fox_kernel::{device_of, row_hash, value_bits_f64, value_bits_i128, value_bits_i32, Exchange};
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a device waits for the others at a collective before the run fails: long
+/// enough for any kernel between two collectives, short of forever.
+pub(crate) const COLLECTIVE_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
+
+/// How often a waiting device looks at the abort flag and the run's cancellation.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Where a collective is in the plan: (block, instruction); the terminator of a block is
+/// its instruction `instrs.len()`.
+pub(crate) type Tag = (usize, usize);
+
+/// The communicator of a run over several devices: its size, a mailbox per device for the
+/// collective under way, and an abort flag that wakes every waiting device.
+pub(crate) struct Comm {
+    size: usize,
+    state: Mutex<Round>,
+    cv: Condvar,
+    aborted: AtomicBool,
+    cancel: Option<crate::CancelToken>,
+    timeout: Duration,
+}
+
+/// The collective under way: what each device deposited, and the result of the last one.
+struct Round {
+    /// Collectives completed so far.
+    done: u64,
+    deposits: Vec<Option<(Tag, Box<dyn Any + Send + Sync>)>>,
+    arrived: usize,
+    last: Option<Arc<Gathered>>,
+}
+
+/// What every device deposited at one collective, in device order.
+pub(crate) struct Gathered {
+    tags: Vec<Tag>,
+    values: Vec<Box<dyn Any + Send + Sync>>,
+}
+
+impl Gathered {
+    /// The deposit of device `rank`. Every device deposits the same type at one
+    /// collective (they run the same instruction: [`Comm::all_gather`] checks the tags).
+    pub(crate) fn get<T: 'static>(&self, rank: usize) -> &T {
+        self.values[rank]
+            .downcast_ref()
+            .expect("every device deposits the same type at one collective")
+    }
+}
+
+/// Why a device left a collective without its result.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum CommError {
+    /// Another device failed (or the run was aborted).
+    Aborted,
+    /// The run's cancellation token was set.
+    Cancelled,
+    /// The others did not come within the timeout.
+    TimedOut,
+}
+
+impl Comm {
+    pub(crate) fn new(size: usize, cancel: Option<crate::CancelToken>) -> Comm {
+        Comm {
+            size,
+            state: Mutex::new(Round {
+                done: 0,
+                deposits: (0..size).map(|_| None).collect(),
+                arrived: 0,
+                last: None,
+            }),
+            cv: Condvar::new(),
+            aborted: AtomicBool::new(false),
+            cancel,
+            timeout: COLLECTIVE_TIMEOUT,
+        }
+    }
+
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Stops the run: every device waiting at a collective, or reaching its next one,
+    /// stops.
+    pub(crate) fn abort(&self) {
+        self.aborted.store(true, Ordering::SeqCst);
+        // Taking the lock orders the flag before any waiter's next look at it.
+        drop(self.state.lock().unwrap_or_else(|e| e.into_inner()));
+        self.cv.notify_all();
+    }
+
+    pub(crate) fn is_aborted(&self) -> bool {
+        self.aborted.load(Ordering::SeqCst)
+    }
+
+    /// Deposits `value` for the collective at `tag` and waits until every device has
+    /// deposited its own; then every device reads all deposits, in device order. Devices
+    /// that reached different collectives fail with a plan error.
+    pub(crate) fn all_gather<T: Any + Send + Sync>(
+        &self,
+        rank: usize,
+        tag: Tag,
+        value: T,
+    ) -> Result<Arc<Gathered>, CommError> {
+        let started = Instant::now();
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if self.is_aborted() {
+            return Err(CommError::Aborted);
+        }
+        let round = st.done;
+        st.deposits[rank] = Some((tag, Box::new(value)));
+        st.arrived += 1;
+        if st.arrived == self.size {
+            let (tags, values) = st
+                .deposits
+                .iter_mut()
+                .map(|d| d.take().expect("every device deposited"))
+                .unzip();
+            st.last = Some(Arc::new(Gathered { tags, values }));
+            st.arrived = 0;
+            st.done += 1;
+            self.cv.notify_all();
+        }
+        loop {
+            if st.done > round {
+                // The next collective cannot complete before this device deposits for it.
+                return Ok(st.last.clone().expect("set when the round completed"));
+            }
+            if self.is_aborted() {
+                return Err(CommError::Aborted);
+            }
+            if self.cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+                return Err(CommError::Cancelled);
+            }
+            if started.elapsed() > self.timeout {
+                return Err(CommError::TimedOut);
+            }
+            st = self.cv.wait_timeout(st, POLL).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+}
+
+impl Gathered {
+    /// The tags differ: the devices reached different collectives (a plan that branches
+    /// on something other than its terminators' tests).
+    pub(crate) fn mismatch(&self) -> Option<String> {
+        let first = self.tags[0];
+        self.tags.iter().any(|t| *t != first).then(|| {
+            let at: Vec<String> = self
+                .tags
+                .iter()
+                .enumerate()
+                .map(|(d, (b, i))| format!("device {d} at block {b}, instruction {i}"))
+                .collect();
+            format!("the devices reached different collectives: {}", at.join("; "))
+        })
+    }
+}
+
+/// Sets the abort flag when the device's thread panics, so the others never wait for it.
+pub(crate) struct AbortOnPanic<'c>(pub(crate) &'c Comm);
+
+impl Drop for AbortOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.abort();
+        }
+    }
+}
+
+/// The rows of `len` that device `rank` of `n` takes of an input: a contiguous slice.
+pub(crate) fn input_rows(len: usize, rank: usize, n: usize) -> std::ops::Range<usize> {
+    let at = |d: usize| ((len as u128 * d as u128) / n as u128) as usize;
+    at(rank)..at(rank + 1)
+}
+
+/// The bits [`row_hash`] reads of row `r` of `col`.
+fn value_bits(col: &HostCol, r: usize) -> u64 {
+    match col {
+        HostCol::U8(v) => u64::from(v[r]),
+        HostCol::I32(v) => value_bits_i32(v[r]),
+        HostCol::U32(v) => u64::from(v[r]),
+        HostCol::I64(v) => v[r] as u64,
+        HostCol::U64(v) => v[r],
+        HostCol::F64(v) => value_bits_f64(v[r]),
+        HostCol::I128(v) => value_bits_i128(v[r]),
+    }
+}
+
+/// The device of each row of `cols` by the rule of [`Exchange::Hash`] on `keys`.
+pub(crate) fn destinations(cols: &[HostCol], keys: &[usize], n: usize) -> Vec<u32> {
+    use rayon::prelude::*;
+    let len = cols.first().map_or(0, HostCol::len);
+    (0..len)
+        .into_par_iter()
+        .map(|r| device_of(row_hash(keys.iter().map(|&c| value_bits(&cols[c], r))), n) as u32)
+        .collect()
+}
+
+/// What one device deposits at an exchange.
+pub(crate) enum Parts {
+    /// A part per destination device, taken by it.
+    PerDevice(Vec<Mutex<Option<Vec<HostCol>>>>),
+    /// The same rows for every device (a broadcast) and how many devices have yet to read
+    /// them: each copies them but the last, which takes them.
+    All(Mutex<(Option<Vec<HostCol>>, usize)>),
+}
+
+/// The parts device `rank` of `n` sends of its rows `cols` by `to` (never `Keep`, which
+/// moves nothing), and how many of its rows leave it (a row sent to several devices
+/// counts once per other device).
+pub(crate) fn route(cols: Vec<HostCol>, to: &Exchange, rank: usize, n: usize) -> Result<(Parts, u64), String> {
+    const WHAT: &str = "the rows an exchange sends";
+    let len = cols.first().map_or(0, HostCol::len) as u64;
+    Ok(match to {
+        Exchange::Broadcast => (Parts::All(Mutex::new((Some(cols), n))), len * (n as u64 - 1)),
+        Exchange::Gather => {
+            let empty: Vec<HostCol> = cols.iter().map(|c| HostCol::empty(c.elem())).collect();
+            let mut parts = vec![Mutex::new(Some(cols))];
+            parts.extend((1..n).map(|_| Mutex::new(Some(empty.clone()))));
+            (Parts::PerDevice(parts), if rank == 0 { 0 } else { len })
+        }
+        Exchange::Hash { cols: keys } | Exchange::Keep { cols: keys } => {
+            let dest = destinations(&cols, keys, n);
+            let mut rows: Vec<Vec<u32>> = vec![Vec::new(); n];
+            for (r, &d) in dest.iter().enumerate() {
+                rows[d as usize].push(r as u32);
+            }
+            let moved = len - rows[rank].len() as u64;
+            let mut parts = Vec::with_capacity(n);
+            for idx in &rows {
+                let part = cols
+                    .iter()
+                    .map(|c| c.try_pick(idx, WHAT))
+                    .collect::<Result<Vec<_>, _>>()?;
+                parts.push(Mutex::new(Some(part)));
+            }
+            (Parts::PerDevice(parts), moved)
+        }
+    })
+}
+
+/// The rows device `rank` receives at an exchange: every sender's part for it, in sender
+/// order, concatenated per column (element types `elems`).
+pub(crate) fn receive(gathered: &Gathered, rank: usize, elems: &[fox_kernel::Elem]) -> Result<Vec<HostCol>, String> {
+    const WHAT: &str = "the rows an exchange receives";
+    let mut by_col: Vec<Vec<HostCol>> = elems.iter().map(|_| Vec::new()).collect();
+    for sender in 0..gathered.values.len() {
+        let part = match gathered.get::<Parts>(sender) {
+            Parts::PerDevice(parts) => parts[rank]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+                .ok_or_else(|| "a part of an exchange was taken twice".to_string())?,
+            Parts::All(shared) => {
+                let mut shared = shared.lock().unwrap_or_else(|e| e.into_inner());
+                shared.1 -= 1;
+                if shared.1 == 0 {
+                    shared.0.take()
+                } else {
+                    match &shared.0 {
+                        Some(cols) => Some(cols.iter().map(|c| c.try_clone(WHAT)).collect::<Result<Vec<_>, _>>()?),
+                        None => None,
+                    }
+                }
+                .ok_or_else(|| "a broadcast was taken before every device read it".to_string())?
+            }
+        };
+        if part.len() != elems.len() {
+            return Err(format!(
+                "device {sender} sent {} columns for {}",
+                part.len(),
+                elems.len()
+            ));
+        }
+        for (c, col) in part.into_iter().enumerate() {
+            by_col[c].push(col);
+        }
+    }
+    by_col
+        .into_iter()
+        .zip(elems)
+        .map(|(parts, &e)| HostCol::try_concat(e, parts, WHAT))
+        .collect()
+}
+
+/// A device's error, or `None` when it stopped because another failed.
+pub(crate) fn comm_error(e: CommError, what: &str) -> Option<RuntimeError> {
+    match e {
+        CommError::Aborted => None,
+        CommError::Cancelled => Some(RuntimeError::Cancelled),
+        CommError::TimedOut => Some(RuntimeError::Kernel {
+            at: what.to_string(),
+            msg: format!(
+                "the other devices did not reach this collective within {} s",
+                COLLECTIVE_TIMEOUT.as_secs()
+            ),
+        }),
+    }
+}
+
+/// Runs `plan` over the devices of `backends`, one interpreter per device on a thread of
+/// its own, each with its own memory accounting and `opts.memory_limit` (the limit is per
+/// device), meeting at the plan's collectives (see the module's contract). The inputs are
+/// `preloaded` (read once, each device taking its slice), else read by the run itself,
+/// or `opts.database`'s (sliced the same way; its columns are not kept on any device).
+/// The outputs hold every device's rows, ordered as one device orders them. With one
+/// backend this is [`crate::run_loaded`] or [`crate::run`], with no thread and no
+/// collective.
+pub fn run_devices<'b>(
+    plan: &fox_kernel::KernelPlan,
+    mut backends: Vec<&mut (dyn crate::Backend + Send + 'b)>,
+    opts: &crate::RunOptions,
+    preloaded: Option<crate::LoadedInputs>,
+) -> Result<crate::RunResult, RuntimeError> {
+    let n = backends.len();
+    if n <= 1 {
+        let Some(backend) = backends.pop() else {
+            return Err(RuntimeError::Plan("a run needs at least one device".into()));
+        };
+        return match preloaded {
+            Some(inputs) => crate::run_loaded(plan, backend, opts, inputs),
+            None => crate::run(plan, backend, opts),
+        };
+    }
+    let started = Instant::now();
+    let before = preloaded.as_ref().map_or(Duration::ZERO, |p| p.load_time);
+    let shared = crate::interp::prepare_shared(plan, &mut *backends[0], opts, preloaded)?;
+    let comm = Comm::new(n, opts.cancel.clone());
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = backends
+            .into_iter()
+            .enumerate()
+            .map(|(rank, backend)| {
+                let (comm, shared) = (&comm, &shared);
+                s.spawn(move || {
+                    let _guard = AbortOnPanic(comm);
+                    crate::interp::run_device(plan, backend, opts, shared, comm, rank)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join()).collect()
+    });
+    let mut error = None;
+    let mut stopped = None;
+    let mut outputs = Vec::new();
+    let mut stats = Vec::with_capacity(n);
+    for (rank, joined) in results.into_iter().enumerate() {
+        let (res, st, peer) = match joined {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        stats.push(st);
+        match res {
+            Ok(o) if rank == 0 => outputs = o,
+            Ok(_) => {}
+            Err(e) if !peer => {
+                error.get_or_insert(e);
+            }
+            Err(e) => {
+                stopped.get_or_insert(e);
+            }
+        }
+    }
+    let mut stats = combine(stats);
+    // Reading the inputs before the run (`before`) is part of the shared preparation's.
+    stats.load += shared.load;
+    stats.total = started.elapsed() + before;
+    match error.or(stopped) {
+        Some(e) => Err(e),
+        None => Ok(crate::RunResult { outputs, stats }),
+    }
+}
+
+/// The statistics of a run over several devices from each device's: times are the
+/// slowest device's (they ran side by side), counts and bytes allocated are summed,
+/// peaks are the largest (each device's memory peak is kept in `device_peaks`); an
+/// operator's rows are summed over the devices, its calls and its largest execution are
+/// one device's.
+fn combine(devices: Vec<crate::RunStats>) -> crate::RunStats {
+    let mut it = devices.into_iter();
+    let mut all = it.next().unwrap_or_default();
+    let n = 1 + it.len();
+    all.backend = format!("{} × {n} devices", all.backend);
+    all.device_peaks = vec![all.peak_bytes];
+    let mut at: std::collections::HashMap<String, usize> = all
+        .instrs
+        .iter()
+        .enumerate()
+        .map(|(k, s)| (s.label.clone(), k))
+        .collect();
+    for d in it {
+        all.load = all.load.max(d.load);
+        all.upload = all.upload.max(d.upload);
+        all.compute = all.compute.max(d.compute);
+        all.download = all.download.max(d.download);
+        all.output = all.output.max(d.output);
+        all.compile = all.compile.max(d.compile);
+        all.peak_bytes = all.peak_bytes.max(d.peak_bytes);
+        all.device_peaks.push(d.peak_bytes);
+        all.total_allocated_bytes += d.total_allocated_bytes;
+        all.actual_peak_buffers = all.actual_peak_buffers.max(d.actual_peak_buffers);
+        all.rounds += d.rounds;
+        all.tier.evictions += d.tier.evictions;
+        all.tier.bytes_to_host += d.tier.bytes_to_host;
+        all.tier.restores += d.tier.restores;
+        all.tier.bytes_to_device += d.tier.bytes_to_device;
+        all.tier.host_peak_bytes = all.tier.host_peak_bytes.max(d.tier.host_peak_bytes);
+        all.exchange.rows += d.exchange.rows;
+        all.exchange.bytes += d.exchange.bytes;
+        all.exchange.exchanges = all.exchange.exchanges.max(d.exchange.exchanges);
+        for (a, b) in all.rows.iter_mut().zip(&d.rows) {
+            a.total += b.total;
+            a.calls = a.calls.max(b.calls);
+            a.max = a.max.max(b.max);
+        }
+        for s in d.instrs {
+            match at.get(&s.label) {
+                Some(&k) => {
+                    let a = &mut all.instrs[k];
+                    a.total = a.total.max(s.total);
+                    a.calls = a.calls.max(s.calls);
+                }
+                None => {
+                    at.insert(s.label.clone(), all.instrs.len());
+                    all.instrs.push(s);
+                }
+            }
+        }
+    }
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_slices_cover_every_row_once() {
+        for len in [0usize, 1, 2, 5, 7, 100] {
+            for n in 1..=4 {
+                let mut next = 0;
+                for d in 0..n {
+                    let r = input_rows(len, d, n);
+                    assert_eq!(r.start, next);
+                    next = r.end;
+                }
+                assert_eq!(next, len);
+            }
+        }
+    }
+
+    #[test]
+    fn statistics_of_devices_combine_times_by_the_slowest_and_counts_by_the_sum() {
+        use crate::{InstrStat, RowsStat, RunStats};
+        let ms = Duration::from_millis;
+        let device = |compute: u64, peak: usize, rows: u64| RunStats {
+            backend: "cpu".into(),
+            compute: ms(compute),
+            peak_bytes: peak,
+            total_allocated_bytes: peak,
+            rounds: 1,
+            exchange: crate::ExchangeStats {
+                exchanges: 2,
+                rows,
+                bytes: 8 * rows,
+            },
+            rows: vec![RowsStat {
+                calls: 3,
+                total: rows,
+                max: rows,
+                ..RowsStat::default()
+            }],
+            instrs: vec![InstrStat {
+                label: "main.0".into(),
+                kernel: "exchange".into(),
+                calls: 1,
+                total: ms(compute),
+            }],
+            ..RunStats::default()
+        };
+        let all = combine(vec![device(5, 100, 1), device(9, 70, 4), device(2, 300, 0)]);
+        assert_eq!(all.backend, "cpu × 3 devices");
+        assert_eq!(all.compute, ms(9));
+        assert_eq!((all.peak_bytes, all.device_peaks.clone()), (300, vec![100, 70, 300]));
+        assert_eq!((all.total_allocated_bytes, all.rounds), (470, 3));
+        assert_eq!(
+            all.exchange,
+            crate::ExchangeStats {
+                exchanges: 2,
+                rows: 5,
+                bytes: 40
+            }
+        );
+        assert_eq!((all.rows[0].calls, all.rows[0].total, all.rows[0].max), (3, 5, 4));
+        assert_eq!(
+            (all.instrs.len(), all.instrs[0].calls, all.instrs[0].total),
+            (1, 1, ms(9))
+        );
+    }
+
+    #[test]
+    fn a_gather_waits_for_every_device_and_an_abort_wakes_it() {
+        let comm = Comm::new(3, None);
+        let got: Vec<Vec<u32>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3)
+                .map(|r| {
+                    let comm = &comm;
+                    s.spawn(move || {
+                        let mut seen = Vec::new();
+                        for round in 0..50u32 {
+                            let g = comm.all_gather(r, (0, round as usize), r as u32 + round).unwrap();
+                            assert!(g.mismatch().is_none());
+                            seen.push((0..3).map(|d| *g.get::<u32>(d)).sum::<u32>());
+                        }
+                        seen
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for g in &got {
+            assert_eq!(g, &(0..50).map(|r| 3 + 3 * r).collect::<Vec<u32>>());
+        }
+        let comm = Comm::new(2, None);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| comm.all_gather(0, (0, 0), 1u8).err());
+            std::thread::sleep(Duration::from_millis(30));
+            comm.abort();
+            assert_eq!(waiter.join().unwrap(), Some(CommError::Aborted));
+        });
+    }
+
+    #[test]
+    fn a_wait_ends_at_its_timeout_or_the_cancellation_and_different_collectives_are_told() {
+        let mut comm = Comm::new(2, None);
+        comm.timeout = Duration::from_millis(50);
+        assert_eq!(comm.all_gather(0, (0, 0), 1u8).err(), Some(CommError::TimedOut));
+        let cancel = crate::CancelToken::new();
+        let comm = Comm::new(2, Some(cancel.clone()));
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| comm.all_gather(1, (0, 0), 1u8).err());
+            std::thread::sleep(Duration::from_millis(30));
+            cancel.cancel();
+            assert_eq!(waiter.join().unwrap(), Some(CommError::Cancelled));
+        });
+        let comm = Comm::new(2, None);
+        let tags: Vec<Option<String>> = std::thread::scope(|s| {
+            let a = s.spawn(|| comm.all_gather(0, (1, 2), 0u8).unwrap().mismatch());
+            let b = s.spawn(|| comm.all_gather(1, (3, 0), 0u8).unwrap().mismatch());
+            vec![a.join().unwrap(), b.join().unwrap()]
+        });
+        let want = "the devices reached different collectives: device 0 at block 1, instruction 2; \
+                    device 1 at block 3, instruction 0";
+        assert_eq!(tags, vec![Some(want.to_string()), Some(want.to_string())]);
+    }
+}
