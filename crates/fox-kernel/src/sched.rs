@@ -265,8 +265,9 @@ fn dead_code(plan: &mut KernelPlan) {
     }
 }
 
-/// Removes from a column-wise kernel (compaction, gather, slice, concatenation: output
-/// column `c` is computed from input column `c` alone) the output columns that are not
+/// Removes from a column-wise kernel (compaction, gather, slice, concatenation, an
+/// exchange but for the columns it hashes: output column `c` is computed from input
+/// column `c` alone) the output columns that are not
 /// `live` afterwards, with their input columns, so that no kernel moves a column nothing
 /// reads (and an input column only such kernels read is never loaded). Keeps at least one
 /// column. Returns whether it removed any.
@@ -274,6 +275,37 @@ fn drop_dead_columns(i: &mut Instr, live: &SparseSet) -> bool {
     let Instr::Launch { kernel, args, outs, .. } = i else {
         return false;
     };
+    if let Kernel::Exchange { width, to } = kernel {
+        // Output c is input c moved; the hashed columns route every row, so they stay.
+        let hashed: Vec<usize> = match to {
+            Exchange::Hash { cols } | Exchange::Keep { cols } => cols.clone(),
+            Exchange::Gather | Exchange::Broadcast => Vec::new(),
+        };
+        if args.len() != *width || outs.len() != *width {
+            return false;
+        }
+        let keep: Vec<usize> = (0..*width)
+            .filter(|&c| live.contains(outs[c]) || hashed.contains(&c))
+            .collect();
+        if keep.len() == *width || keep.is_empty() {
+            return false;
+        }
+        let at = |c: usize| keep.iter().position(|&k| k == c).expect("hashed columns are kept");
+        let narrowed = match &*to {
+            Exchange::Hash { cols } => Exchange::Hash {
+                cols: cols.iter().map(|&c| at(c)).collect(),
+            },
+            Exchange::Keep { cols } => Exchange::Keep {
+                cols: cols.iter().map(|&c| at(c)).collect(),
+            },
+            other => other.clone(),
+        };
+        *to = narrowed;
+        *width = keep.len();
+        *args = keep.iter().map(|&c| args[c]).collect();
+        *outs = keep.iter().map(|&c| outs[c]).collect();
+        return true;
+    }
     // Output c reads args[first + c + g * stride] for g in 0..groups.
     let (first, stride, groups) = match kernel {
         Kernel::Compact | Kernel::Gather { .. } => (1, 0, 1),

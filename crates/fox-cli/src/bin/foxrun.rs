@@ -302,9 +302,11 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
             (Program::Plan(plan), wanted)
         } else {
             let dialect = fox_cli::DialectChoice::dialect(cli.dialect);
-            let Some(program) = fox_cli::compile_program_as(&cli.files, dialect, color, "foxrun", &options)? else {
+            let Some(mut program) = fox_cli::compile_program_as(&cli.files, dialect, color, "foxrun", &options)? else {
                 return Ok(ExitCode::from(1));
             };
+            // The columns loaded are those of the plan for these devices.
+            program.devices = devices;
             let wanted = program.inputs()?;
             (Program::Compiled(program), wanted)
         };

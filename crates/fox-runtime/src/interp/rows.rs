@@ -398,6 +398,7 @@ impl Interp<'_> {
             Ok(HostCol::U32(v)) => v,
             Ok(_) => return Err(RuntimeError::Plan(format!("{}: the positions are not U32", what()))),
             Err(HostError::Plan(m)) | Err(HostError::Kernel(m)) => return Err(kerr(m)),
+            Err(HostError::Run(e)) => return Err(e),
         };
         let owned;
         let col: &HostCol = match &self.tiers[*data] {
@@ -405,6 +406,7 @@ impl Interp<'_> {
             _ => {
                 owned = self.download_arg(*data).map_err(|e| match e {
                     HostError::Plan(m) | HostError::Kernel(m) => kerr(m),
+                    HostError::Run(e) => e,
                 })?;
                 &owned
             }

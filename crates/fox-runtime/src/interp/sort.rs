@@ -153,6 +153,7 @@ impl Interp<'_> {
             Some(&s) => Some(self.download_arg(s).map_err(|e| match e {
                 HostError::Plan(m) => RuntimeError::Plan(format!("{}: {m}", what())),
                 HostError::Kernel(m) => kerr(m),
+                HostError::Run(e) => e,
             })?),
             None => None,
         };
@@ -238,6 +239,7 @@ impl Interp<'_> {
             let rows = match self.download_arg(p) {
                 Ok(HostCol::U32(v)) => v.into_iter().map(|r| r + a as u32).collect(),
                 Ok(_) => return Err(RuntimeError::Plan(format!("{}: a permutation is not U32", what()))),
+                Err(HostError::Run(e)) => return Err(e),
                 Err(HostError::Plan(m)) | Err(HostError::Kernel(m)) => {
                     return Err(RuntimeError::Kernel { at: what(), msg: m })
                 }
