@@ -30,6 +30,12 @@ pub struct Node {
     /// first variable's values; a counting join's partial counts are gathered to
     /// device 0 and summed.
     pub split_first: bool,
+    /// Set by `partitioning` on an aggregation over several devices whose aggregates
+    /// combine exactly (count, integer or decimal sum, min/max of non-strings): each
+    /// device aggregates its own rows, the partial rows move so (`Hash` on the group
+    /// columns, or `Gather` without groups), and are aggregated once more (counts
+    /// summed). Its input then moves nowhere.
+    pub partial: Option<Redistribute>,
     /// Set by `order`; `None`: nothing is known of the result's order, and keys are
     /// compared in the order the RA plan lists them.
     pub order: Option<OrderAnn>,

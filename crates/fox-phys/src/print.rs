@@ -138,6 +138,12 @@ fn annotations(plan: &PhysPlan, stmts: &[Stmt], dst: fox_ra::TempId, op: &Op, co
             .map_or_else(|| format!("input {i}"), |t| format!("t{}", t.0));
         parts.push(format!("{what} {}", redistribute(m)));
     }
+    if let Some(m) = &n.partial {
+        parts.push(format!(
+            "aggregated on each device, its partial rows {}, aggregated again",
+            redistribute(m)
+        ));
+    }
     if n.split_first {
         parts.push("work split over devices by the first variable".into());
     }

@@ -674,6 +674,41 @@ impl<'a> Lower<'a> {
         Ok(Val { cols, order, ..v })
     }
 
+    /// The partial aggregates `v` of this device's rows (`g` group columns, then one
+    /// column per aggregate of `aggs`), moved as `mv` says and aggregated again: counts
+    /// summed, sums summed, minima and maxima taken (`Node::partial`).
+    fn combine_partials(
+        &mut self,
+        v: Val,
+        mv: &fox_phys::Redistribute,
+        g: usize,
+        aggs: &[fox_ra::AggCall],
+        columns: Vec<Column>,
+    ) -> R<Val> {
+        let x = self.exchange(v, mv)?;
+        let again: Vec<fox_ra::AggCall> = aggs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| fox_ra::AggCall {
+                func: match a.func {
+                    AggFunc::Count => AggFunc::Sum,
+                    f => f,
+                },
+                arg: Some(Expr {
+                    kind: ExprKind::Col(g + i),
+                    ty: a.ty,
+                }),
+                ty: a.ty,
+            })
+            .collect();
+        let id = fox_ra::TempId(u32::MAX - 1000);
+        self.temps.insert(id, x);
+        let group: Vec<usize> = (0..g).collect();
+        let r = self.aggregate(id, &group, &again, columns);
+        self.temps.remove(&id);
+        r
+    }
+
     /// `op` reading, for each input `moves` names, a temp holding the rows the device
     /// receives (one exchange per temp and move, however many inputs read it so).
     fn receive_inputs(&mut self, op: &Op, moves: &[(usize, fox_phys::Redistribute)]) -> R<Op> {
@@ -1008,10 +1043,15 @@ impl<'a> Lower<'a> {
             }
             Op::Aggregate { input, group, aggs } => {
                 let v = self.aggregate(*input, group, aggs, columns.clone())?;
-                if self.ends_join_round() {
-                    return self.close_join_round(v, group, aggs, columns);
+                let v = if self.ends_join_round() {
+                    self.close_join_round(v, group, aggs, columns.clone())?
+                } else {
+                    v
+                };
+                match self.dst.and_then(|d| self.phys.node(d).partial.clone()) {
+                    Some(mv) => self.combine_partials(v, &mv, group.len(), aggs, columns),
+                    None => Ok(v),
                 }
-                Ok(v)
             }
             Op::MultiJoin {
                 vars,

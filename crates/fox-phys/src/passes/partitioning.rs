@@ -24,7 +24,8 @@
 //!   Duplicate removal and aggregation need rows equal on their keys on one device:
 //!   hashed on the columns a later store, check or match wants (`desired`), else on all
 //!   columns (group columns); an aggregation without groups, a sort and a limit gather
-//!   to device 0. A multi-way join replicates its inputs and splits its work by the
+//!   to device 0. An aggregation whose aggregates combine exactly aggregates on each
+//!   device first and moves only its partial rows (`Node::partial`). A multi-way join replicates its inputs and splits its work by the
 //!   first variable (`Node::split_first`). A store into a relation distributed
 //!   otherwise moves its rows (`PhysPlan::stmt_moves`), and so does a functional check
 //!   whose rows are not placed by their key.
@@ -35,6 +36,7 @@
 use std::collections::HashMap;
 
 use fox_ra::{Block, BlockId, Expr, ExprKind, JoinCol, Op, RaPlan, RelId, RelKind, Side, Stmt, TempId};
+use fox_sema::core::{AggFunc, Type};
 
 use super::{Pass, PhysError};
 use crate::ann::{Partitioning, Redistribute};
@@ -59,6 +61,7 @@ impl Pass for PartitioningPass {
                 node.partitioning = Partitioning::Single;
                 node.moves.clear();
                 node.split_first = false;
+                node.partial = None;
             }
             plan.rel_partitioning = vec![Partitioning::Single; plan.ra.relations.len()];
             plan.stmt_moves.clear();
@@ -68,11 +71,12 @@ impl Pass for PartitioningPass {
         let decided: Vec<Decided> = plan.ra.blocks.iter().map(|b| block(plan, b, n)).collect();
         plan.stmt_moves.clear();
         for (bi, d) in decided.into_iter().enumerate() {
-            for (t, part, moves, split) in d.nodes {
+            for (t, part, moves, split, partial) in d.nodes {
                 let node = plan.node_mut(t);
                 node.partitioning = part;
                 node.moves = moves;
                 node.split_first = split;
+                node.partial = partial;
             }
             for (si, mv) in d.stmt_moves {
                 plan.stmt_moves.insert((bi as u32, si), mv);
@@ -84,7 +88,13 @@ impl Pass for PartitioningPass {
 
 /// One operator's decisions: its result's partitioning, its inputs' moves, whether it
 /// splits its work by its first variable.
-type NodeDecision = (TempId, Partitioning, Vec<(usize, Redistribute)>, bool);
+type NodeDecision = (
+    TempId,
+    Partitioning,
+    Vec<(usize, Redistribute)>,
+    bool,
+    Option<Redistribute>,
+);
 
 /// The decisions for one block.
 struct Decided {
@@ -418,6 +428,7 @@ fn block(plan: &PhysPlan, b: &Block, n: usize) -> Decided {
             Stmt::Let { dst, op, .. } => {
                 let mut moves: Vec<(usize, Redistribute)> = Vec::new();
                 let mut split = false;
+                let mut partial: Option<Redistribute> = None;
                 let p = match op {
                     Op::Scan(r) => plan.rel_partitioning[r.0 as usize].clone(),
                     Op::Const(_) => replicated.clone(),
@@ -556,19 +567,39 @@ fn block(plan: &PhysPlan, b: &Block, n: usize) -> Decided {
                             None => p,
                         }
                     }
-                    Op::Aggregate { input, group, .. } => {
+                    Op::Aggregate { input, group, aggs } => {
                         let p = get(&part, input);
+                        // Aggregated on each device first when the aggregates combine.
+                        let combines = aggs.iter().all(|a| match a.func {
+                            AggFunc::Count => true,
+                            AggFunc::Sum => a.ty != Type::Float64,
+                            AggFunc::Min | AggFunc::Max => a.ty != Type::String,
+                            AggFunc::Avg => false,
+                        });
+                        let mut redistribute = |m: Redistribute| {
+                            if combines {
+                                partial = Some(m);
+                            } else {
+                                moves.push((0, m));
+                            }
+                        };
                         match &p {
                             Partitioning::Replicated { .. } | Partitioning::Single => p.clone(),
                             _ if group.is_empty() => {
-                                moves.push((0, Redistribute::Gather));
+                                redistribute(Redistribute::Gather);
                                 single.clone()
                             }
                             Partitioning::Hash { cols, .. } if cols.iter().all(|c| group.contains(c)) => {
                                 map_part(&p, |c| pos(group, c), n)
                             }
                             _ => {
-                                moves.push((0, Redistribute::Hash { cols: group.clone() }));
+                                redistribute(Redistribute::Hash {
+                                    cols: if combines {
+                                        (0..group.len()).collect()
+                                    } else {
+                                        group.clone()
+                                    },
+                                });
                                 Partitioning::Hash {
                                     cols: (0..group.len()).collect(),
                                     parts: n,
@@ -625,7 +656,7 @@ fn block(plan: &PhysPlan, b: &Block, n: usize) -> Decided {
                     }
                 };
                 part.insert(*dst, p.clone());
-                nodes.push((*dst, p, moves, split));
+                nodes.push((*dst, p, moves, split, partial));
             }
             Stmt::Store { rel, src } => {
                 let target = &plan.rel_partitioning[rel.0 as usize];

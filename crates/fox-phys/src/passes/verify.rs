@@ -69,7 +69,9 @@ fn placement(plan: &PhysPlan, t: TempId, op: &Op) -> Option<String> {
     let n = plan.node(t);
     let inputs = op.inputs();
     let arity = |t: TempId| plan.ra.temps[t.0 as usize].columns.len().max(1);
-    if plan.devices <= 1 && (!n.moves.is_empty() || n.split_first || n.partitioning != Partitioning::Single) {
+    if plan.devices <= 1
+        && (!n.moves.is_empty() || n.split_first || n.partial.is_some() || n.partitioning != Partitioning::Single)
+    {
         return Some(format!("t{} is distributed over devices in a plan for one", t.0));
     }
     for (k, (i, m)) in n.moves.iter().enumerate() {
@@ -84,6 +86,12 @@ fn placement(plan: &PhysPlan, t: TempId, op: &Op) -> Option<String> {
                 return Some(format!("t{} hashes input {i} on a column it does not have", t.0));
             }
         }
+    }
+    if n.partial.is_some() && (!matches!(op, Op::Aggregate { .. }) || !n.moves.is_empty()) {
+        return Some(format!(
+            "t{} aggregates partially but is not an aggregation reading its input in place",
+            t.0
+        ));
     }
     if n.split_first && !matches!(op, Op::MultiJoin { vars, .. } if vars.len() >= 2) {
         return Some(format!("t{} splits its work by a first variable it does not have", t.0));

@@ -63,26 +63,34 @@ fn transitive_closure_over_two_devices_exchanges_each_new_delta_once() {
 }
 
 #[test]
-fn aggregations_gather_without_groups_and_hash_on_their_groups() {
+fn aggregations_combine_partial_rows_or_move_their_input_by_group() {
     let src = "e(x, y) -> int32(x), int32(y).\n.input e.\n\
                n[] = c <- agg<<c = count()>> e(_, _).\n\
                d[x] = c <- agg<<c = count()>> e(x, _).\n.output n.\n.output d.\n";
     let p = on_devices(src, 3);
+    // Counts combine: each device counts its rows, and only the partial counts move.
     let global = first(&p, |op| matches!(op, Op::Aggregate { group, .. } if group.is_empty()));
-    assert_eq!(global.moves, vec![(0, Redistribute::Gather)]);
+    assert!(global.moves.is_empty());
+    assert_eq!(global.partial, Some(Redistribute::Gather));
     assert_eq!(global.partitioning, Partitioning::Single);
     let grouped = first(&p, |op| matches!(op, Op::Aggregate { group, .. } if !group.is_empty()));
-    assert!(
-        matches!(&grouped.moves[..], [(0, Redistribute::Hash { .. })]),
-        "{:?}",
-        grouped.moves
-    );
+    assert_eq!(grouped.partial, Some(Redistribute::Hash { cols: vec![0] }));
     assert_eq!(
         grouped.partitioning,
         Partitioning::Hash {
             cols: vec![0],
             parts: 3
         }
+    );
+    // An average does not combine: its input moves.
+    let src = "e(x, y) -> int32(x), int32(y).\n.input e.\na[x] = v <- agg<<v = avg(y)>> e(x, y).\n.output a.\n";
+    let p = on_devices(src, 2);
+    let avg = first(&p, |op| matches!(op, Op::Aggregate { .. }));
+    assert_eq!(avg.partial, None);
+    assert!(
+        matches!(&avg.moves[..], [(0, Redistribute::Hash { .. })]),
+        "{:?}",
+        avg.moves
     );
 }
 
