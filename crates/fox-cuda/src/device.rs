@@ -75,6 +75,17 @@ impl Staging {
     }
 }
 
+/// A module still compiling in the background holds the driver and NVRTC: the backend
+/// waits for it before its context goes, so that no compile is left running into the
+/// process's exit (NVRTC's state torn down under a compiling thread crashes it).
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        for (_, handle) in self.pending.drain() {
+            let _ = handle.join();
+        }
+    }
+}
+
 impl Drop for Staging {
     fn drop(&mut self) {
         // The host memory is freed after this: wait for transfers that still use it.
