@@ -20,7 +20,7 @@ use crate::database::{to_host, used_input_columns, Database, Resident};
 use crate::dict::Dictionary;
 use crate::inputs::LoadedInputs;
 use crate::load::{load_input_cols, Interner};
-use crate::output::{build_table, OutputTable};
+use crate::output::{build_table_parts, OutputTable};
 use crate::tier::{self, Candidate};
 use crate::{
     Backend, DevBuf, HostCol, InstrStat, LaunchCtx, RunEvent, RunObserver, RunOptions, RunResult, RunStats,
@@ -1209,6 +1209,7 @@ impl Interp<'_> {
                     })?;
                     host.push(col);
                 }
+                let mut bounds: Vec<usize> = Vec::new();
                 if self.spmd.is_some() {
                     // Device 0 makes the table of every device's rows, in device order.
                     let g = self.collective((block, i), std::sync::Mutex::new(Some(host)), &|| what.clone())?;
@@ -1228,6 +1229,13 @@ impl Interp<'_> {
                             by_col[c].push(col);
                         }
                     }
+                    // Where each device's rows begin, for the table to merge parts in order.
+                    bounds = vec![0];
+                    if let Some(first) = by_col.first() {
+                        for p in first {
+                            bounds.push(bounds.last().copied().unwrap_or(0) + p.len());
+                        }
+                    }
                     host = Vec::with_capacity(cols.len());
                     for (c, parts) in cols.iter().zip(by_col) {
                         let elem = self.plan.buffers[c.0 as usize].elem;
@@ -1240,7 +1248,17 @@ impl Interp<'_> {
                 if hidden == 1 {
                     host.clear();
                 }
-                let table = build_table(&what, name, columns, host, hidden_rows, &self.dict, order, *limit)?;
+                let table = build_table_parts(
+                    &what,
+                    name,
+                    columns,
+                    host,
+                    hidden_rows,
+                    &self.dict,
+                    order,
+                    *limit,
+                    &bounds,
+                )?;
                 self.outputs.push(table);
                 let d = start.elapsed();
                 self.stats.output += d.saturating_sub(self.stats.download - download_before);

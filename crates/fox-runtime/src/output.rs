@@ -458,15 +458,76 @@ pub(crate) fn order_perm(cols: &[HostCol], keys: &[(usize, bool)], n: usize) -> 
     Ok(perm)
 }
 
+/// The permutation that merges the parts `bounds[k]..bounds[k + 1]` of `cols`, each in
+/// the order of `keys`, ties to the earlier part: the permutation of a stable sort (what
+/// [`order_perm`] gives). Adjacent parts merge pairwise, each merge split into pieces
+/// merged in parallel (a piece of the first part and the rows of the second below its
+/// first row).
+fn merge_perm(cols: &[HostCol], keys: &[(usize, bool)], bounds: &[usize]) -> Result<Vec<u32>, String> {
+    const WHAT: &str = "the order of the output's rows";
+    let mut runs: Vec<Vec<u32>> = Vec::with_capacity(bounds.len());
+    for w in bounds.windows(2) {
+        runs.push(try_collect(w[0] as u32..w[1] as u32, WHAT)?);
+    }
+    let less = |x: u32, y: u32| cmp_keyed(cols, keys, x as usize, y as usize) == Ordering::Less;
+    while runs.len() > 1 {
+        let mut next = Vec::with_capacity(runs.len().div_ceil(2));
+        let mut it = runs.into_iter();
+        while let Some(a) = it.next() {
+            match it.next() {
+                None => next.push(a),
+                Some(b) => {
+                    let n = a.len() + b.len();
+                    let pieces = (n / PAR_MIN).clamp(1, 1024);
+                    let mut cuts = vec![(0usize, 0usize)];
+                    for k in 1..pieces {
+                        let i = a.len() * k / pieces;
+                        let j = b.partition_point(|&y| less(y, a[i]));
+                        cuts.push((i, j));
+                    }
+                    cuts.push((a.len(), b.len()));
+                    let mut out = try_filled(n, 0u32, WHAT)?;
+                    let mut rest: &mut [u32] = &mut out;
+                    let mut dsts = Vec::with_capacity(pieces);
+                    for w in cuts.windows(2) {
+                        let (head, tail) = rest.split_at_mut((w[1].0 - w[0].0) + (w[1].1 - w[0].1));
+                        dsts.push((head, w[0], w[1]));
+                        rest = tail;
+                    }
+                    dsts.into_par_iter().for_each(|(dst, (i0, j0), (i1, j1))| {
+                        let (mut i, mut j) = (i0, j0);
+                        for d in dst.iter_mut() {
+                            // The second part's row goes first only when it is smaller.
+                            if j < j1 && (i == i1 || less(b[j], a[i])) {
+                                *d = b[j];
+                                j += 1;
+                            } else {
+                                *d = a[i];
+                                i += 1;
+                            }
+                        }
+                    });
+                    next.push(out);
+                }
+            }
+        }
+        runs = next;
+    }
+    Ok(runs.pop().unwrap_or_default())
+}
+
 /// Inputs shorter than this are ordered and written without threads.
 const PAR_MIN: usize = 1 << 15;
 
 /// Builds an output table from downloaded columns of the types of `columns` (or, for a
 /// relation with no columns, the row count `hidden_rows`): ordered by `order` (column
 /// index, descending) then ascending on every column, at most `limit` rows. `what` names
-/// the output in messages.
+/// the output in messages. The rows may come in parts (`bounds`: each part's first row,
+/// then the number of rows; empty for one part), each of which may already be in order
+/// (the outputs of several devices): when every part is, they are merged rather than
+/// sorted, to the same order.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn build_table(
+pub(crate) fn build_table_parts(
     what: &str,
     name: &str,
     columns: &[Column],
@@ -475,6 +536,7 @@ pub(crate) fn build_table(
     dict: &Dictionary,
     order: &[(usize, bool)],
     limit: Option<u64>,
+    bounds: &[usize],
 ) -> Result<OutputTable, RuntimeError> {
     let limit = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
     let (cols, strings, perm, len) = match hidden_rows {
@@ -483,8 +545,25 @@ pub(crate) fn build_table(
             let n = check_columns(what, columns, &cols)?;
             let strings = localize_strings(what, columns, &mut cols, dict)?;
             let keys = order_keys(order, cols.len());
+            let parts_ordered = || {
+                bounds.windows(2).all(|w| {
+                    let ok = |i: usize| cmp_keyed(&cols, &keys, i - 1, i) != Ordering::Greater;
+                    (w[0] + 1..w[1].max(w[0] + 1))
+                        .into_par_iter()
+                        .with_min_len(1 << 16)
+                        .all(ok)
+                })
+            };
             let perm = if is_ordered(&cols, &keys, n) {
                 None
+            } else if bounds.len() > 2 && bounds.last() == Some(&n) && parts_ordered() {
+                // Parts each in order (the outputs of several devices): merged.
+                let mut p = merge_perm(&cols, &keys, bounds).map_err(|msg| RuntimeError::Kernel {
+                    at: what.to_string(),
+                    msg,
+                })?;
+                p.truncate(limit);
+                Some(p)
             } else {
                 let mut p = order_perm(&cols, &keys, n).map_err(|msg| RuntimeError::Kernel {
                     at: what.to_string(),
@@ -1136,6 +1215,43 @@ pub fn write_csv_all(tables: &[OutputTable], dir: &Path) -> Result<Vec<std::path
 mod tests {
     use super::*;
 
+    #[test]
+    fn merged_parts_give_the_permutation_of_one_stable_sort() {
+        let mut seed = 11u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as i32
+        };
+        for (n, parts) in [
+            (0usize, 2usize),
+            (1, 2),
+            (10, 3),
+            (100_000, 2),
+            (150_000, 5),
+            (70_000, 4),
+        ] {
+            // Each part sorted on (a, b) with repeats; `c` tells equal rows apart.
+            let mut bounds = vec![0];
+            let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+            for k in 0..parts {
+                let len = n / parts + usize::from(k < n % parts);
+                let mut rows: Vec<(i32, i32)> = (0..len).map(|_| (next() % 50, next() % 3)).collect();
+                rows.sort();
+                for (x, y) in rows {
+                    a.push(x);
+                    b.push(y);
+                    c.push(k as i32);
+                }
+                bounds.push(a.len());
+            }
+            let cols = vec![HostCol::I32(a), HostCol::I32(b), HostCol::I32(c)];
+            let keys = vec![(0, false), (1, false)];
+            let merged = merge_perm(&cols, &keys, &bounds).unwrap();
+            let sorted = order_perm(&cols[..2], &keys, n).unwrap();
+            assert_eq!(merged, sorted, "{n} rows in {parts} parts");
+        }
+    }
+
     fn col(name: &str, ty: Type) -> Column {
         Column { name: name.into(), ty }
     }
@@ -1147,7 +1263,7 @@ mod tests {
         order: &[(usize, bool)],
         limit: Option<u64>,
     ) -> OutputTable {
-        build_table("test", "t", columns, cols, None, dict, order, limit).unwrap()
+        build_table_parts("test", "t", columns, cols, None, dict, order, limit, &[]).unwrap()
     }
 
     fn expected(t: &OutputTable, order: &[(usize, bool)], limit: Option<u64>) -> Vec<Vec<Value>> {

@@ -14,7 +14,7 @@
 //!   rows left is a window of no rows (`total .. total`) that counts as empty in the test.
 //! - `StrFn` interns the strings every device made in device order, so dictionaries (and
 //!   rank tables) stay identical; `Output` gathers every device's rows on device 0, which
-//!   orders them as one device would.
+//!   orders them as one device would (merging the parts when each is in order already).
 //! - A device that fails wakes the others; each stops at its next collective (a device
 //!   runs on up to it, so which devices fail does not depend on timing), and the first
 //!   device to fail in device order gives the run's error. Every device frees its
