@@ -633,6 +633,21 @@ pub struct RangeBound {
 }
 
 impl Kernel {
+    /// Whether the runtime runs this kernel itself (it reads files, the dictionary, the
+    /// memory left, buffer lengths or other devices) and never hands it to a backend.
+    pub fn runs_in_runtime(&self) -> bool {
+        matches!(
+            self,
+            Kernel::LoadInput { .. }
+                | Kernel::Const { .. }
+                | Kernel::DictTable { .. }
+                | Kernel::StrFn { .. }
+                | Kernel::Window { .. }
+                | Kernel::Outgrows { .. }
+                | Kernel::Exchange { .. }
+        )
+    }
+
     /// The short name of a kernel, for messages and timing tables.
     pub fn name(&self) -> &'static str {
         match self {

@@ -671,16 +671,13 @@ impl Interp<'_> {
             };
             // A column that does not fit the device with every other buffer moved stays
             // in the host tier for this run (its readers take it in chunks).
-            if let Some(cap) = self.device_cap {
-                let bytes = host.len() * host.elem().size();
-                self.make_room(bytes, &[]).map_err(|msg| RuntimeError::Kernel {
-                    at: format!("load_input[{}]", rel.name),
-                    msg,
-                })?;
-                if (self.backend.mem().in_use as u64).saturating_add(bytes as u64) > cap {
-                    self.define_in_host_tier(var, host);
-                    continue;
-                }
+            let stays = self.stays_on_host(host.len() * host.elem().size());
+            if stays.map_err(|msg| RuntimeError::Kernel {
+                at: format!("load_input[{}]", rel.name),
+                msg,
+            })? {
+                self.define_in_host_tier(var, host);
+                continue;
             }
             let keep = self.resident.is_some() && Database::column(t, c).is_some();
             let b = self.upload_room(host).map_err(|e| RuntimeError::Kernel {
@@ -953,7 +950,13 @@ impl Interp<'_> {
     }
 
     fn define_pinned(&mut self, var: usize, buf: DevBuf, pinned: bool) {
-        let slot = match self.free_slots.pop() {
+        let slot = self.new_slot(buf, pinned);
+        self.assign(var, slot);
+    }
+
+    /// A slot holding `buf` once, on the device, not yet named by any variable.
+    fn new_slot(&mut self, buf: DevBuf, pinned: bool) -> usize {
+        match self.free_slots.pop() {
             Some(s) => {
                 self.slots[s] = Some((buf, 1));
                 self.pinned[s] = pinned;
@@ -969,8 +972,7 @@ impl Interp<'_> {
                 self.tiers.push(Tier::Device);
                 self.slots.len() - 1
             }
-        };
-        self.assign(var, slot);
+        }
     }
 
     fn release_all(&mut self) {
@@ -1026,12 +1028,28 @@ impl Interp<'_> {
         self.stats.download += t.elapsed();
         let col = col.map_err(|e| format!("cannot move a buffer to the host tier: {}", e.0))?;
         self.tiers[slot] = Tier::Host(col);
+        self.count_to_host(bytes);
+        Ok(())
+    }
+
+    /// Counts `bytes` more held in the host tier (an eviction, or an output made there).
+    fn count_to_host(&mut self, bytes: u64) {
         self.host_in_use += bytes;
         let t = &mut self.stats.tier;
         t.evictions += 1;
         t.bytes_to_host += bytes;
         t.host_peak_bytes = t.host_peak_bytes.max(self.host_in_use);
-        Ok(())
+    }
+
+    /// Whether a column of `bytes` must stay in the host tier: it does not fit the device
+    /// budget beside the buffers in use once every other buffer has moved (room is made
+    /// first). Always false without a budget.
+    fn stays_on_host(&mut self, bytes: usize) -> Result<bool, String> {
+        let Some(cap) = self.device_cap else {
+            return Ok(false);
+        };
+        self.make_room(bytes, &[])?;
+        Ok((self.backend.mem().in_use as u64).saturating_add(bytes as u64) > cap)
     }
 
     /// Moves buffers to the host tier, furthest next use first, until at least `target`
@@ -1529,16 +1547,7 @@ impl Interp<'_> {
             self.define_pinned(o.0 as usize, copy, true);
             return Ok(());
         }
-        let host_kernel = matches!(
-            kernel,
-            Kernel::LoadInput { .. }
-                | Kernel::Const { .. }
-                | Kernel::DictTable { .. }
-                | Kernel::StrFn { .. }
-                | Kernel::Window { .. }
-                | Kernel::Outgrows { .. }
-                | Kernel::Exchange { .. }
-        );
+        let host_kernel = kernel.runs_in_runtime();
         let results: Vec<DevBuf> = if host_kernel {
             let cols = self.host_kernel(kernel, &arg_slots, outs.len()).map_err(|e| match e {
                 HostError::Plan(m) => RuntimeError::Plan(format!("{}: {m}", what())),
@@ -1568,14 +1577,10 @@ impl Interp<'_> {
                         out_elems[k]
                     )));
                 }
-                let bytes = (col.len() * col.elem().size()) as u64;
-                if let Some(cap) = self.device_cap {
-                    self.make_room(bytes as usize, &[])
-                        .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
-                    if (self.backend.mem().in_use as u64).saturating_add(bytes) > cap {
-                        self.define_in_host_tier(outs[k].0 as usize, col);
-                        continue;
-                    }
+                let stays = self.stays_on_host(col.len() * col.elem().size());
+                if stays.map_err(|msg| RuntimeError::Kernel { at: what(), msg })? {
+                    self.define_in_host_tier(outs[k].0 as usize, col);
+                    continue;
                 }
                 let up = self.upload_room(col);
                 let t = Instant::now();

@@ -120,6 +120,7 @@ pub fn lower_physical_with(phys: &PhysPlan, options: &LowerOptions) -> Result<Ke
         join_window: None,
         join_round: None,
         ra_block: 0,
+        stmt_at: 0,
         received: HashMap::new(),
     };
     let mut init = l.declare_relations()?;
@@ -162,7 +163,8 @@ pub fn lower_physical_with(phys: &PhysPlan, options: &LowerOptions) -> Result<Ke
         for &r in exit_folds.get(&(i as u32)).into_iter().flatten() {
             l.fold_runs(r)?;
         }
-        for s in &b.stmts {
+        for (k, s) in b.stmts.iter().enumerate() {
+            l.stmt_at = k;
             l.stmt(s)?;
         }
         if l.join_round.is_some() {
@@ -350,8 +352,10 @@ struct Lower<'a> {
     join_window: Option<(u64, fox_ra::TempId)>,
     /// The rounds of a join, open until the aggregation that reads it is lowered.
     join_round: Option<JoinRound>,
-    /// The RA block being lowered (`cur` moves on when the lowering splits it).
+    /// The RA block being lowered (`cur` moves on when the lowering splits it), and the
+    /// position in it of the statement being lowered.
     ra_block: u32,
+    stmt_at: usize,
     /// The temps standing for an operator's inputs received from other devices, while
     /// it is lowered, with the temp each stands for.
     received: HashMap<fox_ra::TempId, fox_ra::TempId>,
@@ -739,12 +743,10 @@ impl<'a> Lower<'a> {
         Ok(out)
     }
 
-    /// `v`, the temp statement `s` reads, moved as `partitioning` says for `s`.
-    fn stmt_exchange(&mut self, s: &Stmt, v: Val) -> R<Val> {
-        let Some(at) = self.stmts.iter().position(|x| std::ptr::eq(x, s)) else {
-            return Ok(v);
-        };
-        match self.phys.stmt_moves.get(&(self.ra_block, at)) {
+    /// `v`, the temp the statement being lowered reads, moved as `partitioning` says for
+    /// it.
+    fn stmt_exchange(&mut self, v: Val) -> R<Val> {
+        match self.phys.stmt_moves.get(&(self.ra_block, self.stmt_at)) {
             Some(mv) => self.exchange(v, mv),
             None => Ok(v),
         }
@@ -802,19 +804,12 @@ impl<'a> Lower<'a> {
                 let r = &self.ra.relations[rel.0 as usize];
                 self.prefix = r.name.clone();
                 let v = self.temp(*src)?;
-                let v = self.stmt_exchange(s, v)?;
+                let v = self.stmt_exchange(v)?;
                 let v = self.ensure(v, &r.props)?;
                 self.move_into(*rel, &v);
                 self.clear_runs(*rel)?;
             }
-            Stmt::Merge { into, from } => {
-                let at = self
-                    .stmts
-                    .iter()
-                    .position(|x| std::ptr::eq(x, s))
-                    .ok_or_else(|| LowerError::Invalid("a merge is not a statement of its block".into()))?;
-                self.tiered_merge(*into, *from, at)?
-            }
+            Stmt::Merge { into, from } => self.tiered_merge(*into, *from, self.stmt_at)?,
             Stmt::Assign { dst, src } => {
                 // The source's rows all in its buffers, then copied by name.
                 self.fold_runs(*src)?;
@@ -838,7 +833,7 @@ impl<'a> Lower<'a> {
                 let r = &self.ra.relations[rel.0 as usize];
                 self.prefix = r.name.clone();
                 let v = self.temp(*src)?;
-                let v = self.stmt_exchange(s, v)?;
+                let v = self.stmt_exchange(v)?;
                 let schema = &self.ra.temps[src.0 as usize];
                 let order = schema.props.sorted.iter().map(|k| (k.col, k.desc)).collect();
                 let limit = match self.defs.get(src) {
@@ -856,7 +851,7 @@ impl<'a> Lower<'a> {
             Stmt::CheckFunctional { src, keys, pred, .. } => {
                 self.prefix = format!("{pred}.check");
                 let v = self.temp(*src)?;
-                let v = self.stmt_exchange(s, v)?;
+                let v = self.stmt_exchange(v)?;
                 let set = Props::set(v.columns.len());
                 let v = self.ensure(v, &set)?;
                 let key_args = if *keys == 0 {

@@ -160,6 +160,29 @@ fn trace_col(defs: &HashMap<TempId, &Op>, mut t: TempId, mut c: usize) -> Option
     }
 }
 
+/// Votes `weight` for hashing the relation that the columns `keys` of temp `t` come from
+/// (through `trace_col`) on those columns, when they all come from one relation.
+fn vote(
+    votes: &mut HashMap<usize, Vec<(Vec<usize>, f64)>>,
+    parent: &mut [usize],
+    defs: &HashMap<TempId, &Op>,
+    t: TempId,
+    keys: &[usize],
+    weight: f64,
+) {
+    let Some(traced) = keys.iter().map(|&k| trace_col(defs, t, k)).collect::<Option<Vec<_>>>() else {
+        return;
+    };
+    let r = traced[0].0;
+    if traced.iter().all(|(x, _)| *x == r) {
+        let cols: Vec<usize> = traced.iter().map(|(_, c)| *c).collect();
+        votes
+            .entry(find(parent, r.0 as usize))
+            .or_default()
+            .push((cols, weight));
+    }
+}
+
 fn relation_partitionings(plan: &PhysPlan, n: usize) -> Vec<Partitioning> {
     let ra = &plan.ra;
     let nr = ra.relations.len();
@@ -218,43 +241,26 @@ fn relation_partitionings(plan: &PhysPlan, n: usize) -> Vec<Partitioning> {
                         _ => Vec::new(),
                     };
                     for (t, keys) in sides {
-                        if keys.is_empty() {
-                            continue;
-                        }
-                        let traced: Option<Vec<(RelId, usize)>> =
-                            keys.iter().map(|&k| trace_col(&defs, t, k)).collect();
-                        if let Some(tr) = traced {
-                            let r = tr[0].0;
-                            if tr.iter().all(|(x, _)| *x == r) {
-                                let cols: Vec<usize> = tr.iter().map(|(_, c)| *c).collect();
-                                let root = find(&mut parent, r.0 as usize);
-                                votes.entry(root).or_default().push((cols, weight * est(t)));
-                            }
+                        if !keys.is_empty() {
+                            vote(&mut votes, &mut parent, &defs, t, keys, weight * est(t));
                         }
                     }
                 }
                 Stmt::CheckFunctional { src, keys, .. } if *keys > 0 => {
-                    let traced: Option<Vec<(RelId, usize)>> = (0..*keys).map(|k| trace_col(&defs, *src, k)).collect();
-                    if let Some(tr) = traced {
-                        let r = tr[0].0;
-                        if tr.iter().all(|(x, _)| *x == r) {
-                            let cols: Vec<usize> = tr.iter().map(|(_, c)| *c).collect();
-                            let root = find(&mut parent, r.0 as usize);
-                            votes.entry(root).or_default().push((cols, f64::INFINITY));
-                        }
-                    }
+                    let cols: Vec<usize> = (0..*keys).collect();
+                    vote(&mut votes, &mut parent, &defs, *src, &cols, f64::INFINITY);
                 }
                 _ => {}
             }
         }
     }
+    let roots: Vec<usize> = (0..nr).map(|j| find(&mut parent, j)).collect();
     let mut out = Vec::with_capacity(nr);
     for i in 0..nr {
         let r = &ra.relations[i];
-        let root = find(&mut parent, i);
-        let class_has = |pred: &dyn Fn(&RelKind) -> bool| {
-            (0..nr).any(|j| find(&mut parent.clone(), j) == root && pred(&ra.relations[j].kind))
-        };
+        let root = roots[i];
+        let class_has =
+            |pred: &dyn Fn(&RelKind) -> bool| (0..nr).any(|j| roots[j] == root && pred(&ra.relations[j].kind));
         let arity = r.columns.len();
         let p = if arity == 0 {
             Partitioning::Single
@@ -470,43 +476,25 @@ fn block(plan: &PhysPlan, b: &Block, n: usize) -> Decided {
                             },
                         }
                     }
-                    Op::SemiJoin {
-                        left,
-                        right,
-                        left_keys,
-                        right_keys,
-                    }
-                    | Op::AntiJoin {
-                        left,
-                        right,
-                        left_keys,
-                        right_keys,
-                    } => {
+                    Op::SemiJoin { left, right, .. }
+                    | Op::AntiJoin { left, right, .. }
+                    | Op::Difference { left, right } => {
+                        // A difference matches on every column.
+                        let all: Vec<usize>;
+                        let (lk, rk): (&[usize], &[usize]) = match op {
+                            Op::SemiJoin {
+                                left_keys, right_keys, ..
+                            }
+                            | Op::AntiJoin {
+                                left_keys, right_keys, ..
+                            } => (left_keys, right_keys),
+                            _ => {
+                                all = (0..arity(*left)).collect();
+                                (&all, &all)
+                            }
+                        };
                         let (pl, pr) = (get(&part, left), get(&part, right));
-                        let (ml, mr) = place_pair(
-                            &pl,
-                            &pr,
-                            left_keys,
-                            right_keys,
-                            est(*left),
-                            est(*right),
-                            false,
-                            want.get(dst),
-                            n,
-                        );
-                        if let Some(m) = ml.clone() {
-                            moves.push((0, m));
-                        }
-                        if let Some(m) = mr {
-                            moves.push((1, m));
-                        }
-                        after(&pl, ml.as_ref(), n)
-                    }
-                    Op::Difference { left, right } => {
-                        let all: Vec<usize> = (0..arity(*left)).collect();
-                        let (pl, pr) = (get(&part, left), get(&part, right));
-                        let (ml, mr) =
-                            place_pair(&pl, &pr, &all, &all, est(*left), est(*right), false, want.get(dst), n);
+                        let (ml, mr) = place_pair(&pl, &pr, lk, rk, est(*left), est(*right), false, want.get(dst), n);
                         if let Some(m) = ml.clone() {
                             moves.push((0, m));
                         }

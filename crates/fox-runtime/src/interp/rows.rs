@@ -329,20 +329,7 @@ impl Interp<'_> {
 
     /// A slot holding `buf` that no variable names (a chunk's argument).
     pub(super) fn temp_slot(&mut self, buf: DevBuf) -> usize {
-        match self.free_slots.pop() {
-            Some(s) => {
-                self.slots[s] = Some((buf, 1));
-                self.pinned[s] = false;
-                self.tiers[s] = Tier::Device;
-                s
-            }
-            None => {
-                self.slots.push(Some((buf, 1)));
-                self.pinned.push(false);
-                self.tiers.push(Tier::Device);
-                self.slots.len() - 1
-            }
-        }
+        self.new_slot(buf, false)
     }
 
     /// Frees a slot of [`Interp::temp_slot`] wherever its buffer is.
@@ -370,11 +357,7 @@ impl Interp<'_> {
         self.define(var, stale);
         let slot = self.vars[var].expect("just defined");
         self.tiers[slot] = Tier::Host(col);
-        self.host_in_use += bytes;
-        let t = &mut self.stats.tier;
-        t.evictions += 1;
-        t.bytes_to_host += bytes;
-        t.host_peak_bytes = t.host_peak_bytes.max(self.host_in_use);
+        self.count_to_host(bytes);
     }
 
     /// `Gather { shift }` of one column (`args`: the positions, the column) on the host,
