@@ -390,3 +390,30 @@ fn the_memory_limit_applies_to_each_device() {
         assert!(p <= limit, "{p} > {limit}");
     }
 }
+
+/// `foxc compile --devices N` promises a plan that gives the same results on N devices
+/// or on one (where every exchange keeps the rows where they are).
+#[test]
+fn a_plan_compiled_for_several_devices_gives_the_same_results_on_one() {
+    let dir = temp_dir("devices", "compiled");
+    let data = repo().join("tests/programs/data").display().to_string();
+    let program = repo().join("tests/programs/aggregates.logic").display().to_string();
+    let plan = dir.join("plan.ron").display().to_string();
+    let o = Command::new(env!("CARGO_BIN_EXE_foxc"))
+        .args(["compile", &program, "--devices", "3", "-o", &plan])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let run = |what: &str, n: &str| {
+        let o = foxrun(
+            &repo(),
+            &[what, "--backend", "cpu", "--data", &data, "--devices", n, "--out", "-"],
+        );
+        assert_eq!(o.status.code(), Some(0), "{what} --devices {n}: {}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    let want = run(&program, "1");
+    assert_eq!(run(&plan, "1"), want);
+    assert_eq!(run(&plan, "3"), want);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
