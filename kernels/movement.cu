@@ -80,3 +80,69 @@ extern "C" __global__ void range_count(u64* __restrict__ out, const u32* __restr
         }
     }
 }
+
+// Routing of an exchange (fox_kernel::row_hash, device_of): h[i] folds one key column's
+// value bits, h = mix64(h ^ mix64(bits)), starting from ROW_HASH_SEED where `first`.
+__device__ __forceinline__ u64 route_mix64(u64 z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+#define ROW_HASH_SEED 0x243F6A8885A308D3ull
+
+template <typename T, typename Bits>
+__device__ __forceinline__ void route_hash_impl(u64* __restrict__ h, const T* __restrict__ col, u64 n, u32 first,
+                                                Bits bits) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        u64 prev = first ? ROW_HASH_SEED : h[i];
+        h[i] = route_mix64(prev ^ route_mix64(bits(col[i])));
+    }
+}
+
+struct BitsU8 { __device__ u64 operator()(unsigned char v) const { return (u64)v; } };
+struct BitsI32 { __device__ u64 operator()(int v) const { return (u64)(long long)v; } };
+struct BitsU32 { __device__ u64 operator()(u32 v) const { return (u64)v; } };
+struct BitsU64 { __device__ u64 operator()(u64 v) const { return v; } };
+// -0.0 hashes as 0.0 (they compare equal).
+struct BitsF64 {
+    __device__ u64 operator()(double v) const { return v == 0.0 ? 0ull : (u64)__double_as_longlong(v); }
+};
+// An i128's low half xor the mixed high half.
+struct BitsI128 {
+    __device__ u64 operator()(uint4 v) const {
+        u64 lo = (u64)v.x | ((u64)v.y << 32);
+        u64 hi = (u64)v.z | ((u64)v.w << 32);
+        return lo ^ route_mix64(hi);
+    }
+};
+
+extern "C" __global__ void route_hash_u8(u64* h, const unsigned char* col, u64 n, u32 first) {
+    route_hash_impl(h, col, n, first, BitsU8());
+}
+extern "C" __global__ void route_hash_i32(u64* h, const int* col, u64 n, u32 first) {
+    route_hash_impl(h, col, n, first, BitsI32());
+}
+extern "C" __global__ void route_hash_u32(u64* h, const u32* col, u64 n, u32 first) {
+    route_hash_impl(h, col, n, first, BitsU32());
+}
+extern "C" __global__ void route_hash_u64(u64* h, const u64* col, u64 n, u32 first) {
+    route_hash_impl(h, col, n, first, BitsU64());
+}
+extern "C" __global__ void route_hash_f64(u64* h, const double* col, u64 n, u32 first) {
+    route_hash_impl(h, col, n, first, BitsF64());
+}
+extern "C" __global__ void route_hash_i128(u64* h, const uint4* col, u64 n, u32 first) {
+    route_hash_impl(h, col, n, first, BitsI128());
+}
+
+// flags[i] = 1 when row i goes to device `d` of `devices` (the high word of h * devices).
+extern "C" __global__ void route_flags(unsigned char* __restrict__ flags, const u64* __restrict__ h, u64 n,
+                                       u32 devices, u32 d) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        flags[i] = (unsigned char)(__umul64hi(h[i], (u64)devices) == (u64)d);
+    }
+}

@@ -135,9 +135,16 @@ pub fn open_backends(
     choice: BackendChoice,
     devices: Devices,
 ) -> Result<(Vec<Box<dyn fox_runtime::Backend + Send>>, Option<String>), String> {
+    // Simulated devices are linked, so exchanges take the path of linked GPUs.
     let cpus = |n: usize| -> Vec<Box<dyn fox_runtime::Backend + Send>> {
-        (0..n)
-            .map(|_| Box::new(fox_cpu::CpuBackend::new()) as Box<dyn fox_runtime::Backend + Send>)
+        let backends = if n == 1 {
+            vec![fox_cpu::CpuBackend::new()]
+        } else {
+            fox_cpu::CpuBackend::linked(n)
+        };
+        backends
+            .into_iter()
+            .map(|b| Box::new(b) as Box<dyn fox_runtime::Backend + Send>)
             .collect()
     };
     let on_cpu = match devices {
@@ -171,10 +178,10 @@ pub fn open_backends(
         Devices::Count(n) => n,
         Devices::All => count,
     };
-    let mut gpus: Vec<Box<dyn fox_runtime::Backend + Send>> = Vec::with_capacity(n);
+    let mut gpus: Vec<fox_cuda::CudaBackend> = Vec::with_capacity(n);
     for d in 0..n {
         match fox_cuda::CudaBackend::on(d) {
-            Ok(g) => gpus.push(Box::new(g)),
+            Ok(g) => gpus.push(g),
             Err(e) if d == 0 && choice == BackendChoice::Auto => {
                 return Ok((cpus(on_cpu), Some(format!("no usable GPU ({e}); running on the CPU"))));
             }
@@ -182,10 +189,20 @@ pub fn open_backends(
             Err(e) => return Err(format!("cannot open GPU {d}: {e}")),
         }
     }
+    if n > 1 {
+        fox_cuda::link_devices(&mut gpus).map_err(|e| format!("--devices {n}: {e}"))?;
+    }
     let line = (choice == BackendChoice::Auto).then(|| match n {
-        1 => format!("running on the {}", gpus[0].name()),
-        _ => format!("running on {n} GPUs, the first the {}", gpus[0].name()),
+        1 => format!("running on the {}", fox_runtime::Backend::name(&gpus[0])),
+        _ => format!(
+            "running on {n} GPUs, the first the {}",
+            fox_runtime::Backend::name(&gpus[0])
+        ),
     });
+    let gpus = gpus
+        .into_iter()
+        .map(|g| Box::new(g) as Box<dyn fox_runtime::Backend + Send>)
+        .collect();
     Ok((gpus, line))
 }
 

@@ -24,7 +24,8 @@ pub use date::{civil_from_days, days_from_civil};
 
 use fox_kernel::Kernel;
 use fox_runtime::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 /// The CPU backend: buffers in host memory, kernels run with rayon.
 #[derive(Debug, Default)]
@@ -34,11 +35,52 @@ pub struct CpuBackend {
     mem: MemStats,
     /// The run's memory limit ([`Backend::set_memory_limit`]).
     limit: Option<u64>,
+    /// The link to the other simulated devices of a run, and this device's rank in it.
+    link: Option<(Arc<CpuLink>, usize)>,
+}
+
+/// The mailboxes of CPU backends linked as the simulated devices of one run:
+/// `boxes[from][to]` holds the parts `from` sent `to` and `to` has not taken yet, oldest
+/// first.
+#[derive(Debug)]
+pub struct CpuLink {
+    boxes: Vec<Vec<Mutex<VecDeque<Vec<HostCol>>>>>,
 }
 
 impl CpuBackend {
     pub fn new() -> CpuBackend {
         CpuBackend::default()
+    }
+
+    /// `devices` CPU backends linked as the simulated devices of one run: an exchange
+    /// routes rows on each backend ([`Backend::route_rows`]) and moves them from backend
+    /// to backend ([`Backend::peer_exchange`]), the path GPUs take with their own link,
+    /// instead of staging them through the runtime.
+    pub fn linked(devices: usize) -> Vec<CpuBackend> {
+        let link = Arc::new(CpuLink {
+            boxes: (0..devices)
+                .map(|_| (0..devices).map(|_| Mutex::new(VecDeque::new())).collect())
+                .collect(),
+        });
+        (0..devices)
+            .map(|rank| CpuBackend {
+                link: Some((link.clone(), rank)),
+                ..CpuBackend::default()
+            })
+            .collect()
+    }
+
+    /// `bytes` more within the memory limit, or the out-of-memory error naming `what`.
+    fn admit(&self, bytes: u128, what: &str) -> Result<(), BackendError> {
+        match self.launch_budget() {
+            Some(left) if bytes > u128::from(left) => Err(BackendError(fox_runtime::alloc::rows_out_of_memory(
+                bytes,
+                1,
+                what,
+                Some(&fox_runtime::alloc::limit_refusal(u128::from(left))),
+            ))),
+            _ => Ok(()),
+        }
     }
 
     fn register(&mut self, col: HostCol) -> DevBuf {
@@ -213,6 +255,111 @@ impl Backend for CpuBackend {
     /// leaves ([`fox_runtime::alloc::with_budget`]).
     fn set_memory_limit(&mut self, limit: Option<u64>) {
         self.limit = limit;
+    }
+
+    fn route_rows(
+        &mut self,
+        cols: &[&DevBuf],
+        keys: &[usize],
+        devices: usize,
+    ) -> Result<Option<Vec<Vec<DevBuf>>>, BackendError> {
+        let bytes: u128 = cols.iter().map(|b| b.bytes() as u128).sum();
+        self.admit(bytes, "the rows an exchange sends")?;
+        let host = cols.iter().map(|b| self.get(b)).collect::<Result<Vec<_>, _>>()?;
+        let parts =
+            fox_runtime::route_host(&host, keys, devices).map_err(|e| BackendError(format!("cpu backend: {e}")))?;
+        Ok(Some(
+            parts
+                .into_iter()
+                .map(|part| part.into_iter().map(|c| self.register(c)).collect())
+                .collect(),
+        ))
+    }
+
+    fn has_peer_link(&self) -> bool {
+        self.link.is_some()
+    }
+
+    fn peer_exchange(
+        &mut self,
+        send: &[Vec<&DevBuf>],
+        recv_rows: &[usize],
+        elems: &[fox_kernel::Elem],
+        ready: &mut dyn FnMut(Result<(), String>) -> Result<(), String>,
+    ) -> Result<Vec<DevBuf>, BackendError> {
+        let Some((link, rank)) = self.link.clone() else {
+            return Err(BackendError("cpu backend: no link to other devices".to_string()));
+        };
+        let n = link.boxes.len();
+        if send.len() != n || recv_rows.len() != n {
+            return Err(BackendError(format!(
+                "cpu backend: an exchange over {} devices on a link of {n}",
+                send.len()
+            )));
+        }
+        let row_bytes: u128 = elems.iter().map(|e| e.size() as u128).sum();
+        let total: usize = recv_rows.iter().sum();
+        let room = self.admit(row_bytes * total as u128, "the rows an exchange receives");
+        // Each part is deposited before the devices meet, so after `ready` every part this
+        // device takes is in its box.
+        let mut deposited = Vec::new();
+        if room.is_ok() {
+            for (p, cols) in send.iter().enumerate() {
+                let part = cols
+                    .iter()
+                    .map(|b| {
+                        self.get(b)
+                            .and_then(|c| c.try_clone("a part an exchange sends").map_err(BackendError))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                link.boxes[rank][p]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push_back(part);
+                deposited.push(p);
+            }
+        }
+        let met = ready(room.clone().map_err(|e| e.0));
+        if let Err(e) = room.and(met.map_err(BackendError)) {
+            for p in deposited {
+                link.boxes[rank][p].lock().unwrap_or_else(|e| e.into_inner()).pop_back();
+            }
+            return Err(e);
+        }
+        let mut by_col: Vec<Vec<HostCol>> = elems.iter().map(|_| Vec::new()).collect();
+        for (q, &rows) in recv_rows.iter().enumerate() {
+            let part = link.boxes[q][rank]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop_front()
+                .ok_or_else(|| BackendError(format!("cpu backend: device {q} sent nothing to device {rank}")))?;
+            if part.is_empty() {
+                if rows != 0 {
+                    return Err(BackendError(format!(
+                        "cpu backend: device {q} sent no columns but {rows} rows"
+                    )));
+                }
+                continue;
+            }
+            if part.len() != elems.len() || part[0].len() != rows {
+                return Err(BackendError(format!(
+                    "cpu backend: device {q} sent {} columns of {} rows, {} of {rows} expected",
+                    part.len(),
+                    part[0].len(),
+                    elems.len()
+                )));
+            }
+            for (c, col) in part.into_iter().enumerate() {
+                by_col[c].push(col);
+            }
+        }
+        let cols = by_col
+            .into_iter()
+            .zip(elems)
+            .map(|(parts, &e)| HostCol::try_concat(e, parts, "the rows an exchange receives"))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| BackendError(format!("cpu backend: {e}")))?;
+        Ok(cols.into_iter().map(|c| self.register(c)).collect())
     }
 
     fn reset_peak(&mut self) {

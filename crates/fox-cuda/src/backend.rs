@@ -15,9 +15,23 @@ pub fn device_count() -> Result<usize, BackendError> {
     Gpu::count()
 }
 
+/// Links the GPUs of `backends` (in rank order; each on a different device) as the
+/// devices of one run: exchanges then move rows device to device through NCCL. A
+/// machine without NCCL gets [`crate::nccl::NCCL_MISSING`].
+pub fn link_devices(backends: &mut [CudaBackend]) -> Result<(), BackendError> {
+    let ordinals: Vec<usize> = backends.iter().map(|b| b.gpu.ordinal()).collect();
+    let ranks = crate::nccl::link(&ordinals).map_err(BackendError)?;
+    for (b, r) in backends.iter_mut().zip(ranks) {
+        b.peer = Some(r);
+    }
+    Ok(())
+}
+
 /// The GPU backend: buffers in device memory, kernels compiled with NVRTC.
 pub struct CudaBackend {
     gpu: Gpu,
+    /// The NCCL link to the other devices of a run over several.
+    peer: Option<crate::nccl::Rank>,
 }
 
 impl CudaBackend {
@@ -33,7 +47,7 @@ impl CudaBackend {
         let mut gpu = Gpu::on(ordinal)?;
         // The kernel modules compile while the caller reads its inputs and plans.
         gpu.prefetch_modules();
-        Ok(CudaBackend { gpu })
+        Ok(CudaBackend { gpu, peer: None })
     }
 
     /// Time spent compiling kernels (or reading their PTX from the disk cache), and how
@@ -119,6 +133,32 @@ impl CudaBackend {
 }
 
 impl Backend for CudaBackend {
+    fn route_rows(
+        &mut self,
+        cols: &[&DevBuf],
+        keys: &[usize],
+        devices: usize,
+    ) -> Result<Option<Vec<Vec<DevBuf>>>, BackendError> {
+        k_move::route_rows(&mut self.gpu, cols, keys, devices).map(Some)
+    }
+
+    fn has_peer_link(&self) -> bool {
+        self.peer.is_some()
+    }
+
+    fn peer_exchange(
+        &mut self,
+        send: &[Vec<&DevBuf>],
+        recv_rows: &[usize],
+        elems: &[fox_kernel::Elem],
+        ready: &mut dyn FnMut(Result<(), String>) -> Result<(), String>,
+    ) -> Result<Vec<DevBuf>, BackendError> {
+        let Some(peer) = &self.peer else {
+            return Err(BackendError(format!("{} has no link to other devices", self.name())));
+        };
+        self.gpu.peer_exchange(peer, send, recv_rows, elems, ready)
+    }
+
     fn name(&self) -> String {
         let (major, minor) = self.gpu.compute_capability();
         format!("gpu ({}, sm_{major}{minor})", self.gpu.device_name())

@@ -302,6 +302,109 @@ impl Gpu {
         })
     }
 
+    /// The device's ordinal among the visible devices.
+    pub fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
+    }
+
+    /// One exchange over the NCCL link `peer` (the contract of
+    /// `Backend::peer_exchange`): the outputs allocated, `ready` told, then this device's
+    /// own part copied on the device and the others sent and received in one NCCL group
+    /// on the stream (one send and one receive per column and peer with rows).
+    pub fn peer_exchange(
+        &mut self,
+        peer: &crate::nccl::Rank,
+        send: &[Vec<&DevBuf>],
+        recv_rows: &[usize],
+        elems: &[Elem],
+        ready: &mut dyn FnMut(Result<(), String>) -> Result<(), String>,
+    ) -> Result<Vec<DevBuf>, BackendError> {
+        let (rank, n) = (peer.rank(), peer.size());
+        if send.len() != n || recv_rows.len() != n {
+            let e = format!("an exchange over {} devices on a link of {n}", send.len());
+            let _ = ready(Err(e.clone()));
+            return Err(BackendError(e));
+        }
+        let total: usize = recv_rows.iter().sum();
+        let mut outs: Vec<DevBuf> = Vec::with_capacity(elems.len());
+        let mut alloc = Ok(());
+        for &e in elems {
+            match self.alloc(e, total) {
+                Ok(b) => outs.push(b),
+                Err(err) => {
+                    alloc = Err(err);
+                    break;
+                }
+            }
+        }
+        let told = ready(alloc.clone().map_err(|e| e.0));
+        if let Err(e) = alloc.and(told.map_err(BackendError)) {
+            for b in outs {
+                self.free(b);
+            }
+            return Err(e);
+        }
+        let res = (|| {
+            self.ctx
+                .bind_to_thread()
+                .map_err(|e| drv("cannot bind the CUDA context", e))?;
+            let mut at = 0usize;
+            let mut sends = Vec::new();
+            let mut recvs = Vec::new();
+            for (q, &rows) in recv_rows.iter().enumerate() {
+                if q == rank {
+                    for (c, out) in outs.iter().enumerate() {
+                        let src = send[q].get(c).ok_or_else(|| {
+                            BackendError(format!("the part for this device has {} columns", send[q].len()))
+                        })?;
+                        if src.len != rows {
+                            return Err(BackendError(format!(
+                                "this device's part has {} rows, {rows} counted",
+                                src.len
+                            )));
+                        }
+                        self.copy(out, at, src, 0, rows)?;
+                    }
+                } else if rows > 0 {
+                    for out in &outs {
+                        let size = out.elem.size();
+                        recvs.push(crate::nccl::Move {
+                            peer: q,
+                            ptr: self.ptr(out)? + (at * size) as u64,
+                            bytes: rows * size,
+                        });
+                    }
+                }
+                at += rows;
+            }
+            for (p, cols) in send.iter().enumerate() {
+                if p == rank {
+                    continue;
+                }
+                for c in cols {
+                    if c.len > 0 {
+                        sends.push(crate::nccl::Move {
+                            peer: p,
+                            ptr: self.ptr(c)?,
+                            bytes: c.bytes(),
+                        });
+                    }
+                }
+            }
+            peer.exchange(&sends, &recvs, self.stream.cu_stream() as *mut std::ffi::c_void)
+                .map_err(BackendError)
+        })();
+        match res {
+            Ok(()) => Ok(outs),
+            Err(e) => {
+                for b in outs {
+                    self.free(b);
+                }
+                Err(e)
+            }
+        }
+    }
+
     pub fn device_name(&self) -> &str {
         &self.name
     }

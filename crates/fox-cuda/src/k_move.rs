@@ -197,3 +197,111 @@ pub(crate) fn range_count(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>
         }
     }
 }
+
+/// The routing kernel of a key column's element type.
+fn route_hash_name(elem: Elem) -> &'static str {
+    match elem {
+        Elem::U8 => "route_hash_u8",
+        Elem::I32 => "route_hash_i32",
+        Elem::U32 => "route_hash_u32",
+        Elem::I64 | Elem::U64 => "route_hash_u64",
+        Elem::F64 => "route_hash_f64",
+        Elem::I128 => "route_hash_i128",
+    }
+}
+
+/// The rows of `cols` split by device under `Exchange::Hash` on `keys` among `devices`
+/// (the contract of `Backend::route_rows`): each row's hash folded over the key columns
+/// (`route_hash_*`), then per device a flag of its rows and a stable compaction.
+pub(crate) fn route_rows(
+    gpu: &mut Gpu,
+    cols: &[&DevBuf],
+    keys: &[usize],
+    devices: usize,
+) -> Result<Vec<Vec<DevBuf>>, BackendError> {
+    let n = cols.first().map_or(0, |c| c.len);
+    if cols.iter().any(|c| c.len != n) {
+        return Err(err("the columns an exchange routes differ in length"));
+    }
+    if let Some(&k) = keys.iter().find(|&&k| k >= cols.len()) {
+        return Err(err(format!("key column {k} of an exchange of {} columns", cols.len())));
+    }
+    let devices32 = u32::try_from(devices).map_err(|_| err(format!("{devices} devices")))?;
+    if keys.is_empty() {
+        // Every row has the empty row's hash: all go to one device.
+        let to = fox_kernel::device_of(fox_kernel::row_hash(std::iter::empty()), devices);
+        let mut parts: Vec<Vec<DevBuf>> = Vec::with_capacity(devices);
+        for d in 0..devices {
+            let mut part = Vec::with_capacity(cols.len());
+            for col in cols {
+                let len = if d == to { col.len } else { 0 };
+                match gpu.alloc(col.elem, len) {
+                    Ok(b) => {
+                        if len > 0 {
+                            if let Err(e) = gpu.copy(&b, 0, col, 0, len) {
+                                gpu.free(b);
+                                free_all(gpu, parts.into_iter().flatten().chain(part).collect());
+                                return Err(e);
+                            }
+                        }
+                        part.push(b);
+                    }
+                    Err(e) => {
+                        free_all(gpu, parts.into_iter().flatten().chain(part).collect());
+                        return Err(e);
+                    }
+                }
+            }
+            parts.push(part);
+        }
+        return Ok(parts);
+    }
+    let h = gpu.alloc(Elem::U64, n)?;
+    let flags = match gpu.alloc(Elem::U8, n) {
+        Ok(f) => f,
+        Err(e) => {
+            gpu.free(h);
+            return Err(e);
+        }
+    };
+    let mut parts: Vec<Vec<DevBuf>> = Vec::with_capacity(devices);
+    let res = (|| {
+        if n > 0 {
+            let grid = gpu.grid_for(n, BLOCK, 4, 16);
+            let h_ptr = gpu.ptr(&h)?;
+            for (i, &k) in keys.iter().enumerate() {
+                let args = [
+                    KArg::Ptr(h_ptr),
+                    KArg::Ptr(gpu.ptr(cols[k])?),
+                    KArg::U64(n as u64),
+                    KArg::U32(u32::from(i == 0)),
+                ];
+                gpu.launch("movement", route_hash_name(cols[k].elem), grid, BLOCK, 0, &args)?;
+            }
+        }
+        for d in 0..devices32 {
+            if n > 0 {
+                let grid = gpu.grid_for(n, BLOCK, 4, 16);
+                let args = [
+                    KArg::Ptr(gpu.ptr(&flags)?),
+                    KArg::Ptr(gpu.ptr(&h)?),
+                    KArg::U64(n as u64),
+                    KArg::U32(devices32),
+                    KArg::U32(d),
+                ];
+                gpu.launch("movement", "route_flags", grid, BLOCK, 0, &args)?;
+            }
+            parts.push(crate::k_scan::compact(gpu, &flags, cols)?);
+        }
+        Ok(())
+    })();
+    gpu.free(h);
+    gpu.free(flags);
+    match res {
+        Ok(()) => Ok(parts),
+        Err(e) => {
+            free_all(gpu, parts.into_iter().flatten().collect());
+            Err(e)
+        }
+    }
+}

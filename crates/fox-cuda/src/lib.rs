@@ -20,8 +20,9 @@ mod k_reduce;
 mod k_scan;
 mod k_sort;
 mod k_trie;
+pub mod nccl;
 pub mod prelude;
 pub mod testing;
 
-pub use backend::{device_count, CudaBackend};
+pub use backend::{device_count, link_devices, CudaBackend};
 pub use compile::CompileStats;

@@ -38,6 +38,10 @@ pub enum Needs {
     Nvrtc,
     /// A host C++ compiler, `g++`.
     Gxx,
+    /// Two usable GPUs linked by NCCL. Fewer than two GPUs is a missing need even with
+    /// `FOX_REQUIRE_GPU=1` (most GPU machines have one); with two or more and
+    /// `FOX_REQUIRE_GPU=1`, a missing NCCL fails the test.
+    Gpus2,
 }
 
 /// Whether a test can run here.
@@ -78,6 +82,18 @@ impl Needs {
                 crate::compile::NVRTC_MISSING
             )),
             Needs::Nvrtc => Ready::Missing(format!("no NVRTC: {}", crate::compile::NVRTC_MISSING)),
+            Needs::Gpus2 => match (gpu_error(), crate::device_count()) {
+                (Some(e), _) if require_gpu() => {
+                    Ready::Required(format!("FOX_REQUIRE_GPU=1 but the GPU cannot be opened: {e}"))
+                }
+                (Some(e), _) => Ready::Missing(format!("no GPU: {e}")),
+                (None, Ok(n)) if n >= 2 => match crate::nccl::version() {
+                    Ok(_) => Ready::Yes,
+                    Err(e) if require_gpu() => Ready::Required(format!("FOX_REQUIRE_GPU=1 and {n} GPUs but {e}")),
+                    Err(e) => Ready::Missing(format!("no GPU link: {e}")),
+                },
+                (None, _) => Ready::Missing("no GPU: one GPU, two needed".to_string()),
+            },
             Needs::Gxx => match std::process::Command::new("g++").arg("--version").output() {
                 Ok(o) if o.status.success() => Ready::Yes,
                 _ => Ready::Missing("no g++".to_string()),

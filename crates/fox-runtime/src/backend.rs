@@ -113,7 +113,7 @@ impl HostCol {
     }
 
     /// The rows `rows` (indices into the column, each in range), in their order.
-    pub(crate) fn try_pick(&self, rows: &[u32], what: &str) -> Result<HostCol, String> {
+    pub fn try_pick(&self, rows: &[u32], what: &str) -> Result<HostCol, String> {
         Ok(same_variant!(self, v => {
             let mut out = crate::alloc::try_with_capacity(rows.len(), what)?;
             out.extend(rows.iter().map(|&r| v[r as usize]));
@@ -123,7 +123,7 @@ impl HostCol {
 
     /// The rows of `parts` one part after the other, each of element type `elem` (an
     /// error otherwise), or the out-of-memory message naming `what`.
-    pub(crate) fn try_concat(elem: Elem, parts: Vec<HostCol>, what: &str) -> Result<HostCol, String> {
+    pub fn try_concat(elem: Elem, parts: Vec<HostCol>, what: &str) -> Result<HostCol, String> {
         if let Some(p) = parts.iter().find(|p| p.elem() != elem) {
             return Err(format!("a part is {:?}, not {elem:?}", p.elem()));
         }
@@ -276,5 +276,46 @@ pub trait Backend {
     /// backend that compiles nothing at run time.
     fn compile_time(&self) -> std::time::Duration {
         std::time::Duration::ZERO
+    }
+
+    /// The rows of `cols` (equal lengths) split by the device each goes to under
+    /// `Exchange::Hash` on the columns `keys` among `devices` (`fox_kernel::row_hash` of
+    /// the keys' `value_bits_*`, then `device_of`; no keys: every row to the device of
+    /// the empty row's hash): one part per device, each with the rows in their order.
+    /// `Ok(None)`: the backend does not route on its device, and the runtime routes the
+    /// downloaded rows on the host. The default declines.
+    fn route_rows(
+        &mut self,
+        _cols: &[&DevBuf],
+        _keys: &[usize],
+        _devices: usize,
+    ) -> Result<Option<Vec<Vec<DevBuf>>>, BackendError> {
+        Ok(None)
+    }
+
+    /// Whether [`Backend::peer_exchange`] moves buffers between this device and the
+    /// other devices of its run (a link set up before the run). Without one, the runtime
+    /// stages exchanges through host memory.
+    fn has_peer_link(&self) -> bool {
+        false
+    }
+
+    /// One all-to-all step of an exchange, which every device of the run takes at the
+    /// same instruction: `send[p]` are the columns (element types `elems`, equal lengths;
+    /// an empty list for no rows) this device sends to device `p` (its own part
+    /// included), `recv_rows[q]` the rows device `q` sends it. Returns the received
+    /// columns, each the parts of devices `0, 1, …` concatenated. `ready` is called once
+    /// the outputs are allocated (or could not be) with that outcome, and must return
+    /// `Err` when any device's allocation failed: then no device moves a row (a device
+    /// never waits for a peer that will not come). Only a backend whose
+    /// [`Backend::has_peer_link`] holds implements it.
+    fn peer_exchange(
+        &mut self,
+        _send: &[Vec<&DevBuf>],
+        _recv_rows: &[usize],
+        _elems: &[Elem],
+        _ready: &mut dyn FnMut(Result<(), String>) -> Result<(), String>,
+    ) -> Result<Vec<DevBuf>, BackendError> {
+        Err(BackendError(format!("{} has no link to other devices", self.name())))
     }
 }

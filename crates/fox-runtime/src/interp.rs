@@ -2390,6 +2390,9 @@ impl Interp<'_> {
             check_launch(kernel, &refs, out_elems, &self.plan.inputs)
                 .map_err(|m| RuntimeError::Plan(format!("{}: {m}", what())))?;
         }
+        if self.backend.has_peer_link() {
+            return self.exchange_on_devices(tag, to, arg_slots, outs, out_elems, what);
+        }
         let mut cols = Vec::with_capacity(arg_slots.len());
         for &s in arg_slots {
             cols.push(self.download_arg(s).map_err(|e| match e {
@@ -2417,6 +2420,120 @@ impl Interp<'_> {
         self.stats.exchange.exchanges += 1;
         for (o, col) in outs.iter().zip(received) {
             let b = self.upload_room(col).map_err(|e| kerr(e.0))?;
+            self.define(o.0 as usize, b);
+        }
+        Ok(())
+    }
+
+    /// `Exchange` where the backend links the devices ([`Backend::has_peer_link`]): the
+    /// rows are routed on the device ([`Backend::route_rows`]), every device learns the
+    /// rows each sends it (a host collective of the counts), and the backend moves the
+    /// rows device to device ([`Backend::peer_exchange`]), received in sender order as
+    /// on the host path.
+    fn exchange_on_devices(
+        &mut self,
+        tag: crate::spmd::Tag,
+        to: &fox_kernel::Exchange,
+        arg_slots: &[usize],
+        outs: &[fox_kernel::BufId],
+        out_elems: &[Elem],
+        what: &dyn Fn() -> String,
+    ) -> Result<(), RuntimeError> {
+        use fox_kernel::Exchange as X;
+        let d = self.spmd.as_ref().expect("a run over several devices");
+        let (comm, rank) = (d.comm, d.rank);
+        let n = comm.size();
+        let kerr = |msg: String| RuntimeError::Kernel { at: what(), msg };
+        self.restore(arg_slots).map_err(kerr)?;
+        let slots = &self.slots;
+        let args: Vec<&DevBuf> = arg_slots
+            .iter()
+            .map(|&s| &slots[s].as_ref().expect("an argument's slot is occupied").0)
+            .collect();
+        let routed: Option<Vec<Vec<DevBuf>>> = match to {
+            X::Hash { cols: keys } | X::Keep { cols: keys } => {
+                let parts = self
+                    .backend
+                    .route_rows(&args, keys, n)
+                    .map_err(|e| kerr(e.0))?
+                    .ok_or_else(|| kerr(format!("{} links devices but does not route rows", self.backend.name())))?;
+                Some(parts)
+            }
+            X::Gather | X::Broadcast => None,
+        };
+        if matches!(to, X::Keep { .. }) {
+            let mut parts = routed.expect("a kept exchange is routed");
+            let mine = std::mem::take(&mut parts[rank]);
+            for b in parts.into_iter().flatten() {
+                self.backend.free(b);
+            }
+            self.stats.exchange.exchanges += 1;
+            for (o, b) in outs.iter().zip(mine) {
+                self.define(o.0 as usize, b);
+            }
+            return Ok(());
+        }
+        let send: Vec<Vec<&DevBuf>> = match (to, &routed) {
+            (_, Some(parts)) => parts.iter().map(|p| p.iter().collect()).collect(),
+            (X::Broadcast, None) => (0..n).map(|_| args.clone()).collect(),
+            _ => (0..n).map(|p| if p == 0 { args.clone() } else { Vec::new() }).collect(),
+        };
+        let lens: Vec<usize> = send.iter().map(|p| p.first().map_or(0, |b| b.len)).collect();
+        let result = (|| {
+            let g = match comm.all_gather(rank, tag, lens.clone()) {
+                Ok(g) => g,
+                Err(e) => {
+                    return Err(crate::spmd::comm_error(e, &what()).unwrap_or_else(|| {
+                        self.peer_stop.set(true);
+                        RuntimeError::Cancelled
+                    }))
+                }
+            };
+            if let Some(m) = g.mismatch() {
+                return Err(RuntimeError::Plan(format!("{}: {m}", what())));
+            }
+            let recv_rows: Vec<usize> = (0..n).map(|q| g.get::<Vec<usize>>(q)[rank]).collect();
+            let mut peer_failed = false;
+            let mut ready = |ok: Result<(), String>| -> Result<(), String> {
+                match comm.all_gather(rank, tag, ok) {
+                    Ok(g) => match (0..n).find_map(|q| g.get::<Result<(), String>>(q).as_ref().err().map(|e| (q, e))) {
+                        None => Ok(()),
+                        Some((q, e)) => {
+                            peer_failed = q != rank;
+                            Err(format!("device {q}: {e}"))
+                        }
+                    },
+                    Err(_) => {
+                        peer_failed = true;
+                        Err("another device stopped".to_string())
+                    }
+                }
+            };
+            let got = self.backend.peer_exchange(&send, &recv_rows, out_elems, &mut ready);
+            match got {
+                Ok(bufs) => Ok(bufs),
+                Err(_) if peer_failed => {
+                    self.peer_stop.set(true);
+                    Err(RuntimeError::Cancelled)
+                }
+                Err(e) => Err(kerr(e.0)),
+            }
+        })();
+        let moved: u64 = lens
+            .iter()
+            .enumerate()
+            .filter(|&(p, _)| p != rank)
+            .map(|(_, &l)| l as u64)
+            .sum();
+        for b in routed.into_iter().flatten().flatten() {
+            self.backend.free(b);
+        }
+        let received = result?;
+        let row_bytes: u64 = out_elems.iter().map(|e| e.size() as u64).sum();
+        self.stats.exchange.rows += moved;
+        self.stats.exchange.bytes += moved * row_bytes;
+        self.stats.exchange.exchanges += 1;
+        for (o, b) in outs.iter().zip(received) {
             self.define(o.0 as usize, b);
         }
         Ok(())

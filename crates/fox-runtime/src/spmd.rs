@@ -215,12 +215,28 @@ fn value_bits(col: &HostCol, r: usize) -> u64 {
 }
 
 /// The device of each row of `cols` by the rule of [`Exchange::Hash`] on `keys`.
-pub(crate) fn destinations(cols: &[HostCol], keys: &[usize], n: usize) -> Vec<u32> {
+pub(crate) fn destinations<C: std::borrow::Borrow<HostCol> + Sync>(cols: &[C], keys: &[usize], n: usize) -> Vec<u32> {
     use rayon::prelude::*;
-    let len = cols.first().map_or(0, HostCol::len);
+    let len = cols.first().map_or(0, |c| c.borrow().len());
     (0..len)
         .into_par_iter()
-        .map(|r| device_of(row_hash(keys.iter().map(|&c| value_bits(&cols[c], r))), n) as u32)
+        .map(|r| device_of(row_hash(keys.iter().map(|&c| value_bits(cols[c].borrow(), r))), n) as u32)
+        .collect()
+}
+
+/// The rows of `cols` split by the device each goes to under [`Exchange::Hash`] on
+/// `keys` among `devices`: one part per device, each with its rows in their order (the
+/// contract of [`crate::Backend::route_rows`], on the host), or the out-of-memory
+/// message.
+pub fn route_host(cols: &[&HostCol], keys: &[usize], devices: usize) -> Result<Vec<Vec<HostCol>>, String> {
+    const WHAT: &str = "the rows an exchange sends";
+    let dest = destinations(cols, keys, devices);
+    let mut rows: Vec<Vec<u32>> = vec![Vec::new(); devices];
+    for (r, &d) in dest.iter().enumerate() {
+        rows[d as usize].push(r as u32);
+    }
+    rows.iter()
+        .map(|idx| cols.iter().map(|c| c.try_pick(idx, WHAT)).collect())
         .collect()
 }
 

@@ -36,6 +36,7 @@ macro_rules! tests {
 mod compile_all;
 mod end_to_end;
 mod eval;
+mod exchange;
 mod fused;
 mod harness;
 mod hash;
@@ -50,6 +51,7 @@ const MODULES: &[(&str, &[Test])] = &[
     ("compile_all", compile_all::TESTS),
     ("end_to_end", end_to_end::TESTS),
     ("eval", eval::TESTS),
+    ("exchange", exchange::TESTS),
     ("fused", fused::TESTS),
     ("harness", harness::TESTS),
     ("hash", hash::TESTS),
