@@ -104,7 +104,8 @@ struct Cli {
     /// contiguous slice of every input and runs the whole plan on its rows, rows move
     /// between devices where the plan exchanges them, and the results gather as one
     /// device's would (the same output). On the GPU backend N GPUs from the first (`all`:
-    /// every visible GPU; more than there are is an error); on the CPU backend N
+    /// every visible GPU; more than there are is an error), which move rows to each other
+    /// through NCCL (libnccl.so.2; its absence is an error); on the CPU backend N
     /// simulated devices, each a CPU backend of its own (`all`: 1). --memory-limit applies
     /// to each device; --timing adds the rows exchanged and each device's memory peak.
     /// A compiled plan (PLAN.ron) runs over several devices only when it exchanges rows.
