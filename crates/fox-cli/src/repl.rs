@@ -180,7 +180,13 @@ pub struct Session {
     stmts: Vec<Stmt>,
     /// Lines of a statement not yet ended with `.`.
     pending: String,
-    backend: Box<dyn Backend>,
+    /// The device queries run on: the only one, or the first of `--devices`.
+    backend: Box<dyn Backend + Send>,
+    /// With `--devices N`: the other N - 1 devices, which run every query with `backend`
+    /// (SPMD, [`fox_runtime::run_devices`]); empty for one device.
+    others: Vec<Box<dyn Backend + Send>>,
+    /// The devices asked for (`--devices`); `.backend` opens as many.
+    devices: crate::Devices,
     backend_name: String,
     data_dir: Option<PathBuf>,
     source: Option<DataSource>,
@@ -216,6 +222,8 @@ impl Session {
                 stmts: Vec::new(),
                 pending: String::new(),
                 backend,
+                others: Vec::new(),
+                devices: crate::Devices::Count(1),
                 backend_name,
                 data_dir,
                 source,
@@ -236,6 +244,38 @@ impl Session {
     /// Forces `join` on every equi-join of the queries planned from now on.
     pub fn set_join(&mut self, join: fox_phys::JoinChoice) {
         self.join = join;
+    }
+
+    /// Runs the queries from now on over `devices` of the backend `kind` names (as
+    /// [`crate::open_backends`] opens them: N GPUs from the first, or N simulated devices
+    /// on the CPU): each query is planned for that many devices and run over all of them
+    /// ([`fox_runtime::run_devices`]), each device taking its slice of the loaded tables'
+    /// columns at each run (no column stays on a device between queries), with the
+    /// answers of one device. Returns the notice of `auto`'s choice; on an error the
+    /// session's devices stay as they were.
+    pub fn set_devices(&mut self, kind: BackendKind, devices: crate::Devices) -> Result<String, String> {
+        let (backend, others, notice) = open_devices(kind, devices)?;
+        self.replace_devices(backend, others);
+        self.devices = devices;
+        Ok(notice)
+    }
+
+    /// The number of devices each query runs over.
+    pub fn device_count(&self) -> usize {
+        1 + self.others.len()
+    }
+
+    /// Takes `backend` and `others` as the session's devices, freeing the device copies
+    /// of the ones before.
+    fn replace_devices(&mut self, backend: Box<dyn Backend + Send>, others: Vec<Box<dyn Backend + Send>>) {
+        let r = std::mem::take(&mut self.resident);
+        r.release(self.backend.as_mut());
+        self.backend = backend;
+        self.others = others;
+        self.backend_name = match self.others.len() {
+            0 => self.backend.name(),
+            k => format!("{} x {}", k + 1, self.backend.name()),
+        };
     }
 
     /// The names of the session's predicates and the commands (for completion).
@@ -470,7 +510,8 @@ impl Session {
     ) -> Option<(Rewritten, fox_phys::PhysPlan, KernelPlan)> {
         let rw = rewrite(a, &self.cache);
         let mut msg = Out::new();
-        if let Some((ra, k)) = plan_core(&rw.core, stats, options, self.join, &mut msg) {
+        let devices = self.device_count();
+        if let Some((ra, k)) = plan_core(&rw.core, stats, options, self.join, devices, &mut msg) {
             return Some((rw, ra, k));
         }
         if rw.reused.is_empty() {
@@ -478,7 +519,7 @@ impl Session {
             return None;
         }
         let rw = rewrite(a, &HashMap::new());
-        let (ra, k) = plan_core(&rw.core, stats, options, self.join, out)?;
+        let (ra, k) = plan_core(&rw.core, stats, options, self.join, devices, out)?;
         Some((rw, ra, k))
     }
 
@@ -667,7 +708,14 @@ impl Session {
             cancel: Some(self.cancel.clone()),
             ..Default::default()
         };
-        let r = fox_runtime::run_resident(plan, self.backend.as_mut(), &opts, Some(&mut self.resident));
+        let r = if self.others.is_empty() {
+            fox_runtime::run_resident(plan, self.backend.as_mut(), &opts, Some(&mut self.resident))
+        } else {
+            // Over several devices each takes its slice of the database's columns.
+            let mut devices: Vec<&mut (dyn Backend + Send)> = vec![self.backend.as_mut()];
+            devices.extend(self.others.iter_mut().map(|b| b.as_mut()));
+            fox_runtime::run_devices(plan, devices, &opts, None)
+        };
         self.resident.release_tables(&names, self.backend.as_mut());
         match r {
             Ok(r) => Some(r),
@@ -795,12 +843,9 @@ impl Session {
                         return Input::Done;
                     }
                 };
-                match make_backend(kind) {
-                    Ok((b, notice)) => {
-                        let r = std::mem::take(&mut self.resident);
-                        r.release(self.backend.as_mut());
-                        self.backend = b;
-                        self.backend_name = self.backend.name();
+                match open_devices(kind, self.devices) {
+                    Ok((b, others, notice)) => {
+                        self.replace_devices(b, others);
                         out.note(&notice);
                         let _ = writeln!(out, "backend: {}", self.backend_name);
                     }
@@ -1075,11 +1120,32 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (".quit", "leave (also end of input)"),
 ];
 
-fn make_backend(kind: BackendKind) -> Result<(Box<dyn Backend>, String), String> {
+/// The devices of a session: `make_backend`'s for one, else [`crate::open_backends`]'s
+/// (the first, the others, and the notice of `auto`'s choice).
+#[allow(clippy::type_complexity)]
+fn open_devices(
+    kind: BackendKind,
+    devices: crate::Devices,
+) -> Result<(Box<dyn Backend + Send>, Vec<Box<dyn Backend + Send>>, String), String> {
+    if devices == crate::Devices::Count(1) {
+        let (b, notice) = make_backend(kind)?;
+        return Ok((b, Vec::new(), notice));
+    }
+    let choice = match kind {
+        BackendKind::Auto => crate::BackendChoice::Auto,
+        BackendKind::Gpu => crate::BackendChoice::Gpu,
+        BackendKind::Cpu => crate::BackendChoice::Cpu,
+    };
+    let (mut all, line) = crate::open_backends(choice, devices)?;
+    let first = all.remove(0);
+    Ok((first, all, line.map(|l| format!("{l}\n")).unwrap_or_default()))
+}
+
+fn make_backend(kind: BackendKind) -> Result<(Box<dyn Backend + Send>, String), String> {
     match kind {
         BackendKind::Cpu => Ok((Box::new(fox_cpu::CpuBackend::new()), String::new())),
         BackendKind::Gpu => fox_cuda::CudaBackend::new()
-            .map(|g| (Box::new(g) as Box<dyn Backend>, String::new()))
+            .map(|g| (Box::new(g) as Box<dyn Backend + Send>, String::new()))
             .map_err(|e| format!("no usable GPU: {e}")),
         BackendKind::Auto => match fox_cuda::CudaBackend::new() {
             Ok(g) => Ok((Box::new(g), String::new())),
@@ -1411,6 +1477,7 @@ fn plan_core(
     stats: &fox_phys::Statistics,
     options: &fox_kernel::LowerOptions,
     join: fox_phys::JoinChoice,
+    devices: usize,
     out: &mut Out,
 ) -> Option<(fox_phys::PhysPlan, KernelPlan)> {
     let ra = match fox_ra::plan(core) {
@@ -1422,6 +1489,7 @@ fn plan_core(
     };
     let opts = fox_phys::Options {
         join,
+        devices,
         ..fox_phys::Options::default()
     };
     let phys = match fox_phys::run(ra, stats, &opts) {

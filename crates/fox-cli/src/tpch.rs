@@ -169,6 +169,35 @@ pub fn load_programs(
     for (_, p, _) in programs {
         inputs.extend(p.inputs()?);
     }
+    load_wanted(source, inputs, progress)
+}
+
+/// [`load_programs`] for the programs planned for each device count of `devices` (the
+/// columns any of those plans reads).
+pub fn load_programs_for(
+    source: &DataSource,
+    programs: &mut [(u32, crate::Compiled, Duration)],
+    devices: &[usize],
+    progress: bool,
+) -> anyhow::Result<Database> {
+    let mut inputs = Vec::new();
+    for (_, p, _) in programs.iter_mut() {
+        let kept = p.devices;
+        for &n in devices {
+            p.devices = n;
+            let got = p.inputs();
+            p.devices = kept;
+            inputs.extend(got?);
+        }
+    }
+    load_wanted(source, inputs, progress)
+}
+
+fn load_wanted(
+    source: &DataSource,
+    inputs: Vec<(fox_kernel::InputRel, Vec<bool>)>,
+    progress: bool,
+) -> anyhow::Result<Database> {
     let wanted = fox_runtime::database::merge_wanted(inputs).map_err(|e| anyhow::anyhow!("{e}"))?;
     let wanted = prefer_parquet(source, wanted);
     let db = if progress {
@@ -191,6 +220,26 @@ pub fn plan_programs(
             let t = Instant::now();
             let plan = program.kernel_plan(stats, &fox_kernel::LowerOptions::default())?;
             Ok((q, plan, took + t.elapsed()))
+        })
+        .collect()
+}
+
+/// The kernel plans of `programs` for `devices` devices, planned with `stats`; each one's
+/// time is its planning, lowering and the program's compilation before.
+pub fn plan_programs_for(
+    programs: &mut [(u32, crate::Compiled, Duration)],
+    stats: &fox_phys::Statistics,
+    devices: usize,
+) -> anyhow::Result<Vec<(u32, KernelPlan, Duration)>> {
+    programs
+        .iter_mut()
+        .map(|(q, program, took)| {
+            let t = Instant::now();
+            let kept = program.devices;
+            program.devices = devices;
+            let plan = program.kernel_plan(stats, &fox_kernel::LowerOptions::default());
+            program.devices = kept;
+            Ok((*q, plan?, *took + t.elapsed()))
         })
         .collect()
 }
@@ -326,6 +375,128 @@ pub fn run_queries_with(
     })();
     resident.release(backend);
     res.map(|_| out)
+}
+
+/// Runs each plan once and then `repeat` times over the devices of `backends` (SPMD,
+/// [`fox_runtime::run_devices`]), each device taking its slice of `db`'s columns at each
+/// run (a run over several devices keeps no column resident). A run's peak is the largest
+/// device's.
+pub fn run_queries_on_devices(
+    backends: &mut [Box<dyn Backend + Send>],
+    db: Arc<Database>,
+    plans: &[(u32, KernelPlan, Duration)],
+    repeat: u32,
+    starting: &mut dyn FnMut(u32, Run),
+    mut each: impl FnMut(&QueryRun),
+) -> anyhow::Result<Vec<QueryRun>> {
+    let opts = RunOptions {
+        database: Some(db),
+        ..Default::default()
+    };
+    let mut once = |plan: &KernelPlan, q: u32| {
+        for b in backends.iter_mut() {
+            b.reset_peak();
+        }
+        let devices: Vec<&mut (dyn Backend + Send)> = backends.iter_mut().map(|b| b.as_mut()).collect();
+        let t = Instant::now();
+        let r = fox_runtime::run_devices(plan, devices, &opts, None).map_err(|e| anyhow::anyhow!("Q{q}: {e}"))?;
+        anyhow::Ok((t.elapsed(), r))
+    };
+    let mut out = Vec::new();
+    for (q, plan, compile) in plans {
+        starting(*q, Run::First);
+        let (first, r) = once(plan, *q)?;
+        let first_split = Split::of(first, &r.stats);
+        let (mut hot, mut splits, mut last) = (Vec::new(), Vec::new(), r);
+        for k in 0..repeat {
+            starting(*q, Run::Hot(k + 1));
+            let (wall, r) = once(plan, *q)?;
+            hot.push(wall);
+            splits.push((wall, Split::of(wall, &r.stats)));
+            last = r;
+        }
+        let output = last
+            .outputs
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("Q{q} has no output"))?;
+        let run = QueryRun {
+            query: *q,
+            compile: *compile,
+            first,
+            hot,
+            stats: last.stats,
+            split: Split::of_median(&splits).unwrap_or(first_split),
+            output,
+            profile: None,
+        };
+        each(&run);
+        out.push(run);
+    }
+    Ok(out)
+}
+
+/// Where two results differ, in words: `None` when they have the same columns and the
+/// same rows in the same order, value for value (floats by their bits).
+pub fn difference(a: &OutputTable, b: &OutputTable) -> Option<String> {
+    use fox_sema::core::Value;
+    if a.columns.len() != b.columns.len() {
+        return Some(format!("{} columns against {}", a.columns.len(), b.columns.len()));
+    }
+    if a.len() != b.len() {
+        return Some(format!("{} rows against {}", a.len(), b.len()));
+    }
+    let same = |x: &Value, y: &Value| match (x, y) {
+        (Value::Float64(x), Value::Float64(y)) => x.to_bits() == y.to_bits(),
+        _ => x == y,
+    };
+    (0..a.len()).find_map(|r| {
+        let (x, y) = (a.row(r), b.row(r));
+        (x.len() != y.len() || x.iter().zip(&y).any(|(p, q)| !same(p, q)))
+            .then(|| format!("row {} is {x:?} against {y:?}", r + 1))
+    })
+}
+
+/// The table `foxbench tpch --devices N` adds: per query the median on one device and on
+/// `n`, the speed-up (one device's median over `n` devices'), and whether the answers
+/// are the same ([`difference`]). `one` and `many` hold the same queries in order.
+pub fn devices_table(one: &[QueryRun], many: &[QueryRun], n: usize) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let many_h = format!("{n} devices ms");
+    let _ = writeln!(
+        s,
+        "{:>5} {:>12} {:>w$} {:>9} {:>8}",
+        "query",
+        "1 device ms",
+        many_h,
+        "speed-up",
+        "answers",
+        w = many_h.len().max(10)
+    );
+    for (a, b) in one.iter().zip(many) {
+        let (t1, tn) = (ms(a.median()), ms(b.median()));
+        let _ = writeln!(
+            s,
+            "{:>5} {:>12.2} {:>w$.2} {:>8.2}x {:>8}",
+            format!("Q{}", a.query),
+            t1,
+            tn,
+            t1 / tn.max(1e-6),
+            if difference(&a.output, &b.output).is_none() {
+                "same"
+            } else {
+                "DIFFER"
+            },
+            w = many_h.len().max(10)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "speed-up = median on 1 device / median on {n} devices; answers: the {n}-device result against \
+         the 1-device one, row for row and value for value"
+    );
+    s
 }
 
 fn ms(d: Duration) -> f64 {
@@ -556,6 +727,66 @@ pub fn compare_sf1(q: u32, ours: &[Vec<String>]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn table(rows: Vec<Vec<fox_sema::core::Value>>) -> OutputTable {
+        use fox_sema::core::{Column, Type};
+        let columns = vec![
+            Column {
+                name: "k".into(),
+                ty: Type::Int64,
+            },
+            Column {
+                name: "x".into(),
+                ty: Type::Float64,
+            },
+        ];
+        OutputTable::from_rows("q", columns, rows)
+    }
+
+    fn run(query: u32, ms: u64, output: OutputTable) -> QueryRun {
+        QueryRun {
+            query,
+            compile: Duration::ZERO,
+            first: Duration::from_millis(ms),
+            hot: vec![Duration::from_millis(ms)],
+            stats: RunStats::default(),
+            split: Split::default(),
+            output,
+            profile: None,
+        }
+    }
+
+    /// Results differ by a row's count, a value, or a float's bits (0.0 against -0.0,
+    /// which compare equal as numbers); the devices table says `DIFFER` for those and
+    /// gives the speed-up as one device's median over N devices'.
+    #[test]
+    fn results_compare_value_for_value_and_bit_for_bit() {
+        use fox_sema::core::Value::{Float64, Int64};
+        let a = table(vec![vec![Int64(1), Float64(0.5)], vec![Int64(2), Float64(0.0)]]);
+        assert_eq!(difference(&a, &a.clone()), None);
+        let fewer = table(vec![vec![Int64(1), Float64(0.5)]]);
+        assert_eq!(difference(&a, &fewer).as_deref(), Some("2 rows against 1"));
+        let value = table(vec![vec![Int64(1), Float64(0.5)], vec![Int64(3), Float64(0.0)]]);
+        assert!(difference(&a, &value).unwrap().starts_with("row 2 is "));
+        let sign = table(vec![vec![Int64(1), Float64(0.5)], vec![Int64(2), Float64(-0.0)]]);
+        assert!(difference(&a, &sign).unwrap().starts_with("row 2 is "));
+        let t = devices_table(
+            &[run(1, 30, a.clone()), run(6, 10, a.clone())],
+            &[run(1, 10, a.clone()), run(6, 20, sign)],
+            2,
+        );
+        let rows: Vec<Vec<&str>> = t
+            .lines()
+            .filter(|l| l.trim_start().starts_with('Q'))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows[0], ["Q1", "30.00", "10.00", "3.00x", "same"], "{t}");
+        assert_eq!(rows[1], ["Q6", "10.00", "20.00", "0.50x", "DIFFER"], "{t}");
+        assert!(
+            t.starts_with("query  1 device ms 2 devices ms  speed-up  answers"),
+            "{t}"
+        );
+    }
 
     fn split(ms: [u64; 6]) -> Split {
         let d = Duration::from_millis;

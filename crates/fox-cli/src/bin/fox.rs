@@ -65,6 +65,13 @@ struct ReplArgs {
     backend: Choice,
     #[arg(long, value_enum, value_name = "ALGORITHM", default_value_t = fox_cli::JoinArg::Auto, help = fox_cli::JoinArg::HELP)]
     join: fox_cli::JoinArg,
+    /// Run every query over N devices, SPMD (as `foxrun --devices`): planned for N
+    /// devices, each device taking a slice of the loaded tables at each query, rows moving
+    /// between devices where the plan exchanges them, and the answers those of one device.
+    /// On the GPU backend N GPUs from the first (`all`: every visible GPU); on the CPU
+    /// backend N simulated devices (`all`: 1). `.backend` keeps the count.
+    #[arg(long, value_name = "N|all", default_value = "1", value_parser = fox_cli::parse_devices)]
+    devices: fox_cli::Devices,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -104,10 +111,21 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if !notice.is_empty() {
+    // With --devices, the notice is that of the devices opened below.
+    if !notice.is_empty() && a.devices == fox_cli::Devices::Count(1) {
         eprint!("fox: {notice}");
     }
     session.set_join(a.join.choice());
+    if a.devices != fox_cli::Devices::Count(1) {
+        match session.set_devices(kind, a.devices) {
+            Ok(notice) => eprint!("{}", notice.lines().map(|l| format!("fox: {l}\n")).collect::<String>()),
+            Err(e) => {
+                eprintln!("fox: error: {e}");
+                session.close();
+                return ExitCode::from(1);
+            }
+        }
+    }
     // Ctrl-C sets the session's token: the query under way stops, and the session goes on.
     interrupt::install(&session.cancel_token(), None);
     let code = if interactive {

@@ -176,6 +176,14 @@ struct CliqueArgs {
     /// levels of the LFTJ that would expand beyond it run in rounds.
     #[arg(long, value_name = "SIZE", value_parser = fox_cli::parse_memory_size)]
     memory_limit: Option<u64>,
+    /// Also run the LFTJ over N devices (SPMD, as `foxrun --devices`: planned for N
+    /// devices, each device taking a slice of the edges at each run), in a row of its
+    /// own after the LFTJ on one device (and the CPU LFTJ), and print the speed-up (the 1-device median over the
+    /// N-device one); the run fails when the counts differ. On the GPU backend N GPUs from
+    /// the first (`all`: every visible GPU), on the CPU backend N simulated devices
+    /// (`all`: 1). --memory-limit applies to each device.
+    #[arg(long, value_name = "N|all", default_value = "1", value_parser = fox_cli::parse_devices)]
+    devices: fox_cli::Devices,
 }
 
 #[derive(Args)]
@@ -220,6 +228,15 @@ struct TpchArgs {
     profile: Option<PathBuf>,
     #[arg(long, value_enum, value_name = "ALGORITHM", default_value_t = fox_cli::JoinArg::Auto, help = fox_cli::JoinArg::HELP)]
     join: fox_cli::JoinArg,
+    /// Also run every query over N devices (SPMD, as `foxrun --devices`: planned for N
+    /// devices, each device taking a slice of every table at each run) after its runs on
+    /// one device, and print a table of both medians, the speed-up (the 1-device median
+    /// over the N-device one) and whether the answers are the same; the run fails when
+    /// any differ. On the GPU backend N GPUs from the first (`all`: every visible GPU),
+    /// on the CPU backend N simulated devices (`all`: 1). --check, --out, --json and
+    /// --profile are of the 1-device runs.
+    #[arg(long, value_name = "N|all", default_value = "1", value_parser = fox_cli::parse_devices)]
+    devices: fox_cli::Devices,
 }
 
 #[derive(Args)]
@@ -358,7 +375,7 @@ impl Dev {
         matches!(self, Dev::Gpu(_))
     }
 
-    fn into_backend(self) -> Box<dyn Backend> {
+    fn into_backend(self) -> Box<dyn Backend + Send> {
         match self {
             Dev::Gpu(g) => g,
             Dev::Cpu(c) => Box::new(c),
@@ -485,6 +502,45 @@ fn random<T: Send + Default + Clone>(n: usize, seed: u64, f: impl Fn(u64) -> T +
         }
     });
     v
+}
+
+impl BackendChoice {
+    fn choice(self) -> fox_cli::BackendChoice {
+        match self {
+            BackendChoice::Auto => fox_cli::BackendChoice::Auto,
+            BackendChoice::Gpu => fox_cli::BackendChoice::Gpu,
+            BackendChoice::Cpu => fox_cli::BackendChoice::Cpu,
+        }
+    }
+}
+
+/// The backends of a benchmark with `--devices`: the one `choice` names for
+/// `--devices 1` ([`Dev::open`]), else those of [`fox_cli::open_backends`] (the first is
+/// the device of the 1-device runs); `auto` says which it took on standard error.
+fn open_devices(choice: BackendChoice, devices: fox_cli::Devices) -> anyhow::Result<Vec<Box<dyn Backend + Send>>> {
+    if devices == fox_cli::Devices::Count(1) {
+        return Ok(vec![Dev::open(choice)?.into_backend()]);
+    }
+    let (backends, line) = fox_cli::open_backends(choice.choice(), devices).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(line) = line {
+        eprintln!("foxbench: {line}");
+    }
+    Ok(backends)
+}
+
+/// `plan` run over `backends`: with one, resident on it (its columns kept in `resident`);
+/// with several, SPMD over all ([`fox_runtime::run_devices`]; each device takes its slice
+/// of `opts.database` at each run).
+fn run_on(
+    backends: &mut [Box<dyn Backend + Send>],
+    plan: &fox_kernel::KernelPlan,
+    opts: &fox_runtime::RunOptions,
+    resident: &mut fox_runtime::Resident,
+) -> Result<fox_runtime::RunResult, fox_runtime::RuntimeError> {
+    match backends {
+        [one] => fox_runtime::run_resident(plan, one.as_mut(), opts, Some(resident)),
+        _ => fox_runtime::run_devices(plan, backends.iter_mut().map(|b| b.as_mut()).collect(), opts, None),
+    }
 }
 
 fn be(e: BackendError) -> anyhow::Error {
@@ -1119,7 +1175,8 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
     if a.check_sf1 && a.sf != Some(1.0) {
         anyhow::bail!("--check-sf1 compares with the answers at scale factor 1: use --sf 1");
     }
-    let mut backend = Dev::open(a.backend)?.into_backend();
+    let mut backends = open_devices(a.backend, a.devices)?;
+    let devices = backends.len();
     let mut programs = t::compile_programs(&a.dir, &queries)?;
     for (_, program, _) in &mut programs {
         program.join = a.join.choice();
@@ -1129,12 +1186,19 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
         (None, Some(sf)) => (fox_runtime::DataSource::Tpch(sf), format!("{sf}")),
         (None, None) => anyhow::bail!("give --sf SF or --data DIR"),
     };
-    // The queries are planned once the data is loaded, with its statistics.
-    let db = t::load_programs(&source, &programs, progress)?;
-    let plans = t::plan_programs(programs, &fox_runtime::stats::of_database(&db))?;
+    // The queries are planned once the data is loaded, with its statistics: for one
+    // device, and with --devices for that many too.
+    let db = t::load_programs_for(&source, &mut programs, &[1, devices], progress)?;
+    let stats = fox_runtime::stats::of_database(&db);
+    let plans_on_devices = match devices {
+        1 => None,
+        n => Some(t::plan_programs_for(&mut programs, &stats, n)?),
+    };
+    let plans = t::plan_programs(programs, &stats)?;
     let rows: usize = db.tables().map(|t| t.rows).sum();
+    let name = backends[0].name();
     eprintln!(
-        "foxbench: TPC-H {} ({} in {}) loaded in {:.1} s; {}, {} per query",
+        "foxbench: TPC-H {} ({} in {}) loaded in {:.1} s; {}, {} per query{}",
         match &a.data {
             Some(d) => format!("from {}", d.display()),
             None => format!("SF {scale}"),
@@ -1142,14 +1206,19 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
         plural(rows as u64, "row"),
         plural(db.tables().count() as u64, "table"),
         db.load_time.as_secs_f64(),
-        backend.name(),
-        plural(u64::from(a.repeat), "hot run")
+        name,
+        plural(u64::from(a.repeat), "hot run"),
+        match devices {
+            1 => String::new(),
+            n => format!(", on 1 device and on {n}"),
+        }
     );
+    let db = std::sync::Arc::new(db);
     let spinner = Spinner::new(progress, "running the queries");
     let mut failures = Vec::new();
     let runs = t::run_queries_with(
-        backend.as_mut(),
-        std::sync::Arc::new(db),
+        backends[0].as_mut(),
+        db.clone(),
         &plans,
         a.repeat,
         a.profile.is_some(),
@@ -1172,6 +1241,32 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
             });
         },
     )?;
+    let runs_on_devices = match &plans_on_devices {
+        Some(plans) => Some(t::run_queries_on_devices(
+            &mut backends,
+            db.clone(),
+            plans,
+            a.repeat,
+            &mut |q, run| {
+                spinner.set(match run {
+                    t::Run::Hot(k) => format!("Q{q} on {devices} devices: hot run {k} of {}", a.repeat),
+                    _ => format!("Q{q} on {devices} devices: first run"),
+                })
+            },
+            |r| {
+                spinner.suspend(|| {
+                    eprintln!(
+                        "  Q{:<2} {:>9.2} ms median on {devices} devices, first {:.2} ms, {}",
+                        r.query,
+                        r.median().as_secs_f64() * 1e3,
+                        r.first.as_secs_f64() * 1e3,
+                        plural(r.output.len() as u64, "row")
+                    )
+                });
+            },
+        )?),
+        None => None,
+    };
     spinner.finish();
     for r in &runs {
         let ours = t::result_rows(&r.output);
@@ -1190,6 +1285,13 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
         }
     }
     fox_cli::stdout::print(&t::table(&runs))?;
+    if let Some(many) = &runs_on_devices {
+        fox_cli::stdout::print(&format!(
+            "on {devices} devices:\n{}\n{}",
+            t::table(many),
+            t::devices_table(&runs, many, devices)
+        ))?;
+    }
     // Every file of the run (results, profile, measurements) is written, or none is.
     let mut files = fox_runtime::OutputFiles::new();
     let created = a.out.as_ref().filter(|dir| !dir.exists());
@@ -1212,7 +1314,7 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
         files.add(p, move |w| w.write_all(text.as_bytes()));
     }
     if let Some(p) = &a.json {
-        let json = t::json(&runs, &scale, &backend.name());
+        let json = t::json(&runs, &scale, &name);
         files.add(p, move |w| w.write_all(json.as_bytes()));
     }
     if let Err(e) = files.commit() {
@@ -1220,6 +1322,19 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
             let _ = std::fs::remove_dir(dir);
         }
         return Err(e.into());
+    }
+    if let Some(many) = &runs_on_devices {
+        let differ: Vec<String> = runs
+            .iter()
+            .zip(many)
+            .filter_map(|(one, r)| t::difference(&one.output, &r.output).map(|d| format!("Q{} ({d})", one.query)))
+            .collect();
+        if !differ.is_empty() {
+            anyhow::bail!(
+                "the answers on 1 device and on {devices} devices differ: {}",
+                differ.join(", ")
+            );
+        }
     }
     if a.check.is_some() || a.check_sf1 {
         if failures.is_empty() {
@@ -1268,6 +1383,8 @@ fn tpch_gen(a: &TpchGenArgs, progress: bool) -> anyhow::Result<()> {
 struct CliqueRow {
     system: &'static str,
     backend: String,
+    /// The devices it ran over (1, or `--devices`).
+    devices: usize,
     result: Result<CliqueResult, String>,
 }
 
@@ -1359,17 +1476,34 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
         },
     )?
     .ok_or_else(|| anyhow::anyhow!("{query} has errors"))?;
+    // The backends first: `auto` says which it took before the graph is generated.
+    let mut held = open_devices(a.backend, a.devices)?;
+    let devices = held.len();
+    let gpu = match a.backend {
+        BackendChoice::Gpu => true,
+        BackendChoice::Cpu => false,
+        BackendChoice::Auto => held[0].name() != fox_cpu::CpuBackend::new().name(),
+    };
+    // With --devices, the LFTJ planned for that many devices too.
+    let lftj_on_devices = match devices {
+        1 => None,
+        n => {
+            let mut program = fox_cli::compile_program(&[path.to_path_buf()], false, "foxbench", &options)?
+                .ok_or_else(|| anyhow::anyhow!("{query} has errors"))?;
+            program.devices = n;
+            Some(program.kernel_plan(&fox_phys::Statistics::none(), &fox_kernel::LowerOptions::default())?)
+        }
+    };
     let spec = a
         .graph
         .clone()
         .with_symmetrize(a.symmetrize)
         .with_degree_order(a.degree_order);
-    // The backend first: `auto` says which it took before the graph is generated.
-    let main = Dev::open(a.backend)?;
-    let gpu = main.is_gpu();
+    let mut plans = vec![&lftj];
+    plans.extend(lftj_on_devices.as_ref());
     let db = Database::load(
         &DataSource::Graph(spec.clone()),
-        &[&lftj],
+        &plans,
         &fox_cli::Bars::enabled(progress),
     )
     .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -1398,6 +1532,7 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
     let mut cpu_row = (!a.no_baselines).then(|| CliqueRow {
         system: "CPU LFTJ",
         backend: format!("iterator LFTJ (fox_cpu::lftj), {threads} threads"),
+        devices: 1,
         result: match (x, y) {
             (Some(HostCol::I32(x)), Some(HostCol::I32(y))) => cpu_lftj(x, y, a.k, a.repeat, &progress),
             (Some(HostCol::I64(x)), Some(HostCol::I64(y))) => cpu_lftj(x, y, a.k, a.repeat, &progress),
@@ -1405,28 +1540,42 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
         },
     });
     let db = std::sync::Arc::new(db);
-    // (system, on the GPU, plan)
-    let mut systems: Vec<(&'static str, bool, &fox_kernel::KernelPlan)> = vec![("LFTJ", gpu, &lftj)];
+    // (system, on the GPU, devices, plan)
+    let mut systems: Vec<(&'static str, bool, usize, &fox_kernel::KernelPlan)> = vec![("LFTJ", gpu, 1, &lftj)];
+    if let Some(plan) = &lftj_on_devices {
+        systems.push(("LFTJ", gpu, devices, plan));
+    }
     if !a.no_baselines {
         if gpu && a.cpu_kernels {
-            systems.push(("LFTJ", false, &lftj));
+            systems.push(("LFTJ", false, 1, &lftj));
         }
-        systems.push(("binary joins", gpu, &binary));
+        systems.push(("binary joins", gpu, 1, &binary));
     }
-    let mut main = Some(main);
     let mut rows = Vec::new();
     let mut profile = String::new();
-    for (system, on_gpu, plan) in systems {
-        let dev = match main.take() {
-            Some(d) => d,
-            None => Dev::open(if on_gpu { BackendChoice::Gpu } else { BackendChoice::Cpu })?,
+    for (k, (system, on_gpu, n, plan)) in systems.into_iter().enumerate() {
+        // The first two systems run on the devices opened first; the others on a
+        // backend of their own.
+        let mut own = Vec::new();
+        let backends: &mut [Box<dyn Backend + Send>] = if n > 1 {
+            &mut held[..]
+        } else if k == 0 {
+            &mut held[..1]
+        } else {
+            own.push(Dev::open(if on_gpu { BackendChoice::Gpu } else { BackendChoice::Cpu })?.into_backend());
+            &mut own[..]
         };
-        let mut backend = dev.into_backend();
         let name = match on_gpu {
             false if system == "LFTJ" => format!("cpu backend, breadth-first kernels, {threads} threads"),
             false => format!("cpu backend, {threads} threads"),
-            true => backend.name(),
+            true => backends[0].name(),
         };
+        let name = match (n, on_gpu) {
+            (1, _) => name,
+            (n, true) => format!("{n} devices, {name}"),
+            (n, false) => format!("{n} cpu devices (simulated), breadth-first"),
+        };
+
         let mut resident = Resident::default();
         let opts = RunOptions {
             database: Some(db.clone()),
@@ -1445,17 +1594,15 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
                     .unwrap_or(0)
             };
             progress.set(format!("{system} on the {name}: warm-up run"));
-            let first = fox_runtime::run_resident(plan, backend.as_mut(), &opts, Some(&mut resident))
-                .map_err(|e| e.to_string())?;
+            let first = run_on(backends, plan, &opts, &mut resident).map_err(|e| e.to_string())?;
             let n = count(&first);
             let mut times = Vec::new();
             let mut peak = 0;
             for k in 0..a.repeat {
                 progress.set(format!("{system} on the {name}: run {} of {}", k + 1, a.repeat));
-                backend.reset_peak();
+                backends.iter_mut().for_each(|b| b.reset_peak());
                 let t = Instant::now();
-                let r = fox_runtime::run_resident(plan, backend.as_mut(), &opts, Some(&mut resident))
-                    .map_err(|e| e.to_string())?;
+                let r = run_on(backends, plan, &opts, &mut resident).map_err(|e| e.to_string())?;
                 times.push(t.elapsed().as_secs_f64() * 1e3);
                 peak = peak.max(r.stats.peak_bytes);
                 if count(&r) != n {
@@ -1469,8 +1616,7 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
                 ..opts.clone()
             };
             let t = Instant::now();
-            let r = fox_runtime::run_resident(plan, backend.as_mut(), &timed, Some(&mut resident))
-                .map_err(|e| e.to_string())?;
+            let r = run_on(backends, plan, &timed, &mut resident).map_err(|e| e.to_string())?;
             let timed_ms = t.elapsed().as_secs_f64() * 1e3;
             profile.push_str(&format!(
                 "== {system} on {name}\n{}\n",
@@ -1520,10 +1666,11 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
                 rounds: r.stats.rounds,
             })
         })();
-        resident.release(backend.as_mut());
+        resident.release(backends[0].as_mut());
         rows.push(CliqueRow {
             system,
             backend: name,
+            devices: n,
             result,
         });
         // The CPU LFTJ right after the measured LFTJ.
@@ -1595,9 +1742,34 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
             }
         }
     }
+    // The LFTJ on one device (the first row) against the LFTJ on --devices.
+    let on_devices = rows.iter().find(|r| r.devices > 1);
+    let one_and_many = match (
+        rows.first().map(|r| &r.result),
+        on_devices.map(|r| (&r.result, r.devices)),
+    ) {
+        (Some(Ok(one)), Some((Ok(many), n))) => Some((one, many, n)),
+        _ => None,
+    };
+    if let Some((one, many, n)) = one_and_many {
+        let _ = writeln!(
+            text,
+            "speed-up of the LFTJ on {n} devices: {:.2}x (the median on 1 device over the median on {n}); \
+             counts {}",
+            one.median / many.median,
+            if one.count == many.count { "the same" } else { "DIFFER" }
+        );
+    }
     fox_cli::stdout::print(&text)?;
     if let Some(p) = &a.profile {
         fox_runtime::write_bytes(p, profile.as_bytes())?;
+    }
+    if let Some((one, many, n)) = one_and_many.filter(|(one, many, _)| one.count != many.count) {
+        anyhow::bail!(
+            "the answers on 1 device and on {n} devices differ: {} cliques against {}",
+            one.count,
+            many.count
+        );
     }
     if counts.windows(2).any(|w| w[0] != w[1]) {
         anyhow::bail!("the systems disagree on the count: {counts:?}");

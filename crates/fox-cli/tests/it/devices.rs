@@ -417,3 +417,94 @@ fn a_plan_compiled_for_several_devices_gives_the_same_results_on_one() {
     assert_eq!(run(&plan, "3"), want);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Averages of int32, int64 and decimal values, grouped and over all rows, with negative
+/// values and quotients to round (half away from zero), over 2 and 3 devices: each
+/// device sums and counts its rows, only those partial rows move, and the averages are
+/// one device's, byte for byte. An average of floats gives one device's answer too (its
+/// input moves, and one kernel averages).
+#[test]
+fn averages_of_partial_sums_and_counts_give_one_device_s_answers() {
+    let dir = temp_dir("devices", "avg");
+    let mut s = 5u64;
+    let mut rows = String::new();
+    for i in 0..3000u64 {
+        let r = |s: &mut u64, m: u64| (crate::common::next(s) % m) as i64;
+        let a = r(&mut s, 2_000_001) - 1_000_000;
+        let b = r(&mut s, 1 << 40) - (1 << 39);
+        let d = r(&mut s, 200_001) - 100_000;
+        let f = r(&mut s, 1000) as f64 / 8.0;
+        rows.push_str(&format!(
+            "{},{a},{b},{}{}.{:02},{f}\n",
+            i % 11,
+            if d < 0 { "-" } else { "" },
+            d.abs() / 100,
+            d.abs() % 100
+        ));
+    }
+    std::fs::write(dir.join("m.csv"), rows).unwrap();
+    let decl = "m(k, a, b, d, f) -> int32(k), int32(a), int64(b), decimal(d), float64(f).\n.input m.\n\
+                g(k, x, y, z, c) <- agg<<x = avg(a), y = avg(b), z = avg(d), c = count()>> m(k, a, b, d, _).\n\
+                t(x, y, z) <- agg<<x = avg(a), y = avg(b), z = avg(d)>> m(_, a, b, d, _).\n.output g.\n.output t.\n";
+    std::fs::write(dir.join("exact.logic"), decl).unwrap();
+    std::fs::write(
+        dir.join("q.logic"),
+        format!("{decl}fl(k, v) <- agg<<v = avg(f)>> m(k, _, _, _, f).\n.output fl.\n"),
+    )
+    .unwrap();
+    let run = |file: &str, n: &str| {
+        foxrun(
+            &dir,
+            &[
+                file,
+                "--backend",
+                "cpu",
+                "--data",
+                ".",
+                "--devices",
+                n,
+                "--out",
+                "-",
+                "--timing",
+            ],
+        )
+    };
+    let one = run("q.logic", "1");
+    assert_eq!(one.status.code(), Some(0), "{}", text(&one.stderr));
+    let out = text(&one.stdout);
+    assert_eq!(
+        out.lines().filter(|l| l.contains(',')).count(),
+        3 + 11 + 1 + 11,
+        "{out}"
+    );
+    for n in ["2", "3"] {
+        let o = run("q.logic", n);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        assert_eq!(text(&o.stdout), out, "--devices {n}");
+        // Without the floats, the rows moved are the input's once (placed by all its
+        // columns, which makes its rows distinct) and at most one partial row per group
+        // and device for each aggregation, not the input again for each.
+        let o = run("exact.logic", n);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let e = text(&o.stderr);
+        let moved: u64 = e
+            .lines()
+            .find_map(|l| l.strip_prefix("exchanges: "))
+            .and_then(|l| l.split('(').nth(1))
+            .and_then(|l| l.split_whitespace().next())
+            .map(|r| r.parse().unwrap())
+            .unwrap_or_else(|| panic!("{e}"));
+        assert!(
+            moved <= 3000 + 3 * (11 + 1) + 11 + 1,
+            "--devices {n}: {moved} rows moved\n{e}"
+        );
+    }
+    let plan = Command::new(env!("CARGO_BIN_EXE_foxc"))
+        .current_dir(&dir)
+        .args(["compile", "q.logic", "--devices", "3", "--emit", "kernels"])
+        .output()
+        .unwrap();
+    let k = text(&plan.stdout);
+    let averaging: Vec<&str> = k.lines().filter(|l| l.contains("avg(")).collect();
+    assert!(averaging.len() == 1 && averaging[0].contains(") -> float64]"), "{k}");
+}

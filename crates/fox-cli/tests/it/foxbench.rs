@@ -372,3 +372,206 @@ fn tpch_parts_add_up_to_the_median() {
         );
     }
 }
+
+/// `foxbench ARGS…` from the repository's root (the query folders are named from it).
+fn foxbench_at_root(args: &[&str]) -> Output {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    Command::new(env!("CARGO_BIN_EXE_foxbench"))
+        .args(args)
+        .current_dir(repo)
+        .output()
+        .unwrap()
+}
+
+/// `foxbench tpch --devices 2` on simulated CPU devices: each query runs on one device
+/// and on two, with both tables printed and a third giving both medians, the speed-up
+/// (the first over the second) and the same answers.
+#[test]
+fn tpch_on_one_device_and_on_two() {
+    let o = foxbench_at_root(&[
+        "tpch",
+        "--sf",
+        "0.001",
+        "--queries",
+        "1,6",
+        "--backend",
+        "cpu",
+        "--repeat",
+        "1",
+        "--devices",
+        "2",
+    ]);
+    let (out, e) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{out}{e}");
+    assert!(e.contains(", on 1 device and on 2"), "{e}");
+    assert!(
+        e.lines()
+            .any(|l| l.trim_start().starts_with("Q1 ") && l.contains(" ms median on 2 devices, ")),
+        "{e}"
+    );
+    let (one, rest) = out.split_once("on 2 devices:\n").unwrap_or_else(|| panic!("{out}"));
+    let medians = |table: &str| -> Vec<(String, f64)> {
+        table
+            .lines()
+            .filter(|l| l.trim_start().starts_with('Q'))
+            .map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                (w[0].to_string(), w[4].parse().unwrap())
+            })
+            .collect()
+    };
+    let (m1, m2) = (medians(one), medians(rest.split("\n\n").next().unwrap()));
+    assert_eq!(m1.len(), 2, "{out}");
+    assert_eq!(m2.len(), 2, "{out}");
+    let header = rest.lines().find(|l| l.contains("speed-up")).unwrap();
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        ["query", "1", "device", "ms", "2", "devices", "ms", "speed-up", "answers"]
+    );
+    let cmp: Vec<Vec<&str>> = rest
+        .lines()
+        .skip_while(|l| !l.contains("speed-up"))
+        .filter(|l| l.trim_start().starts_with('Q'))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(cmp.len(), 2, "{out}");
+    for (k, r) in cmp.iter().enumerate() {
+        assert_eq!(r[0], m1[k].0, "{out}");
+        let (t1, t2): (f64, f64) = (r[1].parse().unwrap(), r[2].parse().unwrap());
+        // The medians of the tables above, and their ratio.
+        assert!((t1 - m1[k].1).abs() < 0.006 && (t2 - m2[k].1).abs() < 0.006, "{out}");
+        let speedup: f64 = r[3].trim_end_matches('x').parse().unwrap();
+        assert!((speedup - t1 / t2).abs() <= 0.01 + 0.01 * speedup, "{r:?}");
+        assert_eq!(r[4], "same", "{out}");
+    }
+    // Q1 (with its averages) has four groups on both.
+    assert!(one
+        .lines()
+        .any(|l| l.trim_start().starts_with("Q1 ") && l.split_whitespace().nth(1) == Some("4")));
+    assert!(rest
+        .lines()
+        .any(|l| l.trim_start().starts_with("Q1 ") && l.split_whitespace().nth(1) == Some("4")));
+}
+
+/// Without --devices (or with `--devices all` on the CPU backend, which is one device)
+/// there is no second run; a count of 0 is a command-line error.
+#[test]
+fn tpch_on_one_device_has_no_comparison() {
+    for devices in [&[][..], &["--devices", "all"][..]] {
+        let mut args = vec![
+            "tpch",
+            "--sf",
+            "0.001",
+            "--queries",
+            "6",
+            "--backend",
+            "cpu",
+            "--repeat",
+            "1",
+        ];
+        args.extend(devices);
+        let o = foxbench_at_root(&args);
+        let out = text(&o.stdout);
+        assert_eq!(o.status.code(), Some(0), "{out}{}", text(&o.stderr));
+        assert!(!out.contains("devices") && !out.contains("speed-up"), "{out}");
+    }
+    let o = foxbench_at_root(&["tpch", "--sf", "0.001", "--backend", "cpu", "--devices", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("at least 1 device"), "{}", text(&o.stderr));
+}
+
+/// `foxbench clique --devices 3` on simulated CPU devices: the LFTJ on one device and on
+/// three count the same triangles, and the speed-up is the ratio of their medians.
+#[test]
+fn clique_on_one_device_and_on_three() {
+    let o = foxbench_at_root(&[
+        "clique",
+        "--graph",
+        "rmat:6",
+        "--backend",
+        "cpu",
+        "--repeat",
+        "1",
+        "--no-baselines",
+        "--devices",
+        "3",
+    ]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", text(&o.stderr));
+    let rows = clique_rows(&out);
+    assert_eq!(rows.len(), 2, "{out}");
+    assert!(!rows[0].contains("devices"), "{out}");
+    assert!(rows[1].contains("3 cpu devices (simulated)"), "{out}");
+    let field = |r: &str, back: usize| -> String {
+        let w: Vec<&str> = r.split_whitespace().collect();
+        w[w.len() - back].to_string()
+    };
+    // The count (before the median and six more columns) is the same.
+    assert_eq!(field(rows[0], 10), field(rows[1], 10), "{out}");
+    let (m1, m3): (f64, f64) = (field(rows[0], 9).parse().unwrap(), field(rows[1], 9).parse().unwrap());
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("speed-up of the LFTJ on 3 devices: "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(line.ends_with("counts the same"), "{line}");
+    let speedup: f64 = line["speed-up of the LFTJ on 3 devices: ".len()..]
+        .split('x')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        (speedup - m1 / m3).abs() <= 0.01 + 0.01 * speedup,
+        "{line} vs {m1} / {m3}"
+    );
+}
+
+/// `foxbench datalog --devices 2` on simulated CPU devices: transitive closure on one
+/// device and on two derives the same tuples (count and hash), with the speed-up.
+#[test]
+fn datalog_on_one_device_and_on_two() {
+    let o = foxbench_at_root(&[
+        "datalog",
+        "--program",
+        "tc",
+        "--graph",
+        "rmat:6",
+        "--backend",
+        "cpu",
+        "--devices",
+        "2",
+    ]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", text(&o.stderr));
+    let fox: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("Fox, ") && !l.contains(": "))
+        .collect();
+    assert_eq!(fox.len(), 2, "{out}");
+    assert!(fox[1].starts_with("Fox, 2 devices, cpu backend"), "{out}");
+    let answers: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("Fox, ") && l.contains(": path "))
+        .map(|l| l.split_once(": ").unwrap().1)
+        .collect();
+    assert_eq!(answers.len(), 2, "{out}");
+    assert_eq!(answers[0], answers[1], "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("speed-up of Fox on 2 devices: "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(line.ends_with("answers the same"), "{line}");
+}
+
+/// Every benchmark that runs plans documents --devices and the comparison it makes.
+#[test]
+fn devices_help_says_what_it_does() {
+    for cmd in ["tpch", "clique", "datalog"] {
+        let o = foxbench(&[cmd, "--help"]);
+        assert_eq!(o.status.code(), Some(0));
+        let h = text(&o.stdout);
+        assert!(h.contains("--devices <N|all>"), "{cmd}: {h}");
+        assert!(h.contains("speed-up"), "{cmd}: {h}");
+        assert!(h.contains("the run fails when"), "{cmd}: {h}");
+    }
+}

@@ -995,3 +995,51 @@ fn load_refuses_a_souffle_program_reading_records_from_files() {
     );
     assert!(out.contains("(no predicates)"), "nothing was added: {out}");
 }
+
+/// `fox repl --devices 3` on simulated CPU devices: every query (recursion, aggregates,
+/// a selection, a query over a predicate kept from an earlier one) answers as on one
+/// device, byte for byte, also after `.backend`, which keeps the count of devices;
+/// `.explain analyze` shows the exchanges and each device's peak.
+#[test]
+fn a_session_over_three_devices_answers_as_one_device() {
+    let dir = tmp("devices");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut s = 11u64;
+    let mut edges = std::collections::BTreeSet::new();
+    while edges.len() < 120 {
+        let a = crate::common::next(&mut s) % 40;
+        let b = crate::common::next(&mut s) % 40;
+        edges.insert((a, b));
+    }
+    let lines: String = edges.iter().map(|(a, b)| format!("{a},{b}\n")).collect();
+    std::fs::write(dir.join("edge.csv"), lines).unwrap();
+    let data = dir.to_str().unwrap();
+    let script = "edge(x, y) -> int32(x), int32(y).\n.input edge.\n\
+                  path(x, y) <- edge(x, y).\npath(x, z) <- path(x, y), edge(y, z).\n\
+                  deg[x] = n <- agg<<n = count()>> path(x, _).\n?- deg[x] = n.\n\
+                  ?- deg[x] = n, n > 30.\n\
+                  tot[] = s <- agg<<s = sum(y)>> edge(_, y).\n?- tot[] = s.\n\
+                  ?- edge(x, y), x < 5.\n.backend cpu\n?- edge(x, y), y < 4.\n";
+    let one = repl(&["--data", data], script);
+    assert!(one.contains(" rows") && one.contains("backend: cpu\n"), "{one}");
+    let three = repl(&["--data", data, "--devices", "3"], script);
+    assert!(three.contains("backend: 3 x cpu\n"), "{three}");
+    assert_eq!(one, three.replace("backend: 3 x cpu\n", "backend: cpu\n"));
+    let o = repl_run(
+        "cpu",
+        &["--data", data, "--devices", "3"],
+        format!("{script}.explain analyze ?- deg[x] = n.\n").as_bytes(),
+    );
+    assert_eq!(o.code, 0, "{}", o.err);
+    assert!(o.out.contains("\nexchanges: "), "{}", o.out);
+    assert!(o.out.contains("\ndevice 2: device peak "), "{}", o.out);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `fox repl --devices 0` is a command-line error.
+#[test]
+fn a_session_needs_a_device() {
+    let o = repl_run("cpu", &["--devices", "0"], b"");
+    assert_eq!(o.code, 2, "{}", o.err);
+    assert!(o.err.contains("at least 1 device"), "{}", o.err);
+}

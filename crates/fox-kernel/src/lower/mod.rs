@@ -713,6 +713,92 @@ impl<'a> Lower<'a> {
         r
     }
 
+    /// An aggregation with averages whose partial rows move as `mv` says
+    /// (`Node::partial`; the partitioning pass makes an average partial only of int32,
+    /// int64 or decimal values). Each device aggregates its rows with every `avg(e)` as
+    /// `sum(e)` of `e` as a decimal (exact in 128 bits, as one device sums) and one count
+    /// of the rows; the partial rows move and are aggregated again (sums and counts
+    /// summed); then each average is its sum over the count at the average's scale,
+    /// rounded half away from zero: `round(sum · 10^(so − si) / count)`, the value one
+    /// device's `ReduceByKey` gives ([`crate::finish_int_sum`]).
+    fn partial_averages(
+        &mut self,
+        input: fox_ra::TempId,
+        group: &[usize],
+        aggs: &[fox_ra::AggCall],
+        mv: &fox_phys::Redistribute,
+        columns: Vec<Column>,
+    ) -> R<Val> {
+        let g = group.len();
+        let mut first = Vec::with_capacity(aggs.len() + 1);
+        let mut first_cols: Vec<Column> = columns[..g].to_vec();
+        for (i, a) in aggs.iter().enumerate() {
+            let name = columns.get(g + i).map_or_else(|| format!("agg{i}"), |c| c.name.clone());
+            match (a.func, &a.arg) {
+                (AggFunc::Avg, Some(e)) => {
+                    let (arg, si) = match e.ty {
+                        Type::Int32 | Type::Int64 => (
+                            Expr {
+                                kind: ExprKind::Cast(Box::new(e.clone())),
+                                ty: Type::Decimal(0),
+                            },
+                            0,
+                        ),
+                        Type::Decimal(s) => (e.clone(), s),
+                        t => {
+                            return Err(LowerError::Invalid(format!(
+                                "{}: an average of {t} was made partial, which only averages of int32, int64 \
+                                 and decimal values are",
+                                self.prefix
+                            )))
+                        }
+                    };
+                    first.push(fox_ra::AggCall {
+                        func: AggFunc::Sum,
+                        arg: Some(arg),
+                        ty: Type::WideDecimal(si),
+                    });
+                    first_cols.push(Column {
+                        name: format!("{name}.sum"),
+                        ty: Type::WideDecimal(si),
+                    });
+                }
+                _ => {
+                    first.push(a.clone());
+                    first_cols.push(Column { name, ty: a.ty });
+                }
+            }
+        }
+        first.push(fox_ra::AggCall {
+            func: AggFunc::Count,
+            arg: None,
+            ty: Type::Int64,
+        });
+        first_cols.push(Column {
+            name: "avg.count".into(),
+            ty: Type::Int64,
+        });
+        let v = self.aggregate(input, group, &first, first_cols.clone())?;
+        let v = self.combine_partials(v, mv, g, &first, first_cols.clone())?;
+        let count = Expr::col(g + aggs.len(), Type::Int64);
+        let mut cols = Vec::with_capacity(columns.len());
+        for (k, c) in columns.iter().enumerate() {
+            let e = match aggs.get(k.wrapping_sub(g)).filter(|_| k >= g) {
+                Some(a) if a.func == AggFunc::Avg => Expr {
+                    kind: ExprKind::Arith(
+                        fox_sema::core::ArithOp::Div,
+                        Box::new(Expr::col(k, first_cols[k].ty)),
+                        Box::new(count.clone()),
+                    ),
+                    ty: a.ty,
+                },
+                _ => Expr::col(k, first_cols[k].ty),
+            };
+            cols.push(self.expr_col(&v, &e, &c.name)?);
+        }
+        Ok(Val::unordered(cols, columns))
+    }
+
     /// `op` reading, for each input `moves` names, a temp holding the rows the device
     /// receives (one exchange per temp and move, however many inputs read it so).
     fn receive_inputs(&mut self, op: &Op, moves: &[(usize, fox_phys::Redistribute)]) -> R<Op> {
@@ -1037,6 +1123,10 @@ impl<'a> Lower<'a> {
                 }
             }
             Op::Aggregate { input, group, aggs } => {
+                let partial = self.dst.and_then(|d| self.phys.node(d).partial.clone());
+                if let Some(mv) = partial.filter(|_| aggs.iter().any(|a| a.func == AggFunc::Avg)) {
+                    return self.partial_averages(*input, group, aggs, &mv, columns);
+                }
                 let v = self.aggregate(*input, group, aggs, columns.clone())?;
                 let v = if self.ends_join_round() {
                     self.close_join_round(v, group, aggs, columns.clone())?

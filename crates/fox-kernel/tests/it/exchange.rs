@@ -54,3 +54,58 @@ fn the_row_hash_is_pinned_and_spreads_rows_evenly() {
     assert_eq!(device_of(u64::MAX, 4), 3);
     assert_eq!(device_of(0, 4), 0);
 }
+
+/// The kernel plan of `src` planned for `devices` devices, printed.
+fn printed_on(src: &str, devices: usize) -> String {
+    let (ast, diags) = fox_syntax::parse(src);
+    assert!(diags.iter().all(|d| !d.is_error()));
+    let (core, _) = fox_sema::check(&ast);
+    let ra = fox_ra::plan(&core.unwrap()).unwrap();
+    let opts = fox_phys::Options {
+        devices,
+        ..fox_phys::Options::default()
+    };
+    let phys = fox_phys::run(ra, &fox_phys::Statistics::none(), &opts).unwrap();
+    let plan = fox_kernel::lower_physical_with(&phys, &fox_kernel::LowerOptions::default()).unwrap();
+    fox_kernel::validate(&plan).unwrap();
+    fox_kernel::print_kernels(&plan)
+}
+
+/// An average of integers or decimals over several devices: each device sums its values
+/// as 128-bit decimals and counts its rows, only those partial rows move (hashed on the
+/// group), they are summed again, and the average is the sum over the count; no kernel
+/// averages. An average of floats is not split: its input moves, and one kernel averages.
+#[test]
+fn an_average_moves_partial_sums_and_counts() {
+    let src = |ty: &str| {
+        format!("e(x, y) -> int32(x), {ty}(y).\n.input e.\na[x] = v <- agg<<v = avg(y)>> e(x, y).\n.output a.\n")
+    };
+    for (ty, sum) in [
+        ("int32", "sum(decimal(0)) -> decimal38(0)"),
+        ("int64", "sum(decimal(0)) -> decimal38(0)"),
+        ("decimal", "sum(decimal(2)) -> decimal38(2)"),
+    ] {
+        let k = printed_on(&src(ty), 2);
+        assert!(!k.contains("avg("), "{ty}:\n{k}");
+        let reduce = k
+            .lines()
+            .position(|l| l.contains(sum) && l.contains("count() -> int64"));
+        let moved = k
+            .lines()
+            .position(|l| l.contains("= exchange[hash #0]") && l.contains(".sum") && l.contains("avg.count"));
+        let again = k
+            .lines()
+            .position(|l| l.contains("reduce_by_key[1 key; sum(decimal38(") && l.contains("sum(int64) -> int64"));
+        let divided = k
+            .lines()
+            .position(|l| l.contains("= eval[") && l.contains(".sum") && l.contains(" / "));
+        match (reduce, moved, again, divided) {
+            (Some(a), Some(b), Some(c), Some(d)) => assert!(a < b && b < c && c < d, "{ty}:\n{k}"),
+            _ => panic!("{ty}:\n{k}"),
+        }
+        // On one device the average is one kernel's.
+        assert!(printed_on(&src(ty), 1).contains("avg("), "{ty}");
+    }
+    let k = printed_on(&src("float64"), 2);
+    assert!(k.contains("avg(") && !k.contains("avg.count"), "{k}");
+}

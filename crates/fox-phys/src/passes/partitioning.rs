@@ -557,12 +557,19 @@ fn block(plan: &PhysPlan, b: &Block, n: usize) -> Decided {
                     }
                     Op::Aggregate { input, group, aggs } => {
                         let p = get(&part, input);
-                        // Aggregated on each device first when the aggregates combine.
+                        // Aggregated on each device first when the aggregates combine
+                        // exactly: an average of int32, int64 or decimal values as an
+                        // exact sum and a count (divided after they are combined, as one
+                        // device divides); float sums and averages depend on the order
+                        // of the additions, so they are not split.
                         let combines = aggs.iter().all(|a| match a.func {
                             AggFunc::Count => true,
                             AggFunc::Sum => a.ty != Type::Float64,
                             AggFunc::Min | AggFunc::Max => a.ty != Type::String,
-                            AggFunc::Avg => false,
+                            AggFunc::Avg => matches!(
+                                a.arg.as_ref().map(|e| e.ty),
+                                Some(Type::Int32 | Type::Int64 | Type::Decimal(_))
+                            ),
                         });
                         let mut redistribute = |m: Redistribute| {
                             if combines {

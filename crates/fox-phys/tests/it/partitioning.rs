@@ -82,16 +82,25 @@ fn aggregations_combine_partial_rows_or_move_their_input_by_group() {
             parts: 3
         }
     );
-    // An average does not combine: its input moves.
-    let src = "e(x, y) -> int32(x), int32(y).\n.input e.\na[x] = v <- agg<<v = avg(y)>> e(x, y).\n.output a.\n";
-    let p = on_devices(src, 2);
-    let avg = first(&p, |op| matches!(op, Op::Aggregate { .. }));
-    assert_eq!(avg.partial, None);
-    assert!(
-        matches!(&avg.moves[..], [(0, Redistribute::Hash { .. })]),
-        "{:?}",
-        avg.moves
-    );
+    // An average of integers or decimals combines (as an exact sum and a count); one of
+    // floats does not (its sum depends on the order of the additions): its input moves.
+    for (ty, partial) in [("int32", true), ("int64", true), ("decimal", true), ("float64", false)] {
+        let src =
+            format!("e(x, y) -> int32(x), {ty}(y).\n.input e.\na[x] = v <- agg<<v = avg(y)>> e(x, y).\n.output a.\n");
+        let p = on_devices(&src, 2);
+        let avg = first(&p, |op| matches!(op, Op::Aggregate { .. }));
+        if partial {
+            assert_eq!(avg.partial, Some(Redistribute::Hash { cols: vec![0] }), "{ty}");
+            assert!(avg.moves.is_empty(), "{ty}: {:?}", avg.moves);
+        } else {
+            assert_eq!(avg.partial, None, "{ty}");
+            assert!(
+                matches!(&avg.moves[..], [(0, Redistribute::Hash { .. })]),
+                "{ty}: {:?}",
+                avg.moves
+            );
+        }
+    }
 }
 
 #[test]

@@ -81,6 +81,13 @@ pub struct DatalogArgs {
     /// checking against a published count.
     #[arg(long, value_name = "N")]
     expect_tuples: Option<u64>,
+    /// Also run Fox over N devices (SPMD, as `foxrun --devices`: planned for N devices,
+    /// each device reading a slice of every input), in the row after Fox on one device,
+    /// and print the speed-up (the 1-device total over the N-device one); the run fails
+    /// when the answers differ. On the GPU backend N GPUs from the first (`all`: every
+    /// visible GPU), on the CPU backend N simulated devices (`all`: 1).
+    #[arg(long, value_name = "N|all", default_value = "1", value_parser = fox_cli::parse_devices)]
+    devices: fox_cli::Devices,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -146,6 +153,8 @@ impl Measured {
 /// One system's row: its name, and its measurements or why it has none.
 struct Row {
     system: String,
+    /// The devices Fox ran over (1, or `--devices`; Soufflé: 1).
+    devices: usize,
     result: Result<Measured, String>,
     /// The result is not an answer (a time-out), so it is not compared.
     skipped: bool,
@@ -323,24 +332,39 @@ fn fox_answer(outputs: &[fox_runtime::OutputTable]) -> Result<Vec<RelAnswer>, St
     Ok(answer)
 }
 
-/// Opens the backend `choice` names: (backend, on the GPU).
-fn open(choice: fox_cli::BackendChoice) -> anyhow::Result<(Box<dyn Backend>, bool)> {
-    let (backend, line) = fox_cli::open_backend(choice)
-        .map_err(|e| anyhow::anyhow!("no usable GPU for --backend gpu: {e}; use --backend cpu to run on the CPU"))?;
+/// Opens the backends `choice` names for `devices` ([`fox_cli::open_backends`]):
+/// (backends, on the GPU).
+fn open(
+    choice: fox_cli::BackendChoice,
+    devices: fox_cli::Devices,
+) -> anyhow::Result<(Vec<Box<dyn Backend + Send>>, bool)> {
+    let (backends, line) = fox_cli::open_backends(choice, devices).map_err(|e| {
+        if e.starts_with("no usable GPU") {
+            anyhow::anyhow!("{e}; use --backend cpu to run on the CPU")
+        } else {
+            anyhow::anyhow!("{e}")
+        }
+    })?;
     if let Some(line) = line {
         eprintln!("foxbench: {line}");
     }
     let gpu = match choice {
         fox_cli::BackendChoice::Gpu => true,
         fox_cli::BackendChoice::Cpu => false,
-        fox_cli::BackendChoice::Auto => backend.name() != fox_cpu::CpuBackend::new().name(),
+        fox_cli::BackendChoice::Auto => backends[0].name() != fox_cpu::CpuBackend::new().name(),
     };
-    Ok((backend, gpu))
+    Ok((backends, gpu))
 }
 
 /// One Fox run as `foxrun --timing` makes it: the inputs loaded from `dir`, the plan made
-/// with their statistics, the run timed per phase.
-fn fox_once(program: &fox_cli::Compiled, dir: &Path, backend: &mut dyn Backend) -> Result<Measured, String> {
+/// with their statistics (for as many devices as `program` is planned for, which must be
+/// those of `backends`), the run timed per phase; over several devices SPMD
+/// ([`fox_runtime::run_devices`]).
+fn fox_once(
+    program: &fox_cli::Compiled,
+    dir: &Path,
+    backends: &mut [Box<dyn Backend + Send>],
+) -> Result<Measured, String> {
     let wanted = program.inputs().map_err(|e| format!("{e:#}"))?;
     let started = Instant::now();
     let inputs = LoadedInputs::load(dir, &wanted, None, None).map_err(|e| e.to_string())?;
@@ -354,8 +378,14 @@ fn fox_once(program: &fox_cli::Compiled, dir: &Path, backend: &mut dyn Backend) 
         observer: Some(iterations.clone()),
         ..Default::default()
     };
-    backend.reset_peak();
-    let r = fox_runtime::run_loaded(&plan, backend, &opts, inputs).map_err(|e| e.to_string())?;
+    backends.iter_mut().for_each(|b| b.reset_peak());
+    let r = fox_runtime::run_devices(
+        &plan,
+        backends.iter_mut().map(|b| b.as_mut()).collect(),
+        &opts,
+        Some(inputs),
+    )
+    .map_err(|e| e.to_string())?;
     let total = ms(started.elapsed());
     let s = &r.stats;
     Ok(Measured {
@@ -373,12 +403,12 @@ fn fox_once(program: &fox_cli::Compiled, dir: &Path, backend: &mut dyn Backend) 
 fn fox_runs(
     program: &fox_cli::Compiled,
     dir: &Path,
-    backend: &mut dyn Backend,
+    backends: &mut [Box<dyn Backend + Send>],
     repeat: u32,
 ) -> Result<Measured, String> {
     let mut runs = Vec::new();
     for _ in 0..repeat {
-        let m = fox_once(program, dir, backend)?;
+        let m = fox_once(program, dir, backends)?;
         if let Some(first) = runs.first() {
             let first: &Measured = first;
             if first.answer != m.answer {
@@ -512,7 +542,7 @@ pub fn datalog(a: &DatalogArgs) -> anyhow::Result<()> {
             logic.display()
         );
     }
-    let program = fox_cli::compile_program_as(
+    let mut program = fox_cli::compile_program_as(
         std::slice::from_ref(&logic),
         fox_syntax::sources::Dialect::ByName,
         false,
@@ -530,7 +560,8 @@ pub fn datalog(a: &DatalogArgs) -> anyhow::Result<()> {
         );
     }
     // The backend first: `auto` says which it took before the inputs are made.
-    let (main, gpu) = open(a.backend)?;
+    let (mut held, gpu) = open(a.backend, a.devices)?;
+    let devices = held.len();
     let mut scratch_dir = None;
     let dir = match (&a.data, &a.keep_inputs, &a.graph) {
         (Some(d), _, _) => {
@@ -563,25 +594,38 @@ pub fn datalog(a: &DatalogArgs) -> anyhow::Result<()> {
     };
     let threads = fox_cpu::lftj::threads();
     let mut rows = Vec::new();
-    let mut main = Some(main);
-    let mut systems = vec![gpu];
-    if gpu {
-        systems.push(false);
+    // (on the GPU, devices): Fox on one device, on --devices, and on the CPU beside a GPU.
+    let mut systems = vec![(gpu, 1)];
+    if devices > 1 {
+        systems.push((gpu, devices));
     }
-    for on_gpu in systems {
-        let mut backend = match main.take() {
-            Some(b) => b,
-            None => open(fox_cli::BackendChoice::Cpu)?.0,
-        };
-        let system = if on_gpu {
-            format!("Fox, {}", backend.name())
+    if gpu {
+        systems.push((false, 1));
+    }
+    for (k, (on_gpu, n)) in systems.into_iter().enumerate() {
+        // Fox on one device and on --devices run on the devices opened first; the CPU
+        // beside a GPU on a backend of its own.
+        let mut own: Vec<Box<dyn Backend + Send>>;
+        let backends: &mut [Box<dyn Backend + Send>] = if n > 1 {
+            &mut held[..]
+        } else if k == 0 {
+            &mut held[..1]
         } else {
-            format!("Fox, cpu backend, {threads} threads")
+            own = open(fox_cli::BackendChoice::Cpu, fox_cli::Devices::Count(1))?.0;
+            &mut own[..]
+        };
+        let system = match (on_gpu, n) {
+            (true, 1) => format!("Fox, {}", backends[0].name()),
+            (false, 1) => format!("Fox, cpu backend, {threads} threads"),
+            (true, n) => format!("Fox, {n} devices, {}", backends[0].name()),
+            (false, n) => format!("Fox, {n} devices, cpu backend"),
         };
         eprintln!("foxbench: running {name} with {system}");
+        program.devices = n;
         rows.push(Row {
             system,
-            result: fox_runs(&program, &dir, backend.as_mut(), a.repeat),
+            devices: n,
+            result: fox_runs(&program, &dir, backends, a.repeat),
             skipped: false,
         });
     }
@@ -598,6 +642,7 @@ pub fn datalog(a: &DatalogArgs) -> anyhow::Result<()> {
         };
         rows.push(Row {
             system,
+            devices: 1,
             result,
             skipped,
         });
@@ -654,6 +699,22 @@ fn format_rows(program: &str, rows: &[Row]) -> String {
          backend's memory high-water mark (Soufflé: its peak resident memory); iterations: the times the \
          recursive loops' bodies ran, summed over the strata"
     );
+    // Fox on one device (the first row) against Fox on --devices.
+    if let (Some(Ok(one)), Some((Ok(many), n))) = (
+        rows.first().map(|r| &r.result),
+        rows.iter().find(|r| r.devices > 1).map(|r| (&r.result, r.devices)),
+    ) {
+        let _ = writeln!(
+            text,
+            "speed-up of Fox on {n} devices: {:.2}x (the total on 1 device over the total on {n}); answers {}",
+            one.total / many.total,
+            if one.answer == many.answer {
+                "the same"
+            } else {
+                "DIFFER"
+            }
+        );
+    }
     for r in rows {
         if let Ok(m) = &r.result {
             let rels: Vec<String> = m
@@ -680,6 +741,16 @@ fn check(rows: &[Row], expect: Option<u64>) -> anyhow::Result<()> {
         .iter()
         .filter_map(|r| r.result.as_ref().ok().map(|m| (r.system.as_str(), m)))
         .collect();
+    if let (Some(Ok(one)), Some((Ok(many), n))) = (
+        rows.first().map(|r| &r.result),
+        rows.iter().find(|r| r.devices > 1).map(|r| (&r.result, r.devices)),
+    ) {
+        if one.answer != many.answer {
+            failed.push(format!(
+                "the answers on 1 device and on {n} devices differ (see the relations above)"
+            ));
+        }
+    }
     if let Some((first, m0)) = answers.first() {
         for (system, m) in &answers[1..] {
             if m.answer != m0.answer {
@@ -700,5 +771,50 @@ fn check(rows: &[Row], expect: Option<u64>) -> anyhow::Result<()> {
         Ok(())
     } else {
         anyhow::bail!("{}", failed.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fox(system: &str, devices: usize, hash: u64, total: f64) -> Row {
+        Row {
+            system: system.into(),
+            devices,
+            result: Ok(Measured {
+                answer: vec![RelAnswer {
+                    name: "path".into(),
+                    tuples: 3,
+                    hash,
+                }],
+                load: Some(1.0),
+                compute: Some(1.0),
+                output: Some(1.0),
+                total,
+                iterations: Some(2),
+                peak: Some(1000),
+            }),
+            skipped: false,
+        }
+    }
+
+    /// Fox on one device against Fox on N: the same answer passes with the speed-up
+    /// printed; a different one (same count, other tuples) fails naming the devices.
+    #[test]
+    fn answers_on_one_device_and_on_several_are_compared() {
+        let same = [fox("Fox, cpu", 1, 7, 40.0), fox("Fox, 2 devices, cpu", 2, 7, 20.0)];
+        assert!(check(&same, Some(3)).is_ok());
+        let text = format_rows("tc", &same);
+        assert!(
+            text.contains(
+                "speed-up of Fox on 2 devices: 2.00x (the total on 1 device over the total on 2); answers the same"
+            ),
+            "{text}"
+        );
+        let differ = [fox("Fox, cpu", 1, 7, 40.0), fox("Fox, 2 devices, cpu", 2, 8, 20.0)];
+        let e = check(&differ, None).unwrap_err().to_string();
+        assert!(e.contains("the answers on 1 device and on 2 devices differ"), "{e}");
+        assert!(format_rows("tc", &differ).contains("answers DIFFER"));
     }
 }
