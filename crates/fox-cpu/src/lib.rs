@@ -285,7 +285,7 @@ impl Backend for CpuBackend {
         send: &[Vec<&DevBuf>],
         recv_rows: &[usize],
         elems: &[fox_kernel::Elem],
-        ready: &mut dyn FnMut(Result<(), String>) -> Result<(), String>,
+        meet: &mut fox_runtime::Meet<'_>,
     ) -> Result<Vec<DevBuf>, BackendError> {
         let Some((link, rank)) = self.link.clone() else {
             return Err(BackendError("cpu backend: no link to other devices".to_string()));
@@ -300,7 +300,7 @@ impl Backend for CpuBackend {
         let row_bytes: u128 = elems.iter().map(|e| e.size() as u128).sum();
         let total: usize = recv_rows.iter().sum();
         let room = self.admit(row_bytes * total as u128, "the rows an exchange receives");
-        // Each part is deposited before the devices meet, so after `ready` every part this
+        // Each part is deposited before the devices meet, so after the meeting every part this
         // device takes is in its box.
         let mut deposited = Vec::new();
         if room.is_ok() {
@@ -319,8 +319,8 @@ impl Backend for CpuBackend {
                 deposited.push(p);
             }
         }
-        let met = ready(room.clone().map_err(|e| e.0));
-        if let Err(e) = room.and(met.map_err(BackendError)) {
+        let met = meet(room.clone().map(|()| Vec::new()).map_err(|e| e.0));
+        if let Err(e) = room.and(met.map(|_| ()).map_err(BackendError)) {
             for p in deposited {
                 link.boxes[rank][p].lock().unwrap_or_else(|e| e.into_inner()).pop_back();
             }

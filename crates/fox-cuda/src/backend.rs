@@ -151,12 +151,12 @@ impl Backend for CudaBackend {
         send: &[Vec<&DevBuf>],
         recv_rows: &[usize],
         elems: &[fox_kernel::Elem],
-        ready: &mut dyn FnMut(Result<(), String>) -> Result<(), String>,
+        meet: &mut fox_runtime::Meet<'_>,
     ) -> Result<Vec<DevBuf>, BackendError> {
         let Some(peer) = &self.peer else {
             return Err(BackendError(format!("{} has no link to other devices", self.name())));
         };
-        self.gpu.peer_exchange(peer, send, recv_rows, elems, ready)
+        self.gpu.peer_exchange(peer, send, recv_rows, elems, meet)
     }
 
     fn name(&self) -> String {

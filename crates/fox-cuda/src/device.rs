@@ -173,9 +173,11 @@ fn compile_and_load(
     let t0 = std::time::Instant::now();
     let image = compiler.image(what, source)?;
     let t1 = std::time::Instant::now();
-    let m = ctx
-        .load_module(image.to_loadable())
-        .map_err(|e| drv(&format!("cannot load the module of {what}"), e))?;
+    let m = {
+        let _lock = crate::nccl::driver_lock();
+        ctx.load_module(image.to_loadable())
+    }
+    .map_err(|e| drv(&format!("cannot load the module of {what}"), e))?;
     if compile_log() {
         let kind = match image {
             crate::compile::Image::Cubin(_) => "cubin",
@@ -308,67 +310,53 @@ impl Gpu {
     }
 
     /// One exchange over the NCCL link `peer` (the contract of
-    /// `Backend::peer_exchange`): the outputs allocated, `ready` told, then this device's
-    /// own part copied on the device and the others sent and received in one NCCL group
-    /// on the stream (one send and one receive per column and peer with rows).
+    /// `Backend::peer_exchange`): the outputs allocated and this device's own part copied
+    /// on the device; at the first meeting every device brings its stream and transfers;
+    /// device 0 launches all of them as one NCCL group ([`crate::nccl::Rank::launch_all`])
+    /// and tells the outcome at the second meeting, after which each device's later work
+    /// follows the transfers on its stream.
     pub fn peer_exchange(
         &mut self,
         peer: &crate::nccl::Rank,
         send: &[Vec<&DevBuf>],
         recv_rows: &[usize],
         elems: &[Elem],
-        ready: &mut dyn FnMut(Result<(), String>) -> Result<(), String>,
+        meet: &mut fox_runtime::Meet<'_>,
     ) -> Result<Vec<DevBuf>, BackendError> {
         let (rank, n) = (peer.rank(), peer.size());
-        if send.len() != n || recv_rows.len() != n {
-            let e = format!("an exchange over {} devices on a link of {n}", send.len());
-            let _ = ready(Err(e.clone()));
-            return Err(BackendError(e));
-        }
-        let total: usize = recv_rows.iter().sum();
         let mut outs: Vec<DevBuf> = Vec::with_capacity(elems.len());
-        let mut alloc = Ok(());
-        for &e in elems {
-            match self.alloc(e, total) {
-                Ok(b) => outs.push(b),
-                Err(err) => {
-                    alloc = Err(err);
-                    break;
-                }
+        let prepared = (|| {
+            if send.len() != n || recv_rows.len() != n {
+                return Err(BackendError(format!(
+                    "an exchange over {} devices on a link of {n}",
+                    send.len()
+                )));
             }
-        }
-        let told = ready(alloc.clone().map_err(|e| e.0));
-        if let Err(e) = alloc.and(told.map_err(BackendError)) {
-            for b in outs {
-                self.free(b);
+            let total: usize = recv_rows.iter().sum();
+            for &e in elems {
+                outs.push(self.alloc(e, total)?);
             }
-            return Err(e);
-        }
-        let res = (|| {
             self.ctx
                 .bind_to_thread()
                 .map_err(|e| drv("cannot bind the CUDA context", e))?;
+            let mut plan = crate::nccl::Plan {
+                stream: self.stream.cu_stream() as u64,
+                sends: Vec::new(),
+                recvs: Vec::new(),
+            };
             let mut at = 0usize;
-            let mut sends = Vec::new();
-            let mut recvs = Vec::new();
             for (q, &rows) in recv_rows.iter().enumerate() {
                 if q == rank {
                     for (c, out) in outs.iter().enumerate() {
-                        let src = send[q].get(c).ok_or_else(|| {
-                            BackendError(format!("the part for this device has {} columns", send[q].len()))
+                        let src = send[q].get(c).filter(|s| s.len == rows).ok_or_else(|| {
+                            BackendError(format!("this device's own part does not have the {rows} rows counted"))
                         })?;
-                        if src.len != rows {
-                            return Err(BackendError(format!(
-                                "this device's part has {} rows, {rows} counted",
-                                src.len
-                            )));
-                        }
                         self.copy(out, at, src, 0, rows)?;
                     }
                 } else if rows > 0 {
                     for out in &outs {
                         let size = out.elem.size();
-                        recvs.push(crate::nccl::Move {
+                        plan.recvs.push(crate::nccl::Move {
                             peer: q,
                             ptr: self.ptr(out)? + (at * size) as u64,
                             bytes: rows * size,
@@ -383,7 +371,7 @@ impl Gpu {
                 }
                 for c in cols {
                     if c.len > 0 {
-                        sends.push(crate::nccl::Move {
+                        plan.sends.push(crate::nccl::Move {
                             peer: p,
                             ptr: self.ptr(c)?,
                             bytes: c.bytes(),
@@ -391,8 +379,22 @@ impl Gpu {
                     }
                 }
             }
-            peer.exchange(&sends, &recvs, self.stream.cu_stream() as *mut std::ffi::c_void)
-                .map_err(BackendError)
+            Ok(plan)
+        })();
+        let res = (|| {
+            let plans = meet(prepared.map(|p| p.encode()).map_err(|e| e.0)).map_err(BackendError)?;
+            let launched = if rank == 0 {
+                plans
+                    .iter()
+                    .map(|w| crate::nccl::Plan::decode(w))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| "a device's transfers could not be read".to_string())
+                    .and_then(|plans| peer.launch_all(&plans))
+            } else {
+                Ok(())
+            };
+            meet(launched.map(|()| Vec::new())).map_err(BackendError)?;
+            Ok(())
         })();
         match res {
             Ok(()) => Ok(outs),
@@ -711,7 +713,10 @@ impl Gpu {
             let done = [ev()?, ev()?];
             // SAFETY: the memory is uninitialised; it is only read after being written.
             // Flags 0 (not write-combined): the host reads it back after downloads.
-            let mem = unsafe { self.ctx.alloc_pinned_with_flags::<u8>(want, 0) }?;
+            let mem = {
+                let _lock = crate::nccl::driver_lock();
+                unsafe { self.ctx.alloc_pinned_with_flags::<u8>(want, 0) }?
+            };
             Ok(Staging {
                 mem,
                 half: want / 2,

@@ -209,11 +209,67 @@ pub(crate) fn link(ordinals: &[usize]) -> Result<Vec<Rank>, String> {
         .collect())
 }
 
+/// Held around every CUDA call that can wait for a device to go idle while blocking
+/// other threads' calls into the driver (loading a module, allocating page-locked host
+/// memory) and around the launch of an exchange's NCCL kernels. NCCL's kernels on the
+/// devices of one exchange wait for each other: such a call made between the launches
+/// of two devices' kernels would wait for the first kernel, which waits for the second,
+/// which cannot be launched (NCCL's "concurrency between NCCL and CUDA calls"). All
+/// devices' kernels of an exchange are launched together, by one thread, under this
+/// lock.
+pub(crate) fn driver_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A transfer of one grouped exchange: `bytes` at device address `ptr`, to or from `peer`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Move {
     pub peer: usize,
     pub ptr: u64,
     pub bytes: usize,
+}
+
+/// One device's part of an exchange: its stream and the transfers it takes part in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    pub stream: u64,
+    pub sends: Vec<Move>,
+    pub recvs: Vec<Move>,
+}
+
+impl Plan {
+    /// As words, for the devices' meeting.
+    pub(crate) fn encode(&self) -> Vec<u64> {
+        let mut w = vec![self.stream, self.sends.len() as u64, self.recvs.len() as u64];
+        for m in self.sends.iter().chain(&self.recvs) {
+            w.extend([m.peer as u64, m.ptr, m.bytes as u64]);
+        }
+        w
+    }
+
+    pub(crate) fn decode(w: &[u64]) -> Option<Plan> {
+        let (&stream, rest) = w.split_first()?;
+        let (&ns, rest) = rest.split_first()?;
+        let (&nr, rest) = rest.split_first()?;
+        let (ns, nr) = (usize::try_from(ns).ok()?, usize::try_from(nr).ok()?);
+        if rest.len() != 3 * (ns.checked_add(nr)?) {
+            return None;
+        }
+        let moves: Vec<Move> = rest
+            .chunks(3)
+            .map(|c| Move {
+                peer: c[0] as usize,
+                ptr: c[1],
+                bytes: c[2] as usize,
+            })
+            .collect();
+        Some(Plan {
+            stream,
+            sends: moves[..ns].to_vec(),
+            recvs: moves[ns..].to_vec(),
+        })
+    }
 }
 
 impl Rank {
@@ -225,41 +281,49 @@ impl Rank {
         self.clique.comms.len()
     }
 
-    /// Enqueues the sends and receives of one exchange on `stream` as one NCCL group.
-    /// Every device of the link must enqueue its own group for the same exchange (the
-    /// sends of each pair in the same order as the receives of the other).
-    pub(crate) fn exchange(&self, sends: &[Move], recvs: &[Move], stream: *mut c_void) -> Result<(), String> {
+    /// Launches every device's transfers of one exchange (`plans[d]`, on device `d`'s
+    /// stream) as one NCCL group, from this thread, under [`driver_lock`]. The sends
+    /// from `a` to `b` are matched in order with the receives of `b` from `a`.
+    pub(crate) fn launch_all(&self, plans: &[Plan]) -> Result<(), String> {
         let api = self.clique.api;
-        let comm = self.clique.comms[self.rank];
+        if plans.len() != self.clique.comms.len() {
+            return Err(format!("{} plans for {} devices", plans.len(), self.clique.comms.len()));
+        }
+        let _lock = driver_lock();
         // SAFETY: the pointers address device buffers of at least `bytes` bytes that stay
-        // allocated until the stream passes the group (frees are ordered on this stream).
+        // allocated until their streams pass the group (frees are ordered on the streams),
+        // and each stream belongs to its communicator's device.
         unsafe {
             check(api, (api.group_start)(), "ncclGroupStart")?;
             let mut res = Ok(());
-            for s in sends {
-                res = res.and_then(|()| {
-                    check(
-                        api,
-                        (api.send)(
-                            s.ptr as *const c_void,
-                            s.bytes,
-                            NCCL_UINT8,
-                            s.peer as c_int,
-                            comm,
-                            stream,
-                        ),
-                        "ncclSend",
-                    )
-                });
-            }
-            for r in recvs {
-                res = res.and_then(|()| {
-                    check(
-                        api,
-                        (api.recv)(r.ptr as *mut c_void, r.bytes, NCCL_UINT8, r.peer as c_int, comm, stream),
-                        "ncclRecv",
-                    )
-                });
+            for (d, plan) in plans.iter().enumerate() {
+                let comm = self.clique.comms[d];
+                let stream = plan.stream as *mut c_void;
+                for s in &plan.sends {
+                    res = res.and_then(|()| {
+                        check(
+                            api,
+                            (api.send)(
+                                s.ptr as *const c_void,
+                                s.bytes,
+                                NCCL_UINT8,
+                                s.peer as c_int,
+                                comm,
+                                stream,
+                            ),
+                            "ncclSend",
+                        )
+                    });
+                }
+                for r in &plan.recvs {
+                    res = res.and_then(|()| {
+                        check(
+                            api,
+                            (api.recv)(r.ptr as *mut c_void, r.bytes, NCCL_UINT8, r.peer as c_int, comm, stream),
+                            "ncclRecv",
+                        )
+                    });
+                }
             }
             let end = check(api, (api.group_end)(), "ncclGroupEnd");
             if res.is_err() || end.is_err() {

@@ -196,6 +196,11 @@ pub fn failing_row(msg: &str) -> Option<usize> {
     inner[at + " (row ".len()..].parse().ok()
 }
 
+/// A meeting of the devices of a run at an exchange ([`Backend::peer_exchange`]): this
+/// device's message or failure in, every device's message out (in device order), or the
+/// first failure.
+pub type Meet<'a> = dyn FnMut(Result<Vec<u64>, String>) -> Result<Vec<Vec<u64>>, String> + 'a;
+
 /// A device that runs the kernels of the kernel IR. `LoadInput`, `Const`, `DictTable` and
 /// `StrFn` are run by the runtime on the host (it owns data files and the dictionary) and
 /// never reach a backend; every other kernel does, with the contract documented on
@@ -304,17 +309,19 @@ pub trait Backend {
     /// same instruction: `send[p]` are the columns (element types `elems`, equal lengths;
     /// an empty list for no rows) this device sends to device `p` (its own part
     /// included), `recv_rows[q]` the rows device `q` sends it. Returns the received
-    /// columns, each the parts of devices `0, 1, …` concatenated. `ready` is called once
-    /// the outputs are allocated (or could not be) with that outcome, and must return
-    /// `Err` when any device's allocation failed: then no device moves a row (a device
-    /// never waits for a peer that will not come). Only a backend whose
-    /// [`Backend::has_peer_link`] holds implements it.
+    /// columns, each the parts of devices `0, 1, …` concatenated. `meet` gathers one
+    /// message from every device of the run (its failure included) and returns all of
+    /// them in device order, or `Err` when any device failed; every device's backend
+    /// calls it the same number of times, the first once its outputs are allocated (or
+    /// could not be), so that no device moves a row when any allocation failed (a
+    /// device never waits in a transfer for a peer that will not come). Only a backend
+    /// whose [`Backend::has_peer_link`] holds implements it.
     fn peer_exchange(
         &mut self,
         _send: &[Vec<&DevBuf>],
         _recv_rows: &[usize],
         _elems: &[Elem],
-        _ready: &mut dyn FnMut(Result<(), String>) -> Result<(), String>,
+        _meet: &mut Meet<'_>,
     ) -> Result<Vec<DevBuf>, BackendError> {
         Err(BackendError(format!("{} has no link to other devices", self.name())))
     }

@@ -2494,22 +2494,30 @@ impl Interp<'_> {
             }
             let recv_rows: Vec<usize> = (0..n).map(|q| g.get::<Vec<usize>>(q)[rank]).collect();
             let mut peer_failed = false;
-            let mut ready = |ok: Result<(), String>| -> Result<(), String> {
-                match comm.all_gather(rank, tag, ok) {
-                    Ok(g) => match (0..n).find_map(|q| g.get::<Result<(), String>>(q).as_ref().err().map(|e| (q, e))) {
-                        None => Ok(()),
-                        Some((q, e)) => {
-                            peer_failed = q != rank;
-                            Err(format!("device {q}: {e}"))
+            let mut meet = |msg: Result<Vec<u64>, String>| -> Result<Vec<Vec<u64>>, String> {
+                match comm.all_gather(rank, tag, msg) {
+                    Ok(g) => {
+                        let all: Vec<&Result<Vec<u64>, String>> =
+                            (0..n).map(|q| g.get::<Result<Vec<u64>, String>>(q)).collect();
+                        match all
+                            .iter()
+                            .enumerate()
+                            .find_map(|(q, m)| m.as_ref().err().map(|e| (q, e)))
+                        {
+                            None => Ok(all.into_iter().map(|m| m.clone().unwrap_or_default()).collect()),
+                            Some((q, e)) => {
+                                peer_failed = q != rank;
+                                Err(format!("device {q}: {e}"))
+                            }
                         }
-                    },
+                    }
                     Err(_) => {
                         peer_failed = true;
                         Err("another device stopped".to_string())
                     }
                 }
             };
-            let got = self.backend.peer_exchange(&send, &recv_rows, out_elems, &mut ready);
+            let got = self.backend.peer_exchange(&send, &recv_rows, out_elems, &mut meet);
             match got {
                 Ok(bufs) => Ok(bufs),
                 Err(_) if peer_failed => {

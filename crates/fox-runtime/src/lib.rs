@@ -29,7 +29,7 @@ pub mod tempfiles;
 mod tier;
 pub mod tpch;
 
-pub use backend::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats};
+pub use backend::{Backend, BackendError, DevBuf, HostCol, LaunchCtx, Meet, MemStats};
 pub use cancel::CancelToken;
 pub use composite::launch_kernel;
 pub use database::{CancellableProgress, DataSource, Database, LoadProgress, NoProgress, Resident};

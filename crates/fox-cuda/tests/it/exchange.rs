@@ -113,7 +113,7 @@ fn exchange_on_threads(
         .map(|parts| parts.iter().map(|p| p.first().map_or(0, HostCol::len)).collect())
         .collect();
     let barrier = Arc::new(Barrier::new(n));
-    type Outcomes = Mutex<Vec<Option<Result<(), String>>>>;
+    type Outcomes = Mutex<Vec<Option<Result<Vec<u64>, String>>>>;
     let outcomes: Arc<Outcomes> = Arc::new(Mutex::new(vec![None; n]));
     let threads: Vec<_> = backends
         .into_iter()
@@ -132,20 +132,22 @@ fn exchange_on_threads(
                 if let Some(r) = room {
                     b.set_memory_limit(Some(b.mem().in_use as u64 + r));
                 }
-                let mut ready = |ok: Result<(), String>| {
-                    outcomes.lock().unwrap()[rank] = Some(ok);
+                let mut meet = |msg: Result<Vec<u64>, String>| {
+                    outcomes.lock().unwrap()[rank] = Some(msg);
                     barrier.wait();
                     let all = outcomes.lock().unwrap().clone();
                     barrier.wait();
-                    match all.iter().enumerate().find_map(|(q, o)| match o {
-                        Some(Err(e)) => Some(format!("device {q}: {e}")),
-                        _ => None,
-                    }) {
-                        Some(e) => Err(e),
-                        None => Ok(()),
+                    let mut words = Vec::new();
+                    for (q, o) in all.into_iter().enumerate() {
+                        match o {
+                            Some(Ok(w)) => words.push(w),
+                            Some(Err(e)) => return Err(format!("device {q}: {e}")),
+                            None => return Err(format!("device {q} did not come")),
+                        }
                     }
+                    Ok(words)
                 };
-                let got = b.peer_exchange(&refs, &recv_rows, &elems, &mut ready);
+                let got = b.peer_exchange(&refs, &recv_rows, &elems, &mut meet);
                 let out = got
                     .map_err(|e| e.0)
                     .map(|outs| outs.into_iter().map(|o| b.take(o).expect("download")).collect());
