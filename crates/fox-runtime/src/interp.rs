@@ -31,6 +31,8 @@ use fox_sema::core::{Type, Value, MAX_DATE, MAX_DECIMAL, MAX_WIDE_DECIMAL, MIN_D
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+mod joins;
+mod reduce;
 mod rows;
 mod sort;
 
@@ -1625,6 +1627,17 @@ impl Interp<'_> {
                     let Some((one_kernel, parts)) = column_split(kernel, &arg_slots, outs.len()) else {
                         if by_rows {
                             return self.launch_in_rows(kernel, &arg_slots, &out_elems, outs, &what);
+                        }
+                        // Joins and expansions in pieces of rows (`joins.rs`).
+                        if joins::runs_in_pieces(kernel, arg_slots.len()) {
+                            return self.join_in_pieces(kernel, &arg_slots, &out_elems, outs, &what);
+                        }
+                        if matches!(kernel, Kernel::ExclusiveScan) {
+                            return self.scan_on_host(&arg_slots, outs, &what);
+                        }
+                        // Aggregations by key in pieces (`reduce.rs`).
+                        if reduce::keyed(kernel, arg_slots.len()).is_some() {
+                            return self.reduce_in_pieces(kernel, &arg_slots, &out_elems, outs, &what);
                         }
                         // A sort that does not fit sorts runs and merges them (`sort.rs`).
                         if let (Kernel::SortPerm { .. }, [out]) = (kernel, outs) {

@@ -177,6 +177,10 @@ pub struct TierStats {
     pub bytes_to_device: u64,
     /// The most bytes the host tier held at once.
     pub host_peak_bytes: u64,
+    /// Launches of operators that did not fit the device budget whole and ran in pieces
+    /// (chunks of rows, runs of a sort, pieces of a join or aggregation), and the pieces.
+    pub operators_in_pieces: u64,
+    pub pieces: u64,
 }
 
 /// The rows of one observed operator over a run, against the planner's estimate.
@@ -384,6 +388,13 @@ pub fn format_stats(stats: &RunStats) -> String {
         plural(t.restores, "restore"),
         t.bytes_to_device
     ));
+    if t.operators_in_pieces > 0 {
+        out.push_str(&format!(
+            "in pieces: {} larger than the device budget ran in {}\n",
+            plural(t.operators_in_pieces, "operator"),
+            plural(t.pieces, "piece")
+        ));
+    }
     out
 }
 
@@ -610,6 +621,7 @@ mod tests {
                 restores: 2,
                 bytes_to_device: 8000,
                 host_peak_bytes: 4000,
+                ..TierStats::default()
             },
             ..RunStats::default()
         };
