@@ -1626,7 +1626,22 @@ impl Interp<'_> {
                     let by_rows = rows::row_aligned(kernel, arg_slots.len()).is_some();
                     let Some((one_kernel, parts)) = column_split(kernel, &arg_slots, outs.len()) else {
                         if by_rows {
-                            return self.launch_in_rows(kernel, &arg_slots, &out_elems, outs, &what);
+                            let r = self.launch_in_rows(kernel, &arg_slots, &out_elems, outs, &what);
+                            return match (r, kernel, outs) {
+                                // One gathered column larger than the device, on the host.
+                                (Err(RuntimeError::Kernel { msg, .. }), Kernel::Gather { .. }, [out])
+                                    if is_out_of_memory(&msg) =>
+                                {
+                                    self.gather_on_host(kernel, &arg_slots, *out, &what)
+                                }
+                                // A searched side larger than the device, in pieces.
+                                (Err(RuntimeError::Kernel { msg, .. }), Kernel::BoundRange { .. }, _)
+                                    if is_out_of_memory(&msg) =>
+                                {
+                                    self.search_in_pieces(kernel, &arg_slots, &out_elems, outs, &what)
+                                }
+                                (r, _, _) => r,
+                            };
                         }
                         // Joins and expansions in pieces of rows (`joins.rs`).
                         if joins::runs_in_pieces(kernel, arg_slots.len()) {

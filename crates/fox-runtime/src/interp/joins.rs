@@ -378,3 +378,105 @@ fn shift_u32(col: &mut HostCol, by: usize) {
     }
 }
 
+
+impl Interp<'_> {
+    /// `BoundRange` whose searched side does not fit the device beside a chunk of its
+    /// probing rows: pieces of the searched side, each searched by chunks of the probing
+    /// rows. A row's `lo` is the number of searched rows before its range and `hi` of
+    /// those up to its end (both counts of rows ordered below a bound, as the side is
+    /// sorted), so the whole side's are the sums of the pieces' (`hi` raised to `lo`
+    /// where the bounds cross in every piece, as they then do in the whole). Outputs in
+    /// the host tier.
+    pub(super) fn search_in_pieces(
+        &mut self,
+        kernel: &Kernel,
+        arg_slots: &[usize],
+        out_elems: &[Elem],
+        outs: &[fox_kernel::BufId],
+        what: &dyn Fn() -> String,
+    ) -> Result<(), RuntimeError> {
+        let kerr = |msg: String| RuntimeError::Kernel { at: what(), msg };
+        let Kernel::BoundRange { nkeys, lower, upper } = kernel else {
+            return Err(RuntimeError::Plan(format!("{}: not a search", what())));
+        };
+        let sw = nkeys + usize::from(lower.is_some() || upper.is_some());
+        if arg_slots.len() <= sw || outs.len() != 2 {
+            return Err(RuntimeError::Plan(format!("{}: a search without probing rows", what())));
+        }
+        for &s in arg_slots {
+            if matches!(self.tiers[s], Tier::Device) && !self.pinned[s] {
+                self.evict(s).map_err(kerr)?;
+            }
+        }
+        let m = self.slot_buf(arg_slots[0]).len;
+        let n = self.slot_buf(arg_slots[sw]).len;
+        let srow: usize = arg_slots[..sw].iter().map(|&s| self.slot_buf(s).elem.size()).sum::<usize>().max(1);
+        let prow: usize = arg_slots[sw..].iter().map(|&s| self.slot_buf(s).elem.size()).sum::<usize>() + 8;
+        let budget = self.device_cap.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
+        let mut s_rows = (budget / 8 / srow).clamp(1, m.max(1));
+        let mut p_rows = (budget / 8 / prow).clamp(1, n.max(1));
+        let what_alloc = "the ranges of a search in pieces";
+        let mut lo = crate::alloc::try_filled(n, 0u32, what_alloc).map_err(kerr)?;
+        let mut hi = crate::alloc::try_filled(n, 0u32, what_alloc).map_err(kerr)?;
+        let mut pieces = 0u64;
+        // The ranges within the piece of the searched side being searched.
+        let mut piece_lo = crate::alloc::try_filled(n, 0u32, what_alloc).map_err(kerr)?;
+        let mut piece_hi = crate::alloc::try_filled(n, 0u32, what_alloc).map_err(kerr)?;
+        let mut s0 = 0;
+        // Each piece of the searched side (one, empty, for an empty side).
+        'piece: loop {
+            let s1 = (s0 + s_rows).min(m);
+            let mut p0 = 0;
+            while p0 < n {
+                self.check_cancel()?;
+                let p1 = (p0 + p_rows).min(n);
+                let parts = (0..arg_slots.len())
+                    .map(|i| if i < sw { Part::Rows(s0, s1) } else { Part::Rows(p0, p1) })
+                    .collect();
+                match self.launch_parts(kernel, arg_slots, parts, out_elems, what) {
+                    Ok(cols) => {
+                        let [HostCol::U32(l), HostCol::U32(h)] = &cols[..] else {
+                            return Err(RuntimeError::Plan(format!("{}: ranges are not two U32 columns", what())));
+                        };
+                        piece_lo[p0..p1].copy_from_slice(l);
+                        piece_hi[p0..p1].copy_from_slice(h);
+                        pieces += 1;
+                        p0 = p1;
+                    }
+                    Err(RuntimeError::Kernel { msg, at }) if is_out_of_memory(&msg) => {
+                        // The larger of the two halves; the piece starts over.
+                        if p_rows > 1 && (p_rows >= s_rows || s_rows == 1) {
+                            p_rows = (p_rows.min(p1 - p0) / 2).max(1);
+                        } else if s_rows > 1 {
+                            s_rows = (s_rows.min(s1 - s0) / 2).max(1);
+                            continue 'piece;
+                        } else {
+                            return Err(RuntimeError::Kernel {
+                                at,
+                                msg: format!(
+                                    "{msg}; the smallest piece of this search (one searched row, one probing row) \
+                                     needs {} on the device",
+                                    crate::alloc::bytes_text((srow + prow) as u128)
+                                ),
+                            });
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            for i in 0..n {
+                lo[i] += piece_lo[i];
+                hi[i] += piece_hi[i];
+            }
+            s0 = s1;
+            if s0 >= m {
+                break;
+            }
+        }
+        self.stats.tier.pieces += pieces;
+        self.stats.tier.operators_in_pieces += 1;
+        self.define_in_host_tier(outs[0].0 as usize, HostCol::U32(lo));
+        self.define_in_host_tier(outs[1].0 as usize, HostCol::U32(hi));
+        Ok(())
+    }
+}
