@@ -480,3 +480,94 @@ impl Interp<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Left rows `a..b` of sorted `left` meet exactly the right rows `run_of(a).0 ..
+    /// run_of(b - 1).1`: every matching pair of a naive join is within, every right row
+    /// within has keys between.
+    fn check_pieces(left: &[i32], right: &[i32], target: usize) {
+        let (l, r) = ([HostCol::I32(left.to_vec())], [HostCol::I32(right.to_vec())]);
+        let (n, m) = (left.len(), right.len());
+        let cost = |a: usize, b: usize| {
+            let (ra, rb) = (run_of(&l, a, &r, m).0, run_of(&l, b - 1, &r, m).1);
+            4 * (b - a) + 4 * (rb - ra)
+        };
+        let mut a = 0;
+        let mut pairs = Vec::new();
+        while a < n {
+            let b = piece_end(a, n, target, cost);
+            assert!(b == a || cost(a, b) <= target);
+            assert!(b == n || cost(a, b + 1) > target, "the piece is the longest that fits");
+            let b = b.max(a + 1);
+            let (ra, rb) = (run_of(&l, a, &r, m).0, run_of(&l, b - 1, &r, m).1);
+            for i in a..b {
+                for j in ra..rb.max(ra) {
+                    if left[i] == right[j] {
+                        pairs.push((i, j));
+                    }
+                }
+            }
+            a = b;
+        }
+        let mut want = Vec::new();
+        for (i, x) in left.iter().enumerate() {
+            for (j, y) in right.iter().enumerate() {
+                if x == y {
+                    want.push((i, j));
+                }
+            }
+        }
+        assert_eq!(pairs, want, "target {target}");
+    }
+
+    #[test]
+    fn pieces_of_a_sorted_join_meet_every_matching_pair_once_in_order() {
+        let mut seed = 1u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as i32
+        };
+        let mut skew: Vec<i32> = (0..300).map(|_| next() % 40).chain(std::iter::repeat(7).take(200)).collect();
+        skew.sort();
+        let mut spread: Vec<i32> = (0..200).map(|_| next() % 60).collect();
+        spread.sort();
+        let cases: Vec<(Vec<i32>, Vec<i32>)> = vec![
+            (vec![], vec![]),
+            (vec![], vec![1, 2]),
+            (vec![1, 2], vec![]),
+            (vec![5], vec![5]),
+            (vec![5], vec![1, 5, 5, 9]),
+            (vec![3; 50], vec![3; 70]),
+            (skew.clone(), spread.clone()),
+            (spread.clone(), skew.clone()),
+            (skew.clone(), skew.clone()),
+            (vec![1, 2, 3, 4], vec![5, 6]),
+        ];
+        for (l, r) in &cases {
+            for target in [1, 8, 16, 40, 100, 1000, 1 << 20] {
+                check_pieces(l, r, target);
+            }
+        }
+    }
+
+    #[test]
+    fn a_row_run_covers_equal_keys_floats_by_total_order_and_no_keys_everything() {
+        let l = [HostCol::F64(vec![f64::NAN, -0.0, 0.0])];
+        let r = [HostCol::F64(vec![-1.0, -0.0, 0.0, 0.0, f64::NAN, f64::NAN])];
+        assert_eq!(run_of(&l, 0, &r, 6), (4, 6));
+        assert_eq!(run_of(&l, 1, &r, 6), (1, 2));
+        assert_eq!(run_of(&l, 2, &r, 6), (2, 4));
+        // Two keys: the second decides within the first's run.
+        let l = [HostCol::I32(vec![2]), HostCol::I64(vec![5])];
+        let r = [HostCol::I32(vec![1, 2, 2, 2, 3]), HostCol::I64(vec![9, 4, 5, 5, 0])];
+        assert_eq!(run_of(&l, 0, &r, 5), (2, 4));
+        assert_eq!(run_of(&[], 0, &[], 7), (0, 7));
+        // A piece starting at the end of its rows, and one whose first row is too large.
+        assert_eq!(piece_end(3, 3, 10, |_, _| 0), 3);
+        assert_eq!(piece_end(0, 3, 10, |a, b| 20 * (b - a)), 0);
+        assert_eq!(piece_end(0, 3, 40, |a, b| 20 * (b - a)), 2);
+    }
+}

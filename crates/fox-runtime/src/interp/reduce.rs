@@ -136,19 +136,13 @@ impl Interp<'_> {
         while a < n {
             self.check_cancel()?;
             let (b, one_group) = group_piece(&keys, a, n, chunk);
-            let res = if one_group && b - a > chunk {
-                // A group longer than a piece: partial rows of pieces of it, combined.
-                let Some(c) = &combine else {
-                    return Err(kerr(format!(
-                        "out of memory: the group of one key has {} rows, which this aggregation \
-                         (whose aggregates do not combine from parts) reads at once: it needs {} on the device",
-                        b - a,
-                        crate::alloc::bytes_text(((b - a) * row_bytes) as u128)
-                    )));
-                };
-                self.group_in_pieces(kernel, c, arg_slots, n_aligned, a, b, chunk, out_elems, what)
-            } else {
-                self.launch_parts(kernel, arg_slots, parts(a, b), out_elems, what)
+            // A group longer than a piece: partial rows of pieces of it, combined, where
+            // its aggregates combine; otherwise the group whole.
+            let res = match &combine {
+                Some(c) if one_group && b - a > chunk => {
+                    self.group_in_pieces(kernel, c, arg_slots, n_aligned, a, b, chunk, out_elems, what)
+                }
+                _ => self.launch_parts(kernel, arg_slots, parts(a, b), out_elems, what),
             };
             match res {
                 Ok(cols) => {
@@ -157,6 +151,17 @@ impl Interp<'_> {
                     }
                     pieces += 1;
                     a = b;
+                }
+                Err(RuntimeError::Kernel { msg, at }) if is_out_of_memory(&msg) && one_group && combine.is_none() => {
+                    return Err(RuntimeError::Kernel {
+                        at,
+                        msg: format!(
+                            "{msg}; the group of one key has {} rows, which this aggregation (its aggregates \
+                             do not combine from parts) reads at once: it needs {} on the device",
+                            b - a,
+                            crate::alloc::bytes_text(((b - a) * row_bytes) as u128)
+                        ),
+                    });
                 }
                 Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && chunk > 1 => {
                     chunk = (chunk.min(b - a) / 2).max(1);
@@ -309,5 +314,55 @@ impl Interp<'_> {
             self.drop_temp_slot(t);
         }
         res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pieces `group_piece` cuts `keys` into with at most `rows` rows: every group in
+    /// one piece, pieces cut only where a group ends, a group longer than `rows` alone
+    /// (and flagged), the others at most `rows` rows.
+    fn check(keys: &[i32], rows: usize) {
+        let cols = [HostCol::I32(keys.to_vec())];
+        let n = keys.len();
+        let mut a = 0;
+        while a < n {
+            let (b, one) = group_piece(&cols, a, n, rows);
+            assert!(b > a && b <= n);
+            assert!(b == n || keys[b] != keys[b - 1], "cut inside a group at {b}");
+            if one {
+                assert!(keys[a..b].iter().all(|&k| k == keys[a]) && b - a > rows);
+                assert!(b == n || keys[b] != keys[a]);
+            } else {
+                assert!(b - a <= rows, "{a}..{b} longer than {rows}");
+            }
+            a = b;
+        }
+    }
+
+    #[test]
+    fn pieces_of_sorted_keys_end_at_group_boundaries() {
+        let mut skew: Vec<i32> = (0..500).map(|i| (i * 7919 % 97) as i32).chain(vec![50; 300]).collect();
+        skew.sort();
+        let cases: Vec<Vec<i32>> = vec![
+            vec![],
+            vec![4],
+            vec![4; 100],
+            (0..100).collect(),
+            vec![1, 1, 2, 2, 3, 3, 4, 4],
+            skew,
+        ];
+        for keys in &cases {
+            for rows in [1, 2, 3, 4, 7, 64, 1000] {
+                check(keys, rows);
+            }
+        }
+        // A boundary exactly at the end of a piece: the piece is whole.
+        let k = [HostCol::I32(vec![1, 1, 2, 2])];
+        assert_eq!(group_piece(&k, 0, 4, 2), (2, false));
+        assert_eq!(group_piece(&k, 0, 4, 3), (2, false));
+        assert_eq!(group_piece(&k, 0, 4, 1), (2, true));
     }
 }

@@ -1,0 +1,143 @@
+//! Joins, searches and aggregations by key whose own arguments do not fit the
+//! `--memory-limit` run in pieces (sort-merge joins by ranges of left rows with the right
+//! rows their keys meet, searched sides in pieces, aggregations cut at group boundaries
+//! or merged from chunks): the results are byte for byte those of the run without a
+//! limit, and `--timing` counts the operators run in pieces.
+
+use crate::common::{next, repo, temp_dir};
+use fox_cli::tpch;
+use fox_runtime::{DataSource, RunOptions};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+fn foxrun(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_foxrun"))
+        .current_dir(repo())
+        .args(["--backend", "cpu", "--timing", "--no-progress", "--format", "csv"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The operators `--timing` says ran in pieces (0 without the line).
+fn in_pieces(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("in pieces: "))
+        .and_then(|l| l.split_whitespace().next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+#[test]
+fn tpch_joins_and_aggregations_by_key_at_sf_0_1_under_budgets_far_below_their_peaks() {
+    // The budgets are a fiftieth to a three-hundredth of each query's peak without a
+    // limit (Q9 about 48 MB, Q18 25 MB, Q3 19 MB, Q5 31 MB).
+    let budgets = [(3u32, 256u64 << 10), (5, 128 << 10), (9, 512 << 10), (18, 128 << 10)];
+    let queries: Vec<u32> = budgets.iter().map(|b| b.0).collect();
+    let plans = tpch::compile_queries(&repo().join("tpch/queries"), &queries).unwrap();
+    let db = Arc::new(tpch::load(&DataSource::Tpch(0.1), &plans, false).unwrap());
+    for ((q, plan, _), (_, limit)) in plans.iter().zip(budgets) {
+        let run = |limit: Option<u64>| {
+            let mut cpu = fox_cpu::CpuBackend::new();
+            let opts = RunOptions {
+                database: Some(db.clone()),
+                memory_limit: limit,
+                ..RunOptions::default()
+            };
+            let r = fox_runtime::run(plan, &mut cpu, &opts).unwrap();
+            assert_eq!(fox_runtime::Backend::mem(&cpu).in_use, 0, "Q{q}: every buffer freed");
+            r
+        };
+        let whole = run(None);
+        assert_eq!(whole.stats.tier.operators_in_pieces, 0, "Q{q}");
+        let cut = run(Some(limit));
+        assert!(cut.stats.peak_bytes as u64 <= limit, "Q{q}");
+        let rows = |r: &fox_runtime::RunResult| r.outputs.iter().map(tpch::result_rows).collect::<Vec<_>>();
+        assert_eq!(rows(&cut), rows(&whole), "Q{q} under {limit} bytes");
+        let t = cut.stats.tier;
+        assert!(t.operators_in_pieces >= 3 && t.pieces > t.operators_in_pieces, "Q{q}: {t:?}");
+    }
+}
+
+/// A program over `e.csv` (and `one.csv`) run without a limit and under each of
+/// `limits`: the same output, some operator in pieces.
+fn same_in_pieces(program: &str, e_rows: &str, limits: &[&str]) {
+    let dir = temp_dir("fox-pieces", "prog");
+    std::fs::write(dir.join("e.csv"), e_rows).unwrap();
+    let p = dir.join("q.logic");
+    std::fs::write(&p, program).unwrap();
+    let (p, d) = (p.to_str().unwrap(), dir.to_str().unwrap());
+    let whole = foxrun(&[p, "--data", d]);
+    let e = String::from_utf8_lossy(&whole.stderr).into_owned();
+    assert!(whole.status.success(), "{e}");
+    assert_eq!(in_pieces(&e), 0, "{e}");
+    for limit in limits {
+        let cut = foxrun(&[p, "--data", d, "--memory-limit", limit]);
+        let e = String::from_utf8_lossy(&cut.stderr).into_owned();
+        assert!(cut.status.success(), "{program} under {limit}: {e}");
+        assert!(in_pieces(&e) > 0, "{program} under {limit}: {e}");
+        assert!(
+            String::from_utf8_lossy(&cut.stdout) == String::from_utf8_lossy(&whole.stdout),
+            "{program} under {limit}: outputs differ"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Rows `x,y`: keys skewed (a third of them on key 7), the rest spread.
+fn skewed_rows(n: usize, seed: u64) -> String {
+    let mut seed = seed;
+    (0..n)
+        .map(|i| {
+            let x = if i % 3 == 0 { 7 } else { next(&mut seed) % 400 };
+            format!("{x},{}\n", next(&mut seed) % 1000)
+        })
+        .collect()
+}
+
+#[test]
+fn joins_of_skewed_keys_one_key_everywhere_one_row_and_an_empty_side_in_pieces() {
+    let decl = "e(x, y) -> int32(x), int32(y).\n.input e.\n";
+    // Skew: key 7 meets a long run on both sides (a join of 4000 rows with itself).
+    same_in_pieces(
+        &format!("{decl}j(a, b, c) <- e(a, b), e(c, b).\n.output j.\n"),
+        &skewed_rows(4000, 5),
+        &["96K", "48K"],
+    );
+    same_in_pieces(
+        &format!("{decl}j(a, x, c) <- e(x, a), e(x, c).\n.output j.\n"),
+        &skewed_rows(4000, 9),
+        &["96K", "48K"],
+    );
+    // One key on every row: every pair of rows meets (a key group larger than a piece).
+    let same: String = (0..400).map(|i| format!("1,{i}\n")).collect();
+    same_in_pieces(
+        &format!("{decl}j(a, b) <- e(k, a), e(k, b).\n.output j.\n"),
+        &same,
+        &["128K", "64K"],
+    );
+    // One row on one side, and an empty side.
+    same_in_pieces(
+        &format!(
+            "{decl}one(x) <- e(x, _), x = 7.\nj(x, y) <- one(x), e(x, y).\n\
+             none(x) <- e(x, _), x > 100000.\nk(x, y) <- e(x, y), none(y).\n\
+             m(x, y) <- e(x, y), !none(x).\n.output j.\n.output k.\n.output m.\n"
+        ),
+        &skewed_rows(6000, 13),
+        &["64K"],
+    );
+}
+
+#[test]
+fn aggregations_by_key_of_skewed_and_single_groups_in_pieces() {
+    let decl = "e(x, y) -> int32(x), int32(y).\n.input e.\n";
+    let prog = format!(
+        "{decl}n[x] = c <- agg<<c = count()>> e(x, _).\ns[x] = t <- agg<<t = sum(y)>> e(x, y).\n\
+         lo[x] = t <- agg<<t = min(y)>> e(x, y).\nhi[x] = t <- agg<<t = max(y)>> e(x, y).\n\
+         .output n.\n.output s.\n.output lo.\n.output hi.\n"
+    );
+    same_in_pieces(&prog, &skewed_rows(20_000, 17), &["96K", "48K"]);
+    // Every row in one group.
+    let same: String = (0..20_000).map(|i| format!("3,{}\n", i % 977)).collect();
+    same_in_pieces(&prog, &same, &["64K"]);
+}
