@@ -223,6 +223,9 @@ struct Interp<'a> {
     live_vars: usize,
     stats: RunStats,
     instr_stats: Vec<Vec<Option<InstrStat>>>,
+    /// Per instruction (block, index) that ran in pieces: its launches in pieces and
+    /// their pieces.
+    pieces: std::collections::BTreeMap<(usize, usize), (u64, u64)>,
     outputs: Vec<OutputTable>,
     timing: bool,
     memory_limit: Option<u64>,
@@ -286,6 +289,7 @@ impl<'a> Interp<'a> {
                 ..RunStats::default()
             },
             instr_stats: plan.blocks.iter().map(|b| vec![None; b.instrs.len()]).collect(),
+            pieces: Default::default(),
             outputs: Vec::new(),
             timing: opts.timing,
             memory_limit: opts.memory_limit,
@@ -321,6 +325,22 @@ impl<'a> Interp<'a> {
         self.stats.compile = self.backend.compile_time();
         self.stats.total_allocated_bytes = mem.total_allocated;
         self.stats.instrs = self.instr_stats.iter().flatten().flatten().cloned().collect();
+        let plan = self.plan;
+        self.stats.pieces = std::mem::take(&mut self.pieces)
+            .into_iter()
+            .map(|((block, i), (launches, pieces))| {
+                let kernel = match plan.blocks.get(block).and_then(|b| b.instrs.get(i)) {
+                    Some(Instr::Launch { kernel, .. }) => kernel_name(kernel, plan),
+                    _ => String::new(),
+                };
+                crate::PiecesStat {
+                    label: format!("{}.{i}", plan.blocks[block].label),
+                    kernel,
+                    launches,
+                    pieces,
+                }
+            })
+            .collect();
         self.stats.total = started.elapsed() + before;
     }
 }
@@ -1032,6 +1052,15 @@ impl Interp<'_> {
         self.tiers[slot] = Tier::Host(col);
         self.count_to_host(bytes);
         Ok(())
+    }
+
+    /// Counts a launch of the instruction running now that ran in `pieces` pieces.
+    fn note_pieces(&mut self, pieces: u64) {
+        self.stats.tier.operators_in_pieces += 1;
+        self.stats.tier.pieces += pieces;
+        let e = self.pieces.entry(self.pos).or_default();
+        e.0 += 1;
+        e.1 += pieces;
     }
 
     /// Counts `bytes` more held in the host tier (an eviction, or an output made there).

@@ -5,10 +5,7 @@
 //! limit, and `--timing` counts the operators run in pieces.
 
 use crate::common::{next, repo, temp_dir};
-use fox_cli::tpch;
-use fox_runtime::{DataSource, RunOptions};
 use std::process::{Command, Output};
-use std::sync::Arc;
 
 fn foxrun(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_foxrun"))
@@ -30,39 +27,31 @@ fn in_pieces(stderr: &str) -> u64 {
 
 #[test]
 fn tpch_joins_and_aggregations_by_key_at_sf_0_1_under_budgets_far_below_their_peaks() {
-    // The budgets are a fiftieth to a three-hundredth of each query's peak without a
-    // limit (Q9 about 48 MB, Q18 25 MB, Q3 19 MB, Q5 31 MB).
-    let budgets = [(3u32, 256u64 << 10), (5, 128 << 10), (9, 512 << 10), (18, 128 << 10)];
-    let queries: Vec<u32> = budgets.iter().map(|b| b.0).collect();
-    let plans = tpch::compile_queries(&repo().join("tpch/queries"), &queries).unwrap();
-    let db = Arc::new(tpch::load(&DataSource::Tpch(0.1), &plans, false).unwrap());
-    for ((q, plan, _), (_, limit)) in plans.iter().zip(budgets) {
-        let run = |limit: Option<u64>| {
-            let mut cpu = fox_cpu::CpuBackend::new();
-            let opts = RunOptions {
-                database: Some(db.clone()),
-                memory_limit: limit,
-                ..RunOptions::default()
-            };
-            let r = fox_runtime::run(plan, &mut cpu, &opts).unwrap();
-            assert_eq!(fox_runtime::Backend::mem(&cpu).in_use, 0, "Q{q}: every buffer freed");
-            r
-        };
-        let whole = run(None);
-        assert_eq!(whole.stats.tier.operators_in_pieces, 0, "Q{q}");
-        let cut = run(Some(limit));
-        assert!(cut.stats.peak_bytes as u64 <= limit, "Q{q}");
-        let rows = |r: &fox_runtime::RunResult| r.outputs.iter().map(tpch::result_rows).collect::<Vec<_>>();
-        assert_eq!(rows(&cut), rows(&whole), "Q{q} under {limit} bytes");
-        let t = cut.stats.tier;
-        assert!(t.operators_in_pieces >= 3 && t.pieces > t.operators_in_pieces, "Q{q}: {t:?}");
+    // The budgets are a fiftieth to a three-hundredth of each query's device peak without
+    // a limit (Q9 about 48 MB, Q18 25 MB, Q3 19 MB, Q5 31 MB).
+    for (q, limit) in [("q03", "256K"), ("q05", "128K"), ("q09", "512K"), ("q18", "128K")] {
+        let path = format!("tpch/queries/{q}.logic");
+        let whole = foxrun(&[&path, "--tpch", "0.1"]);
+        let e = String::from_utf8_lossy(&whole.stderr).into_owned();
+        assert!(whole.status.success(), "{e}");
+        assert_eq!(in_pieces(&e), 0, "{e}");
+        let cut = foxrun(&[&path, "--tpch", "0.1", "--memory-limit", limit]);
+        let e = String::from_utf8_lossy(&cut.stderr).into_owned();
+        assert!(cut.status.success(), "{q} under {limit}: {e}");
+        assert!(in_pieces(&e) >= 3, "{q} under {limit}: {e}");
+        let at = e.find("device peak ").expect("a device peak") + "device peak ".len();
+        let peak: u64 = e[at..].split_whitespace().next().unwrap().parse().unwrap();
+        assert!(peak <= fox_cli::parse_memory_size(limit).unwrap(), "{q} under {limit}: {e}");
+        assert!(cut.stdout == whole.stdout, "{q} under {limit}: outputs differ");
     }
 }
 
 /// A program over `e.csv` (and `one.csv`) run without a limit and under each of
 /// `limits`: the same output, some operator in pieces.
 fn same_in_pieces(program: &str, e_rows: &str, limits: &[&str]) {
-    let dir = temp_dir("fox-pieces", "prog");
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let k = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = temp_dir("fox-pieces", &format!("prog{k}"));
     std::fs::write(dir.join("e.csv"), e_rows).unwrap();
     let p = dir.join("q.logic");
     std::fs::write(&p, program).unwrap();

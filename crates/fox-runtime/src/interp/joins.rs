@@ -275,8 +275,7 @@ impl Interp<'_> {
                 Err(e) => return Err(e),
             }
         }
-        self.stats.tier.pieces += pieces;
-        self.stats.tier.operators_in_pieces += 1;
+        self.note_pieces(pieces);
         for (o, col) in outs.iter().zip(acc) {
             self.define_in_host_tier(o.0 as usize, col);
         }
@@ -473,8 +472,7 @@ impl Interp<'_> {
                 break;
             }
         }
-        self.stats.tier.pieces += pieces;
-        self.stats.tier.operators_in_pieces += 1;
+        self.note_pieces(pieces);
         self.define_in_host_tier(outs[0].0 as usize, HostCol::U32(lo));
         self.define_in_host_tier(outs[1].0 as usize, HostCol::U32(hi));
         Ok(())

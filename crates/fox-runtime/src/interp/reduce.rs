@@ -178,8 +178,7 @@ impl Interp<'_> {
                 Err(e) => return Err(e),
             }
         }
-        self.stats.tier.pieces += pieces;
-        self.stats.tier.operators_in_pieces += 1;
+        self.note_pieces(pieces);
         Ok(acc)
     }
 
@@ -294,8 +293,7 @@ impl Interp<'_> {
                 Err(e) => return Err(e),
             }
         }
-        self.stats.tier.pieces += runs.len() as u64;
-        self.stats.tier.operators_in_pieces += 1;
+        self.note_pieces(runs.len() as u64);
         if total > u32::MAX as usize {
             return Err(kerr(format!("{total} partial rows are more than a permutation can index")));
         }

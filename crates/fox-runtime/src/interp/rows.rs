@@ -235,8 +235,7 @@ impl Interp<'_> {
                 Err(e) => return Err(e),
             }
         }
-        self.stats.tier.operators_in_pieces += 1;
-        self.stats.tier.pieces += chunks;
+        self.note_pieces(chunks);
         if let Some(combine) = combiner(kernel) {
             // The chunks' partial aggregates (a row each, none for no rows) aggregated.
             let mut temps = Vec::with_capacity(acc.len());

@@ -199,8 +199,7 @@ impl Interp<'_> {
                 Err(e) => return Err(e),
             }
         }
-        self.stats.tier.operators_in_pieces += 1;
-        self.stats.tier.pieces += runs.len() as u64;
+        self.note_pieces(runs.len() as u64);
         let perm = merge_runs(&runs, desc, by_rank, rank, n).map_err(kerr)?;
         drop(runs);
         self.define_in_host_tier(out.0 as usize, HostCol::U32(perm));
