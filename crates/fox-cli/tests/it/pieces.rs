@@ -41,7 +41,10 @@ fn tpch_joins_and_aggregations_by_key_at_sf_0_1_under_budgets_far_below_their_pe
         assert!(in_pieces(&e) >= 3, "{q} under {limit}: {e}");
         let at = e.find("device peak ").expect("a device peak") + "device peak ".len();
         let peak: u64 = e[at..].split_whitespace().next().unwrap().parse().unwrap();
-        assert!(peak <= fox_cli::parse_memory_size(limit).unwrap(), "{q} under {limit}: {e}");
+        assert!(
+            peak <= fox_cli::parse_memory_size(limit).unwrap(),
+            "{q} under {limit}: {e}"
+        );
         assert!(cut.stdout == whole.stdout, "{q} under {limit}: outputs differ");
     }
 }

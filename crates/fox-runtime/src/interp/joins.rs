@@ -132,7 +132,8 @@ impl Interp<'_> {
         let offsets: Option<Vec<u64>> = match kernel {
             Kernel::JoinWrite { .. } | Kernel::Expand => {
                 let at = if expand { 1 } else { 2 * w };
-                let (HostCol::U64(mut off), HostCol::U64(total)) = (host(self, arg_slots[at])?, host(self, arg_slots[at + 1])?)
+                let (HostCol::U64(mut off), HostCol::U64(total)) =
+                    (host(self, arg_slots[at])?, host(self, arg_slots[at + 1])?)
                 else {
                     return Err(RuntimeError::Plan(format!("{}: offsets and total are not U64", what())));
                 };
@@ -219,7 +220,16 @@ impl Interp<'_> {
             if b == a {
                 // One left row beyond the target: its run of right rows answers it.
                 let cols = self
-                    .one_row(kernel, a, &lkeys, &rkeys, m, offsets.as_deref(), lo_col.as_deref(), (w0, w1))
+                    .one_row(
+                        kernel,
+                        a,
+                        &lkeys,
+                        &rkeys,
+                        m,
+                        offsets.as_deref(),
+                        lo_col.as_deref(),
+                        (w0, w1),
+                    )
                     .map_err(kerr)?;
                 append(&mut acc, cols)?;
                 pieces += 1;
@@ -232,8 +242,8 @@ impl Interp<'_> {
             parts.extend(rslots.iter().map(|_| Part::Rows(ra, rb)));
             if let Some(off) = &offsets {
                 let base = off[a];
-                let rebased = crate::alloc::try_collect(off[a..b].iter().map(|o| o - base), "a piece's offsets")
-                    .map_err(kerr)?;
+                let rebased =
+                    crate::alloc::try_collect(off[a..b].iter().map(|o| o - base), "a piece's offsets").map_err(kerr)?;
                 parts.push(Part::Col(HostCol::U64(rebased)));
                 parts.push(Part::Col(HostCol::U64(vec![off[b] - base])));
                 if windowed {
@@ -329,7 +339,10 @@ impl Interp<'_> {
                 }
                 vec![
                     HostCol::U32(crate::alloc::try_filled((k1 - k0) as usize, a as u32, what)?),
-                    HostCol::U32(crate::alloc::try_collect((0..(k1 - k0) as usize).map(|i| (start + k0 + i as u64) as u32), what)?),
+                    HostCol::U32(crate::alloc::try_collect(
+                        (0..(k1 - k0) as usize).map(|i| (start + k0 + i as u64) as u32),
+                        what,
+                    )?),
                 ]
             }
             _ => return Err("the kernel does not run in pieces".to_string()),
@@ -377,7 +390,6 @@ fn shift_u32(col: &mut HostCol, by: usize) {
     }
 }
 
-
 impl Interp<'_> {
     /// `BoundRange` whose searched side does not fit the device beside a chunk of its
     /// probing rows: pieces of the searched side, each searched by chunks of the probing
@@ -409,8 +421,16 @@ impl Interp<'_> {
         }
         let m = self.slot_buf(arg_slots[0]).len;
         let n = self.slot_buf(arg_slots[sw]).len;
-        let srow: usize = arg_slots[..sw].iter().map(|&s| self.slot_buf(s).elem.size()).sum::<usize>().max(1);
-        let prow: usize = arg_slots[sw..].iter().map(|&s| self.slot_buf(s).elem.size()).sum::<usize>() + 8;
+        let srow: usize = arg_slots[..sw]
+            .iter()
+            .map(|&s| self.slot_buf(s).elem.size())
+            .sum::<usize>()
+            .max(1);
+        let prow: usize = arg_slots[sw..]
+            .iter()
+            .map(|&s| self.slot_buf(s).elem.size())
+            .sum::<usize>()
+            + 8;
         let budget = self.device_cap.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
         let mut s_rows = (budget / 8 / srow).clamp(1, m.max(1));
         let mut p_rows = (budget / 8 / prow).clamp(1, n.max(1));
@@ -435,7 +455,10 @@ impl Interp<'_> {
                 match self.launch_parts(kernel, arg_slots, parts, out_elems, what) {
                     Ok(cols) => {
                         let [HostCol::U32(l), HostCol::U32(h)] = &cols[..] else {
-                            return Err(RuntimeError::Plan(format!("{}: ranges are not two U32 columns", what())));
+                            return Err(RuntimeError::Plan(format!(
+                                "{}: ranges are not two U32 columns",
+                                what()
+                            )));
                         };
                         piece_lo[p0..p1].copy_from_slice(l);
                         piece_hi[p0..p1].copy_from_slice(h);
@@ -528,7 +551,10 @@ mod tests {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             (seed >> 33) as i32
         };
-        let mut skew: Vec<i32> = (0..300).map(|_| next() % 40).chain(std::iter::repeat(7).take(200)).collect();
+        let mut skew: Vec<i32> = (0..300)
+            .map(|_| next() % 40)
+            .chain(std::iter::repeat(7).take(200))
+            .collect();
         skew.sort();
         let mut spread: Vec<i32> = (0..200).map(|_| next() % 60).collect();
         spread.sort();

@@ -62,7 +62,9 @@ pub(super) fn group_piece(keys: &[HostCol], a: usize, n: usize, rows: usize) -> 
         return (g, false);
     }
     // Row `a`'s group runs past `b`: its end.
-    let end = piece_end(a, n, 0, |x, y| usize::from(cmp_rows(keys, x, keys, y - 1) != Ordering::Equal));
+    let end = piece_end(a, n, 0, |x, y| {
+        usize::from(cmp_rows(keys, x, keys, y - 1) != Ordering::Equal)
+    });
     (end, true)
 }
 
@@ -295,7 +297,9 @@ impl Interp<'_> {
         }
         self.note_pieces(runs.len() as u64);
         if total > u32::MAX as usize {
-            return Err(kerr(format!("{total} partial rows are more than a permutation can index")));
+            return Err(kerr(format!(
+                "{total} partial rows are more than a permutation can index"
+            )));
         }
         let plain = vec![false; nkeys];
         let perm = merge_runs(&runs, &plain, &plain, None, total).map_err(kerr)?;

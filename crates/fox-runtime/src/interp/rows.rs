@@ -297,29 +297,27 @@ impl Interp<'_> {
         what: &dyn Fn() -> String,
     ) -> Result<Vec<HostCol>, RuntimeError> {
         let mut temps: Vec<usize> = Vec::new();
-        let res = self
-            .part_args(arg_slots, parts, what, &mut temps)
-            .and_then(|args| {
-                let outs = self.launch_evicting(kernel, &args, out_elems, what)?;
-                let mut cols = Vec::with_capacity(outs.len());
-                let mut err = None;
-                for o in outs {
-                    if err.is_some() {
-                        self.backend.free(o);
-                        continue;
-                    }
-                    let t = Instant::now();
-                    match self.backend.take(o) {
-                        Ok(c) => cols.push(c),
-                        Err(e) => err = Some(e.0),
-                    }
-                    self.stats.download += t.elapsed();
+        let res = self.part_args(arg_slots, parts, what, &mut temps).and_then(|args| {
+            let outs = self.launch_evicting(kernel, &args, out_elems, what)?;
+            let mut cols = Vec::with_capacity(outs.len());
+            let mut err = None;
+            for o in outs {
+                if err.is_some() {
+                    self.backend.free(o);
+                    continue;
                 }
-                match err {
-                    Some(msg) => Err(RuntimeError::Kernel { at: what(), msg }),
-                    None => Ok(cols),
+                let t = Instant::now();
+                match self.backend.take(o) {
+                    Ok(c) => cols.push(c),
+                    Err(e) => err = Some(e.0),
                 }
-            });
+                self.stats.download += t.elapsed();
+            }
+            match err {
+                Some(msg) => Err(RuntimeError::Kernel { at: what(), msg }),
+                None => Ok(cols),
+            }
+        });
         for s in temps {
             self.drop_temp_slot(s);
         }
