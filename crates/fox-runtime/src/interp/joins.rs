@@ -524,9 +524,9 @@ mod tests {
             assert!(b == n || cost(a, b + 1) > target, "the piece is the longest that fits");
             let b = b.max(a + 1);
             let (ra, rb) = (run_of(&l, a, &r, m).0, run_of(&l, b - 1, &r, m).1);
-            for i in a..b {
-                for j in ra..rb.max(ra) {
-                    if left[i] == right[j] {
+            for (i, x) in left.iter().enumerate().take(b).skip(a) {
+                for (j, y) in right.iter().enumerate().take(rb).skip(ra) {
+                    if x == y {
                         pairs.push((i, j));
                     }
                 }
@@ -553,7 +553,7 @@ mod tests {
         };
         let mut skew: Vec<i32> = (0..300)
             .map(|_| next() % 40)
-            .chain(std::iter::repeat(7).take(200))
+            .chain(std::iter::repeat_n(7, 200))
             .collect();
         skew.sort();
         let mut spread: Vec<i32> = (0..200).map(|_| next() % 60).collect();

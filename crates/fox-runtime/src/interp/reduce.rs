@@ -346,7 +346,7 @@ mod tests {
 
     #[test]
     fn pieces_of_sorted_keys_end_at_group_boundaries() {
-        let mut skew: Vec<i32> = (0..500).map(|i| (i * 7919 % 97) as i32).chain(vec![50; 300]).collect();
+        let mut skew: Vec<i32> = (0..500i32).map(|i| i * 7919 % 97).chain(vec![50; 300]).collect();
         skew.sort();
         let cases: Vec<Vec<i32>> = vec![
             vec![],
