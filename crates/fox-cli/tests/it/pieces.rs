@@ -133,3 +133,34 @@ fn aggregations_by_key_of_skewed_and_single_groups_in_pieces() {
     let same: String = (0..20_000).map(|i| format!("3,{}\n", i % 977)).collect();
     same_in_pieces(&prog, &same, &["64K"]);
 }
+
+#[test]
+fn a_group_too_large_for_the_limit_whose_aggregate_does_not_combine_is_an_error_naming_it() {
+    let dir = temp_dir("fox-pieces", "avg");
+    let rows: String = (0..20_000).map(|i| format!("3,{i}\n")).collect();
+    std::fs::write(dir.join("e.csv"), rows).unwrap();
+    let p = dir.join("q.logic");
+    std::fs::write(
+        &p,
+        "e(x, y) -> int32(x), int32(y).\n.input e.\na[x] = t <- agg<<t = avg(y)>> e(x, y).\n.output a.\n",
+    )
+    .unwrap();
+    let (p, d) = (p.to_str().unwrap(), dir.to_str().unwrap());
+    // The group's 20,000 rows take 156 KiB: under 64K it cannot be read at once, and an
+    // average does not combine from parts.
+    let o = foxrun(&[p, "--data", d, "--memory-limit", "64K"]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("the group of one key has 20000 rows"), "{e}");
+    assert!(e.contains("its arguments alone take 156.2 KiB on the device"), "{e}");
+    assert!(e.contains("(reduce_by_key)"), "{e}");
+    assert!(e.contains(&format!("{p}:3:")), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+    // With room for the group the answer is the unlimited run's.
+    let whole = foxrun(&[p, "--data", d]);
+    let cut = foxrun(&[p, "--data", d, "--memory-limit", "200K"]);
+    assert!(cut.status.success(), "{}", String::from_utf8_lossy(&cut.stderr));
+    assert_eq!(cut.stdout, whole.stdout);
+    assert_eq!(String::from_utf8_lossy(&whole.stdout), "a\nx,t\n3,9999.500000\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

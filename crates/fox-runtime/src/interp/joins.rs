@@ -206,6 +206,21 @@ impl Interp<'_> {
         let budget = self.device_cap.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
         let mut target = (budget / 4).max(1);
         let mut acc: Vec<HostCol> = out_elems.iter().map(|&e| HostCol::empty(e)).collect();
+        // The rows `JoinWrite` and `Expand` write are known: the host must hold them, or
+        // the run stops before any piece runs.
+        if offsets.is_some() {
+            let rows = (w1 - w0) as usize;
+            let names = if expand {
+                ["the expanded rows' parents", "the expanded rows' positions"]
+            } else {
+                ["the joined rows (left indices)", "the joined rows (right indices)"]
+            };
+            for (col, name) in acc.iter_mut().zip(names) {
+                if let HostCol::U32(v) = col {
+                    *v = crate::alloc::try_with_capacity(rows, name).map_err(kerr)?;
+                }
+            }
+        }
         let append = |acc: &mut Vec<HostCol>, cols: Vec<HostCol>| -> Result<(), RuntimeError> {
             for (x, c) in acc.iter_mut().zip(cols) {
                 rows::host_append(x, c).map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;

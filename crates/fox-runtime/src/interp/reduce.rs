@@ -124,6 +124,7 @@ impl Interp<'_> {
             .chain(out_elems.iter().map(|e| e.size()))
             .sum::<usize>()
             .max(1);
+        let arg_bytes: usize = arg_slots[..n_aligned].iter().map(|&s| self.slot_buf(s).elem.size()).sum();
         let budget = self.device_cap.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
         let mut chunk = (budget / 4 / row_bytes).max(1);
         let mut acc: Vec<HostCol> = out_elems.iter().map(|&e| HostCol::empty(e)).collect();
@@ -159,9 +160,9 @@ impl Interp<'_> {
                         at,
                         msg: format!(
                             "{msg}; the group of one key has {} rows, which this aggregation (its aggregates \
-                             do not combine from parts) reads at once: it needs {} on the device",
+                             do not combine from parts) reads at once: its arguments alone take {} on the device",
                             b - a,
-                            crate::alloc::bytes_text(((b - a) * row_bytes) as u128)
+                            crate::alloc::bytes_text(((b - a) * arg_bytes) as u128)
                         ),
                     });
                 }
