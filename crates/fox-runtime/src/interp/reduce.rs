@@ -124,7 +124,10 @@ impl Interp<'_> {
             .chain(out_elems.iter().map(|e| e.size()))
             .sum::<usize>()
             .max(1);
-        let arg_bytes: usize = arg_slots[..n_aligned].iter().map(|&s| self.slot_buf(s).elem.size()).sum();
+        let arg_bytes: usize = arg_slots[..n_aligned]
+            .iter()
+            .map(|&s| self.slot_buf(s).elem.size())
+            .sum();
         let budget = self.device_cap.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
         let mut chunk = (budget / 4 / row_bytes).max(1);
         let mut acc: Vec<HostCol> = out_elems.iter().map(|&e| HostCol::empty(e)).collect();
