@@ -300,22 +300,26 @@ pub fn run_queries(
     profile: bool,
     each: impl FnMut(&QueryRun),
 ) -> anyhow::Result<Vec<QueryRun>> {
-    run_queries_with(backend, db, plans, repeat, profile, &mut |_, _| {}, each)
+    run_queries_with(backend, db, plans, repeat, profile, None, &mut |_, _| {}, each)
 }
 
-/// [`run_queries`], calling `starting` with the query and the run before each run.
+/// [`run_queries`] under the device budget `memory_limit` (`--memory-limit`), calling
+/// `starting` with the query and the run before each run.
+#[allow(clippy::too_many_arguments)]
 pub fn run_queries_with(
     backend: &mut dyn Backend,
     db: Arc<Database>,
     plans: &[(u32, KernelPlan, Duration)],
     repeat: u32,
     profile: bool,
+    memory_limit: Option<u64>,
     starting: &mut dyn FnMut(u32, Run),
     mut each: impl FnMut(&QueryRun),
 ) -> anyhow::Result<Vec<QueryRun>> {
     let mut resident = Resident::default();
     let opts = RunOptions {
         database: Some(db),
+        memory_limit,
         ..Default::default()
     };
     let mut out = Vec::new();
@@ -555,6 +559,26 @@ pub fn table(runs: &[QueryRun]) -> String {
         "total of medians {total:.1} ms, geometric mean {geo:.2} ms, largest peak {}",
         fox_runtime::human_bytes(peak as u64)
     );
+    s
+}
+
+/// Per query, the device peak, the host tier's peak and what ran in pieces, of the
+/// median's run (for runs under a `--memory-limit`).
+pub fn tier_lines(runs: &[QueryRun]) -> String {
+    let mut s = String::new();
+    for r in runs {
+        let t = &r.stats.tier;
+        s.push_str(&format!(
+            "Q{}: device peak {}, host tier peak {}, {} bytes to the host and {} back, {} launches in {} pieces\n",
+            r.query,
+            fox_runtime::human_bytes(r.stats.peak_bytes as u64),
+            fox_runtime::human_bytes(t.host_peak_bytes),
+            t.bytes_to_host,
+            t.bytes_to_device,
+            t.operators_in_pieces,
+            t.pieces
+        ));
+    }
     s
 }
 

@@ -31,6 +31,8 @@ use fox_sema::core::{Type, Value, MAX_DATE, MAX_DECIMAL, MAX_WIDE_DECIMAL, MIN_D
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+mod joins;
+mod reduce;
 mod rows;
 mod sort;
 
@@ -221,6 +223,9 @@ struct Interp<'a> {
     live_vars: usize,
     stats: RunStats,
     instr_stats: Vec<Vec<Option<InstrStat>>>,
+    /// Per instruction (block, index) that ran in pieces: its launches in pieces and
+    /// their pieces.
+    pieces: std::collections::BTreeMap<(usize, usize), (u64, u64)>,
     outputs: Vec<OutputTable>,
     timing: bool,
     memory_limit: Option<u64>,
@@ -284,6 +289,7 @@ impl<'a> Interp<'a> {
                 ..RunStats::default()
             },
             instr_stats: plan.blocks.iter().map(|b| vec![None; b.instrs.len()]).collect(),
+            pieces: Default::default(),
             outputs: Vec::new(),
             timing: opts.timing,
             memory_limit: opts.memory_limit,
@@ -319,6 +325,22 @@ impl<'a> Interp<'a> {
         self.stats.compile = self.backend.compile_time();
         self.stats.total_allocated_bytes = mem.total_allocated;
         self.stats.instrs = self.instr_stats.iter().flatten().flatten().cloned().collect();
+        let plan = self.plan;
+        self.stats.pieces = std::mem::take(&mut self.pieces)
+            .into_iter()
+            .map(|((block, i), (launches, pieces))| {
+                let kernel = match plan.blocks.get(block).and_then(|b| b.instrs.get(i)) {
+                    Some(Instr::Launch { kernel, .. }) => kernel_name(kernel, plan),
+                    _ => String::new(),
+                };
+                crate::PiecesStat {
+                    label: format!("{}.{i}", plan.blocks[block].label),
+                    kernel,
+                    launches,
+                    pieces,
+                }
+            })
+            .collect();
         self.stats.total = started.elapsed() + before;
     }
 }
@@ -1032,6 +1054,15 @@ impl Interp<'_> {
         Ok(())
     }
 
+    /// Counts a launch of the instruction running now that ran in `pieces` pieces.
+    fn note_pieces(&mut self, pieces: u64) {
+        self.stats.tier.operators_in_pieces += 1;
+        self.stats.tier.pieces += pieces;
+        let e = self.pieces.entry(self.pos).or_default();
+        e.0 += 1;
+        e.1 += pieces;
+    }
+
     /// Counts `bytes` more held in the host tier (an eviction, or an output made there).
     fn count_to_host(&mut self, bytes: u64) {
         self.host_in_use += bytes;
@@ -1624,7 +1655,33 @@ impl Interp<'_> {
                     let by_rows = rows::row_aligned(kernel, arg_slots.len()).is_some();
                     let Some((one_kernel, parts)) = column_split(kernel, &arg_slots, outs.len()) else {
                         if by_rows {
-                            return self.launch_in_rows(kernel, &arg_slots, &out_elems, outs, &what);
+                            let r = self.launch_in_rows(kernel, &arg_slots, &out_elems, outs, &what);
+                            return match (r, kernel, outs) {
+                                // One gathered column larger than the device, on the host.
+                                (Err(RuntimeError::Kernel { msg, .. }), Kernel::Gather { .. }, [out])
+                                    if is_out_of_memory(&msg) =>
+                                {
+                                    self.gather_on_host(kernel, &arg_slots, *out, &what)
+                                }
+                                // A searched side larger than the device, in pieces.
+                                (Err(RuntimeError::Kernel { msg, .. }), Kernel::BoundRange { .. }, _)
+                                    if is_out_of_memory(&msg) =>
+                                {
+                                    self.search_in_pieces(kernel, &arg_slots, &out_elems, outs, &what)
+                                }
+                                (r, _, _) => r,
+                            };
+                        }
+                        // Joins and expansions in pieces of rows (`joins.rs`).
+                        if joins::runs_in_pieces(kernel, arg_slots.len()) {
+                            return self.join_in_pieces(kernel, &arg_slots, &out_elems, outs, &what);
+                        }
+                        if matches!(kernel, Kernel::ExclusiveScan) {
+                            return self.scan_on_host(&arg_slots, outs, &what);
+                        }
+                        // Aggregations by key in pieces (`reduce.rs`).
+                        if reduce::keyed(kernel, arg_slots.len()).is_some() {
+                            return self.reduce_in_pieces(kernel, &arg_slots, &out_elems, outs, &what);
                         }
                         // A sort that does not fit sorts runs and merges them (`sort.rs`).
                         if let (Kernel::SortPerm { .. }, [out]) = (kernel, outs) {

@@ -149,6 +149,20 @@ pub struct RunStats {
     /// In a run over several devices, each device's memory high-water mark in bytes (in
     /// device order; `peak_bytes` is the largest); empty on one device.
     pub device_peaks: Vec<usize>,
+    /// The instructions that ran in pieces at least once, in plan order (the totals are
+    /// in `tier`).
+    pub pieces: Vec<PiecesStat>,
+}
+
+/// An instruction whose operator did not fit the device budget whole and ran in pieces.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PiecesStat {
+    /// Where it is (`block.index`) and its kernel, as in [`InstrStat`].
+    pub label: String,
+    pub kernel: String,
+    /// Its launches that ran in pieces, and their pieces.
+    pub launches: u64,
+    pub pieces: u64,
 }
 
 /// The exchanges of a run over several devices (`Kernel::Exchange`).
@@ -177,6 +191,10 @@ pub struct TierStats {
     pub bytes_to_device: u64,
     /// The most bytes the host tier held at once.
     pub host_peak_bytes: u64,
+    /// Launches that did not fit the device budget whole and ran in pieces (chunks of
+    /// rows, runs of a sort, pieces of a join, search or aggregation), and their pieces.
+    pub operators_in_pieces: u64,
+    pub pieces: u64,
 }
 
 /// The rows of one observed operator over a run, against the planner's estimate.
@@ -384,6 +402,22 @@ pub fn format_stats(stats: &RunStats) -> String {
         plural(t.restores, "restore"),
         t.bytes_to_device
     ));
+    if t.operators_in_pieces > 0 {
+        out.push_str(&format!(
+            "in pieces: {} larger than the device budget ran in {}\n",
+            launches(t.operators_in_pieces),
+            plural(t.pieces, "piece")
+        ));
+        for p in &stats.pieces {
+            out.push_str(&format!(
+                "  {:<13} {:<28} {}, {}\n",
+                p.label,
+                p.kernel,
+                launches(p.launches),
+                plural(p.pieces, "piece")
+            ));
+        }
+    }
     out
 }
 
@@ -495,6 +529,15 @@ pub fn human_bytes(bytes: u64) -> String {
 }
 
 /// `n` and the noun, plural unless `n` is 1: `1 row`, `0 rows`, `3 buffers`.
+/// `n launch` or `n launches`.
+fn launches(n: u64) -> String {
+    if n == 1 {
+        "1 launch".to_string()
+    } else {
+        format!("{n} launches")
+    }
+}
+
 pub fn plural(n: u64, noun: &str) -> String {
     if n == 1 {
         format!("1 {noun}")
@@ -610,6 +653,7 @@ mod tests {
                 restores: 2,
                 bytes_to_device: 8000,
                 host_peak_bytes: 4000,
+                ..TierStats::default()
             },
             ..RunStats::default()
         };

@@ -216,6 +216,12 @@ struct TpchArgs {
     /// (needs --sf 1).
     #[arg(long)]
     check_sf1: bool,
+    /// The device memory the runs may use (e.g. 512M, 16G; default: all of the
+    /// device's): operators that do not fit run in pieces and buffers wait in the host
+    /// tier; each query's device peak and host-tier peak are printed after the table. The
+    /// loaded tables stay on the device, so the limit must hold the columns a query reads.
+    #[arg(long, value_name = "SIZE", value_parser = fox_cli::parse_memory_size)]
+    memory_limit: Option<u64>,
     /// Also write the measurements to FILE as JSON (tpch/bench-duckdb.py --fox-json reads it).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -1222,6 +1228,7 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
         &plans,
         a.repeat,
         a.profile.is_some(),
+        a.memory_limit,
         &mut |q, run| {
             spinner.set(match run {
                 t::Run::First => format!("Q{q}: first run"),
@@ -1291,6 +1298,9 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
             t::table(many),
             t::devices_table(&runs, many, devices)
         ))?;
+    }
+    if a.memory_limit.is_some() {
+        fox_cli::stdout::print(&t::tier_lines(&runs))?;
     }
     // Every file of the run (results, profile, measurements) is written, or none is.
     let mut files = fox_runtime::OutputFiles::new();
@@ -1402,6 +1412,8 @@ struct CliqueResult {
     peak: usize,
     /// The rounds of multi-round expansions.
     rounds: u64,
+    /// The host tier's peak in bytes (runs under `--memory-limit`; 0 for the CPU LFTJ).
+    host_peak: u64,
 }
 
 /// The classic iterator LFTJ of `fox_cpu::lftj` on all cores: per run, the trie of the
@@ -1449,6 +1461,7 @@ fn cpu_lftj<T: fox_cpu::lftj::Key>(
         join,
         peak,
         rounds: 0,
+        host_peak: 0,
     })
 }
 
@@ -1598,6 +1611,7 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
             let n = count(&first);
             let mut times = Vec::new();
             let mut peak = 0;
+            let mut host_peak = 0;
             for k in 0..a.repeat {
                 progress.set(format!("{system} on the {name}: run {} of {}", k + 1, a.repeat));
                 backends.iter_mut().for_each(|b| b.reset_peak());
@@ -1605,6 +1619,7 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
                 let r = run_on(backends, plan, &opts, &mut resident).map_err(|e| e.to_string())?;
                 times.push(t.elapsed().as_secs_f64() * 1e3);
                 peak = peak.max(r.stats.peak_bytes);
+                host_peak = host_peak.max(r.stats.tier.host_peak_bytes);
                 if count(&r) != n {
                     return Err("the count changed between runs".into());
                 }
@@ -1664,6 +1679,7 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
                 join: total - build,
                 peak,
                 rounds: r.stats.rounds,
+                host_peak,
             })
         })();
         resident.release(backends[0].as_mut());
@@ -1759,6 +1775,20 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
             one.median / many.median,
             if one.count == many.count { "the same" } else { "DIFFER" }
         );
+    }
+    if a.memory_limit.is_some() {
+        for r in &rows {
+            if let Ok(c) = &r.result {
+                let _ = writeln!(
+                    text,
+                    "{} on {}: device peak {}, host tier peak {}",
+                    r.system,
+                    r.backend,
+                    human_bytes(c.peak as u64),
+                    human_bytes(c.host_peak)
+                );
+            }
+        }
     }
     fox_cli::stdout::print(&text)?;
     if let Some(p) = &a.profile {

@@ -161,14 +161,24 @@ fn an_operator_whose_own_buffers_exceed_the_limit_is_an_error_naming_it() {
         "a(k, v) -> int32(k), int32(v).\n.input a.\nb(k, w) <- a(k, v), a(v, w).\n.output b.\n",
     )
     .unwrap();
-    // 20 KB a column: sorting a side of the join reads both and writes a permutation
-    // and both again (a sort does not run in chunks).
-    let o = foxrun(&[
+    // 20 KB a column: under 48K the sorts and the join run in pieces; under 16 bytes
+    // the smallest piece of an operator does not fit.
+    let whole = foxrun(&[p.to_str().unwrap(), "--data", dir.to_str().unwrap()]);
+    let cut = foxrun(&[
         p.to_str().unwrap(),
         "--data",
         dir.to_str().unwrap(),
         "--memory-limit",
         "48K",
+    ]);
+    assert!(cut.status.success(), "{}", String::from_utf8_lossy(&cut.stderr));
+    assert_eq!(cut.stdout, whole.stdout);
+    let o = foxrun(&[
+        p.to_str().unwrap(),
+        "--data",
+        dir.to_str().unwrap(),
+        "--memory-limit",
+        "16",
     ]);
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{e}");

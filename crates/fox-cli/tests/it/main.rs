@@ -27,6 +27,7 @@ mod out_of_memory;
 mod outputs;
 mod parquet;
 mod passes;
+mod pieces;
 mod plan_fuzz;
 mod repl;
 mod runtime_errors;

@@ -37,6 +37,18 @@ pub(super) fn row_aligned(kernel: &Kernel, n_args: usize) -> Option<Vec<bool>> {
         Kernel::Compact if n_args >= 2 => Some(vec![true; n_args]),
         Kernel::Gather { .. } if n_args >= 2 => Some((0..n_args).map(|i| i == 0).collect()),
         Kernel::AdjacentDistinct if n_args >= 1 => Some(vec![true; n_args]),
+        // Per-row searches and counts: the probing rows in chunks, the searched side whole.
+        Kernel::RangeCount if n_args == 2 => Some(vec![true; 2]),
+        Kernel::HashProbe { nkeys } | Kernel::HashMatch { nkeys, .. } if n_args == 2 * nkeys + 1 => {
+            Some((0..n_args).map(|i| i > *nkeys).collect())
+        }
+        Kernel::BoundRange { nkeys, lower, upper } => {
+            let searched = nkeys + usize::from(lower.is_some() || upper.is_some());
+            (n_args > searched).then(|| (0..n_args).map(|i| i >= searched).collect())
+        }
+        Kernel::NestedLoopCount { nkeys } | Kernel::NestedLoopMatch { nkeys, .. } if n_args == 2 * nkeys => {
+            Some((0..n_args).map(|i| i < *nkeys).collect())
+        }
         // Aggregations of the whole input: each chunk's partial aggregates, combined.
         Kernel::FusedReduce {
             nkeys: 0, aggs, n_cols, ..
@@ -51,7 +63,7 @@ pub(super) fn row_aligned(kernel: &Kernel, n_args: usize) -> Option<Vec<bool>> {
 /// The aggregates that combine the partial aggregates of chunks into the whole's:
 /// counts and integer or decimal sums add up, minima and maxima of other than strings
 /// and floats' sums excluded; `None` when one does not combine exactly.
-fn combined(aggs: &[AggSpec]) -> Option<Vec<AggSpec>> {
+pub(super) fn combined(aggs: &[AggSpec]) -> Option<Vec<AggSpec>> {
     use fox_sema::core::AggFunc;
     aggs.iter()
         .map(|a| {
@@ -106,7 +118,7 @@ pub(super) fn may_halve(chunk: usize, n: usize) -> bool {
 }
 
 /// Rows `a..b` of `col`, copied.
-fn host_slice(col: &HostCol, a: usize, b: usize) -> Result<HostCol, String> {
+pub(super) fn host_slice(col: &HostCol, a: usize, b: usize) -> Result<HostCol, String> {
     let what = "a chunk of rows for the device";
     Ok(each_col!(col, v => crate::alloc::try_to_vec(&v[a..b], what)?))
 }
@@ -116,13 +128,23 @@ pub(super) fn host_slice_for_tests(col: &HostCol, a: usize, b: usize) -> HostCol
     host_slice(col, a, b).unwrap()
 }
 
+/// The rows `perm` of `col`, in that order.
+pub(super) fn gather_host(col: &HostCol, perm: &[u32]) -> Result<HostCol, String> {
+    let what = "rows of an operator run in pieces, in order";
+    Ok(each_col!(col, v => {
+        let mut o = crate::alloc::try_with_capacity(perm.len(), what)?;
+        o.extend(perm.iter().map(|&i| v[i as usize]));
+        o
+    }))
+}
+
 /// Row `r` of `col` as a column of one row.
 pub(super) fn host_row(col: &HostCol, r: usize) -> HostCol {
     each_col!(col, v => vec![v[r]])
 }
 
 /// `acc` followed by `more` (of the same element type).
-fn host_append(acc: &mut HostCol, more: HostCol) -> Result<(), String> {
+pub(super) fn host_append(acc: &mut HostCol, more: HostCol) -> Result<(), String> {
     let what = "the rows of an operator run in chunks";
     macro_rules! app {
         ($($t:ident),*) => {
@@ -137,6 +159,16 @@ fn host_append(acc: &mut HostCol, more: HostCol) -> Result<(), String> {
         };
     }
     app!(U8, I32, U32, I64, U64, F64, I128)
+}
+
+/// What a launch on pieces reads of one argument.
+pub(super) enum Part {
+    /// The whole buffer.
+    Whole,
+    /// Its rows `a..b`.
+    Rows(usize, usize),
+    /// A column made on the host (uploaded for the launch).
+    Col(HostCol),
 }
 
 impl Interp<'_> {
@@ -158,7 +190,9 @@ impl Interp<'_> {
                 what()
             )));
         };
-        let n = self.slot_buf(arg_slots[0]).len;
+        // The rows of the first row-aligned argument (each has as many).
+        let first = aligned.iter().position(|&a| a).unwrap_or(0);
+        let n = self.slot_buf(arg_slots[first]).len;
         let row_bytes: usize = arg_slots
             .iter()
             .zip(&aligned)
@@ -170,6 +204,7 @@ impl Interp<'_> {
         let budget = self.device_cap.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
         let mut chunk = (budget / 4 / row_bytes).clamp(1, n.max(1));
         let mut acc: Vec<HostCol> = out_elems.iter().map(|&e| HostCol::empty(e)).collect();
+        let mut chunks = 0u64;
         let mut a = 0;
         while a < n {
             let b = (a + chunk).min(n);
@@ -180,6 +215,7 @@ impl Interp<'_> {
                         let c = host_skip(c, before);
                         host_append(x, c).map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
                     }
+                    chunks += 1;
                     a = b;
                 }
                 Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && may_halve(chunk, n) => {
@@ -199,6 +235,7 @@ impl Interp<'_> {
                 Err(e) => return Err(e),
             }
         }
+        self.note_pieces(chunks);
         if let Some(combine) = combiner(kernel) {
             // The chunks' partial aggregates (a row each, none for no rows) aggregated.
             let mut temps = Vec::with_capacity(acc.len());
@@ -242,30 +279,45 @@ impl Interp<'_> {
         out_elems: &[Elem],
         what: &dyn Fn() -> String,
     ) -> Result<Vec<HostCol>, RuntimeError> {
+        let parts = aligned
+            .iter()
+            .map(|&al| if al { Part::Rows(a, b) } else { Part::Whole })
+            .collect();
+        self.launch_parts(kernel, arg_slots, parts, out_elems, what)
+    }
+
+    /// One launch of `kernel` on pieces of its arguments (`parts`, one per argument): its
+    /// arguments on the device, the launch, its outputs moved to the host.
+    pub(super) fn launch_parts(
+        &mut self,
+        kernel: &Kernel,
+        arg_slots: &[usize],
+        parts: Vec<Part>,
+        out_elems: &[Elem],
+        what: &dyn Fn() -> String,
+    ) -> Result<Vec<HostCol>, RuntimeError> {
         let mut temps: Vec<usize> = Vec::new();
-        let res = self
-            .chunk_args(arg_slots, aligned, a, b, what, &mut temps)
-            .and_then(|args| {
-                let outs = self.launch_evicting(kernel, &args, out_elems, what)?;
-                let mut cols = Vec::with_capacity(outs.len());
-                let mut err = None;
-                for o in outs {
-                    if err.is_some() {
-                        self.backend.free(o);
-                        continue;
-                    }
-                    let t = Instant::now();
-                    match self.backend.take(o) {
-                        Ok(c) => cols.push(c),
-                        Err(e) => err = Some(e.0),
-                    }
-                    self.stats.download += t.elapsed();
+        let res = self.part_args(arg_slots, parts, what, &mut temps).and_then(|args| {
+            let outs = self.launch_evicting(kernel, &args, out_elems, what)?;
+            let mut cols = Vec::with_capacity(outs.len());
+            let mut err = None;
+            for o in outs {
+                if err.is_some() {
+                    self.backend.free(o);
+                    continue;
                 }
-                match err {
-                    Some(msg) => Err(RuntimeError::Kernel { at: what(), msg }),
-                    None => Ok(cols),
+                let t = Instant::now();
+                match self.backend.take(o) {
+                    Ok(c) => cols.push(c),
+                    Err(e) => err = Some(e.0),
                 }
-            });
+                self.stats.download += t.elapsed();
+            }
+            match err {
+                Some(msg) => Err(RuntimeError::Kernel { at: what(), msg }),
+                None => Ok(cols),
+            }
+        });
         for s in temps {
             self.drop_temp_slot(s);
         }
@@ -283,12 +335,41 @@ impl Interp<'_> {
         what: &dyn Fn() -> String,
         temps: &mut Vec<usize>,
     ) -> Result<Vec<usize>, RuntimeError> {
+        let parts = aligned
+            .iter()
+            .map(|&al| if al { Part::Rows(a, b) } else { Part::Whole })
+            .collect();
+        self.part_args(arg_slots, parts, what, temps)
+    }
+
+    /// The argument slots of a launch on pieces: each argument whole, its rows `a..b`
+    /// or a column of the host, the latter two in temporary slots (recorded in `temps`,
+    /// for the caller to drop).
+    pub(super) fn part_args(
+        &mut self,
+        arg_slots: &[usize],
+        parts: Vec<Part>,
+        what: &dyn Fn() -> String,
+        temps: &mut Vec<usize>,
+    ) -> Result<Vec<usize>, RuntimeError> {
         let mut args = Vec::with_capacity(arg_slots.len());
-        for (&s, &al) in arg_slots.iter().zip(aligned) {
-            if !al {
-                args.push(s);
-                continue;
-            }
+        for (&s, part) in arg_slots.iter().zip(parts) {
+            let (a, b) = match part {
+                Part::Whole => {
+                    args.push(s);
+                    continue;
+                }
+                Part::Col(col) => {
+                    let up = self
+                        .upload_room(col)
+                        .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
+                    let t = self.temp_slot(up);
+                    temps.push(t);
+                    args.push(t);
+                    continue;
+                }
+                Part::Rows(a, b) => (a, b),
+            };
             let part = match &self.tiers[s] {
                 Tier::Host(col) => {
                     let part = host_slice(col, a, b).map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
@@ -343,6 +424,21 @@ impl Interp<'_> {
             Tier::Host(_) => self.host_in_use -= buf.bytes() as u64,
             Tier::Gone => {}
         }
+    }
+
+    /// A slot holding `col` in the host tier that no variable names (for the caller to
+    /// drop with [`Interp::drop_temp_slot`]).
+    pub(super) fn host_temp_slot(&mut self, col: HostCol) -> usize {
+        let stale = DevBuf {
+            id: u64::MAX,
+            elem: col.elem(),
+            len: col.len(),
+        };
+        let bytes = stale.bytes() as u64;
+        let s = self.new_slot(stale, false);
+        self.tiers[s] = Tier::Host(col);
+        self.count_to_host(bytes);
+        s
     }
 
     /// Defines `var` as `col`, held in the host tier until an instruction reads it on

@@ -8,7 +8,7 @@ use super::*;
 use std::cmp::Ordering;
 
 /// How a column's values compare: by code, reversed, by string rank.
-struct KeyCol<'a> {
+pub(super) struct KeyCol<'a> {
     col: &'a HostCol,
     desc: bool,
     rank: Option<&'a [u32]>,
@@ -23,8 +23,17 @@ fn cmp_f64(a: f64, b: f64) -> Ordering {
     }
 }
 
-impl KeyCol<'_> {
-    fn cmp(&self, i: usize, other: &KeyCol<'_>, j: usize) -> Ordering {
+impl<'a> KeyCol<'a> {
+    /// A column compared by code, ascending.
+    pub(super) fn plain(col: &'a HostCol) -> Self {
+        KeyCol {
+            col,
+            desc: false,
+            rank: None,
+        }
+    }
+
+    pub(super) fn cmp(&self, i: usize, other: &KeyCol<'_>, j: usize) -> Ordering {
         let o = match (self.col, other.col) {
             (HostCol::U32(a), HostCol::U32(b)) => match self.rank {
                 Some(r) => r
@@ -50,14 +59,14 @@ impl KeyCol<'_> {
 }
 
 /// A sorted run: its keys in order and the rows of the whole they come from.
-struct Run {
-    keys: Vec<HostCol>,
-    rows: Vec<u32>,
+pub(super) struct Run {
+    pub(super) keys: Vec<HostCol>,
+    pub(super) rows: Vec<u32>,
 }
 
 /// Merges sorted runs into the permutation of the whole: a binary heap of run heads,
 /// ordered by key and then by run (stability).
-fn merge_runs(
+pub(super) fn merge_runs(
     runs: &[Run],
     desc: &[bool],
     by_rank: &[bool],
@@ -190,6 +199,7 @@ impl Interp<'_> {
                 Err(e) => return Err(e),
             }
         }
+        self.note_pieces(runs.len() as u64);
         let perm = merge_runs(&runs, desc, by_rank, rank, n).map_err(kerr)?;
         drop(runs);
         self.define_in_host_tier(out.0 as usize, HostCol::U32(perm));
