@@ -63,71 +63,124 @@ pub fn format_g17(x: f64) -> String {
     }
 }
 
-/// The text of one output file.
-/// The text grows fallibly (running out of memory is an error naming the file), a row
-/// at a time.
-pub fn render_output(table: &OutputTable, spec: &SouffleOutput) -> anyhow::Result<String> {
-    let what = format!("the text of `{}`", spec.file);
-    let mut out = String::new();
-    let push = |out: &mut String, s: &str| fox_runtime::alloc::try_push_str(out, s, &what).map_err(anyhow::Error::msg);
-    if spec.headers {
-        if spec.shape.is_empty() {
-            push(&mut out, &spec.columns.join(&spec.delimiter))?;
-        } else {
-            // The columns of a record or ADT attribute `p` are named `p.…`: the header
-            // names the attribute once.
-            let mut names = Vec::new();
-            let mut k = 0;
-            for s in &spec.shape {
-                let col = spec.columns.get(k).map_or("", String::as_str);
-                names.push(col.split('.').next().unwrap_or(col));
-                k += s.columns();
-            }
-            push(&mut out, &names.join(&spec.delimiter))?;
-        }
-        push(&mut out, "\n")?;
+/// The header line of an output file (`headers=true`), or nothing.
+fn header(spec: &SouffleOutput) -> String {
+    if !spec.headers {
+        return String::new();
     }
-    for r in 0..table.len() {
+    let mut line = if spec.shape.is_empty() {
+        spec.columns.join(&spec.delimiter)
+    } else {
+        // The columns of a record or ADT attribute `p` are named `p.…`: the header
+        // names the attribute once.
+        let mut names = Vec::new();
+        let mut k = 0;
+        for s in &spec.shape {
+            let col = spec.columns.get(k).map_or("", String::as_str);
+            names.push(col.split('.').next().unwrap_or(col));
+            k += s.columns();
+        }
+        names.join(&spec.delimiter)
+    };
+    line.push('\n');
+    line
+}
+
+/// The error of a negative value in an `unsigned` attribute.
+fn negative_unsigned(spec: &SouffleOutput, v: &Value, k: usize) -> anyhow::Error {
+    anyhow::anyhow!(
+        "`{}` holds the negative value {} in its `unsigned` attribute `{}`: Fox holds `unsigned` \
+         in 64-bit signed integers and does not wrap as Soufflé does",
+        spec.rel,
+        format_value(v),
+        spec.columns.get(k).map_or("?", |c| c.as_str()),
+    )
+}
+
+/// The error of the first row (in output order) holding a negative value in an
+/// `unsigned` attribute, if any: checked before anything is written.
+fn check_unsigned(table: &OutputTable, spec: &SouffleOutput) -> anyhow::Result<()> {
+    use rayon::prelude::*;
+    if !spec.unsigned.contains(&true) {
+        return Ok(());
+    }
+    let bad = |r: usize| {
+        let row = table.row(r);
+        row.iter()
+            .enumerate()
+            .find(|(k, v)| spec.unsigned.get(*k) == Some(&true) && matches!(v, Value::Int64(n) if *n < 0))
+            .map(|(k, v)| negative_unsigned(spec, v, k))
+    };
+    match (0..table.len())
+        .into_par_iter()
+        .with_min_len(1 << 12)
+        .find_map_first(bad)
+    {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Appends the lines of output rows `a..b` of one output file.
+fn render_rows(table: &OutputTable, spec: &SouffleOutput, a: usize, b: usize, out: &mut Vec<u8>) -> anyhow::Result<()> {
+    for r in a..b {
         let row = table.row(r);
         if row.is_empty() {
             // The tuple of a relation without attributes.
-            push(&mut out, "()\n")?;
+            out.extend_from_slice(b"()\n");
             continue;
         }
         let leaf = |k: usize| -> anyhow::Result<String> {
             let v = &row[k];
             if spec.unsigned.get(k) == Some(&true) && matches!(v, Value::Int64(n) if *n < 0) {
-                anyhow::bail!(
-                    "`{}` holds the negative value {} in its `unsigned` attribute `{}`: Fox holds `unsigned` \
-                     in 64-bit signed integers and does not wrap as Soufflé does",
-                    spec.rel,
-                    format_value(v),
-                    spec.columns.get(k).map_or("?", |c| c.as_str()),
-                );
+                return Err(negative_unsigned(spec, v, k));
             }
             Ok(format_value(v))
         };
         if spec.shape.is_empty() {
             for k in 0..row.len() {
                 if k > 0 {
-                    push(&mut out, &spec.delimiter)?;
+                    out.extend_from_slice(spec.delimiter.as_bytes());
                 }
-                push(&mut out, &leaf(k)?)?;
+                out.extend_from_slice(leaf(k)?.as_bytes());
             }
         } else {
             let mut k = 0;
             for (i, s) in spec.shape.iter().enumerate() {
                 if i > 0 {
-                    push(&mut out, &spec.delimiter)?;
+                    out.extend_from_slice(spec.delimiter.as_bytes());
                 }
                 let mut text = String::new();
                 write_shape(s, &mut k, &leaf, &mut text)?;
-                push(&mut out, &text)?;
+                out.extend_from_slice(text.as_bytes());
             }
         }
-        push(&mut out, "\n")?;
+        out.push(b'\n');
     }
-    Ok(out)
+    Ok(())
+}
+
+/// Writes one output file's text to `w`: its header, then its rows formatted in parallel
+/// chunks and written in order (`fox_runtime::output::write_rows`), so that the text is
+/// never held whole.
+pub fn write_output<W: Write + Send + ?Sized>(
+    table: &OutputTable,
+    spec: &SouffleOutput,
+    w: &mut W,
+) -> std::io::Result<()> {
+    write_output_chunked(table, spec, w, fox_runtime::output::Chunking::for_pool())
+}
+
+fn write_output_chunked<W: Write + Send + ?Sized>(
+    table: &OutputTable,
+    spec: &SouffleOutput,
+    w: &mut W,
+    chunking: fox_runtime::output::Chunking,
+) -> std::io::Result<()> {
+    w.write_all(header(spec).as_bytes())?;
+    fox_runtime::output::write_rows(w, table.len(), chunking, |a, b, out| {
+        render_rows(table, spec, a, b, out).map_err(|e| std::io::Error::other(e.to_string()))
+    })
 }
 
 /// One attribute of shape `s`, from the leaf columns at `*k` on: a record as Soufflé
@@ -197,12 +250,13 @@ pub fn printsize(tables: &[OutputTable], io: &SouffleIo) -> String {
 /// or, without `dir`, the files' contents to standard output (each preceded by its file
 /// name when there are several).
 pub fn write_results(tables: &[OutputTable], io: &SouffleIo, dir: Option<&Path>) -> anyhow::Result<()> {
-    let mut texts = Vec::new();
+    let mut outputs = Vec::new();
     for spec in &io.outputs {
         let Some(table) = tables.iter().find(|t| t.name == spec.rel) else {
             anyhow::bail!("the output `{}` was not computed", spec.rel);
         };
-        texts.push((spec, table.len(), render_output(table, spec)?));
+        check_unsigned(table, spec)?;
+        outputs.push((spec, table));
     }
     let sizes = printsize(tables, io);
     match dir {
@@ -211,10 +265,10 @@ pub fn write_results(tables: &[OutputTable], io: &SouffleIo, dir: Option<&Path>)
                 .map_err(|e| anyhow::anyhow!("cannot create the output directory `{}`: {e}", dir.display()))?;
             let mut files = fox_runtime::OutputFiles::new();
             let mut written = Vec::new();
-            for (spec, rows, text) in texts {
+            for (spec, table) in outputs {
                 let path = dir.join(&spec.file);
-                written.push((path.clone(), rows));
-                files.add(path, move |w| w.write_all(text.as_bytes()));
+                written.push((path.clone(), table.len()));
+                files.add(path, move |w| write_output(table, spec, w));
             }
             files.commit().map_err(|e| anyhow::anyhow!("{e}"))?;
             crate::stdout::print(&sizes)?;
@@ -227,18 +281,17 @@ pub fn write_results(tables: &[OutputTable], io: &SouffleIo, dir: Option<&Path>)
             }
         }
         None => {
-            // Written a piece at a time: the texts are not copied into one.
-            let named = texts.len() > 1;
+            let named = outputs.len() > 1;
             crate::stdout::with_stdout(|w| {
                 w.write_all(sizes.as_bytes())?;
-                for (k, (spec, _, text)) in texts.iter().enumerate() {
+                for (k, (spec, table)) in outputs.iter().enumerate() {
                     if k > 0 {
                         w.write_all(b"\n")?;
                     }
                     if named {
                         w.write_all(format!("{}\n", spec.file).as_bytes())?;
                     }
-                    w.write_all(text.as_bytes())?;
+                    write_output(table, spec, w)?;
                 }
                 Ok(())
             })?;
@@ -251,33 +304,90 @@ pub fn write_results(tables: &[OutputTable], io: &SouffleIo, dir: Option<&Path>)
 mod tests {
     use super::format_g17;
 
+    fn spec(delimiter: &str, headers: bool, unsigned: Vec<bool>) -> fox_syntax::souffle::SouffleOutput {
+        fox_syntax::souffle::SouffleOutput {
+            rel: "r".into(),
+            file: "r.csv".into(),
+            delimiter: delimiter.into(),
+            headers,
+            columns: (0..unsigned.len()).map(|k| format!("c{k}")).collect(),
+            unsigned,
+            shape: Vec::new(),
+        }
+    }
+
     #[test]
-    fn the_text_of_an_output_is_allocated_fallibly() {
+    fn chunked_text_is_the_text_row_by_row() {
+        use fox_runtime::output::Chunking;
+        use fox_sema::core::{Column, Type, Value};
+        let columns = vec![
+            Column {
+                name: "x".into(),
+                ty: Type::Int64,
+            },
+            Column {
+                name: "s".into(),
+                ty: Type::String,
+            },
+            Column {
+                name: "f".into(),
+                ty: Type::Float64,
+            },
+        ];
+        for n in [0usize, 1, 7, 100, 1001] {
+            let rows: Vec<Vec<Value>> = (0..n)
+                .map(|i| {
+                    vec![
+                        Value::Int64(i as i64 * 7919 - 5000),
+                        Value::String(["a", "b,c", "tab\there", "q\"", "new\nline"][i % 5].into()),
+                        Value::Float64(i as f64 / 3.0),
+                    ]
+                })
+                .collect();
+            let table = fox_runtime::OutputTable::from_rows("r", columns.clone(), rows.clone());
+            for (delimiter, headers) in [("\t", false), (",", true)] {
+                let spec = spec(delimiter, headers, vec![false; 3]);
+                let mut want = if headers {
+                    format!("c0{delimiter}c1{delimiter}c2\n")
+                } else {
+                    String::new()
+                };
+                for row in &rows {
+                    let cells: Vec<String> = row.iter().map(super::format_value).collect();
+                    want.push_str(&cells.join(delimiter));
+                    want.push('\n');
+                }
+                for c in [
+                    Chunking { rows: 1, batch: 1 },
+                    Chunking { rows: 7, batch: 3 },
+                    Chunking::for_pool(),
+                ] {
+                    let mut out = Vec::new();
+                    super::write_output_chunked(&table, &spec, &mut out, c).unwrap();
+                    assert_eq!(String::from_utf8(out).unwrap(), want, "{n} rows, {c:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_negative_unsigned_value_is_found_before_anything_is_written() {
         use fox_sema::core::{Column, Type, Value};
         let columns = vec![Column {
             name: "x".into(),
             ty: Type::Int64,
         }];
-        let rows = (0..1000).map(|i| vec![Value::Int64(i)]).collect();
+        let rows = (0..10_000)
+            .map(|i| vec![Value::Int64(if i >= 7000 { -i } else { i })])
+            .collect();
         let table = fox_runtime::OutputTable::from_rows("r", columns, rows);
-        let spec = fox_syntax::souffle::SouffleOutput {
-            rel: "r".into(),
-            file: "r.csv".into(),
-            delimiter: "\t".into(),
-            headers: false,
-            columns: vec!["x".into()],
-            unsigned: vec![false],
-            shape: Vec::new(),
-        };
-        let text = super::render_output(&table, &spec).unwrap();
-        assert_eq!(text.lines().count(), 1000);
-        // Under a budget smaller than the text, an error naming the file.
-        let e = fox_runtime::alloc::with_budget(Some(1000), || super::render_output(&table, &spec)).unwrap_err();
-        let e = e.to_string();
+        let e = super::check_unsigned(&table, &spec("\t", false, vec![true])).unwrap_err();
         assert!(
-            e.starts_with("out of memory: cannot allocate ") && e.contains("for the text of `r.csv`"),
+            e.to_string()
+                .contains("negative value -7000 in its `unsigned` attribute `c0`"),
             "{e}"
         );
+        assert!(super::check_unsigned(&table, &spec("\t", false, vec![false])).is_ok());
     }
 
     #[test]

@@ -69,27 +69,36 @@ pub fn record_batches(t: &OutputTable) -> io::Result<(SchemaRef, Vec<RecordBatch
     Ok((schema, all))
 }
 
-/// The record batches of `t`, in output order, each handed to `each`.
+/// The record batches of `t`, in output order, each handed to `each`: a batch's columns
+/// are built in parallel, and the next batch while `each` takes the previous one. The
+/// first error in order (a column's, then `each`'s) is returned.
 fn batches(
     t: &OutputTable,
     schema: &SchemaRef,
-    mut each: impl FnMut(&RecordBatch) -> io::Result<()>,
+    mut each: impl FnMut(&RecordBatch) -> io::Result<()> + Send,
 ) -> io::Result<()> {
+    use rayon::prelude::*;
     let n = t.len();
-    let mut start = 0;
-    loop {
+    let build = |start: usize| -> io::Result<RecordBatch> {
         let end = (start + BATCH).min(n);
-        let columns = (0..t.columns.len())
+        let columns: Vec<io::Result<ArrayRef>> = (0..t.columns.len())
+            .into_par_iter()
             .map(|c| column(t, c, start..end))
-            .collect::<io::Result<Vec<_>>>()?;
+            .collect();
+        let columns = columns.into_iter().collect::<io::Result<Vec<_>>>()?;
         let options = RecordBatchOptions::new().with_row_count(Some(end - start));
-        let batch = RecordBatch::try_new_with_options(schema.clone(), columns, &options).map_err(io::Error::other)?;
-        each(&batch)?;
-        start = end;
-        if start >= n {
-            return Ok(());
-        }
+        RecordBatch::try_new_with_options(schema.clone(), columns, &options).map_err(io::Error::other)
+    };
+    let mut pending = build(0);
+    let mut start = BATCH;
+    while start < n {
+        let batch = pending?;
+        let (res, next) = rayon::join(|| each(&batch), || build(start));
+        res?;
+        pending = next;
+        start += BATCH;
     }
+    each(&pending?)
 }
 
 /// Rows `rows` (in output order) of column `c` as an Arrow array.

@@ -764,11 +764,21 @@ pub fn format_table_max(t: &OutputTable, max_rows: Option<usize>) -> String {
     String::from_utf8(out).expect("the table is UTF-8")
 }
 
-/// Writes [`format_table_max`]'s text to `w` a line at a time.
-pub fn write_table_text_to<W: std::io::Write + ?Sized>(
+/// Writes [`format_table_max`]'s text to `w`: the column widths found and the lines
+/// formatted in parallel ([`write_rows`]).
+pub fn write_table_text_to<W: std::io::Write + Send + ?Sized>(
     t: &OutputTable,
     max_rows: Option<usize>,
     w: &mut W,
+) -> std::io::Result<()> {
+    write_table_text_chunked(t, max_rows, w, Chunking::for_pool())
+}
+
+fn write_table_text_chunked<W: std::io::Write + Send + ?Sized>(
+    t: &OutputTable,
+    max_rows: Option<usize>,
+    w: &mut W,
+    chunking: Chunking,
 ) -> std::io::Result<()> {
     let n = t.len();
     let plural = |k: usize| if k == 1 { "" } else { "s" };
@@ -778,14 +788,26 @@ pub fn write_table_text_to<W: std::io::Write + ?Sized>(
     }
     let shown = max_rows.map_or(n, |m| m.min(n));
     let cell = |r: usize, c: usize| display_cell(&t.cell_text(r, c));
-    let mut widths: Vec<usize> = t.columns.iter().map(|c| c.name.chars().count()).collect();
-    for r in 0..shown {
-        for (c, w) in widths.iter_mut().enumerate() {
-            *w = (*w).max(cell(r, c).chars().count());
-        }
-    }
+    let ncols = t.columns.len();
+    let names: Vec<usize> = t.columns.iter().map(|c| c.name.chars().count()).collect();
+    let widths = (0..shown)
+        .into_par_iter()
+        .with_min_len(1 << 12)
+        .fold(
+            || names.clone(),
+            |mut acc, r| {
+                for (c, w) in acc.iter_mut().enumerate() {
+                    *w = (*w).max(cell(r, c).chars().count());
+                }
+                acc
+            },
+        )
+        .reduce(
+            || names.clone(),
+            |a, b| a.iter().zip(&b).map(|(x, y)| *x.max(y)).collect(),
+        );
     let numeric: Vec<bool> = t.columns.iter().map(|c| is_numeric(c.ty)).collect();
-    let line = |w: &mut W, cells: &[String]| -> std::io::Result<()> {
+    let line = |out: &mut Vec<u8>, cells: &[String]| {
         let mut s = String::new();
         for (i, cell) in cells.iter().enumerate() {
             if i > 0 {
@@ -800,17 +822,23 @@ pub fn write_table_text_to<W: std::io::Write + ?Sized>(
                 s.push_str(&" ".repeat(pad));
             }
         }
-        w.write_all(s.trim_end().as_bytes())?;
-        w.write_all(b"\n")
+        out.extend_from_slice(s.trim_end().as_bytes());
+        out.push(b'\n');
     };
+    let mut head = Vec::new();
     let header: Vec<String> = t.columns.iter().map(|c| c.name.clone()).collect();
-    line(w, &header)?;
+    line(&mut head, &header);
     let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-    writeln!(w, "{}", rule.join("-+-"))?;
-    for r in 0..shown {
-        let cells: Vec<String> = (0..t.columns.len()).map(|c| cell(r, c)).collect();
-        line(w, &cells)?;
-    }
+    head.extend_from_slice(rule.join("-+-").as_bytes());
+    head.push(b'\n');
+    w.write_all(&head)?;
+    write_rows(w, shown, chunking, |a, b, out| {
+        for r in a..b {
+            let cells: Vec<String> = (0..ncols).map(|c| cell(r, c)).collect();
+            line(out, &cells);
+        }
+        Ok(())
+    })?;
     if shown < n {
         writeln!(w, "… {} more row{}", n - shown, plural(n - shown))?;
     }
@@ -837,121 +865,202 @@ fn csv_field(s: &str, out: &mut String) {
     }
 }
 
-fn csv_quoted(s: &str) -> String {
-    let mut q = String::new();
-    csv_field(s, &mut q);
-    q
+/// How the row-at-a-time formats cut a table's rows for [`write_rows`]: chunks of `rows`
+/// rows, each formatted into a buffer of its own by one task, `batch` chunks formatted
+/// in parallel while the previous batch is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chunking {
+    pub rows: usize,
+    pub batch: usize,
 }
 
-/// Appends the CSV lines of output rows `a..b`; `quoted` holds the CSV form of each
-/// string of a columnar table.
-fn csv_lines(t: &OutputTable, quoted: &[String], a: usize, b: usize, out: &mut Vec<u8>) {
-    match &t.data {
-        Data::Rows(rows) => {
-            let mut s = String::new();
-            for row in &rows[a..b] {
-                for (i, (v, c)) in row.iter().zip(&t.columns).enumerate() {
-                    if i > 0 {
-                        s.push(',');
-                    }
-                    csv_field(&format_value(v, c.ty), &mut s);
-                }
-                s.push('\n');
-            }
-            out.extend_from_slice(s.as_bytes());
+impl Chunking {
+    /// Chunks of 65,536 rows, twice as many per batch as the thread pool has threads.
+    pub fn for_pool() -> Chunking {
+        Chunking {
+            rows: 1 << 16,
+            batch: (2 * rayon::current_num_threads()).max(2),
         }
-        Data::Cols(ct) => {
-            let cols: Vec<(&HostCol, Type)> = ct.cols.iter().zip(&t.columns).map(|(h, c)| (h, c.ty)).collect();
-            match (cols.as_slice(), &ct.perm) {
-                // The common shape of graph results, without a match per cell.
-                ([(HostCol::I32(x), Type::Int32), (HostCol::I32(y), Type::Int32)], None) => {
-                    for (&x, &y) in x[a..b].iter().zip(&y[a..b]) {
-                        push_int(out, i64::from(x));
-                        out.push(b',');
-                        push_int(out, i64::from(y));
-                        out.push(b'\n');
-                    }
-                }
-                _ => {
-                    for r in a..b {
-                        let src = ct.src(r);
-                        for (i, (col, ty)) in cols.iter().enumerate() {
-                            if i > 0 {
-                                out.push(b',');
-                            }
-                            write_cell(col, *ty, src, quoted, out);
+    }
+}
+
+/// Writes the text of rows `0..n` to `w` in row order: `format(a, b, out)` appends the
+/// text of rows `a..b` to `out`, and must give the same bytes for a range as for its
+/// pieces one after the other (each row's text depends on that row alone). Rows are
+/// formatted in chunks ([`Chunking`]) by every thread of the pool while one thread
+/// writes the previous batch, so at most two batches of text are held at once. The
+/// bytes written are exactly those of `format(0, n, ..)`; on an error (of a chunk's
+/// formatting, the earliest such chunk, or of a write) the chunks before it have been
+/// written, nothing after it, and the error is returned.
+pub fn write_rows<W, F>(w: &mut W, n: usize, c: Chunking, format: F) -> std::io::Result<()>
+where
+    W: std::io::Write + Send + ?Sized,
+    F: Fn(usize, usize, &mut Vec<u8>) -> std::io::Result<()> + Sync,
+{
+    let rows = c.rows.max(1);
+    if n <= rows {
+        let mut out = Vec::new();
+        format(0, n, &mut out)?;
+        return w.write_all(&out);
+    }
+    let span = rows.saturating_mul(c.batch.max(1));
+    let batch = |a: usize| -> Vec<std::io::Result<Vec<u8>>> {
+        let b = a.saturating_add(span).min(n);
+        let starts: Vec<usize> = (a..b).step_by(rows).collect();
+        starts
+            .into_par_iter()
+            .with_max_len(1)
+            .map(|p| {
+                let mut out = Vec::new();
+                format(p, (p + rows).min(b), &mut out).map(|()| out)
+            })
+            .collect()
+    };
+    let write = |w: &mut W, parts: Vec<std::io::Result<Vec<u8>>>| parts.into_iter().try_for_each(|p| w.write_all(&p?));
+    let mut pending = batch(0);
+    let mut a = span;
+    while a < n {
+        let (res, next) = rayon::join(|| write(w, std::mem::take(&mut pending)), || batch(a));
+        res?;
+        pending = next;
+        a = a.saturating_add(span);
+    }
+    write(w, pending)
+}
+
+/// The delimited text formats: CSV (RFC 4180 quoting) and TSV (escapes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Delimited {
+    Csv,
+    Tsv,
+}
+
+impl Delimited {
+    fn sep(self) -> u8 {
+        match self {
+            Delimited::Csv => b',',
+            Delimited::Tsv => b'\t',
+        }
+    }
+
+    /// Appends the field form of `s`.
+    fn field(self, s: &str, out: &mut Vec<u8>) {
+        match self {
+            Delimited::Csv => {
+                let mut q = String::new();
+                csv_field(s, &mut q);
+                out.extend_from_slice(q.as_bytes());
+            }
+            Delimited::Tsv => tsv_field(s, out),
+        }
+    }
+
+    /// The header line of a table: its column names as fields.
+    fn header(self, t: &OutputTable) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (i, c) in t.columns.iter().enumerate() {
+            if i > 0 {
+                out.push(self.sep());
+            }
+            self.field(&c.name, &mut out);
+        }
+        out.push(b'\n');
+        out
+    }
+
+    /// The field form of every string of a columnar table, which the lines then copy
+    /// (allocated fallibly: the strings are as large as the output's); empty for a
+    /// table of values.
+    fn strings(self, t: &OutputTable) -> std::io::Result<Vec<String>> {
+        const WHAT: &str = "the text of the output's strings";
+        let Data::Cols(ct) = &t.data else {
+            return Ok(Vec::new());
+        };
+        let mut q = try_with_capacity(ct.strings.len(), WHAT).map_err(std::io::Error::other)?;
+        for s in &ct.strings {
+            let needs = match self {
+                Delimited::Csv => s.contains([',', '"', '\n', '\r']),
+                Delimited::Tsv => s.contains(['\t', '\n', '\r', '\\']),
+            };
+            if needs {
+                let mut f = Vec::new();
+                self.field(s, &mut f);
+                q.push(String::from_utf8(f).expect("fields of UTF-8 text are UTF-8"));
+            } else {
+                q.push(try_string(s, WHAT).map_err(std::io::Error::other)?);
+            }
+        }
+        Ok(q)
+    }
+
+    /// Appends the lines of output rows `a..b`; `fields` holds the field form of each
+    /// string of a columnar table ([`Delimited::strings`]). Only strings need quoting
+    /// or escapes: no other value's text holds a separator, a quote, a line break or
+    /// a backslash.
+    fn lines(self, t: &OutputTable, fields: &[String], a: usize, b: usize, out: &mut Vec<u8>) {
+        let sep = self.sep();
+        match &t.data {
+            Data::Rows(rows) => {
+                for row in &rows[a..b] {
+                    for (i, (v, c)) in row.iter().zip(&t.columns).enumerate() {
+                        if i > 0 {
+                            out.push(sep);
                         }
-                        out.push(b'\n');
+                        self.field(&format_value(v, c.ty), out);
+                    }
+                    out.push(b'\n');
+                }
+            }
+            Data::Cols(ct) => {
+                let cols: Vec<(&HostCol, Type)> = ct.cols.iter().zip(&t.columns).map(|(h, c)| (h, c.ty)).collect();
+                match (cols.as_slice(), &ct.perm) {
+                    // The common shape of graph results, without a match per cell.
+                    ([(HostCol::I32(x), Type::Int32), (HostCol::I32(y), Type::Int32)], None) => {
+                        out.reserve((b - a) * 12);
+                        for (&x, &y) in x[a..b].iter().zip(&y[a..b]) {
+                            push_int(out, i64::from(x));
+                            out.push(sep);
+                            push_int(out, i64::from(y));
+                            out.push(b'\n');
+                        }
+                    }
+                    _ => {
+                        for r in a..b {
+                            let src = ct.src(r);
+                            for (i, (col, ty)) in cols.iter().enumerate() {
+                                if i > 0 {
+                                    out.push(sep);
+                                }
+                                write_cell(col, *ty, src, fields, out);
+                            }
+                            out.push(b'\n');
+                        }
                     }
                 }
             }
         }
+    }
+
+    /// Writes a table: the header, then its lines through [`write_rows`].
+    fn write<W: std::io::Write + Send + ?Sized>(self, t: &OutputTable, w: &mut W, c: Chunking) -> std::io::Result<()> {
+        w.write_all(&self.header(t))?;
+        let fields = self.strings(t)?;
+        let n = t.len();
+        if t.columns.is_empty() {
+            // A relation with no columns has one empty line per row (it has at most one).
+            return w.write_all(&vec![b'\n'; n]);
+        }
+        write_rows(w, n, c, |a, b, out| {
+            self.lines(t, &fields, a, b, out);
+            Ok(())
+        })
     }
 }
 
 /// Writes the CSV text of a table (a header of column names, then one line per row) to
-/// `w`, formatting large tables in parallel batches while the previous batch is written.
+/// `w`, the rows formatted in parallel while earlier ones are written ([`write_rows`]).
 pub fn write_csv_to<W: std::io::Write + Send + ?Sized>(t: &OutputTable, w: &mut W) -> std::io::Result<()> {
-    let mut header = String::new();
-    for (i, c) in t.columns.iter().enumerate() {
-        if i > 0 {
-            header.push(',');
-        }
-        csv_field(&c.name, &mut header);
-    }
-    header.push('\n');
-    w.write_all(header.as_bytes())?;
-    let quoted: Vec<String> = match &t.data {
-        Data::Cols(ct) => {
-            // The strings are as large as the output's: a failure is an error, not an abort.
-            let mut q = try_with_capacity(ct.strings.len(), "the CSV text of the output's strings")
-                .map_err(std::io::Error::other)?;
-            for s in &ct.strings {
-                if s.contains([',', '"', '\n', '\r']) {
-                    q.push(csv_quoted(s));
-                } else {
-                    q.push(try_string(s, "the CSV text of the output's strings").map_err(std::io::Error::other)?);
-                }
-            }
-            q
-        }
-        Data::Rows(_) => Vec::new(),
-    };
-    let n = t.len();
-    if t.columns.is_empty() {
-        // A relation with no columns has one empty line per row.
-        return w.write_all(&vec![b'\n'; n]);
-    }
-    if n < PAR_MIN {
-        let mut out = Vec::new();
-        csv_lines(t, &quoted, 0, n, &mut out);
-        return w.write_all(&out);
-    }
-    const PIECE: usize = 1 << 16;
-    const BATCH: usize = 16 * PIECE;
-    let format = |a: usize| -> Vec<Vec<u8>> {
-        let b = (a + BATCH).min(n);
-        (a..b)
-            .step_by(PIECE)
-            .collect::<Vec<_>>()
-            .into_par_iter()
-            .map(|p| {
-                let mut out = Vec::with_capacity(PIECE * 12);
-                csv_lines(t, &quoted, p, (p + PIECE).min(b), &mut out);
-                out
-            })
-            .collect()
-    };
-    let write = |w: &mut W, parts: Vec<Vec<u8>>| parts.iter().try_for_each(|p| w.write_all(p));
-    let mut pending = format(0);
-    let mut a = BATCH;
-    while a < n {
-        let (res, next) = rayon::join(|| write(w, std::mem::take(&mut pending)), || format(a));
-        res?;
-        pending = next;
-        a += BATCH;
-    }
-    write(w, pending)
+    Delimited::Csv.write(t, w, Chunking::for_pool())
 }
 
 /// The CSV text of a table: a header of column names, then one line per row.
@@ -1035,33 +1144,10 @@ fn tsv_field(s: &str, out: &mut Vec<u8>) {
     }
 }
 
-/// Output rows written per batch by the row-at-a-time formats.
-const ROWS_PER_WRITE: usize = 1 << 14;
-
-/// Writes the TSV text of a table (see [`Format::Tsv`]).
+/// Writes the TSV text of a table (see [`Format::Tsv`]), the rows formatted in parallel
+/// while earlier ones are written ([`write_rows`]).
 pub fn write_tsv_to<W: std::io::Write + Send + ?Sized>(t: &OutputTable, w: &mut W) -> std::io::Result<()> {
-    let mut out = Vec::new();
-    for (i, c) in t.columns.iter().enumerate() {
-        if i > 0 {
-            out.push(b'\t');
-        }
-        tsv_field(&c.name, &mut out);
-    }
-    out.push(b'\n');
-    for r in 0..t.len() {
-        for c in 0..t.columns.len() {
-            if c > 0 {
-                out.push(b'\t');
-            }
-            tsv_field(&t.cell_text(r, c), &mut out);
-        }
-        out.push(b'\n');
-        if r % ROWS_PER_WRITE == ROWS_PER_WRITE - 1 {
-            w.write_all(&out)?;
-            out.clear();
-        }
-    }
-    w.write_all(&out)
+    Delimited::Tsv.write(t, w, Chunking::for_pool())
 }
 
 /// A JSON string literal.
@@ -1104,8 +1190,13 @@ fn json_value(text: &str, ty: Type, out: &mut Vec<u8>) {
 }
 
 /// Writes the JSON object of a table (see [`Format::Json`]), indented by `indent` spaces
-/// (its first line is not), one row a line.
-fn write_json_object<W: std::io::Write + ?Sized>(t: &OutputTable, indent: usize, w: &mut W) -> std::io::Result<()> {
+/// (its first line is not), one row a line, the rows formatted by [`write_rows`].
+fn write_json_object<W: std::io::Write + Send + ?Sized>(
+    t: &OutputTable,
+    indent: usize,
+    w: &mut W,
+    chunking: Chunking,
+) -> std::io::Result<()> {
     let pad = " ".repeat(indent);
     let mut out = Vec::new();
     out.extend_from_slice(format!("{{\n{pad}  \"name\": ").as_bytes());
@@ -1122,24 +1213,25 @@ fn write_json_object<W: std::io::Write + ?Sized>(t: &OutputTable, indent: usize,
         out.push(b'}');
     }
     out.extend_from_slice(format!("],\n{pad}  \"rows\": [").as_bytes());
+    w.write_all(&out)?;
     let n = t.len();
-    for r in 0..n {
-        out.extend_from_slice(format!("\n{pad}    [").as_bytes());
-        for (c, col) in t.columns.iter().enumerate() {
-            if c > 0 {
-                out.extend_from_slice(b", ");
+    write_rows(w, n, chunking, |a, b, out| {
+        for r in a..b {
+            out.extend_from_slice(format!("\n{pad}    [").as_bytes());
+            for (k, col) in t.columns.iter().enumerate() {
+                if k > 0 {
+                    out.extend_from_slice(b", ");
+                }
+                json_value(&t.cell_text(r, k), col.ty, out);
             }
-            json_value(&t.cell_text(r, c), col.ty, &mut out);
+            out.push(b']');
+            if r + 1 < n {
+                out.push(b',');
+            }
         }
-        out.push(b']');
-        if r + 1 < n {
-            out.push(b',');
-        }
-        if r % ROWS_PER_WRITE == ROWS_PER_WRITE - 1 {
-            w.write_all(&out)?;
-            out.clear();
-        }
-    }
+        Ok(())
+    })?;
+    let mut out = Vec::new();
     if n > 0 {
         out.extend_from_slice(format!("\n{pad}  ").as_bytes());
     }
@@ -1149,7 +1241,7 @@ fn write_json_object<W: std::io::Write + ?Sized>(t: &OutputTable, indent: usize,
 
 /// Writes the JSON text of a table: one object (see [`Format::Json`]) and a line break.
 pub fn write_json_to<W: std::io::Write + Send + ?Sized>(t: &OutputTable, w: &mut W) -> std::io::Result<()> {
-    write_json_object(t, 0, w)?;
+    write_json_object(t, 0, w, Chunking::for_pool())?;
     w.write_all(b"\n")
 }
 
@@ -1161,7 +1253,7 @@ pub fn write_json_array_to<W: std::io::Write + Send + ?Sized>(
     w.write_all(b"[")?;
     for (k, t) in tables.iter().enumerate() {
         w.write_all(b"\n  ")?;
-        write_json_object(t, 2, w)?;
+        write_json_object(t, 2, w, Chunking::for_pool())?;
         if k + 1 < tables.len() {
             w.write_all(b",")?;
         }
@@ -1351,5 +1443,367 @@ mod tests {
                 assert_eq!(format!("{g:?}"), format!("{w:?}"));
             }
         }
+    }
+
+    /// A reference for the text formats: row by row, each value's text from
+    /// [`format_value`], one buffer, no chunks.
+    fn reference(t: &OutputTable, format: &str, max_rows: Option<usize>) -> Vec<u8> {
+        let rows = t.rows();
+        let mut out = Vec::new();
+        match format {
+            "csv" | "tsv" => {
+                let d = if format == "csv" {
+                    Delimited::Csv
+                } else {
+                    Delimited::Tsv
+                };
+                out.extend_from_slice(&d.header(t));
+                for row in &rows {
+                    for (i, (v, c)) in row.iter().zip(&t.columns).enumerate() {
+                        if i > 0 {
+                            out.push(d.sep());
+                        }
+                        d.field(&format_value(v, c.ty), &mut out);
+                    }
+                    out.push(b'\n');
+                }
+            }
+            "json" => {
+                out.extend_from_slice(b"{\n  \"name\": ");
+                json_string(&t.name, &mut out);
+                out.extend_from_slice(b",\n  \"columns\": [");
+                for (i, c) in t.columns.iter().enumerate() {
+                    if i > 0 {
+                        out.extend_from_slice(b", ");
+                    }
+                    out.extend_from_slice(b"{\"name\": ");
+                    json_string(&c.name, &mut out);
+                    out.extend_from_slice(b", \"type\": ");
+                    json_string(&json_type(c.ty), &mut out);
+                    out.push(b'}');
+                }
+                out.extend_from_slice(b"],\n  \"rows\": [");
+                for (r, row) in rows.iter().enumerate() {
+                    out.extend_from_slice(b"\n    [");
+                    for (i, (v, c)) in row.iter().zip(&t.columns).enumerate() {
+                        if i > 0 {
+                            out.extend_from_slice(b", ");
+                        }
+                        json_value(&format_value(v, c.ty), c.ty, &mut out);
+                    }
+                    out.push(b']');
+                    if r + 1 < rows.len() {
+                        out.push(b',');
+                    }
+                }
+                if !rows.is_empty() {
+                    out.extend_from_slice(b"\n  ");
+                }
+                out.extend_from_slice(b"]\n}\n");
+            }
+            "table" => {
+                let shown = max_rows.map_or(rows.len(), |m| m.min(rows.len()));
+                let cells: Vec<Vec<String>> = rows[..shown]
+                    .iter()
+                    .map(|row| {
+                        row.iter()
+                            .zip(&t.columns)
+                            .map(|(v, c)| display_cell(&format_value(v, c.ty)))
+                            .collect()
+                    })
+                    .collect();
+                let mut widths: Vec<usize> = t.columns.iter().map(|c| c.name.chars().count()).collect();
+                for row in &cells {
+                    for (w, c) in widths.iter_mut().zip(row) {
+                        *w = (*w).max(c.chars().count());
+                    }
+                }
+                let line = |out: &mut Vec<u8>, row: &[String]| {
+                    let mut s = String::new();
+                    for (i, c) in row.iter().enumerate() {
+                        if i > 0 {
+                            s.push_str(" | ");
+                        }
+                        let pad = " ".repeat(widths[i] - c.chars().count());
+                        if is_numeric(t.columns[i].ty) {
+                            s.push_str(&pad);
+                            s.push_str(c);
+                        } else {
+                            s.push_str(c);
+                            s.push_str(&pad);
+                        }
+                    }
+                    out.extend_from_slice(s.trim_end().as_bytes());
+                    out.push(b'\n');
+                };
+                let names: Vec<String> = t.columns.iter().map(|c| c.name.clone()).collect();
+                line(&mut out, &names);
+                let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+                out.extend_from_slice(format!("{}\n", rule.join("-+-")).as_bytes());
+                for row in &cells {
+                    line(&mut out, row);
+                }
+                let n = rows.len();
+                let plural = |k: usize| if k == 1 { "" } else { "s" };
+                if shown < n {
+                    out.extend_from_slice(format!("… {} more row{}\n", n - shown, plural(n - shown)).as_bytes());
+                }
+                out.extend_from_slice(format!("{n} row{}\n", plural(n)).as_bytes());
+            }
+            _ => unreachable!(),
+        }
+        out
+    }
+
+    /// The parallel writer's text of `t` in `format` under `c`.
+    fn chunked(t: &OutputTable, format: &str, c: Chunking, max_rows: Option<usize>) -> Vec<u8> {
+        let mut out = Vec::new();
+        match format {
+            "csv" => Delimited::Csv.write(t, &mut out, c).unwrap(),
+            "tsv" => Delimited::Tsv.write(t, &mut out, c).unwrap(),
+            "json" => {
+                write_json_object(t, 0, &mut out, c).unwrap();
+                out.push(b'\n');
+            }
+            "table" => write_table_text_chunked(t, max_rows, &mut out, c).unwrap(),
+            _ => unreachable!(),
+        }
+        out
+    }
+
+    /// Random columns of every type, strings with separators, quotes, line breaks,
+    /// tabs and backslashes, floats with signed zeros, infinities and NaN.
+    fn random_table(
+        n: usize,
+        seed: u64,
+        dict: &Dictionary,
+        order: &[(usize, bool)],
+        limit: Option<u64>,
+    ) -> OutputTable {
+        let mut state = seed | 1;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let s: Vec<u32> = (0..n).map(|_| (next() % dict.len() as u64) as u32).collect();
+        let i: Vec<i32> = (0..n).map(|_| next() as i32).collect();
+        let l: Vec<i64> = (0..n).map(|_| (next() as i64) >> (next() % 64)).collect();
+        let d: Vec<i64> = (0..n).map(|_| (next() % 200_001) as i64 - 100_000).collect();
+        let wd: Vec<i128> = (0..n)
+            .map(|_| ((next() as i128) << (next() % 60)) - (1 << 90))
+            .collect();
+        let f: Vec<f64> = (0..n)
+            .map(|_| match next() % 8 {
+                0 => [-0.0, 0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY][(next() % 5) as usize],
+                1 => f64::from_bits(next()),
+                _ => (next() % 1_000_000) as f64 / 1000.0 - 500.0,
+            })
+            .collect();
+        let dt: Vec<i32> = (0..n).map(|_| (next() % 100_000) as i32 - 30_000).collect();
+        let b: Vec<u8> = (0..n).map(|_| (next() % 2) as u8).collect();
+        let columns = [
+            col("s", Type::String),
+            col("i, \"x\"", Type::Int32),
+            col("l", Type::Int64),
+            col("d", Type::Decimal(2)),
+            col("wd", Type::WideDecimal(3)),
+            col("f", Type::Float64),
+            col("dt", Type::Date),
+            col("b\tc", Type::Bool),
+        ];
+        let cols = vec![
+            HostCol::U32(s),
+            HostCol::I32(i),
+            HostCol::I64(l),
+            HostCol::I64(d),
+            HostCol::I128(wd),
+            HostCol::F64(f),
+            HostCol::I32(dt),
+            HostCol::U8(b),
+        ];
+        table(cols, &columns, dict, order, limit)
+    }
+
+    #[test]
+    fn parallel_text_is_the_sequential_text() {
+        let dict = Dictionary::from_strings(
+            [
+                "plain",
+                "a,b",
+                "q\"uote\"",
+                "new\nline",
+                "cr\rlf",
+                "tab\there",
+                "back\\slash",
+                "é",
+                "",
+                " ",
+            ]
+            .map(String::from),
+        );
+        let chunkings = [
+            Chunking { rows: 1, batch: 1 },
+            Chunking { rows: 7, batch: 3 },
+            Chunking { rows: 64, batch: 2 },
+            Chunking::for_pool(),
+        ];
+        for (n, order, limit) in [
+            (0usize, vec![], None),
+            (1, vec![], None),
+            (2, vec![(0, false)], None),
+            (7, vec![], None),
+            (21, vec![(5, true)], None),
+            (22, vec![], None),
+            (1000, vec![(1, false)], None),
+            (1003, vec![(0, true), (2, false)], Some(500)),
+            (20_003, vec![(1, false)], None),
+        ] {
+            let t = random_table(n, n as u64 * 7919 + 3, &dict, &order, limit);
+            let rows = OutputTable::from_rows("t", t.columns.clone(), t.rows());
+            for format in ["csv", "tsv", "json", "table"] {
+                for max_rows in [None, Some(5)] {
+                    if format != "table" && max_rows.is_some() {
+                        continue;
+                    }
+                    let want = reference(&t, format, max_rows);
+                    for c in chunkings {
+                        if n > 5000 && c.rows < 64 {
+                            continue;
+                        }
+                        let what = format!("{format}, {n} rows, {c:?}, at most {max_rows:?}");
+                        assert!(chunked(&t, format, c, max_rows) == want, "columns: {what}");
+                        assert!(chunked(&rows, format, c, max_rows) == want, "values: {what}");
+                    }
+                }
+            }
+            // The public writers are the same text.
+            let mut csv = Vec::new();
+            write_csv_to(&t, &mut csv).unwrap();
+            assert!(csv == reference(&t, "csv", None));
+            let mut tsv = Vec::new();
+            write_tsv_to(&t, &mut tsv).unwrap();
+            assert!(tsv == reference(&t, "tsv", None));
+            let mut json = Vec::new();
+            write_json_to(&t, &mut json).unwrap();
+            assert!(json == reference(&t, "json", None));
+            assert!(format_table_max(&t, Some(5)).as_bytes() == reference(&t, "table", Some(5)));
+        }
+    }
+
+    /// A writer that fails once it has taken `room` bytes.
+    struct Full {
+        taken: Vec<u8>,
+        room: usize,
+    }
+
+    impl std::io::Write for Full {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.taken.len() + buf.len() > self.room {
+                return Err(std::io::Error::other("full"));
+            }
+            self.taken.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn parallel_writes_stop_at_the_first_error_in_order() {
+        let text = |a: usize, b: usize, out: &mut Vec<u8>| {
+            for r in a..b {
+                out.extend_from_slice(format!("{r}\n").as_bytes());
+            }
+        };
+        let mut all = Vec::new();
+        text(0, 1000, &mut all);
+        let c = Chunking { rows: 10, batch: 4 };
+        // A chunk that fails to format: the chunks before it and nothing else.
+        let mut out = Vec::new();
+        let e = write_rows(&mut out, 1000, c, |a, b, out| {
+            if (a..b).contains(&537) || (a..b).contains(&911) {
+                return Err(std::io::Error::other(format!("row {a}")));
+            }
+            text(a, b, out);
+            Ok(())
+        })
+        .unwrap_err();
+        assert_eq!(e.to_string(), "row 530");
+        let mut want = Vec::new();
+        text(0, 530, &mut want);
+        assert!(out == want);
+        // A writer that fails: the error, and only whole chunks before it.
+        let mut full = Full {
+            taken: Vec::new(),
+            room: 2000,
+        };
+        let e = write_rows(&mut full, 1000, c, |a, b, out| {
+            text(a, b, out);
+            Ok(())
+        })
+        .unwrap_err();
+        assert_eq!(e.to_string(), "full");
+        assert!(full.taken.len() <= 2000 && all.starts_with(&full.taken));
+        // No rows: nothing written, no call that fails matters.
+        let mut out = Vec::new();
+        write_rows(&mut out, 0, c, |_, _, _| Ok(())).unwrap();
+        assert!(out.is_empty());
+    }
+
+    /// Times the text formats written to a file under the temporary directory, one
+    /// thread formatting and writing chunk after chunk against [`write_rows`]
+    /// (`cargo test -p fox-runtime --lib output_timing -- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn output_timing() {
+        use std::io::Write;
+        let n = 4_000_000usize;
+        let dict = Dictionary::from_strings((0..1000).map(|k| format!("name {k}, with a comma")));
+        let ints = table(
+            vec![
+                HostCol::I32((0..n as i32).map(|k| k / 7).collect()),
+                HostCol::I32((0..n as i32).map(|k| k % 7919).collect()),
+            ],
+            &[col("x", Type::Int32), col("y", Type::Int32)],
+            &dict,
+            &[],
+            None,
+        );
+        let mixed = random_table(n / 4, 5, &dict, &[], None);
+        let path = std::env::temp_dir().join(format!("fox-output-timing-{}", std::process::id()));
+        for (what, t) in [("2 × int32", &ints), ("8 columns", &mixed)] {
+            for d in [Delimited::Csv, Delimited::Tsv] {
+                let fields = d.strings(t).unwrap();
+                let one = std::time::Instant::now();
+                let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+                let rows = 1 << 16;
+                let mut out = Vec::new();
+                for a in (0..t.len()).step_by(rows) {
+                    out.clear();
+                    d.lines(t, &fields, a, (a + rows).min(t.len()), &mut out);
+                    f.write_all(&out).unwrap();
+                }
+                f.flush().unwrap();
+                let one = one.elapsed();
+                let par = std::time::Instant::now();
+                let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+                d.write(t, &mut f, Chunking::for_pool()).unwrap();
+                f.flush().unwrap();
+                let par = par.elapsed();
+                let bytes = std::fs::metadata(&path).unwrap().len();
+                println!(
+                    "{what} {d:?}: {} rows, {bytes} bytes: one thread {:.3} s, write_rows on {} threads {:.3} s",
+                    t.len(),
+                    one.as_secs_f64(),
+                    rayon::current_num_threads(),
+                    par.as_secs_f64()
+                );
+            }
+        }
+        let _ = std::fs::remove_file(&path);
     }
 }

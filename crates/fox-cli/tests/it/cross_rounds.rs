@@ -176,3 +176,42 @@ fn the_physical_plan_says_a_cross_product_is_filtered_per_round() {
     assert!(text.contains("nested loop, filtered per round"), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Many rounds, each with survivors: the survivors are kept in runs folded into one
+/// another as they grow (`Outgrows` in the plan's kernels) and concatenated once at the
+/// end, in round order: the same bytes as the cross product filtered at once, in one
+/// round and in hundreds.
+#[test]
+fn survivors_of_hundreds_of_rounds_keep_their_order() {
+    let (dir, p) = program(
+        "many",
+        2000,
+        400,
+        "keep(x, y, f) <- a(x, u, f, _), b(y, v, _, _), u * v > 700000.\n.output keep.\n",
+    );
+    let kernels = Command::new(env!("CARGO_BIN_EXE_foxc"))
+        .current_dir(repo())
+        .arg("compile")
+        .arg(&p)
+        .args(["--emit", "kernels"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&kernels.stdout);
+    assert!(kernels.status.success(), "{}", String::from_utf8_lossy(&kernels.stderr));
+    assert!(text.contains("Outgrows") || text.contains("outgrows"), "{text}");
+    let csv = ["--out", "-", "--format", "csv"];
+    let whole = foxrun(&p, &dir, &[&csv[..], &["--disable-pass", "rounds"]].concat());
+    let e = ok(&whole);
+    assert_eq!(rounds(&e), 0, "{e}");
+    let rows = whole.stdout.iter().filter(|&&b| b == b'\n').count() - 1;
+    assert!(rows > 10_000, "{rows} rows");
+    let one = foxrun(&p, &dir, &csv);
+    let e = ok(&one);
+    assert_eq!(rounds(&e), 1, "{e}");
+    assert!(one.stdout == whole.stdout);
+    let cut = foxrun(&p, &dir, &[&csv[..], &["--memory-limit", "1M"]].concat());
+    let e = ok(&cut);
+    assert!(rounds(&e) > 300, "{} rounds: {e}", rounds(&e));
+    assert!(cut.stdout == whole.stdout);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

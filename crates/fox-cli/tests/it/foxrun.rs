@@ -638,6 +638,10 @@ fn timing_has_a_total_sizes_in_units_and_the_plan_s_kernel_names() {
         .sum();
     // Six parts rounded to 0.001 ms against the rounded total.
     assert!((sum - total).abs() <= 0.004, "{sum} vs {total}:\n{e}");
+    // The writing of the results comes last, timed apart from the run.
+    let written = e.lines().last().unwrap();
+    assert!(written.starts_with("results written in "), "{e}");
+    assert!(ms_after(written, "results written in ") >= 0.0, "{e}");
     let mem = e.lines().find(|l| l.starts_with("memory: ")).unwrap();
     let peak = mem.split("device peak ").nth(1).unwrap();
     let bytes: u64 = peak.split(" bytes (").next().unwrap().parse().unwrap();

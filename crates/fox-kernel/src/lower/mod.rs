@@ -349,7 +349,7 @@ struct Lower<'a> {
     empty_runs: HashSet<u32>,
     /// The join being lowered is written in rounds: the bytes a pair costs and the
     /// aggregation that ends them (taken by the expansion of its pairs).
-    join_window: Option<(u64, fox_ra::TempId)>,
+    join_window: Option<(u64, fox_ra::TempId, bool)>,
     /// The rounds of a join, open until the aggregation that reads it is lowered.
     join_round: Option<JoinRound>,
     /// The RA block being lowered (`cur` moves on when the lowering splits it), and the
@@ -1090,8 +1090,8 @@ impl<'a> Lower<'a> {
                             [Some(bytes)] => {
                                 fox_phys::join_rounds_end(self.stmts, d, &self.phys.node(d).algorithm, left_keys.len())
                                     .map(|end| match end {
-                                        fox_phys::JoinRoundsEnd::Aggregation(until)
-                                        | fox_phys::JoinRoundsEnd::Select(until) => (*bytes, until),
+                                        fox_phys::JoinRoundsEnd::Aggregation(until) => (*bytes, until, false),
+                                        fox_phys::JoinRoundsEnd::Select(until) => (*bytes, until, true),
                                     })
                             }
                             _ => None,

@@ -146,12 +146,27 @@ impl Lower<'_> {
 /// A binary join written in rounds (`fox_phys::join_aggregated_by`), open from the
 /// expansion of its pairs to the aggregation that reads them (or, for a join without keys
 /// filtered per round, `fox_phys::join_filtered_by`, to the select that reads it): the
-/// loop's blocks and window, and the aggregation's running result (the survivors so far).
+/// loop's blocks and window, and the aggregation's running result, or the survivors so
+/// far held in runs ([`SURVIVOR_RUNS`]).
 pub(super) struct JoinRound {
     round: OpenRound,
     until: fox_ra::TempId,
+    /// The aggregation's running result; for a select, the oldest survivors.
     acc: Vec<BufId>,
+    /// For a select, the newer survivors: run 0 the newest, each run's rows after those of
+    /// the next (`acc` last), so that `acc`, then the runs from the last to run 0, are the
+    /// survivors in the order of the rounds.
+    runs: Vec<Vec<BufId>>,
 }
+
+/// The survivors of a join filtered per round are kept as the oldest ones plus this many
+/// runs: each round's survivors are appended to run 0, and run `k` is appended to the
+/// next (the last to the oldest) while it holds more than `1 / SURVIVOR_FACTOR` of the
+/// next's rows (`Outgrows`), so that a round copies about as many rows as it adds, times
+/// the logarithm of the rounds, instead of all the survivors so far; they are
+/// concatenated once after the loop.
+const SURVIVOR_RUNS: usize = 4;
+const SURVIVOR_FACTOR: u32 = 2;
 
 impl Lower<'_> {
     /// The pairs of a binary join from its probing rows' ranges `lo .. hi` of the searched
@@ -169,7 +184,7 @@ impl Lower<'_> {
             &[("offsets", None), ("total", None)],
         )?;
         let mut args = vec![lo, scan[0], scan[1]];
-        if let Some((row_bytes, until)) = self.join_window.take() {
+        if let Some((row_bytes, until, filtered)) = self.join_window.take() {
             if self.join_round.is_some() {
                 return Err(LowerError::Invalid("a join's rounds begin inside another's".into()));
             }
@@ -189,7 +204,20 @@ impl Lower<'_> {
                 types: phys_types(&columns),
                 rows: Vec::new(),
             };
-            let acc = self.launch(kernel, Vec::new(), &refs)?;
+            let acc = self.launch(kernel.clone(), Vec::new(), &refs)?;
+            // A select's runs (an output without columns has no length to compare and is
+            // appended to `acc` alone).
+            let mut runs = Vec::new();
+            if filtered && !columns.is_empty() {
+                for k in 0..SURVIVOR_RUNS {
+                    let names: Vec<(String, Option<Type>)> = Self::col_names(&columns)
+                        .into_iter()
+                        .map(|(n, t)| (format!("{n}.run{k}"), t))
+                        .collect();
+                    let refs: Vec<(&str, Option<Type>)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+                    runs.push(self.launch(kernel.clone(), Vec::new(), &refs)?);
+                }
+            }
             let kernel = Kernel::Window {
                 row_bytes,
                 max_rows: None,
@@ -216,32 +244,84 @@ impl Lower<'_> {
                 },
                 until,
                 acc,
+                runs,
             });
         }
         self.launch(Kernel::Expand, args, &[(names[0], None), (names[1], None)])
     }
 
     /// Ends the rounds of a join without keys at the select that filters it: `cols`, the
-    /// survivors of one round's pairs, are appended to the rounds' before, the next window
-    /// taken and the loop repeated while one is left. Returns the survivors of all rounds
-    /// (valid after the loop), in the order of the whole product filtered at once.
+    /// survivors of one round's pairs, are appended to run 0 and the runs that outgrow
+    /// the next appended to it ([`SURVIVOR_RUNS`]), each fold in a block of its own; the
+    /// next window taken and the loop repeated while one is left. Returns the survivors
+    /// of all rounds, concatenated once after the loop, in the order of the whole product
+    /// filtered at once.
     pub(super) fn close_filter_round(&mut self, cols: Vec<BufId>, columns: Vec<Column>) -> R<Val> {
-        let JoinRound { round, acc, .. } = self
+        let JoinRound { round, acc, runs, .. } = self
             .join_round
             .take()
             .ok_or_else(|| LowerError::Invalid("a select ends rounds that never began".into()))?;
         let width = acc.len();
-        if cols.len() != width {
+        if cols.len() != width || runs.iter().any(|r| r.len() != width) {
             return Err(LowerError::Invalid("a join's rounds lost a column".into()));
         }
-        let mut args = acc.clone();
-        args.extend(cols);
-        let grown = self.launch_cols(Kernel::Concat { parts: 2, width }, args, &columns)?;
-        for (&a, g) in acc.iter().zip(grown) {
-            self.instrs.push(Instr::Move { dst: a, src: g });
+        let append = |l: &mut Self, into: &[BufId], rows: &[BufId]| -> R<()> {
+            let mut args = into.to_vec();
+            args.extend(rows);
+            let grown = l.launch_cols(Kernel::Concat { parts: 2, width }, args, &columns)?;
+            for (&a, g) in into.iter().zip(grown) {
+                l.instrs.push(Instr::Move { dst: a, src: g });
+            }
+            Ok(())
+        };
+        let Some(run0) = runs.first() else {
+            append(self, &acc, &cols)?;
+            self.end_round(&round)?;
+            return Ok(Val::unordered(acc, columns));
+        };
+        append(self, run0, &cols)?;
+        let label = self.cur_label.clone();
+        let cont = self.new_block(format!("{label} after appending the survivors"));
+        for k in 0..runs.len() {
+            let next = runs.get(k + 1).unwrap_or(&acc);
+            let flag = self.launch1(
+                Kernel::Outgrows {
+                    factor: SURVIVOR_FACTOR,
+                },
+                vec![runs[k][0], next[0]],
+                &format!("survivors.run{k}.full"),
+                None,
+            )?;
+            let fold = self.new_block(format!("{label} fold survivors run {k}"));
+            self.end_block(Terminator::If {
+                nonempty: vec![flag],
+                then: fold,
+                otherwise: cont,
+            });
+            self.start_block(fold);
+            append(self, next, &runs[k])?;
+            let kernel = Kernel::Const {
+                types: phys_types(&columns),
+                rows: Vec::new(),
+            };
+            self.launch_into(kernel, Vec::new(), runs[k].clone())?;
         }
+        self.end_block(Terminator::Jump(cont));
+        self.start_block(cont);
         self.end_round(&round)?;
-        Ok(Val::unordered(acc, columns))
+        let mut args = acc;
+        for run in runs.iter().rev() {
+            args.extend(run);
+        }
+        let all = self.launch_cols(
+            Kernel::Concat {
+                parts: runs.len() + 1,
+                width,
+            },
+            args,
+            &columns,
+        )?;
+        Ok(Val::unordered(all, columns))
     }
 
     /// Whether the aggregation (or select) being lowered ends a join's rounds.
