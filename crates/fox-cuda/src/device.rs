@@ -346,14 +346,14 @@ impl Gpu {
             };
             let mut at = 0usize;
             for (q, &rows) in recv_rows.iter().enumerate() {
-                if q == rank {
+                if q == rank && rows > 0 {
                     for (c, out) in outs.iter().enumerate() {
                         let src = send[q].get(c).filter(|s| s.len == rows).ok_or_else(|| {
                             BackendError(format!("this device's own part does not have the {rows} rows counted"))
                         })?;
                         self.copy(out, at, src, 0, rows)?;
                     }
-                } else if rows > 0 {
+                } else if q != rank && rows > 0 {
                     for out in &outs {
                         let size = out.elem.size();
                         plan.recvs.push(crate::nccl::Move {

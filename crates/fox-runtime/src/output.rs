@@ -469,7 +469,31 @@ fn merge_perm(cols: &[HostCol], keys: &[(usize, bool)], bounds: &[usize]) -> Res
     for w in bounds.windows(2) {
         runs.push(try_collect(w[0] as u32..w[1] as u32, WHAT)?);
     }
-    let less = |x: u32, y: u32| cmp_keyed(cols, keys, x as usize, y as usize) == Ordering::Less;
+    // Keys of at most 64 bits in all are compared as one packed word per row (the packing
+    // of `order_perm`, which orders rows as `cmp_keyed` does).
+    let n = bounds.last().copied().unwrap_or(0);
+    let bits: u32 = keys.iter().map(|&(c, _)| image_bits(&cols[c])).sum();
+    let packed: Option<Vec<u64>> = if bits <= 64 && n > 0 {
+        let pack = |i: usize| {
+            let mut k = 0u64;
+            for &(c, desc) in keys {
+                let b = image_bits(&cols[c]);
+                let x = image(&cols[c], i, desc) as u64;
+                k = if b == 64 { x } else { (k << b) | (x & ((1u64 << b) - 1)) };
+            }
+            k
+        };
+        Some(try_par_collect(
+            (0..n).into_par_iter().with_min_len(PAR_MIN).map(pack),
+            WHAT,
+        )?)
+    } else {
+        None
+    };
+    let less = |x: u32, y: u32| match &packed {
+        Some(p) => p[x as usize] < p[y as usize],
+        None => cmp_keyed(cols, keys, x as usize, y as usize) == Ordering::Less,
+    };
     while runs.len() > 1 {
         let mut next = Vec::with_capacity(runs.len().div_ceil(2));
         let mut it = runs.into_iter();
@@ -1341,6 +1365,21 @@ mod tests {
             let merged = merge_perm(&cols, &keys, &bounds).unwrap();
             let sorted = order_perm(&cols[..2], &keys, n).unwrap();
             assert_eq!(merged, sorted, "{n} rows in {parts} parts");
+            // Keys wider than one packed word: compared column by column.
+            let wide = vec![
+                HostCol::I64(cols_i64(&cols[0])),
+                HostCol::I64(cols_i64(&cols[1])),
+                cols[2].clone(),
+            ];
+            let merged = merge_perm(&wide, &keys, &bounds).unwrap();
+            assert_eq!(merged, sorted, "{n} rows in {parts} parts, 128-bit keys");
+        }
+    }
+
+    fn cols_i64(c: &HostCol) -> Vec<i64> {
+        match c {
+            HostCol::I32(v) => v.iter().map(|&x| i64::from(x)).collect(),
+            _ => unreachable!("an int32 column"),
         }
     }
 

@@ -211,6 +211,21 @@ fn two_gpus_exchange_rows_in_sender_order() {
         backends = std::mem::take(&mut back);
         assert_parts(&want, &got, &format!("case {k}, sizes {s:?}"));
     }
+    // A gather: device 1 sends all its rows to device 0 and no columns to itself.
+    let a = random_col(&mut rng, Elem::I64, 5000, Dist::Uniform);
+    let b = random_col(&mut rng, Elem::I64, 3001, Dist::Uniform);
+    let send = vec![vec![vec![a.clone()], vec![]], vec![vec![b.clone()], vec![]]];
+    let mut got = Vec::new();
+    for (d, (bk, r)) in exchange_on_threads(backends, send, vec![Elem::I64], vec![None, None])
+        .into_iter()
+        .enumerate()
+    {
+        got.push(r.unwrap_or_else(|e| panic!("gather: device {d}: {e}")));
+        back.push(bk);
+    }
+    backends = std::mem::take(&mut back);
+    let whole = HostCol::try_concat(Elem::I64, vec![a, b], "test").expect("concat");
+    assert_parts(&[vec![whole], vec![HostCol::I64(Vec::new())]], &got, "gather");
     // A device that cannot allocate what it receives stops every device, none hangs.
     let send: Vec<Vec<Vec<HostCol>>> = (0..2)
         .map(|_| {
