@@ -2536,19 +2536,9 @@ impl Interp<'_> {
             _ => (0..n).map(|p| if p == 0 { args.clone() } else { Vec::new() }).collect(),
         };
         let lens: Vec<usize> = send.iter().map(|p| p.first().map_or(0, |b| b.len)).collect();
+        let counted = self.collective(tag, lens.clone(), what);
         let result = (|| {
-            let g = match comm.all_gather(rank, tag, lens.clone()) {
-                Ok(g) => g,
-                Err(e) => {
-                    return Err(crate::spmd::comm_error(e, &what()).unwrap_or_else(|| {
-                        self.peer_stop.set(true);
-                        RuntimeError::Cancelled
-                    }))
-                }
-            };
-            if let Some(m) = g.mismatch() {
-                return Err(RuntimeError::Plan(format!("{}: {m}", what())));
-            }
+            let g = counted?;
             let recv_rows: Vec<usize> = (0..n).map(|q| g.get::<Vec<usize>>(q)[rank]).collect();
             let mut peer_failed = false;
             let mut meet = |msg: Result<Vec<u64>, String>| -> Result<Vec<Vec<u64>>, String> {

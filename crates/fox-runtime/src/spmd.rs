@@ -253,7 +253,6 @@ pub(crate) enum Parts {
 /// moves nothing), and how many of its rows leave it (a row sent to several devices
 /// counts once per other device).
 pub(crate) fn route(cols: Vec<HostCol>, to: &Exchange, rank: usize, n: usize) -> Result<(Parts, u64), String> {
-    const WHAT: &str = "the rows an exchange sends";
     let len = cols.first().map_or(0, HostCol::len) as u64;
     Ok(match to {
         Exchange::Broadcast => (Parts::All(Mutex::new((Some(cols), n))), len * (n as u64 - 1)),
@@ -264,21 +263,13 @@ pub(crate) fn route(cols: Vec<HostCol>, to: &Exchange, rank: usize, n: usize) ->
             (Parts::PerDevice(parts), if rank == 0 { 0 } else { len })
         }
         Exchange::Hash { cols: keys } | Exchange::Keep { cols: keys } => {
-            let dest = destinations(&cols, keys, n);
-            let mut rows: Vec<Vec<u32>> = vec![Vec::new(); n];
-            for (r, &d) in dest.iter().enumerate() {
-                rows[d as usize].push(r as u32);
-            }
-            let moved = len - rows[rank].len() as u64;
-            let mut parts = Vec::with_capacity(n);
-            for idx in &rows {
-                let part = cols
-                    .iter()
-                    .map(|c| c.try_pick(idx, WHAT))
-                    .collect::<Result<Vec<_>, _>>()?;
-                parts.push(Mutex::new(Some(part)));
-            }
-            (Parts::PerDevice(parts), moved)
+            let refs: Vec<&HostCol> = cols.iter().collect();
+            let parts = route_host(&refs, keys, n)?;
+            let moved = len - parts[rank].first().map_or(0, HostCol::len) as u64;
+            (
+                Parts::PerDevice(parts.into_iter().map(|p| Mutex::new(Some(p))).collect()),
+                moved,
+            )
         }
     })
 }

@@ -287,14 +287,10 @@ impl Interp<'_> {
                     chunk /= 2;
                 }
                 Err(RuntimeError::Kernel { msg, at }) => {
-                    let msg = match crate::backend::failing_row(&msg) {
-                        Some(r) => {
-                            let cut = msg.rfind(" (row ").unwrap_or(msg.len());
-                            format!("{} (row {})", &msg[..cut], a + r)
-                        }
-                        None => msg,
-                    };
-                    return Err(RuntimeError::Kernel { msg, at });
+                    return Err(RuntimeError::Kernel {
+                        msg: rows::rebase_row(msg, a),
+                        at,
+                    });
                 }
                 Err(e) => return Err(e),
             }

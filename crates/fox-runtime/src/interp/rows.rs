@@ -123,6 +123,18 @@ pub(super) fn host_slice(col: &HostCol, a: usize, b: usize) -> Result<HostCol, S
     Ok(each_col!(col, v => crate::alloc::try_to_vec(&v[a..b], what)?))
 }
 
+/// `msg`, an error of a chunk starting at row `base` of the whole, with the row it names
+/// (`failing_row`) made a row of the whole.
+pub(super) fn rebase_row(msg: String, base: usize) -> String {
+    match crate::backend::failing_row(&msg) {
+        Some(r) => {
+            let cut = msg.rfind(" (row ").unwrap_or(msg.len());
+            format!("{} (row {})", &msg[..cut], base + r)
+        }
+        None => msg,
+    }
+}
+
 #[cfg(test)]
 pub(super) fn host_slice_for_tests(col: &HostCol, a: usize, b: usize) -> HostCol {
     host_slice(col, a, b).unwrap()
@@ -222,15 +234,10 @@ impl Interp<'_> {
                     chunk /= 2;
                 }
                 Err(RuntimeError::Kernel { msg, at }) => {
-                    // The row of the chunk is row `a + r` of the whole.
-                    let msg = match crate::backend::failing_row(&msg) {
-                        Some(r) => {
-                            let cut = msg.rfind(" (row ").unwrap_or(msg.len());
-                            format!("{} (row {})", &msg[..cut], a + r)
-                        }
-                        None => msg,
-                    };
-                    return Err(RuntimeError::Kernel { msg, at });
+                    return Err(RuntimeError::Kernel {
+                        msg: rebase_row(msg, a),
+                        at,
+                    });
                 }
                 Err(e) => return Err(e),
             }
