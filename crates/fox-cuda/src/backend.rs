@@ -24,7 +24,38 @@ pub fn link_devices(backends: &mut [CudaBackend]) -> Result<(), BackendError> {
     for (b, r) in backends.iter_mut().zip(ranks) {
         b.peer = Some(r);
     }
-    Ok(())
+    // NCCL connects two devices at their first transfer (buffers, proxy threads): one
+    // byte each way between every pair here makes that part of opening the devices
+    // rather than of a run's first exchanges.
+    let n = backends.len();
+    let mut bufs = Vec::with_capacity(n);
+    let mut plans = Vec::with_capacity(n);
+    let mut res = Ok(());
+    for (d, b) in backends.iter_mut().enumerate() {
+        match b.gpu.pairwise_plan(d, n) {
+            Ok((buf, plan)) => {
+                bufs.push(buf);
+                plans.push(plan);
+            }
+            Err(e) => {
+                res = Err(e);
+                break;
+            }
+        }
+    }
+    if res.is_ok() {
+        if let Some(first) = backends.first().and_then(|b| b.peer.as_ref()) {
+            res = first
+                .launch_all(&plans)
+                .map_err(|e| BackendError(format!("cannot connect the devices through NCCL: {e}")));
+        }
+    }
+    for (b, buf) in backends.iter_mut().zip(bufs) {
+        let synced = b.gpu.sync();
+        b.gpu.free(buf);
+        res = res.and(synced);
+    }
+    res
 }
 
 /// The GPU backend: buffers in device memory, kernels compiled with NVRTC.

@@ -309,6 +309,26 @@ impl Gpu {
         self.ctx.ordinal()
     }
 
+    /// A buffer of `2 n` bytes and the transfers of device `rank` of `n` in an exchange
+    /// of one byte with every other device (sent from the first `n` bytes, received into
+    /// the last `n`), on this device's stream.
+    pub(crate) fn pairwise_plan(&mut self, rank: usize, n: usize) -> Result<(DevBuf, crate::nccl::Plan), BackendError> {
+        let buf = self.alloc_zeroed(Elem::U8, 2 * n)?;
+        let base = self.ptr(&buf)?;
+        let others = || (0..n).filter(move |&q| q != rank);
+        let at = |q: usize, off: usize| crate::nccl::Move {
+            peer: q,
+            ptr: base + (off + q) as u64,
+            bytes: 1,
+        };
+        let plan = crate::nccl::Plan {
+            stream: self.stream.cu_stream() as u64,
+            sends: others().map(|q| at(q, 0)).collect(),
+            recvs: others().map(|q| at(q, n)).collect(),
+        };
+        Ok((buf, plan))
+    }
+
     /// One exchange over the NCCL link `peer` (the contract of
     /// `Backend::peer_exchange`): the outputs allocated and this device's own part copied
     /// on the device; at the first meeting every device brings its stream and transfers;

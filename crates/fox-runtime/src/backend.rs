@@ -131,11 +131,17 @@ impl HostCol {
         macro_rules! concat_as {
             ($variant:ident) => {{
                 let mut out = crate::alloc::try_with_capacity(len, what)?;
-                for p in parts {
-                    if let HostCol::$variant(w) = p {
-                        out.extend_from_slice(&w);
-                    }
-                }
+                let srcs: Vec<_> = parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        HostCol::$variant(w) => Some(w.as_slice()),
+                        _ => None,
+                    })
+                    .collect();
+                copy_parts(&srcs, &mut out.spare_capacity_mut()[..len]);
+                // SAFETY: `copy_parts` wrote every one of the `len` slots (the parts'
+                // lengths sum to `len`).
+                unsafe { out.set_len(len) };
                 HostCol::$variant(out)
             }};
         }
@@ -149,6 +155,25 @@ impl HostCol {
             Elem::I128 => concat_as!(I128),
         })
     }
+}
+
+/// Copies `srcs` one after the other into `dst` (exactly as long as all of them), in
+/// parallel pieces of at most 1 Mi elements.
+fn copy_parts<T: Copy + Send + Sync>(srcs: &[&[T]], dst: &mut [std::mem::MaybeUninit<T>]) {
+    use rayon::prelude::*;
+    const PIECE: usize = 1 << 20;
+    let mut pieces = Vec::new();
+    let mut rest = dst;
+    for src in srcs {
+        let (mine, tail) = rest.split_at_mut(src.len());
+        rest = tail;
+        pieces.extend(mine.chunks_mut(PIECE).zip(src.chunks(PIECE)));
+    }
+    pieces.into_par_iter().for_each(|(d, s)| {
+        for (d, &x) in d.iter_mut().zip(s) {
+            d.write(x);
+        }
+    });
 }
 
 /// What a launch may need from the runtime besides its buffers.

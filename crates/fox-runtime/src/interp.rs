@@ -1261,7 +1261,9 @@ impl Interp<'_> {
                 let mut bounds: Vec<usize> = Vec::new();
                 if self.spmd.is_some() {
                     // Device 0 makes the table of every device's rows, in device order.
+                    let waited = Instant::now();
                     let g = self.collective((block, i), std::sync::Mutex::new(Some(host)), &|| what.clone())?;
+                    self.stats.exchange.output_wait += waited.elapsed();
                     if !self.leads() {
                         self.record(block, i, || fox_kernel::output_label(name), start.elapsed());
                         return Ok(());
@@ -1285,6 +1287,7 @@ impl Interp<'_> {
                             bounds.push(bounds.last().copied().unwrap_or(0) + p.len());
                         }
                     }
+                    let joined = Instant::now();
                     host = Vec::with_capacity(cols.len());
                     for (c, parts) in cols.iter().zip(by_col) {
                         let elem = self.plan.buffers[c.0 as usize].elem;
@@ -1292,6 +1295,7 @@ impl Interp<'_> {
                             .map_err(|msg| RuntimeError::Kernel { at: what.clone(), msg })?;
                         host.push(col);
                     }
+                    self.stats.exchange.output_join += joined.elapsed();
                 }
                 let hidden_rows = (hidden == 1).then(|| host[0].len());
                 if hidden == 1 {

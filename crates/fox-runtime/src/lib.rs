@@ -175,6 +175,11 @@ pub struct ExchangeStats {
     pub rows: u64,
     /// The bytes of those rows.
     pub bytes: u64,
+    /// Outputs: device 0's wait for every device's downloaded part (the slowest device's
+    /// download, beyond device 0's own, which is in `download`).
+    pub output_wait: Duration,
+    /// Outputs: joining the devices' parts into one table's columns.
+    pub output_join: Duration,
 }
 
 /// The host tier of a run: what left the device for host memory to make room within the
@@ -385,6 +390,13 @@ pub fn format_stats(stats: &RunStats) -> String {
             plural(e.rows, "row"),
             e.bytes
         ));
+        if e.output_wait + e.output_join > Duration::ZERO {
+            out.push_str(&format!(
+                "outputs of several devices: {:.3} ms waiting for the devices' parts, {:.3} ms joining them (ordering in `output`)\n",
+                ms(e.output_wait),
+                ms(e.output_join)
+            ));
+        }
         for (d, peak) in stats.device_peaks.iter().enumerate() {
             out.push_str(&format!(
                 "device {d}: device peak {peak} bytes ({})\n",
@@ -670,6 +682,7 @@ mod tests {
                 exchanges: 2,
                 rows: 1,
                 bytes: 16,
+                ..ExchangeStats::default()
             },
             ..RunStats::default()
         };

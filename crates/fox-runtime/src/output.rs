@@ -460,20 +460,15 @@ pub(crate) fn order_perm(cols: &[HostCol], keys: &[(usize, bool)], n: usize) -> 
 
 /// The permutation that merges the parts `bounds[k]..bounds[k + 1]` of `cols`, each in
 /// the order of `keys`, ties to the earlier part: the permutation of a stable sort (what
-/// [`order_perm`] gives). Adjacent parts merge pairwise, each merge split into pieces
-/// merged in parallel (a piece of the first part and the rows of the second below its
-/// first row).
+/// [`order_perm`] gives). One k-way pass: the output is cut into pieces at rows of the
+/// largest part (every part's rows up to and including that row's key go before the
+/// cut, so equal keys never straddle a cut), and the pieces are merged in parallel, each
+/// writing its own range of the permutation.
 fn merge_perm(cols: &[HostCol], keys: &[(usize, bool)], bounds: &[usize]) -> Result<Vec<u32>, String> {
-    const WHAT: &str = "the order of the output's rows";
-    let mut runs: Vec<Vec<u32>> = Vec::with_capacity(bounds.len());
-    for w in bounds.windows(2) {
-        runs.push(try_collect(w[0] as u32..w[1] as u32, WHAT)?);
-    }
-    // Keys of at most 64 bits in all are compared as one packed word per row (the packing
-    // of `order_perm`, which orders rows as `cmp_keyed` does).
-    let n = bounds.last().copied().unwrap_or(0);
     let bits: u32 = keys.iter().map(|&(c, _)| image_bits(&cols[c])).sum();
-    let packed: Option<Vec<u64>> = if bits <= 64 && n > 0 {
+    if bits <= 64 {
+        // Keys of at most 64 bits in all compare as one packed word per row (the packing
+        // of `order_perm`, which orders rows as `cmp_keyed` does).
         let pack = |i: usize| {
             let mut k = 0u64;
             for &(c, desc) in keys {
@@ -483,61 +478,88 @@ fn merge_perm(cols: &[HostCol], keys: &[(usize, bool)], bounds: &[usize]) -> Res
             }
             k
         };
-        Some(try_par_collect(
-            (0..n).into_par_iter().with_min_len(PAR_MIN).map(pack),
-            WHAT,
-        )?)
+        merge_by(bounds, pack, |a: &u64, b: &u64| a < b)
     } else {
-        None
-    };
-    let less = |x: u32, y: u32| match &packed {
-        Some(p) => p[x as usize] < p[y as usize],
-        None => cmp_keyed(cols, keys, x as usize, y as usize) == Ordering::Less,
-    };
-    while runs.len() > 1 {
-        let mut next = Vec::with_capacity(runs.len().div_ceil(2));
-        let mut it = runs.into_iter();
-        while let Some(a) = it.next() {
-            match it.next() {
-                None => next.push(a),
-                Some(b) => {
-                    let n = a.len() + b.len();
-                    let pieces = (n / PAR_MIN).clamp(1, 1024);
-                    let mut cuts = vec![(0usize, 0usize)];
-                    for k in 1..pieces {
-                        let i = a.len() * k / pieces;
-                        let j = b.partition_point(|&y| less(y, a[i]));
-                        cuts.push((i, j));
-                    }
-                    cuts.push((a.len(), b.len()));
-                    let mut out = try_filled(n, 0u32, WHAT)?;
-                    let mut rest: &mut [u32] = &mut out;
-                    let mut dsts = Vec::with_capacity(pieces);
-                    for w in cuts.windows(2) {
-                        let (head, tail) = rest.split_at_mut((w[1].0 - w[0].0) + (w[1].1 - w[0].1));
-                        dsts.push((head, w[0], w[1]));
-                        rest = tail;
-                    }
-                    dsts.into_par_iter().for_each(|(dst, (i0, j0), (i1, j1))| {
-                        let (mut i, mut j) = (i0, j0);
-                        for d in dst.iter_mut() {
-                            // The second part's row goes first only when it is smaller.
-                            if j < j1 && (i == i1 || less(b[j], a[i])) {
-                                *d = b[j];
-                                j += 1;
-                            } else {
-                                *d = a[i];
-                                i += 1;
-                            }
-                        }
-                    });
-                    next.push(out);
-                }
+        merge_by(
+            bounds,
+            |i| i,
+            |&a: &usize, &b: &usize| cmp_keyed(cols, keys, a, b) == Ordering::Less,
+        )
+    }
+}
+
+/// [`merge_perm`] over rows whose order is that of `head(row)` under `less`.
+fn merge_by<H: Send>(
+    bounds: &[usize],
+    head: impl Fn(usize) -> H + Sync,
+    less: impl Fn(&H, &H) -> bool + Sync,
+) -> Result<Vec<u32>, String> {
+    const WHAT: &str = "the order of the output's rows";
+    let parts = bounds.len().saturating_sub(1);
+    let n = bounds.last().copied().unwrap_or(0);
+    if parts == 0 || n == 0 {
+        return Ok(Vec::new());
+    }
+    let len = |p: usize| bounds[p + 1] - bounds[p];
+    let big = (0..parts).max_by_key(|&p| (len(p), std::cmp::Reverse(p))).unwrap_or(0);
+    // The first row of part `p` in `lo..hi` whose key is greater than row `s`'s.
+    let after = |lo: usize, hi: usize, s: &H| {
+        let (mut lo, mut hi) = (lo, hi);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if less(s, &head(mid)) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
             }
         }
-        runs = next;
+        lo
+    };
+    let pieces = (n / PAR_MIN).clamp(1, 4096);
+    // cuts[j][p]: where piece j begins in part p; nondecreasing in j because the cutting
+    // rows of the largest part are.
+    let mut cuts: Vec<Vec<usize>> = Vec::with_capacity(pieces + 1);
+    cuts.push(bounds[..parts].to_vec());
+    let inner: Vec<Vec<usize>> = (1..pieces)
+        .into_par_iter()
+        .map(|j| {
+            let s = head(bounds[big] + len(big) * j / pieces);
+            (0..parts).map(|p| after(bounds[p], bounds[p + 1], &s)).collect()
+        })
+        .collect();
+    cuts.extend(inner);
+    cuts.push(bounds[1..].to_vec());
+    let mut out: Vec<u32> = try_with_capacity(n, WHAT)?;
+    let mut rest = &mut out.spare_capacity_mut()[..n];
+    let mut work = Vec::with_capacity(pieces);
+    for w in cuts.windows(2) {
+        let size: usize = (0..parts).map(|p| w[1][p] - w[0][p]).sum();
+        let (dst, tail) = rest.split_at_mut(size);
+        work.push((dst, &w[0], &w[1]));
+        rest = tail;
     }
-    Ok(runs.pop().unwrap_or_default())
+    work.into_par_iter().for_each(|(dst, from, to)| {
+        let mut at = from.clone();
+        let mut heads: Vec<Option<H>> = (0..parts).map(|p| (at[p] < to[p]).then(|| head(at[p]))).collect();
+        for d in dst.iter_mut() {
+            // The smallest head, ties to the earlier part.
+            let mut best = usize::MAX;
+            for p in 0..parts {
+                if let Some(h) = &heads[p] {
+                    if best == usize::MAX || less(h, heads[best].as_ref().expect("a head")) {
+                        best = p;
+                    }
+                }
+            }
+            d.write(at[best] as u32);
+            at[best] += 1;
+            heads[best] = (at[best] < to[best]).then(|| head(at[best]));
+        }
+    });
+    // SAFETY: the pieces' ranges tile `0..n`, and each piece wrote every slot of its range
+    // (its size is the number of rows its parts hold between its cuts).
+    unsafe { out.set_len(n) };
+    Ok(out)
 }
 
 /// Inputs shorter than this are ordered and written without threads.
@@ -1338,20 +1360,23 @@ mod tests {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             (seed >> 33) as i32
         };
-        for (n, parts) in [
-            (0usize, 2usize),
-            (1, 2),
-            (10, 3),
-            (100_000, 2),
-            (150_000, 5),
-            (70_000, 4),
+        for (n, parts, distinct) in [
+            (0usize, 2usize, 50),
+            (1, 2, 50),
+            (10, 3, 50),
+            (100_000, 2, 50),
+            (150_000, 5, 50),
+            (70_000, 4, 50),
+            (300_001, 3, 1_000_000),
+            (200_000, 3, 1),
+            (90_000, 8, 2),
         ] {
             // Each part sorted on (a, b) with repeats; `c` tells equal rows apart.
             let mut bounds = vec![0];
             let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
             for k in 0..parts {
                 let len = n / parts + usize::from(k < n % parts);
-                let mut rows: Vec<(i32, i32)> = (0..len).map(|_| (next() % 50, next() % 3)).collect();
+                let mut rows: Vec<(i32, i32)> = (0..len).map(|_| (next() % distinct, next() % 3)).collect();
                 rows.sort();
                 for (x, y) in rows {
                     a.push(x);

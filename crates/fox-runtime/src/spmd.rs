@@ -442,6 +442,8 @@ fn combine(devices: Vec<crate::RunStats>) -> crate::RunStats {
         all.tier.host_peak_bytes = all.tier.host_peak_bytes.max(d.tier.host_peak_bytes);
         all.exchange.rows += d.exchange.rows;
         all.exchange.bytes += d.exchange.bytes;
+        all.exchange.output_wait = all.exchange.output_wait.max(d.exchange.output_wait);
+        all.exchange.output_join = all.exchange.output_join.max(d.exchange.output_join);
         all.exchange.exchanges = all.exchange.exchanges.max(d.exchange.exchanges);
         for (a, b) in all.rows.iter_mut().zip(&d.rows) {
             a.total += b.total;
@@ -498,6 +500,7 @@ mod tests {
                 exchanges: 2,
                 rows,
                 bytes: 8 * rows,
+                ..crate::ExchangeStats::default()
             },
             rows: vec![RowsStat {
                 calls: 3,
@@ -523,7 +526,8 @@ mod tests {
             crate::ExchangeStats {
                 exchanges: 2,
                 rows: 5,
-                bytes: 40
+                bytes: 40,
+                ..crate::ExchangeStats::default()
             }
         );
         assert_eq!((all.rows[0].calls, all.rows[0].total, all.rows[0].max), (3, 5, 4));

@@ -115,6 +115,16 @@ fn timing_reports_the_exchanges_and_each_device_s_peak() {
         .parse()
         .unwrap();
     assert!(count > 0 && line.ends_with(" bytes moved between devices)"), "{line}");
+    // The output's parts come from every device and are joined on device 0.
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("outputs of several devices: "))
+        .unwrap_or_else(|| panic!("no line of the outputs' parts: {err}"));
+    assert!(
+        line.contains(" ms waiting for the devices' parts, ")
+            && line.ends_with(" ms joining them (ordering in `output`)"),
+        "{line}"
+    );
     for d in 0..3 {
         assert!(err.contains(&format!("\ndevice {d}: device peak ")), "{err}");
     }
