@@ -479,7 +479,7 @@ impl Interp<'_> {
             for (i, ins) in block.instrs.iter().enumerate() {
                 let Instr::Launch { kernel, .. } = ins else { continue };
                 match kernel {
-                    Kernel::LoadInput { input } => {
+                    Kernel::LoadInput { input, .. } => {
                         let Some(u) = uses.get_mut(*input) else {
                             return Err(RuntimeError::Plan(format!(
                                 "{}: LoadInput of input {input}, but the plan has {} inputs",
@@ -1516,7 +1516,7 @@ impl Interp<'_> {
             }
             return Ok(());
         }
-        if let (Kernel::LoadInput { input }, Some(_)) = (kernel, &self.spmd) {
+        if let (Kernel::LoadInput { input, whole }, Some(_)) = (kernel, &self.spmd) {
             let n = self.plan.inputs.get(*input).map_or(0, |i| i.columns.len());
             if !args.is_empty()
                 || outs.len() != n
@@ -1530,9 +1530,9 @@ impl Interp<'_> {
                     what()
                 )));
             }
-            return self.load_part(*input, outs, &what);
+            return self.load_part(*input, *whole, outs, &what);
         }
-        if let (Kernel::LoadInput { input }, Some(db)) = (kernel, self.database.clone()) {
+        if let (Kernel::LoadInput { input, .. }, Some(db)) = (kernel, self.database.clone()) {
             let n = self.plan.inputs.get(*input).map_or(0, |i| i.columns.len());
             if !args.is_empty()
                 || outs.len() != n
@@ -2020,7 +2020,7 @@ impl Interp<'_> {
             }
         };
         match kernel {
-            Kernel::LoadInput { input } => {
+            Kernel::LoadInput { input, .. } => {
                 expect_args(0)?;
                 let rel = &self.plan.inputs[*input];
                 expect_outs(rel.columns.len())?;
@@ -2378,11 +2378,14 @@ impl Interp<'_> {
         Ok(mine)
     }
 
-    /// `LoadInput` of device `rank` of several: its slice of each column of the input
-    /// (from the database, or the inputs read for the run), uploaded into `outs`.
+    /// `LoadInput` of device `rank` of several: its slice of each column of the input, or
+    /// with `whole` every row (a replicated input: each device loads what one device
+    /// loads, over its own link), from the database or the inputs read for the run,
+    /// uploaded into `outs`.
     fn load_part(
         &mut self,
         input: usize,
+        whole: bool,
         outs: &[fox_kernel::BufId],
         what: &dyn Fn() -> String,
     ) -> Result<(), RuntimeError> {
@@ -2408,11 +2411,18 @@ impl Interp<'_> {
             },
         };
         let len = source.iter().flatten().map(|c| c.len()).max().unwrap_or(0);
-        let rows = crate::spmd::input_rows(len, rank, n);
+        let rows = if whole {
+            0..len
+        } else {
+            crate::spmd::input_rows(len, rank, n)
+        };
         for (k, (c, col)) in source.iter().zip(&rel.columns).enumerate() {
             let part = match c {
                 Some(c) if c.len() == len && len > 0 => c
-                    .try_slice(rows.clone(), &format!("a part of `{}`", rel.name))
+                    .try_slice(
+                        rows.clone(),
+                        &format!("{} `{}`", if whole { "a copy of" } else { "a part of" }, rel.name),
+                    )
                     .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?,
                 _ => HostCol::empty(Elem::of(col.ty)),
             };

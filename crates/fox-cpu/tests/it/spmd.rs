@@ -181,7 +181,7 @@ fn exchange_plan(input: InputRel, to: Exchange) -> KernelPlan {
         vec![block(
             "main",
             vec![
-                launch(Kernel::LoadInput { input: 0 }, &[], &[0, 1, 2, 3]),
+                launch(Kernel::LoadInput { input: 0, whole: false }, &[], &[0, 1, 2, 3]),
                 launch(Kernel::Exchange { width: 4, to }, &[0, 1, 2, 3], &[4, 5, 6, 7]),
                 output("t", &T_COLS, &[4, 5, 6, 7]),
             ],
@@ -409,7 +409,7 @@ fn shrinking_loop(input: InputRel, body_label: &str) -> KernelPlan {
         vec![
             block(
                 "main",
-                vec![launch(Kernel::LoadInput { input: 0 }, &[], &[0, 1, 2, 3])],
+                vec![launch(Kernel::LoadInput { input: 0, whole: false }, &[], &[0, 1, 2, 3])],
                 Terminator::LoopIf {
                     nonempty: vec![BufId(0)],
                     body: BlockId(1),
