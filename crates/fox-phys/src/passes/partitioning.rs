@@ -11,7 +11,13 @@
 //!   check on its key columns most; without such a read a derived relation is hashed on
 //!   all its columns, an input is split as loaded (slices of its rows; hashed when a
 //!   read asks for it: the exchange then runs once, after loading), facts are
-//!   replicated, and a relation without columns is on device 0.
+//!   replicated, and a relation without columns is on device 0. Then each input that
+//!   only its load writes is placed by the rows the whole plan moves (`place_inputs`):
+//!   hashed at load only where that moves fewer rows than leaving it split (an input
+//!   whose readers broadcast or hash it again anyway, or move only the few rows a select
+//!   keeps, is not hashed first), and replicated at load, each device loading every row
+//!   from the host and moving none, when only multi-way joins read it (which would
+//!   broadcast it to every device, then sort the received rows again).
 //! - Per operator (the rules): a scan has its relation's partitioning, constants are
 //!   replicated; selects, maps and projections keep their input's (a hash on columns
 //!   they drop becomes a split). A join, semi-join, anti-join or difference needs both
@@ -385,12 +391,12 @@ fn load_only_input(plan: &PhysPlan, r: usize) -> bool {
 }
 
 /// Every reader of relation `r` needs all its rows on every device, wherever they are
-/// loaded: each scan of it is read, through selects, projections and maps, only by
-/// multi-way joins (which replicate their inputs), and at least one is.
+/// loaded: each scan of it is read, through selects, projections, maps and duplicate
+/// removals, only by multi-way joins (which replicate their inputs), and at least one is.
 fn read_whole(plan: &PhysPlan, r: usize) -> bool {
     let mut any = false;
     for b in &plan.ra.blocks {
-        // The temps holding the relation's rows (a scan, a select, projection or map of one).
+        // The temps holding the relation's rows (a scan, and what keeps its rows or fewer).
         let mut rows_of: Vec<TempId> = Vec::new();
         for s in &b.stmts {
             let reads: Vec<TempId> = match s {
@@ -409,7 +415,7 @@ fn read_whole(plan: &PhysPlan, r: usize) -> bool {
             match s {
                 Stmt::Let {
                     dst,
-                    op: Op::Select { .. } | Op::Project { .. } | Op::Map { .. },
+                    op: Op::Select { .. } | Op::Project { .. } | Op::Map { .. } | Op::Unique(_),
                     ..
                 } => rows_of.push(*dst),
                 Stmt::Let {
