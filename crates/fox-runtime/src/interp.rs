@@ -2426,6 +2426,15 @@ impl Interp<'_> {
                     .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?,
                 _ => HostCol::empty(Elem::of(col.ty)),
             };
+            // As on one device: a column that does not fit the device with every other
+            // buffer moved stays in the host tier (its readers take it in chunks).
+            let stays = self
+                .stays_on_host(part.len() * part.elem().size())
+                .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+            if stays {
+                self.define_in_host_tier(outs[k].0 as usize, part);
+                continue;
+            }
             let b = self
                 .upload_room(part)
                 .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
