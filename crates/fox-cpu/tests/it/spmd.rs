@@ -886,7 +886,11 @@ fn an_input_loaded_whole_is_on_every_device_in_its_order() {
         let (res, uploads) = run_on(n, &p, &opts);
         let res = res.unwrap_or_else(|e| panic!("on {n} devices: {e}"));
         for (d, u) in uploads.iter().enumerate() {
-            assert_eq!(rows_of(&u[0..4]), whole, "device {d} of {n} loaded the input whole, in order");
+            assert_eq!(
+                rows_of(&u[0..4]),
+                whole,
+                "device {d} of {n} loaded the input whole, in order"
+            );
         }
         let mut got: Vec<String> = (0..res.outputs[0].len())
             .map(|r| format!("{:?}", res.outputs[0].row(r)))

@@ -360,7 +360,10 @@ fn input_rows(plan: &PhysPlan, r: usize) -> f64 {
     let mut rows: f64 = 1.0;
     for b in &plan.ra.blocks {
         for s in &b.stmts {
-            if let Stmt::Let { dst, op: Op::Scan(x), .. } = s {
+            if let Stmt::Let {
+                dst, op: Op::Scan(x), ..
+            } = s
+            {
                 if x.0 as usize == r {
                     rows = rows.max(plan.node(*dst).est.as_ref().map_or(1.0, |e| e.rows));
                 }
@@ -405,7 +408,10 @@ fn read_whole(plan: &PhysPlan, r: usize) -> bool {
                 _ => Vec::new(),
             };
             if !reads.iter().any(|t| rows_of.contains(t)) {
-                if let Stmt::Let { dst, op: Op::Scan(x), .. } = s {
+                if let Stmt::Let {
+                    dst, op: Op::Scan(x), ..
+                } = s
+                {
                     if x.0 as usize == r {
                         rows_of.push(*dst);
                     }

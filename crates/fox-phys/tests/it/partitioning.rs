@@ -144,7 +144,10 @@ fn an_input_another_reader_needs_in_parts_is_broadcast_to_the_multi_way_join() {
     let src = "e(x, y) -> int32(x), int32(y).\n.input e.\nf(x, y) <- e(x, y).\n\
                n[] = c <- agg<<c = count()>> f(x, y), f(y, z), f(x, z), x < y, y < z.\n.output n.\n";
     let p = on_devices(src, 2);
-    assert!(p.rel_partitioning.iter().all(|r| !matches!(r, Partitioning::Replicated { .. })));
+    assert!(p
+        .rel_partitioning
+        .iter()
+        .all(|r| !matches!(r, Partitioning::Replicated { .. })));
 }
 
 #[test]
