@@ -293,8 +293,15 @@ pub enum Instr {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Kernel {
     // ---- data in ----------------------------------------------------------------
-    /// args: none. outs: the columns of `KernelPlan::inputs[input]`, loaded from data.
-    LoadInput { input: usize },
+    /// args: none. outs: the columns of `KernelPlan::inputs[input]`, loaded from data. In a
+    /// run over several devices each device loads a contiguous slice of the rows (the
+    /// slices in device order are the input), or with `whole` every row (the input is
+    /// replicated: each device holds what one device holds).
+    LoadInput {
+        input: usize,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        whole: bool,
+    },
     /// args: none. outs: one buffer per column, `rows[i][c]` in `outs[c]`. Values have the
     /// column types `types`.
     Const { types: Vec<Type>, rows: Vec<Vec<Value>> },

@@ -247,7 +247,8 @@ pub fn output_label(name: &str) -> String {
 fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
     let op = op_name(k);
     match k {
-        Kernel::LoadInput { input } => match plan.inputs.get(*input) {
+        Kernel::LoadInput { input, whole } => match plan.inputs.get(*input) {
+            Some(r) if *whole => format!("{op}[{}, whole on every device]", r.name),
             Some(r) => format!("{op}[{}]", r.name),
             None => format!("{op}[#{input}?]"),
         },

@@ -71,7 +71,7 @@ fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> 
         Ok(n)
     };
     match kernel {
-        Kernel::LoadInput { input } => {
+        Kernel::LoadInput { input, .. } => {
             count(0)?;
             let rel = inputs
                 .get(*input)

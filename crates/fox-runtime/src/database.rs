@@ -128,7 +128,7 @@ pub fn used_input_columns(plan: &KernelPlan) -> Vec<Vec<bool>> {
     for b in &plan.blocks {
         for ins in &b.instrs {
             if let Instr::Launch {
-                kernel: Kernel::LoadInput { input },
+                kernel: Kernel::LoadInput { input, .. },
                 outs,
                 ..
             } = ins

@@ -479,7 +479,7 @@ impl Interp<'_> {
             for (i, ins) in block.instrs.iter().enumerate() {
                 let Instr::Launch { kernel, .. } = ins else { continue };
                 match kernel {
-                    Kernel::LoadInput { input } => {
+                    Kernel::LoadInput { input, .. } => {
                         let Some(u) = uses.get_mut(*input) else {
                             return Err(RuntimeError::Plan(format!(
                                 "{}: LoadInput of input {input}, but the plan has {} inputs",
@@ -1520,7 +1520,7 @@ impl Interp<'_> {
             }
             return Ok(());
         }
-        if let (Kernel::LoadInput { input }, Some(_)) = (kernel, &self.spmd) {
+        if let (Kernel::LoadInput { input, whole }, Some(_)) = (kernel, &self.spmd) {
             let n = self.plan.inputs.get(*input).map_or(0, |i| i.columns.len());
             if !args.is_empty()
                 || outs.len() != n
@@ -1534,9 +1534,9 @@ impl Interp<'_> {
                     what()
                 )));
             }
-            return self.load_part(*input, outs, &what);
+            return self.load_part(*input, *whole, outs, &what);
         }
-        if let (Kernel::LoadInput { input }, Some(db)) = (kernel, self.database.clone()) {
+        if let (Kernel::LoadInput { input, .. }, Some(db)) = (kernel, self.database.clone()) {
             let n = self.plan.inputs.get(*input).map_or(0, |i| i.columns.len());
             if !args.is_empty()
                 || outs.len() != n
@@ -2024,7 +2024,7 @@ impl Interp<'_> {
             }
         };
         match kernel {
-            Kernel::LoadInput { input } => {
+            Kernel::LoadInput { input, .. } => {
                 expect_args(0)?;
                 let rel = &self.plan.inputs[*input];
                 expect_outs(rel.columns.len())?;
@@ -2382,11 +2382,14 @@ impl Interp<'_> {
         Ok(mine)
     }
 
-    /// `LoadInput` of device `rank` of several: its slice of each column of the input
-    /// (from the database, or the inputs read for the run), uploaded into `outs`.
+    /// `LoadInput` of device `rank` of several: its slice of each column of the input, or
+    /// with `whole` every row (a replicated input: each device loads what one device
+    /// loads, over its own link), from the database or the inputs read for the run,
+    /// uploaded into `outs`.
     fn load_part(
         &mut self,
         input: usize,
+        whole: bool,
         outs: &[fox_kernel::BufId],
         what: &dyn Fn() -> String,
     ) -> Result<(), RuntimeError> {
@@ -2412,14 +2415,30 @@ impl Interp<'_> {
             },
         };
         let len = source.iter().flatten().map(|c| c.len()).max().unwrap_or(0);
-        let rows = crate::spmd::input_rows(len, rank, n);
+        let rows = if whole {
+            0..len
+        } else {
+            crate::spmd::input_rows(len, rank, n)
+        };
         for (k, (c, col)) in source.iter().zip(&rel.columns).enumerate() {
             let part = match c {
                 Some(c) if c.len() == len && len > 0 => c
-                    .try_slice(rows.clone(), &format!("a part of `{}`", rel.name))
+                    .try_slice(
+                        rows.clone(),
+                        &format!("{} `{}`", if whole { "a copy of" } else { "a part of" }, rel.name),
+                    )
                     .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?,
                 _ => HostCol::empty(Elem::of(col.ty)),
             };
+            // As on one device: a column that does not fit the device with every other
+            // buffer moved stays in the host tier (its readers take it in chunks).
+            let stays = self
+                .stays_on_host(part.len() * part.elem().size())
+                .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+            if stays {
+                self.define_in_host_tier(outs[k].0 as usize, part);
+                continue;
+            }
             let b = self
                 .upload_room(part)
                 .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;

@@ -177,7 +177,8 @@ struct CliqueArgs {
     #[arg(long, value_name = "SIZE", value_parser = fox_cli::parse_memory_size)]
     memory_limit: Option<u64>,
     /// Also run the LFTJ over N devices (SPMD, as `foxrun --devices`: planned for N
-    /// devices, each device taking a slice of the edges at each run), in a row of its
+    /// devices, each device loading all the edges at each run, which only the multi-way
+    /// join reads, and joining its share of the first variable), in a row of its
     /// own after the LFTJ on one device (and the CPU LFTJ), and print the speed-up (the 1-device median over the
     /// N-device one); the run fails when the counts differ. On the GPU backend N GPUs from
     /// the first (`all`: every visible GPU), on the CPU backend N simulated devices

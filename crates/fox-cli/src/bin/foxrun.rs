@@ -465,13 +465,14 @@ fn report_writing(timing: bool, started: std::time::Instant) {
     }
 }
 
-/// Whether a plan moves rows between devices (an `Exchange` anywhere).
+/// Whether a plan was made for several devices: it moves rows between them (an
+/// `Exchange` anywhere) or loads an input whole on each.
 fn exchanges_rows(plan: &fox_kernel::KernelPlan) -> bool {
     plan.blocks.iter().flat_map(|b| &b.instrs).any(|i| {
         matches!(
             i,
             fox_kernel::Instr::Launch {
-                kernel: fox_kernel::Kernel::Exchange { .. },
+                kernel: fox_kernel::Kernel::Exchange { .. } | fox_kernel::Kernel::LoadInput { whole: true, .. },
                 ..
             }
         )

@@ -518,3 +518,53 @@ fn averages_of_partial_sums_and_counts_give_one_device_s_answers() {
     let averaging: Vec<&str> = k.lines().filter(|l| l.contains("avg(")).collect();
     assert!(averaging.len() == 1 && averaging[0].contains(") -> float64]"), "{k}");
 }
+
+/// Triangles of a generated graph: `edge`, read only by the multi-way join, is loaded
+/// whole on every device (as one device loads it), so no edge moves between devices:
+/// only the partial counts do, one row per other device. The count is one device's.
+#[test]
+fn a_triangle_count_moves_only_its_partial_counts() {
+    let repo = repo();
+    let run = |n: &str, timing: bool| {
+        let mut args = vec![
+            "queries/triangle_count.logic",
+            "--graph",
+            "rmat:9",
+            "--degree-order",
+            "--backend",
+            "cpu",
+            "--devices",
+            n,
+            "--out",
+            "-",
+            "--no-progress",
+        ];
+        if timing {
+            args.push("--timing");
+        }
+        let o = foxrun(&repo, &args);
+        assert_eq!(o.status.code(), Some(0), "--devices {n}: {}", text(&o.stderr));
+        o
+    };
+    let one = text(&run("1", false).stdout);
+    assert!(one.lines().count() >= 2, "{one}");
+    for (n, others) in [("2", 1u64), ("3", 2)] {
+        let o = run(n, true);
+        assert_eq!(text(&o.stdout), one, "--devices {n}");
+        let err = text(&o.stderr);
+        assert!(err.contains("load_input[edge, whole on every device]"), "{err}");
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("exchanges: "))
+            .unwrap_or_else(|| panic!("no exchanges line: {err}"));
+        let rows: u64 = line
+            .split('(')
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|r| r.replace(',', "").parse().ok())
+            .unwrap_or_else(|| panic!("{line}"));
+        // The partial counts to device 0, and at most the one count row hashed to its
+        // device for the store into `ntri`.
+        assert!(rows <= others + 1, "--devices {n}: {line}");
+    }
+}

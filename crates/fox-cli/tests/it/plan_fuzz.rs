@@ -666,7 +666,10 @@ fn mutate_params(plan: &KernelPlan, rng: &mut Rng) -> KernelPlan {
             }
             Kernel::TrieBuild { arity } => *arity = edge_count(*arity, rng),
             Kernel::IntersectCount { ways } | Kernel::MinRange { ways } => *ways = edge_count(*ways, rng),
-            Kernel::LoadInput { input } => *input = edge_count(*input, rng),
+            Kernel::LoadInput { input, whole } => {
+                *input = edge_count(*input, rng);
+                *whole = rng.below(2) == 0;
+            }
             Kernel::DictTable { op } => {
                 *op = [
                     DictOp::Like("%_%%_".into()),

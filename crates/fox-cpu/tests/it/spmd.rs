@@ -181,7 +181,7 @@ fn exchange_plan(input: InputRel, to: Exchange) -> KernelPlan {
         vec![block(
             "main",
             vec![
-                launch(Kernel::LoadInput { input: 0 }, &[], &[0, 1, 2, 3]),
+                launch(Kernel::LoadInput { input: 0, whole: false }, &[], &[0, 1, 2, 3]),
                 launch(Kernel::Exchange { width: 4, to }, &[0, 1, 2, 3], &[4, 5, 6, 7]),
                 output("t", &T_COLS, &[4, 5, 6, 7]),
             ],
@@ -409,7 +409,7 @@ fn shrinking_loop(input: InputRel, body_label: &str) -> KernelPlan {
         vec![
             block(
                 "main",
-                vec![launch(Kernel::LoadInput { input: 0 }, &[], &[0, 1, 2, 3])],
+                vec![launch(Kernel::LoadInput { input: 0, whole: false }, &[], &[0, 1, 2, 3])],
                 Terminator::LoopIf {
                     nonempty: vec![BufId(0)],
                     body: BlockId(1),
@@ -841,5 +841,65 @@ fn of_errors_on_several_devices_the_first_device_s_is_the_run_s() {
         let (res, _) = run_on(2, &p, &RunOptions::default());
         let e = res.unwrap_err().to_string();
         assert!(e.contains("division by zero") && e.ends_with("(row 1)"), "{e}");
+    }
+}
+
+/// An input loaded whole (`LoadInput::whole`): every device uploads every row, in the
+/// input's order, as one device does; a kept share (`Exchange::Keep`) then gives each
+/// row to one device, so the output is one device's rows once.
+#[test]
+fn an_input_loaded_whole_is_on_every_device_in_its_order() {
+    let dir = temp_dir("whole");
+    let input = input_t(&dir, &ROWS);
+    let mut types = T.to_vec();
+    types.extend(T);
+    let p = plan(
+        buffers(&types),
+        vec![input],
+        vec![block(
+            "main",
+            vec![
+                launch(Kernel::LoadInput { input: 0, whole: true }, &[], &[0, 1, 2, 3]),
+                launch(
+                    Kernel::Exchange {
+                        width: 4,
+                        to: Exchange::Keep { cols: vec![0] },
+                    },
+                    &[0, 1, 2, 3],
+                    &[4, 5, 6, 7],
+                ),
+                output("t", &T_COLS, &[4, 5, 6, 7]),
+            ],
+            Terminator::Halt,
+        )],
+    );
+    let opts = RunOptions {
+        data_dir: Some(dir.clone()),
+        ..RunOptions::default()
+    };
+    let (one, one_uploads) = run_on(1, &p, &opts);
+    let one = one.unwrap();
+    assert_eq!(one.outputs[0].len(), ROWS.len());
+    let whole = rows_of(&one_uploads[0][0..4]);
+    assert_eq!(whole.len(), ROWS.len());
+    for n in 2..=4usize {
+        let (res, uploads) = run_on(n, &p, &opts);
+        let res = res.unwrap_or_else(|e| panic!("on {n} devices: {e}"));
+        for (d, u) in uploads.iter().enumerate() {
+            assert_eq!(
+                rows_of(&u[0..4]),
+                whole,
+                "device {d} of {n} loaded the input whole, in order"
+            );
+        }
+        let mut got: Vec<String> = (0..res.outputs[0].len())
+            .map(|r| format!("{:?}", res.outputs[0].row(r)))
+            .collect();
+        let mut want: Vec<String> = (0..one.outputs[0].len())
+            .map(|r| format!("{:?}", one.outputs[0].row(r)))
+            .collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "{n} devices: each row kept by one device");
     }
 }

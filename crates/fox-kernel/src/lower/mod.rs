@@ -552,6 +552,11 @@ impl<'a> Lower<'a> {
                     });
                     Kernel::LoadInput {
                         input: self.inputs.len() - 1,
+                        // A replicated input: every device loads all of it.
+                        whole: matches!(
+                            self.phys.rel_partitioning.get(self.rels.len()),
+                            Some(fox_phys::Partitioning::Replicated { .. })
+                        ),
                     }
                 }
                 _ => Kernel::Const {

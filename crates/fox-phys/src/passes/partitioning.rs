@@ -11,7 +11,13 @@
 //!   check on its key columns most; without such a read a derived relation is hashed on
 //!   all its columns, an input is split as loaded (slices of its rows; hashed when a
 //!   read asks for it: the exchange then runs once, after loading), facts are
-//!   replicated, and a relation without columns is on device 0.
+//!   replicated, and a relation without columns is on device 0. Then each input that
+//!   only its load writes is placed by the rows the whole plan moves (`place_inputs`):
+//!   hashed at load only where that moves fewer rows than leaving it split (an input
+//!   whose readers broadcast or hash it again anyway, or move only the few rows a select
+//!   keeps, is not hashed first), and replicated at load, each device loading every row
+//!   from the host and moving none, when only multi-way joins read it (which would
+//!   broadcast it to every device, then sort the received rows again).
 //! - Per operator (the rules): a scan has its relation's partitioning, constants are
 //!   replicated; selects, maps and projections keep their input's (a hash on columns
 //!   they drop becomes a split). A join, semi-join, anti-join or difference needs both
@@ -68,6 +74,7 @@ impl Pass for PartitioningPass {
             return Ok(());
         }
         plan.rel_partitioning = relation_partitionings(plan, n);
+        place_inputs(plan, n);
         let decided: Vec<Decided> = plan.ra.blocks.iter().map(|b| block(plan, b, n)).collect();
         plan.stmt_moves.clear();
         for (bi, d) in decided.into_iter().enumerate() {
@@ -295,6 +302,179 @@ fn relation_partitionings(plan: &PhysPlan, n: usize) -> Vec<Partitioning> {
         out.push(p);
     }
     out
+}
+
+/// The rows the plan moves between devices with its relations placed as
+/// `plan.rel_partitioning` (the operators' moves as `block` decides them): an input hashed
+/// at load its rows once; a move of an operator's input or a statement's temp its rows
+/// once for a hash or a gather, once per other device for a broadcast, none for a kept
+/// share; a partial aggregation its result's rows. A move in a loop weighs 1000 times
+/// one outside, as in the votes.
+fn rows_moved(plan: &PhysPlan, n: usize, looping: &[bool]) -> f64 {
+    let ra = &plan.ra;
+    let est = |t: TempId| plan.node(t).est.as_ref().map_or(1.0, |e| e.rows.max(1.0));
+    let cost = |m: &Redistribute, rows: f64| match m {
+        Redistribute::Hash { .. } | Redistribute::Gather => rows,
+        Redistribute::Broadcast => rows * (n - 1) as f64,
+        Redistribute::Keep { .. } => 0.0,
+    };
+    let mut total = 0.0;
+    for (i, r) in ra.relations.iter().enumerate() {
+        if matches!(r.kind, RelKind::Input { .. }) && matches!(plan.rel_partitioning[i], Partitioning::Hash { .. }) {
+            total += input_rows(plan, i);
+        }
+    }
+    for (bi, b) in ra.blocks.iter().enumerate() {
+        let weight = if looping[bi] { 1000.0 } else { 1.0 };
+        let ops: HashMap<TempId, &Op> = b
+            .stmts
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::Let { dst, op, .. } => Some((*dst, op)),
+                _ => None,
+            })
+            .collect();
+        let d = block(plan, b, n);
+        for (t, _, moves, _, partial) in &d.nodes {
+            let read = ops.get(t).map(|op| op.inputs()).unwrap_or_default();
+            for (i, m) in moves {
+                total += weight * cost(m, read.get(*i).map_or(1.0, |&x| est(x)));
+            }
+            if let Some(m) = partial {
+                total += weight * cost(m, est(*t));
+            }
+        }
+        for (si, m) in &d.stmt_moves {
+            if let Some(Stmt::Store { src, .. } | Stmt::Output { src, .. } | Stmt::CheckFunctional { src, .. }) =
+                b.stmts.get(*si)
+            {
+                total += weight * cost(m, est(*src));
+            }
+        }
+    }
+    total
+}
+
+/// The estimated rows of relation `r`: the most of any scan of it.
+fn input_rows(plan: &PhysPlan, r: usize) -> f64 {
+    let mut rows: f64 = 1.0;
+    for b in &plan.ra.blocks {
+        for s in &b.stmts {
+            if let Stmt::Let {
+                dst, op: Op::Scan(x), ..
+            } = s
+            {
+                if x.0 as usize == r {
+                    rows = rows.max(plan.node(*dst).est.as_ref().map_or(1.0, |e| e.rows));
+                }
+            }
+        }
+    }
+    rows
+}
+
+/// Relation `r` is an input that only its load writes: no statement stores, merges,
+/// assigns or clears it, and no relation is its `delta` or `new`.
+fn load_only_input(plan: &PhysPlan, r: usize) -> bool {
+    let ra = &plan.ra;
+    let rel = &ra.relations[r];
+    let is = |x: &RelId| x.0 as usize == r;
+    matches!(rel.kind, RelKind::Input { .. })
+        && !rel.columns.is_empty()
+        && !ra
+            .relations
+            .iter()
+            .any(|o| matches!(&o.kind, RelKind::Delta { of } | RelKind::New { of } if is(of)))
+        && !ra.blocks.iter().flat_map(|b| &b.stmts).any(|s| match s {
+            Stmt::Store { rel, .. } | Stmt::Clear { rel } => is(rel),
+            Stmt::Merge { into, from } => is(into) || is(from),
+            Stmt::Assign { dst, src } => is(dst) || is(src),
+            _ => false,
+        })
+}
+
+/// Every reader of relation `r` needs all its rows on every device, wherever they are
+/// loaded: each scan of it is read, through selects, projections, maps and duplicate
+/// removals, only by multi-way joins (which replicate their inputs), and at least one is.
+fn read_whole(plan: &PhysPlan, r: usize) -> bool {
+    let mut any = false;
+    for b in &plan.ra.blocks {
+        // The temps holding the relation's rows (a scan, and what keeps its rows or fewer).
+        let mut rows_of: Vec<TempId> = Vec::new();
+        for s in &b.stmts {
+            let reads: Vec<TempId> = match s {
+                Stmt::Let { op, .. } => op.inputs(),
+                Stmt::Store { src, .. } | Stmt::Output { src, .. } | Stmt::CheckFunctional { src, .. } => vec![*src],
+                _ => Vec::new(),
+            };
+            if !reads.iter().any(|t| rows_of.contains(t)) {
+                if let Stmt::Let {
+                    dst, op: Op::Scan(x), ..
+                } = s
+                {
+                    if x.0 as usize == r {
+                        rows_of.push(*dst);
+                    }
+                }
+                continue;
+            }
+            match s {
+                Stmt::Let {
+                    dst,
+                    op: Op::Select { .. } | Op::Project { .. } | Op::Map { .. } | Op::Unique(_),
+                    ..
+                } => rows_of.push(*dst),
+                Stmt::Let {
+                    op: Op::MultiJoin { vars, .. },
+                    ..
+                } if !vars.is_empty() => any = true,
+                _ => return false,
+            }
+        }
+    }
+    any
+}
+
+/// Places each input that only its load writes by the rows moved (`rows_moved`), one
+/// input at a time, keeping a change only when it moves fewer rows:
+/// - hashed at load (by the votes) or split as loaded: the hashing costs its rows once,
+///   and is worth it only where a reader then keeps the rows where they are (an input
+///   whose every reader broadcasts or hashes it again is loaded split instead: one move,
+///   not two);
+/// - replicated at load, when every reader needs the whole input on every device
+///   (`read_whole`: multi-way joins): each device loads every row from the host over its
+///   own link and moves none, where a split input is broadcast (its rows once per other
+///   device) and, being received, has no known order, so each device sorts it again.
+///   Loaded whole, each device holds the input as one device does, and does exactly one
+///   device's work up to the join (the selects, projections and maps before it, the
+///   duplicate removal and sort of the join's inputs, with the fast paths of an input
+///   loaded sorted or unique).
+fn place_inputs(plan: &mut PhysPlan, n: usize) {
+    let looping = looping_blocks(&plan.ra);
+    let mut best = rows_moved(plan, n, &looping);
+    for r in 0..plan.ra.relations.len() {
+        if !load_only_input(plan, r) {
+            continue;
+        }
+        let current = plan.rel_partitioning[r].clone();
+        let mut options = Vec::new();
+        if matches!(current, Partitioning::Hash { .. }) {
+            options.push(Partitioning::Split { parts: n });
+        }
+        if read_whole(plan, r) {
+            options.push(Partitioning::Replicated { parts: n });
+        }
+        let mut chosen = current;
+        for p in options {
+            plan.rel_partitioning[r] = p.clone();
+            let moved = rows_moved(plan, n, &looping);
+            if moved < best {
+                best = moved;
+                chosen = p;
+            }
+        }
+        plan.rel_partitioning[r] = chosen;
+    }
 }
 
 /// `p` seen through a map from input columns to output columns (`None`: dropped).

@@ -103,19 +103,66 @@ fn aggregations_combine_partial_rows_or_move_their_input_by_group() {
     }
 }
 
+fn rel_part(p: &PhysPlan, name: &str) -> Partitioning {
+    let r = p.ra.relations.iter().position(|r| r.name == name).unwrap();
+    p.rel_partitioning[r].clone()
+}
+
 #[test]
-fn a_triangle_count_replicates_its_inputs_and_splits_the_first_variable() {
+fn a_triangle_count_loads_its_input_whole_on_every_device_and_splits_the_first_variable() {
     let src = "e(x, y) -> int32(x), int32(y).\n.input e.\n\
                n[] = c <- agg<<c = count()>> e(x, y), e(y, z), e(x, z), x < y, y < z.\n.output n.\n";
+    for n in [2, 3, 4] {
+        let p = on_devices(src, n);
+        // Only the multi-way join reads `e`, and it needs every row on every device: each
+        // device loads it whole, and nothing is broadcast.
+        assert_eq!(rel_part(&p, "e"), Partitioning::Replicated { parts: n });
+        let mj = first(&p, |op| matches!(op, Op::MultiJoin { .. }));
+        assert!(mj.split_first);
+        assert!(mj.moves.is_empty(), "{:?}", mj.moves);
+        assert_eq!(
+            mj.partitioning,
+            Partitioning::Single,
+            "the partial counts are summed on device 0"
+        );
+        let scan = first(&p, |op| matches!(op, Op::Scan(_)));
+        assert_eq!(scan.partitioning, Partitioning::Replicated { parts: n });
+    }
+}
+
+#[test]
+fn an_input_another_reader_needs_in_parts_is_broadcast_to_the_multi_way_join() {
+    // `e` is also counted: loaded whole, every device would count all of it.
+    let src = "e(x, y) -> int32(x), int32(y).\n.input e.\n\
+               n[] = c <- agg<<c = count()>> e(x, y), e(y, z), e(x, z), x < y, y < z.\n\
+               m[] = c <- agg<<c = count()>> e(_, _).\n.output n.\n.output m.\n";
     let p = on_devices(src, 2);
+    assert_eq!(rel_part(&p, "e"), Partitioning::Split { parts: 2 });
     let mj = first(&p, |op| matches!(op, Op::MultiJoin { .. }));
-    assert!(mj.split_first);
     assert!(!mj.moves.is_empty() && mj.moves.iter().all(|(_, m)| *m == Redistribute::Broadcast));
-    assert_eq!(
-        mj.partitioning,
-        Partitioning::Single,
-        "the partial counts are summed on device 0"
-    );
+    // A relation a rule derives is never loaded whole, whatever reads it.
+    let src = "e(x, y) -> int32(x), int32(y).\n.input e.\nf(x, y) <- e(x, y).\n\
+               n[] = c <- agg<<c = count()>> f(x, y), f(y, z), f(x, z), x < y, y < z.\n.output n.\n";
+    let p = on_devices(src, 2);
+    assert!(p
+        .rel_partitioning
+        .iter()
+        .all(|r| !matches!(r, Partitioning::Replicated { .. })));
+}
+
+#[test]
+fn an_input_is_hashed_at_load_only_where_that_moves_fewer_rows() {
+    // The join on `x` reads `e` through a select keeping few rows: moving those
+    // survivors moves fewer rows than hashing all of `e` and `f` as they are loaded.
+    let src = "e(x, y) -> int32(x), int32(y).\nf(x, y) -> int32(x), int32(y).\n.input e.\n.input f.\n\
+               p(x, z) <- e(x, 3), f(x, z).\n.output p.\n";
+    let p = on_devices(src, 2);
+    assert_eq!(rel_part(&p, "e"), Partitioning::Split { parts: 2 });
+    assert_eq!(rel_part(&p, "f"), Partitioning::Split { parts: 2 });
+    // Only the survivors move (the join's left side), once.
+    let join = first(&p, |op| matches!(op, Op::Join { .. }));
+    assert!(matches!(&join.moves[..], [(0, _)]), "{:?}", join.moves);
+    // Read in a loop, an input is hashed once as loaded (the transitive closure above).
 }
 
 #[test]
