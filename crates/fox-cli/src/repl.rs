@@ -192,7 +192,9 @@ pub struct Session {
     source: Option<DataSource>,
     /// The loaded data.
     loaded: Option<Loaded>,
-    resident: Resident,
+    /// The device copies of the loaded tables' columns: one [`Resident`] per device, in
+    /// the order `backend`, `others` (each device keeps its part of a column).
+    residents: Vec<Resident>,
     timing: bool,
     color: bool,
     /// The contents of derived predicates computed by earlier queries, by fingerprint.
@@ -228,7 +230,7 @@ impl Session {
                 data_dir,
                 source,
                 loaded: None,
-                resident: Resident::default(),
+                residents: Vec::new(),
                 timing: false,
                 color,
                 cache: HashMap::new(),
@@ -249,8 +251,8 @@ impl Session {
     /// Runs the queries from now on over `devices` of the backend `kind` names (as
     /// [`crate::open_backends`] opens them: N GPUs from the first, or N simulated devices
     /// on the CPU): each query is planned for that many devices and run over all of them
-    /// ([`fox_runtime::run_devices`]), each device taking its slice of the loaded tables'
-    /// columns at each run (no column stays on a device between queries), with the
+    /// ([`fox_runtime::run_devices_resident`]), each device keeping its part of the loaded
+    /// tables' columns between queries (until the data changes), with the
     /// answers of one device. Returns the notice of `auto`'s choice; on an error the
     /// session's devices stay as they were.
     pub fn set_devices(&mut self, kind: BackendKind, devices: crate::Devices) -> Result<String, String> {
@@ -268,8 +270,7 @@ impl Session {
     /// Takes `backend` and `others` as the session's devices, freeing the device copies
     /// of the ones before.
     fn replace_devices(&mut self, backend: Box<dyn Backend + Send>, others: Vec<Box<dyn Backend + Send>>) {
-        let r = std::mem::take(&mut self.resident);
-        r.release(self.backend.as_mut());
+        self.release_resident();
         self.backend = backend;
         self.others = others;
         self.backend_name = match self.others.len() {
@@ -328,8 +329,24 @@ impl Session {
 
     /// Ends the session: frees the device buffers.
     pub fn close(mut self) {
-        let r = std::mem::take(&mut self.resident);
-        r.release(self.backend.as_mut());
+        self.release_resident();
+    }
+
+    /// Frees the device copies of the loaded tables on every device.
+    fn release_resident(&mut self) {
+        let devices = std::iter::once(&mut self.backend).chain(self.others.iter_mut());
+        for (r, b) in std::mem::take(&mut self.residents).into_iter().zip(devices) {
+            r.release(b.as_mut());
+        }
+    }
+
+    /// Frees the device copies of the columns of the tables named `names` on every
+    /// device.
+    fn release_resident_tables(&mut self, names: &[&str]) {
+        let devices = std::iter::once(&mut self.backend).chain(self.others.iter_mut());
+        for (r, b) in self.residents.iter_mut().zip(devices) {
+            r.release_tables(names, b.as_mut());
+        }
     }
 
     fn program_text(&self) -> String {
@@ -579,8 +596,7 @@ impl Session {
             }
         }
         // The device copies belong to the old data.
-        let r = std::mem::take(&mut self.resident);
-        r.release(self.backend.as_mut());
+        self.release_resident();
         let bars = crate::Bars::new();
         let progress = fox_runtime::CancellableProgress {
             progress: &bars,
@@ -699,7 +715,7 @@ impl Session {
         // Tables in memory are uploaded by each run (and a device copy of a loaded table
         // of the same name must not stand in for them).
         let names: Vec<&str> = rw.reused.iter().map(|(n, _)| n.as_str()).collect();
-        self.resident.release_tables(&names, self.backend.as_mut());
+        self.release_resident_tables(&names);
         let opts = RunOptions {
             data_dir: None,
             timing: self.timing,
@@ -708,15 +724,13 @@ impl Session {
             cancel: Some(self.cancel.clone()),
             ..Default::default()
         };
-        let r = if self.others.is_empty() {
-            fox_runtime::run_resident(plan, self.backend.as_mut(), &opts, Some(&mut self.resident))
-        } else {
-            // Over several devices each takes its slice of the database's columns.
-            let mut devices: Vec<&mut (dyn Backend + Send)> = vec![self.backend.as_mut()];
-            devices.extend(self.others.iter_mut().map(|b| b.as_mut()));
-            fox_runtime::run_devices(plan, devices, &opts, None)
-        };
-        self.resident.release_tables(&names, self.backend.as_mut());
+        // Over several devices each keeps its part of the database's columns.
+        let n = self.device_count();
+        self.residents.resize_with(n, Resident::default);
+        let mut devices: Vec<&mut (dyn Backend + Send)> = vec![self.backend.as_mut()];
+        devices.extend(self.others.iter_mut().map(|b| b.as_mut()));
+        let r = fox_runtime::run_devices_resident(plan, devices, &opts, &mut self.residents);
+        self.release_resident_tables(&names);
         match r {
             Ok(r) => Some(r),
             Err(e) => {

@@ -382,9 +382,9 @@ pub fn run_queries_with(
 }
 
 /// Runs each plan once and then `repeat` times over the devices of `backends` (SPMD,
-/// [`fox_runtime::run_devices`]), each device taking its slice of `db`'s columns at each
-/// run (a run over several devices keeps no column resident). A run's peak is the largest
-/// device's.
+/// [`fox_runtime::run_devices_resident`]), each device keeping the part of each of `db`'s
+/// columns the first run that reads it gives it, so that the later runs upload nothing;
+/// the parts are freed when the queries are done. A run's peak is the largest device's.
 pub fn run_queries_on_devices(
     backends: &mut [Box<dyn Backend + Send>],
     db: Arc<Database>,
@@ -397,47 +397,55 @@ pub fn run_queries_on_devices(
         database: Some(db),
         ..Default::default()
     };
-    let mut once = |plan: &KernelPlan, q: u32| {
+    let mut residents: Vec<Resident> = backends.iter().map(|_| Resident::default()).collect();
+    let mut once = |backends: &mut [Box<dyn Backend + Send>], plan: &KernelPlan, q: u32| {
         for b in backends.iter_mut() {
             b.reset_peak();
         }
         let devices: Vec<&mut (dyn Backend + Send)> = backends.iter_mut().map(|b| b.as_mut()).collect();
         let t = Instant::now();
-        let r = fox_runtime::run_devices(plan, devices, &opts, None).map_err(|e| anyhow::anyhow!("Q{q}: {e}"))?;
+        let r = fox_runtime::run_devices_resident(plan, devices, &opts, &mut residents)
+            .map_err(|e| anyhow::anyhow!("Q{q}: {e}"))?;
         anyhow::Ok((t.elapsed(), r))
     };
     let mut out = Vec::new();
-    for (q, plan, compile) in plans {
-        starting(*q, Run::First);
-        let (first, r) = once(plan, *q)?;
-        let first_split = Split::of(first, &r.stats);
-        let (mut hot, mut splits, mut last) = (Vec::new(), Vec::new(), r);
-        for k in 0..repeat {
-            starting(*q, Run::Hot(k + 1));
-            let (wall, r) = once(plan, *q)?;
-            hot.push(wall);
-            splits.push((wall, Split::of(wall, &r.stats)));
-            last = r;
+    let res = (|| {
+        for (q, plan, compile) in plans {
+            starting(*q, Run::First);
+            let (first, r) = once(backends, plan, *q)?;
+            let first_split = Split::of(first, &r.stats);
+            let (mut hot, mut splits, mut last) = (Vec::new(), Vec::new(), r);
+            for k in 0..repeat {
+                starting(*q, Run::Hot(k + 1));
+                let (wall, r) = once(backends, plan, *q)?;
+                hot.push(wall);
+                splits.push((wall, Split::of(wall, &r.stats)));
+                last = r;
+            }
+            let output = last
+                .outputs
+                .into_iter()
+                .next()
+                .ok_or_else(|| anyhow::anyhow!("Q{q} has no output"))?;
+            let run = QueryRun {
+                query: *q,
+                compile: *compile,
+                first,
+                hot,
+                stats: last.stats,
+                split: Split::of_median(&splits).unwrap_or(first_split),
+                output,
+                profile: None,
+            };
+            each(&run);
+            out.push(run);
         }
-        let output = last
-            .outputs
-            .into_iter()
-            .next()
-            .ok_or_else(|| anyhow::anyhow!("Q{q} has no output"))?;
-        let run = QueryRun {
-            query: *q,
-            compile: *compile,
-            first,
-            hot,
-            stats: last.stats,
-            split: Split::of_median(&splits).unwrap_or(first_split),
-            output,
-            profile: None,
-        };
-        each(&run);
-        out.push(run);
+        anyhow::Ok(())
+    })();
+    for (r, b) in residents.into_iter().zip(backends.iter_mut()) {
+        r.release(b.as_mut());
     }
-    Ok(out)
+    res.map(|_| out)
 }
 
 /// Where two results differ, in words: `None` when they have the same columns and the

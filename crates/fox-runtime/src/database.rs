@@ -668,18 +668,51 @@ pub(crate) fn to_host(c: LoadedCol, remap: &[u32]) -> HostCol {
     }
 }
 
-/// Device copies of a database's columns, uploaded by the first run that reads them and
-/// shared by the later runs on the same backend. Give them back with
+/// Device copies of a database's columns on one device, uploaded by the first run that
+/// reads them and shared by the later runs on the same backend. Give them back with
 /// [`Resident::release`].
+///
+/// A buffer is keyed by its table, its column (the index in the table's declaration) and
+/// the rows of the column it holds ([`Rows`]): in a run over several devices each device
+/// keeps the part of a column the run gave it, and a later run reuses a buffer only where
+/// it asks for the same rows of the same column, so a plan that splits a table another
+/// way, or a run over another number of devices, uploads its own part.
 #[derive(Debug, Default)]
 pub struct Resident {
-    pub(crate) bufs: HashMap<(String, usize), DevBuf>,
+    pub(crate) bufs: HashMap<ResidentKey, DevBuf>,
 }
+
+/// The rows of a column a resident buffer holds: every row, or the rows `start..end`
+/// (a part that is not the whole column).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Rows {
+    All,
+    Part(std::ops::Range<usize>),
+}
+
+impl Rows {
+    /// The rows `rows` of a column of `len` rows.
+    pub(crate) fn of(rows: std::ops::Range<usize>, len: usize) -> Rows {
+        if rows == (0..len) {
+            Rows::All
+        } else {
+            Rows::Part(rows)
+        }
+    }
+}
+
+/// A resident buffer's table, column and rows (see [`Resident`]).
+pub(crate) type ResidentKey = (String, usize, Rows);
 
 impl Resident {
     /// Bytes held on the device.
     pub fn bytes(&self) -> usize {
         self.bufs.values().map(DevBuf::bytes).sum()
+    }
+
+    /// The number of buffers held on the device.
+    pub fn buffers(&self) -> usize {
+        self.bufs.len()
     }
 
     /// Frees every buffer on `backend` (the one the runs used).
@@ -689,14 +722,15 @@ impl Resident {
         }
     }
 
-    /// Frees the buffers of the columns of the tables named `names` on `backend`, so that
-    /// the next run that reads such a table uploads it again (as it must when the table
-    /// is one of [`Database::with_tables`]'s, whose contents change from run to run).
+    /// Frees the buffers of the columns of the tables named `names` on `backend` (every
+    /// part of them), so that the next run that reads such a table uploads it again (as
+    /// it must when the table is one of [`Database::with_tables`]'s, whose contents
+    /// change from run to run).
     pub fn release_tables(&mut self, names: &[&str], backend: &mut dyn crate::Backend) {
-        let keys: Vec<(String, usize)> = self
+        let keys: Vec<ResidentKey> = self
             .bufs
             .keys()
-            .filter(|(t, _)| names.contains(&t.as_str()))
+            .filter(|(t, _, _)| names.contains(&t.as_str()))
             .cloned()
             .collect();
         for k in keys {

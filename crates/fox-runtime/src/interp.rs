@@ -129,8 +129,11 @@ pub(crate) fn prepare_shared(
 }
 
 /// Runs `plan` as device `rank` of a run over `comm.size()` devices, on `backend`, from
-/// `shared`; the device's outputs (device 0 holds them all), its statistics, and whether
-/// it stopped because another device failed. Every buffer is freed before it returns.
+/// `shared`, taking the device's parts of the database's columns from `resident` (and
+/// leaving there the ones it uploads, as [`crate::run_resident`] does on one device); the
+/// device's outputs (device 0 holds them all), its statistics, and whether it stopped
+/// because another device failed. Every buffer not in `resident` is freed before it
+/// returns.
 pub(crate) fn run_device(
     plan: &KernelPlan,
     backend: &mut dyn Backend,
@@ -138,10 +141,11 @@ pub(crate) fn run_device(
     shared: &Shared,
     comm: &crate::spmd::Comm,
     rank: usize,
+    resident: Option<&mut Resident>,
 ) -> (Result<Vec<OutputTable>, RuntimeError>, RunStats, bool) {
     let started = Instant::now();
     let database = opts.database.clone();
-    let mut it = Interp::new(plan, backend, opts, None, database);
+    let mut it = Interp::new(plan, backend, opts, resident, database);
     it.spmd = Some(Device {
         comm,
         rank,
@@ -660,17 +664,48 @@ impl Interp<'_> {
         Ok(())
     }
 
-    /// `LoadInput` from the loaded database into `outs`: each column from `resident` when
-    /// it is there, otherwise uploaded (and left in `resident` when there is one); columns
-    /// the plan never reads are empty. Each output is defined as soon as it is on the
-    /// device, so that it may leave it to make room for the next.
+    /// `LoadInput` from the loaded database into `outs` on one device: every row of each
+    /// column (see [`Interp::load_rows`]).
     fn load_resident(&mut self, db: &Database, input: usize, outs: &[fox_kernel::BufId]) -> Result<(), RuntimeError> {
         let rel = &self.plan.inputs[input];
         let t = db.table_for(rel).map_err(|msg| RuntimeError::Data { msg })?;
+        let source: Vec<Option<&HostCol>> = (0..rel.columns.len()).map(|c| Database::column(t, c)).collect();
+        self.load_rows(input, &source, None, true, outs, None)
+    }
+
+    /// `LoadInput` of the rows `rows` (every row when `None`) of `source`, the columns of
+    /// input `input` (`None` for a column not read, which loads empty), into `outs`. When
+    /// the columns are the database's (`from_database`), each comes from `resident` when
+    /// it holds those rows of that column, otherwise it is uploaded and left in
+    /// `resident` when there is one. A column that does not fit the device with every
+    /// other buffer moved stays in the host tier for this run (its readers take it in
+    /// chunks) and is not kept. Each output is defined as soon as it is on the device, so
+    /// that it may leave it to make room for the next. Errors are placed at `what`, else
+    /// at the input's load.
+    fn load_rows(
+        &mut self,
+        input: usize,
+        source: &[Option<&HostCol>],
+        rows: Option<std::ops::Range<usize>>,
+        from_database: bool,
+        outs: &[fox_kernel::BufId],
+        what: Option<&dyn Fn() -> String>,
+    ) -> Result<(), RuntimeError> {
+        let rel = &self.plan.inputs[input];
+        let len = source.iter().flatten().map(|c| c.len()).max().unwrap_or(0);
+        let rows = rows.unwrap_or(0..len);
+        let part = crate::database::Rows::of(rows.clone(), len);
+        let at_copy = || what.map_or_else(|| format!("LoadInput({})", rel.name), |w| w());
+        let at_upload = || what.map_or_else(|| format!("load_input[{}]", rel.name), |w| w());
         for (c, col) in rel.columns.iter().enumerate() {
             let var = outs[c].0 as usize;
-            let key = (rel.name.clone(), c);
-            if let Some(b) = self.resident.as_ref().and_then(|r| r.bufs.get(&key)) {
+            let key = (rel.name.clone(), c, part.clone());
+            if let Some(b) = self
+                .resident
+                .as_ref()
+                .filter(|_| from_database)
+                .and_then(|r| r.bufs.get(&key))
+            {
                 let copy = DevBuf {
                     id: b.id,
                     elem: b.elem,
@@ -679,31 +714,26 @@ impl Interp<'_> {
                 self.define_pinned(var, copy, true);
                 continue;
             }
-            let host = match Database::column(t, c)
-                .map(|h| h.try_clone(&format!("the column `{}` of `{}`", col.name, rel.name)))
-            {
-                Some(Ok(h)) => h,
-                Some(Err(msg)) => {
-                    return Err(RuntimeError::Kernel {
-                        at: format!("LoadInput({})", rel.name),
-                        msg,
-                    });
+            let column = source[c].filter(|h| h.len() == len);
+            let host = match column.map(|h| {
+                if matches!(part, crate::database::Rows::All) {
+                    h.try_clone(&format!("the column `{}` of `{}`", col.name, rel.name))
+                } else {
+                    h.try_slice(rows.clone(), &format!("a part of `{}`", rel.name))
                 }
+            }) {
+                Some(Ok(h)) => h,
+                Some(Err(msg)) => return Err(RuntimeError::Kernel { at: at_copy(), msg }),
                 None => HostCol::empty(Elem::of(col.ty)),
             };
-            // A column that does not fit the device with every other buffer moved stays
-            // in the host tier for this run (its readers take it in chunks).
             let stays = self.stays_on_host(host.len() * host.elem().size());
-            if stays.map_err(|msg| RuntimeError::Kernel {
-                at: format!("load_input[{}]", rel.name),
-                msg,
-            })? {
+            if stays.map_err(|msg| RuntimeError::Kernel { at: at_upload(), msg })? {
                 self.define_in_host_tier(var, host);
                 continue;
             }
-            let keep = self.resident.is_some() && Database::column(t, c).is_some();
+            let keep = from_database && self.resident.is_some() && column.is_some();
             let b = self.upload_room(host).map_err(|e| RuntimeError::Kernel {
-                at: format!("load_input[{}]", rel.name),
+                at: at_upload(),
                 msg: e.0,
             })?;
             if keep {
@@ -1562,7 +1592,7 @@ impl Interp<'_> {
         {
             // While no string is appended the rank table is the identity over the loaded
             // dictionary: it is made once and stays on the device with the data.
-            let key = ("$rank".to_string(), self.dict.len());
+            let key = ("$rank".to_string(), self.dict.len(), crate::database::Rows::All);
             if !self.resident.as_ref().is_some_and(|r| r.bufs.contains_key(&key)) {
                 let identity =
                     crate::alloc::try_collect(0..self.dict.len() as u32, "the rank table of the string dictionary")
@@ -2420,31 +2450,7 @@ impl Interp<'_> {
         } else {
             crate::spmd::input_rows(len, rank, n)
         };
-        for (k, (c, col)) in source.iter().zip(&rel.columns).enumerate() {
-            let part = match c {
-                Some(c) if c.len() == len && len > 0 => c
-                    .try_slice(
-                        rows.clone(),
-                        &format!("{} `{}`", if whole { "a copy of" } else { "a part of" }, rel.name),
-                    )
-                    .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?,
-                _ => HostCol::empty(Elem::of(col.ty)),
-            };
-            // As on one device: a column that does not fit the device with every other
-            // buffer moved stays in the host tier (its readers take it in chunks).
-            let stays = self
-                .stays_on_host(part.len() * part.elem().size())
-                .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
-            if stays {
-                self.define_in_host_tier(outs[k].0 as usize, part);
-                continue;
-            }
-            let b = self
-                .upload_room(part)
-                .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
-            self.define(outs[k].0 as usize, b);
-        }
-        Ok(())
+        self.load_rows(input, &source, Some(rows), db.is_some(), outs, Some(what))
     }
 
     /// `Exchange` on device `rank` of several (see [`crate::spmd`]): the device's rows

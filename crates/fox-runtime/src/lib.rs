@@ -41,7 +41,7 @@ pub use output::{
     format_table, format_table_max, format_value, write_all, write_csv, write_csv_all, write_csv_to, Format,
     OutputTable,
 };
-pub use spmd::{route_host, run_devices};
+pub use spmd::{route_host, run_devices, run_devices_resident};
 
 use std::fmt;
 use std::path::PathBuf;

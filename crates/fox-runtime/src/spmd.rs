@@ -4,8 +4,9 @@
 //!
 //! The contract (see `docs/architecture.md`, fox-runtime):
 //! - `LoadInput` gives device `d` of `n` the rows `d·len/n .. (d+1)·len/n` of each input
-//!   (one host copy of the inputs is shared); `Const` and `DictTable` are replicated (every
-//!   device holds every row).
+//!   (one host copy of the inputs is shared; with [`run_devices_resident`] each device
+//!   keeps its part of a database column for later runs); `Const` and `DictTable` are
+//!   replicated (every device holds every row).
 //! - `Exchange` moves rows between devices (host-staged here): each device routes its rows,
 //!   deposits a part per destination, and takes its parts in sender order.
 //! - Every terminator (`LoopIf`, `If`) is decided collectively: the branch is taken when
@@ -21,7 +22,7 @@
 //!   buffers. Cancellation stops every device at its next instruction.
 
 use crate::backend::HostCol;
-use crate::RuntimeError;
+use crate::{Resident, RuntimeError};
 use fox_kernel::{device_of, row_hash, value_bits_f64, value_bits_i128, value_bits_i32, Exchange};
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -333,19 +334,57 @@ pub(crate) fn comm_error(e: CommError, what: &str) -> Option<RuntimeError> {
     }
 }
 
-/// Runs `plan` over the devices of `backends`, one interpreter per device on a thread of
-/// its own, each with its own memory accounting and `opts.memory_limit` (the limit is per
+/// Runs `plan` over the devices of `backends`, one interpreter per device, each on its own backend
+/// with its own memory accounting and `opts.memory_limit` (the limit is per
 /// device), meeting at the plan's collectives (see the module's contract). The inputs are
 /// `preloaded` (read once, each device taking its slice), else read by the run itself,
-/// or `opts.database`'s (sliced the same way; its columns are not kept on any device).
+/// or `opts.database`'s (sliced the same way; its columns are not kept on any device:
+/// [`run_devices_resident`] keeps them).
 /// The outputs hold every device's rows, ordered as one device orders them. With one
 /// backend this is [`crate::run_loaded`] or [`crate::run`], with no thread and no
 /// collective.
 pub fn run_devices<'b>(
     plan: &fox_kernel::KernelPlan,
+    backends: Vec<&mut (dyn crate::Backend + Send + 'b)>,
+    opts: &crate::RunOptions,
+    preloaded: Option<crate::LoadedInputs>,
+) -> Result<crate::RunResult, RuntimeError> {
+    run_devices_with(plan, backends, opts, preloaded, None)
+}
+
+/// [`run_devices`] with the inputs of `opts.database`, each device taking its part of
+/// each column it loads from its own [`Resident`] (`residents[d]` for device `d` of
+/// `backends`) and leaving there the parts it uploads, so that later runs on the same
+/// backends upload nothing: the multi-device form of [`crate::run_resident`]. A part is
+/// reused only for the same rows of the same column (see [`Resident`]). The buffers in
+/// `residents` are never freed by a run; give each back on its backend with
+/// [`Resident::release`] (or [`Resident::release_tables`] when a table changes). With
+/// one backend this is [`crate::run_resident`].
+pub fn run_devices_resident<'b>(
+    plan: &fox_kernel::KernelPlan,
+    mut backends: Vec<&mut (dyn crate::Backend + Send + 'b)>,
+    opts: &crate::RunOptions,
+    residents: &mut [Resident],
+) -> Result<crate::RunResult, RuntimeError> {
+    if residents.len() != backends.len() {
+        return Err(RuntimeError::Plan(format!(
+            "a run over {} devices was given the resident columns of {}",
+            backends.len(),
+            residents.len()
+        )));
+    }
+    if let ([backend], [resident]) = (&mut backends[..], &mut *residents) {
+        return crate::run_resident(plan, &mut **backend, opts, Some(resident));
+    }
+    run_devices_with(plan, backends, opts, None, Some(residents))
+}
+
+fn run_devices_with<'b>(
+    plan: &fox_kernel::KernelPlan,
     mut backends: Vec<&mut (dyn crate::Backend + Send + 'b)>,
     opts: &crate::RunOptions,
     preloaded: Option<crate::LoadedInputs>,
+    residents: Option<&mut [Resident]>,
 ) -> Result<crate::RunResult, RuntimeError> {
     let n = backends.len();
     if n <= 1 {
@@ -362,14 +401,19 @@ pub fn run_devices<'b>(
     let shared = crate::interp::prepare_shared(plan, &mut *backends[0], opts, preloaded)?;
     let comm = Comm::new(n, opts.cancel.clone());
     let results: Vec<_> = std::thread::scope(|s| {
+        let residents: Vec<Option<&mut Resident>> = match residents {
+            Some(r) => r.iter_mut().map(Some).collect(),
+            None => (0..n).map(|_| None).collect(),
+        };
         let handles: Vec<_> = backends
             .into_iter()
+            .zip(residents)
             .enumerate()
-            .map(|(rank, backend)| {
+            .map(|(rank, (backend, resident))| {
                 let (comm, shared) = (&comm, &shared);
                 s.spawn(move || {
                     let _guard = AbortOnPanic(comm);
-                    crate::interp::run_device(plan, backend, opts, shared, comm, rank)
+                    crate::interp::run_device(plan, backend, opts, shared, comm, rank, resident)
                 })
             })
             .collect();

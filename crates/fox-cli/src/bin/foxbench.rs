@@ -177,8 +177,8 @@ struct CliqueArgs {
     #[arg(long, value_name = "SIZE", value_parser = fox_cli::parse_memory_size)]
     memory_limit: Option<u64>,
     /// Also run the LFTJ over N devices (SPMD, as `foxrun --devices`: planned for N
-    /// devices, each device loading all the edges at each run, which only the multi-way
-    /// join reads, and joining its share of the first variable), in a row of its
+    /// devices, each device holding the edges, which only the multi-way join reads, from the
+    /// warm-up run on, and joining its share of the first variable), in a row of its
     /// own after the LFTJ on one device (and the CPU LFTJ), and print the speed-up (the 1-device median over the
     /// N-device one); the run fails when the counts differ. On the GPU backend N GPUs from
     /// the first (`all`: every visible GPU), on the CPU backend N simulated devices
@@ -236,7 +236,7 @@ struct TpchArgs {
     #[arg(long, value_enum, value_name = "ALGORITHM", default_value_t = fox_cli::JoinArg::Auto, help = fox_cli::JoinArg::HELP)]
     join: fox_cli::JoinArg,
     /// Also run every query over N devices (SPMD, as `foxrun --devices`: planned for N
-    /// devices, each device taking a slice of every table at each run) after its runs on
+    /// devices, each device keeping its part of each table from the first run on) after its runs on
     /// one device, and print a table of both medians, the speed-up (the 1-device median
     /// over the N-device one) and whether the answers are the same; the run fails when
     /// any differ. On the GPU backend N GPUs from the first (`all`: every visible GPU),
@@ -535,19 +535,18 @@ fn open_devices(choice: BackendChoice, devices: fox_cli::Devices) -> anyhow::Res
     Ok(backends)
 }
 
-/// `plan` run over `backends`: with one, resident on it (its columns kept in `resident`);
-/// with several, SPMD over all ([`fox_runtime::run_devices`]; each device takes its slice
-/// of `opts.database` at each run).
+/// `plan` run over `backends` with `opts.database`'s columns resident: with one, on it;
+/// with several, SPMD over all ([`fox_runtime::run_devices_resident`]), each device
+/// keeping its part of each column. `residents` holds a [`fox_runtime::Resident`] per
+/// backend, in their order.
 fn run_on(
     backends: &mut [Box<dyn Backend + Send>],
     plan: &fox_kernel::KernelPlan,
     opts: &fox_runtime::RunOptions,
-    resident: &mut fox_runtime::Resident,
+    residents: &mut [fox_runtime::Resident],
 ) -> Result<fox_runtime::RunResult, fox_runtime::RuntimeError> {
-    match backends {
-        [one] => fox_runtime::run_resident(plan, one.as_mut(), opts, Some(resident)),
-        _ => fox_runtime::run_devices(plan, backends.iter_mut().map(|b| b.as_mut()).collect(), opts, None),
-    }
+    let devices = backends.iter_mut().map(|b| b.as_mut()).collect();
+    fox_runtime::run_devices_resident(plan, devices, opts, residents)
 }
 
 fn be(e: BackendError) -> anyhow::Error {
@@ -1590,7 +1589,7 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
             (n, false) => format!("{n} cpu devices (simulated), breadth-first"),
         };
 
-        let mut resident = Resident::default();
+        let mut residents: Vec<Resident> = backends.iter().map(|_| Resident::default()).collect();
         let opts = RunOptions {
             database: Some(db.clone()),
             memory_limit: a.memory_limit,
@@ -1608,7 +1607,7 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
                     .unwrap_or(0)
             };
             progress.set(format!("{system} on the {name}: warm-up run"));
-            let first = run_on(backends, plan, &opts, &mut resident).map_err(|e| e.to_string())?;
+            let first = run_on(backends, plan, &opts, &mut residents).map_err(|e| e.to_string())?;
             let n = count(&first);
             let mut times = Vec::new();
             let mut peak = 0;
@@ -1617,7 +1616,7 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
                 progress.set(format!("{system} on the {name}: run {} of {}", k + 1, a.repeat));
                 backends.iter_mut().for_each(|b| b.reset_peak());
                 let t = Instant::now();
-                let r = run_on(backends, plan, &opts, &mut resident).map_err(|e| e.to_string())?;
+                let r = run_on(backends, plan, &opts, &mut residents).map_err(|e| e.to_string())?;
                 times.push(t.elapsed().as_secs_f64() * 1e3);
                 peak = peak.max(r.stats.peak_bytes);
                 host_peak = host_peak.max(r.stats.tier.host_peak_bytes);
@@ -1632,7 +1631,7 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
                 ..opts.clone()
             };
             let t = Instant::now();
-            let r = run_on(backends, plan, &timed, &mut resident).map_err(|e| e.to_string())?;
+            let r = run_on(backends, plan, &timed, &mut residents).map_err(|e| e.to_string())?;
             let timed_ms = t.elapsed().as_secs_f64() * 1e3;
             profile.push_str(&format!(
                 "== {system} on {name}\n{}\n",
@@ -1683,7 +1682,9 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
                 host_peak,
             })
         })();
-        resident.release(backends[0].as_mut());
+        for (r, b) in residents.into_iter().zip(backends.iter_mut()) {
+            r.release(b.as_mut());
+        }
         rows.push(CliqueRow {
             system,
             backend: name,

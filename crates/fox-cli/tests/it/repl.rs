@@ -1036,6 +1036,30 @@ fn a_session_over_three_devices_answers_as_one_device() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `fox repl --devices 3`, whose devices keep their parts of the loaded table between
+/// queries: the same query again, queries over predicates kept in memory whose facts
+/// change between queries (those tables are uploaded again), and the loaded table read
+/// after them answer as on one device, byte for byte.
+#[test]
+fn resident_parts_on_three_devices_answer_as_one_device_as_the_facts_change() {
+    let dir = tmp("devices-resident");
+    std::fs::create_dir_all(&dir).unwrap();
+    let lines: String = (0..50).map(|k| format!("{},{}\n", k % 9, (k * 7) % 23)).collect();
+    std::fs::write(dir.join("edge.csv"), lines).unwrap();
+    let data = dir.to_str().unwrap();
+    let script = "edge(x, y) -> int32(x), int32(y).\n.input edge.\n\
+                  ?- edge(x, y), x < 5.\n?- edge(x, y), x < 5.\n\
+                  r(x, y) <- edge(x, y), x < 4.\n?- r(x, y).\n\
+                  s[x] = n <- agg<<n = count()>> r(x, _).\n?- s[x] = n.\n\
+                  f(20, 21).\nf(1, 30).\nr(x, y) <- f(x, y).\n?- s[x] = n.\n?- r(x, y), y > 3.\n\
+                  f(2, 40).\n?- s[x] = n.\n?- edge(x, y), y > 20.\n?- edge(x, y), x < 5.\n";
+    let one = repl(&["--data", data], script);
+    assert!(one.contains("20 | 1"), "{one}");
+    let three = repl(&["--data", data, "--devices", "3"], script);
+    assert_eq!(one, three);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `fox repl --devices 0` is a command-line error.
 #[test]
 fn a_session_needs_a_device() {

@@ -193,3 +193,111 @@ fn comparison_of_answers() {
     assert!(tpch::compare_sf1(6, &rows("123141079.2283\n")).is_err());
     assert!(tpch::compare_sf1(17, &rows("348406.054286\n")).is_ok());
 }
+
+/// The CPU backend, counting the bytes uploaded to it.
+struct Counting {
+    cpu: fox_cpu::CpuBackend,
+    uploaded: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl fox_runtime::Backend for Counting {
+    fn name(&self) -> String {
+        self.cpu.name()
+    }
+    fn upload(&mut self, col: fox_runtime::HostCol) -> Result<fox_runtime::DevBuf, fox_runtime::BackendError> {
+        let bytes = col.len() * col.elem().size();
+        self.uploaded.fetch_add(bytes, std::sync::atomic::Ordering::SeqCst);
+        self.cpu.upload(col)
+    }
+    fn download(&mut self, buf: &fox_runtime::DevBuf) -> Result<fox_runtime::HostCol, fox_runtime::BackendError> {
+        self.cpu.download(buf)
+    }
+    fn launch(
+        &mut self,
+        k: &fox_kernel::Kernel,
+        args: &[&fox_runtime::DevBuf],
+        ctx: &dyn fox_runtime::LaunchCtx,
+    ) -> Result<Vec<fox_runtime::DevBuf>, fox_runtime::BackendError> {
+        fox_runtime::launch_kernel(&mut self.cpu, k, args, ctx)
+    }
+    fn free(&mut self, buf: fox_runtime::DevBuf) {
+        self.cpu.free(buf)
+    }
+    fn sync(&mut self) -> Result<(), fox_runtime::BackendError> {
+        self.cpu.sync()
+    }
+    fn mem(&self) -> fox_runtime::MemStats {
+        self.cpu.mem()
+    }
+    fn reset_peak(&mut self) {
+        self.cpu.reset_peak()
+    }
+}
+
+/// Over two devices the columns the queries read stay on the devices: after the first
+/// run that reads them no run uploads them again (a hot run uploads only the rows its
+/// exchanges receive), every answer is one device's, and the columns are freed when the
+/// queries are done.
+#[test]
+fn hot_runs_over_two_devices_read_resident_columns() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let queries = [1, 6, 14];
+    let mut programs = tpch::compile_programs(&repo().join("tpch/queries"), &queries).unwrap();
+    let db = tpch::load_programs_for(&DataSource::Tpch(0.01), &mut programs, &[1, 2], false).unwrap();
+    let stats = fox_runtime::stats::of_database(&db);
+    let on_two = tpch::plan_programs_for(&mut programs, &stats, 2).unwrap();
+    let plans = tpch::plan_programs(programs, &stats).unwrap();
+    let db = Arc::new(db);
+    let mut one = fox_cpu::CpuBackend::new();
+    let want = tpch::run_queries(&mut one, db.clone(), &plans, 0, false, |_| {}).unwrap();
+    let counters: Vec<Arc<AtomicUsize>> = (0..2).map(|_| Arc::new(AtomicUsize::new(0))).collect();
+    let mut backends: Vec<Box<dyn fox_runtime::Backend + Send>> = counters
+        .iter()
+        .map(|c| {
+            Box::new(Counting {
+                cpu: fox_cpu::CpuBackend::new(),
+                uploaded: c.clone(),
+            }) as Box<dyn fox_runtime::Backend + Send>
+        })
+        .collect();
+    let total = || counters.iter().map(|c| c.load(Ordering::SeqCst)).sum::<usize>();
+    let mut starts: Vec<(u32, tpch::Run, usize)> = Vec::new();
+    let runs = tpch::run_queries_on_devices(
+        &mut backends,
+        db,
+        &on_two,
+        3,
+        &mut |q, r| starts.push((q, r, total())),
+        |_| {},
+    )
+    .unwrap();
+    for (d, b) in backends.iter().enumerate() {
+        assert_eq!(b.mem().in_use, 0, "device {d} kept buffers");
+    }
+    starts.push((0, tpch::Run::First, total()));
+    let uploaded: Vec<(u32, tpch::Run, usize)> = starts.windows(2).map(|w| (w[0].0, w[0].1, w[1].2 - w[0].2)).collect();
+    // Q1 reads four columns of lineitem and more: what its first run uploads.
+    let first_q1 = uploaded[0].2;
+    assert!(first_q1 > 4 * 8 * 60_000, "{uploaded:?}");
+    for &(q, run, bytes) in &uploaded {
+        let first = uploaded.iter().find(|u| u.0 == q && u.1 == tpch::Run::First).unwrap().2;
+        if run != tpch::Run::First {
+            // Q1 and Q6 exchange a few partial aggregates; Q14 also exchanges the rows
+            // of its join, uploaded by each run. No hot run uploads a column again.
+            assert!(bytes <= first, "Q{q} {run:?} uploaded {bytes} bytes: {uploaded:?}");
+            if q != 14 {
+                assert!(
+                    bytes * 20 < first_q1,
+                    "Q{q} {run:?} uploaded {bytes} bytes: {uploaded:?}"
+                );
+            }
+        }
+    }
+    // Q14's first run uploads the parts of the columns of `part`, new to it, as well.
+    let q14: Vec<usize> = uploaded.iter().filter(|u| u.0 == 14).map(|u| u.2).collect();
+    assert!(q14[0] > q14[1] && q14[1..].iter().all(|&b| b == q14[1]), "{uploaded:?}");
+    assert_eq!(runs.len(), want.len());
+    for (a, b) in want.iter().zip(&runs) {
+        assert_eq!(tpch::difference(&a.output, &b.output), None, "Q{}", a.query);
+    }
+}

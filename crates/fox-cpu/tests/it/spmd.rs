@@ -903,3 +903,147 @@ fn an_input_loaded_whole_is_on_every_device_in_its_order() {
         assert_eq!(got, want, "{n} devices: each row kept by one device");
     }
 }
+
+/// The rows of `t` loaded into b0..b3 and output as they are (no exchange: a run on
+/// resident data uploads nothing).
+fn load_plan(input: InputRel) -> KernelPlan {
+    plan(
+        buffers(&T),
+        vec![input],
+        vec![block(
+            "main",
+            vec![
+                launch(Kernel::LoadInput { input: 0, whole: false }, &[], &[0, 1, 2, 3]),
+                output("t", &T_COLS, &[0, 1, 2, 3]),
+            ],
+            Terminator::Halt,
+        )],
+    )
+}
+
+/// Every output's rows, in order.
+fn outputs_of(r: &RunResult) -> Vec<(String, Vec<Vec<Value>>)> {
+    r.outputs.iter().map(|t| (t.name.clone(), t.rows())).collect()
+}
+
+#[test]
+fn a_resident_database_over_several_devices_uploads_each_device_s_part_once() {
+    use fox_runtime::{run_devices_resident, run_resident, DataSource, Database, NoProgress, Resident};
+    let dir = temp_dir("resident");
+    let rows: Vec<(i32, String, f64, i64)> = (0..37)
+        .map(|k| (k * 7 % 11, format!("s{}", k % 5), k as f64 / 4.0, -(k as i64)))
+        .collect();
+    let refs: Vec<(i32, &str, f64, i64)> = rows.iter().map(|(a, s, f, d)| (*a, s.as_str(), *f, *d)).collect();
+    let input = input_t(&dir, &refs);
+    let plain = load_plan(input.clone());
+    let hashed = exchange_plan(input, Exchange::Hash { cols: vec![0] });
+    let db = Database::load(&DataSource::Files(dir.clone()), &[&plain, &hashed], &NoProgress).unwrap();
+    let opts = RunOptions {
+        database: Some(Arc::new(db)),
+        ..RunOptions::default()
+    };
+    // One device, resident: the answers every device count must give.
+    let mut one = Spy::new();
+    let mut one_resident = Resident::default();
+    let want_plain = outputs_of(&run_resident(&plain, &mut one, &opts, Some(&mut one_resident)).unwrap());
+    let want_hashed = outputs_of(&run_resident(&hashed, &mut one, &opts, Some(&mut one_resident)).unwrap());
+    assert_eq!(want_plain[0].1.len(), 37);
+    let whole = one_resident.bytes();
+    one_resident.release(&mut one);
+    assert_eq!(one.mem().in_use, 0);
+
+    let mut spies: Vec<Spy> = (0..3).map(|_| Spy::new()).collect();
+    let mut residents: Vec<Resident> = (0..3).map(|_| Resident::default()).collect();
+    let run = |spies: &mut [Spy], residents: &mut [Resident], p: &KernelPlan| {
+        let devices = spies.iter_mut().map(|s| s as &mut (dyn Backend + Send)).collect();
+        let r = run_devices_resident(p, devices, &opts, residents).unwrap();
+        let uploads: Vec<usize> = spies.iter_mut().map(|s| std::mem::take(&mut s.uploads).len()).collect();
+        (outputs_of(&r), uploads)
+    };
+    // The first run uploads each device's part of the four columns and keeps it.
+    let (got, uploads) = run(&mut spies, &mut residents, &plain);
+    assert_eq!(got, want_plain);
+    assert_eq!(uploads, vec![4, 4, 4]);
+    assert!(residents.iter().all(|r| r.buffers() == 4));
+    // The parts are disjoint: together they hold the bytes of one device's columns.
+    assert_eq!(residents.iter().map(Resident::bytes).sum::<usize>(), whole);
+    let held: Vec<usize> = spies.iter().map(|s| s.mem().in_use).collect();
+    assert!(held.iter().all(|&b| b > 0), "{held:?}");
+    // Later runs upload nothing and free nothing of the parts.
+    for _ in 0..2 {
+        let (got, uploads) = run(&mut spies, &mut residents, &plain);
+        assert_eq!(got, want_plain);
+        assert_eq!(uploads, vec![0, 0, 0]);
+        assert_eq!(spies.iter().map(|s| s.mem().in_use).collect::<Vec<_>>(), held);
+    }
+    // Another plan over the same table reads the same parts: only what its exchange
+    // receives is uploaded.
+    for _ in 0..2 {
+        let (got, uploads) = run(&mut spies, &mut residents, &hashed);
+        assert_eq!(got, want_hashed);
+        assert_eq!(uploads, vec![4, 4, 4]);
+        assert!(residents.iter().all(|r| r.buffers() == 4));
+    }
+    // Two of the devices split the table otherwise: each uploads its own part (the parts
+    // of three devices are not taken for it), then reuses it.
+    for uploaded in [4, 0] {
+        let (got, uploads) = run(&mut spies[..2], &mut residents[..2], &plain);
+        assert_eq!(got, want_plain);
+        assert_eq!(uploads, vec![uploaded, uploaded]);
+    }
+    assert_eq!(residents[0].buffers(), 8);
+    // A table that changes is uploaded again after its parts are released.
+    for (r, s) in residents.iter_mut().zip(spies.iter_mut()) {
+        r.release_tables(&["t"], s);
+        assert_eq!(r.buffers(), 0);
+    }
+    let (got, uploads) = run(&mut spies, &mut residents, &plain);
+    assert_eq!(got, want_plain);
+    assert_eq!(uploads, vec![4, 4, 4]);
+    // A count of residents that is not the count of devices is an error.
+    let devices = spies.iter_mut().map(|s| s as &mut (dyn Backend + Send)).collect();
+    assert!(run_devices_resident(&plain, devices, &opts, &mut residents[..2]).is_err());
+    for (r, s) in residents.into_iter().zip(spies.iter_mut()) {
+        r.release(s);
+        assert_eq!(s.mem().in_use, 0);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_part_that_does_not_fit_the_memory_limit_stays_in_the_host_tier_and_is_not_kept() {
+    use fox_runtime::{run_devices_resident, run_resident, DataSource, Database, NoProgress, Resident};
+    let dir = temp_dir("resident-limit");
+    let rows: Vec<(i32, String, f64, i64)> = (0..4000)
+        .map(|k| (k % 97, format!("v{}", k % 13), k as f64, k as i64 * 3))
+        .collect();
+    let refs: Vec<(i32, &str, f64, i64)> = rows.iter().map(|(a, s, f, d)| (*a, s.as_str(), *f, *d)).collect();
+    let p = load_plan(input_t(&dir, &refs));
+    let db = Database::load(&DataSource::Files(dir.clone()), &[&p], &NoProgress).unwrap();
+    let mut opts = RunOptions {
+        database: Some(Arc::new(db)),
+        ..RunOptions::default()
+    };
+    let mut one = Spy::new();
+    let want = outputs_of(&run_resident(&p, &mut one, &opts, None).unwrap());
+    // Each device's part of a column of 8-byte values is 16000 bytes: under a limit of
+    // 12000 bytes those parts stay in the host tier and are not kept; the first column
+    // (8000 bytes) is kept.
+    opts.memory_limit = Some(12_000);
+    let mut spies: Vec<Spy> = (0..2).map(|_| Spy::new()).collect();
+    let mut residents: Vec<Resident> = (0..2).map(|_| Resident::default()).collect();
+    for _ in 0..2 {
+        let devices = spies.iter_mut().map(|s| s as &mut (dyn Backend + Send)).collect();
+        let r = run_devices_resident(&p, devices, &opts, &mut residents).unwrap();
+        assert_eq!(outputs_of(&r), want);
+        for (d, res) in residents.iter().enumerate() {
+            assert!(res.bytes() <= 12_000, "device {d} keeps {} bytes", res.bytes());
+            assert_eq!(res.buffers(), 1, "device {d}");
+        }
+    }
+    for (r, s) in residents.into_iter().zip(spies.iter_mut()) {
+        r.release(s);
+        assert_eq!(s.mem().in_use, 0);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
