@@ -363,7 +363,10 @@ impl Interp<'_> {
                 if off[a + 1] - off[a] != right.len() as u64 {
                     return Err("the offsets are not the scan of the join's counts".to_string());
                 }
-                vec![HostCol::U32(crate::alloc::try_filled(right.len(), a as u32, what)?), HostCol::U32(right)]
+                vec![
+                    HostCol::U32(crate::alloc::try_filled(right.len(), a as u32, what)?),
+                    HostCol::U32(right),
+                ]
             }
             Kernel::JoinCount { .. } => vec![HostCol::U64(vec![(rb - ra) as u64])],
             Kernel::MatchFlags { anti, .. } => vec![HostCol::U8(vec![u8::from((rb > ra) != *anti)])],

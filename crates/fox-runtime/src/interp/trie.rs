@@ -103,7 +103,13 @@ impl Interp<'_> {
         let mut acc: Vec<HostCol> = out_elems
             .iter()
             .enumerate()
-            .map(|(k, &e)| if k % 2 == 1 { HostCol::U32(vec![0]) } else { HostCol::empty(e) })
+            .map(|(k, &e)| {
+                if k % 2 == 1 {
+                    HostCol::U32(vec![0])
+                } else {
+                    HostCol::empty(e)
+                }
+            })
             .collect();
         let mut pieces = 0u64;
         let mut a = 0;
