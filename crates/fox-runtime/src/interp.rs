@@ -35,6 +35,7 @@ mod joins;
 mod reduce;
 mod rows;
 mod sort;
+mod trie;
 
 /// Runs `plan` on `backend` and returns its outputs.
 pub fn run(plan: &KernelPlan, backend: &mut dyn Backend, opts: &RunOptions) -> Result<RunResult, RuntimeError> {
@@ -1612,6 +1613,12 @@ impl Interp<'_> {
             self.define_pinned(o.0 as usize, copy, true);
             return Ok(());
         }
+        // The probes of a hash table that did not fit search its sorted keys instead.
+        if let Kernel::HashProbe { nkeys } | Kernel::HashMatch { nkeys, .. } = kernel {
+            if arg_slots.len() == 2 * nkeys + 1 && self.slot_buf(arg_slots[*nkeys]).len == joins::UNBUILT_TABLE {
+                return self.probe_by_search(kernel, &arg_slots, outs, &what);
+            }
+        }
         let host_kernel = kernel.runs_in_runtime();
         let results: Vec<DevBuf> = if host_kernel {
             let cols = self.host_kernel(kernel, &arg_slots, outs.len()).map_err(|e| match e {
@@ -1703,6 +1710,13 @@ impl Interp<'_> {
                                 {
                                     self.search_in_pieces(kernel, &arg_slots, &out_elems, outs, &what)
                                 }
+                                // A hash table with no room for a probe beside it: the
+                                // sorted build keys searched in pieces instead.
+                                (
+                                    Err(RuntimeError::Kernel { msg, .. }),
+                                    Kernel::HashProbe { .. } | Kernel::HashMatch { .. },
+                                    _,
+                                ) if is_out_of_memory(&msg) => self.probe_by_search(kernel, &arg_slots, outs, &what),
                                 (r, _, _) => r,
                             };
                         }
@@ -1720,6 +1734,35 @@ impl Interp<'_> {
                         // A sort that does not fit sorts runs and merges them (`sort.rs`).
                         if let (Kernel::SortPerm { .. }, [out]) = (kernel, outs) {
                             return self.sort_in_runs(kernel, &arg_slots, *out, &what);
+                        }
+                        // A hash table that does not fit is not built: its probes search
+                        // the sorted build keys in pieces (`joins.rs`).
+                        if let (Kernel::HashBuild { .. }, [out]) = (kernel, outs) {
+                            let unbuilt = HostCol::U32(Vec::with_capacity(joins::UNBUILT_TABLE));
+                            self.define_in_host_tier(out.0 as usize, unbuilt);
+                            // Counted as an operator in pieces of which none ran.
+                            self.note_pieces(0);
+                            return Ok(());
+                        }
+                        // A trie's levels in pieces of its rows (`trie.rs`).
+                        if let Kernel::TrieBuild { arity } = kernel {
+                            return self.trie_in_pieces(*arity, &arg_slots, &out_elems, outs, &what);
+                        }
+                        // An inequality join's tree is searched whole by every probing
+                        // row: its values and tree must fit at once.
+                        if let (Kernel::IneqTree | Kernel::IneqRanges { .. }, Some(&d)) = (kernel, arg_slots.first()) {
+                            let d = self.slot_buf(d);
+                            let tree = 4 * d.len as u128 * fox_kernel::ineq_levels(d.len) as u128;
+                            let need = d.bytes() as u128 + tree;
+                            return Err(RuntimeError::Kernel {
+                                at,
+                                msg: format!(
+                                    "{msg}; the merge-sort tree of this inequality join is searched whole: its \
+                                     values and tree over {} rows need {} on the device",
+                                    d.len,
+                                    crate::alloc::bytes_text(need)
+                                ),
+                            });
                         }
                         return Err(RuntimeError::Kernel { msg, at });
                     };

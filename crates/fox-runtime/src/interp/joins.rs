@@ -12,6 +12,10 @@
 //! rows and its offsets rebased; concatenated in piece order they are the one launch's
 //! outputs, row for row, and are defined in the host tier.
 //!
+//! `NestedLoopWrite` runs the same way over ranges of left rows, each piece reading every
+//! right row (neither side is sorted); a left row whose piece exceeds the target compares
+//! its keys with every right row on the host.
+//!
 //! `ExclusiveScan` of counts that do not fit is a prefix sum on the host.
 
 use super::rows::Part;
@@ -24,6 +28,7 @@ pub(super) fn runs_in_pieces(kernel: &Kernel, n_args: usize) -> bool {
     match kernel {
         Kernel::JoinCount { nkeys } | Kernel::MatchFlags { nkeys, .. } => n_args == 2 * (*nkeys).max(1),
         Kernel::JoinWrite { nkeys } => n_args == 2 * (*nkeys).max(1) + 2,
+        Kernel::NestedLoopWrite { nkeys } => *nkeys >= 1 && n_args == 2 * nkeys + 2,
         Kernel::Expand => n_args == 3 || n_args == 4,
         _ => false,
     }
@@ -78,6 +83,9 @@ struct Sides {
     width: usize,
     /// Key columns compared (0 for a cross product: every pair matches).
     nkeys: usize,
+    /// Whether every piece of left rows reads every right row (a nested loop: neither
+    /// side sorted).
+    whole_right: bool,
 }
 
 impl Interp<'_> {
@@ -96,9 +104,19 @@ impl Interp<'_> {
             Kernel::JoinCount { nkeys } | Kernel::MatchFlags { nkeys, .. } | Kernel::JoinWrite { nkeys } => Sides {
                 width: (*nkeys).max(1),
                 nkeys: *nkeys,
+                whole_right: *nkeys == 0,
+            },
+            Kernel::NestedLoopWrite { nkeys } => Sides {
+                width: *nkeys,
+                nkeys: *nkeys,
+                whole_right: true,
             },
             // `lo`, the left column; no right side.
-            _ => Sides { width: 1, nkeys: 0 },
+            _ => Sides {
+                width: 1,
+                nkeys: 0,
+                whole_right: false,
+            },
         };
         let expand = matches!(kernel, Kernel::Expand);
         // The arguments move to the host tier: pieces are cut from there.
@@ -130,7 +148,7 @@ impl Interp<'_> {
         let m = rslots.first().map_or(0, |&s| self.slot_buf(s).len);
         // `JoinWrite`'s and `Expand`'s offsets (with the total as row `n`); `Expand`'s `lo`.
         let offsets: Option<Vec<u64>> = match kernel {
-            Kernel::JoinWrite { .. } | Kernel::Expand => {
+            Kernel::JoinWrite { .. } | Kernel::NestedLoopWrite { .. } | Kernel::Expand => {
                 let at = if expand { 1 } else { 2 * w };
                 let (HostCol::U64(mut off), HostCol::U64(total)) =
                     (host(self, arg_slots[at])?, host(self, arg_slots[at + 1])?)
@@ -185,7 +203,7 @@ impl Interp<'_> {
         let right_of = |a: usize, b: usize| -> (usize, usize) {
             if expand {
                 (0, 0)
-            } else if sides.nkeys == 0 {
+            } else if sides.whole_right {
                 (0, m)
             } else {
                 (run_of(&lkeys, a, &rkeys, m).0, run_of(&lkeys, b - 1, &rkeys, m).1)
@@ -204,7 +222,9 @@ impl Interp<'_> {
             lrow * (b - a) + rrow * (rb - ra) + written
         };
         let budget = self.device_cap.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
-        let mut target = (budget / 4).max(1);
+        // A piece of a nested loop reads every right row besides its own.
+        let whole = if sides.whole_right { rrow * m } else { 0 };
+        let mut target = (budget / 4).max(whole.saturating_add(budget / 8)).max(1);
         let mut acc: Vec<HostCol> = out_elems.iter().map(|&e| HostCol::empty(e)).collect();
         // The rows `JoinWrite` and `Expand` write are known: the host must hold them, or
         // the run stops before any piece runs.
@@ -270,7 +290,7 @@ impl Interp<'_> {
                 Ok(mut cols) => {
                     // Row numbers of the piece are rows of the whole.
                     match kernel {
-                        Kernel::JoinWrite { .. } => {
+                        Kernel::JoinWrite { .. } | Kernel::NestedLoopWrite { .. } => {
                             shift_u32(&mut cols[0], a);
                             shift_u32(&mut cols[1], ra);
                         }
@@ -282,7 +302,8 @@ impl Interp<'_> {
                     a = b;
                 }
                 Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && target > 1 && b - a > 1 => {
-                    target = cost(a, b) / 2;
+                    // Halving what a piece reads beyond the right rows every piece reads.
+                    target = whole + (cost(a, b) - whole) / 2;
                 }
                 Err(RuntimeError::Kernel { msg, at }) if is_out_of_memory(&msg) => {
                     let (ra, rb) = right_of(a, b);
@@ -326,11 +347,27 @@ impl Interp<'_> {
             Kernel::JoinCount { nkeys: 0 } | Kernel::MatchFlags { nkeys: 0, .. } | Kernel::JoinWrite { nkeys: 0 } => {
                 (0, m)
             }
+            Kernel::NestedLoopWrite { .. } => (0, m),
             _ if !lkeys.is_empty() => run_of(lkeys, a, rkeys, m),
             _ => (0, 0),
         };
         let what = "the pairs of one row of a join";
         Ok(match kernel {
+            Kernel::NestedLoopWrite { .. } => {
+                // Neither side sorted: every right row compared, in order.
+                let off = offsets.expect("NestedLoopWrite has offsets");
+                let right: Vec<u32> = (ra..rb)
+                    .filter(|&j| cmp_rows(lkeys, a, rkeys, j) == Ordering::Equal)
+                    .map(|j| j as u32)
+                    .collect();
+                if off[a + 1] - off[a] != right.len() as u64 {
+                    return Err("the offsets are not the scan of the join's counts".to_string());
+                }
+                vec![
+                    HostCol::U32(crate::alloc::try_filled(right.len(), a as u32, what)?),
+                    HostCol::U32(right),
+                ]
+            }
             Kernel::JoinCount { .. } => vec![HostCol::U64(vec![(rb - ra) as u64])],
             Kernel::MatchFlags { anti, .. } => vec![HostCol::U8(vec![u8::from((rb > ra) != *anti)])],
             Kernel::JoinWrite { .. } => {
@@ -421,12 +458,29 @@ impl Interp<'_> {
         outs: &[fox_kernel::BufId],
         what: &dyn Fn() -> String,
     ) -> Result<(), RuntimeError> {
+        if outs.len() != 2 {
+            return Err(RuntimeError::Plan(format!("{}: a search has two outputs", what())));
+        }
+        let (lo, hi) = self.search_pieces(kernel, arg_slots, out_elems, what)?;
+        self.define_in_host_tier(outs[0].0 as usize, HostCol::U32(lo));
+        self.define_in_host_tier(outs[1].0 as usize, HostCol::U32(hi));
+        Ok(())
+    }
+
+    /// The ranges `lo`, `hi` of [`Interp::search_in_pieces`], on the host.
+    fn search_pieces(
+        &mut self,
+        kernel: &Kernel,
+        arg_slots: &[usize],
+        out_elems: &[Elem],
+        what: &dyn Fn() -> String,
+    ) -> Result<(Vec<u32>, Vec<u32>), RuntimeError> {
         let kerr = |msg: String| RuntimeError::Kernel { at: what(), msg };
         let Kernel::BoundRange { nkeys, lower, upper } = kernel else {
             return Err(RuntimeError::Plan(format!("{}: not a search", what())));
         };
         let sw = nkeys + usize::from(lower.is_some() || upper.is_some());
-        if arg_slots.len() <= sw || outs.len() != 2 {
+        if arg_slots.len() <= sw {
             return Err(RuntimeError::Plan(format!("{}: a search without probing rows", what())));
         }
         for &s in arg_slots {
@@ -511,11 +565,73 @@ impl Interp<'_> {
             }
         }
         self.note_pieces(pieces);
-        self.define_in_host_tier(outs[0].0 as usize, HostCol::U32(lo));
-        self.define_in_host_tier(outs[1].0 as usize, HostCol::U32(hi));
+        Ok((lo, hi))
+    }
+
+    /// `HashProbe` or `HashMatch` (`args`: the build side's sorted keys, its table, the
+    /// probing keys) answered by searching the build side's sorted keys instead of its
+    /// table, in pieces of both sides ([`Interp::search_in_pieces`] of the search without
+    /// bounds): the run of equal keys is the same rows whatever finds it. A probing row
+    /// without a run gets `lo == hi == 0`, as from the table. Taken when the table is
+    /// not built ([`UNBUILT_TABLE`]) or a probe does not fit beside it; outputs in the
+    /// host tier.
+    pub(super) fn probe_by_search(
+        &mut self,
+        kernel: &Kernel,
+        arg_slots: &[usize],
+        outs: &[fox_kernel::BufId],
+        what: &dyn Fn() -> String,
+    ) -> Result<(), RuntimeError> {
+        let (nkeys, anti) = match kernel {
+            Kernel::HashProbe { nkeys } => (*nkeys, None),
+            Kernel::HashMatch { nkeys, anti } => (*nkeys, Some(*anti)),
+            _ => return Err(RuntimeError::Plan(format!("{}: not a hash probe", what()))),
+        };
+        if nkeys == 0 || arg_slots.len() != 2 * nkeys + 1 || outs.len() != if anti.is_some() { 1 } else { 2 } {
+            return Err(RuntimeError::Plan(format!(
+                "{}: the arguments or outputs of a hash probe",
+                what()
+            )));
+        }
+        let slots: Vec<usize> = arg_slots[..nkeys]
+            .iter()
+            .chain(&arg_slots[nkeys + 1..])
+            .copied()
+            .collect();
+        let search = Kernel::BoundRange {
+            nkeys,
+            lower: None,
+            upper: None,
+        };
+        let (mut lo, mut hi) = self.search_pieces(&search, &slots, &[Elem::U32, Elem::U32], what)?;
+        match anti {
+            None => {
+                for (l, h) in lo.iter_mut().zip(hi.iter_mut()) {
+                    if l == h {
+                        (*l, *h) = (0, 0);
+                    }
+                }
+                self.define_in_host_tier(outs[0].0 as usize, HostCol::U32(lo));
+                self.define_in_host_tier(outs[1].0 as usize, HostCol::U32(hi));
+            }
+            Some(anti) => {
+                let flags = crate::alloc::try_collect(
+                    lo.iter().zip(&hi).map(|(l, h)| u8::from((h > l) != anti)),
+                    "the flags of a hash probe by search",
+                )
+                .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+                drop((lo, hi));
+                self.define_in_host_tier(outs[0].0 as usize, HostCol::U8(flags));
+            }
+        }
         Ok(())
     }
 }
+
+/// The table a `HashBuild` that does not fit the device defines instead of its table:
+/// no slots (a table has at least two). Its probes search the sorted build keys
+/// ([`Interp::probe_by_search`]); nothing else reads a table.
+pub(super) const UNBUILT_TABLE: usize = 0;
 
 #[cfg(test)]
 mod tests {
