@@ -121,6 +121,15 @@ impl HostCol {
         }))
     }
 
+    /// [`HostCol::try_pick`] in parallel.
+    pub fn try_par_pick(&self, rows: &[u32], what: &str) -> Result<HostCol, String> {
+        use rayon::prelude::*;
+        Ok(same_variant!(self, v => crate::alloc::try_par_collect(
+            rows.par_iter().with_min_len(1 << 14).map(|&r| v[r as usize]),
+            what,
+        )?))
+    }
+
     /// The rows of `parts` one part after the other, each of element type `elem` (an
     /// error otherwise), or the out-of-memory message naming `what`.
     pub fn try_concat(elem: Elem, parts: Vec<HostCol>, what: &str) -> Result<HostCol, String> {

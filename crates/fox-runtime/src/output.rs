@@ -609,7 +609,18 @@ pub(crate) fn build_table_parts(
                     msg,
                 })?;
                 p.truncate(limit);
-                Some(p)
+                // The columns are put in the merged order here, in parallel, so that the
+                // writers read them in sequence (through the permutation they would read
+                // every part at once, a row at a time).
+                for c in cols.iter_mut() {
+                    *c = c
+                        .try_par_pick(&p, "the merged rows of an output")
+                        .map_err(|msg| RuntimeError::Kernel {
+                            at: what.to_string(),
+                            msg,
+                        })?;
+                }
+                None
             } else {
                 let mut p = order_perm(&cols, &keys, n).map_err(|msg| RuntimeError::Kernel {
                     at: what.to_string(),
@@ -1431,6 +1442,39 @@ mod tests {
         };
         sort_rows(&mut rows, order, limit);
         rows
+    }
+
+    #[test]
+    fn parts_each_in_order_are_merged_into_ordered_columns() {
+        // Three parts (the outputs of three devices), each ordered on (y desc, x), with
+        // rows of equal keys in several parts; with and without a limit.
+        let order = [(1, true)];
+        let columns = [col("x", Type::Int32), col("y", Type::Int64)];
+        let dict = Dictionary::default();
+        let mut seed = 5u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as i64
+        };
+        let (mut x, mut y, mut bounds) = (Vec::new(), Vec::new(), vec![0]);
+        for len in [40_000usize, 0, 70_001] {
+            let mut rows: Vec<(i64, i32)> = (0..len).map(|_| (next() % 300, (next() % 50) as i32)).collect();
+            rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            for (b, a) in rows {
+                x.push(a);
+                y.push(b);
+            }
+            bounds.push(x.len());
+        }
+        for limit in [None, Some(1000)] {
+            let cols = || vec![HostCol::I32(x.clone()), HostCol::I64(y.clone())];
+            let merged = build_table_parts("test", "t", &columns, cols(), None, &dict, &order, limit, &bounds).unwrap();
+            let Data::Cols(ct) = &merged.data else { panic!() };
+            assert!(ct.perm.is_none(), "merged columns are in order");
+            let sorted = table(cols(), &columns, &dict, &order, limit);
+            assert_eq!(merged.rows(), sorted.rows());
+            assert_eq!(csv_text(&merged), csv_text(&sorted));
+        }
     }
 
     #[test]
