@@ -412,34 +412,43 @@ fn cmp_keyed(cols: &[HostCol], keys: &[(usize, bool)], i: usize, j: usize) -> Or
     Ordering::Equal
 }
 
-/// Whether the rows of `cols` are already in the order of `keys` (one linear pass).
-pub(crate) fn is_ordered(cols: &[HostCol], keys: &[(usize, bool)], n: usize) -> bool {
-    if n < 2 {
+/// Whether the rows `rows` of `cols` are already in the order of `keys` (one linear pass).
+pub(crate) fn is_ordered(cols: &[HostCol], keys: &[(usize, bool)], rows: std::ops::Range<usize>) -> bool {
+    if rows.len() < 2 {
         return true;
     }
     let ok = |i: usize| cmp_keyed(cols, keys, i - 1, i) != Ordering::Greater;
-    if n < PAR_MIN {
-        (1..n).all(ok)
+    let after = rows.start + 1..rows.end;
+    if rows.len() < PAR_MIN {
+        after.into_iter().all(ok)
     } else {
-        (1..n).into_par_iter().with_min_len(1 << 16).all(ok)
+        after.into_par_iter().with_min_len(1 << 16).all(ok)
     }
+}
+
+/// The bits of the images of the key columns `keys`, all together.
+fn key_bits(cols: &[HostCol], keys: &[(usize, bool)]) -> u32 {
+    keys.iter().map(|&(c, _)| image_bits(&cols[c])).sum()
+}
+
+/// Row `i`'s key images packed into one word, first key highest, for keys of at most
+/// 64 bits in all ([`key_bits`]): words order as `cmp_keyed` orders rows.
+fn packed_key(cols: &[HostCol], keys: &[(usize, bool)], i: usize) -> u64 {
+    let mut k = 0u64;
+    for &(c, desc) in keys {
+        let b = image_bits(&cols[c]);
+        let x = image(&cols[c], i, desc) as u64;
+        k = if b == 64 { x } else { (k << b) | (x & ((1u64 << b) - 1)) };
+    }
+    k
 }
 
 /// The permutation that puts the rows of `cols` in the order of `keys`; an error when
 /// memory runs out.
 pub(crate) fn order_perm(cols: &[HostCol], keys: &[(usize, bool)], n: usize) -> Result<Vec<u32>, String> {
     const WHAT: &str = "the order of the output's rows";
-    let bits: u32 = keys.iter().map(|&(c, _)| image_bits(&cols[c])).sum();
-    if bits <= 64 {
-        let pack = |i: usize| {
-            let mut k = 0u64;
-            for &(c, desc) in keys {
-                let b = image_bits(&cols[c]);
-                let x = image(&cols[c], i, desc) as u64;
-                k = if b == 64 { x } else { (k << b) | (x & ((1u64 << b) - 1)) };
-            }
-            (k, i as u32)
-        };
+    if key_bits(cols, keys) <= 64 {
+        let pack = |i: usize| (packed_key(cols, keys, i), i as u32);
         let mut pairs: Vec<(u64, u32)> = try_par_collect((0..n).into_par_iter().with_min_len(PAR_MIN).map(pack), WHAT)?;
         if n < PAR_MIN {
             pairs.sort_unstable();
@@ -465,20 +474,9 @@ pub(crate) fn order_perm(cols: &[HostCol], keys: &[(usize, bool)], n: usize) -> 
 /// cut, so equal keys never straddle a cut), and the pieces are merged in parallel, each
 /// writing its own range of the permutation.
 fn merge_perm(cols: &[HostCol], keys: &[(usize, bool)], bounds: &[usize]) -> Result<Vec<u32>, String> {
-    let bits: u32 = keys.iter().map(|&(c, _)| image_bits(&cols[c])).sum();
-    if bits <= 64 {
-        // Keys of at most 64 bits in all compare as one packed word per row (the packing
-        // of `order_perm`, which orders rows as `cmp_keyed` does).
-        let pack = |i: usize| {
-            let mut k = 0u64;
-            for &(c, desc) in keys {
-                let b = image_bits(&cols[c]);
-                let x = image(&cols[c], i, desc) as u64;
-                k = if b == 64 { x } else { (k << b) | (x & ((1u64 << b) - 1)) };
-            }
-            k
-        };
-        merge_by(bounds, pack, |a: &u64, b: &u64| a < b)
+    if key_bits(cols, keys) <= 64 {
+        // Keys of at most 64 bits in all compare as one packed word per row.
+        merge_by(bounds, |i| packed_key(cols, keys, i), |a: &u64, b: &u64| a < b)
     } else {
         merge_by(
             bounds,
@@ -591,16 +589,8 @@ pub(crate) fn build_table_parts(
             let n = check_columns(what, columns, &cols)?;
             let strings = localize_strings(what, columns, &mut cols, dict)?;
             let keys = order_keys(order, cols.len());
-            let parts_ordered = || {
-                bounds.windows(2).all(|w| {
-                    let ok = |i: usize| cmp_keyed(&cols, &keys, i - 1, i) != Ordering::Greater;
-                    (w[0] + 1..w[1].max(w[0] + 1))
-                        .into_par_iter()
-                        .with_min_len(1 << 16)
-                        .all(ok)
-                })
-            };
-            let perm = if is_ordered(&cols, &keys, n) {
+            let parts_ordered = || bounds.windows(2).all(|w| is_ordered(&cols, &keys, w[0]..w[1]));
+            let perm = if is_ordered(&cols, &keys, 0..n) {
                 None
             } else if bounds.len() > 2 && bounds.last() == Some(&n) && parts_ordered() {
                 // Parts each in order (the outputs of several devices): merged.
