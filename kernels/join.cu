@@ -49,44 +49,150 @@ extern "C" __global__ void fill_desc(u64* out, unsigned start, unsigned n, u64 v
     out[start + t] = v;
 }
 
+// The right rows each block of BLOCK left rows of join_bounds can match: bounds[2b] is
+// the first right row >= the block's first row, bounds[2b + 1] the first right row > its
+// last row (both sides are sorted). One thread per block, so the searches over the whole
+// right side run once for all blocks at once rather than at the start of every block.
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    join_block_bounds(const u64* desc, int k, u64 nl, u64 nr, u64 nblocks, u64* bounds) {
+    extern __shared__ u64 sd[];
+    load_desc(sd, desc, 3 * k);
+    u64 b = (u64)blockIdx.x * BLOCK + threadIdx.x;
+    if (b >= nblocks) return;
+    u64 first = b * BLOCK;
+    u64 last = min(first + BLOCK, nl) - 1;
+    u64 a = search(sd, k, 1, 0, nr, 0, first, false);
+    bounds[2 * b] = a;
+    bounds[2 * b + 1] = search(sd, k, 1, a, nr, 0, last, true);
+}
+
+// Key words of a left row that join_bounds holds in registers; wider keys are compared
+// through the descriptor.
+#define JB_KREG 4
+// Right rows of a block's range that join_bounds copies into shared memory (keys of at
+// most JB_TILE_K words), so its threads search there instead of in global memory.
+#define JB_TILE 1024
+#define JB_TILE_K 2
+
+// First right row r in [lo, hi) with row r >= (upper: >) `key` (k <= JB_KREG words).
+__device__ __forceinline__ u64 search_key(const u64* sd, int k, u64 lo, u64 hi, const u64* key, bool upper) {
+    while (lo < hi) {
+        u64 mid = lo + (hi - lo) / 2;
+        int o = 0;
+#pragma unroll
+        for (int c = 0; c < JB_KREG; ++c) {
+            if (c < k && o == 0) {
+                u64 a = okey_word(sd[2 * k + c], sd[c], mid);
+                if (a != key[c]) o = a < key[c] ? -1 : 1;
+            }
+        }
+        if (o < 0 || (upper && o == 0)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+// The same over n rows of a shared-memory tile (word c of row r at tile[c * JB_TILE + r]).
+__device__ __forceinline__ u64 search_tile(const u64* tile, int k, u64 n, const u64* key, bool upper) {
+    u64 lo = 0, hi = n;
+    while (lo < hi) {
+        u64 mid = lo + (hi - lo) / 2;
+        int o = 0;
+#pragma unroll
+        for (int c = 0; c < JB_TILE_K; ++c) {
+            if (c < k && o == 0) {
+                u64 a = tile[c * JB_TILE + mid];
+                if (a != key[c]) o = a < key[c] ? -1 : 1;
+            }
+        }
+        if (o < 0 || (upper && o == 0)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+// Whether right row r equals `key` (k <= JB_KREG words).
+__device__ __forceinline__ bool equal_key(const u64* sd, int k, u64 r, const u64* key) {
+#pragma unroll
+    for (int c = 0; c < JB_KREG; ++c) {
+        if (c < k && okey_word(sd[2 * k + c], sd[c], r) != key[c]) return false;
+    }
+    return true;
+}
+
 // For every left row i (group 0, nl rows) the matching right range [lo, hi) in group 1
 // (nr rows). With k == 0 every pair matches: [0, nr).
 //   mode 0: counts[i] = hi - lo (u64)
-//   mode 1: flags[i] = (hi > lo) != anti (u8)
+//   mode 1: flags[i] = (hi > lo) != anti (u8); only lo is searched: a match is lo's row
+//           equal to row i
 //   mode 2: lo_out[i] = lo (u32), and checks that `offsets`/`total` are the exclusive scan
 //           of the counts (error code 1 at the first row found that disagrees).
-// One left row per thread; the block first narrows the right range to the one matching
-// its first and last rows (both sides are sorted), so each thread searches a short range.
+// One left row per thread, searching only the right range of its block (`bounds`, from
+// join_block_bounds). A row's key words are read once into registers; where the block's
+// range has at most JB_TILE rows of at most JB_TILE_K words, the block first copies it
+// into shared memory and every search runs there.
 extern "C" __global__ void __launch_bounds__(BLOCK)
-    join_bounds(const u64* desc, int k, u64 nl, u64 nr, int mode, int anti, u64* counts, unsigned char* flags,
-                unsigned* lo_out, const u64* offsets, u64 total, u64* err) {
+    join_bounds(const u64* desc, int k, u64 nl, u64 nr, const u64* bounds, int mode, int anti, u64* counts,
+                unsigned char* flags, unsigned* lo_out, const u64* offsets, u64 total, u64* err) {
     extern __shared__ u64 sd[];
-    __shared__ u64 s_lo, s_hi;
+    __shared__ u64 tile[JB_TILE_K * JB_TILE];
     load_desc(sd, desc, 3 * k);
     u64 first = (u64)blockIdx.x * BLOCK;
     if (first >= nl) return;
-    if (threadIdx.x == 0) {
-        u64 last = min(first + BLOCK, nl) - 1;
-        u64 a = search(sd, k, 1, 0, nr, 0, first, false);
-        u64 b = search(sd, k, 1, a, nr, 0, last, true);
-        s_lo = a;
-        s_hi = b;
-    }
-    __syncthreads();
+    u64 s_lo = bounds[2 * blockIdx.x];
+    u64 s_hi = bounds[2 * blockIdx.x + 1];
     u64 i = first + threadIdx.x;
-    if (i >= nl) return;
-    u64 lo = search(sd, k, 1, s_lo, s_hi, 0, i, false);
-    u64 hi = search(sd, k, 1, lo, s_hi, 0, i, true);
-    u64 cnt = hi - lo;
+    u64 lo, hi;
+    bool found;
+    if (k <= JB_KREG) {
+        u64 key[JB_KREG];
+#pragma unroll
+        for (int c = 0; c < JB_KREG; ++c) key[c] = (c < k && i < nl) ? okey_word(sd[k + c], sd[c], i) : 0;
+        u64 r = s_hi - s_lo;
+        if (k <= JB_TILE_K && r <= JB_TILE) {
+            for (u64 t = threadIdx.x; t < r; t += BLOCK)
+                for (int c = 0; c < k; ++c) tile[c * JB_TILE + t] = okey_word(sd[2 * k + c], sd[c], s_lo + t);
+            __syncthreads();
+            if (i >= nl) return;
+            u64 l = search_tile(tile, k, r, key, false);
+            lo = s_lo + l;
+            if (mode == 1) {
+                found = l < r;
+#pragma unroll
+                for (int c = 0; c < JB_TILE_K; ++c) {
+                    if (found && c < k && tile[c * JB_TILE + l] != key[c]) found = false;
+                }
+                hi = lo;
+            } else {
+                hi = s_lo + search_tile(tile, k, r, key, true);
+                found = hi > lo;
+            }
+        } else {
+            if (i >= nl) return;
+            lo = search_key(sd, k, s_lo, s_hi, key, false);
+            if (mode == 1) {
+                found = lo < s_hi && equal_key(sd, k, lo, key);
+                hi = lo;
+            } else {
+                hi = search_key(sd, k, lo, s_hi, key, true);
+                found = hi > lo;
+            }
+        }
+    } else {
+        if (i >= nl) return;
+        lo = search(sd, k, 1, s_lo, s_hi, 0, i, false);
+        hi = search(sd, k, 1, lo, s_hi, 0, i, true);
+        found = hi > lo;
+    }
     if (mode == 0) {
-        counts[i] = cnt;
+        counts[i] = hi - lo;
     } else if (mode == 1) {
-        flags[i] = (unsigned char)((cnt > 0) != (anti != 0));
+        flags[i] = (unsigned char)(found != (anti != 0));
     } else {
         lo_out[i] = (unsigned)lo;
         u64 s = offsets[i];
         u64 e = i + 1 < nl ? offsets[i + 1] : total;
-        if ((i == 0 && s != 0) || e < s || e - s != cnt) set_err(err, 1, i, s);
+        if ((i == 0 && s != 0) || e < s || e - s != hi - lo) set_err(err, 1, i, s);
     }
 }
 

@@ -6,7 +6,10 @@
 //! tiled through shared memory), on kernels/join.cu.
 //!
 //! Every left row finds its matching right range `[lo, hi)` by binary search, narrowed per
-//! block to the range matching the block's first and last rows (both sides are sorted).
+//! block to the range matching the block's first and last rows (both sides are sorted;
+//! the blocks' ranges come from one launch before, a thread per block). A block whose
+//! range is short copies it into shared memory and searches there; `MatchFlags` searches
+//! only the range's start and compares one row.
 //! `JoinWrite` then checks that the offsets are the scan of those counts and writes the
 //! pairs with the load-balanced expansion of kernels/trie.cu, so a left row with a huge
 //! run of matches is spread over many threads. The union removes from `b` the rows that
@@ -231,6 +234,25 @@ fn bounds(
         Mode::Flags(f, anti) => (1, i32::from(anti), 0, gpu.ptr(f)?, 0, 0, 0),
         Mode::Lo(lo, offsets, total) => (2, 0, 0, 0, gpu.ptr(lo)?, gpu.ptr(offsets)?, total),
     };
+    // The right range of each block of left rows, searched by all blocks at once.
+    let grid = blocks(nl as u64, u64::from(BLOCK))?;
+    let block_bounds = s.alloc(gpu, Elem::U64, 2 * grid as usize)?;
+    let args = [
+        KArg::Ptr(gpu.ptr(&desc.buf)?),
+        KArg::I32(desc.k),
+        KArg::U64(nl as u64),
+        KArg::U64(nr as u64),
+        KArg::U64(u64::from(grid)),
+        KArg::Ptr(gpu.ptr(&block_bounds)?),
+    ];
+    gpu.launch(
+        "join",
+        "join_block_bounds",
+        blocks(u64::from(grid), u64::from(BLOCK))?,
+        BLOCK,
+        desc.smem,
+        &args,
+    )?;
     if m == 2 {
         gpu.reset_err()?;
     }
@@ -239,6 +261,7 @@ fn bounds(
         KArg::I32(desc.k),
         KArg::U64(nl as u64),
         KArg::U64(nr as u64),
+        KArg::Ptr(gpu.ptr(&block_bounds)?),
         KArg::I32(m),
         KArg::I32(anti),
         KArg::Ptr(counts),
@@ -248,14 +271,7 @@ fn bounds(
         KArg::U64(total),
         KArg::Ptr(gpu.err_ptr()),
     ];
-    gpu.launch(
-        "join",
-        "join_bounds",
-        blocks(nl as u64, u64::from(BLOCK))?,
-        BLOCK,
-        desc.smem,
-        &args,
-    )?;
+    gpu.launch("join", "join_bounds", grid, BLOCK, desc.smem, &args)?;
     if m == 2 {
         gpu.check_err("JoinWrite (the offsets and total are not the exclusive scan of the join counts)")?;
     }

@@ -118,6 +118,50 @@ fn join_without_keys_is_a_cross_product() {
     }
 }
 
+/// A block of left rows searches the right rows between its first and last rows' bounds:
+/// in shared memory when that range is short and the key has at most two words, in global
+/// memory otherwise (a long range, or wider keys), and through the descriptor for keys of
+/// more than four words. Sparse left sides over dense right sides give long ranges, dense
+/// ones short ranges; the left rows are drawn from the right side's (so most match) or
+/// from a wider domain.
+fn join_ranges_short_and_long_every_key_width() {
+    let mut gpu = gpu("join_ranges_short_and_long_every_key_width");
+    let mut rng = Rng::new(18);
+    let key_sets: [&[Elem]; 5] = [
+        &[Elem::U32],
+        &[Elem::I32, Elem::I32],
+        &[Elem::I128],
+        &[Elem::U32, Elem::I64, Elem::U8],
+        &[Elem::I32, Elem::I32, Elem::I64, Elem::U32, Elem::U8],
+    ];
+    for keys in key_sets {
+        for (nl, nr, dom) in [
+            (300, 200_003, 1 << 12),
+            (2_000, 300_001, 1 << 14),
+            (100_003, 1_000, 1 << 10),
+            (257, 1_025, 1 << 6),
+            (70_000, 70_001, 1 << 16),
+        ] {
+            for dedup in [false, true] {
+                let right = sorted_rel(&mut rng, keys, nr, Dist::Range(dom), dedup);
+                // Half the left rows are right rows (when the right side has any).
+                let drawn = sorted_rel(&mut rng, keys, nl, Dist::Range(dom * 2), false);
+                let picks: Vec<usize> = (0..nl / 2).map(|_| rng.below(nr as u64) as usize).collect();
+                let keep: Vec<usize> = (nl / 2..nl).collect();
+                let cols: Vec<HostCol> = (0..keys.len())
+                    .map(|c| {
+                        let parts = vec![take(&right[c], &picks), take(&drawn[c], &keep)];
+                        HostCol::try_concat(keys[c], parts, "left").expect("concatenates")
+                    })
+                    .collect();
+                let left = sort_rows(&cols, false);
+                let case = format!("keys {keys:?}, left {nl}, right {nr} over {dom}, right distinct {dedup}");
+                check_join(&mut gpu, &left, &right, &case);
+            }
+        }
+    }
+}
+
 fn join_write_rejects_offsets_that_are_not_the_scan() {
     let mut gpu = gpu("join_write_rejects_offsets_that_are_not_the_scan");
     let mut rng = Rng::new(15);
@@ -349,6 +393,7 @@ tests![
     Gpu join_single_key_every_type,
     Gpu join_multi_key_mixed_types,
     Gpu join_all_equal_keys_is_a_full_product,
+    Gpu join_ranges_short_and_long_every_key_width,
     Gpu join_without_keys_is_a_cross_product,
     Gpu join_write_rejects_offsets_that_are_not_the_scan,
     Gpu merge_union_every_width,
