@@ -69,9 +69,11 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
 // Key words of a left row that join_bounds holds in registers; wider keys are compared
 // through the descriptor.
 #define JB_KREG 4
-// Right rows of a block's range that join_bounds copies into shared memory (keys of at
-// most JB_TILE_K words), so its threads search there instead of in global memory.
+// A block's right range of at most JB_TILE * JB_TILES rows, with keys of at most
+// JB_TILE_K words, is read by join_bounds in tiles of JB_TILE rows through shared memory
+// (coalesced reads, searches in shared memory); a longer one is searched in global memory.
 #define JB_TILE 1024
+#define JB_TILES 8
 #define JB_TILE_K 2
 
 // First right row r in [lo, hi) with row r >= (upper: >) `key` (k <= JB_KREG words).
@@ -111,6 +113,18 @@ __device__ __forceinline__ u64 search_tile(const u64* tile, int k, u64 n, const 
     return lo;
 }
 
+// Row r of a shared-memory tile against `key`: -1, 0 or 1.
+__device__ __forceinline__ int cmp_tile_key(const u64* tile, int k, u64 r, const u64* key) {
+#pragma unroll
+    for (int c = 0; c < JB_TILE_K; ++c) {
+        if (c < k) {
+            u64 a = tile[c * JB_TILE + r];
+            if (a != key[c]) return a < key[c] ? -1 : 1;
+        }
+    }
+    return 0;
+}
+
 // Whether right row r equals `key` (k <= JB_KREG words).
 __device__ __forceinline__ bool equal_key(const u64* sd, int k, u64 r, const u64* key) {
 #pragma unroll
@@ -129,8 +143,8 @@ __device__ __forceinline__ bool equal_key(const u64* sd, int k, u64 r, const u64
 //           of the counts (error code 1 at the first row found that disagrees).
 // One left row per thread, searching only the right range of its block (`bounds`, from
 // join_block_bounds). A row's key words are read once into registers; where the block's
-// range has at most JB_TILE rows of at most JB_TILE_K words, the block first copies it
-// into shared memory and every search runs there.
+// range has at most JB_TILE * JB_TILES rows of at most JB_TILE_K words, the block reads
+// it tile by tile into shared memory and every search runs there.
 extern "C" __global__ void __launch_bounds__(BLOCK)
     join_bounds(const u64* desc, int k, u64 nl, u64 nr, const u64* bounds, int mode, int anti, u64* counts,
                 unsigned char* flags, unsigned* lo_out, const u64* offsets, u64 total, u64* err) {
@@ -149,24 +163,37 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
 #pragma unroll
         for (int c = 0; c < JB_KREG; ++c) key[c] = (c < k && i < nl) ? okey_word(sd[k + c], sd[c], i) : 0;
         u64 r = s_hi - s_lo;
-        if (k <= JB_TILE_K && r <= JB_TILE) {
-            for (u64 t = threadIdx.x; t < r; t += BLOCK)
-                for (int c = 0; c < k; ++c) tile[c * JB_TILE + t] = okey_word(sd[2 * k + c], sd[c], s_lo + t);
-            __syncthreads();
-            if (i >= nl) return;
-            u64 l = search_tile(tile, k, r, key, false);
-            lo = s_lo + l;
-            if (mode == 1) {
-                found = l < r;
-#pragma unroll
-                for (int c = 0; c < JB_TILE_K; ++c) {
-                    if (found && c < k && tile[c * JB_TILE + l] != key[c]) found = false;
+        if (k <= JB_TILE_K && r <= (u64)JB_TILE * JB_TILES) {
+            // Tile by tile; a row's bound lies in the first tile whose last row is >=
+            // (upper: >) the row, else it is the range's end.
+            bool lo_done = false, hi_done = mode == 1;
+            lo = s_hi;
+            hi = s_hi;
+            found = false;
+            for (u64 base = 0; base < r; base += JB_TILE) {
+                u64 n = min((u64)JB_TILE, r - base);
+                __syncthreads();
+                for (u64 t = threadIdx.x; t < n; t += BLOCK)
+                    for (int c = 0; c < k; ++c)
+                        tile[c * JB_TILE + t] = okey_word(sd[2 * k + c], sd[c], s_lo + base + t);
+                __syncthreads();
+                if (i < nl && !(lo_done && hi_done)) {
+                    int o = cmp_tile_key(tile, k, n - 1, key);
+                    if (!lo_done && o >= 0) {
+                        u64 l = search_tile(tile, k, n, key, false);
+                        lo = s_lo + base + l;
+                        lo_done = true;
+                        found = cmp_tile_key(tile, k, l, key) == 0;
+                    }
+                    if (!hi_done && o > 0) {
+                        hi = s_lo + base + search_tile(tile, k, n, key, true);
+                        hi_done = true;
+                    }
                 }
-                hi = lo;
-            } else {
-                hi = s_lo + search_tile(tile, k, r, key, true);
-                found = hi > lo;
             }
+            if (i >= nl) return;
+            if (mode == 1) hi = lo;
+            else found = hi > lo;
         } else {
             if (i >= nl) return;
             lo = search_key(sd, k, s_lo, s_hi, key, false);

@@ -119,10 +119,11 @@ fn join_without_keys_is_a_cross_product() {
 }
 
 /// A block of left rows searches the right rows between its first and last rows' bounds:
-/// in shared memory when that range is short and the key has at most two words, in global
-/// memory otherwise (a long range, or wider keys), and through the descriptor for keys of
-/// more than four words. Sparse left sides over dense right sides give long ranges, dense
-/// ones short ranges; the left rows are drawn from the right side's (so most match) or
+/// through shared memory, tile by tile, when that range is short and the key has at most
+/// two words, in global memory otherwise (a long range, or wider keys), and through the
+/// descriptor for keys of more than four words. Sparse left sides over dense right sides
+/// give long ranges, dense ones short ranges, and a few values over thousands of rows
+/// runs of equal keys across tiles; half the left rows are right rows, the others drawn
 /// from a wider domain.
 fn join_ranges_short_and_long_every_key_width() {
     let mut gpu = gpu("join_ranges_short_and_long_every_key_width");
@@ -141,6 +142,8 @@ fn join_ranges_short_and_long_every_key_width() {
             (100_003, 1_000, 1 << 10),
             (257, 1_025, 1 << 6),
             (70_000, 70_001, 1 << 16),
+            (3_000, 60_001, 1 << 14),
+            (500, 6_000, 1 << 2),
         ] {
             for dedup in [false, true] {
                 let right = sorted_rel(&mut rng, keys, nr, Dist::Range(dom), dedup);
