@@ -413,9 +413,28 @@ fn cmp_keyed(cols: &[HostCol], keys: &[(usize, bool)], i: usize, j: usize) -> Or
 }
 
 /// Whether the rows `rows` of `cols` are already in the order of `keys` (one linear pass).
+/// Keys of at most 64 bits in all are packed ([`packed_keys`]) a block of rows at a time,
+/// column by column, and the packed words compared; wider keys row by row.
 pub(crate) fn is_ordered(cols: &[HostCol], keys: &[(usize, bool)], rows: std::ops::Range<usize>) -> bool {
     if rows.len() < 2 {
         return true;
+    }
+    if key_bits(cols, keys) <= 64 {
+        // Block `b` reads rows `start + b * ORDER_BLOCK ..= start + (b + 1) * ORDER_BLOCK`
+        // (the next block's first row too), so every adjacent pair is compared in a block.
+        let nblocks = (rows.len() - 1).div_ceil(ORDER_BLOCK);
+        let block_ok = |b: usize| {
+            let a = rows.start + b * ORDER_BLOCK;
+            let e = (a + ORDER_BLOCK + 1).min(rows.end);
+            let mut words = vec![0u64; e - a];
+            packed_keys(cols, keys, a, &mut words);
+            words.windows(2).all(|w| w[0] <= w[1])
+        };
+        return if nblocks == 1 {
+            block_ok(0)
+        } else {
+            (0..nblocks).into_par_iter().all(block_ok)
+        };
     }
     let ok = |i: usize| cmp_keyed(cols, keys, i - 1, i) != Ordering::Greater;
     let after = rows.start + 1..rows.end;
@@ -423,6 +442,43 @@ pub(crate) fn is_ordered(cols: &[HostCol], keys: &[(usize, bool)], rows: std::op
         after.into_iter().all(ok)
     } else {
         after.into_par_iter().with_min_len(1 << 16).all(ok)
+    }
+}
+
+/// Rows whose packed keys [`is_ordered`] compares in one task.
+const ORDER_BLOCK: usize = 1 << 18;
+
+/// The packed keys ([`packed_key`]) of rows `a..a + out.len()`, one column at a time over
+/// its typed slice (keys of at most 64 bits in all).
+fn packed_keys(cols: &[HostCol], keys: &[(usize, bool)], a: usize, out: &mut [u64]) {
+    fn fold<T: Copy>(out: &mut [u64], v: &[T], b: u32, desc: bool, img: impl Fn(T) -> u64) {
+        let mask = if b == 64 { u64::MAX } else { (1u64 << b) - 1 };
+        let flip = if desc { mask } else { 0 };
+        for (w, &x) in out.iter_mut().zip(v) {
+            let x = (img(x) ^ flip) & mask;
+            *w = if b == 64 { x } else { (*w << b) | x };
+        }
+    }
+    let e = a + out.len();
+    for &(c, desc) in keys {
+        let b = image_bits(&cols[c]);
+        match &cols[c] {
+            HostCol::I32(v) => fold(out, &v[a..e], b, desc, |x| u64::from(x as u32 ^ 0x8000_0000)),
+            HostCol::I64(v) => fold(out, &v[a..e], b, desc, |x| x as u64 ^ (1 << 63)),
+            HostCol::U8(v) => fold(out, &v[a..e], b, desc, u64::from),
+            HostCol::U32(v) => fold(out, &v[a..e], b, desc, u64::from),
+            HostCol::U64(v) => fold(out, &v[a..e], b, desc, |x| x),
+            HostCol::F64(v) => fold(out, &v[a..e], b, desc, |x| {
+                let b = x.to_bits();
+                if b >> 63 == 1 {
+                    !b
+                } else {
+                    b | (1 << 63)
+                }
+            }),
+            // Wider than 64 bits: never packed.
+            HostCol::I128(_) => {}
+        }
     }
 }
 
@@ -1464,6 +1520,68 @@ mod tests {
             let sorted = table(cols(), &columns, &dict, &order, limit);
             assert_eq!(merged.rows(), sorted.rows());
             assert_eq!(csv_text(&merged), csv_text(&sorted));
+        }
+    }
+
+    #[test]
+    fn the_ordered_check_agrees_with_comparing_rows_for_every_key_type() {
+        let mut seed = 3u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed >> 11
+        };
+        // Sorted, then one pair of adjacent rows swapped (or none) at a block's edge, in a
+        // block, or at either end.
+        let n = 2 * ORDER_BLOCK + 5;
+        for swap in [None, Some(0), Some(ORDER_BLOCK - 1), Some(ORDER_BLOCK), Some(n / 2), Some(n - 2)] {
+            for desc in [false, true] {
+                let mut rows: Vec<(u8, i32, f64)> = (0..n)
+                    .map(|_| ((next() % 3) as u8, (next() % 7) as i32 - 3, (next() % 5) as f64 - 2.5))
+                    .collect();
+                rows.sort_by(|a, b| {
+                    let o = a.0.cmp(&b.0).then(a.1.cmp(&b.1));
+                    let o = o.then(a.2.total_cmp(&b.2));
+                    if desc {
+                        o.reverse()
+                    } else {
+                        o
+                    }
+                });
+                if let Some(i) = swap {
+                    // Swap with the next row that differs, so the order breaks.
+                    if let Some(j) = (i + 1..n).find(|&j| rows[j] != rows[i]) {
+                        rows.swap(i, j);
+                    }
+                }
+                let cols = vec![
+                    HostCol::U8(rows.iter().map(|r| r.0).collect()),
+                    HostCol::I32(rows.iter().map(|r| r.1).collect()),
+                    HostCol::F64(rows.iter().map(|r| r.2).collect()),
+                    HostCol::I64(rows.iter().map(|r| i64::from(r.1)).collect()),
+                ];
+                // Packed (at most 64 bits) and compared row by row (wider).
+                let cases: [&[(usize, bool)]; 6] = [
+                    &[(0, desc), (1, desc)],
+                    &[(2, desc)],
+                    &[(3, desc)],
+                    &[(1, desc), (0, desc)],
+                    &[(0, desc), (2, desc)],
+                    &[(0, desc), (3, desc), (2, desc)],
+                ];
+                for keys in cases {
+                    for range in [0..n, 1..n - 1, ORDER_BLOCK - 3..ORDER_BLOCK + 4, 5..6] {
+                        let naive = range
+                            .clone()
+                            .skip(1)
+                            .all(|i| cmp_keyed(&cols, keys, i - 1, i) != Ordering::Greater);
+                        assert_eq!(
+                            is_ordered(&cols, keys, range.clone()),
+                            naive,
+                            "keys {keys:?}, rows {range:?}, swap {swap:?}"
+                        );
+                    }
+                }
+            }
         }
     }
 
