@@ -149,7 +149,8 @@ fn join_ranges_short_and_long_every_key_width() {
                 let right = sorted_rel(&mut rng, keys, nr, Dist::Range(dom), dedup);
                 // Half the left rows are right rows (when the right side has any).
                 let drawn = sorted_rel(&mut rng, keys, nl, Dist::Range(dom * 2), false);
-                let picks: Vec<usize> = (0..nl / 2).map(|_| rng.below(nr as u64) as usize).collect();
+                let held = right[0].len() as u64;
+                let picks: Vec<usize> = (0..nl / 2).map(|_| rng.below(held) as usize).collect();
                 let keep: Vec<usize> = (nl / 2..nl).collect();
                 let cols: Vec<HostCol> = (0..keys.len())
                     .map(|c| {
