@@ -49,21 +49,22 @@ extern "C" __global__ void fill_desc(u64* out, unsigned start, unsigned n, u64 v
     out[start + t] = v;
 }
 
-// The right rows each block of BLOCK left rows of join_bounds can match: bounds[2b] is
-// the first right row >= the block's first row, bounds[2b + 1] the first right row > its
+// The right rows each block of BLOCK left rows of join_bounds can match in group g:
+// bounds[2b] is the first row >= the block's first row, bounds[2b + 1] the first row > its
 // last row (both sides are sorted). One thread per block, so the searches over the whole
 // right side run once for all blocks at once rather than at the start of every block.
+// The descriptor has `nwords` words (the left group and every right group).
 extern "C" __global__ void __launch_bounds__(BLOCK)
-    join_block_bounds(const u64* desc, int k, u64 nl, u64 nr, u64 nblocks, u64* bounds) {
+    join_block_bounds(const u64* desc, int nwords, int k, int g, u64 nl, u64 nr, u64 nblocks, u64* bounds) {
     extern __shared__ u64 sd[];
-    load_desc(sd, desc, 3 * k);
+    load_desc(sd, desc, nwords);
     u64 b = (u64)blockIdx.x * BLOCK + threadIdx.x;
     if (b >= nblocks) return;
     u64 first = b * BLOCK;
     u64 last = min(first + BLOCK, nl) - 1;
-    u64 a = search(sd, k, 1, 0, nr, 0, first, false);
+    u64 a = search(sd, k, g, 0, nr, 0, first, false);
     bounds[2 * b] = a;
-    bounds[2 * b + 1] = search(sd, k, 1, a, nr, 0, last, true);
+    bounds[2 * b + 1] = search(sd, k, g, a, nr, 0, last, true);
 }
 
 // Key words of a left row that join_bounds holds in registers; wider keys are compared
@@ -76,15 +77,15 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
 #define JB_TILES 8
 #define JB_TILE_K 2
 
-// First right row r in [lo, hi) with row r >= (upper: >) `key` (k <= JB_KREG words).
-__device__ __forceinline__ u64 search_key(const u64* sd, int k, u64 lo, u64 hi, const u64* key, bool upper) {
+// First row r of group g in [lo, hi) with row r >= (upper: >) `key` (k <= JB_KREG words).
+__device__ __forceinline__ u64 search_key(const u64* sd, int k, int g, u64 lo, u64 hi, const u64* key, bool upper) {
     while (lo < hi) {
         u64 mid = lo + (hi - lo) / 2;
         int o = 0;
 #pragma unroll
         for (int c = 0; c < JB_KREG; ++c) {
             if (c < k && o == 0) {
-                u64 a = okey_word(sd[2 * k + c], sd[c], mid);
+                u64 a = okey_word(sd[k + g * k + c], sd[c], mid);
                 if (a != key[c]) o = a < key[c] ? -1 : 1;
             }
         }
@@ -125,20 +126,22 @@ __device__ __forceinline__ int cmp_tile_key(const u64* tile, int k, u64 r, const
     return 0;
 }
 
-// Whether right row r equals `key` (k <= JB_KREG words).
-__device__ __forceinline__ bool equal_key(const u64* sd, int k, u64 r, const u64* key) {
+// Whether row r of group g equals `key` (k <= JB_KREG words).
+__device__ __forceinline__ bool equal_key(const u64* sd, int k, int g, u64 r, const u64* key) {
 #pragma unroll
     for (int c = 0; c < JB_KREG; ++c) {
-        if (c < k && okey_word(sd[2 * k + c], sd[c], r) != key[c]) return false;
+        if (c < k && okey_word(sd[k + g * k + c], sd[c], r) != key[c]) return false;
     }
     return true;
 }
 
-// For every left row i (group 0, nl rows) the matching right range [lo, hi) in group 1
+// For every left row i (group 0, nl rows) the matching range [lo, hi) in right group g
 // (nr rows). With k == 0 every pair matches: [0, nr).
 //   mode 0: counts[i] = hi - lo (u64)
-//   mode 1: flags[i] = (hi > lo) != anti (u8); only lo is searched: a match is lo's row
-//           equal to row i
+//   mode 1: flags of matches: found = hi > lo (only lo is searched: a match is lo's row
+//           equal to row i). With `prior`, flags[i] holds whether an earlier right group
+//           matched row i, and such a row is found without a search (a block whose rows
+//           all are is skipped). flags[i] = found != anti on the `last` group, else found.
 //   mode 2: lo_out[i] = lo (u32), and checks that `offsets`/`total` are the exclusive scan
 //           of the counts (error code 1 at the first row found that disagrees).
 // One left row per thread, searching only the right range of its block (`bounds`, from
@@ -146,16 +149,22 @@ __device__ __forceinline__ bool equal_key(const u64* sd, int k, u64 r, const u64
 // range has at most JB_TILE * JB_TILES rows of at most JB_TILE_K words, the block reads
 // it tile by tile into shared memory and every search runs there.
 extern "C" __global__ void __launch_bounds__(BLOCK)
-    join_bounds(const u64* desc, int k, u64 nl, u64 nr, const u64* bounds, int mode, int anti, u64* counts,
-                unsigned char* flags, unsigned* lo_out, const u64* offsets, u64 total, u64* err) {
+    join_bounds(const u64* desc, int nwords, int k, int g, u64 nl, u64 nr, const u64* bounds, int mode, int anti,
+                int prior, int last, u64* counts, unsigned char* flags, unsigned* lo_out, const u64* offsets,
+                u64 total, u64* err) {
     extern __shared__ u64 sd[];
     __shared__ u64 tile[JB_TILE_K * JB_TILE];
-    load_desc(sd, desc, 3 * k);
+    load_desc(sd, desc, nwords);
     u64 first = (u64)blockIdx.x * BLOCK;
     if (first >= nl) return;
+    u64 i = first + threadIdx.x;
+    bool pre = mode == 1 && prior && i < nl && flags[i] != 0;
+    if (mode == 1 && prior && __syncthreads_and(pre || i >= nl)) {
+        if (last && i < nl) flags[i] = (unsigned char)(anti == 0);
+        return;
+    }
     u64 s_lo = bounds[2 * blockIdx.x];
     u64 s_hi = bounds[2 * blockIdx.x + 1];
-    u64 i = first + threadIdx.x;
     u64 lo, hi;
     bool found;
     if (k <= JB_KREG) {
@@ -166,16 +175,16 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
         if (k <= JB_TILE_K && r <= (u64)JB_TILE * JB_TILES) {
             // Tile by tile; a row's bound lies in the first tile whose last row is >=
             // (upper: >) the row, else it is the range's end.
-            bool lo_done = false, hi_done = mode == 1;
+            bool lo_done = pre, hi_done = mode == 1;
             lo = s_hi;
             hi = s_hi;
-            found = false;
+            found = pre;
             for (u64 base = 0; base < r; base += JB_TILE) {
                 u64 n = min((u64)JB_TILE, r - base);
                 __syncthreads();
                 for (u64 t = threadIdx.x; t < n; t += BLOCK)
                     for (int c = 0; c < k; ++c)
-                        tile[c * JB_TILE + t] = okey_word(sd[2 * k + c], sd[c], s_lo + base + t);
+                        tile[c * JB_TILE + t] = okey_word(sd[k + g * k + c], sd[c], s_lo + base + t);
                 __syncthreads();
                 if (i < nl && !(lo_done && hi_done)) {
                     int o = cmp_tile_key(tile, k, n - 1, key);
@@ -196,25 +205,35 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
             else found = hi > lo;
         } else {
             if (i >= nl) return;
-            lo = search_key(sd, k, s_lo, s_hi, key, false);
-            if (mode == 1) {
-                found = lo < s_hi && equal_key(sd, k, lo, key);
-                hi = lo;
+            if (pre) {
+                found = true;
+                lo = hi = s_lo;
             } else {
-                hi = search_key(sd, k, lo, s_hi, key, true);
-                found = hi > lo;
+                lo = search_key(sd, k, g, s_lo, s_hi, key, false);
+                if (mode == 1) {
+                    found = lo < s_hi && equal_key(sd, k, g, lo, key);
+                    hi = lo;
+                } else {
+                    hi = search_key(sd, k, g, lo, s_hi, key, true);
+                    found = hi > lo;
+                }
             }
         }
     } else {
         if (i >= nl) return;
-        lo = search(sd, k, 1, s_lo, s_hi, 0, i, false);
-        hi = search(sd, k, 1, lo, s_hi, 0, i, true);
-        found = hi > lo;
+        if (pre) {
+            found = true;
+            lo = hi = s_lo;
+        } else {
+            lo = search(sd, k, g, s_lo, s_hi, 0, i, false);
+            hi = search(sd, k, g, lo, s_hi, 0, i, true);
+            found = hi > lo;
+        }
     }
     if (mode == 0) {
         counts[i] = hi - lo;
     } else if (mode == 1) {
-        flags[i] = (unsigned char)(found != (anti != 0));
+        flags[i] = (unsigned char)(last ? found != (anti != 0) : found);
     } else {
         lo_out[i] = (unsigned)lo;
         u64 s = offsets[i];

@@ -256,10 +256,36 @@ fn flags_k<R: Rows>(left: &R, right: &R, nl: usize, nr: usize, anti: bool, stop:
     })
 }
 
-/// `MatchFlags { nkeys, anti }`: 1 per left row that has (`anti`: has no) right match.
+/// `MatchFlags { nkeys, anti }`: 1 per left row that has (`anti`: has no) match in some
+/// right side (the args after the left keys are one or more right sides' keys).
 pub(crate) fn match_flags(args: &[&HostCol], nkeys: usize, anti: bool, stop: &Stop) -> KResult<HostCol> {
-    let (left, right, nl, nr) = sides(args, nkeys);
-    let flags = with_rows!(left, right, |l, r| flags_k(&l, &r, nl, nr, anti, stop))?;
+    let width = nkeys.max(1);
+    let nsides = (args.len() / width).saturating_sub(1);
+    if nsides <= 1 {
+        let (left, right, nl, nr) = sides(args, nkeys);
+        let flags = with_rows!(left, right, |l, r| flags_k(&l, &r, nl, nr, anti, stop))?;
+        return Ok(HostCol::U8(flags));
+    }
+    // Found in any side: the sides' flags or-ed, then `anti` applied.
+    let mut found: Option<Vec<u8>> = None;
+    for g in 1..=nsides {
+        let mut one: Vec<&HostCol> = args[..width].to_vec();
+        one.extend_from_slice(&args[g * width..(g + 1) * width]);
+        let (left, right, nl, nr) = sides(&one, nkeys);
+        let f = with_rows!(left, right, |l, r| flags_k(&l, &r, nl, nr, false, stop))?;
+        found = Some(match found {
+            None => f,
+            Some(mut acc) => {
+                acc.iter_mut().zip(&f).for_each(|(a, &b)| *a |= b);
+                acc
+            }
+        });
+    }
+    let flags = found
+        .unwrap_or_default()
+        .into_iter()
+        .map(|f| u8::from((f != 0) != anti))
+        .collect();
     Ok(HostCol::U8(flags))
 }
 

@@ -210,7 +210,14 @@ fn sides<'a>(args: &'a [&'a DevBuf], nkeys: usize) -> Sides<'a> {
 /// What `join_bounds` writes per left row.
 enum Mode<'a> {
     Counts(&'a DevBuf),
-    Flags(&'a DevBuf, bool),
+    /// Match flags: `prior` when the flags hold the matches of earlier right sides,
+    /// `last` for the last side (the flags then become `found != anti`).
+    Flags {
+        flags: &'a DevBuf,
+        anti: bool,
+        prior: bool,
+        last: bool,
+    },
     /// `lo` per left row, checked against `offsets` and `total`.
     Lo(&'a DevBuf, &'a DevBuf, u64),
 }
@@ -229,17 +236,54 @@ fn bounds(
         return Ok(());
     }
     let desc = key_desc(gpu, s, "join", &[left, right])?;
-    let (m, anti, counts, flags, lo, offsets, total) = match mode {
-        Mode::Counts(c) => (0, 0, gpu.ptr(c)?, 0, 0, 0, 0),
-        Mode::Flags(f, anti) => (1, i32::from(anti), 0, gpu.ptr(f)?, 0, 0, 0),
-        Mode::Lo(lo, offsets, total) => (2, 0, 0, 0, gpu.ptr(lo)?, gpu.ptr(offsets)?, total),
+    bounds_in(gpu, s, &desc, 1, nl, nr, mode)
+}
+
+/// [`bounds`] against right group `g` of the descriptor `desc` (group 0 is the left).
+#[allow(clippy::too_many_arguments)]
+fn bounds_in(
+    gpu: &mut Gpu,
+    s: &mut Scratch,
+    desc: &KeyDesc,
+    g: i32,
+    nl: usize,
+    nr: usize,
+    mode: Mode,
+) -> Result<(), BackendError> {
+    if nl == 0 {
+        return Ok(());
+    }
+    // The words the kernels copy to shared memory (`desc.smem` bytes; the buffer has at
+    // least one word even when there are none).
+    let nwords = i32::try_from(desc.smem / 8).map_err(|_| err("the key descriptor is too long"))?;
+    let (m, anti, prior, last, counts, flags, lo, offsets, total) = match mode {
+        Mode::Counts(c) => (0, 0, 0, 0, gpu.ptr(c)?, 0, 0, 0, 0),
+        Mode::Flags {
+            flags,
+            anti,
+            prior,
+            last,
+        } => (
+            1,
+            i32::from(anti),
+            i32::from(prior),
+            i32::from(last),
+            0,
+            gpu.ptr(flags)?,
+            0,
+            0,
+            0,
+        ),
+        Mode::Lo(lo, offsets, total) => (2, 0, 0, 0, 0, 0, gpu.ptr(lo)?, gpu.ptr(offsets)?, total),
     };
     // The right range of each block of left rows, searched by all blocks at once.
     let grid = blocks(nl as u64, u64::from(BLOCK))?;
     let block_bounds = s.alloc(gpu, Elem::U64, 2 * grid as usize)?;
     let args = [
         KArg::Ptr(gpu.ptr(&desc.buf)?),
+        KArg::I32(nwords),
         KArg::I32(desc.k),
+        KArg::I32(g),
         KArg::U64(nl as u64),
         KArg::U64(nr as u64),
         KArg::U64(u64::from(grid)),
@@ -258,12 +302,16 @@ fn bounds(
     }
     let args = [
         KArg::Ptr(gpu.ptr(&desc.buf)?),
+        KArg::I32(nwords),
         KArg::I32(desc.k),
+        KArg::I32(g),
         KArg::U64(nl as u64),
         KArg::U64(nr as u64),
         KArg::Ptr(gpu.ptr(&block_bounds)?),
         KArg::I32(m),
         KArg::I32(anti),
+        KArg::I32(prior),
+        KArg::I32(last),
         KArg::Ptr(counts),
         KArg::Ptr(flags),
         KArg::Ptr(lo),
@@ -290,18 +338,40 @@ pub(crate) fn join_count(gpu: &mut Gpu, nkeys: usize, args: &[&DevBuf]) -> Resul
     s.finish(gpu, res)
 }
 
-/// `MatchFlags { nkeys, anti }`: 1 per left row that has (`anti`: has no) right match.
+/// `MatchFlags { nkeys, anti }`: 1 per left row that has (`anti`: has no) match in some
+/// right side. The sides after the first are searched only for the rows no side before
+/// matched (the flags carry the matches from side to side).
 pub(crate) fn match_flags(
     gpu: &mut Gpu,
     nkeys: usize,
     anti: bool,
     args: &[&DevBuf],
 ) -> Result<Vec<DevBuf>, BackendError> {
-    let (left, right, nl, nr) = sides(args, nkeys);
+    let width = nkeys.max(1);
+    let nsides = (args.len() / width).saturating_sub(1);
+    let nl = args[0].len;
     let mut s = Scratch::new();
     let res = (|| {
         let flags = s.alloc(gpu, Elem::U8, nl)?;
-        bounds(gpu, &mut s, left, right, nl, nr, Mode::Flags(&flags, anti))?;
+        if nl == 0 {
+            return Ok(vec![flags]);
+        }
+        let groups: Vec<&[&DevBuf]> = if nkeys == 0 {
+            vec![&[]; nsides + 1]
+        } else {
+            args.chunks(width).collect()
+        };
+        let desc = key_desc(gpu, &mut s, "join", &groups)?;
+        for g in 1..=nsides {
+            let mode = Mode::Flags {
+                flags: &flags,
+                anti,
+                prior: g > 1,
+                last: g == nsides,
+            };
+            let nr = args[g * width].len;
+            bounds_in(gpu, &mut s, &desc, g as i32, nl, nr, mode)?;
+        }
         Ok(vec![flags])
     })();
     s.finish(gpu, res)
@@ -494,7 +564,13 @@ pub(crate) fn merge_union(
             Vec::new()
         } else {
             let keep = s.alloc(gpu, Elem::U8, nb)?;
-            bounds(gpu, &mut s, b, a, nb, na, Mode::Flags(&keep, true))?;
+            let mode = Mode::Flags {
+                flags: &keep,
+                anti: true,
+                prior: false,
+                last: true,
+            };
+            bounds(gpu, &mut s, b, a, nb, na, mode)?;
             let cols = k_scan::compact(gpu, &keep, b)?;
             s.adopt_all(cols)
         };

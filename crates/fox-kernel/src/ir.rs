@@ -363,11 +363,13 @@ pub enum Kernel {
     /// (U32, length `total`): every matching pair, ordered by left row then right row.
     /// With `nkeys == 0` the key args are one column of each side, as for `JoinCount`.
     JoinWrite { nkeys: usize },
-    /// args: `nkeys` left keys, `nkeys` right keys, both sorted ascending on the keys.
-    /// outs: flags (U8) per left row: 1 when some right row has equal keys (`anti`:
-    /// when none does). Semi-join, anti-join, and set difference (keys = all columns).
-    /// With `nkeys == 0` the args are one column of each side, as for `JoinCount`: every
-    /// left flag is 1 when the right has a row (`anti`: when it has none).
+    /// args: `nkeys` left keys, then `nkeys` keys of each of one or more right sides, every
+    /// side sorted ascending on the keys. outs: flags (U8) per left row: 1 when a row of
+    /// some right side has equal keys (`anti`: when none does). Semi-join, anti-join, and
+    /// set difference (keys = all columns); several right sides subtract a relation held
+    /// in sorted runs at once. With `nkeys == 0` the args are one column of each side, as
+    /// for `JoinCount`: every left flag is 1 when some right side has a row (`anti`: when
+    /// none has).
     MatchFlags { nkeys: usize, anti: bool },
     /// args: `width` columns of `a`, then `width` columns of `b`; each sorted ascending on
     /// all columns and duplicate-free. outs: `width` columns: `a ∪ b`, sorted and

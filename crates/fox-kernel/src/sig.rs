@@ -191,7 +191,18 @@ fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> 
             Ok(vec![Elem::U32, Elem::U32])
         }
         Kernel::MatchFlags { nkeys, .. } => {
-            count(join_keys(*nkeys)?)?;
+            // The left side and one or more right sides of the same key types.
+            let width = (*nkeys).max(1);
+            let groups = args.len() / width;
+            if groups < 2 || args.len() % width != 0 {
+                return Err(format!(
+                    "takes {width} key columns of the left side and of each right side, but has {} arguments",
+                    args.len()
+                ));
+            }
+            if *nkeys > 0 {
+                same_groups(groups, width)?;
+            }
             Ok(vec![Elem::U8])
         }
         Kernel::MergeUnion { width, .. } => {
@@ -596,10 +607,19 @@ pub fn check_lengths(kernel: &Kernel, lens: &[usize]) -> Result<(), String> {
             Ok(())
         }
         Kernel::SortPerm { desc, .. } => equal(0..desc.len().min(n), "the keys"),
-        Kernel::JoinCount { nkeys } | Kernel::MatchFlags { nkeys, .. } => {
+        Kernel::JoinCount { nkeys } => {
             if *nkeys > 0 {
                 equal(0..*nkeys, "the left keys")?;
                 equal(*nkeys..2 * nkeys, "the right keys")?;
+            }
+            Ok(())
+        }
+        Kernel::MatchFlags { nkeys, .. } => {
+            if *nkeys > 0 {
+                equal(0..*nkeys, "the left keys")?;
+                for g in 1..n / nkeys {
+                    equal(g * nkeys..(g + 1) * nkeys, &format!("the keys of right side {g}"))?;
+                }
             }
             Ok(())
         }

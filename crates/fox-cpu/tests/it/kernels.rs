@@ -372,6 +372,25 @@ fn check_join(elems: &[Elem], l: &[Vec<Cell>], r: &[Vec<Cell>], nkeys: usize, wh
         let want: Vec<u8> = l.iter().map(|k| u8::from(idx.contains_key(k) != anti)).collect();
         assert_eq!(got, vec![HostCol::U8(want)], "{what}: match flags anti={anti}");
     }
+    // The right rows dealt to three sides (one of them empty): a match in any side.
+    let mut dealt: Vec<Vec<Vec<Cell>>> = vec![Vec::new(); 3];
+    for (j, row) in r.iter().enumerate() {
+        dealt[[0, 2, 2][j % 3]].push(row.clone());
+    }
+    let side_cols: Vec<Vec<HostCol>> = dealt.iter().map(|rows| cols_of(elems, rows)).collect();
+    let mut margs: Vec<&HostCol> = lc.iter().collect();
+    for c in &side_cols {
+        margs.extend(c.iter());
+    }
+    for anti in [false, true] {
+        let got = run_ok(&Kernel::MatchFlags { nkeys, anti }, &margs);
+        let want: Vec<u8> = l.iter().map(|k| u8::from(idx.contains_key(k) != anti)).collect();
+        assert_eq!(
+            got,
+            vec![HostCol::U8(want)],
+            "{what}: match flags over three sides anti={anti}"
+        );
+    }
 }
 
 #[test]

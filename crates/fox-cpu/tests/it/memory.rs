@@ -89,3 +89,133 @@ fn the_work_list_of_an_expansion_counts_against_the_limit() {
         "{e}"
     );
 }
+
+/// Sorted, distinct rows `(x, y)` of a side: `n` rows drawn from `0..v` squared.
+fn side_rows(n: usize, v: i32, seed: &mut u64) -> Vec<(i32, i32)> {
+    let mut next = || {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((*seed >> 33) % v as u64) as i32
+    };
+    let mut rows: Vec<(i32, i32)> = (0..n).map(|_| (next(), next())).collect();
+    rows.sort_unstable();
+    rows.dedup();
+    rows
+}
+
+/// A plan of one `MatchFlags` of a left side against several right sides (constants),
+/// and the left rows with their flags as its output.
+fn match_plan(left: &[(i32, i32)], rights: &[Vec<(i32, i32)>], anti: bool) -> fox_kernel::KernelPlan {
+    use fox_kernel::{Block, BlockId, BufId, BufVar, Elem, Instr, KernelPlan, Terminator, KERNEL_PLAN_VERSION};
+    use fox_sema::core::{Column, Type, Value};
+    let mut buffers = Vec::new();
+    let mut instrs = Vec::new();
+    let mut keys = Vec::new();
+    for (s, rows) in std::iter::once(left)
+        .chain(rights.iter().map(|r| r.as_slice()))
+        .enumerate()
+    {
+        let (x, y) = (buffers.len() as u32, buffers.len() as u32 + 1);
+        for c in ["x", "y"] {
+            buffers.push(BufVar {
+                name: format!("s{s}.{c}"),
+                elem: Elem::I32,
+                ty: Some(Type::Int32),
+            });
+        }
+        instrs.push(Instr::Launch {
+            kernel: Kernel::Const {
+                types: vec![Type::Int32, Type::Int32],
+                rows: rows
+                    .iter()
+                    .map(|&(a, b)| vec![Value::Int32(a), Value::Int32(b)])
+                    .collect(),
+            },
+            args: Vec::new(),
+            outs: vec![BufId(x), BufId(y)],
+            origin: None,
+        });
+        keys.extend([BufId(x), BufId(y)]);
+    }
+    let flags = BufId(buffers.len() as u32);
+    buffers.push(BufVar {
+        name: "flags".into(),
+        elem: Elem::U8,
+        ty: Some(Type::Bool),
+    });
+    instrs.push(Instr::Launch {
+        kernel: Kernel::MatchFlags { nkeys: 2, anti },
+        args: keys,
+        outs: vec![flags],
+        origin: None,
+    });
+    // The left rows beside their flags (outputs are ordered on every column).
+    let col = |name: &str, ty: Type| Column { name: name.into(), ty };
+    instrs.push(Instr::Output {
+        name: "flags".into(),
+        columns: vec![col("x", Type::Int32), col("y", Type::Int32), col("f", Type::Bool)],
+        cols: vec![BufId(0), BufId(1), flags],
+        order: Vec::new(),
+        limit: None,
+    });
+    KernelPlan {
+        version: KERNEL_PLAN_VERSION,
+        buffers,
+        inputs: Vec::new(),
+        blocks: vec![Block {
+            label: "main".into(),
+            instrs,
+            term: Terminator::Halt,
+        }],
+        entry: BlockId(0),
+        planned_peak_buffers: 0,
+        sources: Vec::new(),
+        observed: Vec::new(),
+    }
+}
+
+#[test]
+fn match_flags_against_several_right_sides_run_in_pieces_under_a_limit() {
+    use fox_runtime::{run, RunOptions};
+    let mut seed = 17;
+    let left = side_rows(6000, 120, &mut seed);
+    // Sides as a relation's runs: disjoint, of different sizes, one empty.
+    let all = side_rows(9000, 120, &mut seed);
+    let mut rights: Vec<Vec<(i32, i32)>> = vec![Vec::new(); 4];
+    for (k, r) in all.into_iter().enumerate() {
+        rights[[0, 1, 1, 3, 3, 3, 3][k % 7]].push(r);
+    }
+    for anti in [true, false] {
+        let plan = match_plan(&left, &rights, anti);
+        let want: Vec<String> = left
+            .iter()
+            .map(|r| {
+                format!(
+                    "{:?}",
+                    fox_sema::core::Value::Bool(rights.iter().any(|s| s.binary_search(r).is_ok()) != anti)
+                )
+            })
+            .collect();
+        let rows = |r: &fox_runtime::RunResult| -> Vec<String> {
+            r.outputs[0].rows().iter().map(|row| format!("{:?}", row[2])).collect()
+        };
+        let whole = run(&plan, &mut fox_cpu::CpuBackend::new(), &RunOptions::default()).unwrap();
+        assert!(rows(&whole) == want, "anti {anti}");
+        assert!(whole.stats.pieces.is_empty());
+        for limit in [80_000u64, 40_000, 20_000] {
+            let opts = RunOptions {
+                memory_limit: Some(limit),
+                ..Default::default()
+            };
+            let cut = run(&plan, &mut fox_cpu::CpuBackend::new(), &opts).unwrap();
+            assert!(rows(&cut) == want, "anti {anti}, limit {limit}");
+            let p = cut
+                .stats
+                .pieces
+                .iter()
+                .find(|p| p.kernel.contains("match"))
+                .expect("in pieces");
+            assert!(p.pieces > 2, "{p:?}");
+            assert!(cut.stats.peak_bytes as u64 <= limit);
+        }
+    }
+}

@@ -45,6 +45,20 @@ fn check_join(gpu: &mut CudaBackend, left: &[HostCol], right: &[HostCol], case: 
     for anti in [false, true] {
         compare(gpu, &Kernel::MatchFlags { nkeys, anti }, &keys, &ctx, case).expect("MatchFlags succeeds");
     }
+    // The right rows dealt to three sides in order (each stays sorted; the second is
+    // empty): a match in any side, the later sides searched only for rows not yet found.
+    if nkeys > 0 {
+        let nr = right[0].len();
+        let mut margs: Vec<HostCol> = left.to_vec();
+        for side in [0, 1, 2] {
+            let rows: Vec<usize> = (0..nr).filter(|j| [0, 2, 2, 2][j % 4] == side).collect();
+            margs.extend(right.iter().map(|c| take(c, &rows)));
+        }
+        for anti in [false, true] {
+            let case = format!("{case}, three right sides");
+            compare(gpu, &Kernel::MatchFlags { nkeys, anti }, &margs, &ctx, &case).expect("MatchFlags succeeds");
+        }
+    }
 }
 
 fn join_single_key_every_type() {

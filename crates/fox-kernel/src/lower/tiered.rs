@@ -218,15 +218,30 @@ impl Lower<'_> {
         any
     }
 
-    /// `v` (rows of `r`'s columns) without the rows of `r`'s runs.
-    pub(super) fn subtract_runs(&mut self, mut v: Val, r: RelId, columns: &[Column]) -> R<Val> {
+    /// `v` (rows of `r`'s columns) without the rows of `r`'s runs: one `MatchFlags` with
+    /// every run as a right side, and one compaction.
+    pub(super) fn subtract_runs(&mut self, v: Val, r: RelId, columns: &[Column]) -> R<Val> {
         let levels = self.tiering(r).map_or(0, |t| t.levels);
-        let all: Vec<usize> = (0..v.arity()).collect();
-        for k in 0..levels {
-            let run = self.run_val(r, k);
-            v = self.semi_join_vals(v, &all, run, &all, true, columns.to_vec())?;
+        if levels == 0 {
+            return Ok(v);
         }
-        Ok(v)
+        let perm = self.key_perm(v.arity());
+        let order = asc(perm.iter().copied());
+        let v = self.sort_code(v, &order)?;
+        let mut args: Vec<BufId> = perm.iter().map(|&c| v.cols[c]).collect();
+        for k in 0..levels {
+            // Runs are sorted on every column (a no-op unless the key order differs).
+            let run = self.sort_code(self.run_val(r, k), &order)?;
+            args.extend(perm.iter().map(|&c| run.cols[c]));
+        }
+        let nkeys = perm.len();
+        let flags = self.launch1(Kernel::MatchFlags { nkeys, anti: true }, args, "match", None)?;
+        let cols = self.compact(flags, &v.cols, columns)?;
+        Ok(Val {
+            cols,
+            columns: columns.to_vec(),
+            ..v
+        })
     }
 }
 

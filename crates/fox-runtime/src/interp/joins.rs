@@ -26,7 +26,9 @@ use std::cmp::Ordering;
 /// The kernels that run in pieces of rows here.
 pub(super) fn runs_in_pieces(kernel: &Kernel, n_args: usize) -> bool {
     match kernel {
-        Kernel::JoinCount { nkeys } | Kernel::MatchFlags { nkeys, .. } => n_args == 2 * (*nkeys).max(1),
+        Kernel::JoinCount { nkeys } => n_args == 2 * (*nkeys).max(1),
+        // One or more right sides.
+        Kernel::MatchFlags { nkeys, .. } => n_args >= 2 * (*nkeys).max(1) && n_args % (*nkeys).max(1) == 0,
         Kernel::JoinWrite { nkeys } => n_args == 2 * (*nkeys).max(1) + 2,
         Kernel::NestedLoopWrite { nkeys } => *nkeys >= 1 && n_args == 2 * nkeys + 2,
         Kernel::Expand => n_args == 3 || n_args == 4,
@@ -133,23 +135,34 @@ impl Interp<'_> {
             })
         };
         let w = sides.width;
-        let (lslots, rslots) = if expand {
-            (&arg_slots[..1], &arg_slots[..0])
-        } else {
-            (&arg_slots[..w], &arg_slots[w..2 * w])
+        // The right sides: none for `Expand`, one or more for `MatchFlags`, else one.
+        let nsides = match kernel {
+            Kernel::Expand => 0,
+            Kernel::MatchFlags { .. } => arg_slots.len() / w - 1,
+            _ => 1,
         };
+        let lslots = if expand { &arg_slots[..1] } else { &arg_slots[..w] };
+        let rslots: Vec<&[usize]> = (1..=nsides).map(|g| &arg_slots[g * w..(g + 1) * w]).collect();
         let mut lkeys = Vec::new();
-        let mut rkeys = Vec::new();
-        for k in 0..sides.nkeys {
-            lkeys.push(host(self, lslots[k])?);
-            rkeys.push(host(self, rslots[k])?);
+        for &slot in &lslots[..sides.nkeys] {
+            lkeys.push(host(self, slot)?);
+        }
+        let mut rkeys: Vec<Vec<HostCol>> = Vec::with_capacity(nsides);
+        for side in &rslots {
+            let mut keys = Vec::with_capacity(sides.nkeys);
+            for &slot in &side[..sides.nkeys] {
+                keys.push(host(self, slot)?);
+            }
+            rkeys.push(keys);
         }
         let n = self.slot_buf(lslots[0]).len;
-        let m = rslots.first().map_or(0, |&s| self.slot_buf(s).len);
+        let ms: Vec<usize> = rslots.iter().map(|side| self.slot_buf(side[0]).len).collect();
+        // Past the left keys and every right side's: the offsets and total, if any.
+        let after_keys = if expand { 1 } else { (nsides + 1) * w };
         // `JoinWrite`'s and `Expand`'s offsets (with the total as row `n`); `Expand`'s `lo`.
         let offsets: Option<Vec<u64>> = match kernel {
             Kernel::JoinWrite { .. } | Kernel::NestedLoopWrite { .. } | Kernel::Expand => {
-                let at = if expand { 1 } else { 2 * w };
+                let at = after_keys;
                 let (HostCol::U64(mut off), HostCol::U64(total)) =
                     (host(self, arg_slots[at])?, host(self, arg_slots[at + 1])?)
                 else {
@@ -197,20 +210,26 @@ impl Interp<'_> {
             _ => (0, n),
         };
         let lrow: usize = lslots.iter().map(|&s| self.slot_buf(s).elem.size()).sum();
-        let rrow: usize = rslots.iter().map(|&s| self.slot_buf(s).elem.size()).sum();
+        let rrow: usize = rslots
+            .first()
+            .map_or(0, |side| side.iter().map(|&s| self.slot_buf(s).elem.size()).sum());
         let out_row: usize = out_elems.iter().map(|e| e.size()).sum();
-        // The right rows the left rows `a..b` may meet.
-        let right_of = |a: usize, b: usize| -> (usize, usize) {
-            if expand {
-                (0, 0)
-            } else if sides.whole_right {
-                (0, m)
-            } else {
-                (run_of(&lkeys, a, &rkeys, m).0, run_of(&lkeys, b - 1, &rkeys, m).1)
-            }
+        // The rows of each right side the left rows `a..b` may meet.
+        let right_of = |a: usize, b: usize| -> Vec<(usize, usize)> {
+            (0..nsides)
+                .map(|g| {
+                    let (keys, m) = (&rkeys[g], ms[g]);
+                    if sides.whole_right {
+                        (0, m)
+                    } else {
+                        (run_of(&lkeys, a, keys, m).0, run_of(&lkeys, b - 1, keys, m).1)
+                    }
+                })
+                .collect()
         };
+        let right_rows = |r: &[(usize, usize)]| -> usize { r.iter().map(|(ra, rb)| rb - ra).sum() };
         let cost = |a: usize, b: usize| -> usize {
-            let (ra, rb) = right_of(a, b);
+            let rr = right_rows(&right_of(a, b));
             let written = match &offsets {
                 // Rebased offsets and total, and the pairs or expansions written.
                 Some(off) => {
@@ -219,11 +238,15 @@ impl Interp<'_> {
                 }
                 None => out_row * (b - a),
             };
-            lrow * (b - a) + rrow * (rb - ra) + written
+            lrow * (b - a) + rrow * rr + written
         };
         let budget = self.device_cap.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
         // A piece of a nested loop reads every right row besides its own.
-        let whole = if sides.whole_right { rrow * m } else { 0 };
+        let whole = if sides.whole_right {
+            rrow * ms.iter().sum::<usize>()
+        } else {
+            0
+        };
         let mut target = (budget / 4).max(whole.saturating_add(budget / 8)).max(1);
         let mut acc: Vec<HostCol> = out_elems.iter().map(|&e| HostCol::empty(e)).collect();
         // The rows `JoinWrite` and `Expand` write are known: the host must hold them, or
@@ -260,7 +283,7 @@ impl Interp<'_> {
                         a,
                         &lkeys,
                         &rkeys,
-                        m,
+                        &ms,
                         offsets.as_deref(),
                         lo_col.as_deref(),
                         (w0, w1),
@@ -271,10 +294,13 @@ impl Interp<'_> {
                 a += 1;
                 continue;
             }
-            let (ra, rb) = right_of(a, b);
+            let ranges = right_of(a, b);
+            let ra = ranges.first().map_or(0, |r| r.0);
             let mut parts: Vec<Part> = Vec::with_capacity(arg_slots.len());
             parts.extend(lslots.iter().map(|_| Part::Rows(a, b)));
-            parts.extend(rslots.iter().map(|_| Part::Rows(ra, rb)));
+            for (side, &(ra, rb)) in rslots.iter().zip(&ranges) {
+                parts.extend(side.iter().map(|_| Part::Rows(ra, rb)));
+            }
             if let Some(off) = &offsets {
                 let base = off[a];
                 let rebased =
@@ -306,14 +332,13 @@ impl Interp<'_> {
                     target = whole + (cost(a, b) - whole) / 2;
                 }
                 Err(RuntimeError::Kernel { msg, at }) if is_out_of_memory(&msg) => {
-                    let (ra, rb) = right_of(a, b);
                     return Err(RuntimeError::Kernel {
                         at,
                         msg: format!(
                             "{msg}; the smallest piece of this operator ({} left rows, {} right rows) needs {} \
                              on the device",
                             b - a,
-                            rb - ra,
+                            right_rows(&right_of(a, b)),
                             crate::alloc::bytes_text(cost(a, b) as u128)
                         ),
                     });
@@ -337,20 +362,23 @@ impl Interp<'_> {
         kernel: &Kernel,
         a: usize,
         lkeys: &[HostCol],
-        rkeys: &[HostCol],
-        m: usize,
+        rsides: &[Vec<HostCol>],
+        ms: &[usize],
         offsets: Option<&[u64]>,
         lo: Option<&[u32]>,
         (w0, w1): (u64, u64),
     ) -> Result<Vec<HostCol>, String> {
-        let (ra, rb) = match kernel {
+        // Row `a`'s run in right side `g`.
+        let run = |g: usize| match kernel {
             Kernel::JoinCount { nkeys: 0 } | Kernel::MatchFlags { nkeys: 0, .. } | Kernel::JoinWrite { nkeys: 0 } => {
-                (0, m)
+                (0, ms[g])
             }
-            Kernel::NestedLoopWrite { .. } => (0, m),
-            _ if !lkeys.is_empty() => run_of(lkeys, a, rkeys, m),
+            Kernel::NestedLoopWrite { .. } => (0, ms[g]),
+            _ if !lkeys.is_empty() => run_of(lkeys, a, &rsides[g], ms[g]),
             _ => (0, 0),
         };
+        let (ra, rb) = if rsides.is_empty() { (0, 0) } else { run(0) };
+        let rkeys: &[HostCol] = rsides.first().map_or(&[], |k| k.as_slice());
         let what = "the pairs of one row of a join";
         Ok(match kernel {
             Kernel::NestedLoopWrite { .. } => {
@@ -369,7 +397,13 @@ impl Interp<'_> {
                 ]
             }
             Kernel::JoinCount { .. } => vec![HostCol::U64(vec![(rb - ra) as u64])],
-            Kernel::MatchFlags { anti, .. } => vec![HostCol::U8(vec![u8::from((rb > ra) != *anti)])],
+            Kernel::MatchFlags { anti, .. } => {
+                let found = (0..rsides.len()).any(|g| {
+                    let (ra, rb) = run(g);
+                    rb > ra
+                });
+                vec![HostCol::U8(vec![u8::from(found != *anti)])]
+            }
             Kernel::JoinWrite { .. } => {
                 let off = offsets.expect("JoinWrite has offsets");
                 if off[a + 1] - off[a] != (rb - ra) as u64 {
