@@ -506,3 +506,47 @@ fn float_averages_by_key_fused_in_pieces_add_in_row_order_and_a_group_too_large_
     assert!(!e.contains("panicked"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn errors_of_aggregations_by_key_fused_in_pieces_name_the_rows_one_launch_names() {
+    // One row divides by zero. The filter names a row of the whole input, an aggregate's
+    // value a row of those the filter keeps, with and without averages and floats.
+    let mut seed = 41;
+    let rows: String = (0..20_000)
+        .map(|i| {
+            let w = if i == 15_000 { 0 } else { 1 + next(&mut seed) % 4 };
+            let f = (next(&mut seed) % 1_000_000) as f64 / 7.0;
+            format!("{},{f:?},{w},{}\n", next(&mut seed) % 50, i % 3)
+        })
+        .collect();
+    let dir = temp_dir("fox-pieces", "fused-errors");
+    std::fs::write(dir.join("e.csv"), rows).unwrap();
+    let decl = "e(x, f, w, k) -> int32(x), float64(f), int32(w), int32(k).\n.input e.\n";
+    let rules = [
+        "a(x, s) <- agg<<s = sum(100 / w)>> e(x, _, w, k), k != 1.",
+        "a(x, t, s) <- agg<<t = avg(w), s = sum(100 / w)>> e(x, _, w, k), k != 1.",
+        "a(x, t, s) <- agg<<t = avg(f), s = sum(100 / w)>> e(x, f, w, k), k != 1.",
+        "a(x, s) <- agg<<s = avg(w)>> e(x, _, w, k), 100 / w > k.",
+        "a(x, s) <- agg<<s = avg(f)>> e(x, f, w, k), 100 / w > k.",
+    ];
+    let d = dir.to_str().unwrap().to_string();
+    for (i, rule) in rules.iter().enumerate() {
+        let p = dir.join(format!("q{i}.logic"));
+        std::fs::write(&p, format!("{decl}{rule}\n.output a.\n")).unwrap();
+        let p = p.to_str().unwrap();
+        let said = |limit: &[&str]| {
+            let o = foxrun(&[&[p, "--data", &d], limit].concat());
+            assert_eq!(o.status.code(), Some(1), "{rule}");
+            let e = String::from_utf8_lossy(&o.stderr).into_owned();
+            let lines: Vec<String> = e
+                .lines()
+                .filter(|l| l.starts_with("error") || l.contains("the values of row"))
+                .map(String::from)
+                .collect();
+            assert!(lines.len() == 2 && lines[0].contains("division by zero"), "{rule}: {e}");
+            lines
+        };
+        assert_eq!(said(&[]), said(&["--memory-limit", "32K"]), "{rule}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

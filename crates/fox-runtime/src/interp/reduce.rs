@@ -18,7 +18,8 @@
 //!   group, and each average is then its sum over its count, rounded as one launch
 //!   rounds ([`finish_averages`], `fox_kernel::finish_int_sum`, the division the
 //!   multi-device plan makes of partial averages). An error of an expression names
-//!   the row of the whole.
+//!   the row one launch names: of the whole input for the filter, of the rows it keeps
+//!   (counted in every chunk) for an aggregate's value.
 //! - Otherwise (float sums and averages, whose value depends on the order of the
 //!   additions, and averages of 38-digit decimals) each chunk runs the kernel's
 //!   expansion up to its `ReduceByKey` (`fox_kernel::expand`: the filter, the
@@ -304,6 +305,8 @@ impl Interp<'_> {
         let mut acc: Vec<HostCol> = out_elems.iter().map(|&e| HostCol::empty(e)).collect();
         let mut runs: Vec<Run> = Vec::new();
         let mut total = 0usize;
+        // The rows that pass the filter before row `a`.
+        let mut kept = 0usize;
         let mut a = 0;
         while a < n {
             self.check_cancel()?;
@@ -313,6 +316,9 @@ impl Interp<'_> {
                 .collect();
             match self.launch_parts(kernel, arg_slots, parts, &out_elems, what) {
                 Ok(cols) => {
+                    if let Some(HostCol::I64(counts)) = cols.last() {
+                        kept += counts.iter().sum::<i64>() as usize;
+                    }
                     let len = cols.first().map_or(0, HostCol::len);
                     let keys = cols[..nkeys]
                         .iter()
@@ -332,9 +338,12 @@ impl Interp<'_> {
                 Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && rows::may_halve(chunk, n) => {
                     chunk /= 2;
                 }
+                // The filter names a row of the whole input; an aggregate's value, as the
+                // expansion evaluates it, a row of those the filter keeps.
                 Err(RuntimeError::Kernel { msg, at }) => {
+                    let base = if msg.contains(": the filter: ") { a } else { kept };
                     return Err(RuntimeError::Kernel {
-                        msg: rows::rebase_row(msg, a),
+                        msg: rows::rebase_row(msg, base),
                         at,
                     });
                 }
@@ -547,8 +556,8 @@ pub(super) struct Split {
     /// The kernel each chunk runs: the `FusedReduce` with each average of int32, int64
     /// or decimal values as the exact sum of its values (a 38-digit decimal of the
     /// values' scale; integers cast to a decimal of scale 0, int64 to a 38-digit one so
-    /// that every value converts) and, when there are averages, a count of the rows
-    /// last.
+    /// that every value converts) and a count of the rows last (the averages' divisor,
+    /// and the rows a chunk keeps, which the rows errors name are counted in).
     pub(super) chunk: Kernel,
     /// The aggregates that combine the chunk kernel's partial rows ([`combined`]).
     pub(super) combine: Vec<AggSpec>,
@@ -615,14 +624,12 @@ pub(super) fn split_averages(kernel: &Kernel) -> Option<Split> {
         chunk_exprs.push(Some(value));
         avgs.push(Some((si, so, a.output)));
     }
-    if avgs.iter().any(Option::is_some) {
-        chunk_aggs.push(AggSpec {
-            func: AggFunc::Count,
-            input: None,
-            output: Type::Int64,
-        });
-        chunk_exprs.push(None);
-    }
+    chunk_aggs.push(AggSpec {
+        func: AggFunc::Count,
+        input: None,
+        output: Type::Int64,
+    });
+    chunk_exprs.push(None);
     let combine = combined(&chunk_aggs)?;
     Some(Split {
         chunk: Kernel::FusedReduce {
@@ -639,8 +646,7 @@ pub(super) fn split_averages(kernel: &Kernel) -> Option<Split> {
 
 /// The output columns of a keyed `FusedReduce` from the combined partial rows of its
 /// [`Split`] (`cols`: the keys, one column per aggregate of the chunk kernel, the count
-/// of rows last when there are averages): each average its sum over the count at its
-/// scale, rounded half away from zero ([`fox_kernel::finish_int_sum`]); one out of its
+/// of rows last, dropped): each average its sum over the count at its scale, rounded half away from zero ([`fox_kernel::finish_int_sum`]); one out of its
 /// type's range is the error one launch gives (naming the first of the group's rows in
 /// key order).
 pub(super) fn finish_averages(
@@ -649,10 +655,7 @@ pub(super) fn finish_averages(
     nkeys: usize,
     avgs: &[Option<(u32, u32, Type)>],
 ) -> Result<Vec<HostCol>, String> {
-    if avgs.iter().all(Option::is_none) {
-        return Ok(cols);
-    }
-    let malformed = || "the partial rows of averages are malformed".to_string();
+    let malformed = || "the partial rows of an aggregation in pieces are malformed".to_string();
     let Some(HostCol::I64(counts)) = cols.pop() else {
         return Err(malformed());
     };
@@ -795,10 +798,11 @@ mod tests {
             ]
         );
         assert_eq!(split.combine, combined(aggs).unwrap());
-        // Without averages the kernel is its own chunk kernel.
-        let plain = fused(vec![(spec(AggFunc::Count, None, Type::Int64), None)]);
-        let split = split_averages(&plain).unwrap();
-        assert_eq!(split.chunk, plain);
+        // Without averages the kernel's aggregates and a count of rows.
+        let sum = (spec(AggFunc::Sum, Some(i32t), i64t), Some(col(1, i32t)));
+        let split = split_averages(&fused(vec![sum.clone()])).unwrap();
+        let count = (spec(AggFunc::Count, None, i64t), None);
+        assert_eq!(split.chunk, fused(vec![sum, count]));
         assert_eq!(split.avgs, [None]);
     }
 
@@ -843,8 +847,8 @@ mod tests {
             e,
             "kernel FusedReduce: the average of the group at row 19 does not fit decimal(6)"
         );
-        // No averages: the columns as they are.
-        let plain = vec![HostCol::I32(vec![1]), HostCol::I64(vec![4])];
+        // No averages: the columns but the count of rows.
+        let plain = vec![HostCol::I32(vec![1]), HostCol::I64(vec![4]), HostCol::I64(vec![2])];
         let out = finish_averages(&kernel, plain, 1, &[None]).unwrap();
         assert!(matches!(&out[..], [HostCol::I32(_), HostCol::I64(c)] if c == &[4]));
     }
