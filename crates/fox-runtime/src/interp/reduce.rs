@@ -8,16 +8,36 @@
 //! when its aggregates combine exactly, and is otherwise the out-of-memory error naming
 //! the group's rows and the bytes it needs.
 //!
-//! `FusedReduce` with keys (its rows in any order) runs over chunks of rows when its
-//! aggregates combine exactly: each chunk's groups (sorted on the keys) are merged on the
-//! host into one order of the keys (stable: a key's partial rows in chunk order), and a
-//! `ReduceByKey` of the combining aggregates, itself in pieces, gives one row per group.
-//! An error of an expression names the row of the whole.
+//! `FusedReduce` with keys (its rows in any order) runs over chunks of rows, in one of
+//! two ways, each giving the one launch's output byte for byte:
+//! - When its aggregates combine exactly once each average of int32, int64 or decimal
+//!   values is carried as an exact sum (a 38-digit decimal) and a count of rows
+//!   ([`split_averages`]), each chunk's groups (sorted on the keys) are merged on the
+//!   host into one order of the keys (stable: a key's partial rows in chunk order), a
+//!   `ReduceByKey` of the combining aggregates, itself in pieces, gives one row per
+//!   group, and each average is then its sum over its count, rounded as one launch
+//!   rounds ([`finish_averages`], `fox_kernel::finish_int_sum`, the division the
+//!   multi-device plan makes of partial averages). An error of an expression names
+//!   the row one launch names: of the whole input for the filter, of the rows it keeps
+//!   (counted in every chunk) for an aggregate's value.
+//! - Otherwise (float sums and averages, whose value depends on the order of the
+//!   additions, and averages of 38-digit decimals) each chunk runs the kernel's
+//!   expansion up to its `ReduceByKey` (`fox_kernel::expand`: the filter, the
+//!   compaction, the values, sorted on the keys stably), the chunks' rows are merged on
+//!   the host (a key's rows in chunk order, which is their order in the input, as one
+//!   launch's stable sort leaves them) and the expansion's `ReduceByKey` runs over
+//!   pieces cut at group boundaries. Each group is so aggregated whole and in the order
+//!   one launch adds it (on both backends a float group's values one after the other in
+//!   row order, from -0.0). A float group larger than a piece is the out-of-memory error
+//!   naming it: its sum would have to carry from piece to piece, which no kernel does.
+//!   An error of a step names the row of the whole the one launch's expansion names.
 
 use super::joins::{cmp_rows, piece_end};
 use super::rows::{combined, host_append, Part};
 use super::sort::{merge_runs, Run};
 use super::*;
+use fox_kernel::{finish_int_sum, scale_of, AggSpec, Operand};
+use fox_sema::core::AggFunc;
 use std::cmp::Ordering;
 
 /// The key columns, the row-aligned arguments and the aggregates of a keyed aggregation
@@ -28,9 +48,7 @@ pub(super) fn keyed(kernel: &Kernel, n_args: usize) -> Option<(usize, usize)> {
             let aligned = nkeys + aggs.iter().filter(|a| a.input.is_some()).count();
             (aligned <= n_args).then_some((*nkeys, aligned))
         }
-        Kernel::FusedReduce {
-            nkeys, aggs, n_cols, ..
-        } if *nkeys >= 1 && *n_cols <= n_args && *nkeys <= *n_cols && combined(aggs).is_some() => {
+        Kernel::FusedReduce { nkeys, n_cols, .. } if *nkeys >= 1 && *n_cols <= n_args && *nkeys <= *n_cols => {
             Some((*nkeys, *n_cols))
         }
         _ => None,
@@ -224,8 +242,10 @@ impl Interp<'_> {
         self.launch_parts(combine, &unread, parts, out_elems, what)
     }
 
-    /// `FusedReduce` with keys over chunks of rows, the chunks' groups merged and
-    /// combined; its output columns.
+    /// `FusedReduce` with keys in pieces (see the module): over chunks of rows merged
+    /// and combined where its aggregates, averages carried as sums and counts, combine
+    /// exactly ([`split_averages`]); otherwise over the chunks' evaluated rows, sorted
+    /// and aggregated a group at a time. Its output columns.
     fn fused_in_chunks(
         &mut self,
         kernel: &Kernel,
@@ -234,18 +254,45 @@ impl Interp<'_> {
         what: &dyn Fn() -> String,
     ) -> Result<Vec<HostCol>, RuntimeError> {
         let kerr = |msg: String| RuntimeError::Kernel { at: what(), msg };
-        let (Some((nkeys, n_cols)), Kernel::FusedReduce { aggs, .. }) = (keyed(kernel, arg_slots.len()), kernel) else {
+        let Some((nkeys, n_cols)) = keyed(kernel, arg_slots.len()) else {
             return Err(RuntimeError::Plan(format!("{}: not an aggregation by key", what())));
-        };
-        let combine = Kernel::ReduceByKey {
-            nkeys,
-            aggs: combined(aggs).expect("checked by keyed"),
         };
         for &s in &arg_slots[..n_cols] {
             if matches!(self.tiers[s], Tier::Device) && !self.pinned[s] {
                 self.evict(s).map_err(kerr)?;
             }
         }
+        match split_averages(kernel) {
+            Some(split) => {
+                let partial = self.fused_partials(&split, arg_slots, nkeys, n_cols, &out_elems[..nkeys], what)?;
+                finish_averages(kernel, partial, nkeys, &split.avgs).map_err(kerr)
+            }
+            None => self.fused_rows(kernel, arg_slots, nkeys, n_cols, out_elems, what),
+        }
+    }
+
+    /// The chunk kernel of `split` over chunks of rows, the chunks' groups merged and
+    /// combined: the keys, then one combined column per aggregate of the chunk kernel.
+    fn fused_partials(
+        &mut self,
+        split: &Split,
+        arg_slots: &[usize],
+        nkeys: usize,
+        n_cols: usize,
+        key_elems: &[Elem],
+        what: &dyn Fn() -> String,
+    ) -> Result<Vec<HostCol>, RuntimeError> {
+        let kerr = |msg: String| RuntimeError::Kernel { at: what(), msg };
+        let kernel = &split.chunk;
+        let combine = Kernel::ReduceByKey {
+            nkeys,
+            aggs: split.combine.clone(),
+        };
+        let out_elems: Vec<Elem> = key_elems
+            .iter()
+            .copied()
+            .chain(split.combine.iter().map(|a| Elem::of(a.output)))
+            .collect();
         let n = self.slot_buf(arg_slots[0]).len;
         let row_bytes: usize = arg_slots[..n_cols]
             .iter()
@@ -258,6 +305,8 @@ impl Interp<'_> {
         let mut acc: Vec<HostCol> = out_elems.iter().map(|&e| HostCol::empty(e)).collect();
         let mut runs: Vec<Run> = Vec::new();
         let mut total = 0usize;
+        // The rows that pass the filter before row `a`.
+        let mut kept = 0usize;
         let mut a = 0;
         while a < n {
             self.check_cancel()?;
@@ -265,8 +314,11 @@ impl Interp<'_> {
             let parts = (0..arg_slots.len())
                 .map(|i| if i < n_cols { Part::Rows(a, b) } else { Part::Whole })
                 .collect();
-            match self.launch_parts(kernel, arg_slots, parts, out_elems, what) {
+            match self.launch_parts(kernel, arg_slots, parts, &out_elems, what) {
                 Ok(cols) => {
+                    if let Some(HostCol::I64(counts)) = cols.last() {
+                        kept += counts.iter().sum::<i64>() as usize;
+                    }
                     let len = cols.first().map_or(0, HostCol::len);
                     let keys = cols[..nkeys]
                         .iter()
@@ -286,9 +338,12 @@ impl Interp<'_> {
                 Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && rows::may_halve(chunk, n) => {
                     chunk /= 2;
                 }
+                // The filter names a row of the whole input; an aggregate's value, as the
+                // expansion evaluates it, a row of those the filter keeps.
                 Err(RuntimeError::Kernel { msg, at }) => {
+                    let base = if msg.contains(": the filter: ") { a } else { kept };
                     return Err(RuntimeError::Kernel {
-                        msg: rows::rebase_row(msg, a),
+                        msg: rows::rebase_row(msg, base),
                         at,
                     });
                 }
@@ -296,27 +351,346 @@ impl Interp<'_> {
             }
         }
         self.note_pieces(runs.len() as u64);
-        if total > u32::MAX as usize {
-            return Err(kerr(format!(
-                "{total} partial rows are more than a permutation can index"
-            )));
-        }
-        let plain = vec![false; nkeys];
-        let perm = merge_runs(&runs, &plain, &plain, None, total).map_err(kerr)?;
+        let sorted = merge_chunks(acc, &runs, nkeys, total).map_err(kerr)?;
         drop(runs);
         // The partial rows in the order of their keys, aggregated again by key.
-        let mut temps = Vec::with_capacity(acc.len());
-        for col in acc {
-            let sorted = rows::gather_host(&col, &perm).map_err(kerr)?;
-            drop(col);
-            temps.push(self.host_temp_slot(sorted));
-        }
-        let res = self.reduce_in_groups(&combine, &temps, out_elems, what);
+        let temps: Vec<usize> = sorted.into_iter().map(|c| self.host_temp_slot(c)).collect();
+        let res = self.reduce_in_groups(&combine, &temps, &out_elems, what);
         for t in temps {
             self.drop_temp_slot(t);
         }
         res
     }
+
+    /// A keyed `FusedReduce` over chunks of rows as its expansion (`fox_kernel::expand`):
+    /// each chunk's rows that pass the filter, with their keys and values sorted on the
+    /// keys (stably), kept on the host; the chunks merged (a key's rows in chunk order,
+    /// so every group's rows are in the order one launch sorts them in) and the
+    /// expansion's `ReduceByKey` run over pieces cut at group boundaries, each group
+    /// aggregated whole. Its output columns.
+    fn fused_rows(
+        &mut self,
+        kernel: &Kernel,
+        arg_slots: &[usize],
+        nkeys: usize,
+        n_cols: usize,
+        out_elems: &[Elem],
+        what: &dyn Fn() -> String,
+    ) -> Result<Vec<HostCol>, RuntimeError> {
+        let kerr = |msg: String| RuntimeError::Kernel { at: what(), msg };
+        let plan_err = |m: &str| RuntimeError::Plan(format!("{}: {m}", what()));
+        let exp = fox_kernel::expand(kernel, arg_slots.len()).ok_or_else(|| plan_err("not a composite kernel"))?;
+        // The steps before the expansion's last, a `ReduceByKey` reading all the outputs
+        // of the step before it (the keys and values, sorted).
+        let (reduce, steps) = exp.steps.split_last().ok_or_else(|| plan_err("an empty expansion"))?;
+        let width = reduce.args.len();
+        let reads_last = steps.len().checked_sub(1).is_some_and(|l| {
+            steps[l].outs == width
+                && reduce
+                    .args
+                    .iter()
+                    .enumerate()
+                    .all(|(out, o)| *o == Operand::Out { step: l, out })
+        });
+        if !matches!(reduce.kernel, Kernel::ReduceByKey { .. }) || !reads_last || width < nkeys {
+            return Err(plan_err(
+                "the expansion of a keyed FusedReduce does not end in sorted rows reduced by key",
+            ));
+        }
+        let n = self.slot_buf(arg_slots[0]).len;
+        // A chunk's arguments, its kept rows, their values and their sorted copies.
+        let in_bytes: usize = arg_slots[..n_cols].iter().map(|&s| self.slot_buf(s).elem.size()).sum();
+        let out_bytes: usize = out_elems.iter().map(|e| e.size()).sum();
+        let row_bytes = (2 * in_bytes + 2 * out_bytes + 5).max(1);
+        let budget = self.device_cap.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
+        let mut chunk = (budget / 4 / row_bytes).clamp(1, n.max(1));
+        let mut acc: Vec<HostCol> = Vec::new();
+        let mut runs: Vec<Run> = Vec::new();
+        let mut total = 0usize;
+        let mut a = 0;
+        while a < n {
+            self.check_cancel()?;
+            let b = (a + chunk).min(n);
+            let mut temps = Vec::new();
+            let res = self.chunk_steps(kernel, steps, arg_slots, n_cols, (a, b), total, what, &mut temps);
+            for t in temps {
+                self.drop_temp_slot(t);
+            }
+            match res {
+                Ok(cols) => {
+                    let len = cols.first().map_or(0, HostCol::len);
+                    let keys = cols[..nkeys]
+                        .iter()
+                        .map(|c| c.try_clone("the keys of a chunk's rows"))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(kerr)?;
+                    runs.push(Run {
+                        keys,
+                        rows: (total as u32..(total + len) as u32).collect(),
+                    });
+                    total += len;
+                    if acc.is_empty() {
+                        acc = cols;
+                    } else {
+                        for (x, c) in acc.iter_mut().zip(cols) {
+                            host_append(x, c).map_err(kerr)?;
+                        }
+                    }
+                    a = b;
+                }
+                Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && rows::may_halve(chunk, n) => {
+                    chunk /= 2;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.note_pieces(runs.len() as u64);
+        if acc.is_empty() {
+            // No rows: no groups.
+            return Ok(out_elems.iter().map(|&e| HostCol::empty(e)).collect());
+        }
+        let sorted = merge_chunks(acc, &runs, nkeys, total).map_err(kerr)?;
+        drop(runs);
+        let temps: Vec<usize> = sorted.into_iter().map(|c| self.host_temp_slot(c)).collect();
+        let res = self.reduce_in_groups(&reduce.kernel, &temps, out_elems, what);
+        for t in temps {
+            self.drop_temp_slot(t);
+        }
+        res
+    }
+
+    /// The steps `steps` of a composite `kernel`'s expansion on rows `a..b` of its first
+    /// `n_cols` arguments (the others whole): the last step's outputs, on the host. Its
+    /// temporary slots are recorded in `temps` for the caller to drop. An error of a step
+    /// is the composite's, as `launch_kernel` reports it, naming a row of the whole: of
+    /// its rows for the filter, of the rows it keeps (`kept` of them before row `a`)
+    /// after the filter.
+    #[allow(clippy::too_many_arguments)]
+    fn chunk_steps(
+        &mut self,
+        kernel: &Kernel,
+        steps: &[fox_kernel::Step],
+        arg_slots: &[usize],
+        n_cols: usize,
+        (a, b): (usize, usize),
+        kept: usize,
+        what: &dyn Fn() -> String,
+        temps: &mut Vec<usize>,
+    ) -> Result<Vec<HostCol>, RuntimeError> {
+        let parts = (0..arg_slots.len())
+            .map(|i| if i < n_cols { Part::Rows(a, b) } else { Part::Whole })
+            .collect();
+        let args = self.part_args(arg_slots, parts, what, temps)?;
+        let compact = steps.iter().position(|s| matches!(s.kernel, Kernel::Compact));
+        let broken = || RuntimeError::Plan(format!("{}: an expansion reads a value it has not computed", what()));
+        let mut outs: Vec<Vec<usize>> = Vec::with_capacity(steps.len());
+        for (i, s) in steps.iter().enumerate() {
+            let slots = s
+                .args
+                .iter()
+                .map(|o| match *o {
+                    Operand::Arg(k) => args.get(k).copied(),
+                    Operand::Out { step, out } => outs.get(step).and_then(|o| o.get(out)).copied(),
+                })
+                .collect::<Option<Vec<usize>>>()
+                .ok_or_else(broken)?;
+            let shapes: Vec<(Elem, usize)> = slots
+                .iter()
+                .map(|&x| {
+                    let buf = self.slot_buf(x);
+                    (buf.elem, buf.len)
+                })
+                .collect();
+            let elems = fox_kernel::check_args(&s.kernel, &shapes, &self.plan.inputs)
+                .map_err(|m| RuntimeError::Plan(format!("{}: {m}", what())))?;
+            let got = self
+                .launch_evicting(&s.kernel, &slots, &elems, what)
+                .map_err(|e| match e {
+                    RuntimeError::Kernel { at, msg } => {
+                        let prefix = format!("kernel {}: ", s.kernel.name());
+                        let rest = msg.strip_prefix(&prefix).unwrap_or(&msg);
+                        let msg = format!("kernel {}: {}{rest}", kernel.name(), s.context);
+                        let base = if compact.is_some_and(|c| i > c) { kept } else { a };
+                        RuntimeError::Kernel {
+                            at,
+                            msg: rows::rebase_row(msg, base),
+                        }
+                    }
+                    e => e,
+                })?;
+            if i + 1 == steps.len() {
+                return self.take_all(got, what);
+            }
+            outs.push(
+                got.into_iter()
+                    .map(|buf| {
+                        let t = self.temp_slot(buf);
+                        temps.push(t);
+                        t
+                    })
+                    .collect(),
+            );
+        }
+        Err(broken())
+    }
+}
+
+/// The rows of a keyed `FusedReduce`'s chunks, `cols` (each chunk's rows `runs` of them,
+/// sorted on the first `nkeys` columns), in the order of the keys: stably, a key's rows
+/// in chunk order.
+fn merge_chunks(cols: Vec<HostCol>, runs: &[Run], nkeys: usize, total: usize) -> Result<Vec<HostCol>, String> {
+    if total > u32::MAX as usize {
+        return Err(format!("{total} rows of chunks are more than a permutation can index"));
+    }
+    let plain = vec![false; nkeys];
+    let perm = merge_runs(runs, &plain, &plain, None, total)?;
+    let mut sorted = Vec::with_capacity(cols.len());
+    for col in cols {
+        sorted.push(rows::gather_host(&col, &perm)?);
+    }
+    Ok(sorted)
+}
+
+/// A keyed `FusedReduce` whose chunks' partial rows combine exactly.
+pub(super) struct Split {
+    /// The kernel each chunk runs: the `FusedReduce` with each average of int32, int64
+    /// or decimal values as the exact sum of its values (a 38-digit decimal of the
+    /// values' scale; integers cast to a decimal of scale 0, int64 to a 38-digit one so
+    /// that every value converts) and a count of the rows last (the averages' divisor,
+    /// and the rows a chunk keeps, which the rows errors name are counted in).
+    pub(super) chunk: Kernel,
+    /// The aggregates that combine the chunk kernel's partial rows ([`combined`]).
+    pub(super) combine: Vec<AggSpec>,
+    /// For each aggregate of the kernel, an average's input and output scales and output
+    /// type.
+    pub(super) avgs: Vec<Option<(u32, u32, Type)>>,
+}
+
+/// The [`Split`] of a keyed `FusedReduce`, or `None` when its aggregates do not combine
+/// exactly (float sums and averages, whose additions depend on their order, averages of
+/// 38-digit decimals, and what [`combined`] refuses). The averages are carried as a
+/// sum and a count and divided once all rows are combined, as the multi-device plan
+/// does for partial averages (`fox_kernel::lower`'s `partial_averages`), with the
+/// division of one launch ([`fox_kernel::finish_int_sum`]).
+pub(super) fn split_averages(kernel: &Kernel) -> Option<Split> {
+    let Kernel::FusedReduce {
+        filter,
+        nkeys,
+        aggs,
+        exprs,
+        n_cols,
+    } = kernel
+    else {
+        return None;
+    };
+    if aggs.len() != exprs.len() {
+        return None;
+    }
+    let mut chunk_aggs = Vec::with_capacity(aggs.len() + 1);
+    let mut chunk_exprs = Vec::with_capacity(aggs.len() + 1);
+    let mut avgs = Vec::with_capacity(aggs.len());
+    for (a, e) in aggs.iter().zip(exprs) {
+        if a.func != AggFunc::Avg {
+            chunk_aggs.push(a.clone());
+            chunk_exprs.push(e.clone());
+            avgs.push(None);
+            continue;
+        }
+        let (e, so) = (e.as_ref()?, scale_of(a.output)?);
+        if !matches!(a.output, Type::Decimal(_)) || a.input != Some(e.ty) {
+            return None;
+        }
+        let (value, si) = match e.ty {
+            Type::Int32 | Type::Int64 => {
+                let ty = if e.ty == Type::Int32 {
+                    Type::Decimal(0)
+                } else {
+                    Type::WideDecimal(0)
+                };
+                let cast = KExpr {
+                    kind: KExprKind::Cast(Box::new(e.clone())),
+                    ty,
+                };
+                (cast, 0)
+            }
+            Type::Decimal(s) => (e.clone(), u32::from(s)),
+            _ => return None,
+        };
+        chunk_aggs.push(AggSpec {
+            func: AggFunc::Sum,
+            input: Some(value.ty),
+            output: Type::WideDecimal(si as u8),
+        });
+        chunk_exprs.push(Some(value));
+        avgs.push(Some((si, so, a.output)));
+    }
+    chunk_aggs.push(AggSpec {
+        func: AggFunc::Count,
+        input: None,
+        output: Type::Int64,
+    });
+    chunk_exprs.push(None);
+    let combine = combined(&chunk_aggs)?;
+    Some(Split {
+        chunk: Kernel::FusedReduce {
+            filter: filter.clone(),
+            nkeys: *nkeys,
+            aggs: chunk_aggs,
+            exprs: chunk_exprs,
+            n_cols: *n_cols,
+        },
+        combine,
+        avgs,
+    })
+}
+
+/// The output columns of a keyed `FusedReduce` from the combined partial rows of its
+/// [`Split`] (`cols`: the keys, one column per aggregate of the chunk kernel, the count
+/// of rows last, dropped): each average its sum over the count at its scale, rounded half away from zero ([`fox_kernel::finish_int_sum`]); one out of its
+/// type's range is the error one launch gives (naming the first of the group's rows in
+/// key order).
+pub(super) fn finish_averages(
+    kernel: &Kernel,
+    mut cols: Vec<HostCol>,
+    nkeys: usize,
+    avgs: &[Option<(u32, u32, Type)>],
+) -> Result<Vec<HostCol>, String> {
+    let malformed = || "the partial rows of an aggregation in pieces are malformed".to_string();
+    let Some(HostCol::I64(counts)) = cols.pop() else {
+        return Err(malformed());
+    };
+    if cols.len() != nkeys + avgs.len() {
+        return Err(malformed());
+    }
+    for (k, avg) in avgs.iter().enumerate() {
+        let Some((si, so, ty)) = *avg else {
+            continue;
+        };
+        let HostCol::I128(sums) = &cols[nkeys + k] else {
+            return Err(malformed());
+        };
+        if sums.len() != counts.len() {
+            return Err(malformed());
+        }
+        let mut out = crate::alloc::try_with_capacity(sums.len(), "the averages of groups")?;
+        let mut start = 0i128;
+        for (&sum, &count) in sums.iter().zip(&counts) {
+            match finish_int_sum(true, si, so, sum, i128::from(count))
+                .filter(|v| v.unsigned_abs() <= MAX_DECIMAL.unsigned_abs())
+            {
+                Some(v) => out.push(v as i64),
+                None => {
+                    return Err(format!(
+                        "kernel {}: the average of the group at row {start} does not fit {ty}",
+                        kernel.name()
+                    ))
+                }
+            }
+            start += i128::from(count);
+        }
+        cols[nkeys + k] = HostCol::I64(out);
+    }
+    Ok(cols)
 }
 
 #[cfg(test)]
@@ -342,6 +716,141 @@ mod tests {
             }
             a = b;
         }
+    }
+
+    fn col(i: usize, ty: Type) -> KExpr {
+        KExpr {
+            kind: KExprKind::Col(i),
+            ty,
+        }
+    }
+
+    fn spec(func: AggFunc, input: Option<Type>, output: Type) -> AggSpec {
+        AggSpec { func, input, output }
+    }
+
+    fn fused(aggs: Vec<(AggSpec, Option<KExpr>)>) -> Kernel {
+        let (aggs, exprs) = aggs.into_iter().unzip();
+        Kernel::FusedReduce {
+            filter: None,
+            nkeys: 1,
+            aggs,
+            exprs,
+            n_cols: 5,
+        }
+    }
+
+    #[test]
+    fn averages_of_integers_and_decimals_split_into_exact_sums_and_one_count() {
+        let (i32t, i64t, d2) = (Type::Int32, Type::Int64, Type::Decimal(2));
+        let kernel = fused(vec![
+            (spec(AggFunc::Avg, Some(i32t), Type::Decimal(6)), Some(col(1, i32t))),
+            (spec(AggFunc::Sum, Some(d2), Type::WideDecimal(2)), Some(col(3, d2))),
+            (spec(AggFunc::Count, None, Type::Int64), None),
+            (spec(AggFunc::Avg, Some(d2), Type::Decimal(6)), Some(col(3, d2))),
+            (spec(AggFunc::Avg, Some(i64t), Type::Decimal(6)), Some(col(2, i64t))),
+            (spec(AggFunc::Min, Some(i32t), i32t), Some(col(1, i32t))),
+        ]);
+        let split = split_averages(&kernel).unwrap();
+        let Kernel::FusedReduce { aggs, exprs, .. } = &split.chunk else {
+            panic!("{:?}", split.chunk)
+        };
+        let funcs: Vec<(AggFunc, Option<Type>, Type)> = aggs.iter().map(|a| (a.func, a.input, a.output)).collect();
+        assert_eq!(
+            funcs,
+            [
+                (AggFunc::Sum, Some(Type::Decimal(0)), Type::WideDecimal(0)),
+                (AggFunc::Sum, Some(d2), Type::WideDecimal(2)),
+                (AggFunc::Count, None, Type::Int64),
+                (AggFunc::Sum, Some(d2), Type::WideDecimal(2)),
+                (AggFunc::Sum, Some(Type::WideDecimal(0)), Type::WideDecimal(0)),
+                (AggFunc::Min, Some(i32t), i32t),
+                (AggFunc::Count, None, Type::Int64),
+            ]
+        );
+        assert!(matches!(&exprs[0], Some(KExpr { kind: KExprKind::Cast(x), .. }) if **x == col(1, i32t)));
+        assert_eq!(exprs[3], Some(col(3, d2)));
+        assert_eq!(exprs[6], None);
+        assert_eq!(
+            split.avgs,
+            [
+                Some((0, 6, Type::Decimal(6))),
+                None,
+                None,
+                Some((2, 6, Type::Decimal(6))),
+                Some((0, 6, Type::Decimal(6))),
+                None
+            ]
+        );
+        // The chunk kernel keeps the kernel contract, and its partial rows combine.
+        let args = [Elem::I32, Elem::I32, Elem::I64, Elem::I64, Elem::U32];
+        let outs = fox_kernel::kernel_outputs(&split.chunk, &args, &[]).unwrap();
+        assert_eq!(
+            outs[1..],
+            [
+                Elem::I128,
+                Elem::I128,
+                Elem::I64,
+                Elem::I128,
+                Elem::I128,
+                Elem::I32,
+                Elem::I64
+            ]
+        );
+        assert_eq!(split.combine, combined(aggs).unwrap());
+        // Without averages the kernel's aggregates and a count of rows.
+        let sum = (spec(AggFunc::Sum, Some(i32t), i64t), Some(col(1, i32t)));
+        let split = split_averages(&fused(vec![sum.clone()])).unwrap();
+        let count = (spec(AggFunc::Count, None, i64t), None);
+        assert_eq!(split.chunk, fused(vec![sum, count]));
+        assert_eq!(split.avgs, [None]);
+    }
+
+    #[test]
+    fn aggregates_whose_parts_do_not_combine_exactly_are_not_split() {
+        let (f, w, s) = (Type::Float64, Type::WideDecimal(2), Type::String);
+        for (a, e) in [
+            (spec(AggFunc::Avg, Some(f), f), col(1, f)),
+            (spec(AggFunc::Sum, Some(f), f), col(1, f)),
+            (spec(AggFunc::Avg, Some(w), Type::WideDecimal(6)), col(1, w)),
+            (spec(AggFunc::Max, Some(s), s), col(1, s)),
+        ] {
+            let count = (spec(AggFunc::Count, None, Type::Int64), None);
+            assert!(split_averages(&fused(vec![count, (a, Some(e))])).is_none());
+        }
+    }
+
+    #[test]
+    fn averages_are_their_sums_over_their_counts_rounded_half_away_from_zero() {
+        let kernel = fused(Vec::new());
+        // Keys, an average of scale 0 to scale 2, a count, the count of rows.
+        let cols = vec![
+            HostCol::I32(vec![1, 2, 3, 4, 5]),
+            HostCol::I128(vec![1, -1, 7, 5, 0]),
+            HostCol::I64(vec![8, 8, 3, 2, 1]),
+            HostCol::I64(vec![8, 8, 3, 2, 1]),
+        ];
+        let avgs = [Some((0, 2, Type::Decimal(2))), None];
+        let out = finish_averages(&kernel, cols.clone(), 1, &avgs).unwrap();
+        assert_eq!(out.len(), 3);
+        // 0.125 → 0.13, -0.125 → -0.13, 2.333… → 2.33, 2.5 → 2.50, 0 → 0.
+        assert!(matches!(&out[1], HostCol::I64(v) if v == &[13, -13, 233, 250, 0]));
+        assert!(matches!(&out[2], HostCol::I64(v) if v == &[8, 8, 3, 2, 1]));
+        // From scale 2 to scale 6.
+        let out = finish_averages(&kernel, cols.clone(), 1, &[Some((2, 6, Type::Decimal(6))), None]).unwrap();
+        assert!(matches!(&out[1], HostCol::I64(v) if v == &[1250, -1250, 23333, 25000, 0]));
+        // A result beyond 18 digits names the first row of its group in key order.
+        let mut big = cols;
+        big[1] = HostCol::I128(vec![1, -1, 7, 10i128.pow(13) * 2, 0]);
+        let e = finish_averages(&kernel, big, 1, &[Some((0, 6, Type::Decimal(6))), None]).unwrap_err();
+        assert_eq!(
+            e,
+            "kernel FusedReduce: the average of the group at row 19 does not fit decimal(6)"
+        );
+        // No averages: the columns but the count of rows.
+        let plain = vec![HostCol::I32(vec![1]), HostCol::I64(vec![4]), HostCol::I64(vec![2])];
+        let out = finish_averages(&kernel, plain, 1, &[None]).unwrap();
+        assert!(matches!(&out[..], [HostCol::I32(_), HostCol::I64(c)] if c == &[4]));
     }
 
     #[test]

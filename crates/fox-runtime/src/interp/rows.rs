@@ -306,29 +306,39 @@ impl Interp<'_> {
         let mut temps: Vec<usize> = Vec::new();
         let res = self.part_args(arg_slots, parts, what, &mut temps).and_then(|args| {
             let outs = self.launch_evicting(kernel, &args, out_elems, what)?;
-            let mut cols = Vec::with_capacity(outs.len());
-            let mut err = None;
-            for o in outs {
-                if err.is_some() {
-                    self.backend.free(o);
-                    continue;
-                }
-                let t = Instant::now();
-                match self.backend.take(o) {
-                    Ok(c) => cols.push(c),
-                    Err(e) => err = Some(e.0),
-                }
-                self.stats.download += t.elapsed();
-            }
-            match err {
-                Some(msg) => Err(RuntimeError::Kernel { at: what(), msg }),
-                None => Ok(cols),
-            }
+            self.take_all(outs, what)
         });
         for s in temps {
             self.drop_temp_slot(s);
         }
         res
+    }
+
+    /// The buffers `outs` moved to the host (all of them freed on the device, whatever
+    /// fails).
+    pub(super) fn take_all(
+        &mut self,
+        outs: Vec<DevBuf>,
+        what: &dyn Fn() -> String,
+    ) -> Result<Vec<HostCol>, RuntimeError> {
+        let mut cols = Vec::with_capacity(outs.len());
+        let mut err = None;
+        for o in outs {
+            if err.is_some() {
+                self.backend.free(o);
+                continue;
+            }
+            let t = Instant::now();
+            match self.backend.take(o) {
+                Ok(c) => cols.push(c),
+                Err(e) => err = Some(e.0),
+            }
+            self.stats.download += t.elapsed();
+        }
+        match err {
+            Some(msg) => Err(RuntimeError::Kernel { at: what(), msg }),
+            None => Ok(cols),
+        }
     }
 
     /// The argument slots of a chunk: row-aligned ones replaced by temporary slots
