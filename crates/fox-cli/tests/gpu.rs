@@ -28,6 +28,11 @@ const TESTS: &[(&str, Needs, fn())] = &[
         tpch_q9_under_a_small_limit_on_the_gpu_keeps_it_and_answers_as_on_the_cpu,
     ),
     (
+        "foxbench::datalog_on_the_gpu_answers_as_the_cpu_backend_and_no_cpu_skips_it",
+        Needs::Gpu,
+        datalog_on_the_gpu_answers_as_the_cpu_backend_and_no_cpu_skips_it,
+    ),
+    (
         "harness::gpu_tests_are_ignored_without_a_gpu_and_fail_when_it_is_required",
         Needs::Cpu,
         gpu_tests_are_ignored_without_a_gpu_and_fail_when_it_is_required,
@@ -129,6 +134,53 @@ fn foxrun_graph(program: &Path, args: &[&str]) -> (Vec<u8>, u64) {
         .and_then(|l| l.split_whitespace().next())
         .map_or(0, |n| n.parse().unwrap());
     (o.stdout, rounds)
+}
+
+/// `foxbench datalog --backend gpu`: TC and SG (recursion over a relation kept in runs)
+/// derive on the GPU what the CPU backend derives (count and hash per relation), and
+/// `--no-cpu` leaves the CPU backend out.
+fn datalog_on_the_gpu_answers_as_the_cpu_backend_and_no_cpu_skips_it() {
+    for program in ["tc", "sg"] {
+        for no_cpu in [false, true] {
+            let mut args = vec![
+                "datalog",
+                "--program",
+                program,
+                "--graph",
+                "gnm:1000:1500:5",
+                "--backend",
+                "gpu",
+            ];
+            if no_cpu {
+                args.push("--no-cpu");
+            }
+            let o = Command::new(env!("CARGO_BIN_EXE_foxbench"))
+                .args(&args)
+                .current_dir(repo())
+                .output()
+                .unwrap();
+            let out = String::from_utf8_lossy(&o.stdout).into_owned();
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{args:?}: {out}{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let answers: Vec<&str> = out
+                .lines()
+                .filter(|l| l.starts_with("Fox, ") && l.contains(": "))
+                .map(|l| l.split_once(": ").unwrap().1)
+                .collect();
+            let cpu_rows = out.lines().filter(|l| l.starts_with("Fox, cpu backend")).count();
+            if no_cpu {
+                assert_eq!((answers.len(), cpu_rows), (1, 0), "{out}");
+            } else {
+                assert_eq!(answers.len(), 2, "{out}");
+                assert!(cpu_rows > 0, "{out}");
+                assert_eq!(answers[0], answers[1], "{out}");
+            }
+        }
+    }
 }
 
 /// Joins read only by an aggregation (an equi-join, a band join, an inequality join),

@@ -52,9 +52,13 @@ pub struct DatalogArgs {
     #[arg(long, value_name = "VERTEX")]
     source: Option<i32>,
     /// Where Fox runs: auto (the GPU when one is usable, otherwise the CPU; the choice is
-    /// printed), gpu, cpu. On the GPU the CPU backend runs too.
+    /// printed), gpu, cpu. On the GPU the CPU backend runs too, unless --no-cpu.
     #[arg(long, value_enum, default_value_t = fox_cli::BackendChoice::Auto)]
     backend: fox_cli::BackendChoice,
+    /// On the GPU, do not also run Fox's CPU backend (for inputs on which it would take
+    /// long); the answers of the systems that ran are still compared.
+    #[arg(long)]
+    no_cpu: bool,
     /// Runs per Fox backend; the run of median total time is reported (every run's
     /// answer must be the same).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -358,8 +362,10 @@ fn open(
 
 /// One Fox run as `foxrun --timing` makes it: the inputs loaded from `dir`, the plan made
 /// with their statistics (for as many devices as `program` is planned for, which must be
-/// those of `backends`), the run timed per phase; over several devices SPMD
-/// ([`fox_runtime::run_devices`]).
+/// those of `backends`), the run timed per phase on the host clock; over several devices
+/// SPMD ([`fox_runtime::run_devices`]). Launches are not waited for one by one (as
+/// per-kernel timing would), so a phase's time is what the run spends in it: the work a
+/// phase leaves queued is waited for by the next read of a result.
 fn fox_once(
     program: &fox_cli::Compiled,
     dir: &Path,
@@ -374,7 +380,6 @@ fn fox_once(
     let iterations = Arc::new(Iterations::default());
     let opts = RunOptions {
         data_dir: Some(dir.to_path_buf()),
-        timing: true,
         observer: Some(iterations.clone()),
         ..Default::default()
     };
@@ -599,7 +604,7 @@ pub fn datalog(a: &DatalogArgs) -> anyhow::Result<()> {
     if devices > 1 {
         systems.push((gpu, devices));
     }
-    if gpu {
+    if gpu && !a.no_cpu {
         systems.push((false, 1));
     }
     for (k, (on_gpu, n)) in systems.into_iter().enumerate() {
