@@ -156,6 +156,24 @@ impl OutputTable {
         }
     }
 
+    /// Cell (`r`, `c`) (row `r` in output order) of an int32 or int64 column (not a date
+    /// or a decimal) as an i64, without building the row's values; `None` for a column
+    /// of another type. Panics when `r >= len()`.
+    pub fn int_at(&self, r: usize, c: usize) -> Option<i64> {
+        match &self.data {
+            Data::Rows(rows) => match rows[r][c] {
+                Value::Int32(x) => Some(i64::from(x)),
+                Value::Int64(x) => Some(x),
+                _ => None,
+            },
+            Data::Cols(t) => match (&t.cols[c], self.columns[c].ty) {
+                (HostCol::I32(v), Type::Int32) => Some(i64::from(v[t.src(r)])),
+                (HostCol::I64(v), Type::Int64) => Some(v[t.src(r)]),
+                _ => None,
+            },
+        }
+    }
+
     fn value_at(&self, t: &ColTable, src: usize, c: usize) -> Value {
         match (&t.cols[c], self.columns[c].ty) {
             (HostCol::I32(v), Type::Date) => Value::Date(v[src]),

@@ -310,22 +310,23 @@ fn ms(d: Duration) -> f64 {
 
 /// The answer of a Fox run: per output relation its tuples and their hash.
 fn fox_answer(outputs: &[fox_runtime::OutputTable]) -> Result<Vec<RelAnswer>, String> {
-    use fox_sema::core::Value;
+    use rayon::prelude::*;
     let mut answer = Vec::new();
     for t in outputs {
-        let mut hash = 0u64;
-        for r in 0..t.len() {
-            let row = t.row(r);
-            let mut ints = Vec::with_capacity(row.len());
-            for v in row {
-                ints.push(match v {
-                    Value::Int32(x) => x as i64,
-                    Value::Int64(x) => x,
-                    v => return Err(format!("{}: a value {v:?} that is not an integer", t.name)),
-                });
-            }
-            hash = hash.wrapping_add(tuple_hash(ints.into_iter()));
+        let ncols = t.columns.len();
+        if let Some(c) = t
+            .columns
+            .iter()
+            .find(|c| !matches!(c.ty, fox_sema::core::Type::Int32 | fox_sema::core::Type::Int64))
+        {
+            return Err(format!("{}: column `{}` is {}, not an integer", t.name, c.name, c.ty));
         }
+        // A sum of the rows' hashes: the same in any order, so summed in parallel.
+        let hash = (0..t.len())
+            .into_par_iter()
+            .with_min_len(1 << 16)
+            .map(|r| tuple_hash((0..ncols).map(|c| t.int_at(r, c).expect("an integer column"))))
+            .reduce(|| 0u64, u64::wrapping_add);
         answer.push(RelAnswer {
             name: t.name.clone(),
             tuples: t.len() as u64,
