@@ -95,27 +95,17 @@ impl Drop for Staging {
     }
 }
 
-/// Copies `src` to `dst`, over several threads when it is large.
-///
-/// # Safety
-/// `dst` is valid for writes of `src.len()` bytes (initialised or not) and does not
-/// overlap `src`.
-unsafe fn host_copy(dst: *mut u8, src: &[u8]) {
+/// Copies `src` to `dst` (equal lengths), over several threads when it is large.
+fn host_copy(dst: &mut [u8], src: &[u8]) {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
     if src.len() < PAR_COPY_MIN || threads < 2 {
-        // SAFETY: the caller's contract.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+        dst.copy_from_slice(src);
         return;
     }
     let part = src.len().div_ceil(threads);
-    // An address, so that the threads may take it.
-    let base = dst as usize;
     std::thread::scope(|s| {
-        for (k, c) in src.chunks(part).enumerate() {
-            // SAFETY: the chunks are disjoint parts of the caller's destination.
-            s.spawn(move || unsafe {
-                std::ptr::copy_nonoverlapping(c.as_ptr(), (base + k * part) as *mut u8, c.len())
-            });
+        for (d, c) in dst.chunks_mut(part).zip(src.chunks(part)) {
+            s.spawn(move || d.copy_from_slice(c));
         }
     });
 }
@@ -683,19 +673,6 @@ impl Gpu {
             &format!("a {} buffer downloaded from {}", buf.elem.name(), self.name),
         )
         .map_err(BackendError)?;
-        let bytes = buf.len * std::mem::size_of::<T>();
-        if bytes >= STAGING_MIN && self.staging_ready(bytes) {
-            let src = self.ptr(buf)?;
-            // The copies out of the staging buffer write the fresh memory first, on several
-            // threads, so its pages are faulted in there rather than by a fill before.
-            // SAFETY: `out` has room for `buf.len` elements, `bytes` bytes, and the buffer
-            // at `src` holds them.
-            unsafe { self.dtoh_staged(out.as_mut_ptr() as *mut u8, bytes, src)? };
-            // SAFETY: every byte of the `buf.len` elements was written, and any bytes are
-            // a valid value of the plain number types of columns.
-            unsafe { out.set_len(buf.len) };
-            return Ok(out);
-        }
         // Fresh host memory is faulted in page by page on first touch: filling it from
         // many threads spreads the faults over the cores (one thread manages ~2 GB/s).
         if buf.len >= PARALLEL_FILL_MIN {
@@ -703,6 +680,14 @@ impl Gpu {
             out.par_extend(rayon::iter::repeat_n(T::default(), buf.len));
         } else {
             out.resize(buf.len, T::default());
+        }
+        let bytes = std::mem::size_of_val(&out[..]);
+        if bytes >= STAGING_MIN && self.staging_ready(bytes) {
+            let src = self.ptr(buf)?;
+            // SAFETY: `out` holds `buf.len` initialised plain numbers; any bytes are valid.
+            let dst = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, bytes) };
+            self.dtoh_staged(dst, src)?;
+            return Ok(out);
         }
         let slot = self.slot(buf)?;
         if let Some(mem) = &slot.mem {
@@ -788,8 +773,7 @@ impl Gpu {
             // SAFETY: half `h` holds `half >= chunk.len()` bytes, and no transfer uses it
             // now (its last one is done).
             let stage = unsafe { std::slice::from_raw_parts_mut(p, chunk.len()) };
-            // SAFETY: `stage` holds `chunk.len()` bytes of pinned memory, apart from `chunk`.
-            unsafe { host_copy(stage.as_mut_ptr(), chunk) };
+            host_copy(stage, chunk);
             // SAFETY: the destination range lies in the buffer (checked by the caller);
             // the source stays valid and unchanged until `done[h]` completes.
             unsafe { result::memcpy_htod_async(dst + (k * half) as u64, &stage[..], stream) }
@@ -803,17 +787,14 @@ impl Gpu {
 
     /// Copies device address `src` to `dst` through the staging buffer, chunk by chunk
     /// (waits for the stream).
-    ///
-    /// # Safety
-    /// `dst` is valid for writes of `n` bytes (initialised or not), and `n` bytes from
-    /// `src` lie in one device buffer.
-    unsafe fn dtoh_staged(&mut self, dst: *mut u8, n: usize, src: u64) -> Result<(), BackendError> {
+    fn dtoh_staged(&mut self, dst: &mut [u8], src: u64) -> Result<(), BackendError> {
         self.ctx
             .bind_to_thread()
             .map_err(|e| drv("cannot bind the CUDA context", e))?;
         let stream = self.stream.cu_stream();
         let st = self.staging.as_mut().expect("staging_ready made it");
         let half = st.half;
+        let n = dst.len();
         let chunks = n.div_ceil(half);
         let issue = |st: &mut Staging, k: usize| -> Result<(), DriverError> {
             let h = k % 2;
@@ -837,8 +818,7 @@ impl Gpu {
             let p = st.half_ptr(h).map_err(fail)?;
             // SAFETY: the transfer into half `h` is complete.
             let stage = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
-            // SAFETY: bytes `k * half .. + len` of the destination, which the caller lent.
-            unsafe { host_copy(dst.add(k * half), stage) };
+            host_copy(&mut dst[k * half..k * half + len], stage);
             if k + 2 < chunks {
                 issue(st, k + 2).map_err(fail)?;
             }
