@@ -1551,7 +1551,14 @@ mod tests {
         // Sorted, then one pair of adjacent rows swapped (or none) at a block's edge, in a
         // block, or at either end.
         let n = 2 * ORDER_BLOCK + 5;
-        for swap in [None, Some(0), Some(ORDER_BLOCK - 1), Some(ORDER_BLOCK), Some(n / 2), Some(n - 2)] {
+        for swap in [
+            None,
+            Some(0),
+            Some(ORDER_BLOCK - 1),
+            Some(ORDER_BLOCK),
+            Some(n / 2),
+            Some(n - 2),
+        ] {
             for desc in [false, true] {
                 let mut rows: Vec<(u8, i32, f64)> = (0..n)
                     .map(|_| ((next() % 3) as u8, (next() % 7) as i32 - 3, (next() % 5) as f64 - 2.5))
