@@ -62,9 +62,10 @@ fn recursion_frees_each_iteration() {
     let r = run_on_graph("transitive_closure.logic", &edges);
     assert_eq!(r.outputs[0].rows().len(), 199 * 200 / 2);
     let s = &r.stats;
-    // Every iteration allocates new buffers; without frees the total would be the peak.
+    // Every iteration allocates new buffers; without frees the total would be the peak
+    // (the peak is the last merge: the closure twice).
     assert!(
-        s.peak_bytes * 10 < s.total_allocated_bytes,
+        s.peak_bytes * 5 < s.total_allocated_bytes,
         "peak {} bytes against {} allocated",
         s.peak_bytes,
         s.total_allocated_bytes
