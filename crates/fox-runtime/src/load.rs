@@ -501,17 +501,26 @@ pub fn parse_input_cols(
     strings: &mut Interner,
     stop: &AtomicBool,
 ) -> Result<Vec<LoadedCol>, RuntimeError> {
+    parse_input_cols_from(text, file, input, wanted, strings, stop, PAR_PARSE_MIN)
+}
+
+/// [`parse_input_cols`], parsing in parallel from `par_min` bytes of numeric text on.
+fn parse_input_cols_from(
+    text: &str,
+    file: &str,
+    input: &InputRel,
+    wanted: &[bool],
+    strings: &mut Interner,
+    stop: &AtomicBool,
+    par_min: usize,
+) -> Result<Vec<LoadedCol>, RuntimeError> {
     if input.sep.is_empty() {
         return Err(RuntimeError::Data {
             msg: format!("input `{}` has an empty separator", input.name),
         });
     }
     let source = format!("`{file}`");
-    let mut cols: Vec<ColumnBuilder> = input
-        .columns
-        .iter()
-        .map(|c| ColumnBuilder::new(&c.name, c.ty, &source))
-        .collect();
+    let mut cols = builders(input, &source);
     let ncols = cols.len();
     let one_string = ncols == 1 && input.columns[0].ty == Type::String;
     let mut rest = if one_string {
@@ -527,13 +536,6 @@ pub fn parse_input_cols(
         msg: format!("{file}:{line}: {msg}"),
     };
     let mut line_no = 1usize;
-    let fields_error = |line: usize, count: usize| RuntimeError::Data {
-        msg: format!(
-            "{file}:{line}: expected {ncols} field{} (the columns of `{}`), found {count}",
-            if ncols == 1 { "" } else { "s" },
-            input.name,
-        ),
-    };
     if input.header && !rest.is_empty() {
         let (count, lines) = next_record(&mut rest, &input.sep, max, &mut fields).map_err(|e| located(1, e))?;
         line_no += lines;
@@ -574,57 +576,196 @@ pub fn parse_input_cols(
             }
         }
     }
-    let mut records = 0usize;
-    while !rest.is_empty() {
-        if records % RECORDS_PER_CHECK == 0 {
-            check_stop(stop)?;
-        }
-        records += 1;
-        let start_line = line_no;
-        let (count, lines) =
-            next_record(&mut rest, &input.sep, max, &mut fields).map_err(|e| located(start_line, e))?;
-        line_no += lines;
-        if count == ncols + 1 && fields.last().is_some_and(|f| f.is_empty()) {
-            fields.pop();
-        }
-        let hint = !input.header && start_line == 1 && looks_like_header(&fields);
-        let header_hint = |e: RuntimeError| -> RuntimeError {
-            match e {
-                RuntimeError::Data { msg } if hint => RuntimeError::Data {
-                    msg: format!(
-                        "{msg}\n  help: the first line looks like a header: add `header` to the .input (`.input {} … header.`)",
-                        input.name
-                    ),
-                },
-                e => e,
-            }
-        };
-        if count > ncols + 1 || fields.len() != ncols {
-            return Err(header_hint(fields_error(start_line, count)));
-        }
-        for (c, (field, col)) in fields.iter().zip(cols.iter_mut()).enumerate() {
-            let keep = wanted.get(c).copied().unwrap_or(true);
-            if !keep && col.ty == Type::String {
-                continue;
-            }
-            let res = parse_field(field, col, strings);
-            if !keep {
-                col.values.clear();
-            }
-            res.map_err(|e| match e {
-                FieldError::Bad(detail) => header_hint(RuntimeError::Data {
-                    msg: format!(
-                        "{file}:{start_line}: column {} (`{}`, {}): {detail}",
-                        c + 1,
-                        input.columns[c].name,
-                        col.ty
-                    ),
-                }),
-                FieldError::OutOfMemory(msg) => RuntimeError::Data { msg },
-            })?;
-        }
+    let records = Records {
+        file,
+        input,
+        wanted,
+        max,
+    };
+    // Numbers only and no quotes: every record is one line, and no string is interned, so
+    // pieces of whole lines parse on their own.
+    if rest.len() >= par_min
+        && rayon::current_num_threads() > 1
+        && input.columns.iter().all(|c| c.ty != Type::String)
+        && memchr::memchr(b'"', rest.as_bytes()).is_none()
+    {
+        return records.parse_in_parallel(rest, line_no, &source, stop);
     }
+    records.parse(rest, line_no, &mut cols, strings, stop)?;
     Ok(cols.into_iter().map(|c| c.values).collect())
+}
+
+/// Numeric input text of at least this many bytes (after any header) is parsed in
+/// pieces of whole lines on every core (see [`Records::parse_in_parallel`]).
+const PAR_PARSE_MIN: usize = 1 << 20;
+
+/// What parsing the records of one input needs besides their text.
+struct Records<'a> {
+    file: &'a str,
+    input: &'a InputRel,
+    wanted: &'a [bool],
+    /// Fields kept of a record: the columns and one empty field after a trailing
+    /// separator.
+    max: usize,
+}
+
+impl Records<'_> {
+    /// Parses the records of `rest`, whose first line is line `line_no` of the file, into
+    /// `cols`. Errors name the file, the line and the column.
+    fn parse(
+        &self,
+        mut rest: &str,
+        mut line_no: usize,
+        cols: &mut [ColumnBuilder],
+        strings: &mut Interner,
+        stop: &AtomicBool,
+    ) -> Result<(), RuntimeError> {
+        let (file, input, wanted, max) = (self.file, self.input, self.wanted, self.max);
+        let ncols = cols.len();
+        let mut fields: Vec<std::borrow::Cow<str>> = Vec::with_capacity(max);
+        let located = |line: usize, msg: String| RuntimeError::Data {
+            msg: format!("{file}:{line}: {msg}"),
+        };
+        let fields_error = |line: usize, count: usize| RuntimeError::Data {
+            msg: format!(
+                "{file}:{line}: expected {ncols} field{} (the columns of `{}`), found {count}",
+                if ncols == 1 { "" } else { "s" },
+                input.name,
+            ),
+        };
+        let mut records = 0usize;
+        while !rest.is_empty() {
+            if records % RECORDS_PER_CHECK == 0 {
+                check_stop(stop)?;
+            }
+            records += 1;
+            let start_line = line_no;
+            let (count, lines) =
+                next_record(&mut rest, &input.sep, max, &mut fields).map_err(|e| located(start_line, e))?;
+            line_no += lines;
+            if count == ncols + 1 && fields.last().is_some_and(|f| f.is_empty()) {
+                fields.pop();
+            }
+            let hint = !input.header && start_line == 1 && looks_like_header(&fields);
+            let header_hint = |e: RuntimeError| -> RuntimeError {
+                match e {
+                    RuntimeError::Data { msg } if hint => RuntimeError::Data {
+                        msg: format!(
+                            "{msg}\n  help: the first line looks like a header: add `header` to the .input (`.input {} … header.`)",
+                            input.name
+                        ),
+                    },
+                    e => e,
+                }
+            };
+            if count > ncols + 1 || fields.len() != ncols {
+                return Err(header_hint(fields_error(start_line, count)));
+            }
+            for (c, (field, col)) in fields.iter().zip(cols.iter_mut()).enumerate() {
+                let keep = wanted.get(c).copied().unwrap_or(true);
+                if !keep && col.ty == Type::String {
+                    continue;
+                }
+                let res = parse_field(field, col, strings);
+                if !keep {
+                    col.values.clear();
+                }
+                res.map_err(|e| match e {
+                    FieldError::Bad(detail) => header_hint(RuntimeError::Data {
+                        msg: format!(
+                            "{file}:{start_line}: column {} (`{}`, {}): {detail}",
+                            c + 1,
+                            input.columns[c].name,
+                            col.ty
+                        ),
+                    }),
+                    FieldError::OutOfMemory(msg) => RuntimeError::Data { msg },
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Self::parse`] of text whose records are one line each and hold no strings, in
+    /// pieces of whole lines on every core: each piece knows its first line (the line
+    /// breaks before it, counted in parallel), parses into columns of its own and stops
+    /// at its first error; the pieces' columns are joined in order, and the error of the
+    /// first piece that has one is the first of the file, as one pass would report it.
+    fn parse_in_parallel(
+        &self,
+        rest: &str,
+        first_line: usize,
+        source: &str,
+        stop: &AtomicBool,
+    ) -> Result<Vec<LoadedCol>, RuntimeError> {
+        use rayon::prelude::*;
+        let bytes = rest.as_bytes();
+        let parts = rayon::current_num_threads() * 4;
+        let mut bounds = vec![0usize];
+        for k in 1..parts {
+            let at = (rest.len() / parts * k).max(bounds[bounds.len() - 1]);
+            if let Some(p) = memchr::memchr(b'\n', &bytes[at..]) {
+                if at + p + 1 < rest.len() {
+                    bounds.push(at + p + 1);
+                }
+            }
+        }
+        bounds.dedup();
+        bounds.push(rest.len());
+        let pieces: Vec<&str> = bounds.windows(2).map(|w| &rest[w[0]..w[1]]).collect();
+        let breaks: Vec<usize> = pieces
+            .par_iter()
+            .map(|p| memchr::memchr_iter(b'\n', p.as_bytes()).count())
+            .collect();
+        let firsts: Vec<usize> = breaks
+            .iter()
+            .scan(first_line, |line, n| {
+                let first = *line;
+                *line += n;
+                Some(first)
+            })
+            .collect();
+        let parsed: Vec<Result<Vec<ColumnBuilder>, RuntimeError>> = pieces
+            .par_iter()
+            .zip(&firsts)
+            .map(|(piece, &first)| {
+                let mut cols = builders(self.input, source);
+                // No string column: nothing is interned.
+                let mut strings = Interner::default();
+                self.parse(piece, first, &mut cols, &mut strings, stop)?;
+                Ok(cols)
+            })
+            .collect();
+        let mut joined: Option<Vec<ColumnBuilder>> = None;
+        for part in parsed {
+            let part = part?;
+            match joined.as_mut() {
+                None => joined = Some(part),
+                Some(cols) => {
+                    for (col, more) in cols.iter_mut().zip(part) {
+                        col.values
+                            .try_reserve_exact(more.values.len(), &col.values_name)
+                            .map_err(|msg| RuntimeError::Data { msg })?;
+                        col.values.append(more.values);
+                    }
+                }
+            }
+        }
+        Ok(joined
+            .unwrap_or_else(|| builders(self.input, source))
+            .into_iter()
+            .map(|c| c.values)
+            .collect())
+    }
+}
+
+/// An empty column builder for every column of `input`, read from `source`.
+fn builders(input: &InputRel, source: &str) -> Vec<ColumnBuilder> {
+    input
+        .columns
+        .iter()
+        .map(|c| ColumnBuilder::new(&c.name, c.ty, source))
+        .collect()
 }
 
 /// Splits one CSV record off the front of `text` (RFC 4180 quoting), keeping at most
@@ -1020,4 +1161,147 @@ pub fn check_key(file: &str, input: &InputRel, cols: &[LoadedCol], wanted: &[boo
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fox_sema::core::Column;
+
+    fn input(sep: &str, header: bool, cols: &[(&str, Type)]) -> InputRel {
+        InputRel {
+            name: "r".into(),
+            columns: cols
+                .iter()
+                .map(|(n, t)| Column {
+                    name: n.to_string(),
+                    ty: *t,
+                })
+                .collect(),
+            file: "r.csv".into(),
+            sep: sep.into(),
+            key: Vec::new(),
+            header,
+        }
+    }
+
+    /// The text parsed in one pass and in parallel pieces (from 0 bytes on): the same
+    /// columns, or the same error.
+    fn both(text: &str, rel: &InputRel, wanted: &[bool]) -> Result<Vec<LoadedCol>, String> {
+        let run = |par_min: usize| {
+            parse_input_cols_from(
+                text,
+                "r.csv",
+                rel,
+                wanted,
+                &mut Interner::default(),
+                crate::cancel::never(),
+                par_min,
+            )
+            .map_err(|e| e.to_string())
+        };
+        let one = run(usize::MAX);
+        let par = run(0);
+        assert!(
+            one == par,
+            "one pass and pieces differ: {:?} / {:?}",
+            one.as_ref().err(),
+            par.as_ref().err()
+        );
+        one
+    }
+
+    fn lines(n: usize, f: impl Fn(usize) -> String) -> String {
+        (0..n).map(f).collect()
+    }
+
+    #[test]
+    fn numeric_text_parses_in_pieces_as_in_one_pass() {
+        let cols = [
+            ("a", Type::Int32),
+            ("b", Type::Int64),
+            ("c", Type::Float64),
+            ("d", Type::Date),
+            ("e", Type::Decimal(2)),
+            ("f", Type::Bool),
+        ];
+        let row = |i: usize| {
+            format!(
+                "{},{},{}.5,2024-0{}-1{},{}.{:02},{}",
+                i as i64 - 5000,
+                i * 1_000_003,
+                i,
+                1 + i % 9,
+                i % 10,
+                i,
+                i % 100,
+                i % 2 == 0
+            )
+        };
+        for (header, crlf, trailing) in [(false, false, false), (true, true, false), (false, true, true)] {
+            let rel = input(",", header, &cols);
+            let mut text = String::new();
+            if header {
+                text.push_str("a,b,c,d,e,f\n");
+            }
+            let end = if crlf { "\r\n" } else { "\n" };
+            let sep = if trailing { "," } else { "" };
+            text.push_str(&lines(30_000, |i| format!("{}{sep}{end}", row(i))));
+            text.push_str("\n\n");
+            let got = both(&text, &rel, &[true; 6]).unwrap();
+            assert_eq!(got[0].len(), 30_000);
+            // Only some columns wanted: the others come back empty.
+            let got = both(&text, &rel, &[false, true, false, true, false, false]).unwrap();
+            assert_eq!((got[0].len(), got[1].len()), (0, 30_000));
+        }
+        // Tab-separated, one column, an empty file and one line.
+        let rel = input("\t", false, &[("x", Type::Int32), ("y", Type::Int32)]);
+        both(&lines(20_000, |i| format!("{i}\t{}\n", i * 7)), &rel, &[true; 2]).unwrap();
+        both("", &rel, &[true; 2]).unwrap();
+        both("1\t2", &rel, &[true; 2]).unwrap();
+    }
+
+    #[test]
+    fn the_first_error_of_the_file_is_reported_from_pieces() {
+        let rel = input(",", false, &[("x", Type::Int32), ("y", Type::Int32)]);
+        let good = |i: usize| format!("{i},{}\n", i % 97);
+        // Errors late in the file, in two places, of two kinds; and on the first line.
+        for (bad_at, bad, second_at) in [
+            (25_000usize, "1,x\n", Some(27_000usize)),
+            (24_999, "1,2,3\n", Some(5)),
+            (0, "a,b\n", None),
+            (29_999, "99999999999,1\n", None),
+        ] {
+            let text = lines(30_000, |i| {
+                if i == bad_at || Some(i) == second_at {
+                    bad.to_string()
+                } else {
+                    good(i)
+                }
+            });
+            let e = both(&text, &rel, &[true; 2]).unwrap_err();
+            let first = second_at.map_or(bad_at, |s| s.min(bad_at));
+            assert!(e.contains(&format!("r.csv:{}:", first + 1)), "{e}");
+        }
+    }
+
+    #[test]
+    fn quoted_or_string_text_is_parsed_in_one_pass() {
+        let rel = input(",", false, &[("x", Type::Int32), ("s", Type::String)]);
+        let text = lines(20_000, |i| format!("{i},\"name {i}\"\n"));
+        let mut strings = Interner::default();
+        let got = parse_input_cols_from(
+            &text,
+            "r.csv",
+            &rel,
+            &[true; 2],
+            &mut strings,
+            crate::cancel::never(),
+            0,
+        )
+        .unwrap();
+        assert_eq!(got[1].len(), 20_000);
+        let rel = input(",", false, &[("x", Type::Int32), ("y", Type::Int32)]);
+        both(&lines(20_000, |i| format!("\"{i}\",{i}\n")), &rel, &[true; 2]).unwrap();
+    }
 }
