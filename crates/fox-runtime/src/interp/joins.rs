@@ -2,7 +2,8 @@
 //! run in pieces: `JoinCount`, `MatchFlags` and `JoinWrite` over a range of left rows
 //! with the range of right rows their keys can meet (both sides sorted on the keys, so
 //! the right range of left rows `a..b` is from the first right row not below row `a`'s
-//! keys to the last not above row `b - 1`'s); `Expand` over a range of its rows. Pieces
+//! keys to the last not above row `b - 1`'s; a `MatchFlags` of several right sides, such
+//! a range of each); `Expand` over a range of its rows. Pieces
 //! are cut on the host from the key columns (moved to the host tier) and sized to a
 //! target of bytes (each piece's arguments and outputs), which halves when a piece does
 //! not fit. A left row whose own piece exceeds the target (one key meeting a long run of
