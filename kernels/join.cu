@@ -77,37 +77,23 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
 #define JB_TILES 8
 #define JB_TILE_K 2
 
+// Row r of group g against `key` (k <= JB_KREG words): -1, 0 or 1.
+__device__ __forceinline__ int cmp_key(const u64* sd, int k, int g, u64 r, const u64* key) {
+#pragma unroll
+    for (int c = 0; c < JB_KREG; ++c) {
+        if (c < k) {
+            u64 a = okey_word(sd[k + g * k + c], sd[c], r);
+            if (a != key[c]) return a < key[c] ? -1 : 1;
+        }
+    }
+    return 0;
+}
+
 // First row r of group g in [lo, hi) with row r >= (upper: >) `key` (k <= JB_KREG words).
 __device__ __forceinline__ u64 search_key(const u64* sd, int k, int g, u64 lo, u64 hi, const u64* key, bool upper) {
     while (lo < hi) {
         u64 mid = lo + (hi - lo) / 2;
-        int o = 0;
-#pragma unroll
-        for (int c = 0; c < JB_KREG; ++c) {
-            if (c < k && o == 0) {
-                u64 a = okey_word(sd[k + g * k + c], sd[c], mid);
-                if (a != key[c]) o = a < key[c] ? -1 : 1;
-            }
-        }
-        if (o < 0 || (upper && o == 0)) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-// The same over n rows of a shared-memory tile (word c of row r at tile[c * JB_TILE + r]).
-__device__ __forceinline__ u64 search_tile(const u64* tile, int k, u64 n, const u64* key, bool upper) {
-    u64 lo = 0, hi = n;
-    while (lo < hi) {
-        u64 mid = lo + (hi - lo) / 2;
-        int o = 0;
-#pragma unroll
-        for (int c = 0; c < JB_TILE_K; ++c) {
-            if (c < k && o == 0) {
-                u64 a = tile[c * JB_TILE + mid];
-                if (a != key[c]) o = a < key[c] ? -1 : 1;
-            }
-        }
+        int o = cmp_key(sd, k, g, mid, key);
         if (o < 0 || (upper && o == 0)) lo = mid + 1;
         else hi = mid;
     }
@@ -126,13 +112,22 @@ __device__ __forceinline__ int cmp_tile_key(const u64* tile, int k, u64 r, const
     return 0;
 }
 
+// The first row of a shared-memory tile of n rows (word c of row r at
+// tile[c * JB_TILE + r]) that is >= (upper: >) `key`.
+__device__ __forceinline__ u64 search_tile(const u64* tile, int k, u64 n, const u64* key, bool upper) {
+    u64 lo = 0, hi = n;
+    while (lo < hi) {
+        u64 mid = lo + (hi - lo) / 2;
+        int o = cmp_tile_key(tile, k, mid, key);
+        if (o < 0 || (upper && o == 0)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 // Whether row r of group g equals `key` (k <= JB_KREG words).
 __device__ __forceinline__ bool equal_key(const u64* sd, int k, int g, u64 r, const u64* key) {
-#pragma unroll
-    for (int c = 0; c < JB_KREG; ++c) {
-        if (c < k && okey_word(sd[k + g * k + c], sd[c], r) != key[c]) return false;
-    }
-    return true;
+    return cmp_key(sd, k, g, r, key) == 0;
 }
 
 // For every left row i (group 0, nl rows) the matching range [lo, hi) in right group g
@@ -145,7 +140,8 @@ __device__ __forceinline__ bool equal_key(const u64* sd, int k, int g, u64 r, co
 //   mode 2: lo_out[i] = lo (u32), and checks that `offsets`/`total` are the exclusive scan
 //           of the counts (error code 1 at the first row found that disagrees).
 // One left row per thread, searching only the right range of its block (`bounds`, from
-// join_block_bounds). A row's key words are read once into registers; where the block's
+// join_block_bounds; null for a grid that runs in one wave, whose blocks' first threads
+// search their ranges). A row's key words are read once into registers; where the block's
 // range has at most JB_TILE * JB_TILES rows of at most JB_TILE_K words, the block reads
 // it tile by tile into shared memory and every search runs there.
 extern "C" __global__ void __launch_bounds__(BLOCK)
@@ -163,8 +159,22 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
         if (last && i < nl) flags[i] = (unsigned char)(anti == 0);
         return;
     }
-    u64 s_lo = bounds[2 * blockIdx.x];
-    u64 s_hi = bounds[2 * blockIdx.x + 1];
+    u64 s_lo, s_hi;
+    if (bounds != nullptr) {
+        s_lo = bounds[2 * blockIdx.x];
+        s_hi = bounds[2 * blockIdx.x + 1];
+    } else {
+        // A grid of one wave: the block's first thread searches its range.
+        __shared__ u64 b_lo, b_hi;
+        if (threadIdx.x == 0) {
+            u64 last = min(first + BLOCK, nl) - 1;
+            b_lo = search(sd, k, g, 0, nr, 0, first, false);
+            b_hi = search(sd, k, g, b_lo, nr, 0, last, true);
+        }
+        __syncthreads();
+        s_lo = b_lo;
+        s_hi = b_hi;
+    }
     u64 lo, hi;
     bool found;
     if (k <= JB_KREG) {

@@ -207,6 +207,10 @@ fn sides<'a>(args: &'a [&'a DevBuf], nkeys: usize) -> Sides<'a> {
     (left, right, left[0].len, right[0].len)
 }
 
+/// Blocks of `join_bounds` per multiprocessor below which its grid counts as one wave (a
+/// lower bound of those resident at once: 256 threads and 16 KiB of shared memory each).
+const ONE_WAVE_BLOCKS_PER_SM: u32 = 4;
+
 /// What `join_bounds` writes per left row.
 enum Mode<'a> {
     Counts(&'a DevBuf),
@@ -276,27 +280,35 @@ fn bounds_in(
         ),
         Mode::Lo(lo, offsets, total) => (2, 0, 0, 0, 0, 0, gpu.ptr(lo)?, gpu.ptr(offsets)?, total),
     };
-    // The right range of each block of left rows, searched by all blocks at once.
+    // The right range of each block of left rows, searched by all blocks at once; a grid
+    // of one wave (every block resident at once) has each block search its own, which
+    // takes as long and saves a launch.
     let grid = blocks(nl as u64, u64::from(BLOCK))?;
-    let block_bounds = s.alloc(gpu, Elem::U64, 2 * grid as usize)?;
-    let args = [
-        KArg::Ptr(gpu.ptr(&desc.buf)?),
-        KArg::I32(nwords),
-        KArg::I32(desc.k),
-        KArg::I32(g),
-        KArg::U64(nl as u64),
-        KArg::U64(nr as u64),
-        KArg::U64(u64::from(grid)),
-        KArg::Ptr(gpu.ptr(&block_bounds)?),
-    ];
-    gpu.launch(
-        "join",
-        "join_block_bounds",
-        blocks(u64::from(grid), u64::from(BLOCK))?,
-        BLOCK,
-        desc.smem,
-        &args,
-    )?;
+    let bounds_ptr = if grid <= ONE_WAVE_BLOCKS_PER_SM * gpu.sm_count() {
+        0
+    } else {
+        let block_bounds = s.alloc(gpu, Elem::U64, 2 * grid as usize)?;
+        let ptr = gpu.ptr(&block_bounds)?;
+        let args = [
+            KArg::Ptr(gpu.ptr(&desc.buf)?),
+            KArg::I32(nwords),
+            KArg::I32(desc.k),
+            KArg::I32(g),
+            KArg::U64(nl as u64),
+            KArg::U64(nr as u64),
+            KArg::U64(u64::from(grid)),
+            KArg::Ptr(ptr),
+        ];
+        gpu.launch(
+            "join",
+            "join_block_bounds",
+            blocks(u64::from(grid), u64::from(BLOCK))?,
+            BLOCK,
+            desc.smem,
+            &args,
+        )?;
+        ptr
+    };
     if m == 2 {
         gpu.reset_err()?;
     }
@@ -307,7 +319,7 @@ fn bounds_in(
         KArg::I32(g),
         KArg::U64(nl as u64),
         KArg::U64(nr as u64),
-        KArg::Ptr(gpu.ptr(&block_bounds)?),
+        KArg::Ptr(bounds_ptr),
         KArg::I32(m),
         KArg::I32(anti),
         KArg::I32(prior),

@@ -137,8 +137,9 @@ fn join_without_keys_is_a_cross_product() {
 /// two words, in global memory otherwise (a long range, or wider keys), and through the
 /// descriptor for keys of more than four words. Sparse left sides over dense right sides
 /// give long ranges, dense ones short ranges, and a few values over thousands of rows
-/// runs of equal keys across tiles; half the left rows are right rows, the others drawn
-/// from a wider domain.
+/// runs of equal keys across tiles; grids of one wave search their blocks' ranges in the
+/// kernel, larger ones take them from a launch before. Half the left rows are right
+/// rows, the others drawn from a wider domain.
 fn join_ranges_short_and_long_every_key_width() {
     let mut gpu = gpu("join_ranges_short_and_long_every_key_width");
     let mut rng = Rng::new(18);
@@ -158,7 +159,13 @@ fn join_ranges_short_and_long_every_key_width() {
             (70_000, 70_001, 1 << 16),
             (3_000, 60_001, 1 << 14),
             (500, 6_000, 1 << 2),
+            // More blocks than one wave: the ranges from the launch before.
+            (400_000, 600_001, 1 << 20),
+            (150_000, 5_000_000, 1 << 24),
         ] {
+            if nl > 100_003 && keys.len() > 2 {
+                continue;
+            }
             for dedup in [false, true] {
                 let right = sorted_rel(&mut rng, keys, nr, Dist::Range(dom), dedup);
                 // Half the left rows are right rows (when the right side has any).
