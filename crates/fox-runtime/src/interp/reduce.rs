@@ -302,9 +302,7 @@ impl Interp<'_> {
             .max(1);
         let budget = self.device_cap.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
         let mut chunk = (budget / 4 / row_bytes).clamp(1, n.max(1));
-        let mut acc: Vec<HostCol> = out_elems.iter().map(|&e| HostCol::empty(e)).collect();
-        let mut runs: Vec<Run> = Vec::new();
-        let mut total = 0usize;
+        let mut chunks = Chunks::new(nkeys, out_elems.iter().map(|&e| HostCol::empty(e)).collect());
         // The rows that pass the filter before row `a`.
         let mut kept = 0usize;
         let mut a = 0;
@@ -319,20 +317,7 @@ impl Interp<'_> {
                     if let Some(HostCol::I64(counts)) = cols.last() {
                         kept += counts.iter().sum::<i64>() as usize;
                     }
-                    let len = cols.first().map_or(0, HostCol::len);
-                    let keys = cols[..nkeys]
-                        .iter()
-                        .map(|c| c.try_clone("the keys of a chunk's groups"))
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(kerr)?;
-                    runs.push(Run {
-                        keys,
-                        rows: (total as u32..(total + len) as u32).collect(),
-                    });
-                    total += len;
-                    for (x, c) in acc.iter_mut().zip(cols) {
-                        host_append(x, c).map_err(kerr)?;
-                    }
+                    chunks.push(cols, "the keys of a chunk's groups").map_err(kerr)?;
                     a = b;
                 }
                 Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && rows::may_halve(chunk, n) => {
@@ -350,16 +335,8 @@ impl Interp<'_> {
                 Err(e) => return Err(e),
             }
         }
-        self.note_pieces(runs.len() as u64);
-        let sorted = merge_chunks(acc, &runs, nkeys, total).map_err(kerr)?;
-        drop(runs);
         // The partial rows in the order of their keys, aggregated again by key.
-        let temps: Vec<usize> = sorted.into_iter().map(|c| self.host_temp_slot(c)).collect();
-        let res = self.reduce_in_groups(&combine, &temps, &out_elems, what);
-        for t in temps {
-            self.drop_temp_slot(t);
-        }
-        res
+        self.reduce_chunks(chunks, &combine, &out_elems, what)
     }
 
     /// A keyed `FusedReduce` over chunks of rows as its expansion (`fox_kernel::expand`):
@@ -404,38 +381,19 @@ impl Interp<'_> {
         let row_bytes = (2 * in_bytes + 2 * out_bytes + 5).max(1);
         let budget = self.device_cap.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
         let mut chunk = (budget / 4 / row_bytes).clamp(1, n.max(1));
-        let mut acc: Vec<HostCol> = Vec::new();
-        let mut runs: Vec<Run> = Vec::new();
-        let mut total = 0usize;
+        let mut chunks = Chunks::new(nkeys, Vec::new());
         let mut a = 0;
         while a < n {
             self.check_cancel()?;
             let b = (a + chunk).min(n);
             let mut temps = Vec::new();
-            let res = self.chunk_steps(kernel, steps, arg_slots, n_cols, (a, b), total, what, &mut temps);
+            let res = self.chunk_steps(kernel, steps, arg_slots, n_cols, (a, b), chunks.total, what, &mut temps);
             for t in temps {
                 self.drop_temp_slot(t);
             }
             match res {
                 Ok(cols) => {
-                    let len = cols.first().map_or(0, HostCol::len);
-                    let keys = cols[..nkeys]
-                        .iter()
-                        .map(|c| c.try_clone("the keys of a chunk's rows"))
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(kerr)?;
-                    runs.push(Run {
-                        keys,
-                        rows: (total as u32..(total + len) as u32).collect(),
-                    });
-                    total += len;
-                    if acc.is_empty() {
-                        acc = cols;
-                    } else {
-                        for (x, c) in acc.iter_mut().zip(cols) {
-                            host_append(x, c).map_err(kerr)?;
-                        }
-                    }
+                    chunks.push(cols, "the keys of a chunk's rows").map_err(kerr)?;
                     a = b;
                 }
                 Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && rows::may_halve(chunk, n) => {
@@ -444,15 +402,27 @@ impl Interp<'_> {
                 Err(e) => return Err(e),
             }
         }
-        self.note_pieces(runs.len() as u64);
-        if acc.is_empty() {
-            // No rows: no groups.
+        self.reduce_chunks(chunks, &reduce.kernel, out_elems, what)
+    }
+
+    /// The rows of `chunks` merged into the order of their keys (a key's rows in chunk
+    /// order) and reduced by `reduce` in pieces at group boundaries; no columns
+    /// gathered (no chunk ran): no groups.
+    fn reduce_chunks(
+        &mut self,
+        chunks: Chunks,
+        reduce: &Kernel,
+        out_elems: &[Elem],
+        what: &dyn Fn() -> String,
+    ) -> Result<Vec<HostCol>, RuntimeError> {
+        self.note_pieces(chunks.runs.len() as u64);
+        if chunks.cols.is_empty() {
             return Ok(out_elems.iter().map(|&e| HostCol::empty(e)).collect());
         }
-        let sorted = merge_chunks(acc, &runs, nkeys, total).map_err(kerr)?;
-        drop(runs);
+        let sorted = merge_chunks(chunks.cols, &chunks.runs, chunks.nkeys, chunks.total)
+            .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
         let temps: Vec<usize> = sorted.into_iter().map(|c| self.host_temp_slot(c)).collect();
-        let res = self.reduce_in_groups(&reduce.kernel, &temps, out_elems, what);
+        let res = self.reduce_in_groups(reduce, &temps, out_elems, what);
         for t in temps {
             self.drop_temp_slot(t);
         }
@@ -538,6 +508,52 @@ impl Interp<'_> {
 /// The rows of a keyed `FusedReduce`'s chunks, `cols` (each chunk's rows `runs` of them,
 /// sorted on the first `nkeys` columns), in the order of the keys: stably, a key's rows
 /// in chunk order.
+/// The outputs of the chunks of a keyed aggregation on the host: their columns in chunk
+/// order (the keys first, sorted within each chunk) and each chunk's run of keys.
+struct Chunks {
+    nkeys: usize,
+    /// The columns so far: those given to [`Chunks::new`] (empty columns, or none, which
+    /// the first chunk's columns then replace) with every chunk's rows appended.
+    cols: Vec<HostCol>,
+    runs: Vec<Run>,
+    /// The rows of all chunks.
+    total: usize,
+}
+
+impl Chunks {
+    fn new(nkeys: usize, cols: Vec<HostCol>) -> Chunks {
+        Chunks {
+            nkeys,
+            cols,
+            runs: Vec::new(),
+            total: 0,
+        }
+    }
+
+    /// Adds a chunk's output columns; `what` names its keys' copy for an out-of-memory
+    /// error.
+    fn push(&mut self, cols: Vec<HostCol>, what: &str) -> Result<(), String> {
+        let len = cols.first().map_or(0, HostCol::len);
+        let keys = cols[..self.nkeys]
+            .iter()
+            .map(|c| c.try_clone(what))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.runs.push(Run {
+            keys,
+            rows: (self.total as u32..(self.total + len) as u32).collect(),
+        });
+        self.total += len;
+        if self.cols.is_empty() {
+            self.cols = cols;
+        } else {
+            for (x, c) in self.cols.iter_mut().zip(cols) {
+                host_append(x, c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 fn merge_chunks(cols: Vec<HostCol>, runs: &[Run], nkeys: usize, total: usize) -> Result<Vec<HostCol>, String> {
     if total > u32::MAX as usize {
         return Err(format!("{total} rows of chunks are more than a permutation can index"));
