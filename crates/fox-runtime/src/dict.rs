@@ -171,10 +171,7 @@ impl Dictionary {
         let Some(codes) = codes else {
             return Ok(match op {
                 DictOp::Rank => HostCol::U32(self.rank()?),
-                DictOp::Like(pattern) => {
-                    let m = LikeMatcher::new(pattern);
-                    HostCol::U8(self.par_map(|s| m.matches(s) as u8)?)
-                }
+                DictOp::Like(pattern) => HostCol::U8(self.like_table(&LikeMatcher::new(pattern), None)?),
                 DictOp::Prefix(p) => HostCol::U8(self.par_map(|s| s.starts_with(p.as_str()) as u8)?),
                 DictOp::Regex(p) => {
                     let r = regex(p)?;
@@ -185,34 +182,30 @@ impl Dictionary {
         };
         Ok(match op {
             DictOp::Rank => {
-                let mut rank = try_filled(self.len(), 0u32, "the rank table of the string dictionary")?;
                 if self.is_ordered() {
-                    codes.iter().for_each(|&c| rank[c as usize] = c);
-                } else {
-                    use rayon::slice::ParallelSliceMut;
-                    let mut order: Vec<u32> = try_with_capacity(
-                        codes.len() + (self.len() - self.sorted_len()),
-                        "the rank table of the string dictionary",
-                    )?;
-                    order.extend(
-                        codes
-                            .iter()
-                            .copied()
-                            .filter(|&c| (c as usize) < self.sorted_len())
-                            .chain(self.sorted_len() as u32..self.len() as u32),
-                    );
-                    let text = |c: u32| self.get(c).unwrap_or_default();
-                    order.par_sort_unstable_by(|&a, &b| text(a).cmp(text(b)));
-                    for (pos, c) in order.into_iter().enumerate() {
-                        rank[c as usize] = pos as u32;
-                    }
+                    return Ok(HostCol::U32(self.at_codes(codes, |c| c)?));
+                }
+                let mut rank = try_filled(self.len(), 0u32, "the rank table of the string dictionary")?;
+                use rayon::slice::ParallelSliceMut;
+                let mut order: Vec<u32> = try_with_capacity(
+                    codes.len() + (self.len() - self.sorted_len()),
+                    "the rank table of the string dictionary",
+                )?;
+                order.extend(
+                    codes
+                        .iter()
+                        .copied()
+                        .filter(|&c| (c as usize) < self.sorted_len())
+                        .chain(self.sorted_len() as u32..self.len() as u32),
+                );
+                let text = |c: u32| self.get(c).unwrap_or_default();
+                order.par_sort_unstable_by(|&a, &b| text(a).cmp(text(b)));
+                for (pos, c) in order.into_iter().enumerate() {
+                    rank[c as usize] = pos as u32;
                 }
                 HostCol::U32(rank)
             }
-            DictOp::Like(pattern) => {
-                let m = LikeMatcher::new(pattern);
-                HostCol::U8(self.scatter(codes, |s| m.matches(s) as u8)?)
-            }
+            DictOp::Like(pattern) => HostCol::U8(self.like_table(&LikeMatcher::new(pattern), Some(codes))?),
             DictOp::Prefix(p) => HostCol::U8(self.scatter(codes, |s| s.starts_with(p.as_str()) as u8)?),
             DictOp::Regex(p) => {
                 let r = regex(p)?;
@@ -225,24 +218,101 @@ impl Dictionary {
     /// A table with `f` of the strings of `codes` and of the appended strings at their
     /// codes, 0 elsewhere.
     fn scatter<T: Send + Copy + Default>(&self, codes: &[u32], f: impl Fn(&str) -> T + Sync) -> Result<Vec<T>, String> {
+        let mut out = self.at_codes(codes, |c| f(self.get(c).unwrap_or_default()))?;
+        out.extend(self.extra.iter().map(|s| f(s)));
+        debug_assert_eq!(out.len(), self.len());
+        Ok(out)
+    }
+
+    /// A table over the sorted part's codes with `g(c)` at the codes `c` of `codes` (sorted,
+    /// distinct; those of appended strings are skipped) and 0 elsewhere, with room for the
+    /// appended strings' entries after it.
+    ///
+    /// The table is as long as the dictionary (tens of millions of entries for large
+    /// data) while `codes` may be few: it is filled and evaluated in blocks of codes on
+    /// every core, each block writing its zeros and then `g` at the codes within it (one
+    /// run of `codes`, which is sorted).
+    fn at_codes<T: Send + Copy + Default>(&self, codes: &[u32], g: impl Fn(u32) -> T + Sync) -> Result<Vec<T>, String> {
         use rayon::prelude::*;
         const WHAT: &str = "a table of the string dictionary";
+        const BLOCK: usize = 1 << 16;
         let n = self.sorted_len();
-        let codes = &codes[..codes.partition_point(|&c| (c as usize) < n)];
-        let vals: Vec<T> = try_par_collect(
-            codes
-                .par_iter()
-                .with_min_len(100_000)
-                .map(|&c| f(self.get(c).unwrap_or_default())),
-            WHAT,
-        )?;
-        let mut out = try_filled(self.len(), T::default(), WHAT)?;
-        for (&c, v) in codes.iter().zip(vals) {
-            out[c as usize] = v;
-        }
-        for (k, s) in self.extra.iter().enumerate() {
-            out[n + k] = f(s);
-        }
+        let mut out: Vec<T> = try_with_capacity(self.len(), WHAT)?;
+        out.par_extend(rayon::iter::repeat_n(T::default(), n));
+        out.par_chunks_mut(BLOCK).enumerate().for_each(|(b, block)| {
+            let start = b * BLOCK;
+            let first = codes.partition_point(|&c| (c as usize) < start);
+            let last = codes.partition_point(|&c| (c as usize) < start + block.len());
+            for &c in &codes[first..last] {
+                block[c as usize - start] = g(c);
+            }
+        });
+        Ok(out)
+    }
+}
+
+impl Dictionary {
+    /// The table of `LIKE m` at `codes` (sorted, distinct; `None`: every code) and at the
+    /// appended strings, 0 elsewhere.
+    ///
+    /// A pattern with a piece every match contains ([`LikeMatcher::required`]) is
+    /// evaluated only on the strings holding that piece where the asked codes are at least
+    /// a quarter of a block: one search runs over the block's strings stored end to end,
+    /// each string holding the piece (not across its end) is matched whole, and the search
+    /// goes on from the next string. Sparser blocks match their asked strings one by one.
+    fn like_table(&self, m: &LikeMatcher, codes: Option<&[u32]>) -> Result<Vec<u8>, String> {
+        use rayon::prelude::*;
+        const WHAT: &str = "a table of the string dictionary";
+        const BLOCK: usize = 1 << 16;
+        let Some(needle) = m.required() else {
+            return match codes {
+                Some(codes) => self.scatter(codes, |s| m.matches(s) as u8),
+                None => self.par_map(|s| m.matches(s) as u8),
+            };
+        };
+        let strings = &self.sorted.strings;
+        let n = strings.len();
+        let mut out: Vec<u8> = try_with_capacity(self.len(), WHAT)?;
+        out.par_extend(rayon::iter::repeat_n(0u8, n));
+        out.par_chunks_mut(BLOCK).enumerate().for_each(|(b, block)| {
+            let start = b * BLOCK;
+            let end = start + block.len();
+            let asked = codes.map(|codes| {
+                let first = codes.partition_point(|&c| (c as usize) < start);
+                &codes[first..codes.partition_point(|&c| (c as usize) < end)]
+            });
+            if let Some(asked) = asked.filter(|a| a.len() * 4 < block.len()) {
+                for &c in asked {
+                    block[c as usize - start] = m.matches(strings.get(c as usize)) as u8;
+                }
+                return;
+            }
+            let (text, base) = strings.span(start, end);
+            let (mut from, mut next_asked) = (0usize, 0usize);
+            while let Some(pos) = needle.find(&text[from..]) {
+                let at = base + from + pos;
+                // The string holding the piece's first byte: the first whose end is past it.
+                let i = start + crate::strings::partition_point(end - start, |k| strings.end(start + k) <= at);
+                let string_end = strings.end(i);
+                from = string_end - base;
+                if at + needle.needle().len() > string_end {
+                    // Across the string's end: the search restarts at the next string.
+                    continue;
+                }
+                let wanted = match asked {
+                    None => true,
+                    Some(asked) => {
+                        next_asked += asked[next_asked..].partition_point(|&c| (c as usize) < i);
+                        asked.get(next_asked) == Some(&(i as u32))
+                    }
+                };
+                if wanted {
+                    block[i - start] = m.matches(strings.get(i)) as u8;
+                }
+            }
+        });
+        out.extend(self.extra.iter().map(|s| m.matches(s) as u8));
+        debug_assert_eq!(out.len(), self.len());
         Ok(out)
     }
 }
@@ -296,6 +366,14 @@ impl LikeMatcher {
             ascii: pattern.is_ascii().then(|| pattern.as_bytes().to_vec()),
             pieces,
         }
+    }
+
+    /// A searcher of a piece of text every matching string contains (the pattern's
+    /// longest literal piece), when the pattern has no `_` and a non-empty piece.
+    pub fn required(&self) -> Option<&memchr::memmem::Finder<'static>> {
+        let p = self.pieces.as_ref()?;
+        let (i, longest) = p.parts.iter().enumerate().max_by_key(|(_, s)| s.len())?;
+        (!longest.is_empty()).then(|| &p.finders[i])
     }
 
     pub fn matches(&self, s: &str) -> bool {
@@ -582,5 +660,103 @@ mod tests {
         );
         let bad = d.table(&DictOp::Regex("(".into())).unwrap_err();
         assert!(bad.contains("does not compile"), "{bad}");
+    }
+
+    /// Tables at some codes over a dictionary of several blocks: each asked code (those at
+    /// block edges, the first and the last included) has the whole table's entry, every
+    /// other code of the sorted part 0, and the appended strings their entries.
+    #[test]
+    fn tables_at_codes_across_blocks_match_the_whole_tables() {
+        use crate::HostCol;
+        let n = 3 * (1 << 16) + 5;
+        let mut d = Dictionary::from_strings((0..n).map(|i| format!("s{i:07}{}", if i % 3 == 0 { "x" } else { "" })));
+        let mut codes: Vec<u32> = (0..n as u32).step_by(7).collect();
+        codes.extend([65535, 65536, 131071, 131072, n as u32 - 1]);
+        codes.sort_unstable();
+        codes.dedup();
+        let ops = [
+            DictOp::Like("%1%x".into()),
+            DictOp::Prefix("s00001".into()),
+            DictOp::Strlen,
+            DictOp::Rank,
+        ];
+        let check = |d: &Dictionary, codes: &[u32]| {
+            for op in &ops {
+                let whole = d.table(op).unwrap();
+                let part = d.table_for(op, Some(codes)).unwrap();
+                assert_eq!(part.len(), d.len(), "{op:?}");
+                let asked: std::collections::HashSet<u32> = codes.iter().copied().collect();
+                for c in 0..d.len() {
+                    let at = |t: &HostCol| match t {
+                        HostCol::U8(v) => v[c] as u64,
+                        HostCol::I32(v) => v[c] as u64,
+                        HostCol::U32(v) => v[c] as u64,
+                        t => panic!("{t:?}"),
+                    };
+                    if asked.contains(&(c as u32)) || c >= d.sorted_len() {
+                        // A rank among the asked codes: order-preserving, not equal.
+                        if !matches!(op, DictOp::Rank) || d.is_ordered() {
+                            assert_eq!(at(&part), at(&whole), "{op:?} at {c}");
+                        }
+                    } else {
+                        assert_eq!(at(&part), 0, "{op:?} at {c}");
+                    }
+                }
+            }
+        };
+        check(&d, &codes);
+        check(&d, &[]);
+        d.intern("s00001z").unwrap();
+        d.intern("a").unwrap();
+        check(&d, &codes);
+    }
+
+    /// LIKE tables searched over the strings end to end agree with matching each string,
+    /// for every code and for dense and sparse sets of codes, where pieces occur across
+    /// two strings' boundary, in empty strings' neighbourhood and repeatedly in one string.
+    #[test]
+    fn like_tables_searched_end_to_end_agree_with_each_string() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let strings: Vec<String> = (0..400_000)
+            .map(|_| {
+                let len = (next() % 21) as usize;
+                (0..len)
+                    .map(|_| [b'a', b'b', b'c'][(next() % 3) as usize] as char)
+                    .collect()
+            })
+            .chain(["", "ba", "bab", "é", "aé"].map(String::from))
+            .collect();
+        let mut d = Dictionary::from_strings(strings);
+        assert!(d.len() > 2 * (1 << 16), "{}", d.len());
+        let dense: Vec<u32> = (0..d.len() as u32).filter(|c| c % 3 != 1).collect();
+        let sparse: Vec<u32> = (0..d.len() as u32).step_by(11).collect();
+        let patterns = [
+            "%ab%", "%abc", "a%b%c", "%cab%ba%", "%", "abc", "%aa%a", "ab%", "%é", "%a_b%",
+        ];
+        let check = |d: &Dictionary| {
+            for p in patterns {
+                let m = LikeMatcher::new(p);
+                let truth: Vec<u8> = (0..d.len())
+                    .map(|c| m.matches(d.get(c as u32).unwrap()) as u8)
+                    .collect();
+                assert_eq!(d.like_table(&m, None).unwrap(), truth, "{p}");
+                for codes in [&dense, &sparse] {
+                    let got = d.like_table(&m, Some(codes)).unwrap();
+                    for (c, &g) in got.iter().enumerate() {
+                        let asked = codes.binary_search(&(c as u32)).is_ok() || c >= d.sorted_len();
+                        assert_eq!(g, if asked { truth[c] } else { 0 }, "{p} at {c}");
+                    }
+                }
+            }
+        };
+        check(&d);
+        d.intern("zzab").unwrap();
+        check(&d);
     }
 }

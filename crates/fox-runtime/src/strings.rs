@@ -65,6 +65,21 @@ impl StrArena {
         &self.text[start..self.ends[i] as usize]
     }
 
+    /// The end of string `i` in the text of all strings (its first byte is at the end of
+    /// string `i - 1`, or 0); panics when `i >= len()`.
+    #[inline]
+    pub fn end(&self, i: usize) -> usize {
+        self.ends[i] as usize
+    }
+
+    /// The text of strings `a..b`, end to end, and the offset of its first byte in the
+    /// text of all strings; panics unless `a <= b <= len()`.
+    pub fn span(&self, a: usize, b: usize) -> (&[u8], usize) {
+        let start = if a == 0 { 0 } else { self.end(a - 1) };
+        let end = if b == 0 { 0 } else { self.end(b - 1) };
+        (&self.text.as_bytes()[start..end.max(start)], start)
+    }
+
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
         (0..self.len()).map(|i| self.get(i))
     }
