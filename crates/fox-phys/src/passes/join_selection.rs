@@ -35,12 +35,12 @@ impl Pass for JoinSelection {
         "the algorithm of each join: band joins where a select bounds a column by the other side's, sort-merge, hash, index nested-loop or nested-loop for other binary joins by cost (or --join), leapfrog triejoin for multi-way joins with the plan of its levels (smallest-range expansion, twin members, shared searches)"
     }
 
-    fn run(&self, plan: &mut PhysPlan, _stats: &Statistics) -> Result<(), PhysError> {
+    fn run(&self, plan: &mut PhysPlan, stats: &Statistics) -> Result<(), PhysError> {
         let mut set = Vec::new();
         // The order of every side with every join a merge (this pass decides before
         // `order` runs): a side an earlier join of the block probes by hash may be less
         // sorted than judged, which costs a sort, never an answer.
-        let orders = provisional(plan);
+        let orders = provisional(plan, stats);
         let types = |x: &TempId| plan.ra.temps[x.0 as usize].types();
         let sorted = |x: &TempId, keys: &[usize]| {
             orders[x.0 as usize]

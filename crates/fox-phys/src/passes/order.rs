@@ -50,10 +50,10 @@ impl Pass for OrderPass {
         "the order and uniqueness of every result, so sorts are elided where an order is known; the order of join and group keys; which fused aggregations are already sorted"
     }
 
-    fn run(&self, plan: &mut PhysPlan, _stats: &Statistics) -> Result<(), PhysError> {
+    fn run(&self, plan: &mut PhysPlan, stats: &Statistics) -> Result<(), PhysError> {
         let mut out: Vec<(TempId, OrderAnn, bool)> = Vec::new();
         for b in &plan.ra.blocks {
-            block(plan, b, &mut out);
+            block(plan, stats, b, &mut out);
         }
         for (t, ann, unfuse) in out {
             let n = plan.node_mut(t);
@@ -174,7 +174,28 @@ fn props_val(p: &Props, types: Vec<Type>) -> Val {
     }
 }
 
-fn block(plan: &PhysPlan, b: &Block, out: &mut Vec<(TempId, OrderAnn, bool)>) {
+/// The order a scan of input relation `rel` has as loaded, from the statistics of the data
+/// the plan runs on: ascending on every column whose values the statistics saw in
+/// ascending order (rows ascending on each of several columns are ascending on all of
+/// them together, in any order of the columns). Only columns whose code order is their
+/// value order count (not strings, whose codes follow their text only until strings are
+/// appended, nor floats), and only on one device (a device's part of a table is not the
+/// table as loaded).
+fn loaded_order(plan: &PhysPlan, stats: &Statistics, rel: &fox_ra::RelVar) -> Vec<SortKey> {
+    if plan.devices != 1 || !matches!(rel.kind, fox_ra::RelKind::Input { .. }) {
+        return Vec::new();
+    }
+    let Some(s) = stats.get(&rel.name) else {
+        return Vec::new();
+    };
+    let cols =
+        rel.columns.iter().enumerate().filter(|(c, col)| {
+            !matches!(col.ty, Type::String | Type::Float64) && s.column(*c).is_some_and(|cs| cs.sorted)
+        });
+    asc(cols.map(|(c, _)| c))
+}
+
+fn block(plan: &PhysPlan, stats: &Statistics, b: &Block, out: &mut Vec<(TempId, OrderAnn, bool)>) {
     let ra: &RaPlan = &plan.ra;
     let mut vals: Vec<Option<Val>> = vec![None; ra.temps.len()];
     for s in &b.stmts {
@@ -214,7 +235,11 @@ fn block(plan: &PhysPlan, b: &Block, out: &mut Vec<(TempId, OrderAnn, bool)>) {
         let v: Option<Val> = match op {
             Op::Scan(r) => {
                 let rel = &ra.relations[r.0 as usize];
-                Some(props_val(&rel.props, types.clone()))
+                let mut v = props_val(&rel.props, types.clone());
+                if v.o.sorted.is_empty() {
+                    v.o.sorted = loaded_order(plan, stats, rel);
+                }
+                Some(v)
             }
             Op::Const(rows) => {
                 let n = rows.len();
@@ -507,10 +532,10 @@ pub(crate) fn sorted_on(o: &Order, types: &[Type], keys: &[usize]) -> bool {
 
 /// The order every result of `plan` has with the algorithms chosen so far (what
 /// `join-selection` judges sides by before this pass runs), indexed by temp.
-pub(crate) fn provisional(plan: &PhysPlan) -> Vec<Option<Order>> {
+pub(crate) fn provisional(plan: &PhysPlan, stats: &Statistics) -> Vec<Option<Order>> {
     let mut out = Vec::new();
     for b in &plan.ra.blocks {
-        block(plan, b, &mut out);
+        block(plan, stats, b, &mut out);
     }
     let mut orders = vec![None; plan.ra.temps.len()];
     for (t, ann, _) in out {
