@@ -30,8 +30,8 @@ mod rounds;
 mod setops;
 mod tiered;
 
-use expr::ExprCx;
 pub use band::MAX_PROBE_ROWS;
+use expr::ExprCx;
 use rounds::{Closed, JoinRound, OpenRound};
 
 /// Why an RA plan could not be lowered.

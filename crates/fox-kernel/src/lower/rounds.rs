@@ -289,7 +289,9 @@ impl Lower<'_> {
                 runs,
             });
         } else if outer.is_some() {
-            return Err(LowerError::Invalid("a join's rounds run within a loop but the join has no window".into()));
+            return Err(LowerError::Invalid(
+                "a join's rounds run within a loop but the join has no window".into(),
+            ));
         }
         self.launch(Kernel::Expand, args, &[(names[0], None), (names[1], None)])
     }
@@ -302,7 +304,11 @@ impl Lower<'_> {
     /// filtered at once.
     pub(super) fn close_filter_round(&mut self, cols: Vec<BufId>, columns: Vec<Column>) -> R<Val> {
         let JoinRound {
-            round, outer, acc, runs, ..
+            round,
+            outer,
+            acc,
+            runs,
+            ..
         } = self
             .join_round
             .take()

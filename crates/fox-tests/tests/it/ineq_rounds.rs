@@ -79,6 +79,9 @@ fn capped(cap: Option<u64>) -> EngineOptions {
     }
 }
 
+/// The `(p, q)` of a side's rows.
+type Side = Vec<(i64, i64)>;
+
 /// Rows `(x, p, q)` with `x` their index.
 fn rows(pq: &[(i64, i64)]) -> Vec<Vec<Value>> {
     pq.iter()
@@ -87,7 +90,7 @@ fn rows(pq: &[(i64, i64)]) -> Vec<Vec<Value>> {
         .collect()
 }
 
-fn random(rng: &mut Rng, n: usize, domain: u64) -> Vec<(i64, i64)> {
+fn random(rng: &mut Rng, n: usize, domain: u64) -> Side {
     (0..n)
         .map(|_| {
             let p = rng.below(domain as usize) as i64;
@@ -98,7 +101,7 @@ fn random(rng: &mut Rng, n: usize, domain: u64) -> Vec<(i64, i64)> {
 
 /// The named cases: empty sides, one row, all-equal values, and random rows of a small
 /// domain (ties) of sizes whose round boundaries fall inside and exactly at the end.
-fn cases() -> Vec<(String, Vec<(i64, i64)>, Vec<(i64, i64)>)> {
+fn cases() -> Vec<(String, Side, Side)> {
     let mut rng = Rng::new(18);
     let mut out = vec![
         ("both empty".to_string(), vec![], vec![]),
@@ -106,11 +109,19 @@ fn cases() -> Vec<(String, Vec<(i64, i64)>, Vec<(i64, i64)>)> {
         ("b empty".to_string(), vec![(1, 5), (2, 0)], vec![]),
         ("one row each, a pair".to_string(), vec![(1, 5)], vec![(2, 4)]),
         ("one row each, no pair".to_string(), vec![(2, 4)], vec![(1, 5)]),
-        ("one row against several".to_string(), vec![(3, 3)], random(&mut rng, 7, 6)),
+        (
+            "one row against several".to_string(),
+            vec![(3, 3)],
+            random(&mut rng, 7, 6),
+        ),
         ("all equal".to_string(), vec![(4, 4); 6], vec![(4, 4); 8]),
     ];
     for (n, m) in [(4, 8), (8, 4), (5, 6), (12, 9), (16, 16)] {
-        out.push((format!("random {n} by {m}"), random(&mut rng, n, 6), random(&mut rng, m, 6)));
+        out.push((
+            format!("random {n} by {m}"),
+            random(&mut rng, n, 6),
+            random(&mut rng, m, 6),
+        ));
     }
     out
 }
@@ -197,6 +208,9 @@ fn aggregated_inequality_joins_in_rounds_of_pairs_within_rounds_of_probing_rows(
         };
         let rounds = differential_opts(&src, &data, &opts).unwrap_or_else(|e| panic!("{limit}, {cap:?}: {e}"));
         let free = 2 * AGGREGATED as u64 * cap.map_or(1, |c| 300u64.div_ceil(c));
-        assert!(rounds > free, "{limit}, {cap:?}: {rounds} windows, {free} without the limit");
+        assert!(
+            rounds > free,
+            "{limit}, {cap:?}: {rounds} windows, {free} without the limit"
+        );
     }
 }
