@@ -35,7 +35,7 @@ pub use arith::{div_round_half_away, finish_int_sum, int_bits, int_pow, parse_so
 pub use checked::{check_expr, Checked};
 pub use expand::{expand, Expansion, Operand, Step};
 pub use ir::*;
-pub use lower::{lower, lower_physical, lower_physical_with, lower_with, LowerError, LowerOptions};
+pub use lower::{lower, lower_physical, lower_physical_with, lower_with, LowerError, LowerOptions, MAX_PROBE_ROWS};
 pub use print::{kernel_label, op_name, output_label, print_kernels, show_kexpr, show_value, to_dot};
 pub use ron_io::{from_ron, to_ron, validate, LoadError};
 pub use sig::{check_args, check_lengths, check_shape, dict_elem, kernel_outputs};

@@ -167,6 +167,7 @@ fn main() -> ExitCode {
             let lowering = fox_kernel::LowerOptions {
                 observe_rows,
                 keep_loop_invariants,
+                ..Default::default()
             };
             cmd_compile(&files, dialect, output.as_deref(), emit, &passes, &lowering, color)
         }

@@ -27,32 +27,33 @@ fn program(tag: &str, n: usize, keys: u64, rules: &str) -> (std::path::PathBuf, 
     (dir, p)
 }
 
-/// A program over `n` rows a side with keys below `keys`, whose `rules` aggregate `joins`
-/// joins.
+/// A program over `n` rows a side with keys below `keys`, whose `rules` aggregate joins
+/// that take `windows` windows without a limit: one per join, two per inequality join
+/// (one of its probing rows, one of its pairs).
 struct Case<'a> {
     tag: &'a str,
     n: usize,
     keys: u64,
     rules: &'a str,
-    joins: u64,
+    windows: u64,
 }
 
 /// Runs the program without a limit and under `limit` (small beside the pairs, but above
 /// what the run holds besides them, so that a window holds many pairs): the same standard
-/// output, one round per join without the limit and more than `min_rounds` under it.
+/// output, the windows of `c` without the limit and more than `min_rounds` under it.
 fn same_in_rounds(c: &Case, join: &str, limit: &str, min_rounds: u64) -> String {
     let Case {
         tag,
         n,
         keys,
         rules,
-        joins,
+        windows,
     } = *c;
     let (dir, p) = program(tag, n, keys, rules);
     let whole = foxrun(&p, &dir, &["--join", join]);
     let e = String::from_utf8_lossy(&whole.stderr).into_owned();
     assert!(whole.status.success(), "{e}");
-    assert_eq!(rounds(&e), joins, "{e}");
+    assert_eq!(rounds(&e), windows, "{e}");
     let cut = foxrun(&p, &dir, &["--join", join, "--memory-limit", limit]);
     let e = String::from_utf8_lossy(&cut.stderr).into_owned();
     assert!(cut.status.success(), "{e}");
@@ -70,7 +71,7 @@ fn a_count_over_an_inequality_join_in_rounds() {
         n: 2_000,
         keys: 1 << 30,
         rules: "n[] = c <- agg<<c = count()>> a(x, v), b(y, w), x < y, v > w.\n.output n.\n",
-        joins: 1,
+        windows: 2,
     };
     let out = same_in_rounds(&case, "auto", "1M", 20);
     assert!(out.lines().count() >= 2, "{out}");
@@ -83,7 +84,7 @@ fn a_sum_over_a_band_join_in_rounds() {
         n: 3_000,
         keys: 100_000,
         rules: "s[] = t <- agg<<t = sum(v + w)>> a(x, v), b(y, w), y >= x - 2000, y <= x + 2000.\n.output s.\n",
-        joins: 1,
+        windows: 1,
     };
     let out = same_in_rounds(&case, "auto", "256K", 5);
     assert!(out.lines().count() >= 2, "{out}");
@@ -104,7 +105,7 @@ fn an_equi_join_of_heavy_duplicates_aggregated_in_rounds_by_every_algorithm() {
             n: 2_000,
             keys: 8,
             rules,
-            joins: 3,
+            windows: 3,
         };
         outs.push(same_in_rounds(&case, join, "64K", 20));
     }
@@ -200,7 +201,7 @@ fn a_cross_product_only_an_aggregation_reads_is_aggregated_per_round() {
             n: 2_000,
             keys: 1 << 10,
             rules,
-            joins: 1,
+            windows: 1,
         };
         let out = same_in_rounds(&case, join, "2M", 5);
         assert!(out.lines().count() >= 2, "{join}: {out}");

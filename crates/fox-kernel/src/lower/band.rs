@@ -11,12 +11,15 @@
 //! ranges, which hold tree entries (positions of the sorted side). Pairs come by probing
 //! row, then by the blocks in position order, then by the second column.
 //!
-//! An inequality join whose rows are kept probes in rounds: a `Window` of its probing rows
-//! at a time (what half the memory left holds at [`probe_row_bytes`] a row, and at most
-//! [`MAX_PROBE_ROWS`], so that a round's `rows · 2L` ranges stay u32-addressed), each
-//! round's pairs appended to the rounds' before; the rounds in probing order give the
-//! pairs of the whole in its order. (One whose rows only an aggregation reads is written
-//! in rounds of its pairs instead, and probes at once.)
+//! An inequality join probes in rounds: a `Window` of its probing rows at a time (what
+//! half the memory left holds at [`probe_row_bytes`] a row, and at most
+//! [`MAX_PROBE_ROWS`], or the smaller `LowerOptions::probe_rows`, so that a round's
+//! `rows · 2L` ranges stay u32-addressed). Where its rows are kept, each round's pairs are
+//! appended to the rounds' before; the rounds in probing order give the pairs of the
+//! whole in its order. Where only an aggregation reads them, each round's pairs are
+//! written in rounds of their own (`expand_pairs_within`), each aggregated and combined
+//! with the aggregation's running result, made before the first round: the rounds of
+//! pairs end, then the round of probing rows, at that aggregation.
 
 use super::*;
 use fox_phys::Band;
@@ -24,7 +27,7 @@ use fox_phys::Band;
 /// The most probing rows of an inequality join one round probes: their `2L` ranges each,
 /// with `L` the levels of a tree over the most rows a u32 position addresses, stay below
 /// 2^32.
-pub(super) const MAX_PROBE_ROWS: u64 = u32::MAX as u64 / (2 * ineq_levels(u32::MAX as usize) as u64);
+pub const MAX_PROBE_ROWS: u64 = u32::MAX as u64 / (2 * ineq_levels(u32::MAX as usize) as u64);
 
 /// What one probing row of an inequality join's round costs: its row index and position
 /// (8 bytes), its range on the first column and its `bounds` bound columns (gathered, at
@@ -94,19 +97,6 @@ impl Lower<'_> {
                 upper: inner.upper.as_ref().map(bound),
             };
             let gather = Kernel::Gather { shift: 0 };
-            if self.join_window.is_some() {
-                // Written in rounds of its pairs up to the aggregation: probed at once.
-                let mut args = vec![d, tree, range[0], range[1]];
-                args.extend(bounds);
-                let ranges = self.launch(kernel, args, &[("lo", None), ("hi", None), ("row", None)])?;
-                let idx = self.expand_pairs(ranges[0], ranges[1], ["range", "entry"])?;
-                let p = self.launch1(gather.clone(), vec![idx[0], ranges[2]], "probe", None)?;
-                let m = self.launch1(gather, vec![idx[1], tree], "match", None)?;
-                return match band.sorted {
-                    Side::Left => self.join_rows(&sorted, m, &probe, p, output, columns),
-                    Side::Right => self.join_rows(&probe, p, &sorted, m, output, columns),
-                };
-            }
             // Probed in rounds of probing rows: one per probing row (`JoinCount` without
             // keys against the one row of `RootRange`), a window of them per round, whose
             // rows (`parent`) select the round's ranges and bounds.
@@ -117,22 +107,29 @@ impl Lower<'_> {
                 vec![ones],
                 &[("rows.offsets", None), ("rows.total", None)],
             )?;
-            let acc = self.launch(
-                Kernel::Const {
-                    types: phys_types(&columns),
-                    rows: Vec::new(),
-                },
-                Vec::new(),
-                &Self::col_names(&columns)
-                    .iter()
-                    .map(|(n, t)| (format!("{n}.acc"), *t))
-                    .collect::<Vec<_>>()
-                    .iter()
-                    .map(|(n, t)| (n.as_str(), *t))
-                    .collect::<Vec<_>>(),
-            )?;
+            // Written in rounds of its pairs up to the aggregation that reads it: the
+            // aggregation's running result, made before the rounds of probing rows.
+            let result = self.join_result()?;
+            // Kept: the pairs of the rounds so far.
+            let acc = match &result {
+                Some(_) => Vec::new(),
+                None => self.launch(
+                    Kernel::Const {
+                        types: phys_types(&columns),
+                        rows: Vec::new(),
+                    },
+                    Vec::new(),
+                    &Self::col_names(&columns)
+                        .iter()
+                        .map(|(n, t)| (format!("{n}.acc"), *t))
+                        .collect::<Vec<_>>()
+                        .iter()
+                        .map(|(n, t)| (n.as_str(), *t))
+                        .collect::<Vec<_>>(),
+                )?,
+            };
             let row_bytes = probe_row_bytes(bounds.len());
-            let max_rows = Some(MAX_PROBE_ROWS);
+            let max_rows = Some(self.probe_rows);
             let w = self.launch1(Kernel::Window { row_bytes, max_rows }, vec![scan[1]], "probes", None)?;
             let n = self.blocks.len();
             let body = self.new_block(format!("{}.probe{n}", self.prefix));
@@ -143,6 +140,14 @@ impl Lower<'_> {
                 exit,
             });
             self.start_block(body);
+            let round = OpenRound {
+                body,
+                exit,
+                total: scan[1],
+                window: w,
+                row_bytes,
+                max_rows,
+            };
             let rows = self.launch(
                 Kernel::Expand,
                 vec![range[0], scan[0], scan[1], w],
@@ -157,13 +162,21 @@ impl Lower<'_> {
             let mut args = vec![d, tree];
             args.extend(part);
             let ranges = self.launch(kernel, args, &[("lo", None), ("hi", None), ("row", None)])?;
-            let idx = self.expand_pairs(ranges[0], ranges[1], ["range", "entry"])?;
+            // The aggregation's rounds of the pairs run within this round and end it.
+            let (outer, round) = match result {
+                Some(r) => (Some((round, r)), None),
+                None => (None, Some(round)),
+            };
+            let idx = self.expand_pairs_within(ranges[0], ranges[1], ["range", "entry"], outer)?;
             let local = self.launch1(gather.clone(), vec![idx[0], ranges[2]], "probe.part", None)?;
             let p = self.launch1(gather.clone(), vec![local, rows[0]], "probe", None)?;
             let m = self.launch1(gather, vec![idx[1], tree], "match", None)?;
             let v = match band.sorted {
                 Side::Left => self.join_rows(&sorted, m, &probe, p, output, columns.clone())?,
                 Side::Right => self.join_rows(&probe, p, &sorted, m, output, columns.clone())?,
+            };
+            let Some(round) = round else {
+                return Ok(v);
             };
             let width = acc.len();
             if v.cols.len() != width {
@@ -175,14 +188,7 @@ impl Lower<'_> {
             for (&a, g) in acc.iter().zip(grown) {
                 self.instrs.push(Instr::Move { dst: a, src: g });
             }
-            self.end_round(&OpenRound {
-                body,
-                exit,
-                total: scan[1],
-                window: w,
-                row_bytes,
-                max_rows,
-            })?;
+            self.end_round(&round)?;
             return Ok(Val::unordered(acc, columns));
         }
         self.expand_ranges_join(&range, &sorted, &probe, band.sorted, output, columns)

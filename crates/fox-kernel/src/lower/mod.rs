@@ -30,6 +30,7 @@ mod rounds;
 mod setops;
 mod tiered;
 
+pub use band::MAX_PROBE_ROWS;
 use expr::ExprCx;
 use rounds::{Closed, JoinRound, OpenRound};
 
@@ -73,6 +74,11 @@ pub struct LowerOptions {
     /// by default each runs once before its loop instead of once per iteration (see
     /// `hoist.rs`). The two plans compute the same outputs.
     pub keep_loop_invariants: bool,
+    /// The most probing rows an inequality join probes in one round (its `Window`'s
+    /// `max_rows`), read as at least 1 and at most [`MAX_PROBE_ROWS`] (the default, where a
+    /// round's ranges stay u32-addressed). A smaller cap makes more rounds of the same
+    /// pairs in the same order: the outputs are those of the default plan.
+    pub probe_rows: Option<u64>,
 }
 
 /// Translates an annotated RA plan into a kernel plan: lowering (following the
@@ -112,6 +118,9 @@ pub fn lower_physical_with(phys: &PhysPlan, options: &LowerOptions) -> Result<Ke
         cur_label: String::new(),
         origin: None,
         observe: options.observe_rows,
+        probe_rows: options
+            .probe_rows
+            .map_or(band::MAX_PROBE_ROWS, |r| r.clamp(1, band::MAX_PROBE_ROWS)),
         observed: Vec::new(),
         runs: HashMap::new(),
         stmts: &[],
@@ -338,6 +347,9 @@ struct Lower<'a> {
     /// operators observed so far.
     observe: bool,
     observed: Vec<Observed>,
+    /// The most probing rows of an inequality join a round probes
+    /// ([`LowerOptions::probe_rows`]).
+    probe_rows: u64,
     /// The run buffers of each tiered relation, by relation id (see `tiered`).
     runs: HashMap<u32, Vec<Vec<BufId>>>,
     /// The statements of the RA block being lowered.

@@ -150,12 +150,21 @@ impl Lower<'_> {
 /// far held in runs ([`SURVIVOR_RUNS`]).
 pub(super) struct JoinRound {
     round: OpenRound,
+    /// The loop the rounds of the pairs run within (an inequality join's rounds of
+    /// probing rows), ended right after them; the running result is made before it.
+    outer: Option<OpenRound>,
     until: fox_ra::TempId,
     /// The aggregation's running result; for a select, the oldest survivors.
     acc: Vec<BufId>,
     /// For a select, the newer survivors: run 0 the newest, each run's rows after those of
     /// the next (`acc` last), so that `acc`, then the runs from the last to run 0, are the
     /// survivors in the order of the rounds.
+    runs: Vec<Vec<BufId>>,
+}
+
+/// The running result of a join written in rounds ([`Lower::join_result`]).
+pub(super) struct JoinResult {
+    acc: Vec<BufId>,
     runs: Vec<Vec<BufId>>,
 }
 
@@ -169,6 +178,48 @@ const SURVIVOR_RUNS: usize = 4;
 const SURVIVOR_FACTOR: u32 = 2;
 
 impl Lower<'_> {
+    /// The running result of the join being lowered, when it is written in rounds (its
+    /// node has one window): the aggregation's result so far (no rows), or for a select
+    /// the oldest survivors and the runs of newer ones ([`SURVIVOR_RUNS`]). Made by
+    /// [`Self::expand_pairs`] itself, or first by a join whose pairs' rounds run within
+    /// a loop of its own ([`Self::expand_pairs_within`]), before that loop.
+    pub(super) fn join_result(&mut self) -> R<Option<JoinResult>> {
+        let Some((_, until, filtered)) = self.join_window else {
+            return Ok(None);
+        };
+        let columns = self
+            .ra
+            .temps
+            .get(until.0 as usize)
+            .ok_or_else(|| LowerError::Invalid(format!("t{} has no schema", until.0)))?
+            .columns
+            .clone();
+        let names: Vec<(String, Option<Type>)> = Self::col_names(&columns)
+            .into_iter()
+            .map(|(n, t)| (format!("{n}.acc"), t))
+            .collect();
+        let refs: Vec<(&str, Option<Type>)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+        let kernel = Kernel::Const {
+            types: phys_types(&columns),
+            rows: Vec::new(),
+        };
+        let acc = self.launch(kernel.clone(), Vec::new(), &refs)?;
+        // A select's runs (an output without columns has no length to compare and is
+        // appended to `acc` alone).
+        let mut runs = Vec::new();
+        if filtered && !columns.is_empty() {
+            for k in 0..SURVIVOR_RUNS {
+                let names: Vec<(String, Option<Type>)> = Self::col_names(&columns)
+                    .into_iter()
+                    .map(|(n, t)| (format!("{n}.run{k}"), t))
+                    .collect();
+                let refs: Vec<(&str, Option<Type>)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+                runs.push(self.launch(kernel.clone(), Vec::new(), &refs)?);
+            }
+        }
+        Ok(Some(JoinResult { acc, runs }))
+    }
+
     /// The pairs of a binary join from its probing rows' ranges `lo .. hi` of the searched
     /// side: `RangeCount`, `ExclusiveScan`, `Expand`, whose outputs are named `names` (the
     /// probing row, the position). When the join is written in rounds (its node has one
@@ -177,6 +228,20 @@ impl Lower<'_> {
     /// the statements up to the aggregation that reads the join run once per round
     /// ([`Self::close_join_round`] ends the loop).
     pub(super) fn expand_pairs(&mut self, lo: BufId, hi: BufId, names: [&str; 2]) -> R<Vec<BufId>> {
+        self.expand_pairs_within(lo, hi, names, None)
+    }
+
+    /// [`Self::expand_pairs`] inside the loop `outer` of a join written in rounds, whose
+    /// running result ([`Self::join_result`]) was made before that loop: the rounds of
+    /// each iteration's pairs add to it, and the statement that ends them ends `outer`
+    /// too, right after (the loop's next iteration runs their rounds again).
+    pub(super) fn expand_pairs_within(
+        &mut self,
+        lo: BufId,
+        hi: BufId,
+        names: [&str; 2],
+        outer: Option<(OpenRound, JoinResult)>,
+    ) -> R<Vec<BufId>> {
         let counts = self.launch1(Kernel::RangeCount, vec![lo, hi], "counts", None)?;
         let scan = self.launch(
             Kernel::ExclusiveScan,
@@ -184,40 +249,16 @@ impl Lower<'_> {
             &[("offsets", None), ("total", None)],
         )?;
         let mut args = vec![lo, scan[0], scan[1]];
-        if let Some((row_bytes, until, filtered)) = self.join_window.take() {
+        let (outer, result) = match outer {
+            Some((o, r)) => (Some(o), Some(r)),
+            None => (None, self.join_result()?),
+        };
+        if let Some((row_bytes, until, _)) = self.join_window.take() {
             if self.join_round.is_some() {
                 return Err(LowerError::Invalid("a join's rounds begin inside another's".into()));
             }
-            let columns = self
-                .ra
-                .temps
-                .get(until.0 as usize)
-                .ok_or_else(|| LowerError::Invalid(format!("t{} has no schema", until.0)))?
-                .columns
-                .clone();
-            let names: Vec<(String, Option<Type>)> = Self::col_names(&columns)
-                .into_iter()
-                .map(|(n, t)| (format!("{n}.acc"), t))
-                .collect();
-            let refs: Vec<(&str, Option<Type>)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
-            let kernel = Kernel::Const {
-                types: phys_types(&columns),
-                rows: Vec::new(),
-            };
-            let acc = self.launch(kernel.clone(), Vec::new(), &refs)?;
-            // A select's runs (an output without columns has no length to compare and is
-            // appended to `acc` alone).
-            let mut runs = Vec::new();
-            if filtered && !columns.is_empty() {
-                for k in 0..SURVIVOR_RUNS {
-                    let names: Vec<(String, Option<Type>)> = Self::col_names(&columns)
-                        .into_iter()
-                        .map(|(n, t)| (format!("{n}.run{k}"), t))
-                        .collect();
-                    let refs: Vec<(&str, Option<Type>)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
-                    runs.push(self.launch(kernel.clone(), Vec::new(), &refs)?);
-                }
-            }
+            let JoinResult { acc, runs } =
+                result.ok_or_else(|| LowerError::Invalid("a join's rounds have no running result".into()))?;
             let kernel = Kernel::Window {
                 row_bytes,
                 max_rows: None,
@@ -242,10 +283,15 @@ impl Lower<'_> {
                     row_bytes,
                     max_rows: None,
                 },
+                outer,
                 until,
                 acc,
                 runs,
             });
+        } else if outer.is_some() {
+            return Err(LowerError::Invalid(
+                "a join's rounds run within a loop but the join has no window".into(),
+            ));
         }
         self.launch(Kernel::Expand, args, &[(names[0], None), (names[1], None)])
     }
@@ -257,7 +303,13 @@ impl Lower<'_> {
     /// of all rounds, concatenated once after the loop, in the order of the whole product
     /// filtered at once.
     pub(super) fn close_filter_round(&mut self, cols: Vec<BufId>, columns: Vec<Column>) -> R<Val> {
-        let JoinRound { round, acc, runs, .. } = self
+        let JoinRound {
+            round,
+            outer,
+            acc,
+            runs,
+            ..
+        } = self
             .join_round
             .take()
             .ok_or_else(|| LowerError::Invalid("a select ends rounds that never began".into()))?;
@@ -276,7 +328,7 @@ impl Lower<'_> {
         };
         let Some(run0) = runs.first() else {
             append(self, &acc, &cols)?;
-            self.end_round(&round)?;
+            self.end_rounds(&round, outer.as_ref())?;
             return Ok(Val::unordered(acc, columns));
         };
         append(self, run0, &cols)?;
@@ -308,7 +360,7 @@ impl Lower<'_> {
         }
         self.end_block(Terminator::Jump(cont));
         self.start_block(cont);
-        self.end_round(&round)?;
+        self.end_rounds(&round, outer.as_ref())?;
         let mut args = acc;
         for run in runs.iter().rev() {
             args.extend(run);
@@ -322,6 +374,15 @@ impl Lower<'_> {
             &columns,
         )?;
         Ok(Val::unordered(all, columns))
+    }
+
+    /// Ends the loop of a join's rounds `round` and then the loop `outer` they run within.
+    fn end_rounds(&mut self, round: &OpenRound, outer: Option<&OpenRound>) -> R<()> {
+        self.end_round(round)?;
+        match outer {
+            Some(o) => self.end_round(o),
+            None => Ok(()),
+        }
     }
 
     /// Whether the aggregation (or select) being lowered ends a join's rounds.
@@ -342,7 +403,7 @@ impl Lower<'_> {
         aggs: &[fox_ra::AggCall],
         columns: Vec<Column>,
     ) -> R<Val> {
-        let JoinRound { round, acc, .. } = self
+        let JoinRound { round, outer, acc, .. } = self
             .join_round
             .take()
             .ok_or_else(|| LowerError::Invalid("an aggregation ends rounds that never began".into()))?;
@@ -387,7 +448,7 @@ impl Lower<'_> {
         for (&a, c) in acc.iter().zip(combined) {
             self.instrs.push(Instr::Move { dst: a, src: c });
         }
-        self.end_round(&round)?;
+        self.end_rounds(&round, outer.as_ref())?;
         Ok(Val::unordered(acc, columns))
     }
 }

@@ -6,4 +6,5 @@
 mod clingo;
 mod common;
 mod differential;
+mod ineq_rounds;
 mod reference;

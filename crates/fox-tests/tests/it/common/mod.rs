@@ -70,24 +70,52 @@ pub fn run_engine(prog: &CoreProgram, data_dir: &Path) -> Result<Vec<Table>, Str
 
 /// [`run_engine`] with every equi-join's algorithm forced by `join`.
 pub fn run_engine_with(prog: &CoreProgram, data_dir: &Path, join: fox_phys::JoinChoice) -> Result<Vec<Table>, String> {
-    let ra = fox_ra::plan(prog).map_err(|e| format!("planning failed: {e}"))?;
-    let opts = fox_phys::Options {
+    let opts = EngineOptions {
         join,
         ..Default::default()
     };
-    let phys = fox_phys::run(ra, &fox_phys::Statistics::none(), &opts)
-        .map_err(|e| format!("physical planning failed: {e}"))?;
-    let kp = fox_kernel::lower_physical(&phys).map_err(|e| format!("lowering failed: {e}"))?;
-    fox_kernel::validate(&kp).map_err(|e| format!("the lowered plan is invalid: {e}"))?;
-    let kp = fox_kernel::from_ron(&fox_kernel::to_ron(&kp)).map_err(|e| format!("the plan does not reload: {e}"))?;
-    let mut backend = fox_cpu::CpuBackend::new();
-    let opts = fox_runtime::RunOptions {
-        data_dir: Some(data_dir.to_path_buf()),
-        timing: false,
+    run_engine_opts(prog, data_dir, &opts).map(|(tables, _)| tables)
+}
+
+/// How the engine plans, lowers and runs a program.
+#[derive(Clone, Debug, Default)]
+pub struct EngineOptions {
+    /// The algorithm of every equi-join (`--join`).
+    pub join: fox_phys::JoinChoice,
+    /// The lowering's options.
+    pub lower: fox_kernel::LowerOptions,
+    /// The run's memory limit (`--memory-limit`).
+    pub memory_limit: Option<u64>,
+}
+
+/// The kernel plan of `prog` as the engine runs it under `opts`, reloaded from its RON
+/// form as `foxrun plan.ron` would read it.
+pub fn engine_plan(prog: &CoreProgram, opts: &EngineOptions) -> Result<fox_kernel::KernelPlan, String> {
+    let ra = fox_ra::plan(prog).map_err(|e| format!("planning failed: {e}"))?;
+    let popts = fox_phys::Options {
+        join: opts.join,
         ..Default::default()
     };
-    let result = fox_runtime::run(&kp, &mut backend, &opts).map_err(|e| format!("run failed: {e}"))?;
-    Ok(result
+    let phys = fox_phys::run(ra, &fox_phys::Statistics::none(), &popts)
+        .map_err(|e| format!("physical planning failed: {e}"))?;
+    let kp = fox_kernel::lower_physical_with(&phys, &opts.lower).map_err(|e| format!("lowering failed: {e}"))?;
+    fox_kernel::validate(&kp).map_err(|e| format!("the lowered plan is invalid: {e}"))?;
+    fox_kernel::from_ron(&fox_kernel::to_ron(&kp)).map_err(|e| format!("the plan does not reload: {e}"))
+}
+
+/// [`run_engine`] under `opts`; also returns the windows the run took (`RunStats::rounds`).
+pub fn run_engine_opts(prog: &CoreProgram, data_dir: &Path, opts: &EngineOptions) -> Result<(Vec<Table>, u64), String> {
+    let kp = engine_plan(prog, opts)?;
+    let mut backend = fox_cpu::CpuBackend::new();
+    let ropts = fox_runtime::RunOptions {
+        data_dir: Some(data_dir.to_path_buf()),
+        timing: false,
+        memory_limit: opts.memory_limit,
+        ..Default::default()
+    };
+    let result = fox_runtime::run(&kp, &mut backend, &ropts).map_err(|e| format!("run failed: {e}"))?;
+    let rounds = result.stats.rounds;
+    let tables = result
         .outputs
         .into_iter()
         .map(|t| Table {
@@ -95,7 +123,8 @@ pub fn run_engine_with(prog: &CoreProgram, data_dir: &Path, join: fox_phys::Join
             name: t.name,
             columns: t.columns,
         })
-        .collect())
+        .collect();
+    Ok((tables, rounds))
 }
 
 fn same_value(a: &Value, b: &Value) -> bool {
@@ -162,15 +191,25 @@ pub fn differential(source: &str, inputs: &Inputs) -> Result<(), String> {
 
 /// [`differential`] with every equi-join's algorithm forced by `join`.
 pub fn differential_with(source: &str, inputs: &Inputs, join: fox_phys::JoinChoice) -> Result<(), String> {
+    let opts = EngineOptions {
+        join,
+        ..Default::default()
+    };
+    differential_opts(source, inputs, &opts).map(|_| ())
+}
+
+/// [`differential`] with the engine run under `opts`; returns the windows the engine's
+/// run took (0 where the reference fails and the engine with it).
+pub fn differential_opts(source: &str, inputs: &Inputs, opts: &EngineOptions) -> Result<u64, String> {
     let prog = fox_tests::compile(source).map_err(|e| e.to_string())?;
     let reference = fox_tests::evaluate(&prog, inputs);
     let dir = TempDir::new("data");
     write_inputs(&dir.0, &prog, inputs)?;
-    let engine = run_engine_with(&prog, &dir.0, join);
+    let engine = run_engine_opts(&prog, &dir.0, opts);
     match (reference, engine) {
-        (Ok(r), Ok(e)) => compare(&r, &e),
+        (Ok(r), Ok((e, rounds))) => compare(&r, &e).map(|()| rounds),
         (Err(EvalError::Compile(d)), _) => Err(d),
-        (Err(_), Err(_)) => Ok(()),
+        (Err(_), Err(_)) => Ok(0),
         (Err(r), Ok(_)) => Err(format!("the reference fails ({r}) but the engine succeeds")),
         (Ok(_), Err(e)) => Err(format!("the engine fails: {e}")),
     }
