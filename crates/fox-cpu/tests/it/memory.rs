@@ -281,9 +281,8 @@ fn union_plan(a: &[Row3], b: &[Row3], probe: &[Row3], width: usize, disjoint: bo
         group("u", &mut buffers),
         group("p", &mut buffers),
     );
-    let values = |r: &Row3| -> Vec<Value> {
-        vec![Value::Int32(r.0), Value::Int64(r.1), Value::Float64(r.2)][..width].to_vec()
-    };
+    let values =
+        |r: &Row3| -> Vec<Value> { vec![Value::Int32(r.0), Value::Int64(r.1), Value::Float64(r.2)][..width].to_vec() };
     let konst = |rows: &[Row3], outs: &[BufId]| Instr::Launch {
         kernel: Kernel::Const {
             types: types[..width].to_vec(),
@@ -309,7 +308,10 @@ fn union_plan(a: &[Row3], b: &[Row3], probe: &[Row3], width: usize, disjoint: bo
         ty: Some(Type::Bool),
     });
     instrs.push(Instr::Launch {
-        kernel: Kernel::MatchFlags { nkeys: width, anti: false },
+        kernel: Kernel::MatchFlags {
+            nkeys: width,
+            anti: false,
+        },
         args: [gu.clone(), gp].concat(),
         outs: vec![flags],
         origin: None,
@@ -454,7 +456,9 @@ fn a_union_whose_smallest_piece_does_not_fit_is_an_error_naming_it_and_its_need(
         memory_limit: Some(8),
         ..Default::default()
     };
-    let err = run(&plan, &mut fox_cpu::CpuBackend::new(), &opts).unwrap_err().to_string();
+    let err = run(&plan, &mut fox_cpu::CpuBackend::new(), &opts)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("merge_union"), "{err}");
     assert!(
         err.contains("the smallest piece of this union (one row of each side) needs 40 bytes on the device"),

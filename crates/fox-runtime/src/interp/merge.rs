@@ -94,7 +94,13 @@ pub(super) fn cut_at(
 /// only: rows of `a` below `b`'s next row (all of them when `b` is done), or rows of
 /// `b` below `a`'s next row. The cut after the run (itself when the next rows of the
 /// two sides are each other's next, or equal).
-pub(super) fn one_side_run(a: &[&HostCol], na: usize, b: &[&HostCol], nb: usize, (i, j): (usize, usize)) -> (usize, usize) {
+pub(super) fn one_side_run(
+    a: &[&HostCol],
+    na: usize,
+    b: &[&HostCol],
+    nb: usize,
+    (i, j): (usize, usize),
+) -> (usize, usize) {
     if j == nb {
         return (na, j);
     }
@@ -331,10 +337,18 @@ mod tests {
         let (mut i, mut j, mut pieces) = (0, 0, 0);
         while i < na || j < nb {
             let ((i1, j1), merged) = next_piece(&ra, na, &rb, nb, (i, j), step);
-            assert!(i1 >= i && j1 >= j && i1 + j1 > i + j, "{:?} after {:?}", (i1, j1), (i, j));
+            assert!(
+                i1 >= i && j1 >= j && i1 + j1 > i + j,
+                "{:?} after {:?}",
+                (i1, j1),
+                (i, j)
+            );
             assert_eq!(merged, i1 > i && j1 > j);
             if merged {
-                assert!(i1 + j1 <= i + j + step + 1, "a piece of at most one row more than asked");
+                assert!(
+                    i1 + j1 <= i + j + step + 1,
+                    "a piece of at most one row more than asked"
+                );
             }
             // The rows on either side of the cut differ.
             if i1 > 0 && j1 < nb {
