@@ -465,3 +465,27 @@ fn a_union_whose_smallest_piece_does_not_fit_is_an_error_naming_it_and_its_need(
         "{err}"
     );
 }
+
+#[test]
+fn a_disjoint_union_whose_sides_share_a_row_fails_in_pieces_as_in_one_launch() {
+    use fox_runtime::{run, RunOptions};
+    // The sides share the row 1,500 (row 750 of `a`, row 749 of `b`).
+    let a: Vec<Row3> = (0..1500).map(|x| (2 * x, 0, 0.0)).collect();
+    let b: Vec<Row3> = (0..1500)
+        .map(|x| (2 * x + 1, 0, 0.0))
+        .map(|r| if r.0 == 1499 { (1500, 0, 0.0) } else { r })
+        .collect();
+    let plan = union_plan(&a, &b, &a, 1, true);
+    let whole = run(&plan, &mut fox_cpu::CpuBackend::new(), &RunOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(whole.contains("share a row (row 750 of a, row 749 of b)"), "{whole}");
+    let opts = RunOptions {
+        memory_limit: Some(8 << 10),
+        ..Default::default()
+    };
+    let cut = run(&plan, &mut fox_cpu::CpuBackend::new(), &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(cut.contains("share a row (row 750 of a, row 749 of b)"), "{cut}");
+}

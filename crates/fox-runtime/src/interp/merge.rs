@@ -166,6 +166,30 @@ fn append_rows(acc: &mut HostCol, src: &HostCol, from: usize, to: usize) -> Resu
     app!(U8, I32, U32, I64, U64, F64, I128)
 }
 
+/// `msg`, an error of a piece starting at rows `i` of `a` and `j` of `b`, with the rows
+/// it names (`row N of a`, `row N of b`) made rows of the whole sides.
+pub(super) fn rebase_sides(msg: &str, i: usize, j: usize) -> String {
+    let mut out = String::with_capacity(msg.len() + 8);
+    let mut rest = msg;
+    while let Some(at) = rest.find("row ") {
+        out.push_str(&rest[..at + 4]);
+        rest = &rest[at + 4..];
+        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        let base = match &rest[digits..] {
+            t if t.starts_with(" of a") => Some(i),
+            t if t.starts_with(" of b") => Some(j),
+            _ => None,
+        };
+        match (rest[..digits].parse::<usize>(), base) {
+            (Ok(r), Some(base)) if digits > 0 => out.push_str(&(r + base).to_string()),
+            _ => out.push_str(&rest[..digits]),
+        }
+        rest = &rest[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
 impl Interp<'_> {
     /// The columns of the sides of a union in pieces: from the host tier, or the copies
     /// in `owned` of those that stay on the device.
@@ -280,6 +304,14 @@ impl Interp<'_> {
                             crate::alloc::bytes_text(cost(rows) as u128)
                         ),
                     });
+                }
+                // An error of the kernel names rows of the whole sides, as the one
+                // launch's does.
+                Err(RuntimeError::Kernel { msg, at }) => {
+                    return Err(RuntimeError::Kernel {
+                        at,
+                        msg: rebase_sides(&msg, i, j),
+                    })
                 }
                 Err(e) => return Err(e),
             }
@@ -445,6 +477,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn rows_named_by_a_piece_are_rows_of_the_whole_sides() {
+        assert_eq!(
+            rebase_sides("share a row (row 3 of a, row 0 of b)", 100, 7),
+            "share a row (row 103 of a, row 7 of b)"
+        );
+        assert_eq!(
+            rebase_sides("no row here; row x of a; row 5", 1, 2),
+            "no row here; row x of a; row 5"
+        );
     }
 
     #[test]
