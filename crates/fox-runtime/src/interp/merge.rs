@@ -18,7 +18,8 @@
 //! piece's rows are uploaded, its union taken back to the host, and the union is
 //! defined in the host tier. Pieces hold a target of bytes (a quarter of the budget,
 //! halved when a piece does not fit); a piece of one row of each side that does not
-//! fit is the out-of-memory error naming the operator and what that piece needs.
+//! fit is the out-of-memory error naming the operator and what that piece needs. Another
+//! error of a piece names the rows of the whole sides, as the one launch's does.
 
 use super::rows::Part;
 use super::sort::KeyCol;
