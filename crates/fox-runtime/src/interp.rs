@@ -32,6 +32,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod joins;
+mod merge;
 mod reduce;
 mod rows;
 mod sort;
@@ -1730,6 +1731,10 @@ impl Interp<'_> {
                         // Aggregations by key in pieces (`reduce.rs`).
                         if reduce::keyed(kernel, arg_slots.len()).is_some() {
                             return self.reduce_in_pieces(kernel, &arg_slots, &out_elems, outs, &what);
+                        }
+                        // A union in pieces cut along its merge path (`merge.rs`).
+                        if matches!(kernel, Kernel::MergeUnion { .. }) {
+                            return self.merge_in_pieces(kernel, &arg_slots, &out_elems, outs, &what);
                         }
                         // A sort that does not fit sorts runs and merges them (`sort.rs`).
                         if let (Kernel::SortPerm { .. }, [out]) = (kernel, outs) {

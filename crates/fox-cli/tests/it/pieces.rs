@@ -1,8 +1,9 @@
 //! Joins, searches and aggregations by key whose own arguments do not fit the
 //! `--memory-limit` run in pieces (sort-merge joins by ranges of left rows with the right
 //! rows their keys meet, searched sides in pieces, aggregations cut at group boundaries
-//! or merged from chunks): the results are byte for byte those of the run without a
-//! limit, and `--timing` counts the operators run in pieces.
+//! or merged from chunks, unions of sorted relations cut along their merge path): the
+//! results are byte for byte those of the run without a limit, and `--timing` counts the
+//! operators run in pieces.
 
 use crate::common::{next, repo, temp_dir};
 use std::process::{Command, Output};
@@ -204,11 +205,11 @@ fn kernel_pieces(stderr: &str, kernel: &str) -> Option<u64> {
         .lines()
         .skip_while(|l| !l.starts_with("in pieces: "))
         .filter_map(|l| {
-            let mut w = l.split_whitespace();
-            let (_, k) = (w.next()?, w.next()?);
-            let rest: Vec<&str> = w.collect();
-            let at = rest.iter().position(|x| x.starts_with("piece"))?;
-            (k == kernel).then(|| rest[at - 1].parse().unwrap())
+            // The label (words of its own), the kernel, `N launch(es), P piece(s)`.
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let at = w.iter().position(|x| x.starts_with("piece"))?;
+            let k = w.iter().position(|x| x.starts_with("launch"))?.checked_sub(2)?;
+            (w[k] == kernel).then(|| w[at - 1].parse().unwrap())
         })
         .collect();
     (!lines.is_empty()).then(|| lines.iter().sum())
@@ -549,4 +550,40 @@ fn errors_of_aggregations_by_key_fused_in_pieces_name_the_rows_one_launch_names(
         assert_eq!(said(&[]), said(&["--memory-limit", "32K"]), "{rule}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn recursive_unions_of_full_relations_in_pieces_along_their_merge_path() {
+    // Transitive closure of 400 edges among 200 vertices (21,000 paths): the full
+    // relation's unions with its runs and the stratum's last fold in pieces.
+    let mut seed = 37;
+    let mut edges = std::collections::BTreeSet::new();
+    while edges.len() < 400 {
+        let (a, b) = (next(&mut seed) % 200, next(&mut seed) % 200);
+        if a != b {
+            edges.insert((a, b));
+        }
+    }
+    let rows: String = edges.iter().map(|(a, b)| format!("{a},{b}\n")).collect();
+    let prog = std::fs::read_to_string(repo().join("queries/transitive_closure.logic")).unwrap();
+    let errs = same_in_pieces_with(&[("edge.csv", rows)], &prog, &[], &["96K", "48K"]);
+    for e in &errs {
+        assert!(kernel_pieces(e, "merge_union").unwrap() >= 5, "{e}");
+    }
+    // Same generation over a forest of 400 nodes, a fifth with a second parent (61,000
+    // rows): under 256K only its unions run in pieces.
+    let mut rows = String::new();
+    for c in 1..400u64 {
+        let p = c.saturating_sub(1 + next(&mut seed) % 40);
+        rows.push_str(&format!("{p},{c}\n"));
+        let q = next(&mut seed) % c;
+        if c % 5 == 0 && q != p {
+            rows.push_str(&format!("{q},{c}\n"));
+        }
+    }
+    let prog = std::fs::read_to_string(repo().join("queries/same_generation.logic")).unwrap();
+    let errs = same_in_pieces_with(&[("parent.csv", rows)], &prog, &[], &["256K", "96K"]);
+    for e in &errs {
+        assert!(kernel_pieces(e, "merge_union").unwrap() >= 5, "{e}");
+    }
 }

@@ -262,8 +262,59 @@ fn cross_products_and_inequality_joins_in_rounds_match_the_cpu() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Transitive closure and same generation under a limit far below their unions of full
+/// relations, which run in pieces cut along their merge path: the outputs are the CPU's
+/// without a limit, and the GPU ran its unions in pieces.
+fn recursive_unions_in_pieces_match_the_cpu() {
+    let mut gpu = gpu("recursive_unions_in_pieces_match_the_cpu");
+    let dir = std::env::temp_dir().join(format!("fox-cuda-unions-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let mut rng = Rng::new(17);
+    // 1000 edges among 500 nodes (160,000 paths), a random forest of 3000 nodes.
+    let mut edges = String::new();
+    for _ in 0..1000 {
+        edges.push_str(&format!("{},{}\n", rng.below(500), rng.below(500)));
+    }
+    std::fs::write(dir.join("edge.csv"), edges).expect("write edge.csv");
+    let mut parents = String::new();
+    for child in 1..3000u64 {
+        parents.push_str(&format!("{},{child}\n", rng.below(child)));
+    }
+    std::fs::write(dir.join("parent.csv"), parents).expect("write parent.csv");
+    for q in ["transitive_closure", "same_generation"] {
+        let path = root().join(format!("queries/{q}.logic"));
+        let plan = plan_forced(&path, fox_phys::JoinChoice::Auto).unwrap_or_else(|e| panic!("{e}"));
+        let opts = |memory_limit| RunOptions {
+            data_dir: Some(dir.clone()),
+            memory_limit,
+            ..Default::default()
+        };
+        let want = run(&plan, &mut CpuBackend::new(), &opts(None)).unwrap_or_else(|e| panic!("{q} on the cpu: {e}"));
+        let got = run(&plan, &mut gpu, &opts(Some(1 << 20))).unwrap_or_else(|e| panic!("{q} on the gpu: {e}"));
+        let (w, g) = (csv(&want), csv(&got));
+        assert_eq!(w.len(), g.len(), "{q}: different outputs");
+        for ((name, a), (_, b)) in w.iter().zip(&g) {
+            assert!(a == b, "{q}: output {name} differs: {}", first_diff_line(a, b));
+        }
+        let pieces: u64 = got
+            .stats
+            .pieces
+            .iter()
+            .filter(|p| p.kernel == "merge_union")
+            .map(|p| p.pieces)
+            .sum();
+        assert!(
+            pieces > 2,
+            "{q}: the unions ran in {pieces} pieces: {:?}",
+            got.stats.pieces
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 tests![
     Gpu cross_products_and_inequality_joins_in_rounds_match_the_cpu,
+    Gpu recursive_unions_in_pieces_match_the_cpu,
     Gpu forced_joins_match_the_cpu,
     Gpu test_programs_match_the_cpu,
     Gpu queries_match_the_cpu,
