@@ -264,7 +264,7 @@ impl Dictionary {
         use rayon::prelude::*;
         const WHAT: &str = "a table of the string dictionary";
         const BLOCK: usize = 1 << 16;
-        let Some(needle) = m.required() else {
+        let Some(req) = m.required() else {
             return match codes {
                 Some(codes) => self.scatter(codes, |s| m.matches(s) as u8),
                 None => self.par_map(|s| m.matches(s) as u8),
@@ -288,14 +288,16 @@ impl Dictionary {
                 return;
             }
             let (text, base) = strings.span(start, end);
-            let (mut from, mut next_asked) = (0usize, 0usize);
-            while let Some(pos) = needle.find(&text[from..]) {
+            let len = req.finder.needle().len();
+            let (mut from, mut i, mut next_asked) = (0usize, start, 0usize);
+            while let Some(pos) = req.finder.find(&text[from..]) {
                 let at = base + from + pos;
-                // The string holding the piece's first byte: the first whose end is past it.
-                let i = start + crate::strings::partition_point(end - start, |k| strings.end(start + k) <= at);
+                // The string holding the piece's first byte: the first whose end is past it
+                // (at or after the last one found).
+                i += crate::strings::partition_point(end - i, |k| strings.end(i + k) <= at);
                 let string_end = strings.end(i);
                 from = string_end - base;
-                if at + needle.needle().len() > string_end {
+                if at + len > string_end {
                     // Across the string's end: the search restarts at the next string.
                     continue;
                 }
@@ -307,7 +309,14 @@ impl Dictionary {
                     }
                 };
                 if wanted {
-                    block[i - start] = m.matches(strings.get(i)) as u8;
+                    let s = strings.get(i);
+                    let string_start = string_end - s.len();
+                    block[i - start] = match req.first {
+                        // The leftmost occurrence in the string: the search began at or
+                        // before the string's start.
+                        Some(piece) => m.matches_after(s, piece, at + len - string_start),
+                        None => m.matches(s),
+                    } as u8;
                 }
             }
         });
@@ -346,6 +355,14 @@ struct Pieces {
     anchored_end: bool,
 }
 
+/// A piece every string matching a pattern contains ([`LikeMatcher::required`]).
+pub struct Required<'m> {
+    pub finder: &'m memchr::memmem::Finder<'static>,
+    /// `Some(i)`: the piece is piece `i`, the pattern's first, and the pattern is not
+    /// anchored at its start.
+    pub first: Option<usize>,
+}
+
 impl LikeMatcher {
     pub fn new(pattern: &str) -> LikeMatcher {
         let pieces = (!pattern.contains('_')).then(|| {
@@ -368,12 +385,44 @@ impl LikeMatcher {
         }
     }
 
-    /// A searcher of a piece of text every matching string contains (the pattern's
-    /// longest literal piece), when the pattern has no `_` and a non-empty piece.
-    pub fn required(&self) -> Option<&memchr::memmem::Finder<'static>> {
+    /// A piece of text every matching string contains, when the pattern has no `_` and a
+    /// non-empty piece: the first piece of a pattern not anchored at its start (then
+    /// [`LikeMatcher::matches_after`] finishes the match from its leftmost occurrence),
+    /// otherwise the longest.
+    pub fn required(&self) -> Option<Required<'_>> {
         let p = self.pieces.as_ref()?;
+        let n = p.parts.len();
+        if !p.anchored_start {
+            if let Some(i) = (1..n.saturating_sub(1)).find(|&i| !p.parts[i].is_empty()) {
+                return Some(Required {
+                    finder: &p.finders[i],
+                    first: Some(i),
+                });
+            }
+        }
         let (i, longest) = p.parts.iter().enumerate().max_by_key(|(_, s)| s.len())?;
-        (!longest.is_empty()).then(|| &p.finders[i])
+        (!longest.is_empty()).then(|| Required {
+            finder: &p.finders[i],
+            first: None,
+        })
+    }
+
+    /// Whether `s` matches, given that the leftmost occurrence in `s` of the piece
+    /// [`LikeMatcher::required`] returned with `first: Some(piece)` ends at byte `end`.
+    pub fn matches_after(&self, s: &str, piece: usize, end: usize) -> bool {
+        let Some(p) = &self.pieces else {
+            return self.matches(s);
+        };
+        let parts = &p.parts;
+        let mut to = s.len();
+        if p.anchored_end {
+            let last = &parts[parts.len() - 1];
+            if !s.ends_with(last.as_str()) || to - last.len() < end {
+                return false;
+            }
+            to -= last.len();
+        }
+        pieces_in(s.as_bytes(), p, piece + 1, end, to)
     }
 
     pub fn matches(&self, s: &str) -> bool {
@@ -400,7 +449,7 @@ fn like_pieces(s: &str, p: &Pieces) -> bool {
     if p.anchored_start && !s.starts_with(first.as_str()) {
         return false;
     }
-    let mut from = if p.anchored_start { first.len() } else { 0 };
+    let from = if p.anchored_start { first.len() } else { 0 };
     let mut to = s.len();
     if p.anchored_end {
         if !s.ends_with(last.as_str()) || to - last.len() < from {
@@ -408,8 +457,16 @@ fn like_pieces(s: &str, p: &Pieces) -> bool {
         }
         to -= last.len();
     }
-    let text = s.as_bytes();
-    for (piece, finder) in parts.iter().zip(&p.finders).take(parts.len() - 1).skip(1) {
+    pieces_in(s.as_bytes(), p, 1, from, to)
+}
+
+/// Whether the middle pieces of `p` from piece `first` on occur in order, without
+/// overlapping, in `text[from..to]` (leftmost occurrences, which leave the most room for
+/// the pieces after them).
+fn pieces_in(text: &[u8], p: &Pieces, first: usize, mut from: usize, to: usize) -> bool {
+    let parts = &p.parts;
+    let middle = parts.len().saturating_sub(1);
+    for (piece, finder) in parts.iter().zip(&p.finders).take(middle).skip(first) {
         if piece.is_empty() {
             continue;
         }
@@ -737,7 +794,18 @@ mod tests {
         let dense: Vec<u32> = (0..d.len() as u32).filter(|c| c % 3 != 1).collect();
         let sparse: Vec<u32> = (0..d.len() as u32).step_by(11).collect();
         let patterns = [
-            "%ab%", "%abc", "a%b%c", "%cab%ba%", "%", "abc", "%aa%a", "ab%", "%é", "%a_b%",
+            "%ab%",
+            "%abc",
+            "a%b%c",
+            "%cab%ba%",
+            "%",
+            "abc",
+            "%aa%a",
+            "ab%",
+            "%é",
+            "%a_b%",
+            "%%b%%a",
+            "%ba%ab%ba",
         ];
         let check = |d: &Dictionary| {
             for p in patterns {

@@ -358,3 +358,39 @@ fn random_programs_match_the_reference() {
     }
     report(failures);
 }
+
+/// String functions over a dictionary of more strings than its chunks visit in row order
+/// (more than 2^16): rows are visited grouped by code and their results numbered by row,
+/// so the results (and the strings they append) are the reference evaluator's, over
+/// chunks of rows and short, long and repeated strings.
+#[test]
+fn string_functions_over_a_large_dictionary_match_the_reference() {
+    use fox_sema::core::Value;
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let rows: Vec<Vec<Value>> = (0..150_000i32)
+        .map(|k| {
+            let s = match next() % 10 {
+                0 => String::new(),
+                1 => "same".to_string(),
+                _ => format!("{:x}-{}", next() % 1_000_000_007, k % 97),
+            };
+            vec![Value::Int32(k), Value::String(s)]
+        })
+        .collect();
+    let mut inputs = fox_tests::Inputs::new();
+    inputs.insert("p".to_string(), rows);
+    let source = "p(k, s) -> int32(k), string(s).
+        .input p.
+        q(k, t, u) <- p(k, s), t = substr(s, 2, 3), u = concat(t, s).
+        n(t, c) <- agg<<c = count()>> q(_, t, _).
+        .output q. .output n.";
+    if let Err(e) = differential(source, &inputs) {
+        panic!("{e}");
+    }
+}
