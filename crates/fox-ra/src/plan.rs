@@ -585,7 +585,11 @@ impl<'a> Planner<'a> {
         if self.schema(t)?.props.implies(&Props::set(names.len())) {
             return Ok(Some(t));
         }
-        Ok(Some(self.emit(Op::Unique(t), names)?))
+        // The set of a predicate defined by one rule is that rule's result.
+        match (facts, rules) {
+            ([], [(rule, _)]) => self.with_origin(rule.span, |p| p.emit(Op::Unique(t), names)).map(Some),
+            _ => Ok(Some(self.emit(Op::Unique(t), names)?)),
+        }
     }
 
     // ----- rules -----
