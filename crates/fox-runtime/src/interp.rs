@@ -2269,28 +2269,17 @@ impl Interp<'_> {
                 };
                 // Each chunk of rows computes its results and numbers the distinct ones (on
                 // all cores, with no list of every row's result); then each distinct result
-                // gets its code once. A chunk visits its rows in the order of their first
-                // string's code ([`code_order`]), which numbers the results and the strings
-                // they append in that order (deterministic; outputs are ordered by value).
+                // gets its code once.
                 const CHUNK: usize = 1 << 16;
-                let first_codes: Option<&[u32]> = match ops {
-                    Operands::Substr(s, ..) | Operands::Concat(s, _) => Some(s),
-                    Operands::ToString(_) => None,
-                };
-                let dict_len = self.dict.len();
                 let chunks: Vec<(Vec<u32>, Vec<Cow>)> = (0..len.div_ceil(CHUNK))
                     .into_par_iter()
                     .map(|k| -> Result<_, String> {
                         let mut m: crate::load::FxHashMap<Cow, u32> = Default::default();
                         let rows = k * CHUNK..((k + 1) * CHUNK).min(len);
-                        let mut ids = crate::alloc::try_filled(rows.len(), 0u32, WHAT)?;
-                        let visit = match first_codes {
-                            Some(codes) => code_order(&codes[rows.clone()], dict_len)?,
-                            None => None,
-                        };
-                        let mut number = |off: usize| -> Result<(), String> {
-                            let v = result(rows.start + off)?;
-                            ids[off] = match m.get(v.as_ref()) {
+                        let mut ids = crate::alloc::try_with_capacity(rows.len(), WHAT)?;
+                        for r in rows {
+                            let v = result(r)?;
+                            let i = match m.get(v.as_ref()) {
                                 Some(&i) => i,
                                 None => {
                                     let i = m.len() as u32;
@@ -2298,11 +2287,7 @@ impl Interp<'_> {
                                     i
                                 }
                             };
-                            Ok(())
-                        };
-                        match &visit {
-                            Some(order) => order.iter().try_for_each(|&off| number(off as usize))?,
-                            None => (0..rows.len()).try_for_each(&mut number)?,
+                            ids.push(i);
                         }
                         // The distinct results in the order of their numbers.
                         let mut distinct: Vec<(u32, Cow)> = m.into_iter().map(|(v, i)| (i, v)).collect();
@@ -2807,33 +2792,6 @@ fn check_error(check: &fox_kernel::Check, row: &[String], origin: Option<fox_ker
             }
         }
     }
-}
-
-/// The positions of `codes` (string codes below `dict_len`) grouped by code, a group for
-/// each 1/4096 of the dictionary's codes in code order (a counting sort on the codes' high
-/// bits), so that visiting rows in this order reads the dictionary's strings in address
-/// order, a cache-sized stretch at a time; `None` for a dictionary of at most 2^16 strings,
-/// which the caches hold anyway.
-fn code_order(codes: &[u32], dict_len: usize) -> Result<Option<Vec<u32>>, String> {
-    if dict_len <= 1 << 16 {
-        return Ok(None);
-    }
-    let shift = (usize::BITS - dict_len.leading_zeros()).saturating_sub(12);
-    let groups = (dict_len >> shift) + 1;
-    let mut start = vec![0u32; groups + 1];
-    for &c in codes {
-        start[(c as usize >> shift) + 1] += 1;
-    }
-    for g in 1..=groups {
-        start[g] += start[g - 1];
-    }
-    let mut order = crate::alloc::try_filled(codes.len(), 0u32, "the order of a chunk's rows")?;
-    for (j, &c) in codes.iter().enumerate() {
-        let g = c as usize >> shift;
-        order[start[g] as usize] = j as u32;
-        start[g] += 1;
-    }
-    Ok(Some(order))
 }
 
 fn dict_text(dict: &Dictionary, code: u32) -> Result<&str, HostError> {

@@ -359,10 +359,9 @@ fn random_programs_match_the_reference() {
     report(failures);
 }
 
-/// String functions over a dictionary of more strings than its chunks visit in row order
-/// (more than 2^16): rows are visited grouped by code and their results numbered by row,
-/// so the results (and the strings they append) are the reference evaluator's, over
-/// chunks of rows and short, long and repeated strings.
+/// String functions over a dictionary of more than 2^16 strings and more rows than one
+/// chunk of the runtime's: the results (and the strings they append) are the reference
+/// evaluator's, for short, long, empty and repeated strings.
 #[test]
 fn string_functions_over_a_large_dictionary_match_the_reference() {
     use fox_sema::core::Value;
