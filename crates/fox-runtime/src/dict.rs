@@ -233,6 +233,22 @@ impl Dictionary {
     /// every core, each block writing its zeros and then `g` at the codes within it (one
     /// run of `codes`, which is sorted).
     fn at_codes<T: Send + Copy + Default>(&self, codes: &[u32], g: impl Fn(u32) -> T + Sync) -> Result<Vec<T>, String> {
+        self.in_blocks(Some(codes), |start, block, asked| {
+            for &c in asked.unwrap_or_default() {
+                block[c as usize - start] = g(c);
+            }
+        })
+    }
+
+    /// A table over the sorted part's codes, 0 everywhere, with room for the appended
+    /// strings' entries after it, then `fill(start, block, asked)` on each block of codes
+    /// from `start` on every core, with the run of `codes` (sorted, distinct) within the
+    /// block (`None` when `codes` is `None`: every code is asked).
+    fn in_blocks<T: Send + Copy + Default>(
+        &self,
+        codes: Option<&[u32]>,
+        fill: impl Fn(usize, &mut [T], Option<&[u32]>) + Sync,
+    ) -> Result<Vec<T>, String> {
         use rayon::prelude::*;
         const WHAT: &str = "a table of the string dictionary";
         const BLOCK: usize = 1 << 16;
@@ -241,11 +257,11 @@ impl Dictionary {
         out.par_extend(rayon::iter::repeat_n(T::default(), n));
         out.par_chunks_mut(BLOCK).enumerate().for_each(|(b, block)| {
             let start = b * BLOCK;
-            let first = codes.partition_point(|&c| (c as usize) < start);
-            let last = codes.partition_point(|&c| (c as usize) < start + block.len());
-            for &c in &codes[first..last] {
-                block[c as usize - start] = g(c);
-            }
+            let asked = codes.map(|codes| {
+                let first = codes.partition_point(|&c| (c as usize) < start);
+                &codes[first..codes.partition_point(|&c| (c as usize) < start + block.len())]
+            });
+            fill(start, block, asked);
         });
         Ok(out)
     }
@@ -258,12 +274,9 @@ impl Dictionary {
     /// A pattern with a piece every match contains ([`LikeMatcher::required`]) is
     /// evaluated only on the strings holding that piece where the asked codes are at least
     /// a quarter of a block: one search runs over the block's strings stored end to end,
-    /// each string holding the piece (not across its end) is matched whole, and the search
-    /// goes on from the next string. Sparser blocks match their asked strings one by one.
+    /// each string holding the piece (not across its end) is matched (from the piece on when
+    /// it is the pattern's first), and the search goes on from the next string. Sparser blocks match their asked strings one by one.
     fn like_table(&self, m: &LikeMatcher, codes: Option<&[u32]>) -> Result<Vec<u8>, String> {
-        use rayon::prelude::*;
-        const WHAT: &str = "a table of the string dictionary";
-        const BLOCK: usize = 1 << 16;
         let Some(req) = m.required() else {
             return match codes {
                 Some(codes) => self.scatter(codes, |s| m.matches(s) as u8),
@@ -271,16 +284,8 @@ impl Dictionary {
             };
         };
         let strings = &self.sorted.strings;
-        let n = strings.len();
-        let mut out: Vec<u8> = try_with_capacity(self.len(), WHAT)?;
-        out.par_extend(rayon::iter::repeat_n(0u8, n));
-        out.par_chunks_mut(BLOCK).enumerate().for_each(|(b, block)| {
-            let start = b * BLOCK;
+        let mut out = self.in_blocks(codes, |start, block: &mut [u8], asked| {
             let end = start + block.len();
-            let asked = codes.map(|codes| {
-                let first = codes.partition_point(|&c| (c as usize) < start);
-                &codes[first..codes.partition_point(|&c| (c as usize) < end)]
-            });
             if let Some(asked) = asked.filter(|a| a.len() * 4 < block.len()) {
                 for &c in asked {
                     block[c as usize - start] = m.matches(strings.get(c as usize)) as u8;
@@ -319,7 +324,7 @@ impl Dictionary {
                     } as u8;
                 }
             }
-        });
+        })?;
         out.extend(self.extra.iter().map(|s| m.matches(s) as u8));
         debug_assert_eq!(out.len(), self.len());
         Ok(out)

@@ -38,17 +38,10 @@ fn cmp_at(a: &[&HostCol], i: usize, b: &[&HostCol], j: usize) -> Ordering {
     Ordering::Equal
 }
 
-/// The first `x` in `lo..hi` where `pred` turns false (`pred` true then false).
-fn partition_point(mut lo: usize, mut hi: usize, pred: impl Fn(usize) -> bool) -> usize {
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if pred(mid) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
+/// The first `x` in `lo..hi` where `pred` turns false (`pred` true then false); `lo`
+/// when the range is empty.
+fn partition_point(lo: usize, hi: usize, pred: impl Fn(usize) -> bool) -> usize {
+    lo + crate::strings::partition_point(hi.saturating_sub(lo), |k| pred(lo + k))
 }
 
 /// The cut of the merge path of `a` (`na` rows) and `b` (`nb` rows), each sorted, at
