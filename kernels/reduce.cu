@@ -61,8 +61,10 @@ extern "C" __global__ void seg_pieces(const unsigned* starts, u64 ng, u64 n, u64
     }
 }
 
-// The segment owning piece p: the last g with poff[g] <= p.
-__device__ __forceinline__ u64 piece_owner(const u64* poff, u64 ng, u64 p) {
+// The segment owning piece p: the last g with poff[g] <= p (p itself when every segment
+// is one piece).
+__device__ __forceinline__ u64 piece_owner(const u64* poff, u64 ng, u64 np, u64 p) {
+    if (np == ng) return p;
     u64 lo = 0, hi = ng;
     while (lo < hi) {
         u64 mid = lo + (hi - lo) / 2;
@@ -73,9 +75,9 @@ __device__ __forceinline__ u64 piece_owner(const u64* poff, u64 ng, u64 p) {
 }
 
 // The rows [*a, *b) of piece p.
-__device__ __forceinline__ void piece_rows(const unsigned* starts, const u64* poff, u64 ng, u64 n, u64 p, u64* a,
-                                           u64* b) {
-    u64 g = piece_owner(poff, ng, p);
+__device__ __forceinline__ void piece_rows(const unsigned* starts, const u64* poff, u64 ng, u64 np, u64 n, u64 p,
+                                           u64* a, u64* b) {
+    u64 g = piece_owner(poff, ng, np, p);
     u64 s = (u64)starts[g] + (p - poff[g]) * PIECE;
     *a = s;
     *b = min(s + PIECE, seg_end(starts, g, ng, n));
@@ -97,7 +99,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
     int lane = threadIdx.x & 31;
     if (p >= np) return;
     u64 a, b;
-    piece_rows(starts, poff, ng, n, p, &a, &b);
+    piece_rows(starts, poff, ng, np, n, p, &a, &b);
     i128 s = 0;
     if (t == T_I32) {
         const int* v = (const int*)col;
@@ -204,7 +206,7 @@ __device__ __forceinline__ void piece_minmax_impl(const void* col, int t, const 
     int lane = threadIdx.x & 31;
     if (p >= np) return;
     u64 a, b;
-    piece_rows(starts, poff, ng, n, p, &a, &b);
+    piece_rows(starts, poff, ng, np, n, p, &a, &b);
     K bk = 0;
     u64 bi = ~0ull;
     for (u64 i = a + lane; i < b; i += 32) {
@@ -373,6 +375,29 @@ extern "C" __global__ void seg_sum(const u64* partial, const u64* poff, const un
     }
 }
 
+// One thread per segment, for segments of at most PIECE rows (every segment one piece):
+// the exact sum of an i32 (T_I32) or i64 (T_I64) column over the segment's rows, finished
+// as seg_sum finishes the sum of its pieces. With many short segments (many groups) this
+// reads each row once without a warp per piece and per segment.
+extern "C" __global__ void seg_sum_rows(const void* col, int t, const unsigned* starts, u64 ng, u64 n, int is_avg,
+                                        u64 mul_lo, u64 mul_hi, u64 div_lo, u64 div_hi, int ok, void* out,
+                                        u64* err) {
+    i128 mul = (i128)(((u128)mul_hi << 64) | mul_lo);
+    i128 div = (i128)(((u128)div_hi << 64) | div_lo);
+    for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < ng; g += (u64)gridDim.x * blockDim.x) {
+        u64 a = starts[g], b = seg_end(starts, g, ng, n);
+        i128 s = 0;
+        if (t == T_I32) {
+            const int* v = (const int*)col;
+            for (u64 i = a; i < b; ++i) s += (i128)v[i];
+        } else {
+            const long long* v = (const long long*)col;
+            for (u64 i = a; i < b; ++i) s += (i128)v[i];
+        }
+        finish_sum(s, starts, g, ng, n, is_avg, mul, div, ok, out, err);
+    }
+}
+
 // a + b, saturating at the largest u128.
 __device__ __forceinline__ u128 sat_add(u128 a, u128 b) {
     const u128 s = a + b;
@@ -395,7 +420,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
     int lane = threadIdx.x & 31;
     if (p >= np) return;
     u64 a, b;
-    piece_rows(starts, poff, ng, n, p, &a, &b);
+    piece_rows(starts, poff, ng, np, n, p, &a, &b);
     u128 s = 0, m = 0;
     for (u64 i = a + lane; i < b; i += 32) {
         const u128 v = ((u128)col[2 * i + 1] << 64) | col[2 * i];

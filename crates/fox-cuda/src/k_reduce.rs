@@ -4,8 +4,9 @@
 //! keys. Integer and decimal sums and averages, and min/max, cut each segment into pieces
 //! of `PIECE` rows (pieces numbered by an exclusive scan of the per-segment piece counts);
 //! one warp reduces a piece to an exact 128-bit partial sum or to its best key and first
-//! row, and one thread per segment combines its pieces, so one huge group is spread over
-//! the whole device. Float sums add each segment's values one after the other in row
+//! row, and one warp per segment combines its pieces, so one huge group is spread over
+//! the whole device. Many short segments (every one a single piece, a few rows on average)
+//! are summed one thread per segment straight from their rows. Float sums add each segment's values one after the other in row
 //! order, one thread per segment: that is the order fox-cpu adds in, and it makes the
 //! results bit-identical (a huge float group is therefore summed by a single thread).
 //!
@@ -275,6 +276,28 @@ fn aggregate(
                 e => return Err(err(format!("aggregate {a}: cannot sum a {e:?} column"))),
             };
             let p = piece_partials(gpu, s, seg, pcs)?;
+            gpu.reset_err()?;
+            if !wide && rows_per_thread(seg, p) {
+                let args = [
+                    KArg::Ptr(gpu.ptr(col)?),
+                    KArg::I32(t),
+                    KArg::Ptr(gpu.ptr(starts)?),
+                    KArg::U64(ng as u64),
+                    KArg::U64(seg.n as u64),
+                    KArg::I32(i32::from(avg)),
+                    KArg::U64(mul as u64),
+                    KArg::U64((mul >> 64) as u64),
+                    KArg::U64(div as u64),
+                    KArg::U64((div >> 64) as u64),
+                    KArg::I32(kind),
+                    KArg::Ptr(gpu.ptr(&out)?),
+                    KArg::Ptr(gpu.err_ptr()),
+                ];
+                let grid = stride_grid(gpu, ng);
+                gpu.launch("reduce", "seg_sum_rows", grid, BLOCK, 0, &args)?;
+                check_fit(gpu, what, out_ty)?;
+                return Ok(out);
+            }
             // Per piece: the sum (two words), and for i128 values their magnitudes' sum.
             let words = if wide { 4 } else { 2 };
             let partial = s.alloc(gpu, Elem::U64, words * p.np as usize)?;
@@ -298,7 +321,6 @@ fn aggregate(
                 0,
                 &args,
             )?;
-            gpu.reset_err()?;
             // seg_sum_wide also reads the values (to sum a segment again in row order).
             let mut args = if wide {
                 vec![KArg::Ptr(gpu.ptr(col)?)]
@@ -411,6 +433,15 @@ fn aggregate(
             Ok(picked.remove(0))
         }
     }
+}
+
+/// Segments are summed one thread each, straight from their rows, when every segment is
+/// one piece and they average at most `ROWS_PER_THREAD` rows: then no thread reads more
+/// than a piece and the many groups keep the device busy without a warp per piece.
+const ROWS_PER_THREAD: usize = 32;
+
+fn rows_per_thread(seg: &Segments, p: &Pieces) -> bool {
+    p.np == seg.ng as u64 && seg.n <= seg.ng.saturating_mul(ROWS_PER_THREAD)
 }
 
 /// The pieces of the segments, computed once per launch.

@@ -206,6 +206,25 @@ fn reduce_errors_match_the_cpu() {
         want.contains("the sum of the group at row 0 does not fit int32"),
         "{want}"
     );
+    // The same with many groups of two rows (segments summed one thread each): the first
+    // failing group is named, at row 2000 here.
+    let pairs = HostCol::U32((0..4097u32).map(|i| i / 2).collect());
+    let halves = HostCol::I64((0..4097).map(|i| if i >= 2000 { 1_500_000_000 } else { 7 }).collect());
+    let k = Kernel::ReduceByKey {
+        nkeys: 1,
+        aggs: aggs.clone(),
+    };
+    let args = [pairs.clone(), halves];
+    let want = run_on(&mut CpuBackend::new(), &k, &args, &Strings::default()).unwrap_err();
+    let got = run_on(&mut gpu, &k, &args, &Strings::default()).unwrap_err();
+    assert_eq!(got, want);
+    assert!(
+        want.contains("the sum of the group at row 2000 does not fit int32"),
+        "{want}"
+    );
+    let aggs64 = vec![spec(AggFunc::Sum, Some(Type::Int64), Type::Int64)];
+    let res = check(&mut gpu, 1, &aggs64, &[pairs, big.clone()], "i64 sum overflow, pairs");
+    assert!(res.is_err(), "the overflowing sums of pairs must fail on both");
     // Rescaling overflows.
     let aggs = vec![spec(AggFunc::Avg, Some(Type::Decimal(0)), Type::Decimal(18))];
     let res = check(&mut gpu, 1, &aggs, &[keys[0].clone(), big], "decimal rescale overflow");
