@@ -268,6 +268,25 @@ extern "C" __global__ void seg_minmax_wide(const u64* partial, const u64* poff, 
     seg_minmax_impl<u128>(partial, poff, ng, np, is_max, best);
 }
 
+// One thread per segment, for segments of at most PIECE rows: the first best row of the
+// segment (a u64 key: numbers, or strings by rank), as seg_minmax gives it from pieces.
+extern "C" __global__ void seg_minmax_rows(const void* col, int t, const unsigned* rank, u64 nrank, int is_max,
+                                           const unsigned* starts, u64 ng, u64 n, unsigned* best, u64* err) {
+    for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < ng; g += (u64)gridDim.x * blockDim.x) {
+        u64 a = starts[g], b = seg_end(starts, g, ng, n);
+        u64 bk = 0, bi = ~0ull;
+        for (u64 i = a; i < b; ++i) {
+            u64 k;
+            if (!mm_key(col, t, rank, nrank, i, &k, err)) continue;
+            if (bi == ~0ull || mm_better<u64>(is_max, k, i, bk, bi)) {
+                bk = k;
+                bi = i;
+            }
+        }
+        best[g] = (unsigned)bi;
+    }
+}
+
 __device__ __forceinline__ u128 uabs(i128 x) { return x < 0 ? (u128)0 - (u128)x : (u128)x; }
 
 // The largest magnitude of a 38-digit decimal, 10^38 - 1.

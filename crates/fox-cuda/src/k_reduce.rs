@@ -6,7 +6,8 @@
 //! one warp reduces a piece to an exact 128-bit partial sum or to its best key and first
 //! row, and one warp per segment combines its pieces, so one huge group is spread over
 //! the whole device. Many short segments (every one a single piece, a few rows on average)
-//! are summed one thread per segment straight from their rows. Float sums add each segment's values one after the other in row
+//! are reduced one thread per segment straight from their rows (sums of i32/i64 values,
+//! min/max of one-word keys). Float sums add each segment's values one after the other in row
 //! order, one thread per segment: that is the order fox-cpu adds in, and it makes the
 //! results bit-identical (a huge float group is therefore summed by a single thread).
 //!
@@ -376,8 +377,32 @@ fn aggregate(
             };
             let is_max = i32::from(spec.func == AggFunc::Max);
             let p = piece_partials(gpu, s, seg, pcs)?;
-            // Per piece: the best key (one word, two for i128 values) and its row.
             let wide = col.elem == Elem::I128;
+            if !wide && rows_per_thread(seg, p) {
+                let (rank_ptr, nrank) = match rank {
+                    Some(r) => (gpu.ptr(r)?, r.len as u64),
+                    None => (0, 0),
+                };
+                gpu.reset_err()?;
+                let best = s.alloc(gpu, Elem::U32, ng)?;
+                let args = [
+                    KArg::Ptr(gpu.ptr(col)?),
+                    KArg::I32(type_code(col.elem) as i32),
+                    KArg::Ptr(rank_ptr),
+                    KArg::U64(nrank),
+                    KArg::I32(is_max),
+                    KArg::Ptr(gpu.ptr(starts)?),
+                    KArg::U64(ng as u64),
+                    KArg::U64(seg.n as u64),
+                    KArg::Ptr(gpu.ptr(&best)?),
+                    KArg::Ptr(gpu.err_ptr()),
+                ];
+                gpu.launch("reduce", "seg_minmax_rows", stride_grid(gpu, ng), BLOCK, 0, &args)?;
+                gpu.check_err("ReduceByKey (a string code is outside the rank table)")?;
+                let mut picked = s.adopt_all(k_move::gather(gpu, &best, 0, &[col])?);
+                return Ok(picked.remove(0));
+            }
+            // Per piece: the best key (one word, two for i128 values) and its row.
             let words = if wide { 3 } else { 2 };
             let partial = s.alloc(gpu, Elem::U64, words * p.np as usize)?;
             let grid = blocks(p.np, PIECE_WARPS_PER_BLOCK)?;

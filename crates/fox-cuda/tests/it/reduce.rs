@@ -240,6 +240,19 @@ fn reduce_errors_match_the_cpu() {
         "code outside the rank table",
     );
     assert!(res.is_err(), "a bad string code must fail on both");
+    let codes = HostCol::U32((0..4097).map(|i| if i == 3001 { 999 } else { 1 }).collect());
+    let res = check(
+        &mut gpu,
+        1,
+        &aggs,
+        &[
+            HostCol::U32((0..4097u32).map(|i| i / 2).collect()),
+            codes,
+            rank_table(&mut rng, 10),
+        ],
+        "code outside the rank table, pairs",
+    );
+    assert!(res.is_err(), "a bad string code in a group of two must fail on both");
     // Float sum into a non-float type, count into float64: rejected, even when empty.
     for (a, n) in [
         (spec(AggFunc::Sum, Some(Type::Float64), Type::Int64), 0),
