@@ -84,6 +84,36 @@ fn a_small_build_side_and_a_large_unsorted_probe_hash() {
 }
 
 #[test]
+fn a_much_smaller_unsorted_side_beyond_shared_memory_is_sorted_and_indexed() {
+    let src = format!("{BIG_SMALL}r(x, v) <- big(x, k), small(k, v).\n.output r.\n");
+    for (big, small) in [(16_000_000, 1_000_000), (1_000_000, 100_000)] {
+        let p = run(&src, &stats(&[("big", big), ("small", small)]), JoinChoice::Auto);
+        let got = joins(&p);
+        let (alg, l, r) = &got[0];
+        let indexed = match alg {
+            Algorithm::IndexNestedLoop { indexed } => *indexed,
+            other => panic!("{big} and {small} rows: not an index nested loop: {other:?}"),
+        };
+        let (i, probe) = if indexed == Side::Left { (l, r) } else { (r, l) };
+        assert!(i < probe, "index {i} rows, probe {probe}");
+    }
+    // The index side is the smaller one whichever side of the body it is on.
+    let src = format!("{BIG_SMALL}r(x, v) <- small(k, v), big(x, k).\n.output r.\n");
+    let p = run(
+        &src,
+        &stats(&[("big", 16_000_000), ("small", 1_000_000)]),
+        JoinChoice::Auto,
+    );
+    match &joins(&p)[0] {
+        (Algorithm::IndexNestedLoop { indexed }, l, r) => {
+            let i = if *indexed == Side::Left { l } else { r };
+            assert!(*i < 2_000_000.0, "the indexed side has {i} rows");
+        }
+        other => panic!("not an index nested loop: {other:?}"),
+    }
+}
+
+#[test]
 fn sides_of_similar_size_merge() {
     let src = format!("{BIG_SMALL}r(x, v) <- big(x, k), small(k, v).\n.output r.\n");
     for (a, b) in [(1_000_000, 1_000_000), (1_000_000, 400_000)] {
