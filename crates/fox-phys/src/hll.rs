@@ -194,6 +194,21 @@ impl Hll {
         }
     }
 
+    /// Adds every value of `values`, each given as its 64 bits: the same sketch as
+    /// [`Hll::insert`] of each in turn.
+    pub fn extend(&mut self, values: impl IntoIterator<Item = u64>) {
+        let mut values = values.into_iter();
+        while self.is_exact() {
+            match values.next() {
+                Some(v) => self.insert(v),
+                None => return,
+            }
+        }
+        if let Repr::Registers(registers) = &mut self.0 {
+            values.for_each(|v| update(registers, hash64(v)));
+        }
+    }
+
     /// Adds every value of `other`: the result is the sketch of both parts' values.
     pub fn merge(&mut self, other: &Hll) {
         match (&mut self.0, &other.0) {
@@ -292,6 +307,24 @@ mod tests {
             s.insert(start + (k * 7919) % n);
         }
         (s.estimate() as f64 - n as f64).abs() / n as f64
+    }
+
+    #[test]
+    fn extend_is_insert_of_each() {
+        for n in [0u64, 1, 5, 256, 257, 300, 10_000] {
+            let values: Vec<u64> = (0..n).map(|k| (k * 7919) % (n / 2 + 1)).chain(0..n).collect();
+            let mut one = Hll::new();
+            values.iter().for_each(|&v| one.insert(v));
+            let mut all = Hll::new();
+            all.extend(values.iter().copied());
+            assert_eq!(one, all, "{n}");
+            // Extending a sketch that holds registers already.
+            let mut more = one.clone();
+            more.extend((0..n).map(|k| k * 31 + 1_000_000));
+            let mut each = one;
+            (0..n).for_each(|k| each.insert(k * 31 + 1_000_000));
+            assert_eq!(more, each, "{n}");
+        }
     }
 
     #[test]

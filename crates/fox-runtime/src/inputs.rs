@@ -9,10 +9,11 @@
 //! is string order.
 
 use crate::dict::Dictionary;
-use crate::load::{load_input_cols, Interner};
+use crate::load::{load_input_cols, Interner, LoadedCol};
 use crate::strings::StrArena;
 use crate::{HostCol, RunEvent, RunObserver, RuntimeError};
 use fox_kernel::InputRel;
+use fox_sema::core::Type;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -77,7 +78,29 @@ impl LoadedInputs {
         let stop = cancel.map_or(crate::cancel::never(), |t| t.flag());
         let mut strings = Interner::default();
         let mut loaded = Vec::with_capacity(wanted.len());
-        for (input, used) in wanted {
+        // Relations without strings share no interner: their files are read and parsed
+        // at the same time, each on its own, and the first error in the order of `wanted`
+        // is the error (the one a reading in turn would stop at).
+        let numeric = |input: &InputRel| input.columns.iter().all(|c| c.ty != Type::String);
+        if given.is_empty() && wanted.len() > 1 && wanted.iter().all(|(input, _)| numeric(input)) {
+            use rayon::prelude::*;
+            let parts: Vec<Result<Vec<LoadedCol>, RuntimeError>> = wanted
+                .par_iter()
+                .map(|(input, used)| {
+                    if crate::cancel::is_set(stop) {
+                        return Err(RuntimeError::Cancelled);
+                    }
+                    if let Some(o) = observer {
+                        o.event(&RunEvent::Loading { input: &input.name });
+                    }
+                    load_input_cols(data_dir, input, used, &mut Interner::default(), stop)
+                })
+                .collect();
+            for part in parts {
+                loaded.push(part?);
+            }
+        }
+        for (input, used) in &wanted[loaded.len()..] {
             if crate::cancel::is_set(stop) {
                 return Err(RuntimeError::Cancelled);
             }
@@ -201,6 +224,63 @@ pub(crate) fn merge_constants(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn int_input(name: &str, types: &[Type]) -> InputRel {
+        InputRel {
+            name: name.into(),
+            columns: types
+                .iter()
+                .enumerate()
+                .map(|(c, &ty)| fox_sema::core::Column {
+                    name: format!("c{c}"),
+                    ty,
+                })
+                .collect(),
+            file: format!("{name}.csv"),
+            sep: ",".into(),
+            key: Vec::new(),
+            header: false,
+        }
+    }
+
+    #[test]
+    fn numeric_relations_read_together_as_one_by_one() {
+        let dir = std::env::temp_dir().join(format!("fox-inputs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let big: String = (0..200_000).map(|i| format!("{},{}\n", i * 7 % 1000, -i)).collect();
+        std::fs::write(dir.join("a.csv"), &big).unwrap();
+        std::fs::write(dir.join("b.csv"), "1,2.5\n3,4\n").unwrap();
+        std::fs::write(dir.join("c.csv"), "").unwrap();
+        std::fs::write(dir.join("bad1.csv"), "1,2\n3,x\n").unwrap();
+        std::fs::write(dir.join("bad2.csv"), "1\n").unwrap();
+        let wanted = vec![
+            (int_input("a", &[Type::Int32, Type::Int64]), vec![true, true]),
+            (int_input("b", &[Type::Int64, Type::Float64]), vec![false, true]),
+            (int_input("c", &[Type::Int32]), vec![true]),
+        ];
+        let together = LoadedInputs::load(&dir, &wanted, None, None).unwrap();
+        assert_eq!(together.rels.len(), 3);
+        for (k, w) in wanted.iter().enumerate() {
+            let alone = LoadedInputs::load(&dir, std::slice::from_ref(w), None, None).unwrap();
+            let (t, a) = (&together.rels[k], &alone.rels[0]);
+            assert_eq!((&t.input, &t.cols, t.rows), (&a.input, &a.cols, a.rows), "{}", w.0.name);
+        }
+        assert_eq!(together.rels[0].rows, 200_000);
+        // The first error in the order asked for is the error.
+        let err = |names: &[&str]| {
+            let wanted: Vec<_> = names
+                .iter()
+                .map(|n| (int_input(n, &[Type::Int32, Type::Int32]), vec![true, true]))
+                .collect();
+            LoadedInputs::load(&dir, &wanted, None, None).unwrap_err().to_string()
+        };
+        let first = err(&["bad1"]);
+        assert!(first.contains("bad1.csv:2"), "{first}");
+        assert_eq!(err(&["a", "bad1", "bad2", "missing"]), first);
+        assert_eq!(err(&["bad2", "bad1"]), err(&["bad2"]));
+        assert!(err(&["a", "missing", "bad1"]).contains("missing.csv"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn constants_join_the_dictionary_in_order() {

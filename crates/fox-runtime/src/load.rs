@@ -247,7 +247,14 @@ pub fn read_input_file(path: &Path, shown: &str, pred: &str, stop: &AtomicBool) 
     // One byte more than the file: reading it finds the end without growing the buffer.
     let size = usize::try_from(meta.len()).unwrap_or(usize::MAX).saturating_add(1);
     let mut bytes: Vec<u8> = try_with_capacity(size, &format!("the file `{shown}`")).map_err(oom)?;
-    read_blocks(&mut file, &mut bytes, stop, &format!("the file `{shown}`"))?.map_err(|e| fail(io_reason(&e)))?;
+    let whole = if size > PAR_READ_MIN && rayon::current_num_threads() > 1 {
+        read_in_parallel(&file, size - 1, &mut bytes, stop)?.map_err(|e| fail(io_reason(&e)))?
+    } else {
+        false
+    };
+    if !whole {
+        read_blocks(&mut file, &mut bytes, stop, &format!("the file `{shown}`"))?.map_err(|e| fail(io_reason(&e)))?;
+    }
     if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
         read_blocks(
@@ -303,6 +310,90 @@ fn read_blocks(
             Err(e) => return Ok(Err(e)),
         }
     }
+}
+
+/// Regular files of more than this many bytes are read in parallel pieces (see
+/// [`read_in_parallel`]), and text of more than this many bytes is checked in parallel
+/// pieces.
+const PAR_READ_MIN: usize = 4 << 20;
+
+/// The bytes one task of [`read_in_parallel`] reads.
+const READ_PIECE: usize = 1 << 20;
+
+/// Reads the regular file `file`, `size` bytes by its metadata, into `bytes` (empty, with
+/// room for `size` bytes) in pieces of [`READ_PIECE`] bytes on every core, with `stop`
+/// read before each piece. True when the file had exactly `size` bytes; otherwise (it
+/// changed while read) false, with `bytes` empty, for the caller to read it in turn.
+#[cfg(unix)]
+fn read_in_parallel(
+    file: &std::fs::File,
+    size: usize,
+    bytes: &mut Vec<u8>,
+    stop: &AtomicBool,
+) -> Result<std::io::Result<bool>, RuntimeError> {
+    use rayon::prelude::*;
+    use std::os::unix::fs::FileExt;
+    debug_assert!(bytes.is_empty() && bytes.capacity() >= size);
+    // The pieces are zeroed and then read on the same core, so the pages of the buffer
+    // are first touched in parallel.
+    bytes.spare_capacity_mut()[..size]
+        .par_chunks_mut(READ_PIECE)
+        .for_each(|piece| piece.fill(std::mem::MaybeUninit::new(0)));
+    // SAFETY: the first `size` bytes of the buffer were initialized just above, and its
+    // capacity is at least `size`.
+    unsafe { bytes.set_len(size) };
+    let read: Vec<Result<std::io::Result<bool>, RuntimeError>> = bytes
+        .par_chunks_mut(READ_PIECE)
+        .enumerate()
+        .map(|(k, piece)| {
+            check_stop(stop)?;
+            let mut done = 0;
+            while done < piece.len() {
+                match file.read_at(&mut piece[done..], (k * READ_PIECE + done) as u64) {
+                    Ok(0) => return Ok(Ok(false)),
+                    Ok(n) => done += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Ok(Err(e)),
+                }
+            }
+            Ok(Ok(true))
+        })
+        .collect();
+    let mut whole = true;
+    for r in read {
+        match r? {
+            Ok(w) => whole &= w,
+            Err(e) => return Ok(Err(e)),
+        }
+    }
+    // Nothing after the last byte: the file has the size it had.
+    let mut after = [0u8; 1];
+    whole = whole
+        && loop {
+            match file.read_at(&mut after, size as u64) {
+                Ok(n) => break n == 0,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Ok(Err(e)),
+            }
+        };
+    if !whole {
+        bytes.clear();
+        if let Err(e) = std::io::Seek::rewind(&mut &*file) {
+            return Ok(Err(e));
+        }
+    }
+    Ok(Ok(whole))
+}
+
+/// Reading in parallel is left to [`read_blocks`] where positional reads are not known.
+#[cfg(not(unix))]
+fn read_in_parallel(
+    _: &std::fs::File,
+    _: usize,
+    _: &mut Vec<u8>,
+    _: &AtomicBool,
+) -> Result<std::io::Result<bool>, RuntimeError> {
+    Ok(Ok(false))
 }
 
 /// Opens a file for reading without blocking on a FIFO that has no writer.
@@ -389,6 +480,14 @@ fn checked_text<'a>(bytes: &'a [u8], shown: &str, pred: &str, stop: &AtomicBool)
             ),
         }
     };
+    if bytes.len() > PAR_READ_MIN && rayon::current_num_threads() > 1 {
+        check_stop(stop)?;
+        return match first_invalid_utf8(bytes) {
+            // SAFETY: `first_invalid_utf8` found every byte of `bytes` valid UTF-8.
+            None => Ok(unsafe { std::str::from_utf8_unchecked(bytes) }),
+            Some(at) => Err(not_utf8(at)),
+        };
+    }
     let mut at = 0;
     while at < bytes.len() {
         check_stop(stop)?;
@@ -403,6 +502,34 @@ fn checked_text<'a>(bytes: &'a [u8], shown: &str, pred: &str, stop: &AtomicBool)
     // SAFETY: the loop above checked every byte of `bytes` as UTF-8, in blocks that start
     // and end at character boundaries.
     Ok(unsafe { std::str::from_utf8_unchecked(bytes) })
+}
+
+/// The offset of the first byte of `bytes` that is not valid UTF-8 (as
+/// `std::str::from_utf8` reports it), checked in pieces on every core. Each piece starts
+/// at a byte that is not a continuation byte, so a piece before the first invalid byte
+/// holds whole characters, and the piece holding it finds it at the same place.
+fn first_invalid_utf8(bytes: &[u8]) -> Option<usize> {
+    use rayon::prelude::*;
+    let parts = rayon::current_num_threads() * 4;
+    let mut bounds = vec![0usize];
+    for k in 1..parts {
+        let mut at = (bytes.len() / parts * k).max(bounds[bounds.len() - 1]);
+        while at < bytes.len() && bytes[at] & 0xc0 == 0x80 {
+            at += 1;
+        }
+        bounds.push(at);
+    }
+    bounds.push(bytes.len());
+    bounds.dedup();
+    let bad: Vec<Option<usize>> = bounds
+        .par_windows(2)
+        .map(|w| {
+            std::str::from_utf8(&bytes[w[0]..w[1]])
+                .err()
+                .map(|e| w[0] + e.valid_up_to())
+        })
+        .collect();
+    bad.into_iter().flatten().next()
 }
 
 fn io_reason(e: &std::io::Error) -> String {
@@ -584,14 +711,14 @@ fn parse_input_cols_from(
     };
     // Numbers only and no quotes: every record is one line, and no string is interned, so
     // pieces of whole lines parse on their own.
-    if rest.len() >= par_min
-        && rayon::current_num_threads() > 1
-        && input.columns.iter().all(|c| c.ty != Type::String)
-        && memchr::memchr(b'"', rest.as_bytes()).is_none()
-    {
+    let numeric = input.columns.iter().all(|c| c.ty != Type::String) && memchr::memchr(b'"', rest.as_bytes()).is_none();
+    if numeric && rest.len() >= par_min && rayon::current_num_threads() > 1 {
         return records.parse_in_parallel(rest, line_no, &source, stop);
     }
-    records.parse(rest, line_no, &mut cols, strings, stop)?;
+    match IntegerLines::of(input) {
+        Some(lines) if numeric => records.parse_integers(&lines, rest, line_no, &mut cols, stop)?,
+        _ => records.parse(rest, line_no, &mut cols, strings, stop)?,
+    }
     Ok(cols.into_iter().map(|c| c.values).collect())
 }
 
@@ -730,32 +857,178 @@ impl Records<'_> {
             .zip(&firsts)
             .map(|(piece, &first)| {
                 let mut cols = builders(self.input, source);
-                // No string column: nothing is interned.
-                let mut strings = Interner::default();
-                self.parse(piece, first, &mut cols, &mut strings, stop)?;
+                match IntegerLines::of(self.input) {
+                    Some(lines) => self.parse_integers(&lines, piece, first, &mut cols, stop)?,
+                    None => {
+                        // No string column: nothing is interned.
+                        let mut strings = Interner::default();
+                        self.parse(piece, first, &mut cols, &mut strings, stop)?;
+                    }
+                }
                 Ok(cols)
             })
             .collect();
-        let mut joined: Option<Vec<ColumnBuilder>> = None;
+        let mut parts = Vec::with_capacity(parsed.len());
         for part in parsed {
-            let part = part?;
-            match joined.as_mut() {
-                None => joined = Some(part),
-                Some(cols) => {
-                    for (col, more) in cols.iter_mut().zip(part) {
-                        col.values
-                            .try_reserve_exact(more.values.len(), &col.values_name)
-                            .map_err(|msg| RuntimeError::Data { msg })?;
-                        col.values.append(more.values);
+            parts.push(part?);
+        }
+        let mut parts = parts.into_iter();
+        let Some(mut joined) = parts.next() else {
+            return Ok(builders(self.input, source).into_iter().map(|c| c.values).collect());
+        };
+        let rest: Vec<Vec<ColumnBuilder>> = parts.collect();
+        for (c, col) in joined.iter_mut().enumerate() {
+            let more: usize = rest.iter().map(|p| p[c].values.len()).sum();
+            col.values
+                .try_reserve_exact(more, &col.values_name)
+                .map_err(|msg| RuntimeError::Data { msg })?;
+        }
+        for part in rest {
+            for (col, more) in joined.iter_mut().zip(part) {
+                col.values.append(more.values);
+            }
+        }
+        Ok(joined.into_iter().map(|c| c.values).collect())
+    }
+
+    /// [`Self::parse`] of `piece`, text whose records are one line each and whose columns
+    /// are all integers (see [`IntegerLines`]): a line of plain integers (an optional sign
+    /// and 1 to 18 digits each, within the column's range), separated by the one-byte
+    /// separator and ended by `\n`, `\r\n` or the end of the text, is read here; any
+    /// other line (a trailing separator, spaces, too many digits, an error) is read by
+    /// [`Self::parse`], so the values and the errors are those of [`Self::parse`].
+    fn parse_integers(
+        &self,
+        lines: &IntegerLines,
+        piece: &str,
+        first_line: usize,
+        cols: &mut [ColumnBuilder],
+        stop: &AtomicBool,
+    ) -> Result<(), RuntimeError> {
+        let bytes = piece.as_bytes();
+        let mut values = vec![0i64; cols.len()];
+        let keep: Vec<bool> = (0..cols.len())
+            .map(|c| self.wanted.get(c).copied().unwrap_or(true))
+            .collect();
+        let (mut at, mut line_no, mut records) = (0usize, first_line, 0usize);
+        while at < bytes.len() {
+            if records % RECORDS_PER_CHECK == 0 {
+                check_stop(stop)?;
+            }
+            records += 1;
+            match lines.read(bytes, at, &mut values) {
+                Some(next) => {
+                    for ((col, &x), &k) in cols.iter_mut().zip(&values).zip(&keep) {
+                        if !k {
+                            continue;
+                        }
+                        let pushed = match &mut col.values {
+                            LoadedCol::I32(v) => try_push(v, x as i32, &col.values_name),
+                            LoadedCol::I64(v) => try_push(v, x, &col.values_name),
+                            _ => unreachable!("IntegerLines::of admits integer columns only"),
+                        };
+                        pushed.map_err(|msg| RuntimeError::Data { msg })?;
                     }
+                    at = next;
+                }
+                None => {
+                    let end = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |p| at + p + 1);
+                    // No string column: nothing is interned.
+                    let mut strings = Interner::default();
+                    self.parse(&piece[at..end], line_no, cols, &mut strings, stop)?;
+                    at = end;
+                }
+            }
+            line_no += 1;
+        }
+        Ok(())
+    }
+}
+
+/// The shape of a line of plain integers of a relation whose columns are all `int32` or
+/// `int64`, with a one-byte separator that cannot start or continue a number (see
+/// [`Records::parse_integers`]).
+struct IntegerLines {
+    sep: u8,
+    /// Per column: whether it is `int32` (else `int64`).
+    int32: Vec<bool>,
+}
+
+impl IntegerLines {
+    /// The shape for `input`, or `None` when its columns or separator do not allow it.
+    fn of(input: &InputRel) -> Option<IntegerLines> {
+        let &[sep] = input.sep.as_bytes() else {
+            return None;
+        };
+        if sep.is_ascii_digit() || matches!(sep, b'+' | b'-' | b'\r' | b'\n' | b'"') || input.columns.is_empty() {
+            return None;
+        }
+        let int32 = input
+            .columns
+            .iter()
+            .map(|c| match c.ty {
+                Type::Int32 => Some(true),
+                Type::Int64 => Some(false),
+                _ => None,
+            })
+            .collect::<Option<Vec<bool>>>()?;
+        Some(IntegerLines { sep, int32 })
+    }
+
+    /// Reads the line of `bytes` starting at `at` into `values` (one per column) and
+    /// returns where the next line starts, or `None` when it is not a line of plain
+    /// integers in range (which [`parse_int`] would read the same way: it accepts an
+    /// optional `+` or `-` and ASCII digits).
+    #[inline]
+    fn read(&self, bytes: &[u8], at: usize, values: &mut [i64]) -> Option<usize> {
+        let mut i = at;
+        let last = self.int32.len() - 1;
+        for (c, &int32) in self.int32.iter().enumerate() {
+            let neg = match bytes.get(i) {
+                Some(b'-') => {
+                    i += 1;
+                    true
+                }
+                Some(b'+') => {
+                    i += 1;
+                    false
+                }
+                _ => false,
+            };
+            let start = i;
+            let mut v: i64 = 0;
+            while let Some(&b) = bytes.get(i) {
+                let d = b.wrapping_sub(b'0');
+                if d > 9 {
+                    break;
+                }
+                v = v.wrapping_mul(10).wrapping_add(i64::from(d));
+                i += 1;
+            }
+            // At most 18 digits: no overflow.
+            if i == start || i - start > 18 {
+                return None;
+            }
+            let v = if neg { -v } else { v };
+            if int32 && i32::try_from(v).is_err() {
+                return None;
+            }
+            values[c] = v;
+            if c < last {
+                if bytes.get(i) != Some(&self.sep) {
+                    return None;
+                }
+                i += 1;
+            } else {
+                match bytes.get(i) {
+                    None => {}
+                    Some(b'\n') => i += 1,
+                    Some(b'\r') if bytes.get(i + 1) == Some(&b'\n') => i += 2,
+                    Some(_) => return None,
                 }
             }
         }
-        Ok(joined
-            .unwrap_or_else(|| builders(self.input, source))
-            .into_iter()
-            .map(|c| c.values)
-            .collect())
+        Some(i)
     }
 }
 
@@ -1282,6 +1555,195 @@ mod tests {
             let e = both(&text, &rel, &[true; 2]).unwrap_err();
             let first = second_at.map_or(bad_at, |s| s.min(bad_at));
             assert!(e.contains(&format!("r.csv:{}:", first + 1)), "{e}");
+        }
+    }
+
+    /// The records of `text` read by the general parser and by the integer lines' reader:
+    /// the same columns, or the same error.
+    fn integers_as_general(text: &str, rel: &InputRel, wanted: &[bool]) -> Result<Vec<LoadedCol>, String> {
+        let records = Records {
+            file: "r.csv",
+            input: rel,
+            wanted,
+            max: rel.columns.len() + 1,
+        };
+        let never = crate::cancel::never();
+        let mut cols = builders(rel, "`r.csv`");
+        let general = records
+            .parse(text, 1, &mut cols, &mut Interner::default(), never)
+            .map(|()| cols.into_iter().map(|c| c.values).collect::<Vec<_>>())
+            .map_err(|e| e.to_string());
+        let lines = IntegerLines::of(rel).expect("integer columns");
+        let mut cols = builders(rel, "`r.csv`");
+        let fast = records
+            .parse_integers(&lines, text, 1, &mut cols, never)
+            .map(|()| cols.into_iter().map(|c| c.values).collect::<Vec<_>>())
+            .map_err(|e| e.to_string());
+        assert_eq!(general, fast, "{text:?}");
+        general
+    }
+
+    #[test]
+    fn integer_lines_read_as_the_general_parser_reads_them() {
+        // Fields the reader takes, and fields it leaves to the general parser (valid or not).
+        let fields = [
+            "0",
+            "7",
+            "-3",
+            "+12",
+            "-0",
+            "007",
+            "2147483647",
+            "-2147483648",
+            "2147483648",
+            "-2147483649",
+            "999999999999999999",
+            "-999999999999999999",
+            "1000000000000000000",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "9223372036854775808",
+            "99999999999999999999999",
+            "",
+            "-",
+            "+",
+            " 5",
+            "5 ",
+            "x",
+            "1.5",
+            "--1",
+        ];
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: usize| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % n as u64) as usize
+        };
+        let shapes: [&[(&str, Type)]; 3] = [
+            &[("x", Type::Int32), ("y", Type::Int32)],
+            &[("x", Type::Int64), ("y", Type::Int32), ("z", Type::Int64)],
+            &[("x", Type::Int64)],
+        ];
+        let (mut ok, mut failed) = (0, 0);
+        for round in 0..3000 {
+            let shape = shapes[round % shapes.len()];
+            let sep = [",", "\t", "|", ";"][next(4)];
+            let rel = input(sep, false, shape);
+            let wanted: Vec<bool> = (0..shape.len()).map(|_| next(3) > 0).collect();
+            let lines = next(6);
+            let mut text = String::new();
+            for l in 0..lines {
+                // Mostly plain lines; in some rounds, odd fields, a trailing separator, a
+                // carriage return, a missing or an extra field, a blank line.
+                let odd = round % 4 == 0;
+                let mut line: Vec<String> = shape
+                    .iter()
+                    .map(|_| {
+                        if odd && next(3) == 0 {
+                            fields[next(fields.len())].to_string()
+                        } else {
+                            (next(2_000_000) as i64 - 1_000_000).to_string()
+                        }
+                    })
+                    .collect();
+                if odd && next(8) == 0 {
+                    line.pop();
+                }
+                if odd && next(8) == 0 {
+                    line.push("1".into());
+                }
+                let mut text_line = line.join(sep);
+                if odd && next(8) == 0 {
+                    text_line.push_str(sep);
+                }
+                if odd && next(10) == 0 {
+                    text_line.clear();
+                }
+                if odd && next(10) == 0 {
+                    text_line.insert(0, '\r');
+                }
+                text.push_str(&text_line);
+                if l + 1 < lines || next(2) == 0 {
+                    text.push_str(if next(4) == 0 { "\r\n" } else { "\n" });
+                }
+            }
+            match integers_as_general(&text, &rel, &wanted) {
+                Ok(_) => ok += 1,
+                Err(_) => failed += 1,
+            }
+        }
+        // Both outcomes were met often.
+        assert!(ok > 1000 && failed > 100, "{ok} read, {failed} failed");
+    }
+
+    #[test]
+    fn utf8_checked_in_pieces_as_in_one_pass() {
+        let text: String = (0..40_000).map(|i| format!("{i},é→😀 line\n")).collect();
+        let bytes = text.as_bytes();
+        assert_eq!(first_invalid_utf8(bytes), None);
+        assert_eq!(first_invalid_utf8(b""), None);
+        // A bad byte, a cut character, a lone continuation byte, at several places.
+        for at in [0, 1, 7, bytes.len() / 3, bytes.len() / 2 + 1, bytes.len() - 1] {
+            for bad in [&[0xffu8][..], &[0xe2, 0x86], &[0x80], &[0xf0, 0x9f, 0x98]] {
+                let mut b = bytes[..at].to_vec();
+                b.extend_from_slice(bad);
+                b.extend_from_slice(&bytes[at..]);
+                let want = std::str::from_utf8(&b).err().map(|e| e.valid_up_to());
+                assert!(want.is_some());
+                assert_eq!(first_invalid_utf8(&b), want, "{at} {bad:?}");
+            }
+        }
+        // Only continuation bytes.
+        assert_eq!(first_invalid_utf8(&[0x80; 1000]), Some(0));
+    }
+
+    #[test]
+    fn files_read_in_pieces_as_in_one_pass() {
+        let dir = std::env::temp_dir().join(format!("fox-load-read-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for size in [0usize, 1, READ_PIECE - 1, READ_PIECE, 3 * READ_PIECE + 17] {
+            let path = dir.join(format!("f{size}"));
+            let data: Vec<u8> = (0..size).map(|i| (i * 131 % 251) as u8).collect();
+            std::fs::write(&path, &data).unwrap();
+            let file = std::fs::File::open(&path).unwrap();
+            let mut bytes = Vec::with_capacity(size + 1);
+            let whole = read_in_parallel(&file, size, &mut bytes, crate::cancel::never())
+                .unwrap()
+                .unwrap();
+            assert!(whole);
+            assert!(bytes == data, "{size}");
+            // A size the file does not have: nothing is kept, and the file is at its start.
+            let mut bytes = Vec::with_capacity(size + 2);
+            let whole = read_in_parallel(&file, size + 1, &mut bytes, crate::cancel::never())
+                .unwrap()
+                .unwrap();
+            assert!(!whole && bytes.is_empty());
+            if size > 0 {
+                let mut bytes = Vec::with_capacity(size);
+                let whole = read_in_parallel(&file, size - 1, &mut bytes, crate::cancel::never())
+                    .unwrap()
+                    .unwrap();
+                assert!(!whole && bytes.is_empty());
+            }
+            let mut rest = Vec::new();
+            std::io::Read::read_to_end(&mut &file, &mut rest).unwrap();
+            assert!(rest == data);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn only_integer_columns_and_a_plain_separator_make_integer_lines() {
+        let ints = [("x", Type::Int32), ("y", Type::Int64)];
+        assert!(IntegerLines::of(&input(",", false, &ints)).is_some());
+        assert!(IntegerLines::of(&input("\t", true, &ints)).is_some());
+        assert!(IntegerLines::of(&input("::", false, &ints)).is_none());
+        assert!(IntegerLines::of(&input("-", false, &ints)).is_none());
+        assert!(IntegerLines::of(&input("5", false, &ints)).is_none());
+        assert!(IntegerLines::of(&input(",", false, &[])).is_none());
+        for ty in [Type::Date, Type::Decimal(2), Type::Float64, Type::Bool, Type::String] {
+            assert!(IntegerLines::of(&input(",", false, &[("x", Type::Int32), ("d", ty)])).is_none());
         }
     }
 

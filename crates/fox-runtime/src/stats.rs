@@ -107,18 +107,62 @@ where
     })
 }
 
-/// The statistics of `values` with `to_value` giving a value's [`Value`].
-fn stats_of<T, K>(
-    values: &[T],
-    key: impl Fn(T) -> K + Sync,
-    bits: impl Fn(T) -> u64 + Sync,
-    to_value: impl Fn(T) -> Value,
-) -> ColumnStats
+/// [`summarize`] of values ordered by themselves (integers): the same summary, each
+/// chunk read by plain loops (least, greatest, ascending) and its sketch fed every value
+/// (a sketch is the same whatever the repeats and the order of its values).
+fn summarize_ordered<T>(values: &[T], chunk: usize, bits: impl Fn(T) -> u64 + Sync) -> Option<Summary<T>>
 where
-    T: Copy + Send + Sync,
-    K: Ord + Copy,
+    T: Copy + Ord + Send + Sync,
 {
-    match summarize(values, CHUNK, key, bits) {
+    let part = |c: &[T]| -> Option<Part<T>> {
+        let (&first, &last) = (c.first()?, c.last()?);
+        let mut sketch = Hll::new();
+        sketch.extend(c.iter().map(|&x| bits(x)));
+        Some(Part {
+            min: c.iter().copied().min()?,
+            max: c.iter().copied().max()?,
+            first,
+            last,
+            sorted: c.windows(2).all(|w| w[0] <= w[1]),
+            sketch,
+        })
+    };
+    let join = |a: Option<Part<T>>, b: Option<Part<T>>| match (a, b) {
+        (Some(mut a), Some(b)) => {
+            a.sketch.merge(&b.sketch);
+            Some(Part {
+                min: a.min.min(b.min),
+                max: a.max.max(b.max),
+                sorted: a.sorted && b.sorted && a.last <= b.first,
+                first: a.first,
+                last: b.last,
+                sketch: a.sketch,
+            })
+        }
+        (a, None) => a,
+        (None, b) => b,
+    };
+    let all = values.par_chunks(chunk.max(1)).map(part).reduce(|| None, join)?;
+    Some(Summary {
+        min: all.min,
+        max: all.max,
+        sorted: all.sorted,
+        distinct: all.sketch.estimate(),
+    })
+}
+
+/// The statistics of integer `values` with `to_value` giving a value's [`Value`] (see
+/// [`summarize_ordered`]).
+fn stats_of_ordered<T>(values: &[T], bits: impl Fn(T) -> u64 + Sync, to_value: impl Fn(T) -> Value) -> ColumnStats
+where
+    T: Copy + Ord + Send + Sync,
+{
+    column_of(summarize_ordered(values, CHUNK, bits), to_value)
+}
+
+/// The column statistics of a summary (`None` for no rows).
+fn column_of<T>(summary: Option<Summary<T>>, to_value: impl Fn(T) -> Value) -> ColumnStats {
+    match summary {
         Some(s) => ColumnStats {
             distinct: s.distinct,
             min: Some(to_value(s.min)),
@@ -132,6 +176,20 @@ where
             sorted: true,
         },
     }
+}
+
+/// The statistics of `values` with `to_value` giving a value's [`Value`].
+fn stats_of<T, K>(
+    values: &[T],
+    key: impl Fn(T) -> K + Sync,
+    bits: impl Fn(T) -> u64 + Sync,
+    to_value: impl Fn(T) -> Value,
+) -> ColumnStats
+where
+    T: Copy + Send + Sync,
+    K: Ord + Copy,
+{
+    column_of(summarize(values, CHUNK, key, bits), to_value)
 }
 
 /// A float's place in the order of values: IEEE total order with `-0.0` taken as `0.0`
@@ -155,12 +213,11 @@ fn float_bits(x: f64) -> u64 {
 /// `None` when the column's elements are not those of its type.
 pub fn column_stats(col: &HostCol, ty: Type, dict: &Dictionary, rank: Option<&[u32]>) -> Option<ColumnStats> {
     Some(match (col, ty) {
-        (HostCol::I32(v), Type::Int32) => stats_of(v, |x| x, |x| x as u32 as u64, Value::Int32),
-        (HostCol::I32(v), Type::Date) => stats_of(v, |x| x, |x| x as u32 as u64, Value::Date),
-        (HostCol::I64(v), Type::Int64) => stats_of(v, |x| x, |x| x as u64, Value::Int64),
-        (HostCol::I64(v), Type::Decimal(scale)) => stats_of(
+        (HostCol::I32(v), Type::Int32) => stats_of_ordered(v, |x| x as u32 as u64, Value::Int32),
+        (HostCol::I32(v), Type::Date) => stats_of_ordered(v, |x| x as u32 as u64, Value::Date),
+        (HostCol::I64(v), Type::Int64) => stats_of_ordered(v, |x| x as u64, Value::Int64),
+        (HostCol::I64(v), Type::Decimal(scale)) => stats_of_ordered(
             v,
-            |x| x,
             |x| x as u64,
             |x| Value::Decimal {
                 unscaled: i128::from(x),
@@ -168,7 +225,7 @@ pub fn column_stats(col: &HostCol, ty: Type, dict: &Dictionary, rank: Option<&[u
             },
         ),
         (HostCol::I128(v), Type::WideDecimal(scale)) => {
-            stats_of(v, |x| x, fold128, |x| Value::Decimal { unscaled: x, scale })
+            stats_of_ordered(v, fold128, |x| Value::Decimal { unscaled: x, scale })
         }
         (HostCol::F64(v), Type::Float64) => stats_of(v, float_key, float_bits, Value::Float64),
         (HostCol::U8(v), Type::Bool) => stats_of(v, |x| x != 0, |x| u64::from(x != 0), |x| Value::Bool(x != 0)),
@@ -397,6 +454,12 @@ mod tests {
         let (n, min, max, sorted) = exact(v);
         for &chunk in chunks {
             let s = summarize(v, chunk, |x| x, |x| x as u64);
+            let ordered = summarize_ordered(v, chunk, |x| x as u64);
+            assert_eq!(
+                s.as_ref().map(|s| (s.min, s.max, s.sorted, s.distinct)),
+                ordered.map(|s| (s.min, s.max, s.sorted, s.distinct)),
+                "{v:?} in chunks of {chunk}"
+            );
             match &s {
                 None => assert!(v.is_empty()),
                 Some(s) => {
@@ -438,6 +501,15 @@ mod tests {
         let mut v: Vec<i64> = (0..20_000).map(|_| rng.below(5_000) as i64 - 2_500).collect();
         check_ints(&v);
         v.sort();
+        check_ints(&v);
+        // Skewed: nine rows in ten one value, the others spread over a wide range.
+        let mut v: Vec<i64> = (0..30_000)
+            .map(|_| if rng.below(10) == 0 { rng.next() as i64 } else { 42 })
+            .collect();
+        check_ints(&v);
+        v.sort();
+        check_ints(&v);
+        v.reverse();
         check_ints(&v);
     }
 
