@@ -2203,12 +2203,6 @@ impl Interp<'_> {
                     }
                 }
                 let text = |code: u32| self.dict.get(code).unwrap_or_default();
-                type Cow<'s> = std::borrow::Cow<'s, str>;
-                enum Operands<'c> {
-                    Substr(&'c [u32], &'c [i64], &'c [i64]),
-                    Concat(&'c [u32], &'c [u32]),
-                    ToString(&'c [i64]),
-                }
                 let ops = match (func, cols.as_slice()) {
                     (StrFunc::Substr, [HostCol::U32(s), HostCol::I64(st), HostCol::I64(ln)]) => {
                         Operands::Substr(s, st, ln)
@@ -2247,99 +2241,35 @@ impl Interp<'_> {
                         )));
                     }
                 };
-                const WHAT: &str = "the strings made by substr, concat or to_string";
-                let result = |r: usize| -> Result<Cow, String> {
-                    Ok(match ops {
-                        Operands::Substr(s, st, ln) => Cow::Borrowed(crate::dict::substr_of(text(s[r]), st[r], ln[r])),
-                        Operands::Concat(a, b) => {
-                            let (a, b) = (text(a[r]), text(b[r]));
-                            let mut v = String::new();
-                            crate::alloc::fallible(|| v.try_reserve_exact(a.len() + b.len())).map_err(|_| {
-                                crate::alloc::out_of_memory(
-                                    a.len() as u128 + b.len() as u128,
-                                    "a string made by concat",
-                                )
-                            })?;
-                            v.push_str(a);
-                            v.push_str(b);
-                            Cow::Owned(v)
+                // Every row's result as a code of the dictionary, or as `u32::MAX - k` for
+                // `new_strings[k]`, the strings not in the dictionary in the order first met.
+                let (mut out, new_strings) = {
+                    let by_code = match ops {
+                        Operands::Substr(s, st, ln)
+                            if !s.is_empty()
+                                && st.par_iter().all(|&x| x == st[0])
+                                && ln.par_iter().all(|&x| x == ln[0]) =>
+                        {
+                            substr_by_code(&self.dict, s, st[0], ln[0]).map_err(HostError::Kernel)?
                         }
-                        Operands::ToString(x) => Cow::Owned(x[r].to_string()),
-                    })
-                };
-                // Each chunk of rows computes its results and numbers the distinct ones (on
-                // all cores, with no list of every row's result); then each distinct result
-                // gets its code once.
-                const CHUNK: usize = 1 << 16;
-                let chunks: Vec<(Vec<u32>, Vec<Cow>)> = (0..len.div_ceil(CHUNK))
-                    .into_par_iter()
-                    .map(|k| -> Result<_, String> {
-                        let mut m: crate::load::FxHashMap<Cow, u32> = Default::default();
-                        let rows = k * CHUNK..((k + 1) * CHUNK).min(len);
-                        let mut ids = crate::alloc::try_with_capacity(rows.len(), WHAT)?;
-                        for r in rows {
-                            let v = result(r)?;
-                            let i = match m.get(v.as_ref()) {
-                                Some(&i) => i,
-                                None => {
-                                    let i = m.len() as u32;
-                                    m.insert(v, i);
-                                    i
-                                }
-                            };
-                            ids.push(i);
-                        }
-                        // The distinct results in the order of their numbers.
-                        let mut distinct: Vec<(u32, Cow)> = m.into_iter().map(|(v, i)| (i, v)).collect();
-                        distinct.sort_unstable_by_key(|d| d.0);
-                        Ok((ids, distinct.into_iter().map(|(_, v)| v).collect()))
-                    })
-                    .collect::<Result<_, String>>()
-                    .map_err(HostError::Kernel)?;
-                let mut seen: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
-                let mut new_strings: Vec<String> = Vec::new();
-                let mut maps: Vec<Vec<u32>> = Vec::with_capacity(chunks.len());
-                for (_, distinct) in &chunks {
-                    let mut map = Vec::with_capacity(distinct.len());
-                    for v in distinct {
-                        let v = v.as_ref();
-                        let c = match seen.get(v) {
-                            Some(&c) => c,
-                            None => {
-                                let c = match self.dict.code(v) {
-                                    Some(c) => c,
-                                    None => {
-                                        new_strings.push(crate::alloc::try_string(v, WHAT).map_err(HostError::Kernel)?);
-                                        u32::MAX - (new_strings.len() as u32 - 1)
-                                    }
-                                };
-                                seen.insert(v, c);
-                                c
-                            }
-                        };
-                        map.push(c);
+                        _ => None,
+                    };
+                    match by_code {
+                        Some(done) => done,
+                        None => str_fn_by_row(&self.dict, ops, len)?,
                     }
-                    maps.push(map);
-                }
-                let mut out: Vec<u32> = crate::alloc::try_with_capacity(len, WHAT).map_err(HostError::Kernel)?;
-                out.par_extend(
-                    chunks
-                        .par_iter()
-                        .zip(&maps)
-                        .flat_map_iter(|((ids, _), map)| ids.iter().map(move |&i| map[i as usize])),
-                );
+                };
                 // New strings get codes after the dictionary's, in the order first met (on
                 // several devices, in device order).
                 if !new_strings.is_empty() || self.spmd.is_some() {
-                    drop(chunks);
                     let codes = self.intern_all(new_strings)?;
                     if !codes.is_empty() {
                         let first_marker = u32::MAX - (codes.len() as u32 - 1);
-                        for c in &mut out {
+                        out.par_iter_mut().for_each(|c| {
                             if *c >= first_marker {
                                 *c = codes[(u32::MAX - *c) as usize];
                             }
-                        }
+                        });
                     }
                 }
                 Ok(vec![HostCol::U32(out)])
@@ -2794,6 +2724,244 @@ fn check_error(check: &fox_kernel::Check, row: &[String], origin: Option<fox_ker
     }
 }
 
+/// The operands of a string function that makes strings (`StrFn`), one value per row.
+#[derive(Clone, Copy)]
+enum Operands<'c> {
+    Substr(&'c [u32], &'c [i64], &'c [i64]),
+    Concat(&'c [u32], &'c [u32]),
+    ToString(&'c [i64]),
+}
+
+const STR_FN_WHAT: &str = "the strings made by substr, concat or to_string";
+
+/// A string function's results: each row's as a code of the dictionary, or as
+/// `u32::MAX - k` for the `k`-th of the new strings, the results not in the dictionary in
+/// the order first met by row.
+type StrFnCodes = (Vec<u32>, Vec<String>);
+
+/// The results of a string function over its `len` rows: each row's result as a code of
+/// `dict`, or as `u32::MAX - k` for `new_strings[k]`, the results not in `dict` in the
+/// order first met (by row). Each chunk of rows computes its results and numbers the
+/// distinct ones (on all cores, with no list of every row's result); then each distinct
+/// result gets its code once.
+fn str_fn_by_row(dict: &Dictionary, ops: Operands, len: usize) -> Result<StrFnCodes, HostError> {
+    use rayon::prelude::*;
+    type Cow<'s> = std::borrow::Cow<'s, str>;
+    let text = |code: u32| dict.get(code).unwrap_or_default();
+    let result = |r: usize| -> Result<Cow, String> {
+        Ok(match ops {
+            Operands::Substr(s, st, ln) => Cow::Borrowed(crate::dict::substr_of(text(s[r]), st[r], ln[r])),
+            Operands::Concat(a, b) => {
+                let (a, b) = (text(a[r]), text(b[r]));
+                let mut v = String::new();
+                crate::alloc::fallible(|| v.try_reserve_exact(a.len() + b.len())).map_err(|_| {
+                    crate::alloc::out_of_memory(a.len() as u128 + b.len() as u128, "a string made by concat")
+                })?;
+                v.push_str(a);
+                v.push_str(b);
+                Cow::Owned(v)
+            }
+            Operands::ToString(x) => Cow::Owned(x[r].to_string()),
+        })
+    };
+    const CHUNK: usize = 1 << 16;
+    let chunks: Vec<(Vec<u32>, Vec<Cow>)> = (0..len.div_ceil(CHUNK))
+        .into_par_iter()
+        .map(|k| -> Result<_, String> {
+            let mut m: crate::load::FxHashMap<Cow, u32> = Default::default();
+            let rows = k * CHUNK..((k + 1) * CHUNK).min(len);
+            let mut ids = crate::alloc::try_with_capacity(rows.len(), STR_FN_WHAT)?;
+            for r in rows {
+                let v = result(r)?;
+                let i = match m.get(v.as_ref()) {
+                    Some(&i) => i,
+                    None => {
+                        let i = m.len() as u32;
+                        m.insert(v, i);
+                        i
+                    }
+                };
+                ids.push(i);
+            }
+            // The distinct results in the order of their numbers.
+            let mut distinct: Vec<(u32, Cow)> = m.into_iter().map(|(v, i)| (i, v)).collect();
+            distinct.sort_unstable_by_key(|d| d.0);
+            Ok((ids, distinct.into_iter().map(|(_, v)| v).collect()))
+        })
+        .collect::<Result<_, String>>()
+        .map_err(HostError::Kernel)?;
+    let mut seen: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    let mut new_strings: Vec<String> = Vec::new();
+    let mut maps: Vec<Vec<u32>> = Vec::with_capacity(chunks.len());
+    for (_, distinct) in &chunks {
+        let mut map = Vec::with_capacity(distinct.len());
+        for v in distinct {
+            let v = v.as_ref();
+            let c = match seen.get(v) {
+                Some(&c) => c,
+                None => {
+                    let c = code_or_new(dict, v, &mut new_strings).map_err(HostError::Kernel)?;
+                    seen.insert(v, c);
+                    c
+                }
+            };
+            map.push(c);
+        }
+        maps.push(map);
+    }
+    let mut out: Vec<u32> = crate::alloc::try_with_capacity(len, STR_FN_WHAT).map_err(HostError::Kernel)?;
+    out.par_extend(
+        chunks
+            .par_iter()
+            .zip(&maps)
+            .flat_map_iter(|((ids, _), map)| ids.iter().map(move |&i| map[i as usize])),
+    );
+    Ok((out, new_strings))
+}
+
+/// The code of `v` in `dict`, or else the marker `u32::MAX - k` of `v` appended to
+/// `new_strings` as its `k`-th string.
+fn code_or_new(dict: &Dictionary, v: &str, new_strings: &mut Vec<String>) -> Result<u32, String> {
+    Ok(match dict.code(v) {
+        Some(c) => c,
+        None => {
+            new_strings.push(crate::alloc::try_string(v, STR_FN_WHAT)?);
+            u32::MAX - (new_strings.len() as u32 - 1)
+        }
+    })
+}
+
+/// `substr(s, start, length)` with the same start and length on every row, computed once
+/// per dictionary code from the smallest code of `s` to the largest and then looked up by
+/// each row: the same results, in the same form, as [`str_fn_by_row`].
+///
+/// The codes of a range are read in order, so the dictionary's strings are read end to
+/// end (a row at a time they are read at random, a cache and TLB miss or two each), and
+/// a prefix (`start` 1) is the same for runs of neighbouring codes, which are numbered
+/// without hashing. `None` (nothing done) where the range holds more than 4 codes per row
+/// of `s`, or the range's strings give more than 2^16 distinct results, where rows are
+/// better done one by one.
+fn substr_by_code(dict: &Dictionary, s: &[u32], start: i64, length: i64) -> Result<Option<StrFnCodes>, String> {
+    use rayon::prelude::*;
+    const CHUNK: usize = 1 << 16;
+    const MAX_DISTINCT: usize = 1 << 16;
+    let Some((lo, hi)) = s
+        .par_iter()
+        .fold(
+            || None,
+            |m: Option<(u32, u32)>, &c| Some(m.map_or((c, c), |(a, b)| (a.min(c), b.max(c)))),
+        )
+        .reduce(
+            || None,
+            |x, y| match (x, y) {
+                (Some(x), Some(y)) => Some((x.0.min(y.0), x.1.max(y.1))),
+                (x, None) => x,
+                (None, y) => y,
+            },
+        )
+    else {
+        return Ok(None);
+    };
+    let range = (hi - lo) as usize + 1;
+    if range / 4 > s.len() {
+        return Ok(None);
+    }
+    let text = |code: u32| dict.get(code).unwrap_or_default();
+    // Each chunk of the range numbers the distinct results of its codes in the order met.
+    let parts: Vec<Option<(Vec<u32>, Vec<&str>)>> = (0..range.div_ceil(CHUNK))
+        .into_par_iter()
+        .map(|k| -> Result<_, String> {
+            let codes = k * CHUNK..((k + 1) * CHUNK).min(range);
+            let mut m: crate::load::FxHashMap<&str, u32> = Default::default();
+            let mut distinct: Vec<&str> = Vec::new();
+            let mut ids: Vec<u32> = crate::alloc::try_with_capacity(codes.len(), STR_FN_WHAT)?;
+            let mut last: Option<(&str, u32)> = None;
+            for i in codes {
+                let v = crate::dict::substr_of(text(lo + i as u32), start, length);
+                let id = match last {
+                    Some((w, id)) if w == v => id,
+                    _ => {
+                        let id = *m.entry(v).or_insert_with(|| {
+                            distinct.push(v);
+                            distinct.len() as u32 - 1
+                        });
+                        if distinct.len() > MAX_DISTINCT {
+                            return Ok(None);
+                        }
+                        last = Some((v, id));
+                        id
+                    }
+                };
+                ids.push(id);
+            }
+            Ok(Some((ids, distinct)))
+        })
+        .collect::<Result<_, String>>()?;
+    let Some(parts) = parts.into_iter().collect::<Option<Vec<_>>>() else {
+        return Ok(None);
+    };
+    // Number the results of the whole range; `table[c - lo]` is the number of code c's.
+    let mut numbers: crate::load::FxHashMap<&str, u32> = Default::default();
+    let mut distinct: Vec<&str> = Vec::new();
+    let mut maps: Vec<Vec<u32>> = Vec::with_capacity(parts.len());
+    for (_, part) in &parts {
+        let mut map = Vec::with_capacity(part.len());
+        for &v in part {
+            map.push(*numbers.entry(v).or_insert_with(|| {
+                distinct.push(v);
+                distinct.len() as u32 - 1
+            }));
+        }
+        if distinct.len() > MAX_DISTINCT {
+            return Ok(None);
+        }
+        maps.push(map);
+    }
+    drop(numbers);
+    let mut table: Vec<u32> = crate::alloc::try_with_capacity(range, STR_FN_WHAT)?;
+    table.par_extend(
+        parts
+            .par_iter()
+            .zip(&maps)
+            .flat_map_iter(|((ids, _), map)| ids.iter().map(move |&i| map[i as usize])),
+    );
+    drop(parts);
+    // Each row's number, and each chunk of rows' numbers in the order first met there.
+    let d = distinct.len();
+    let mut out: Vec<u32> = crate::alloc::try_with_capacity(s.len(), STR_FN_WHAT)?;
+    out.par_extend(s.par_iter().map(|&c| table[(c - lo) as usize]));
+    drop(table);
+    let firsts: Vec<Vec<u32>> = out
+        .par_chunks(CHUNK)
+        .map(|rows| {
+            let mut seen = vec![false; d];
+            let mut order = Vec::new();
+            for &i in rows {
+                if !seen[i as usize] {
+                    seen[i as usize] = true;
+                    order.push(i);
+                    if order.len() == d {
+                        break;
+                    }
+                }
+            }
+            order
+        })
+        .collect();
+    // The results rows have, in the order first met over all rows, get their codes.
+    let mut code: Vec<Option<u32>> = vec![None; d];
+    let mut new_strings: Vec<String> = Vec::new();
+    for &i in firsts.iter().flatten() {
+        if code[i as usize].is_none() {
+            code[i as usize] = Some(code_or_new(dict, distinct[i as usize], &mut new_strings)?);
+        }
+    }
+    // Every row's number was met above, so each has its code.
+    out.par_iter_mut()
+        .for_each(|i| *i = code[*i as usize].unwrap_or(u32::MAX));
+    Ok(Some((out, new_strings)))
+}
+
 fn dict_text(dict: &Dictionary, code: u32) -> Result<&str, HostError> {
     dict.get(code)
         .ok_or_else(|| HostError::Kernel(format!("string code {code} is not in the dictionary")))
@@ -2855,4 +3023,76 @@ fn const_columns(types: &[Type], rows: &[Vec<Value>], dict: &Dictionary) -> Resu
         }
     }
     Ok(cols)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        }
+    }
+
+    /// `substr` by code and by row over `s`, with the same start and length on each row:
+    /// by code must give the very codes and new strings (in the same order) by row gives,
+    /// or decline.
+    fn both(dict: &Dictionary, s: &[u32], start: i64, length: i64) -> Option<StrFnCodes> {
+        let (st, ln) = (vec![start; s.len()], vec![length; s.len()]);
+        let by_row = match str_fn_by_row(dict, Operands::Substr(s, &st, &ln), s.len()) {
+            Ok(r) => r,
+            Err(_) => panic!("substr by row failed"),
+        };
+        let by_code = substr_by_code(dict, s, start, length).expect("substr by code");
+        if let Some(by_code) = &by_code {
+            assert_eq!(by_code.1, by_row.1, "new strings of substr(_, {start}, {length})");
+            assert_eq!(by_code.0, by_row.0, "codes of substr(_, {start}, {length})");
+        }
+        by_code
+    }
+
+    #[test]
+    fn substr_by_code_gives_the_codes_and_new_strings_of_substr_by_row() {
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+        // Phone-like strings with prefixes from 10 to 34, some non-ASCII ones, the empty
+        // string, and strings that are results of prefixes ("12", "3").
+        let mut strings: Vec<String> = (0..120_000)
+            .map(|i| {
+                let r = next();
+                match i % 50 {
+                    0 => format!("{}é{}", 10 + r % 25, r % 1000),
+                    _ => format!("{}-{:03}-{:04}", 10 + r % 25, (r >> 10) % 1000, (r >> 20) % 10_000),
+                }
+            })
+            .collect();
+        strings.extend(["".to_string(), "12".to_string(), "3".to_string(), "2é".to_string()]);
+        let accented = strings[0].clone();
+        let dict = Dictionary::from_strings(strings);
+        let n = dict.len() as u32;
+        // Rows at random codes over the whole dictionary (several chunks of rows and of
+        // codes), so that results first appear in different chunks.
+        let rows: Vec<u32> = (0..200_000).map(|_| (next() % u64::from(n)) as u32).collect();
+        for (start, length) in [(1, 2), (1, 1), (2, 3), (0, 2), (-3, 5), (3, 0), (4, 1), (20, 3)] {
+            let done = both(&dict, &rows, start, length);
+            assert!(done.is_some(), "substr(_, {start}, {length}) by code");
+        }
+        // A result first met in the last row only: its new string comes last.
+        let twelve = dict.code("12").expect("in the dictionary");
+        let mut rare: Vec<u32> = (0..70_000).map(|i| twelve + (i % 7)).collect();
+        rare.push(dict.code(&accented).expect("in the dictionary"));
+        let (_, new) = both(&dict, &rare, 1, 3).expect("substr by code");
+        assert_eq!(new.last().map(String::as_str), accented.get(..4), "{new:?}");
+        // More distinct results than by code numbers: declined.
+        assert!(both(&dict, &rows, 1, 100).is_none(), "more than 2^16 distinct results");
+        assert!(both(&dict, &rows, 4, 100).is_none(), "more than 2^16 distinct results");
+        // Codes spread over a range of more than 4 codes a row: declined.
+        let sparse = [0, n - 1];
+        assert!(both(&dict, &sparse, 1, 2).is_none());
+        // One row.
+        assert!(both(&dict, &[n / 2], 1, 2).is_some());
+    }
 }
