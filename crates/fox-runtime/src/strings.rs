@@ -116,6 +116,23 @@ pub fn partition_point(n: usize, before: impl Fn(usize) -> bool) -> usize {
     lo
 }
 
+/// The first `k` in `lo..hi` for which `before(k)` is false (`hi` when there is none),
+/// where `before` is true on a prefix of `lo..hi` and false after it: probes `lo`, `lo + 2`,
+/// `lo + 6`, `lo + 14`, ... (gaps doubling) and then searches the last gap in halves, so
+/// that a `k` near `lo` costs few probes however long the range.
+pub fn gallop(mut lo: usize, hi: usize, before: impl Fn(usize) -> bool) -> usize {
+    let mut step = 1usize;
+    while lo < hi {
+        let probe = lo + (step - 1).min(hi - 1 - lo);
+        if !before(probe) {
+            return lo + partition_point(probe - lo, |k| before(lo + k));
+        }
+        lo = probe + 1;
+        step = step.saturating_mul(2);
+    }
+    hi
+}
+
 /// Strings met while loading, numbered in the order they were first seen. After loading,
 /// the dictionary is built from them and every string column is renumbered.
 #[derive(Default, Debug)]
