@@ -81,6 +81,21 @@ where
             sketch,
         })
     };
+    summarize_parts(values, chunk, &key, part)
+}
+
+/// The summary of `values` from the parts `part` makes of its chunks of `chunk` rows,
+/// joined in row order (`key` orders the values, as in [`summarize`]).
+fn summarize_parts<T, K>(
+    values: &[T],
+    chunk: usize,
+    key: impl Fn(T) -> K + Sync,
+    part: impl Fn(&[T]) -> Option<Part<T>> + Sync + Send,
+) -> Option<Summary<T>>
+where
+    T: Copy + Send + Sync,
+    K: Ord + Copy,
+{
     let join = |a: Option<Part<T>>, b: Option<Part<T>>| match (a, b) {
         (Some(mut a), Some(b)) => {
             a.sketch.merge(&b.sketch);
@@ -127,28 +142,7 @@ where
             sketch,
         })
     };
-    let join = |a: Option<Part<T>>, b: Option<Part<T>>| match (a, b) {
-        (Some(mut a), Some(b)) => {
-            a.sketch.merge(&b.sketch);
-            Some(Part {
-                min: a.min.min(b.min),
-                max: a.max.max(b.max),
-                sorted: a.sorted && b.sorted && a.last <= b.first,
-                first: a.first,
-                last: b.last,
-                sketch: a.sketch,
-            })
-        }
-        (a, None) => a,
-        (None, b) => b,
-    };
-    let all = values.par_chunks(chunk.max(1)).map(part).reduce(|| None, join)?;
-    Some(Summary {
-        min: all.min,
-        max: all.max,
-        sorted: all.sorted,
-        distinct: all.sketch.estimate(),
-    })
+    summarize_parts(values, chunk, |x| x, part)
 }
 
 /// The statistics of integer `values` with `to_value` giving a value's [`Value`] (see
