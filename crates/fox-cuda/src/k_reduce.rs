@@ -278,22 +278,27 @@ fn aggregate(
             };
             let p = piece_partials(gpu, s, seg, pcs)?;
             gpu.reset_err()?;
+            // The last arguments of seg_sum_rows, seg_sum and seg_sum_wide (see finish_sum
+            // in kernels/reduce.cu).
+            let finish = [
+                KArg::I32(i32::from(avg)),
+                KArg::U64(mul as u64),
+                KArg::U64((mul >> 64) as u64),
+                KArg::U64(div as u64),
+                KArg::U64((div >> 64) as u64),
+                KArg::I32(kind),
+                KArg::Ptr(gpu.ptr(&out)?),
+                KArg::Ptr(gpu.err_ptr()),
+            ];
             if !wide && rows_per_thread(seg, p) {
-                let args = [
+                let mut args = vec![
                     KArg::Ptr(gpu.ptr(col)?),
                     KArg::I32(t),
                     KArg::Ptr(gpu.ptr(starts)?),
                     KArg::U64(ng as u64),
                     KArg::U64(seg.n as u64),
-                    KArg::I32(i32::from(avg)),
-                    KArg::U64(mul as u64),
-                    KArg::U64((mul >> 64) as u64),
-                    KArg::U64(div as u64),
-                    KArg::U64((div >> 64) as u64),
-                    KArg::I32(kind),
-                    KArg::Ptr(gpu.ptr(&out)?),
-                    KArg::Ptr(gpu.err_ptr()),
                 ];
+                args.extend(finish);
                 let grid = stride_grid(gpu, ng);
                 gpu.launch("reduce", "seg_sum_rows", grid, BLOCK, 0, &args)?;
                 check_fit(gpu, what, out_ty)?;
@@ -335,15 +340,8 @@ fn aggregate(
                 KArg::U64(ng as u64),
                 KArg::U64(seg.n as u64),
                 KArg::U64(p.np),
-                KArg::I32(i32::from(avg)),
-                KArg::U64(mul as u64),
-                KArg::U64((mul >> 64) as u64),
-                KArg::U64(div as u64),
-                KArg::U64((div >> 64) as u64),
-                KArg::I32(kind),
-                KArg::Ptr(gpu.ptr(&out)?),
-                KArg::Ptr(gpu.err_ptr()),
             ]);
+            args.extend(finish);
             // One warp per segment.
             let grid = stride_grid(gpu, ng.saturating_mul(32));
             let kernel = if wide { "seg_sum_wide" } else { "seg_sum" };
@@ -378,12 +376,12 @@ fn aggregate(
             let is_max = i32::from(spec.func == AggFunc::Max);
             let p = piece_partials(gpu, s, seg, pcs)?;
             let wide = col.elem == Elem::I128;
+            let (rank_ptr, nrank) = match rank {
+                Some(r) => (gpu.ptr(r)?, r.len as u64),
+                None => (0, 0),
+            };
+            gpu.reset_err()?;
             if !wide && rows_per_thread(seg, p) {
-                let (rank_ptr, nrank) = match rank {
-                    Some(r) => (gpu.ptr(r)?, r.len as u64),
-                    None => (0, 0),
-                };
-                gpu.reset_err()?;
                 let best = s.alloc(gpu, Elem::U32, ng)?;
                 let args = [
                     KArg::Ptr(gpu.ptr(col)?),
@@ -419,11 +417,6 @@ fn aggregate(
                 ];
                 gpu.launch("reduce", "piece_minmax_wide", grid, BLOCK, 0, &args)?;
             } else {
-                let (rank_ptr, nrank) = match rank {
-                    Some(r) => (gpu.ptr(r)?, r.len as u64),
-                    None => (0, 0),
-                };
-                gpu.reset_err()?;
                 let args = [
                     KArg::Ptr(gpu.ptr(col)?),
                     KArg::I32(type_code(col.elem) as i32),
