@@ -762,13 +762,8 @@ mod tests {
             }
         }
         // Random texts and patterns over a small alphabet, so that matches are common.
-        let mut x: u64 = 0x9E3779B97F4A7C15;
-        let mut next = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = crate::test_xorshift(0x9E3779B97F4A7C15);
+        let mut next = |n: u64| rng() % n;
         let alphabet = ['a', 'b', 'é', '%', '_'];
         for _ in 0..20000 {
             let t: String = (0..next(8)).map(|_| alphabet[next(3) as usize]).collect();
@@ -866,13 +861,7 @@ mod tests {
     /// repeated bytes, bytes absent from the text, non-ASCII bytes and one byte.
     #[test]
     fn tuned_finders_find_what_the_general_one_finds() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::test_xorshift(0x2545_f491_4f6c_dd1du64);
         let words = ["special", "requests", "pending", "quickly", "aab", "é", "s", "pecs"];
         let mut text = String::new();
         while text.len() < 1 << 20 {
@@ -926,13 +915,7 @@ mod tests {
     /// two strings' boundary, in empty strings' neighbourhood and repeatedly in one string.
     #[test]
     fn like_tables_searched_end_to_end_agree_with_each_string() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::test_xorshift(0x9e37_79b9_7f4a_7c15u64);
         let strings: Vec<String> = (0..400_000)
             .map(|_| {
                 let len = (next() % 21) as usize;

@@ -3029,15 +3029,6 @@ fn const_columns(types: &[Type], rows: &[Vec<Value>], dict: &Dictionary) -> Resu
 mod tests {
     use super::*;
 
-    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
-        move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        }
-    }
-
     /// `substr` by code and by row over `s`, with the same start and length on each row:
     /// by code must give the very codes and new strings (in the same order) by row gives,
     /// or decline.
@@ -3057,7 +3048,7 @@ mod tests {
 
     #[test]
     fn substr_by_code_gives_the_codes_and_new_strings_of_substr_by_row() {
-        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+        let mut next = crate::test_xorshift(0x9e37_79b9_7f4a_7c15);
         // Phone-like strings with prefixes from 10 to 34, some non-ASCII ones, the empty
         // string, and strings that are results of prefixes ("12", "3").
         let mut strings: Vec<String> = (0..120_000)

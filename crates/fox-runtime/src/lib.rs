@@ -558,6 +558,18 @@ pub fn plural(n: u64, noun: &str) -> String {
     }
 }
 
+/// A seeded xorshift generator for the crate's tests (no dependency): each call gives
+/// the next state.
+#[cfg(test)]
+pub(crate) fn test_xorshift(mut state: u64) -> impl FnMut() -> u64 {
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1613,13 +1613,8 @@ mod tests {
             "1.5",
             "--1",
         ];
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |n: usize| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            (rng % n as u64) as usize
-        };
+        let mut rng = crate::test_xorshift(0x2545_f491_4f6c_dd1d);
+        let mut next = move |n: usize| (rng() % n as u64) as usize;
         let shapes: [&[(&str, Type)]; 3] = [
             &[("x", Type::Int32), ("y", Type::Int32)],
             &[("x", Type::Int64), ("y", Type::Int32), ("z", Type::Int64)],

@@ -128,30 +128,23 @@ fn a_join_larger_than_memory() {
     );
     // A merge join's written rows; an index nested loop's expansion (which the sorted
     // generated edges make cheaper) fails on its parents' column instead.
-    expect_out_of_memory(
-        &[
-            p.to_str().unwrap(),
-            "--graph",
-            "gnm:3000:400000:1",
-            "--backend",
-            "cpu",
-            "--join",
-            "merge",
-        ],
-        "for the joined rows",
-    );
-    expect_out_of_memory(
-        &[
-            p.to_str().unwrap(),
-            "--graph",
-            "gnm:3000:400000:1",
-            "--backend",
-            "cpu",
-            "--join",
-            "inl",
-        ],
-        "for the expanded rows' parents",
-    );
+    for (join, what) in [
+        ("merge", "for the joined rows"),
+        ("inl", "for the expanded rows' parents"),
+    ] {
+        expect_out_of_memory(
+            &[
+                p.to_str().unwrap(),
+                "--graph",
+                "gnm:3000:400000:1",
+                "--backend",
+                "cpu",
+                "--join",
+                join,
+            ],
+            what,
+        );
+    }
     std::fs::remove_file(&p).unwrap();
 }
 

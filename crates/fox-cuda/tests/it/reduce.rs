@@ -194,14 +194,8 @@ fn reduce_errors_match_the_cpu() {
     );
     assert!(res.is_err(), "an int32 sum above 2^31 must fail on both");
     // Both name the first group that does not fit, in the same words.
-    let k = Kernel::ReduceByKey {
-        nkeys: 1,
-        aggs: aggs.clone(),
-    };
     let args = [keys[0].clone(), small];
-    let want = run_on(&mut CpuBackend::new(), &k, &args, &Strings::default()).unwrap_err();
-    let got = run_on(&mut gpu, &k, &args, &Strings::default()).unwrap_err();
-    assert_eq!(got, want);
+    let want = same_outcome(&mut gpu, 1, &aggs, &args, "int32 result overflow").unwrap_err();
     assert!(
         want.contains("the sum of the group at row 0 does not fit int32"),
         "{want}"
@@ -210,14 +204,8 @@ fn reduce_errors_match_the_cpu() {
     // failing group is named, at row 2000 here.
     let pairs = HostCol::U32((0..4097u32).map(|i| i / 2).collect());
     let halves = HostCol::I64((0..4097).map(|i| if i >= 2000 { 1_500_000_000 } else { 7 }).collect());
-    let k = Kernel::ReduceByKey {
-        nkeys: 1,
-        aggs: aggs.clone(),
-    };
     let args = [pairs.clone(), halves];
-    let want = run_on(&mut CpuBackend::new(), &k, &args, &Strings::default()).unwrap_err();
-    let got = run_on(&mut gpu, &k, &args, &Strings::default()).unwrap_err();
-    assert_eq!(got, want);
+    let want = same_outcome(&mut gpu, 1, &aggs, &args, "int32 result overflow, pairs").unwrap_err();
     assert!(
         want.contains("the sum of the group at row 2000 does not fit int32"),
         "{want}"
