@@ -214,6 +214,7 @@ impl Backend for CudaBackend {
                 .map_err(|e| BackendError(format!("kernel {name}: {e}")))?;
         }
         let gpu = &mut self.gpu;
+        gpu.set_check_kernel(name);
         let res = dispatch(gpu, kernel, args, ctx);
         res.map_err(|e| {
             if e.0.starts_with("kernel ") {
@@ -247,6 +248,7 @@ impl Backend for CudaBackend {
                 .ptr(a)
                 .map_err(|e| BackendError(format!("kernel {name}: {e}")))?;
         }
+        self.gpu.set_check_kernel(name);
         k_fused::fused_reduce(&mut self.gpu, filter.as_ref(), *nkeys, aggs, exprs, *n_cols, args, ctx).map_err(|e| {
             if e.0.starts_with("kernel ") {
                 e
@@ -262,6 +264,14 @@ impl Backend for CudaBackend {
 
     fn sync(&mut self) -> Result<(), BackendError> {
         self.gpu.sync()
+    }
+
+    fn set_check_site(&mut self, site: Option<(usize, usize)>) -> Result<(), BackendError> {
+        self.gpu.set_check_site(site)
+    }
+
+    fn take_failed_check(&mut self) -> Option<((usize, usize), String)> {
+        self.gpu.take_failed_check()
     }
 
     fn mem(&self) -> MemStats {

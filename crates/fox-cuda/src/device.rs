@@ -41,6 +41,59 @@ pub(crate) enum KArg {
 /// `err[3]` are details whose meaning the launcher knows.
 pub(crate) const ERR_INDEX: u64 = 1;
 
+/// An error word as [`Gpu::check_err`] reports it: none for code 0, else the kernel, the
+/// code, the row and the details.
+fn word_error(kernel: &str, [code, row, d1, d2]: [u64; 4]) -> Result<(), BackendError> {
+    if code == 0 {
+        return Ok(());
+    }
+    let what = match code {
+        ERR_INDEX => "index out of range".to_string(),
+        c => format!("data error {c}"),
+    };
+    Err(BackendError(format!(
+        "kernel {kernel}: {what} at row {row} (details {d1}, {d2})"
+    )))
+}
+
+/// The error words of deferred checks: at most this many launches' checks wait for the
+/// next wait on the device (one more waits for the device first).
+const CHECK_SLOTS: usize = 256;
+
+/// How a launcher turns its error word into an error (`Ok` when the word says none). It
+/// may read buffers through the [`Gpu`], which it must expect to be freed by then when the
+/// check was deferred.
+pub(crate) type Decode = Box<dyn FnOnce(&mut Gpu, [u64; 4]) -> Result<(), BackendError> + Send>;
+
+/// Deferred checks: the checks of what a kernel's contract says of its arguments' values
+/// (indices in range, ordered ranges, offsets that are an exclusive scan), which only a
+/// plan edited by hand can break, are read where the host waits for the device anyway
+/// (a count read back, a download, [`Gpu::sync`]) instead of by a wait after every launch.
+/// Invariants: `slots` holds `4 * CHECK_SLOTS` words; slot `k` belongs to `pending[k]`,
+/// and every slot at or past `pending.len()` holds `[0, u64::MAX, 0, 0]` for its next
+/// launch; checks are read in launch order, so the first failing one is reported, with
+/// its instruction (`failed`) for the runtime.
+struct Checks {
+    slots: CudaSlice<u64>,
+    /// `[0, u64::MAX, 0, 0]` for every slot, copied over the slots read.
+    fresh: Vec<u64>,
+    pending: Vec<Pending>,
+    /// The instruction launches belong to; `None` reads every check at once.
+    site: Option<(usize, usize)>,
+    /// The kernel being launched, for messages.
+    kernel: &'static str,
+    /// The instruction and message of the deferred check that failed.
+    failed: Option<((usize, usize), String)>,
+}
+
+/// A launch whose error word waits in its slot; `decode` is `None` until the launcher has
+/// launched (a launcher that stops before has its slot cleared unread).
+struct Pending {
+    site: (usize, usize),
+    kernel: &'static str,
+    decode: Option<Decode>,
+}
+
 /// A device buffer: `len` elements of `elem` in `mem` (none when `len` is 0).
 struct Slot {
     mem: Option<CudaSlice<u8>>,
@@ -133,6 +186,8 @@ pub(crate) struct Gpu {
     carveout_set: HashSet<(String, String)>,
     compiler: Compiler,
     err: CudaSlice<u64>,
+    /// The checks whose reading waits for the next wait on the device ([`Gpu::check_word`]).
+    checks: Checks,
     name: String,
     cc: (i32, i32),
     sm_count: u32,
@@ -275,6 +330,21 @@ impl Gpu {
         let err = stream
             .alloc_zeros::<u64>(4)
             .map_err(|e| drv("cannot allocate the error word", e))?;
+        let mut slots = stream
+            .alloc_zeros::<u64>(4 * CHECK_SLOTS)
+            .map_err(|e| drv("cannot allocate the error words of deferred checks", e))?;
+        let fresh: Vec<u64> = (0..CHECK_SLOTS).flat_map(|_| [0, u64::MAX, 0, 0]).collect();
+        stream
+            .memcpy_htod(&fresh[..], &mut slots)
+            .map_err(|e| drv("cannot clear the error words of deferred checks", e))?;
+        let checks = Checks {
+            slots,
+            fresh,
+            pending: Vec::new(),
+            site: None,
+            kernel: "",
+            failed: None,
+        };
         let (free, _) = ctx
             .mem_get_info()
             .map_err(|e| drv("cannot read the free device memory", e))?;
@@ -291,6 +361,7 @@ impl Gpu {
             carveout_set: HashSet::new(),
             compiler,
             err,
+            checks,
             name,
             cc,
             sm_count,
@@ -927,7 +998,113 @@ impl Gpu {
     /// Waits for all launched work and reports an asynchronous device fault.
     pub fn sync(&mut self) -> Result<(), BackendError> {
         self.stream.synchronize().map_err(|e| drv("device failure", e))?;
-        self.ctx.check_err().map_err(|e| drv("device failure", e))
+        self.ctx.check_err().map_err(|e| drv("device failure", e))?;
+        self.read_checks()
+    }
+
+    /// Sets the instruction later launches belong to, for their deferred checks; `None`
+    /// reads every later check at once and drops the unread ones (the run that launched
+    /// them has ended: read by its last wait, or failed).
+    pub fn set_check_site(&mut self, site: Option<(usize, usize)>) -> Result<(), BackendError> {
+        self.checks.site = site;
+        if site.is_none() {
+            let n = self.checks.pending.len();
+            self.checks.pending.clear();
+            self.clear_slots(n)?;
+        }
+        Ok(())
+    }
+
+    /// The kernel launched next (its name, for the messages of its deferred checks).
+    pub fn set_check_kernel(&mut self, kernel: &'static str) {
+        self.checks.kernel = kernel;
+    }
+
+    /// The instruction and message of the deferred check that failed, once.
+    pub fn take_failed_check(&mut self) -> Option<((usize, usize), String)> {
+        self.checks.failed.take()
+    }
+
+    /// The device address of the error word the next checking launch writes, reset: a
+    /// slot of its own when checks are deferred, otherwise the error word. Each call is
+    /// followed by that launch and one [`Gpu::finish_check`].
+    pub fn check_word(&mut self) -> Result<u64, BackendError> {
+        let Some(site) = self.checks.site else {
+            self.reset_err()?;
+            return Ok(self.err_ptr());
+        };
+        if self.checks.pending.len() == CHECK_SLOTS {
+            self.sync()?;
+        }
+        let k = self.checks.pending.len();
+        self.checks.pending.push(Pending {
+            site,
+            kernel: self.checks.kernel,
+            decode: None,
+        });
+        let (p, _sync) = self.checks.slots.device_ptr(&self.stream);
+        Ok(p + (k * 32) as u64)
+    }
+
+    /// Reads the error word of the launch after [`Gpu::check_word`] through `decode`: now,
+    /// or with checks deferred at the next wait.
+    pub fn finish_check(
+        &mut self,
+        decode: impl FnOnce(&mut Gpu, [u64; 4]) -> Result<(), BackendError> + Send + 'static,
+    ) -> Result<(), BackendError> {
+        match (self.checks.site, self.checks.pending.last_mut()) {
+            (Some(_), Some(p)) if p.decode.is_none() => {
+                p.decode = Some(Box::new(decode));
+                Ok(())
+            }
+            _ => {
+                let words = self.read_err()?;
+                decode(self, words)
+            }
+        }
+    }
+
+    /// Reads the pending checks' words (the stream is idle) and decodes them in launch
+    /// order: the first failure is the error, its instruction kept for the runtime.
+    fn read_checks(&mut self) -> Result<(), BackendError> {
+        if self.checks.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.checks.pending);
+        let n = pending.len();
+        let mut words = vec![0u64; 4 * n];
+        let view = self.checks.slots.slice(0..4 * n);
+        self.stream
+            .memcpy_dtoh(&view, &mut words[..])
+            .map_err(|e| drv("cannot read the error words of deferred checks", e))?;
+        self.stream.synchronize().map_err(|e| drv("device failure", e))?;
+        self.clear_slots(n)?;
+        for (k, p) in pending.into_iter().enumerate() {
+            let Some(decode) = p.decode else { continue };
+            let w = [words[4 * k], words[4 * k + 1], words[4 * k + 2], words[4 * k + 3]];
+            if let Err(e) = decode(self, w) {
+                let msg = if e.0.starts_with("kernel ") {
+                    e.0
+                } else {
+                    format!("kernel {}: {}", p.kernel, e.0)
+                };
+                self.checks.failed = Some((p.site, msg.clone()));
+                return Err(BackendError(msg));
+            }
+        }
+        Ok(())
+    }
+
+    /// Resets the first `n` slots for their next launches (ordered before them on the
+    /// stream).
+    fn clear_slots(&mut self, n: usize) -> Result<(), BackendError> {
+        if n == 0 {
+            return Ok(());
+        }
+        let mut view = self.checks.slots.slice_mut(0..4 * n);
+        self.stream
+            .memcpy_htod(&self.checks.fresh[..4 * n], &mut view)
+            .map_err(|e| drv("cannot clear the error words of deferred checks", e))
     }
 
     /// The device pointer of the error word (`u64 x 4`).
@@ -956,17 +1133,8 @@ impl Gpu {
 
     /// Reads the error word and turns a set code into an error naming `kernel`.
     pub fn check_err(&mut self, kernel: &str) -> Result<(), BackendError> {
-        let [code, row, d1, d2] = self.read_err()?;
-        if code == 0 {
-            return Ok(());
-        }
-        let what = match code {
-            ERR_INDEX => "index out of range".to_string(),
-            c => format!("data error {c}"),
-        };
-        Err(BackendError(format!(
-            "kernel {kernel}: {what} at row {row} (details {d1}, {d2})"
-        )))
+        let words = self.read_err()?;
+        word_error(kernel, words)
     }
 
     fn function(&mut self, key: &str, what: &str, source: &str, kernel: &str) -> Result<CudaFunction, BackendError> {

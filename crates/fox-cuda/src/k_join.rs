@@ -332,6 +332,7 @@ fn bounds_in(
         KArg::Ptr(gpu.err_ptr()),
     ];
     gpu.launch("join", "join_bounds", grid, BLOCK, desc.smem, &args)?;
+    // Read at once: the expansion after it relies on the offsets.
     if m == 2 {
         gpu.check_err("JoinWrite (the offsets and total are not the exclusive scan of the join counts)")?;
     }

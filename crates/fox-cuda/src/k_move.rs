@@ -31,6 +31,16 @@ fn gather_name(elem: Elem) -> &'static str {
     }
 }
 
+/// A handle of `buf` for a deferred check to read it by, if it is still allocated then
+/// (a handle the runtime does not own: never freed).
+fn reread(buf: &DevBuf) -> DevBuf {
+    DevBuf {
+        id: buf.id,
+        elem: buf.elem,
+        len: buf.len,
+    }
+}
+
 /// `out[i] = col[idx[i] + shift]` for every column of `cols` (columns may differ in
 /// length). An index out of range of a column is an error naming the first such column
 /// and, in it, the first row, as the CPU backend reports it.
@@ -42,9 +52,8 @@ pub(crate) fn gather(gpu: &mut Gpu, idx: &DevBuf, shift: u32, cols: &[&DevBuf]) 
     let idx_ptr = gpu.ptr(idx)?;
     let mut outs = Vec::with_capacity(cols.len());
     let res = (|| {
-        if n > 0 && !cols.is_empty() {
-            gpu.reset_err()?;
-        }
+        let checked = n > 0 && !cols.is_empty();
+        let word = if checked { gpu.check_word()? } else { 0 };
         for (c, col) in cols.iter().enumerate() {
             let out = gpu.alloc(col.elem, n)?;
             let out_ptr = gpu.ptr(&out)?;
@@ -58,22 +67,31 @@ pub(crate) fn gather(gpu: &mut Gpu, idx: &DevBuf, shift: u32, cols: &[&DevBuf]) 
                 KArg::U32(shift),
                 KArg::U64(col.len as u64),
                 KArg::U64(c as u64),
-                KArg::Ptr(gpu.err_ptr()),
+                KArg::Ptr(word),
             ];
             gpu.launch("movement", gather_name(col.elem), grid, BLOCK, 0, &args)?;
         }
-        if n > 0 && !cols.is_empty() {
-            let [code, key, _, _] = gpu.read_err()?;
-            if code != 0 {
+        if checked {
+            let idx = reread(idx);
+            let lens: Vec<usize> = cols.iter().map(|col| col.len).collect();
+            gpu.finish_check(move |gpu, [code, key, _, _]| {
+                if code == 0 {
+                    return Ok(());
+                }
                 let c = (key >> 40) as usize;
                 let row = (key & ((1 << 40) - 1)) as usize;
-                let i = gpu.read_u32(idx, row)?;
-                let len = cols.get(c).map_or(0, |col| col.len);
-                return Err(err(format!(
-                    "index {i} + shift {shift} = {} at row {row} is out of range of column {c} ({len} rows)",
-                    u64::from(i) + u64::from(shift)
-                )));
-            }
+                let len = lens.get(c).copied().unwrap_or(0);
+                // A deferred check may find the index column freed: the row still names it.
+                Err(err(match gpu.read_u32(&idx, row) {
+                    Ok(i) => format!(
+                        "index {i} + shift {shift} = {} at row {row} is out of range of column {c} ({len} rows)",
+                        u64::from(i) + u64::from(shift)
+                    ),
+                    Err(_) => {
+                        format!("the index + shift {shift} at row {row} is out of range of column {c} ({len} rows)")
+                    }
+                }))
+            })?;
         }
         Ok(())
     })();
@@ -168,26 +186,31 @@ pub(crate) fn range_count(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>
         if n == 0 {
             return Ok(());
         }
-        gpu.reset_err()?;
+        let word = gpu.check_word()?;
         let args = [
             KArg::Ptr(gpu.ptr(&out)?),
             KArg::Ptr(gpu.ptr(lo)?),
             KArg::Ptr(gpu.ptr(hi)?),
             KArg::U64(n as u64),
-            KArg::Ptr(gpu.err_ptr()),
+            KArg::Ptr(word),
         ];
         let grid = gpu.grid_for(n, BLOCK, 4, 16);
         gpu.launch("movement", "range_count", grid, BLOCK, 0, &args)?;
-        let [code, row, _, _] = gpu.read_err()?;
-        if code == ERR_RANGE {
-            let row = row as usize;
-            let (l, h) = (gpu.read_u32(lo, row)?, gpu.read_u32(hi, row)?);
-            return Err(err(format!("row {row} has hi {h} below lo {l}")));
-        }
-        if code != 0 {
-            return Err(err(format!("device error code {code} at row {row}")));
-        }
-        Ok(())
+        let (lo, hi) = (reread(lo), reread(hi));
+        gpu.finish_check(move |gpu, [code, row, _, _]| {
+            if code == ERR_RANGE {
+                let row = row as usize;
+                // A deferred check may find the ranges freed: the row still names them.
+                return Err(err(match (gpu.read_u32(&lo, row), gpu.read_u32(&hi, row)) {
+                    (Ok(l), Ok(h)) => format!("row {row} has hi {h} below lo {l}"),
+                    _ => format!("row {row} has hi below lo"),
+                }));
+            }
+            if code != 0 {
+                return Err(err(format!("device error code {code} at row {row}")));
+            }
+            Ok(())
+        })
     })();
     match res {
         Ok(()) => Ok(vec![out]),

@@ -65,9 +65,7 @@ fn scan(gpu: &mut Gpu, counts: &DevBuf, check: bool) -> Result<(DevBuf, DevBuf),
         let status = gpu.alloc_zeroed(Elem::U64, 2 + 2 * ntiles)?;
         let counter_ptr = gpu.ptr(&status)?;
         temps.push(status);
-        if check {
-            gpu.reset_err()?;
-        }
+        let word = if check { gpu.check_word()? } else { gpu.err_ptr() };
         let args = [
             KArg::Ptr(gpu.ptr(counts)?),
             KArg::Ptr(gpu.ptr(&offsets)?),
@@ -76,16 +74,15 @@ fn scan(gpu: &mut Gpu, counts: &DevBuf, check: bool) -> Result<(DevBuf, DevBuf),
             KArg::Ptr(counter_ptr),
             KArg::Ptr(counter_ptr + 16),
             KArg::U32(grid),
-            KArg::Ptr(gpu.err_ptr()),
+            KArg::Ptr(word),
         ];
         gpu.launch("scan", "exclusive_scan_u64", grid, SCAN_THREADS, 0, &args)?;
         if check {
-            let [code, _, _, _] = gpu.read_err()?;
-            if code == ERR_OVERFLOW {
-                return Err(err("the sum of the counts overflows u64"));
-            } else if code != 0 {
-                return Err(err(format!("unexpected error code {code} from the scan")));
-            }
+            gpu.finish_check(|_, [code, _, _, _]| match code {
+                0 => Ok(()),
+                ERR_OVERFLOW => Err(err("the sum of the counts overflows u64")),
+                _ => Err(err(format!("unexpected error code {code} from the scan"))),
+            })?;
         }
         Ok(())
     })();

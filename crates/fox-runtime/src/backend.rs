@@ -276,8 +276,25 @@ pub trait Backend {
         self.free(buf);
         Ok(col)
     }
-    /// Waits until all launched work is done (for timing).
+    /// Waits until all launched work is done (for timing), and reads the checks deferred
+    /// until then ([`Backend::set_check_site`]).
     fn sync(&mut self) -> Result<(), BackendError>;
+    /// The instruction (block, index) the next launches belong to, or `None`. While one is
+    /// set, a backend may read the checks of what a kernel's contract says of its
+    /// arguments' values (indices in range, ordered ranges, counts whose sum fits) only at
+    /// the next point where it waits for the device (a count read back, a download,
+    /// [`Backend::sync`]), provided the launches in between stay within their buffers on
+    /// any values. A violation then fails that later call, and
+    /// [`Backend::take_failed_check`] names the instruction whose check failed. Setting
+    /// `None` drops the checks not read yet. The default checks every launch at once.
+    fn set_check_site(&mut self, _site: Option<(usize, usize)>) -> Result<(), BackendError> {
+        Ok(())
+    }
+    /// The instruction and message of the deferred check whose failure the last error
+    /// reported, once ([`Backend::set_check_site`]).
+    fn take_failed_check(&mut self) -> Option<((usize, usize), String)> {
+        None
+    }
     fn mem(&self) -> MemStats;
     /// The memory the backend's buffers can use in all, in bytes, when it knows it (the
     /// device's memory; for the CPU, what its buffers hold and what the machine has

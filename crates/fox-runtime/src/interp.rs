@@ -755,7 +755,19 @@ impl Interp<'_> {
         Ok(())
     }
 
+    /// Runs the plan's blocks from the entry, with the backend's checks deferred within the
+    /// run ([`Backend::set_check_site`]) and all of them read before it ends.
     fn execute(&mut self) -> Result<(), RuntimeError> {
+        let res = self.execute_blocks();
+        let dropped = self.backend.set_check_site(None);
+        res?;
+        dropped.map_err(|e| RuntimeError::Kernel {
+            at: "the end of the run".to_string(),
+            msg: e.0,
+        })
+    }
+
+    fn execute_blocks(&mut self) -> Result<(), RuntimeError> {
         let plan = self.plan;
         let mut block = plan.entry.0 as usize;
         if block >= plan.blocks.len() {
@@ -782,10 +794,29 @@ impl Interp<'_> {
             for (i, ins) in b.instrs.iter().enumerate() {
                 self.check_cancel()?;
                 self.pos = (block, i);
-                self.instr(block, i, ins)?;
+                let set = self.backend.set_check_site(Some((block, i)));
+                if let Err(e) = set.map_err(|e| RuntimeError::Kernel {
+                    at: at(plan, block, i),
+                    msg: e.0,
+                }) {
+                    return Err(self.relocate(block, i, e));
+                }
+                if let Err(e) = self.instr(block, i, ins) {
+                    return Err(self.relocate(block, i, e));
+                }
             }
             let next = match &b.term {
-                Terminator::Halt => return Ok(()),
+                Terminator::Halt => {
+                    // Every deferred check is read before the run's results stand.
+                    let last = b.instrs.len().saturating_sub(1);
+                    return self.backend.sync().map_err(|e| {
+                        let e = RuntimeError::Kernel {
+                            at: format!("block `{}` ({block}), its end", b.label),
+                            msg: e.0,
+                        };
+                        self.relocate(block, last, e)
+                    });
+                }
                 Terminator::Jump(t) => *t,
                 Terminator::LoopIf { nonempty, body, exit } => {
                     let mut any = false;
@@ -1417,22 +1448,8 @@ impl Interp<'_> {
                             let mut notes = self.row_values(kernel, args, &msg);
                             notes.extend(self.memory_notes(kernel, args, &msg));
                             notes.push(format!("in {at}"));
-                            // The location and the notes say which kernel and row.
-                            let mut msg = msg.as_str();
-                            msg = msg.strip_prefix("kernel ").map_or(msg, |m| {
-                                m.strip_prefix(kernel.name())
-                                    .and_then(|m| m.strip_prefix(": "))
-                                    .unwrap_or(msg)
-                            });
-                            if let Some(row) = crate::backend::failing_row(msg) {
-                                msg = msg.strip_suffix(&format!(" (row {row})")).unwrap_or(msg);
-                            }
-                            let msg = match self.column_labels(kernel, args) {
-                                Some(labels) => name_columns(msg, &labels),
-                                None => msg.to_string(),
-                            };
                             RuntimeError::Program {
-                                msg,
+                                msg: self.kernel_message(kernel, args, &msg),
                                 origin: Some(*origin),
                                 notes,
                             }
@@ -1478,6 +1495,57 @@ impl Interp<'_> {
         });
         s.calls += 1;
         s.total += d;
+    }
+
+    /// A kernel's error message as a program's error shows it: the location and the notes
+    /// say which kernel and row, and columns are named by the program's variables.
+    fn kernel_message(&self, kernel: &Kernel, args: &[fox_kernel::BufId], msg: &str) -> String {
+        let mut msg = msg;
+        msg = msg.strip_prefix("kernel ").map_or(msg, |m| {
+            m.strip_prefix(kernel.name())
+                .and_then(|m| m.strip_prefix(": "))
+                .unwrap_or(msg)
+        });
+        if let Some(row) = crate::backend::failing_row(msg) {
+            msg = msg.strip_suffix(&format!(" (row {row})")).unwrap_or(msg);
+        }
+        match self.column_labels(kernel, args) {
+            Some(labels) => name_columns(msg, &labels),
+            None => msg.to_string(),
+        }
+    }
+
+    /// `e`, the error of instruction `i` of `block`, or where the backend says it is the
+    /// failure of a check it deferred from an earlier launch
+    /// ([`Backend::take_failed_check`]), that launch's error: located at its instruction,
+    /// without the row values its arguments held (they may be gone).
+    fn relocate(&mut self, block: usize, i: usize, e: RuntimeError) -> RuntimeError {
+        let Some(((b, j), msg)) = self.backend.take_failed_check() else {
+            return e;
+        };
+        if (b, j) == (block, i) {
+            return e;
+        }
+        let plan = self.plan;
+        match plan.blocks.get(b).and_then(|bl| bl.instrs.get(j)) {
+            Some(Instr::Launch {
+                kernel, args, origin, ..
+            }) => {
+                let at = format!("{} ({})", at(plan, b, j), kernel_name(kernel, plan));
+                match origin {
+                    Some(origin) => RuntimeError::Program {
+                        msg: self.kernel_message(kernel, args, &msg),
+                        origin: Some(*origin),
+                        notes: vec![format!("in {at}")],
+                    },
+                    None => RuntimeError::Kernel { at, msg },
+                }
+            }
+            _ => RuntimeError::Kernel {
+                at: at(plan, b, j),
+                msg,
+            },
+        }
     }
 
     fn launch(

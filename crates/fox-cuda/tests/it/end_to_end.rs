@@ -312,7 +312,105 @@ fn recursive_unions_in_pieces_match_the_cpu() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A plan edited by hand: `c` = [3, 1, 2], its sort permutation `p`, then `n` gathers of
+/// `c` by `p` with `shift` (the first of them out of range when `shift` is 1 or more),
+/// a slice of the last and its output.
+fn gathers_plan(n: usize, shift: u32) -> KernelPlan {
+    use fox_kernel::{Block, BlockId, BufId, BufVar, Elem, Instr, Kernel, Terminator, KERNEL_PLAN_VERSION};
+    use fox_sema::core::{Column, Type, Value};
+    let var = |name: &str, elem, ty| BufVar {
+        name: name.into(),
+        elem,
+        ty,
+    };
+    let launch = |kernel, args: &[u32], outs: &[u32]| Instr::Launch {
+        kernel,
+        args: args.iter().map(|&b| BufId(b)).collect(),
+        outs: outs.iter().map(|&b| BufId(b)).collect(),
+        origin: None,
+    };
+    let mut buffers = vec![
+        var("c", Elem::I32, Some(Type::Int32)),
+        var("p", Elem::U32, None),
+        var("s", Elem::I32, Some(Type::Int32)),
+    ];
+    let mut instrs = vec![
+        launch(
+            Kernel::Const {
+                types: vec![Type::Int32],
+                rows: [3, 1, 2].iter().map(|&v| vec![Value::Int32(v)]).collect(),
+            },
+            &[],
+            &[0],
+        ),
+        launch(
+            Kernel::SortPerm {
+                desc: vec![false],
+                by_rank: vec![false],
+            },
+            &[0],
+            &[1],
+        ),
+    ];
+    for k in 0..n {
+        buffers.push(var(&format!("g{k}"), Elem::I32, Some(Type::Int32)));
+        let shift = if k == 0 { shift } else { 0 };
+        instrs.push(launch(Kernel::Gather { shift }, &[1, 0], &[3 + k as u32]));
+    }
+    instrs.push(launch(Kernel::Slice { start: 0, len: 2 }, &[2 + n as u32], &[2]));
+    instrs.push(Instr::Output {
+        name: "o".into(),
+        columns: vec![Column {
+            name: "x".into(),
+            ty: Type::Int32,
+        }],
+        cols: vec![BufId(2)],
+        order: vec![],
+        limit: None,
+    });
+    KernelPlan {
+        version: KERNEL_PLAN_VERSION,
+        buffers,
+        inputs: vec![],
+        blocks: vec![Block {
+            label: "main".into(),
+            instrs,
+            term: Terminator::Halt,
+        }],
+        entry: BlockId(0),
+        planned_peak_buffers: 3 + n,
+        sources: Vec::new(),
+        observed: Vec::new(),
+    }
+}
+
+/// The GPU reads the checks of what a kernel's contract says of its arguments (here a
+/// gather's indices) at its next wait, not after every launch: a failure found later is
+/// still reported as the CPU reports it, at the launch that failed; the backend runs the
+/// next plan cleanly; more checking launches than the GPU keeps error words for in one
+/// run give the CPU's results.
+fn deferred_checks_fail_at_their_launch() {
+    let mut gpu = gpu("deferred_checks_fail_at_their_launch");
+    for n in [1, 5] {
+        let plan = gathers_plan(n, 1);
+        let opts = RunOptions::default();
+        let want = run(&plan, &mut CpuBackend::new(), &opts).expect_err("the cpu fails");
+        let got = run(&plan, &mut gpu, &opts).expect_err("the gpu fails");
+        let (want, got) = (want.to_string(), got.to_string());
+        assert!(want.contains("instruction 2 (gather)"), "{want}");
+        assert_eq!(got, want, "{n} gathers");
+    }
+    for n in [1, 300, 700] {
+        let plan = gathers_plan(n, 0);
+        let opts = RunOptions::default();
+        let want = run(&plan, &mut CpuBackend::new(), &opts).expect("the cpu runs it");
+        let got = run(&plan, &mut gpu, &opts).unwrap_or_else(|e| panic!("{n} gathers on the gpu: {e}"));
+        assert_eq!(csv(&got), csv(&want), "{n} gathers");
+    }
+}
+
 tests![
+    Gpu deferred_checks_fail_at_their_launch,
     Gpu cross_products_and_inequality_joins_in_rounds_match_the_cpu,
     Gpu recursive_unions_in_pieces_match_the_cpu,
     Gpu forced_joins_match_the_cpu,

@@ -1152,3 +1152,180 @@ fn a_merge_with_an_empty_side_shares_the_other_side() {
     );
     assert!(run(&p, &mut Store::default(), &RunOptions::default()).is_err());
 }
+
+/// The store, running `SortPerm` of one i32 column, `Gather` of one i32 column and
+/// `Slice`, whose gathers check their indices at once or, with `defer`, as a GPU defers
+/// such checks ([`Backend::set_check_site`]): at the next download or sync.
+struct Deferring {
+    store: Store,
+    defer: bool,
+    site: Option<(usize, usize)>,
+    /// A failed check not read yet.
+    unread: Option<((usize, usize), String)>,
+    failed: Option<((usize, usize), String)>,
+}
+
+impl Deferring {
+    fn new(defer: bool) -> Deferring {
+        Deferring {
+            store: Store::default(),
+            defer,
+            site: None,
+            unread: None,
+            failed: None,
+        }
+    }
+
+    fn read_checks(&mut self) -> Result<(), BackendError> {
+        match self.unread.take() {
+            Some((site, msg)) => {
+                self.failed = Some((site, msg.clone()));
+                Err(BackendError(msg))
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+impl Backend for Deferring {
+    fn name(&self) -> String {
+        "deferring".into()
+    }
+    fn upload(&mut self, col: HostCol) -> Result<DevBuf, BackendError> {
+        self.store.upload(col)
+    }
+    fn download(&mut self, buf: &DevBuf) -> Result<HostCol, BackendError> {
+        self.read_checks()?;
+        self.store.download(buf)
+    }
+    fn launch(&mut self, k: &Kernel, args: &[&DevBuf], ctx: &dyn LaunchCtx) -> Result<Vec<DevBuf>, BackendError> {
+        let col = |b: &DevBuf| self.store.bufs.get(&b.id).cloned();
+        match (k, args) {
+            (Kernel::SortPerm { .. }, [a]) => {
+                let Some(HostCol::I32(v)) = col(a) else {
+                    return Err(BackendError("sorts one i32 column".into()));
+                };
+                let mut perm: Vec<u32> = (0..v.len() as u32).collect();
+                perm.sort_by_key(|&i| v[i as usize]);
+                Ok(vec![self.store.upload(HostCol::U32(perm))?])
+            }
+            (Kernel::Gather { shift }, [idx, c]) => {
+                let (Some(HostCol::U32(idx)), Some(HostCol::I32(c))) = (col(idx), col(c)) else {
+                    return Err(BackendError("gathers one i32 column by u32 indices".into()));
+                };
+                let mut out = Vec::with_capacity(idx.len());
+                let mut bad = None;
+                for (row, &i) in idx.iter().enumerate() {
+                    let p = i as usize + *shift as usize;
+                    out.push(c.get(p).copied().unwrap_or(0));
+                    if p >= c.len() && bad.is_none() {
+                        bad = Some(format!(
+                            "kernel Gather: index {i} + shift {shift} = {p} at row {row} is out of range"
+                        ));
+                    }
+                }
+                match (bad, self.site.filter(|_| self.defer)) {
+                    (Some(msg), Some(site)) => {
+                        self.unread.get_or_insert((site, msg));
+                    }
+                    (Some(msg), None) => return Err(BackendError(msg)),
+                    (None, _) => {}
+                }
+                Ok(vec![self.store.upload(HostCol::I32(out))?])
+            }
+            _ => self.store.launch(k, args, ctx),
+        }
+    }
+    fn free(&mut self, buf: DevBuf) {
+        self.store.free(buf);
+    }
+    fn sync(&mut self) -> Result<(), BackendError> {
+        self.read_checks()
+    }
+    fn set_check_site(&mut self, site: Option<(usize, usize)>) -> Result<(), BackendError> {
+        self.site = site;
+        if site.is_none() {
+            self.unread = None;
+        }
+        Ok(())
+    }
+    fn take_failed_check(&mut self) -> Option<((usize, usize), String)> {
+        self.failed.take()
+    }
+    fn mem(&self) -> MemStats {
+        self.store.mem
+    }
+    fn reset_peak(&mut self) {
+        self.store.reset_peak();
+    }
+}
+
+/// `c` = [3, 1, 2], its sort permutation, `gathers` gathers of `c` by it (the first with
+/// `shift`), a slice of the last, and its output or, with `output` false, nothing more.
+fn gathers(gathers: usize, shift: u32, with_output: bool) -> KernelPlan {
+    let mut bufs = vec![
+        buf("c", Elem::I32, Some(Type::Int32)),
+        buf("p", Elem::U32, None),
+        buf("s", Elem::I32, Some(Type::Int32)),
+    ];
+    let mut instrs = vec![
+        launch(
+            Kernel::Const {
+                types: vec![Type::Int32],
+                rows: [3, 1, 2].iter().map(|&v| vec![Value::Int32(v)]).collect(),
+            },
+            &[],
+            &[0],
+        ),
+        launch(
+            Kernel::SortPerm {
+                desc: vec![false],
+                by_rank: vec![false],
+            },
+            &[0],
+            &[1],
+        ),
+    ];
+    for k in 0..gathers {
+        bufs.push(buf(&format!("g{k}"), Elem::I32, Some(Type::Int32)));
+        let shift = if k == 0 { shift } else { 0 };
+        instrs.push(launch(Kernel::Gather { shift }, &[1, 0], &[3 + k as u32]));
+    }
+    instrs.push(launch(Kernel::Slice { start: 0, len: 2 }, &[2 + gathers as u32], &[2]));
+    if with_output {
+        instrs.push(output("o", vec![col("x", Type::Int32)], &[2], vec![], None));
+    }
+    plan(bufs, vec![], instrs)
+}
+
+#[test]
+fn a_deferred_check_fails_at_the_launch_it_checked() {
+    for (n, out) in [(1, true), (4, true), (4, false)] {
+        let p = gathers(n, 1, out);
+        let mut now = Deferring::new(false);
+        let want = run(&p, &mut now, &RunOptions::default())
+            .expect_err("fails")
+            .to_string();
+        assert!(
+            want.starts_with("block `main` (0), instruction 2 (gather): kernel Gather: index 2"),
+            "{want}"
+        );
+        let mut later = Deferring::new(true);
+        let got = run(&p, &mut later, &RunOptions::default())
+            .expect_err("fails")
+            .to_string();
+        assert_eq!(got, want, "{n} gathers, output {out}");
+        assert_eq!(later.store.mem.in_use, 0, "everything is freed after the error");
+        assert!(
+            later.site.is_none() && later.unread.is_none(),
+            "the run leaves no site or check"
+        );
+        // Good indices: the same rows either way.
+        let ok = |defer| {
+            let mut be = Deferring::new(defer);
+            let r = run(&gathers(n, 0, true), &mut be, &RunOptions::default()).expect("runs");
+            format!("{:?}", r.outputs[0].columns)
+        };
+        assert_eq!(ok(true), ok(false));
+    }
+}
