@@ -108,11 +108,14 @@ extern "C" __global__ void tile_owners(const u64* offsets, u64 n, u64 total, u64
 
 // Thread 0 of block b reads the rows [*r0, *r1) that hold the outputs of its tile: from its
 // first output's row to the next tile's first row (the caller synchronises before reading).
+// Both are clamped to the n rows: offsets that are not an exclusive scan ending at the total
+// (which the launcher's check reports, perhaps only at its next wait) leave tiles without an
+// owner, and their rows are then whatever tstart held, so every read stays within the rows.
 __device__ __forceinline__ void tile_rows(const unsigned* tstart, u64 ntiles, u64 n, u64* r0, u64* r1) {
     if (threadIdx.x == 0) {
         const u64 b = blockIdx.x;
-        *r0 = tstart[b];
-        *r1 = b + 1 < ntiles ? (u64)tstart[b + 1] + 1 : n;
+        *r0 = min((u64)tstart[b], n);
+        *r1 = b + 1 < ntiles ? min((u64)tstart[b + 1] + 1, n) : n;
     }
 }
 
@@ -136,6 +139,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
         u64 o = t0 + (u64)it * BLOCK + threadIdx.x;
         if (o < t1) {
             u64 r = owner(offsets, r0, r1, o);
+            // Only offsets that fail the launcher's check leave an output without a row.
+            if (r >= n) continue;
             parent[o - start] = (unsigned)r;
             pos[o - start] = lo[r] + (unsigned)(o - offsets[r]);
         }

@@ -1064,6 +1064,12 @@ impl Gpu {
         }
     }
 
+    /// [`Gpu::check_err`] of the word [`Gpu::check_word`] gave the launch just made: now,
+    /// or with checks deferred at the next wait.
+    pub fn finish_check_err(&mut self, kernel: &'static str) -> Result<(), BackendError> {
+        self.finish_check(move |_, words| word_error(kernel, words))
+    }
+
     /// Reads the pending checks' words (the stream is idle) and decodes them in launch
     /// order: the first failure is the error, its instruction kept for the runtime.
     fn read_checks(&mut self) -> Result<(), BackendError> {

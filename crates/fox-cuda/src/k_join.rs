@@ -309,9 +309,7 @@ fn bounds_in(
         )?;
         ptr
     };
-    if m == 2 {
-        gpu.reset_err()?;
-    }
+    let word = if m == 2 { gpu.check_word()? } else { gpu.err_ptr() };
     let args = [
         KArg::Ptr(gpu.ptr(&desc.buf)?),
         KArg::I32(nwords),
@@ -329,12 +327,13 @@ fn bounds_in(
         KArg::Ptr(lo),
         KArg::Ptr(offsets),
         KArg::U64(total),
-        KArg::Ptr(gpu.err_ptr()),
+        KArg::Ptr(word),
     ];
     gpu.launch("join", "join_bounds", grid, BLOCK, desc.smem, &args)?;
-    // Read at once: the expansion after it relies on the offsets.
+    // The expansion after it stays within its rows on any offsets (kernels/trie.cu
+    // `tile_rows`), so the check may be read later.
     if m == 2 {
-        gpu.check_err("JoinWrite (the offsets and total are not the exclusive scan of the join counts)")?;
+        gpu.finish_check_err("JoinWrite (the offsets and total are not the exclusive scan of the join counts)")?;
     }
     Ok(())
 }
