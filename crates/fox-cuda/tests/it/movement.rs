@@ -71,6 +71,10 @@ fn gather_out_of_range_is_an_error_on_both() {
         assert!(cpu_msg.contains("out of range"), "{cpu_msg}");
         let gpu_msg = gpu_error(&mut gpu, &Kernel::Gather { shift }, &args);
         assert_eq!(gpu_msg, cpu_msg, "{case}");
+        let good: Vec<HostCol> = std::iter::once(HostCol::U32(vec![0; n]))
+            .chain(args[1..].iter().cloned())
+            .collect();
+        crate::trie::deferred_fails_like_immediate(&mut gpu, &Kernel::Gather { shift }, &args, &good, &case);
     }
 }
 
@@ -250,6 +254,8 @@ fn root_range_and_range_count() {
                     let case = format!("rows {n}, hi below lo at row {row}");
                     let cpu = compare(&mut gpu, &Kernel::RangeCount, &args, &ctx, &case).expect_err("error");
                     assert_eq!(gpu_error(&mut gpu, &Kernel::RangeCount, &args), cpu, "{case}");
+                    let good = vec![args[0].clone(), args[0].clone()];
+                    crate::trie::deferred_fails_like_immediate(&mut gpu, &Kernel::RangeCount, &args, &good, &case);
                 }
             }
         }

@@ -94,7 +94,14 @@ fn exclusive_scan_overflow_is_an_error() {
         check_fails(
             &mut gpu,
             &k,
+            &[HostCol::U64(v.clone())],
+            &format!("n={n} overflow in the last row"),
+        );
+        crate::trie::deferred_fails_like_immediate(
+            &mut gpu,
+            &k,
             &[HostCol::U64(v)],
+            &[HostCol::U64(vec![1; n])],
             &format!("n={n} overflow in the last row"),
         );
         let big: Vec<u64> = (0..n).map(|_| (1 << 63) + rng.below(1000)).collect();

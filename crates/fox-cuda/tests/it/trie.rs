@@ -108,6 +108,45 @@ fn expand_zero_and_long_ranges() {
     compare(&mut gpu, &Kernel::Expand, &args, &ctx, "large").expect("succeeds");
 }
 
+/// Launches `bad` with its checks deferred (site (7, 3)), then `kernel` on `good` (site
+/// (7, 4)), then waits: the wait fails with the message `bad` gives when checked at once,
+/// naming site (7, 3); then the backend checks at once again.
+pub fn deferred_fails_like_immediate(
+    gpu: &mut fox_cuda::CudaBackend,
+    kernel: &Kernel,
+    bad: &[HostCol],
+    good: &[HostCol],
+    what: &str,
+) {
+    use fox_runtime::Backend;
+    let ctx = Strings::default();
+    let up = |gpu: &mut fox_cuda::CudaBackend, cols: &[HostCol]| -> Vec<fox_runtime::DevBuf> {
+        cols.iter().map(|c| gpu.upload(c.clone()).expect("upload")).collect()
+    };
+    let bad_bufs = up(gpu, bad);
+    let refs: Vec<_> = bad_bufs.iter().collect();
+    let immediate = match gpu.launch(kernel, &refs, &ctx) {
+        Ok(_) => panic!("{what}: the immediate check passes"),
+        Err(e) => e.0,
+    };
+    let good_bufs = up(gpu, good);
+    gpu.set_check_site(Some((7, 3))).expect("site");
+    let outs = gpu
+        .launch(kernel, &refs, &ctx)
+        .unwrap_or_else(|e| panic!("{what}: a deferred launch fails: {e}"));
+    gpu.set_check_site(Some((7, 4))).expect("site");
+    let good_refs: Vec<_> = good_bufs.iter().collect();
+    let good_outs = gpu.launch(kernel, &good_refs, &ctx).expect("the good launch");
+    let waited = gpu.sync().expect_err("the wait reports the failed check");
+    assert_eq!(waited.0, immediate, "{what}");
+    assert_eq!(gpu.take_failed_check(), Some(((7, 3), immediate)), "{what}");
+    gpu.set_check_site(None).expect("no site");
+    for b in outs.into_iter().chain(good_outs).chain(bad_bufs).chain(good_bufs) {
+        gpu.free(b);
+    }
+    gpu.sync().expect("the device is well after a deferred failure");
+}
+
 fn expand_rejects_bad_offsets() {
     let mut gpu = gpu("expand_rejects_bad_offsets");
     let ctx = Strings::default();
@@ -117,13 +156,42 @@ fn expand_rejects_bad_offsets() {
         ("positions past u32", vec![u32::MAX, 0], vec![0, 2], 2),
         ("no rows, total 1", vec![], vec![], 1),
     ];
-    for (what, lo, off, total) in cases {
+    for (what, lo, off, total) in cases.clone() {
         let args = vec![HostCol::U32(lo), HostCol::U64(off), HostCol::U64(vec![total])];
         assert!(
             compare(&mut gpu, &Kernel::Expand, &args, &ctx, what).is_err(),
             "{what}: both must fail"
         );
     }
+    // Offsets that go up and down over many rows, and a total beyond their last.
+    let mut rng = Rng::new(31);
+    let n = 10_000;
+    let lo: Vec<u32> = (0..n).map(|_| rng.below(1000) as u32).collect();
+    let off: Vec<u64> = (0..n as u64)
+        .map(|i| if i == 0 { 0 } else { rng.below(60_000) })
+        .collect();
+    let many = vec![HostCol::U32(lo), HostCol::U64(off), HostCol::U64(vec![50_000])];
+    assert!(
+        compare(&mut gpu, &Kernel::Expand, &many, &ctx, "offsets up and down").is_err(),
+        "offsets up and down: both must fail"
+    );
+    // As a run launches them, with checks read at the next wait: the launch returns its
+    // outputs, the launches after it stay within their buffers, and the wait reports the
+    // same error as an immediate check, with the launch's site.
+    let good = vec![
+        HostCol::U32(vec![4, 0, 9]),
+        HostCol::U64(vec![0, 2, 2]),
+        HostCol::U64(vec![5]),
+    ];
+    for (what, lo, off, total) in cases.iter().take(3) {
+        let args = vec![
+            HostCol::U32(lo.clone()),
+            HostCol::U64(off.clone()),
+            HostCol::U64(vec![*total]),
+        ];
+        deferred_fails_like_immediate(&mut gpu, &Kernel::Expand, &args, &good, what);
+    }
+    deferred_fails_like_immediate(&mut gpu, &Kernel::Expand, &many, &good, "offsets up and down");
     for w in [vec![2u64, 1], vec![0, 4], vec![0]] {
         let args = vec![
             HostCol::U32(vec![0, 0]),
