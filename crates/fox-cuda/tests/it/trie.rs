@@ -109,8 +109,9 @@ fn expand_zero_and_long_ranges() {
 }
 
 /// Launches `bad` with its checks deferred (site (7, 3)), then `kernel` on `good` (site
-/// (7, 4)), then waits: the wait fails with the message `bad` gives when checked at once,
-/// naming site (7, 3); then the backend checks at once again.
+/// (7, 4)), then waits: the first wait (the good launch's own, or the sync after it) fails
+/// with the message `bad` gives when checked at once, naming site (7, 3); then the backend
+/// checks at once again.
 pub fn deferred_fails_like_immediate(
     gpu: &mut fox_cuda::CudaBackend,
     kernel: &Kernel,
@@ -136,8 +137,11 @@ pub fn deferred_fails_like_immediate(
         .unwrap_or_else(|e| panic!("{what}: a deferred launch fails: {e}"));
     gpu.set_check_site(Some((7, 4))).expect("site");
     let good_refs: Vec<_> = good_bufs.iter().collect();
-    let good_outs = gpu.launch(kernel, &good_refs, &ctx).expect("the good launch");
-    let waited = gpu.sync().expect_err("the wait reports the failed check");
+    // A launcher that reads a count back waits there, and reports the failure then.
+    let (good_outs, waited) = match gpu.launch(kernel, &good_refs, &ctx) {
+        Ok(outs) => (outs, gpu.sync().expect_err("the wait reports the failed check")),
+        Err(e) => (Vec::new(), e),
+    };
     assert_eq!(waited.0, immediate, "{what}");
     assert_eq!(gpu.take_failed_check(), Some(((7, 3), immediate)), "{what}");
     gpu.set_check_site(None).expect("no site");
