@@ -518,8 +518,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
 // the partitioned rows partition by partition, with the sub-table in shared memory where
 // it fits and enough of the chunk's rows probe it. A probe finds the run the unpartitioned
 // table finds: the same runs, the same equality of key words.
-#define HP_MAGIC 0x54524150504f4658ull
-#define HP_HEAD 4
+// HP_MAGIC and HP_HEAD (the words before the directory) come with the prelude.
 
 // The partition of a hash: its top pbits bits (0 with none).
 __device__ __forceinline__ u64 hp_part(u64 h, int pbits) { return pbits > 0 ? h >> (64 - pbits) : 0; }

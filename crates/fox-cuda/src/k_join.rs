@@ -715,8 +715,8 @@ const HASH_MAX_PART_BITS: u32 = 24;
 
 /// The u64 words of a partitioned table before its directory (kernels/join.cu `HP_HEAD`)
 /// and its first word (`HP_MAGIC`).
-const HP_HEAD: usize = 4;
-const HP_MAGIC: u64 = 0x5452_4150_504f_4658;
+pub(crate) const HP_HEAD: usize = 4;
+pub(crate) const HP_MAGIC: u64 = 0x5452_4150_504f_4658;
 
 /// Partitioned rows per block of `hp_probe`.
 const HP_CHUNK: u64 = 16 * BLOCK as u64;

@@ -619,7 +619,7 @@ impl PartitionedTable {
     /// The table's words as `HashBuild` lays them out in its U32 buffer.
     pub fn to_words(&self) -> Vec<u32> {
         let mut w: Vec<u64> = vec![
-            0x5452_4150_504f_4658,
+            crate::k_join::HP_MAGIC,
             u64::from(self.pbits) | (self.k as u64) << 8,
             self.nb,
         ];
@@ -653,17 +653,18 @@ impl PartitionedTable {
             .chunks(2)
             .map(|p| u64::from(p[0]) | u64::from(p[1]) << 32)
             .collect();
-        if w[0] != 0x5452_4150_504f_4658 {
+        if w[0] != crate::k_join::HP_MAGIC {
             return Err(format!("magic {:#x}", w[0]));
         }
         let (pbits, k, nb, e) = ((w[1] & 0xff) as u32, (w[1] >> 8) as usize, w[2], w[3] as usize);
         let parts = 1usize << pbits;
-        let need = 4 + parts + 1 + e * (1 + k);
+        let head = crate::k_join::HP_HEAD;
+        let need = head + parts + 1 + e * (1 + k);
         if w.len() != need + usize::from(need.is_power_of_two()) {
             return Err(format!("{} u64 words, the header says {need}", w.len()));
         }
-        let dir = w[4..4 + parts + 1].to_vec();
-        let body = &w[4 + parts + 1..need];
+        let dir = w[head..head + parts + 1].to_vec();
+        let body = &w[head + parts + 1..need];
         let slots = body
             .chunks(1 + k)
             .map(|s| (s[0] != 0).then(|| (s[0] as u32, (s[0] >> 32) as u32, s[1..].to_vec())))
