@@ -678,45 +678,116 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
     }
 }
 
+// The partition holding position x < m of the partitioned probing rows: the last q with
+// offs[q] <= x (offs[0] = 0).
+__device__ __forceinline__ u64 hp_part_of(const u64* offs, u64 parts, u64 x) {
+    u64 a = 1, b = parts;
+    while (a < b) {
+        u64 mid = a + (b - a) / 2;
+        if (offs[mid] <= x) a = mid + 1;
+        else b = mid;
+    }
+    return a - 1;
+}
+
+// The slots of sub-table q of a table of nent entries: 0 where the directory places it
+// outside the entries or its size is no power of two (it then finds no run).
+__device__ __forceinline__ u64 hp_cap(const u64* dir, u64 q, u64 nent) {
+    u64 e0 = dir[q], e1 = dir[q + 1];
+    u64 cap = e1 - e0;
+    return e1 < e0 || e1 > nent || (cap & (cap - 1)) != 0 ? 0 : cap;
+}
+
+// The hash of partitioned probing row `pos` (word c at words[c * m + pos]).
+__device__ __forceinline__ u64 hp_row_hash(const u64* words, int k, u64 m, u64 pos) {
+    u64 h = 0x9e3779b97f4a7c15ull;
+    for (int c = 0; c < k; ++c) h = hash_word(h, words[(u64)c * m + pos]);
+    return h ^ (h >> 29);
+}
+
+// The run of partitioned probing row `pos` (hash h) in the sub-table `tab` of cap slots
+// (entries of 1 + k words): *ra, *rb = its start and end, 0, 0 for none. An entry with
+// equal keys gives its run only where start < end <= nb.
+__device__ __forceinline__ void hp_find(const u64* tab, u64 cap, int k, const u64* words, u64 m, u64 pos, u64 h,
+                                        u64 nb, u64* ra, u64* rb) {
+    *ra = 0;
+    *rb = 0;
+    if (cap == 0) return;
+    u64 width = 1 + (u64)k;
+    u64 mask = cap - 1;
+    u64 s = h & mask;
+    for (u64 step = 0; step <= mask; ++step) {
+        const u64* e = tab + s * width;
+        u64 head = e[0];
+        u64 rend = head >> 32;
+        if (rend == 0) return;
+        bool eq = true;
+        for (int c = 0; c < k && eq; ++c) eq = e[1 + c] == words[(u64)c * m + pos];
+        if (eq) {
+            u64 rstart = head & 0xffffffffull;
+            if (rstart < rend && rend <= nb) {
+                *ra = rstart;
+                *rb = rend;
+            }
+            return;
+        }
+        s = (s + 1) & mask;
+    }
+}
+
+// Chunks of the partitioned probing rows with fewer than this many rows per partition on
+// average are probed row by row in global memory (hp_probe).
+#define HP_FLAT_ROWS 32
+
 // Probes the m partitioned rows of hp_scatter (positions in partition order: partition p
 // holds [offs[p], offs[p + 1]), offs[parts] standing for m) against the partitioned table
-// t over nb build rows (the launcher checked its header and length). Block b takes positions [b * chunk, (b + 1) * chunk)
-// partition by partition; a partition's sub-table is copied to shared memory (smem_words
-// u64 words) when it fits and the chunk has at least a quarter as many of its rows as it
-// has slots, else probed in global memory. A sub-table the directory places outside the
-// table, or of a size no power of two, finds no run; an entry finds its run only where
-// start < end <= nb.
+// t of 2^pbits partitions over nb build rows (the launcher checked its header and
+// length). Block b takes positions [b * chunk, (b + 1) * chunk). A chunk that spans
+// partitions of fewer than HP_FLAT_ROWS of its rows on average is probed row by row, each
+// row's sub-table in global memory; otherwise partition by partition, the sub-table copied
+// to shared memory (smem_words u64 words) when it fits and the chunk has at least a
+// quarter as many of its rows as it has slots, else probed in global memory.
 //   mode 0: lo[base + j], hi[base + j] = the run of probing row base + j (0, 0 for none)
 //   mode 1: flags[base + j] = (it has a run) != anti
 extern "C" __global__ void __launch_bounds__(BLOCK)
-    hp_probe(const u64* t, int k, u64 nb, u64 parts, const u64* offs, const unsigned* idx,
-             const u64* words, u64 base, u64 m, u64 chunk, u64 smem_words, int mode, int anti, unsigned* lo,
-             unsigned* hi, unsigned char* flags) {
+    hp_probe(const u64* t, int k, u64 nb, int pbits, const u64* offs, const unsigned* idx, const u64* words,
+             u64 base, u64 m, u64 chunk, u64 smem_words, int mode, int anti, unsigned* lo, unsigned* hi,
+             unsigned char* flags) {
     extern __shared__ u64 st[];
+    u64 parts = 1ull << pbits;
     const u64* dir = t + HP_HEAD;
     const u64* ents = t + HP_HEAD + parts + 1;
     u64 width = 1 + (u64)k;
-    // Entries the table holds.
     u64 nent = t[3];
     u64 c0 = (u64)blockIdx.x * chunk;
     u64 c1 = c0 + chunk < m ? c0 + chunk : m;
-    u64 x = c0;
-    while (x < c1) {
-        // The partition holding position x: the last q with offs[q] <= x (offs[0] = 0).
-        u64 a = 1, b = parts;
-        while (a < b) {
-            u64 mid = a + (b - a) / 2;
-            if (offs[mid] <= x) a = mid + 1;
-            else b = mid;
+    if (c0 >= c1) return;
+    u64 qa = hp_part_of(offs, parts, c0), qb = hp_part_of(offs, parts, c1 - 1);
+    bool flat = c1 - c0 < (qb - qa + 1) * HP_FLAT_ROWS;
+    u64 x = flat ? c1 : c0;
+    for (u64 pos = c0 + threadIdx.x; flat && pos < c1; pos += blockDim.x) {
+        u64 h = hp_row_hash(words, k, m, pos);
+        u64 q = hp_part(h, pbits);
+        u64 ra, rb;
+        hp_find(ents + dir[q] * width, hp_cap(dir, q, nent), k, words, m, pos, h, nb, &ra, &rb);
+        u64 j = idx[pos];
+        if (j < m) {
+            if (mode == 0) {
+                lo[base + j] = (unsigned)ra;
+                hi[base + j] = (unsigned)rb;
+            } else {
+                flags[base + j] = (unsigned char)((rb > ra) != (anti != 0));
+            }
         }
-        u64 q = a - 1;
+    }
+    // Partition by partition (x = c1 after the flat loop).
+    while (x < c1) {
+        u64 q = hp_part_of(offs, parts, x);
         u64 qend = q + 1 < parts ? offs[q + 1] : m;
         u64 end = qend < c1 ? qend : c1;
-        u64 e0 = dir[q], e1 = dir[q + 1];
-        u64 cap = e1 - e0;
-        if (e1 < e0 || e1 > nent || (cap & (cap - 1)) != 0) cap = 0;
+        u64 cap = hp_cap(dir, q, nent);
         bool shared = cap > 0 && cap * width <= smem_words && (end - x) * 4 >= cap;
-        const u64* tab = ents + e0 * width;
+        const u64* tab = ents + dir[q] * width;
         if (shared) {
             __syncthreads();
             for (u64 w = threadIdx.x; w < cap * width; w += blockDim.x) st[w] = tab[w];
@@ -724,31 +795,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
             tab = st;
         }
         for (u64 pos = x + threadIdx.x; pos < end; pos += blockDim.x) {
-            u64 h = 0x9e3779b97f4a7c15ull;
-            for (int c = 0; c < k; ++c) h = hash_word(h, words[(u64)c * m + pos]);
-            h ^= h >> 29;
-            u64 ra = 0, rb = 0;
-            if (cap > 0) {
-                u64 mask = cap - 1;
-                u64 s = h & mask;
-                for (u64 step = 0; step <= mask; ++step) {
-                    const u64* e = tab + s * width;
-                    u64 head = e[0];
-                    u64 rend = head >> 32;
-                    if (rend == 0) break;
-                    bool eq = true;
-                    for (int c = 0; c < k && eq; ++c) eq = e[1 + c] == words[(u64)c * m + pos];
-                    if (eq) {
-                        u64 rstart = head & 0xffffffffull;
-                        if (rstart < rend && rend <= nb) {
-                            ra = rstart;
-                            rb = rend;
-                        }
-                        break;
-                    }
-                    s = (s + 1) & mask;
-                }
-            }
+            u64 ra, rb;
+            hp_find(tab, cap, k, words, m, pos, hp_row_hash(words, k, m, pos), nb, &ra, &rb);
             u64 j = idx[pos];
             if (j < m) {
                 if (mode == 0) {

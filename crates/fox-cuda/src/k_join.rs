@@ -1082,7 +1082,7 @@ fn hash_probe_partitioned(
             KArg::Ptr(gpu.ptr(table)?),
             KArg::I32(desc.k),
             KArg::U64(nb as u64),
-            KArg::U64(parts as u64),
+            KArg::I32(head.pbits as i32),
             KArg::Ptr(gpu.ptr(&offs)?),
             KArg::Ptr(gpu.ptr(idx)?),
             KArg::Ptr(gpu.ptr(words)?),
