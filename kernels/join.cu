@@ -500,6 +500,317 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
     }
 }
 
+// Radix-partitioned hash tables (HashBuild beyond the launcher's size threshold, and the
+// probes of such a table). The runs of equal keys of the sorted build side are split into
+// P = 2^pbits partitions by the top pbits bits of their row_hash; partition p has its own
+// open-addressing sub-table of cap_p slots (0 when it has no run, else the power of two
+// >= twice its runs), placed by the low bits of the same hash with linear probing inside
+// the sub-table. An entry holds its run whole: the run's start and end and its k key
+// words, so a probe never reads the build side's columns. Layout, in u64 words of the
+// table buffer (a U32 buffer of an even length that is no power of two, which is how a
+// probe tells it from the unpartitioned table):
+//   t[0] = HP_MAGIC, t[1] = pbits | k << 8, t[2] = nb (build rows), t[3] = E (entries),
+//   t[HP_HEAD + p] for p <= P: the first entry of sub-table p (t[HP_HEAD + P] = E),
+//   then E entries of 1 + k words from t[HP_HEAD + P + 1]: word 0 is start | end << 32
+//   (0 for an empty slot; a run has end > start >= 0), words 1..k the run's key words.
+// The probing rows are partitioned the same way (a histogram, its scan, a scatter of each
+// row's index and key words into partition order), and each block then probes a chunk of
+// the partitioned rows partition by partition, with the sub-table in shared memory where
+// it fits and enough of the chunk's rows probe it. A probe finds the run the unpartitioned
+// table finds: the same runs, the same equality of key words.
+// HP_MAGIC and HP_HEAD (the words before the directory) come with the prelude.
+
+// The partition of a hash: its top pbits bits (0 with none).
+__device__ __forceinline__ u64 hp_part(u64 h, int pbits) { return pbits > 0 ? h >> (64 - pbits) : 0; }
+
+// Warp-aggregated claim of ctr[key]: the lanes with `live` and equal keys add their number
+// to the counter with one atomic, and each gets the old value plus its rank among them.
+// Every lane of the warp calls it together (keys < 0xffffffff).
+__device__ __forceinline__ u64 hp_claim(u64* ctr, unsigned key, bool live) {
+    unsigned peers = __match_any_sync(0xffffffffu, live ? key : 0xffffffffu);
+    unsigned lane = threadIdx.x & 31u;
+    int leader = __ffs(peers) - 1;
+    u64 base = 0;
+    if (live && (int)lane == leader) base = atomicAdd(&ctr[key], (u64)__popc(peers));
+    base = __shfl_sync(peers, base, leader);
+    return base + (u64)__popc(peers & ((1u << lane) - 1u));
+}
+
+// Whether row i of group 0 starts a run of equal keys.
+__device__ __forceinline__ bool hp_run_start(const u64* sd, int k, u64 i) {
+    return i == 0 || cmp_rows(sd, k, 0, i, 0, i - 1) != 0;
+}
+
+// The end of the run of group 0 that starts at row i (n rows): galloping, then binary
+// search.
+__device__ u64 hp_run_end(const u64* sd, int k, u64 i, u64 n) {
+    // Rows i..=a are in the run; b is past it (or n).
+    u64 a = i, step = 1, b = n;
+    while (a + step < n) {
+        if (cmp_rows(sd, k, 0, a + step, 0, i) == 0) {
+            a += step;
+            step *= 2;
+        } else {
+            b = a + step;
+            break;
+        }
+    }
+    u64 x = a + 1, y = b;
+    while (x < y) {
+        u64 mid = x + (y - x) / 2;
+        if (cmp_rows(sd, k, 0, mid, 0, i) == 0) x = mid + 1;
+        else y = mid;
+    }
+    return x;
+}
+
+// The runs of group 0 (n sorted rows) added to *runs.
+extern "C" __global__ void __launch_bounds__(BLOCK) hp_count_runs(const u64* desc, int k, u64 n, u64* runs) {
+    extern __shared__ u64 sd[];
+    load_desc(sd, desc, 2 * k);
+    u64 c = 0;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+        if (hp_run_start(sd, k, i)) ++c;
+    for (int d = 16; d > 0; d >>= 1) c += __shfl_down_sync(0xffffffffu, c, d);
+    if ((threadIdx.x & 31u) == 0 && c > 0) atomicAdd(runs, c);
+}
+
+// counts[p] += the runs of group 0 (n sorted rows) in partition p. The loop advances a
+// whole warp at a time (BLOCK and the grid stride are multiples of 32), as hp_claim needs.
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    hp_count_parts(const u64* desc, int k, u64 n, int pbits, u64* counts) {
+    extern __shared__ u64 sd[];
+    load_desc(sd, desc, 2 * k);
+    u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 w = (u64)blockIdx.x * blockDim.x + (threadIdx.x & ~31u); w < n; w += stride) {
+        u64 i = w + (threadIdx.x & 31u);
+        bool live = i < n && hp_run_start(sd, k, i);
+        unsigned p = live ? (unsigned)hp_part(row_hash(sd, k, 0, i), pbits) : 0u;
+        hp_claim(counts, p, live);
+    }
+}
+
+// In place, the slots of each partition's sub-table from its runs: 0 for none, else the
+// power of two >= twice the runs.
+extern "C" __global__ void __launch_bounds__(BLOCK) hp_caps(u64* counts, u64 parts) {
+    for (u64 p = (u64)blockIdx.x * blockDim.x + threadIdx.x; p < parts; p += (u64)gridDim.x * blockDim.x) {
+        u64 c = counts[p];
+        counts[p] = c == 0 ? 0 : 1ull << (64 - __clzll(2 * c - 1));
+    }
+}
+
+// The header and directory of a partitioned table `t` (its entries zeroed before): `dir`
+// is the exclusive scan of the sub-tables' slots (parts words), e the entries in all.
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    hp_init(u64* t, const u64* dir, u64 parts, int pbits, int k, u64 nb, u64 e) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0) {
+        t[0] = HP_MAGIC;
+        t[1] = (u64)pbits | ((u64)k << 8);
+        t[2] = nb;
+        t[3] = e;
+    }
+    for (; i <= parts; i += (u64)gridDim.x * blockDim.x) t[HP_HEAD + i] = i < parts ? dir[i] : e;
+}
+
+// Every run of group 0 (n sorted rows, n < 2^32) claims the first empty slot of its
+// partition's sub-table from its hash with atomicCAS on the entry's first word, then
+// writes its key words. The sub-tables have twice their runs' slots, so a slot is found.
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    hp_fill(const u64* desc, int k, u64 n, int pbits, u64 parts, u64* t) {
+    extern __shared__ u64 sd[];
+    load_desc(sd, desc, 2 * k);
+    const u64* dir = t + HP_HEAD;
+    u64* ents = t + HP_HEAD + parts + 1;
+    u64 width = 1 + (u64)k;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        if (!hp_run_start(sd, k, i)) continue;
+        u64 h = row_hash(sd, k, 0, i);
+        u64 p = hp_part(h, pbits);
+        u64 e0 = dir[p];
+        u64 mask = dir[p + 1] - e0 - 1;
+        u64 head = i | (hp_run_end(sd, k, i, n) << 32);
+        u64 s = h & mask;
+        for (u64 step = 0; step <= mask; ++step) {
+            u64* e = ents + (e0 + s) * width;
+            if (atomicCAS(e, 0ull, head) == 0ull) {
+                for (int c = 0; c < k; ++c) e[1 + c] = okey_word(sd[k + c], sd[c], i);
+                break;
+            }
+            s = (s + 1) & mask;
+        }
+    }
+}
+
+// counts[p] += the probing rows base..base + m of group 0 in partition p (the loop
+// advances whole warps, as in hp_count_parts).
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    hp_hist(const u64* desc, int k, u64 base, u64 m, int pbits, u64* counts) {
+    extern __shared__ u64 sd[];
+    load_desc(sd, desc, 2 * k);
+    u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 w = (u64)blockIdx.x * blockDim.x + (threadIdx.x & ~31u); w < m; w += stride) {
+        u64 j = w + (threadIdx.x & 31u);
+        bool live = j < m;
+        unsigned p = live ? (unsigned)hp_part(row_hash(sd, k, 0, base + j), pbits) : 0u;
+        hp_claim(counts, p, live);
+    }
+}
+
+// Each probing row base + j (j < m < 2^32) takes the next position of its partition from
+// `cursor` (the exclusive scan of hp_hist's counts) and writes there its index j and its
+// key words (word c of position q at words[c * m + q]). Rows of a partition land in any
+// order within its range: each is probed alone.
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    hp_scatter(const u64* desc, int k, u64 base, u64 m, int pbits, u64* cursor, unsigned* idx, u64* words) {
+    extern __shared__ u64 sd[];
+    load_desc(sd, desc, 2 * k);
+    u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 w = (u64)blockIdx.x * blockDim.x + (threadIdx.x & ~31u); w < m; w += stride) {
+        u64 j = w + (threadIdx.x & 31u);
+        bool live = j < m;
+        unsigned p = live ? (unsigned)hp_part(row_hash(sd, k, 0, base + j), pbits) : 0u;
+        u64 q = hp_claim(cursor, p, live);
+        if (live) {
+            idx[q] = (unsigned)j;
+            for (int c = 0; c < k; ++c) words[(u64)c * m + q] = okey_word(sd[k + c], sd[c], base + j);
+        }
+    }
+}
+
+// The partition holding position x < m of the partitioned probing rows: the last q with
+// offs[q] <= x (offs[0] = 0).
+__device__ __forceinline__ u64 hp_part_of(const u64* offs, u64 parts, u64 x) {
+    u64 a = 1, b = parts;
+    while (a < b) {
+        u64 mid = a + (b - a) / 2;
+        if (offs[mid] <= x) a = mid + 1;
+        else b = mid;
+    }
+    return a - 1;
+}
+
+// The slots of sub-table q of a table of nent entries: 0 where the directory places it
+// outside the entries or its size is no power of two (it then finds no run).
+__device__ __forceinline__ u64 hp_cap(const u64* dir, u64 q, u64 nent) {
+    u64 e0 = dir[q], e1 = dir[q + 1];
+    u64 cap = e1 - e0;
+    return e1 < e0 || e1 > nent || (cap & (cap - 1)) != 0 ? 0 : cap;
+}
+
+// The hash of partitioned probing row `pos` (word c at words[c * m + pos]).
+__device__ __forceinline__ u64 hp_row_hash(const u64* words, int k, u64 m, u64 pos) {
+    u64 h = 0x9e3779b97f4a7c15ull;
+    for (int c = 0; c < k; ++c) h = hash_word(h, words[(u64)c * m + pos]);
+    return h ^ (h >> 29);
+}
+
+// The run of partitioned probing row `pos` (hash h) in the sub-table `tab` of cap slots
+// (entries of 1 + k words): *ra, *rb = its start and end, 0, 0 for none. An entry with
+// equal keys gives its run only where start < end <= nb.
+__device__ __forceinline__ void hp_find(const u64* tab, u64 cap, int k, const u64* words, u64 m, u64 pos, u64 h,
+                                        u64 nb, u64* ra, u64* rb) {
+    *ra = 0;
+    *rb = 0;
+    if (cap == 0) return;
+    u64 width = 1 + (u64)k;
+    u64 mask = cap - 1;
+    u64 s = h & mask;
+    for (u64 step = 0; step <= mask; ++step) {
+        const u64* e = tab + s * width;
+        u64 head = e[0];
+        u64 rend = head >> 32;
+        if (rend == 0) return;
+        bool eq = true;
+        for (int c = 0; c < k && eq; ++c) eq = e[1 + c] == words[(u64)c * m + pos];
+        if (eq) {
+            u64 rstart = head & 0xffffffffull;
+            if (rstart < rend && rend <= nb) {
+                *ra = rstart;
+                *rb = rend;
+            }
+            return;
+        }
+        s = (s + 1) & mask;
+    }
+}
+
+// Chunks of the partitioned probing rows with fewer than this many rows per partition on
+// average are probed row by row in global memory (hp_probe).
+#define HP_FLAT_ROWS 32
+
+// Probes the m partitioned rows of hp_scatter (positions in partition order: partition p
+// holds [offs[p], offs[p + 1]), offs[parts] standing for m) against the partitioned table
+// t of 2^pbits partitions over nb build rows (the launcher checked its header and
+// length). Block b takes positions [b * chunk, (b + 1) * chunk). A chunk that spans
+// partitions of fewer than HP_FLAT_ROWS of its rows on average is probed row by row, each
+// row's sub-table in global memory; otherwise partition by partition, the sub-table copied
+// to shared memory (smem_words u64 words) when it fits and the chunk has at least a
+// quarter as many of its rows as it has slots, else probed in global memory.
+//   mode 0: lo[base + j], hi[base + j] = the run of probing row base + j (0, 0 for none)
+//   mode 1: flags[base + j] = (it has a run) != anti
+extern "C" __global__ void __launch_bounds__(BLOCK)
+    hp_probe(const u64* t, int k, u64 nb, int pbits, const u64* offs, const unsigned* idx, const u64* words,
+             u64 base, u64 m, u64 chunk, u64 smem_words, int mode, int anti, unsigned* lo, unsigned* hi,
+             unsigned char* flags) {
+    extern __shared__ u64 st[];
+    u64 parts = 1ull << pbits;
+    const u64* dir = t + HP_HEAD;
+    const u64* ents = t + HP_HEAD + parts + 1;
+    u64 width = 1 + (u64)k;
+    u64 nent = t[3];
+    u64 c0 = (u64)blockIdx.x * chunk;
+    u64 c1 = c0 + chunk < m ? c0 + chunk : m;
+    if (c0 >= c1) return;
+    u64 qa = hp_part_of(offs, parts, c0), qb = hp_part_of(offs, parts, c1 - 1);
+    bool flat = c1 - c0 < (qb - qa + 1) * HP_FLAT_ROWS;
+    u64 x = flat ? c1 : c0;
+    for (u64 pos = c0 + threadIdx.x; flat && pos < c1; pos += blockDim.x) {
+        u64 h = hp_row_hash(words, k, m, pos);
+        u64 q = hp_part(h, pbits);
+        u64 ra, rb;
+        hp_find(ents + dir[q] * width, hp_cap(dir, q, nent), k, words, m, pos, h, nb, &ra, &rb);
+        u64 j = idx[pos];
+        if (j < m) {
+            if (mode == 0) {
+                lo[base + j] = (unsigned)ra;
+                hi[base + j] = (unsigned)rb;
+            } else {
+                flags[base + j] = (unsigned char)((rb > ra) != (anti != 0));
+            }
+        }
+    }
+    // Partition by partition (x = c1 after the flat loop).
+    while (x < c1) {
+        u64 q = hp_part_of(offs, parts, x);
+        u64 qend = q + 1 < parts ? offs[q + 1] : m;
+        u64 end = qend < c1 ? qend : c1;
+        u64 cap = hp_cap(dir, q, nent);
+        bool shared = cap > 0 && cap * width <= smem_words && (end - x) * 4 >= cap;
+        const u64* tab = ents + dir[q] * width;
+        if (shared) {
+            __syncthreads();
+            for (u64 w = threadIdx.x; w < cap * width; w += blockDim.x) st[w] = tab[w];
+            __syncthreads();
+            tab = st;
+        }
+        for (u64 pos = x + threadIdx.x; pos < end; pos += blockDim.x) {
+            u64 ra, rb;
+            hp_find(tab, cap, k, words, m, pos, hp_row_hash(words, k, m, pos), nb, &ra, &rb);
+            u64 j = idx[pos];
+            if (j < m) {
+                if (mode == 0) {
+                    lo[base + j] = (unsigned)ra;
+                    hi[base + j] = (unsigned)rb;
+                } else {
+                    flags[base + j] = (unsigned char)((rb > ra) != (anti != 0));
+                }
+            }
+        }
+        x = end;
+    }
+}
+
 // Nested-loop joins over unsorted sides. Group 0 of the descriptor is the left keys (nl
 // rows), group 1 the right keys (nr rows). One left row per thread; the right rows' key
 // words pass through shared memory in tiles of `tile` rows (after the descriptor's 3k

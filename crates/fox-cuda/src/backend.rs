@@ -157,6 +157,19 @@ impl CudaBackend {
         self.gpu.table_kicks = kicks;
     }
 
+    /// Sets the table size in bytes beyond which `HashBuild` builds the radix-partitioned
+    /// table (default [`HASH_PARTITION_BYTES`](crate::HASH_PARTITION_BYTES)) and the
+    /// shared memory in bytes a probe gives one partition's sub-table (default
+    /// [`HASH_SUB_TABLE_BYTES`](crate::HASH_SUB_TABLE_BYTES), at most 48 KiB). The
+    /// results never depend on them: the tests use a threshold of 0 and small sub-tables
+    /// to reach the partitioned build and probe, with many partitions, on small inputs.
+    pub fn set_hash_partitioning(&mut self, threshold_bytes: usize, sub_table_bytes: u32) {
+        self.gpu.hash_partitioning = crate::k_join::HashPartitioning {
+            threshold_bytes,
+            sub_table_bytes: sub_table_bytes.min(crate::k_join::HASH_SUB_TABLE_MAX),
+        };
+    }
+
     /// The number of streaming multiprocessors.
     pub fn sm_count(&self) -> u32 {
         self.gpu.sm_count()

@@ -206,6 +206,9 @@ pub(crate) struct Gpu {
     /// Evictions a cuckoo insertion of `IntersectCount` makes before its block searches
     /// instead (k_trie.rs).
     pub(crate) table_kicks: u32,
+    /// When `HashBuild` partitions its table, and the shared memory of a sub-table
+    /// (k_join.rs [`crate::k_join::HashPartitioning`]).
+    pub(crate) hash_partitioning: crate::k_join::HashPartitioning,
 }
 
 /// A kernel module compiled and loaded in the background, with what its compiler counted.
@@ -372,6 +375,7 @@ impl Gpu {
             staging: None,
             fused_one_pass: 0,
             table_kicks: crate::k_trie::DEFAULT_TABLE_KICKS,
+            hash_partitioning: crate::k_join::HashPartitioning::default(),
         })
     }
 

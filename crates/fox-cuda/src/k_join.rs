@@ -1,7 +1,9 @@
 //! Sort-merge joins (`JoinCount`, `JoinWrite`), semi/anti-join flags (`MatchFlags`), the
 //! merge union (`MergeUnion`), band and index nested-loop searches (`BoundRange`), hash
 //! joins (`HashBuild`, `HashProbe`, `HashMatch`: the table built with atomicCAS and linear
-//! probing, probed from shared memory when it fits in 32 KiB) and nested-loop joins
+//! probing, probed from shared memory when it fits in 32 KiB; beyond
+//! [`HASH_PARTITION_BYTES`] radix-partitioned, its probing rows partitioned alike and each
+//! partition probed against its sub-table in shared memory) and nested-loop joins
 //! (`NestedLoopCount`, `NestedLoopWrite`, `NestedLoopMatch`: the right side's key words
 //! tiled through shared memory), on kernels/join.cu.
 //!
@@ -25,7 +27,7 @@ use crate::device::{Gpu, KArg};
 use crate::k_scan;
 use crate::prelude::{type_code, TYPE_I128_LO};
 use fox_kernel::{Elem, RangeBound};
-use fox_runtime::{BackendError, DevBuf};
+use fox_runtime::{BackendError, DevBuf, HostCol};
 
 pub(crate) use crate::prelude::BLOCK;
 
@@ -692,6 +694,58 @@ pub(crate) fn bound_range(
 /// The largest table `hash_probe` copies into shared memory (8192 slots).
 const HASH_SHARED_BYTES: usize = 32 * 1024;
 
+/// The table size in bytes (4 per slot of the unpartitioned table) beyond which
+/// `HashBuild` builds the radix-partitioned table: an estimate of the share of the L2 (50
+/// MB on an H100, 60 MB on an H200) that a table probed at random keeps resident beside
+/// the probe's other traffic. Beyond it an unpartitioned probe misses the L2 on every
+/// table read and on every read of the build side's keys.
+pub const HASH_PARTITION_BYTES: usize = 32 << 20;
+
+/// The shared memory in bytes a partitioned probe gives one sub-table (the partitions
+/// are made for sub-tables of a quarter of this on average, so nearly every one fits).
+pub const HASH_SUB_TABLE_BYTES: u32 = 48 * 1024;
+
+/// The most shared memory a sub-table may take (no opt-in beyond the default limit).
+pub(crate) const HASH_SUB_TABLE_MAX: u32 = 48 * 1024;
+
+/// The most partition bits of a partitioned table (the directory and the probe's
+/// counters hold a word per partition); beyond, sub-tables grow and are probed from
+/// global memory.
+const HASH_MAX_PART_BITS: u32 = 24;
+
+/// The u64 words of a partitioned table before its directory (kernels/join.cu `HP_HEAD`)
+/// and its first word (`HP_MAGIC`).
+pub(crate) const HP_HEAD: usize = 4;
+pub(crate) const HP_MAGIC: u64 = 0x5452_4150_504f_4658;
+
+/// Partitioned rows per block of `hp_probe`.
+const HP_CHUNK: u64 = 16 * BLOCK as u64;
+
+/// The most probing rows partitioned at once (`hp_scatter`'s u32 row indices); more are
+/// partitioned and probed in slices.
+const HP_MAX_SLICE: usize = 1 << 31;
+
+/// The fewest probing rows in a slice when the partitioned rows of a larger one do not fit
+/// the device memory.
+const HP_MIN_SLICE: usize = 1 << 16;
+
+/// When `HashBuild` partitions its table and how large its sub-tables are
+/// ([`crate::CudaBackend::set_hash_partitioning`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HashPartitioning {
+    pub(crate) threshold_bytes: usize,
+    pub(crate) sub_table_bytes: u32,
+}
+
+impl Default for HashPartitioning {
+    fn default() -> Self {
+        HashPartitioning {
+            threshold_bytes: HASH_PARTITION_BYTES,
+            sub_table_bytes: HASH_SUB_TABLE_BYTES,
+        }
+    }
+}
+
 /// The slots of a hash table over `n` build rows: a power of two, at least twice the rows
 /// (so at least twice the runs of equal keys, which are not counted first) and 2.
 fn hash_capacity(n: usize) -> Result<usize, BackendError> {
@@ -701,8 +755,34 @@ fn hash_capacity(n: usize) -> Result<usize, BackendError> {
         .ok_or_else(|| err(format!("a hash table over {n} rows is larger than u32 slots address")))
 }
 
+/// The partition bits of a partitioned table of `runs` runs with `k` key words each, whose
+/// sub-tables a probe keeps in `sub_bytes` of shared memory: partitions of a quarter of
+/// the slots that fit on average (a sub-table has twice its runs' slots, rounded up to a
+/// power of two), so that nearly all fit; at most [`HASH_MAX_PART_BITS`].
+pub(crate) fn partition_bits(runs: u64, k: usize, sub_bytes: u32) -> u32 {
+    let entry = 8 * (1 + k as u64);
+    let slots = (u64::from(sub_bytes) / entry).max(2);
+    let slots = 1u64 << (63 - slots.leading_zeros());
+    let per = (slots / 4).max(1);
+    runs.div_ceil(per)
+        .max(1)
+        .next_power_of_two()
+        .trailing_zeros()
+        .min(HASH_MAX_PART_BITS)
+}
+
+/// The u32 length of a partitioned table of `2^pbits` partitions and `entries` entries of
+/// `k` key words: its u64 words (header, directory, entries) twice, and one word more
+/// where that is a power of two (the probes tell the two layouts apart by it).
+pub(crate) fn partitioned_len(pbits: u32, entries: u64, k: usize) -> Option<usize> {
+    let words = (entries.checked_mul(1 + k as u64)?).checked_add(HP_HEAD as u64 + (1u64 << pbits) + 1)?;
+    let words = if words.is_power_of_two() { words + 1 } else { words };
+    usize::try_from(words.checked_mul(2)?).ok()
+}
+
 /// `HashBuild { nkeys }`: the table of the runs of equal keys of a sorted build side
-/// (kernels/join.cu `hash_build`).
+/// (kernels/join.cu `hash_build`), or beyond [`HashPartitioning::threshold_bytes`] the
+/// radix-partitioned table ([`hash_build_partitioned`]).
 pub(crate) fn hash_build(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
     let n = args[0].len;
     if n > u32::MAX as usize {
@@ -713,6 +793,9 @@ pub(crate) fn hash_build(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>,
     let cap = hash_capacity(n)?;
     let mut s = Scratch::new();
     let res = (|| {
+        if cap * 4 > gpu.hash_partitioning.threshold_bytes {
+            return hash_build_partitioned(gpu, &mut s, args).map(|t| vec![t]);
+        }
         let table = s.alloc_zeroed(gpu, Elem::U32, cap)?;
         if n > 0 {
             let desc = key_desc(gpu, &mut s, "join", &[args])?;
@@ -731,8 +814,118 @@ pub(crate) fn hash_build(gpu: &mut Gpu, args: &[&DevBuf]) -> Result<Vec<DevBuf>,
     s.finish(gpu, res)
 }
 
+/// The radix-partitioned table (layout in kernels/join.cu) of the sorted build keys
+/// `args` (fewer than 2^32 rows): the runs counted, the partitions chosen from them
+/// ([`partition_bits`]), the runs per partition counted and made sub-table sizes, their
+/// scan the directory, and every run placed in its sub-table.
+fn hash_build_partitioned(gpu: &mut Gpu, s: &mut Scratch, args: &[&DevBuf]) -> Result<DevBuf, BackendError> {
+    let n = args[0].len;
+    let desc = key_desc(gpu, s, "join", &[args])?;
+    let k = desc.k as usize;
+    let grid = stride_grid(gpu, n);
+    let runs = s.alloc_zeroed(gpu, Elem::U64, 1)?;
+    if n > 0 {
+        let a = [
+            KArg::Ptr(gpu.ptr(&desc.buf)?),
+            KArg::I32(desc.k),
+            KArg::U64(n as u64),
+            KArg::Ptr(gpu.ptr(&runs)?),
+        ];
+        gpu.launch("join", "hp_count_runs", grid, BLOCK, desc.smem, &a)?;
+    }
+    let nruns = gpu.read_u64(&runs, 0)?;
+    let pbits = partition_bits(nruns, k, gpu.hash_partitioning.sub_table_bytes);
+    let parts = 1usize << pbits;
+    let caps = s.alloc_zeroed(gpu, Elem::U64, parts)?;
+    if n > 0 {
+        let a = [
+            KArg::Ptr(gpu.ptr(&desc.buf)?),
+            KArg::I32(desc.k),
+            KArg::U64(n as u64),
+            KArg::I32(pbits as i32),
+            KArg::Ptr(gpu.ptr(&caps)?),
+        ];
+        gpu.launch("join", "hp_count_parts", grid, BLOCK, desc.smem, &a)?;
+    }
+    let a = [KArg::Ptr(gpu.ptr(&caps)?), KArg::U64(parts as u64)];
+    gpu.launch("join", "hp_caps", stride_grid(gpu, parts), BLOCK, 0, &a)?;
+    let (dir, total) = k_scan::exclusive_scan_u64(gpu, &caps)?;
+    let (dir, total) = (s.adopt(dir), s.adopt(total));
+    let entries = gpu.read_u64(&total, 0)?;
+    let len = partitioned_len(pbits, entries, k).ok_or_else(|| {
+        err(format!(
+            "a partitioned hash table of {entries} entries does not fit in memory"
+        ))
+    })?;
+    let table = s.alloc_zeroed(gpu, Elem::U32, len)?;
+    let t = gpu.ptr(&table)?;
+    let a = [
+        KArg::Ptr(t),
+        KArg::Ptr(gpu.ptr(&dir)?),
+        KArg::U64(parts as u64),
+        KArg::I32(pbits as i32),
+        KArg::I32(desc.k),
+        KArg::U64(n as u64),
+        KArg::U64(entries),
+    ];
+    gpu.launch("join", "hp_init", stride_grid(gpu, parts + 1), BLOCK, 0, &a)?;
+    if n > 0 {
+        let a = [
+            KArg::Ptr(gpu.ptr(&desc.buf)?),
+            KArg::I32(desc.k),
+            KArg::U64(n as u64),
+            KArg::I32(pbits as i32),
+            KArg::U64(parts as u64),
+            KArg::Ptr(t),
+        ];
+        gpu.launch("join", "hp_fill", grid, BLOCK, desc.smem, &a)?;
+    }
+    Ok(table)
+}
+
+/// What a partitioned table's header says that its probes need: its partition bits.
+struct PartHeader {
+    pbits: u32,
+}
+
+/// The header of `table` (no power of two long) when it is a partitioned table over `nb`
+/// build rows with `k` key words whose length agrees with its header; else an error.
+fn part_header(
+    gpu: &mut Gpu,
+    s: &mut Scratch,
+    table: &DevBuf,
+    nb: usize,
+    k: usize,
+) -> Result<PartHeader, BackendError> {
+    let bad = || {
+        err(format!(
+            "the table has {} slots, not a power of two of at least 2 nor a partitioned table of this build side",
+            table.len
+        ))
+    };
+    if table.len < 2 * (HP_HEAD + 2) || table.len % 2 != 0 {
+        return Err(bad());
+    }
+    let head = s.alloc(gpu, Elem::U32, 2 * HP_HEAD)?;
+    gpu.copy(&head, 0, table, 0, 2 * HP_HEAD)?;
+    let HostCol::U32(w) = gpu.download(&head)? else {
+        return Err(bad());
+    };
+    let word = |i: usize| u64::from(w[2 * i]) | u64::from(w[2 * i + 1]) << 32;
+    let (magic, shape, rows, entries) = (word(0), word(1), word(2), word(3));
+    let pbits = (shape & 0xff) as u32;
+    if magic != HP_MAGIC || pbits > HASH_MAX_PART_BITS || shape >> 8 != k as u64 || rows != nb as u64 {
+        return Err(bad());
+    }
+    if partitioned_len(pbits, entries, k) != Some(table.len) {
+        return Err(bad());
+    }
+    Ok(PartHeader { pbits })
+}
+
 /// `HashProbe { nkeys }` (`anti` `None`) and `HashMatch { nkeys, anti }`: per probing
-/// row its run of equal build keys, or its match flag (kernels/join.cu `hash_probe`).
+/// row its run of equal build keys, or its match flag (kernels/join.cu `hash_probe`, or
+/// for a partitioned table [`hash_probe_partitioned`]).
 pub(crate) fn hash_probe(
     gpu: &mut Gpu,
     nkeys: usize,
@@ -742,7 +935,8 @@ pub(crate) fn hash_probe(
     let (build, rest) = args.split_at(nkeys);
     let table = rest[0];
     let probe = &rest[1..];
-    if table.len < 2 || !table.len.is_power_of_two() {
+    let partitioned = !table.len.is_power_of_two();
+    if !partitioned && table.len < 2 {
         return Err(err(format!(
             "the table has {} slots, not a power of two of at least 2",
             table.len
@@ -756,6 +950,14 @@ pub(crate) fn hash_probe(
             None => vec![s.alloc(gpu, Elem::U32, n)?, s.alloc(gpu, Elem::U32, n)?],
             Some(_) => vec![s.alloc(gpu, Elem::U8, n)?],
         };
+        if partitioned {
+            let k: usize = build.iter().map(|c| if c.elem == Elem::I128 { 2 } else { 1 }).sum();
+            let head = part_header(gpu, &mut s, table, nb, k)?;
+            if n > 0 {
+                hash_probe_partitioned(gpu, &mut s, table, &head, nb, probe, anti, &outs)?;
+            }
+            return Ok(outs);
+        }
         if n > 0 {
             let desc = key_desc(gpu, &mut s, "join", &[build, probe])?;
             let (lo, hi, flags) = match anti {
@@ -786,6 +988,125 @@ pub(crate) fn hash_probe(
         Ok(outs)
     })();
     s.finish(gpu, res)
+}
+
+/// The buffers [`hash_probe_partitioned`] needs for slices of `rows` probing rows with
+/// `k` key words over `parts` partitions: the histogram (then the cursors), the row
+/// indices and the key words. On an error none is left allocated.
+fn probe_slice(gpu: &mut Gpu, rows: usize, parts: usize, k: usize) -> Result<Vec<DevBuf>, BackendError> {
+    let words = rows
+        .checked_mul(k)
+        .ok_or_else(|| err(format!("{rows} probing rows of {k} key words do not fit in memory")))?;
+    let mut bufs = Vec::new();
+    for (elem, len) in [(Elem::U64, parts), (Elem::U32, rows), (Elem::U64, words)] {
+        match gpu.alloc(elem, len) {
+            Ok(b) => bufs.push(b),
+            Err(e) => {
+                k_scan::free_all(gpu, bufs);
+                return Err(e);
+            }
+        }
+    }
+    Ok(bufs)
+}
+
+/// Probes the partitioned `table` (header `head`, over `nb` build rows) with the `probe`
+/// key columns, writing `outs` (`lo`, `hi`, or the flags with `anti`). The probing rows
+/// go in slices of at most 2^31 rows (fewer, down to [`HP_MIN_SLICE`], where the
+/// partitioned rows of more do not fit the device): per slice a histogram of partitions,
+/// its scan, a scatter of each row's index and key words into partition order, then
+/// `hp_probe` over chunks of the partitioned rows. Temporaries: a word per partition
+/// (twice, with the scan's) and 4 + 8k bytes per probing row of a slice.
+#[allow(clippy::too_many_arguments)]
+fn hash_probe_partitioned(
+    gpu: &mut Gpu,
+    s: &mut Scratch,
+    table: &DevBuf,
+    head: &PartHeader,
+    nb: usize,
+    probe: &[&DevBuf],
+    anti: Option<bool>,
+    outs: &[DevBuf],
+) -> Result<(), BackendError> {
+    let n = probe[0].len;
+    let desc = key_desc(gpu, s, "join", &[probe])?;
+    let k = desc.k as usize;
+    let parts = 1usize << head.pbits;
+    let mut rows = n.min(HP_MAX_SLICE);
+    let bufs = loop {
+        match probe_slice(gpu, rows, parts, k) {
+            Ok(bufs) => break s.adopt_all(bufs),
+            // Out of memory: half as many rows at a time, down to HP_MIN_SLICE; then the
+            // allocation's own error.
+            Err(e) if e.0.contains("out of memory") && rows > HP_MIN_SLICE => rows = rows.div_ceil(2),
+            Err(e) => return Err(e),
+        }
+    };
+    let (counts, idx, words) = (&bufs[0], &bufs[1], &bufs[2]);
+    let sub_bytes = gpu.hash_partitioning.sub_table_bytes;
+    let smem_words = u64::from(sub_bytes) / 8;
+    let (lo, hi, flags) = match anti {
+        None => (gpu.ptr(&outs[0])?, gpu.ptr(&outs[1])?, 0),
+        Some(_) => (0, 0, gpu.ptr(&outs[0])?),
+    };
+    let mut base = 0usize;
+    while base < n {
+        let m = rows.min(n - base);
+        let grid = stride_grid(gpu, m);
+        gpu.memset_zero(counts)?;
+        let a = [
+            KArg::Ptr(gpu.ptr(&desc.buf)?),
+            KArg::I32(desc.k),
+            KArg::U64(base as u64),
+            KArg::U64(m as u64),
+            KArg::I32(head.pbits as i32),
+            KArg::Ptr(gpu.ptr(counts)?),
+        ];
+        gpu.launch("join", "hp_hist", grid, BLOCK, desc.smem, &a)?;
+        // The offsets of the partitions, and a copy of them as the scatter's cursors.
+        let (offs, total) = k_scan::exclusive_scan_u64(gpu, counts)?;
+        let (offs, _) = (s.adopt(offs), s.adopt(total));
+        gpu.copy(counts, 0, &offs, 0, parts)?;
+        let a = [
+            KArg::Ptr(gpu.ptr(&desc.buf)?),
+            KArg::I32(desc.k),
+            KArg::U64(base as u64),
+            KArg::U64(m as u64),
+            KArg::I32(head.pbits as i32),
+            KArg::Ptr(gpu.ptr(counts)?),
+            KArg::Ptr(gpu.ptr(idx)?),
+            KArg::Ptr(gpu.ptr(words)?),
+        ];
+        gpu.launch("join", "hp_scatter", grid, BLOCK, desc.smem, &a)?;
+        let a = [
+            KArg::Ptr(gpu.ptr(table)?),
+            KArg::I32(desc.k),
+            KArg::U64(nb as u64),
+            KArg::I32(head.pbits as i32),
+            KArg::Ptr(gpu.ptr(&offs)?),
+            KArg::Ptr(gpu.ptr(idx)?),
+            KArg::Ptr(gpu.ptr(words)?),
+            KArg::U64(base as u64),
+            KArg::U64(m as u64),
+            KArg::U64(HP_CHUNK),
+            KArg::U64(smem_words),
+            KArg::I32(i32::from(anti.is_some())),
+            KArg::I32(i32::from(anti == Some(true))),
+            KArg::Ptr(lo),
+            KArg::Ptr(hi),
+            KArg::Ptr(flags),
+        ];
+        gpu.launch(
+            "join",
+            "hp_probe",
+            blocks(m as u64, HP_CHUNK)?,
+            BLOCK,
+            (smem_words * 8) as u32,
+            &a,
+        )?;
+        base += m;
+    }
+    Ok(())
 }
 
 /// What `nested_loop` does per left row.

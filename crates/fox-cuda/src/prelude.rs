@@ -83,6 +83,10 @@ pub fn module_defines(name: &str) -> String {
             ("SWEEP_ITEMS_32", k_sort::SWEEP_ITEMS_32.to_string()),
             ("SWEEP_ITEMS_64", k_sort::SWEEP_ITEMS_64.to_string()),
         ],
+        "join" => vec![
+            ("HP_MAGIC", format!("{}ULL", k_join::HP_MAGIC)),
+            ("HP_HEAD", k_join::HP_HEAD.to_string()),
+        ],
         "trie" => vec![
             ("EXPAND_ITEMS", k_join::EXPAND_ITEMS.to_string()),
             ("IC_MAX_WAYS", k_trie::IC_MAX_WAYS.to_string()),

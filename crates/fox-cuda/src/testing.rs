@@ -517,3 +517,230 @@ pub fn run_on(
     }
     res
 }
+
+/// The key words of row `i` of `cols` as the kernels compare and hash them
+/// (kernels/common.cuh `okey`): signed integers with the sign bit flipped, floats by
+/// [`f64_key`], an i128 as its high word (signed) then its low word.
+pub fn key_words(cols: &[HostCol], i: usize) -> Vec<u64> {
+    let mut w = Vec::with_capacity(cols.len());
+    for c in cols {
+        match c {
+            HostCol::U8(x) => w.push(u64::from(x[i])),
+            HostCol::I32(x) => w.push(u64::from(x[i] as u32 ^ 0x8000_0000)),
+            HostCol::U32(x) => w.push(u64::from(x[i])),
+            HostCol::I64(x) => w.push(x[i] as u64 ^ (1 << 63)),
+            HostCol::U64(x) => w.push(x[i]),
+            HostCol::F64(x) => w.push(f64_key(x[i])),
+            HostCol::I128(x) => {
+                let v = x[i] as u128;
+                w.push(((v >> 64) as u64) ^ (1 << 63));
+                w.push(v as u64);
+            }
+        }
+    }
+    w
+}
+
+/// The row hash of key words (kernels/join.cu `row_hash`, fox-cpu's `row_hash`).
+pub fn hash_words(words: &[u64]) -> u64 {
+    let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
+    for &w in words {
+        let x = (h ^ w).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h = x ^ (x >> 32);
+    }
+    h ^ (h >> 29)
+}
+
+/// A model of the GPU's radix-partitioned hash table (layout in kernels/join.cu): what
+/// `HashBuild` makes of a sorted build side beyond the partitioning threshold, built
+/// sequentially. Its header, directory and the runs of each sub-table are exactly the
+/// GPU's; where a run lands in its sub-table depends on the order of insertion, which on
+/// the GPU is any.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionedTable {
+    pub pbits: u32,
+    /// Key words per run.
+    pub k: usize,
+    /// Build rows.
+    pub nb: u64,
+    /// The first entry of each sub-table, and the entries in all (`parts + 1` words).
+    pub dir: Vec<u64>,
+    /// Per slot: empty, or a run's start, end and key words.
+    pub slots: Vec<Option<(u32, u32, Vec<u64>)>>,
+}
+
+impl PartitionedTable {
+    /// The table over the sorted rows of `build` whose probes keep sub-tables in
+    /// `sub_bytes` of shared memory.
+    pub fn build(build: &[HostCol], sub_bytes: u32) -> PartitionedTable {
+        let nb = build.first().map_or(0, |c| c.len());
+        let k = build.iter().map(|c| if c.elem() == Elem::I128 { 2 } else { 1 }).sum();
+        let mut runs: Vec<(u32, u32, Vec<u64>)> = Vec::new();
+        for i in 0..nb {
+            let w = key_words(build, i);
+            match runs.last_mut() {
+                Some(r) if r.2 == w => r.1 = i as u32 + 1,
+                _ => runs.push((i as u32, i as u32 + 1, w)),
+            }
+        }
+        let pbits = crate::k_join::partition_bits(runs.len() as u64, k, sub_bytes);
+        let part = |h: u64| if pbits == 0 { 0 } else { (h >> (64 - pbits)) as usize };
+        let mut counts = vec![0u64; 1 << pbits];
+        for r in &runs {
+            counts[part(hash_words(&r.2))] += 1;
+        }
+        let mut dir = Vec::with_capacity(counts.len() + 1);
+        let mut e = 0u64;
+        for &c in &counts {
+            dir.push(e);
+            e += if c == 0 { 0 } else { (2 * c).next_power_of_two() };
+        }
+        dir.push(e);
+        let mut slots = vec![None; e as usize];
+        for r in runs {
+            let h = hash_words(&r.2);
+            let p = part(h);
+            let (e0, cap) = (dir[p], dir[p + 1] - dir[p]);
+            let mut s = h & (cap - 1);
+            while slots[(e0 + s) as usize].is_some() {
+                s = (s + 1) & (cap - 1);
+            }
+            slots[(e0 + s) as usize] = Some(r);
+        }
+        PartitionedTable {
+            pbits,
+            k,
+            nb: nb as u64,
+            dir,
+            slots,
+        }
+    }
+
+    /// The table's words as `HashBuild` lays them out in its U32 buffer.
+    pub fn to_words(&self) -> Vec<u32> {
+        let mut w: Vec<u64> = vec![
+            crate::k_join::HP_MAGIC,
+            u64::from(self.pbits) | (self.k as u64) << 8,
+            self.nb,
+        ];
+        w.push(self.slots.len() as u64);
+        w.extend(&self.dir);
+        for s in &self.slots {
+            match s {
+                Some((a, b, key)) => {
+                    w.push(u64::from(*a) | u64::from(*b) << 32);
+                    w.extend(key);
+                }
+                None => w.extend(std::iter::repeat_n(0, 1 + self.k)),
+            }
+        }
+        if w.len().is_power_of_two() {
+            w.push(0);
+        }
+        assert_eq!(
+            Some(2 * w.len()),
+            crate::k_join::partitioned_len(self.pbits, self.slots.len() as u64, self.k)
+        );
+        w.iter().flat_map(|&x| [x as u32, (x >> 32) as u32]).collect()
+    }
+
+    /// Reads a table from its words; `Err` says what does not follow the layout.
+    pub fn from_words(words: &[u32]) -> Result<PartitionedTable, String> {
+        if words.len() % 2 != 0 || words.len() < 12 {
+            return Err(format!("{} words", words.len()));
+        }
+        let w: Vec<u64> = words
+            .chunks(2)
+            .map(|p| u64::from(p[0]) | u64::from(p[1]) << 32)
+            .collect();
+        if w[0] != crate::k_join::HP_MAGIC {
+            return Err(format!("magic {:#x}", w[0]));
+        }
+        let (pbits, k, nb, e) = ((w[1] & 0xff) as u32, (w[1] >> 8) as usize, w[2], w[3] as usize);
+        let parts = 1usize << pbits;
+        let head = crate::k_join::HP_HEAD;
+        let need = head + parts + 1 + e * (1 + k);
+        if w.len() != need + usize::from(need.is_power_of_two()) {
+            return Err(format!("{} u64 words, the header says {need}", w.len()));
+        }
+        let dir = w[head..head + parts + 1].to_vec();
+        let body = &w[head + parts + 1..need];
+        let slots = body
+            .chunks(1 + k)
+            .map(|s| (s[0] != 0).then(|| (s[0] as u32, (s[0] >> 32) as u32, s[1..].to_vec())))
+            .collect();
+        Ok(PartitionedTable {
+            pbits,
+            k,
+            nb,
+            dir,
+            slots,
+        })
+    }
+
+    /// The runs of sub-table `p`, sorted (as a set, independent of their slots).
+    pub fn runs_of(&self, p: usize) -> Vec<(u32, u32, Vec<u64>)> {
+        let mut r: Vec<_> = self.slots[self.dir[p] as usize..self.dir[p + 1] as usize]
+            .iter()
+            .flatten()
+            .cloned()
+            .collect();
+        r.sort();
+        r
+    }
+
+    /// Whether every run is in its partition's sub-table and reached from its hash by
+    /// linear probing without crossing an empty slot.
+    pub fn runs_are_reachable(&self) -> bool {
+        (0..self.dir.len() - 1).all(|p| {
+            let (e0, cap) = (self.dir[p], self.dir[p + 1] - self.dir[p]);
+            (0..cap).all(|s| match &self.slots[(e0 + s) as usize] {
+                None => true,
+                Some((_, _, key)) => {
+                    let h = hash_words(key);
+                    let part = if self.pbits == 0 {
+                        0
+                    } else {
+                        (h >> (64 - self.pbits)) as usize
+                    };
+                    let mut t = h & (cap - 1);
+                    part == p
+                        && loop {
+                            if t == s {
+                                break true;
+                            }
+                            if self.slots[(e0 + t) as usize].is_none() {
+                                break false;
+                            }
+                            t = (t + 1) & (cap - 1);
+                        }
+                }
+            })
+        })
+    }
+
+    /// Probing row `i` of `probe` as kernels/join.cu `hp_probe` does: its run of build
+    /// rows, `(0, 0)` for none.
+    pub fn probe(&self, probe: &[HostCol], i: usize) -> (u32, u32) {
+        let w = key_words(probe, i);
+        let h = hash_words(&w);
+        let p = if self.pbits == 0 {
+            0
+        } else {
+            (h >> (64 - self.pbits)) as usize
+        };
+        let (e0, cap) = (self.dir[p], self.dir[p + 1] - self.dir[p]);
+        if cap == 0 {
+            return (0, 0);
+        }
+        let mut s = h & (cap - 1);
+        for _ in 0..cap {
+            match &self.slots[(e0 + s) as usize] {
+                None => break,
+                Some((a, b, key)) if *key == w => return (*a, *b),
+                Some(_) => s = (s + 1) & (cap - 1),
+            }
+        }
+        (0, 0)
+    }
+}

@@ -505,15 +505,18 @@ pub enum Kernel {
     /// key's hash by linear probing (wrapping) without crossing an empty slot. Keys are
     /// equal as `JoinCount` compares them (floats by their total-order image: every NaN
     /// equal, -0.0 not equal to 0.0). Where a run lands, the hash and the length beyond
-    /// the bound belong to the backend: only [`Kernel::HashProbe`] and
+    /// the bound belong to the backend, and so may the layout: a backend may build
+    /// another table (whose length is then no power of two), such as the GPU's
+    /// radix-partitioned table beyond a size. Only [`Kernel::HashProbe`] and
     /// [`Kernel::HashMatch`] of the same backend read a table.
     HashBuild { nkeys: usize },
     /// args: the build side's `nkeys` key columns (sorted, as given to `HashBuild`), its
     /// `table`, then the probing rows' `nkeys` key columns (unsorted; each of its build
     /// key's element type). outs: `lo`, `hi` (U32, per probing row): the run of build rows
     /// whose keys equal the row's (`lo == hi == 0` when there is none). The result does
-    /// not depend on where the table placed the runs. A table that is no power of two of
-    /// at least 2 slots is an error.
+    /// not depend on where the table placed the runs, nor on its layout. A table that is
+    /// no power of two of at least 2 slots, nor another layout of the backend's built
+    /// over this build side, is an error.
     HashProbe { nkeys: usize },
     /// args: as [`Kernel::HashProbe`]. outs: flags (U8) per probing row: 1 when some build
     /// row has equal keys (`anti`: when none does); a hash semi-join, anti-join or

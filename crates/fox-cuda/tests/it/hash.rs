@@ -2,12 +2,22 @@
 //! lands differs between them) and probes it (`HashProbe`, `HashMatch`); the probe results
 //! must be equal, as must the index nested loop's `BoundRange` without bounds: empty sides, one row, all-equal, skewed and Zipf-like keys, duplicates,
 //! sizes around block sizes, 1 to 3 keys of each element type, a malformed table, and a
-//! 10^7-row probe. The nested-loop kernels are compared directly (counts, pairs after a
+//! 10^7-row probe. The radix-partitioned table (forced on small inputs by a size
+//! threshold of 0, with sub-tables of 64 bytes to 48 KiB: one partition to thousands) is
+//! probed against the CPU's table on the same cases, and under a memory limit that makes
+//! its probe partition the probing rows in slices. The nested-loop kernels are compared directly (counts, pairs after a
 //! host scan, flags, offsets that are not the scan) on sides of up to a few thousand rows.
 
-use fox_cuda::testing::{gpu, random_col, run_on, sort_rows, Dist, Rng, Strings, ELEMS, LARGE, SIZES};
+use fox_cuda::testing::{
+    gpu, random_col, run_on, sort_rows, Dist, PartitionedTable, Rng, Strings, ELEMS, LARGE, SIZES,
+};
 use fox_kernel::{Elem, Kernel};
 use fox_runtime::{Backend, HostCol};
+
+/// The sizes of the partitioned table's sub-tables the tests use: many partitions of a
+/// few runs (most sub-tables then too large for the probe's shared memory), a few, and the
+/// default.
+const SUB_TABLES: [u32; 3] = [64, 1024, fox_cuda::HASH_SUB_TABLE_BYTES];
 
 /// `kernel` (a `HashProbe` or `HashMatch`) over the table `backend` builds from `build`.
 fn probe_on(
@@ -152,13 +162,253 @@ fn hash_probe_rejects_a_malformed_table() {
 fn hash_probe_large() {
     let mut gpu = gpu("hash_probe_large");
     let mut rng = Rng::new(59);
-    // A build side of 2^16 distinct-ish keys probed by 10^7 rows, and a 10^7-row build side.
+    // A build side of 2^16 distinct-ish keys probed by 10^7 rows, and a 10^7-row build side
+    // whose table (2^25 slots) is kept unpartitioned and probed in global memory.
     let build = sort_rows(&[random_col(&mut rng, Elem::I64, 1 << 16, Dist::Range(1 << 17))], false);
     let probe = vec![random_col(&mut rng, Elem::I64, LARGE, Dist::Range(1 << 17))];
     check(&mut gpu, &build, &probe, "large probe");
+    gpu.set_hash_partitioning(usize::MAX, fox_cuda::HASH_SUB_TABLE_BYTES);
     let build = sort_rows(&[random_col(&mut rng, Elem::U32, LARGE, Dist::Range(1 << 22))], false);
+    assert!(!builds_partitioned(&mut gpu, &build), "the table is partitioned");
     let probe = vec![random_col(&mut rng, Elem::U32, 1 << 20, Dist::Range(1 << 22))];
     check(&mut gpu, &build, &probe, "large build");
+}
+
+/// Whether the table `gpu` builds over `build` is the radix-partitioned one (a length that
+/// is no power of two; the unpartitioned table's always is one).
+fn builds_partitioned(gpu: &mut fox_cuda::CudaBackend, build: &[HostCol]) -> bool {
+    let table = run_on(
+        gpu,
+        &Kernel::HashBuild { nkeys: build.len() },
+        build,
+        &Strings::default(),
+    )
+    .unwrap_or_else(|e| panic!("HashBuild: {e}"));
+    !table[0].len().is_power_of_two()
+}
+
+/// [`check`] with the partitioned table (every table partitioned, sub-tables of
+/// `sub` bytes), after making sure the build side gets one. The GPU's table has the
+/// model's header, directory and runs per sub-table, every run reachable from its hash;
+/// and the model's own table, probed on the GPU, gives the CPU's results too.
+fn check_partitioned(gpu: &mut fox_cuda::CudaBackend, sub: u32, build: &[HostCol], probe: &[HostCol], case: &str) {
+    gpu.set_hash_partitioning(0, sub);
+    let ctx = Strings::default();
+    let nkeys = build.len();
+    let table = run_on(gpu, &Kernel::HashBuild { nkeys }, build, &ctx).unwrap_or_else(|e| panic!("{case}: {e}"));
+    let HostCol::U32(words) = &table[0] else {
+        panic!("{case}: the table is {:?}", table[0].elem())
+    };
+    let got = PartitionedTable::from_words(words).unwrap_or_else(|e| panic!("{case}: not a partitioned table: {e}"));
+    let model = PartitionedTable::build(build, sub);
+    assert_eq!(
+        (got.pbits, got.k, got.nb, &got.dir),
+        (model.pbits, model.k, model.nb, &model.dir),
+        "{case}: header or directory"
+    );
+    for p in 0..model.dir.len() - 1 {
+        assert_eq!(got.runs_of(p), model.runs_of(p), "{case}: the runs of partition {p}");
+    }
+    assert!(got.runs_are_reachable(), "{case}: a run is not reachable from its hash");
+    let case = format!("{case}, partitioned, sub-tables of {sub} bytes");
+    check(gpu, build, probe, &case);
+    // The model's table (its runs in other slots than the GPU's) probed on the GPU.
+    let mut args = build.to_vec();
+    args.push(HostCol::U32(model.to_words()));
+    args.extend(probe.iter().cloned());
+    let mut cpu = fox_cpu::CpuBackend::new();
+    let kernel = Kernel::HashProbe { nkeys };
+    let want = probe_on(&mut cpu, &kernel, build, probe).unwrap_or_else(|e| panic!("{case}: cpu: {e}"));
+    let got = run_on(gpu, &kernel, &args, &ctx).unwrap_or_else(|e| panic!("{case}: the model's table: {e}"));
+    assert_eq!(got, want, "{case}: the probe of the model's table");
+    gpu.set_hash_partitioning(fox_cuda::HASH_PARTITION_BYTES, fox_cuda::HASH_SUB_TABLE_BYTES);
+}
+
+/// The model of the partitioned table (fox_cuda::testing::PartitionedTable), which the GPU
+/// tests hold the GPU's table to, probes as the CPU's table does, is laid out as the probe
+/// checks, and places every run where linear probing reaches it.
+fn partitioned_table_model_probes_as_the_cpu() {
+    let mut rng = Rng::new(79);
+    for nkeys in 1..=3usize {
+        for elem in ELEMS {
+            for &dist in &Dist::ALL {
+                for &n in &[0usize, 1, 2, 255, 1000, 4097] {
+                    let elems: Vec<Elem> = (0..nkeys)
+                        .map(|k| {
+                            if k == 0 {
+                                elem
+                            } else {
+                                ELEMS[rng.below(ELEMS.len() as u64) as usize]
+                            }
+                        })
+                        .collect();
+                    let keys = |rng: &mut Rng, n: usize| -> Vec<HostCol> {
+                        elems.iter().map(|&e| random_col(rng, e, n, dist)).collect()
+                    };
+                    let build = sort_rows(&keys(&mut rng, n), false);
+                    let probe = keys(&mut rng, 2 * n + 3);
+                    for sub in SUB_TABLES {
+                        let case = format!("keys {elems:?}, dist {dist:?}, build {n}, sub-tables of {sub} bytes");
+                        let model = PartitionedTable::build(&build, sub);
+                        assert!(model.runs_are_reachable(), "{case}");
+                        let words = model.to_words();
+                        assert!(!words.len().is_power_of_two(), "{case}");
+                        assert_eq!(PartitionedTable::from_words(&words).as_ref(), Ok(&model), "{case}");
+                        let mut cpu = fox_cpu::CpuBackend::new();
+                        let want = probe_on(&mut cpu, &Kernel::HashProbe { nkeys }, &build, &probe)
+                            .unwrap_or_else(|e| panic!("{case}: {e}"));
+                        let (lo, hi): (Vec<u32>, Vec<u32>) =
+                            (0..probe[0].len()).map(|i| model.probe(&probe, i)).unzip();
+                        assert_eq!(vec![HostCol::U32(lo), HostCol::U32(hi)], want, "{case}");
+                    }
+                }
+            }
+        }
+    }
+    // Sub-tables of 64 bytes hold one run on average: thousands of partitions.
+    let build = sort_rows(&[zipf(&mut rng, 100_003, 10_000)], false);
+    let model = PartitionedTable::build(&build, 64);
+    assert!(model.pbits >= 12, "{} partition bits", model.pbits);
+    assert!(model.runs_are_reachable());
+}
+
+fn hash_probe_partitioned_keys_and_distributions() {
+    let mut gpu = gpu("hash_probe_partitioned_keys_and_distributions");
+    let mut rng = Rng::new(67);
+    for nkeys in 1..=3usize {
+        for elem in ELEMS {
+            for &dist in &Dist::ALL {
+                for &n in SIZES {
+                    let elems: Vec<Elem> = (0..nkeys)
+                        .map(|k| {
+                            if k == 0 || rng.chance(50) {
+                                elem
+                            } else {
+                                ELEMS[rng.below(ELEMS.len() as u64) as usize]
+                            }
+                        })
+                        .collect();
+                    let keys = |rng: &mut Rng, n: usize| -> Vec<HostCol> {
+                        elems.iter().map(|&e| random_col(rng, e, n, dist)).collect()
+                    };
+                    let build = sort_rows(&keys(&mut rng, n), false);
+                    let np = [0, 1, n, 2 * n + 5][rng.below(4) as usize];
+                    let probe = keys(&mut rng, np);
+                    let sub = SUB_TABLES[rng.below(SUB_TABLES.len() as u64) as usize];
+                    let case = format!("keys {elems:?}, dist {dist:?}, build {n}, probe {np}");
+                    check_partitioned(&mut gpu, sub, &build, &probe, &case);
+                }
+            }
+        }
+    }
+    // Zipf-like keys on both sides (a few heavy partitions of probing rows), one and two
+    // keys, with every sub-table size: from one partition to thousands.
+    for &n in &[1000usize, 4097, 100_003] {
+        let b = sort_rows(&[zipf(&mut rng, n, 10_000)], false);
+        let p = vec![zipf(&mut rng, 3 * n + 1, 10_000)];
+        let b2 = sort_rows(
+            &[
+                zipf(&mut rng, n, 100),
+                random_col(&mut rng, Elem::I64, n, Dist::Range(16)),
+            ],
+            false,
+        );
+        let p2 = vec![
+            zipf(&mut rng, 2 * n, 100),
+            random_col(&mut rng, Elem::I64, 2 * n, Dist::Range(16)),
+        ];
+        for sub in SUB_TABLES {
+            check_partitioned(&mut gpu, sub, &b, &p, &format!("zipf, build {n}"));
+            check_partitioned(&mut gpu, sub, &b2, &p2, &format!("zipf and i64, build {n}"));
+        }
+    }
+    // Floats with NaN, -0.0 and 0.0 on both sides, with i128 keys beside them.
+    let floats = |n: usize| {
+        HostCol::F64(
+            (0..n)
+                .map(|i| [f64::NAN, -0.0, 0.0, 1.5, -1.5, f64::INFINITY, -f64::NAN][i % 7])
+                .collect(),
+        )
+    };
+    let wide = |rng: &mut Rng, n: usize| random_col(rng, Elem::I128, n, Dist::Range(3));
+    let build = sort_rows(&[floats(5003), wide(&mut rng, 5003)], false);
+    let probe = vec![floats(7001), wide(&mut rng, 7001)];
+    for sub in SUB_TABLES {
+        check_partitioned(&mut gpu, sub, &build, &probe, "nan, -0.0 and i128");
+    }
+}
+
+fn hash_probe_partitioned_large() {
+    let mut gpu = gpu("hash_probe_partitioned_large");
+    let mut rng = Rng::new(71);
+    // A 10^7-row build side is partitioned at the default threshold (a table of 2^25
+    // slots): probed by 2^20 rows, and by 10^7 rows of two keys.
+    let build = sort_rows(&[random_col(&mut rng, Elem::U32, LARGE, Dist::Range(1 << 22))], false);
+    assert!(
+        builds_partitioned(&mut gpu, &build),
+        "the 10^7-row table is not partitioned"
+    );
+    let probe = vec![random_col(&mut rng, Elem::U32, 1 << 20, Dist::Range(1 << 22))];
+    check(&mut gpu, &build, &probe, "large build, default threshold");
+    let build = sort_rows(
+        &[
+            random_col(&mut rng, Elem::I64, LARGE, Dist::Range(1 << 20)),
+            random_col(&mut rng, Elem::I32, LARGE, Dist::Range(8)),
+        ],
+        false,
+    );
+    assert!(
+        builds_partitioned(&mut gpu, &build),
+        "the 10^7-row table is not partitioned"
+    );
+    let probe = vec![
+        random_col(&mut rng, Elem::I64, LARGE, Dist::Range(1 << 20)),
+        random_col(&mut rng, Elem::I32, LARGE, Dist::Range(8)),
+    ];
+    check(&mut gpu, &build, &probe, "large build and probe, two keys");
+    // A small build side partitioned by force, probed by 10^7 rows.
+    let build = sort_rows(&[random_col(&mut rng, Elem::I64, 1 << 16, Dist::Range(1 << 17))], false);
+    let probe = vec![random_col(&mut rng, Elem::I64, LARGE, Dist::Range(1 << 17))];
+    check_partitioned(&mut gpu, 1024, &build, &probe, "large probe");
+}
+
+/// Under a memory limit that leaves room for the outputs and a fraction of the
+/// partitioned probing rows, the probe partitions them in slices and its results are the
+/// CPU's; with no room for the outputs, it fails with an out-of-memory error.
+fn hash_probe_partitioned_under_a_memory_limit() {
+    let mut gpu = gpu("hash_probe_partitioned_under_a_memory_limit");
+    let mut rng = Rng::new(73);
+    let ctx = Strings::default();
+    gpu.set_hash_partitioning(0, 1024);
+    let n = 1 << 21;
+    let build = sort_rows(&[random_col(&mut rng, Elem::I64, 5000, Dist::Range(20_000))], false);
+    let probe = random_col(&mut rng, Elem::I64, n, Dist::Range(20_000));
+    let kernel = Kernel::HashProbe { nkeys: 1 };
+    let mut cpu = fox_cpu::CpuBackend::new();
+    let want = probe_on(&mut cpu, &kernel, &build, std::slice::from_ref(&probe)).expect("cpu");
+    let b = gpu.upload(build[0].clone()).expect("upload");
+    let p = gpu.upload(probe.clone()).expect("upload");
+    let table = gpu
+        .launch(&Kernel::HashBuild { nkeys: 1 }, &[&b], &ctx)
+        .expect("HashBuild")
+        .remove(0);
+    assert!(!table.len.is_power_of_two(), "the table is not partitioned");
+    // The outputs (8 bytes per row) and a quarter of the rows' partitioned words (12
+    // bytes per row), beside the partition counters.
+    let room = 8 * n as u64 + 3 * n as u64 + (1 << 20);
+    gpu.set_memory_limit(Some(gpu.mem().in_use as u64 + room));
+    let got = gpu.launch(&kernel, &[&b, &table, &p], &ctx);
+    gpu.set_memory_limit(Some(gpu.mem().in_use as u64 + 4 * n as u64));
+    let refused = gpu.launch(&kernel, &[&b, &table, &p], &ctx);
+    gpu.set_memory_limit(None);
+    let got = got.expect("the probe in slices");
+    let cols: Vec<HostCol> = got.iter().map(|o| gpu.download(o).expect("download")).collect();
+    assert_eq!(cols, want, "the probe in slices differs from the CPU's");
+    let e = refused.expect_err("no room for the outputs");
+    assert!(e.0.contains("out of memory"), "{}", e.0);
+    for buf in got.into_iter().chain([b, p, table]) {
+        gpu.free(buf);
+    }
 }
 
 /// The nested-loop kernels on both backends: counts, then the pairs from the host scan of
@@ -240,4 +490,8 @@ tests![
     Gpu hash_probe_keys_and_distributions,
     Gpu hash_probe_rejects_a_malformed_table,
     Gpu hash_probe_large,
+    Cpu partitioned_table_model_probes_as_the_cpu,
+    Gpu hash_probe_partitioned_keys_and_distributions,
+    Gpu hash_probe_partitioned_large,
+    Gpu hash_probe_partitioned_under_a_memory_limit,
 ];

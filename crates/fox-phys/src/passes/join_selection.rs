@@ -290,18 +290,32 @@ pub(crate) enum Kind {
 /// the GPU's shared memory (4 steps); a larger one from global memory with random reads:
 /// measured on an H200 (`foxbench joins`, 2^20 to 2^26 probing rows against 1/16 as many
 /// distinct build keys), such a probe costs about what a binary search over 2^22 keys
-/// does, more than the share of a sort that a merge join pays per row (32 steps).
+/// does, more than the share of a sort that a merge join pays per row (32 steps). Beyond
+/// [`PARTITIONED_TABLE_ROWS`] the GPU partitions the table by the keys' hash and the
+/// probing rows alike: per probing row two sequential reads of its keys (a histogram and
+/// a scatter into partition order), a scattered write of its index and key words, a
+/// sequential read of them and a probe of its partition's sub-table in shared memory,
+/// whose entries hold the keys, and a scattered write of its result: 16 steps, an
+/// estimate from those passes, not yet measured (`foxbench joins --join hash` with build
+/// sides beyond 2^22 rows measures it).
 pub(crate) fn hash_probe(build_rows: f64) -> f64 {
     if build_rows <= SHARED_TABLE_ROWS {
         4.0
-    } else {
+    } else if build_rows <= PARTITIONED_TABLE_ROWS {
         32.0
+    } else {
+        16.0
     }
 }
 
 /// The most build rows whose table (two 4-byte slots per row at most) fits the 32 KiB the
 /// GPU's probe keeps in shared memory.
 pub(crate) const SHARED_TABLE_ROWS: f64 = 4096.0;
+
+/// The most build rows whose GPU table is not partitioned: a table of 2^23 slots (the
+/// power of two at least twice the rows) of 4 bytes is fox-cuda's `HASH_PARTITION_BYTES`
+/// (32 MiB, a share of the 50 MB L2 of an H100); a larger one is radix-partitioned.
+pub(crate) const PARTITIONED_TABLE_ROWS: f64 = 4_194_304.0;
 
 /// A side that drives a hash join must be at least this many times the other.
 pub(crate) const HASH_RATIO: f64 = 8.0;
@@ -326,8 +340,10 @@ fn sort_cost(s: SideInfo) -> f64 {
 /// `choice` or chosen by cost, in row steps:
 /// - merge: `sort(L) + sort(R) + L + R + 3k`;
 /// - hash, building `B` and probing `P`: `sort(B) + 2B + h·P + 5k` (a probe is a hash and
-///   a read: `h` is 4 for a table in shared memory, 32 beyond, [`hash_probe`]), only where `P` is unsorted and `B · 8 ≤ P`: a result sorted on the
-///   keys, which a merge leaves, often saves a later sort, so hashing must clearly pay;
+///   a read: `h` is 4 for a table in shared memory, 32 beyond, 16 for the partitioned
+///   table of more than 2^22 build rows, [`hash_probe`]), only where `P` is unsorted and
+///   `B · 8 ≤ P`: a result sorted on the keys, which a merge leaves, often saves a later
+///   sort, so hashing must clearly pay;
 /// - index nested loop, indexing `I` and probing `P`: `sort(I) + P · log2(I + 2) + 4k` (a
 ///   binary search per probing row), only where `P` is unsorted and `I` is sorted or
 ///   `I · 8 ≤ P` (sorting the small side and searching it beats sorting both: measured
