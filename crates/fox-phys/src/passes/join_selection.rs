@@ -292,19 +292,29 @@ pub(crate) enum Kind {
 /// distinct build keys), such a probe costs about what a binary search over 2^22 keys
 /// does, more than the share of a sort that a merge join pays per row (32 steps). Beyond
 /// [`PARTITIONED_TABLE_ROWS`] the GPU partitions the table by the keys' hash and the
-/// probing rows alike: per probing row two sequential reads of its keys (a histogram and
-/// a scatter into partition order), a scattered write of its index and key words, a
-/// sequential read of them and a probe of its partition's sub-table in shared memory,
-/// whose entries hold the keys, and a scattered write of its result: 16 steps, an
-/// estimate from those passes, not yet measured (`foxbench joins --join hash` with build
-/// sides beyond 2^22 rows measures it).
+/// probing rows alike (a histogram, a scatter into partition order, a probe of each
+/// partition's sub-table from shared memory, a scattered write of the result): measured
+/// on an H200 (`foxbench joins --join hash`, 2^26 probing rows against 2^24 and 2^26
+/// build rows), 33 steps a probing row and [`hash_build`]'s 118 a build row.
 pub(crate) fn hash_probe(build_rows: f64) -> f64 {
     if build_rows <= SHARED_TABLE_ROWS {
         4.0
     } else if build_rows <= PARTITIONED_TABLE_ROWS {
         32.0
     } else {
-        16.0
+        33.0
+    }
+}
+
+/// The cost of building the hash table, per build row, after the sort: a placement with
+/// one atomic compare-and-swap (2 steps), or for the partitioned table (beyond
+/// [`PARTITIONED_TABLE_ROWS`]) its count of runs per partition, scan and placement of
+/// each run with its key words, measured at 118 steps (see [`hash_probe`]).
+pub(crate) fn hash_build(build_rows: f64) -> f64 {
+    if build_rows <= PARTITIONED_TABLE_ROWS {
+        2.0
+    } else {
+        118.0
     }
 }
 
@@ -339,9 +349,10 @@ fn sort_cost(s: SideInfo) -> f64 {
 /// merge join's counting writes it) with sides `l` and `r`, forced by
 /// `choice` or chosen by cost, in row steps:
 /// - merge: `sort(L) + sort(R) + L + R + 3k`;
-/// - hash, building `B` and probing `P`: `sort(B) + 2B + h·P + 5k` (a probe is a hash and
-///   a read: `h` is 4 for a table in shared memory, 32 beyond, 16 for the partitioned
-///   table of more than 2^22 build rows, [`hash_probe`]), only where `P` is unsorted and
+/// - hash, building `B` and probing `P`: `sort(B) + b·B + h·P + 5k` (a probe is a hash and
+///   a read: `h` is 4 for a table in shared memory, 32 beyond, 33 for the partitioned
+///   table of more than 2^22 build rows, [`hash_probe`]; `b` is 2, or 118 for the
+///   partitioned table, [`hash_build`]), only where `P` is unsorted and
 ///   `B · 8 ≤ P`: a result sorted on the keys, which a merge leaves, often saves a later
 ///   sort, so hashing must clearly pay;
 /// - index nested loop, indexing `I` and probing `P`: `sort(I) + P · log2(I + 2) + 4k` (a
@@ -405,7 +416,7 @@ pub(crate) fn equi_join(choice: Choice, kind: Kind, nkeys: usize, l: SideInfo, r
     let (b, p) = pick(smaller);
     if !p.sorted && b.rows * HASH_RATIO <= p.rows {
         consider(
-            sort(b) + 2.0 * b.rows + hash_probe(b.rows) * p.rows + 5.0 * LAUNCH,
+            sort(b) + hash_build(b.rows) * b.rows + hash_probe(b.rows) * p.rows + 5.0 * LAUNCH,
             Algorithm::Hash { build: smaller },
         );
     }
