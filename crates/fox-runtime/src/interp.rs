@@ -190,6 +190,15 @@ enum Reachable {
     Known(std::sync::Arc<Vec<u32>>),
 }
 
+/// What the next window of a rounds loop is sized by ([`Interp::round_room`]): the memory
+/// limit, the bytes of the buffers the rounds read (on the device or waiting in the host
+/// tier) and the bytes of the other buffers on the device.
+struct RoundRoom {
+    limit: u64,
+    reads: u64,
+    others: u64,
+}
+
 /// An input's columns, encoded, waiting for its `LoadInput`.
 struct LoadedInput {
     cols: Vec<HostCol>,
@@ -1051,7 +1060,19 @@ impl Interp<'_> {
             .enumerate()
             .filter_map(|(s, entry)| {
                 let (buf, _) = entry.as_ref()?;
-                if !matches!(self.tiers[s], Tier::Device) || self.pinned[s] || buf.bytes() == 0 || keep.contains(&s) {
+                if !matches!(self.tiers[s], Tier::Device) || buf.bytes() == 0 || keep.contains(&s) {
+                    return None;
+                }
+                // A resident column leaves only where one slot holds it (it is then given
+                // back to the run, see `evict`).
+                if self.pinned[s]
+                    && (self.resident.is_none()
+                        || self
+                            .slots
+                            .iter()
+                            .enumerate()
+                            .any(|(t, e)| t != s && e.as_ref().is_some_and(|(b, _)| b.id == buf.id)))
+                {
                     return None;
                 }
                 let next_use = holders[s]
@@ -1068,8 +1089,65 @@ impl Interp<'_> {
         tier::victim_order(cands)
     }
 
-    /// Moves a slot's buffer to the host tier: downloaded, its device buffer freed.
+    /// Gives back resident columns ([`Resident`]) that no buffer of this run holds,
+    /// largest first, until at least `target` bytes have left the device (all of them
+    /// when `target` is `usize::MAX`); the bytes freed. Such a column takes the device
+    /// budget without serving the run, and the database keeps its rows: the next run that
+    /// reads it uploads it again. Columns the run holds stay.
+    fn release_resident(&mut self, target: usize) -> usize {
+        let held: std::collections::HashSet<u64> = self
+            .slots
+            .iter()
+            .zip(&self.pinned)
+            .filter_map(|(e, &p)| e.as_ref().filter(|_| p).map(|(b, _)| b.id))
+            .collect();
+        let Some(r) = self.resident.as_mut() else {
+            return 0;
+        };
+        let mut idle: Vec<(usize, crate::database::ResidentKey)> = r
+            .bufs
+            .iter()
+            .filter(|(_, b)| !held.contains(&b.id))
+            .map(|(k, b)| (b.bytes(), k.clone()))
+            .collect();
+        // Largest first, then by table, column and rows, so the choice is deterministic.
+        idle.sort_by(|(a, x), (b, y)| {
+            let rows = |r: &crate::database::Rows| match r {
+                crate::database::Rows::All => (0, 0, 0),
+                crate::database::Rows::Part(p) => (1, p.start, p.end),
+            };
+            b.cmp(a)
+                .then_with(|| (&x.0, x.1, rows(&x.2)).cmp(&(&y.0, y.1, rows(&y.2))))
+        });
+        let mut freed = 0;
+        for (bytes, key) in idle {
+            if freed >= target {
+                break;
+            }
+            if let Some(b) = r.bufs.remove(&key) {
+                self.backend.free(b);
+                freed += bytes;
+                self.stats.tier.resident_released += 1;
+                self.stats.tier.resident_released_bytes += bytes as u64;
+            }
+        }
+        freed
+    }
+
+    /// Moves a slot's buffer to the host tier: downloaded, its device buffer freed. A
+    /// resident column ([`Resident`]) is given back first, so the run owns the buffer
+    /// and the next run that reads the column uploads it again.
     fn evict(&mut self, slot: usize) -> Result<(), String> {
+        if std::mem::take(&mut self.pinned[slot]) {
+            let id = self.slot_buf(slot).id;
+            if let Some(r) = self.resident.as_mut() {
+                let key = r.bufs.iter().find(|(_, b)| b.id == id).map(|(k, _)| k.clone());
+                if let Some(b) = key.and_then(|k| r.bufs.remove(&k)) {
+                    self.stats.tier.resident_released += 1;
+                    self.stats.tier.resident_released_bytes += b.bytes() as u64;
+                }
+            }
+        }
         let buf = &self.slots[slot].as_ref().expect("occupied").0;
         let stale = DevBuf {
             id: buf.id,
@@ -1119,7 +1197,7 @@ impl Interp<'_> {
     /// bytes have left the device, keeping the slots of `keep`; the bytes moved (fewer
     /// when no buffer is left to move).
     fn evict_some(&mut self, target: usize, keep: &[usize]) -> Result<usize, String> {
-        let mut freed = 0;
+        let mut freed = self.release_resident(target);
         for c in self.victims(keep) {
             if freed >= target {
                 break;
@@ -1138,6 +1216,11 @@ impl Interp<'_> {
             return Ok(());
         };
         let over = |s: &Self| (s.backend.mem().in_use as u64).saturating_add(bytes as u64) > cap;
+        if !over(self) {
+            return Ok(());
+        }
+        let short = (self.backend.mem().in_use as u64).saturating_add(bytes as u64) - cap;
+        self.release_resident(short.min(usize::MAX as u64) as usize);
         if !over(self) {
             return Ok(());
         }
@@ -1904,6 +1987,14 @@ impl Interp<'_> {
         if !msg.contains("out of memory") {
             return Vec::new();
         }
+        if matches!(kernel, Kernel::Window { .. }) {
+            // The window's own message gives the sizes of its rounds.
+            return vec![if self.memory_limit.is_some() {
+                "help: raise --memory-limit".to_string()
+            } else {
+                "help: this needs more memory than the machine has available".to_string()
+            }];
+        }
         let lens: Vec<Option<usize>> = args
             .iter()
             .map(|a| self.var_slot(a.0 as usize).ok().map(|s| self.slot_buf(s).len))
@@ -1951,11 +2042,11 @@ impl Interp<'_> {
             );
         }
         if msg.contains("--memory-limit") {
-            let held: usize = args
-                .iter()
-                .filter_map(|a| self.var_slot(a.0 as usize).ok())
-                .map(|s| self.slot_buf(s).bytes())
-                .sum();
+            // A buffer read twice (an intersection of a level with itself) counts once.
+            let mut slots: Vec<usize> = args.iter().filter_map(|a| self.var_slot(a.0 as usize).ok()).collect();
+            slots.sort_unstable();
+            slots.dedup();
+            let held: usize = slots.iter().map(|&s| self.slot_buf(s).bytes()).sum();
             notes.push(format!(
                 "the operation's arguments take {} on the device; the buffers it does not read move \
                  to the host tier to make room, but its arguments, outputs and temporaries must fit \
@@ -2320,9 +2411,10 @@ impl Interp<'_> {
                     }
                     return Ok(vec![HostCol::U64(Vec::new())]);
                 }
-                let (limit, in_use) = self.round_memory();
-                let budget = limit.saturating_sub(in_use) / 2;
                 let row_bytes = (*row_bytes).max(1);
+                let room = self.round_room(total - start, row_bytes).map_err(HostError::Kernel)?;
+                let (limit, in_use) = (room.limit, room.reads + room.others);
+                let budget = limit.saturating_sub(in_use) / 2;
                 if budget < row_bytes {
                     // Windows of one row would make as many rounds as rows: a run that
                     // cannot keep its limit says so instead.
@@ -2333,11 +2425,16 @@ impl Interp<'_> {
                         ),
                         None => format!("the {} the backend has", crate::alloc::bytes_text(limit.into())),
                     };
+                    let b = |n: u64| crate::alloc::bytes_text(n.into());
                     return Err(HostError::Kernel(format!(
-                        "out of memory: {limit_text} leaves no room for a round of this expansion \
-                         ({} in use; a row of it takes {row_bytes} bytes, twice over, and {} rows are left)",
-                        crate::alloc::bytes_text(in_use.into()),
-                        total - start
+                        "out of memory: {limit_text} leaves no room for a round of this expansion: the \
+                         buffers every round reads (the join's tries and the rows of the levels before) \
+                         take {}, {} more are in use, and a row of a round takes {row_bytes} bytes, twice \
+                         over ({} rows are left), so a round needs more than {}",
+                        b(room.reads),
+                        b(room.others),
+                        total - start,
+                        b(in_use.saturating_add(2 * row_bytes))
                     )));
                 }
                 let rows = (budget / row_bytes).min(max_rows.unwrap_or(u64::MAX)).max(1);
@@ -2346,6 +2443,62 @@ impl Interp<'_> {
             }
             _ => unreachable!("only host kernels reach host_kernel"),
         }
+    }
+
+    /// The memory the next window of an expansion with `rows` rows left, `row_bytes` each,
+    /// is sized by: the limit of [`Interp::round_memory`] and the bytes the rounds hold
+    /// besides the window, those on the device and those of the buffers the rounds read
+    /// that wait in the host tier (they come back during the round). When the window would
+    /// not take every row left (it may take half of what is left), the buffers the rounds
+    /// do not read make room first: resident columns this run no longer holds are given
+    /// back, then the others move to the host tier (furthest next use first) until the
+    /// rows left fit or none is left to move. So the rounds keep what they read (the
+    /// trie's levels) on the device from round to round, and a plan that fits is sized as
+    /// before.
+    fn round_room(&mut self, rows: u64, row_bytes: u64) -> Result<RoundRoom, String> {
+        let (limit, in_use) = self.round_memory();
+        let plan = self.plan;
+        let Some(names) = tier::loop_reads(&plan.blocks, plan.entry.0 as usize, self.pos.0) else {
+            return Ok(RoundRoom {
+                limit,
+                reads: 0,
+                others: in_use,
+            });
+        };
+        let mut keep: Vec<usize> = names.iter().filter_map(|&v| self.var_slot(v as usize).ok()).collect();
+        keep.sort_unstable();
+        keep.dedup();
+        let room = |me: &Self| {
+            let (mut reads, mut on_device) = (0, 0);
+            for &s in &keep {
+                let bytes = me.slot_buf(s).bytes() as u64;
+                reads += bytes;
+                if matches!(me.tiers[s], Tier::Device) {
+                    on_device += bytes;
+                }
+            }
+            RoundRoom {
+                limit,
+                reads,
+                others: (me.backend.mem().in_use as u64).saturating_sub(on_device),
+            }
+        };
+        let need = rows.saturating_mul(row_bytes).saturating_mul(2);
+        let short = |me: &Self| {
+            let r = room(me);
+            (r.reads + r.others).saturating_add(need).saturating_sub(limit)
+        };
+        if self.device_cap.is_none() || short(self) == 0 {
+            return Ok(room(self));
+        }
+        self.release_resident(short(self).min(usize::MAX as u64) as usize);
+        for c in self.victims(&keep) {
+            if short(self) == 0 {
+                break;
+            }
+            self.evict(c.slot)?;
+        }
+        Ok(room(self))
     }
 
     /// The memory a multi-round expansion sizes its rounds by: the limit of the run (else

@@ -109,6 +109,79 @@ pub(crate) fn victim_order(mut cands: Vec<Candidate>) -> Vec<Candidate> {
     cands
 }
 
+/// The names read in the rounds loop whose test at the end of `block` enters `body` (the
+/// plan entered at `entry`): the loop is `body` and every block that reaches a jump back
+/// to `body` without passing through it, where a jump back comes from a block that every
+/// path from `entry` reaches through `body` (its natural loop, nested loops included). A
+/// name is read there when an instruction (a launch's argument, an output, an assertion,
+/// a `Move`'s source) or a test reads it. `None` when the test of `block` enters no loop.
+/// A name read there only after the loop redefined it counts too: the set may be larger
+/// than the values the loop reads, never smaller.
+pub(crate) fn loop_reads(blocks: &[Block], entry: usize, block: usize) -> Option<Vec<u32>> {
+    let body = match &blocks.get(block)?.term {
+        Terminator::LoopIf { body, .. } => body.0 as usize,
+        Terminator::If { then, .. } => then.0 as usize,
+        Terminator::Jump(_) | Terminator::Halt => return None,
+    };
+    if body >= blocks.len() || entry >= blocks.len() {
+        return None;
+    }
+    let succs = |b: usize| -> Vec<usize> {
+        blocks[b]
+            .term
+            .successors()
+            .iter()
+            .map(|s| s.0 as usize)
+            .filter(|&s| s < blocks.len())
+            .collect()
+    };
+    // The blocks reachable from the entry without entering `body`: `body` dominates the
+    // others.
+    let mut outside = vec![false; blocks.len()];
+    let mut stack = vec![entry];
+    while let Some(b) = stack.pop() {
+        if b == body || std::mem::replace(&mut outside[b], true) {
+            continue;
+        }
+        stack.extend(succs(b));
+    }
+    let mut inside = vec![false; blocks.len()];
+    inside[body] = true;
+    let mut stack: Vec<usize> = (0..blocks.len())
+        .filter(|&p| !outside[p] && succs(p).contains(&body))
+        .collect();
+    if stack.is_empty() {
+        return None;
+    }
+    while let Some(b) = stack.pop() {
+        if std::mem::replace(&mut inside[b], true) {
+            continue;
+        }
+        stack.extend((0..blocks.len()).filter(|&p| !outside[p] && succs(p).contains(&b)));
+    }
+    let mut names = Vec::new();
+    for (_, blk) in blocks.iter().enumerate().filter(|(b, _)| inside[*b]) {
+        for ins in &blk.instrs {
+            match ins {
+                Instr::Launch { args, .. } => names.extend(args.iter().map(|a| a.0)),
+                Instr::Output { cols, .. } => names.extend(cols.iter().map(|a| a.0)),
+                Instr::Assert { args, .. } => names.extend(args.iter().map(|a| a.0)),
+                Instr::Move { src, .. } => names.push(src.0),
+                Instr::Free { .. } | Instr::Observe { .. } => {}
+            }
+        }
+        match &blk.term {
+            Terminator::LoopIf { nonempty, .. } | Terminator::If { nonempty, .. } => {
+                names.extend(nonempty.iter().map(|a| a.0))
+            }
+            Terminator::Jump(_) | Terminator::Halt => {}
+        }
+    }
+    names.sort_unstable();
+    names.dedup();
+    Some(names)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
