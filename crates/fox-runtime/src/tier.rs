@@ -280,6 +280,59 @@ mod tests {
     }
 
     #[test]
+    fn a_rounds_loop_reads_what_its_blocks_and_nested_loops_read() {
+        let test = |nonempty: u32, body: u32, exit: u32| Terminator::LoopIf {
+            nonempty: vec![BufId(nonempty)],
+            body: BlockId(body),
+            exit: BlockId(exit),
+        };
+        // 0: the trie (b0, b1) and the first window (b2), entering the outer loop at 1.
+        // 1: the outer round reads b0 and b2 and enters the inner loop at 2 (window b3).
+        // 2: the inner round reads b1 and b3, and loops on itself.
+        // 3: after the inner loop the outer round reads b4 and loops back to 1.
+        // 4: after the outer loop, b5 is read.
+        let b = vec![
+            block(vec![launch(&[], &[0, 1, 2, 5])], test(2, 1, 4)),
+            block(vec![launch(&[0, 2], &[3, 4])], test(3, 2, 3)),
+            block(
+                vec![
+                    launch(&[1, 3], &[6]),
+                    Instr::Move {
+                        dst: BufId(3),
+                        src: BufId(6),
+                    },
+                ],
+                test(3, 2, 3),
+            ),
+            block(vec![launch(&[4], &[2])], test(2, 1, 4)),
+            block(vec![launch(&[5], &[7])], Terminator::Halt),
+        ];
+        // The outer loop, entered from 0 or looping at 3: blocks 1, 2 and 3.
+        let outer = Some(vec![0, 1, 2, 3, 4, 6]);
+        assert_eq!(loop_reads(&b, 0, 0), outer);
+        assert_eq!(loop_reads(&b, 0, 3), outer);
+        // The inner loop, entered from 1 or looping at 2: block 2 alone, though block 1
+        // is reachable from it through the outer loop.
+        let inner = Some(vec![1, 3, 6]);
+        assert_eq!(loop_reads(&b, 0, 1), inner);
+        assert_eq!(loop_reads(&b, 0, 2), inner);
+        // A test that enters no loop, and a block without a test.
+        let straight = vec![
+            block(
+                vec![],
+                Terminator::If {
+                    nonempty: vec![BufId(0)],
+                    then: BlockId(1),
+                    otherwise: BlockId(1),
+                },
+            ),
+            block(vec![], Terminator::Halt),
+        ];
+        assert_eq!(loop_reads(&straight, 0, 0), None);
+        assert_eq!(loop_reads(&straight, 0, 1), None);
+    }
+
+    #[test]
     fn victims_go_furthest_first_then_largest() {
         let c = |slot, next_use, bytes| Candidate { slot, next_use, bytes };
         let order = victim_order(vec![

@@ -575,3 +575,108 @@ fn devices_help_says_what_it_does() {
         assert!(h.contains("the run fails when"), "{cmd}: {h}");
     }
 }
+
+/// `foxbench clique` on the CPU backend for k-cliques of R-MAT 10 (degree-ordered),
+/// optionally under `--memory-limit`: the LFTJ's row of the table and the statistics of
+/// its run with per-kernel timing (`--profile`).
+fn clique_within(k: &str, limit: Option<&str>) -> (String, String) {
+    let profile = std::env::temp_dir().join(format!("foxbench-clique-{k}-{limit:?}-{}.txt", std::process::id()));
+    let mut args = vec![
+        "clique",
+        "--graph",
+        "rmat:10",
+        "--degree-order",
+        "--k",
+        k,
+        "--backend",
+        "cpu",
+        "--repeat",
+        "1",
+        "--no-baselines",
+        "--profile",
+        profile.to_str().unwrap(),
+    ];
+    args.extend(limit.iter().flat_map(|l| ["--memory-limit", *l]));
+    let o = foxbench_at_root(&args);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", text(&o.stderr));
+    let row = clique_rows(&out).first().unwrap_or_else(|| panic!("{out}")).to_string();
+    let stats = std::fs::read_to_string(&profile).unwrap_or_default();
+    let _ = std::fs::remove_file(&profile);
+    (row, stats)
+}
+
+/// A number of `stats` on the line starting with `line`: the word after `words`.
+fn stat_after(stats: &str, line: &str, words: &str) -> u64 {
+    let l = stats
+        .lines()
+        .find(|l| l.starts_with(line))
+        .unwrap_or_else(|| panic!("no `{line}` line: {stats}"));
+    l.split(words)
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number after `{words}`: {l}"))
+}
+
+/// Triangles and 4-cliques under budgets below the unlimited run's peak (the edge
+/// columns alone take 170,608 bytes; the trie of the oriented edges about 60 KB): the
+/// count of the unlimited run, in more rounds, the device peak within the limit, and the
+/// resident edge columns given back to make room for the rounds. A budget that leaves no
+/// room for a round beside what every round reads is the window's out-of-memory error,
+/// located and naming the bytes.
+#[test]
+fn cliques_under_a_memory_limit_keep_their_count_within_the_budget() {
+    for (k, limits) in [("3", &["150K", "100K"][..]), ("4", &["150K"][..])] {
+        let (whole, stats) = clique_within(k, None);
+        let count = |row: &str| row.split_whitespace().rev().nth(9).unwrap().to_string();
+        let rounds = stat_after(&stats, "rounds:", "rounds:");
+        assert!(stat_after(&stats, "memory:", "device peak") > 200 << 10, "{stats}");
+        for limit in limits {
+            let (row, stats) = clique_within(k, Some(limit));
+            assert_eq!(
+                count(&row),
+                count(&whole),
+                "{k}-cliques under {limit}: {row} vs {whole}"
+            );
+            let bytes = limit.trim_end_matches('K').parse::<u64>().unwrap() << 10;
+            let peak = stat_after(&stats, "memory:", "device peak");
+            assert!(peak <= bytes, "{k}-cliques under {limit}: device peak {peak}\n{stats}");
+            let more = stat_after(&stats, "rounds:", "rounds:");
+            assert!(
+                more > rounds.max(1),
+                "{k}-cliques under {limit}: {more} rounds\n{stats}"
+            );
+            assert!(
+                stats.contains("\nresident columns: 2 columns (170608 bytes) given back"),
+                "{stats}"
+            );
+        }
+    }
+    let o = foxbench_at_root(&[
+        "clique",
+        "--graph",
+        "rmat:10",
+        "--degree-order",
+        "--backend",
+        "cpu",
+        "--repeat",
+        "1",
+        "--no-baselines",
+        "--memory-limit",
+        "60K",
+    ]);
+    let out = text(&o.stdout);
+    assert!(
+        out.contains(
+            "error: out of memory: the memory limit (--memory-limit) of 60.0 KiB leaves no room for a round \
+             of this expansion: the buffers every round reads (the join's tries and the rows of the levels \
+             before) take "
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("help: raise --memory-limit; in block `start` (0), instruction "),
+        "{out}"
+    );
+}
