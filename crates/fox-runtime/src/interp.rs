@@ -1045,7 +1045,10 @@ impl Interp<'_> {
     }
 
     /// The buffers that may leave the device now, in the order they should ([`tier`]):
-    /// on the device, not resident, not empty, and none of the slots of `keep`.
+    /// on the device, not resident, not empty, and none of the slots of `keep`. (A
+    /// resident column the run holds stays: its readers run in pieces beside it, sliced
+    /// on the device, which moves fewer bytes than taking it to the host; one the run no
+    /// longer holds is given back instead, [`Interp::release_resident`].)
     fn victims(&self, keep: &[usize]) -> Vec<Candidate> {
         let (block, i) = self.pos;
         let mut holders: Vec<Vec<u32>> = vec![Vec::new(); self.slots.len()];
@@ -1060,19 +1063,7 @@ impl Interp<'_> {
             .enumerate()
             .filter_map(|(s, entry)| {
                 let (buf, _) = entry.as_ref()?;
-                if !matches!(self.tiers[s], Tier::Device) || buf.bytes() == 0 || keep.contains(&s) {
-                    return None;
-                }
-                // A resident column leaves only where one slot holds it (it is then given
-                // back to the run, see `evict`).
-                if self.pinned[s]
-                    && (self.resident.is_none()
-                        || self
-                            .slots
-                            .iter()
-                            .enumerate()
-                            .any(|(t, e)| t != s && e.as_ref().is_some_and(|(b, _)| b.id == buf.id)))
-                {
+                if !matches!(self.tiers[s], Tier::Device) || self.pinned[s] || buf.bytes() == 0 || keep.contains(&s) {
                     return None;
                 }
                 let next_use = holders[s]
@@ -1134,20 +1125,8 @@ impl Interp<'_> {
         freed
     }
 
-    /// Moves a slot's buffer to the host tier: downloaded, its device buffer freed. A
-    /// resident column ([`Resident`]) is given back first, so the run owns the buffer
-    /// and the next run that reads the column uploads it again.
+    /// Moves a slot's buffer to the host tier: downloaded, its device buffer freed.
     fn evict(&mut self, slot: usize) -> Result<(), String> {
-        if std::mem::take(&mut self.pinned[slot]) {
-            let id = self.slot_buf(slot).id;
-            if let Some(r) = self.resident.as_mut() {
-                let key = r.bufs.iter().find(|(_, b)| b.id == id).map(|(k, _)| k.clone());
-                if let Some(b) = key.and_then(|k| r.bufs.remove(&k)) {
-                    self.stats.tier.resident_released += 1;
-                    self.stats.tier.resident_released_bytes += b.bytes() as u64;
-                }
-            }
-        }
         let buf = &self.slots[slot].as_ref().expect("occupied").0;
         let stale = DevBuf {
             id: buf.id,
