@@ -2407,8 +2407,8 @@ impl Interp<'_> {
                     let b = |n: u64| crate::alloc::bytes_text(n.into());
                     return Err(HostError::Kernel(format!(
                         "out of memory: {limit_text} leaves no room for a round of this expansion: the \
-                         buffers every round reads (the join's tries and the rows of the levels before) \
-                         take {}, {} more are in use, and a row of a round takes {row_bytes} bytes, twice \
+                         buffers every round reads (of a multi-way join: its tries and the rows of the levels \
+                         before) take {}, {} more are in use, and a row of a round takes {row_bytes} bytes, twice \
                          over ({} rows are left), so a round needs more than {}",
                         b(room.reads),
                         b(room.others),
@@ -2426,14 +2426,14 @@ impl Interp<'_> {
 
     /// The memory the next window of an expansion with `rows` rows left, `row_bytes` each,
     /// is sized by: the limit of [`Interp::round_memory`] and the bytes the rounds hold
-    /// besides the window, those on the device and those of the buffers the rounds read
-    /// that wait in the host tier (they come back during the round). When the window would
-    /// not take every row left (it may take half of what is left), the buffers the rounds
-    /// do not read make room first: resident columns this run no longer holds are given
-    /// back, then the others move to the host tier (furthest next use first) until the
-    /// rows left fit or none is left to move. So the rounds keep what they read (the
-    /// trie's levels) on the device from round to round, and a plan that fits is sized as
-    /// before.
+    /// besides the window, those on the device and those of the buffers every round
+    /// reads as they were before the loop ([`tier::loop_reads`]) that wait in the host
+    /// tier (they come back during the round). When the window would not take every row
+    /// left (it may take half of what is left), the other buffers make room first:
+    /// resident columns this run no longer holds are given back, then the others move to
+    /// the host tier (furthest next use first) until the rows left fit or none is left
+    /// to move. So the rounds keep what every round reads (the tries' levels) on the
+    /// device from round to round, and a plan that fits is sized as before.
     fn round_room(&mut self, rows: u64, row_bytes: u64) -> Result<RoundRoom, String> {
         let (limit, in_use) = self.round_memory();
         let plan = self.plan;

@@ -109,14 +109,15 @@ pub(crate) fn victim_order(mut cands: Vec<Candidate>) -> Vec<Candidate> {
     cands
 }
 
-/// The names read in the rounds loop whose test at the end of `block` enters `body` (the
-/// plan entered at `entry`): the loop is `body` and every block that reaches a jump back
-/// to `body` without passing through it, where a jump back comes from a block that every
-/// path from `entry` reaches through `body` (its natural loop, nested loops included). A
-/// name is read there when an instruction (a launch's argument, an output, an assertion,
-/// a `Move`'s source) or a test reads it. `None` when the test of `block` enters no loop.
-/// A name read there only after the loop redefined it counts too: the set may be larger
-/// than the values the loop reads, never smaller.
+/// The names the rounds loop whose test at the end of `block` enters `body` (the plan
+/// entered at `entry`) reads without writing them: what every round reads as it was
+/// before the loop (the tries' levels, the rows of the levels before). The loop is
+/// `body` and every block that reaches a jump back to `body` without passing through
+/// it, where a jump back comes from a block that every path from `entry` reaches
+/// through `body` (its natural loop, nested loops included). A name is read there when
+/// an instruction (a launch's argument, an output, an assertion, a `Move`'s source) or
+/// a test reads it, and written when a launch or a `Move` defines it (a round's
+/// accumulators, the windows). `None` when the test of `block` enters no loop.
 pub(crate) fn loop_reads(blocks: &[Block], entry: usize, block: usize) -> Option<Vec<u32>> {
     let body = match &blocks.get(block)?.term {
         Terminator::LoopIf { body, .. } => body.0 as usize,
@@ -159,14 +160,20 @@ pub(crate) fn loop_reads(blocks: &[Block], entry: usize, block: usize) -> Option
         }
         stack.extend((0..blocks.len()).filter(|&p| !outside[p] && succs(p).contains(&b)));
     }
-    let mut names = Vec::new();
+    let (mut names, mut written) = (Vec::new(), Vec::new());
     for (_, blk) in blocks.iter().enumerate().filter(|(b, _)| inside[*b]) {
         for ins in &blk.instrs {
             match ins {
-                Instr::Launch { args, .. } => names.extend(args.iter().map(|a| a.0)),
+                Instr::Launch { args, outs, .. } => {
+                    names.extend(args.iter().map(|a| a.0));
+                    written.extend(outs.iter().map(|a| a.0));
+                }
                 Instr::Output { cols, .. } => names.extend(cols.iter().map(|a| a.0)),
                 Instr::Assert { args, .. } => names.extend(args.iter().map(|a| a.0)),
-                Instr::Move { src, .. } => names.push(src.0),
+                Instr::Move { src, dst } => {
+                    names.push(src.0);
+                    written.push(dst.0);
+                }
                 Instr::Free { .. } | Instr::Observe { .. } => {}
             }
         }
@@ -177,6 +184,7 @@ pub(crate) fn loop_reads(blocks: &[Block], entry: usize, block: usize) -> Option
             Terminator::Jump(_) | Terminator::Halt => {}
         }
     }
+    names.retain(|n| !written.contains(n));
     names.sort_unstable();
     names.dedup();
     Some(names)
@@ -280,7 +288,7 @@ mod tests {
     }
 
     #[test]
-    fn a_rounds_loop_reads_what_its_blocks_and_nested_loops_read() {
+    fn a_rounds_loop_reads_what_it_does_not_write_in_its_blocks_and_nested_loops() {
         let test = |nonempty: u32, body: u32, exit: u32| Terminator::LoopIf {
             nonempty: vec![BufId(nonempty)],
             body: BlockId(body),
@@ -307,13 +315,14 @@ mod tests {
             block(vec![launch(&[4], &[2])], test(2, 1, 4)),
             block(vec![launch(&[5], &[7])], Terminator::Halt),
         ];
-        // The outer loop, entered from 0 or looping at 3: blocks 1, 2 and 3.
-        let outer = Some(vec![0, 1, 2, 3, 4, 6]);
+        // The outer loop, entered from 0 or looping at 3: blocks 1, 2 and 3, which read
+        // b0 to b4 and b6 but write b2, b3, b4 and b6.
+        let outer = Some(vec![0, 1]);
         assert_eq!(loop_reads(&b, 0, 0), outer);
         assert_eq!(loop_reads(&b, 0, 3), outer);
         // The inner loop, entered from 1 or looping at 2: block 2 alone, though block 1
-        // is reachable from it through the outer loop.
-        let inner = Some(vec![1, 3, 6]);
+        // is reachable from it through the outer loop; it writes b3 (its window) and b6.
+        let inner = Some(vec![1]);
         assert_eq!(loop_reads(&b, 0, 1), inner);
         assert_eq!(loop_reads(&b, 0, 2), inner);
         // A test that enters no loop, and a block without a test.

@@ -670,8 +670,8 @@ fn cliques_under_a_memory_limit_keep_their_count_within_the_budget() {
     assert!(
         out.contains(
             "error: out of memory: the memory limit (--memory-limit) of 60.0 KiB leaves no room for a round \
-             of this expansion: the buffers every round reads (the join's tries and the rows of the levels \
-             before) take "
+             of this expansion: the buffers every round reads (of a multi-way join: its tries and the rows of \
+             the levels before) take "
         ),
         "{out}"
     );
