@@ -2475,6 +2475,11 @@ impl Interp<'_> {
             if short(self) == 0 {
                 break;
             }
+            // One that would not make room for a row of the window stays (a round's
+            // running count, a window).
+            if (c.bytes as u64) < 2 * row_bytes {
+                continue;
+            }
             self.evict(c.slot)?;
         }
         Ok(room(self))
