@@ -2429,7 +2429,8 @@ impl Interp<'_> {
     /// besides the window, those on the device and those of the buffers every round
     /// reads as they were before the loop ([`tier::loop_reads`]) that wait in the host
     /// tier (they come back during the round). When the window would not take every row
-    /// left (it may take half of what is left), the other buffers make room first:
+    /// left (it may take half of what is left), the buffers the loop does not read make
+    /// room first:
     /// resident columns this run no longer holds are given back, then the others move to
     /// the host tier (furthest next use first) until the rows left fit or none is left
     /// to move. So the rounds keep what every round reads (the tries' levels) on the
@@ -2444,12 +2445,19 @@ impl Interp<'_> {
                 others: in_use,
             });
         };
-        let mut keep: Vec<usize> = names.iter().filter_map(|&v| self.var_slot(v as usize).ok()).collect();
-        keep.sort_unstable();
-        keep.dedup();
+        let slots = |me: &Self, names: &[u32]| {
+            let mut s: Vec<usize> = names.iter().filter_map(|&v| me.var_slot(v as usize).ok()).collect();
+            s.sort_unstable();
+            s.dedup();
+            s
+        };
+        // Every buffer the loop reads stays; those every round reads as they were before
+        // the loop are counted wherever they are.
+        let keep = slots(self, &names.all);
+        let invariant = slots(self, &names.invariant);
         let room = |me: &Self| {
             let (mut reads, mut on_device) = (0, 0);
-            for &s in &keep {
+            for &s in &invariant {
                 let bytes = me.slot_buf(s).bytes() as u64;
                 reads += bytes;
                 if matches!(me.tiers[s], Tier::Device) {

@@ -109,16 +109,24 @@ pub(crate) fn victim_order(mut cands: Vec<Candidate>) -> Vec<Candidate> {
     cands
 }
 
-/// The names the rounds loop whose test at the end of `block` enters `body` (the plan
-/// entered at `entry`) reads without writing them: what every round reads as it was
-/// before the loop (the tries' levels, the rows of the levels before). The loop is
-/// `body` and every block that reaches a jump back to `body` without passing through
-/// it, where a jump back comes from a block that every path from `entry` reaches
-/// through `body` (its natural loop, nested loops included). A name is read there when
-/// an instruction (a launch's argument, an output, an assertion, a `Move`'s source) or
-/// a test reads it, and written when a launch or a `Move` defines it (a round's
-/// accumulators, the windows). `None` when the test of `block` enters no loop.
-pub(crate) fn loop_reads(blocks: &[Block], entry: usize, block: usize) -> Option<Vec<u32>> {
+/// The names a rounds loop reads ([`loop_reads`]): all of them, and those it reads
+/// without writing them (what every round reads as it was before the loop: the tries'
+/// levels, the rows of the levels before), both sorted.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct LoopReads {
+    pub all: Vec<u32>,
+    pub invariant: Vec<u32>,
+}
+
+/// The names read by the rounds loop whose test at the end of `block` enters `body` (the
+/// plan entered at `entry`). The loop is `body` and every block that reaches a jump back
+/// to `body` without passing through it, where a jump back comes from a block that every
+/// path from `entry` reaches through `body` (its natural loop, nested loops included). A
+/// name is read there when an instruction (a launch's argument, an output, an assertion,
+/// a `Move`'s source) or a test reads it, and written when a launch or a `Move` defines
+/// it (a round's accumulators, the windows). `None` when the test of `block` enters no
+/// loop.
+pub(crate) fn loop_reads(blocks: &[Block], entry: usize, block: usize) -> Option<LoopReads> {
     let body = match &blocks.get(block)?.term {
         Terminator::LoopIf { body, .. } => body.0 as usize,
         Terminator::If { then, .. } => then.0 as usize,
@@ -184,10 +192,10 @@ pub(crate) fn loop_reads(blocks: &[Block], entry: usize, block: usize) -> Option
             Terminator::Jump(_) | Terminator::Halt => {}
         }
     }
-    names.retain(|n| !written.contains(n));
     names.sort_unstable();
     names.dedup();
-    Some(names)
+    let invariant = names.iter().copied().filter(|n| !written.contains(n)).collect();
+    Some(LoopReads { all: names, invariant })
 }
 
 #[cfg(test)]
@@ -317,12 +325,18 @@ mod tests {
         ];
         // The outer loop, entered from 0 or looping at 3: blocks 1, 2 and 3, which read
         // b0 to b4 and b6 but write b2, b3, b4 and b6.
-        let outer = Some(vec![0, 1]);
+        let outer = Some(LoopReads {
+            all: vec![0, 1, 2, 3, 4, 6],
+            invariant: vec![0, 1],
+        });
         assert_eq!(loop_reads(&b, 0, 0), outer);
         assert_eq!(loop_reads(&b, 0, 3), outer);
         // The inner loop, entered from 1 or looping at 2: block 2 alone, though block 1
         // is reachable from it through the outer loop; it writes b3 (its window) and b6.
-        let inner = Some(vec![1]);
+        let inner = Some(LoopReads {
+            all: vec![1, 3, 6],
+            invariant: vec![1],
+        });
         assert_eq!(loop_reads(&b, 0, 1), inner);
         assert_eq!(loop_reads(&b, 0, 2), inner);
         // A test that enters no loop, and a block without a test.
