@@ -2413,7 +2413,7 @@ impl Interp<'_> {
                         b(room.reads),
                         b(room.others),
                         total - start,
-                        b(in_use.saturating_add(2 * row_bytes))
+                        b(in_use.saturating_add(row_bytes.saturating_mul(2)))
                     )));
                 }
                 let rows = (budget / row_bytes).min(max_rows.unwrap_or(u64::MAX)).max(1);
@@ -2428,7 +2428,8 @@ impl Interp<'_> {
     /// is sized by: the limit of [`Interp::round_memory`] and the bytes the rounds hold
     /// besides the window, those on the device and those of the buffers every round
     /// reads as they were before the loop ([`tier::loop_reads`]) that wait in the host
-    /// tier (they come back during the round). When the window would not take every row
+    /// tier (they come back during the round; counted only where they all fit beside a
+    /// round of one row, since otherwise their readers run in pieces). When the window would not take every row
     /// left (it may take half of what is left), the buffers the loop does not read make
     /// room first:
     /// resident columns this run no longer holds are given back, then the others move to
@@ -2464,10 +2465,22 @@ impl Interp<'_> {
                     on_device += bytes;
                 }
             }
+            let in_use = me.backend.mem().in_use as u64;
+            // Those waiting in the host tier count only when they could all come back
+            // beside a round of one row; otherwise their readers take them in pieces.
+            let reads = if in_use
+                .saturating_add(reads - on_device)
+                .saturating_add(row_bytes.saturating_mul(2))
+                > limit
+            {
+                on_device
+            } else {
+                reads
+            };
             RoundRoom {
                 limit,
                 reads,
-                others: (me.backend.mem().in_use as u64).saturating_sub(on_device),
+                others: in_use.saturating_sub(on_device),
             }
         };
         let need = rows.saturating_mul(row_bytes).saturating_mul(2);
@@ -2485,7 +2498,7 @@ impl Interp<'_> {
             }
             // One that would not make room for a row of the window stays (a round's
             // running count, a window).
-            if (c.bytes as u64) < 2 * row_bytes {
+            if (c.bytes as u64) < row_bytes.saturating_mul(2) {
                 continue;
             }
             self.evict(c.slot)?;

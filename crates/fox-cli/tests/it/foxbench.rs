@@ -622,9 +622,9 @@ fn stat_after(stats: &str, line: &str, words: &str) -> u64 {
 /// Triangles and 4-cliques under budgets below the unlimited run's peak (the edge
 /// columns alone take 170,608 bytes; the trie of the oriented edges about 60 KB): the
 /// count of the unlimited run, in more rounds, the device peak within the limit, and the
-/// resident edge columns given back to make room for the rounds. A budget that leaves no
-/// room for a round beside what every round reads is the window's out-of-memory error,
-/// located and naming the bytes.
+/// resident edge columns given back to make room for the rounds. A budget below the
+/// trie's level that every round searches is an out-of-memory error located at the
+/// operator that reads it.
 #[test]
 fn cliques_under_a_memory_limit_keep_their_count_within_the_budget() {
     for (k, limits) in [("3", &["200K", "150K"][..]), ("4", &["150K"][..])] {
@@ -664,19 +664,19 @@ fn cliques_under_a_memory_limit_keep_their_count_within_the_budget() {
         "1",
         "--no-baselines",
         "--memory-limit",
-        "60K",
+        "40K",
     ]);
     let out = text(&o.stdout);
+    // The level of the trie every round searches (10,663 values) does not fit.
     assert!(
         out.contains(
-            "error: out of memory: the memory limit (--memory-limit) of 60.0 KiB leaves no room for a round \
-             of this expansion: the buffers every round reads (of a multi-way join: its tries and the rows of \
-             the levels before) take "
+            "error: out of memory: cannot allocate 41.7 KiB (10663 rows of 4 bytes) for a buffer brought \
+             back from the host tier: the memory limit (--memory-limit) leaves "
         ),
         "{out}"
     );
     assert!(
-        out.contains("help: raise --memory-limit; in block `start` (0), instruction "),
+        out.contains("in block `y.round1` (1), instruction 17 (intersect_count)"),
         "{out}"
     );
 }
