@@ -362,14 +362,12 @@ mod tests {
         }
         // Rows already in order, and runs that follow each other though not in row
         // order: their concatenation.
-        let sorted = [HostCol::I32((0..n as i32).map(|i| i / 3).collect())];
+        let sorted = [HostCol::I32((0..n).map(|i| i / 3).collect())];
         assert_eq!(
             merged(&sorted, 64, &[false], &[false], None),
             (0..n as u32).collect::<Vec<u32>>()
         );
-        let blocks = [HostCol::I32(
-            (0..n as i32).map(|i| (i / 100) * 100 + 99 - i % 100).collect(),
-        )];
+        let blocks = [HostCol::I32((0..n).map(|i| (i / 100) * 100 + 99 - i % 100).collect())];
         let want = reference(&blocks, &[false], &[false], None);
         assert_eq!(merged(&blocks, 100, &[false], &[false], None), want);
         assert_eq!(merged(&blocks, 64, &[false], &[false], None), want);
