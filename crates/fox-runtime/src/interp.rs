@@ -190,6 +190,15 @@ enum Reachable {
     Known(std::sync::Arc<Vec<u32>>),
 }
 
+/// What the next window of a rounds loop is sized by ([`Interp::round_room`]): the memory
+/// limit, the bytes of the buffers the rounds read (on the device or waiting in the host
+/// tier) and the bytes of the other buffers on the device.
+struct RoundRoom {
+    limit: u64,
+    reads: u64,
+    others: u64,
+}
+
 /// An input's columns, encoded, waiting for its `LoadInput`.
 struct LoadedInput {
     cols: Vec<HostCol>,
@@ -1067,7 +1076,10 @@ impl Interp<'_> {
     }
 
     /// The buffers that may leave the device now, in the order they should ([`tier`]):
-    /// on the device, not resident, not empty, and none of the slots of `keep`.
+    /// on the device, not resident, not empty, and none of the slots of `keep`. (A
+    /// resident column the run holds stays: its readers run in pieces beside it, sliced
+    /// on the device, which moves fewer bytes than taking it to the host; one the run no
+    /// longer holds is given back instead, [`Interp::release_resident`].)
     fn victims(&self, keep: &[usize]) -> Vec<Candidate> {
         let (block, i) = self.pos;
         let mut holders: Vec<Vec<u32>> = vec![Vec::new(); self.slots.len()];
@@ -1097,6 +1109,51 @@ impl Interp<'_> {
             })
             .collect();
         tier::victim_order(cands)
+    }
+
+    /// Gives back resident columns ([`Resident`]) that no buffer of this run holds,
+    /// largest first, until at least `target` bytes have left the device (all of them
+    /// when `target` is `usize::MAX`); the bytes freed. Such a column takes the device
+    /// budget without serving the run, and the database keeps its rows: the next run that
+    /// reads it uploads it again. Columns the run holds stay.
+    fn release_resident(&mut self, target: usize) -> usize {
+        let held: std::collections::HashSet<u64> = self
+            .slots
+            .iter()
+            .zip(&self.pinned)
+            .filter_map(|(e, &p)| e.as_ref().filter(|_| p).map(|(b, _)| b.id))
+            .collect();
+        let Some(r) = self.resident.as_mut() else {
+            return 0;
+        };
+        let mut idle: Vec<(usize, crate::database::ResidentKey)> = r
+            .bufs
+            .iter()
+            .filter(|(_, b)| !held.contains(&b.id))
+            .map(|(k, b)| (b.bytes(), k.clone()))
+            .collect();
+        // Largest first, then by table, column and rows, so the choice is deterministic.
+        idle.sort_by(|(a, x), (b, y)| {
+            let rows = |r: &crate::database::Rows| match r {
+                crate::database::Rows::All => (0, 0, 0),
+                crate::database::Rows::Part(p) => (1, p.start, p.end),
+            };
+            b.cmp(a)
+                .then_with(|| (&x.0, x.1, rows(&x.2)).cmp(&(&y.0, y.1, rows(&y.2))))
+        });
+        let mut freed = 0;
+        for (bytes, key) in idle {
+            if freed >= target {
+                break;
+            }
+            if let Some(b) = r.bufs.remove(&key) {
+                self.backend.free(b);
+                freed += bytes;
+                self.stats.tier.resident_released += 1;
+                self.stats.tier.resident_released_bytes += bytes as u64;
+            }
+        }
+        freed
     }
 
     /// Moves a slot's buffer to the host tier: downloaded, its device buffer freed.
@@ -1150,7 +1207,7 @@ impl Interp<'_> {
     /// bytes have left the device, keeping the slots of `keep`; the bytes moved (fewer
     /// when no buffer is left to move).
     fn evict_some(&mut self, target: usize, keep: &[usize]) -> Result<usize, String> {
-        let mut freed = 0;
+        let mut freed = self.release_resident(target);
         for c in self.victims(keep) {
             if freed >= target {
                 break;
@@ -1169,6 +1226,11 @@ impl Interp<'_> {
             return Ok(());
         };
         let over = |s: &Self| (s.backend.mem().in_use as u64).saturating_add(bytes as u64) > cap;
+        if !over(self) {
+            return Ok(());
+        }
+        let short = (self.backend.mem().in_use as u64).saturating_add(bytes as u64) - cap;
+        self.release_resident(short.min(usize::MAX as u64) as usize);
         if !over(self) {
             return Ok(());
         }
@@ -1972,6 +2034,14 @@ impl Interp<'_> {
         if !msg.contains("out of memory") {
             return Vec::new();
         }
+        if matches!(kernel, Kernel::Window { .. }) {
+            // The window's own message gives the sizes of its rounds.
+            return vec![if self.memory_limit.is_some() {
+                "help: raise --memory-limit".to_string()
+            } else {
+                "help: this needs more memory than the machine has available".to_string()
+            }];
+        }
         let lens: Vec<Option<usize>> = args
             .iter()
             .map(|a| self.var_slot(a.0 as usize).ok().map(|s| self.slot_buf(s).len))
@@ -2019,11 +2089,11 @@ impl Interp<'_> {
             );
         }
         if msg.contains("--memory-limit") {
-            let held: usize = args
-                .iter()
-                .filter_map(|a| self.var_slot(a.0 as usize).ok())
-                .map(|s| self.slot_buf(s).bytes())
-                .sum();
+            // A buffer read twice (an intersection of a level with itself) counts once.
+            let mut slots: Vec<usize> = args.iter().filter_map(|a| self.var_slot(a.0 as usize).ok()).collect();
+            slots.sort_unstable();
+            slots.dedup();
+            let held: usize = slots.iter().map(|&s| self.slot_buf(s).bytes()).sum();
             notes.push(format!(
                 "the operation's arguments take {} on the device; the buffers it does not read move \
                  to the host tier to make room, but its arguments, outputs and temporaries must fit \
@@ -2388,9 +2458,10 @@ impl Interp<'_> {
                     }
                     return Ok(vec![HostCol::U64(Vec::new())]);
                 }
-                let (limit, in_use) = self.round_memory();
-                let budget = limit.saturating_sub(in_use) / 2;
                 let row_bytes = (*row_bytes).max(1);
+                let room = self.round_room(total - start, row_bytes).map_err(HostError::Kernel)?;
+                let (limit, in_use) = (room.limit, room.reads + room.others);
+                let budget = limit.saturating_sub(in_use) / 2;
                 if budget < row_bytes {
                     // Windows of one row would make as many rounds as rows: a run that
                     // cannot keep its limit says so instead.
@@ -2401,11 +2472,16 @@ impl Interp<'_> {
                         ),
                         None => format!("the {} the backend has", crate::alloc::bytes_text(limit.into())),
                     };
+                    let b = |n: u64| crate::alloc::bytes_text(n.into());
                     return Err(HostError::Kernel(format!(
-                        "out of memory: {limit_text} leaves no room for a round of this expansion \
-                         ({} in use; a row of it takes {row_bytes} bytes, twice over, and {} rows are left)",
-                        crate::alloc::bytes_text(in_use.into()),
-                        total - start
+                        "out of memory: {limit_text} leaves no room for a round of this expansion: the \
+                         buffers every round reads (of a multi-way join: its tries and the rows of the levels \
+                         before) take {}, {} more are in use, and a row of a round takes {row_bytes} bytes, twice \
+                         over ({} rows are left), so a round needs more than {}",
+                        b(room.reads),
+                        b(room.others),
+                        total - start,
+                        b(in_use.saturating_add(row_bytes.saturating_mul(2)))
                     )));
                 }
                 let rows = (budget / row_bytes).min(max_rows.unwrap_or(u64::MAX)).max(1);
@@ -2414,6 +2490,88 @@ impl Interp<'_> {
             }
             _ => unreachable!("only host kernels reach host_kernel"),
         }
+    }
+
+    /// The memory the next window of an expansion with `rows` rows left, `row_bytes` each,
+    /// is sized by: the limit of [`Interp::round_memory`] and the bytes the rounds hold
+    /// besides the window, those on the device and those of the buffers every round
+    /// reads as they were before the loop ([`tier::loop_reads`]) that wait in the host
+    /// tier (they come back during the round; counted only where they all fit beside a
+    /// round of one row, since otherwise their readers run in pieces). When the window would not take every row
+    /// left (it may take half of what is left), the buffers the loop does not read make
+    /// room first:
+    /// resident columns this run no longer holds are given back, then the others move to
+    /// the host tier (furthest next use first) until the rows left fit or none is left
+    /// to move. So the rounds keep what every round reads (the tries' levels) on the
+    /// device from round to round, and a plan that fits is sized as before.
+    fn round_room(&mut self, rows: u64, row_bytes: u64) -> Result<RoundRoom, String> {
+        let (limit, in_use) = self.round_memory();
+        let plan = self.plan;
+        let Some(names) = tier::loop_reads(&plan.blocks, plan.entry.0 as usize, self.pos.0) else {
+            return Ok(RoundRoom {
+                limit,
+                reads: 0,
+                others: in_use,
+            });
+        };
+        let slots = |me: &Self, names: &[u32]| {
+            let mut s: Vec<usize> = names.iter().filter_map(|&v| me.var_slot(v as usize).ok()).collect();
+            s.sort_unstable();
+            s.dedup();
+            s
+        };
+        // Every buffer the loop reads stays; those every round reads as they were before
+        // the loop are counted wherever they are.
+        let keep = slots(self, &names.all);
+        let invariant = slots(self, &names.invariant);
+        let room = |me: &Self| {
+            let (mut reads, mut on_device) = (0, 0);
+            for &s in &invariant {
+                let bytes = me.slot_buf(s).bytes() as u64;
+                reads += bytes;
+                if matches!(me.tiers[s], Tier::Device) {
+                    on_device += bytes;
+                }
+            }
+            let in_use = me.backend.mem().in_use as u64;
+            // Those waiting in the host tier count only when they could all come back
+            // beside a round of one row; otherwise their readers take them in pieces.
+            let reads = if in_use
+                .saturating_add(reads - on_device)
+                .saturating_add(row_bytes.saturating_mul(2))
+                > limit
+            {
+                on_device
+            } else {
+                reads
+            };
+            RoundRoom {
+                limit,
+                reads,
+                others: in_use.saturating_sub(on_device),
+            }
+        };
+        let need = rows.saturating_mul(row_bytes).saturating_mul(2);
+        let short = |me: &Self| {
+            let r = room(me);
+            (r.reads + r.others).saturating_add(need).saturating_sub(limit)
+        };
+        if self.device_cap.is_none() || short(self) == 0 {
+            return Ok(room(self));
+        }
+        self.release_resident(short(self).min(usize::MAX as u64) as usize);
+        for c in self.victims(&keep) {
+            if short(self) == 0 {
+                break;
+            }
+            // One that would not make room for a row of the window stays (a round's
+            // running count, a window).
+            if (c.bytes as u64) < row_bytes.saturating_mul(2) {
+                continue;
+            }
+            self.evict(c.slot)?;
+        }
+        Ok(room(self))
     }
 
     /// The memory a multi-round expansion sizes its rounds by: the limit of the run (else

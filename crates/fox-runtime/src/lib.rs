@@ -200,6 +200,11 @@ pub struct TierStats {
     /// rows, runs of a sort, pieces of a join, search or aggregation), and their pieces.
     pub operators_in_pieces: u64,
     pub pieces: u64,
+    /// A database's resident columns given back to make room (no run of this backend
+    /// held them any longer; the next run that reads them uploads them again), and their
+    /// bytes.
+    pub resident_released: u64,
+    pub resident_released_bytes: u64,
 }
 
 /// The rows of one observed operator over a run, against the planner's estimate.
@@ -414,6 +419,13 @@ pub fn format_stats(stats: &RunStats) -> String {
         plural(t.restores, "restore"),
         t.bytes_to_device
     ));
+    if t.resident_released > 0 {
+        out.push_str(&format!(
+            "resident columns: {} ({} bytes) given back to make room\n",
+            plural(t.resident_released, "column"),
+            t.resident_released_bytes
+        ));
+    }
     if t.operators_in_pieces > 0 {
         out.push_str(&format!(
             "in pieces: {} larger than the device budget ran in {}\n",

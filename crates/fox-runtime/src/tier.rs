@@ -109,6 +109,95 @@ pub(crate) fn victim_order(mut cands: Vec<Candidate>) -> Vec<Candidate> {
     cands
 }
 
+/// The names a rounds loop reads ([`loop_reads`]): all of them, and those it reads
+/// without writing them (what every round reads as it was before the loop: the tries'
+/// levels, the rows of the levels before), both sorted.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct LoopReads {
+    pub all: Vec<u32>,
+    pub invariant: Vec<u32>,
+}
+
+/// The names read by the rounds loop whose test at the end of `block` enters `body` (the
+/// plan entered at `entry`). The loop is `body` and every block that reaches a jump back
+/// to `body` without passing through it, where a jump back comes from a block that every
+/// path from `entry` reaches through `body` (its natural loop, nested loops included). A
+/// name is read there when an instruction (a launch's argument, an output, an assertion,
+/// a `Move`'s source) or a test reads it, and written when a launch or a `Move` defines
+/// it (a round's accumulators, the windows). `None` when the test of `block` enters no
+/// loop.
+pub(crate) fn loop_reads(blocks: &[Block], entry: usize, block: usize) -> Option<LoopReads> {
+    let body = match &blocks.get(block)?.term {
+        Terminator::LoopIf { body, .. } => body.0 as usize,
+        Terminator::If { then, .. } => then.0 as usize,
+        Terminator::Jump(_) | Terminator::Halt => return None,
+    };
+    if body >= blocks.len() || entry >= blocks.len() {
+        return None;
+    }
+    let succs = |b: usize| -> Vec<usize> {
+        blocks[b]
+            .term
+            .successors()
+            .iter()
+            .map(|s| s.0 as usize)
+            .filter(|&s| s < blocks.len())
+            .collect()
+    };
+    // The blocks reachable from the entry without entering `body`: `body` dominates the
+    // others.
+    let mut outside = vec![false; blocks.len()];
+    let mut stack = vec![entry];
+    while let Some(b) = stack.pop() {
+        if b == body || std::mem::replace(&mut outside[b], true) {
+            continue;
+        }
+        stack.extend(succs(b));
+    }
+    let mut inside = vec![false; blocks.len()];
+    inside[body] = true;
+    let mut stack: Vec<usize> = (0..blocks.len())
+        .filter(|&p| !outside[p] && succs(p).contains(&body))
+        .collect();
+    if stack.is_empty() {
+        return None;
+    }
+    while let Some(b) = stack.pop() {
+        if std::mem::replace(&mut inside[b], true) {
+            continue;
+        }
+        stack.extend((0..blocks.len()).filter(|&p| !outside[p] && succs(p).contains(&b)));
+    }
+    let (mut names, mut written) = (Vec::new(), Vec::new());
+    for (_, blk) in blocks.iter().enumerate().filter(|(b, _)| inside[*b]) {
+        for ins in &blk.instrs {
+            match ins {
+                Instr::Launch { args, outs, .. } => {
+                    names.extend(args.iter().map(|a| a.0));
+                    written.extend(outs.iter().map(|a| a.0));
+                }
+                Instr::Output { cols, .. } => names.extend(cols.iter().map(|a| a.0)),
+                Instr::Assert { args, .. } => names.extend(args.iter().map(|a| a.0)),
+                Instr::Move { src, dst } => {
+                    names.push(src.0);
+                    written.push(dst.0);
+                }
+                Instr::Free { .. } | Instr::Observe { .. } => {}
+            }
+        }
+        match &blk.term {
+            Terminator::LoopIf { nonempty, .. } | Terminator::If { nonempty, .. } => {
+                names.extend(nonempty.iter().map(|a| a.0))
+            }
+            Terminator::Jump(_) | Terminator::Halt => {}
+        }
+    }
+    names.sort_unstable();
+    names.dedup();
+    let invariant = names.iter().copied().filter(|n| !written.contains(n)).collect();
+    Some(LoopReads { all: names, invariant })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,6 +293,66 @@ mod tests {
         assert_eq!(next_use(&b, 2, 2, 0), Some(4));
         // b1 from the middle of the body: the rest (1), the back edge, the test, exit.
         assert_eq!(next_use(&b, 2, 1, 1), Some(3));
+    }
+
+    #[test]
+    fn a_rounds_loop_reads_what_it_does_not_write_in_its_blocks_and_nested_loops() {
+        let test = |nonempty: u32, body: u32, exit: u32| Terminator::LoopIf {
+            nonempty: vec![BufId(nonempty)],
+            body: BlockId(body),
+            exit: BlockId(exit),
+        };
+        // 0: the trie (b0, b1) and the first window (b2), entering the outer loop at 1.
+        // 1: the outer round reads b0 and b2 and enters the inner loop at 2 (window b3).
+        // 2: the inner round reads b1 and b3, and loops on itself.
+        // 3: after the inner loop the outer round reads b4 and loops back to 1.
+        // 4: after the outer loop, b5 is read.
+        let b = vec![
+            block(vec![launch(&[], &[0, 1, 2, 5])], test(2, 1, 4)),
+            block(vec![launch(&[0, 2], &[3, 4])], test(3, 2, 3)),
+            block(
+                vec![
+                    launch(&[1, 3], &[6]),
+                    Instr::Move {
+                        dst: BufId(3),
+                        src: BufId(6),
+                    },
+                ],
+                test(3, 2, 3),
+            ),
+            block(vec![launch(&[4], &[2])], test(2, 1, 4)),
+            block(vec![launch(&[5], &[7])], Terminator::Halt),
+        ];
+        // The outer loop, entered from 0 or looping at 3: blocks 1, 2 and 3, which read
+        // b0 to b4 and b6 but write b2, b3, b4 and b6.
+        let outer = Some(LoopReads {
+            all: vec![0, 1, 2, 3, 4, 6],
+            invariant: vec![0, 1],
+        });
+        assert_eq!(loop_reads(&b, 0, 0), outer);
+        assert_eq!(loop_reads(&b, 0, 3), outer);
+        // The inner loop, entered from 1 or looping at 2: block 2 alone, though block 1
+        // is reachable from it through the outer loop; it writes b3 (its window) and b6.
+        let inner = Some(LoopReads {
+            all: vec![1, 3, 6],
+            invariant: vec![1],
+        });
+        assert_eq!(loop_reads(&b, 0, 1), inner);
+        assert_eq!(loop_reads(&b, 0, 2), inner);
+        // A test that enters no loop, and a block without a test.
+        let straight = vec![
+            block(
+                vec![],
+                Terminator::If {
+                    nonempty: vec![BufId(0)],
+                    then: BlockId(1),
+                    otherwise: BlockId(1),
+                },
+            ),
+            block(vec![], Terminator::Halt),
+        ];
+        assert_eq!(loop_reads(&straight, 0, 0), None);
+        assert_eq!(loop_reads(&straight, 0, 1), None);
     }
 
     #[test]

@@ -575,3 +575,108 @@ fn devices_help_says_what_it_does() {
         assert!(h.contains("the run fails when"), "{cmd}: {h}");
     }
 }
+
+/// `foxbench clique` on the CPU backend for k-cliques of R-MAT 10 (degree-ordered),
+/// optionally under `--memory-limit`: the LFTJ's row of the table and the statistics of
+/// its run with per-kernel timing (`--profile`).
+fn clique_within(k: &str, limit: Option<&str>) -> (String, String) {
+    let profile = std::env::temp_dir().join(format!("foxbench-clique-{k}-{limit:?}-{}.txt", std::process::id()));
+    let mut args = vec![
+        "clique",
+        "--graph",
+        "rmat:10",
+        "--degree-order",
+        "--k",
+        k,
+        "--backend",
+        "cpu",
+        "--repeat",
+        "1",
+        "--no-baselines",
+        "--profile",
+        profile.to_str().unwrap(),
+    ];
+    args.extend(limit.iter().flat_map(|l| ["--memory-limit", *l]));
+    let o = foxbench_at_root(&args);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", text(&o.stderr));
+    let row = clique_rows(&out).first().unwrap_or_else(|| panic!("{out}")).to_string();
+    let stats = std::fs::read_to_string(&profile).unwrap_or_default();
+    let _ = std::fs::remove_file(&profile);
+    (row, stats)
+}
+
+/// A number of `stats` on the line starting with `line`: the word after `words`.
+fn stat_after(stats: &str, line: &str, words: &str) -> u64 {
+    let l = stats
+        .lines()
+        .find(|l| l.starts_with(line))
+        .unwrap_or_else(|| panic!("no `{line}` line: {stats}"));
+    l.split(words)
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number after `{words}`: {l}"))
+}
+
+/// Triangles and 4-cliques under budgets below the unlimited run's peak (the edge
+/// columns alone take 170,608 bytes; the trie of the oriented edges about 60 KB): the
+/// count of the unlimited run, in more rounds, the device peak within the limit, and the
+/// resident edge columns given back to make room for the rounds. A budget below the
+/// trie's level that every round searches is an out-of-memory error located at the
+/// operator that reads it.
+#[test]
+fn cliques_under_a_memory_limit_keep_their_count_within_the_budget() {
+    for (k, limits) in [("3", &["200K", "150K"][..]), ("4", &["150K"][..])] {
+        let (whole, stats) = clique_within(k, None);
+        let count = |row: &str| row.split_whitespace().rev().nth(9).unwrap().to_string();
+        let rounds = stat_after(&stats, "rounds:", "rounds:");
+        assert!(stat_after(&stats, "memory:", "device peak") > 200 << 10, "{stats}");
+        for limit in limits {
+            let (row, stats) = clique_within(k, Some(limit));
+            assert_eq!(
+                count(&row),
+                count(&whole),
+                "{k}-cliques under {limit}: {row} vs {whole}"
+            );
+            let bytes = limit.trim_end_matches('K').parse::<u64>().unwrap() << 10;
+            let peak = stat_after(&stats, "memory:", "device peak");
+            assert!(peak <= bytes, "{k}-cliques under {limit}: device peak {peak}\n{stats}");
+            let more = stat_after(&stats, "rounds:", "rounds:");
+            assert!(
+                more > rounds.max(1),
+                "{k}-cliques under {limit}: {more} rounds\n{stats}"
+            );
+            assert!(
+                stats.contains("\nresident columns: ") && stats.contains(" given back to make room\n"),
+                "{stats}"
+            );
+        }
+    }
+    let o = foxbench_at_root(&[
+        "clique",
+        "--graph",
+        "rmat:10",
+        "--degree-order",
+        "--backend",
+        "cpu",
+        "--repeat",
+        "1",
+        "--no-baselines",
+        "--memory-limit",
+        "40K",
+    ]);
+    let out = text(&o.stdout);
+    // The level of the trie every round searches (10,663 values) does not fit.
+    assert!(
+        out.contains(
+            "error: out of memory: cannot allocate 41.7 KiB (10663 rows of 4 bytes) for a buffer brought \
+             back from the host tier: the memory limit (--memory-limit) leaves "
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("in block `y.round1` (1), instruction 17 (intersect_count)"),
+        "{out}"
+    );
+}

@@ -3,6 +3,7 @@
 //! order) and taken to the host, where the runs are merged; the permutation of the
 //! whole is defined in the host tier. Ties keep row order (each run is stable, and the
 //! merge takes the earlier run first), so the result is the one launch's permutation.
+//! Runs that follow each other (rows already in order) are concatenated without a merge.
 
 use super::*;
 use std::cmp::Ordering;
@@ -102,6 +103,19 @@ pub(super) fn merge_runs(
         a.0 < b.0
     };
     let mut out = crate::alloc::try_with_capacity(n, "the permutation of a sort merged from runs")?;
+    // Runs that follow each other (each one's last key not above the next one's first;
+    // ties go to the earlier run anyway), as those of rows already in order are, merge
+    // into their concatenation.
+    let full: Vec<usize> = (0..runs.len()).filter(|&r| !runs[r].rows.is_empty()).collect();
+    if full
+        .windows(2)
+        .all(|w| less((w[0], runs[w[0]].rows.len() - 1), (w[1], 0)))
+    {
+        for &r in &full {
+            out.extend_from_slice(&runs[r].rows);
+        }
+        return Ok(out);
+    }
     let mut pos = vec![0usize; runs.len()];
     let mut heap: Vec<usize> = (0..runs.len()).filter(|&r| !runs[r].rows.is_empty()).collect();
     let head = |pos: &[usize], r: usize| (r, pos[r]);
@@ -346,6 +360,17 @@ mod tests {
                 assert_eq!(merged(&keys, len, &desc, &by_rank, Some(&rank)), want, "runs of {len}");
             }
         }
+        // Rows already in order, and runs that follow each other though not in row
+        // order: their concatenation.
+        let sorted = [HostCol::I32((0..n).map(|i| i / 3).collect())];
+        assert_eq!(
+            merged(&sorted, 64, &[false], &[false], None),
+            (0..n as u32).collect::<Vec<u32>>()
+        );
+        let blocks = [HostCol::I32((0..n).map(|i| (i / 100) * 100 + 99 - i % 100).collect())];
+        let want = reference(&blocks, &[false], &[false], None);
+        assert_eq!(merged(&blocks, 100, &[false], &[false], None), want);
+        assert_eq!(merged(&blocks, 64, &[false], &[false], None), want);
         // Empty input, all equal keys (ties in row order).
         assert!(merge_runs(&[], &[false], &[false], None, 0).unwrap().is_empty());
         let same = [HostCol::I32(vec![4; 50])];
