@@ -5,7 +5,8 @@
 //!   (a = 0.57, b = c = 0.19, d = 0.05) on 2^SCALE vertices with EDGEFACTOR × 2^SCALE
 //!   generated edges (default 16), vertex labels scrambled by a seeded permutation;
 //! - `gnm:N:M:SEED`: a uniform random graph with N vertices and exactly M edges;
-//! - `PATH`, any other spec naming an existing file: an edge list (SNAP style), one edge
+//! - `PATH`, any other spec naming an existing file: an edge list (SNAP style; gzip-
+//!   compressed when it starts with gzip's magic number, as `.csv.gz` files do), one edge
 //!   per line, two integer vertex ids (int32) separated by whitespace, commas or tabs,
 //!   further columns (weights) ignored, lines starting with `#` or `%` and blank lines
 //!   skipped. Without `--symmetrize` the edges are taken as given (direction and
@@ -551,7 +552,8 @@ pub fn columns(
 /// The bytes read from an edge-list file at a time; each block is parsed on all cores.
 const BLOCK: usize = 64 << 20;
 
-/// About how many lines `path` has: its size times the line density of its first MiB.
+/// About how many lines `path` has: its size times the line density of its first MiB
+/// (none for a gzip-compressed file, whose size says little of its lines).
 fn estimate_lines(path: &Path) -> Option<u64> {
     let size = std::fs::metadata(path).ok()?.len();
     let mut head = Vec::new();
@@ -560,6 +562,9 @@ fn estimate_lines(path: &Path) -> Option<u64> {
         .take(1 << 20)
         .read_to_end(&mut head)
         .ok()?;
+    if head.starts_with(&GZIP_MAGIC) {
+        return None;
+    }
     let lines = head.iter().filter(|&&b| b == b'\n').count().max(1) as u64;
     Some(if head.is_empty() {
         0
@@ -568,11 +573,39 @@ fn estimate_lines(path: &Path) -> Option<u64> {
     })
 }
 
+/// The first bytes of a gzip stream.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// The text of an edge-list file, and whether it is decompressed: a file that starts with
+/// gzip's magic number (`.csv.gz`, whatever the name) is read through a gzip decoder
+/// (concatenated members too). The file is read as a stream, never sought, so a pipe works.
+fn open_edge_list(path: &Path) -> Result<(Box<dyn Read + Send>, bool), String> {
+    let fail = |e: std::io::Error| format!("cannot read the graph `{}`: {e}", path.display());
+    let mut file = std::fs::File::open(path).map_err(fail)?;
+    let mut magic = [0u8; 2];
+    let mut got = 0;
+    while got < magic.len() {
+        match file.read(&mut magic[got..]) {
+            Ok(0) => break,
+            Ok(k) => got += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(fail(e)),
+        }
+    }
+    let text = std::io::Cursor::new(magic[..got].to_vec()).chain(file);
+    Ok(if magic[..got] == GZIP_MAGIC {
+        let buffered = std::io::BufReader::with_capacity(1 << 20, text);
+        (Box::new(flate2::read::MultiGzDecoder::new(buffered)), true)
+    } else {
+        (Box::new(text), false)
+    })
+}
+
 /// The edges of an edge-list file, in file order (duplicates kept). The file is read in blocks, each split at line ends into pieces parsed in
 /// parallel; an error names the first bad line.
 fn read_edges(path: &Path, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBool) -> Result<Vec<Pair>, String> {
     let name = path.display();
-    let mut file = std::fs::File::open(path).map_err(|e| format!("cannot read the graph `{name}`: {e}"))?;
+    let (mut file, gzip) = open_edge_list(path)?;
     let mut edges: Vec<Pair> = Vec::new();
     let mut buf: Vec<u8> = Vec::new();
     let mut lines_before = 0u64;
@@ -591,6 +624,11 @@ fn read_edges(path: &Path, progress: &(dyn Fn(u64) + Sync), stop: &AtomicBool) -
                 Ok(0) => break,
                 Ok(k) => filled += k,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if gzip => {
+                    return Err(format!(
+                        "cannot read the graph `{name}`: the gzip data is damaged ({e})"
+                    ))
+                }
                 Err(e) => return Err(format!("cannot read the graph `{name}`: {e}")),
             }
         }
@@ -923,6 +961,37 @@ mod tests {
         let empty = temp_file("empty.txt", "# nothing\n");
         assert_eq!(read(&empty, true).unwrap(), vec![]);
         std::fs::remove_file(&empty).unwrap();
+    }
+
+    #[test]
+    fn gzip_edge_lists_read_as_their_text() {
+        use std::io::Write;
+        let gz = |text: &[u8]| {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(text).unwrap();
+            e.finish().unwrap()
+        };
+        // Text the decoder gives in many reads.
+        let text: String = (0..200_000).map(|i| format!("{} {}\n", i % 70_001, i % 999)).collect();
+        let plain = temp_file("gz-plain.txt", &text);
+        // Two members, as concatenated gzip files have: the text of both.
+        let (a, b) = text.as_bytes().split_at(text.len() / 3);
+        let mut two = gz(a);
+        two.extend(gz(b));
+        let packed = temp_file("gz-edges.csv.gz", &two);
+        assert_eq!(read(&packed, true).unwrap(), read(&plain, true).unwrap());
+        assert_eq!(read(&packed, false).unwrap(), read(&plain, false).unwrap());
+        // A name without .gz is read by its content; damage is named as such.
+        let hidden = temp_file("gz-hidden.txt", gz(b"1 2\n2 3\n"));
+        assert_eq!(read(&hidden, false).unwrap(), vec![(1, 2), (2, 3)]);
+        let mut cut = gz(text.as_bytes());
+        cut.truncate(cut.len() / 2);
+        let damaged = temp_file("gz-damaged.csv.gz", &cut);
+        let e = read(&damaged, false).unwrap_err();
+        assert!(e.contains("the gzip data is damaged"), "{e}");
+        for p in [plain, packed, hidden, damaged] {
+            std::fs::remove_file(&p).unwrap();
+        }
     }
 
     #[test]

@@ -49,8 +49,9 @@ struct Cli {
     /// 2^SCALE edges drawn, default 16) or `gnm:N:M:SEED` (N vertices, M edges, uniform),
     /// without self-loops or duplicates and every edge in both directions; or read from
     /// an edge-list file PATH (two int32 vertex ids a line, separated by whitespace,
-    /// commas or tabs, further columns ignored, lines starting with # or % skipped), taken
-    /// as given (direction and self-loops kept) with duplicates removed.
+    /// commas or tabs, further columns ignored, lines starting with # or % skipped;
+    /// gzip-compressed files, such as .csv.gz, are decompressed), taken as given
+    /// (direction and self-loops kept) with duplicates removed.
     #[arg(long, value_name = "SPEC|PATH", value_parser = fox_runtime::graph::GraphSpec::parse)]
     graph: Option<fox_runtime::graph::GraphSpec>,
     /// With an edge-list file for --graph: add the reverse of every edge and drop
