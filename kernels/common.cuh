@@ -93,3 +93,15 @@ __device__ __forceinline__ void report_err(u64* err, u64 code, u64 row) {
     atomicMin(&err[1], row);
     atomicCAS(&err[0], 0ULL, code);
 }
+
+// The last r in [lo, hi) with offsets[r] <= o, offsets ascending (lo - 1 when there is
+// none): the row whose range of an exclusive scan holds output o, the segment owning a
+// piece, the partition holding a position.
+__device__ __forceinline__ u64 owner(const u64* offsets, u64 lo, u64 hi, u64 o) {
+    while (lo < hi) {
+        u64 mid = lo + (hi - lo) / 2;
+        if (offsets[mid] <= o) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo - 1;
+}

@@ -681,13 +681,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK)
 // The partition holding position x < m of the partitioned probing rows: the last q with
 // offs[q] <= x (offs[0] = 0).
 __device__ __forceinline__ u64 hp_part_of(const u64* offs, u64 parts, u64 x) {
-    u64 a = 1, b = parts;
-    while (a < b) {
-        u64 mid = a + (b - a) / 2;
-        if (offs[mid] <= x) a = mid + 1;
-        else b = mid;
-    }
-    return a - 1;
+    return owner(offs, 1, parts, x);
 }
 
 // The slots of sub-table q of a table of nent entries: 0 where the directory places it

@@ -64,14 +64,7 @@ extern "C" __global__ void seg_pieces(const unsigned* starts, u64 ng, u64 n, u64
 // The segment owning piece p: the last g with poff[g] <= p (p itself when every segment
 // is one piece).
 __device__ __forceinline__ u64 piece_owner(const u64* poff, u64 ng, u64 np, u64 p) {
-    if (np == ng) return p;
-    u64 lo = 0, hi = ng;
-    while (lo < hi) {
-        u64 mid = lo + (hi - lo) / 2;
-        if (poff[mid] <= p) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo - 1;
+    return np == ng ? p : owner(poff, 0, ng, p);
 }
 
 // The rows [*a, *b) of piece p.

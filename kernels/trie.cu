@@ -81,16 +81,6 @@ extern "C" __global__ void expand_check(const unsigned* lo, const u64* offsets, 
     }
 }
 
-// Last row r in [lo, hi) with offsets[r] <= o (offsets sorted, offsets[lo] <= o).
-__device__ __forceinline__ u64 owner(const u64* offsets, u64 lo, u64 hi, u64 o) {
-    while (lo < hi) {
-        u64 mid = lo + (hi - lo) / 2;
-        if (offsets[mid] <= o) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo - 1;
-}
-
 // tstart[k] = the row whose range [offsets[r], offsets[r+1]) (the last ending at total)
 // holds output start + k * tile, for the tiles of [start, end): the first row of each
 // block of a load-balanced kernel, found by scattering from the rows instead of a search
