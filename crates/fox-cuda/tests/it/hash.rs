@@ -91,14 +91,15 @@ fn zipf(rng: &mut Rng, n: usize, d: u64) -> HostCol {
     )
 }
 
-fn hash_probe_keys_and_distributions() {
-    let mut gpu = gpu("hash_probe_keys_and_distributions");
-    let mut rng = Rng::new(53);
+/// Random sorted build sides and probing sides for 1 to 3 keys of every element type and
+/// distribution (the first key of the type, each other of it or of any type) and every
+/// size of SIZES, the probing side of 0, 1, n or 2n + 5 rows: `f` gets each with its case
+/// and `rng` to draw more.
+fn key_cases(rng: &mut Rng, mut f: impl FnMut(&mut Rng, &[HostCol], &[HostCol], &str)) {
     for nkeys in 1..=3usize {
         for elem in ELEMS {
             for &dist in &Dist::ALL {
                 for &n in SIZES {
-                    // Keys of one type, or the type first and then others.
                     let elems: Vec<Elem> = (0..nkeys)
                         .map(|k| {
                             if k == 0 || rng.chance(50) {
@@ -111,32 +112,44 @@ fn hash_probe_keys_and_distributions() {
                     let keys = |rng: &mut Rng, n: usize| -> Vec<HostCol> {
                         elems.iter().map(|&e| random_col(rng, e, n, dist)).collect()
                     };
-                    let build = sort_rows(&keys(&mut rng, n), false);
+                    let build = sort_rows(&keys(rng, n), false);
                     let np = [0, 1, n, 2 * n + 5][rng.below(4) as usize];
-                    let probe = keys(&mut rng, np);
+                    let probe = keys(rng, np);
                     let case = format!("keys {elems:?}, dist {dist:?}, build {n}, probe {np}");
-                    check(&mut gpu, &build, &probe, &case);
+                    f(rng, &build, &probe, &case);
                 }
             }
         }
     }
-    // Zipf-like keys on both sides, one and two keys.
+}
+
+/// Zipf-like keys on both sides, one key and a Zipf key beside an i64 one, for build sides
+/// of 1000, 4097 and 100,003 rows: (sorted build side, probing side, case).
+fn zipf_cases(rng: &mut Rng) -> Vec<(Vec<HostCol>, Vec<HostCol>, String)> {
+    let mut cases = Vec::new();
     for &n in &[1000usize, 4097, 100_003] {
-        let b = sort_rows(&[zipf(&mut rng, n, 10_000)], false);
-        let p = vec![zipf(&mut rng, 3 * n + 1, 10_000)];
-        check(&mut gpu, &b, &p, &format!("zipf, build {n}"));
+        let b = sort_rows(&[zipf(rng, n, 10_000)], false);
+        let p = vec![zipf(rng, 3 * n + 1, 10_000)];
+        cases.push((b, p, format!("zipf, build {n}")));
         let b2 = sort_rows(
-            &[
-                zipf(&mut rng, n, 100),
-                random_col(&mut rng, Elem::I64, n, Dist::Range(16)),
-            ],
+            &[zipf(rng, n, 100), random_col(rng, Elem::I64, n, Dist::Range(16))],
             false,
         );
         let p2 = vec![
-            zipf(&mut rng, 2 * n, 100),
-            random_col(&mut rng, Elem::I64, 2 * n, Dist::Range(16)),
+            zipf(rng, 2 * n, 100),
+            random_col(rng, Elem::I64, 2 * n, Dist::Range(16)),
         ];
-        check(&mut gpu, &b2, &p2, &format!("zipf and i64, build {n}"));
+        cases.push((b2, p2, format!("zipf and i64, build {n}")));
+    }
+    cases
+}
+
+fn hash_probe_keys_and_distributions() {
+    let mut gpu = gpu("hash_probe_keys_and_distributions");
+    let mut rng = Rng::new(53);
+    key_cases(&mut rng, |_, build, probe, case| check(&mut gpu, build, probe, case));
+    for (b, p, case) in zipf_cases(&mut rng) {
+        check(&mut gpu, &b, &p, &case);
     }
 }
 
@@ -275,51 +288,15 @@ fn partitioned_table_model_probes_as_the_cpu() {
 fn hash_probe_partitioned_keys_and_distributions() {
     let mut gpu = gpu("hash_probe_partitioned_keys_and_distributions");
     let mut rng = Rng::new(67);
-    for nkeys in 1..=3usize {
-        for elem in ELEMS {
-            for &dist in &Dist::ALL {
-                for &n in SIZES {
-                    let elems: Vec<Elem> = (0..nkeys)
-                        .map(|k| {
-                            if k == 0 || rng.chance(50) {
-                                elem
-                            } else {
-                                ELEMS[rng.below(ELEMS.len() as u64) as usize]
-                            }
-                        })
-                        .collect();
-                    let keys = |rng: &mut Rng, n: usize| -> Vec<HostCol> {
-                        elems.iter().map(|&e| random_col(rng, e, n, dist)).collect()
-                    };
-                    let build = sort_rows(&keys(&mut rng, n), false);
-                    let np = [0, 1, n, 2 * n + 5][rng.below(4) as usize];
-                    let probe = keys(&mut rng, np);
-                    let sub = SUB_TABLES[rng.below(SUB_TABLES.len() as u64) as usize];
-                    let case = format!("keys {elems:?}, dist {dist:?}, build {n}, probe {np}");
-                    check_partitioned(&mut gpu, sub, &build, &probe, &case);
-                }
-            }
-        }
-    }
-    // Zipf-like keys on both sides (a few heavy partitions of probing rows), one and two
-    // keys, with every sub-table size: from one partition to thousands.
-    for &n in &[1000usize, 4097, 100_003] {
-        let b = sort_rows(&[zipf(&mut rng, n, 10_000)], false);
-        let p = vec![zipf(&mut rng, 3 * n + 1, 10_000)];
-        let b2 = sort_rows(
-            &[
-                zipf(&mut rng, n, 100),
-                random_col(&mut rng, Elem::I64, n, Dist::Range(16)),
-            ],
-            false,
-        );
-        let p2 = vec![
-            zipf(&mut rng, 2 * n, 100),
-            random_col(&mut rng, Elem::I64, 2 * n, Dist::Range(16)),
-        ];
+    key_cases(&mut rng, |rng, build, probe, case| {
+        let sub = SUB_TABLES[rng.below(SUB_TABLES.len() as u64) as usize];
+        check_partitioned(&mut gpu, sub, build, probe, case);
+    });
+    // Zipf-like keys (a few heavy partitions of probing rows) with every sub-table size:
+    // from one partition to thousands.
+    for (b, p, case) in zipf_cases(&mut rng) {
         for sub in SUB_TABLES {
-            check_partitioned(&mut gpu, sub, &b, &p, &format!("zipf, build {n}"));
-            check_partitioned(&mut gpu, sub, &b2, &p2, &format!("zipf and i64, build {n}"));
+            check_partitioned(&mut gpu, sub, &b, &p, &case);
         }
     }
     // Floats with NaN, -0.0 and 0.0 on both sides, with i128 keys beside them.
