@@ -469,44 +469,60 @@ pub fn difference(a: &OutputTable, b: &OutputTable) -> Option<String> {
     })
 }
 
-/// The table `foxbench tpch --devices N` adds: per query the median on one device and on
-/// `n`, the speed-up (one device's median over `n` devices'), and whether the answers
-/// are the same ([`difference`]). `one` and `many` hold the same queries in order.
-pub fn devices_table(one: &[QueryRun], many: &[QueryRun], n: usize) -> String {
+/// The table `foxbench tpch --devices N[,M…]` adds: per query the median on one device
+/// and on each count of `many` (the counts ascending, each with its runs of the same
+/// queries as `one`, in order), the speed-up of each (one device's median over that
+/// count's), and whether every count's answers are those of one device
+/// ([`difference`]); then the totals of the medians and their ratios.
+pub fn devices_table(one: &[QueryRun], many: &[(usize, &[QueryRun])]) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let many_h = format!("{n} devices ms");
-    let _ = writeln!(
-        s,
-        "{:>5} {:>12} {:>w$} {:>9} {:>8}",
-        "query",
-        "1 device ms",
-        many_h,
-        "speed-up",
-        "answers",
-        w = many_h.len().max(10)
-    );
-    for (a, b) in one.iter().zip(many) {
-        let (t1, tn) = (ms(a.median()), ms(b.median()));
-        let _ = writeln!(
-            s,
-            "{:>5} {:>12.2} {:>w$.2} {:>8.2}x {:>8}",
-            format!("Q{}", a.query),
-            t1,
-            tn,
-            t1 / tn.max(1e-6),
-            if difference(&a.output, &b.output).is_none() {
-                "same"
-            } else {
-                "DIFFER"
-            },
-            w = many_h.len().max(10)
-        );
+    let heads: Vec<String> = many.iter().map(|(n, _)| format!("{n} devices ms")).collect();
+    // One count keeps the plain `speed-up` head; several name their count.
+    let ups: Vec<String> = match many {
+        [_] => vec!["speed-up".to_string()],
+        _ => many.iter().map(|(n, _)| format!("speed-up {n}")).collect(),
+    };
+    let w = |h: &String| h.len().max(10);
+    let mut line = format!("{:>5} {:>12}", "query", "1 device ms");
+    for h in &heads {
+        let _ = write!(line, " {:>w$}", h, w = w(h));
     }
+    for u in &ups {
+        let _ = write!(line, " {:>w$}", u, w = u.len().max(9));
+    }
+    let _ = writeln!(s, "{line} {:>8}", "answers");
+    let mut row = |name: String, t1: f64, tn: &[f64], same: Option<bool>| {
+        let mut line = format!("{:>5} {:>12.2}", name, t1);
+        for (h, t) in heads.iter().zip(tn) {
+            let _ = write!(line, " {:>w$.2}", t, w = w(h));
+        }
+        for (u, t) in ups.iter().zip(tn) {
+            let _ = write!(line, " {:>w$.2}x", t1 / t.max(1e-6), w = u.len().max(9) - 1);
+        }
+        let verdict = match same {
+            Some(true) => "same",
+            Some(false) => "DIFFER",
+            None => "",
+        };
+        let _ = writeln!(s, "{}", format!("{line} {verdict:>8}").trim_end());
+    };
+    for (k, a) in one.iter().enumerate() {
+        let tn: Vec<f64> = many.iter().map(|(_, runs)| ms(runs[k].median())).collect();
+        let same = many
+            .iter()
+            .all(|(_, runs)| difference(&a.output, &runs[k].output).is_none());
+        row(format!("Q{}", a.query), ms(a.median()), &tn, Some(same));
+    }
+    let total = |runs: &[QueryRun]| runs.iter().map(|r| ms(r.median())).sum::<f64>();
+    let tn: Vec<f64> = many.iter().map(|(_, runs)| total(runs)).collect();
+    row("total".to_string(), total(one), &tn, None);
+    let counts: Vec<String> = many.iter().map(|(n, _)| n.to_string()).collect();
     let _ = writeln!(
         s,
-        "speed-up = median on 1 device / median on {n} devices; answers: the {n}-device result against \
-         the 1-device one, row for row and value for value"
+        "speed-up = median on 1 device / median on {} devices; answers: each result against \
+         the 1-device one, row for row and value for value; total: the sums of the medians",
+        counts.join(" or ")
     );
     s
 }
@@ -802,11 +818,8 @@ mod tests {
         assert!(difference(&a, &value).unwrap().starts_with("row 2 is "));
         let sign = table(vec![vec![Int64(1), Float64(0.5)], vec![Int64(2), Float64(-0.0)]]);
         assert!(difference(&a, &sign).unwrap().starts_with("row 2 is "));
-        let t = devices_table(
-            &[run(1, 30, a.clone()), run(6, 10, a.clone())],
-            &[run(1, 10, a.clone()), run(6, 20, sign)],
-            2,
-        );
+        let many = [run(1, 10, a.clone()), run(6, 20, sign.clone())];
+        let t = devices_table(&[run(1, 30, a.clone()), run(6, 10, a.clone())], &[(2, &many[..])]);
         let rows: Vec<Vec<&str>> = t
             .lines()
             .filter(|l| l.trim_start().starts_with('Q'))
@@ -818,6 +831,44 @@ mod tests {
             t.starts_with("query  1 device ms 2 devices ms  speed-up  answers"),
             "{t}"
         );
+        let total: Vec<&str> = t
+            .lines()
+            .find(|l| l.trim_start().starts_with("total"))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(total, ["total", "40.00", "30.00", "1.33x"], "{t}");
+        // Several counts: a column and a speed-up per count; a query is `same` only when
+        // every count's answer is.
+        let four = [run(1, 5, a.clone()), run(6, 4, a.clone())];
+        let two = [run(1, 10, a.clone()), run(6, 20, a.clone())];
+        let t = devices_table(
+            &[run(1, 30, a.clone()), run(6, 10, a.clone())],
+            &[(2, &two[..]), (4, &four[..])],
+        );
+        let rows: Vec<Vec<&str>> = t
+            .lines()
+            .skip(1)
+            .take(3)
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows[0],
+            ["Q1", "30.00", "10.00", "5.00", "3.00x", "6.00x", "same"],
+            "{t}"
+        );
+        assert_eq!(
+            rows[1],
+            ["Q6", "10.00", "20.00", "4.00", "0.50x", "2.50x", "same"],
+            "{t}"
+        );
+        assert_eq!(rows[2], ["total", "40.00", "30.00", "9.00", "1.33x", "4.44x"], "{t}");
+        assert!(t.lines().next().unwrap().contains("speed-up 2 speed-up 4"), "{t}");
+        let t = devices_table(
+            &[run(1, 30, a.clone())],
+            &[(2, &two[..1]), (4, &[run(1, 5, fewer.clone())][..])],
+        );
+        assert!(t.lines().nth(1).unwrap().ends_with("DIFFER"), "{t}");
     }
 
     fn split(ms: [u64; 6]) -> Split {

@@ -236,14 +236,15 @@ struct TpchArgs {
     #[arg(long, value_enum, value_name = "ALGORITHM", default_value_t = fox_cli::JoinArg::Auto, help = fox_cli::JoinArg::HELP)]
     join: fox_cli::JoinArg,
     /// Also run every query over N devices (SPMD, as `foxrun --devices`: planned for N
-    /// devices, each device keeping its part of each table from the first run on) after its runs on
-    /// one device, and print a table of both medians, the speed-up (the 1-device median
-    /// over the N-device one) and whether the answers are the same; the run fails when
-    /// any differ. On the GPU backend N GPUs from the first (`all`: every visible GPU),
-    /// on the CPU backend N simulated devices (`all`: 1). --check, --out, --json and
-    /// --profile are of the 1-device runs.
-    #[arg(long, value_name = "N|all", default_value = "1", value_parser = fox_cli::parse_devices)]
-    devices: fox_cli::Devices,
+    /// devices, each device keeping its part of each table from the first run on) after the
+    /// runs on one device, and print a table of the medians, the speed-up (the 1-device
+    /// median over the N-device one), whether the answers are the same, and the totals;
+    /// the run fails when any differ. Several counts (e.g. 2,4) run one after the other,
+    /// each over its own devices, with a column each. On the GPU backend N GPUs from the
+    /// first (`all`: every visible GPU), on the CPU backend N simulated devices (`all`: 1).
+    /// --check, --out, --json and --profile are of the 1-device runs.
+    #[arg(long, value_name = "N[,M…]|all", default_value = "1", value_delimiter = ',', value_parser = fox_cli::parse_devices)]
+    devices: Vec<fox_cli::Devices>,
 }
 
 #[derive(Args)]
@@ -1181,8 +1182,30 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
     if a.check_sf1 && a.sf != Some(1.0) {
         anyhow::bail!("--check-sf1 compares with the answers at scale factor 1: use --sf 1");
     }
-    let mut backends = open_devices(a.backend, a.devices)?;
-    let devices = backends.len();
+    // The largest count's devices are opened first: `all` becomes a number, and a count
+    // beyond the machine's stops before the data is generated.
+    let widest = a
+        .devices
+        .iter()
+        .copied()
+        .max_by_key(|d| match d {
+            fox_cli::Devices::All => usize::MAX,
+            fox_cli::Devices::Count(n) => *n,
+        })
+        .unwrap_or(fox_cli::Devices::Count(1));
+    let mut backends = open_devices(a.backend, widest)?;
+    let most = backends.len();
+    let mut counts: Vec<usize> = a
+        .devices
+        .iter()
+        .map(|d| match d {
+            fox_cli::Devices::All => most,
+            fox_cli::Devices::Count(n) => *n,
+        })
+        .filter(|&n| n > 1)
+        .collect();
+    counts.sort_unstable();
+    counts.dedup();
     let mut programs = t::compile_programs(&a.dir, &queries)?;
     for (_, program, _) in &mut programs {
         program.join = a.join.choice();
@@ -1194,12 +1217,13 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
     };
     // The queries are planned once the data is loaded, with its statistics: for one
     // device, and with --devices for that many too.
-    let db = t::load_programs_for(&source, &mut programs, &[1, devices], progress)?;
+    let every: Vec<usize> = std::iter::once(1).chain(counts.iter().copied()).collect();
+    let db = t::load_programs_for(&source, &mut programs, &every, progress)?;
     let stats = fox_runtime::stats::of_database(&db);
-    let plans_on_devices = match devices {
-        1 => None,
-        n => Some(t::plan_programs_for(&mut programs, &stats, n)?),
-    };
+    let plans_on_devices = counts
+        .iter()
+        .map(|&n| Ok((n, t::plan_programs_for(&mut programs, &stats, n)?)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let plans = t::plan_programs(programs, &stats)?;
     let rows: usize = db.tables().map(|t| t.rows).sum();
     let name = backends[0].name();
@@ -1214,9 +1238,9 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
         db.load_time.as_secs_f64(),
         name,
         plural(u64::from(a.repeat), "hot run"),
-        match devices {
-            1 => String::new(),
-            n => format!(", on 1 device and on {n}"),
+        match counts.iter().map(|n| n.to_string()).collect::<Vec<_>>()[..] {
+            [] => String::new(),
+            ref ns => format!(", on 1 device and on {}", ns.join(" and on ")),
         }
     );
     let db = std::sync::Arc::new(db);
@@ -1248,9 +1272,21 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
             });
         },
     )?;
-    let runs_on_devices = match &plans_on_devices {
-        Some(plans) => Some(t::run_queries_on_devices(
-            &mut backends,
+    // Each count runs over its own devices (a communicator spans exactly the devices of
+    // a run): the widest set opened above, the others opened for their runs and closed
+    // after them.
+    let mut runs_on_devices: Vec<(usize, Vec<t::QueryRun>)> = Vec::new();
+    for (devices, plans) in &plans_on_devices {
+        let devices = *devices;
+        let mut opened;
+        let set = if devices == most {
+            &mut backends
+        } else {
+            opened = open_devices(a.backend, fox_cli::Devices::Count(devices))?;
+            &mut opened
+        };
+        let many = t::run_queries_on_devices(
+            set,
             db.clone(),
             plans,
             a.repeat,
@@ -1271,9 +1307,9 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
                     )
                 });
             },
-        )?),
-        None => None,
-    };
+        )?;
+        runs_on_devices.push((devices, many));
+    }
     spinner.finish();
     for r in &runs {
         let ours = t::result_rows(&r.output);
@@ -1292,12 +1328,12 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
         }
     }
     fox_cli::stdout::print(&t::table(&runs))?;
-    if let Some(many) = &runs_on_devices {
-        fox_cli::stdout::print(&format!(
-            "on {devices} devices:\n{}\n{}",
-            t::table(many),
-            t::devices_table(&runs, many, devices)
-        ))?;
+    for (devices, many) in &runs_on_devices {
+        fox_cli::stdout::print(&format!("on {devices} devices:\n{}\n", t::table(many)))?;
+    }
+    if !runs_on_devices.is_empty() {
+        let many: Vec<(usize, &[t::QueryRun])> = runs_on_devices.iter().map(|(n, r)| (*n, &r[..])).collect();
+        fox_cli::stdout::print(&t::devices_table(&runs, &many))?;
     }
     if a.memory_limit.is_some() {
         fox_cli::stdout::print(&t::tier_lines(&runs))?;
@@ -1333,7 +1369,7 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
         }
         return Err(e.into());
     }
-    if let Some(many) = &runs_on_devices {
+    for (devices, many) in &runs_on_devices {
         let differ: Vec<String> = runs
             .iter()
             .zip(many)

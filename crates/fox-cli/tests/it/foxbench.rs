@@ -453,6 +453,48 @@ fn tpch_on_one_device_and_on_two() {
         .any(|l| l.trim_start().starts_with("Q1 ") && l.split_whitespace().nth(1) == Some("4")));
 }
 
+/// `--devices 3,2` runs over two and over three simulated devices, a column and a
+/// speed-up each, the counts ascending, and a total row.
+#[test]
+fn tpch_on_several_device_counts() {
+    let o = foxbench_at_root(&[
+        "tpch",
+        "--sf",
+        "0.001",
+        "--queries",
+        "6",
+        "--backend",
+        "cpu",
+        "--repeat",
+        "1",
+        "--devices",
+        "3,2",
+    ]);
+    let (out, e) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{out}{e}");
+    assert!(e.contains(", on 1 device and on 2 and on 3"), "{e}");
+    let two = out.find("on 2 devices:\n").unwrap_or_else(|| panic!("{out}"));
+    let three = out.find("on 3 devices:\n").unwrap_or_else(|| panic!("{out}"));
+    assert!(two < three, "{out}");
+    let head = out.lines().find(|l| l.contains("speed-up")).unwrap();
+    assert_eq!(
+        head.split_whitespace().collect::<Vec<_>>(),
+        [
+            "query", "1", "device", "ms", "2", "devices", "ms", "3", "devices", "ms", "speed-up", "2", "speed-up", "3",
+            "answers"
+        ]
+    );
+    let q6: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.contains("speed-up 2"))
+        .find(|l| l.trim_start().starts_with("Q6"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!((q6.len(), q6[6]), (7, "same"), "{out}");
+    assert!(out.lines().any(|l| l.trim_start().starts_with("total ")), "{out}");
+}
+
 /// Without --devices (or with `--devices all` on the CPU backend, which is one device)
 /// there is no second run; a count of 0 is a command-line error.
 #[test]
