@@ -103,6 +103,9 @@ pub struct Database {
     tables: BTreeMap<String, Arc<Table>>,
     /// The distinct codes of sets of string columns, by the columns (table, column).
     codes_of: Mutex<HashMap<Vec<ColumnRef>, Arc<Vec<u32>>>>,
+    /// The dictionary's tables (`DictTable`) at every code, made once for every run and
+    /// device that reads them ([`Database::dict_table`]).
+    dict_tables: Mutex<HashMap<fox_kernel::DictOp, Arc<crate::HostCol>>>,
     /// Time spent reading or generating, parsing, and building the dictionary.
     pub load_time: Duration,
 }
@@ -381,6 +384,7 @@ impl Database {
             dict,
             tables,
             codes_of: Mutex::new(HashMap::new()),
+            dict_tables: Mutex::new(HashMap::new()),
             load_time: start.elapsed(),
         })
     }
@@ -422,6 +426,19 @@ impl Database {
             m.insert(key, codes.clone());
         }
         Ok(codes)
+    }
+
+    /// The table of `op` over the whole loaded dictionary (an entry at every code), made
+    /// once and shared: a table at every code serves any plan, whichever strings it reads.
+    /// Devices asking at once wait for the first to make it. An error when memory runs out.
+    pub fn dict_table(&self, op: &fox_kernel::DictOp) -> Result<Arc<crate::HostCol>, String> {
+        let mut tables = self.dict_tables.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = tables.get(op) {
+            return Ok(t.clone());
+        }
+        let t = Arc::new(self.dict.table(op)?);
+        tables.insert(op.clone(), t.clone());
+        Ok(t)
     }
 
     /// True when every input `plan` reads is loaded with its declared columns and every
@@ -518,6 +535,7 @@ impl Database {
             dict,
             tables,
             codes_of: Mutex::new(HashMap::new()),
+            dict_tables: Mutex::new(HashMap::new()),
             load_time: Duration::ZERO,
         })
     }
