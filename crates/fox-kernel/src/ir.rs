@@ -295,12 +295,17 @@ pub enum Kernel {
     // ---- data in ----------------------------------------------------------------
     /// args: none. outs: the columns of `KernelPlan::inputs[input]`, loaded from data. In a
     /// run over several devices each device loads a contiguous slice of the rows (the
-    /// slices in device order are the input), or with `whole` every row (the input is
-    /// replicated: each device holds what one device holds).
+    /// slices in device order are the input); with `whole` every row (the input is
+    /// replicated: each device holds what one device holds); with `hash` (key columns,
+    /// not with `whole`) the rows [`device_of`]`(`[`row_hash`] of those columns`)` gives
+    /// it, in their order: what slices exchanged by `Exchange::Hash { cols: hash }` hold,
+    /// row for row, with no row moving between devices.
     LoadInput {
         input: usize,
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         whole: bool,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        hash: Vec<usize>,
     },
     /// args: none. outs: one buffer per column, `rows[i][c]` in `outs[c]`. Values have the
     /// column types `types`.

@@ -247,8 +247,15 @@ pub fn output_label(name: &str) -> String {
 fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
     let op = op_name(k);
     match k {
-        Kernel::LoadInput { input, whole } => match plan.inputs.get(*input) {
+        Kernel::LoadInput { input, whole, hash } => match plan.inputs.get(*input) {
             Some(r) if *whole => format!("{op}[{}, whole on every device]", r.name),
+            Some(r) if !hash.is_empty() => {
+                let keys: Vec<&str> = hash
+                    .iter()
+                    .map(|&c| r.columns.get(c).map_or("?", |c| c.name.as_str()))
+                    .collect();
+                format!("{op}[{}, hashed on {}]", r.name, keys.join(", "))
+            }
             Some(r) => format!("{op}[{}]", r.name),
             None => format!("{op}[#{input}?]"),
         },

@@ -71,13 +71,23 @@ fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> 
         Ok(n)
     };
     match kernel {
-        Kernel::LoadInput { input, .. } => {
+        Kernel::LoadInput { input, whole, hash } => {
             count(0)?;
             let rel = inputs
                 .get(*input)
                 .ok_or_else(|| format!("loads input {input}, but the plan has {} inputs", inputs.len()))?;
             if rel.columns.is_empty() {
                 return Err(format!("input `{}` has no columns", rel.name));
+            }
+            if *whole && !hash.is_empty() {
+                return Err(format!("input `{}` is loaded both whole and hashed", rel.name));
+            }
+            if let Some(c) = hash.iter().find(|&&c| c >= rel.columns.len()) {
+                return Err(format!(
+                    "input `{}` is hashed on column {c}, but it has {} columns",
+                    rel.name,
+                    rel.columns.len()
+                ));
             }
             Ok(rel.columns.iter().map(|c| Elem::of(c.ty)).collect())
         }

@@ -121,6 +121,16 @@ impl HostCol {
         }))
     }
 
+    /// The rows `r` with `dest[r] == to` (`count` of them), in their order, or the
+    /// out-of-memory message naming `what`.
+    pub(crate) fn try_pick_to(&self, dest: &[u32], to: u32, count: usize, what: &str) -> Result<HostCol, String> {
+        Ok(same_variant!(self, v => {
+            let mut out = crate::alloc::try_with_capacity(count, what)?;
+            out.extend(v.iter().zip(dest).filter(|(_, &d)| d == to).map(|(x, _)| *x));
+            out
+        }))
+    }
+
     /// [`HostCol::try_pick`] in parallel.
     pub fn try_par_pick(&self, rows: &[u32], what: &str) -> Result<HostCol, String> {
         use rayon::prelude::*;

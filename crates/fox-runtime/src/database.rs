@@ -131,7 +131,7 @@ pub fn used_input_columns(plan: &KernelPlan) -> Vec<Vec<bool>> {
     for b in &plan.blocks {
         for ins in &b.instrs {
             if let Instr::Launch {
-                kernel: Kernel::LoadInput { input, .. },
+                kernel: Kernel::LoadInput { input, hash, .. },
                 outs,
                 ..
             } = ins
@@ -139,6 +139,12 @@ pub fn used_input_columns(plan: &KernelPlan) -> Vec<Vec<bool>> {
                 if let Some(u) = used.get_mut(*input) {
                     for (c, o) in outs.iter().enumerate() {
                         if c < u.len() && read.contains(&o.0) {
+                            u[c] = true;
+                        }
+                    }
+                    // The key columns place the rows.
+                    for &c in hash {
+                        if c < u.len() {
                             u[c] = true;
                         }
                     }
@@ -700,12 +706,18 @@ pub struct Resident {
     pub(crate) bufs: HashMap<ResidentKey, DevBuf>,
 }
 
-/// The rows of a column a resident buffer holds: every row, or the rows `start..end`
-/// (a part that is not the whole column).
+/// The rows of a column a resident buffer holds: every row, the rows `start..end` (a
+/// part that is not the whole column), or those that hashing on the key columns `keys`
+/// gives device `rank` of `devices`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Rows {
     All,
     Part(std::ops::Range<usize>),
+    Hashed {
+        keys: Vec<usize>,
+        rank: usize,
+        devices: usize,
+    },
 }
 
 impl Rows {

@@ -190,6 +190,17 @@ enum Reachable {
     Known(std::sync::Arc<Vec<u32>>),
 }
 
+/// The rows of an input a device loads: a range (every row when `None`), or those that
+/// hashing on the key columns `keys` gives device `rank` of `devices`.
+enum LoadRows {
+    Range(Option<std::ops::Range<usize>>),
+    Hashed {
+        keys: Vec<usize>,
+        rank: usize,
+        devices: usize,
+    },
+}
+
 /// What the next window of a rounds loop is sized by ([`Interp::round_room`]): the memory
 /// limit, the bytes of the buffers the rounds read (on the device or waiting in the host
 /// tier) and the bytes of the other buffers on the device.
@@ -681,7 +692,7 @@ impl Interp<'_> {
         let rel = &self.plan.inputs[input];
         let t = db.table_for(rel).map_err(|msg| RuntimeError::Data { msg })?;
         let source: Vec<Option<&HostCol>> = (0..rel.columns.len()).map(|c| Database::column(t, c)).collect();
-        self.load_rows(input, &source, None, true, outs, None)
+        self.load_rows(input, &source, LoadRows::Range(None), true, outs, None)
     }
 
     /// `LoadInput` of the rows `rows` (every row when `None`) of `source`, the columns of
@@ -697,17 +708,25 @@ impl Interp<'_> {
         &mut self,
         input: usize,
         source: &[Option<&HostCol>],
-        rows: Option<std::ops::Range<usize>>,
+        rows: LoadRows,
         from_database: bool,
         outs: &[fox_kernel::BufId],
         what: Option<&dyn Fn() -> String>,
     ) -> Result<(), RuntimeError> {
         let rel = &self.plan.inputs[input];
         let len = source.iter().flatten().map(|c| c.len()).max().unwrap_or(0);
-        let rows = rows.unwrap_or(0..len);
-        let part = crate::database::Rows::of(rows.clone(), len);
+        let (rows, part) = match rows {
+            LoadRows::Range(rows) => {
+                let rows = rows.unwrap_or(0..len);
+                let part = crate::database::Rows::of(rows.clone(), len);
+                (rows, part)
+            }
+            LoadRows::Hashed { keys, rank, devices } => (0..len, crate::database::Rows::Hashed { keys, rank, devices }),
+        };
         let at_copy = || what.map_or_else(|| format!("LoadInput({})", rel.name), |w| w());
         let at_upload = || what.map_or_else(|| format!("load_input[{}]", rel.name), |w| w());
+        // The device of every row of a hashed input, found when a column is first copied.
+        let mut hashed: Option<(Vec<u32>, usize)> = None;
         for (c, col) in rel.columns.iter().enumerate() {
             let var = outs[c].0 as usize;
             let key = (rel.name.clone(), c, part.clone());
@@ -726,12 +745,17 @@ impl Interp<'_> {
                 continue;
             }
             let column = source[c].filter(|h| h.len() == len);
-            let host = match column.map(|h| {
-                if matches!(part, crate::database::Rows::All) {
-                    h.try_clone(&format!("the column `{}` of `{}`", col.name, rel.name))
-                } else {
-                    h.try_slice(rows.clone(), &format!("a part of `{}`", rel.name))
+            if let (Some(_), crate::database::Rows::Hashed { keys, rank, devices }, None) = (column, &part, &hashed) {
+                let found = crate::spmd::hashed_input_rows(source, keys, *rank, *devices)
+                    .map_err(|msg| RuntimeError::Kernel { at: at_copy(), msg })?;
+                hashed = Some(found);
+            }
+            let host = match column.map(|h| match (&part, &hashed) {
+                (crate::database::Rows::All, _) => h.try_clone(&format!("the column `{}` of `{}`", col.name, rel.name)),
+                (crate::database::Rows::Hashed { rank, .. }, Some((dest, count))) => {
+                    h.try_pick_to(dest, *rank as u32, *count, &format!("a part of `{}`", rel.name))
                 }
+                _ => h.try_slice(rows.clone(), &format!("a part of `{}`", rel.name)),
             }) {
                 Some(Ok(h)) => h,
                 Some(Err(msg)) => return Err(RuntimeError::Kernel { at: at_copy(), msg }),
@@ -1135,8 +1159,9 @@ impl Interp<'_> {
         // Largest first, then by table, column and rows, so the choice is deterministic.
         idle.sort_by(|(a, x), (b, y)| {
             let rows = |r: &crate::database::Rows| match r {
-                crate::database::Rows::All => (0, 0, 0),
-                crate::database::Rows::Part(p) => (1, p.start, p.end),
+                crate::database::Rows::All => (0, 0, 0, Vec::new()),
+                crate::database::Rows::Part(p) => (1, p.start, p.end, Vec::new()),
+                crate::database::Rows::Hashed { keys, rank, devices } => (2, *rank, *devices, keys.clone()),
             };
             b.cmp(a)
                 .then_with(|| (&x.0, x.1, rows(&x.2)).cmp(&(&y.0, y.1, rows(&y.2))))
@@ -1682,7 +1707,7 @@ impl Interp<'_> {
             }
             return Ok(());
         }
-        if let (Kernel::LoadInput { input, whole }, Some(_)) = (kernel, &self.spmd) {
+        if let (Kernel::LoadInput { input, whole, hash }, Some(_)) = (kernel, &self.spmd) {
             let n = self.plan.inputs.get(*input).map_or(0, |i| i.columns.len());
             if !args.is_empty()
                 || outs.len() != n
@@ -1696,7 +1721,7 @@ impl Interp<'_> {
                     what()
                 )));
             }
-            return self.load_part(*input, *whole, outs, &what);
+            return self.load_part(*input, *whole, hash, outs, &what);
         }
         if let (Kernel::LoadInput { input, .. }, Some(db)) = (kernel, self.database.clone()) {
             let n = self.plan.inputs.get(*input).map_or(0, |i| i.columns.len());
@@ -2651,6 +2676,7 @@ impl Interp<'_> {
         &mut self,
         input: usize,
         whole: bool,
+        hash: &[usize],
         outs: &[fox_kernel::BufId],
         what: &dyn Fn() -> String,
     ) -> Result<(), RuntimeError> {
@@ -2677,11 +2703,17 @@ impl Interp<'_> {
         };
         let len = source.iter().flatten().map(|c| c.len()).max().unwrap_or(0);
         let rows = if whole {
-            0..len
+            LoadRows::Range(Some(0..len))
+        } else if !hash.is_empty() {
+            LoadRows::Hashed {
+                keys: hash.to_vec(),
+                rank,
+                devices: n,
+            }
         } else {
-            crate::spmd::input_rows(len, rank, n)
+            LoadRows::Range(Some(crate::spmd::input_rows(len, rank, n)))
         };
-        self.load_rows(input, &source, Some(rows), db.is_some(), outs, Some(what))
+        self.load_rows(input, &source, rows, db.is_some(), outs, Some(what))
     }
 
     /// `Exchange` on device `rank` of several (see [`crate::spmd`]): the device's rows

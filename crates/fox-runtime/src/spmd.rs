@@ -202,6 +202,40 @@ pub(crate) fn input_rows(len: usize, rank: usize, n: usize) -> std::ops::Range<u
     at(rank)..at(rank + 1)
 }
 
+/// The device of each row of an input loaded hashed on `keys` over `n` devices (`cols`:
+/// its columns, the keys among them), by [`Exchange::Hash`]'s rule, and how many rows
+/// device `rank` takes; or the message naming what is missing or out of memory.
+pub(crate) fn hashed_input_rows(
+    cols: &[Option<&HostCol>],
+    keys: &[usize],
+    rank: usize,
+    n: usize,
+) -> Result<(Vec<u32>, usize), String> {
+    use rayon::prelude::*;
+    const WHAT: &str = "the devices of the rows of an input hashed over the devices";
+    let key_cols = keys
+        .iter()
+        .map(|&c| {
+            cols.get(c)
+                .copied()
+                .flatten()
+                .ok_or_else(|| format!("the key column {c} of an input hashed over the devices is not loaded"))
+        })
+        .collect::<Result<Vec<&HostCol>, String>>()?;
+    let len = cols.iter().flatten().map(|c| c.len()).max().unwrap_or(0);
+    if key_cols.iter().any(|c| c.len() != len) {
+        return Err("the key columns of an input hashed over the devices are not all loaded".into());
+    }
+    let dest = crate::alloc::try_par_collect(
+        (0..len)
+            .into_par_iter()
+            .map(|r| device_of(row_hash(key_cols.iter().map(|c| value_bits(c, r))), n) as u32),
+        WHAT,
+    )?;
+    let count = dest.par_iter().filter(|&&d| d as usize == rank).count();
+    Ok((dest, count))
+}
+
 /// The bits [`row_hash`] reads of row `r` of `col`.
 fn value_bits(col: &HostCol, r: usize) -> u64 {
     match col {

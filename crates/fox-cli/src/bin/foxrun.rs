@@ -467,16 +467,15 @@ fn report_writing(timing: bool, started: std::time::Instant) {
 }
 
 /// Whether a plan was made for several devices: it moves rows between them (an
-/// `Exchange` anywhere) or loads an input whole on each.
+/// `Exchange` anywhere) or loads an input whole or hashed on each.
 fn exchanges_rows(plan: &fox_kernel::KernelPlan) -> bool {
-    plan.blocks.iter().flat_map(|b| &b.instrs).any(|i| {
-        matches!(
-            i,
-            fox_kernel::Instr::Launch {
-                kernel: fox_kernel::Kernel::Exchange { .. } | fox_kernel::Kernel::LoadInput { whole: true, .. },
-                ..
-            }
-        )
+    plan.blocks.iter().flat_map(|b| &b.instrs).any(|i| match i {
+        fox_kernel::Instr::Launch { kernel, .. } => match kernel {
+            fox_kernel::Kernel::Exchange { .. } => true,
+            fox_kernel::Kernel::LoadInput { whole, hash, .. } => *whole || !hash.is_empty(),
+            _ => false,
+        },
+        _ => false,
     })
 }
 

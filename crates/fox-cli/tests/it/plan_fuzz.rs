@@ -666,9 +666,12 @@ fn mutate_params(plan: &KernelPlan, rng: &mut Rng) -> KernelPlan {
             }
             Kernel::TrieBuild { arity } => *arity = edge_count(*arity, rng),
             Kernel::IntersectCount { ways } | Kernel::MinRange { ways } => *ways = edge_count(*ways, rng),
-            Kernel::LoadInput { input, whole } => {
+            Kernel::LoadInput { input, whole, hash } => {
                 *input = edge_count(*input, rng);
                 *whole = rng.below(2) == 0;
+                if rng.below(3) == 0 {
+                    hash.push(edge_count(0, rng));
+                }
             }
             Kernel::DictTable { op } => {
                 *op = [

@@ -1344,7 +1344,15 @@ fn wrong_arguments_are_errors_naming_the_kernel() {
             "by_rank",
         ),
         (Kernel::TrieBuild { arity: 2 }, vec![&a], "takes 2 arguments"),
-        (Kernel::LoadInput { input: 0, whole: false }, vec![], "loads input 0"),
+        (
+            Kernel::LoadInput {
+                input: 0,
+                whole: false,
+                hash: Vec::new(),
+            },
+            vec![],
+            "loads input 0",
+        ),
         (
             Kernel::ReduceByKey {
                 nkeys: 1,
@@ -1359,7 +1367,16 @@ fn wrong_arguments_are_errors_naming_the_kernel() {
         assert!(err.0.contains(k.name()) && err.0.contains(want), "{k:?}: {err}");
     }
     // Host-side kernels never run on a backend.
-    let err = fox_cpu::run_kernel(&Kernel::LoadInput { input: 0, whole: false }, &[], &Ctx::default()).unwrap_err();
+    let err = fox_cpu::run_kernel(
+        &Kernel::LoadInput {
+            input: 0,
+            whole: false,
+            hash: Vec::new(),
+        },
+        &[],
+        &Ctx::default(),
+    )
+    .unwrap_err();
     assert!(err.0.contains("LoadInput") && err.0.contains("host"), "{err}");
 }
 

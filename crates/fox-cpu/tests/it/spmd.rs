@@ -181,7 +181,15 @@ fn exchange_plan(input: InputRel, to: Exchange) -> KernelPlan {
         vec![block(
             "main",
             vec![
-                launch(Kernel::LoadInput { input: 0, whole: false }, &[], &[0, 1, 2, 3]),
+                launch(
+                    Kernel::LoadInput {
+                        input: 0,
+                        whole: false,
+                        hash: Vec::new(),
+                    },
+                    &[],
+                    &[0, 1, 2, 3],
+                ),
                 launch(Kernel::Exchange { width: 4, to }, &[0, 1, 2, 3], &[4, 5, 6, 7]),
                 output("t", &T_COLS, &[4, 5, 6, 7]),
             ],
@@ -409,7 +417,15 @@ fn shrinking_loop(input: InputRel, body_label: &str) -> KernelPlan {
         vec![
             block(
                 "main",
-                vec![launch(Kernel::LoadInput { input: 0, whole: false }, &[], &[0, 1, 2, 3])],
+                vec![launch(
+                    Kernel::LoadInput {
+                        input: 0,
+                        whole: false,
+                        hash: Vec::new(),
+                    },
+                    &[],
+                    &[0, 1, 2, 3],
+                )],
                 Terminator::LoopIf {
                     nonempty: vec![BufId(0)],
                     body: BlockId(1),
@@ -859,7 +875,15 @@ fn an_input_loaded_whole_is_on_every_device_in_its_order() {
         vec![block(
             "main",
             vec![
-                launch(Kernel::LoadInput { input: 0, whole: true }, &[], &[0, 1, 2, 3]),
+                launch(
+                    Kernel::LoadInput {
+                        input: 0,
+                        whole: true,
+                        hash: Vec::new(),
+                    },
+                    &[],
+                    &[0, 1, 2, 3],
+                ),
                 launch(
                     Kernel::Exchange {
                         width: 4,
@@ -913,7 +937,15 @@ fn load_plan(input: InputRel) -> KernelPlan {
         vec![block(
             "main",
             vec![
-                launch(Kernel::LoadInput { input: 0, whole: false }, &[], &[0, 1, 2, 3]),
+                launch(
+                    Kernel::LoadInput {
+                        input: 0,
+                        whole: false,
+                        hash: Vec::new(),
+                    },
+                    &[],
+                    &[0, 1, 2, 3],
+                ),
                 output("t", &T_COLS, &[0, 1, 2, 3]),
             ],
             Terminator::Halt,
@@ -1077,7 +1109,15 @@ fn a_dictionary_table_is_uploaded_once_per_device_and_kept_with_the_data() {
         vec![block(
             "main",
             vec![
-                launch(Kernel::LoadInput { input: 0, whole: false }, &[], &[0, 1, 2, 3]),
+                launch(
+                    Kernel::LoadInput {
+                        input: 0,
+                        whole: false,
+                        hash: Vec::new(),
+                    },
+                    &[],
+                    &[0, 1, 2, 3],
+                ),
                 launch(
                     Kernel::DictTable {
                         op: fox_kernel::DictOp::Like("s1%".into()),
@@ -1086,7 +1126,11 @@ fn a_dictionary_table_is_uploaded_once_per_device_and_kept_with_the_data() {
                     &[4],
                 ),
                 launch(Kernel::Gather { shift: 0 }, &[1, 4], &[5]),
-                output("t", &[("a", Type::Int32), ("s", Type::String), ("m", Type::Bool)], &[0, 1, 5]),
+                output(
+                    "t",
+                    &[("a", Type::Int32), ("s", Type::String), ("m", Type::Bool)],
+                    &[0, 1, 5],
+                ),
             ],
             Terminator::Halt,
         )],
@@ -1114,7 +1158,7 @@ fn a_dictionary_table_is_uploaded_once_per_device_and_kept_with_the_data() {
         let got = outputs_of(&run_resident(&p, &mut one, &opts, Some(&mut resident)).unwrap());
         assert_eq!(got, want);
         let u = std::mem::take(&mut one.uploads);
-        assert_eq!(u.iter().filter(|c| c.len() > 0).count(), uploads);
+        assert_eq!(u.iter().filter(|c| !c.is_empty()).count(), uploads);
     }
     resident.release(&mut one);
     assert_eq!(one.mem().in_use, 0);
@@ -1131,12 +1175,113 @@ fn a_dictionary_table_is_uploaded_once_per_device_and_kept_with_the_data() {
         all.sort_by_key(key);
         assert_eq!(got, all);
         for s in spies.iter_mut() {
-            assert_eq!(std::mem::take(&mut s.uploads).iter().filter(|c| c.len() > 0).count(), uploads);
+            assert_eq!(
+                std::mem::take(&mut s.uploads).iter().filter(|c| !c.is_empty()).count(),
+                uploads
+            );
         }
     }
     for (r, s) in residents.into_iter().zip(spies.iter_mut()) {
         r.release(s);
         assert_eq!(s.mem().in_use, 0);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An input loaded hashed on some columns puts on each device the rows that loading
+/// slices and exchanging them by `Exchange::Hash` on those columns puts there, in the
+/// same order, with no row moving; from a resident database each device's part is
+/// uploaded once.
+#[test]
+fn an_input_loaded_hashed_holds_what_slices_exchanged_by_hash_hold() {
+    use fox_runtime::{run_devices_resident, DataSource, Database, NoProgress, Resident};
+    let dir = temp_dir("hashed-load");
+    let rows: Vec<(i32, String, f64, i64)> = (0..101)
+        .map(|k| {
+            (
+                (k * 13) % 17 - 8,
+                format!("s{}", k % 9),
+                (k % 5) as f64 - 2.0,
+                k as i64 % 3,
+            )
+        })
+        .collect();
+    let refs: Vec<(i32, &str, f64, i64)> = rows.iter().map(|(a, s, f, d)| (*a, s.as_str(), *f, *d)).collect();
+    let input = input_t(&dir, &refs);
+    for keys in [vec![0], vec![1], vec![3, 2], vec![0, 1, 2, 3]] {
+        let exchanged = exchange_plan(input.clone(), Exchange::Hash { cols: keys.clone() });
+        let hashed = plan(
+            buffers(&T),
+            vec![input.clone()],
+            vec![block(
+                "main",
+                vec![
+                    launch(
+                        Kernel::LoadInput {
+                            input: 0,
+                            whole: false,
+                            hash: keys.clone(),
+                        },
+                        &[],
+                        &[0, 1, 2, 3],
+                    ),
+                    output("t", &T_COLS, &[0, 1, 2, 3]),
+                ],
+                Terminator::Halt,
+            )],
+        );
+        let opts = RunOptions {
+            data_dir: Some(dir.clone()),
+            ..RunOptions::default()
+        };
+        for n in 1..=4usize {
+            let (want, want_up) = run_on(n, &exchanged, &opts);
+            let (got, got_up) = run_on(n, &hashed, &opts);
+            let (want, got) = (want.unwrap(), got.unwrap());
+            assert_eq!(outputs_of(&got), outputs_of(&want), "{keys:?} on {n} devices");
+            for d in 0..n {
+                // The exchanged rows are the second group of uploads (on one device the
+                // exchange shares its arguments).
+                let received = if n == 1 { &want_up[d][0..4] } else { &want_up[d][4..8] };
+                assert_eq!(
+                    rows_of(&got_up[d][0..4]),
+                    rows_of(received),
+                    "{keys:?}: device {d} of {n}"
+                );
+            }
+            if n > 1 {
+                assert_eq!(got.stats.exchange.rows, 0);
+            }
+        }
+        // From a resident database: each device's part once, then nothing.
+        let db = Database::load(&DataSource::Files(dir.clone()), &[&hashed], &NoProgress).unwrap();
+        let opts = RunOptions {
+            database: Some(Arc::new(db)),
+            ..RunOptions::default()
+        };
+        let (want, _) = run_on(
+            3,
+            &hashed,
+            &RunOptions {
+                data_dir: Some(dir.clone()),
+                ..RunOptions::default()
+            },
+        );
+        let want = outputs_of(&want.unwrap());
+        let mut spies: Vec<Spy> = (0..3).map(|_| Spy::new()).collect();
+        let mut residents: Vec<Resident> = (0..3).map(|_| Resident::default()).collect();
+        for uploads in [4, 0] {
+            let devices = spies.iter_mut().map(|s| s as &mut (dyn Backend + Send)).collect();
+            let r = run_devices_resident(&hashed, devices, &opts, &mut residents).unwrap();
+            assert_eq!(outputs_of(&r), want, "{keys:?}, resident");
+            for s in spies.iter_mut() {
+                assert_eq!(std::mem::take(&mut s.uploads).len(), uploads, "{keys:?}");
+            }
+        }
+        for (r, s) in residents.into_iter().zip(spies.iter_mut()) {
+            r.release(s);
+            assert_eq!(s.mem().in_use, 0);
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

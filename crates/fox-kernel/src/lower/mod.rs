@@ -562,13 +562,16 @@ impl<'a> Lower<'a> {
                         key: key.clone(),
                         header: *header,
                     });
+                    let place = self.phys.rel_partitioning.get(self.rels.len());
                     Kernel::LoadInput {
                         input: self.inputs.len() - 1,
                         // A replicated input: every device loads all of it.
-                        whole: matches!(
-                            self.phys.rel_partitioning.get(self.rels.len()),
-                            Some(fox_phys::Partitioning::Replicated { .. })
-                        ),
+                        whole: matches!(place, Some(fox_phys::Partitioning::Replicated { .. })),
+                        // An input hashed over the devices: each loads the rows of its keys.
+                        hash: match place {
+                            Some(fox_phys::Partitioning::Hash { cols, .. }) => cols.clone(),
+                            _ => Vec::new(),
+                        },
                     }
                 }
                 _ => Kernel::Const {
@@ -576,40 +579,12 @@ impl<'a> Lower<'a> {
                     rows: Vec::new(),
                 },
             };
-            let rel_id = self.rels.len();
-            match (&kernel, self.phys.rel_partitioning.get(rel_id)) {
-                // An input hashed over the devices: its slices exchanged once, as loaded.
-                (Kernel::LoadInput { .. }, Some(fox_phys::Partitioning::Hash { cols, .. })) => {
-                    let loaded: Vec<BufId> = bufs
-                        .iter()
-                        .map(|&b| {
-                            let v = self.buffers[b.0 as usize].clone();
-                            self.new_buf(&format!("{}.loaded", v.name), v.elem, v.ty)
-                        })
-                        .collect();
-                    init.push(Instr::Launch {
-                        kernel,
-                        args: Vec::new(),
-                        outs: loaded.clone(),
-                        origin: None,
-                    });
-                    init.push(Instr::Launch {
-                        kernel: Kernel::Exchange {
-                            width: loaded.len(),
-                            to: Exchange::Hash { cols: cols.clone() },
-                        },
-                        args: loaded,
-                        outs: bufs.clone(),
-                        origin: None,
-                    });
-                }
-                _ => init.push(Instr::Launch {
-                    kernel,
-                    args: Vec::new(),
-                    outs: bufs.clone(),
-                    origin: None,
-                }),
-            }
+            init.push(Instr::Launch {
+                kernel,
+                args: Vec::new(),
+                outs: bufs.clone(),
+                origin: None,
+            });
             self.rels.push(bufs);
         }
         Ok(init)

@@ -12,12 +12,13 @@
 //!   all its columns, an input is split as loaded (slices of its rows; hashed when a
 //!   read asks for it: the exchange then runs once, after loading), facts are
 //!   replicated, and a relation without columns is on device 0. Then each input that
-//!   only its load writes is placed by the rows the whole plan moves (`place_inputs`):
-//!   hashed at load only where that moves fewer rows than leaving it split (an input
-//!   whose readers broadcast or hash it again anyway, or move only the few rows a select
-//!   keeps, is not hashed first), and replicated at load, each device loading every row
-//!   from the host and moving none, when only multi-way joins read it (which would
-//!   broadcast it to every device, then sort the received rows again).
+//!   only its load writes is placed by the rows the whole plan moves (`place_inputs`),
+//!   trying it split, hashed on each key its readers meet on (the keys of its joins'
+//!   sides and its aggregations' groups, `hash_candidates`) and, when only multi-way
+//!   joins read it (which would broadcast it to every device, then sort the received
+//!   rows again), replicated, and keeping the first placement that moves the fewest rows.
+//!   Hashed and replicated inputs move no row between devices: each device loads from
+//!   the host the rows whose key hashes to it, or every row.
 //! - Per operator (the rules): a scan has its relation's partitioning, constants are
 //!   replicated; selects, maps and projections keep their input's (a hash on columns
 //!   they drop becomes a split). A join, semi-join, anti-join or difference needs both
@@ -144,13 +145,13 @@ fn looping_blocks(ra: &RaPlan) -> Vec<bool> {
         .collect()
 }
 
-/// The columns of `rel` that column `c` of temp `t` holds, following selects,
-/// projections and maps that copy a column back to a scan of `rel`.
+/// The columns of `rel` that column `c` of temp `t` holds, following selects, duplicate
+/// removals, projections and maps that copy a column back to a scan of `rel`.
 fn trace_col(defs: &HashMap<TempId, &Op>, mut t: TempId, mut c: usize) -> Option<(RelId, usize)> {
     loop {
         match defs.get(&t)? {
             Op::Scan(r) => return Some((*r, c)),
-            Op::Select { input, .. } => t = *input,
+            Op::Select { input, .. } | Op::Unique(input) => t = *input,
             Op::Project { input, cols } => {
                 c = *cols.get(c)?;
                 t = *input;
@@ -306,7 +307,7 @@ fn relation_partitionings(plan: &PhysPlan, n: usize) -> Vec<Partitioning> {
 
 /// The rows the plan moves between devices with its relations placed as
 /// `plan.rel_partitioning` (the operators' moves as `block` decides them): an input hashed
-/// at load its rows once; a move of an operator's input or a statement's temp its rows
+/// at load none (each device loads the rows of its keys); a move of an operator's input or a statement's temp its rows
 /// once for a hash or a gather, once per other device for a broadcast, none for a kept
 /// share; a partial aggregation its result's rows. A move in a loop weighs 1000 times
 /// one outside, as in the votes.
@@ -319,11 +320,6 @@ fn rows_moved(plan: &PhysPlan, n: usize, looping: &[bool]) -> f64 {
         Redistribute::Keep { .. } => 0.0,
     };
     let mut total = 0.0;
-    for (i, r) in ra.relations.iter().enumerate() {
-        if matches!(r.kind, RelKind::Input { .. }) && matches!(plan.rel_partitioning[i], Partitioning::Hash { .. }) {
-            total += input_rows(plan, i);
-        }
-    }
     for (bi, b) in ra.blocks.iter().enumerate() {
         let weight = if looping[bi] { 1000.0 } else { 1.0 };
         let ops: HashMap<TempId, &Op> = b
@@ -353,24 +349,6 @@ fn rows_moved(plan: &PhysPlan, n: usize, looping: &[bool]) -> f64 {
         }
     }
     total
-}
-
-/// The estimated rows of relation `r`: the most of any scan of it.
-fn input_rows(plan: &PhysPlan, r: usize) -> f64 {
-    let mut rows: f64 = 1.0;
-    for b in &plan.ra.blocks {
-        for s in &b.stmts {
-            if let Stmt::Let {
-                dst, op: Op::Scan(x), ..
-            } = s
-            {
-                if x.0 as usize == r {
-                    rows = rows.max(plan.node(*dst).est.as_ref().map_or(1.0, |e| e.rows));
-                }
-            }
-        }
-    }
-    rows
 }
 
 /// Relation `r` is an input that only its load writes: no statement stores, merges,
@@ -461,6 +439,12 @@ fn place_inputs(plan: &mut PhysPlan, n: usize) {
         if matches!(current, Partitioning::Hash { .. }) {
             options.push(Partitioning::Split { parts: n });
         }
+        for cols in hash_candidates(plan, r) {
+            let p = Partitioning::Hash { cols, parts: n };
+            if p != current {
+                options.push(p);
+            }
+        }
         if read_whole(plan, r) {
             options.push(Partitioning::Replicated { parts: n });
         }
@@ -475,6 +459,61 @@ fn place_inputs(plan: &mut PhysPlan, n: usize) {
         }
         plan.rel_partitioning[r] = chosen;
     }
+}
+
+/// The key columns of relation `r` that its readers meet on, in the plan's order: the
+/// keys of each join, semi-join and anti-join side and the group columns of each
+/// aggregation whose columns come from a scan of `r` (through selects, projections and
+/// maps, `trace_col`). Loaded hashed on such columns, those rows need not move to meet.
+fn hash_candidates(plan: &PhysPlan, r: usize) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    for b in &plan.ra.blocks {
+        let mut defs: HashMap<TempId, &Op> = HashMap::new();
+        for s in &b.stmts {
+            let Stmt::Let { dst, op, .. } = s else {
+                continue;
+            };
+            defs.insert(*dst, op);
+            let sides: Vec<(TempId, &[usize])> = match op {
+                Op::Join {
+                    left,
+                    right,
+                    left_keys,
+                    right_keys,
+                    ..
+                }
+                | Op::SemiJoin {
+                    left,
+                    right,
+                    left_keys,
+                    right_keys,
+                }
+                | Op::AntiJoin {
+                    left,
+                    right,
+                    left_keys,
+                    right_keys,
+                } => vec![(*left, left_keys), (*right, right_keys)],
+                Op::Aggregate { input, group, .. } => vec![(*input, group)],
+                _ => Vec::new(),
+            };
+            for (t, keys) in sides {
+                if keys.is_empty() {
+                    continue;
+                }
+                let Some(traced) = keys.iter().map(|&k| trace_col(&defs, t, k)).collect::<Option<Vec<_>>>() else {
+                    continue;
+                };
+                if traced.iter().all(|(x, _)| x.0 as usize == r) {
+                    let cols: Vec<usize> = traced.iter().map(|(_, c)| *c).collect();
+                    if !out.contains(&cols) {
+                        out.push(cols);
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// `p` seen through a map from input columns to output columns (`None`: dropped).

@@ -64,9 +64,10 @@ fn transitive_closure_over_two_devices_exchanges_each_new_delta_once() {
 
 #[test]
 fn aggregations_combine_partial_rows_or_move_their_input_by_group() {
-    let src = "e(x, y) -> int32(x), int32(y).\n.input e.\n\
-               n[] = c <- agg<<c = count()>> e(_, _).\n\
-               d[x] = c <- agg<<c = count()>> e(x, _).\n.output n.\n.output d.\n";
+    // `f`, derived, is hashed on both its columns: not placed by the groups.
+    let src = "e(x, y) -> int32(x), int32(y).\n.input e.\nf(x, y) <- e(x, y), x != y.\n\
+               n[] = c <- agg<<c = count()>> f(_, _).\n\
+               d[x] = c <- agg<<c = count()>> f(x, _).\n.output n.\n.output d.\n";
     let p = on_devices(src, 3);
     // Counts combine: each device counts its rows, and only the partial counts move.
     let global = first(&p, |op| matches!(op, Op::Aggregate { group, .. } if group.is_empty()));
@@ -86,7 +87,7 @@ fn aggregations_combine_partial_rows_or_move_their_input_by_group() {
     // floats does not (its sum depends on the order of the additions): its input moves.
     for (ty, partial) in [("int32", true), ("int64", true), ("decimal", true), ("float64", false)] {
         let src =
-            format!("e(x, y) -> int32(x), {ty}(y).\n.input e.\na[x] = v <- agg<<v = avg(y)>> e(x, y).\n.output a.\n");
+            format!("e(x, y) -> int32(x), {ty}(y).\n.input e.\nf(x, y) <- e(x, y), x != 0.\na[x] = v <- agg<<v = avg(y)>> f(x, y).\n.output a.\n.output f.\n");
         let p = on_devices(&src, 2);
         let avg = first(&p, |op| matches!(op, Op::Aggregate { .. }));
         if partial {
@@ -151,18 +152,52 @@ fn an_input_another_reader_needs_in_parts_is_broadcast_to_the_multi_way_join() {
 }
 
 #[test]
-fn an_input_is_hashed_at_load_only_where_that_moves_fewer_rows() {
-    // The join on `x` reads `e` through a select keeping few rows: moving those
-    // survivors moves fewer rows than hashing all of `e` and `f` as they are loaded.
+fn inputs_are_hashed_at_load_on_the_keys_their_readers_meet_on() {
+    // The join on `x` reads `e` through a select: each device loads the rows of `e` and of
+    // `f` whose `x` hashes to it, and nothing moves to join them.
     let src = "e(x, y) -> int32(x), int32(y).\nf(x, y) -> int32(x), int32(y).\n.input e.\n.input f.\n\
                p(x, z) <- e(x, 3), f(x, z).\n.output p.\n";
     let p = on_devices(src, 2);
-    assert_eq!(rel_part(&p, "e"), Partitioning::Split { parts: 2 });
-    assert_eq!(rel_part(&p, "f"), Partitioning::Split { parts: 2 });
-    // Only the survivors move (the join's left side), once.
+    let on_x = Partitioning::Hash {
+        cols: vec![0],
+        parts: 2,
+    };
+    assert_eq!(rel_part(&p, "e"), on_x);
+    assert_eq!(rel_part(&p, "f"), on_x);
     let join = first(&p, |op| matches!(op, Op::Join { .. }));
-    assert!(matches!(&join.moves[..], [(0, _)]), "{:?}", join.moves);
-    // Read in a loop, an input is hashed once as loaded (the transitive closure above).
+    assert!(join.moves.is_empty(), "{:?}", join.moves);
+    // An aggregation's groups: loaded hashed on the group column, each device's groups
+    // are whole, and neither its rows nor partial rows move.
+    let src = "e(x, y) -> int32(x), int32(y).\n.input e.\n\
+               s[y] = t <- agg<<t = sum(x)>> e(x, y).\n.output s.\n";
+    let p = on_devices(src, 3);
+    assert_eq!(
+        rel_part(&p, "e"),
+        Partitioning::Hash {
+            cols: vec![1],
+            parts: 3
+        }
+    );
+    let agg = first(&p, |op| matches!(op, Op::Aggregate { .. }));
+    assert!(
+        agg.moves.is_empty() && agg.partial.is_none(),
+        "{:?} {:?}",
+        agg.moves,
+        agg.partial
+    );
+    // Counted too, `e` is read in parts either way: the count's partial counts are the
+    // only rows that move.
+    let src = "e(x, y) -> int32(x), int32(y).\n.input e.\n\
+               s[y] = t <- agg<<t = sum(x)>> e(x, y).\nm[] = c <- agg<<c = count()>> e(_, _).\n\
+               .output s.\n.output m.\n";
+    let p = on_devices(src, 2);
+    assert_eq!(
+        rel_part(&p, "e"),
+        Partitioning::Hash {
+            cols: vec![1],
+            parts: 2
+        }
+    );
 }
 
 #[test]

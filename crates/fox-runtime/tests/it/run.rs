@@ -158,7 +158,15 @@ fn load_then_output_orders_strings_by_text() {
         ],
         vec![people_input()],
         vec![
-            launch(Kernel::LoadInput { input: 0, whole: false }, &[], &[0, 1]),
+            launch(
+                Kernel::LoadInput {
+                    input: 0,
+                    whole: false,
+                    hash: Vec::new(),
+                },
+                &[],
+                &[0, 1],
+            ),
             output("by_age", people_input().columns, &[0, 1], vec![(1, true)], Some(3)),
             output("all", people_input().columns, &[0, 1], vec![], None),
             Instr::Free { buf: BufId(0) },
@@ -237,7 +245,15 @@ fn dictionary_codes(preloaded: bool) {
         buffers,
         vec![people_input()],
         vec![
-            launch(Kernel::LoadInput { input: 0, whole: false }, &[], &[0, 1]),
+            launch(
+                Kernel::LoadInput {
+                    input: 0,
+                    whole: false,
+                    hash: Vec::new(),
+                },
+                &[],
+                &[0, 1],
+            ),
             launch(consts, &[], &[2, 3, 4]),
             launch(Kernel::StrFn { func: StrFunc::Substr }, &[2, 3, 4], &[5]),
             launch(Kernel::StrFn { func: StrFunc::Concat }, &[2, 5], &[6]),
@@ -493,7 +509,15 @@ fn inconsistent_plans_are_clean_errors() {
     let e = plan_error(&plan(
         bufs(),
         vec![],
-        vec![launch(Kernel::LoadInput { input: 2, whole: false }, &[], &[0])],
+        vec![launch(
+            Kernel::LoadInput {
+                input: 2,
+                whole: false,
+                hash: Vec::new(),
+            },
+            &[],
+            &[0],
+        )],
     ));
     assert!(e.contains("LoadInput of input 2, but the plan has 0 inputs"), "{e}");
     // A jump to a block that does not exist, and a loop test of an undefined buffer.
@@ -689,7 +713,15 @@ fn bad_input_data_stops_the_run_and_frees_everything() {
             buf("person.age", Elem::I32, Some(Type::Int32)),
         ],
         vec![people_input()],
-        vec![launch(Kernel::LoadInput { input: 0, whole: false }, &[], &[0, 1])],
+        vec![launch(
+            Kernel::LoadInput {
+                input: 0,
+                whole: false,
+                hash: Vec::new(),
+            },
+            &[],
+            &[0, 1],
+        )],
     );
     let mut be = Store::default();
     let opts = RunOptions {
@@ -743,7 +775,15 @@ fn the_observer_hears_inputs_loop_iterations_and_outputs() {
         ],
         vec![people_input()],
         vec![
-            launch(Kernel::LoadInput { input: 0, whole: false }, &[], &[0, 1]),
+            launch(
+                Kernel::LoadInput {
+                    input: 0,
+                    whole: false,
+                    hash: Vec::new(),
+                },
+                &[],
+                &[0, 1],
+            ),
             launch(
                 Kernel::Const {
                     types: vec![Type::Int32],
@@ -1007,7 +1047,15 @@ fn inputs_read_before_the_run_must_be_the_plan_s() {
         ],
         vec![people_input()],
         vec![
-            launch(Kernel::LoadInput { input: 0, whole: false }, &[], &[0, 1]),
+            launch(
+                Kernel::LoadInput {
+                    input: 0,
+                    whole: false,
+                    hash: Vec::new(),
+                },
+                &[],
+                &[0, 1],
+            ),
             output("all", people_input().columns, &[0, 1], vec![], None),
         ],
     );
