@@ -103,8 +103,8 @@ pub struct Database {
     tables: BTreeMap<String, Arc<Table>>,
     /// The distinct codes of sets of string columns, by the columns (table, column).
     codes_of: Mutex<HashMap<Vec<ColumnRef>, Arc<Vec<u32>>>>,
-    /// The dictionary's tables (`DictTable`) at every code, made once for every run and
-    /// device that reads them ([`Database::dict_table`]).
+    /// The dictionary's index tables (ranks, lengths) at every code, made once for every
+    /// run and device that reads them ([`Database::dict_table`]).
     dict_tables: Mutex<HashMap<fox_kernel::DictOp, Arc<crate::HostCol>>>,
     /// Time spent reading or generating, parsing, and building the dictionary.
     pub load_time: Duration,

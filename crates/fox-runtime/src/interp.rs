@@ -190,6 +190,12 @@ enum Reachable {
     Known(std::sync::Arc<Vec<u32>>),
 }
 
+/// Whether a dictionary table depends on the dictionary alone (an index of its strings,
+/// kept with a resident database), not on a query's pattern.
+fn dict_index(op: &fox_kernel::DictOp) -> bool {
+    matches!(op, fox_kernel::DictOp::Rank | fox_kernel::DictOp::Strlen)
+}
+
 /// The rows of an input a device loads: a range (every row when `None`), or those that
 /// hashing on the key columns `keys` gives device `rank` of `devices`.
 enum LoadRows {
@@ -1769,12 +1775,35 @@ impl Interp<'_> {
             self.define_pinned(o.0 as usize, copy, true);
             return Ok(());
         }
+        // The tables of a query's patterns (`like`, `prefix`, `match`) over the loaded
+        // dictionary are made once per run: the first device of several makes the table,
+        // the others upload the same one.
+        if let (Kernel::DictTable { op }, Some(comm), [o]) = (kernel, self.spmd.as_ref().map(|d| d.comm), outs) {
+            if self.dict.len() == self.dict.sorted_len() && !dict_index(op) {
+                let arg_slots = arg_slots.clone();
+                let table = comm.shared_table(op, || {
+                    let mut cols = self.host_kernel(kernel, &arg_slots, 1)?;
+                    Ok(std::sync::Arc::new(cols.pop().expect("one table")))
+                });
+                let table = table.map_err(|e| match e {
+                    HostError::Plan(m) => RuntimeError::Plan(format!("{}: {m}", what())),
+                    HostError::Kernel(m) => RuntimeError::Kernel { at: what(), msg: m },
+                    HostError::Run(e) => e,
+                })?;
+                let b = self
+                    .upload_room(table.as_ref().clone())
+                    .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
+                self.define(o.0 as usize, b);
+                return Ok(());
+            }
+        }
         if let (Kernel::DictTable { op }, Some(db), true, [o]) =
             (kernel, self.database.clone(), self.resident.is_some(), outs)
         {
-            // Over the loaded dictionary (no string appended) a table is the same for every
-            // run: made once at every code on the host, uploaded once, kept with the data.
-            if self.dict.len() == self.dict.sorted_len() && self.dict.len() == db.dictionary().len() {
+            // Over the loaded dictionary (no string appended) a table that depends on the
+            // dictionary alone (ranks, lengths) is the same for every run: made once at
+            // every code on the host, uploaded once, kept with the data.
+            if dict_index(op) && self.dict.len() == self.dict.sorted_len() && self.dict.len() == db.dictionary().len() {
                 let key = (format!("$dict {op:?}"), self.dict.len(), crate::database::Rows::All);
                 if !self.resident.as_ref().is_some_and(|r| r.bufs.contains_key(&key)) {
                     let table = db

@@ -44,6 +44,8 @@ pub(crate) type Tag = (usize, usize);
 /// collective under way, and an abort flag that wakes every waiting device.
 pub(crate) struct Comm {
     size: usize,
+    /// The dictionary tables of the run, made by the first device that needs each.
+    tables: Mutex<std::collections::HashMap<fox_kernel::DictOp, Arc<HostCol>>>,
     state: Mutex<Round>,
     cv: Condvar,
     aborted: AtomicBool,
@@ -91,6 +93,7 @@ impl Comm {
     pub(crate) fn new(size: usize, cancel: Option<crate::CancelToken>) -> Comm {
         Comm {
             size,
+            tables: Mutex::new(std::collections::HashMap::new()),
             state: Mutex::new(Round {
                 done: 0,
                 deposits: (0..size).map(|_| None).collect(),
@@ -106,6 +109,23 @@ impl Comm {
 
     pub(crate) fn size(&self) -> usize {
         self.size
+    }
+
+    /// The run's table of `op`: made by `make` on the first device that asks (the others
+    /// asking meanwhile wait for it), then shared. A failure is the asking device's; the
+    /// next device to ask makes it again.
+    pub(crate) fn shared_table<E>(
+        &self,
+        op: &fox_kernel::DictOp,
+        make: impl FnOnce() -> Result<Arc<HostCol>, E>,
+    ) -> Result<Arc<HostCol>, E> {
+        let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = tables.get(op) {
+            return Ok(t.clone());
+        }
+        let t = make()?;
+        tables.insert(op.clone(), t.clone());
+        Ok(t)
     }
 
     /// Stops the run: every device waiting at a collective, or reaching its next one,
@@ -645,6 +665,42 @@ mod tests {
             comm.abort();
             assert_eq!(waiter.join().unwrap(), Some(CommError::Aborted));
         });
+    }
+
+    /// Of devices asking for a run's table at once, one makes it and all get it; a
+    /// failure is the asker's, and the next asker makes it again.
+    #[test]
+    fn a_run_s_table_is_made_once_for_every_device() {
+        use std::sync::atomic::AtomicUsize;
+        let comm = Comm::new(4, None);
+        let made = AtomicUsize::new(0);
+        let op = fox_kernel::DictOp::Like("a%".into());
+        let failed: Result<Arc<HostCol>, String> = comm.shared_table(&op, || Err("no room".into()));
+        assert_eq!(failed.unwrap_err(), "no room");
+        let tables: Vec<Arc<HostCol>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        comm.shared_table(&op, || {
+                            made.fetch_add(1, Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_millis(20));
+                            Ok::<_, String>(Arc::new(HostCol::U8(vec![1, 0, 1])))
+                        })
+                        .unwrap()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(made.load(Ordering::SeqCst), 1);
+        assert!(tables.iter().all(|t| Arc::ptr_eq(t, &tables[0])));
+        // Another pattern is another table.
+        let other = comm
+            .shared_table(&fox_kernel::DictOp::Prefix("a".into()), || {
+                Ok::<_, String>(Arc::new(HostCol::U8(vec![0])))
+            })
+            .unwrap();
+        assert_eq!(other.len(), 1);
     }
 
     #[test]

@@ -1080,110 +1080,110 @@ fn a_part_that_does_not_fit_the_memory_limit_stays_in_the_host_tier_and_is_not_k
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A `DictTable` over a resident database is made once at every code, uploaded once to
-/// each device and kept: later runs upload nothing, and every run's flags are those the
-/// run without a resident gives (its table made at the codes the plan reads).
+/// A dictionary table that depends on the dictionary alone (lengths, ranks) over a
+/// resident database is made once at every code, uploaded once to each device and kept:
+/// later runs upload nothing. A query's pattern table (`like`) is made again by every
+/// run (on several devices once, shared). Every run gives the values the run without a
+/// resident gives (its table made at the codes the plan reads).
 #[test]
-fn a_dictionary_table_is_uploaded_once_per_device_and_kept_with_the_data() {
+fn a_dictionary_index_is_uploaded_once_per_device_and_kept_with_the_data() {
     use fox_runtime::{run_devices_resident, run_resident, DataSource, Database, NoProgress, Resident};
     let dir = temp_dir("resident-dict");
     let rows: Vec<(i32, String, f64, i64)> = (0..53)
-        .map(|k| (k % 7, format!("s{}", k % 13), k as f64, k as i64))
+        .map(|k| (k % 7, format!("s{}", k * k % 131), k as f64, k as i64))
         .collect();
     let refs: Vec<(i32, &str, f64, i64)> = rows.iter().map(|(a, s, f, d)| (*a, s.as_str(), *f, *d)).collect();
     let input = input_t(&dir, &refs);
-    let mut bufs = buffers(&T);
-    bufs.push(BufVar {
-        name: "like".into(),
-        elem: Elem::U8,
-        ty: None,
-    });
-    bufs.push(BufVar {
-        name: "m".into(),
-        elem: Elem::U8,
-        ty: Some(Type::Bool),
-    });
-    let p = plan(
-        bufs,
-        vec![input],
-        vec![block(
-            "main",
-            vec![
-                launch(
-                    Kernel::LoadInput {
-                        input: 0,
-                        whole: false,
-                        hash: Vec::new(),
-                    },
-                    &[],
-                    &[0, 1, 2, 3],
-                ),
-                launch(
-                    Kernel::DictTable {
-                        op: fox_kernel::DictOp::Like("s1%".into()),
-                    },
-                    &[],
-                    &[4],
-                ),
-                launch(Kernel::Gather { shift: 0 }, &[1, 4], &[5]),
-                output(
-                    "t",
-                    &[("a", Type::Int32), ("s", Type::String), ("m", Type::Bool)],
-                    &[0, 1, 5],
-                ),
-            ],
-            Terminator::Halt,
-        )],
-    );
-    let db = Database::load(&DataSource::Files(dir.clone()), &[&p], &NoProgress).unwrap();
-    let opts = RunOptions {
-        database: Some(Arc::new(db)),
-        ..RunOptions::default()
-    };
-    let mut one = Spy::new();
-    let want = outputs_of(&run_resident(&p, &mut one, &opts, None).unwrap());
-    let flags: Vec<bool> = want[0].1.iter().map(|r| r[2] == Value::Bool(true)).collect();
-    let like: Vec<bool> = want[0]
-        .1
-        .iter()
-        .map(|r| matches!(&r[1], Value::String(s) if s.starts_with("s1")))
-        .collect();
-    assert_eq!(flags, like);
-    assert!(flags.iter().any(|&f| f) && flags.iter().any(|&f| !f));
-    one.uploads.clear();
-    // One device: the two columns read and the table, then nothing (the columns the plan
-    // does not read are empty).
-    let mut resident = Resident::default();
-    for uploads in [3, 0, 0] {
-        let got = outputs_of(&run_resident(&p, &mut one, &opts, Some(&mut resident)).unwrap());
-        assert_eq!(got, want);
-        let u = std::mem::take(&mut one.uploads);
-        assert_eq!(u.iter().filter(|c| !c.is_empty()).count(), uploads);
-    }
-    resident.release(&mut one);
-    assert_eq!(one.mem().in_use, 0);
-    // Three devices: each its part of the columns and the whole table, then nothing.
-    let mut spies: Vec<Spy> = (0..3).map(|_| Spy::new()).collect();
-    let mut residents: Vec<Resident> = (0..3).map(|_| Resident::default()).collect();
-    for uploads in [3, 0] {
-        let devices = spies.iter_mut().map(|s| s as &mut (dyn Backend + Send)).collect();
-        let r = run_devices_resident(&p, devices, &opts, &mut residents).unwrap();
-        let mut got = outputs_of(&r)[0].1.clone();
-        let mut all = want[0].1.clone();
-        let key = |r: &Vec<Value>| format!("{r:?}");
-        got.sort_by_key(key);
-        all.sort_by_key(key);
-        assert_eq!(got, all);
-        for s in spies.iter_mut() {
-            assert_eq!(
-                std::mem::take(&mut s.uploads).iter().filter(|c| !c.is_empty()).count(),
-                uploads
-            );
+    let cases = [
+        (fox_kernel::DictOp::Strlen, Elem::I32, Type::Int32, 0),
+        (fox_kernel::DictOp::Like("s1%".into()), Elem::U8, Type::Bool, 1),
+    ];
+    for (op, elem, ty, again) in cases {
+        let mut bufs = buffers(&T);
+        bufs.push(BufVar {
+            name: "table".into(),
+            elem,
+            ty: None,
+        });
+        bufs.push(BufVar {
+            name: "m".into(),
+            elem,
+            ty: Some(ty),
+        });
+        let p = plan(
+            bufs,
+            vec![input.clone()],
+            vec![block(
+                "main",
+                vec![
+                    launch(
+                        Kernel::LoadInput {
+                            input: 0,
+                            whole: false,
+                            hash: Vec::new(),
+                        },
+                        &[],
+                        &[0, 1, 2, 3],
+                    ),
+                    launch(Kernel::DictTable { op: op.clone() }, &[], &[4]),
+                    launch(Kernel::Gather { shift: 0 }, &[1, 4], &[5]),
+                    output("t", &[("a", Type::Int32), ("s", Type::String), ("m", ty)], &[0, 1, 5]),
+                ],
+                Terminator::Halt,
+            )],
+        );
+        let db = Database::load(&DataSource::Files(dir.clone()), &[&p], &NoProgress).unwrap();
+        let opts = RunOptions {
+            database: Some(Arc::new(db)),
+            ..RunOptions::default()
+        };
+        let mut one = Spy::new();
+        let want = outputs_of(&run_resident(&p, &mut one, &opts, None).unwrap());
+        let values: Vec<Value> = want[0].1.iter().map(|r| r[2].clone()).collect();
+        let expected: Vec<Value> = want[0]
+            .1
+            .iter()
+            .map(|r| match (&op, &r[1]) {
+                (fox_kernel::DictOp::Strlen, Value::String(s)) => Value::Int32(s.len() as i32),
+                (_, Value::String(s)) => Value::Bool(s.starts_with("s1")),
+                _ => unreachable!("a string column"),
+            })
+            .collect();
+        assert_eq!(values, expected, "{op:?}");
+        assert!(values.iter().any(|v| *v != values[0]), "{op:?}");
+        one.uploads.clear();
+        // One device: the two columns read and the table, then the pattern's table only
+        // (the columns the plan does not read are empty).
+        let mut resident = Resident::default();
+        for uploads in [3, again, again] {
+            let got = outputs_of(&run_resident(&p, &mut one, &opts, Some(&mut resident)).unwrap());
+            assert_eq!(got, want, "{op:?}");
+            let u = std::mem::take(&mut one.uploads);
+            assert_eq!(u.iter().filter(|c| !c.is_empty()).count(), uploads, "{op:?}");
         }
-    }
-    for (r, s) in residents.into_iter().zip(spies.iter_mut()) {
-        r.release(s);
-        assert_eq!(s.mem().in_use, 0);
+        resident.release(&mut one);
+        assert_eq!(one.mem().in_use, 0);
+        // Three devices: each its part of the columns and the table, then as above.
+        let mut spies: Vec<Spy> = (0..3).map(|_| Spy::new()).collect();
+        let mut residents: Vec<Resident> = (0..3).map(|_| Resident::default()).collect();
+        for uploads in [3, again] {
+            let devices = spies.iter_mut().map(|s| s as &mut (dyn Backend + Send)).collect();
+            let r = run_devices_resident(&p, devices, &opts, &mut residents).unwrap();
+            let mut got = outputs_of(&r)[0].1.clone();
+            let mut all = want[0].1.clone();
+            let key = |r: &Vec<Value>| format!("{r:?}");
+            got.sort_by_key(key);
+            all.sort_by_key(key);
+            assert_eq!(got, all, "{op:?}");
+            for s in spies.iter_mut() {
+                let u = std::mem::take(&mut s.uploads);
+                assert_eq!(u.iter().filter(|c| !c.is_empty()).count(), uploads, "{op:?}");
+            }
+        }
+        for (r, s) in residents.into_iter().zip(spies.iter_mut()) {
+            r.release(s);
+            assert_eq!(s.mem().in_use, 0);
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
