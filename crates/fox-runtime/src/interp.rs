@@ -157,6 +157,7 @@ pub(crate) fn run_device(
     it.reachable = shared.reachable.clone();
     it.inputs = plan.inputs.iter().map(|_| None).collect();
     it.start(opts);
+    it.backend.set_stall_limit(comm.stall_limit());
     let res = it.execute();
     if res.is_err() {
         comm.abort();

@@ -183,6 +183,11 @@ impl Comm {
         self.halt.load(Ordering::Relaxed) && self.stalled_by.load(Ordering::SeqCst) != rank
     }
 
+    /// How long every device may go without progress while one waits.
+    pub(crate) fn stall_limit(&self) -> Duration {
+        self.stall_limit
+    }
+
     /// The run's cancellation token, if any.
     pub(crate) fn cancel_token(&self) -> Option<&crate::CancelToken> {
         self.cancel.as_ref()
