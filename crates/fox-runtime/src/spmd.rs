@@ -307,12 +307,14 @@ impl Drop for AbortOnPanic<'_> {
     }
 }
 
-/// Wakes the thread that watches the devices when a device's thread ends.
-struct Unpark(std::thread::Thread);
+/// Counts a device's thread as finished and wakes the thread that watches the devices,
+/// when the device's thread ends (returning or panicking).
+struct Finished<'a>(&'a AtomicUsize, std::thread::Thread);
 
-impl Drop for Unpark {
+impl Drop for Finished<'_> {
     fn drop(&mut self) {
-        self.0.unpark();
+        self.0.fetch_add(1, Ordering::SeqCst);
+        self.1.unpark();
     }
 }
 
@@ -555,6 +557,7 @@ fn run_devices_with<'b>(
     };
     let shared = crate::interp::prepare_shared(plan, &mut *backends[0], opts, preloaded)?;
     let comm = Comm::new(n, opts.cancel.clone(), limit);
+    let finished = AtomicUsize::new(0);
     let results: Vec<_> = std::thread::scope(|s| {
         let watcher = std::thread::current();
         let residents: Vec<Option<&mut Resident>> = match residents {
@@ -566,17 +569,19 @@ fn run_devices_with<'b>(
             .zip(residents)
             .enumerate()
             .map(|(rank, (backend, resident))| {
-                let (comm, shared, watcher) = (&comm, &shared, watcher.clone());
+                let (comm, shared, finished, watcher) = (&comm, &shared, &finished, watcher.clone());
                 s.spawn(move || {
+                    // Dropped in reverse order: a panic aborts the run before the
+                    // thread counts as finished.
+                    let _wake = Finished(finished, watcher);
                     let _guard = AbortOnPanic(comm);
-                    let _wake = Unpark(watcher);
                     crate::interp::run_device(plan, backend, opts, shared, comm, rank, resident)
                 })
             })
             .collect();
         // While the devices run, this thread carries the cancellation token's flag over to
         // the kernels' stop flag (a device's kernels read the run's `Comm::halt_flag`).
-        while !handles.iter().all(|h| h.is_finished()) {
+        while finished.load(Ordering::SeqCst) < n {
             if comm.cancel_token().is_some_and(|c| c.is_cancelled()) {
                 comm.halt();
             }
