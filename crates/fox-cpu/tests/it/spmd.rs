@@ -1298,3 +1298,28 @@ fn a_device_that_fails_gives_its_own_error_and_the_others_stop() {
         }
     }
 }
+
+#[test]
+fn cancelling_stops_a_device_inside_a_kernel_long_before_the_stall_limit() {
+    let p = steps_plan(1);
+    for linked in [false, true] {
+        let cancel = CancelToken::new();
+        let opts = RunOptions {
+            cancel: Some(cancel.clone()),
+            stall_timeout: Some(std::time::Duration::from_secs(600)),
+            ..RunOptions::default()
+        };
+        let stopper = {
+            let cancel = cancel.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                cancel.cancel();
+            })
+        };
+        // Device 1's kernel ends only when the kernels' stop flag is set.
+        let (res, took) = run_troubled(2, &p, &opts, 1, Trouble::Stall, linked);
+        stopper.join().unwrap();
+        assert_eq!(res.unwrap_err(), RuntimeError::Cancelled, "linked {linked}");
+        assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    }
+}
