@@ -241,8 +241,11 @@ fn two_gpus_exchange_rows_in_sender_order() {
     }
 }
 
+/// A device's message at a meeting, or its failure.
+type Message = Result<Vec<u64>, String>;
+
 /// A meeting of `n` threads for `Backend::peer_exchange`, as the runtime holds it.
-fn meeting(n: usize) -> impl Fn(usize, Result<Vec<u64>, String>) -> Result<Vec<Vec<u64>>, String> + Clone {
+fn meeting(n: usize) -> impl Fn(usize, Message) -> Result<Vec<Vec<u64>>, String> + Clone {
     let barrier = Arc::new(Barrier::new(n));
     type Outcomes = Mutex<Vec<Option<Result<Vec<u64>, String>>>>;
     let outcomes: Arc<Outcomes> = Arc::new(Mutex::new(vec![None; n]));
