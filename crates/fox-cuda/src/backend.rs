@@ -17,12 +17,17 @@ pub fn device_count() -> Result<usize, BackendError> {
 
 /// Links the GPUs of `backends` (in rank order; each on a different device) as the
 /// devices of one run: exchanges then move rows device to device through NCCL. A
-/// machine without NCCL gets [`crate::nccl::NCCL_MISSING`].
+/// machine without NCCL gets [`crate::nccl::NCCL_MISSING`]. Nothing here waits without
+/// end: the set-up and the first transfers are under the stall limit
+/// ([`fox_runtime::stall_limit`], `FOX_STALL_TIMEOUT_S`), and a device that fails or
+/// stalls is an error naming it.
 pub fn link_devices(backends: &mut [CudaBackend]) -> Result<(), BackendError> {
+    let limit = fox_runtime::stall_limit().map_err(BackendError)?;
     let ordinals: Vec<usize> = backends.iter().map(|b| b.gpu.ordinal()).collect();
-    let ranks = crate::nccl::link(&ordinals).map_err(BackendError)?;
+    let ranks = crate::nccl::link(&ordinals, limit).map_err(BackendError)?;
     for (b, r) in backends.iter_mut().zip(ranks) {
         b.peer = Some(r);
+        b.stall = limit;
     }
     // NCCL connects two devices at their first transfer (buffers, proxy threads): one
     // byte each way between every pair here makes that part of opening the devices
@@ -30,12 +35,18 @@ pub fn link_devices(backends: &mut [CudaBackend]) -> Result<(), BackendError> {
     let n = backends.len();
     let mut bufs = Vec::with_capacity(n);
     let mut plans = Vec::with_capacity(n);
+    let mut reached = Vec::with_capacity(n);
     let mut res = Ok(());
     for (d, b) in backends.iter_mut().enumerate() {
-        match b.gpu.pairwise_plan(d, n) {
-            Ok((buf, plan)) => {
+        match b
+            .gpu
+            .pairwise_plan(d, n)
+            .and_then(|(buf, plan)| Ok((buf, plan, b.gpu.mark()?)))
+        {
+            Ok((buf, plan, mark)) => {
                 bufs.push(buf);
                 plans.push(plan);
+                reached.push(mark);
             }
             Err(e) => {
                 res = Err(e);
@@ -44,14 +55,33 @@ pub fn link_devices(backends: &mut [CudaBackend]) -> Result<(), BackendError> {
         }
     }
     if res.is_ok() {
+        let connect = |e: String| BackendError(format!("cannot connect the devices through NCCL: {e}"));
         if let Some(first) = backends.first().and_then(|b| b.peer.as_ref()) {
-            res = first
-                .launch_all(&plans)
-                .map_err(|e| BackendError(format!("cannot connect the devices through NCCL: {e}")));
+            res = first.launch_all(&plans).map_err(connect);
+        }
+        if res.is_ok() {
+            let passed = backends.iter().map(|b| b.gpu.mark()).collect::<Result<Vec<_>, _>>();
+            res = passed.and_then(|passed| {
+                let mut parts: Vec<crate::nccl::Part<'_>> = reached
+                    .iter()
+                    .zip(&passed)
+                    .enumerate()
+                    .map(|(rank, (r, p))| crate::nccl::Part {
+                        rank,
+                        reached: Box::new(move || crate::device::is_complete(r)),
+                        passed: Box::new(move || crate::device::is_complete(p)),
+                    })
+                    .collect();
+                let first = backends[0].peer.as_ref().expect("linked above");
+                first.wait_group(&mut parts, limit).map_err(|e| match e {
+                    crate::nccl::GroupError::Found(m) | crate::nccl::GroupError::Shut(m) => connect(m),
+                })
+            });
         }
     }
     for (b, buf) in backends.iter_mut().zip(bufs) {
-        let synced = b.gpu.sync();
+        // After a failure the link is shut: its kernels have returned.
+        let synced = if res.is_ok() { b.gpu.sync() } else { Ok(()) };
         b.gpu.free(buf);
         res = res.and(synced);
     }
@@ -63,6 +93,9 @@ pub struct CudaBackend {
     gpu: Gpu,
     /// The NCCL link to the other devices of a run over several.
     peer: Option<crate::nccl::Rank>,
+    /// How long an exchange waits for the devices' transfers while none makes progress
+    /// (the run's stall limit, `Backend::set_stall_limit`).
+    stall: Duration,
 }
 
 impl CudaBackend {
@@ -78,7 +111,16 @@ impl CudaBackend {
         let mut gpu = Gpu::on(ordinal)?;
         // The kernel modules compile while the caller reads its inputs and plans.
         gpu.prefetch_modules();
-        Ok(CudaBackend { gpu, peer: None })
+        Ok(CudaBackend {
+            gpu,
+            peer: None,
+            stall: fox_runtime::DEFAULT_STALL_LIMIT,
+        })
+    }
+
+    /// See `Gpu::hold_stream` (for [`crate::testing::hold_stream`]).
+    pub(crate) fn hold_stream(&self) -> Result<std::sync::mpsc::Sender<()>, BackendError> {
+        self.gpu.hold_stream()
     }
 
     /// Time spent compiling kernels (or reading their PTX from the disk cache), and how
@@ -200,7 +242,7 @@ impl Backend for CudaBackend {
         let Some(peer) = &self.peer else {
             return Err(BackendError(format!("{} has no link to other devices", self.name())));
         };
-        self.gpu.peer_exchange(peer, send, recv_rows, elems, meet)
+        self.gpu.peer_exchange(peer, send, recv_rows, elems, meet, self.stall)
     }
 
     fn name(&self) -> String {
@@ -298,6 +340,10 @@ impl Backend for CudaBackend {
     /// Kept by every device allocation (`Gpu::alloc`): one that would take the buffers in
     /// use beyond the limit is refused with the out-of-memory error, and the runtime moves
     /// buffers to its host tier to make room.
+    fn set_stall_limit(&mut self, limit: Duration) {
+        self.stall = limit;
+    }
+
     fn set_memory_limit(&mut self, limit: Option<u64>) {
         self.gpu.set_limit(limit);
     }

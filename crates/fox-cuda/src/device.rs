@@ -408,8 +408,12 @@ impl Gpu {
     /// `Backend::peer_exchange`): the outputs allocated and this device's own part copied
     /// on the device; at the first meeting every device brings its stream and transfers;
     /// device 0 launches all of them as one NCCL group ([`crate::nccl::Rank::launch_all`])
-    /// and tells the outcome at the second meeting, after which each device's later work
-    /// follows the transfers on its stream.
+    /// and tells the outcome at the second meeting; then each device polls its stream
+    /// until it passed the group ([`crate::nccl::Rank::wait_group`], under the stall
+    /// limit `stall`), and the third meeting tells whether every device's did. A device
+    /// that failed or stalled shuts the link and gives the run's error; the others stop
+    /// as its peers. Once this returns, no NCCL kernel of the exchange is running, so no
+    /// later wait of the device depends on another device.
     pub fn peer_exchange(
         &mut self,
         peer: &crate::nccl::Rank,
@@ -417,10 +421,14 @@ impl Gpu {
         recv_rows: &[usize],
         elems: &[Elem],
         meet: &mut fox_runtime::Meet<'_>,
+        stall: std::time::Duration,
     ) -> Result<Vec<DevBuf>, BackendError> {
         let (rank, n) = (peer.rank(), peer.size());
         let mut outs: Vec<DevBuf> = Vec::with_capacity(elems.len());
+        // Recorded once this device's work before the group is on its stream.
+        let mut reached: Option<CudaEvent> = None;
         let prepared = (|| {
+            peer.check_open().map_err(BackendError)?;
             if send.len() != n || recv_rows.len() != n {
                 return Err(BackendError(format!(
                     "an exchange over {} devices on a link of {n}",
@@ -474,6 +482,7 @@ impl Gpu {
                     }
                 }
             }
+            reached = Some(self.mark()?);
             Ok(plan)
         })();
         let res = (|| {
@@ -489,7 +498,31 @@ impl Gpu {
                 Ok(())
             };
             meet(launched.map(|()| Vec::new())).map_err(BackendError)?;
-            Ok(())
+            let reached = reached.as_ref().expect("recorded before the first meeting");
+            let waited = self
+                .mark()
+                .map_err(|e| crate::nccl::GroupError::Found(e.0))
+                .and_then(|passed| {
+                    let mut part = [crate::nccl::Part {
+                        rank,
+                        reached: Box::new(|| is_complete(reached)),
+                        passed: Box::new(|| is_complete(&passed)),
+                    }];
+                    peer.wait_group(&mut part, stall)
+                });
+            // The device that found the failure brings it to the meeting and gives it as
+            // its own error; the others, stopped by it, come with nothing to tell and
+            // learn there that the failure is another device's.
+            let mine = match &waited {
+                Err(crate::nccl::GroupError::Found(e)) => Err(e.clone()),
+                Ok(()) | Err(crate::nccl::GroupError::Shut(_)) => Ok(Vec::new()),
+            };
+            let met = meet(mine);
+            match waited {
+                Err(crate::nccl::GroupError::Found(e)) => Err(BackendError(e)),
+                Err(crate::nccl::GroupError::Shut(e)) => Err(BackendError(met.err().unwrap_or(e))),
+                Ok(()) => met.map(|_| ()).map_err(BackendError),
+            }
         })();
         match res {
             Ok(()) => Ok(outs),
@@ -908,6 +941,39 @@ impl Gpu {
             .map_err(|e| drv("cannot record an event", e))
     }
 
+    /// Holds the stream: work enqueued after this call waits until the returned sender
+    /// sends or is dropped (a host function on the stream, which makes no CUDA call;
+    /// it lets go by itself after ten minutes). For tests of waits on a device that does
+    /// not come.
+    pub(crate) fn hold_stream(&self) -> Result<std::sync::mpsc::Sender<()>, BackendError> {
+        unsafe extern "C" fn wait_for_release(data: *mut std::ffi::c_void) {
+            // SAFETY: `data` is the receiver boxed below, handed to this function alone.
+            let rx = unsafe { Box::from_raw(data.cast::<std::sync::mpsc::Receiver<()>>()) };
+            let _ = rx.recv_timeout(std::time::Duration::from_secs(600));
+        }
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let data = Box::into_raw(Box::new(rx));
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| drv("cannot bind the CUDA context", e))?;
+        // SAFETY: the stream is this device's; the function owns `data` once launched.
+        let launched =
+            unsafe { sys::cuLaunchHostFunc(self.stream.cu_stream(), Some(wait_for_release), data.cast()).result() };
+        if let Err(e) = launched {
+            // SAFETY: a failed launch did not hand `data` over.
+            drop(unsafe { Box::from_raw(data) });
+            return Err(drv("cannot hold the stream (cuLaunchHostFunc)", e));
+        }
+        Ok(tx)
+    }
+
+    /// An event recorded on the stream now, for [`is_complete`] (no timing).
+    pub(crate) fn mark(&self) -> Result<CudaEvent, BackendError> {
+        self.stream
+            .record_event(None)
+            .map_err(|e| drv("cannot record an event", e))
+    }
+
     /// Reads element `index` of a U64 buffer (synchronous: waits for the stream).
     pub fn read_u64(&mut self, buf: &DevBuf, index: usize) -> Result<u64, BackendError> {
         let b = self.read_bytes::<8>(buf, Elem::U64, index)?;
@@ -1293,4 +1359,10 @@ impl Gpu {
             )
         })
     }
+}
+
+/// Whether the work recorded in `event` is done, without waiting; `Err` when the device
+/// failed (an error of its context, such as an illegal address in an earlier kernel).
+pub(crate) fn is_complete(event: &CudaEvent) -> Result<bool, String> {
+    event.try_is_complete().map_err(|e| format!("device failure: {e:?}"))
 }

@@ -10,13 +10,19 @@
 //! the CUDA version as suffix), so they would not find the packaged `libnccl.so.2`.
 //!
 //! One communicator per device, made together by `ncclCommInitAll` over the devices'
-//! ordinals; each device's thread uses only its own. Every operation is enqueued on the
-//! device's stream, so later kernels see the rows it received without a host wait.
+//! ordinals (under the stall limit: a set-up that does not return within it is an
+//! error). Every operation is enqueued on the device's stream. No thread ever blocks on
+//! a group's completion: each device polls its stream's events and the communicators'
+//! asynchronous errors ([`Rank::wait_group`]) until its part of the group is done, and
+//! fails when a device fails or no device made progress for the stall limit. A failure
+//! shuts the link: every communicator is aborted (`ncclCommAbort`, which makes kernels
+//! still waiting for a peer return) and later exchanges are refused with the reason.
 
 use libloading::Library;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 /// The message for a machine without NCCL.
 pub const NCCL_MISSING: &str = "NCCL (libnccl.so.2) was not found; a run over several GPUs moves rows \
@@ -35,6 +41,7 @@ struct Api {
     init_all: unsafe extern "C" fn(*mut Comm, c_int, *const c_int) -> Res,
     destroy: unsafe extern "C" fn(Comm) -> Res,
     abort: unsafe extern "C" fn(Comm) -> Res,
+    async_error: unsafe extern "C" fn(Comm, *mut Res) -> Res,
     group_start: unsafe extern "C" fn() -> Res,
     group_end: unsafe extern "C" fn() -> Res,
     send: unsafe extern "C" fn(*const c_void, usize, c_int, c_int, Comm, *mut c_void) -> Res,
@@ -118,6 +125,7 @@ fn load() -> Result<Api, String> {
         init_all: sym!("ncclCommInitAll"),
         destroy: sym!("ncclCommDestroy"),
         abort: sym!("ncclCommAbort"),
+        async_error: sym!("ncclCommGetAsyncError"),
         group_start: sym!("ncclGroupStart"),
         group_end: sym!("ncclGroupEnd"),
         send: sym!("ncclSend"),
@@ -131,12 +139,19 @@ fn check(api: &Api, r: Res, what: &str) -> Result<(), String> {
     if r == 0 {
         return Ok(());
     }
-    // SAFETY: NCCL returns a static string for every result code.
-    let text = unsafe { CStr::from_ptr((api.error_string)(r)) }
-        .to_string_lossy()
-        .into_owned();
-    Err(format!("NCCL: {what}: {text} (code {r})"))
+    Err(format!("NCCL: {what}: {} (code {r})", error_text(api, r)))
 }
+
+fn error_text(api: &Api, r: Res) -> String {
+    // SAFETY: NCCL returns a static string for every result code.
+    unsafe { CStr::from_ptr((api.error_string)(r)) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `ncclInProgress`: an operation of a non-blocking communicator still running (not an
+/// error).
+const NCCL_IN_PROGRESS: Res = 7;
 
 /// NCCL's version as `major.minor.patch`, or why it cannot be loaded.
 pub fn version() -> Result<String, String> {
@@ -147,32 +162,64 @@ pub fn version() -> Result<String, String> {
     Ok(format!("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100))
 }
 
-/// The communicators of one run's devices, destroyed when the last device lets go.
+/// The communicators of one run's devices, destroyed when the last device lets go (or
+/// aborted when the link was shut).
 struct Clique {
     api: &'static Api,
     comms: Vec<Comm>,
-    /// Set when a device stopped inside an exchange: the communicators are aborted, not
-    /// destroyed (a destroy would wait for the peer).
-    broken: std::sync::atomic::AtomicBool,
+    /// The state of the group launched last, and whether the link is shut. Every use of
+    /// a communicator outside a group launch (its asynchronous error, its abort) is made
+    /// under this lock, so none is used once aborted.
+    watch: std::sync::Mutex<Watch>,
 }
 
-// SAFETY: each communicator is used by one device's thread at a time (its `Rank`), and by
-// `Drop` only once every `Rank` is gone.
+/// What the devices of a link know of the group launched last.
+struct Watch {
+    /// Why the link was shut (its communicators are aborted), or `None` while it works.
+    shut: Option<String>,
+    /// `reached[d]`: device `d`'s stream finished its work before the group.
+    reached: Vec<bool>,
+    /// `passed[d]`: device `d`'s stream passed the group (its transfers are done).
+    passed: Vec<bool>,
+    /// When a device last made progress in the group (the launch counts as progress).
+    progress: Instant,
+}
+
+// SAFETY: each communicator is used by one thread at a time: in a group launch
+// (`Rank::launch_all`, one thread with every device's operations), or under the
+// `watch` lock; `Drop` runs once every `Rank` is gone.
 unsafe impl Send for Clique {}
 unsafe impl Sync for Clique {}
 
+impl Clique {
+    /// Shuts the link for `why` (the first reason stands): every communicator is
+    /// aborted, which makes their kernels that still wait for a peer return.
+    fn shut(&self, w: &mut Watch, why: String) {
+        if w.shut.is_some() {
+            return;
+        }
+        w.shut = Some(why);
+        for &c in &self.comms {
+            // SAFETY: every communicator was made by ncclCommInitAll and is aborted once
+            // (the `shut` flag under the lock); none is used after.
+            unsafe { (self.api.abort)(c) };
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Watch> {
+        self.watch.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 impl Drop for Clique {
     fn drop(&mut self) {
-        let broken = self.broken.load(std::sync::atomic::Ordering::SeqCst);
+        let w = self.watch.get_mut().unwrap_or_else(|e| e.into_inner());
+        if w.shut.is_some() {
+            return;
+        }
         for &c in &self.comms {
             // SAFETY: every communicator was made by ncclCommInitAll and is no longer used.
-            unsafe {
-                if broken {
-                    (self.api.abort)(c);
-                } else {
-                    (self.api.destroy)(c);
-                }
-            }
+            unsafe { (self.api.destroy)(c) };
         }
     }
 }
@@ -183,23 +230,59 @@ pub(crate) struct Rank {
     rank: usize,
 }
 
+/// The communicators `ncclCommInitAll` made, sent from the thread that made them.
+struct Made(Vec<Comm>);
+
+// SAFETY: the communicators are handed over once, to the thread that owns them after.
+unsafe impl Send for Made {}
+
 /// One [`Rank`] per ordinal of `ordinals` (the devices of a run, in rank order), made
-/// together.
-pub(crate) fn link(ordinals: &[usize]) -> Result<Vec<Rank>, String> {
+/// together. A set-up that does not return within `limit` is an error (its thread is
+/// left to finish, and destroys what it made).
+pub(crate) fn link(ordinals: &[usize], limit: Duration) -> Result<Vec<Rank>, String> {
     let api = api()?;
     let n = ordinals.len();
     let devs: Vec<c_int> = ordinals.iter().map(|&o| o as c_int).collect();
-    let mut comms: Vec<Comm> = vec![std::ptr::null_mut(); n];
-    // SAFETY: `comms` has room for `n` communicators and `devs` holds `n` ordinals.
-    check(
-        api,
-        unsafe { (api.init_all)(comms.as_mut_ptr(), n as c_int, devs.as_ptr()) },
-        "cannot set up the devices' communicators (ncclCommInitAll)",
-    )?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut comms: Vec<Comm> = vec![std::ptr::null_mut(); n];
+        // SAFETY: `comms` has room for `n` communicators and `devs` holds `n` ordinals.
+        let res = check(
+            api,
+            unsafe { (api.init_all)(comms.as_mut_ptr(), n as c_int, devs.as_ptr()) },
+            "cannot set up the devices' communicators (ncclCommInitAll)",
+        );
+        if let Err(std::sync::mpsc::SendError(Ok(Made(late)))) = tx.send(res.map(|()| Made(comms))) {
+            // The caller gave up waiting.
+            for c in late {
+                // SAFETY: made above and never handed out.
+                unsafe { (api.destroy)(c) };
+            }
+        }
+    });
+    let comms = match rx.recv_timeout(limit) {
+        Ok(made) => made?.0,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            return Err(format!(
+                "NCCL did not set up the communicators of the GPUs {ordinals:?} (ncclCommInitAll) within {} \
+                 (the stall limit; {} sets it)",
+                fox_runtime::seconds(limit),
+                fox_runtime::STALL_LIMIT_VAR
+            ))
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            return Err("the thread setting up the devices' communicators (ncclCommInitAll) ended".into())
+        }
+    };
     let clique = Arc::new(Clique {
         api,
         comms,
-        broken: std::sync::atomic::AtomicBool::new(false),
+        watch: std::sync::Mutex::new(Watch {
+            shut: None,
+            reached: vec![true; n],
+            passed: vec![true; n],
+            progress: Instant::now(),
+        }),
     });
     Ok((0..n)
         .map(|rank| Rank {
@@ -207,6 +290,25 @@ pub(crate) fn link(ordinals: &[usize]) -> Result<Vec<Rank>, String> {
             rank,
         })
         .collect())
+}
+
+/// A device's part in [`Rank::wait_group`]: its rank and how to ask, without waiting,
+/// whether its stream finished the work before the group (`reached`) and passed the
+/// group (`passed`); `Err` when the device failed.
+pub(crate) struct Part<'a> {
+    pub rank: usize,
+    pub reached: Box<dyn FnMut() -> Result<bool, String> + 'a>,
+    pub passed: Box<dyn FnMut() -> Result<bool, String> + 'a>,
+}
+
+/// Why [`Rank::wait_group`] failed.
+#[derive(Debug)]
+pub(crate) enum GroupError {
+    /// The waiting thread found the failure (and shut the link): the message says which
+    /// device failed, or that no device made progress.
+    Found(String),
+    /// The link was shut by another device's thread, for this reason.
+    Shut(String),
 }
 
 /// Held around every CUDA call that can wait for a device to go idle while blocking
@@ -290,6 +392,10 @@ impl Rank {
             return Err(format!("{} plans for {} devices", plans.len(), self.clique.comms.len()));
         }
         let _lock = driver_lock();
+        let mut w = self.clique.lock();
+        self.open_in(&w)?;
+        let n = plans.len();
+        (w.reached, w.passed, w.progress) = (vec![false; n], vec![false; n], Instant::now());
         // SAFETY: the pointers address device buffers of at least `bytes` bytes that stay
         // allocated until their streams pass the group (frees are ordered on the streams),
         // and each stream belongs to its communicator's device.
@@ -326,10 +432,133 @@ impl Rank {
                 }
             }
             let end = check(api, (api.group_end)(), "ncclGroupEnd");
-            if res.is_err() || end.is_err() {
-                self.clique.broken.store(true, std::sync::atomic::Ordering::SeqCst);
+            let res = res.and(end);
+            if let Err(e) = &res {
+                // Some devices' kernels may be launched, waiting for the others'.
+                self.clique
+                    .shut(&mut w, format!("the launch of an exchange failed: {e}"));
             }
-            res.and(end)
+            res
+        }
+    }
+
+    /// `Ok` while the link works; else the error every later exchange gets.
+    pub(crate) fn check_open(&self) -> Result<(), String> {
+        self.open_in(&self.clique.lock())
+    }
+
+    fn open_in(&self, w: &Watch) -> Result<(), String> {
+        match &w.shut {
+            None => Ok(()),
+            Some(why) => Err(format!(
+                "the NCCL link between the devices was shut after an exchange failed ({why}); no exchange can \
+                 use it: open the devices again"
+            )),
+        }
+    }
+
+    /// Waits, without blocking in the driver, until the streams of `parts` passed the
+    /// group launched last ([`Rank::launch_all`]). Polls each part and its
+    /// communicator's asynchronous error; fails, shutting the link, when a device failed
+    /// or when no device of the link made progress (reached or passed the group, as seen
+    /// by any thread waiting on it) for `limit`; fails when another thread shut the link.
+    /// The threads of a link may each wait for their own parts.
+    pub(crate) fn wait_group(&self, parts: &mut [Part<'_>], limit: Duration) -> Result<(), GroupError> {
+        let api = self.clique.api;
+        let mut polls = 0u32;
+        loop {
+            {
+                let mut w = self.clique.lock();
+                if let Some(why) = &w.shut {
+                    return Err(GroupError::Shut(why.clone()));
+                }
+                let mut all = true;
+                for p in parts.iter_mut() {
+                    let d = p.rank;
+                    if w.passed[d] {
+                        continue;
+                    }
+                    let mut r: Res = 0;
+                    // SAFETY: the communicator is not aborted (`shut` is unset, under the lock).
+                    let asked = unsafe { (api.async_error)(self.clique.comms[d], &mut r) };
+                    let failed = if asked != 0 {
+                        Some(format!("NCCL: ncclCommGetAsyncError: {}", error_text(api, asked)))
+                    } else if r != 0 && r != NCCL_IN_PROGRESS {
+                        Some(format!("NCCL: {} (code {r})", error_text(api, r)))
+                    } else {
+                        None
+                    };
+                    let failed = failed.map(|e| format!("device {d} failed in the exchange: {e}"));
+                    let failed = failed.or_else(|| {
+                        if w.reached[d] {
+                            return None;
+                        }
+                        match (p.reached)() {
+                            Ok(true) => {
+                                (w.reached[d], w.progress) = (true, Instant::now());
+                                None
+                            }
+                            Ok(false) => None,
+                            Err(e) => Some(format!("device {d} failed before the exchange: {e}")),
+                        }
+                    });
+                    let failed = failed.or_else(|| match (p.passed)() {
+                        Ok(true) => {
+                            (w.reached[d], w.passed[d], w.progress) = (true, true, Instant::now());
+                            None
+                        }
+                        Ok(false) => {
+                            all = false;
+                            None
+                        }
+                        Err(e) => Some(format!("device {d} failed in the exchange: {e}")),
+                    });
+                    if let Some(why) = failed {
+                        self.clique.shut(&mut w, why.clone());
+                        return Err(GroupError::Found(why));
+                    }
+                }
+                if all {
+                    return Ok(());
+                }
+                if w.progress.elapsed() >= limit {
+                    let n = w.passed.len();
+                    let behind: Vec<usize> = (0..n).filter(|&d| !w.reached[d]).collect();
+                    let stuck: Vec<usize> = (0..n).filter(|&d| w.reached[d] && !w.passed[d]).collect();
+                    let mut what = Vec::new();
+                    if !behind.is_empty() {
+                        what.push(format!(
+                            "{} had not finished {} work before it",
+                            fox_runtime::name_devices(&behind),
+                            if behind.len() == 1 { "its" } else { "their" }
+                        ));
+                    }
+                    if !stuck.is_empty() {
+                        what.push(format!(
+                            "{} had not completed {} transfers",
+                            fox_runtime::name_devices(&stuck),
+                            if stuck.len() == 1 { "its" } else { "their" }
+                        ));
+                    }
+                    let why = format!(
+                        "the exchange between the devices did not complete: {}; no device made progress for {} \
+                         (the stall limit; {} sets it)",
+                        what.join("; "),
+                        fox_runtime::seconds(limit),
+                        fox_runtime::STALL_LIMIT_VAR
+                    );
+                    self.clique.shut(&mut w, why.clone());
+                    return Err(GroupError::Found(why));
+                }
+            }
+            // A transfer usually ends within microseconds of its kernels: yield first,
+            // then sleep briefly, so that a long wait costs no core.
+            polls = polls.saturating_add(1);
+            if polls < 256 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(if polls < 4096 { 20 } else { 500 }));
+            }
         }
     }
 }

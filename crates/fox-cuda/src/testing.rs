@@ -744,3 +744,10 @@ impl PartitionedTable {
         (0, 0)
     }
 }
+
+/// Holds `backend`'s stream from the host: work enqueued on it after this call (an
+/// exchange's transfers included) waits until the returned sender sends or is dropped.
+/// A device that does not come to an exchange, without a special kernel.
+pub fn hold_stream(backend: &CudaBackend) -> Result<std::sync::mpsc::Sender<()>, fox_runtime::BackendError> {
+    backend.hold_stream()
+}

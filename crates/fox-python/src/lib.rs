@@ -371,6 +371,8 @@ fn run_detached(program: &fox_cli::Compiled, given: Vec<Given>, args: RunArgs) -
         observer: None,
         cancel: None,
         max_iterations: None,
+
+        stall_timeout: None,
     };
     let result = match fox_runtime::run_loaded(&plan, backend.as_mut(), &opts, inputs) {
         Ok(r) => r,

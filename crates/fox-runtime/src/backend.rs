@@ -324,6 +324,12 @@ pub trait Backend {
     /// an allocation that would take its buffers beyond it with an out-of-memory error
     /// ([`crate::alloc::rows_out_of_memory`]). The default ignores it.
     fn set_memory_limit(&mut self, _limit: Option<u64>) {}
+    /// The stall limit of the run over several devices about to start (see
+    /// [`crate::spmd`]), set by the interpreter before its first instruction: a backend
+    /// whose [`Backend::peer_exchange`] waits for the other devices' transfers fails
+    /// that wait, naming the devices, once no device made progress for this long. The
+    /// default ignores it.
+    fn set_stall_limit(&mut self, _limit: std::time::Duration) {}
     /// Restarts the high-water mark at the bytes in use now (to measure one run of many).
     fn reset_peak(&mut self);
     /// Runs `kernel` as [`Backend::launch`] does and also returns the time the device

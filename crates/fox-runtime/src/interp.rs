@@ -157,6 +157,7 @@ pub(crate) fn run_device(
     it.reachable = shared.reachable.clone();
     it.inputs = plan.inputs.iter().map(|_| None).collect();
     it.start(opts);
+    it.backend.set_stall_limit(comm.stall_limit());
     let res = it.execute();
     if res.is_err() {
         comm.abort();
@@ -843,6 +844,9 @@ impl Interp<'_> {
                 if let Err(e) = self.instr(block, i, ins) {
                     return Err(self.relocate(block, i, e));
                 }
+                if let Some(d) = &self.spmd {
+                    d.comm.progress();
+                }
             }
             let next = match &b.term {
                 Terminator::Halt => {
@@ -950,13 +954,37 @@ impl Interp<'_> {
     /// `Err(Cancelled)` once the run's token is set. (A device of several goes on when
     /// another fails, up to its next collective, so that which devices fail, and so the
     /// run's error, does not depend on timing.)
+    /// On several devices, a run halted because it stalled (see [`crate::spmd`]) stops
+    /// every device the same way, as a peer of the device that saw the stall.
     fn check_cancel(&self) -> Result<(), RuntimeError> {
         match &self.cancel {
             Some(t) if t.is_cancelled() => Err(RuntimeError::Cancelled),
-            _ => Ok(()),
+            _ => match &self.spmd {
+                Some(d) if d.comm.is_halted_for(d.rank) => {
+                    self.peer_stop.set(true);
+                    Err(RuntimeError::Cancelled)
+                }
+                _ => Ok(()),
+            },
         }
     }
+}
 
+/// The flag kernels read to stop early: on several devices the run's
+/// ([`crate::spmd::Comm::halt_flag`], which a cancellation sets too), else the
+/// cancellation token's.
+fn stop_flag<'f>(
+    spmd: &'f Option<Device<'_>>,
+    cancel: &'f Option<crate::CancelToken>,
+) -> &'f std::sync::atomic::AtomicBool {
+    match (spmd, cancel) {
+        (Some(d), _) => d.comm.halt_flag(),
+        (None, Some(t)) => t.flag(),
+        (None, None) => crate::cancel::never(),
+    }
+}
+
+impl Interp<'_> {
     /// Whether this interpreter tells the observer and makes the outputs: the only one,
     /// or device 0 of several.
     fn leads(&self) -> bool {
@@ -2074,10 +2102,7 @@ impl Interp<'_> {
             // The one check of a launch's arguments: backends rely on it.
             check_launch(kernel, &refs, out_elems, &plan.inputs)
                 .map_err(|m| RuntimeError::Plan(format!("{}: {m}", what())))?;
-            let ctx = DictCtx(
-                &self.dict,
-                self.cancel.as_ref().map_or(crate::cancel::never(), |t| t.flag()),
-            );
+            let ctx = DictCtx(&self.dict, stop_flag(&self.spmd, &self.cancel));
             let res = if self.timing {
                 self.backend.launch_timed(kernel, &refs, &ctx).map(|(outs, device)| {
                     self.device_time = device;
@@ -2862,6 +2887,9 @@ impl Interp<'_> {
             let g = counted?;
             let recv_rows: Vec<usize> = (0..n).map(|q| g.get::<Vec<usize>>(q)[rank]).collect();
             let mut peer_failed = false;
+            // This device's own error at a meeting (the run stalled while it waited, or
+            // was cancelled).
+            let mut own: Option<RuntimeError> = None;
             let mut meet = |msg: Result<Vec<u64>, String>| -> Result<Vec<Vec<u64>>, String> {
                 match comm.all_gather(rank, tag, msg) {
                     Ok(g) => {
@@ -2879,15 +2907,23 @@ impl Interp<'_> {
                             }
                         }
                     }
-                    Err(_) => {
-                        peer_failed = true;
-                        Err("another device stopped".to_string())
-                    }
+                    Err(e) => match crate::spmd::comm_error(e, &what()) {
+                        None => {
+                            peer_failed = true;
+                            Err("another device stopped".to_string())
+                        }
+                        Some(e) => {
+                            let text = e.to_string();
+                            own = Some(e);
+                            Err(text)
+                        }
+                    },
                 }
             };
             let got = self.backend.peer_exchange(&send, &recv_rows, out_elems, &mut meet);
             match got {
                 Ok(bufs) => Ok(bufs),
+                Err(_) if own.is_some() => Err(own.take().expect("checked")),
                 Err(_) if peer_failed => {
                     self.peer_stop.set(true);
                     Err(RuntimeError::Cancelled)

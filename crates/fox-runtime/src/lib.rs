@@ -41,7 +41,10 @@ pub use output::{
     format_table, format_table_max, format_value, write_all, write_csv, write_csv_all, write_csv_to, Format,
     OutputTable,
 };
-pub use spmd::{route_host, run_devices, run_devices_resident};
+pub use spmd::{
+    name_devices, route_host, run_devices, run_devices_resident, seconds, stall_limit, DEFAULT_STALL_LIMIT,
+    STALL_LIMIT_VAR,
+};
 
 use std::fmt;
 use std::path::PathBuf;
@@ -71,6 +74,12 @@ pub struct RunOptions {
     /// this many stops the run with a [`RuntimeError::Program`] naming the loop (a
     /// recursion through arithmetic can derive new values forever). No limit when `None`.
     pub max_iterations: Option<u64>,
+    /// In a run over several devices, how long every device may go without progress (an
+    /// instruction finished, a collective reached) while one waits for the others at a
+    /// collective before the run fails naming the devices that did not come (see
+    /// [`spmd`]); when `None`, `FOX_STALL_TIMEOUT_S` (seconds) or else
+    /// [`DEFAULT_STALL_LIMIT`]. A run on one device waits for nothing and ignores it.
+    pub stall_timeout: Option<Duration>,
 }
 
 /// What a run reports to its [`RunObserver`] as it goes.

@@ -20,18 +20,55 @@
 //!   runs on up to it, so which devices fail does not depend on timing), and the first
 //!   device to fail in device order gives the run's error. Every device frees its
 //!   buffers. Cancellation stops every device at its next instruction.
+//! - No wait at a collective is endless: every device reports progress (each instruction
+//!   it finishes, each collective it reaches) to the [`Comm`]; a device waiting at a
+//!   collective while no device of the run made progress for the stall limit
+//!   ([`stall_limit`]: `RunOptions::stall_timeout`, else `FOX_STALL_TIMEOUT_S`, else
+//!   [`DEFAULT_STALL_LIMIT`]) fails the run with an error naming the devices that did
+//!   not arrive and the collective the others wait at. The run is then halted: the
+//!   kernels' stop flag ([`Comm::halt_flag`]) is set, so a device inside a long kernel
+//!   stops at its next chunk of rows, and every device stops at its next instruction.
 
 use crate::backend::HostCol;
 use crate::{Resident, RuntimeError};
 use fox_kernel::{device_of, row_hash, value_bits_f64, value_bits_i128, value_bits_i32, Exchange};
 use std::any::Any;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long a device waits for the others at a collective before the run fails: long
-/// enough for any kernel between two collectives, short of forever.
-pub(crate) const COLLECTIVE_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
+/// The stall limit of a run whose options and environment set none: how long the
+/// devices of a run may all go without progress while one waits at a collective.
+pub const DEFAULT_STALL_LIMIT: Duration = Duration::from_secs(120);
+
+/// The environment variable that sets the stall limit, in seconds (a number above 0).
+pub const STALL_LIMIT_VAR: &str = "FOX_STALL_TIMEOUT_S";
+
+/// The stall limit of runs over several devices: `FOX_STALL_TIMEOUT_S` (seconds, a
+/// number above 0; fractions allowed) when set, else [`DEFAULT_STALL_LIMIT`]; a value
+/// that is not such a number is an error naming the variable.
+pub fn stall_limit() -> Result<Duration, String> {
+    parse_stall_limit(
+        std::env::var_os(STALL_LIMIT_VAR)
+            .as_deref()
+            .map(|v| v.to_string_lossy())
+            .as_deref(),
+    )
+}
+
+/// [`stall_limit`] of the variable's value (`None`: not set).
+fn parse_stall_limit(value: Option<&str>) -> Result<Duration, String> {
+    let Some(text) = value else {
+        return Ok(DEFAULT_STALL_LIMIT);
+    };
+    match text.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s.is_finite() && s <= 1e9 => Ok(Duration::from_secs_f64(s)),
+        _ => Err(format!(
+            "{STALL_LIMIT_VAR} must be a number of seconds above 0 (how long the devices of a run may all \
+             go without progress while one waits for the others), not `{text}`"
+        )),
+    }
+}
 
 /// How often a waiting device looks at the abort flag and the run's cancellation.
 const POLL: Duration = Duration::from_millis(20);
@@ -41,7 +78,8 @@ const POLL: Duration = Duration::from_millis(20);
 pub(crate) type Tag = (usize, usize);
 
 /// The communicator of a run over several devices: its size, a mailbox per device for the
-/// collective under way, and an abort flag that wakes every waiting device.
+/// collective under way, an abort flag that wakes every waiting device, and the run's
+/// progress, against which a waiting device measures the stall limit.
 pub(crate) struct Comm {
     size: usize,
     /// The dictionary tables of the run, made by the first device that needs each.
@@ -50,7 +88,14 @@ pub(crate) struct Comm {
     cv: Condvar,
     aborted: AtomicBool,
     cancel: Option<crate::CancelToken>,
-    timeout: Duration,
+    /// How long every device may go without progress while one waits at a collective.
+    stall_limit: Duration,
+    /// Steps of progress of all devices so far (see [`Comm::progress`]).
+    progress: AtomicU64,
+    /// The kernels' stop flag: set once the run stalled or was cancelled.
+    halt: AtomicBool,
+    /// The device that saw the run stall (`usize::MAX`: none did).
+    stalled_by: AtomicUsize,
 }
 
 /// The collective under way: what each device deposited, and the result of the last one.
@@ -85,12 +130,17 @@ pub(crate) enum CommError {
     Aborted,
     /// The run's cancellation token was set.
     Cancelled,
-    /// The others did not come within the timeout.
-    TimedOut,
+    /// No device made progress for `limit` while this one waited: `missing` are the
+    /// devices that had not reached the collective, `waiting` those that had.
+    Stalled {
+        missing: Vec<usize>,
+        waiting: Vec<usize>,
+        limit: Duration,
+    },
 }
 
 impl Comm {
-    pub(crate) fn new(size: usize, cancel: Option<crate::CancelToken>) -> Comm {
+    pub(crate) fn new(size: usize, cancel: Option<crate::CancelToken>, stall_limit: Duration) -> Comm {
         Comm {
             size,
             tables: Mutex::new(std::collections::HashMap::new()),
@@ -103,8 +153,47 @@ impl Comm {
             cv: Condvar::new(),
             aborted: AtomicBool::new(false),
             cancel,
-            timeout: COLLECTIVE_TIMEOUT,
+            stall_limit,
+            progress: AtomicU64::new(0),
+            halt: AtomicBool::new(false),
+            stalled_by: AtomicUsize::new(usize::MAX),
         }
+    }
+
+    /// A step of progress of some device (an instruction finished, a collective
+    /// reached): it restarts the stall limit of every waiting device. One relaxed atomic
+    /// add.
+    pub(crate) fn progress(&self) {
+        self.progress.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The flag the run's kernels read as their stop flag (see [`crate::cancel`]): set
+    /// when the run stalled ([`CommError::Stalled`]) or its cancellation token was seen
+    /// set ([`Comm::halt`]).
+    pub(crate) fn halt_flag(&self) -> &AtomicBool {
+        &self.halt
+    }
+
+    /// Sets the kernels' stop flag.
+    pub(crate) fn halt(&self) {
+        self.halt.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the run was halted by another device than `rank` (which saw it stall) or
+    /// by the cancellation: `rank` stops at its next instruction, as a peer. The device
+    /// that saw the stall is not halted: its own error is the stall's.
+    pub(crate) fn is_halted_for(&self, rank: usize) -> bool {
+        self.halt.load(Ordering::Relaxed) && self.stalled_by.load(Ordering::SeqCst) != rank
+    }
+
+    /// How long every device may go without progress while one waits.
+    pub(crate) fn stall_limit(&self) -> Duration {
+        self.stall_limit
+    }
+
+    /// The run's cancellation token, if any.
+    pub(crate) fn cancel_token(&self) -> Option<&crate::CancelToken> {
+        self.cancel.as_ref()
     }
 
     pub(crate) fn size(&self) -> usize {
@@ -150,11 +239,14 @@ impl Comm {
         tag: Tag,
         value: T,
     ) -> Result<Arc<Gathered>, CommError> {
-        let started = Instant::now();
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if self.is_aborted() {
             return Err(CommError::Aborted);
         }
+        self.progress();
+        // The stall limit runs from the last progress this device saw.
+        let mut seen = self.progress.load(Ordering::Relaxed);
+        let mut since = Instant::now();
         let round = st.done;
         st.deposits[rank] = Some((tag, Box::new(value)));
         st.arrived += 1;
@@ -180,10 +272,29 @@ impl Comm {
             if self.cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
                 return Err(CommError::Cancelled);
             }
-            if started.elapsed() > self.timeout {
-                return Err(CommError::TimedOut);
+            let now = self.progress.load(Ordering::Relaxed);
+            if now != seen {
+                (seen, since) = (now, Instant::now());
+            } else if since.elapsed() >= self.stall_limit {
+                // The first device to see the stall fails the run; the abort (under the
+                // lock) makes every other waiting device stop as a peer of it.
+                let (missing, waiting) = (0..self.size).partition(|&d| st.deposits[d].is_none());
+                self.stalled_by.store(rank, Ordering::SeqCst);
+                self.halt();
+                self.aborted.store(true, Ordering::SeqCst);
+                self.cv.notify_all();
+                return Err(CommError::Stalled {
+                    missing,
+                    waiting,
+                    limit: self.stall_limit,
+                });
             }
-            st = self.cv.wait_timeout(st, POLL).unwrap_or_else(|e| e.into_inner()).0;
+            let wait = POLL.min(
+                self.stall_limit
+                    .saturating_sub(since.elapsed())
+                    .max(Duration::from_millis(1)),
+            );
+            st = self.cv.wait_timeout(st, wait).unwrap_or_else(|e| e.into_inner()).0;
         }
     }
 }
@@ -213,6 +324,17 @@ impl Drop for AbortOnPanic<'_> {
         if std::thread::panicking() {
             self.0.abort();
         }
+    }
+}
+
+/// Counts a device's thread as finished and wakes the thread that watches the devices,
+/// when the device's thread ends (returning or panicking).
+struct Finished<'a>(&'a AtomicUsize, std::thread::Thread);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        self.1.unpark();
     }
 }
 
@@ -373,16 +495,47 @@ pub(crate) fn receive(gathered: &Gathered, rank: usize, elems: &[fox_kernel::Ele
         .collect()
 }
 
-/// A device's error, or `None` when it stopped because another failed.
+/// `device 1`, `devices 0 and 2`, `devices 0, 1 and 3`.
+pub fn name_devices(devices: &[usize]) -> String {
+    match devices {
+        [] => "no device".to_string(),
+        [d] => format!("device {d}"),
+        [rest @ .., last] => {
+            let rest: Vec<String> = rest.iter().map(usize::to_string).collect();
+            format!("devices {} and {last}", rest.join(", "))
+        }
+    }
+}
+
+/// A duration in seconds as messages give it: `120 s`, `0.25 s`.
+pub fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{} s", (s * 1000.0).round() / 1000.0)
+    }
+}
+
+/// A device's error, or `None` when it stopped because another failed. `what` names the
+/// collective (the instruction or terminator).
 pub(crate) fn comm_error(e: CommError, what: &str) -> Option<RuntimeError> {
     match e {
         CommError::Aborted => None,
         CommError::Cancelled => Some(RuntimeError::Cancelled),
-        CommError::TimedOut => Some(RuntimeError::Kernel {
+        CommError::Stalled {
+            missing,
+            waiting,
+            limit,
+        } => Some(RuntimeError::Kernel {
             at: what.to_string(),
             msg: format!(
-                "the other devices did not reach this collective within {} s",
-                COLLECTIVE_TIMEOUT.as_secs()
+                "{} did not reach this collective, where {} {} waiting: no device made progress for {} \
+                 (the stall limit; {STALL_LIMIT_VAR} sets it)",
+                name_devices(&missing),
+                name_devices(&waiting),
+                if waiting.len() == 1 { "was" } else { "were" },
+                seconds(limit)
             ),
         }),
     }
@@ -452,9 +605,15 @@ fn run_devices_with<'b>(
     }
     let started = Instant::now();
     let before = preloaded.as_ref().map_or(Duration::ZERO, |p| p.load_time);
+    let limit = match opts.stall_timeout {
+        Some(l) => l,
+        None => stall_limit().map_err(|msg| RuntimeError::Data { msg })?,
+    };
     let shared = crate::interp::prepare_shared(plan, &mut *backends[0], opts, preloaded)?;
-    let comm = Comm::new(n, opts.cancel.clone());
+    let comm = Comm::new(n, opts.cancel.clone(), limit);
+    let finished = AtomicUsize::new(0);
     let results: Vec<_> = std::thread::scope(|s| {
+        let watcher = std::thread::current();
         let residents: Vec<Option<&mut Resident>> = match residents {
             Some(r) => r.iter_mut().map(Some).collect(),
             None => (0..n).map(|_| None).collect(),
@@ -464,13 +623,24 @@ fn run_devices_with<'b>(
             .zip(residents)
             .enumerate()
             .map(|(rank, (backend, resident))| {
-                let (comm, shared) = (&comm, &shared);
+                let (comm, shared, finished, watcher) = (&comm, &shared, &finished, watcher.clone());
                 s.spawn(move || {
+                    // Dropped in reverse order: a panic aborts the run before the
+                    // thread counts as finished.
+                    let _wake = Finished(finished, watcher);
                     let _guard = AbortOnPanic(comm);
                     crate::interp::run_device(plan, backend, opts, shared, comm, rank, resident)
                 })
             })
             .collect();
+        // While the devices run, this thread carries the cancellation token's flag over to
+        // the kernels' stop flag (a device's kernels read the run's `Comm::halt_flag`).
+        while finished.load(Ordering::SeqCst) < n {
+            if comm.cancel_token().is_some_and(|c| c.is_cancelled()) {
+                comm.halt();
+            }
+            std::thread::park_timeout(POLL);
+        }
         handles.into_iter().map(|h| h.join()).collect()
     });
     let mut error = None;
@@ -637,7 +807,7 @@ mod tests {
 
     #[test]
     fn a_gather_waits_for_every_device_and_an_abort_wakes_it() {
-        let comm = Comm::new(3, None);
+        let comm = Comm::new(3, None, DEFAULT_STALL_LIMIT);
         let got: Vec<Vec<u32>> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..3)
                 .map(|r| {
@@ -658,7 +828,7 @@ mod tests {
         for g in &got {
             assert_eq!(g, &(0..50).map(|r| 3 + 3 * r).collect::<Vec<u32>>());
         }
-        let comm = Comm::new(2, None);
+        let comm = Comm::new(2, None, DEFAULT_STALL_LIMIT);
         std::thread::scope(|s| {
             let waiter = s.spawn(|| comm.all_gather(0, (0, 0), 1u8).err());
             std::thread::sleep(Duration::from_millis(30));
@@ -672,7 +842,7 @@ mod tests {
     #[test]
     fn a_run_s_table_is_made_once_for_every_device() {
         use std::sync::atomic::AtomicUsize;
-        let comm = Comm::new(4, None);
+        let comm = Comm::new(4, None, Duration::from_secs(60));
         let made = AtomicUsize::new(0);
         let op = fox_kernel::DictOp::Like("a%".into());
         let failed: Result<Arc<HostCol>, String> = comm.shared_table(&op, || Err("no room".into()));
@@ -704,19 +874,50 @@ mod tests {
     }
 
     #[test]
-    fn a_wait_ends_at_its_timeout_or_the_cancellation_and_different_collectives_are_told() {
-        let mut comm = Comm::new(2, None);
-        comm.timeout = Duration::from_millis(50);
-        assert_eq!(comm.all_gather(0, (0, 0), 1u8).err(), Some(CommError::TimedOut));
+    fn a_wait_ends_at_the_stall_limit_or_the_cancellation_and_different_collectives_are_told() {
+        let limit = Duration::from_millis(50);
+        let comm = Comm::new(3, None, limit);
+        let started = Instant::now();
+        let got: Vec<Option<CommError>> = std::thread::scope(|s| {
+            let a = s.spawn(|| comm.all_gather(0, (0, 0), 1u8).err());
+            let c = s.spawn(|| comm.all_gather(2, (0, 0), 1u8).err());
+            vec![a.join().unwrap(), c.join().unwrap()]
+        });
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        // One waiting device sees the stall and fails; the other stops as its peer.
+        let stalled_again = || CommError::Stalled {
+            missing: vec![1],
+            waiting: vec![0, 2],
+            limit,
+        };
+        let stalled = stalled_again();
+        assert_eq!(
+            got.iter().filter(|e| **e == Some(CommError::Aborted)).count(),
+            1,
+            "{got:?}"
+        );
+        assert_eq!(
+            got.iter().filter(|e| **e == Some(stalled_again())).count(),
+            1,
+            "{got:?}"
+        );
+        assert!(comm.halt_flag().load(Ordering::SeqCst) && comm.is_halted_for(1));
+        let e = comm_error(stalled, "block `main` (0), instruction 3 (exchange)").unwrap();
+        assert_eq!(
+            e.to_string(),
+            "block `main` (0), instruction 3 (exchange): device 1 did not reach this collective, where \
+             devices 0 and 2 were waiting: no device made progress for 0.05 s (the stall limit; \
+             FOX_STALL_TIMEOUT_S sets it)"
+        );
         let cancel = crate::CancelToken::new();
-        let comm = Comm::new(2, Some(cancel.clone()));
+        let comm = Comm::new(2, Some(cancel.clone()), DEFAULT_STALL_LIMIT);
         std::thread::scope(|s| {
             let waiter = s.spawn(|| comm.all_gather(1, (0, 0), 1u8).err());
             std::thread::sleep(Duration::from_millis(30));
             cancel.cancel();
             assert_eq!(waiter.join().unwrap(), Some(CommError::Cancelled));
         });
-        let comm = Comm::new(2, None);
+        let comm = Comm::new(2, None, DEFAULT_STALL_LIMIT);
         let tags: Vec<Option<String>> = std::thread::scope(|s| {
             let a = s.spawn(|| comm.all_gather(0, (1, 2), 0u8).unwrap().mismatch());
             let b = s.spawn(|| comm.all_gather(1, (3, 0), 0u8).unwrap().mismatch());
@@ -725,5 +926,54 @@ mod tests {
         let want = "the devices reached different collectives: device 0 at block 1, instruction 2; \
                     device 1 at block 3, instruction 0";
         assert_eq!(tags, vec![Some(want.to_string()), Some(want.to_string())]);
+    }
+
+    #[test]
+    fn progress_of_any_device_restarts_the_stall_limit() {
+        // Device 1 works for ten times the limit, in steps shorter than it, before it
+        // reaches the collective: device 0 waits for it.
+        let limit = Duration::from_millis(100);
+        let comm = Comm::new(2, None, limit);
+        let started = Instant::now();
+        let got: Vec<bool> = std::thread::scope(|s| {
+            let a = s.spawn(|| comm.all_gather(0, (0, 0), 1u8).is_ok());
+            let b = s.spawn(|| {
+                for _ in 0..50 {
+                    std::thread::sleep(Duration::from_millis(20));
+                    comm.progress();
+                }
+                comm.all_gather(1, (0, 0), 2u8).is_ok()
+            });
+            vec![a.join().unwrap(), b.join().unwrap()]
+        });
+        assert_eq!(got, vec![true, true]);
+        assert!(started.elapsed() >= Duration::from_millis(1000));
+        assert!(!comm.is_halted_for(0) && !comm.halt_flag().load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn the_stall_limit_is_read_as_seconds_and_devices_are_named_in_order() {
+        assert_eq!(parse_stall_limit(None), Ok(DEFAULT_STALL_LIMIT));
+        assert_eq!(parse_stall_limit(Some(" 2.5")), Ok(Duration::from_millis(2500)));
+        for bad in ["0", "-3", "soon", "", "inf"] {
+            let e = parse_stall_limit(Some(bad)).unwrap_err();
+            assert!(
+                e.starts_with("FOX_STALL_TIMEOUT_S must be a number of seconds above 0"),
+                "{e}"
+            );
+            assert!(e.ends_with(&format!("not `{bad}`")), "{e}");
+        }
+        assert_eq!(
+            (name_devices(&[3]), name_devices(&[0, 2]), name_devices(&[0, 1, 3])),
+            (
+                "device 3".to_string(),
+                "devices 0 and 2".to_string(),
+                "devices 0, 1 and 3".to_string()
+            )
+        );
+        assert_eq!(
+            (seconds(Duration::from_secs(120)), seconds(Duration::from_millis(250))),
+            ("120 s".to_string(), "0.25 s".to_string())
+        );
     }
 }

@@ -70,6 +70,9 @@ struct ReplArgs {
     /// between devices where the plan exchanges them, and the answers those of one device.
     /// On the GPU backend N GPUs from the first (`all`: every visible GPU); on the CPU
     /// backend N simulated devices (`all`: 1). `.backend` keeps the count.
+    /// A device that fails stops the others at their next collective; devices waiting
+    /// at a collective while no device made progress for FOX_STALL_TIMEOUT_S seconds
+    /// (default 120) fail the run with an error naming the devices that did not come.
     #[arg(long, value_name = "N|all", default_value = "1", value_parser = fox_cli::parse_devices)]
     devices: fox_cli::Devices,
 }

@@ -183,6 +183,9 @@ struct CliqueArgs {
     /// N-device one); the run fails when the counts differ. On the GPU backend N GPUs from
     /// the first (`all`: every visible GPU), on the CPU backend N simulated devices
     /// (`all`: 1). --memory-limit applies to each device.
+    /// A device that fails stops the others at their next collective; devices waiting
+    /// at a collective while no device made progress for FOX_STALL_TIMEOUT_S seconds
+    /// (default 120) fail the run with an error naming the devices that did not come.
     #[arg(long, value_name = "N|all", default_value = "1", value_parser = fox_cli::parse_devices)]
     devices: fox_cli::Devices,
 }
@@ -243,6 +246,9 @@ struct TpchArgs {
     /// each over its own devices, with a column each. On the GPU backend N GPUs from the
     /// first (`all`: every visible GPU), on the CPU backend N simulated devices (`all`: 1).
     /// --check, --out, --json and --profile are of the 1-device runs.
+    /// A device that fails stops the others at their next collective; devices waiting
+    /// at a collective while no device made progress for FOX_STALL_TIMEOUT_S seconds
+    /// (default 120) fail the run with an error naming the devices that did not come.
     #[arg(long, value_name = "N[,M…]|all", default_value = "1", value_delimiter = ',', value_parser = fox_cli::parse_devices)]
     devices: Vec<fox_cli::Devices>,
 }

@@ -110,6 +110,9 @@ struct Cli {
     /// simulated devices, each a CPU backend of its own (`all`: 1). --memory-limit applies
     /// to each device; --timing adds the rows exchanged and each device's memory peak.
     /// A compiled plan (PLAN.ron) runs over several devices only when it exchanges rows.
+    /// A device that fails stops the others at their next collective; devices waiting
+    /// at a collective while no device made progress for FOX_STALL_TIMEOUT_S seconds
+    /// (default 120) fail the run with an error naming the devices that did not come.
     #[arg(long, value_name = "N|all", default_value = "1", value_parser = fox_cli::parse_devices)]
     devices: fox_cli::Devices,
     #[arg(long, value_enum, value_name = "ALGORITHM", default_value_t = fox_cli::JoinArg::Auto, help = fox_cli::JoinArg::HELP)]
@@ -370,6 +373,8 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         observer: watch(&observer),
         cancel: Some(cancel.clone()),
         max_iterations: cli.max_iterations,
+
+        stall_timeout: None,
     };
     let backends: Vec<&mut (dyn Backend + Send)> = backends.iter_mut().map(|b| b.as_mut()).collect();
     let result = match data {

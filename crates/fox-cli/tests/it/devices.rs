@@ -570,3 +570,71 @@ fn a_triangle_count_moves_only_its_partial_counts() {
         assert!(rows <= others + 1, "--devices {n}: {line}");
     }
 }
+
+/// A run over several devices that fails on one of them writes no file of `--out DIR`
+/// (the files of the outputs are written only once every device's run succeeded), and
+/// no table on standard output with `--out -`.
+#[test]
+fn a_run_that_fails_on_one_device_writes_no_partial_output() {
+    let dir = temp_dir("devices", "partial");
+    // The row whose `y` is 0 is the input's last: device 1's slice on two devices.
+    let mut rows: Vec<String> = (1..40).map(|i| format!("{i},{}\n", 1 + i % 7)).collect();
+    rows.push("40,0\n".into());
+    std::fs::write(dir.join("edge.csv"), rows.concat()).unwrap();
+    std::fs::write(
+        dir.join("q.logic"),
+        "edge(x, y) -> int32(x), int32(y).\n\
+         .input edge.\n\
+         ok(x, y) <- edge(x, y), x > 3.\n\
+         q(x, r) <- edge(x, y), r = 100 / y.\n\
+         .output ok.\n\
+         .output q.\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    for n in ["1", "2", "3"] {
+        let o = foxrun(
+            &dir,
+            &[
+                "q.logic",
+                "--backend",
+                "cpu",
+                "--devices",
+                n,
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(o.status.code(), Some(1), "--devices {n}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains("division by zero"),
+            "--devices {n}: {}",
+            text(&o.stderr)
+        );
+        let written: Vec<_> = std::fs::read_dir(&out)
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(written.is_empty(), "--devices {n} wrote {written:?}");
+        let o = foxrun(&dir, &["q.logic", "--backend", "cpu", "--devices", n, "--out", "-"]);
+        assert_eq!(o.status.code(), Some(1), "--devices {n}: {}", text(&o.stderr));
+        assert!(o.stdout.is_empty(), "--devices {n}: {}", text(&o.stdout));
+    }
+    // Without the failing row, every output is written.
+    rows.pop();
+    std::fs::write(dir.join("edge.csv"), rows.concat()).unwrap();
+    let o = foxrun(
+        &dir,
+        &[
+            "q.logic",
+            "--backend",
+            "cpu",
+            "--devices",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(out.join("ok.csv").is_file() && out.join("q.csv").is_file());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

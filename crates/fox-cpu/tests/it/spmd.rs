@@ -1285,3 +1285,279 @@ fn an_input_loaded_hashed_holds_what_slices_exchanged_by_hash_hold() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What goes wrong on the troubled device of [`run_troubled`], at its `Eval` launches.
+#[derive(Clone, Copy, Debug)]
+enum Trouble {
+    /// The first blocks until the run's stop flag is set: a kernel that would not end on
+    /// its own (it gives up after a minute, so that a run that never sets the flag fails
+    /// the test instead of hanging it).
+    Stall,
+    /// Each sleeps this long first: a device slower than the stall limit in all, but
+    /// finishing an instruction within it.
+    Slow(std::time::Duration),
+    /// The `k`-th (from 0) fails.
+    Fail(usize),
+}
+
+/// A CPU backend (linked to the others or not) that may be in trouble.
+struct Troubled {
+    cpu: fox_cpu::CpuBackend,
+    trouble: Option<Trouble>,
+    evals: usize,
+}
+
+impl Backend for Troubled {
+    fn name(&self) -> String {
+        self.cpu.name()
+    }
+    fn upload(&mut self, col: HostCol) -> Result<DevBuf, BackendError> {
+        self.cpu.upload(col)
+    }
+    fn download(&mut self, buf: &DevBuf) -> Result<HostCol, BackendError> {
+        self.cpu.download(buf)
+    }
+    fn launch(&mut self, k: &Kernel, args: &[&DevBuf], ctx: &dyn LaunchCtx) -> Result<Vec<DevBuf>, BackendError> {
+        if matches!(k, Kernel::Eval { .. }) {
+            let nth = self.evals;
+            self.evals += 1;
+            match self.trouble {
+                Some(Trouble::Stall) if nth == 0 => {
+                    let started = std::time::Instant::now();
+                    while !ctx.cancel_flag().load(std::sync::atomic::Ordering::Relaxed) {
+                        if started.elapsed() > std::time::Duration::from_secs(60) {
+                            return Err(BackendError("the run never set the stop flag".into()));
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                    return Err(BackendError("stopped".into()));
+                }
+                Some(Trouble::Slow(d)) => std::thread::sleep(d),
+                Some(Trouble::Fail(k)) if k == nth => {
+                    return Err(BackendError(format!("the device failed at its launch {nth}")))
+                }
+                _ => {}
+            }
+        }
+        fox_runtime::launch_kernel(&mut self.cpu, k, args, ctx)
+    }
+    fn free(&mut self, buf: DevBuf) {
+        self.cpu.free(buf)
+    }
+    fn sync(&mut self) -> Result<(), BackendError> {
+        self.cpu.sync()
+    }
+    fn mem(&self) -> MemStats {
+        self.cpu.mem()
+    }
+    fn reset_peak(&mut self) {
+        self.cpu.reset_peak()
+    }
+    fn route_rows(
+        &mut self,
+        cols: &[&DevBuf],
+        keys: &[usize],
+        devices: usize,
+    ) -> Result<Option<Vec<Vec<DevBuf>>>, BackendError> {
+        self.cpu.route_rows(cols, keys, devices)
+    }
+    fn has_peer_link(&self) -> bool {
+        self.cpu.has_peer_link()
+    }
+    fn peer_exchange(
+        &mut self,
+        send: &[Vec<&DevBuf>],
+        recv_rows: &[usize],
+        elems: &[Elem],
+        meet: &mut fox_runtime::Meet<'_>,
+    ) -> Result<Vec<DevBuf>, BackendError> {
+        self.cpu.peer_exchange(send, recv_rows, elems, meet)
+    }
+}
+
+/// 24 constant rows kept spread over the devices, `evals` steps of `+ 1` on each device
+/// (every one an instruction of its own), then gathered on device 0 and output.
+fn steps_plan(evals: usize) -> KernelPlan {
+    let rows: Vec<Vec<Value>> = (0..24).map(|v| vec![Value::Int32(v)]).collect();
+    let int = |kind| KExpr { kind, ty: Type::Int32 };
+    let plus_one = int(KExprKind::Arith(
+        ArithOp::Add,
+        Box::new(int(KExprKind::Col(0))),
+        Box::new(int(KExprKind::Const(Value::Int32(1)))),
+    ));
+    let mut instrs = vec![
+        launch(
+            Kernel::Const {
+                types: vec![Type::Int32],
+                rows,
+            },
+            &[],
+            &[0],
+        ),
+        launch(
+            Kernel::Exchange {
+                width: 1,
+                to: Exchange::Keep { cols: vec![0] },
+            },
+            &[0],
+            &[1],
+        ),
+    ];
+    for e in 0..evals as u32 {
+        instrs.push(launch(
+            Kernel::Eval {
+                expr: plus_one.clone(),
+                n_cols: 1,
+            },
+            &[1 + e],
+            &[2 + e],
+        ));
+    }
+    let last = 1 + evals as u32;
+    instrs.push(launch(
+        Kernel::Exchange {
+            width: 1,
+            to: Exchange::Gather,
+        },
+        &[last],
+        &[last + 1],
+    ));
+    instrs.push(output("v", &[("v", Type::Int32)], &[last + 1]));
+    plan(
+        buffers(&vec![Type::Int32; evals + 3]),
+        Vec::new(),
+        vec![block("main", instrs, Terminator::Halt)],
+    )
+}
+
+/// Runs `plan` over `n` CPU backends (linked, so that exchanges move rows backend to
+/// backend, or not, so that the runtime stages them), device `on` in `trouble`; the
+/// result and how long the run took. Every device's buffers are freed whatever the
+/// result.
+fn run_troubled(
+    n: usize,
+    plan: &KernelPlan,
+    opts: &RunOptions,
+    on: usize,
+    trouble: Trouble,
+    linked: bool,
+) -> (Result<RunResult, RuntimeError>, std::time::Duration) {
+    let cpus = if linked {
+        fox_cpu::CpuBackend::linked(n)
+    } else {
+        (0..n).map(|_| fox_cpu::CpuBackend::new()).collect()
+    };
+    let mut devices: Vec<Troubled> = cpus
+        .into_iter()
+        .enumerate()
+        .map(|(d, cpu)| Troubled {
+            cpu,
+            trouble: (d == on).then_some(trouble),
+            evals: 0,
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let res = run_devices(
+        plan,
+        devices.iter_mut().map(|s| s as &mut (dyn Backend + Send)).collect(),
+        opts,
+        None,
+    );
+    let took = started.elapsed();
+    for (d, s) in devices.iter().enumerate() {
+        assert_eq!(s.mem().in_use, 0, "device {d} of {n} kept buffers");
+    }
+    (res, took)
+}
+
+#[test]
+fn a_device_that_stalls_is_named_once_no_device_made_progress_for_the_stall_limit() {
+    let p = steps_plan(1);
+    let limit = std::time::Duration::from_millis(300);
+    let opts = RunOptions {
+        stall_timeout: Some(limit),
+        ..RunOptions::default()
+    };
+    for linked in [false, true] {
+        for (n, waiting) in [(2, "device 0 was"), (3, "devices 0 and 2 were")] {
+            let (res, took) = run_troubled(n, &p, &opts, 1, Trouble::Stall, linked);
+            let e = res.unwrap_err().to_string();
+            let want = format!(
+                "block `main` (0), instruction 3 (exchange): device 1 did not reach this collective, where \
+                 {waiting} waiting: no device made progress for 0.3 s (the stall limit; FOX_STALL_TIMEOUT_S sets it)"
+            );
+            assert_eq!(e, want, "{n} devices, linked {linked}");
+            assert!(
+                took >= limit && took < std::time::Duration::from_secs(20),
+                "{n} devices took {took:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_device_slower_than_the_stall_limit_in_all_but_making_progress_is_waited_for() {
+    let p = steps_plan(8);
+    let (want, _) = run_troubled(1, &p, &RunOptions::default(), 9, Trouble::Fail(0), false);
+    let want = want.unwrap();
+    let limit = std::time::Duration::from_millis(300);
+    let opts = RunOptions {
+        stall_timeout: Some(limit),
+        ..RunOptions::default()
+    };
+    for linked in [false, true] {
+        // Device 1 takes eight times 120 ms before the gather, three times the limit.
+        let (res, took) = run_troubled(
+            2,
+            &p,
+            &opts,
+            1,
+            Trouble::Slow(std::time::Duration::from_millis(120)),
+            linked,
+        );
+        let res = res.unwrap_or_else(|e| panic!("linked {linked}: {e}"));
+        assert!(took > 3 * limit, "{took:?}");
+        assert_eq!(res.outputs[0].rows(), want.outputs[0].rows(), "linked {linked}");
+    }
+}
+
+#[test]
+fn a_device_that_fails_gives_its_own_error_and_the_others_stop() {
+    let p = steps_plan(4);
+    for linked in [false, true] {
+        for n in [2, 3] {
+            let (res, took) = run_troubled(n, &p, &RunOptions::default(), 1, Trouble::Fail(2), linked);
+            let e = res.unwrap_err().to_string();
+            assert_eq!(
+                e, "block `main` (0), instruction 4 (eval): the device failed at its launch 2",
+                "{n} devices, linked {linked}"
+            );
+            assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+        }
+    }
+}
+
+#[test]
+fn cancelling_stops_a_device_inside_a_kernel_long_before_the_stall_limit() {
+    let p = steps_plan(1);
+    for linked in [false, true] {
+        let cancel = CancelToken::new();
+        let opts = RunOptions {
+            cancel: Some(cancel.clone()),
+            stall_timeout: Some(std::time::Duration::from_secs(600)),
+            ..RunOptions::default()
+        };
+        let stopper = {
+            let cancel = cancel.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                cancel.cancel();
+            })
+        };
+        // Device 1's kernel ends only when the kernels' stop flag is set.
+        let (res, took) = run_troubled(2, &p, &opts, 1, Trouble::Stall, linked);
+        stopper.join().unwrap();
+        assert_eq!(res.unwrap_err(), RuntimeError::Cancelled, "linked {linked}");
+        assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    }
+}

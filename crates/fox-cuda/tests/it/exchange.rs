@@ -241,7 +241,123 @@ fn two_gpus_exchange_rows_in_sender_order() {
     }
 }
 
+/// A device's message at a meeting, or its failure.
+type Message = Result<Vec<u64>, String>;
+
+/// A meeting of `n` threads for `Backend::peer_exchange`, as the runtime holds it.
+fn meeting(n: usize) -> impl Fn(usize, Message) -> Result<Vec<Vec<u64>>, String> + Clone {
+    let barrier = Arc::new(Barrier::new(n));
+    type Outcomes = Mutex<Vec<Option<Result<Vec<u64>, String>>>>;
+    let outcomes: Arc<Outcomes> = Arc::new(Mutex::new(vec![None; n]));
+    move |rank, msg| {
+        outcomes.lock().unwrap()[rank] = Some(msg);
+        barrier.wait();
+        let all = outcomes.lock().unwrap().clone();
+        barrier.wait();
+        let mut words = Vec::new();
+        for (q, o) in all.into_iter().enumerate() {
+            match o {
+                Some(Ok(w)) => words.push(w),
+                Some(Err(e)) => return Err(format!("device {q}: {e}")),
+                None => return Err(format!("device {q} did not come")),
+            }
+        }
+        Ok(words)
+    }
+}
+
+/// Device 1's stream is held from the host, so its part of an exchange never starts:
+/// both devices' waits end at the stall limit with an error naming device 1, the link's
+/// communicators are aborted, and a later exchange is refused, naming why. (The hold
+/// is let go a while after the limit, in case NCCL's abort waits for the held stream.)
+fn a_device_whose_stream_does_not_come_stops_the_exchange_at_the_stall_limit() {
+    let mut backends: Vec<CudaBackend> = (0..2)
+        .map(|d| CudaBackend::on(d).unwrap_or_else(|e| panic!("GPU {d}: {e}")))
+        .collect();
+    fox_cuda::link_devices(&mut backends).expect("NCCL links the GPUs");
+    let limit = std::time::Duration::from_secs(1);
+    let meet = meeting(2);
+    let mut rng = Rng::new(5);
+    let started = std::time::Instant::now();
+    let (hold_tx, hold_rx) = std::sync::mpsc::channel();
+    let threads: Vec<_> = backends
+        .into_iter()
+        .enumerate()
+        .map(|(rank, mut b)| {
+            let meet = meet.clone();
+            let parts: Vec<HostCol> = (0..2)
+                .map(|_| random_col(&mut rng, Elem::U64, 1000, Dist::Uniform))
+                .collect();
+            let hold_tx = hold_tx.clone();
+            std::thread::spawn(move || {
+                b.set_stall_limit(limit);
+                let bufs: Vec<DevBuf> = parts.into_iter().map(|c| b.upload(c).expect("upload")).collect();
+                b.sync().expect("uploaded");
+                if rank == 1 {
+                    hold_tx
+                        .send(fox_cuda::testing::hold_stream(&b).expect("holds the stream"))
+                        .unwrap();
+                }
+                let send: Vec<Vec<&DevBuf>> = bufs.iter().map(|c| vec![c]).collect();
+                let mut m = |msg| meet(rank, msg);
+                let got = b
+                    .peer_exchange(&send, &[1000, 1000], &[Elem::U64], &mut m)
+                    .map(|o| o.len());
+                (b, bufs, got.map_err(|e| e.0))
+            })
+        })
+        .collect();
+    // Let the stream go a while after the limit, whatever happens.
+    let hold = hold_rx.recv().unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(limit * 15);
+        drop(hold);
+    });
+    let results: Vec<_> = threads
+        .into_iter()
+        .map(|t| t.join().expect("a device's thread"))
+        .collect();
+    let took = started.elapsed();
+    for (d, (_, _, got)) in results.iter().enumerate() {
+        let e = got.as_ref().expect_err("the exchange fails");
+        assert!(
+            e.contains("device 1 had not finished its work before it")
+                && e.contains("no device made progress for 1 s (the stall limit; FOX_STALL_TIMEOUT_S sets it)"),
+            "device {d}: {e}"
+        );
+    }
+    assert!(took < std::time::Duration::from_secs(60), "{took:?}");
+    release.join().unwrap();
+    // The link is shut: a later exchange is refused before it moves anything.
+    let meet = meeting(2);
+    let refused: Vec<String> = results
+        .into_iter()
+        .enumerate()
+        .map(|(rank, (mut b, bufs, _))| {
+            let meet = meet.clone();
+            std::thread::spawn(move || {
+                let mut m = |msg| meet(rank, msg);
+                let got = b.peer_exchange(&[vec![], vec![]], &[0, 0], &[], &mut m);
+                for buf in bufs {
+                    b.free(buf);
+                }
+                got.map(|_| ()).expect_err("refused").0
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().expect("a device's thread"))
+        .collect();
+    for (d, e) in refused.iter().enumerate() {
+        assert!(
+            e.contains("the NCCL link between the devices was shut after an exchange failed"),
+            "device {d}: {e}"
+        );
+    }
+}
+
 tests![
     Gpu route_rows_match_the_cpu_for_every_type_size_and_device_count,
     Gpus2 two_gpus_exchange_rows_in_sender_order,
+    Gpus2 a_device_whose_stream_does_not_come_stops_the_exchange_at_the_stall_limit,
 ];
