@@ -144,8 +144,11 @@ fn annotations(plan: &PhysPlan, stmts: &[Stmt], dst: fox_ra::TempId, op: &Op, co
             redistribute(m)
         ));
     }
-    if n.split_first {
-        parts.push("work split over devices by the first variable".into());
+    if n.boxes > 0 {
+        parts.push(format!(
+            "work taken by the devices in {} boxes of the first variable's bindings",
+            n.boxes
+        ));
     }
     parts.join(" · ")
 }

@@ -41,10 +41,16 @@ const POLL: Duration = Duration::from_millis(20);
 pub(crate) type Tag = (usize, usize);
 
 /// The communicator of a run over several devices: its size, a mailbox per device for the
-/// collective under way, and an abort flag that wakes every waiting device.
+/// collective under way, an abort flag that wakes every waiting device, and the boxes
+/// the devices claim.
 pub(crate) struct Comm {
     size: usize,
     state: Mutex<Round>,
+    /// The boxes of each expansion cut into boxes (`Kernel::Claim`), in the order the
+    /// devices start them: the `k`-th expansion a device starts is entry `k`. Made by the
+    /// first device to start it; a new run has a new communicator, so a run's boxes are
+    /// never those of another.
+    claims: Mutex<Vec<Boxes>>,
     cv: Condvar,
     aborted: AtomicBool,
     cancel: Option<crate::CancelToken>,
@@ -58,6 +64,29 @@ struct Round {
     deposits: Vec<Option<(Tag, Box<dyn Any + Send + Sync>)>>,
     arrived: usize,
     last: Option<Arc<Gathered>>,
+}
+
+/// The boxes of one expansion the devices share: how they cut it, and the next box no
+/// device has taken.
+struct Boxes {
+    total: u64,
+    boxes: u32,
+    next: u32,
+}
+
+/// The first output of box `k` of `boxes` cutting `total` outputs: `k·total/boxes`,
+/// rounded down (box `k` holds the outputs up to the first of box `k + 1`; some are
+/// empty when there are fewer outputs than boxes).
+pub(crate) fn box_start(total: u64, boxes: u32, k: u32) -> u64 {
+    (u128::from(total) * u128::from(k) / u128::from(boxes.max(1))) as u64
+}
+
+/// The box holding output `at` (below `total`) of `boxes` cutting `total` outputs: the
+/// last `k` whose [`box_start`] is at most `at`.
+pub(crate) fn box_of(total: u64, boxes: u32, at: u64) -> u32 {
+    // box_start(k) <= at  <=>  k·total < (at + 1)·boxes.
+    let (t, b) = (u128::from(total.max(1)), u128::from(boxes.max(1)));
+    (((u128::from(at) + 1) * b).div_ceil(t) - 1) as u32
 }
 
 /// What every device deposited at one collective, in device order.
@@ -97,6 +126,7 @@ impl Comm {
                 arrived: 0,
                 last: None,
             }),
+            claims: Mutex::new(Vec::new()),
             cv: Condvar::new(),
             aborted: AtomicBool::new(false),
             cancel,
@@ -119,6 +149,35 @@ impl Comm {
 
     pub(crate) fn is_aborted(&self) -> bool {
         self.aborted.load(Ordering::SeqCst)
+    }
+
+    /// Takes the next box of expansion `k` (the `k`-th one a device starts), which cuts
+    /// `total` outputs into `boxes` boxes: the box's number, or `None` once every box is
+    /// taken. Each box is taken by one device, and the boxes in increasing order. Not a
+    /// collective: no device waits for another. Devices that cut expansion `k`
+    /// differently fail with a plan error (they would not share its boxes).
+    pub(crate) fn claim(&self, k: usize, total: u64, boxes: u32) -> Result<Option<u32>, String> {
+        let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+        if claims.len() == k {
+            claims.push(Boxes { total, boxes, next: 0 });
+        }
+        let Some(c) = claims.get_mut(k) else {
+            return Err(format!(
+                "a device started expansion {k} of those cut into boxes while {} were started",
+                claims.len()
+            ));
+        };
+        if (c.total, c.boxes) != (total, boxes) {
+            return Err(format!(
+                "the devices cut an expansion differently: {} outputs in {} boxes, and {total} in {boxes}",
+                c.total, c.boxes
+            ));
+        }
+        if c.next >= c.boxes {
+            return Ok(None);
+        }
+        c.next += 1;
+        Ok(Some(c.next - 1))
     }
 
     /// Deposits `value` for the collective at `tag` and waits until every device has
@@ -461,6 +520,7 @@ fn combine(devices: Vec<crate::RunStats>) -> crate::RunStats {
     let n = 1 + it.len();
     all.backend = format!("{} × {n} devices", all.backend);
     all.device_peaks = vec![all.peak_bytes];
+    all.device_boxes = vec![all.boxes];
     let mut at: std::collections::HashMap<String, usize> = all
         .instrs
         .iter()
@@ -479,6 +539,8 @@ fn combine(devices: Vec<crate::RunStats>) -> crate::RunStats {
         all.total_allocated_bytes += d.total_allocated_bytes;
         all.actual_peak_buffers = all.actual_peak_buffers.max(d.actual_peak_buffers);
         all.rounds += d.rounds;
+        all.boxes += d.boxes;
+        all.device_boxes.push(d.boxes);
         all.tier.evictions += d.tier.evictions;
         all.tier.bytes_to_host += d.tier.bytes_to_host;
         all.tier.restores += d.tier.restores;

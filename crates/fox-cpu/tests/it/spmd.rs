@@ -110,6 +110,7 @@ fn plan(buffers: Vec<BufVar>, inputs: Vec<InputRel>, blocks: Vec<Block>) -> Kern
 fn block(label: &str, instrs: Vec<Instr>, term: Terminator) -> Block {
     Block {
         label: label.into(),
+        local: false,
         instrs,
         term,
     }

@@ -31,8 +31,9 @@
 //!   hashed on the columns a later store, check or match wants (`desired`), else on all
 //!   columns (group columns); an aggregation without groups, a sort and a limit gather
 //!   to device 0. An aggregation whose aggregates combine exactly aggregates on each
-//!   device first and moves only its partial rows (`Node::partial`). A multi-way join replicates its inputs and splits its work by the
-//!   first variable (`Node::split_first`). A store into a relation distributed
+//!   device first and moves only its partial rows (`Node::partial`). A multi-way join replicates its inputs and cuts its
+//!   work into boxes of the first variable's bindings that the devices take in turn
+//!   (`Node::boxes`); a listing's rows stay where they were found (`Split`). A store into a relation distributed
 //!   otherwise moves its rows (`PhysPlan::stmt_moves`), and so does a functional check
 //!   whose rows are not placed by their key.
 //! - Invariant: each operator's result, as the rules say, is what the translation's
@@ -66,7 +67,7 @@ impl Pass for PartitioningPass {
             for node in &mut plan.nodes {
                 node.partitioning = Partitioning::Single;
                 node.moves.clear();
-                node.split_first = false;
+                node.boxes = 0;
                 node.partial = None;
             }
             plan.rel_partitioning = vec![Partitioning::Single; plan.ra.relations.len()];
@@ -78,11 +79,11 @@ impl Pass for PartitioningPass {
         let decided: Vec<Decided> = plan.ra.blocks.iter().map(|b| block(plan, b, n)).collect();
         plan.stmt_moves.clear();
         for (bi, d) in decided.into_iter().enumerate() {
-            for (t, part, moves, split, partial) in d.nodes {
+            for (t, part, moves, boxes, partial) in d.nodes {
                 let node = plan.node_mut(t);
                 node.partitioning = part;
                 node.moves = moves;
-                node.split_first = split;
+                node.boxes = boxes;
                 node.partial = partial;
             }
             for (si, mv) in d.stmt_moves {
@@ -93,15 +94,21 @@ impl Pass for PartitioningPass {
     }
 }
 
-/// One operator's decisions: its result's partitioning, its inputs' moves, whether it
-/// splits its work by its first variable.
+/// One operator's decisions: its result's partitioning, its inputs' moves, the boxes
+/// its work is cut into (`Node::boxes`), its partial aggregation.
 type NodeDecision = (
     TempId,
     Partitioning,
     Vec<(usize, Redistribute)>,
-    bool,
+    u32,
     Option<Redistribute>,
 );
+
+/// The boxes a multi-way join over several devices cuts its work into, per device: many
+/// more than devices, so that a device whose boxes are heavy (a hub's bindings) takes
+/// fewer and the others take the rest, while each box still holds enough work to be worth
+/// its launches.
+pub const BOXES_PER_DEVICE: u32 = 16;
 
 /// The decisions for one block.
 struct Decided {
@@ -613,7 +620,7 @@ fn block(plan: &PhysPlan, b: &Block, n: usize) -> Decided {
         match s {
             Stmt::Let { dst, op, .. } => {
                 let mut moves: Vec<(usize, Redistribute)> = Vec::new();
-                let mut split = false;
+                let mut boxes = 0;
                 let mut partial: Option<Redistribute> = None;
                 let p = match op {
                     Op::Scan(r) => plan.rel_partitioning[r.0 as usize].clone(),
@@ -793,10 +800,7 @@ fn block(plan: &PhysPlan, b: &Block, n: usize) -> Decided {
                         }
                     }
                     Op::MultiJoin {
-                        vars,
-                        inputs,
-                        output,
-                        count,
+                        vars, inputs, count, ..
                     } => {
                         let ps: Vec<Partitioning> = inputs.iter().map(|i| get(&part, &i.src)).collect();
                         if ps.iter().all(|p| *p == Partitioning::Single) {
@@ -815,23 +819,19 @@ fn block(plan: &PhysPlan, b: &Block, n: usize) -> Decided {
                                     moves.push((i, Redistribute::Broadcast));
                                 }
                             }
-                            split = true;
+                            boxes = BOXES_PER_DEVICE * n as u32;
                             if *count {
                                 single.clone()
                             } else {
-                                match pos(output, 0) {
-                                    Some(c) => Partitioning::Hash {
-                                        cols: vec![c],
-                                        parts: n,
-                                    },
-                                    None => Partitioning::Split { parts: n },
-                                }
+                                // Each row stays on the device that took its box: by
+                                // timing, not by a key.
+                                Partitioning::Split { parts: n }
                             }
                         }
                     }
                 };
                 part.insert(*dst, p.clone());
-                nodes.push((*dst, p, moves, split, partial));
+                nodes.push((*dst, p, moves, boxes, partial));
             }
             Stmt::Store { rel, src } => {
                 let target = &plan.rel_partitioning[rel.0 as usize];
