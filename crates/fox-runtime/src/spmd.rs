@@ -570,6 +570,9 @@ fn combine(devices: Vec<crate::RunStats>) -> crate::RunStats {
             }
         }
     }
+    if all.boxes == 0 {
+        all.device_boxes.clear();
+    }
     all
 }
 
@@ -599,6 +602,7 @@ mod tests {
         let device = |compute: u64, peak: usize, rows: u64| RunStats {
             backend: "cpu".into(),
             compute: ms(compute),
+            boxes: rows,
             peak_bytes: peak,
             total_allocated_bytes: peak,
             rounds: 1,
@@ -627,6 +631,7 @@ mod tests {
         assert_eq!(all.compute, ms(9));
         assert_eq!((all.peak_bytes, all.device_peaks.clone()), (300, vec![100, 70, 300]));
         assert_eq!((all.total_allocated_bytes, all.rounds), (470, 3));
+        assert_eq!((all.boxes, all.device_boxes.clone()), (5, vec![1, 4, 0]));
         assert_eq!(
             all.exchange,
             crate::ExchangeStats {
@@ -641,6 +646,73 @@ mod tests {
             (all.instrs.len(), all.instrs[0].calls, all.instrs[0].total),
             (1, 1, ms(9))
         );
+    }
+
+    #[test]
+    fn boxes_cover_every_output_once_and_each_output_knows_its_box() {
+        for total in [0u64, 1, 2, 3, 7, 10, 31, 1000, u64::MAX / 3] {
+            for boxes in [1u32, 2, 3, 4, 16, 64] {
+                assert_eq!(box_start(total, boxes, 0), 0);
+                assert_eq!(box_start(total, boxes, boxes), total);
+                for k in 0..boxes {
+                    let (s, e) = (box_start(total, boxes, k), box_start(total, boxes, k + 1));
+                    assert!(s <= e);
+                    // Boxes differ by at most one output.
+                    assert!(e - s <= total / u64::from(boxes) + 1, "{total} {boxes} {k}");
+                    for at in [s, e.saturating_sub(1)].into_iter().filter(|&a| a >= s && a < e) {
+                        assert_eq!(box_of(total, boxes, at), k, "output {at} of {total} in {boxes} boxes");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Devices claiming the boxes of two expansions: each box of each is taken by exactly
+    /// one device, in increasing order on each; a device busy with a slow box takes
+    /// fewer, the others the rest (work stealing); devices that cut an expansion
+    /// differently are told so.
+    #[test]
+    fn every_box_is_taken_once_and_a_slow_device_takes_fewer() {
+        let comm = Comm::new(3, None);
+        let boxes = 48u32;
+        let taken: Vec<Vec<Vec<u32>>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3)
+                .map(|r| {
+                    let comm = &comm;
+                    s.spawn(move || {
+                        let mut per = Vec::new();
+                        for k in 0..2 {
+                            let mut mine = Vec::new();
+                            while let Some(b) = comm.claim(k, 1000, boxes).unwrap() {
+                                // Device 0's first box of the first expansion is slow.
+                                if r == 0 && k == 0 && mine.is_empty() {
+                                    std::thread::sleep(Duration::from_millis(300));
+                                } else {
+                                    std::thread::sleep(Duration::from_millis(1));
+                                }
+                                mine.push(b);
+                            }
+                            per.push(mine);
+                        }
+                        per
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for k in 0..2 {
+            let mut all: Vec<u32> = taken.iter().flat_map(|d| d[k].iter().copied()).collect();
+            for d in &taken {
+                assert!(d[k].windows(2).all(|w| w[0] < w[1]), "{:?}", d[k]);
+            }
+            all.sort_unstable();
+            assert_eq!(all, (0..boxes).collect::<Vec<_>>(), "expansion {k}");
+        }
+        // Device 0 slept through most boxes of the first expansion: the others took them.
+        assert!(taken[0][0].len() < taken[1][0].len() + taken[2][0].len(), "{taken:?}");
+        assert!(taken[0][0].len() <= 2, "{:?}", taken[0][0]);
+        let err = comm.claim(0, 999, boxes).unwrap_err();
+        assert!(err.contains("cut an expansion differently"), "{err}");
     }
 
     #[test]
