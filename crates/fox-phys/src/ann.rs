@@ -31,8 +31,11 @@ pub struct Node {
     /// each device takes the next box no device has taken (`fox_kernel::Kernel::Claim`)
     /// and runs the rest of the join on it until none is left (work stealing: a device
     /// with a skewed share takes fewer boxes). A counting join's partial counts are
-    /// gathered to device 0 and summed; a listing's rows stay on the device that found
-    /// them (`Partitioning::Split`: which device takes which box depends on timing).
+    /// gathered to device 0 and summed. Which device takes which box depends on timing,
+    /// so a listing's rows then move to the device their first variable hashes to and are
+    /// sorted in the order of the variables
+    /// (`passes::boxed_listing_placement`): what each device holds after the join, in
+    /// which order, does not depend on timing.
     pub boxes: u32,
     /// Set by `partitioning` on an aggregation over several devices whose aggregates
     /// combine exactly (count, integer or decimal sum, min/max of non-strings): each

@@ -145,8 +145,12 @@ fn annotations(plan: &PhysPlan, stmts: &[Stmt], dst: fox_ra::TempId, op: &Op, co
         ));
     }
     if n.boxes > 0 {
+        let after = match op {
+            Op::MultiJoin { count: false, .. } => ", the rows found then moved to their device and sorted",
+            _ => ", the partial counts summed",
+        };
         parts.push(format!(
-            "work taken by the devices in {} boxes of the first variable's bindings",
+            "work taken by the devices in {} boxes of the first variable's bindings{after}",
             n.boxes
         ));
     }

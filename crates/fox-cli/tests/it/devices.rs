@@ -697,3 +697,58 @@ fn a_hub_s_work_is_spread_over_the_devices() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A float sum over a triangle listing (additions whose bits depend on their order)
+/// and a listing that drops the first variable: whichever device took which box, the
+/// rows move to their device and are sorted after the boxes, so every run on a count of
+/// devices gives the same bits, and the listing is one device's.
+#[test]
+fn what_follows_a_listing_in_boxes_does_not_depend_on_timing() {
+    let dir = crate::common::temp_dir("devices", "timing-free");
+    let n = 400u32;
+    let mut edges = std::collections::BTreeSet::new();
+    let mut weights = String::new();
+    for i in 1..=n {
+        edges.insert((0, i));
+        for k in 1..=3 {
+            let j = (i + k - 1) % n + 1;
+            edges.insert((i.min(j), i.max(j)));
+        }
+        let w = ["1e16", "1.0", "3.3", "-1e16", "0.1", "7e-5"][(i * 7 % 6) as usize];
+        weights.push_str(&format!("{i},{w}\n"));
+    }
+    let lines: String = edges
+        .iter()
+        .flat_map(|&(a, b)| [format!("{a},{b}\n"), format!("{b},{a}\n")])
+        .collect();
+    std::fs::write(dir.join("edge.csv"), lines).unwrap();
+    std::fs::write(dir.join("w.csv"), weights).unwrap();
+    std::fs::write(
+        dir.join("q.logic"),
+        "edge(x, y) -> int32(x), int32(y).\nw(x, v) -> int32(x), float64(v).\n\
+         .input edge.\n.input w.\n\
+         tri(x, y, z) <- edge(x, y), edge(y, z), edge(x, z), x < y < z.\n\
+         s[] = t <- agg<<t = total(v)>> tri(_, _, z), w(z, v).\n\
+         q(z, y) <- edge(x, y), edge(y, z), edge(x, z), x < y < z.\n\
+         .output s.\n.output q.\n",
+    )
+    .unwrap();
+    let run = |devices: &str| {
+        let o = foxrun(
+            &dir,
+            &["q.logic", "--backend", "cpu", "--devices", devices, "--out", "-", "--no-progress"],
+        );
+        assert_eq!(o.status.code(), Some(0), "--devices {devices}: {}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    let listing = |out: &str| out.split("\nq\n").nth(1).unwrap_or_else(|| panic!("{out}")).to_string();
+    let one = run("1");
+    for devices in ["2", "3"] {
+        let first = run(devices);
+        assert_eq!(listing(&first), listing(&one), "--devices {devices}");
+        for _ in 0..4 {
+            assert_eq!(run(devices), first, "--devices {devices}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -439,7 +439,30 @@ impl Lower<'_> {
         let cols = match self.close_rounds(rounds, acc, cols)? {
             Closed::Same(c) | Closed::Accumulated(c) => c,
         };
-        Ok(Val::unordered(cols, columns))
+        if boxes == 0 {
+            return Ok(Val::unordered(cols, columns));
+        }
+        // Each row is on the device that took its box, which depends on timing: the rows
+        // move as `partitioning` places them (`fox_phys::passes::boxed_listing_placement`)
+        // and are sorted on the variables in their order, so that what every device holds,
+        // and in which order, does not.
+        let to = match node.map(|n| &n.partitioning) {
+            Some(fox_phys::Partitioning::Hash { cols: keys, .. }) => fox_phys::Redistribute::Hash { cols: keys.clone() },
+            Some(fox_phys::Partitioning::Single) => fox_phys::Redistribute::Gather,
+            p => {
+                return Err(LowerError::Invalid(format!(
+                    "a multi-way join listed in boxes is placed as {p:?}, not by its rows' values"
+                )))
+            }
+        };
+        let v = self.exchange(Val::unordered(cols, columns.clone()), &to)?;
+        if output.is_empty() {
+            return Ok(Val::unordered(v.cols, columns));
+        }
+        let mut keys: Vec<usize> = (0..output.len()).collect();
+        keys.sort_by_key(|&p| output[p]);
+        let v = self.sort_code(v, &asc(keys))?;
+        Ok(Val::unordered(v.cols, columns))
     }
 
     /// A level of a multi-way join expanded from the smallest range (`Expand::Smallest`,

@@ -33,7 +33,8 @@
 //!   to device 0. An aggregation whose aggregates combine exactly aggregates on each
 //!   device first and moves only its partial rows (`Node::partial`). A multi-way join replicates its inputs and cuts its
 //!   work into boxes of the first variable's bindings that the devices take in turn
-//!   (`Node::boxes`); a listing's rows stay where they were found (`Split`). A store into a relation distributed
+//!   (`Node::boxes`); a listing's rows then move by the first variable
+//!   (`boxed_listing_placement`). A store into a relation distributed
 //!   otherwise moves its rows (`PhysPlan::stmt_moves`), and so does a functional check
 //!   whose rows are not placed by their key.
 //! - Invariant: each operator's result, as the rules say, is what the translation's
@@ -103,6 +104,23 @@ type NodeDecision = (
     u32,
     Option<Redistribute>,
 );
+
+/// Where the rows of a multi-way join listed over several devices in boxes end up: they
+/// are found on whichever device took their box, which depends on timing, so the join
+/// then moves them by the first variable (by every column where it is not output; to
+/// device 0 without columns) and sorts them in the order of its variables, so that
+/// each device holds what the same rule would place there by a key, in one order, and
+/// nothing after the join depends on timing.
+pub fn boxed_listing_placement(output: &[usize], n: usize) -> Partitioning {
+    match pos(output, 0) {
+        Some(c) => Partitioning::Hash { cols: vec![c], parts: n },
+        None if output.is_empty() => Partitioning::Single,
+        None => Partitioning::Hash {
+            cols: (0..output.len()).collect(),
+            parts: n,
+        },
+    }
+}
 
 /// The boxes a multi-way join over several devices cuts its work into, per device: many
 /// more than devices, so that a device whose boxes are heavy (a hub's bindings) takes
@@ -800,7 +818,10 @@ fn block(plan: &PhysPlan, b: &Block, n: usize) -> Decided {
                         }
                     }
                     Op::MultiJoin {
-                        vars, inputs, count, ..
+                        vars,
+                        inputs,
+                        output,
+                        count,
                     } => {
                         let ps: Vec<Partitioning> = inputs.iter().map(|i| get(&part, &i.src)).collect();
                         if ps.iter().all(|p| *p == Partitioning::Single) {
@@ -823,9 +844,7 @@ fn block(plan: &PhysPlan, b: &Block, n: usize) -> Decided {
                             if *count {
                                 single.clone()
                             } else {
-                                // Each row stays on the device that took its box: by
-                                // timing, not by a key.
-                                Partitioning::Split { parts: n }
+                                boxed_listing_placement(output, n)
                             }
                         }
                     }

@@ -99,18 +99,18 @@ fn placement(plan: &PhysPlan, t: TempId, op: &Op) -> Option<String> {
             t.0
         ));
     }
-    if n.boxes > 0
-        && (n.partitioning
-            != if matches!(op, Op::MultiJoin { count: true, .. }) {
-                Partitioning::Single
-            } else {
-                Partitioning::Split { parts: plan.devices }
-            })
-    {
-        return Some(format!(
-            "t{} cuts its work into boxes the devices take by timing, but is placed as {:?} (a count is summed on device 0; rows stay where they were found, split by no key)",
-            t.0, n.partitioning
-        ));
+    if let (true, Op::MultiJoin { output, count, .. }) = (n.boxes > 0, op) {
+        let placed = if *count {
+            Partitioning::Single
+        } else {
+            super::boxed_listing_placement(output, plan.devices)
+        };
+        if n.partitioning != placed {
+            return Some(format!(
+                "t{} cuts its work into boxes the devices take by timing, but is placed as {:?}, not as its rows are moved after the boxes ({placed:?})",
+                t.0, n.partitioning
+            ));
+        }
     }
     if n.boxes > 0 {
         // Every device joins its boxes against the whole of every input.
