@@ -1245,7 +1245,8 @@ fn an_error_in_a_claimed_box_stops_every_device_with_it() {
     }
 }
 
-/// A block each device runs by itself holds no collective: such a plan is refused.
+/// A block each device runs by itself holds no collective, and a claim of boxes is in
+/// such a block: other plans are refused.
 #[test]
 fn a_collective_in_a_block_each_device_runs_alone_is_refused() {
     let mut p = claim_plan(&[1, 2, 3], -5000, 4);
@@ -1253,4 +1254,9 @@ fn a_collective_in_a_block_each_device_runs_alone_is_refused() {
     p.blocks[2].instrs.insert(0, gather);
     let e = fox_kernel::validate(&p).unwrap_err().to_string();
     assert!(e.contains("a collective in a block each device runs by itself"), "{e}");
+    // A claim in a block the devices run together (their loop test would be collective).
+    let mut p = claim_plan(&[1, 2, 3], -5000, 4);
+    p.blocks[1].local = false;
+    let e = fox_kernel::validate(&p).unwrap_err().to_string();
+    assert!(e.contains("a claim of boxes in a block the devices run together"), "{e}");
 }
