@@ -371,10 +371,7 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
             max_rows: Some(m),
         } => format!("{op}[{row_bytes} bytes/row, at most {m} rows]"),
         Kernel::Outgrows { factor } => format!("{op}[×{factor}]"),
-        Kernel::Claim {
-            boxes,
-            row_bytes: None,
-        } => format!("{op}[{boxes} boxes]"),
+        Kernel::Claim { boxes, row_bytes: None } => format!("{op}[{boxes} boxes]"),
         Kernel::Claim {
             boxes,
             row_bytes: Some(b),

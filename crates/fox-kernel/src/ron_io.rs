@@ -115,10 +115,13 @@ pub fn validate(plan: &KernelPlan) -> Result<(), LoadError> {
                 )));
             }
             // Devices take different boxes: a loop over them is decided by each alone.
-            if let (false, Instr::Launch {
-                kernel: Kernel::Claim { .. },
-                ..
-            }) = (block.local, i)
+            if let (
+                false,
+                Instr::Launch {
+                    kernel: Kernel::Claim { .. },
+                    ..
+                },
+            ) = (block.local, i)
             {
                 return Err(invalid(format!(
                     "{} (`{}`): a claim of boxes in a block the devices run together",

@@ -2554,9 +2554,10 @@ impl Interp<'_> {
             self.claims_started += 1;
             self.local_next = 0;
         }
-        let expansion = self.claims_started.checked_sub(1).ok_or_else(|| {
-            HostError::Plan("a claim goes on from a window before any expansion started".into())
-        })?;
+        let expansion = self
+            .claims_started
+            .checked_sub(1)
+            .ok_or_else(|| HostError::Plan("a claim goes on from a window before any expansion started".into()))?;
         let bounds = |k: u32| {
             (
                 crate::spmd::box_start(total, boxes, k),
@@ -2577,7 +2578,7 @@ impl Interp<'_> {
                     }
                     None => {
                         let k = (self.local_next < boxes).then_some(self.local_next);
-                        self.local_next += 1;
+                        self.local_next = self.local_next.saturating_add(1);
                         k
                     }
                 };

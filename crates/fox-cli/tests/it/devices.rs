@@ -626,7 +626,14 @@ fn multi_way_joins_in_boxes_give_one_device_s_counts_and_listings() {
         }
     }
     let o = Command::new(env!("CARGO_BIN_EXE_foxc"))
-        .args(["compile", "queries/triangle_count.logic", "--devices", "2", "--emit", "physical"])
+        .args([
+            "compile",
+            "queries/triangle_count.logic",
+            "--devices",
+            "2",
+            "--emit",
+            "physical",
+        ])
         .current_dir(&repo)
         .output()
         .unwrap();
@@ -693,7 +700,10 @@ fn a_hub_s_work_is_spread_over_the_devices() {
         assert_eq!(two, one, "{query}");
         let taken = boxes_taken(&err).unwrap_or_else(|| panic!("{err}"));
         assert_eq!(taken.len(), 2, "{taken:?}");
-        assert!(taken.iter().all(|&b| b > 0), "{query}: boxes taken per device {taken:?}");
+        assert!(
+            taken.iter().all(|&b| b > 0),
+            "{query}: boxes taken per device {taken:?}"
+        );
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -736,7 +746,16 @@ fn what_follows_a_listing_in_boxes_does_not_depend_on_timing() {
     let run = |devices: &str| {
         let o = foxrun(
             &dir,
-            &["q.logic", "--backend", "cpu", "--devices", devices, "--out", "-", "--no-progress"],
+            &[
+                "q.logic",
+                "--backend",
+                "cpu",
+                "--devices",
+                devices,
+                "--out",
+                "-",
+                "--no-progress",
+            ],
         );
         assert_eq!(o.status.code(), Some(0), "--devices {devices}: {}", text(&o.stderr));
         text(&o.stdout)

@@ -1092,7 +1092,9 @@ fn multi_way_joins_over_three_devices_answer_again_as_one_device() {
             for z in y + 1..40 {
                 if linked(x, y) && linked(y, z) && linked(x, z) {
                     triangles += 1;
-                    cliques += (z + 1..40).filter(|&w| linked(x, w) && linked(y, w) && linked(z, w)).count() as u64;
+                    cliques += (z + 1..40)
+                        .filter(|&w| linked(x, w) && linked(y, w) && linked(z, w))
+                        .count() as u64;
                 }
             }
         }
@@ -1109,7 +1111,11 @@ fn multi_way_joins_over_three_devices_answer_again_as_one_device() {
     for n in [triangles, cliques] {
         assert_eq!(one.matches(&format!("\n{n}\n1 row\n")).count(), 2, "{n}: {one}");
     }
-    assert_eq!(one.matches(&format!(" {triangles} rows (50 shown)\n")).count(), 2, "{one}");
+    assert_eq!(
+        one.matches(&format!(" {triangles} rows (50 shown)\n")).count(),
+        2,
+        "{one}"
+    );
     let three = repl(&["--data", data, "--devices", "3"], &script);
     assert_eq!(one, three);
     let _ = std::fs::remove_dir_all(&dir);

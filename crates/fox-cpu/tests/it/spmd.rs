@@ -1241,7 +1241,11 @@ fn an_error_in_a_claimed_box_stops_every_device_with_it() {
         let started = std::time::Instant::now();
         let (res, _) = run_on(n, &p, &RunOptions::default());
         assert_eq!(res.unwrap_err(), want, "{n} devices");
-        assert!(started.elapsed().as_secs() < 30, "{n} devices took {:?}", started.elapsed());
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "{n} devices took {:?}",
+            started.elapsed()
+        );
     }
 }
 
@@ -1258,5 +1262,8 @@ fn a_collective_in_a_block_each_device_runs_alone_is_refused() {
     let mut p = claim_plan(&[1, 2, 3], -5000, 4);
     p.blocks[1].local = false;
     let e = fox_kernel::validate(&p).unwrap_err().to_string();
-    assert!(e.contains("a claim of boxes in a block the devices run together"), "{e}");
+    assert!(
+        e.contains("a claim of boxes in a block the devices run together"),
+        "{e}"
+    );
 }

@@ -447,7 +447,9 @@ impl Lower<'_> {
         // and are sorted on the variables in their order, so that what every device holds,
         // and in which order, does not.
         let to = match node.map(|n| &n.partitioning) {
-            Some(fox_phys::Partitioning::Hash { cols: keys, .. }) => fox_phys::Redistribute::Hash { cols: keys.clone() },
+            Some(fox_phys::Partitioning::Hash { cols: keys, .. }) => {
+                fox_phys::Redistribute::Hash { cols: keys.clone() }
+            }
             Some(fox_phys::Partitioning::Single) => fox_phys::Redistribute::Gather,
             p => {
                 return Err(LowerError::Invalid(format!(

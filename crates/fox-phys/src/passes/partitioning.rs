@@ -113,7 +113,10 @@ type NodeDecision = (
 /// nothing after the join depends on timing.
 pub fn boxed_listing_placement(output: &[usize], n: usize) -> Partitioning {
     match pos(output, 0) {
-        Some(c) => Partitioning::Hash { cols: vec![c], parts: n },
+        Some(c) => Partitioning::Hash {
+            cols: vec![c],
+            parts: n,
+        },
         None if output.is_empty() => Partitioning::Single,
         None => Partitioning::Hash {
             cols: (0..output.len()).collect(),
