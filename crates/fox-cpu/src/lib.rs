@@ -382,6 +382,7 @@ pub fn run_kernel(kernel: &Kernel, args: &[&HostCol], ctx: &dyn LaunchCtx) -> Re
         | Kernel::DictTable { .. }
         | Kernel::StrFn { .. }
         | Kernel::Window { .. }
+        | Kernel::Claim { .. }
         | Kernel::Outgrows { .. }
         | Kernel::Exchange { .. } => {
             Err("runs on the host in the runtime and cannot be launched on a backend".to_string())

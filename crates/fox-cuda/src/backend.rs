@@ -379,6 +379,7 @@ fn dispatch(
         | Kernel::DictTable { .. }
         | Kernel::StrFn { .. }
         | Kernel::Window { .. }
+        | Kernel::Claim { .. }
         | Kernel::Outgrows { .. }
         | Kernel::Exchange { .. } => Err(BackendError(
             "runs on the host in the runtime and cannot be launched on a backend".to_string(),

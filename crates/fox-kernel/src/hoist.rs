@@ -105,6 +105,7 @@ fn hoistable(plan: &KernelPlan, kernel: &Kernel, args: &[BufId]) -> bool {
         | Kernel::DictTable { .. }
         | Kernel::StrFn { .. }
         | Kernel::Window { .. }
+        | Kernel::Claim { .. }
         | Kernel::Outgrows { .. }
         | Kernel::Exchange { .. }
         | Kernel::ReduceByKey { .. }
@@ -372,10 +373,12 @@ fn hoist_loop(plan: &mut KernelPlan, cfg: &Cfg, l: &Loop) -> bool {
         [p] if plan.blocks[*p].term == Terminator::Jump(l.header) => plan.blocks[*p].instrs.extend(observes),
         _ => {
             let id = BlockId(plan.blocks.len() as u32);
+            let local = plan.blocks[h].local;
             plan.blocks.push(Block {
                 label: format!("before {}", plan.blocks[h].label),
                 instrs: observes,
                 term: Terminator::Jump(l.header),
+                local,
             });
             for &p in &outside {
                 let succs = plan.blocks[p].term.successors();
@@ -428,6 +431,7 @@ mod tests {
             label: label.into(),
             instrs,
             term,
+            local: false,
         };
         KernelPlan {
             version: KERNEL_PLAN_VERSION,

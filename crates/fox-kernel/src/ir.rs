@@ -212,6 +212,13 @@ pub struct Block {
     pub label: String,
     pub instrs: Vec<Instr>,
     pub term: Terminator,
+    /// In a run over several devices, each device runs the block by itself: its
+    /// terminator is decided by the device's own test, never collectively, and it holds
+    /// no collective (`Exchange`, `StrFn`, `Output`). The loop over the boxes the devices
+    /// claim ([`Kernel::Claim`]) is made of such blocks, so each device runs it as many
+    /// times as it takes boxes. On one device it changes nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub local: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -455,6 +462,26 @@ pub enum Kernel {
     /// every buffer's length. A tiered relation folds a run into the next when it
     /// outgrows it ([`fox_phys::Tiering`]).
     Outgrows { factor: u32 },
+    /// The next window of an expansion's outputs a device works on, taken from `boxes`
+    /// boxes shared by the devices of a run: box `k` holds the outputs
+    /// `k·total/boxes .. (k+1)·total/boxes` (rounded down), and each device takes the
+    /// next box not yet taken from a counter the run's devices share (work stealing: a
+    /// device with cheap boxes takes more of them). args: `total` (U64, one row), then
+    /// optionally `prev` (U64: this device's previous window). outs: `window` (U64): two
+    /// rows `start`, `end` (as [`Kernel::Window`]'s, never empty), or no rows when every
+    /// box has been taken. Without `prev` the device starts on the boxes of a new
+    /// expansion (the `k`-th first claim of every device shares the `k`-th counter);
+    /// with `prev` it goes on from its previous window. With `row_bytes`, a window holds
+    /// at most the outputs of `row_bytes` bytes each that fit half the memory the run may
+    /// still use (as `Window` sizes its rounds), so a box may take several windows; each
+    /// box is still taken by one device. Boxes are taken in increasing order on each
+    /// device. On one device it takes every box in order. Runs on the host side: the
+    /// runtime holds the counter.
+    Claim {
+        boxes: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        row_bytes: Option<u64>,
+    },
     /// Moves rows between the devices of a run over several devices (`--devices N`): a
     /// collective, every device launches it at the same point of the plan. args: `width`
     /// columns of one relation (the device's part); outs: `width` columns of the same
@@ -649,6 +676,19 @@ pub struct RangeBound {
     pub open: bool,
 }
 
+impl Instr {
+    /// Whether every device of a run over several meets the others at this instruction
+    /// (a collective): an exchange, the interning of new strings, an output. Never in a
+    /// [`Block::local`] block.
+    pub fn is_collective(&self) -> bool {
+        match self {
+            Instr::Output { .. } => true,
+            Instr::Launch { kernel, .. } => matches!(kernel, Kernel::Exchange { .. } | Kernel::StrFn { .. }),
+            _ => false,
+        }
+    }
+}
+
 impl Kernel {
     /// Whether the runtime runs this kernel itself (it reads files, the dictionary, the
     /// memory left, buffer lengths or other devices) and never hands it to a backend.
@@ -661,6 +701,7 @@ impl Kernel {
                 | Kernel::StrFn { .. }
                 | Kernel::Window { .. }
                 | Kernel::Outgrows { .. }
+                | Kernel::Claim { .. }
                 | Kernel::Exchange { .. }
         )
     }
@@ -693,6 +734,7 @@ impl Kernel {
             Kernel::Expand => "Expand",
             Kernel::Window { .. } => "Window",
             Kernel::Outgrows { .. } => "Outgrows",
+            Kernel::Claim { .. } => "Claim",
             Kernel::Exchange { .. } => "Exchange",
             Kernel::SortedSearch => "SortedSearch",
             Kernel::IntersectCount { .. } => "IntersectCount",

@@ -232,6 +232,7 @@ pub(crate) fn place_frees(plan: &mut KernelPlan) {
                     label: format!("edge b{b} -> b{}", s.0),
                     instrs: frees,
                     term: Terminator::Jump(*s),
+                    local: plan.blocks[b].local,
                 });
                 retarget(&mut plan.blocks[b].term, k, id);
             }

@@ -35,7 +35,8 @@ pub fn print_kernels(plan: &KernelPlan) -> String {
     }
     for (b, block) in plan.blocks.iter().enumerate() {
         let entry = if plan.entry.0 as usize == b { ", entry" } else { "" };
-        let _ = writeln!(out, "block b{b} ({}{entry}):", block.label);
+        let local = if block.local { ", each device by itself" } else { "" };
+        let _ = writeln!(out, "block b{b} ({}{entry}{local}):", block.label);
         for line in block_lines(plan, block) {
             let _ = writeln!(out, "  {line}");
         }
@@ -208,6 +209,7 @@ pub fn op_name(k: &Kernel) -> &'static str {
         Kernel::RangeCount => "range_count",
         Kernel::Expand => "expand",
         Kernel::Window { .. } => "window",
+        Kernel::Claim { .. } => "claim",
         Kernel::Outgrows { .. } => "outgrows",
         Kernel::Exchange { .. } => "exchange",
         Kernel::SortedSearch => "sorted_search",
@@ -376,6 +378,11 @@ fn kernel_text(plan: &KernelPlan, k: &Kernel, args: &[BufId]) -> String {
             max_rows: Some(m),
         } => format!("{op}[{row_bytes} bytes/row, at most {m} rows]"),
         Kernel::Outgrows { factor } => format!("{op}[×{factor}]"),
+        Kernel::Claim { boxes, row_bytes: None } => format!("{op}[{boxes} boxes]"),
+        Kernel::Claim {
+            boxes,
+            row_bytes: Some(b),
+        } => format!("{op}[{boxes} boxes, {b} bytes/row]"),
         Kernel::Exchange { to, .. } => {
             let cols = |c: &[usize]| c.iter().map(|c| format!("#{c}")).collect::<Vec<_>>().join(", ");
             match to {

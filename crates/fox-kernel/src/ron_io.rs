@@ -107,6 +107,28 @@ pub fn validate(plan: &KernelPlan) -> Result<(), LoadError> {
                 )));
             }
             check_instr(plan, i).map_err(|m| invalid(format!("{} (`{}`): {m}", at(k), instr_text(plan, i))))?;
+            if block.local && i.is_collective() {
+                return Err(invalid(format!(
+                    "{} (`{}`): a collective in a block each device runs by itself",
+                    at(k),
+                    instr_text(plan, i)
+                )));
+            }
+            // Devices take different boxes: a loop over them is decided by each alone.
+            if let (
+                false,
+                Instr::Launch {
+                    kernel: Kernel::Claim { .. },
+                    ..
+                },
+            ) = (block.local, i)
+            {
+                return Err(invalid(format!(
+                    "{} (`{}`): a claim of boxes in a block the devices run together",
+                    at(k),
+                    instr_text(plan, i)
+                )));
+            }
             check_instr_types(i).map_err(|m| invalid(format!("{} (`{}`): {m}", at(k), instr_text(plan, i))))?;
         }
         for s in block.term.successors() {

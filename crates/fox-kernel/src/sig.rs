@@ -391,6 +391,20 @@ fn outputs(kernel: &Kernel, args: &[Elem], inputs: &[InputRel], types: bool) -> 
             expect(0, Elem::U64, "total")?;
             Ok(vec![Elem::U64])
         }
+        Kernel::Claim { boxes, row_bytes } => {
+            if *boxes == 0 {
+                return Err("a claim needs at least one box".into());
+            }
+            if *row_bytes == Some(0) {
+                return Err("a claim needs a row size of at least one byte".into());
+            }
+            if args.len() != 1 {
+                count(2)?;
+                expect(1, Elem::U64, "prev")?;
+            }
+            expect(0, Elem::U64, "total")?;
+            Ok(vec![Elem::U64])
+        }
         Kernel::SortedSearch => {
             count(4)?;
             expect(1, Elem::U32, "lo")?;
@@ -666,7 +680,7 @@ pub fn check_lengths(kernel: &Kernel, lens: &[usize]) -> Result<(), String> {
             fixed(3, 2, "window")
         }
         // The runtime reads `prev` itself (no rows, or two).
-        Kernel::Window { .. } => fixed(0, 1, "total"),
+        Kernel::Window { .. } | Kernel::Claim { .. } => fixed(0, 1, "total"),
         // Only the lengths are read, whatever they are.
         Kernel::Outgrows { .. } => Ok(()),
         Kernel::Exchange { width, .. } => equal(0..*width, "the columns"),

@@ -24,12 +24,19 @@ pub struct Node {
     /// between devices before the operator reads them. Positions holding the same temp
     /// with the same move share one exchange.
     pub moves: Vec<(usize, Redistribute)>,
-    /// Set by `partitioning` on a multi-way join over several devices: every input is
-    /// replicated and each device keeps the bindings of the first variable it owns
-    /// (`Redistribute::Keep` of that variable), so the devices split the work by the
-    /// first variable's values; a counting join's partial counts are gathered to
-    /// device 0 and summed.
-    pub split_first: bool,
+    /// Set by `partitioning` on a multi-way join over several devices (0 otherwise): the
+    /// number of boxes its work is cut into. Every input is replicated, every device
+    /// computes the first variable's bindings, and the expansion of the next level (each
+    /// binding weighing the rows it expands to) is cut into this many contiguous boxes;
+    /// each device takes the next box no device has taken (`fox_kernel::Kernel::Claim`)
+    /// and runs the rest of the join on it until none is left (work stealing: a device
+    /// with a skewed share takes fewer boxes). A counting join's partial counts are
+    /// gathered to device 0 and summed. Which device takes which box depends on timing,
+    /// so a listing's rows then move to the device their first variable hashes to and are
+    /// sorted in the order of the variables
+    /// (`passes::boxed_listing_placement`): what each device holds after the join, in
+    /// which order, does not depend on timing.
+    pub boxes: u32,
     /// Set by `partitioning` on an aggregation over several devices whose aggregates
     /// combine exactly (count, integer or decimal sum, min/max of non-strings): each
     /// device aggregates its own rows, the partial rows move so (`Hash` on the group

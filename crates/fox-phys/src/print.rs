@@ -144,8 +144,15 @@ fn annotations(plan: &PhysPlan, stmts: &[Stmt], dst: fox_ra::TempId, op: &Op, co
             redistribute(m)
         ));
     }
-    if n.split_first {
-        parts.push("work split over devices by the first variable".into());
+    if n.boxes > 0 {
+        let after = match op {
+            Op::MultiJoin { count: false, .. } => ", the rows found then moved to their device and sorted",
+            _ => ", the partial counts summed",
+        };
+        parts.push(format!(
+            "work taken by the devices in {} boxes of the first variable's bindings{after}",
+            n.boxes
+        ));
     }
     parts.join(" · ")
 }

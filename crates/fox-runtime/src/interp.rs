@@ -280,6 +280,11 @@ struct Interp<'a> {
     peer_stop: std::cell::Cell<bool>,
     /// The `Window` just run took a window of no rows on a device with none left.
     window_spent: bool,
+    /// The expansions cut into boxes this device has started (`Claim` without a previous
+    /// window); the last is the one its claims take boxes of.
+    claims_started: usize,
+    /// On one device, the next box of the expansion under way.
+    local_next: u32,
 }
 
 impl<'a> Interp<'a> {
@@ -334,6 +339,8 @@ impl<'a> Interp<'a> {
             spent: Vec::new(),
             peer_stop: std::cell::Cell::new(false),
             window_spent: false,
+            claims_started: 0,
+            local_next: 0,
         }
     }
 
@@ -1001,6 +1008,12 @@ impl Interp<'_> {
         what: &dyn Fn() -> String,
     ) -> Result<std::sync::Arc<crate::spmd::Gathered>, RuntimeError> {
         let d = self.spmd.as_ref().expect("collectives run on several devices");
+        if self.plan.blocks.get(tag.0).is_some_and(|b| b.local) {
+            return Err(RuntimeError::Plan(format!(
+                "{}: a collective in a block each device runs by itself (the devices would not all reach it)",
+                what()
+            )));
+        }
         match d.comm.all_gather(d.rank, tag, value) {
             Ok(g) => match g.mismatch() {
                 Some(m) => Err(RuntimeError::Plan(format!("{}: {m}", what()))),
@@ -1015,11 +1028,12 @@ impl Interp<'_> {
 
     /// The test of a terminator over every device: whether it holds on any, and the rows
     /// of its buffers on all of them together. On one device, `(any, rows)` as they are.
+    /// A block each device runs by itself ([`fox_kernel::Block::local`]) decides alone.
     fn decide(&self, block: usize, any: bool, rows: u64) -> Result<(bool, u64), RuntimeError> {
-        if self.spmd.is_none() {
+        let b = &self.plan.blocks[block];
+        if self.spmd.is_none() || b.local {
             return Ok((any, rows));
         }
-        let b = &self.plan.blocks[block];
         let what = || format!("block `{}`: the test that ends it", b.label);
         let g = self.collective((block, b.instrs.len()), (any, rows), &what)?;
         let n = self.spmd.as_ref().map_or(1, |d| d.comm.size());
@@ -2564,38 +2578,135 @@ impl Interp<'_> {
                     }
                     return Ok(vec![HostCol::U64(Vec::new())]);
                 }
-                let row_bytes = (*row_bytes).max(1);
-                let room = self.round_room(total - start, row_bytes).map_err(HostError::Kernel)?;
-                let (limit, in_use) = (room.limit, room.reads + room.others);
-                let budget = limit.saturating_sub(in_use) / 2;
-                if budget < row_bytes {
-                    // Windows of one row would make as many rounds as rows: a run that
-                    // cannot keep its limit says so instead.
-                    let limit_text = match self.memory_limit {
-                        Some(_) => format!(
-                            "the memory limit (--memory-limit) of {}",
-                            crate::alloc::bytes_text(limit.into())
-                        ),
-                        None => format!("the {} the backend has", crate::alloc::bytes_text(limit.into())),
-                    };
-                    let b = |n: u64| crate::alloc::bytes_text(n.into());
-                    return Err(HostError::Kernel(format!(
-                        "out of memory: {limit_text} leaves no room for a round of this expansion: the \
-                         buffers every round reads (of a multi-way join: its tries and the rows of the levels \
-                         before) take {}, {} more are in use, and a row of a round takes {row_bytes} bytes, twice \
-                         over ({} rows are left), so a round needs more than {}",
-                        b(room.reads),
-                        b(room.others),
-                        total - start,
-                        b(in_use.saturating_add(row_bytes.saturating_mul(2)))
-                    )));
-                }
-                let rows = (budget / row_bytes).min(max_rows.unwrap_or(u64::MAX)).max(1);
+                let rows = self.round_rows(total - start, *row_bytes)?;
+                let rows = rows.min(max_rows.unwrap_or(u64::MAX)).max(1);
                 self.stats.rounds += 1;
                 Ok(vec![HostCol::U64(vec![start, total.min(start.saturating_add(rows))])])
             }
+            Kernel::Claim { boxes, row_bytes } => {
+                expect_outs(1)?;
+                if args.is_empty() || args.len() > 2 {
+                    return Err(HostError::Plan(format!(
+                        "it takes 1 or 2 arguments but the plan gives {}",
+                        args.len()
+                    )));
+                }
+                self.claim(args, *boxes, *row_bytes)
+            }
             _ => unreachable!("only host kernels reach host_kernel"),
         }
+    }
+
+    /// The most outputs of `row_bytes` bytes each (of `left` still to expand) that the
+    /// next round of an expansion may take: what fits half the memory the run may still
+    /// use ([`Interp::round_room`]), at least one; an error when not even one fits.
+    fn round_rows(&mut self, left: u64, row_bytes: u64) -> Result<u64, HostError> {
+        let row_bytes = row_bytes.max(1);
+        let room = self.round_room(left, row_bytes).map_err(HostError::Kernel)?;
+        let (limit, in_use) = (room.limit, room.reads + room.others);
+        let budget = limit.saturating_sub(in_use) / 2;
+        if budget < row_bytes {
+            // Windows of one row would make as many rounds as rows: a run that
+            // cannot keep its limit says so instead.
+            let limit_text = match self.memory_limit {
+                Some(_) => format!(
+                    "the memory limit (--memory-limit) of {}",
+                    crate::alloc::bytes_text(limit.into())
+                ),
+                None => format!("the {} the backend has", crate::alloc::bytes_text(limit.into())),
+            };
+            let b = |n: u64| crate::alloc::bytes_text(n.into());
+            return Err(HostError::Kernel(format!(
+                "out of memory: {limit_text} leaves no room for a round of this expansion: the \
+                 buffers every round reads (of a multi-way join: its tries and the rows of the levels \
+                 before) take {}, {} more are in use, and a row of a round takes {row_bytes} bytes, twice \
+                 over ({} rows are left), so a round needs more than {}",
+                b(room.reads),
+                b(room.others),
+                left,
+                b(in_use.saturating_add(row_bytes.saturating_mul(2)))
+            )));
+        }
+        Ok((budget / row_bytes).max(1))
+    }
+
+    /// `Claim`: the next window of an expansion cut into `boxes` boxes that this device
+    /// works on (see [`Kernel::Claim`]): the rest of its current box, else the next box
+    /// no device has taken (from the run's shared counter; on one device, every box in
+    /// turn), at most what fits with `row_bytes`; no rows when every box is taken.
+    fn claim(&mut self, args: &[usize], boxes: u32, row_bytes: Option<u64>) -> Result<Vec<HostCol>, HostError> {
+        let total = match self.download_arg(args[0])? {
+            HostCol::U64(v) if v.len() == 1 => v[0],
+            c => {
+                return Err(HostError::Plan(format!(
+                    "total must be one U64 row, is {} rows",
+                    c.len()
+                )))
+            }
+        };
+        let prev = match args.get(1) {
+            None => None,
+            Some(&a) => match self.download_arg(a)? {
+                HostCol::U64(v) if v.len() == 2 && v[0] < v[1] && v[1] <= total => Some((v[0], v[1])),
+                c => {
+                    return Err(HostError::Plan(format!(
+                        "the previous window must be 2 increasing U64 rows within the total, is {} rows",
+                        c.len()
+                    )))
+                }
+            },
+        };
+        if prev.is_none() {
+            self.claims_started += 1;
+            self.local_next = 0;
+        }
+        let expansion = self
+            .claims_started
+            .checked_sub(1)
+            .ok_or_else(|| HostError::Plan("a claim goes on from a window before any expansion started".into()))?;
+        let bounds = |k: u32| {
+            (
+                crate::spmd::box_start(total, boxes, k),
+                crate::spmd::box_start(total, boxes, k + 1),
+            )
+        };
+        // The rest of the current box, else the next box not taken that holds outputs.
+        let (start, end) = match prev.map(|(s, e)| (e, bounds(crate::spmd::box_of(total, boxes, s)).1)) {
+            Some((e, box_end)) if e < box_end => (e, box_end),
+            _ => loop {
+                let k = match &self.spmd {
+                    Some(d) => {
+                        if d.comm.is_aborted() {
+                            self.peer_stop.set(true);
+                            return Err(HostError::Run(RuntimeError::Cancelled));
+                        }
+                        d.comm.claim(expansion, total, boxes).map_err(HostError::Plan)?
+                    }
+                    None => {
+                        let k = (self.local_next < boxes).then_some(self.local_next);
+                        self.local_next = self.local_next.saturating_add(1);
+                        k
+                    }
+                };
+                let Some(k) = k else {
+                    return Ok(vec![HostCol::U64(Vec::new())]);
+                };
+                self.stats.boxes += 1;
+                let (s, e) = bounds(k);
+                if s < e {
+                    break (s, e);
+                }
+            },
+        };
+        let end = match row_bytes {
+            Some(b) => {
+                let rows = self.round_rows(end - start, b)?;
+                self.stats.rounds += 1;
+                end.min(start.saturating_add(rows))
+            }
+            None => end,
+        };
+        Ok(vec![HostCol::U64(vec![start, end])])
     }
 
     /// The memory the next window of an expansion with `rows` rows left, `row_bytes` each,

@@ -145,6 +145,13 @@ pub struct RunStats {
     pub actual_peak_buffers: usize,
     /// The rounds of multi-round expansions (non-empty windows) the run took.
     pub rounds: u64,
+    /// The boxes of multi-way joins the run's devices claimed (`Kernel::Claim`), each
+    /// taken by one device.
+    pub boxes: u64,
+    /// In a run over several devices that claimed boxes, the boxes each device took (in
+    /// device order; they add up to `boxes`); empty otherwise. Which device takes which
+    /// box depends on timing.
+    pub device_boxes: Vec<u64>,
     /// The host tier: buffers moved off the device to make room within the run's budget.
     pub tier: TierStats,
     /// Collecting the statistics of the inputs before the plan was made, when its driver
@@ -409,6 +416,14 @@ pub fn format_stats(stats: &RunStats) -> String {
                 "outputs of several devices: {:.3} ms waiting for the devices' parts, {:.3} ms joining them (ordering in `output`)\n",
                 ms(e.output_wait),
                 ms(e.output_join)
+            ));
+        }
+        if stats.device_boxes.iter().any(|&b| b > 0) {
+            let each: Vec<String> = stats.device_boxes.iter().map(u64::to_string).collect();
+            out.push_str(&format!(
+                "boxes of multi-way joins taken per device: {} ({} in all)\n",
+                each.join(", "),
+                stats.boxes
             ));
         }
         for (d, peak) in stats.device_peaks.iter().enumerate() {

@@ -78,13 +78,19 @@ const POLL: Duration = Duration::from_millis(20);
 pub(crate) type Tag = (usize, usize);
 
 /// The communicator of a run over several devices: its size, a mailbox per device for the
-/// collective under way, an abort flag that wakes every waiting device, and the run's
-/// progress, against which a waiting device measures the stall limit.
+/// collective under way, an abort flag that wakes every waiting device, the run's
+/// progress, against which a waiting device measures the stall limit, and the boxes the
+/// devices claim.
 pub(crate) struct Comm {
     size: usize,
     /// The dictionary tables of the run, made by the first device that needs each.
     tables: Mutex<std::collections::HashMap<fox_kernel::DictOp, Arc<HostCol>>>,
     state: Mutex<Round>,
+    /// The boxes of each expansion cut into boxes (`Kernel::Claim`), in the order the
+    /// devices start them: the `k`-th expansion a device starts is entry `k`. Made by the
+    /// first device to start it; a new run has a new communicator, so a run's boxes are
+    /// never those of another.
+    claims: Mutex<Vec<Boxes>>,
     cv: Condvar,
     aborted: AtomicBool,
     cancel: Option<crate::CancelToken>,
@@ -105,6 +111,29 @@ struct Round {
     deposits: Vec<Option<(Tag, Box<dyn Any + Send + Sync>)>>,
     arrived: usize,
     last: Option<Arc<Gathered>>,
+}
+
+/// The boxes of one expansion the devices share: how they cut it, and the next box no
+/// device has taken.
+struct Boxes {
+    total: u64,
+    boxes: u32,
+    next: u32,
+}
+
+/// The first output of box `k` of `boxes` cutting `total` outputs: `k·total/boxes`,
+/// rounded down (box `k` holds the outputs up to the first of box `k + 1`; some are
+/// empty when there are fewer outputs than boxes).
+pub(crate) fn box_start(total: u64, boxes: u32, k: u32) -> u64 {
+    (u128::from(total) * u128::from(k) / u128::from(boxes.max(1))) as u64
+}
+
+/// The box holding output `at` (below `total`) of `boxes` cutting `total` outputs: the
+/// last `k` whose [`box_start`] is at most `at`.
+pub(crate) fn box_of(total: u64, boxes: u32, at: u64) -> u32 {
+    // box_start(k) <= at  <=>  k·total < (at + 1)·boxes.
+    let (t, b) = (u128::from(total.max(1)), u128::from(boxes.max(1)));
+    (((u128::from(at) + 1) * b).div_ceil(t) - 1) as u32
 }
 
 /// What every device deposited at one collective, in device order.
@@ -150,6 +179,7 @@ impl Comm {
                 arrived: 0,
                 last: None,
             }),
+            claims: Mutex::new(Vec::new()),
             cv: Condvar::new(),
             aborted: AtomicBool::new(false),
             cancel,
@@ -228,6 +258,35 @@ impl Comm {
 
     pub(crate) fn is_aborted(&self) -> bool {
         self.aborted.load(Ordering::SeqCst)
+    }
+
+    /// Takes the next box of expansion `k` (the `k`-th one a device starts), which cuts
+    /// `total` outputs into `boxes` boxes: the box's number, or `None` once every box is
+    /// taken. Each box is taken by one device, and the boxes in increasing order. Not a
+    /// collective: no device waits for another. Devices that cut expansion `k`
+    /// differently fail with a plan error (they would not share its boxes).
+    pub(crate) fn claim(&self, k: usize, total: u64, boxes: u32) -> Result<Option<u32>, String> {
+        let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+        if claims.len() == k {
+            claims.push(Boxes { total, boxes, next: 0 });
+        }
+        let Some(c) = claims.get_mut(k) else {
+            return Err(format!(
+                "a device started expansion {k} of those cut into boxes while {} were started",
+                claims.len()
+            ));
+        };
+        if (c.total, c.boxes) != (total, boxes) {
+            return Err(format!(
+                "the devices cut an expansion differently: {} outputs in {} boxes, and {total} in {boxes}",
+                c.total, c.boxes
+            ));
+        }
+        if c.next >= c.boxes {
+            return Ok(None);
+        }
+        c.next += 1;
+        Ok(Some(c.next - 1))
     }
 
     /// Deposits `value` for the collective at `tag` and waits until every device has
@@ -685,6 +744,7 @@ fn combine(devices: Vec<crate::RunStats>) -> crate::RunStats {
     let n = 1 + it.len();
     all.backend = format!("{} × {n} devices", all.backend);
     all.device_peaks = vec![all.peak_bytes];
+    all.device_boxes = vec![all.boxes];
     let mut at: std::collections::HashMap<String, usize> = all
         .instrs
         .iter()
@@ -703,6 +763,8 @@ fn combine(devices: Vec<crate::RunStats>) -> crate::RunStats {
         all.total_allocated_bytes += d.total_allocated_bytes;
         all.actual_peak_buffers = all.actual_peak_buffers.max(d.actual_peak_buffers);
         all.rounds += d.rounds;
+        all.boxes += d.boxes;
+        all.device_boxes.push(d.boxes);
         all.tier.evictions += d.tier.evictions;
         all.tier.bytes_to_host += d.tier.bytes_to_host;
         all.tier.restores += d.tier.restores;
@@ -731,6 +793,9 @@ fn combine(devices: Vec<crate::RunStats>) -> crate::RunStats {
                 }
             }
         }
+    }
+    if all.boxes == 0 {
+        all.device_boxes.clear();
     }
     all
 }
@@ -761,6 +826,7 @@ mod tests {
         let device = |compute: u64, peak: usize, rows: u64| RunStats {
             backend: "cpu".into(),
             compute: ms(compute),
+            boxes: rows,
             peak_bytes: peak,
             total_allocated_bytes: peak,
             rounds: 1,
@@ -789,6 +855,7 @@ mod tests {
         assert_eq!(all.compute, ms(9));
         assert_eq!((all.peak_bytes, all.device_peaks.clone()), (300, vec![100, 70, 300]));
         assert_eq!((all.total_allocated_bytes, all.rounds), (470, 3));
+        assert_eq!((all.boxes, all.device_boxes.clone()), (5, vec![1, 4, 0]));
         assert_eq!(
             all.exchange,
             crate::ExchangeStats {
@@ -803,6 +870,73 @@ mod tests {
             (all.instrs.len(), all.instrs[0].calls, all.instrs[0].total),
             (1, 1, ms(9))
         );
+    }
+
+    #[test]
+    fn boxes_cover_every_output_once_and_each_output_knows_its_box() {
+        for total in [0u64, 1, 2, 3, 7, 10, 31, 1000, u64::MAX / 3] {
+            for boxes in [1u32, 2, 3, 4, 16, 64] {
+                assert_eq!(box_start(total, boxes, 0), 0);
+                assert_eq!(box_start(total, boxes, boxes), total);
+                for k in 0..boxes {
+                    let (s, e) = (box_start(total, boxes, k), box_start(total, boxes, k + 1));
+                    assert!(s <= e);
+                    // Boxes differ by at most one output.
+                    assert!(e - s <= total / u64::from(boxes) + 1, "{total} {boxes} {k}");
+                    for at in [s, e.saturating_sub(1)].into_iter().filter(|&a| a >= s && a < e) {
+                        assert_eq!(box_of(total, boxes, at), k, "output {at} of {total} in {boxes} boxes");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Devices claiming the boxes of two expansions: each box of each is taken by exactly
+    /// one device, in increasing order on each; a device busy with a slow box takes
+    /// fewer, the others the rest (work stealing); devices that cut an expansion
+    /// differently are told so.
+    #[test]
+    fn every_box_is_taken_once_and_a_slow_device_takes_fewer() {
+        let comm = Comm::new(3, None, DEFAULT_STALL_LIMIT);
+        let boxes = 48u32;
+        let taken: Vec<Vec<Vec<u32>>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3)
+                .map(|r| {
+                    let comm = &comm;
+                    s.spawn(move || {
+                        let mut per = Vec::new();
+                        for k in 0..2 {
+                            let mut mine = Vec::new();
+                            while let Some(b) = comm.claim(k, 1000, boxes).unwrap() {
+                                // Device 0's first box of the first expansion is slow.
+                                if r == 0 && k == 0 && mine.is_empty() {
+                                    std::thread::sleep(Duration::from_millis(300));
+                                } else {
+                                    std::thread::sleep(Duration::from_millis(1));
+                                }
+                                mine.push(b);
+                            }
+                            per.push(mine);
+                        }
+                        per
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for k in 0..2 {
+            let mut all: Vec<u32> = taken.iter().flat_map(|d| d[k].iter().copied()).collect();
+            for d in &taken {
+                assert!(d[k].windows(2).all(|w| w[0] < w[1]), "{:?}", d[k]);
+            }
+            all.sort_unstable();
+            assert_eq!(all, (0..boxes).collect::<Vec<_>>(), "expansion {k}");
+        }
+        // Device 0 slept through most boxes of the first expansion: the others took them.
+        assert!(taken[0][0].len() < taken[1][0].len() + taken[2][0].len(), "{taken:?}");
+        assert!(taken[0][0].len() <= 2, "{:?}", taken[0][0]);
+        let err = comm.claim(0, 999, boxes).unwrap_err();
+        assert!(err.contains("cut an expansion differently"), "{err}");
     }
 
     #[test]

@@ -215,6 +215,7 @@ mod tests {
     fn block(instrs: Vec<Instr>, term: Terminator) -> Block {
         Block {
             label: "b".into(),
+            local: false,
             instrs,
             term,
         }

@@ -178,7 +178,8 @@ struct CliqueArgs {
     memory_limit: Option<u64>,
     /// Also run the LFTJ over N devices (SPMD, as `foxrun --devices`: planned for N
     /// devices, each device holding the edges, which only the multi-way join reads, from the
-    /// warm-up run on, and joining its share of the first variable), in a row of its
+    /// warm-up run on, and taking boxes of the first variable's bindings until none is
+    /// left), in a row of its
     /// own after the LFTJ on one device (and the CPU LFTJ), and print the speed-up (the 1-device median over the
     /// N-device one); the run fails when the counts differ. On the GPU backend N GPUs from
     /// the first (`all`: every visible GPU), on the CPU backend N simulated devices

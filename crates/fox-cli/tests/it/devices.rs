@@ -638,3 +638,206 @@ fn a_run_that_fails_on_one_device_writes_no_partial_output() {
     assert!(out.join("ok.csv").is_file() && out.join("q.csv").is_file());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The boxes each device took, from `--timing`'s line (none when it has none).
+fn boxes_taken(stderr: &str) -> Option<Vec<u64>> {
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("boxes of multi-way joins taken per device: "))?;
+    let each = line.split(" (").next().unwrap_or(line);
+    Some(each.split(", ").map(|b| b.parse().unwrap()).collect())
+}
+
+/// Triangles and 4-cliques of an R-MAT graph, counted and listed, on 2, 3 and 4 devices:
+/// every device claims boxes of the joins' first variable bindings until none is left
+/// (`--timing` tells how many each took: all of the plan's boxes, each once), and every
+/// answer is one device's, byte for byte; `--emit physical` says how the work is taken.
+#[test]
+fn multi_way_joins_in_boxes_give_one_device_s_counts_and_listings() {
+    let repo = repo();
+    let run = |query: &str, n: &str, timing: bool| {
+        let mut args = vec![
+            query,
+            "--graph",
+            "rmat:8",
+            "--degree-order",
+            "--backend",
+            "cpu",
+            "--devices",
+            n,
+            "--out",
+            "-",
+            "--no-progress",
+        ];
+        if timing {
+            args.push("--timing");
+        }
+        let o = foxrun(&repo, &args);
+        assert_eq!(o.status.code(), Some(0), "{query} --devices {n}: {}", text(&o.stderr));
+        o
+    };
+    let per_device = u64::from(fox_phys::passes::BOXES_PER_DEVICE);
+    for query in [
+        "queries/triangle_count.logic",
+        "queries/clique4_count.logic",
+        "queries/triangle.logic",
+        "queries/clique4.logic",
+    ] {
+        let one = run(query, "1", true);
+        assert_eq!(boxes_taken(&text(&one.stderr)), None, "{query}");
+        let one = text(&one.stdout);
+        assert!(one.lines().count() >= 2, "{query}: {one}");
+        for n in [2u64, 3, 4] {
+            let o = run(query, &n.to_string(), true);
+            assert_eq!(text(&o.stdout), one, "{query} --devices {n}");
+            let taken = boxes_taken(&text(&o.stderr)).unwrap_or_else(|| panic!("{}", text(&o.stderr)));
+            assert_eq!(taken.len() as u64, n, "{query}: {taken:?}");
+            assert_eq!(taken.iter().sum::<u64>(), per_device * n, "{query}: {taken:?}");
+        }
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_foxc"))
+        .args([
+            "compile",
+            "queries/triangle_count.logic",
+            "--devices",
+            "2",
+            "--emit",
+            "physical",
+        ])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    let plan = text(&o.stdout);
+    assert!(
+        plan.contains(&format!(
+            "work taken by the devices in {} boxes of the first variable's bindings",
+            2 * per_device
+        )),
+        "{plan}{}",
+        text(&o.stderr)
+    );
+}
+
+/// A graph whose triangles mostly hang off one hub: the hub's bindings expand to most of
+/// the second level's rows, so the boxes, cut by those rows, cut the hub's work into many
+/// and every device takes some; the counts and the listing are one device's.
+#[test]
+fn a_hub_s_work_is_spread_over_the_devices() {
+    let dir = crate::common::temp_dir("devices", "hub");
+    let n = 3000u32;
+    let mut edges = std::collections::BTreeSet::new();
+    for i in 1..=n {
+        edges.insert((0, i));
+        for k in 1..=3 {
+            let j = (i + k - 1) % n + 1;
+            edges.insert((i.min(j), i.max(j)));
+        }
+    }
+    let lines: String = edges
+        .iter()
+        .flat_map(|&(a, b)| [format!("{a},{b}\n"), format!("{b},{a}\n")])
+        .collect();
+    std::fs::write(dir.join("edge.csv"), lines).unwrap();
+    let repo = repo();
+    let data = dir.display().to_string();
+    for query in ["queries/triangle_count.logic", "queries/triangle.logic"] {
+        let run = |devices: &str| {
+            let o = foxrun(
+                &repo,
+                &[
+                    query,
+                    "--data",
+                    &data,
+                    "--backend",
+                    "cpu",
+                    "--devices",
+                    devices,
+                    "--timing",
+                    "--out",
+                    "-",
+                    "--no-progress",
+                ],
+            );
+            assert_eq!(o.status.code(), Some(0), "--devices {devices}: {}", text(&o.stderr));
+            (text(&o.stdout), text(&o.stderr))
+        };
+        let (one, _) = run("1");
+        if query.ends_with("count.logic") {
+            // A triangle through the hub per edge of the ring (3n), and 3n along it.
+            assert_eq!(one, format!("n\n{}\n", 6 * n), "{query}");
+        }
+        let (two, err) = run("2");
+        assert_eq!(two, one, "{query}");
+        let taken = boxes_taken(&err).unwrap_or_else(|| panic!("{err}"));
+        assert_eq!(taken.len(), 2, "{taken:?}");
+        assert!(
+            taken.iter().all(|&b| b > 0),
+            "{query}: boxes taken per device {taken:?}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A float sum over a triangle listing (additions whose bits depend on their order)
+/// and a listing that drops the first variable: whichever device took which box, the
+/// rows move to their device and are sorted after the boxes, so every run on a count of
+/// devices gives the same bits, and the listing is one device's.
+#[test]
+fn what_follows_a_listing_in_boxes_does_not_depend_on_timing() {
+    let dir = crate::common::temp_dir("devices", "timing-free");
+    let n = 400u32;
+    let mut edges = std::collections::BTreeSet::new();
+    let mut weights = String::new();
+    for i in 1..=n {
+        edges.insert((0, i));
+        for k in 1..=3 {
+            let j = (i + k - 1) % n + 1;
+            edges.insert((i.min(j), i.max(j)));
+        }
+        let w = ["1e16", "1.0", "3.3", "-1e16", "0.1", "7e-5"][(i * 7 % 6) as usize];
+        weights.push_str(&format!("{i},{w}\n"));
+    }
+    let lines: String = edges
+        .iter()
+        .flat_map(|&(a, b)| [format!("{a},{b}\n"), format!("{b},{a}\n")])
+        .collect();
+    std::fs::write(dir.join("edge.csv"), lines).unwrap();
+    std::fs::write(dir.join("w.csv"), weights).unwrap();
+    std::fs::write(
+        dir.join("q.logic"),
+        "edge(x, y) -> int32(x), int32(y).\nw(x, v) -> int32(x), float64(v).\n\
+         .input edge.\n.input w.\n\
+         tri(x, y, z) <- edge(x, y), edge(y, z), edge(x, z), x < y < z.\n\
+         s[] = t <- agg<<t = total(v)>> tri(_, _, z), w(z, v).\n\
+         q(z, y) <- edge(x, y), edge(y, z), edge(x, z), x < y < z.\n\
+         .output s.\n.output q.\n",
+    )
+    .unwrap();
+    let run = |devices: &str| {
+        let o = foxrun(
+            &dir,
+            &[
+                "q.logic",
+                "--backend",
+                "cpu",
+                "--devices",
+                devices,
+                "--out",
+                "-",
+                "--no-progress",
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "--devices {devices}: {}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    let listing = |out: &str| out.split("\nq\n").nth(1).unwrap_or_else(|| panic!("{out}")).to_string();
+    let one = run("1");
+    for devices in ["2", "3"] {
+        let first = run(devices);
+        assert_eq!(listing(&first), listing(&one), "--devices {devices}");
+        for _ in 0..4 {
+            assert_eq!(run(devices), first, "--devices {devices}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1067,3 +1067,56 @@ fn a_session_needs_a_device() {
     assert_eq!(o.code, 2, "{}", o.err);
     assert!(o.err.contains("at least 1 device"), "{}", o.err);
 }
+
+/// `fox repl --devices 3` with triangles and 4-cliques counted and listed, each query
+/// asked twice: each run's devices claim the boxes of its multi-way joins afresh, so the
+/// second answer is the first, and both are one device's, byte for byte.
+#[test]
+fn multi_way_joins_over_three_devices_answer_again_as_one_device() {
+    let dir = tmp("devices-boxes");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Node 0 is a hub joined to every other node.
+    let linked = |a: u32, b: u32| a < b && ((a * 7 + b * 13) % 5 < 2 || a == 0);
+    let mut lines = String::new();
+    for a in 0..40u32 {
+        for b in (a + 1)..40 {
+            if linked(a, b) {
+                lines.push_str(&format!("{a},{b}\n"));
+            }
+        }
+    }
+    std::fs::write(dir.join("edge.csv"), lines).unwrap();
+    let (mut triangles, mut cliques) = (0u64, 0u64);
+    for x in 0..40 {
+        for y in x + 1..40 {
+            for z in y + 1..40 {
+                if linked(x, y) && linked(y, z) && linked(x, z) {
+                    triangles += 1;
+                    cliques += (z + 1..40)
+                        .filter(|&w| linked(x, w) && linked(y, w) && linked(z, w))
+                        .count() as u64;
+                }
+            }
+        }
+    }
+    let data = dir.to_str().unwrap();
+    let tri = "?- edge(x, y), edge(y, z), edge(x, z), x < y, y < z.\n";
+    let script = format!(
+        "edge(x, y) -> int32(x), int32(y).\n.input edge.\n\
+         ntri[] = n <- agg<<n = count()>> edge(x, y), edge(y, z), edge(x, z), x < y, y < z.\n\
+         ncl[] = n <- agg<<n = count()>> edge(x, y), edge(x, z), edge(x, w), edge(y, z), edge(y, w), edge(z, w), x < y, y < z, z < w.\n\
+         ?- ntri[] = n.\n?- ncl[] = n.\n{tri}?- ntri[] = n.\n?- ncl[] = n.\n{tri}"
+    );
+    let one = repl(&["--data", data], &script);
+    for n in [triangles, cliques] {
+        assert_eq!(one.matches(&format!("\n{n}\n1 row\n")).count(), 2, "{n}: {one}");
+    }
+    assert_eq!(
+        one.matches(&format!(" {triangles} rows (50 shown)\n")).count(),
+        2,
+        "{one}"
+    );
+    let three = repl(&["--data", data, "--devices", "3"], &script);
+    assert_eq!(one, three);
+    let _ = std::fs::remove_dir_all(&dir);
+}

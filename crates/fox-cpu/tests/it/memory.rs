@@ -163,6 +163,7 @@ fn match_plan(left: &[(i32, i32)], rights: &[Vec<(i32, i32)>], anti: bool) -> fo
         inputs: Vec::new(),
         blocks: vec![Block {
             label: "main".into(),
+            local: false,
             instrs,
             term: Terminator::Halt,
         }],
@@ -339,6 +340,7 @@ fn union_plan(a: &[Row3], b: &[Row3], probe: &[Row3], width: usize, disjoint: bo
         inputs: Vec::new(),
         blocks: vec![Block {
             label: "main".into(),
+            local: false,
             instrs,
             term: Terminator::Halt,
         }],

@@ -110,6 +110,7 @@ fn plan(buffers: Vec<BufVar>, inputs: Vec<InputRel>, blocks: Vec<Block>) -> Kern
 fn block(label: &str, instrs: Vec<Instr>, term: Terminator) -> Block {
     Block {
         label: label.into(),
+        local: false,
         instrs,
         term,
     }
@@ -1560,4 +1561,223 @@ fn cancelling_stops_a_device_inside_a_kernel_long_before_the_stall_limit() {
         assert_eq!(res.unwrap_err(), RuntimeError::Cancelled, "linked {linked}");
         assert!(took < std::time::Duration::from_secs(20), "{took:?}");
     }
+}
+
+/// Two loops over claimed boxes one after the other, in blocks each device runs by
+/// itself: each expands the rows `0 .. values.len()` of `values` in `boxes` boxes, every
+/// device taking the boxes it claims, and keeps `v + 1 / (v - z)` of each row (`v` when
+/// `z` is far, a division by zero at `v = z`); after each loop the rows meet on device 0
+/// (`Gather`) and are output, as `q` and `r`.
+fn claim_plan(values: &[i32], z: i32, boxes: u32) -> KernelPlan {
+    use Type::Int32 as I;
+    let rows: Vec<Vec<Value>> = values.iter().map(|&v| vec![Value::Int32(v)]).collect();
+    // b0 values, b1 lo, b2 hi, b3 counts, b4 offsets, b5 total; per loop (k = 0, 1, from
+    // b6 + 9k): window, parent, pos, v, q, acc, grown, next window, all.
+    let mut bufs = buffers(&[I]);
+    for (name, elem) in [
+        ("lo", Elem::U32),
+        ("hi", Elem::U32),
+        ("counts", Elem::U64),
+        ("offsets", Elem::U64),
+        ("total", Elem::U64),
+    ] {
+        bufs.push(BufVar {
+            name: name.into(),
+            elem,
+            ty: None,
+        });
+    }
+    for k in 0..2 {
+        for (name, elem, ty) in [
+            ("window", Elem::U64, None),
+            ("parent", Elem::U32, None),
+            ("pos", Elem::U32, None),
+            ("v", Elem::I32, Some(I)),
+            ("q", Elem::I32, Some(I)),
+            ("acc", Elem::I32, Some(I)),
+            ("grown", Elem::I32, Some(I)),
+            ("next", Elem::U64, None),
+            ("all", Elem::I32, Some(I)),
+        ] {
+            bufs.push(BufVar {
+                name: format!("{name}{k}"),
+                elem,
+                ty,
+            });
+        }
+    }
+    let int = |kind| KExpr { kind, ty: I };
+    let col = || int(KExprKind::Col(0));
+    let expr = int(KExprKind::Arith(
+        ArithOp::Add,
+        Box::new(col()),
+        Box::new(int(KExprKind::Arith(
+            ArithOp::Div,
+            Box::new(int(KExprKind::Const(Value::Int32(1)))),
+            Box::new(int(KExprKind::Arith(
+                ArithOp::Sub,
+                Box::new(col()),
+                Box::new(int(KExprKind::Const(Value::Int32(z)))),
+            ))),
+        ))),
+    ));
+    let local = |label: &str, instrs: Vec<Instr>, term: Terminator| Block {
+        local: true,
+        ..block(label, instrs, term)
+    };
+    let claim = Kernel::Claim { boxes, row_bytes: None };
+    let mut blocks = vec![block(
+        "main",
+        vec![
+            launch(Kernel::Const { types: vec![I], rows }, &[], &[0]),
+            launch(Kernel::RootRange, &[0], &[1, 2]),
+            launch(Kernel::RangeCount, &[1, 2], &[3]),
+            launch(Kernel::ExclusiveScan, &[3], &[4, 5]),
+        ],
+        Terminator::Jump(BlockId(1)),
+    )];
+    for k in 0..2u32 {
+        let b = |i: u32| 6 + 9 * k + i;
+        let (head, body, exit) = (1 + 3 * k, 2 + 3 * k, 3 + 3 * k);
+        let name = if k == 0 { "q" } else { "r" };
+        blocks[head as usize - 1].instrs.push(launch(
+            Kernel::Const {
+                types: vec![I],
+                rows: Vec::new(),
+            },
+            &[],
+            &[b(5)],
+        ));
+        let test = Terminator::LoopIf {
+            nonempty: vec![BufId(b(0))],
+            body: BlockId(body),
+            exit: BlockId(exit),
+        };
+        blocks.push(local("boxes", vec![launch(claim.clone(), &[5], &[b(0)])], test.clone()));
+        blocks.push(local(
+            "box",
+            vec![
+                launch(Kernel::Expand, &[1, 4, 5, b(0)], &[b(1), b(2)]),
+                launch(Kernel::Gather { shift: 0 }, &[b(2), 0], &[b(3)]),
+                launch(
+                    Kernel::Eval {
+                        expr: expr.clone(),
+                        n_cols: 1,
+                    },
+                    &[b(3)],
+                    &[b(4)],
+                ),
+                launch(Kernel::Concat { parts: 2, width: 1 }, &[b(5), b(4)], &[b(6)]),
+                Instr::Move {
+                    dst: BufId(b(5)),
+                    src: BufId(b(6)),
+                },
+                launch(claim.clone(), &[5, b(0)], &[b(7)]),
+                Instr::Move {
+                    dst: BufId(b(0)),
+                    src: BufId(b(7)),
+                },
+            ],
+            test,
+        ));
+        blocks.push(block(
+            "after the boxes",
+            vec![
+                launch(
+                    Kernel::Exchange {
+                        width: 1,
+                        to: Exchange::Gather,
+                    },
+                    &[b(5)],
+                    &[b(8)],
+                ),
+                output(name, &[("v", I)], &[b(8)]),
+            ],
+            if k == 0 {
+                Terminator::Jump(BlockId(exit + 1))
+            } else {
+                Terminator::Halt
+            },
+        ));
+    }
+    plan(bufs, Vec::new(), blocks)
+}
+
+/// Each device of a loop over claimed boxes decides its loop by itself and takes boxes
+/// until none is left: every row is found exactly once on 1 to 4 devices, the boxes
+/// taken add up to the boxes of both loops (the second loop's boxes are its own), and
+/// the outputs are one device's.
+#[test]
+fn devices_take_every_box_once_and_give_one_device_s_rows() {
+    let values: Vec<i32> = (0..997).map(|i| (i * 7919) % 1009).collect();
+    let boxes = 23;
+    let p = claim_plan(&values, -5000, boxes);
+    fox_kernel::validate(&p).unwrap();
+    let mut want: Vec<i32> = values.clone();
+    want.sort_unstable();
+    let want: Vec<Vec<Value>> = want.into_iter().map(|v| vec![Value::Int32(v)]).collect();
+    for n in 1..=4 {
+        let (res, _) = run_on(n, &p, &RunOptions::default());
+        let res = res.unwrap_or_else(|e| panic!("{n} devices: {e}"));
+        let outs = outputs_of(&res);
+        assert_eq!(outs.len(), 2);
+        for (name, rows) in &outs {
+            assert_eq!(rows, &want, "{name} on {n} devices");
+        }
+        assert_eq!(res.stats.boxes, 2 * u64::from(boxes), "{n} devices");
+        if n > 1 {
+            assert_eq!(res.stats.device_boxes.len(), n);
+            assert_eq!(res.stats.device_boxes.iter().sum::<u64>(), 2 * u64::from(boxes));
+        }
+    }
+    // Fewer rows than boxes: the empty boxes are skipped.
+    let p = claim_plan(&[4, 1, 3], -5000, 64);
+    for n in 1..=3 {
+        let (res, _) = run_on(n, &p, &RunOptions::default());
+        let res = res.unwrap_or_else(|e| panic!("{n} devices: {e}"));
+        for (name, rows) in outputs_of(&res) {
+            assert_eq!(rows.len(), 3, "{name} on {n} devices");
+        }
+    }
+}
+
+/// A device that fails on a box it claimed stops every device (the others at their next
+/// claim or collective), and its error is the run's, as on one device; every device
+/// frees its buffers.
+#[test]
+fn an_error_in_a_claimed_box_stops_every_device_with_it() {
+    let values: Vec<i32> = (0..500).collect();
+    let p = claim_plan(&values, 311, 16);
+    let (one, _) = run_on(1, &p, &RunOptions::default());
+    let want = one.unwrap_err();
+    assert!(want.to_string().contains("division by zero"), "{want}");
+    for n in 2..=4 {
+        let started = std::time::Instant::now();
+        let (res, _) = run_on(n, &p, &RunOptions::default());
+        assert_eq!(res.unwrap_err(), want, "{n} devices");
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "{n} devices took {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// A block each device runs by itself holds no collective, and a claim of boxes is in
+/// such a block: other plans are refused.
+#[test]
+fn a_collective_in_a_block_each_device_runs_alone_is_refused() {
+    let mut p = claim_plan(&[1, 2, 3], -5000, 4);
+    let gather = p.blocks[3].instrs.remove(0);
+    p.blocks[2].instrs.insert(0, gather);
+    let e = fox_kernel::validate(&p).unwrap_err().to_string();
+    assert!(e.contains("a collective in a block each device runs by itself"), "{e}");
+    // A claim in a block the devices run together (their loop test would be collective).
+    let mut p = claim_plan(&[1, 2, 3], -5000, 4);
+    p.blocks[1].local = false;
+    let e = fox_kernel::validate(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("a claim of boxes in a block the devices run together"),
+        "{e}"
+    );
 }

@@ -374,6 +374,7 @@ fn gathers_plan(n: usize, shift: u32) -> KernelPlan {
         inputs: vec![],
         blocks: vec![Block {
             label: "main".into(),
+            local: false,
             instrs,
             term: Terminator::Halt,
         }],

@@ -147,6 +147,7 @@ impl Lower<'_> {
                 window: w,
                 row_bytes,
                 max_rows,
+                claim: None,
             };
             let rows = self.launch(
                 Kernel::Expand,

@@ -32,7 +32,7 @@ mod tiered;
 
 pub use band::MAX_PROBE_ROWS;
 use expr::ExprCx;
-use rounds::{Closed, JoinRound, OpenRound};
+use rounds::{Closed, Cut, JoinRound, OpenRound};
 
 /// Why an RA plan could not be lowered.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -127,6 +127,7 @@ pub fn lower_physical_with(phys: &PhysPlan, options: &LowerOptions) -> Result<Ke
         tier_scans: HashMap::new(),
         empty_runs: HashSet::new(),
         join_window: None,
+        local: false,
         join_round: None,
         ra_block: 0,
         stmt_at: 0,
@@ -196,6 +197,7 @@ pub fn lower_physical_with(phys: &PhysPlan, options: &LowerOptions) -> Result<Ke
         let id = ra.blocks.len();
         l.blocks[id] = Some(Block {
             label: "load".into(),
+            local: false,
             instrs: init,
             term: Terminator::Jump(BlockId(ra.entry.0)),
         });
@@ -362,6 +364,9 @@ struct Lower<'a> {
     /// The join being lowered is written in rounds: the bytes a pair costs and the
     /// aggregation that ends them (taken by the expansion of its pairs).
     join_window: Option<(u64, fox_ra::TempId, bool)>,
+    /// The blocks made now run on each device by itself ([`Block::local`]): inside the
+    /// loop over the boxes of a multi-way join the devices claim.
+    local: bool,
     /// The rounds of a join, open until the aggregation that reads it is lowered.
     join_round: Option<JoinRound>,
     /// The RA block being lowered (`cur` moves on when the lowering splits it), and the
@@ -511,6 +516,7 @@ impl<'a> Lower<'a> {
             label,
             instrs: Vec::new(),
             term: Terminator::Halt,
+            local: self.local,
         }));
         BlockId(self.blocks.len() as u32 - 1)
     }
@@ -519,7 +525,13 @@ impl<'a> Lower<'a> {
     fn end_block(&mut self, term: Terminator) {
         let label = std::mem::take(&mut self.cur_label);
         let instrs = std::mem::take(&mut self.instrs);
-        self.blocks[self.cur.0 as usize] = Some(Block { label, instrs, term });
+        let local = self.blocks[self.cur.0 as usize].as_ref().is_some_and(|b| b.local);
+        self.blocks[self.cur.0 as usize] = Some(Block {
+            label,
+            instrs,
+            term,
+            local,
+        });
     }
 
     /// Continues by filling block `b` (made by `new_block`).

@@ -130,20 +130,35 @@ impl Lower<'_> {
         // rounds (see `expand_ranges`), the result accumulating in `acc`.
         let mut rounds: Vec<OpenRound> = Vec::new();
         let mut acc: Option<Vec<BufId>> = None;
-        // Over several devices, each keeps the bindings of the first variable it owns.
-        let split = node.is_some_and(|n| n.split_first);
-        if split && vars.len() < 2 {
+        // Over several devices, the devices claim boxes of the first variable's bindings
+        // (`Node::boxes`): every device computes the first level whole (its inputs are
+        // replicated), then the expansion of the second level is cut into boxes, each
+        // binding of the first variable weighing the rows it expands to, and each device
+        // runs the rest of the join on the boxes it takes. The first level's own
+        // expansion is cut instead where the second level only counts, or where the first
+        // runs in rounds (each device sizes its own windows, so the expansions after them
+        // may differ between devices).
+        let boxes = node.map_or(0, |n| n.boxes);
+        if boxes > 0 && vars.len() < 2 {
             return Err(LowerError::Invalid(
                 "a multi-way join of one variable cannot split its work over devices".into(),
             ));
         }
-        for (var, vcol) in vars.iter().enumerate() {
-            if split && var == 1 {
-                state = self.keep_owned(state)?;
+        let boxed_level = (boxes > 0).then(|| {
+            if planned[1].expand == Expand::Count || windows.first().copied().flatten().is_some() {
+                0
+            } else {
+                1
             }
+        });
+        for (var, vcol) in vars.iter().enumerate() {
             let level = &planned[var];
             let window = windows.get(var).copied().flatten();
-            if window.is_some() && acc.is_none() {
+            let cut = Cut {
+                window,
+                boxes: (boxed_level == Some(var)).then_some(boxes),
+            };
+            if (window.is_some() || cut.boxes.is_some()) && acc.is_none() {
                 // A counting join accumulates its count column, a listing its output columns.
                 let acc_cols = if count { &columns[..1] } else { &columns[..] };
                 let types = phys_types(acc_cols);
@@ -236,8 +251,8 @@ impl Lower<'_> {
                         Some(columns[0].ty),
                     )?,
                 };
-                let n = if split {
-                    // Each device counted the bindings of its own first values.
+                let n = if boxes > 0 {
+                    // Each device counted the bindings of the boxes it took.
                     let all = self.launch1(
                         Kernel::Exchange {
                             width: 1,
@@ -278,7 +293,7 @@ impl Lower<'_> {
                         arity: a.vars.len(),
                     })
                     .collect();
-                let next = self.level_from_smallest(&views, level, &state, (var, vcol), &mut rounds, window)?;
+                let next = self.level_from_smallest(&views, level, &state, (var, vcol), &mut rounds, cut)?;
                 for (a, d) in next.depths {
                     atoms[a].depth = d;
                 }
@@ -286,7 +301,7 @@ impl Lower<'_> {
                 continue;
             }
             // Expand the lead atom's children: one row per (binding, child).
-            let (parent, pos) = self.expand_ranges(lo, hi, &lvl, &mut rounds, window)?;
+            let (parent, pos) = self.expand_ranges(lo, hi, &lvl, &mut rounds, cut)?;
             let depth = atoms[lead].depth;
             // Twins are members at the same level of the same trie with the same range as
             // the lead: they hold exactly the lead's values and follow it without a search.
@@ -424,7 +439,32 @@ impl Lower<'_> {
         let cols = match self.close_rounds(rounds, acc, cols)? {
             Closed::Same(c) | Closed::Accumulated(c) => c,
         };
-        Ok(Val::unordered(cols, columns))
+        if boxes == 0 {
+            return Ok(Val::unordered(cols, columns));
+        }
+        // Each row is on the device that took its box, which depends on timing: the rows
+        // move as `partitioning` places them (`fox_phys::passes::boxed_listing_placement`)
+        // and are sorted on the variables in their order, so that what every device holds,
+        // and in which order, does not.
+        let to = match node.map(|n| &n.partitioning) {
+            Some(fox_phys::Partitioning::Hash { cols: keys, .. }) => {
+                fox_phys::Redistribute::Hash { cols: keys.clone() }
+            }
+            Some(fox_phys::Partitioning::Single) => fox_phys::Redistribute::Gather,
+            p => {
+                return Err(LowerError::Invalid(format!(
+                    "a multi-way join listed in boxes is placed as {p:?}, not by its rows' values"
+                )))
+            }
+        };
+        let v = self.exchange(Val::unordered(cols, columns.clone()), &to)?;
+        if output.is_empty() {
+            return Ok(Val::unordered(v.cols, columns));
+        }
+        let mut keys: Vec<usize> = (0..output.len()).collect();
+        keys.sort_by_key(|&p| output[p]);
+        let v = self.sort_code(v, &asc(keys))?;
+        Ok(Val::unordered(v.cols, columns))
     }
 
     /// A level of a multi-way join expanded from the smallest range (`Expand::Smallest`,
@@ -439,7 +479,7 @@ impl Lower<'_> {
         state: &[(MjSlot, BufId)],
         (var, vcol): (usize, &Column),
         rounds: &mut Vec<OpenRound>,
-        window: Option<u64>,
+        cut: Cut,
     ) -> R<LevelOut> {
         let find = |s: MjSlot| state.iter().find(|(x, _)| *x == s).map(|&(_, b)| b);
         let Expand::Smallest(sources) = &level.expand else {
@@ -498,7 +538,7 @@ impl Lower<'_> {
             args,
             &[(&format!("{lvl}.lo"), None), (&format!("{lvl}.hi"), None)],
         )?;
-        let (parent, pos) = self.expand_ranges(small[0], small[1], &lvl, rounds, window)?;
+        let (parent, pos) = self.expand_ranges(small[0], small[1], &lvl, rounds, cut)?;
         let value = self.launch1(
             Kernel::Gather { shift: 0 },
             vec![pos, values],
@@ -555,42 +595,6 @@ impl Lower<'_> {
     }
 
     /// The conjunction of `found` flags (the one flag itself when there is one).
-    /// The rows of a multi-way join's state whose first variable this device owns
-    /// (`Exchange::Keep` on it): the devices split the join's work by its values.
-    fn keep_owned(&mut self, state: Vec<(MjSlot, BufId)>) -> R<Vec<(MjSlot, BufId)>> {
-        let Some(v0) = state.iter().position(|(s, _)| *s == MjSlot::Var(0)) else {
-            return Err(LowerError::Invalid(
-                "a multi-way join split over devices lost its first variable".into(),
-            ));
-        };
-        // Slots sharing a buffer (atoms holding one range) keep sharing one.
-        let mut distinct: Vec<BufId> = Vec::new();
-        for &(_, b) in &state {
-            if !distinct.contains(&b) {
-                distinct.push(b);
-            }
-        }
-        let v0 = distinct.iter().position(|&b| b == state[v0].1).unwrap_or(0);
-        let names: Vec<String> = distinct.iter().map(|&b| format!("{}.own", self.base_name(b))).collect();
-        let refs: Vec<(&str, Option<Type>)> = names
-            .iter()
-            .zip(&distinct)
-            .map(|(n, &b)| (n.as_str(), self.buffers[b.0 as usize].ty))
-            .collect();
-        let kernel = Kernel::Exchange {
-            width: distinct.len(),
-            to: Exchange::Keep { cols: vec![v0] },
-        };
-        let outs = self.launch(kernel, distinct.clone(), &refs)?;
-        Ok(state
-            .iter()
-            .map(|&(s, b)| {
-                let i = distinct.iter().position(|&d| d == b).unwrap_or(0);
-                (s, outs[i])
-            })
-            .collect())
-    }
-
     pub(super) fn all_found(&mut self, found: Vec<BufId>, lvl: &str) -> R<BufId> {
         if found.len() == 1 {
             return Ok(found[0]);

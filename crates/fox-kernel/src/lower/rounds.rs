@@ -13,6 +13,19 @@ pub(super) struct OpenRound {
     pub(super) row_bytes: u64,
     /// The most rows a window may hold (`Kernel::Window`), besides what fits in memory.
     pub(super) max_rows: Option<u64>,
+    /// The loop over the boxes the devices claim (`Kernel::Claim { boxes, row_bytes }`),
+    /// rather than over windows that fit in memory: the number of boxes, and whether its
+    /// windows are also sized by memory (`row_bytes` then holds the row's bytes).
+    pub(super) claim: Option<(u32, bool)>,
+}
+
+/// How the expansion of a multi-way join's level is cut (`Lower::expand_ranges`).
+#[derive(Clone, Copy, Default)]
+pub(super) struct Cut {
+    /// Windows that fit in memory, a row taking this many bytes (the `rounds` pass).
+    pub(super) window: Option<u64>,
+    /// Boxes the devices of a run claim (work stealing over devices): this many.
+    pub(super) boxes: Option<u32>,
 }
 
 /// The result of a multi-way join after its rounds.
@@ -25,16 +38,22 @@ pub(super) enum Closed {
 
 impl Lower<'_> {
     /// One row per value of each row's range `lo .. hi`: `RangeCount`, `ExclusiveScan`,
-    /// `Expand`; returns `parent` and `pos`. With `window` (the bytes an expanded row
+    /// `Expand`; returns `parent` and `pos`. With `cut.window` (the bytes an expanded row
     /// costs), the expansion runs in rounds: a `Window` of its outputs that fits in memory
-    /// at a time, the rest of the block (up to `close_rounds`) once per window.
+    /// at a time, the rest of the block (up to `close_rounds`) once per window. With
+    /// `cut.boxes`, its outputs are cut into that many boxes (contiguous runs of the
+    /// outputs, so each row of the state weighs what it expands to) and each device runs
+    /// the rest of the block once per box it claims (`Claim`, windows within a box also
+    /// sized by memory with `cut.window`), in blocks it runs by itself
+    /// ([`Block::local`]); the loop's test is its own, so a device with cheap boxes takes
+    /// more of them.
     pub(super) fn expand_ranges(
         &mut self,
         lo: BufId,
         hi: BufId,
         lvl: &str,
         rounds: &mut Vec<OpenRound>,
-        window: Option<u64>,
+        cut: Cut,
     ) -> R<(BufId, BufId)> {
         let counts = self.launch1(Kernel::RangeCount, vec![lo, hi], &format!("{lvl}.counts"), None)?;
         let scan = self.launch(
@@ -43,7 +62,47 @@ impl Lower<'_> {
             &[(&format!("{lvl}.offsets"), None), (&format!("{lvl}.total"), None)],
         )?;
         let mut args = vec![lo, scan[0], scan[1]];
-        if let Some(row_bytes) = window {
+        if let Some(boxes) = cut.boxes {
+            if self.local {
+                return Err(LowerError::Invalid(
+                    "an expansion cut into boxes lies within another's boxes".into(),
+                ));
+            }
+            let n = self.blocks.len();
+            self.local = true;
+            let head = self.new_block(format!("{lvl}.boxes{n}"));
+            let body = self.new_block(format!("{lvl}.box{n}"));
+            self.local = false;
+            let exit = self.new_block(format!("{lvl}.boxes done{n}"));
+            self.local = true;
+            self.end_block(Terminator::Jump(head));
+            self.start_block(head);
+            let w = self.launch1(
+                Kernel::Claim {
+                    boxes,
+                    row_bytes: cut.window,
+                },
+                vec![scan[1]],
+                &format!("{lvl}.box"),
+                None,
+            )?;
+            self.end_block(Terminator::LoopIf {
+                nonempty: vec![w],
+                body,
+                exit,
+            });
+            self.start_block(body);
+            rounds.push(OpenRound {
+                body,
+                exit,
+                total: scan[1],
+                window: w,
+                row_bytes: cut.window.unwrap_or(0),
+                max_rows: None,
+                claim: Some((boxes, cut.window.is_some())),
+            });
+            args.push(w);
+        } else if let Some(row_bytes) = cut.window {
             let w = self.launch1(
                 Kernel::Window {
                     row_bytes,
@@ -69,6 +128,7 @@ impl Lower<'_> {
                 window: w,
                 row_bytes,
                 max_rows: None,
+                claim: None,
             });
             args.push(w);
         }
@@ -114,20 +174,23 @@ impl Lower<'_> {
         Ok(Closed::Accumulated(acc))
     }
 
-    /// Ends the loop of round `r`: the next window taken, the body repeated while one is
-    /// left, lowering continuing in the loop's exit block. A dictionary table computed
-    /// in the loop is not defined where no round ran, so none is reused after it.
+    /// Ends the loop of round `r`: the next window taken (for a loop over boxes, the
+    /// device's next claim), the body repeated while one is left, lowering continuing in
+    /// the loop's exit block. A dictionary table computed in the loop is not defined
+    /// where no round ran, so none is reused after it.
     pub(super) fn end_round(&mut self, r: &OpenRound) -> R<()> {
         let name = self.base_name(r.window);
-        let next = self.launch1(
-            Kernel::Window {
+        let kernel = match r.claim {
+            Some((boxes, sized)) => Kernel::Claim {
+                boxes,
+                row_bytes: sized.then_some(r.row_bytes),
+            },
+            None => Kernel::Window {
                 row_bytes: r.row_bytes,
                 max_rows: r.max_rows,
             },
-            vec![r.total, r.window],
-            &name,
-            None,
-        )?;
+        };
+        let next = self.launch1(kernel, vec![r.total, r.window], &name, None)?;
         self.instrs.push(Instr::Move {
             dst: r.window,
             src: next,
@@ -138,6 +201,10 @@ impl Lower<'_> {
             exit: r.exit,
         });
         self.start_block(r.exit);
+        if r.claim.is_some() {
+            // Past the boxes the devices meet again.
+            self.local = false;
+        }
         self.tables.clear();
         Ok(())
     }
@@ -282,6 +349,7 @@ impl Lower<'_> {
                     window: w,
                     row_bytes,
                     max_rows: None,
+                    claim: None,
                 },
                 outer,
                 until,

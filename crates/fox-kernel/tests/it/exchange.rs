@@ -78,7 +78,12 @@ fn printed_on(src: &str, devices: usize) -> String {
 #[test]
 fn an_average_moves_partial_sums_and_counts() {
     let src = |ty: &str| {
-        format!("e(x, y) -> int32(x), {ty}(y).\n.input e.\na[x] = v <- agg<<v = avg(y)>> e(x, y).\n.output a.\n")
+        // `f`, derived and output, is hashed on both its columns: not placed by the groups
+        // (an input would be loaded hashed on them, and nothing would move).
+        format!(
+            "e(x, y) -> int32(x), {ty}(y).\n.input e.\nf(x, y) <- e(x, y), x != 0.\n\
+             a[x] = v <- agg<<v = avg(y)>> f(x, y).\n.output a.\n.output f.\n"
+        )
     };
     for (ty, sum) in [
         ("int32", "sum(decimal(0)) -> decimal38(0)"),

@@ -15,6 +15,7 @@ pub(crate) mod join_selection;
 pub(crate) mod order;
 mod partitioning;
 mod rounds;
+pub use partitioning::{boxed_listing_placement, BOXES_PER_DEVICE};
 pub use rounds::{join_rounds_end, join_window_row_bytes, JoinRoundsEnd};
 mod tiering;
 mod verify;

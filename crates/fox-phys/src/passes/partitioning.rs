@@ -32,8 +32,10 @@
 //!   hashed on the columns a later store, check or match wants (`desired`), else on all
 //!   columns (group columns); an aggregation without groups, a sort and a limit gather
 //!   to device 0. An aggregation whose aggregates combine exactly aggregates on each
-//!   device first and moves only its partial rows (`Node::partial`). A multi-way join replicates its inputs and splits its work by the
-//!   first variable (`Node::split_first`). A store into a relation distributed
+//!   device first and moves only its partial rows (`Node::partial`). A multi-way join replicates its inputs and cuts its
+//!   work into boxes of the first variable's bindings that the devices take in turn
+//!   (`Node::boxes`); a listing's rows then move by the first variable
+//!   (`boxed_listing_placement`). A store into a relation distributed
 //!   otherwise moves its rows (`PhysPlan::stmt_moves`), and so does a functional check
 //!   whose rows are not placed by their key.
 //! - Invariant: each operator's result, as the rules say, is what the translation's
@@ -67,7 +69,7 @@ impl Pass for PartitioningPass {
             for node in &mut plan.nodes {
                 node.partitioning = Partitioning::Single;
                 node.moves.clear();
-                node.split_first = false;
+                node.boxes = 0;
                 node.partial = None;
             }
             plan.rel_partitioning = vec![Partitioning::Single; plan.ra.relations.len()];
@@ -79,11 +81,11 @@ impl Pass for PartitioningPass {
         let decided: Vec<Decided> = plan.ra.blocks.iter().map(|b| block(plan, b, n)).collect();
         plan.stmt_moves.clear();
         for (bi, d) in decided.into_iter().enumerate() {
-            for (t, part, moves, split, partial) in d.nodes {
+            for (t, part, moves, boxes, partial) in d.nodes {
                 let node = plan.node_mut(t);
                 node.partitioning = part;
                 node.moves = moves;
-                node.split_first = split;
+                node.boxes = boxes;
                 node.partial = partial;
             }
             for (si, mv) in d.stmt_moves {
@@ -94,15 +96,41 @@ impl Pass for PartitioningPass {
     }
 }
 
-/// One operator's decisions: its result's partitioning, its inputs' moves, whether it
-/// splits its work by its first variable.
+/// One operator's decisions: its result's partitioning, its inputs' moves, the boxes
+/// its work is cut into (`Node::boxes`), its partial aggregation.
 type NodeDecision = (
     TempId,
     Partitioning,
     Vec<(usize, Redistribute)>,
-    bool,
+    u32,
     Option<Redistribute>,
 );
+
+/// Where the rows of a multi-way join listed over several devices in boxes end up: they
+/// are found on whichever device took their box, which depends on timing, so the join
+/// then moves them by the first variable (by every column where it is not output; to
+/// device 0 without columns) and sorts them in the order of its variables, so that
+/// each device holds what the same rule would place there by a key, in one order, and
+/// nothing after the join depends on timing.
+pub fn boxed_listing_placement(output: &[usize], n: usize) -> Partitioning {
+    match pos(output, 0) {
+        Some(c) => Partitioning::Hash {
+            cols: vec![c],
+            parts: n,
+        },
+        None if output.is_empty() => Partitioning::Single,
+        None => Partitioning::Hash {
+            cols: (0..output.len()).collect(),
+            parts: n,
+        },
+    }
+}
+
+/// The boxes a multi-way join over several devices cuts its work into, per device: many
+/// more than devices, so that a device whose boxes are heavy (a hub's bindings) takes
+/// fewer and the others take the rest, while each box still holds enough work to be worth
+/// its launches.
+pub const BOXES_PER_DEVICE: u32 = 16;
 
 /// The decisions for one block.
 struct Decided {
@@ -652,7 +680,7 @@ fn block(plan: &PhysPlan, b: &Block, n: usize) -> Decided {
         match s {
             Stmt::Let { dst, op, .. } => {
                 let mut moves: Vec<(usize, Redistribute)> = Vec::new();
-                let mut split = false;
+                let mut boxes = 0;
                 let mut partial: Option<Redistribute> = None;
                 let p = match op {
                     Op::Scan(r) => plan.rel_partitioning[r.0 as usize].clone(),
@@ -854,23 +882,17 @@ fn block(plan: &PhysPlan, b: &Block, n: usize) -> Decided {
                                     moves.push((i, Redistribute::Broadcast));
                                 }
                             }
-                            split = true;
+                            boxes = BOXES_PER_DEVICE * n as u32;
                             if *count {
                                 single.clone()
                             } else {
-                                match pos(output, 0) {
-                                    Some(c) => Partitioning::Hash {
-                                        cols: vec![c],
-                                        parts: n,
-                                    },
-                                    None => Partitioning::Split { parts: n },
-                                }
+                                boxed_listing_placement(output, n)
                             }
                         }
                     }
                 };
                 part.insert(*dst, p.clone());
-                nodes.push((*dst, p, moves, split, partial));
+                nodes.push((*dst, p, moves, boxes, partial));
             }
             Stmt::Store { rel, src } => {
                 let target = &plan.rel_partitioning[rel.0 as usize];

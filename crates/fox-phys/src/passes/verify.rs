@@ -70,7 +70,7 @@ fn placement(plan: &PhysPlan, t: TempId, op: &Op) -> Option<String> {
     let inputs = op.inputs();
     let arity = |t: TempId| plan.ra.temps[t.0 as usize].columns.len().max(1);
     if plan.devices <= 1
-        && (!n.moves.is_empty() || n.split_first || n.partial.is_some() || n.partitioning != Partitioning::Single)
+        && (!n.moves.is_empty() || n.boxes > 0 || n.partial.is_some() || n.partitioning != Partitioning::Single)
     {
         return Some(format!("t{} is distributed over devices in a plan for one", t.0));
     }
@@ -93,8 +93,37 @@ fn placement(plan: &PhysPlan, t: TempId, op: &Op) -> Option<String> {
             t.0
         ));
     }
-    if n.split_first && !matches!(op, Op::MultiJoin { vars, .. } if vars.len() >= 2) {
-        return Some(format!("t{} splits its work by a first variable it does not have", t.0));
+    if n.boxes > 0 && !matches!(op, Op::MultiJoin { vars, .. } if vars.len() >= 2) {
+        return Some(format!(
+            "t{} cuts its work into boxes of a first variable's bindings it does not have",
+            t.0
+        ));
+    }
+    if let (true, Op::MultiJoin { output, count, .. }) = (n.boxes > 0, op) {
+        let placed = if *count {
+            Partitioning::Single
+        } else {
+            super::boxed_listing_placement(output, plan.devices)
+        };
+        if n.partitioning != placed {
+            return Some(format!(
+                "t{} cuts its work into boxes the devices take by timing, but is placed as {:?}, not as its rows are moved after the boxes ({placed:?})",
+                t.0, n.partitioning
+            ));
+        }
+    }
+    if n.boxes > 0 {
+        // Every device joins its boxes against the whole of every input.
+        for (i, &src) in inputs.iter().enumerate() {
+            let broadcast = n.moves.iter().any(|(j, m)| *j == i && *m == Redistribute::Broadcast);
+            let replicated = matches!(plan.node(src).partitioning, Partitioning::Replicated { .. });
+            if !broadcast && !replicated {
+                return Some(format!(
+                    "t{} cuts its work into boxes but input {i} (t{}) is not whole on every device",
+                    t.0, src.0
+                ));
+            }
+        }
     }
     if let Partitioning::Hash { cols, .. } = &n.partitioning {
         if cols.is_empty() || cols.iter().any(|&c| c >= arity(t)) {

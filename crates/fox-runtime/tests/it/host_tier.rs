@@ -164,6 +164,7 @@ fn plan() -> KernelPlan {
         inputs: Vec::new(),
         blocks: vec![Block {
             label: "main".into(),
+            local: false,
             instrs: vec![
                 with_outs(column(0), &[0]),
                 with_outs(column(1000), &[1]),

@@ -115,6 +115,7 @@ fn plan(buffers: Vec<BufVar>, inputs: Vec<InputRel>, instrs: Vec<Instr>) -> Kern
         inputs,
         blocks: vec![Block {
             label: "main".into(),
+            local: false,
             instrs,
             term: Terminator::Halt,
         }],
@@ -618,6 +619,7 @@ fn looping(entry: Vec<Instr>, body: Vec<Instr>) -> KernelPlan {
     p.blocks[0].term = Terminator::Jump(BlockId(1));
     p.blocks.push(Block {
         label: "loop".into(),
+        local: false,
         instrs: body,
         term: Terminator::LoopIf {
             nonempty: vec![BufId(0)],
@@ -627,6 +629,7 @@ fn looping(entry: Vec<Instr>, body: Vec<Instr>) -> KernelPlan {
     });
     p.blocks.push(Block {
         label: "exit".into(),
+        local: false,
         instrs: vec![Instr::Free { buf: BufId(0) }],
         term: Terminator::Halt,
     });
@@ -797,6 +800,7 @@ fn the_observer_hears_inputs_loop_iterations_and_outputs() {
     p.blocks[0].term = Terminator::Jump(BlockId(1));
     p.blocks.push(Block {
         label: "stratum 0 loop (d)".into(),
+        local: false,
         instrs: vec![
             launch(Kernel::Slice { start: 1, len: 100 }, &[2], &[3]),
             Instr::Move {
@@ -813,6 +817,7 @@ fn the_observer_hears_inputs_loop_iterations_and_outputs() {
     });
     p.blocks.push(Block {
         label: "after".into(),
+        local: false,
         instrs: vec![
             output("ages", vec![col("age", Type::Int32)], &[1], vec![], None),
             Instr::Free { buf: BufId(0) },
@@ -1119,6 +1124,7 @@ fn branch_on_outgrows(na: usize, nb: usize, factor: u32) -> Vec<Vec<Value>> {
     for (label, v) in [("then", 1), ("otherwise", 2)] {
         p.blocks.push(Block {
             label: label.into(),
+            local: false,
             instrs: vec![consts(&[v], 3), output("r", vec![col()], &[3], vec![], None)],
             term: Terminator::Halt,
         });
