@@ -179,10 +179,11 @@ fn props_val(p: &Props, types: Vec<Type>) -> Val {
 /// ascending order (rows ascending on each of several columns are ascending on all of
 /// them together, in any order of the columns). Only columns whose code order is their
 /// value order count (not strings, whose codes follow their text only until strings are
-/// appended, nor floats), and only on one device (a device's part of a table is not the
-/// table as loaded).
-fn loaded_order(plan: &PhysPlan, stats: &Statistics, rel: &fox_ra::RelVar) -> Vec<SortKey> {
-    if plan.devices != 1 || !matches!(rel.kind, fox_ra::RelKind::Input { .. }) {
+/// appended, nor floats). Over several devices each device's part of an input keeps the
+/// rows' order (a slice, the rows of its hashed keys in their order, or every row), and
+/// rows of a sorted table taken in their order are sorted.
+fn loaded_order(_plan: &PhysPlan, stats: &Statistics, rel: &fox_ra::RelVar) -> Vec<SortKey> {
+    if !matches!(rel.kind, fox_ra::RelKind::Input { .. }) {
         return Vec::new();
     }
     let Some(s) = stats.get(&rel.name) else {
