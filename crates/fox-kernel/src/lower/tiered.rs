@@ -10,14 +10,28 @@
 //!   relation) while it holds more than `1 / factor` of the next's rows (`Outgrows`,
 //!   branched on with `Terminator::If`);
 //! - a difference whose right side is a scan of the relation subtracts the relation
-//!   and then each run; every other scan folds the runs first; the runs fold when the
-//!   loop that merges into the relation exits;
+//!   and then each run; every other scan folds the runs first (unless only such
+//!   differences and joins through an index read it); the runs fold when the loop that
+//!   merges into the relation exits;
 //! - the relation's buffers and its runs are pairwise disjoint: the rows a merge puts
 //!   into run 0 are none of the relation's, either by construction ([`fresh_rows`]: the
 //!   stored result of a difference against a scan of the relation, as every semi-naive
 //!   loop merges) or because the merge subtracts the relation and its runs from them
 //!   first. Every union of runs and relation is therefore a disjoint
 //!   `MergeUnion { disjoint: true }`, which merges without looking for equal rows.
+//!
+//! An index of a relation (`fox_phys::PhysPlan::indexes`, [`Parts::Index`]) is kept the
+//! same way in parts of its own, each sorted on the index's order: as many runs as the
+//! relation's tiering has, then the rest. Invariants:
+//!
+//! - the index's parts are pairwise disjoint and together hold exactly the relation's
+//!   rows (its buffers and its runs) wherever no write of it is under way;
+//! - a merge's rows (those new to the relation) go, sorted on the index's order, into
+//!   its run 0, and its runs fold by their own sizes, in blocks after the relation's;
+//! - a store, an assignment or a clear of the relation sorts the relation's rows into
+//!   the rest and empties the runs; the relation's own folds leave the index alone;
+//! - a scan that only differences and joins through an index read is not folded: such
+//!   a join reads the index's parts, not the scan's buffers (`joins.rs`).
 
 use super::*;
 
