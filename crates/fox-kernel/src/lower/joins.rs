@@ -89,6 +89,142 @@ impl Lower<'_> {
         self.join_rows(&l, idx[0], &r, idx[1], output, columns)
     }
 
+    /// A join reading one side, a scan of a relation, through the relation's index
+    /// (`fox_phys::IndexRead`): per part of the index (runs first, each sorted on the
+    /// index's order, which begins with this side's keys in the order the join compares
+    /// them), the other side's rows search it, by a merge (`JoinCount` → `ExclusiveScan` →
+    /// `JoinWrite`, the other side sorted on its keys) or by `BoundRange` (an index
+    /// nested-loop join), and the parts' rows are concatenated in part order. The parts
+    /// hold the scanned rows (no write of the relation comes between the scan and the
+    /// join), each once, so the rows are the join's with the scan, in another order.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn index_join(
+        &mut self,
+        left: fox_ra::TempId,
+        right: fox_ra::TempId,
+        lk: &[usize],
+        rk: &[usize],
+        read: fox_phys::IndexRead,
+        output: &[JoinCol],
+        columns: Vec<Column>,
+    ) -> R<Val> {
+        if self.join_window.is_some() || lk.is_empty() {
+            return Err(LowerError::Invalid(format!(
+                "{}: a join through an index is written in rounds or has no keys",
+                self.prefix
+            )));
+        }
+        let merge = match self.dst.map(|d| &self.phys.node(d).algorithm) {
+            Some(Algorithm::SortMerge) => true,
+            Some(Algorithm::IndexNestedLoop { indexed }) if *indexed == read.side => false,
+            other => {
+                return Err(LowerError::Invalid(format!(
+                    "{}: a join through an index by {other:?}",
+                    self.prefix
+                )))
+            }
+        };
+        let side = match read.side {
+            Side::Left => left,
+            Side::Right => right,
+        };
+        if !self.reads_scan_unwritten(side, read.rel) {
+            return Err(LowerError::Invalid(format!(
+                "{}: t{} is read through an index of relation {}, but is no scan of it with no write \
+                 of it up to the join",
+                self.prefix, side.0, read.rel.0
+            )));
+        }
+        let perm = self.key_perm(lk.len());
+        let lk: Vec<usize> = perm.iter().map(|&i| lk[i]).collect();
+        let rk: Vec<usize> = perm.iter().map(|&i| rk[i]).collect();
+        let (other, ok, sk) = match read.side {
+            Side::Left => (right, rk, lk),
+            Side::Right => (left, lk, rk),
+        };
+        let other = self.temp(other)?;
+        let other = if merge {
+            self.sort_code(other, &asc(ok.iter().copied()))?
+        } else {
+            other
+        };
+        let parts = self.index_vals(read.rel, read.index);
+        if parts.is_empty() {
+            return Err(LowerError::Invalid(format!(
+                "{}: relation {} has no index {}",
+                self.prefix, read.rel.0, read.index
+            )));
+        }
+        let base = self.prefix.clone();
+        let mut results = Vec::with_capacity(parts.len());
+        for (k, part) in parts.iter().enumerate() {
+            if !part
+                .order
+                .code_sorted(&part.types())
+                .starts_with(&asc(sk.iter().copied()))
+            {
+                return Err(LowerError::Invalid(format!(
+                    "{base}: the index it reads is not sorted on its keys {sk:?}"
+                )));
+            }
+            self.prefix = format!("{base}.part{k}");
+            let v = if merge {
+                let mut keys: Vec<BufId> = ok.iter().map(|&c| other.cols[c]).collect();
+                keys.extend(sk.iter().map(|&c| part.cols[c]));
+                let nkeys = sk.len();
+                let counts = self.launch1(Kernel::JoinCount { nkeys }, keys.clone(), "counts", None)?;
+                let scan = self.launch(
+                    Kernel::ExclusiveScan,
+                    vec![counts],
+                    &[("offsets", None), ("total", None)],
+                )?;
+                keys.extend(&scan);
+                let idx = self.launch(Kernel::JoinWrite { nkeys }, keys, &[("oidx", None), ("pidx", None)])?;
+                match read.side {
+                    Side::Left => self.join_rows(part, idx[1], &other, idx[0], output, columns.clone())?,
+                    Side::Right => self.join_rows(&other, idx[0], part, idx[1], output, columns.clone())?,
+                }
+            } else {
+                let range = self.search_runs(hash::Search::Index, part, &sk, &other, &ok)?;
+                self.expand_ranges_join(&range, part, &other, read.side, output, columns.clone())?
+            };
+            results.push(v);
+        }
+        self.prefix = base;
+        if results.len() == 1 {
+            return Ok(results.remove(0));
+        }
+        let width = results[0].cols.len();
+        let args: Vec<BufId> = results.iter().flat_map(|v| v.cols.clone()).collect();
+        let kernel = Kernel::Concat {
+            parts: results.len(),
+            width,
+        };
+        let cols = self.launch_cols(kernel, args, &columns)?;
+        Ok(Val::unordered(cols, columns))
+    }
+
+    /// Whether temp `t` is a scan of relation `r` in the block being lowered with no
+    /// write of `r` between it and the statement being lowered (an index of `r` then
+    /// holds exactly its rows).
+    fn reads_scan_unwritten(&self, t: fox_ra::TempId, r: RelId) -> bool {
+        let Some(before) = self.stmts.get(..self.stmt_at) else {
+            return false;
+        };
+        let Some(at) = before
+            .iter()
+            .position(|s| matches!(s, Stmt::Let { dst, op: Op::Scan(x), .. } if *dst == t && *x == r))
+        else {
+            return false;
+        };
+        !before[at + 1..].iter().any(|s| match s {
+            Stmt::Store { rel, .. } | Stmt::Clear { rel } => *rel == r,
+            Stmt::Merge { into, .. } => *into == r,
+            Stmt::Assign { dst, .. } => *dst == r,
+            _ => false,
+        })
+    }
+
     /// The output of a join whose probing rows found their matches as ranges of the
     /// searched side (`range`: `lo`, `hi` per probing row): one pair per position of each
     /// range (range counts, scan, load-balanced expansion: `expand_pairs`, in rounds when

@@ -266,3 +266,46 @@ fn every_construct_of_the_language_lowers() {
         assert!(text.contains(needle), "{needle}\n{text}");
     }
 }
+
+/// CSPA's `valueAlias(x, y) <- valueFlow(z, x), memoryAlias(z, w), Δ valueFlow(w, y)` and
+/// `valueFlow(x, y) <- valueFlow(x, z), Δ valueFlow(z, y)` meet the full relations on
+/// their second column: the loop searches the delta's rows in each part of the indexes
+/// sorted on it (`memoryAlias.by_dst_src`, `valueFlow.by_dst_src`), and no kernel of the
+/// loop searches or sorts the relations' second columns.
+#[test]
+fn cspa_searches_indexes_by_the_second_column_not_the_relations() {
+    let plan = kernels(include_str!("../../../../queries/datalog/cspa.logic"));
+    let name = |b: &BufId| plan.buffers[b.0 as usize].name.clone();
+    let loops = loop_blocks(&plan);
+    let launches: Vec<(&Kernel, Vec<String>)> = loops
+        .iter()
+        .flat_map(|&b| &plan.blocks[b].instrs)
+        .filter_map(|i| match i {
+            Instr::Launch { kernel, args, .. } => Some((kernel, args.iter().map(name).collect())),
+            _ => None,
+        })
+        .collect();
+    for (kernel, args) in &launches {
+        let searching = matches!(
+            kernel,
+            Kernel::BoundRange { .. } | Kernel::JoinCount { .. } | Kernel::SortPerm { .. }
+        );
+        assert!(
+            !(searching && args.iter().any(|a| a == "memoryAlias.dst" || a == "valueFlow.dst")),
+            "{kernel:?} {args:?}\n{}",
+            print_kernels(&plan)
+        );
+    }
+    for rel in ["memoryAlias", "valueFlow"] {
+        for part in [".run0", ".run1", ".run2", ""] {
+            let key = format!("{rel}.by_dst_src{part}.dst");
+            assert!(
+                launches
+                    .iter()
+                    .any(|(k, args)| matches!(k, Kernel::JoinCount { nkeys: 1 }) && args[1] == key),
+                "no merge against {key}\n{}",
+                print_kernels(&plan)
+            );
+        }
+    }
+}

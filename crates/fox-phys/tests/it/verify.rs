@@ -246,3 +246,69 @@ fn an_inequality_join_plan_its_inputs_contradict_is_caught() {
         assert!(err(&mut p).contains("inequality join plan"), "{inner:?}");
     }
 }
+
+const NONLINEAR: &str = "e(x, y) -> int32(x), int32(y).\n.input e.\n\
+                         nl(x, y) <- e(x, y).\nnl(x, z) <- nl(x, y), nl(y, z).\n.output nl.\n";
+
+/// The plan of the closure joined with itself after `indexes`, and its join through the
+/// index.
+fn indexed() -> (PhysPlan, fox_ra::TempId) {
+    let p = phys_after(NONLINEAR, Some("indexes"), &Statistics::none());
+    let j = find(&p, |op| matches!(op, Op::Join { .. }))
+        .into_iter()
+        .find(|t| p.node(*t).index.is_some())
+        .unwrap();
+    (p, j)
+}
+
+#[test]
+fn a_join_through_an_index_passes() {
+    let (mut p, _) = indexed();
+    verify(&mut p).unwrap();
+}
+
+#[test]
+fn an_index_read_of_a_side_that_scans_another_relation_is_caught() {
+    // The left side of the join through the index scans the delta, not the relation.
+    let (mut p, j) = indexed();
+    let mut read = p.node(j).index.unwrap();
+    read.side = match read.side {
+        fox_ra::Side::Left => fox_ra::Side::Right,
+        fox_ra::Side::Right => fox_ra::Side::Left,
+    };
+    p.node_mut(j).index = Some(read);
+    assert!(
+        err(&mut p).contains("which is not a scan of it up to the join"),
+        "{}",
+        err(&mut p)
+    );
+}
+
+#[test]
+fn an_index_the_relation_does_not_have_or_that_does_not_begin_with_the_keys_is_caught() {
+    let (mut p, j) = indexed();
+    let mut read = p.node(j).index.unwrap();
+    read.index = 3;
+    p.node_mut(j).index = Some(read);
+    assert!(err(&mut p).contains("does not have"), "{}", err(&mut p));
+    let (mut p, j) = indexed();
+    let r = p.node(j).index.unwrap().rel;
+    p.indexes[r.0 as usize][0] = vec![0, 1];
+    assert!(err(&mut p).contains("does not begin with its keys"), "{}", err(&mut p));
+    p.indexes[r.0 as usize][0] = vec![1, 1];
+    assert!(err(&mut p).contains("no permutation of its columns"), "{}", err(&mut p));
+}
+
+#[test]
+fn an_index_read_by_another_algorithm_or_in_rounds_is_caught() {
+    let (mut p, j) = indexed();
+    p.node_mut(j).algorithm = Algorithm::Hash {
+        build: fox_ra::Side::Right,
+    };
+    assert!(err(&mut p).contains("reads an index by"), "{}", err(&mut p));
+    let (mut p, j) = indexed();
+    p.node_mut(j).rounds = Rounds {
+        windows: vec![Some(100)],
+    };
+    assert!(err(&mut p).contains("reads an index and has rounds"), "{}", err(&mut p));
+}
