@@ -46,27 +46,6 @@ pub struct Node {
     /// Set by `order`; `None`: nothing is known of the result's order, and keys are
     /// compared in the order the RA plan lists them.
     pub order: Option<OrderAnn>,
-    /// Set by `indexes` on a binary join: one side, a scan of a relation a loop merges
-    /// into, is read through a secondary index of that relation (its rows sorted on the
-    /// join's keys first, kept in runs beside the relation) instead of as the scanned
-    /// rows; `None`: both sides are read as they are.
-    pub index: Option<IndexRead>,
-}
-
-/// A join side read through a secondary index ([`crate::PhysPlan::indexes`]): the join
-/// runs against each sorted part of the index in turn (its runs, then the rest) and
-/// concatenates the parts' rows, so the result has no known order. The side is a scan of
-/// `rel` in the join's block with no write of `rel` between them (the index then holds
-/// exactly the scanned rows); its keys are a prefix of the index's order, in the order
-/// the join compares them. The algorithm is `SortMerge` (the other side sorted on the
-/// keys, each part's run of equal keys searched per row of it) or `IndexNestedLoop`
-/// indexing this side; either way only the other side's rows search.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IndexRead {
-    pub side: Side,
-    pub rel: fox_ra::RelId,
-    /// The position of the index in `PhysPlan::indexes[rel]`.
-    pub index: usize,
 }
 
 /// The order and uniqueness of a result.

@@ -17,8 +17,8 @@ pub mod print;
 pub mod stats;
 
 pub use ann::{
-    AggAlgorithm, Algorithm, Band, BandBound, BandInner, Estimate, Expand, IndexRead, JoinChoice, Level, Node, Order,
-    OrderAnn, Partitioning, Redistribute, Rounds, Tiering,
+    AggAlgorithm, Algorithm, Band, BandBound, BandInner, Estimate, Expand, JoinChoice, Level, Node, Order, OrderAnn,
+    Partitioning, Redistribute, Rounds, Tiering,
 };
 pub use hll::Hll;
 pub use passes::{
@@ -38,12 +38,6 @@ pub struct PhysPlan {
     /// Indexed by relation: how a full relation that loops merge into is kept
     /// (`None`: as one sorted relation, merged in place each time).
     pub tiers: Vec<Option<Tiering>>,
-    /// Indexed by relation, set by `indexes`: the secondary orders kept of a relation a
-    /// loop merges into, each a permutation of its columns (the rows sorted on them in
-    /// that order, ascending in code order). Each is kept as the relation is (its rows
-    /// sorted so, in `tiers`' runs, and every write of the relation written to it too);
-    /// joins read it through [`Node::index`](ann::Node::index).
-    pub indexes: Vec<Vec<Vec<usize>>>,
     /// The passes that ran, in order.
     pub ran: Vec<&'static str>,
     /// The join algorithm `join-selection` forces (`Options::join`).
@@ -65,13 +59,11 @@ impl PhysPlan {
     pub fn unannotated(ra: RaPlan) -> PhysPlan {
         let nodes = ra.temps.iter().map(|_| Node::default()).collect();
         let tiers = vec![None; ra.relations.len()];
-        let indexes = vec![Vec::new(); ra.relations.len()];
         let rel_partitioning = vec![Partitioning::Single; ra.relations.len()];
         PhysPlan {
             ra,
             nodes,
             tiers,
-            indexes,
             ran: Vec::new(),
             join: ann::JoinChoice::Auto,
             devices: 1,

@@ -30,18 +30,6 @@ pub fn print_physical(plan: &PhysPlan) -> String {
             );
         }
     }
-    for (r, list) in plan.indexes.iter().enumerate() {
-        if let Some(rel) = ra.relations.get(r) {
-            for cols in list {
-                let _ = writeln!(
-                    out,
-                    "relation {}: in its loop, also an index sorted on [{}], kept as the relation is",
-                    rel.name,
-                    column_names(&rel.columns, cols)
-                );
-            }
-        }
-    }
     if plan.devices > 1 {
         for (r, p) in plan.rel_partitioning.iter().enumerate() {
             if let Some(rel) = ra.relations.get(r) {
@@ -98,7 +86,7 @@ fn annotations(plan: &PhysPlan, stmts: &[Stmt], dst: fox_ra::TempId, op: &Op, co
     let n = plan.node(dst);
     let mut parts = vec![match n.deferred_into {
         Some(t) => format!("filter, applied by the fused reduce of t{}", t.0),
-        None => match index_join(plan, op, n).or_else(|| searched_join(plan, op, n)) {
+        None => match searched_join(plan, op, n) {
             Some(s) => s,
             None => algorithm(op, n),
         },
@@ -201,52 +189,6 @@ fn algorithm(op: &Op, n: &Node) -> String {
         }
         (Algorithm::Direct, op) => direct(op).into(),
     }
-}
-
-/// The names of the columns `cols` of `columns`, comma-separated.
-fn column_names(columns: &[Column], cols: &[usize]) -> String {
-    cols.iter()
-        .map(|&c| columns.get(c).map_or_else(|| format!("#{c}"), |c| c.name.clone()))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// A join reading a side through a secondary index: `index nested-loop join (index
-/// memoryAlias sorted on [dst, src] for t14, part by part: ~2.0M rows, probe t16: ~7.0M
-/// rows)`, or `sort-merge join (t16 merged with the index memoryAlias sorted on [dst,
-/// src] for t14, part by part)`.
-fn index_join(plan: &PhysPlan, op: &Op, n: &Node) -> Option<String> {
-    let read = n.index?;
-    let Op::Join { left, right, .. } = op else {
-        return None;
-    };
-    let rel = plan.ra.relations.get(read.rel.0 as usize)?;
-    let cols = plan.indexes.get(read.rel.0 as usize)?.get(read.index)?;
-    let (s, p) = match read.side {
-        Side::Left => (*left, *right),
-        Side::Right => (*right, *left),
-    };
-    let index = format!(
-        "index {} sorted on [{}] for t{}, part by part",
-        rel.name,
-        column_names(&rel.columns, cols),
-        s.0
-    );
-    let rows = |t: fox_ra::TempId| {
-        plan.node(t)
-            .est
-            .as_ref()
-            .map_or_else(|| "?".to_string(), |e| format!("~{}", rows(e.rows)))
-    };
-    Some(match n.algorithm {
-        Algorithm::IndexNestedLoop { .. } => format!(
-            "index nested-loop join ({index}: {} rows, probe t{}: {} rows)",
-            rows(s),
-            p.0,
-            rows(p)
-        ),
-        _ => format!("sort-merge join (t{} merged with the {index})", p.0),
-    })
 }
 
 /// A hash, index nested-loop or nested-loop operator with the sizes its choice rests on:

@@ -15,7 +15,6 @@ mod foxbench;
 mod foxrun;
 mod graph;
 mod host_tier;
-mod indexes;
 mod ineq;
 mod ineq_rounds;
 mod join_rounds;

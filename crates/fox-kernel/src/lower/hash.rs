@@ -47,14 +47,7 @@ impl Lower<'_> {
 
     /// The run of equal keys in `searched` (sorted on `sk` by now) of every row of `probe`:
     /// `lo`, `hi`.
-    pub(super) fn search_runs(
-        &mut self,
-        how: Search,
-        searched: &Val,
-        sk: &[usize],
-        probe: &Val,
-        pk: &[usize],
-    ) -> R<Vec<BufId>> {
+    fn search_runs(&mut self, how: Search, searched: &Val, sk: &[usize], probe: &Val, pk: &[usize]) -> R<Vec<BufId>> {
         let nkeys = sk.len();
         let skeys: Vec<BufId> = sk.iter().map(|&c| searched.cols[c]).collect();
         let pkeys = pk.iter().map(|&c| probe.cols[c]);

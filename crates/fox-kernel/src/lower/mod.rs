@@ -123,7 +123,6 @@ pub fn lower_physical_with(phys: &PhysPlan, options: &LowerOptions) -> Result<Ke
             .map_or(band::MAX_PROBE_ROWS, |r| r.clamp(1, band::MAX_PROBE_ROWS)),
         observed: Vec::new(),
         runs: HashMap::new(),
-        index_parts: HashMap::new(),
         stmts: &[],
         tier_scans: HashMap::new(),
         empty_runs: HashSet::new(),
@@ -136,7 +135,6 @@ pub fn lower_physical_with(phys: &PhysPlan, options: &LowerOptions) -> Result<Ke
     };
     let mut init = l.declare_relations()?;
     init.extend(l.declare_runs()?);
-    init.extend(l.declare_indexes()?);
     // The runs of a tiered relation fold into it where the loop that merges into it exits.
     let mut exit_folds: HashMap<u32, Vec<RelId>> = HashMap::new();
     for b in &ra.blocks {
@@ -356,14 +354,10 @@ struct Lower<'a> {
     probe_rows: u64,
     /// The run buffers of each tiered relation, by relation id (see `tiered`).
     runs: HashMap<u32, Vec<Vec<BufId>>>,
-    /// The parts of each index, by relation id and position in its list: its runs (as
-    /// many as the relation's tiering has), then the rest (see `tiered`).
-    index_parts: HashMap<(u32, usize), Vec<Vec<BufId>>>,
     /// The statements of the RA block being lowered.
     stmts: &'a [Stmt],
-    /// The scans of tiered relations in the current block that only differences and joins
-    /// through an index read: they stand for the relation's buffers, each difference
-    /// subtracts the runs too, and each such join reads the index's parts instead.
+    /// The scans of tiered relations in the current block that only differences read:
+    /// they stand for the relation's buffers, and each difference subtracts the runs too.
     tier_scans: HashMap<fox_ra::TempId, RelId>,
     /// The tiered relations whose runs are known to be empty at this point of the block.
     empty_runs: HashSet<u32>,
@@ -904,7 +898,6 @@ impl<'a> Lower<'a> {
                 let v = self.ensure(v, &r.props)?;
                 self.move_into(*rel, &v);
                 self.clear_runs(*rel)?;
-                self.reset_indexes(*rel)?;
             }
             Stmt::Merge { into, from } => self.tiered_merge(*into, *from, self.stmt_at)?,
             Stmt::Assign { dst, src } => {
@@ -916,7 +909,6 @@ impl<'a> Lower<'a> {
                 let v = self.ensure(v, &r.props)?;
                 self.move_into(*dst, &v);
                 self.clear_runs(*dst)?;
-                self.reset_indexes(*dst)?;
             }
             Stmt::Clear { rel } => {
                 let r = &self.ra.relations[rel.0 as usize];
@@ -926,7 +918,6 @@ impl<'a> Lower<'a> {
                 };
                 self.launch_into(kernel, Vec::new(), self.rels[rel.0 as usize].clone())?;
                 self.clear_runs(*rel)?;
-                self.reset_indexes(*rel)?;
             }
             Stmt::Output { rel, src } => {
                 let r = &self.ra.relations[rel.0 as usize];
@@ -986,7 +977,7 @@ impl<'a> Lower<'a> {
             Op::Scan(r) => {
                 if self.tiering(*r).is_some() {
                     match self.dst {
-                        Some(d) if self.runs_read_apart(d) => {
+                        Some(d) if self.only_subtracted(d) => {
                             self.tier_scans.insert(d, *r);
                         }
                         _ => {
@@ -1172,9 +1163,6 @@ impl Lower<'_> {
         output: &[JoinCol],
         columns: Vec<Column>,
     ) -> R<Val> {
-        if let Some(read) = self.dst.and_then(|d| self.phys.node(d).index) {
-            return self.index_join(left, right, left_keys, right_keys, read, output, columns);
-        }
         match self.dst.map(|d| &self.phys.node(d).algorithm) {
             Some(Algorithm::Band(band)) => self.band_join(left, right, left_keys, right_keys, band, output, columns),
             Some(Algorithm::Hash { build }) => {

@@ -10,107 +10,18 @@
 //!   relation) while it holds more than `1 / factor` of the next's rows (`Outgrows`,
 //!   branched on with `Terminator::If`);
 //! - a difference whose right side is a scan of the relation subtracts the relation
-//!   and then each run; every other scan folds the runs first (unless only such
-//!   differences and joins through an index read it); the runs fold when the loop that
-//!   merges into the relation exits;
+//!   and then each run; every other scan folds the runs first; the runs fold when the
+//!   loop that merges into the relation exits;
 //! - the relation's buffers and its runs are pairwise disjoint: the rows a merge puts
 //!   into run 0 are none of the relation's, either by construction ([`fresh_rows`]: the
 //!   stored result of a difference against a scan of the relation, as every semi-naive
 //!   loop merges) or because the merge subtracts the relation and its runs from them
 //!   first. Every union of runs and relation is therefore a disjoint
 //!   `MergeUnion { disjoint: true }`, which merges without looking for equal rows.
-//!
-//! An index of a relation (`fox_phys::PhysPlan::indexes`, [`Parts::Index`]) is kept the
-//! same way in parts of its own, each sorted on the index's order: as many runs as the
-//! relation's tiering has, then the rest. Invariants:
-//!
-//! - the index's parts are pairwise disjoint and together hold exactly the relation's
-//!   rows (its buffers and its runs) wherever no write of it is under way;
-//! - a merge's rows (those new to the relation) go, sorted on the index's order, into
-//!   its run 0, and its runs fold by their own sizes, in blocks after the relation's;
-//! - a store, an assignment or a clear of the relation sorts the relation's rows into
-//!   the rest and empties the runs; the relation's own folds leave the index alone;
-//! - a scan that only differences and joins through an index read is not folded: such
-//!   a join reads the index's parts, not the scan's buffers (`joins.rs`).
 
 use super::*;
 
-/// Sorted parts a merge goes into: a tiered relation (its runs, then its own buffers), or
-/// one of its indexes (`fox_phys::PhysPlan::indexes`: its runs, then the rest).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Parts {
-    Rel(RelId),
-    /// The relation and the index's position in its list.
-    Index(RelId, usize),
-}
-
 impl Lower<'_> {
-    /// Creates the parts of every index (as many runs as the relation's tiering has, then
-    /// the rest); returns the instructions that make them empty at the start.
-    pub(super) fn declare_indexes(&mut self) -> R<Vec<Instr>> {
-        let mut init = Vec::new();
-        for (i, r) in self.ra.relations.iter().enumerate() {
-            let rel = RelId(i as u32);
-            let levels = self.tiering(rel).map_or(0, |t| t.levels);
-            for x in 0..self.phys.indexes.get(i).map_or(0, Vec::len) {
-                let mut cols = self.phys.indexes[i][x].clone();
-                cols.sort_unstable();
-                if r.columns.is_empty() || !cols.iter().copied().eq(0..r.columns.len()) {
-                    return Err(LowerError::Invalid(format!(
-                        "`{}` has an index on {:?}, which is no order of its columns",
-                        r.name, self.phys.indexes[i][x]
-                    )));
-                }
-                let name = self.parts_name(Parts::Index(rel, x));
-                let mut parts = Vec::with_capacity(levels + 1);
-                for k in 0..=levels {
-                    let part = if k == levels { String::new() } else { format!(".run{k}") };
-                    let bufs: Vec<BufId> = r
-                        .columns
-                        .iter()
-                        .map(|c| self.new_buf(&format!("{name}{part}.{}", c.name), Elem::of(c.ty), Some(c.ty)))
-                        .collect();
-                    init.push(Instr::Launch {
-                        kernel: Kernel::Const {
-                            types: phys_types(&r.columns),
-                            rows: Vec::new(),
-                        },
-                        args: Vec::new(),
-                        outs: bufs.clone(),
-                        origin: None,
-                    });
-                    parts.push(bufs);
-                }
-                self.index_parts.insert((i as u32, x), parts);
-            }
-        }
-        Ok(init)
-    }
-
-    /// Gives every index of `r` the rows `r` holds in its buffers (its runs being empty,
-    /// after a store, an assignment or a clear): the rows sorted on the index's order as
-    /// its last part, its runs empty.
-    pub(super) fn reset_indexes(&mut self, r: RelId) -> R<()> {
-        let levels = self.tiering(r).map_or(0, |t| t.levels);
-        for i in 0..self.phys.indexes.get(r.0 as usize).map_or(0, Vec::len) {
-            let p = Parts::Index(r, i);
-            self.prefix = self.parts_name(p);
-            let keys = asc(self.parts_order(p));
-            let sorted = self.sort_code(self.rel_val(r), &keys)?;
-            self.set_part(p, levels, &sorted);
-            for k in 0..levels {
-                self.clear_part(p, k)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The parts of index `i` of `r`, runs first: each sorted on the index's order.
-    pub(super) fn index_vals(&self, r: RelId, i: usize) -> Vec<Val> {
-        let n = self.index_parts.get(&(r.0, i)).map_or(0, Vec::len);
-        (0..n).map(|k| self.part_val(Parts::Index(r, i), k)).collect()
-    }
-
     /// The tiering of relation `r`, if the physical plan gives it one.
     pub(super) fn tiering(&self, r: RelId) -> Option<fox_phys::Tiering> {
         self.phys
@@ -167,107 +78,27 @@ impl Lower<'_> {
         v
     }
 
-    /// Part `k` of `p`: run `k`, or past the runs the relation's buffers (the index's
-    /// rest), with the order the part keeps.
-    fn part_val(&self, p: Parts, k: usize) -> Val {
-        match p {
-            Parts::Rel(r) => self.run_val(r, k),
-            Parts::Index(r, i) => {
-                let mut v = self.rel_val(r);
-                v.order = Order {
-                    sorted: asc(self.parts_order(p)),
-                    ranked: false,
-                    unique: true,
-                };
-                if let Some(bufs) = self.index_parts.get(&(r.0, i)).and_then(|parts| parts.get(k)) {
-                    v.cols = bufs.clone();
-                }
-                v
-            }
-        }
-    }
-
-    /// The buffers of part `k` of `p` take the columns of `v`.
-    fn set_part(&mut self, p: Parts, k: usize, v: &Val) {
-        let dsts = match p {
-            Parts::Rel(r) if k == self.tiering(r).map_or(0, |t| t.levels) => {
-                self.move_into(r, v);
-                return;
-            }
-            _ => self.part_val(p, k).cols,
-        };
+    fn set_run(&mut self, r: RelId, k: usize, v: &Val) {
+        let dsts = self.run_val(r, k).cols;
         for (d, s) in dsts.into_iter().zip(v.cols.clone()) {
             self.instrs.push(Instr::Move { dst: d, src: s });
         }
     }
 
-    /// Empties part `k` of `p`.
-    fn clear_part(&mut self, p: Parts, k: usize) -> R<()> {
-        let r = match p {
-            Parts::Rel(r) | Parts::Index(r, _) => r,
-        };
+    fn clear_run(&mut self, r: RelId, k: usize) -> R<()> {
         let rel = &self.ra.relations[r.0 as usize];
         let kernel = Kernel::Const {
             types: phys_types(&rel.columns),
             rows: Vec::new(),
         };
-        let outs = self.part_val(p, k).cols;
+        let outs = self.run_val(r, k).cols;
         self.launch_into(kernel, Vec::new(), outs)
-    }
-
-    /// The order the parts of `p` are sorted on: every column, in order for the relation,
-    /// in the index's order for an index.
-    pub(super) fn parts_order(&self, p: Parts) -> Vec<usize> {
-        match p {
-            Parts::Rel(r) => (0..self.ra.relations[r.0 as usize].columns.len()).collect(),
-            Parts::Index(r, i) => self.phys.indexes[r.0 as usize][i].clone(),
-        }
-    }
-
-    /// The name of `p`'s buffers: the relation's, or `memoryAlias.by_dst_src` for its index
-    /// sorted on `dst`, `src`.
-    pub(super) fn parts_name(&self, p: Parts) -> String {
-        let r = match p {
-            Parts::Rel(r) | Parts::Index(r, _) => r,
-        };
-        let rel = &self.ra.relations[r.0 as usize];
-        match p {
-            Parts::Rel(_) => rel.name.clone(),
-            Parts::Index(..) => {
-                let cols: Vec<&str> = self
-                    .parts_order(p)
-                    .iter()
-                    .map(|&c| rel.columns[c].name.as_str())
-                    .collect();
-                format!("{}.by_{}", rel.name, cols.join("_"))
-            }
-        }
-    }
-
-    /// The union of two parts of `p` (sorted on its order, sharing no row): a disjoint
-    /// `MergeUnion` of their columns in that order.
-    fn union_parts(&mut self, p: Parts, a: &Val, b: &Val) -> R<Val> {
-        let order = self.parts_order(p);
-        if order.iter().copied().eq(0..order.len()) {
-            return self.union_sets(a, b, true);
-        }
-        let pick = |v: &Val| Val {
-            cols: order.iter().map(|&c| v.cols[c]).collect(),
-            columns: order.iter().map(|&c| v.columns[c].clone()).collect(),
-            ..v.clone()
-        };
-        let merged = self.union_sets(&pick(a), &pick(b), true)?;
-        let mut cols = a.cols.clone();
-        for (i, &c) in order.iter().enumerate() {
-            cols[c] = merged.cols[i];
-        }
-        Ok(Val { cols, ..a.clone() })
     }
 
     /// Empties the runs of `r` (after its buffers were given all of its rows).
     pub(super) fn clear_runs(&mut self, r: RelId) -> R<()> {
         for k in 0..self.tiering(r).map_or(0, |t| t.levels) {
-            self.clear_part(Parts::Rel(r), k)?;
+            self.clear_run(r, k)?;
         }
         self.empty_runs.insert(r.0);
         Ok(())
@@ -290,19 +121,18 @@ impl Lower<'_> {
         })
     }
 
-    /// `merge from into r` (statement `at` of the block): for a tiered `r`, into run 0,
+    /// `merge from into r` (statement `at` of the block) for a tiered `r`: into run 0,
     /// then the folds of the runs that outgrow the next, each in a block of its own,
-    /// continuing in a new block; then the same for each of `r`'s indexes, with the new
-    /// rows sorted on the index's order. Rows of `from` that [`fresh_rows`] does not
-    /// prove new to `r` are first subtracted from it (the relation, then each run).
+    /// continuing in a new block. Rows of `from` that [`fresh_rows`] does not prove new
+    /// to `r` are first subtracted from it (the relation, then each run).
     pub(super) fn tiered_merge(&mut self, r: RelId, from: RelId, at: usize) -> R<()> {
         let fresh = fresh_rows(self.stmts, at, r, from);
-        let tiering = self.tiering(r);
-        if tiering.is_none() && self.phys.indexes.get(r.0 as usize).is_none_or(Vec::is_empty) {
+        let Some(t) = self.tiering(r) else {
             return self.merge(r, from, fresh);
-        }
+        };
         let rel = &self.ra.relations[r.0 as usize];
         self.prefix = rel.name.clone();
+        let name = rel.name.clone();
         let columns = rel.columns.clone();
         let set = Props::set(rel.columns.len());
         let new = self.rel_val(from);
@@ -314,38 +144,15 @@ impl Lower<'_> {
             new = self.subtract_runs(new, r, &columns)?;
         }
         self.empty_runs.remove(&r.0);
-        let (levels, factor) = tiering.map_or((0, 1), |t| (t.levels, t.factor));
-        self.merge_parts(Parts::Rel(r), &new, levels, factor)?;
-        for i in 0..self.phys.indexes.get(r.0 as usize).map_or(0, Vec::len) {
-            let p = Parts::Index(r, i);
-            self.prefix = self.parts_name(p);
-            let keys = asc(self.parts_order(p));
-            let sorted = self.sort_code(new.clone(), &keys)?;
-            self.merge_parts(p, &sorted, levels, factor)?;
-        }
-        Ok(())
-    }
-
-    /// Merges `new` (sorted on the order of `p`, sharing no row with any of its parts)
-    /// into the first of the `levels` runs of `p` (into its last part without runs), then
-    /// folds run `k` into the next while it holds more than `1 / factor` of the next's
-    /// rows (`Outgrows`, each fold in a block of its own), continuing in a new block.
-    fn merge_parts(&mut self, p: Parts, new: &Val, levels: usize, factor: u32) -> R<()> {
-        let merged = self.union_parts(p, &self.part_val(p, 0), new)?;
-        self.set_part(p, 0, &merged);
-        if levels == 0 {
-            return Ok(());
-        }
-        let name = match p {
-            Parts::Rel(r) => self.ra.relations[r.0 as usize].name.clone(),
-            Parts::Index(..) => self.parts_name(p),
-        };
+        let run0 = self.run_val(r, 0);
+        let merged = self.union_sets(&run0, &new, true)?;
+        self.set_run(r, 0, &merged);
         let label = self.cur_label.clone();
         let cont = self.new_block(format!("{label} after merging {name}"));
-        for k in 0..levels {
-            let (small, next) = (self.part_val(p, k), self.part_val(p, k + 1));
+        for k in 0..t.levels {
+            let (small, next) = (self.run_val(r, k), self.run_val(r, k + 1));
             let flag = self.launch1(
-                Kernel::Outgrows { factor },
+                Kernel::Outgrows { factor: t.factor },
                 vec![small.cols[0], next.cols[0]],
                 &format!("run{k}.full"),
                 None,
@@ -357,9 +164,13 @@ impl Lower<'_> {
                 otherwise: cont,
             });
             self.start_block(fold);
-            let folded = self.union_parts(p, &next, &small)?;
-            self.set_part(p, k + 1, &folded);
-            self.clear_part(p, k)?;
+            let folded = self.union_sets(&next, &small, true)?;
+            if k + 1 == t.levels {
+                self.move_into(r, &folded);
+            } else {
+                self.set_run(r, k + 1, &folded);
+            }
+            self.clear_run(r, k)?;
         }
         self.end_block(Terminator::Jump(cont));
         self.start_block(cont);
@@ -387,11 +198,9 @@ impl Lower<'_> {
         self.clear_runs(r)
     }
 
-    /// Whether every reader of temp `t` (a scan of a tiered relation) in the block being
-    /// lowered is a difference that subtracts it (which subtracts the runs as well) or a
-    /// join that reads it through an index (which reads the index's parts instead), and
-    /// one reader is: the scan then needs no fold of the runs.
-    pub(super) fn runs_read_apart(&self, t: fox_ra::TempId) -> bool {
+    /// Whether every reader of temp `t` in the block being lowered is a difference that
+    /// subtracts it (which subtracts the runs as well).
+    pub(super) fn only_subtracted(&self, t: fox_ra::TempId) -> bool {
         let mut any = false;
         for s in self.stmts {
             match s {
@@ -399,19 +208,6 @@ impl Lower<'_> {
                     op: Op::Difference { left, right },
                     ..
                 } if *right == t && *left != t => any = true,
-                Stmt::Let {
-                    dst,
-                    op: Op::Join { left, right, .. },
-                    ..
-                } if (*left == t) != (*right == t)
-                    && self
-                        .phys
-                        .node(*dst)
-                        .index
-                        .is_some_and(|read| (read.side == Side::Left) == (*left == t)) =>
-                {
-                    any = true
-                }
                 Stmt::Let { op, .. } if op.inputs().contains(&t) => return false,
                 Stmt::Store { src, .. } | Stmt::Output { src, .. } | Stmt::CheckFunctional { src, .. } if *src == t => {
                     return false

@@ -5,15 +5,12 @@
 //! before `fusion` and `rounds`, which refine the algorithms it chose; `order` after
 //! `fusion`, since a deferred select and a fused aggregation change what order a result
 //! has (and `order` keeps a fused aggregation only where its input is not sorted on its
-//! keys already); `partitioning` after every algorithm is known; `indexes` after
-//! `partitioning` (a join whose relation side moves between devices keeps it) and before
-//! `order` and `rounds` (a join through an index has no known order and no rounds);
-//! `tiering` (relations, not operators) anywhere before `verify`; `verify` last, to
-//! check the invariants every pass must leave.
+//! keys already); `partitioning` after every algorithm is known; `tiering` (relations,
+//! not operators) anywhere before `verify`; `verify` last, to check
+//! the invariants every pass must leave.
 
 mod estimate;
 mod fusion;
-pub(crate) mod indexes;
 pub(crate) mod join_selection;
 pub(crate) mod order;
 mod partitioning;
@@ -46,7 +43,6 @@ pub static PASSES: &[&dyn Pass] = &[
     &join_selection::JoinSelection,
     &fusion::Fusion,
     &partitioning::PartitioningPass,
-    &indexes::IndexesPass,
     &order::OrderPass,
     &rounds::RoundsPass,
     &tiering::TieringPass,

@@ -29,9 +29,7 @@
 //!   its left side's; their matches keep the left's order unsorted;
 //! - an aggregation is sorted on its group keys (in the compared order), then every
 //!   other column, and unique; fused, on all its columns in order;
-//! - a multi-way join is sorted on the prefix of its variable order it outputs;
-//! - a join reading a side through a secondary index (`indexes`) compares its keys in
-//!   the index's order and has no known order (its parts' rows are concatenated).
+//! - a multi-way join is sorted on the prefix of its variable order it outputs.
 
 use fox_ra::{Block, JoinCol, Op, Props, RaPlan, Side, SortKey, Stmt, TempId};
 use fox_sema::core::Type;
@@ -320,11 +318,6 @@ fn block(plan: &PhysPlan, stats: &Statistics, b: &Block, out: &mut Vec<(TempId, 
                 right_keys,
                 output,
             } => match (settled(left), settled(right)) {
-                (Some(l), Some(r)) if plan.node(*dst).index.is_some() => {
-                    let (v, perm) = index_join(plan, *dst, l, left_keys, r, right_keys, output, types.clone());
-                    key_perm = perm;
-                    Some(v)
-                }
                 (Some(l), Some(r)) => {
                     // The rows come in the order of the side whose rows drive the join: the
                     // left, sorted on the keys, or the probing side as it is (a band, hash
@@ -472,70 +465,6 @@ fn block(plan: &PhysPlan, stats: &Statistics, b: &Block, out: &mut Vec<(TempId, 
             vals[dst.0 as usize] = Some(v);
         }
     }
-}
-
-/// A join reading one side through a secondary index (`Node::index`): that side sorted
-/// on the index's order and its keys compared in that order, the other side sorted on
-/// them for a merge (a search leaves it as it is); the result, concatenated over the
-/// index's parts, has no known order, and is unique as a join of its sides is. Returns
-/// the result and the key order.
-#[allow(clippy::too_many_arguments)]
-fn index_join(
-    plan: &PhysPlan,
-    t: TempId,
-    l: Val,
-    lk: &[usize],
-    r: Val,
-    rk: &[usize],
-    output: &[JoinCol],
-    types: Vec<Type>,
-) -> (Val, Vec<usize>) {
-    let n = plan.node(t);
-    let Some(read) = n.index else {
-        return (l, Vec::new());
-    };
-    let cols = plan
-        .indexes
-        .get(read.rel.0 as usize)
-        .and_then(|x| x.get(read.index))
-        .cloned()
-        .unwrap_or_default();
-    let by_index = |v: Val| Val {
-        o: Order {
-            sorted: asc(cols.iter().copied()),
-            ranked: false,
-            unique: v.o.unique,
-        },
-        ..v
-    };
-    let (l, r) = match read.side {
-        Side::Left => (by_index(l), r),
-        Side::Right => (l, by_index(r)),
-    };
-    let perm = match read.side {
-        Side::Left => key_order(&l, lk, &l, lk),
-        Side::Right => key_order(&r, rk, &r, rk),
-    };
-    let (l, r) = if n.algorithm == Algorithm::SortMerge {
-        (
-            l.sort_code(&asc(perm.iter().map(|&i| lk[i]))),
-            r.sort_code(&asc(perm.iter().map(|&i| rk[i]))),
-        )
-    } else {
-        (l, r)
-    };
-    let covers = |side: Side, v: &Val| (0..v.arity()).all(|c| output.contains(&JoinCol { side, col: c }));
-    let unique = l.o.unique && r.o.unique && covers(Side::Left, &l) && covers(Side::Right, &r);
-    let v = Val {
-        o: Order {
-            sorted: Vec::new(),
-            ranked: false,
-            unique,
-        },
-        types,
-        pending: false,
-    };
-    (v, perm)
 }
 
 /// A semi-join's sides: the right reduced to its key columns, both sorted on the keys

@@ -75,8 +75,7 @@ impl Pass for RoundsPass {
                         .collect();
                     set.push((t, Rounds { windows }));
                 }
-                // A join through a secondary index runs part by part, in one round.
-                if let (Op::Join { left_keys, .. }, None) = (op, plan.node(t).index) {
+                if let Op::Join { left_keys, .. } = op {
                     let end = join_rounds_end(&b.stmts, t, &plan.node(t).algorithm, left_keys.len());
                     if end.is_some() {
                         let columns = plan.ra.temps[t.0 as usize].columns.len();

@@ -30,17 +30,12 @@
 //!   of two or more variables split their work;
 //! - an order names columns of the result; a key order is a permutation of the
 //!   operator's key pairs (group columns), and empty for other operators;
-//! - a relation's indexes are permutations of its columns; a join reading a side through
-//!   an index (`index_read`) reads a scan of the index's relation with no write of it up
-//!   to the join, on keys the index begins with, by a merge or an index nested-loop join
-//!   indexing that side, without moving that side and without rounds;
 //! - estimates are finite and non-negative, one distinct count per column, none above
 //!   the rows.
 
 use fox_ra::{MultiJoinInput, Op, TempId};
 use fox_sema::core::Column;
 
-use super::indexes::{scan_of, writes};
 use super::{join_rounds_end, lets, readers, JoinRoundsEnd, Pass, PhysError};
 use crate::ann::{AggAlgorithm, Algorithm, Expand, Level, Partitioning, Redistribute};
 use crate::levels::{carried_columns, Refinements};
@@ -138,97 +133,10 @@ fn placement(plan: &PhysPlan, t: TempId, op: &Op) -> Option<String> {
     None
 }
 
-/// Why a join's read through a secondary index contradicts the plan (see
-/// [`crate::IndexRead`]): the side is a scan of the index's relation in the block with no
-/// write of it up to the join, the index exists and begins with the side's keys (no
-/// column twice), the algorithm is a merge or an index nested-loop join indexing that
-/// side, the side does not move between devices, and the join has no rounds.
-fn index_read(plan: &PhysPlan, stmts: &[fox_ra::Stmt], t: TempId, op: &Op) -> Option<String> {
-    let read = plan.node(t).index?;
-    let Op::Join {
-        left,
-        right,
-        left_keys,
-        right_keys,
-        ..
-    } = op
-    else {
-        return Some(format!("t{} reads an index but is not a join", t.0));
-    };
-    let (side, keys, input) = match read.side {
-        fox_ra::Side::Left => (*left, left_keys, 0),
-        fox_ra::Side::Right => (*right, right_keys, 1),
-    };
-    let at = stmts
-        .iter()
-        .position(|s| matches!(s, fox_ra::Stmt::Let { dst, .. } if *dst == t))?;
-    let Some((scanned, rel)) = scan_of(&stmts[..at], side) else {
-        return Some(format!(
-            "t{} reads t{} through an index, but t{} is no scan",
-            t.0, side.0, side.0
-        ));
-    };
-    if rel != read.rel || stmts[scanned + 1..at].iter().any(|s| writes(s, rel)) {
-        return Some(format!(
-            "t{} reads an index of relation {} for t{}, which is not a scan of it up to the join",
-            t.0, read.rel.0, side.0
-        ));
-    }
-    let Some(cols) = plan.indexes.get(rel.0 as usize).and_then(|x| x.get(read.index)) else {
-        return Some(format!("t{} reads an index relation {} does not have", t.0, rel.0));
-    };
-    let mut prefix: Vec<usize> = cols.iter().take(keys.len()).copied().collect();
-    let mut sorted_keys = keys.clone();
-    prefix.sort_unstable();
-    sorted_keys.sort_unstable();
-    if keys.is_empty() || prefix != sorted_keys || sorted_keys.windows(2).any(|w| w[0] == w[1]) {
-        return Some(format!(
-            "t{} reads index {cols:?}, which does not begin with its keys {keys:?}",
-            t.0
-        ));
-    }
-    let n = plan.node(t);
-    let alg_ok = match n.algorithm {
-        Algorithm::SortMerge => true,
-        Algorithm::IndexNestedLoop { indexed } => indexed == read.side,
-        _ => false,
-    };
-    if !alg_ok {
-        return Some(format!("t{} reads an index by {:?}", t.0, n.algorithm));
-    }
-    if n.moves.iter().any(|(i, _)| *i == input) {
-        return Some(format!("t{} reads an index of rows that move between devices", t.0));
-    }
-    if !n.rounds.windows.is_empty() {
-        return Some(format!("t{} reads an index and has rounds", t.0));
-    }
-    None
-}
-
 fn check(plan: &PhysPlan) -> Result<(), String> {
     let ra = &plan.ra;
     if plan.nodes.len() != ra.temps.len() {
         return Err(format!("{} annotations for {} temps", plan.nodes.len(), ra.temps.len()));
-    }
-    if plan.indexes.len() != ra.relations.len() {
-        return Err(format!(
-            "indexes for {} of {} relations",
-            plan.indexes.len(),
-            ra.relations.len()
-        ));
-    }
-    for (r, list) in plan.indexes.iter().enumerate() {
-        let arity = ra.relations[r].columns.len();
-        for cols in list {
-            let mut p = cols.clone();
-            p.sort_unstable();
-            if arity == 0 || !p.iter().copied().eq(0..arity) {
-                return Err(format!(
-                    "relation {} has an index on {cols:?}, no permutation of its columns",
-                    ra.relations[r].name
-                ));
-            }
-        }
     }
     for b in &ra.blocks {
         let readers = readers(b);
@@ -259,9 +167,6 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                 return Err(msg);
             }
             if let Some(msg) = placement(plan, t, op) {
-                return Err(msg);
-            }
-            if let Some(msg) = index_read(plan, &b.stmts, t, op) {
                 return Err(msg);
             }
             if let (Algorithm::Band(band), Op::Join { left, right, .. }) = (&n.algorithm, op) {

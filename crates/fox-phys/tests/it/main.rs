@@ -5,7 +5,6 @@
 mod common;
 mod estimate;
 mod fusion;
-mod indexes;
 mod join_algorithms;
 mod join_selection;
 mod order;
