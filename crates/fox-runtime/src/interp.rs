@@ -802,6 +802,35 @@ impl Interp<'_> {
         Ok(())
     }
 
+    /// Defines `out` as the resident buffer `key`, uploading the column `make` gives (and
+    /// keeping it in the resident) when the resident does not hold it yet. Errors are
+    /// placed at `what`.
+    fn keep_resident(
+        &mut self,
+        key: crate::database::ResidentKey,
+        out: fox_kernel::BufId,
+        what: &dyn Fn() -> String,
+        make: impl FnOnce() -> Result<HostCol, String>,
+    ) -> Result<(), RuntimeError> {
+        if !self.resident.as_ref().is_some_and(|r| r.bufs.contains_key(&key)) {
+            let col = make().map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+            let b = self
+                .upload_room(col)
+                .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
+            if let Some(r) = self.resident.as_mut() {
+                r.bufs.insert(key.clone(), b);
+            }
+        }
+        let b = &self.resident.as_ref().expect("checked above").bufs[&key];
+        let copy = DevBuf {
+            id: b.id,
+            elem: b.elem,
+            len: b.len,
+        };
+        self.define_pinned(out.0 as usize, copy, true);
+        Ok(())
+    }
+
     /// Runs the plan's blocks from the entry, with the backend's checks deferred within the
     /// run ([`Backend::set_check_site`]) and all of them read before it ends.
     fn execute(&mut self) -> Result<(), RuntimeError> {
@@ -1798,24 +1827,10 @@ impl Interp<'_> {
             // While no string is appended the rank table is the identity over the loaded
             // dictionary: it is made once and stays on the device with the data.
             let key = ("$rank".to_string(), self.dict.len(), crate::database::Rows::All);
-            if !self.resident.as_ref().is_some_and(|r| r.bufs.contains_key(&key)) {
-                let identity =
-                    crate::alloc::try_collect(0..self.dict.len() as u32, "the rank table of the string dictionary")
-                        .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
-                let up = self.upload_room(HostCol::U32(identity));
-                let b = up.map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
-                if let Some(r) = self.resident.as_mut() {
-                    r.bufs.insert(key.clone(), b);
-                }
-            }
-            let b = &self.resident.as_ref().expect("checked above").bufs[&key];
-            let copy = DevBuf {
-                id: b.id,
-                elem: b.elem,
-                len: b.len,
-            };
-            self.define_pinned(o.0 as usize, copy, true);
-            return Ok(());
+            let n = self.dict.len() as u32;
+            return self.keep_resident(key, *o, &what, || {
+                crate::alloc::try_collect(0..n, "the rank table of the string dictionary").map(HostCol::U32)
+            });
         }
         // The tables of a query's patterns (`like`, `prefix`, `match`) over the loaded
         // dictionary are made once per run: the first device of several makes the table,
@@ -1847,24 +1862,7 @@ impl Interp<'_> {
             // every code on the host, uploaded once, kept with the data.
             if dict_index(op) && self.dict.len() == self.dict.sorted_len() && self.dict.len() == db.dictionary().len() {
                 let key = (format!("$dict {op:?}"), self.dict.len(), crate::database::Rows::All);
-                if !self.resident.as_ref().is_some_and(|r| r.bufs.contains_key(&key)) {
-                    let table = db
-                        .dict_table(op)
-                        .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
-                    let up = self.upload_room(table.as_ref().clone());
-                    let b = up.map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
-                    if let Some(r) = self.resident.as_mut() {
-                        r.bufs.insert(key.clone(), b);
-                    }
-                }
-                let b = &self.resident.as_ref().expect("checked above").bufs[&key];
-                let copy = DevBuf {
-                    id: b.id,
-                    elem: b.elem,
-                    len: b.len,
-                };
-                self.define_pinned(o.0 as usize, copy, true);
-                return Ok(());
+                return self.keep_resident(key, *o, &what, || db.dict_table(op).map(|t| t.as_ref().clone()));
             }
         }
         // The probes of a hash table that did not fit search its sorted keys instead.
