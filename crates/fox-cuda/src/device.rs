@@ -406,11 +406,16 @@ impl Gpu {
 
     /// One exchange over the NCCL link `peer` (the contract of
     /// `Backend::peer_exchange`): the outputs allocated and this device's own part copied
-    /// on the device; at the first meeting every device brings its stream and transfers;
+    /// on the device; each device waits (polling, under the stall limit `stall`) until its
+    /// stream has done everything before the exchange, so that NCCL's work is only ever
+    /// queued behind work that is done: a device whose stream does not come refuses the
+    /// link (no communicator is aborted while NCCL work waits on a stream, since an
+    /// aborted communicator's queued work would run on freed state) and the meeting tells
+    /// the others. At the first meeting every device brings its stream and transfers;
     /// device 0 launches all of them as one NCCL group ([`crate::nccl::Rank::launch_all`])
     /// and tells the outcome at the second meeting; then each device polls its stream
     /// until it passed the group ([`crate::nccl::Rank::wait_group`], under the stall
-    /// limit `stall`), and the third meeting tells whether every device's did. A device
+    /// limit), and the third meeting tells whether every device's did. A device
     /// that failed or stalled shuts the link and gives the run's error; the others stop
     /// as its peers. Once this returns, no NCCL kernel of the exchange is running, so no
     /// later wait of the device depends on another device.
@@ -482,7 +487,9 @@ impl Gpu {
                     }
                 }
             }
-            reached = Some(self.mark()?);
+            let mark = self.mark()?;
+            wait_for_stream(&mark, rank, stall).inspect_err(|e| peer.refuse(e.0.clone()))?;
+            reached = Some(mark);
             Ok(plan)
         })();
         let res = (|| {
@@ -1363,6 +1370,33 @@ impl Gpu {
 
 /// Whether the work recorded in `event` is done, without waiting; `Err` when the device
 /// failed (an error of its context, such as an illegal address in an earlier kernel).
+/// Polls `event`, recorded on device `rank`'s stream, until its work is done, without
+/// blocking in the driver: an error when the device failed, or when the work is not done
+/// within `stall` (the stall limit).
+fn wait_for_stream(event: &CudaEvent, rank: usize, stall: std::time::Duration) -> Result<(), BackendError> {
+    let started = std::time::Instant::now();
+    let mut polls = 0u32;
+    loop {
+        if is_complete(event).map_err(|e| BackendError(format!("device {rank} failed before the exchange: {e}")))? {
+            return Ok(());
+        }
+        if started.elapsed() >= stall {
+            return Err(BackendError(format!(
+                "the exchange between the devices did not start: device {rank} had not finished its work before \
+                 it; its stream made no progress for {} (the stall limit; {} sets it)",
+                fox_runtime::seconds(stall),
+                fox_runtime::STALL_LIMIT_VAR
+            )));
+        }
+        polls = polls.saturating_add(1);
+        if polls < 256 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(if polls < 4096 { 20 } else { 500 }));
+        }
+    }
+}
+
 pub(crate) fn is_complete(event: &CudaEvent) -> Result<bool, String> {
     event.try_is_complete().map_err(|e| format!("device failure: {e:?}"))
 }

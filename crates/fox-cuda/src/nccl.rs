@@ -16,7 +16,11 @@
 //! asynchronous errors ([`Rank::wait_group`]) until its part of the group is done, and
 //! fails when a device fails or no device made progress for the stall limit. A failure
 //! shuts the link: every communicator is aborted (`ncclCommAbort`, which makes kernels
-//! still waiting for a peer return) and later exchanges are refused with the reason.
+//! still waiting for a peer return) and later exchanges are refused with the reason. A
+//! group is launched only once every device's stream has done its work before it, so an
+//! aborted communicator never has work queued behind a stream that had not come; a
+//! device whose stream does not come before the launch refuses the link without
+//! aborting anything ([`Rank::refuse`]).
 
 use libloading::Library;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -175,7 +179,9 @@ struct Clique {
 
 /// What the devices of a link know of the group launched last.
 struct Watch {
-    /// Why the link was shut (its communicators are aborted), or `None` while it works.
+    /// Why the link was shut, or `None` while it works. A link shut by
+    /// [`Clique::shut`] has its communicators aborted; one shut by [`Rank::refuse`]
+    /// leaves them alone. Neither is destroyed after.
     shut: Option<String>,
     /// `reached[d]`: device `d`'s stream finished its work before the group.
     reached: Vec<bool>,
@@ -439,6 +445,18 @@ impl Rank {
                     .shut(&mut w, format!("the launch of an exchange failed: {e}"));
             }
             res
+        }
+    }
+
+    /// Shuts the link for `why` (the first reason stands) without aborting its
+    /// communicators, for a failure found before any NCCL work of the exchange was
+    /// queued: later exchanges are refused, and the communicators are left as they are
+    /// (neither aborted nor destroyed), since a device whose stream does not come may
+    /// make any call that waits for the devices wait for ever.
+    pub(crate) fn refuse(&self, why: String) {
+        let mut w = self.clique.lock();
+        if w.shut.is_none() {
+            w.shut = Some(why);
         }
     }
 
