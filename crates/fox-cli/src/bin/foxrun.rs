@@ -95,10 +95,12 @@ struct Cli {
     #[arg(long)]
     timing: bool,
     /// The memory the run may use on the backend (e.g. 512M, 16G; default: all of the
-    /// device's). Levels of multi-way joins, and joins whose rows only an aggregation reads,
-    /// that would expand beyond it run in rounds; on the CPU backend, an operation that
-    /// needs more than it leaves stops the run with an out-of-memory error naming the rule
-    /// and the sizes.
+    /// device's): the device peak never passes it. Operators that do not fit run in
+    /// pieces (multi-way joins and joins whose rows only an aggregation reads in rounds;
+    /// sorts in runs; joins, unions, matches and aggregations piece by piece) and buffers
+    /// wait in the host tier meanwhile; `--timing` prints the device peak and the host
+    /// tier's traffic. An operation whose smallest piece needs more than the limit leaves
+    /// stops the run with an out-of-memory error naming the rule and the sizes.
     #[arg(long, value_name = "SIZE", value_parser = fox_cli::parse_memory_size)]
     memory_limit: Option<u64>,
     /// Run over N devices, SPMD: a program is planned for N devices, each device reads a
