@@ -103,8 +103,10 @@ struct Cli {
     /// stops the run with an out-of-memory error naming the rule and the sizes.
     #[arg(long, value_name = "SIZE", value_parser = fox_cli::parse_memory_size)]
     memory_limit: Option<u64>,
-    /// Run over N devices, SPMD: a program is planned for N devices, each device reads a
-    /// contiguous slice of every input and runs the whole plan on its rows, rows move
+    /// Run over N devices, SPMD: a program is planned for N devices, each device reads its
+    /// part of every input (a contiguous slice of its rows, the rows whose keys hash to
+    /// the device, or every row, as the plan places the input) and runs the whole plan
+    /// on its rows, rows move
     /// between devices where the plan exchanges them, and the results gather as one
     /// device's would (the same output). On the GPU backend N GPUs from the first (`all`:
     /// every visible GPU; more than there are is an error), which move rows to each other

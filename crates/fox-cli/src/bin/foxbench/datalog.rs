@@ -86,7 +86,7 @@ pub struct DatalogArgs {
     #[arg(long, value_name = "N")]
     expect_tuples: Option<u64>,
     /// Also run Fox over N devices (SPMD, as `foxrun --devices`: planned for N devices,
-    /// each device reading a slice of every input), in the row after Fox on one device,
+    /// each device reading its part of every input), in the row after Fox on one device,
     /// and print the speed-up (the 1-device total over the N-device one); the run fails
     /// when the answers differ. On the GPU backend N GPUs from the first (`all`: every
     /// visible GPU), on the CPU backend N simulated devices (`all`: 1).
