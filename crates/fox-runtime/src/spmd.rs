@@ -5,8 +5,10 @@
 //! The contract (see `docs/architecture.md`, fox-runtime):
 //! - `LoadInput` gives device `d` of `n` the rows `d·len/n .. (d+1)·len/n` of each input
 //!   (one host copy of the inputs is shared; with [`run_devices_resident`] each device
-//!   keeps its part of a database column for later runs); `Const` and `DictTable` are
-//!   replicated (every device holds every row).
+//!   keeps its part of a database column for later runs); with `whole`, every row; with
+//!   `hash`, the rows whose keys [`Exchange::Hash`]'s rule sends to `d`, in their order,
+//!   by the input's routing, made once per run for all devices ([`Comm::routing`]).
+//!   `Const` and `DictTable` are replicated (every device holds every row).
 //! - `Exchange` moves rows between devices (host-staged here): each device routes its rows,
 //!   deposits a part per destination, and takes its parts in sender order.
 //! - Every terminator (`LoopIf`, `If`) is decided collectively: the branch is taken when
