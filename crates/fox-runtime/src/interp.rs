@@ -805,8 +805,8 @@ impl Interp<'_> {
 
     /// The routing of input `input` (columns `source`, the database's when
     /// `from_database`) hashed on the columns `keys` over the run's `devices` devices:
-    /// made once per run by the first device that needs it, the others waiting for it
-    /// ([`crate::spmd::Comm::routing`]), and taken from the database when an earlier run
+    /// made once per run by the first device of several that needs it, the others waiting
+    /// for it ([`crate::spmd::Comm::routing`]), and taken from the database when an earlier run
     /// left it there ([`Database::routing`]). A routing this device made counts in
     /// `RunStats::exchange.routings`.
     fn routing(
@@ -819,10 +819,9 @@ impl Interp<'_> {
     ) -> Result<std::sync::Arc<crate::routing::Routing>, String> {
         use crate::routing::Routing;
         let name = &self.plan.inputs[input].name;
-        let comm = self.spmd.as_ref().expect("a run over several devices").comm;
         let db = self.database.clone().filter(|_| from_database);
         let mut made = false;
-        let routing = comm.routing(&(name.clone(), keys.to_vec()), || match &db {
+        let mut make = || match &db {
             Some(db) => db
                 .routing(name, keys, devices, || Routing::of(source, keys, devices))
                 .map(|(r, new)| {
@@ -833,7 +832,11 @@ impl Interp<'_> {
                 made = true;
                 Routing::of(source, keys, devices).map(std::sync::Arc::new)
             }
-        })?;
+        };
+        let routing = match self.spmd.as_ref().map(|d| d.comm) {
+            Some(comm) => comm.routing(&(name.clone(), keys.to_vec()), make)?,
+            None => make()?,
+        };
         if made {
             self.stats.exchange.routings += 1;
         }
