@@ -121,21 +121,22 @@ impl HostCol {
         }))
     }
 
-    /// The rows `r` with `dest[r] == to` (`count` of them), in their order, or the
-    /// out-of-memory message naming `what`.
-    pub(crate) fn try_pick_to(&self, dest: &[u32], to: u32, count: usize, what: &str) -> Result<HostCol, String> {
-        Ok(same_variant!(self, v => {
-            let mut out = crate::alloc::try_with_capacity(count, what)?;
-            out.extend(v.iter().zip(dest).filter(|(_, &d)| d == to).map(|(x, _)| *x));
-            out
-        }))
-    }
-
     /// [`HostCol::try_pick`] in parallel.
     pub fn try_par_pick(&self, rows: &[u32], what: &str) -> Result<HostCol, String> {
+        self.try_par_pick_by(rows, |r| r as usize, what)
+    }
+
+    /// The rows `index(rows[i])` (each in range), in the order of `rows`, gathered in
+    /// parallel, or the out-of-memory message naming `what`.
+    pub(crate) fn try_par_pick_by<I: Copy + Send + Sync>(
+        &self,
+        rows: &[I],
+        index: impl Fn(I) -> usize + Send + Sync,
+        what: &str,
+    ) -> Result<HostCol, String> {
         use rayon::prelude::*;
         Ok(same_variant!(self, v => crate::alloc::try_par_collect(
-            rows.par_iter().with_min_len(1 << 14).map(|&r| v[r as usize]),
+            rows.par_iter().with_min_len(1 << 14).map(|&r| v[index(r)]),
             what,
         )?))
     }

@@ -12,6 +12,7 @@
 
 use crate::dict::Dictionary;
 use crate::load::{check_key, load_input_cols_reporting, Interner, LoadedCol};
+use crate::routing::Routing;
 use crate::strings::StrArena;
 use crate::{DevBuf, HostCol, OutputTable, RuntimeError};
 use fox_kernel::{InputRel, Instr, Kernel, KernelPlan};
@@ -106,9 +107,25 @@ pub struct Database {
     /// The dictionary's index tables (ranks, lengths) at every code, made once for every
     /// run and device that reads them ([`Database::dict_table`]).
     dict_tables: Mutex<HashMap<fox_kernel::DictOp, Arc<crate::HostCol>>>,
+    /// The routings of tables loaded hashed over devices that later runs reuse
+    /// ([`Database::routing`]).
+    routings: Mutex<KeptRoutings>,
     /// Time spent reading or generating, parsing, and building the dictionary.
     pub load_time: Duration,
 }
+
+/// A table loaded hashed over devices: its name, its key columns and the number of
+/// devices.
+type RoutingKey = (String, Vec<usize>, usize);
+
+/// The routings a database keeps, least recently used first.
+#[derive(Debug, Default)]
+struct KeptRoutings {
+    kept: Vec<(RoutingKey, Arc<Routing>)>,
+}
+
+/// The share of the bytes of a database's columns its kept routings may take: a quarter.
+const ROUTING_SHARE: usize = 4;
 
 /// The columns of its `LoadInput`s that a plan reads (the others are only freed).
 pub fn used_input_columns(plan: &KernelPlan) -> Vec<Vec<bool>> {
@@ -391,6 +408,7 @@ impl Database {
             tables,
             codes_of: Mutex::new(HashMap::new()),
             dict_tables: Mutex::new(HashMap::new()),
+            routings: Mutex::new(KeptRoutings::default()),
             load_time: start.elapsed(),
         })
     }
@@ -445,6 +463,53 @@ impl Database {
         let t = Arc::new(self.dict.table(op)?);
         tables.insert(op.clone(), t.clone());
         Ok(t)
+    }
+
+    /// The routing of table `table` hashed on the columns `keys` over `devices` devices:
+    /// the one kept from an earlier run, else made by `make`, with whether `make` made it.
+    /// A routing made is kept for later runs (which may load other columns of the table
+    /// hashed the same way) while the kept routings take at most a quarter of the bytes
+    /// of the database's columns, the least recently used given up first (a run holding
+    /// one keeps it until it ends). `make`'s error is returned as it is.
+    pub(crate) fn routing(
+        &self,
+        table: &str,
+        keys: &[usize],
+        devices: usize,
+        make: impl FnOnce() -> Result<Routing, String>,
+    ) -> Result<(Arc<Routing>, bool), String> {
+        let key: RoutingKey = (table.to_string(), keys.to_vec(), devices);
+        {
+            let mut kept = self.routings.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(at) = kept.kept.iter().position(|(k, _)| *k == key) {
+                let hit = kept.kept.remove(at);
+                let r = hit.1.clone();
+                kept.kept.push(hit);
+                return Ok((r, false));
+            }
+        }
+        let r = Arc::new(make()?);
+        let budget = self.column_bytes() / ROUTING_SHARE;
+        if r.bytes() <= budget {
+            let mut kept = self.routings.lock().unwrap_or_else(|e| e.into_inner());
+            if !kept.kept.iter().any(|(k, _)| *k == key) {
+                let mut used: usize = kept.kept.iter().map(|(_, r)| r.bytes()).sum();
+                while used + r.bytes() > budget && !kept.kept.is_empty() {
+                    used -= kept.kept.remove(0).1.bytes();
+                }
+                kept.kept.push((key, r.clone()));
+            }
+        }
+        Ok((r, true))
+    }
+
+    /// The bytes of the loaded columns of every table.
+    fn column_bytes(&self) -> usize {
+        self.tables
+            .values()
+            .flat_map(|t| t.cols.iter().flatten())
+            .map(|c| c.len() * c.elem().size())
+            .sum()
     }
 
     /// True when every input `plan` reads is loaded with its declared columns and every
@@ -542,6 +607,7 @@ impl Database {
             tables,
             codes_of: Mutex::new(HashMap::new()),
             dict_tables: Mutex::new(HashMap::new()),
+            routings: Mutex::new(KeptRoutings::default()),
             load_time: Duration::ZERO,
         })
     }

@@ -739,8 +739,8 @@ impl Interp<'_> {
         };
         let at_copy = || what.map_or_else(|| format!("LoadInput({})", rel.name), |w| w());
         let at_upload = || what.map_or_else(|| format!("load_input[{}]", rel.name), |w| w());
-        // The device of every row of a hashed input, found when a column is first copied.
-        let mut hashed: Option<(Vec<u32>, usize)> = None;
+        // The rows of every device of a hashed input, found when a column is first copied.
+        let mut routing: Option<std::sync::Arc<crate::routing::Routing>> = None;
         for (c, col) in rel.columns.iter().enumerate() {
             let var = outs[c].0 as usize;
             let key = (rel.name.clone(), c, part.clone());
@@ -759,15 +759,16 @@ impl Interp<'_> {
                 continue;
             }
             let column = source[c].filter(|h| h.len() == len);
-            if let (Some(_), crate::database::Rows::Hashed { keys, rank, devices }, None) = (column, &part, &hashed) {
-                let found = crate::spmd::hashed_input_rows(source, keys, *rank, *devices)
+            if let (Some(_), crate::database::Rows::Hashed { keys, devices, .. }, None) = (column, &part, &routing) {
+                let found = self
+                    .routing(input, source, keys, *devices, from_database)
                     .map_err(|msg| RuntimeError::Kernel { at: at_copy(), msg })?;
-                hashed = Some(found);
+                routing = Some(found);
             }
-            let host = match column.map(|h| match (&part, &hashed) {
+            let host = match column.map(|h| match (&part, &routing) {
                 (crate::database::Rows::All, _) => h.try_clone(&format!("the column `{}` of `{}`", col.name, rel.name)),
-                (crate::database::Rows::Hashed { rank, .. }, Some((dest, count))) => {
-                    h.try_pick_to(dest, *rank as u32, *count, &format!("a part of `{}`", rel.name))
+                (crate::database::Rows::Hashed { rank, .. }, Some(r)) => {
+                    r.pick(h, *rank, &format!("a part of `{}`", rel.name))
                 }
                 _ => h.try_slice(rows.clone(), &format!("a part of `{}`", rel.name)),
             }) {
@@ -800,6 +801,46 @@ impl Interp<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The routing of input `input` (columns `source`, the database's when
+    /// `from_database`) hashed on the columns `keys` over the run's `devices` devices:
+    /// made once per run by the first device of several that needs it, the others waiting
+    /// for it ([`crate::spmd::Comm::routing`]), and taken from the database when an earlier run
+    /// left it there ([`Database::routing`]). A routing this device made counts in
+    /// `RunStats::exchange.routings`.
+    fn routing(
+        &mut self,
+        input: usize,
+        source: &[Option<&HostCol>],
+        keys: &[usize],
+        devices: usize,
+        from_database: bool,
+    ) -> Result<std::sync::Arc<crate::routing::Routing>, String> {
+        use crate::routing::Routing;
+        let name = &self.plan.inputs[input].name;
+        let db = self.database.clone().filter(|_| from_database);
+        let mut made = false;
+        let mut make = || match &db {
+            Some(db) => db
+                .routing(name, keys, devices, || Routing::of(source, keys, devices))
+                .map(|(r, new)| {
+                    made = new;
+                    r
+                }),
+            None => {
+                made = true;
+                Routing::of(source, keys, devices).map(std::sync::Arc::new)
+            }
+        };
+        let routing = match self.spmd.as_ref().map(|d| d.comm) {
+            Some(comm) => comm.routing(&(name.clone(), keys.to_vec()), make)?,
+            None => make()?,
+        };
+        if made {
+            self.stats.exchange.routings += 1;
+        }
+        Ok(routing)
     }
 
     /// Defines `out` as the resident buffer `key`, uploading the column `make` gives (and

@@ -22,6 +22,7 @@ pub mod load;
 pub mod outfile;
 pub mod output;
 pub mod parquet_input;
+mod routing;
 mod spmd;
 pub mod stats;
 pub mod strings;
@@ -196,6 +197,10 @@ pub struct ExchangeStats {
     pub output_wait: Duration,
     /// Outputs: joining the devices' parts into one table's columns.
     pub output_join: Duration,
+    /// The routings (every row's device) of inputs loaded hashed over the devices that
+    /// the run computed: one per input and key columns however many devices load it, none
+    /// for one a resident database kept from an earlier run.
+    pub routings: u64,
 }
 
 /// The host tier of a run: what left the device for host memory to make room within the

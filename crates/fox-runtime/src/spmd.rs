@@ -5,8 +5,10 @@
 //! The contract (see `docs/architecture.md`, fox-runtime):
 //! - `LoadInput` gives device `d` of `n` the rows `d·len/n .. (d+1)·len/n` of each input
 //!   (one host copy of the inputs is shared; with [`run_devices_resident`] each device
-//!   keeps its part of a database column for later runs); `Const` and `DictTable` are
-//!   replicated (every device holds every row).
+//!   keeps its part of a database column for later runs); with `whole`, every row; with
+//!   `hash`, the rows whose keys [`Exchange::Hash`]'s rule sends to `d`, in their order,
+//!   by the input's routing, made once per run for all devices ([`Comm::routing`]).
+//!   `Const` and `DictTable` are replicated (every device holds every row).
 //! - `Exchange` moves rows between devices (host-staged here): each device routes its rows,
 //!   deposits a part per destination, and takes its parts in sender order.
 //! - Every terminator (`LoopIf`, `If`) is decided collectively: the branch is taken when
@@ -30,6 +32,7 @@
 //!   stops at its next chunk of rows, and every device stops at its next instruction.
 
 use crate::backend::HostCol;
+use crate::routing::Routing;
 use crate::{Resident, RuntimeError};
 use fox_kernel::{device_of, row_hash, value_bits_f64, value_bits_i128, value_bits_i32, Exchange};
 use std::any::Any;
@@ -85,6 +88,9 @@ pub(crate) struct Comm {
     size: usize,
     /// The dictionary tables of the run, made by the first device that needs each.
     tables: Mutex<std::collections::HashMap<fox_kernel::DictOp, Arc<HostCol>>>,
+    /// The routings of the inputs the run loads hashed, by the input's name and key
+    /// columns: each cell filled by the first device that needs it ([`Comm::routing`]).
+    routings: Mutex<std::collections::HashMap<RouteKey, RoutingCell>>,
     state: Mutex<Round>,
     /// The boxes of each expansion cut into boxes (`Kernel::Claim`), in the order the
     /// devices start them: the `k`-th expansion a device starts is entry `k`. Made by the
@@ -103,6 +109,12 @@ pub(crate) struct Comm {
     /// The device that saw the run stall (`usize::MAX`: none did).
     stalled_by: AtomicUsize,
 }
+
+/// An input loaded hashed over the devices: its name and its key columns.
+pub(crate) type RouteKey = (String, Vec<usize>);
+
+/// The routing of one input of a run, once a device made it.
+type RoutingCell = Arc<Mutex<Option<Arc<Routing>>>>;
 
 /// The collective under way: what each device deposited, and the result of the last one.
 struct Round {
@@ -173,6 +185,7 @@ impl Comm {
         Comm {
             size,
             tables: Mutex::new(std::collections::HashMap::new()),
+            routings: Mutex::new(std::collections::HashMap::new()),
             state: Mutex::new(Round {
                 done: 0,
                 deposits: (0..size).map(|_| None).collect(),
@@ -245,6 +258,32 @@ impl Comm {
         let t = make()?;
         tables.insert(op.clone(), t.clone());
         Ok(t)
+    }
+
+    /// The run's routing of the input `key` (loaded hashed over its devices): made by
+    /// `make` on the first device that asks (the others asking for the same input
+    /// meanwhile wait for it; those asking for another input do not), then shared until
+    /// the run ends. A failure is the asking device's; the next device to ask makes it
+    /// again.
+    pub(crate) fn routing<E>(
+        &self,
+        key: &RouteKey,
+        make: impl FnOnce() -> Result<Arc<Routing>, E>,
+    ) -> Result<Arc<Routing>, E> {
+        let cell = {
+            let mut cells = self.routings.lock().unwrap_or_else(|e| e.into_inner());
+            match cells.get(key) {
+                Some(c) => c.clone(),
+                None => cells.entry(key.clone()).or_default().clone(),
+            }
+        };
+        let mut routing = cell.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = &*routing {
+            return Ok(r.clone());
+        }
+        let r = make()?;
+        *routing = Some(r.clone());
+        Ok(r)
     }
 
     /// Stops the run: every device waiting at a collective, or reaching its next one,
@@ -401,40 +440,6 @@ impl Drop for Finished<'_> {
 pub(crate) fn input_rows(len: usize, rank: usize, n: usize) -> std::ops::Range<usize> {
     let at = |d: usize| ((len as u128 * d as u128) / n as u128) as usize;
     at(rank)..at(rank + 1)
-}
-
-/// The device of each row of an input loaded hashed on `keys` over `n` devices (`cols`:
-/// its columns, the keys among them), by [`Exchange::Hash`]'s rule, and how many rows
-/// device `rank` takes; or the message naming what is missing or out of memory.
-pub(crate) fn hashed_input_rows(
-    cols: &[Option<&HostCol>],
-    keys: &[usize],
-    rank: usize,
-    n: usize,
-) -> Result<(Vec<u32>, usize), String> {
-    use rayon::prelude::*;
-    const WHAT: &str = "the devices of the rows of an input hashed over the devices";
-    let key_cols = keys
-        .iter()
-        .map(|&c| {
-            cols.get(c)
-                .copied()
-                .flatten()
-                .ok_or_else(|| format!("the key column {c} of an input hashed over the devices is not loaded"))
-        })
-        .collect::<Result<Vec<&HostCol>, String>>()?;
-    let len = cols.iter().flatten().map(|c| c.len()).max().unwrap_or(0);
-    if key_cols.iter().any(|c| c.len() != len) {
-        return Err("the key columns of an input hashed over the devices are not all loaded".into());
-    }
-    let dest = crate::alloc::try_par_collect(
-        (0..len)
-            .into_par_iter()
-            .map(|r| device_of(row_hash(key_cols.iter().map(|c| value_bits(c, r))), n) as u32),
-        WHAT,
-    )?;
-    let count = dest.par_iter().filter(|&&d| d as usize == rank).count();
-    Ok((dest, count))
 }
 
 /// The bits [`row_hash`] reads of row `r` of `col`.
@@ -775,6 +780,7 @@ fn combine(devices: Vec<crate::RunStats>) -> crate::RunStats {
         all.exchange.output_wait = all.exchange.output_wait.max(d.exchange.output_wait);
         all.exchange.output_join = all.exchange.output_join.max(d.exchange.output_join);
         all.exchange.exchanges = all.exchange.exchanges.max(d.exchange.exchanges);
+        all.exchange.routings += d.exchange.routings;
         for (a, b) in all.rows.iter_mut().zip(&d.rows) {
             a.total += b.total;
             a.calls = a.calls.max(b.calls);
@@ -1005,6 +1011,63 @@ mod tests {
             })
             .unwrap();
         assert_eq!(other.len(), 1);
+    }
+
+    /// Of devices loading the same input hashed at once, one routes it and all get that
+    /// routing; a failure is the asker's and the next asker routes it; another input or
+    /// other keys are another routing, made while the first is being made.
+    #[test]
+    fn a_run_routes_an_input_hashed_over_its_devices_once() {
+        use std::sync::atomic::AtomicUsize;
+        let n = 4;
+        let comm = Comm::new(n, None, Duration::from_secs(60));
+        let made = AtomicUsize::new(0);
+        let col = HostCol::I64((0..1000).map(|k| k % 37).collect());
+        let key: RouteKey = ("t".into(), vec![0]);
+        let failed = comm.routing(&key, || Err("no room".to_string()));
+        assert_eq!(failed.unwrap_err(), "no room");
+        let routings: Vec<Arc<Routing>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..n)
+                .map(|_| {
+                    s.spawn(|| {
+                        comm.routing(&key, || {
+                            made.fetch_add(1, Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_millis(20));
+                            Routing::of(&[Some(&col)], &[0], n).map(Arc::new)
+                        })
+                        .unwrap()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(made.load(Ordering::SeqCst), 1);
+        assert!(routings.iter().all(|r| Arc::ptr_eq(r, &routings[0])));
+        let parts: usize = (0..n).map(|d| routings[0].pick(&col, d, "test").unwrap().len()).sum();
+        assert_eq!(parts, 1000);
+        // Another input is routed while the first one's cell is held.
+        let other: RouteKey = ("u".into(), vec![0]);
+        let (done, wait) = std::sync::mpsc::channel();
+        let (making, started) = std::sync::mpsc::channel();
+        let (comm, col) = (&comm, &col);
+        std::thread::scope(|s| {
+            // Makes its routing only once the other input's is made (or gives up).
+            let slow = s.spawn(move || {
+                comm.routing(&("v".into(), vec![0]), || {
+                    making.send(()).unwrap();
+                    wait.recv_timeout(Duration::from_secs(20))
+                        .map_err(|_| "the other routing was not made meanwhile".to_string())?;
+                    Routing::of(&[Some(col)], &[0], n).map(Arc::new)
+                })
+            });
+            started.recv().unwrap();
+            let r = comm
+                .routing(&other, || Routing::of(&[Some(col)], &[0], n).map(Arc::new))
+                .unwrap();
+            done.send(()).unwrap();
+            assert!(!Arc::ptr_eq(&r, &routings[0]));
+            slow.join().unwrap().unwrap();
+        });
     }
 
     #[test]

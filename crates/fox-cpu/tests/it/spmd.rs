@@ -1253,6 +1253,8 @@ fn an_input_loaded_hashed_holds_what_slices_exchanged_by_hash_hold() {
             if n > 1 {
                 assert_eq!(got.stats.exchange.rows, 0);
             }
+            // The input is routed once for all its devices.
+            assert_eq!(got.stats.exchange.routings, u64::from(n > 1), "{keys:?} on {n} devices");
         }
         // From a resident database: each device's part once, then nothing.
         let db = Database::load(&DataSource::Files(dir.clone()), &[&hashed], &NoProgress).unwrap();
@@ -1271,14 +1273,34 @@ fn an_input_loaded_hashed_holds_what_slices_exchanged_by_hash_hold() {
         let want = outputs_of(&want.unwrap());
         let mut spies: Vec<Spy> = (0..3).map(|_| Spy::new()).collect();
         let mut residents: Vec<Resident> = (0..3).map(|_| Resident::default()).collect();
-        for uploads in [4, 0] {
+        // The first run routes the table; the second uploads nothing and needs no
+        // routing; devices that hold no part yet upload theirs by the routing the
+        // database kept.
+        for (uploads, routings, fresh) in [(4, 1, false), (0, 0, false), (4, 0, true)] {
+            if fresh {
+                for (r, s) in std::mem::take(&mut residents).into_iter().zip(spies.iter_mut()) {
+                    r.release(s);
+                }
+                residents = (0..3).map(|_| Resident::default()).collect();
+            }
             let devices = spies.iter_mut().map(|s| s as &mut (dyn Backend + Send)).collect();
             let r = run_devices_resident(&hashed, devices, &opts, &mut residents).unwrap();
             assert_eq!(outputs_of(&r), want, "{keys:?}, resident");
+            assert_eq!(r.stats.exchange.routings, routings, "{keys:?}, resident");
             for s in spies.iter_mut() {
                 assert_eq!(std::mem::take(&mut s.uploads).len(), uploads, "{keys:?}");
             }
         }
+        for (r, s) in residents.into_iter().zip(spies.iter_mut()) {
+            r.release(s);
+            assert_eq!(s.mem().in_use, 0);
+        }
+        // Over another number of devices the table is routed again.
+        let mut spies: Vec<Spy> = (0..2).map(|_| Spy::new()).collect();
+        let mut residents: Vec<Resident> = (0..2).map(|_| Resident::default()).collect();
+        let devices = spies.iter_mut().map(|s| s as &mut (dyn Backend + Send)).collect();
+        let r = run_devices_resident(&hashed, devices, &opts, &mut residents).unwrap();
+        assert_eq!(r.stats.exchange.routings, 1, "{keys:?}, resident on 2 devices");
         for (r, s) in residents.into_iter().zip(spies.iter_mut()) {
             r.release(s);
             assert_eq!(s.mem().in_use, 0);
