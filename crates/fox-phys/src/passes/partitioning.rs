@@ -76,8 +76,11 @@ impl Pass for PartitioningPass {
             plan.stmt_moves.clear();
             return Ok(());
         }
-        plan.rel_partitioning = relation_partitionings(plan, n);
-        place_inputs(plan, n);
+        let (parts, unvoted) = relation_partitionings(plan, n);
+        plan.rel_partitioning = parts;
+        let followers = producer_placed(plan, &unvoted);
+        follow_producers(plan, n, &followers);
+        place_inputs(plan, n, &followers);
         let decided: Vec<Decided> = plan.ra.blocks.iter().map(|b| block(plan, b, n)).collect();
         plan.stmt_moves.clear();
         for (bi, d) in decided.into_iter().enumerate() {
@@ -196,6 +199,48 @@ fn trace_col(defs: &HashMap<TempId, &Op>, mut t: TempId, mut c: usize) -> Option
     }
 }
 
+/// The column of `rel` that column `c` of temp `t` holds, as `trace_col` finds it, and
+/// also through the operators whose result carries an input's column unchanged: a join's
+/// output column back to its side, a semi-join's, anti-join's or difference's to its
+/// left, an aggregation's group column to its input, a sort's or limit's to its input.
+fn trace_col_through(defs: &HashMap<TempId, &Op>, mut t: TempId, mut c: usize) -> Option<(RelId, usize)> {
+    loop {
+        match defs.get(&t)? {
+            Op::Scan(r) => return Some((*r, c)),
+            Op::Select { input, .. } | Op::Unique(input) | Op::Sort { input, .. } | Op::Limit { input, .. } => {
+                t = *input
+            }
+            Op::SemiJoin { left, .. } | Op::AntiJoin { left, .. } | Op::Difference { left, .. } => t = *left,
+            Op::Project { input, cols } => {
+                c = *cols.get(c)?;
+                t = *input;
+            }
+            Op::Map { input, exprs } => match exprs.get(c)?.kind {
+                ExprKind::Col(i) => {
+                    c = i;
+                    t = *input;
+                }
+                _ => return None,
+            },
+            Op::Join {
+                left, right, output, ..
+            } => {
+                let o = output.get(c)?;
+                c = o.col;
+                t = match o.side {
+                    Side::Left => *left,
+                    Side::Right => *right,
+                };
+            }
+            Op::Aggregate { input, group, .. } => {
+                c = *group.get(c)?;
+                t = *input;
+            }
+            _ => return None,
+        }
+    }
+}
+
 /// Votes `weight` for hashing the relation that the columns `keys` of temp `t` come from
 /// (through `trace_col`) on those columns, when they all come from one relation.
 fn vote(
@@ -219,7 +264,9 @@ fn vote(
     }
 }
 
-fn relation_partitionings(plan: &PhysPlan, n: usize) -> Vec<Partitioning> {
+/// Each relation's partitioning by the votes, and whether it is a derived relation that
+/// no read voted for (hashed on all its columns by default).
+fn relation_partitionings(plan: &PhysPlan, n: usize) -> (Vec<Partitioning>, Vec<bool>) {
     let ra = &plan.ra;
     let nr = ra.relations.len();
     let mut parent: Vec<usize> = (0..nr).collect();
@@ -292,6 +339,7 @@ fn relation_partitionings(plan: &PhysPlan, n: usize) -> Vec<Partitioning> {
     }
     let roots: Vec<usize> = (0..nr).map(|j| find(&mut parent, j)).collect();
     let mut out = Vec::with_capacity(nr);
+    let mut unvoted = vec![false; nr];
     for i in 0..nr {
         let r = &ra.relations[i];
         let root = roots[i];
@@ -322,28 +370,109 @@ fn relation_partitionings(plan: &PhysPlan, n: usize) -> Vec<Partitioning> {
             match best {
                 Some(cols) if cols.iter().all(|&c| c < arity) => Partitioning::Hash { cols, parts: n },
                 _ if class_has(&|k| matches!(k, RelKind::Input { .. })) => Partitioning::Split { parts: n },
-                _ => Partitioning::Hash {
-                    cols: (0..arity).collect(),
-                    parts: n,
-                },
+                _ => {
+                    unvoted[i] = votes.get(&root).is_none_or(|v| v.is_empty());
+                    Partitioning::Hash {
+                        cols: (0..arity).collect(),
+                        parts: n,
+                    }
+                }
             }
         };
         out.push(p);
     }
+    (out, unvoted)
+}
+
+/// The relations placed as their producer leaves its rows (`follow_producers`): derived
+/// and temporary relations with columns that no join, match or functional check votes
+/// for, that no loop merges or assigns (alone in their class: no `delta` or `new`), and
+/// that one statement stores, outside any loop. Their readers do not read them on keys
+/// (only scans feeding selects, projections, maps, duplicate removals, aggregations,
+/// sorts, limits and outputs, which bring rows together themselves where they must), so
+/// hashing them on all their columns would move rows for no reader.
+fn producer_placed(plan: &PhysPlan, unvoted: &[bool]) -> Vec<(RelId, usize, usize)> {
+    let ra = &plan.ra;
+    let looping = looping_blocks(ra);
+    let mut out = Vec::new();
+    for (r, rel) in ra.relations.iter().enumerate() {
+        if !unvoted[r] || rel.columns.is_empty() || !matches!(rel.kind, RelKind::Derived | RelKind::Temp) {
+            continue;
+        }
+        let is = |x: &RelId| x.0 as usize == r;
+        let alone = !ra
+            .relations
+            .iter()
+            .any(|o| matches!(&o.kind, RelKind::Delta { of } | RelKind::New { of } if is(of)))
+            && !ra.blocks.iter().flat_map(|b| &b.stmts).any(|s| match s {
+                Stmt::Merge { into, from } => is(into) || is(from),
+                Stmt::Assign { dst, src } => is(dst) || is(src),
+                _ => false,
+            });
+        let stores: Vec<(usize, usize)> = ra
+            .blocks
+            .iter()
+            .enumerate()
+            .flat_map(|(bi, b)| {
+                b.stmts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| matches!(s, Stmt::Store { rel, .. } if is(rel)))
+                    .map(move |(si, _)| (bi, si))
+            })
+            .collect();
+        if alone && stores.len() == 1 && !looping[stores[0].0] {
+            out.push((RelId(r as u32), stores[0].0, stores[0].1));
+        }
+    }
+    // In the plan's order, so that a relation read by a later one's producer is placed first.
+    out.sort_by_key(|&(_, b, s)| (b, s));
     out
+}
+
+/// Places each relation of `followers` (`producer_placed`: relation, block and statement
+/// of its one store) as the rows its store writes are distributed, so that the store
+/// moves none: hashed on the columns its producer hashed them on (each row, and so each
+/// distinct row, on one device), split where they are, or on device 0. A producer whose
+/// rows are replicated leaves the relation hashed on all its columns (each device keeps
+/// its share, moving nothing).
+fn follow_producers(plan: &mut PhysPlan, n: usize, followers: &[(RelId, usize, usize)]) {
+    for &(r, bi, si) in followers {
+        let ri = r.0 as usize;
+        let arity = plan.ra.relations[ri].columns.len();
+        // Split takes whatever the producer leaves: no move, and nothing wanted of it.
+        plan.rel_partitioning[ri] = Partitioning::Split { parts: n };
+        let d = block(plan, &plan.ra.blocks[bi], n);
+        let Some(Stmt::Store { src, .. }) = plan.ra.blocks[bi].stmts.get(si) else {
+            unreachable!("producer_placed names a store");
+        };
+        let left = d.nodes.iter().find(|x| x.0 == *src).map(|x| x.1.clone());
+        plan.rel_partitioning[ri] = match left {
+            Some(Partitioning::Hash { cols, .. }) if !cols.is_empty() && cols.iter().all(|&c| c < arity) => {
+                Partitioning::Hash { cols, parts: n }
+            }
+            Some(p @ (Partitioning::Split { .. } | Partitioning::Single)) => p,
+            _ => Partitioning::Hash {
+                cols: (0..arity).collect(),
+                parts: n,
+            },
+        };
+    }
 }
 
 /// The rows the plan moves between devices with its relations placed as
 /// `plan.rel_partitioning` (the operators' moves as `block` decides them): an input hashed
-/// at load none (each device loads the rows of its keys); a move of an operator's input or a statement's temp its rows
-/// once for a hash or a gather, once per other device for a broadcast, none for a kept
-/// share; a partial aggregation its result's rows. A move in a loop weighs 1000 times
+/// at load none (each device loads the rows of its keys); a move of an operator's input
+/// or a statement's temp the `(n - 1) / n` of its rows that leave their device for a hash
+/// or a gather, its rows once per other device for a broadcast, none for a kept share; a
+/// partial aggregation its result's rows as a hash. A move in a loop weighs 1000 times
 /// one outside, as in the votes.
 fn rows_moved(plan: &PhysPlan, n: usize, looping: &[bool]) -> f64 {
     let ra = &plan.ra;
     let est = |t: TempId| plan.node(t).est.as_ref().map_or(1.0, |e| e.rows.max(1.0));
+    // A hash or a gather leaves on each device the rows already placed there: one in `n`.
     let cost = |m: &Redistribute, rows: f64| match m {
-        Redistribute::Hash { .. } | Redistribute::Gather => rows,
+        Redistribute::Hash { .. } | Redistribute::Gather => rows * (n - 1) as f64 / n as f64,
         Redistribute::Broadcast => rows * (n - 1) as f64,
         Redistribute::Keep { .. } => 0.0,
     };
@@ -455,7 +584,7 @@ fn read_whole(plan: &PhysPlan, r: usize) -> bool {
 ///   device's work up to the join (the selects, projections and maps before it, the
 ///   duplicate removal and sort of the join's inputs, with the fast paths of an input
 ///   loaded sorted or unique).
-fn place_inputs(plan: &mut PhysPlan, n: usize) {
+fn place_inputs(plan: &mut PhysPlan, n: usize, followers: &[(RelId, usize, usize)]) {
     let looping = looping_blocks(&plan.ra);
     let mut best = rows_moved(plan, n, &looping);
     for r in 0..plan.ra.relations.len() {
@@ -479,6 +608,7 @@ fn place_inputs(plan: &mut PhysPlan, n: usize) {
         let mut chosen = current;
         for p in options {
             plan.rel_partitioning[r] = p.clone();
+            follow_producers(plan, n, followers);
             let moved = rows_moved(plan, n, &looping);
             if moved < best {
                 best = moved;
@@ -486,22 +616,33 @@ fn place_inputs(plan: &mut PhysPlan, n: usize) {
             }
         }
         plan.rel_partitioning[r] = chosen;
+        follow_producers(plan, n, followers);
     }
 }
 
 /// The key columns of relation `r` that its readers meet on, in the plan's order: the
 /// keys of each join, semi-join and anti-join side and the group columns of each
-/// aggregation whose columns come from a scan of `r` (through selects, projections and
-/// maps, `trace_col`). Loaded hashed on such columns, those rows need not move to meet.
+/// aggregation whose columns come from a scan of `r` (through selects, projections,
+/// maps, and the columns joins, matches and aggregations carry: `trace_col_through`, so
+/// that a join of an intermediate result on `r`'s key counts), each single column of a
+/// multi-column key, and the columns a later store, check or match wants of a scan of `r`
+/// (`desired`). Loaded hashed on such columns, those rows need not move to meet.
 fn hash_candidates(plan: &PhysPlan, r: usize) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = Vec::new();
     for b in &plan.ra.blocks {
         let mut defs: HashMap<TempId, &Op> = HashMap::new();
+        let want = desired(plan, b);
         for s in &b.stmts {
             let Stmt::Let { dst, op, .. } = s else {
                 continue;
             };
             defs.insert(*dst, op);
+            // The columns a store, check or match wants of the scan's rows.
+            if let (Op::Scan(x), Some(cols)) = (op, want.get(dst)) {
+                if x.0 as usize == r && !cols.is_empty() && !out.contains(cols) {
+                    out.push(cols.clone());
+                }
+            }
             let sides: Vec<(TempId, &[usize])> = match op {
                 Op::Join {
                     left,
@@ -529,13 +670,22 @@ fn hash_candidates(plan: &PhysPlan, r: usize) -> Vec<Vec<usize>> {
                 if keys.is_empty() {
                     continue;
                 }
-                let Some(traced) = keys.iter().map(|&k| trace_col(&defs, t, k)).collect::<Option<Vec<_>>>() else {
+                let Some(traced) = keys
+                    .iter()
+                    .map(|&k| trace_col_through(&defs, t, k))
+                    .collect::<Option<Vec<_>>>()
+                else {
                     continue;
                 };
                 if traced.iter().all(|(x, _)| x.0 as usize == r) {
                     let cols: Vec<usize> = traced.iter().map(|(_, c)| *c).collect();
-                    if !out.contains(&cols) {
-                        out.push(cols);
+                    // Hashed on one of several keys, the rows meet a side hashed on the
+                    // corresponding key of the other side (`key_subset`).
+                    let singles = if cols.len() > 1 { cols.iter().map(|&c| vec![c]).collect() } else { Vec::new() };
+                    for c in std::iter::once(cols).chain(singles) {
+                        if !out.contains(&c) {
+                            out.push(c);
+                        }
                     }
                 }
             }
@@ -955,6 +1105,8 @@ fn place_pair(
 ) -> (Option<Redistribute>, Option<Redistribute>) {
     use Partitioning::*;
     let other = (n - 1) as f64;
+    // A hash leaves on their device the rows whose key hashes to it: one in `n`.
+    let leave = other / n as f64;
     match (pl, pr) {
         (_, Replicated { .. }) => return (None, None),
         (Replicated { .. }, _) if join => return (None, None),
@@ -998,7 +1150,7 @@ fn place_pair(
     if let Hash { cols, .. } = pl {
         if let Some(ix) = key_subset(cols, lk) {
             options.push((
-                rows_r,
+                rows_r * leave,
                 None,
                 Some(Redistribute::Hash {
                     cols: ix.iter().map(|&i| rk[i]).collect(),
@@ -1009,7 +1161,7 @@ fn place_pair(
     if let Hash { cols, .. } = pr {
         if let Some(ix) = key_subset(cols, rk) {
             options.push((
-                rows_l,
+                rows_l * leave,
                 Some(Redistribute::Hash {
                     cols: ix.iter().map(|&i| lk[i]).collect(),
                 }),
@@ -1025,7 +1177,7 @@ fn place_pair(
         })
         .unwrap_or_else(|| (0..lk.len()).collect());
     options.push((
-        rows_l + rows_r,
+        (rows_l + rows_r) * leave,
         Some(Redistribute::Hash {
             cols: both_l.iter().map(|&i| lk[i]).collect(),
         }),
