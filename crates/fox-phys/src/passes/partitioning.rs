@@ -1201,3 +1201,35 @@ fn place_pair(
         .expect("at least one option");
     (best.1, best.2)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hash_costs_the_rows_that_leave_their_device() {
+        // The left side, hashed on no key, meets a right side hashed on its key: hashing
+        // the left moves the rows that leave their device (half of them over two
+        // devices), broadcasting the right all its rows once. The right at 60% of the
+        // left: the hash is cheaper; at 40%: the broadcast.
+        let pl = Partitioning::Hash { cols: vec![1], parts: 2 };
+        let pr = Partitioning::Hash { cols: vec![0], parts: 2 };
+        let hash_left = (Some(Redistribute::Hash { cols: vec![0] }), None);
+        assert_eq!(place_pair(&pl, &pr, &[0], &[0], 1000.0, 600.0, true, None, 2), hash_left);
+        assert_eq!(
+            place_pair(&pl, &pr, &[0], &[0], 1000.0, 400.0, true, None, 2),
+            (None, Some(Redistribute::Broadcast))
+        );
+        // Over four devices three in four rows leave: the broadcast costs the right's rows
+        // three times, the hash 3/4 of the left's.
+        let (pl, pr) = (
+            Partitioning::Hash { cols: vec![1], parts: 4 },
+            Partitioning::Hash { cols: vec![0], parts: 4 },
+        );
+        assert_eq!(place_pair(&pl, &pr, &[0], &[0], 1000.0, 300.0, true, None, 4), hash_left);
+        assert_eq!(
+            place_pair(&pl, &pr, &[0], &[0], 1000.0, 200.0, true, None, 4),
+            (None, Some(Redistribute::Broadcast))
+        );
+    }
+}

@@ -1,4 +1,4 @@
-use fox_phys::{Options, Partitioning, PhysPlan, Redistribute, Statistics};
+use fox_phys::{ColumnStats, Options, Partitioning, PhysPlan, Redistribute, RelationStats, Statistics};
 use fox_ra::{Op, Stmt};
 
 use crate::common::*;
@@ -211,3 +211,152 @@ fn facts_are_replicated_and_output_by_device_zero_alone() {
         .values()
         .any(|m| *m == Redistribute::Keep { cols: Vec::new() }));
 }
+
+/// Statistics giving each named input its rows and its columns' distinct values.
+fn rows_of(rels: &[(&str, u64, &[u64])]) -> Statistics {
+    let mut s = Statistics::none();
+    for (name, rows, distinct) in rels {
+        s.insert(
+            *name,
+            RelationStats {
+                rows: *rows,
+                columns: distinct
+                    .iter()
+                    .map(|&d| {
+                        Some(ColumnStats {
+                            distinct: d,
+                            min: None,
+                            max: None,
+                            sorted: false,
+                        })
+                    })
+                    .collect(),
+            },
+        );
+    }
+    s
+}
+
+fn on_devices_with(src: &str, n: usize, stats: &Statistics) -> PhysPlan {
+    let opts = Options {
+        devices: n,
+        ..Options::default()
+    };
+    fox_phys::run(ra(src), stats, &opts).unwrap()
+}
+
+#[test]
+fn a_relation_read_by_no_join_stays_as_its_producer_leaves_it() {
+    // The join leaves `p` hashed on `y` (both sides are hashed on it as loaded): each
+    // row, so each distinct row, is on one device, and the output gathers every device's
+    // part. Neither the duplicate removal nor the store moves a row.
+    let src = "e(x, y) -> int32(x), int32(y).\nf(y, z) -> int32(y), int32(z).\n.input e.\n.input f.\n\
+               p(x, y, z) <- e(x, y), f(y, z).\n.output p.\n";
+    for n in [2, 4] {
+        let p = on_devices(src, n);
+        assert_eq!(rel_part(&p, "p"), Partitioning::Hash { cols: vec![1], parts: n });
+        let unique = first(&p, |op| matches!(op, Op::Unique(_)));
+        assert!(unique.moves.is_empty(), "{:?}", unique.moves);
+        assert!(p.nodes.iter().all(|n| n.moves.is_empty()));
+        assert!(p.stmt_moves.is_empty(), "{:?}", p.stmt_moves);
+    }
+    // An aggregation's result stays hashed on its groups: its partial rows are the only
+    // rows that move, not its result again before the output.
+    let src = "e(x, y) -> int32(x), int32(y).\nf(x, y) -> int32(x), int32(y).\n.input e.\n.input f.\n\
+               g(x, y) <- e(x, y), f(y, x).\n\
+               s[y] = t <- agg<<t = count()>> g(_, y).\n.output s.\n.output g.\n";
+    let p = on_devices(src, 2);
+    let agg = first(&p, |op| matches!(op, Op::Aggregate { .. }));
+    let Partitioning::Hash { cols, .. } = &agg.partitioning else {
+        panic!("{:?}", agg.partitioning)
+    };
+    assert_eq!(rel_part(&p, "s"), Partitioning::Hash { cols: cols.clone(), parts: 2 });
+    assert!(p.stmt_moves.is_empty(), "{:?}", p.stmt_moves);
+    // An aggregation without groups leaves its one row on device 0, and so does `n`.
+    let src = "e(x, y) -> int32(x), int32(y).\n.input e.\nn[] = c <- agg<<c = count()>> e(_, _).\n.output n.\n";
+    let p = on_devices(src, 2);
+    assert_eq!(rel_part(&p, "n"), Partitioning::Single);
+    assert!(p.stmt_moves.is_empty(), "{:?}", p.stmt_moves);
+}
+
+#[test]
+fn a_relation_kept_as_its_producer_leaves_it_is_read_in_place_by_aggregations_on_its_key() {
+    // `d` holds the rows of `e` whose key has a partner in `f`, hashed on that key by the
+    // join; counting `d` by its key then needs no exchange (as TPC-H Q21's order lines,
+    // counted by their order). Hashed on all its columns, `d` would move twice: to be
+    // stored, and to be counted.
+    let src = "e(k, l) -> int32(k), int32(l).\nf(k) -> int32(k).\n.input e.\n.input f.\n\
+               d(k, l) <- e(k, l), f(k), l > 0.\n\
+               c[k] = n <- agg<<n = count()>> d(k, _).\n.output c.\n.output d.\n";
+    let p = on_devices(src, 2);
+    assert_eq!(rel_part(&p, "d"), Partitioning::Hash { cols: vec![0], parts: 2 });
+    for t in find(&p, |_| true) {
+        let node = p.node(t);
+        assert!(node.moves.is_empty() && node.partial.is_none(), "t{}: {:?}", t.0, node.moves);
+    }
+    assert!(p.stmt_moves.is_empty(), "{:?}", p.stmt_moves);
+}
+
+#[test]
+fn an_input_is_hashed_on_a_key_it_meets_an_intermediate_result_on() {
+    // TPC-H Q3's shape: `o` joins the few `c` rows on `ck`, then the many `l` rows on
+    // `ok` through that join's result. Hashed on `ok` as loaded (as `l` is), `o`'s join
+    // with `c` broadcasts the small `c` and the join with `l` moves nothing; hashed on
+    // `ck`, the join's result would move to meet `l`.
+    let src = "c(ck) -> int32(ck).\no(ok, ck) -> int32(ok), int32(ck).\nl(ok, v) -> int32(ok), int32(v).\n\
+               .input c.\n.input o.\n.input l.\n\
+               p(ok, v) <- c(ck), o(ok, ck), l(ok, v).\n.output p.\n";
+    // Each of the 1000 `c` rows has 100 orders, each order 10 lines.
+    let stats = rows_of(&[
+        ("c", 1_000, &[1_000]),
+        ("o", 100_000, &[100_000, 1_000]),
+        ("l", 1_000_000, &[100_000, 1_000_000]),
+    ]);
+    let p = on_devices_with(src, 2, &stats);
+    let on_ok = Partitioning::Hash { cols: vec![0], parts: 2 };
+    assert_eq!(rel_part(&p, "o"), on_ok);
+    assert_eq!(rel_part(&p, "l"), on_ok);
+    let joins = find(&p, |op| matches!(op, Op::Join { .. }));
+    assert_eq!(joins.len(), 2);
+    assert_eq!(p.node(joins[0]).moves, vec![(0, Redistribute::Broadcast)]);
+    assert!(p.node(joins[1]).moves.is_empty(), "{:?}", p.node(joins[1]).moves);
+}
+
+#[test]
+fn an_input_joined_on_two_keys_may_be_hashed_on_one_of_them() {
+    // TPC-H Q9's shape: the lines of a few parts meet their part-supplier rows on both
+    // (part, supplier). Hashed on the part alone as loaded, `ps` meets the lines where the
+    // join with the parts left them (hashed on the part), and nothing moves.
+    let src = "pt(p) -> int32(p).\nl(p, s, v) -> int32(p), int32(s), int32(v).\n\
+               ps(p, s, c) -> int32(p), int32(s), int32(c).\n.input pt.\n.input l.\n.input ps.\n\
+               r(p, s, v, c) <- pt(p), l(p, s, v), ps(p, s, c).\n.output r.\n";
+    let stats = rows_of(&[
+        ("pt", 100_000, &[100_000]),
+        ("l", 1_000_000, &[200_000, 10_000, 1_000_000]),
+        ("ps", 400_000, &[200_000, 10_000, 400_000]),
+    ]);
+    let p = on_devices_with(src, 2, &stats);
+    let on_p = Partitioning::Hash { cols: vec![0], parts: 2 };
+    assert_eq!(rel_part(&p, "ps"), on_p);
+    for t in find(&p, |op| matches!(op, Op::Join { .. })) {
+        assert!(p.node(t).moves.is_empty(), "t{}: {:?}", t.0, p.node(t).moves);
+    }
+}
+
+#[test]
+fn an_input_is_hashed_on_the_columns_a_later_store_wants() {
+    // TPC-H Q13's shape: `q` holds `o`'s rows with their columns swapped and is joined on
+    // its first column, `o`'s second, by two rules. No join reads `o` itself; loaded
+    // hashed on that column, `o`'s rows are where `q` wants them, and the duplicate
+    // removal before the store moves nothing.
+    let src = "o(k, c) -> int32(k), int32(c).\ncu(c) -> int32(c).\n.input o.\n.input cu.\n\
+               q(c, k) <- o(k, c), k > 0.\nj(c, k) <- cu(c), q(c, k).\nm(c) <- cu(c), !q(c, _).\n\
+               .output j.\n.output m.\n";
+    let p = on_devices(src, 2);
+    assert_eq!(rel_part(&p, "o"), Partitioning::Hash { cols: vec![1], parts: 2 });
+    assert_eq!(rel_part(&p, "q"), Partitioning::Hash { cols: vec![0], parts: 2 });
+    let unique = first(&p, |op| matches!(op, Op::Unique(_)));
+    assert!(unique.moves.is_empty(), "{:?}", unique.moves);
+    assert!(p.stmt_moves.is_empty(), "{:?}", p.stmt_moves);
+}
+
