@@ -11,12 +11,24 @@
 //!   check on its key columns most; without such a read a derived relation is hashed on
 //!   all its columns, an input is split as loaded (slices of its rows; hashed when a
 //!   read asks for it: the exchange then runs once, after loading), facts are
-//!   replicated, and a relation without columns is on device 0. Then each input that
-//!   only its load writes is placed by the rows the whole plan moves (`place_inputs`),
-//!   trying it split, hashed on each key its readers meet on (the keys of its joins'
-//!   sides and its aggregations' groups, `hash_candidates`) and, when only multi-way
-//!   joins read it (which would broadcast it to every device, then sort the received
-//!   rows again), replicated, and keeping the first placement that moves the fewest rows.
+//!   replicated, and a relation without columns is on device 0. A derived or temporary
+//!   relation without such a read that one statement outside loops stores, and no loop
+//!   merges or assigns, is then placed as its producer leaves the stored rows
+//!   (`follow_producers`): hashed on the columns they are hashed on (a subset of its
+//!   columns places equal rows together, as its duplicate removal needs), split, or on
+//!   device 0, so the store moves nothing (an output gathers every device's part anyway;
+//!   only a replicated producer leaves it hashed on all columns, each device keeping its
+//!   share). Then each input that only its load writes is placed by the rows the whole
+//!   plan moves (`place_inputs`), trying it split, hashed on each key its readers meet on
+//!   (`hash_candidates`: the keys of its joins' sides and its aggregations' groups, traced
+//!   back through the columns selects, projections, maps, joins, matches and
+//!   aggregations carry, so that a join of an intermediate result on its key counts;
+//!   each single column of a multi-column key; the columns a later store, check or match
+//!   wants of its rows) and, when only multi-way joins read it (which would broadcast it
+//!   to every device, then sort the received rows again), replicated, and keeping the
+//!   first placement that moves the fewest rows (the relations placed by their producer
+//!   placed again for each). A hash or a gather moves the `(n - 1) / n` of its rows that
+//!   leave their device, a broadcast its rows once per other device.
 //!   Hashed and replicated inputs move no row between devices: each device loads from
 //!   the host the rows whose key hashes to it, or every row.
 //! - Per operator (the rules): a scan has its relation's partitioning, constants are
@@ -25,12 +37,15 @@
 //!   sides hashed on corresponding keys, or one side replicated (its result is then
 //!   distributed as the other side): of moving the left side, the right, both, or
 //!   broadcasting the right (or for a join the smaller) side, the cheapest in rows moved
-//!   is taken (a broadcast costs its rows once per other device); joins without keys
+//!   is taken (a hash costs the rows that leave their device, a broadcast its rows once
+//!   per other device); joins without keys
 //!   broadcast their smaller side. A union of inputs distributed alike is distributed
 //!   so; otherwise each row stays where it is (replicated inputs keep their share).
 //!   Duplicate removal and aggregation need rows equal on their keys on one device:
-//!   hashed on the columns a later store, check or match wants (`desired`), else on all
-//!   columns (group columns); an aggregation without groups, a sort and a limit gather
+//!   hashed on the columns a later store, check or match wants (`desired`), else kept
+//!   where they are when hashed on a subset of the columns (group columns) or on one
+//!   device, else hashed on all columns (group columns); an aggregation without groups,
+//!   a sort and a limit gather
 //!   to device 0. An aggregation whose aggregates combine exactly aggregates on each
 //!   device first and moves only its partial rows (`Node::partial`). A multi-way join replicates its inputs and cuts its
 //!   work into boxes of the first variable's bindings that the devices take in turn
