@@ -445,12 +445,82 @@ fn producer_placed(plan: &PhysPlan, unvoted: &[bool]) -> Vec<(RelId, usize, usiz
     out
 }
 
+/// The columns of relation `r` that every duplicate removal and grouped aggregation
+/// reading it still has (as columns, or group columns), following each scan of `r` through
+/// selects, sorts, limits, duplicate removals, projections, maps and unions of rows of `r`
+/// alike, in `r`'s numbering; `None` when some such reader has none of them or none reads
+/// `r` so. Hashed on these, `r`'s rows reach those readers placed by a subset of their
+/// columns, and none moves to meet its duplicates or its group.
+fn kept_columns(plan: &PhysPlan, r: RelId) -> Option<Vec<usize>> {
+    let arity = plan.ra.relations[r.0 as usize].columns.len();
+    let mut kept: Option<Vec<bool>> = None;
+    let mut meet = |cols: &[Option<usize>]| {
+        let here: Vec<bool> = (0..arity).map(|c| cols.contains(&Some(c))).collect();
+        kept = Some(match kept.take() {
+            None => here,
+            Some(k) => k.iter().zip(&here).map(|(a, b)| *a && *b).collect(),
+        });
+    };
+    for b in &plan.ra.blocks {
+        // Per temp holding rows of `r`: the column of `r` each of its columns holds.
+        let mut of: HashMap<TempId, Vec<Option<usize>>> = HashMap::new();
+        for s in &b.stmts {
+            let Stmt::Let { dst, op, .. } = s else {
+                continue;
+            };
+            let cols: Option<Vec<Option<usize>>> = match op {
+                Op::Scan(x) if *x == r => Some((0..arity).map(Some).collect()),
+                Op::Select { input, .. } | Op::Sort { input, .. } | Op::Limit { input, .. } => of.get(input).cloned(),
+                Op::Unique(input) => of.get(input).cloned().inspect(|m| meet(m)),
+                Op::Project { input, cols } => of
+                    .get(input)
+                    .map(|m| cols.iter().map(|&c| m.get(c).copied().flatten()).collect()),
+                Op::Map { input, exprs } => of.get(input).map(|m| {
+                    exprs
+                        .iter()
+                        .map(|e| col_ref(e).and_then(|c| m.get(c).copied().flatten()))
+                        .collect()
+                }),
+                Op::Union(inputs) => {
+                    let ms: Vec<Option<&Vec<Option<usize>>>> = inputs.iter().map(|t| of.get(t)).collect();
+                    match ms.first() {
+                        Some(Some(m)) if ms.iter().all(|x| *x == Some(*m)) => Some((*m).clone()),
+                        _ => {
+                            // Rows of `r` meet rows placed otherwise: moved there anyway.
+                            for m in ms.into_iter().flatten() {
+                                meet(m);
+                            }
+                            None
+                        }
+                    }
+                }
+                Op::Aggregate { input, group, .. } => {
+                    // Without groups, every row meets on device 0 whatever its placement.
+                    if let (Some(m), false) = (of.get(input), group.is_empty()) {
+                        let g: Vec<Option<usize>> = group.iter().map(|&c| m.get(c).copied().flatten()).collect();
+                        meet(&g);
+                    }
+                    None
+                }
+                _ => None,
+            };
+            if let Some(c) = cols {
+                of.insert(*dst, c);
+            }
+        }
+    }
+    let cols: Vec<usize> = kept?.iter().enumerate().filter(|(_, k)| **k).map(|(c, _)| c).collect();
+    (!cols.is_empty()).then_some(cols)
+}
+
 /// Places each relation of `followers` (`producer_placed`: relation, block and statement
 /// of its one store) as the rows its store writes are distributed, so that the store
 /// moves none: hashed on the columns its producer hashed them on (each row, and so each
-/// distinct row, on one device), split where they are, or on device 0. A producer whose
-/// rows are replicated leaves the relation hashed on all its columns (each device keeps
-/// its share, moving nothing).
+/// distinct row, on one device), split where they are, or on device 0. Where the producer
+/// moves the rows to hash them on all columns (a duplicate removal of rows placed by no
+/// key) or leaves them replicated (each device then keeps its share), the relation is
+/// hashed on the columns its readers keep (`kept_columns`), else on all its columns: the
+/// rows move as often, and its readers find them placed.
 fn follow_producers(plan: &mut PhysPlan, n: usize, followers: &[(RelId, usize, usize)]) {
     for &(r, bi, si) in followers {
         let ri = r.0 as usize;
@@ -461,16 +531,23 @@ fn follow_producers(plan: &mut PhysPlan, n: usize, followers: &[(RelId, usize, u
         let Some(Stmt::Store { src, .. }) = plan.ra.blocks[bi].stmts.get(si) else {
             unreachable!("producer_placed names a store");
         };
-        let left = d.nodes.iter().find(|x| x.0 == *src).map(|x| x.1.clone());
+        let node = d.nodes.iter().find(|x| x.0 == *src);
+        let left = node.map(|x| x.1.clone());
+        // The producer moved the rows itself to place them (a duplicate removal of rows
+        // placed by no key): it may as well move them by the columns the readers keep.
+        let moved = node.is_some_and(|x| !x.2.is_empty());
+        let all: Vec<usize> = (0..arity).collect();
+        let kept = || Partitioning::Hash {
+            cols: kept_columns(plan, r).unwrap_or_else(|| all.clone()),
+            parts: n,
+        };
         plan.rel_partitioning[ri] = match left {
+            Some(Partitioning::Hash { cols, .. }) if moved && cols == all => kept(),
             Some(Partitioning::Hash { cols, .. }) if !cols.is_empty() && cols.iter().all(|&c| c < arity) => {
                 Partitioning::Hash { cols, parts: n }
             }
             Some(p @ (Partitioning::Split { .. } | Partitioning::Single)) => p,
-            _ => Partitioning::Hash {
-                cols: (0..arity).collect(),
-                parts: n,
-            },
+            _ => kept(),
         };
     }
 }

@@ -64,10 +64,12 @@ fn transitive_closure_over_two_devices_exchanges_each_new_delta_once() {
 
 #[test]
 fn aggregations_combine_partial_rows_or_move_their_input_by_group() {
-    // `f`, derived, is hashed on both its columns: not placed by the groups.
+    // `f`, derived, is hashed on both its columns: its readers group on `x` and on `y`,
+    // so it is not placed by the groups.
     let src = "e(x, y) -> int32(x), int32(y).\n.input e.\nf(x, y) <- e(x, y), x != y.\n\
                n[] = c <- agg<<c = count()>> f(_, _).\n\
-               d[x] = c <- agg<<c = count()>> f(x, _).\n.output n.\n.output d.\n";
+               d[x] = c <- agg<<c = count()>> f(x, _).\ng[y] = c <- agg<<c = count()>> f(_, y).\n\
+               .output n.\n.output d.\n.output g.\n";
     let p = on_devices(src, 3);
     // Counts combine: each device counts its rows, and only the partial counts move.
     let global = first(&p, |op| matches!(op, Op::Aggregate { group, .. } if group.is_empty()));
@@ -85,9 +87,13 @@ fn aggregations_combine_partial_rows_or_move_their_input_by_group() {
     );
     // An average of integers or decimals combines (as an exact sum and a count); one of
     // floats does not (its sum depends on the order of the additions): its input moves.
+    // (`f` is also counted by `y`: its readers keep no common column, so it is hashed on
+    // both, not placed by `x`.)
     for (ty, partial) in [("int32", true), ("int64", true), ("decimal", true), ("float64", false)] {
-        let src =
-            format!("e(x, y) -> int32(x), {ty}(y).\n.input e.\nf(x, y) <- e(x, y), x != 0.\na[x] = v <- agg<<v = avg(y)>> f(x, y).\n.output a.\n.output f.\n");
+        let src = format!(
+            "e(x, y) -> int32(x), {ty}(y).\n.input e.\nf(x, y) <- e(x, y), x != 0.\na[x] = v <- agg<<v = avg(y)>> f(x, y).\n\
+             b[y] = c <- agg<<c = count()>> f(_, y).\n.output a.\n.output b.\n.output f.\n"
+        );
         let p = on_devices(&src, 2);
         let avg = first(&p, |op| matches!(op, Op::Aggregate { .. }));
         if partial {
@@ -360,3 +366,22 @@ fn an_input_is_hashed_on_the_columns_a_later_store_wants() {
     assert!(p.stmt_moves.is_empty(), "{:?}", p.stmt_moves);
 }
 
+
+#[test]
+fn a_relation_its_producer_hashes_on_all_columns_is_hashed_on_the_columns_its_readers_keep() {
+    // TPC-H Q14's shape: `l`'s rows come from a join whose key they drop, so its duplicate
+    // removal moves them. Its readers drop `t` before their own duplicate removal: hashed
+    // on `k` and `v` instead of all columns, `l`'s rows move once, and the second
+    // duplicate removal finds them placed.
+    let src = "e(k, p, v) -> int32(k), int32(p), int32(v).\nf(p, t) -> int32(p), int32(t).\n\
+               .input e.\n.input f.\nl(k, t, v) <- e(k, p, v), f(p, t).\n\
+               a(k, v, w) <- l(k, t, v), t > 5, w = v.\na(k, v, w) <- l(k, t, v), t <= 5, w = 0.\n\
+               .output a.\n";
+    let p = on_devices(src, 2);
+    assert_eq!(rel_part(&p, "l"), Partitioning::Hash { cols: vec![0, 2], parts: 2 });
+    let uniques = find(&p, |op| matches!(op, Op::Unique(_)));
+    assert_eq!(uniques.len(), 2);
+    assert_eq!(p.node(uniques[0]).moves, vec![(0, Redistribute::Hash { cols: vec![0, 2] })]);
+    assert!(p.node(uniques[1]).moves.is_empty(), "{:?}", p.node(uniques[1]).moves);
+    assert!(p.stmt_moves.is_empty(), "{:?}", p.stmt_moves);
+}
