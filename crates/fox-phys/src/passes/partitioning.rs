@@ -16,9 +16,11 @@
 //!   merges or assigns, is then placed as its producer leaves the stored rows
 //!   (`follow_producers`): hashed on the columns they are hashed on (a subset of its
 //!   columns places equal rows together, as its duplicate removal needs), split, or on
-//!   device 0, so the store moves nothing (an output gathers every device's part anyway;
-//!   only a replicated producer leaves it hashed on all columns, each device keeping its
-//!   share). Then each input that only its load writes is placed by the rows the whole
+//!   device 0, so the store moves nothing (an output gathers every device's part
+//!   anyway). Where its producer moves the rows to hash them on all columns (a duplicate
+//!   removal of rows placed by no key) or leaves them replicated, it is hashed instead on
+//!   the columns every duplicate removal and grouped aggregation reading it keeps
+//!   (`kept_columns`; all columns when none), so those find its rows placed. Then each input that only its load writes is placed by the rows the whole
 //!   plan moves (`place_inputs`), trying it split, hashed on each key its readers meet on
 //!   (`hash_candidates`: the keys of its joins' sides and its aggregations' groups, traced
 //!   back through the columns selects, projections, maps, joins, matches and
