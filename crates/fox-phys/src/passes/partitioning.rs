@@ -775,7 +775,11 @@ fn hash_candidates(plan: &PhysPlan, r: usize) -> Vec<Vec<usize>> {
                     let cols: Vec<usize> = traced.iter().map(|(_, c)| *c).collect();
                     // Hashed on one of several keys, the rows meet a side hashed on the
                     // corresponding key of the other side (`key_subset`).
-                    let singles = if cols.len() > 1 { cols.iter().map(|&c| vec![c]).collect() } else { Vec::new() };
+                    let singles = if cols.len() > 1 {
+                        cols.iter().map(|&c| vec![c]).collect()
+                    } else {
+                        Vec::new()
+                    };
                     for c in std::iter::once(cols).chain(singles) {
                         if !out.contains(&c) {
                             out.push(c);
@@ -1306,10 +1310,19 @@ mod tests {
         // the left moves the rows that leave their device (half of them over two
         // devices), broadcasting the right all its rows once. The right at 60% of the
         // left: the hash is cheaper; at 40%: the broadcast.
-        let pl = Partitioning::Hash { cols: vec![1], parts: 2 };
-        let pr = Partitioning::Hash { cols: vec![0], parts: 2 };
+        let pl = Partitioning::Hash {
+            cols: vec![1],
+            parts: 2,
+        };
+        let pr = Partitioning::Hash {
+            cols: vec![0],
+            parts: 2,
+        };
         let hash_left = (Some(Redistribute::Hash { cols: vec![0] }), None);
-        assert_eq!(place_pair(&pl, &pr, &[0], &[0], 1000.0, 600.0, true, None, 2), hash_left);
+        assert_eq!(
+            place_pair(&pl, &pr, &[0], &[0], 1000.0, 600.0, true, None, 2),
+            hash_left
+        );
         assert_eq!(
             place_pair(&pl, &pr, &[0], &[0], 1000.0, 400.0, true, None, 2),
             (None, Some(Redistribute::Broadcast))
@@ -1317,10 +1330,19 @@ mod tests {
         // Over four devices three in four rows leave: the broadcast costs the right's rows
         // three times, the hash 3/4 of the left's.
         let (pl, pr) = (
-            Partitioning::Hash { cols: vec![1], parts: 4 },
-            Partitioning::Hash { cols: vec![0], parts: 4 },
+            Partitioning::Hash {
+                cols: vec![1],
+                parts: 4,
+            },
+            Partitioning::Hash {
+                cols: vec![0],
+                parts: 4,
+            },
         );
-        assert_eq!(place_pair(&pl, &pr, &[0], &[0], 1000.0, 300.0, true, None, 4), hash_left);
+        assert_eq!(
+            place_pair(&pl, &pr, &[0], &[0], 1000.0, 300.0, true, None, 4),
+            hash_left
+        );
         assert_eq!(
             place_pair(&pl, &pr, &[0], &[0], 1000.0, 200.0, true, None, 4),
             (None, Some(Redistribute::Broadcast))

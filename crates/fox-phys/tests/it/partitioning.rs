@@ -260,7 +260,13 @@ fn a_relation_read_by_no_join_stays_as_its_producer_leaves_it() {
                p(x, y, z) <- e(x, y), f(y, z).\n.output p.\n";
     for n in [2, 4] {
         let p = on_devices(src, n);
-        assert_eq!(rel_part(&p, "p"), Partitioning::Hash { cols: vec![1], parts: n });
+        assert_eq!(
+            rel_part(&p, "p"),
+            Partitioning::Hash {
+                cols: vec![1],
+                parts: n
+            }
+        );
         let unique = first(&p, |op| matches!(op, Op::Unique(_)));
         assert!(unique.moves.is_empty(), "{:?}", unique.moves);
         assert!(p.nodes.iter().all(|n| n.moves.is_empty()));
@@ -276,7 +282,13 @@ fn a_relation_read_by_no_join_stays_as_its_producer_leaves_it() {
     let Partitioning::Hash { cols, .. } = &agg.partitioning else {
         panic!("{:?}", agg.partitioning)
     };
-    assert_eq!(rel_part(&p, "s"), Partitioning::Hash { cols: cols.clone(), parts: 2 });
+    assert_eq!(
+        rel_part(&p, "s"),
+        Partitioning::Hash {
+            cols: cols.clone(),
+            parts: 2
+        }
+    );
     assert!(p.stmt_moves.is_empty(), "{:?}", p.stmt_moves);
     // An aggregation without groups leaves its one row on device 0, and so does `n`.
     let src = "e(x, y) -> int32(x), int32(y).\n.input e.\nn[] = c <- agg<<c = count()>> e(_, _).\n.output n.\n";
@@ -295,10 +307,21 @@ fn a_relation_kept_as_its_producer_leaves_it_is_read_in_place_by_aggregations_on
                d(k, l) <- e(k, l), f(k), l > 0.\n\
                c[k] = n <- agg<<n = count()>> d(k, _).\n.output c.\n.output d.\n";
     let p = on_devices(src, 2);
-    assert_eq!(rel_part(&p, "d"), Partitioning::Hash { cols: vec![0], parts: 2 });
+    assert_eq!(
+        rel_part(&p, "d"),
+        Partitioning::Hash {
+            cols: vec![0],
+            parts: 2
+        }
+    );
     for t in find(&p, |_| true) {
         let node = p.node(t);
-        assert!(node.moves.is_empty() && node.partial.is_none(), "t{}: {:?}", t.0, node.moves);
+        assert!(
+            node.moves.is_empty() && node.partial.is_none(),
+            "t{}: {:?}",
+            t.0,
+            node.moves
+        );
     }
     assert!(p.stmt_moves.is_empty(), "{:?}", p.stmt_moves);
 }
@@ -319,7 +342,10 @@ fn an_input_is_hashed_on_a_key_it_meets_an_intermediate_result_on() {
         ("l", 1_000_000, &[100_000, 1_000_000]),
     ]);
     let p = on_devices_with(src, 2, &stats);
-    let on_ok = Partitioning::Hash { cols: vec![0], parts: 2 };
+    let on_ok = Partitioning::Hash {
+        cols: vec![0],
+        parts: 2,
+    };
     assert_eq!(rel_part(&p, "o"), on_ok);
     assert_eq!(rel_part(&p, "l"), on_ok);
     let joins = find(&p, |op| matches!(op, Op::Join { .. }));
@@ -342,7 +368,10 @@ fn an_input_joined_on_two_keys_may_be_hashed_on_one_of_them() {
         ("ps", 400_000, &[200_000, 10_000, 400_000]),
     ]);
     let p = on_devices_with(src, 2, &stats);
-    let on_p = Partitioning::Hash { cols: vec![0], parts: 2 };
+    let on_p = Partitioning::Hash {
+        cols: vec![0],
+        parts: 2,
+    };
     assert_eq!(rel_part(&p, "ps"), on_p);
     for t in find(&p, |op| matches!(op, Op::Join { .. })) {
         assert!(p.node(t).moves.is_empty(), "t{}: {:?}", t.0, p.node(t).moves);
@@ -359,13 +388,24 @@ fn an_input_is_hashed_on_the_columns_a_later_store_wants() {
                q(c, k) <- o(k, c), k > 0.\nj(c, k) <- cu(c), q(c, k).\nm(c) <- cu(c), !q(c, _).\n\
                .output j.\n.output m.\n";
     let p = on_devices(src, 2);
-    assert_eq!(rel_part(&p, "o"), Partitioning::Hash { cols: vec![1], parts: 2 });
-    assert_eq!(rel_part(&p, "q"), Partitioning::Hash { cols: vec![0], parts: 2 });
+    assert_eq!(
+        rel_part(&p, "o"),
+        Partitioning::Hash {
+            cols: vec![1],
+            parts: 2
+        }
+    );
+    assert_eq!(
+        rel_part(&p, "q"),
+        Partitioning::Hash {
+            cols: vec![0],
+            parts: 2
+        }
+    );
     let unique = first(&p, |op| matches!(op, Op::Unique(_)));
     assert!(unique.moves.is_empty(), "{:?}", unique.moves);
     assert!(p.stmt_moves.is_empty(), "{:?}", p.stmt_moves);
 }
-
 
 #[test]
 fn a_relation_its_producer_hashes_on_all_columns_is_hashed_on_the_columns_its_readers_keep() {
@@ -378,10 +418,19 @@ fn a_relation_its_producer_hashes_on_all_columns_is_hashed_on_the_columns_its_re
                a(k, v, w) <- l(k, t, v), t > 5, w = v.\na(k, v, w) <- l(k, t, v), t <= 5, w = 0.\n\
                .output a.\n";
     let p = on_devices(src, 2);
-    assert_eq!(rel_part(&p, "l"), Partitioning::Hash { cols: vec![0, 2], parts: 2 });
+    assert_eq!(
+        rel_part(&p, "l"),
+        Partitioning::Hash {
+            cols: vec![0, 2],
+            parts: 2
+        }
+    );
     let uniques = find(&p, |op| matches!(op, Op::Unique(_)));
     assert_eq!(uniques.len(), 2);
-    assert_eq!(p.node(uniques[0]).moves, vec![(0, Redistribute::Hash { cols: vec![0, 2] })]);
+    assert_eq!(
+        p.node(uniques[0]).moves,
+        vec![(0, Redistribute::Hash { cols: vec![0, 2] })]
+    );
     assert!(p.node(uniques[1]).moves.is_empty(), "{:?}", p.node(uniques[1]).moves);
     assert!(p.stmt_moves.is_empty(), "{:?}", p.stmt_moves);
 }
