@@ -79,10 +79,12 @@ fn printed_on(src: &str, devices: usize) -> String {
 fn an_average_moves_partial_sums_and_counts() {
     let src = |ty: &str| {
         // `f`, derived and output, is hashed on both its columns: not placed by the groups
-        // (an input would be loaded hashed on them, and nothing would move).
+        // (an input would be loaded hashed on them, and nothing would move; a relation
+        // whose readers all group on `x` would be hashed on `x`: `b` groups on `y`).
         format!(
             "e(x, y) -> int32(x), {ty}(y).\n.input e.\nf(x, y) <- e(x, y), x != 0.\n\
-             a[x] = v <- agg<<v = avg(y)>> f(x, y).\n.output a.\n.output f.\n"
+             a[x] = v <- agg<<v = avg(y)>> f(x, y).\nb[y] = c <- agg<<c = count()>> f(_, y).\n\
+             .output a.\n.output b.\n.output f.\n"
         )
     };
     for (ty, sum) in [

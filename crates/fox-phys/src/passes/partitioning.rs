@@ -11,12 +11,26 @@
 //!   check on its key columns most; without such a read a derived relation is hashed on
 //!   all its columns, an input is split as loaded (slices of its rows; hashed when a
 //!   read asks for it: the exchange then runs once, after loading), facts are
-//!   replicated, and a relation without columns is on device 0. Then each input that
-//!   only its load writes is placed by the rows the whole plan moves (`place_inputs`),
-//!   trying it split, hashed on each key its readers meet on (the keys of its joins'
-//!   sides and its aggregations' groups, `hash_candidates`) and, when only multi-way
-//!   joins read it (which would broadcast it to every device, then sort the received
-//!   rows again), replicated, and keeping the first placement that moves the fewest rows.
+//!   replicated, and a relation without columns is on device 0. A derived or temporary
+//!   relation without such a read that one statement outside loops stores, and no loop
+//!   merges or assigns, is then placed as its producer leaves the stored rows
+//!   (`follow_producers`): hashed on the columns they are hashed on (a subset of its
+//!   columns places equal rows together, as its duplicate removal needs), split, or on
+//!   device 0, so the store moves nothing (an output gathers every device's part
+//!   anyway). Where its producer moves the rows to hash them on all columns (a duplicate
+//!   removal of rows placed by no key) or leaves them replicated, it is hashed instead on
+//!   the columns every duplicate removal and grouped aggregation reading it keeps
+//!   (`kept_columns`; all columns when none), so those find its rows placed. Then each input that only its load writes is placed by the rows the whole
+//!   plan moves (`place_inputs`), trying it split, hashed on each key its readers meet on
+//!   (`hash_candidates`: the keys of its joins' sides and its aggregations' groups, traced
+//!   back through the columns selects, projections, maps, joins, matches and
+//!   aggregations carry, so that a join of an intermediate result on its key counts;
+//!   each single column of a multi-column key; the columns a later store, check or match
+//!   wants of its rows) and, when only multi-way joins read it (which would broadcast it
+//!   to every device, then sort the received rows again), replicated, and keeping the
+//!   first placement that moves the fewest rows (the relations placed by their producer
+//!   placed again for each). A hash or a gather moves the `(n - 1) / n` of its rows that
+//!   leave their device, a broadcast its rows once per other device.
 //!   Hashed and replicated inputs move no row between devices: each device loads from
 //!   the host the rows whose key hashes to it, or every row.
 //! - Per operator (the rules): a scan has its relation's partitioning, constants are
@@ -25,12 +39,15 @@
 //!   sides hashed on corresponding keys, or one side replicated (its result is then
 //!   distributed as the other side): of moving the left side, the right, both, or
 //!   broadcasting the right (or for a join the smaller) side, the cheapest in rows moved
-//!   is taken (a broadcast costs its rows once per other device); joins without keys
+//!   is taken (a hash costs the rows that leave their device, a broadcast its rows once
+//!   per other device); joins without keys
 //!   broadcast their smaller side. A union of inputs distributed alike is distributed
 //!   so; otherwise each row stays where it is (replicated inputs keep their share).
 //!   Duplicate removal and aggregation need rows equal on their keys on one device:
-//!   hashed on the columns a later store, check or match wants (`desired`), else on all
-//!   columns (group columns); an aggregation without groups, a sort and a limit gather
+//!   hashed on the columns a later store, check or match wants (`desired`), else kept
+//!   where they are when hashed on a subset of the columns (group columns) or on one
+//!   device, else hashed on all columns (group columns); an aggregation without groups,
+//!   a sort and a limit gather
 //!   to device 0. An aggregation whose aggregates combine exactly aggregates on each
 //!   device first and moves only its partial rows (`Node::partial`). A multi-way join replicates its inputs and cuts its
 //!   work into boxes of the first variable's bindings that the devices take in turn
@@ -76,8 +93,11 @@ impl Pass for PartitioningPass {
             plan.stmt_moves.clear();
             return Ok(());
         }
-        plan.rel_partitioning = relation_partitionings(plan, n);
-        place_inputs(plan, n);
+        let (parts, unvoted) = relation_partitionings(plan, n);
+        plan.rel_partitioning = parts;
+        let followers = producer_placed(plan, &unvoted);
+        follow_producers(plan, n, &followers);
+        place_inputs(plan, n, &followers);
         let decided: Vec<Decided> = plan.ra.blocks.iter().map(|b| block(plan, b, n)).collect();
         plan.stmt_moves.clear();
         for (bi, d) in decided.into_iter().enumerate() {
@@ -196,6 +216,48 @@ fn trace_col(defs: &HashMap<TempId, &Op>, mut t: TempId, mut c: usize) -> Option
     }
 }
 
+/// The column of `rel` that column `c` of temp `t` holds, as `trace_col` finds it, and
+/// also through the operators whose result carries an input's column unchanged: a join's
+/// output column back to its side, a semi-join's, anti-join's or difference's to its
+/// left, an aggregation's group column to its input, a sort's or limit's to its input.
+fn trace_col_through(defs: &HashMap<TempId, &Op>, mut t: TempId, mut c: usize) -> Option<(RelId, usize)> {
+    loop {
+        match defs.get(&t)? {
+            Op::Scan(r) => return Some((*r, c)),
+            Op::Select { input, .. } | Op::Unique(input) | Op::Sort { input, .. } | Op::Limit { input, .. } => {
+                t = *input
+            }
+            Op::SemiJoin { left, .. } | Op::AntiJoin { left, .. } | Op::Difference { left, .. } => t = *left,
+            Op::Project { input, cols } => {
+                c = *cols.get(c)?;
+                t = *input;
+            }
+            Op::Map { input, exprs } => match exprs.get(c)?.kind {
+                ExprKind::Col(i) => {
+                    c = i;
+                    t = *input;
+                }
+                _ => return None,
+            },
+            Op::Join {
+                left, right, output, ..
+            } => {
+                let o = output.get(c)?;
+                c = o.col;
+                t = match o.side {
+                    Side::Left => *left,
+                    Side::Right => *right,
+                };
+            }
+            Op::Aggregate { input, group, .. } => {
+                c = *group.get(c)?;
+                t = *input;
+            }
+            _ => return None,
+        }
+    }
+}
+
 /// Votes `weight` for hashing the relation that the columns `keys` of temp `t` come from
 /// (through `trace_col`) on those columns, when they all come from one relation.
 fn vote(
@@ -219,7 +281,9 @@ fn vote(
     }
 }
 
-fn relation_partitionings(plan: &PhysPlan, n: usize) -> Vec<Partitioning> {
+/// Each relation's partitioning by the votes, and whether it is a derived relation that
+/// no read voted for (hashed on all its columns by default).
+fn relation_partitionings(plan: &PhysPlan, n: usize) -> (Vec<Partitioning>, Vec<bool>) {
     let ra = &plan.ra;
     let nr = ra.relations.len();
     let mut parent: Vec<usize> = (0..nr).collect();
@@ -292,6 +356,7 @@ fn relation_partitionings(plan: &PhysPlan, n: usize) -> Vec<Partitioning> {
     }
     let roots: Vec<usize> = (0..nr).map(|j| find(&mut parent, j)).collect();
     let mut out = Vec::with_capacity(nr);
+    let mut unvoted = vec![false; nr];
     for i in 0..nr {
         let r = &ra.relations[i];
         let root = roots[i];
@@ -322,28 +387,186 @@ fn relation_partitionings(plan: &PhysPlan, n: usize) -> Vec<Partitioning> {
             match best {
                 Some(cols) if cols.iter().all(|&c| c < arity) => Partitioning::Hash { cols, parts: n },
                 _ if class_has(&|k| matches!(k, RelKind::Input { .. })) => Partitioning::Split { parts: n },
-                _ => Partitioning::Hash {
-                    cols: (0..arity).collect(),
-                    parts: n,
-                },
+                _ => {
+                    unvoted[i] = votes.get(&root).is_none_or(|v| v.is_empty());
+                    Partitioning::Hash {
+                        cols: (0..arity).collect(),
+                        parts: n,
+                    }
+                }
             }
         };
         out.push(p);
     }
+    (out, unvoted)
+}
+
+/// The relations placed as their producer leaves its rows (`follow_producers`): derived
+/// and temporary relations with columns that no join, match or functional check votes
+/// for, that no loop merges or assigns (alone in their class: no `delta` or `new`), and
+/// that one statement stores, outside any loop. Their readers do not read them on keys
+/// (only scans feeding selects, projections, maps, duplicate removals, aggregations,
+/// sorts, limits and outputs, which bring rows together themselves where they must), so
+/// hashing them on all their columns would move rows for no reader.
+fn producer_placed(plan: &PhysPlan, unvoted: &[bool]) -> Vec<(RelId, usize, usize)> {
+    let ra = &plan.ra;
+    let looping = looping_blocks(ra);
+    let mut out = Vec::new();
+    for (r, rel) in ra.relations.iter().enumerate() {
+        if !unvoted[r] || rel.columns.is_empty() || !matches!(rel.kind, RelKind::Derived | RelKind::Temp) {
+            continue;
+        }
+        let is = |x: &RelId| x.0 as usize == r;
+        let alone = !ra
+            .relations
+            .iter()
+            .any(|o| matches!(&o.kind, RelKind::Delta { of } | RelKind::New { of } if is(of)))
+            && !ra.blocks.iter().flat_map(|b| &b.stmts).any(|s| match s {
+                Stmt::Merge { into, from } => is(into) || is(from),
+                Stmt::Assign { dst, src } => is(dst) || is(src),
+                _ => false,
+            });
+        let stores: Vec<(usize, usize)> = ra
+            .blocks
+            .iter()
+            .enumerate()
+            .flat_map(|(bi, b)| {
+                b.stmts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| matches!(s, Stmt::Store { rel, .. } if is(rel)))
+                    .map(move |(si, _)| (bi, si))
+            })
+            .collect();
+        if alone && stores.len() == 1 && !looping[stores[0].0] {
+            out.push((RelId(r as u32), stores[0].0, stores[0].1));
+        }
+    }
+    // In the plan's order, so that a relation read by a later one's producer is placed first.
+    out.sort_by_key(|&(_, b, s)| (b, s));
     out
+}
+
+/// The columns of relation `r` that every duplicate removal and grouped aggregation
+/// reading it still has (as columns, or group columns), following each scan of `r` through
+/// selects, sorts, limits, duplicate removals, projections, maps and unions of rows of `r`
+/// alike, in `r`'s numbering; `None` when some such reader has none of them or none reads
+/// `r` so. Hashed on these, `r`'s rows reach those readers placed by a subset of their
+/// columns, and none moves to meet its duplicates or its group.
+fn kept_columns(plan: &PhysPlan, r: RelId) -> Option<Vec<usize>> {
+    let arity = plan.ra.relations[r.0 as usize].columns.len();
+    let mut kept: Option<Vec<bool>> = None;
+    let mut meet = |cols: &[Option<usize>]| {
+        let here: Vec<bool> = (0..arity).map(|c| cols.contains(&Some(c))).collect();
+        kept = Some(match kept.take() {
+            None => here,
+            Some(k) => k.iter().zip(&here).map(|(a, b)| *a && *b).collect(),
+        });
+    };
+    for b in &plan.ra.blocks {
+        // Per temp holding rows of `r`: the column of `r` each of its columns holds.
+        let mut of: HashMap<TempId, Vec<Option<usize>>> = HashMap::new();
+        for s in &b.stmts {
+            let Stmt::Let { dst, op, .. } = s else {
+                continue;
+            };
+            let cols: Option<Vec<Option<usize>>> = match op {
+                Op::Scan(x) if *x == r => Some((0..arity).map(Some).collect()),
+                Op::Select { input, .. } | Op::Sort { input, .. } | Op::Limit { input, .. } => of.get(input).cloned(),
+                Op::Unique(input) => of.get(input).cloned().inspect(|m| meet(m)),
+                Op::Project { input, cols } => of
+                    .get(input)
+                    .map(|m| cols.iter().map(|&c| m.get(c).copied().flatten()).collect()),
+                Op::Map { input, exprs } => of.get(input).map(|m| {
+                    exprs
+                        .iter()
+                        .map(|e| col_ref(e).and_then(|c| m.get(c).copied().flatten()))
+                        .collect()
+                }),
+                Op::Union(inputs) => {
+                    let ms: Vec<Option<&Vec<Option<usize>>>> = inputs.iter().map(|t| of.get(t)).collect();
+                    match ms.first() {
+                        Some(Some(m)) if ms.iter().all(|x| *x == Some(*m)) => Some((*m).clone()),
+                        _ => {
+                            // Rows of `r` meet rows placed otherwise: moved there anyway.
+                            for m in ms.into_iter().flatten() {
+                                meet(m);
+                            }
+                            None
+                        }
+                    }
+                }
+                Op::Aggregate { input, group, .. } => {
+                    // Without groups, every row meets on device 0 whatever its placement.
+                    if let (Some(m), false) = (of.get(input), group.is_empty()) {
+                        let g: Vec<Option<usize>> = group.iter().map(|&c| m.get(c).copied().flatten()).collect();
+                        meet(&g);
+                    }
+                    None
+                }
+                _ => None,
+            };
+            if let Some(c) = cols {
+                of.insert(*dst, c);
+            }
+        }
+    }
+    let cols: Vec<usize> = kept?.iter().enumerate().filter(|(_, k)| **k).map(|(c, _)| c).collect();
+    (!cols.is_empty()).then_some(cols)
+}
+
+/// Places each relation of `followers` (`producer_placed`: relation, block and statement
+/// of its one store) as the rows its store writes are distributed, so that the store
+/// moves none: hashed on the columns its producer hashed them on (each row, and so each
+/// distinct row, on one device), split where they are, or on device 0. Where the producer
+/// moves the rows to hash them on all columns (a duplicate removal of rows placed by no
+/// key) or leaves them replicated (each device then keeps its share), the relation is
+/// hashed on the columns its readers keep (`kept_columns`), else on all its columns: the
+/// rows move as often, and its readers find them placed.
+fn follow_producers(plan: &mut PhysPlan, n: usize, followers: &[(RelId, usize, usize)]) {
+    for &(r, bi, si) in followers {
+        let ri = r.0 as usize;
+        let arity = plan.ra.relations[ri].columns.len();
+        // Split takes whatever the producer leaves: no move, and nothing wanted of it.
+        plan.rel_partitioning[ri] = Partitioning::Split { parts: n };
+        let d = block(plan, &plan.ra.blocks[bi], n);
+        let Some(Stmt::Store { src, .. }) = plan.ra.blocks[bi].stmts.get(si) else {
+            unreachable!("producer_placed names a store");
+        };
+        let node = d.nodes.iter().find(|x| x.0 == *src);
+        let left = node.map(|x| x.1.clone());
+        // The producer moved the rows itself to place them (a duplicate removal of rows
+        // placed by no key): it may as well move them by the columns the readers keep.
+        let moved = node.is_some_and(|x| !x.2.is_empty());
+        let all: Vec<usize> = (0..arity).collect();
+        let kept = || Partitioning::Hash {
+            cols: kept_columns(plan, r).unwrap_or_else(|| all.clone()),
+            parts: n,
+        };
+        plan.rel_partitioning[ri] = match left {
+            Some(Partitioning::Hash { cols, .. }) if moved && cols == all => kept(),
+            Some(Partitioning::Hash { cols, .. }) if !cols.is_empty() && cols.iter().all(|&c| c < arity) => {
+                Partitioning::Hash { cols, parts: n }
+            }
+            Some(p @ (Partitioning::Split { .. } | Partitioning::Single)) => p,
+            _ => kept(),
+        };
+    }
 }
 
 /// The rows the plan moves between devices with its relations placed as
 /// `plan.rel_partitioning` (the operators' moves as `block` decides them): an input hashed
-/// at load none (each device loads the rows of its keys); a move of an operator's input or a statement's temp its rows
-/// once for a hash or a gather, once per other device for a broadcast, none for a kept
-/// share; a partial aggregation its result's rows. A move in a loop weighs 1000 times
+/// at load none (each device loads the rows of its keys); a move of an operator's input
+/// or a statement's temp the `(n - 1) / n` of its rows that leave their device for a hash
+/// or a gather, its rows once per other device for a broadcast, none for a kept share; a
+/// partial aggregation its result's rows as a hash. A move in a loop weighs 1000 times
 /// one outside, as in the votes.
 fn rows_moved(plan: &PhysPlan, n: usize, looping: &[bool]) -> f64 {
     let ra = &plan.ra;
     let est = |t: TempId| plan.node(t).est.as_ref().map_or(1.0, |e| e.rows.max(1.0));
+    // A hash or a gather leaves on each device the rows already placed there: one in `n`.
     let cost = |m: &Redistribute, rows: f64| match m {
-        Redistribute::Hash { .. } | Redistribute::Gather => rows,
+        Redistribute::Hash { .. } | Redistribute::Gather => rows * (n - 1) as f64 / n as f64,
         Redistribute::Broadcast => rows * (n - 1) as f64,
         Redistribute::Keep { .. } => 0.0,
     };
@@ -455,7 +678,7 @@ fn read_whole(plan: &PhysPlan, r: usize) -> bool {
 ///   device's work up to the join (the selects, projections and maps before it, the
 ///   duplicate removal and sort of the join's inputs, with the fast paths of an input
 ///   loaded sorted or unique).
-fn place_inputs(plan: &mut PhysPlan, n: usize) {
+fn place_inputs(plan: &mut PhysPlan, n: usize, followers: &[(RelId, usize, usize)]) {
     let looping = looping_blocks(&plan.ra);
     let mut best = rows_moved(plan, n, &looping);
     for r in 0..plan.ra.relations.len() {
@@ -479,6 +702,7 @@ fn place_inputs(plan: &mut PhysPlan, n: usize) {
         let mut chosen = current;
         for p in options {
             plan.rel_partitioning[r] = p.clone();
+            follow_producers(plan, n, followers);
             let moved = rows_moved(plan, n, &looping);
             if moved < best {
                 best = moved;
@@ -486,22 +710,33 @@ fn place_inputs(plan: &mut PhysPlan, n: usize) {
             }
         }
         plan.rel_partitioning[r] = chosen;
+        follow_producers(plan, n, followers);
     }
 }
 
 /// The key columns of relation `r` that its readers meet on, in the plan's order: the
 /// keys of each join, semi-join and anti-join side and the group columns of each
-/// aggregation whose columns come from a scan of `r` (through selects, projections and
-/// maps, `trace_col`). Loaded hashed on such columns, those rows need not move to meet.
+/// aggregation whose columns come from a scan of `r` (through selects, projections,
+/// maps, and the columns joins, matches and aggregations carry: `trace_col_through`, so
+/// that a join of an intermediate result on `r`'s key counts), each single column of a
+/// multi-column key, and the columns a later store, check or match wants of a scan of `r`
+/// (`desired`). Loaded hashed on such columns, those rows need not move to meet.
 fn hash_candidates(plan: &PhysPlan, r: usize) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = Vec::new();
     for b in &plan.ra.blocks {
         let mut defs: HashMap<TempId, &Op> = HashMap::new();
+        let want = desired(plan, b);
         for s in &b.stmts {
             let Stmt::Let { dst, op, .. } = s else {
                 continue;
             };
             defs.insert(*dst, op);
+            // The columns a store, check or match wants of the scan's rows.
+            if let (Op::Scan(x), Some(cols)) = (op, want.get(dst)) {
+                if x.0 as usize == r && !cols.is_empty() && !out.contains(cols) {
+                    out.push(cols.clone());
+                }
+            }
             let sides: Vec<(TempId, &[usize])> = match op {
                 Op::Join {
                     left,
@@ -529,13 +764,26 @@ fn hash_candidates(plan: &PhysPlan, r: usize) -> Vec<Vec<usize>> {
                 if keys.is_empty() {
                     continue;
                 }
-                let Some(traced) = keys.iter().map(|&k| trace_col(&defs, t, k)).collect::<Option<Vec<_>>>() else {
+                let Some(traced) = keys
+                    .iter()
+                    .map(|&k| trace_col_through(&defs, t, k))
+                    .collect::<Option<Vec<_>>>()
+                else {
                     continue;
                 };
                 if traced.iter().all(|(x, _)| x.0 as usize == r) {
                     let cols: Vec<usize> = traced.iter().map(|(_, c)| *c).collect();
-                    if !out.contains(&cols) {
-                        out.push(cols);
+                    // Hashed on one of several keys, the rows meet a side hashed on the
+                    // corresponding key of the other side (`key_subset`).
+                    let singles = if cols.len() > 1 {
+                        cols.iter().map(|&c| vec![c]).collect()
+                    } else {
+                        Vec::new()
+                    };
+                    for c in std::iter::once(cols).chain(singles) {
+                        if !out.contains(&c) {
+                            out.push(c);
+                        }
                     }
                 }
             }
@@ -955,6 +1203,8 @@ fn place_pair(
 ) -> (Option<Redistribute>, Option<Redistribute>) {
     use Partitioning::*;
     let other = (n - 1) as f64;
+    // A hash leaves on their device the rows whose key hashes to it: one in `n`.
+    let leave = other / n as f64;
     match (pl, pr) {
         (_, Replicated { .. }) => return (None, None),
         (Replicated { .. }, _) if join => return (None, None),
@@ -998,7 +1248,7 @@ fn place_pair(
     if let Hash { cols, .. } = pl {
         if let Some(ix) = key_subset(cols, lk) {
             options.push((
-                rows_r,
+                rows_r * leave,
                 None,
                 Some(Redistribute::Hash {
                     cols: ix.iter().map(|&i| rk[i]).collect(),
@@ -1009,7 +1259,7 @@ fn place_pair(
     if let Hash { cols, .. } = pr {
         if let Some(ix) = key_subset(cols, rk) {
             options.push((
-                rows_l,
+                rows_l * leave,
                 Some(Redistribute::Hash {
                     cols: ix.iter().map(|&i| lk[i]).collect(),
                 }),
@@ -1025,7 +1275,7 @@ fn place_pair(
         })
         .unwrap_or_else(|| (0..lk.len()).collect());
     options.push((
-        rows_l + rows_r,
+        (rows_l + rows_r) * leave,
         Some(Redistribute::Hash {
             cols: both_l.iter().map(|&i| lk[i]).collect(),
         }),
@@ -1048,4 +1298,54 @@ fn place_pair(
         )
         .expect("at least one option");
     (best.1, best.2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hash_costs_the_rows_that_leave_their_device() {
+        // The left side, hashed on no key, meets a right side hashed on its key: hashing
+        // the left moves the rows that leave their device (half of them over two
+        // devices), broadcasting the right all its rows once. The right at 60% of the
+        // left: the hash is cheaper; at 40%: the broadcast.
+        let pl = Partitioning::Hash {
+            cols: vec![1],
+            parts: 2,
+        };
+        let pr = Partitioning::Hash {
+            cols: vec![0],
+            parts: 2,
+        };
+        let hash_left = (Some(Redistribute::Hash { cols: vec![0] }), None);
+        assert_eq!(
+            place_pair(&pl, &pr, &[0], &[0], 1000.0, 600.0, true, None, 2),
+            hash_left
+        );
+        assert_eq!(
+            place_pair(&pl, &pr, &[0], &[0], 1000.0, 400.0, true, None, 2),
+            (None, Some(Redistribute::Broadcast))
+        );
+        // Over four devices three in four rows leave: the broadcast costs the right's rows
+        // three times, the hash 3/4 of the left's.
+        let (pl, pr) = (
+            Partitioning::Hash {
+                cols: vec![1],
+                parts: 4,
+            },
+            Partitioning::Hash {
+                cols: vec![0],
+                parts: 4,
+            },
+        );
+        assert_eq!(
+            place_pair(&pl, &pr, &[0], &[0], 1000.0, 300.0, true, None, 4),
+            hash_left
+        );
+        assert_eq!(
+            place_pair(&pl, &pr, &[0], &[0], 1000.0, 200.0, true, None, 4),
+            (None, Some(Redistribute::Broadcast))
+        );
+    }
 }

@@ -1,4 +1,4 @@
-use fox_phys::{Options, Partitioning, PhysPlan, Redistribute, Statistics};
+use fox_phys::{ColumnStats, Options, Partitioning, PhysPlan, Redistribute, RelationStats, Statistics};
 use fox_ra::{Op, Stmt};
 
 use crate::common::*;
@@ -64,10 +64,12 @@ fn transitive_closure_over_two_devices_exchanges_each_new_delta_once() {
 
 #[test]
 fn aggregations_combine_partial_rows_or_move_their_input_by_group() {
-    // `f`, derived, is hashed on both its columns: not placed by the groups.
+    // `f`, derived, is hashed on both its columns: its readers group on `x` and on `y`,
+    // so it is not placed by the groups.
     let src = "e(x, y) -> int32(x), int32(y).\n.input e.\nf(x, y) <- e(x, y), x != y.\n\
                n[] = c <- agg<<c = count()>> f(_, _).\n\
-               d[x] = c <- agg<<c = count()>> f(x, _).\n.output n.\n.output d.\n";
+               d[x] = c <- agg<<c = count()>> f(x, _).\ng[y] = c <- agg<<c = count()>> f(_, y).\n\
+               .output n.\n.output d.\n.output g.\n";
     let p = on_devices(src, 3);
     // Counts combine: each device counts its rows, and only the partial counts move.
     let global = first(&p, |op| matches!(op, Op::Aggregate { group, .. } if group.is_empty()));
@@ -85,9 +87,13 @@ fn aggregations_combine_partial_rows_or_move_their_input_by_group() {
     );
     // An average of integers or decimals combines (as an exact sum and a count); one of
     // floats does not (its sum depends on the order of the additions): its input moves.
+    // (`f` is also counted by `y`: its readers keep no common column, so it is hashed on
+    // both, not placed by `x`.)
     for (ty, partial) in [("int32", true), ("int64", true), ("decimal", true), ("float64", false)] {
-        let src =
-            format!("e(x, y) -> int32(x), {ty}(y).\n.input e.\nf(x, y) <- e(x, y), x != 0.\na[x] = v <- agg<<v = avg(y)>> f(x, y).\n.output a.\n.output f.\n");
+        let src = format!(
+            "e(x, y) -> int32(x), {ty}(y).\n.input e.\nf(x, y) <- e(x, y), x != 0.\na[x] = v <- agg<<v = avg(y)>> f(x, y).\n\
+             b[y] = c <- agg<<c = count()>> f(_, y).\n.output a.\n.output b.\n.output f.\n"
+        );
         let p = on_devices(&src, 2);
         let avg = first(&p, |op| matches!(op, Op::Aggregate { .. }));
         if partial {
@@ -210,4 +216,221 @@ fn facts_are_replicated_and_output_by_device_zero_alone() {
         .stmt_moves
         .values()
         .any(|m| *m == Redistribute::Keep { cols: Vec::new() }));
+}
+
+/// Statistics giving each named input its rows and its columns' distinct values.
+fn rows_of(rels: &[(&str, u64, &[u64])]) -> Statistics {
+    let mut s = Statistics::none();
+    for (name, rows, distinct) in rels {
+        s.insert(
+            *name,
+            RelationStats {
+                rows: *rows,
+                columns: distinct
+                    .iter()
+                    .map(|&d| {
+                        Some(ColumnStats {
+                            distinct: d,
+                            min: None,
+                            max: None,
+                            sorted: false,
+                        })
+                    })
+                    .collect(),
+            },
+        );
+    }
+    s
+}
+
+fn on_devices_with(src: &str, n: usize, stats: &Statistics) -> PhysPlan {
+    let opts = Options {
+        devices: n,
+        ..Options::default()
+    };
+    fox_phys::run(ra(src), stats, &opts).unwrap()
+}
+
+#[test]
+fn a_relation_read_by_no_join_stays_as_its_producer_leaves_it() {
+    // The join leaves `p` hashed on `y` (both sides are hashed on it as loaded): each
+    // row, so each distinct row, is on one device, and the output gathers every device's
+    // part. Neither the duplicate removal nor the store moves a row.
+    let src = "e(x, y) -> int32(x), int32(y).\nf(y, z) -> int32(y), int32(z).\n.input e.\n.input f.\n\
+               p(x, y, z) <- e(x, y), f(y, z).\n.output p.\n";
+    for n in [2, 4] {
+        let p = on_devices(src, n);
+        assert_eq!(
+            rel_part(&p, "p"),
+            Partitioning::Hash {
+                cols: vec![1],
+                parts: n
+            }
+        );
+        let unique = first(&p, |op| matches!(op, Op::Unique(_)));
+        assert!(unique.moves.is_empty(), "{:?}", unique.moves);
+        assert!(p.nodes.iter().all(|n| n.moves.is_empty()));
+        assert!(p.stmt_moves.is_empty(), "{:?}", p.stmt_moves);
+    }
+    // An aggregation's result stays hashed on its groups: its partial rows are the only
+    // rows that move, not its result again before the output.
+    let src = "e(x, y) -> int32(x), int32(y).\nf(x, y) -> int32(x), int32(y).\n.input e.\n.input f.\n\
+               g(x, y) <- e(x, y), f(y, x).\n\
+               s[y] = t <- agg<<t = count()>> g(_, y).\n.output s.\n.output g.\n";
+    let p = on_devices(src, 2);
+    let agg = first(&p, |op| matches!(op, Op::Aggregate { .. }));
+    let Partitioning::Hash { cols, .. } = &agg.partitioning else {
+        panic!("{:?}", agg.partitioning)
+    };
+    assert_eq!(
+        rel_part(&p, "s"),
+        Partitioning::Hash {
+            cols: cols.clone(),
+            parts: 2
+        }
+    );
+    assert!(p.stmt_moves.is_empty(), "{:?}", p.stmt_moves);
+    // An aggregation without groups leaves its one row on device 0, and so does `n`.
+    let src = "e(x, y) -> int32(x), int32(y).\n.input e.\nn[] = c <- agg<<c = count()>> e(_, _).\n.output n.\n";
+    let p = on_devices(src, 2);
+    assert_eq!(rel_part(&p, "n"), Partitioning::Single);
+    assert!(p.stmt_moves.is_empty(), "{:?}", p.stmt_moves);
+}
+
+#[test]
+fn a_relation_kept_as_its_producer_leaves_it_is_read_in_place_by_aggregations_on_its_key() {
+    // `d` holds the rows of `e` whose key has a partner in `f`, hashed on that key by the
+    // join; counting `d` by its key then needs no exchange (as TPC-H Q21's order lines,
+    // counted by their order). Hashed on all its columns, `d` would move twice: to be
+    // stored, and to be counted.
+    let src = "e(k, l) -> int32(k), int32(l).\nf(k) -> int32(k).\n.input e.\n.input f.\n\
+               d(k, l) <- e(k, l), f(k), l > 0.\n\
+               c[k] = n <- agg<<n = count()>> d(k, _).\n.output c.\n.output d.\n";
+    let p = on_devices(src, 2);
+    assert_eq!(
+        rel_part(&p, "d"),
+        Partitioning::Hash {
+            cols: vec![0],
+            parts: 2
+        }
+    );
+    for t in find(&p, |_| true) {
+        let node = p.node(t);
+        assert!(
+            node.moves.is_empty() && node.partial.is_none(),
+            "t{}: {:?}",
+            t.0,
+            node.moves
+        );
+    }
+    assert!(p.stmt_moves.is_empty(), "{:?}", p.stmt_moves);
+}
+
+#[test]
+fn an_input_is_hashed_on_a_key_it_meets_an_intermediate_result_on() {
+    // TPC-H Q3's shape: `o` joins the few `c` rows on `ck`, then the many `l` rows on
+    // `ok` through that join's result. Hashed on `ok` as loaded (as `l` is), `o`'s join
+    // with `c` broadcasts the small `c` and the join with `l` moves nothing; hashed on
+    // `ck`, the join's result would move to meet `l`.
+    let src = "c(ck) -> int32(ck).\no(ok, ck) -> int32(ok), int32(ck).\nl(ok, v) -> int32(ok), int32(v).\n\
+               .input c.\n.input o.\n.input l.\n\
+               p(ok, v) <- c(ck), o(ok, ck), l(ok, v).\n.output p.\n";
+    // Each of the 1000 `c` rows has 100 orders, each order 10 lines.
+    let stats = rows_of(&[
+        ("c", 1_000, &[1_000]),
+        ("o", 100_000, &[100_000, 1_000]),
+        ("l", 1_000_000, &[100_000, 1_000_000]),
+    ]);
+    let p = on_devices_with(src, 2, &stats);
+    let on_ok = Partitioning::Hash {
+        cols: vec![0],
+        parts: 2,
+    };
+    assert_eq!(rel_part(&p, "o"), on_ok);
+    assert_eq!(rel_part(&p, "l"), on_ok);
+    let joins = find(&p, |op| matches!(op, Op::Join { .. }));
+    assert_eq!(joins.len(), 2);
+    assert_eq!(p.node(joins[0]).moves, vec![(0, Redistribute::Broadcast)]);
+    assert!(p.node(joins[1]).moves.is_empty(), "{:?}", p.node(joins[1]).moves);
+}
+
+#[test]
+fn an_input_joined_on_two_keys_may_be_hashed_on_one_of_them() {
+    // TPC-H Q9's shape: the lines of a few parts meet their part-supplier rows on both
+    // (part, supplier). Hashed on the part alone as loaded, `ps` meets the lines where the
+    // join with the parts left them (hashed on the part), and nothing moves.
+    let src = "pt(p) -> int32(p).\nl(p, s, v) -> int32(p), int32(s), int32(v).\n\
+               ps(p, s, c) -> int32(p), int32(s), int32(c).\n.input pt.\n.input l.\n.input ps.\n\
+               r(p, s, v, c) <- pt(p), l(p, s, v), ps(p, s, c).\n.output r.\n";
+    let stats = rows_of(&[
+        ("pt", 100_000, &[100_000]),
+        ("l", 1_000_000, &[200_000, 10_000, 1_000_000]),
+        ("ps", 400_000, &[200_000, 10_000, 400_000]),
+    ]);
+    let p = on_devices_with(src, 2, &stats);
+    let on_p = Partitioning::Hash {
+        cols: vec![0],
+        parts: 2,
+    };
+    assert_eq!(rel_part(&p, "ps"), on_p);
+    for t in find(&p, |op| matches!(op, Op::Join { .. })) {
+        assert!(p.node(t).moves.is_empty(), "t{}: {:?}", t.0, p.node(t).moves);
+    }
+}
+
+#[test]
+fn an_input_is_hashed_on_the_columns_a_later_store_wants() {
+    // TPC-H Q13's shape: `q` holds `o`'s rows with their columns swapped and is joined on
+    // its first column, `o`'s second, by two rules. No join reads `o` itself; loaded
+    // hashed on that column, `o`'s rows are where `q` wants them, and the duplicate
+    // removal before the store moves nothing.
+    let src = "o(k, c) -> int32(k), int32(c).\ncu(c) -> int32(c).\n.input o.\n.input cu.\n\
+               q(c, k) <- o(k, c), k > 0.\nj(c, k) <- cu(c), q(c, k).\nm(c) <- cu(c), !q(c, _).\n\
+               .output j.\n.output m.\n";
+    let p = on_devices(src, 2);
+    assert_eq!(
+        rel_part(&p, "o"),
+        Partitioning::Hash {
+            cols: vec![1],
+            parts: 2
+        }
+    );
+    assert_eq!(
+        rel_part(&p, "q"),
+        Partitioning::Hash {
+            cols: vec![0],
+            parts: 2
+        }
+    );
+    let unique = first(&p, |op| matches!(op, Op::Unique(_)));
+    assert!(unique.moves.is_empty(), "{:?}", unique.moves);
+    assert!(p.stmt_moves.is_empty(), "{:?}", p.stmt_moves);
+}
+
+#[test]
+fn a_relation_its_producer_hashes_on_all_columns_is_hashed_on_the_columns_its_readers_keep() {
+    // TPC-H Q14's shape: `l`'s rows come from a join whose key they drop, so its duplicate
+    // removal moves them. Its readers drop `t` before their own duplicate removal: hashed
+    // on `k` and `v` instead of all columns, `l`'s rows move once, and the second
+    // duplicate removal finds them placed.
+    let src = "e(k, p, v) -> int32(k), int32(p), int32(v).\nf(p, t) -> int32(p), int32(t).\n\
+               .input e.\n.input f.\nl(k, t, v) <- e(k, p, v), f(p, t).\n\
+               a(k, v, w) <- l(k, t, v), t > 5, w = v.\na(k, v, w) <- l(k, t, v), t <= 5, w = 0.\n\
+               .output a.\n";
+    let p = on_devices(src, 2);
+    assert_eq!(
+        rel_part(&p, "l"),
+        Partitioning::Hash {
+            cols: vec![0, 2],
+            parts: 2
+        }
+    );
+    let uniques = find(&p, |op| matches!(op, Op::Unique(_)));
+    assert_eq!(uniques.len(), 2);
+    assert_eq!(
+        p.node(uniques[0]).moves,
+        vec![(0, Redistribute::Hash { cols: vec![0, 2] })]
+    );
+    assert!(p.node(uniques[1]).moves.is_empty(), "{:?}", p.node(uniques[1]).moves);
+    assert!(p.stmt_moves.is_empty(), "{:?}", p.stmt_moves);
 }
