@@ -223,6 +223,11 @@ fn graph_programs_match_a_naive_evaluation() {
         std::fs::write(dir.join("source.csv"), format!("{source}\n")).unwrap();
         check("tc", &dir, &tc(&g), &name);
         check("sg", &dir, &sg(&g), &name);
+        // sg_count: the number of sg's pairs (no row when there is none, as an
+        // aggregation without groups over no rows).
+        let pairs = sg(&g)["sg"].len() as i64;
+        let counted = Answer::from([("n".to_string(), (pairs > 0).then(|| vec![pairs]).into_iter().collect())]);
+        assert_eq!(foxrun("sg_count.logic", &dir), counted, "sg_count.logic on {name}");
         check("reach", &dir, &reach(&g, source), &name);
         check("cc", &dir, &cc(&g), &name);
         let _ = std::fs::remove_dir_all(&dir);
