@@ -593,12 +593,13 @@ pub fn tier_lines(runs: &[QueryRun]) -> String {
     for r in runs {
         let t = &r.stats.tier;
         s.push_str(&format!(
-            "Q{}: device peak {}, host tier peak {}, {} bytes to the host and {} back, {} launches in {} pieces\n",
+            "Q{}: device peak {}, host tier peak {}, {} bytes to the host and {} back, {} bytes read from the database in place, {} launches in {} pieces\n",
             r.query,
             fox_runtime::human_bytes(r.stats.peak_bytes as u64),
             fox_runtime::human_bytes(t.host_peak_bytes),
             t.bytes_to_host,
             t.bytes_to_device,
+            t.in_database_bytes,
             t.operators_in_pieces,
             t.pieces
         ));

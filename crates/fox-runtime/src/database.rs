@@ -613,7 +613,7 @@ impl Database {
     }
 
     /// The table a plan's input reads, checked against its declaration.
-    pub(crate) fn table_for(&self, input: &InputRel) -> Result<&Table, String> {
+    pub(crate) fn table_for(&self, input: &InputRel) -> Result<&Arc<Table>, String> {
         let t = self.tables.get(&input.name).ok_or_else(|| {
             format!(
                 "the loaded data has no table `{}` (it has {})",

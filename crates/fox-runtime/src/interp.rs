@@ -239,6 +239,12 @@ struct Interp<'a> {
     pinned: Vec<bool>,
     /// `tiers[slot]`: where the slot's value is.
     tiers: Vec<Tier>,
+    /// `in_db[slot]`: under a memory limit, the database rows the slot's device buffer
+    /// holds exactly (a column `LoadInput` uploaded whole or sliced, never hashed). No
+    /// instruction writes a buffer it reads (launches define new buffers), so the rows
+    /// stay equal to the database's while the slot lives: the buffer leaves the device
+    /// by being freed, its slot reading the database's rows ([`Tier::Db`]).
+    in_db: Vec<Option<DbRows>>,
     /// Bytes in the host tier now.
     host_in_use: u64,
     /// The instruction running: (block, index).
@@ -302,6 +308,7 @@ impl<'a> Interp<'a> {
             resident,
             pinned: Vec::new(),
             tiers: Vec::new(),
+            in_db: Vec::new(),
             host_in_use: 0,
             pos: (0, 0),
             device_cap: None,
@@ -392,8 +399,39 @@ enum Tier {
     /// In the host tier: the device buffer was freed, and the slot's `DevBuf` keeps only
     /// the element type and length.
     Host(HostCol),
+    /// In the host tier as the database's own rows, read in place: no copy, and not
+    /// counted in the host tier's bytes. The slot's `DevBuf` keeps only the element type
+    /// and length.
+    Db(DbRows),
     /// Nowhere: bringing it back failed, and the run ends with that error.
     Gone,
+}
+
+/// The rows `rows` of column `col` of a database table, exactly as the database holds
+/// them. The table is shared with the database, which never changes a loaded column, so
+/// the rows stay valid for the whole run.
+#[derive(Clone)]
+struct DbRows {
+    table: std::sync::Arc<crate::database::Table>,
+    col: usize,
+    rows: std::ops::Range<usize>,
+}
+
+impl DbRows {
+    /// The whole column the rows belong to (its rows `self.rows` are this value's).
+    fn column(&self) -> &HostCol {
+        Database::column(&self.table, self.col).expect("a referenced column is loaded")
+    }
+
+    /// The rows `a..b` of this value, copied.
+    fn slice(&self, a: usize, b: usize) -> Result<HostCol, String> {
+        rows::host_slice(self.column(), self.rows.start + a, self.rows.start + b)
+    }
+
+    /// The whole value, copied.
+    fn copy(&self) -> Result<HostCol, String> {
+        self.slice(0, self.rows.len())
+    }
 }
 
 /// A kernel whose output columns are independent, as one kernel per output column and
@@ -706,27 +744,32 @@ impl Interp<'_> {
         let rel = &self.plan.inputs[input];
         let t = db.table_for(rel).map_err(|msg| RuntimeError::Data { msg })?;
         let source: Vec<Option<&HostCol>> = (0..rel.columns.len()).map(|c| Database::column(t, c)).collect();
-        self.load_rows(input, &source, LoadRows::Range(None), true, outs, None)
+        self.load_rows(input, &source, LoadRows::Range(None), Some(t), outs, None)
     }
 
     /// `LoadInput` of the rows `rows` (every row when `None`) of `source`, the columns of
     /// input `input` (`None` for a column not read, which loads empty), into `outs`. When
-    /// the columns are the database's (`from_database`), each comes from `resident` when
-    /// it holds those rows of that column, otherwise it is uploaded and left in
-    /// `resident` when there is one. A column that does not fit the device with every
-    /// other buffer moved stays in the host tier for this run (its readers take it in
-    /// chunks) and is not kept. Each output is defined as soon as it is on the device, so
-    /// that it may leave it to make room for the next. Errors are placed at `what`, else
-    /// at the input's load.
+    /// the columns are the database's (`table`, the table they are columns of), each comes
+    /// from `resident` when it holds those rows of that column, otherwise it is uploaded
+    /// and left in `resident` when there is one. Under a memory limit, a database column
+    /// whose rows are a range of the table's (not hashed) that does not fit beside the
+    /// run's buffers (idle resident columns given back first, nothing moved to the host)
+    /// is not uploaded: its slot reads the database's rows in place ([`Tier::Db`]), and
+    /// an uploaded one may leave the device the same way ([`Interp::in_db`]). Any other
+    /// column that does not fit the device with every other buffer moved stays in the
+    /// host tier for this run (its readers take it in chunks) and is not kept. Each output
+    /// is defined as soon as it is on the device, so that it may leave it to make room
+    /// for the next. Errors are placed at `what`, else at the input's load.
     fn load_rows(
         &mut self,
         input: usize,
         source: &[Option<&HostCol>],
         rows: LoadRows,
-        from_database: bool,
+        table: Option<&std::sync::Arc<crate::database::Table>>,
         outs: &[fox_kernel::BufId],
         what: Option<&dyn Fn() -> String>,
     ) -> Result<(), RuntimeError> {
+        let from_database = table.is_some();
         let rel = &self.plan.inputs[input];
         let len = source.iter().flatten().map(|c| c.len()).max().unwrap_or(0);
         let (rows, part) = match rows {
@@ -759,6 +802,14 @@ impl Interp<'_> {
                 continue;
             }
             let column = source[c].filter(|h| h.len() == len);
+            let in_db = self.database_rows(table, c, column, &part, &rows);
+            if let Some(d) = &in_db {
+                let bytes = d.rows.len() * d.column().elem().size();
+                if !self.fits_without_moving(bytes) {
+                    self.define_in_database(var, d.clone());
+                    continue;
+                }
+            }
             if let (Some(_), crate::database::Rows::Hashed { keys, devices, .. }, None) = (column, &part, &routing) {
                 let found = self
                     .routing(input, source, keys, *devices, from_database)
@@ -798,6 +849,9 @@ impl Interp<'_> {
                 self.define_pinned(var, copy, true);
             } else {
                 self.define(var, b);
+            }
+            if let (Some(d), Some(slot)) = (in_db, self.vars[var]) {
+                self.in_db[slot] = Some(d);
             }
         }
         Ok(())
@@ -841,6 +895,60 @@ impl Interp<'_> {
             self.stats.exchange.routings += 1;
         }
         Ok(routing)
+    }
+
+    /// Under a memory limit, the rows `rows` of column `c` of the database's `table` when
+    /// `column` is that column and `part` a range of its rows: what a slot loaded from
+    /// them may read in place instead of on the device. `None` without a limit, for a
+    /// column not from the database and for a device's hashed rows (a copy of its own).
+    fn database_rows(
+        &self,
+        table: Option<&std::sync::Arc<crate::database::Table>>,
+        c: usize,
+        column: Option<&HostCol>,
+        part: &crate::database::Rows,
+        rows: &std::ops::Range<usize>,
+    ) -> Option<DbRows> {
+        self.memory_limit?;
+        let (table, column) = (table?, column?);
+        let same = Database::column(table, c).is_some_and(|h| std::ptr::eq(h, column));
+        let ranged = matches!(part, crate::database::Rows::All | crate::database::Rows::Part(_));
+        (same && ranged && rows.end <= column.len()).then(|| DbRows {
+            table: table.clone(),
+            col: c,
+            rows: rows.clone(),
+        })
+    }
+
+    /// Whether `bytes` more fit the run's device budget beside the buffers in use, once
+    /// the resident columns the run does not hold are given back (their rows stay in the
+    /// database); no buffer of the run moves.
+    fn fits_without_moving(&mut self, bytes: usize) -> bool {
+        let Some(cap) = self.device_cap else {
+            return true;
+        };
+        let need = |s: &Self| (s.backend.mem().in_use as u64).saturating_add(bytes as u64);
+        if need(self) > cap {
+            let short = need(self) - cap;
+            self.release_resident(short.min(usize::MAX as u64) as usize);
+        }
+        need(self) <= cap
+    }
+
+    /// Defines `var` as the database's rows `rows`, read where the database holds them
+    /// until an instruction reads them on the device.
+    fn define_in_database(&mut self, var: usize, rows: DbRows) {
+        let stale = DevBuf {
+            id: u64::MAX,
+            elem: rows.column().elem(),
+            len: rows.rows.len(),
+        };
+        self.stats.tier.in_database += 1;
+        self.stats.tier.in_database_bytes += stale.bytes() as u64;
+        self.define(var, stale);
+        let slot = self.vars[var].expect("just defined");
+        self.tiers[slot] = Tier::Db(rows.clone());
+        self.in_db[slot] = Some(rows);
     }
 
     /// Defines `out` as the resident buffer `key`, uploading the column `make` gives (and
@@ -1169,7 +1277,7 @@ impl Interp<'_> {
             match std::mem::replace(&mut self.tiers[slot], Tier::Device) {
                 Tier::Device if !pinned => self.backend.free(buf),
                 Tier::Host(_) => self.host_in_use -= buf.bytes() as u64,
-                Tier::Device | Tier::Gone => {}
+                Tier::Device | Tier::Db(_) | Tier::Gone => {}
             }
         }
     }
@@ -1197,6 +1305,7 @@ impl Interp<'_> {
                 self.slots[s] = Some((buf, 1));
                 self.pinned[s] = pinned;
                 self.tiers[s] = Tier::Device;
+                self.in_db[s] = None;
                 if let Some(x) = self.spent.get_mut(s) {
                     *x = false;
                 }
@@ -1206,6 +1315,7 @@ impl Interp<'_> {
                 self.slots.push(Some((buf, 1)));
                 self.pinned.push(pinned);
                 self.tiers.push(Tier::Device);
+                self.in_db.push(None);
                 self.slots.len() - 1
             }
         }
@@ -1299,7 +1409,9 @@ impl Interp<'_> {
         freed
     }
 
-    /// Moves a slot's buffer to the host tier: downloaded, its device buffer freed.
+    /// Moves a slot's buffer to the host tier: downloaded, its device buffer freed; one
+    /// holding a database's rows ([`Interp::in_db`]) is only freed, its slot reading them
+    /// from the database.
     fn evict(&mut self, slot: usize) -> Result<(), String> {
         let buf = &self.slots[slot].as_ref().expect("occupied").0;
         let stale = DevBuf {
@@ -1307,6 +1419,14 @@ impl Interp<'_> {
             elem: buf.elem,
             len: buf.len,
         };
+        if let Some(rows) = self.in_db[slot].clone() {
+            let bytes = stale.bytes() as u64;
+            self.backend.free(stale);
+            self.tiers[slot] = Tier::Db(rows);
+            self.stats.tier.in_database += 1;
+            self.stats.tier.in_database_bytes += bytes;
+            return Ok(());
+        }
         let t = Instant::now();
         let bytes = stale.bytes() as u64;
         let col = self.backend.take(stale);
@@ -1403,7 +1523,7 @@ impl Interp<'_> {
         for &s in slots {
             match self.tiers[s] {
                 Tier::Device => continue,
-                Tier::Host(_) => {}
+                Tier::Host(_) | Tier::Db(_) => {}
                 Tier::Gone => return Err("a buffer was lost bringing it back to the device".to_string()),
             }
             let (bytes, len, size) = {
@@ -1430,10 +1550,19 @@ impl Interp<'_> {
                     ));
                 }
             }
-            let Tier::Host(col) = std::mem::replace(&mut self.tiers[s], Tier::Gone) else {
-                unreachable!("checked above");
+            let col = match std::mem::replace(&mut self.tiers[s], Tier::Gone) {
+                Tier::Host(col) => {
+                    self.host_in_use -= bytes as u64;
+                    col
+                }
+                Tier::Db(rows) => {
+                    let col = rows.copy();
+                    // The slot reads the database until its rows are on the device.
+                    self.tiers[s] = Tier::Db(rows);
+                    col?
+                }
+                Tier::Device | Tier::Gone => unreachable!("checked above"),
             };
-            self.host_in_use -= bytes as u64;
             let t = Instant::now();
             let up = self.backend.upload(col);
             self.stats.upload += t.elapsed();
@@ -2302,6 +2431,7 @@ impl Interp<'_> {
             let col = match &self.tiers[slot] {
                 // A column in the host tier (an operator run in chunks of rows) is read there.
                 Tier::Host(h) if row < h.len() => rows::host_row(h, row),
+                Tier::Db(d) if row < d.rows.len() => rows::host_row(d.column(), d.rows.start + row),
                 Tier::Device => {
                     let buf = &self.slots[slot].as_ref().expect("occupied").0;
                     if row >= buf.len {
@@ -2368,6 +2498,7 @@ impl Interp<'_> {
         match &self.tiers[slot] {
             Tier::Device => {}
             Tier::Host(col) => return col.try_clone("a copy from the host tier").map_err(HostError::Kernel),
+            Tier::Db(rows) => return rows.copy().map_err(HostError::Kernel),
             Tier::Gone => return Err(HostError::Kernel("the buffer was lost".to_string())),
         }
         let buf = &self.slots[slot].as_ref().expect("occupied").0;
@@ -2917,7 +3048,11 @@ impl Interp<'_> {
         } else {
             LoadRows::Range(Some(crate::spmd::input_rows(len, rank, n)))
         };
-        self.load_rows(input, &source, rows, db.is_some(), outs, Some(what))
+        let table = match &db {
+            Some(db) => Some(db.table_for(rel).map_err(|msg| RuntimeError::Data { msg })?),
+            None => None,
+        };
+        self.load_rows(input, &source, rows, table, outs, Some(what))
     }
 
     /// `Exchange` on device `rank` of several (see [`crate::spmd`]): the device's rows

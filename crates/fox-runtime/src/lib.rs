@@ -226,6 +226,14 @@ pub struct TierStats {
     /// bytes.
     pub resident_released: u64,
     pub resident_released_bytes: u64,
+    /// Database columns (all their rows, or a device's slice) read where the database
+    /// holds them instead of on the device, under a memory limit: left there at
+    /// `LoadInput` when they did not fit beside the run's buffers, or their device copies
+    /// dropped to make room (unchanged since they were loaded, they need no download).
+    /// No byte of them is copied to the host tier (nor counted in `bytes_to_host`);
+    /// bringing them to the device counts in `bytes_to_device`.
+    pub in_database: u64,
+    pub in_database_bytes: u64,
 }
 
 /// The rows of one observed operator over a run, against the planner's estimate.
@@ -453,6 +461,13 @@ pub fn format_stats(stats: &RunStats) -> String {
             "resident columns: {} ({} bytes) given back to make room\n",
             plural(t.resident_released, "column"),
             t.resident_released_bytes
+        ));
+    }
+    if t.in_database > 0 {
+        out.push_str(&format!(
+            "read from the database in place: {} ({} bytes), not copied to the host tier\n",
+            plural(t.in_database, "column"),
+            t.in_database_bytes
         ));
     }
     if t.operators_in_pieces > 0 {
@@ -718,6 +733,8 @@ mod tests {
                 restores: 2,
                 bytes_to_device: 8000,
                 host_peak_bytes: 4000,
+                in_database: 3,
+                in_database_bytes: 1200,
                 ..TierStats::default()
             },
             ..RunStats::default()
@@ -725,6 +742,10 @@ mod tests {
         let r = format_stats(&stats);
         assert!(
             r.contains("host tier: peak 4000 bytes (4.00 KB), 1 eviction (4000 bytes) to the host, 2 restores (8000 bytes) back to the device\n"),
+            "{r}"
+        );
+        assert!(
+            r.contains("read from the database in place: 3 columns (1200 bytes), not copied to the host tier\n"),
             "{r}"
         );
         assert!(!r.contains("exchanges"), "{r}");

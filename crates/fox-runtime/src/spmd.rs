@@ -774,6 +774,8 @@ fn combine(devices: Vec<crate::RunStats>) -> crate::RunStats {
         all.tier.bytes_to_host += d.tier.bytes_to_host;
         all.tier.restores += d.tier.restores;
         all.tier.bytes_to_device += d.tier.bytes_to_device;
+        all.tier.in_database += d.tier.in_database;
+        all.tier.in_database_bytes += d.tier.in_database_bytes;
         all.tier.host_peak_bytes = all.tier.host_peak_bytes.max(d.tier.host_peak_bytes);
         all.exchange.rows += d.exchange.rows;
         all.exchange.bytes += d.exchange.bytes;

@@ -393,6 +393,13 @@ impl Interp<'_> {
                     self.upload_room(part)
                         .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?
                 }
+                Tier::Db(rows) => {
+                    let part = rows
+                        .slice(a, b)
+                        .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+                    self.upload_room(part)
+                        .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?
+                }
                 Tier::Device => {
                     let elem = self.slot_buf(s).elem;
                     let slice = Kernel::Slice {
@@ -439,7 +446,7 @@ impl Interp<'_> {
         match std::mem::replace(&mut self.tiers[s], Tier::Device) {
             Tier::Device => self.backend.free(buf),
             Tier::Host(_) => self.host_in_use -= buf.bytes() as u64,
-            Tier::Gone => {}
+            Tier::Db(_) | Tier::Gone => {}
         }
     }
 

@@ -233,3 +233,109 @@ fn a_launch_whose_failure_left_memory_behind_is_not_tried_again() {
     // Only the leaked buffer is left: the run freed its own.
     assert_eq!(be.mem.in_use, 40);
 }
+
+/// A loaded table `t` of three int32 columns of 250 rows (1,000 bytes each, the column
+/// `c` holding `v + 1000 * c` at row `v`), and a plan that loads it (b0, b1, b2), slices
+/// b2, then b1, then b0, outputting each slice.
+fn database_and_plan(dir: &std::path::Path) -> (fox_runtime::Database, KernelPlan) {
+    let col = |n: &str| Column {
+        name: n.into(),
+        ty: Type::Int32,
+    };
+    let rel = fox_kernel::InputRel {
+        name: "t".into(),
+        columns: vec![col("a"), col("b"), col("c")],
+        file: "t.csv".into(),
+        sep: ",".into(),
+        key: Vec::new(),
+        header: false,
+    };
+    let rows: String = (0..250).map(|v| format!("{v},{},{}\n", v + 1000, v + 2000)).collect();
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("t.csv"), rows).unwrap();
+    let db = fox_runtime::Database::load_tables(
+        &fox_runtime::DataSource::Files(dir.to_path_buf()),
+        vec![(rel.clone(), vec![true; 3])],
+        &fox_runtime::NoProgress,
+    )
+    .unwrap();
+    let buffers = (0..6)
+        .map(|i| BufVar {
+            name: format!("b{i}"),
+            elem: Elem::I32,
+            ty: Some(Type::Int32),
+        })
+        .collect();
+    let load = Instr::Launch {
+        kernel: Kernel::LoadInput {
+            input: 0,
+            whole: false,
+            hash: Vec::new(),
+        },
+        args: Vec::new(),
+        outs: vec![BufId(0), BufId(1), BufId(2)],
+        origin: None,
+    };
+    let free = |b| Instr::Free { buf: BufId(b) };
+    let plan = KernelPlan {
+        version: KERNEL_PLAN_VERSION,
+        buffers,
+        inputs: vec![rel],
+        blocks: vec![Block {
+            label: "main".into(),
+            local: false,
+            instrs: vec![
+                load,
+                slice(2, 3),
+                free(2),
+                output("c", 3),
+                free(3),
+                slice(1, 4),
+                free(1),
+                output("b", 4),
+                free(4),
+                slice(0, 5),
+                free(0),
+                output("a", 5),
+                free(5),
+            ],
+            term: Terminator::Halt,
+        }],
+        entry: BlockId(0),
+        planned_peak_buffers: 4,
+        sources: Vec::new(),
+        observed: Vec::new(),
+    };
+    (db, plan)
+}
+
+#[test]
+fn database_columns_beyond_the_limit_are_read_in_place_and_freed_without_a_download() {
+    let dir = std::env::temp_dir().join(format!("fox-host-tier-db-{}", std::process::id()));
+    let (db, p) = database_and_plan(&dir);
+    let db = std::sync::Arc::new(db);
+    let opts = |limit| RunOptions {
+        database: Some(db.clone()),
+        memory_limit: limit,
+        ..Default::default()
+    };
+    let whole = run(&p, &mut Budget::new(0), &opts(None)).unwrap();
+    assert_eq!(whole.stats.peak_bytes, 4000);
+    assert_eq!(whole.stats.tier, fox_runtime::TierStats::default());
+    let mut be = Budget::new(0);
+    let cut = run(&p, &mut be, &opts(Some(2500))).unwrap();
+    for k in 0..3 {
+        assert_eq!(values(&cut, k), values(&whole, k));
+    }
+    assert_eq!(values(&cut, 0)[1], format!("{:?}", Value::Int32(2001)));
+    assert!(cut.stats.peak_bytes <= 2500, "{}", cut.stats.peak_bytes);
+    // c does not fit beside a and b: it is not uploaded at the load. Its slice then needs
+    // it and its output on the device: a (read last) and b leave by being freed. Nothing
+    // is downloaded; each comes back from the database for its slice.
+    let t = cut.stats.tier;
+    assert_eq!((t.evictions, t.bytes_to_host, t.host_peak_bytes), (0, 0, 0), "{t:?}");
+    assert_eq!((t.in_database, t.in_database_bytes), (3, 3000), "{t:?}");
+    assert_eq!((t.restores, t.bytes_to_device), (3, 3000), "{t:?}");
+    assert_eq!(be.mem.in_use, 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
