@@ -195,7 +195,20 @@ fn looping_blocks(ra: &RaPlan) -> Vec<bool> {
 
 /// The columns of `rel` that column `c` of temp `t` holds, following selects, duplicate
 /// removals, projections and maps that copy a column back to a scan of `rel`.
-fn trace_col(defs: &HashMap<TempId, &Op>, mut t: TempId, mut c: usize) -> Option<(RelId, usize)> {
+fn trace_col(defs: &HashMap<TempId, &Op>, t: TempId, c: usize) -> Option<(RelId, usize)> {
+    trace(defs, t, c, false)
+}
+
+/// The column of `rel` that column `c` of temp `t` holds, as `trace_col` finds it, and
+/// also through the operators whose result carries an input's column unchanged: a join's
+/// output column back to its side, a semi-join's, anti-join's or difference's to its
+/// left, an aggregation's group column to its input, a sort's or limit's to its input.
+fn trace_col_through(defs: &HashMap<TempId, &Op>, t: TempId, c: usize) -> Option<(RelId, usize)> {
+    trace(defs, t, c, true)
+}
+
+/// `trace_col` (`through` false) and `trace_col_through` (`through` true).
+fn trace(defs: &HashMap<TempId, &Op>, mut t: TempId, mut c: usize, through: bool) -> Option<(RelId, usize)> {
     loop {
         match defs.get(&t)? {
             Op::Scan(r) => return Some((*r, c)),
@@ -211,34 +224,9 @@ fn trace_col(defs: &HashMap<TempId, &Op>, mut t: TempId, mut c: usize) -> Option
                 }
                 _ => return None,
             },
-            _ => return None,
-        }
-    }
-}
-
-/// The column of `rel` that column `c` of temp `t` holds, as `trace_col` finds it, and
-/// also through the operators whose result carries an input's column unchanged: a join's
-/// output column back to its side, a semi-join's, anti-join's or difference's to its
-/// left, an aggregation's group column to its input, a sort's or limit's to its input.
-fn trace_col_through(defs: &HashMap<TempId, &Op>, mut t: TempId, mut c: usize) -> Option<(RelId, usize)> {
-    loop {
-        match defs.get(&t)? {
-            Op::Scan(r) => return Some((*r, c)),
-            Op::Select { input, .. } | Op::Unique(input) | Op::Sort { input, .. } | Op::Limit { input, .. } => {
-                t = *input
-            }
+            _ if !through => return None,
+            Op::Sort { input, .. } | Op::Limit { input, .. } => t = *input,
             Op::SemiJoin { left, .. } | Op::AntiJoin { left, .. } | Op::Difference { left, .. } => t = *left,
-            Op::Project { input, cols } => {
-                c = *cols.get(c)?;
-                t = *input;
-            }
-            Op::Map { input, exprs } => match exprs.get(c)?.kind {
-                ExprKind::Col(i) => {
-                    c = i;
-                    t = *input;
-                }
-                _ => return None,
-            },
             Op::Join {
                 left, right, output, ..
             } => {
