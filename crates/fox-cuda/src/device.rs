@@ -1388,12 +1388,7 @@ fn wait_for_stream(event: &CudaEvent, rank: usize, stall: std::time::Duration) -
                 fox_runtime::STALL_LIMIT_VAR
             )));
         }
-        polls = polls.saturating_add(1);
-        if polls < 256 {
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(std::time::Duration::from_micros(if polls < 4096 { 20 } else { 500 }));
-        }
+        crate::nccl::back_off(&mut polls);
     }
 }
 

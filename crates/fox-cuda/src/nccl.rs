@@ -569,14 +569,19 @@ impl Rank {
                     return Err(GroupError::Found(why));
                 }
             }
-            // A transfer usually ends within microseconds of its kernels: yield first,
-            // then sleep briefly, so that a long wait costs no core.
-            polls = polls.saturating_add(1);
-            if polls < 256 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(if polls < 4096 { 20 } else { 500 }));
-            }
+            back_off(&mut polls);
         }
+    }
+}
+
+/// The pause after the `polls`-th poll of a wait that must not block in the driver (which
+/// it counts): a transfer or a stream's last work usually ends within microseconds, so
+/// the first polls yield, later ones sleep briefly, so that a long wait costs no core.
+pub(crate) fn back_off(polls: &mut u32) {
+    *polls = polls.saturating_add(1);
+    if *polls < 256 {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(Duration::from_micros(if *polls < 4096 { 20 } else { 500 }));
     }
 }
