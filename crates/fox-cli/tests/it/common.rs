@@ -50,3 +50,18 @@ pub fn timing_rounds(stderr: &str) -> u64 {
         .and_then(|l| l.split_whitespace().next())
         .map_or(0, |n| n.parse().unwrap())
 }
+
+/// Each device's `device peak N bytes` from `--timing`.
+pub fn device_peaks(stderr: &str) -> Vec<u64> {
+    stderr
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("device ")?
+                .split_once(": device peak ")?
+                .1
+                .split_whitespace()
+                .next()
+        })
+        .map(|n| n.parse().unwrap())
+        .collect()
+}

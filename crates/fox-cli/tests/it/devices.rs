@@ -3,7 +3,7 @@
 //! GPUs cannot meet is an error naming them; `--timing` reports the exchanges and each
 //! device's peak.
 
-use crate::common::{repo, temp_dir};
+use crate::common::{device_peaks, repo, temp_dir};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -352,21 +352,6 @@ fn souffle_programs_give_one_device_s_outputs_on_two_devices() {
         assert_eq!(outs[1], outs[0], "{stem}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-/// Each device's `device peak N bytes` from `--timing`.
-fn device_peaks(stderr: &str) -> Vec<u64> {
-    stderr
-        .lines()
-        .filter_map(|l| {
-            l.strip_prefix("device ")?
-                .split_once(": device peak ")?
-                .1
-                .split_whitespace()
-                .next()
-        })
-        .map(|n| n.parse().unwrap())
-        .collect()
 }
 
 #[test]

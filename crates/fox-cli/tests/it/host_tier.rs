@@ -316,18 +316,6 @@ fn operators_whose_columns_exceed_the_limit_run_in_chunks_of_rows_and_sorts_in_r
 /// the answers are one device's without a limit, byte for byte.
 #[test]
 fn each_device_reads_its_slice_of_a_database_column_in_place_under_a_limit() {
-    let peaks = |e: &str| -> Vec<u64> {
-        e.lines()
-            .filter_map(|l| {
-                l.strip_prefix("device ")?
-                    .split_once(": device peak ")?
-                    .1
-                    .split_whitespace()
-                    .next()
-            })
-            .map(|n| n.parse().unwrap())
-            .collect()
-    };
     for q in [
         "tpch/queries/q01.logic",
         "tpch/queries/q06.logic",
@@ -338,7 +326,7 @@ fn each_device_reads_its_slice_of_a_database_column_in_place_under_a_limit() {
         let free = foxrun(&["--tpch", "0.01", q, "--out", "-", "--devices", "2"]);
         let e = String::from_utf8_lossy(&free.stderr).into_owned();
         assert!(free.status.success(), "{e}");
-        let p = peaks(&e);
+        let p = crate::common::device_peaks(&e);
         assert_eq!(p.len(), 2, "{e}");
         let limit = (p.iter().max().unwrap() / 2).to_string();
         let cut = foxrun(&[
@@ -359,7 +347,7 @@ fn each_device_reads_its_slice_of_a_database_column_in_place_under_a_limit() {
             String::from_utf8_lossy(&one.stdout),
             "{q}"
         );
-        for p in peaks(&e) {
+        for p in crate::common::device_peaks(&e) {
             assert!(p <= limit.parse().unwrap(), "{q}: {p} > {limit}: {e}");
         }
         if q.ends_with("q06.logic") {
