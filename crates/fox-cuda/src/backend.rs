@@ -254,6 +254,10 @@ impl Backend for CudaBackend {
         self.gpu.upload(&col)
     }
 
+    fn upload_rows(&mut self, col: &HostCol, rows: std::ops::Range<usize>) -> Result<DevBuf, BackendError> {
+        self.gpu.upload_rows(col, rows)
+    }
+
     fn download(&mut self, buf: &DevBuf) -> Result<HostCol, BackendError> {
         self.gpu.download(buf)
     }

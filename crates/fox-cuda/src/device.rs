@@ -724,15 +724,28 @@ impl Gpu {
 
     /// Copies a host column to a new device buffer.
     pub fn upload(&mut self, col: &HostCol) -> Result<DevBuf, BackendError> {
-        let buf = self.alloc(col.elem(), col.len())?;
+        self.upload_rows(col, 0..col.len())
+    }
+
+    /// A new buffer holding the rows `rows` of `col`, copied from `col` itself.
+    pub fn upload_rows(&mut self, col: &HostCol, rows: std::ops::Range<usize>) -> Result<DevBuf, BackendError> {
+        if rows.start > rows.end || rows.end > col.len() {
+            return Err(BackendError(format!(
+                "gpu backend: rows {}..{} of a column of {} rows uploaded",
+                rows.start,
+                rows.end,
+                col.len()
+            )));
+        }
+        let buf = self.alloc(col.elem(), rows.len())?;
         let res = match col {
-            HostCol::U8(v) => self.htod(&buf, v),
-            HostCol::I32(v) => self.htod(&buf, v),
-            HostCol::U32(v) => self.htod(&buf, v),
-            HostCol::I64(v) => self.htod(&buf, v),
-            HostCol::U64(v) => self.htod(&buf, v),
-            HostCol::F64(v) => self.htod(&buf, v),
-            HostCol::I128(v) => self.htod(&buf, v),
+            HostCol::U8(v) => self.htod(&buf, &v[rows]),
+            HostCol::I32(v) => self.htod(&buf, &v[rows]),
+            HostCol::U32(v) => self.htod(&buf, &v[rows]),
+            HostCol::I64(v) => self.htod(&buf, &v[rows]),
+            HostCol::U64(v) => self.htod(&buf, &v[rows]),
+            HostCol::F64(v) => self.htod(&buf, &v[rows]),
+            HostCol::I128(v) => self.htod(&buf, &v[rows]),
         };
         match res {
             Ok(()) => Ok(buf),

@@ -107,7 +107,7 @@ macro_rules! same_variant {
 
 impl HostCol {
     /// A copy of rows `rows`, or the out-of-memory message naming `what`.
-    pub(crate) fn try_slice(&self, rows: std::ops::Range<usize>, what: &str) -> Result<HostCol, String> {
+    pub fn try_slice(&self, rows: std::ops::Range<usize>, what: &str) -> Result<HostCol, String> {
         use crate::alloc::try_to_vec;
         Ok(same_variant!(self, v => try_to_vec(&v[rows], what)?))
     }
@@ -254,6 +254,15 @@ pub trait Backend {
     /// A short name for messages and timing tables: `cpu`, `gpu (NVIDIA H100 …)`.
     fn name(&self) -> String;
     fn upload(&mut self, col: HostCol) -> Result<DevBuf, BackendError>;
+    /// Uploads the rows `rows` (in range) of `col`, which stays the caller's: a backend
+    /// with memory of its own copies them straight from `col`, without the host copy that
+    /// [`Backend::upload`] of an owned part would need first (a resident column's part,
+    /// a table shared by the devices of a run). The default copies them and uploads
+    /// the copy, as a backend whose buffers own host memory must.
+    fn upload_rows(&mut self, col: &HostCol, rows: std::ops::Range<usize>) -> Result<DevBuf, BackendError> {
+        let part = col.try_slice(rows, "an uploaded column").map_err(BackendError)?;
+        self.upload(part)
+    }
     fn download(&mut self, buf: &DevBuf) -> Result<HostCol, BackendError>;
     /// Runs `kernel` on `args` and returns its outputs, allocated by the backend with the
     /// lengths the kernel's contract gives. The runtime has checked the arguments' number,

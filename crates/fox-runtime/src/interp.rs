@@ -816,24 +816,40 @@ impl Interp<'_> {
                     .map_err(|msg| RuntimeError::Kernel { at: at_copy(), msg })?;
                 routing = Some(found);
             }
-            let host = match column.map(|h| match (&part, &routing) {
-                (crate::database::Rows::All, _) => h.try_clone(&format!("the column `{}` of `{}`", col.name, rel.name)),
-                (crate::database::Rows::Hashed { rank, .. }, Some(r)) => {
+            // A hashed part is gathered on the host; a whole column or a run of its rows is
+            // uploaded from the column itself.
+            let picked = match (column, &part, &routing) {
+                (Some(h), crate::database::Rows::Hashed { rank, .. }, Some(r)) => Some(
                     r.pick(h, *rank, &format!("a part of `{}`", rel.name))
-                }
-                _ => h.try_slice(rows.clone(), &format!("a part of `{}`", rel.name)),
-            }) {
-                Some(Ok(h)) => h,
-                Some(Err(msg)) => return Err(RuntimeError::Kernel { at: at_copy(), msg }),
-                None => HostCol::empty(Elem::of(col.ty)),
+                        .map_err(|msg| RuntimeError::Kernel { at: at_copy(), msg })?,
+                ),
+                (Some(_), _, _) => None,
+                (None, _, _) => Some(HostCol::empty(Elem::of(col.ty))),
             };
-            let stays = self.stays_on_host(host.len() * host.elem().size());
+            let bytes = match (&picked, column) {
+                (Some(p), _) => p.len() * p.elem().size(),
+                (None, Some(h)) => rows.len() * h.elem().size(),
+                (None, None) => 0,
+            };
+            let stays = self.stays_on_host(bytes);
             if stays.map_err(|msg| RuntimeError::Kernel { at: at_upload(), msg })? {
+                let host = match (picked, column) {
+                    (Some(p), _) => p,
+                    (None, Some(h)) => h
+                        .try_slice(rows.clone(), &format!("a part of `{}`", rel.name))
+                        .map_err(|msg| RuntimeError::Kernel { at: at_copy(), msg })?,
+                    (None, None) => HostCol::empty(Elem::of(col.ty)),
+                };
                 self.define_in_host_tier(var, host);
                 continue;
             }
             let keep = from_database && self.resident.is_some() && column.is_some();
-            let b = self.upload_room(host).map_err(|e| RuntimeError::Kernel {
+            let up = match (picked, column) {
+                (Some(p), _) => self.upload_room(p),
+                (None, Some(h)) => self.upload_room_rows(h, rows.clone()),
+                (None, None) => self.upload_room(HostCol::empty(Elem::of(col.ty))),
+            };
+            let b = up.map_err(|e| RuntimeError::Kernel {
                 at: at_upload(),
                 msg: e.0,
             })?;
@@ -1516,6 +1532,18 @@ impl Interp<'_> {
         up
     }
 
+    /// [`Self::upload_room`] of the rows `rows` of a column that stays the caller's
+    /// ([`Backend::upload_rows`]: no host copy first where the device has memory of its
+    /// own).
+    fn upload_room_rows(&mut self, col: &HostCol, rows: std::ops::Range<usize>) -> Result<DevBuf, crate::BackendError> {
+        let bytes = rows.len() * col.elem().size();
+        self.make_room(bytes, &[]).map_err(crate::BackendError)?;
+        let t = Instant::now();
+        let up = self.backend.upload_rows(col, rows);
+        self.stats.upload += t.elapsed();
+        up
+    }
+
     /// Brings the slots of `slots` that are in the host tier back to the device, making
     /// room for each (keeping all of `slots`). One that does not fit beside the others
     /// within the run's device budget stays in the host tier, and the error says so.
@@ -2018,7 +2046,7 @@ impl Interp<'_> {
                     HostError::Run(e) => e,
                 })?;
                 let b = self
-                    .upload_room(table.as_ref().clone())
+                    .upload_room_rows(&table, 0..table.len())
                     .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
                 self.define(o.0 as usize, b);
                 return Ok(());

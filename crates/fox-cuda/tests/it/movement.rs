@@ -273,6 +273,43 @@ fn root_range_and_range_count() {
     compare(&mut gpu, &Kernel::RangeCount, &[lo, hi], &ctx, "large").expect("succeeds");
 }
 
+/// `upload_rows` copies the rows straight from the caller's column: what comes back is
+/// what the CPU backend (which copies the rows first) holds, for every element type,
+/// empty, one-row, whole and interior ranges; a range past the column is an error.
+fn upload_rows_matches_cpu() {
+    use fox_runtime::Backend;
+    let mut gpu = gpu("upload_rows_matches_cpu");
+    let mut cpu = fox_cpu::CpuBackend::new();
+    let mut rng = Rng::new(8);
+    for &n in SIZES {
+        for &e in &ELEMS {
+            let col = random_col(&mut rng, e, n, Dist::Uniform);
+            for rows in [0..0, 0..n, 0..n.min(1), n / 3..n, n / 4..n / 2 + 1, n..n] {
+                let rows = rows.start.min(n)..rows.end.min(n).max(rows.start.min(n));
+                let case = format!("{e:?}, {n} rows, rows {rows:?}");
+                let g = gpu
+                    .upload_rows(&col, rows.clone())
+                    .unwrap_or_else(|err| panic!("{case}: {err}"));
+                let c = cpu
+                    .upload_rows(&col, rows.clone())
+                    .unwrap_or_else(|err| panic!("{case}: {err}"));
+                let got = gpu.download(&g).expect("download");
+                let want = cpu.download(&c).expect("download");
+                let bits = |c: &HostCol| match c {
+                    HostCol::F64(v) => HostCol::U64(v.iter().map(|x| x.to_bits()).collect()),
+                    other => other.clone(),
+                };
+                assert_eq!(bits(&got), bits(&want), "{case}");
+                assert_eq!(got.len(), rows.len(), "{case}");
+                gpu.free(g);
+                cpu.free(c);
+            }
+        }
+    }
+    let col = HostCol::I32(vec![1, 2, 3]);
+    assert!(gpu.upload_rows(&col, 2..4).is_err(), "rows past the end are refused");
+}
+
 tests![
     Gpu gather_every_type_size_and_shift,
     Gpu gather_columns_of_different_lengths_and_no_columns,
@@ -281,4 +318,5 @@ tests![
     Gpu concat_groups,
     Gpu slices,
     Gpu root_range_and_range_count,
+    Gpu upload_rows_matches_cpu,
 ];
