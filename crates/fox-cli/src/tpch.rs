@@ -31,6 +31,9 @@ pub struct QueryRun {
     /// With `profile`: the statistics of one more run with per-kernel timing (each launch
     /// waited for), which the medians do not include.
     pub profile: Option<RunStats>,
+    /// Over several devices: each device's resident bytes after the query's last run, and
+    /// the bound they are kept within ([`Resident::bound`]); empty on one device.
+    pub resident: Vec<(usize, Option<u64>)>,
 }
 
 impl QueryRun {
@@ -371,6 +374,7 @@ pub fn run_queries_with(
                 split: Split::of_median(&splits).unwrap_or(first_split),
                 output,
                 profile,
+                resident: Vec::new(),
             };
             each(&run);
             out.push(run);
@@ -382,51 +386,72 @@ pub fn run_queries_with(
 }
 
 /// Runs each plan once and then `repeat` times over the devices of `backends` (SPMD,
-/// [`fox_runtime::run_devices_resident`]), each device keeping the part of each of `db`'s
-/// columns the first run that reads it gives it, so that the later runs upload nothing;
-/// the parts are freed when the queries are done. A run's peak is the largest device's.
+/// [`fox_runtime::run_devices_resident`]), under the device budget `memory_limit` on each
+/// device, each device keeping the part of each of `db`'s columns the runs give it within
+/// its resident bound ([`Resident`]), so that the later runs upload nothing while the
+/// columns fit; the parts are freed when the queries are done. A run's peak is the largest
+/// device's. With `profile`, each query runs once more with per-kernel timing, its
+/// statistics (with each device's kernels) in [`QueryRun::profile`].
+#[allow(clippy::too_many_arguments)]
 pub fn run_queries_on_devices(
     backends: &mut [Box<dyn Backend + Send>],
     db: Arc<Database>,
     plans: &[(u32, KernelPlan, Duration)],
     repeat: u32,
+    profile: bool,
+    memory_limit: Option<u64>,
     starting: &mut dyn FnMut(u32, Run),
     mut each: impl FnMut(&QueryRun),
 ) -> anyhow::Result<Vec<QueryRun>> {
     let opts = RunOptions {
         database: Some(db),
+        memory_limit,
         ..Default::default()
     };
+    let timed = RunOptions {
+        timing: true,
+        ..opts.clone()
+    };
     let mut residents: Vec<Resident> = backends.iter().map(|_| Resident::default()).collect();
-    let mut once = |backends: &mut [Box<dyn Backend + Send>], plan: &KernelPlan, q: u32| {
+    let mut once = |backends: &mut [Box<dyn Backend + Send>], plan: &KernelPlan, q: u32, opts: &RunOptions| {
         for b in backends.iter_mut() {
             b.reset_peak();
         }
         let devices: Vec<&mut (dyn Backend + Send)> = backends.iter_mut().map(|b| b.as_mut()).collect();
         let t = Instant::now();
-        let r = fox_runtime::run_devices_resident(plan, devices, &opts, &mut residents)
+        let r = fox_runtime::run_devices_resident(plan, devices, opts, &mut residents)
             .map_err(|e| anyhow::anyhow!("Q{q}: {e}"))?;
-        anyhow::Ok((t.elapsed(), r))
+        let kept: Vec<(usize, Option<u64>)> = residents.iter().map(|r| (r.bytes(), r.bound())).collect();
+        anyhow::Ok((t.elapsed(), r, kept))
     };
     let mut out = Vec::new();
     let res = (|| {
         for (q, plan, compile) in plans {
             starting(*q, Run::First);
-            let (first, r) = once(backends, plan, *q)?;
+            let (first, r, mut resident) = once(backends, plan, *q, &opts)?;
             let first_split = Split::of(first, &r.stats);
             let (mut hot, mut splits, mut last) = (Vec::new(), Vec::new(), r);
             for k in 0..repeat {
                 starting(*q, Run::Hot(k + 1));
-                let (wall, r) = once(backends, plan, *q)?;
+                let (wall, r, kept) = once(backends, plan, *q, &opts)?;
                 hot.push(wall);
                 splits.push((wall, Split::of(wall, &r.stats)));
                 last = r;
+                resident = kept;
             }
             let output = last
                 .outputs
                 .into_iter()
                 .next()
                 .ok_or_else(|| anyhow::anyhow!("Q{q} has no output"))?;
+            let profile = if profile {
+                starting(*q, Run::Profile);
+                let (_, r, kept) = once(backends, plan, *q, &timed)?;
+                resident = kept;
+                Some(r.stats)
+            } else {
+                None
+            };
             let run = QueryRun {
                 query: *q,
                 compile: *compile,
@@ -435,7 +460,8 @@ pub fn run_queries_on_devices(
                 stats: last.stats,
                 split: Split::of_median(&splits).unwrap_or(first_split),
                 output,
-                profile: None,
+                profile,
+                resident,
             };
             each(&run);
             out.push(run);
@@ -446,6 +472,52 @@ pub fn run_queries_on_devices(
         r.release(b.as_mut());
     }
     res.map(|_| out)
+}
+
+/// Each device's resident bytes and bound (as [`QueryRun::resident`]) in words, e.g.
+/// `resident 1.2 MB, 1.1 MB (bound 3.0 MB each)`.
+pub fn resident_words(resident: &[(usize, Option<u64>)]) -> String {
+    let bytes: Vec<String> = resident
+        .iter()
+        .map(|(b, _)| fox_runtime::human_bytes(*b as u64))
+        .collect();
+    let bounds: Vec<String> = resident
+        .iter()
+        .map(|(_, b)| b.map_or_else(|| "none".to_string(), fox_runtime::human_bytes))
+        .collect();
+    let bound = match &bounds[..] {
+        [first, rest @ ..] if rest.iter().all(|b| b == first) => format!("{first} each"),
+        _ => bounds.join(", "),
+    };
+    format!("resident {} (bound {bound})", bytes.join(", "))
+}
+
+/// The `--profile` file: per query, its 1-device run's statistics (`== QN`), then per
+/// device count of `on_devices` that run's statistics and its kernels by device beside
+/// the 1-device run's (`== QN on N devices`; [`fox_runtime::format_device_kernels`]).
+pub fn profile_text(runs: &[QueryRun], on_devices: &[(usize, Vec<QueryRun>)]) -> String {
+    let mut text = String::new();
+    for r in runs {
+        if let Some(st) = &r.profile {
+            text.push_str(&format!("== Q{}\n{}\n", r.query, fox_runtime::format_stats(st)));
+        }
+        for (n, many) in on_devices {
+            let Some(st) = many
+                .iter()
+                .find(|m| m.query == r.query)
+                .and_then(|m| m.profile.as_ref())
+            else {
+                continue;
+            };
+            text.push_str(&format!(
+                "== Q{} on {n} devices\n{}{}\n",
+                r.query,
+                fox_runtime::format_stats(st),
+                fox_runtime::format_device_kernels(st, r.profile.as_ref())
+            ));
+        }
+    }
+    text
 }
 
 /// Where two results differ, in words: `None` when they have the same columns and the
@@ -802,6 +874,7 @@ mod tests {
             split: Split::default(),
             output,
             profile: None,
+            resident: Vec::new(),
         }
     }
 

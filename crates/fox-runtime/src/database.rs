@@ -767,9 +767,44 @@ pub(crate) fn to_host(c: LoadedCol, remap: &[u32]) -> HostCol {
 /// keeps the part of a column the run gave it, and a later run reuses a buffer only where
 /// it asks for the same rows of the same column, so a plan that splits a table another
 /// way, or a run over another number of devices, uploads its own part.
+///
+/// The resident bytes are kept within a bound, so that columns kept for later runs never
+/// take the memory a run needs:
+/// - The bound of a run is the smaller of the explicit limit ([`Resident::with_limit`])
+///   and the run's device budget (its memory limit, else the device's capacity on a
+///   backend with memory of its own) less the room for a run's own buffers: the largest
+///   working set of the runs on this device so far, a run's working set being its device
+///   peak (since the driver last reset the backend's peak) less the resident bytes it
+///   ended with. Without a limit and a budget there is no bound (the CPU backend without
+///   `--memory-limit`).
+/// - Before a run reads its first instruction, at each column a run would keep, and
+///   after the run, resident buffers are freed while the bytes are over the bound, in
+///   this order: first the buffers no buffer of the run holds of a column the run reads
+///   with other rows than it asks for (another placement of the same column), then the
+///   other buffers the run does not read, then (before the run only) those it reads; each
+///   group least recently used first (by the last run that read the buffer), then by
+///   table, column and rows. A buffer the run holds is never freed.
+/// - A column that does not fit under the bound once those are freed is uploaded for the
+///   run alone and freed at its end (the next run uploads it again).
+/// - When the device runs short of memory during a run, resident buffers the run does not
+///   hold are freed in the same order, before any buffer of the run moves to the host.
+///
+/// So a run whose columns and working set fit the device with everything kept before it
+/// frees nothing and uploads nothing twice, and [`Resident::bytes`] is within
+/// [`Resident::bound`] after every run that has a bound.
 #[derive(Debug, Default)]
 pub struct Resident {
     pub(crate) bufs: HashMap<ResidentKey, DevBuf>,
+    /// The run (counted by `runs`) that last read each buffer of `bufs`.
+    pub(crate) used: HashMap<ResidentKey, u64>,
+    /// The runs started on this device.
+    pub(crate) runs: u64,
+    /// The explicit bound on the resident bytes, if any.
+    limit: Option<u64>,
+    /// The largest working set of a run so far (see [`Resident`]).
+    pub(crate) room: u64,
+    /// The bound of the last run.
+    pub(crate) bound: Option<u64>,
 }
 
 /// The rows of a column a resident buffer holds: every row, the rows `start..end` (a
@@ -795,12 +830,74 @@ impl Rows {
             Rows::Part(rows)
         }
     }
+
+    /// A total order of rows, for deterministic choices.
+    pub(crate) fn order(&self) -> (u8, usize, usize, Vec<usize>) {
+        match self {
+            Rows::All => (0, 0, 0, Vec::new()),
+            Rows::Part(p) => (1, p.start, p.end, Vec::new()),
+            Rows::Hashed { keys, rank, devices } => (2, *rank, *devices, keys.clone()),
+        }
+    }
 }
 
 /// A resident buffer's table, column and rows (see [`Resident`]).
 pub(crate) type ResidentKey = (String, usize, Rows);
 
 impl Resident {
+    /// No buffer, and a bound of `limit` bytes on what is kept (besides the one the
+    /// device budget sets; see [`Resident`]).
+    pub fn with_limit(limit: u64) -> Resident {
+        Resident {
+            limit: Some(limit),
+            ..Resident::default()
+        }
+    }
+
+    /// Sets the explicit bound on the resident bytes (`None`: only the device budget's),
+    /// applied from the next run on.
+    pub fn set_limit(&mut self, limit: Option<u64>) {
+        self.limit = limit;
+    }
+
+    /// The explicit bound on the resident bytes.
+    pub fn limit(&self) -> Option<u64> {
+        self.limit
+    }
+
+    /// The bound on the resident bytes of the last run (see [`Resident`]); `None` before
+    /// the first run and when the run had none.
+    pub fn bound(&self) -> Option<u64> {
+        self.bound
+    }
+
+    /// The bound of a run whose device budget is `cap` bytes (`None` when unknown): the
+    /// explicit limit, and the budget less the room for a run's working set.
+    pub(crate) fn bound_under(&self, cap: Option<u64>) -> Option<u64> {
+        let budget = cap.map(|c| c.saturating_sub(self.room));
+        match (self.limit, budget) {
+            (Some(l), Some(b)) => Some(l.min(b)),
+            (l, b) => l.or(b),
+        }
+    }
+
+    /// The buffer `key`, when held, counted as read by the current run.
+    pub(crate) fn touch(&mut self, key: &ResidentKey) -> Option<DevBuf> {
+        let b = self.bufs.get(key)?;
+        self.used.insert(key.clone(), self.runs);
+        Some(DevBuf {
+            id: b.id,
+            elem: b.elem,
+            len: b.len,
+        })
+    }
+
+    /// Keeps `buf` as the buffer `key`, read by the current run.
+    pub(crate) fn keep(&mut self, key: ResidentKey, buf: DevBuf) {
+        self.used.insert(key.clone(), self.runs);
+        self.bufs.insert(key, buf);
+    }
+
     /// Bytes held on the device.
     pub fn bytes(&self) -> usize {
         self.bufs.values().map(DevBuf::bytes).sum()
@@ -809,6 +906,27 @@ impl Resident {
     /// The number of buffers held on the device.
     pub fn buffers(&self) -> usize {
         self.bufs.len()
+    }
+
+    /// The buffers held, sorted: each one's table, column (its index in the table's
+    /// declaration; for the dictionary's tables, whose table starts with `$`, the
+    /// dictionary's size), rows in words (`all`, `rows A..B`, `hashed on [K] for device R
+    /// of N`) and bytes.
+    pub fn held(&self) -> Vec<(String, usize, String, usize)> {
+        let mut keys: Vec<(&ResidentKey, usize)> = self.bufs.iter().map(|(k, b)| (k, b.bytes())).collect();
+        keys.sort_by(|(x, _), (y, _)| (&x.0, x.1, x.2.order()).cmp(&(&y.0, y.1, y.2.order())));
+        keys.into_iter()
+            .map(|((t, c, rows), bytes)| {
+                let rows = match rows {
+                    Rows::All => "all".to_string(),
+                    Rows::Part(r) => format!("rows {}..{}", r.start, r.end),
+                    Rows::Hashed { keys, rank, devices } => {
+                        format!("hashed on {keys:?} for device {rank} of {devices}")
+                    }
+                };
+                (t.clone(), *c, rows, bytes)
+            })
+            .collect()
     }
 
     /// Frees every buffer on `backend` (the one the runs used).
@@ -830,6 +948,7 @@ impl Resident {
             .cloned()
             .collect();
         for k in keys {
+            self.used.remove(&k);
             if let Some(b) = self.bufs.remove(&k) {
                 backend.free(b);
             }
@@ -841,6 +960,24 @@ impl Resident {
 mod tests {
     use super::*;
     use fox_sema::core::{Column, Type, Value};
+
+    /// A run's resident bound: the explicit limit, the device budget less the room for a
+    /// working set, the smaller of both, or none.
+    #[test]
+    fn the_resident_bound_is_the_limit_and_the_budget_less_the_room() {
+        let mut r = Resident::default();
+        assert_eq!(r.bound_under(None), None);
+        assert_eq!(r.bound_under(Some(1000)), Some(1000));
+        r.room = 300;
+        assert_eq!(r.bound_under(Some(1000)), Some(700));
+        assert_eq!(r.bound_under(Some(200)), Some(0));
+        r.set_limit(Some(500));
+        assert_eq!(r.limit(), Some(500));
+        assert_eq!(r.bound_under(None), Some(500));
+        assert_eq!(r.bound_under(Some(1000)), Some(500));
+        assert_eq!(r.bound_under(Some(600)), Some(300));
+        assert_eq!(Resident::with_limit(42).bound_under(None), Some(42));
+    }
 
     #[test]
     fn tables_in_memory_join_the_dictionary() {

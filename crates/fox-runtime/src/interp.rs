@@ -230,6 +230,11 @@ struct Interp<'a> {
     backend: &'a mut dyn Backend,
     database: Option<std::sync::Arc<Database>>,
     resident: Option<&'a mut Resident>,
+    /// The resident buffers this run reads (see [`Resident`]) and the bytes of each,
+    /// worked out before its first instruction.
+    wanted: std::collections::HashMap<crate::database::ResidentKey, u64>,
+    /// The run was counted on `resident` ([`Interp::begin_resident`]).
+    resident_begun: bool,
     dict: Dictionary,
     inputs: Vec<Option<LoadedInput>>,
     /// Device buffers with the number of variables holding each.
@@ -306,6 +311,8 @@ impl<'a> Interp<'a> {
             backend,
             database,
             resident,
+            wanted: Default::default(),
+            resident_begun: false,
             pinned: Vec::new(),
             tiers: Vec::new(),
             in_db: Vec::new(),
@@ -369,6 +376,7 @@ impl<'a> Interp<'a> {
         self.release_all();
         let mem = self.backend.mem();
         self.stats.peak_bytes = mem.peak;
+        self.end_resident(mem.peak);
         self.stats.compile = self.backend.compile_time();
         self.stats.total_allocated_bytes = mem.total_allocated;
         self.stats.instrs = self.instr_stats.iter().flatten().flatten().cloned().collect();
@@ -789,16 +797,11 @@ impl Interp<'_> {
             let key = (rel.name.clone(), c, part.clone());
             if let Some(b) = self
                 .resident
-                .as_ref()
+                .as_mut()
                 .filter(|_| from_database)
-                .and_then(|r| r.bufs.get(&key))
+                .and_then(|r| r.touch(&key))
             {
-                let copy = DevBuf {
-                    id: b.id,
-                    elem: b.elem,
-                    len: b.len,
-                };
-                self.define_pinned(var, copy, true);
+                self.define_pinned(var, b, true);
                 continue;
             }
             let column = source[c].filter(|h| h.len() == len);
@@ -843,7 +846,7 @@ impl Interp<'_> {
                 self.define_in_host_tier(var, host);
                 continue;
             }
-            let keep = from_database && self.resident.is_some() && column.is_some();
+            let keep = from_database && self.resident.is_some() && column.is_some() && self.admit_resident(bytes);
             let up = match (picked, column) {
                 (Some(p), _) => self.upload_room(p),
                 (None, Some(h)) => self.upload_room_rows(h, rows.clone()),
@@ -860,7 +863,7 @@ impl Interp<'_> {
                     len: b.len,
                 };
                 if let Some(r) = self.resident.as_mut() {
-                    r.bufs.insert(key, b);
+                    r.keep(key, b);
                 }
                 self.define_pinned(var, copy, true);
             } else {
@@ -977,28 +980,34 @@ impl Interp<'_> {
         what: &dyn Fn() -> String,
         make: impl FnOnce() -> Result<HostCol, String>,
     ) -> Result<(), RuntimeError> {
-        if !self.resident.as_ref().is_some_and(|r| r.bufs.contains_key(&key)) {
-            let col = make().map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
-            let b = self
-                .upload_room(col)
-                .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
-            if let Some(r) = self.resident.as_mut() {
-                r.bufs.insert(key.clone(), b);
-            }
+        if let Some(b) = self.resident.as_mut().and_then(|r| r.touch(&key)) {
+            self.define_pinned(out.0 as usize, b, true);
+            return Ok(());
         }
-        let b = &self.resident.as_ref().expect("checked above").bufs[&key];
-        let copy = DevBuf {
-            id: b.id,
-            elem: b.elem,
-            len: b.len,
-        };
-        self.define_pinned(out.0 as usize, copy, true);
+        let col = make().map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+        let keep = self.admit_resident(col.len() * col.elem().size());
+        let b = self
+            .upload_room(col)
+            .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
+        match self.resident.as_mut().filter(|_| keep) {
+            Some(r) => {
+                let copy = DevBuf {
+                    id: b.id,
+                    elem: b.elem,
+                    len: b.len,
+                };
+                r.keep(key, b);
+                self.define_pinned(out.0 as usize, copy, true);
+            }
+            None => self.define(out.0 as usize, b),
+        }
         Ok(())
     }
 
     /// Runs the plan's blocks from the entry, with the backend's checks deferred within the
     /// run ([`Backend::set_check_site`]) and all of them read before it ends.
     fn execute(&mut self) -> Result<(), RuntimeError> {
+        self.begin_resident();
         let res = self.execute_blocks();
         let dropped = self.backend.set_check_site(None);
         res?;
@@ -1379,50 +1388,217 @@ impl Interp<'_> {
         tier::victim_order(cands)
     }
 
-    /// Gives back resident columns ([`Resident`]) that no buffer of this run holds,
-    /// largest first, until at least `target` bytes have left the device (all of them
-    /// when `target` is `usize::MAX`); the bytes freed. Such a column takes the device
-    /// budget without serving the run, and the database keeps its rows: the next run that
-    /// reads it uploads it again. Columns the run holds stay.
+    /// Gives back resident columns ([`Resident`]) that no buffer of this run holds, in
+    /// the order [`Interp::resident_victims`] gives (those the run reads last), until at
+    /// least `target` bytes have left the device (all of them when `target` is
+    /// `usize::MAX`); the bytes freed. Such a column takes the device budget without
+    /// serving the run now, and the database keeps its rows: the next run that reads it
+    /// uploads it again. Columns the run holds stay.
     fn release_resident(&mut self, target: usize) -> usize {
+        let mut freed = 0;
+        for key in self.resident_victims(true) {
+            if freed >= target {
+                break;
+            }
+            freed += self.free_resident(&key);
+        }
+        freed
+    }
+
+    /// The resident buffers no buffer of this run holds, in the order they are freed
+    /// (see [`Resident`]): those of a column the run reads with other rows, then those of
+    /// columns it does not read, then (with `wanted`) those it reads; each group least
+    /// recently used first, then by table, column and rows.
+    fn resident_victims(&self, wanted: bool) -> Vec<crate::database::ResidentKey> {
+        let Some(r) = self.resident.as_ref() else {
+            return Vec::new();
+        };
         let held: std::collections::HashSet<u64> = self
             .slots
             .iter()
             .zip(&self.pinned)
             .filter_map(|(e, &p)| e.as_ref().filter(|_| p).map(|(b, _)| b.id))
             .collect();
-        let Some(r) = self.resident.as_mut() else {
-            return 0;
-        };
-        let mut idle: Vec<(usize, crate::database::ResidentKey)> = r
+        let columns: std::collections::HashSet<(&str, usize)> =
+            self.wanted.keys().map(|(t, c, _)| (t.as_str(), *c)).collect();
+        let mut keys: Vec<(u8, u64, &crate::database::ResidentKey)> = r
             .bufs
             .iter()
             .filter(|(_, b)| !held.contains(&b.id))
-            .map(|(k, b)| (b.bytes(), k.clone()))
+            .filter_map(|(k, _)| {
+                let group = if self.wanted.contains_key(k) {
+                    2
+                } else if columns.contains(&(k.0.as_str(), k.1)) {
+                    0
+                } else {
+                    1
+                };
+                (group < 2 || wanted).then(|| (group, r.used.get(k).copied().unwrap_or(0), k))
+            })
             .collect();
-        // Largest first, then by table, column and rows, so the choice is deterministic.
-        idle.sort_by(|(a, x), (b, y)| {
-            let rows = |r: &crate::database::Rows| match r {
-                crate::database::Rows::All => (0, 0, 0, Vec::new()),
-                crate::database::Rows::Part(p) => (1, p.start, p.end, Vec::new()),
-                crate::database::Rows::Hashed { keys, rank, devices } => (2, *rank, *devices, keys.clone()),
-            };
-            b.cmp(a)
-                .then_with(|| (&x.0, x.1, rows(&x.2)).cmp(&(&y.0, y.1, rows(&y.2))))
-        });
-        let mut freed = 0;
-        for (bytes, key) in idle {
-            if freed >= target {
+        keys.sort_by(|(g, u, x), (h, v, y)| (g, u, &x.0, x.1, x.2.order()).cmp(&(h, v, &y.0, y.1, y.2.order())));
+        keys.into_iter().map(|(_, _, k)| k.clone()).collect()
+    }
+
+    /// Frees the resident buffer `key`; its bytes (0 when there is none).
+    fn free_resident(&mut self, key: &crate::database::ResidentKey) -> usize {
+        let Some(r) = self.resident.as_mut() else {
+            return 0;
+        };
+        r.used.remove(key);
+        let Some(b) = r.bufs.remove(key) else {
+            return 0;
+        };
+        let bytes = b.bytes();
+        self.backend.free(b);
+        self.stats.tier.resident_released += 1;
+        self.stats.tier.resident_released_bytes += bytes as u64;
+        bytes
+    }
+
+    /// Frees resident buffers in the order of [`Interp::resident_victims`] (`wanted`: also
+    /// those the run reads) until at most `bound` bytes are resident, or none is left to
+    /// free.
+    fn trim_resident(&mut self, bound: u64, wanted: bool) {
+        let over = |s: &Self| s.resident.as_ref().is_some_and(|r| r.bytes() as u64 > bound);
+        if !over(self) {
+            return;
+        }
+        for key in self.resident_victims(wanted) {
+            self.free_resident(&key);
+            if !over(self) {
                 break;
             }
-            if let Some(b) = r.bufs.remove(&key) {
-                self.backend.free(b);
-                freed += bytes;
-                self.stats.tier.resident_released += 1;
-                self.stats.tier.resident_released_bytes += bytes as u64;
+        }
+    }
+
+    /// Before the first instruction: counts the run on the resident and works out the
+    /// buffers it reads and its bound. When the buffers it reads would not all fit under
+    /// the bound beside those kept, the other placements of the columns it reads are
+    /// freed whole; then resident buffers are freed down to the bound (see [`Resident`]).
+    fn begin_resident(&mut self) {
+        if self.resident.is_none() {
+            return;
+        }
+        self.wanted = self.wanted_keys();
+        let cap = self.device_cap;
+        let r = self.resident.as_mut().expect("checked above");
+        r.runs += 1;
+        r.bound = r.bound_under(cap);
+        self.resident_begun = true;
+        let Some(bound) = r.bound else {
+            return;
+        };
+        let missing: u64 = self
+            .wanted
+            .iter()
+            .filter(|(k, _)| !r.bufs.contains_key(*k))
+            .map(|(_, b)| b)
+            .sum();
+        if (r.bytes() as u64).saturating_add(missing) > bound {
+            let columns: std::collections::HashSet<(&str, usize)> =
+                self.wanted.keys().map(|(t, c, _)| (t.as_str(), *c)).collect();
+            let others: Vec<crate::database::ResidentKey> = r
+                .bufs
+                .keys()
+                .filter(|k| !self.wanted.contains_key(*k) && columns.contains(&(k.0.as_str(), k.1)))
+                .cloned()
+                .collect();
+            for k in others {
+                self.free_resident(&k);
             }
         }
-        freed
+        self.trim_resident(bound, true);
+    }
+
+    /// After the run (its own buffers freed, the device's peak `peak`): records its
+    /// working set, and frees resident buffers down to the bound that gives (see
+    /// [`Resident`]).
+    fn end_resident(&mut self, peak: usize) {
+        let cap = self.device_cap;
+        if !self.resident_begun {
+            return;
+        }
+        let Some(r) = self.resident.as_mut() else {
+            return;
+        };
+        let working = (peak as u64).saturating_sub(r.bytes() as u64);
+        r.room = r.room.max(working);
+        r.bound = r.bound_under(cap);
+        if let Some(bound) = r.bound {
+            self.trim_resident(bound, true);
+        }
+    }
+
+    /// Whether a column of `bytes` uploaded now may be kept resident: it fits under the
+    /// run's bound once the resident buffers the run neither holds nor reads are freed
+    /// (which they are, as far as needed). Always true without a bound.
+    fn admit_resident(&mut self, bytes: usize) -> bool {
+        let Some(bound) = self.resident.as_ref().and_then(|r| r.bound) else {
+            return true;
+        };
+        let Some(room) = bound.checked_sub(bytes as u64) else {
+            return false;
+        };
+        self.trim_resident(room, false);
+        self.resident.as_ref().is_some_and(|r| r.bytes() as u64 <= room)
+    }
+
+    /// The resident buffers the plan's instructions read on this device: the rows of each
+    /// loaded column of each database input it loads (as [`Interp::load_rows`] keys
+    /// them), and the dictionary's tables it keeps; with the bytes of each (of a device's
+    /// hashed rows, its share of the column's).
+    fn wanted_keys(&self) -> std::collections::HashMap<crate::database::ResidentKey, u64> {
+        use crate::database::Rows;
+        let mut keys = std::collections::HashMap::new();
+        let device = self.spmd.as_ref().map(|d| (d.rank, d.comm.size()));
+        for ins in self.plan.blocks.iter().flat_map(|b| &b.instrs) {
+            let Instr::Launch { kernel, .. } = ins else { continue };
+            match kernel {
+                Kernel::LoadInput { input, whole, hash } => {
+                    let (Some(db), Some(rel)) = (&self.database, self.plan.inputs.get(*input)) else {
+                        continue;
+                    };
+                    let Ok(t) = db.table_for(rel) else { continue };
+                    let cols: Vec<(usize, usize, usize)> = (0..rel.columns.len())
+                        .filter_map(|c| Database::column(t, c).map(|h| (c, h.len(), h.elem().size())))
+                        .collect();
+                    let len = cols.iter().map(|&(_, l, _)| l).max().unwrap_or(0);
+                    let rows = match device {
+                        None => Rows::All,
+                        Some(_) if *whole => Rows::All,
+                        Some((rank, devices)) if !hash.is_empty() => Rows::Hashed {
+                            keys: hash.clone(),
+                            rank,
+                            devices,
+                        },
+                        Some((rank, n)) => Rows::of(crate::spmd::input_rows(len, rank, n), len),
+                    };
+                    let share = match (&rows, device) {
+                        (Rows::All, _) | (_, None) => len,
+                        (Rows::Part(r), _) => r.len(),
+                        (Rows::Hashed { .. }, Some((_, n))) => len.div_ceil(n),
+                    };
+                    for (c, l, size) in cols {
+                        if l == len {
+                            keys.insert((rel.name.clone(), c, rows.clone()), (share * size) as u64);
+                        }
+                    }
+                }
+                Kernel::DictTable { op } if self.resident.is_some() => {
+                    let n = self.dict.len();
+                    let bytes = 4 * n as u64;
+                    if *op == fox_kernel::DictOp::Rank {
+                        keys.insert(("$rank".to_string(), n, Rows::All), bytes);
+                    }
+                    if dict_index(op) {
+                        keys.insert((format!("$dict {op:?}"), n, Rows::All), bytes);
+                    }
+                }
+                _ => {}
+            }
+        }
+        keys
     }
 
     /// Moves a slot's buffer to the host tier: downloaded, its device buffer freed; one

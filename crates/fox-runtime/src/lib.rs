@@ -169,6 +169,10 @@ pub struct RunStats {
     /// The instructions that ran in pieces at least once, in plan order (the totals are
     /// in `tier`).
     pub pieces: Vec<PiecesStat>,
+    /// In a run over several devices, each device's own `instrs` (in device order;
+    /// `instrs` holds the slowest device's time of each instruction); empty on one
+    /// device. [`format_device_kernels`] compares them by kernel.
+    pub device_instrs: Vec<Vec<InstrStat>>,
 }
 
 /// An instruction whose operator did not fit the device budget whole and ran in pieces.
@@ -221,9 +225,9 @@ pub struct TierStats {
     /// rows, runs of a sort, pieces of a join, search or aggregation), and their pieces.
     pub operators_in_pieces: u64,
     pub pieces: u64,
-    /// A database's resident columns given back to make room (no run of this backend
-    /// held them any longer; the next run that reads them uploads them again), and their
-    /// bytes.
+    /// A database's resident columns given back to make room (to keep the resident
+    /// bound, or when the device ran short; no buffer of the run held them; the next run
+    /// that reads them uploads them again), and their bytes.
     pub resident_released: u64,
     pub resident_released_bytes: u64,
     /// Database columns (all their rows, or a device's slice) read where the database
@@ -486,6 +490,80 @@ pub fn format_stats(stats: &RunStats) -> String {
             ));
         }
     }
+    out
+}
+
+/// The kernels of a run over several devices by device: per kernel, the milliseconds of
+/// its launches on each device (`stats.device_instrs`) and, given `one` (the same query's
+/// run on one device), on that one device, slowest first by the largest of those; then
+/// the calls on each. Kernels only one of the runs has show `-` for the other.
+pub fn format_device_kernels(stats: &RunStats, one: Option<&RunStats>) -> String {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let runs: Vec<(String, &[InstrStat])> = one
+        .map(|o| ("1 device".to_string(), &o.instrs[..]))
+        .into_iter()
+        .chain(
+            stats
+                .device_instrs
+                .iter()
+                .enumerate()
+                .map(|(d, i)| (format!("device {d}"), &i[..])),
+        )
+        .collect();
+    // Per kernel: (calls, time) in each run.
+    type PerRun = Vec<Option<(u64, Duration)>>;
+    let mut kernels: Vec<(String, PerRun)> = Vec::new();
+    for (r, (_, instrs)) in runs.iter().enumerate() {
+        for s in *instrs {
+            let k = match kernels.iter().position(|(k, _)| *k == s.kernel) {
+                Some(k) => k,
+                None => {
+                    kernels.push((s.kernel.clone(), vec![None; runs.len()]));
+                    kernels.len() - 1
+                }
+            };
+            let e = kernels[k].1[r].get_or_insert((0, Duration::ZERO));
+            e.0 += s.calls;
+            e.1 += s.total;
+        }
+    }
+    let most = |v: &[Option<(u64, Duration)>]| v.iter().flatten().map(|e| e.1).max().unwrap_or_default();
+    kernels.sort_by(|a, b| most(&b.1).cmp(&most(&a.1)).then_with(|| a.0.cmp(&b.0)));
+    let kw = kernels.iter().map(|k| k.0.chars().count()).max().unwrap_or(0).max(6);
+    let cw = runs.iter().map(|(n, _)| n.len() + 3).max().unwrap_or(0).max(10);
+    let mut out = format!(
+        "kernels by device ({} devices)\n{:<kw$}",
+        stats.device_instrs.len(),
+        "kernel"
+    );
+    for (n, _) in &runs {
+        out.push_str(&format!("  {:>cw$}", format!("{n} ms")));
+    }
+    out.push_str("  calls");
+    out.push('\n');
+    let mut sums = vec![Duration::ZERO; runs.len()];
+    for (k, per) in &kernels {
+        out.push_str(&format!("{k:<kw$}"));
+        for (r, e) in per.iter().enumerate() {
+            match e {
+                Some((_, t)) => {
+                    sums[r] += *t;
+                    out.push_str(&format!("  {:>cw$.3}", ms(*t)));
+                }
+                None => out.push_str(&format!("  {:>cw$}", "-")),
+            }
+        }
+        let calls: Vec<String> = per
+            .iter()
+            .map(|e| e.map_or_else(|| "-".to_string(), |(c, _)| c.to_string()))
+            .collect();
+        out.push_str(&format!("  {}\n", calls.join(" / ")));
+    }
+    out.push_str(&format!("{:<kw$}", "total"));
+    for t in sums {
+        out.push_str(&format!("  {:>cw$.3}", ms(t)));
+    }
+    out.push('\n');
     out
 }
 
@@ -764,6 +842,60 @@ mod tests {
         assert!(
             r.contains("exchanges: 2 (1 row, 16 bytes moved between devices)\ndevice 0: device peak 1000 bytes (1.00 KB)\ndevice 1: device peak 3000 bytes (3.00 KB)\n"),
             "{r}"
+        );
+    }
+
+    /// The kernels by device: one column per device and one for the 1-device run, the
+    /// kernels slowest first by their largest time, `-` where a run has no such kernel,
+    /// the calls of each run, and the totals.
+    #[test]
+    fn kernels_by_device_put_each_device_beside_the_one_device_run() {
+        let ms = Duration::from_millis;
+        let instr = |label: &str, kernel: &str, calls: u64, t: u64| InstrStat {
+            label: label.into(),
+            kernel: kernel.into(),
+            calls,
+            total: ms(t),
+        };
+        let one = RunStats {
+            instrs: vec![instr("main.0", "sort_perm", 2, 5), instr("main.1", "sort_perm", 1, 1)],
+            ..RunStats::default()
+        };
+        let two = RunStats {
+            device_instrs: vec![
+                vec![instr("main.0", "sort_perm", 1, 2), instr("main.1", "exchange", 3, 7)],
+                vec![instr("main.0", "sort_perm", 1, 4), instr("main.1", "exchange", 3, 1)],
+            ],
+            ..RunStats::default()
+        };
+        let t = format_device_kernels(&two, Some(&one));
+        let lines: Vec<Vec<&str>> = t.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(lines[0], ["kernels", "by", "device", "(2", "devices)"], "{t}");
+        assert_eq!(
+            lines[1],
+            ["kernel", "1", "device", "ms", "device", "0", "ms", "device", "1", "ms", "calls"],
+            "{t}"
+        );
+        assert_eq!(
+            lines[2],
+            ["exchange", "-", "7.000", "1.000", "-", "/", "3", "/", "3"],
+            "{t}"
+        );
+        assert_eq!(
+            lines[3],
+            ["sort_perm", "6.000", "2.000", "4.000", "3", "/", "1", "/", "1"],
+            "{t}"
+        );
+        assert_eq!(lines[4], ["total", "6.000", "9.000", "5.000"], "{t}");
+        // Without the 1-device run, only the devices.
+        let t = format_device_kernels(&two, None);
+        assert!(
+            t.lines()
+                .nth(1)
+                .unwrap()
+                .split_whitespace()
+                .eq(["kernel", "device", "0", "ms", "device", "1", "ms", "calls"]),
+            "{t}"
         );
     }
 }

@@ -750,6 +750,7 @@ fn combine(devices: Vec<crate::RunStats>) -> crate::RunStats {
     all.backend = format!("{} × {n} devices", all.backend);
     all.device_peaks = vec![all.peak_bytes];
     all.device_boxes = vec![all.boxes];
+    all.device_instrs = vec![all.instrs.clone()];
     let mut at: std::collections::HashMap<String, usize> = all
         .instrs
         .iter()
@@ -788,6 +789,7 @@ fn combine(devices: Vec<crate::RunStats>) -> crate::RunStats {
             a.calls = a.calls.max(b.calls);
             a.max = a.max.max(b.max);
         }
+        all.device_instrs.push(d.instrs.clone());
         for s in d.instrs {
             match at.get(&s.label) {
                 Some(&k) => {
@@ -878,6 +880,8 @@ mod tests {
             (all.instrs.len(), all.instrs[0].calls, all.instrs[0].total),
             (1, 1, ms(9))
         );
+        let each: Vec<Duration> = all.device_instrs.iter().map(|i| i[0].total).collect();
+        assert_eq!(each, [ms(5), ms(9), ms(2)]);
     }
 
     #[test]

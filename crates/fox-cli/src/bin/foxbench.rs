@@ -224,7 +224,8 @@ struct TpchArgs {
     /// The device memory the runs may use (e.g. 512M, 16G; default: all of the
     /// device's): operators that do not fit run in pieces and buffers wait in the host
     /// tier; each query's device peak and host-tier peak are printed after the table. The
-    /// loaded tables stay on the device, so the limit must hold the columns a query reads.
+    /// columns the runs read stay on the device between runs within the limit less the
+    /// largest working set of a run so far; over --devices the limit is each device's.
     #[arg(long, value_name = "SIZE", value_parser = fox_cli::parse_memory_size)]
     memory_limit: Option<u64>,
     /// Also write the measurements to FILE as JSON (tpch/bench-duckdb.py --fox-json reads it).
@@ -234,19 +235,28 @@ struct TpchArgs {
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// After the timed runs, run each query once more with per-kernel timing (each
-    /// launch waited for) and write its kernel table to FILE.
+    /// launch waited for), on one device and over each --devices count, and write to
+    /// FILE per query: `== QN`, the 1-device run's statistics (time by kernel, slowest
+    /// instructions, split, memory); then per count `== QN on N devices`, that run's
+    /// statistics (each instruction's time the slowest device's) and its kernels by
+    /// device: each kernel's ms on one device, on device 0, device 1, … and its calls on
+    /// each. The extra runs are not in the medians.
     #[arg(long, value_name = "FILE")]
     profile: Option<PathBuf>,
     #[arg(long, value_enum, value_name = "ALGORITHM", default_value_t = fox_cli::JoinArg::Auto, help = fox_cli::JoinArg::HELP)]
     join: fox_cli::JoinArg,
     /// Also run every query over N devices (SPMD, as `foxrun --devices`: planned for N
-    /// devices, each device keeping its part of each table from the first run on) after the
-    /// runs on one device, and print a table of the medians, the speed-up (the 1-device
-    /// median over the N-device one), whether the answers are the same, and the totals;
-    /// the run fails when any differ. Several counts (e.g. 2,4) run one after the other,
-    /// each over its own devices, with a column each. On the GPU backend N GPUs from the
-    /// first (`all`: every visible GPU), on the CPU backend N simulated devices (`all`: 1).
-    /// --check, --out, --json and --profile are of the 1-device runs.
+    /// devices, each device keeping the parts of the tables the runs read between runs,
+    /// within its resident bound: the device's memory, or --memory-limit, less the largest
+    /// working set of a run so far) after the runs on one device, and print a table of the
+    /// medians, the speed-up (the 1-device median over the N-device one), whether the
+    /// answers are the same, and the totals; the run fails when any differ. Each query's
+    /// line gives each device's resident bytes after its runs and the bound. Several
+    /// counts (e.g. 2,4) run one after the other, each over its own devices, with a
+    /// column each. On the GPU backend N GPUs from the first (`all`: every visible GPU),
+    /// on the CPU backend N simulated devices (`all`: 1). --memory-limit applies to each
+    /// device; --profile profiles the N-device runs too; --check, --out and --json are
+    /// of the 1-device runs.
     /// A device that fails stops the others at their next collective; devices waiting
     /// at a collective while no device made progress for FOX_STALL_TIMEOUT_S seconds
     /// (default 120) fail the run with an error naming the devices that did not come.
@@ -1297,20 +1307,24 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
             db.clone(),
             plans,
             a.repeat,
+            a.profile.is_some(),
+            a.memory_limit,
             &mut |q, run| {
                 spinner.set(match run {
                     t::Run::Hot(k) => format!("Q{q} on {devices} devices: hot run {k} of {}", a.repeat),
-                    _ => format!("Q{q} on {devices} devices: first run"),
+                    t::Run::Profile => format!("Q{q} on {devices} devices: run with per-kernel timing"),
+                    t::Run::First => format!("Q{q} on {devices} devices: first run"),
                 })
             },
             |r| {
                 spinner.suspend(|| {
                     eprintln!(
-                        "  Q{:<2} {:>9.2} ms median on {devices} devices, first {:.2} ms, {}",
+                        "  Q{:<2} {:>9.2} ms median on {devices} devices, first {:.2} ms, {}; {}",
                         r.query,
                         r.median().as_secs_f64() * 1e3,
                         r.first.as_secs_f64() * 1e3,
-                        plural(r.output.len() as u64, "row")
+                        plural(r.output.len() as u64, "row"),
+                        t::resident_words(&r.resident)
                     )
                 });
             },
@@ -1358,12 +1372,7 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
         }
     }
     if let Some(p) = &a.profile {
-        let mut text = String::new();
-        for r in &runs {
-            if let Some(st) = &r.profile {
-                text.push_str(&format!("== Q{}\n{}\n", r.query, fox_runtime::format_stats(st)));
-            }
-        }
+        let text = t::profile_text(&runs, &runs_on_devices);
         files.add(p, move |w| w.write_all(text.as_bytes()));
     }
     if let Some(p) = &a.json {
