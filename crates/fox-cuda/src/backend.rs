@@ -258,6 +258,10 @@ impl Backend for CudaBackend {
         self.gpu.upload_rows(col, rows)
     }
 
+    fn upload_flags(&mut self, len: usize, ones: &[u32]) -> Result<DevBuf, BackendError> {
+        crate::k_move::upload_flags(&mut self.gpu, len, ones)
+    }
+
     fn download(&mut self, buf: &DevBuf) -> Result<HostCol, BackendError> {
         self.gpu.download(buf)
     }

@@ -328,3 +328,38 @@ pub(crate) fn route_rows(
         }
     }
 }
+
+/// A `U8` table of `len` rows, 1 at the rows `ones` and 0 elsewhere, built on the
+/// device: zeroed, then the positions uploaded and 1 scattered to them (kernels/join.cu
+/// `scatter_u8` from a run of ones). A position past `len` is an error, and nothing is
+/// left allocated.
+pub(crate) fn upload_flags(gpu: &mut Gpu, len: usize, ones: &[u32]) -> Result<DevBuf, BackendError> {
+    if let Some(&bad) = ones.iter().find(|&&r| r as usize >= len) {
+        return Err(err(format!("flag at row {bad} of a table of {len} rows")));
+    }
+    let out = gpu.alloc_zeroed(Elem::U8, len)?;
+    if ones.is_empty() {
+        return Ok(out);
+    }
+    let mut temps = Vec::with_capacity(2);
+    let res = (|| {
+        temps.push(gpu.upload(&HostCol::U32(ones.to_vec()))?);
+        temps.push(gpu.upload(&HostCol::U8(vec![1; ones.len()]))?);
+        let args = [
+            KArg::Ptr(gpu.ptr(&temps[1])?),
+            KArg::Ptr(gpu.ptr(&temps[0])?),
+            KArg::U64(ones.len() as u64),
+            KArg::Ptr(gpu.ptr(&out)?),
+        ];
+        let grid = crate::k_join::stride_grid(gpu, ones.len());
+        gpu.launch("join", "scatter_u8", grid, BLOCK, 0, &args)
+    })();
+    free_all(gpu, temps);
+    match res {
+        Ok(()) => Ok(out),
+        Err(e) => {
+            gpu.free(out);
+            Err(e)
+        }
+    }
+}

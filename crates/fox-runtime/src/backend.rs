@@ -263,6 +263,22 @@ pub trait Backend {
         let part = col.try_slice(rows, "an uploaded column").map_err(BackendError)?;
         self.upload(part)
     }
+    /// A new `U8` buffer of `len` rows, 1 at the rows `ones` (each below `len`) and 0
+    /// elsewhere: a table of flags most of whose rows are 0 (a pattern's table over a
+    /// large dictionary of which a run reads few strings), which a backend with memory
+    /// of its own builds on the device from the positions instead of receiving `len`
+    /// bytes. A position past `len` is an error. The default builds the table on the host
+    /// and uploads it.
+    fn upload_flags(&mut self, len: usize, ones: &[u32]) -> Result<DevBuf, BackendError> {
+        if let Some(&bad) = ones.iter().find(|&&r| r as usize >= len) {
+            return Err(BackendError(format!("flag at row {bad} of a table of {len} rows")));
+        }
+        let mut table = crate::alloc::try_filled(len, 0u8, "a table of flags").map_err(BackendError)?;
+        for &r in ones {
+            table[r as usize] = 1;
+        }
+        self.upload(HostCol::U8(table))
+    }
     fn download(&mut self, buf: &DevBuf) -> Result<HostCol, BackendError>;
     /// Runs `kernel` on `args` and returns its outputs, allocated by the backend with the
     /// lengths the kernel's contract gives. The runtime has checked the arguments' number,

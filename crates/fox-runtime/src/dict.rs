@@ -215,6 +215,46 @@ impl Dictionary {
         })
     }
 
+    /// The codes at which the table of `op` is 1, when it is a table of flags (`like`,
+    /// `prefix`, `match`; `None` for ranks and lengths): those of `codes` (sorted,
+    /// distinct; codes of appended strings among them are skipped) whose strings match,
+    /// then those of the appended strings that match, in increasing order. With the
+    /// dictionary's length this is [`Dictionary::table_for`]'s table at `codes`, for a
+    /// device to build from the positions alone.
+    pub fn flags_at(&self, op: &DictOp, codes: &[u32]) -> Result<Option<Vec<u32>>, String> {
+        use rayon::prelude::*;
+        let regex_matcher;
+        let like_matcher;
+        let pred: &(dyn Fn(&str) -> bool + Sync) = match op {
+            DictOp::Like(pattern) => {
+                like_matcher = LikeMatcher::new(pattern);
+                &|s| like_matcher.matches(s)
+            }
+            DictOp::Prefix(p) => &move |s: &str| s.starts_with(p.as_str()),
+            DictOp::Regex(p) => {
+                regex_matcher = regex(p)?;
+                &|s: &str| regex_matcher.is_match(s.as_bytes())
+            }
+            DictOp::Rank | DictOp::Strlen => return Ok(None),
+        };
+        let n = self.sorted_len();
+        let asked = &codes[..codes.partition_point(|&c| (c as usize) < n)];
+        let mut ones: Vec<u32> = asked
+            .par_iter()
+            .with_min_len(4096)
+            .copied()
+            .filter(|&c| pred(self.sorted.strings.get(c as usize)))
+            .collect();
+        ones.extend(
+            self.extra
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| pred(s))
+                .map(|(i, _)| (n + i) as u32),
+        );
+        Ok(Some(ones))
+    }
+
     /// A table with `f` of the strings of `codes` and of the appended strings at their
     /// codes, 0 elsewhere.
     fn scatter<T: Send + Copy + Default>(&self, codes: &[u32], f: impl Fn(&str) -> T + Sync) -> Result<Vec<T>, String> {
@@ -913,6 +953,51 @@ mod tests {
     /// LIKE tables searched over the strings end to end agree with matching each string,
     /// for every code and for dense and sparse sets of codes, where pieces occur across
     /// two strings' boundary, in empty strings' neighbourhood and repeatedly in one string.
+    #[test]
+    fn flags_are_the_rows_where_a_pattern_table_is_one() {
+        let mut next = crate::test_xorshift(0x2545_f491_4f6c_dd1du64);
+        let strings: Vec<String> = (0..5_000)
+            .map(|_| {
+                let len = (next() % 9) as usize;
+                (0..len)
+                    .map(|_| [b'a', b'b', b'c'][(next() % 3) as usize] as char)
+                    .collect()
+            })
+            .collect();
+        let mut d = Dictionary::from_strings(strings);
+        // Strings appended after the sorted part are always asked.
+        d.intern("zzab").unwrap();
+        d.intern("abzz").unwrap();
+        let n = d.sorted_len() as u32;
+        let ops = [
+            DictOp::Like("%ab%".into()),
+            DictOp::Like("a_c".into()),
+            DictOp::Like("%".into()),
+            DictOp::Like("nothing".into()),
+            DictOp::Prefix("ab".into()),
+            DictOp::Prefix("".into()),
+            DictOp::Regex("^b+c$".into()),
+        ];
+        let all: Vec<u32> = (0..n).collect();
+        let some: Vec<u32> = (0..n).step_by(7).collect();
+        let one = vec![n / 2];
+        let with_appended: Vec<u32> = vec![0, 3, n, n + 1];
+        for op in &ops {
+            for codes in [&all, &some, &one, &Vec::new(), &with_appended] {
+                let table = match d.table_for(op, Some(codes)).unwrap() {
+                    crate::HostCol::U8(t) => t,
+                    other => panic!("{op:?}: a table of {:?}", other.elem()),
+                };
+                let want: Vec<u32> = (0..table.len() as u32).filter(|&c| table[c as usize] == 1).collect();
+                let got = d.flags_at(op, codes).unwrap().expect("a table of flags");
+                assert_eq!(got, want, "{op:?} at {} codes", codes.len());
+            }
+        }
+        assert_eq!(d.flags_at(&DictOp::Rank, &all).unwrap(), None);
+        assert_eq!(d.flags_at(&DictOp::Strlen, &all).unwrap(), None);
+        assert!(d.flags_at(&DictOp::Regex("(".into()), &all).is_err());
+    }
+
     #[test]
     fn like_tables_searched_end_to_end_agree_with_each_string() {
         let mut next = crate::test_xorshift(0x9e37_79b9_7f4a_7c15u64);

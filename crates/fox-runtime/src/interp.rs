@@ -179,6 +179,10 @@ struct Device<'a> {
     inputs: std::sync::Arc<Vec<Option<Vec<HostCol>>>>,
 }
 
+/// A pattern's table is built on the device from the codes that match when the run reads
+/// at most one string of this many of the dictionary's (see [`Dictionary::flags_at`]).
+const SPARSE_TABLE: usize = 8;
+
 /// The string codes a run can meet, worked out at the first dictionary table that needs
 /// them.
 #[derive(Clone)]
@@ -2206,6 +2210,47 @@ impl Interp<'_> {
                 crate::alloc::try_collect(0..n, "the rank table of the string dictionary").map(HostCol::U32)
             });
         }
+        // A pattern's table (`like`, `prefix`, `match`) over a dictionary of which the run
+        // reads few strings (at most 1 in [`SPARSE_TABLE`]) is built on the device from
+        // the codes that match ([`Backend::upload_flags`]), not sent as a byte per
+        // string; over several devices the first to ask finds the codes, the others
+        // build from the same list.
+        if let (Kernel::DictTable { op }, [o]) = (kernel, outs) {
+            if !dict_index(op) {
+                let codes = self
+                    .reachable_codes()
+                    .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+                let len = self.dict.len();
+                if let Some(codes) = codes.filter(|c| c.len().saturating_mul(SPARSE_TABLE) <= len) {
+                    let dict = &self.dict;
+                    let find = || -> Result<std::sync::Arc<HostCol>, String> {
+                        let ones = dict
+                            .flags_at(op, &codes)?
+                            .ok_or_else(|| "the table is not one of flags".to_string())?;
+                        Ok(std::sync::Arc::new(HostCol::U32(ones)))
+                    };
+                    let ones = match self.spmd.as_ref().map(|d| d.comm) {
+                        Some(comm) => comm.shared_table(op, find),
+                        None => find(),
+                    }
+                    .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+                    let HostCol::U32(ones) = ones.as_ref() else {
+                        return Err(RuntimeError::Plan(format!(
+                            "{}: the devices made this table in different ways",
+                            what()
+                        )));
+                    };
+                    self.make_room(len, &[])
+                        .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+                    let t = Instant::now();
+                    let b = self.backend.upload_flags(len, ones);
+                    self.stats.upload += t.elapsed();
+                    let b = b.map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
+                    self.define(o.0 as usize, b);
+                    return Ok(());
+                }
+            }
+        }
         // The tables of a query's patterns (`like`, `prefix`, `match`) over the loaded
         // dictionary are made once per run: the first device of several makes the table,
         // the others upload the same one.
@@ -2712,6 +2757,47 @@ impl Interp<'_> {
         col
     }
 
+    /// The codes the run's strings can have (the database's codes of the plan's string
+    /// columns and the constants', sorted and distinct), worked out on first use; `None`
+    /// when the dictionary was built for this run (every code is).
+    fn reachable_codes(&mut self) -> Result<Option<std::sync::Arc<Vec<u32>>>, String> {
+        if let Reachable::Pending(db, consts) = &self.reachable {
+            let base = db.codes_read_by(self.plan)?;
+            // Constants of the loaded dictionary that no column read holds join
+            // the codes (appended ones are covered by the table anyway).
+            let n = self.dict.sorted_len() as u32;
+            let mut missing: Vec<u32> = consts
+                .iter()
+                .copied()
+                .filter(|&c| c < n && base.binary_search(&c).is_err())
+                .collect();
+            let codes = if missing.is_empty() {
+                base
+            } else {
+                missing.sort_unstable();
+                missing.dedup();
+                let mut merged =
+                    crate::alloc::try_with_capacity(base.len() + missing.len(), "the strings a plan reads")?;
+                let (mut i, mut j) = (0, 0);
+                while i < base.len() || j < missing.len() {
+                    if j == missing.len() || (i < base.len() && base[i] < missing[j]) {
+                        merged.push(base[i]);
+                        i += 1;
+                    } else {
+                        merged.push(missing[j]);
+                        j += 1;
+                    }
+                }
+                std::sync::Arc::new(merged)
+            };
+            self.reachable = Reachable::Known(codes);
+        }
+        Ok(match &self.reachable {
+            Reachable::Known(r) => Some(r.clone()),
+            _ => None,
+        })
+    }
+
     /// Runs a host-side kernel and returns its output columns.
     fn host_kernel(&mut self, kernel: &Kernel, args: &[usize], n_outs: usize) -> Result<Vec<HostCol>, HostError> {
         let expect_outs = |n: usize| {
@@ -2776,42 +2862,8 @@ impl Interp<'_> {
             Kernel::DictTable { op } => {
                 expect_args(0)?;
                 expect_outs(1)?;
-                if let Reachable::Pending(db, consts) = &self.reachable {
-                    let base = db.codes_read_by(self.plan).map_err(HostError::Kernel)?;
-                    // Constants of the loaded dictionary that no column read holds join
-                    // the codes (appended ones are covered by the table anyway).
-                    let n = self.dict.sorted_len() as u32;
-                    let mut missing: Vec<u32> = consts
-                        .iter()
-                        .copied()
-                        .filter(|&c| c < n && base.binary_search(&c).is_err())
-                        .collect();
-                    let codes = if missing.is_empty() {
-                        base
-                    } else {
-                        missing.sort_unstable();
-                        missing.dedup();
-                        let mut merged =
-                            crate::alloc::try_with_capacity(base.len() + missing.len(), "the strings a plan reads")
-                                .map_err(HostError::Kernel)?;
-                        let (mut i, mut j) = (0, 0);
-                        while i < base.len() || j < missing.len() {
-                            if j == missing.len() || (i < base.len() && base[i] < missing[j]) {
-                                merged.push(base[i]);
-                                i += 1;
-                            } else {
-                                merged.push(missing[j]);
-                                j += 1;
-                            }
-                        }
-                        std::sync::Arc::new(merged)
-                    };
-                    self.reachable = Reachable::Known(codes);
-                }
-                let codes = match &self.reachable {
-                    Reachable::Known(r) => Some(r.as_slice()),
-                    _ => None,
-                };
+                let codes = self.reachable_codes().map_err(HostError::Kernel)?;
+                let codes = codes.as_ref().map(|c| c.as_slice());
                 Ok(vec![self.dict.table_for(op, codes).map_err(HostError::Kernel)?])
             }
             Kernel::StrFn { func } => {

@@ -310,6 +310,41 @@ fn upload_rows_matches_cpu() {
     assert!(gpu.upload_rows(&col, 2..4).is_err(), "rows past the end are refused");
 }
 
+/// `upload_flags` builds on the device the table the CPU backend builds on the host: 1 at
+/// the given rows (none, one, every row, random sparse and dense sets, the last row),
+/// tables of sizes around the block size; a row past the table is an error on both.
+fn upload_flags_matches_cpu() {
+    use fox_runtime::Backend;
+    let mut gpu = gpu("upload_flags_matches_cpu");
+    let mut cpu = fox_cpu::CpuBackend::new();
+    let mut rng = Rng::new(9);
+    for &n in SIZES {
+        let mut sets: Vec<Vec<u32>> = vec![Vec::new(), (0..n as u32).collect()];
+        if n > 0 {
+            sets.push(vec![n as u32 - 1]);
+            sets.push(vec![0]);
+            for every in [2u64, 97] {
+                sets.push((0..n as u32).filter(|_| rng.below(every) == 0).collect());
+            }
+        }
+        for ones in sets {
+            let case = format!("{n} rows, {} ones", ones.len());
+            let g = gpu.upload_flags(n, &ones).unwrap_or_else(|e| panic!("{case}: {e}"));
+            let c = cpu.upload_flags(n, &ones).unwrap_or_else(|e| panic!("{case}: {e}"));
+            let got = gpu.download(&g).expect("download");
+            assert_eq!(got, cpu.download(&c).expect("download"), "{case}");
+            assert_eq!(got.len(), n, "{case}");
+            gpu.free(g);
+            cpu.free(c);
+        }
+    }
+    assert!(gpu.upload_flags(10, &[3, 10]).is_err(), "a row past the table");
+    assert!(cpu.upload_flags(10, &[3, 10]).is_err(), "a row past the table");
+    let before = gpu.mem().in_use;
+    let _ = gpu.upload_flags(4097, &[1, 5000]);
+    assert_eq!(gpu.mem().in_use, before, "nothing left allocated after a refusal");
+}
+
 tests![
     Gpu gather_every_type_size_and_shift,
     Gpu gather_columns_of_different_lengths_and_no_columns,
@@ -319,4 +354,5 @@ tests![
     Gpu slices,
     Gpu root_range_and_range_count,
     Gpu upload_rows_matches_cpu,
+    Gpu upload_flags_matches_cpu,
 ];
