@@ -446,7 +446,9 @@ pub enum Kernel {
     /// of the next round as two rows `start`, `end`, where `start` is the `end` of `prev`
     /// (0 without `prev`) and `end = min(total, start + n)`, `n` ≥ 1 being the number of
     /// outputs of `row_bytes` bytes each that fit half the memory the run may still use,
-    /// and at most `max_rows` when it is set; no rows when `start` has reached `total` (no
+    /// at most the run's window cap (`RunOptions::window_rows`, at most 2^32 − 1, so that
+    /// a round's rows stay u32-addressed), and at most `max_rows` when it is set; no rows
+    /// when `start` has reached `total` (no
     /// round is left). A level of a multi-way join whose expansion may not fit in memory
     /// runs once per window (multi-round expansion); an inequality join probes a window
     /// of its probing rows at a time, at most `max_rows` so that a window's ranges stay

@@ -22,7 +22,8 @@ pub use ann::{
 };
 pub use hll::Hll;
 pub use passes::{
-    join_rounds_end, join_window_row_bytes, pass_names, run, JoinRoundsEnd, Options, Pass, PhysError, PASSES,
+    join_rounds_end, join_unique_row_bytes, join_window_row_bytes, pass_names, run, JoinRoundsEnd, Options, Pass,
+    PhysError, PASSES,
 };
 pub use print::print_physical;
 pub use stats::{ColumnStats, RelationStats, Statistics};

@@ -98,6 +98,11 @@ fn annotations(plan: &PhysPlan, stmts: &[Stmt], dst: fox_ra::TempId, op: &Op, co
             parts.push(format!(
                 "{bytes} bytes/pair; rounds of left rows by the whole right side, more than one when its pairs do not fit the memory left; only the select's survivors kept"
             ));
+        } else if let Some(crate::JoinRoundsEnd::Unique(u)) = end {
+            parts.push(format!(
+                "may be written in rounds ({bytes} bytes/pair; more than one when its pairs do not fit the memory left or u32 row indices), each deduplicated, the rounds' rows merged by t{}",
+                u.0
+            ));
         } else {
             parts.push(format!(
                 "may be written in rounds ({bytes} bytes/pair; more than one when its pairs do not fit the memory left), each aggregated"

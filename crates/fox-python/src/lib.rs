@@ -368,6 +368,7 @@ fn run_detached(program: &fox_cli::Compiled, given: Vec<Given>, args: RunArgs) -
         timing: false,
         database: None,
         memory_limit: args.memory_limit,
+        window_rows: None,
         observer: None,
         cancel: None,
         max_iterations: None,

@@ -24,7 +24,7 @@ use crate::output::{build_table_parts, OutputTable};
 use crate::tier::{self, Candidate};
 use crate::{
     Backend, DevBuf, HostCol, InstrStat, LaunchCtx, RunEvent, RunObserver, RunOptions, RunResult, RunStats,
-    RuntimeError,
+    RuntimeError, MAX_WINDOW_ROWS,
 };
 use fox_kernel::{Elem, Instr, KExpr, KExprKind, Kernel, KernelPlan, StrFunc, Terminator};
 use fox_sema::core::{Type, Value, MAX_DATE, MAX_DECIMAL, MAX_WIDE_DECIMAL, MIN_DATE};
@@ -277,6 +277,8 @@ struct Interp<'a> {
     outputs: Vec<OutputTable>,
     timing: bool,
     memory_limit: Option<u64>,
+    /// [`RunOptions::window_rows`], read as at least 1 and at most [`MAX_WINDOW_ROWS`].
+    window_rows: u64,
     /// The device time of the last launch, when the backend measured it.
     device_time: Option<Duration>,
     observer: Option<std::sync::Arc<dyn RunObserver>>,
@@ -349,6 +351,9 @@ impl<'a> Interp<'a> {
             outputs: Vec::new(),
             timing: opts.timing,
             memory_limit: opts.memory_limit,
+            window_rows: opts
+                .window_rows
+                .map_or(MAX_WINDOW_ROWS, |r| r.clamp(1, MAX_WINDOW_ROWS)),
             device_time: None,
             observer: opts.observer.clone(),
             max_iterations: opts.max_iterations,
@@ -3025,7 +3030,9 @@ impl Interp<'_> {
 
     /// The most outputs of `row_bytes` bytes each (of `left` still to expand) that the
     /// next round of an expansion may take: what fits half the memory the run may still
-    /// use ([`Interp::round_room`]), at least one; an error when not even one fits.
+    /// use ([`Interp::round_room`]), at least one, and at most the run's window cap
+    /// ([`MAX_WINDOW_ROWS`], so that a round's rows stay u32-addressed); an error when not
+    /// even one fits.
     fn round_rows(&mut self, left: u64, row_bytes: u64) -> Result<u64, HostError> {
         let row_bytes = row_bytes.max(1);
         let room = self.round_room(left, row_bytes).map_err(HostError::Kernel)?;
@@ -3053,7 +3060,7 @@ impl Interp<'_> {
                 b(in_use.saturating_add(row_bytes.saturating_mul(2)))
             )));
         }
-        Ok((budget / row_bytes).max(1))
+        Ok((budget / row_bytes).clamp(1, self.window_rows))
     }
 
     /// `Claim`: the next window of an expansion cut into `boxes` boxes that this device

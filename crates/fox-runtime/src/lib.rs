@@ -51,6 +51,11 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The most outputs a window of an expansion holds (`RunOptions::window_rows`): a
+/// round's rows are addressed by u32 row indices (its expansion's `parent` and `pos`, the
+/// permutation that sorts them).
+pub const MAX_WINDOW_ROWS: u64 = u32::MAX as u64;
+
 /// How to run a plan.
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
@@ -66,6 +71,12 @@ pub struct RunOptions {
     /// database's resident columns); the backend's own capacity when `None`. Levels of
     /// multi-way joins that would expand beyond it run in rounds (`Kernel::Window`).
     pub memory_limit: Option<u64>,
+    /// The most outputs a window of an expansion run in rounds may hold (`Kernel::Window`,
+    /// and `Kernel::Claim` sized by memory), besides what fits the memory: read as at least
+    /// 1 and at most, and by default, [`MAX_WINDOW_ROWS`], where a round's rows stay
+    /// addressed by u32 row indices. A smaller cap makes more rounds of the same outputs:
+    /// the results are those of the default.
+    pub window_rows: Option<u64>,
     /// Told how the run goes (inputs read, loop iterations, outputs), for progress
     /// displays; nothing is told when `None`.
     pub observer: Option<std::sync::Arc<dyn RunObserver>>,

@@ -374,6 +374,7 @@ fn run_cli(cli: &Cli, cancel: &CancelToken) -> anyhow::Result<ExitCode> {
         timing: cli.timing,
         database: None,
         memory_limit: cli.memory_limit,
+        window_rows: None,
         observer: watch(&observer),
         cancel: Some(cancel.clone()),
         max_iterations: cli.max_iterations,

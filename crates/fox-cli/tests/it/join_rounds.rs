@@ -207,3 +207,57 @@ fn a_cross_product_only_an_aggregation_reads_is_aggregated_per_round() {
         assert!(out.lines().count() >= 2, "{join}: {out}");
     }
 }
+
+#[test]
+fn same_generation_deduplicated_in_rounds_under_a_small_limit_as_at_once() {
+    // 600 edges over 80 vertices: each iteration's pairs repeat many times over.
+    let dir = temp_dir("fox-join-rounds", "sg");
+    let mut seed = 11;
+    let edges: String = (0..600)
+        .map(|_| format!("{},{}\n", next(&mut seed) % 80, next(&mut seed) % 80))
+        .collect();
+    std::fs::write(dir.join("edge.csv"), edges).unwrap();
+    for q in ["queries/datalog/sg.logic", "queries/datalog/sg_count.logic"] {
+        let p = repo().join(q);
+        let plan = |extra: &[&str]| {
+            let o = Command::new(env!("CARGO_BIN_EXE_foxc"))
+                .current_dir(repo())
+                .arg("compile")
+                .arg(&p)
+                .args(["--emit", "physical"])
+                .args(extra)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            String::from_utf8(o.stdout).unwrap()
+        };
+        // The first rule's join and the loop's second, each up to its unique.
+        let text = plan(&[]);
+        assert_eq!(
+            text.matches("each deduplicated, the rounds' rows merged by t").count(),
+            2,
+            "{text}"
+        );
+        let text = plan(&["--disable-pass", "rounds"]);
+        assert!(!text.contains("may be written in rounds"), "{text}");
+        let whole = foxrun(&p, &dir, &[]);
+        let e = String::from_utf8_lossy(&whole.stderr).into_owned();
+        assert!(whole.status.success(), "{e}");
+        let one = rounds(&e);
+        let unrounded = foxrun(&p, &dir, &["--disable-pass", "rounds"]);
+        assert!(unrounded.status.success());
+        assert_eq!(unrounded.stdout, whole.stdout, "{q}");
+        for limit in ["1M", "512K"] {
+            let cut = foxrun(&p, &dir, &["--memory-limit", limit]);
+            let e = String::from_utf8_lossy(&cut.stderr).into_owned();
+            assert!(cut.status.success(), "{q} under {limit}: {e}");
+            assert!(
+                rounds(&e) > one,
+                "{q} under {limit}: {} rounds, {one} at once: {e}",
+                rounds(&e)
+            );
+            assert_eq!(cut.stdout, whole.stdout, "{q} under {limit}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -126,10 +126,11 @@ fn a_join_larger_than_memory() {
         "paths.logic",
         "edge(x, y) -> int32(x), int32(y).\n.input edge.\nq(a, c) <- edge(a, b), edge(b, c).\n.output q.\n",
     );
-    // A merge join's written rows; an index nested loop's expansion (which the sorted
-    // generated edges make cheaper) fails on its parents' column instead.
+    // The pairs, which only the relation's duplicate removal reads, are written in rounds
+    // sized by the memory the backend reports, beyond what the process may allocate: the
+    // expansion of a round fails on its parents' column.
     for (join, what) in [
-        ("merge", "for the joined rows"),
+        ("merge", "for the expanded rows' parents"),
         ("inl", "for the expanded rows' parents"),
     ] {
         expect_out_of_memory(

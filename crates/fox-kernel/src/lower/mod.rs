@@ -32,7 +32,7 @@ mod tiered;
 
 pub use band::MAX_PROBE_ROWS;
 use expr::ExprCx;
-use rounds::{Closed, Cut, JoinRound, OpenRound};
+use rounds::{Closed, Cut, JoinRound, OpenRound, RoundsEnd};
 
 /// Why an RA plan could not be lowered.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -361,9 +361,9 @@ struct Lower<'a> {
     tier_scans: HashMap<fox_ra::TempId, RelId>,
     /// The tiered relations whose runs are known to be empty at this point of the block.
     empty_runs: HashSet<u32>,
-    /// The join being lowered is written in rounds: the bytes a pair costs and the
-    /// aggregation that ends them (taken by the expansion of its pairs).
-    join_window: Option<(u64, fox_ra::TempId, bool)>,
+    /// The join being lowered is written in rounds: the bytes a pair costs, the statement
+    /// that ends them and what it is (taken by the expansion of its pairs).
+    join_window: Option<(u64, fox_ra::TempId, RoundsEnd)>,
     /// The blocks made now run on each device by itself ([`Block::local`]): inside the
     /// loop over the boxes of a multi-way join the devices claim.
     local: bool,
@@ -1060,6 +1060,9 @@ impl<'a> Lower<'a> {
                 } else {
                     asc(0..v.arity())
                 };
+                if self.ends_join_round() {
+                    return self.close_unique_round(v, &keys, columns);
+                }
                 let u = self.unique_on(v, &keys)?;
                 Ok(Val { columns, ..u })
             }
@@ -1085,17 +1088,20 @@ impl<'a> Lower<'a> {
                 right_keys,
                 output,
             } => {
-                // Written in rounds: up to the aggregation that alone reads the join's
-                // rows, or filtered per round by the select that alone reads a join
-                // without keys.
+                // Written in rounds: up to the aggregation or the duplicate removal that
+                // alone reads the join's rows, or filtered per round by the select that
+                // alone reads a join without keys.
                 self.join_window =
                     self.dst
                         .and_then(|d| match self.phys.node(d).rounds.windows.as_slice() {
                             [Some(bytes)] => {
                                 fox_phys::join_rounds_end(self.stmts, d, &self.phys.node(d).algorithm, left_keys.len())
                                     .map(|end| match end {
-                                        fox_phys::JoinRoundsEnd::Aggregation(until) => (*bytes, until, false),
-                                        fox_phys::JoinRoundsEnd::Select(until) => (*bytes, until, true),
+                                        fox_phys::JoinRoundsEnd::Aggregation(until) => {
+                                            (*bytes, until, RoundsEnd::Aggregation)
+                                        }
+                                        fox_phys::JoinRoundsEnd::Select(until) => (*bytes, until, RoundsEnd::Select),
+                                        fox_phys::JoinRoundsEnd::Unique(until) => (*bytes, until, RoundsEnd::Unique),
                                     })
                             }
                             _ => None,

@@ -210,22 +210,37 @@ impl Lower<'_> {
     }
 }
 
+/// What ends the rounds of a binary join (`fox_phys::JoinRoundsEnd`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RoundsEnd {
+    /// An aggregation: each round aggregated, the aggregates combined.
+    Aggregation,
+    /// A select filtering a join without keys: each round's survivors kept.
+    Select,
+    /// A duplicate removal: each round's rows sorted with repeats dropped, the rounds'
+    /// runs merged with repeats dropped.
+    Unique,
+}
+
 /// A binary join written in rounds (`fox_phys::join_aggregated_by`), open from the
 /// expansion of its pairs to the aggregation that reads them (or, for a join without keys
-/// filtered per round, `fox_phys::join_filtered_by`, to the select that reads it): the
-/// loop's blocks and window, and the aggregation's running result, or the survivors so
-/// far held in runs ([`SURVIVOR_RUNS`]).
+/// filtered per round, `fox_phys::join_filtered_by`, to the select that reads it; for a
+/// join only a duplicate removal reads, `fox_phys::join_deduplicated_by`, to that
+/// `unique`): the loop's blocks and window, and the aggregation's running result, or the
+/// survivors (the distinct rows) so far held in runs ([`SURVIVOR_RUNS`]).
 pub(super) struct JoinRound {
     round: OpenRound,
     /// The loop the rounds of the pairs run within (an inequality join's rounds of
     /// probing rows), ended right after them; the running result is made before it.
     outer: Option<OpenRound>,
     until: fox_ra::TempId,
-    /// The aggregation's running result; for a select, the oldest survivors.
+    /// The aggregation's running result; for a select, the oldest survivors; for a
+    /// duplicate removal, the oldest distinct rows (sorted, duplicate-free).
     acc: Vec<BufId>,
     /// For a select, the newer survivors: run 0 the newest, each run's rows after those of
     /// the next (`acc` last), so that `acc`, then the runs from the last to run 0, are the
-    /// survivors in the order of the rounds.
+    /// survivors in the order of the rounds. For a duplicate removal, the newer distinct
+    /// rows, each run sorted and duplicate-free (runs may share rows), run 0 the newest.
     runs: Vec<Vec<BufId>>,
 }
 
@@ -251,7 +266,7 @@ impl Lower<'_> {
     /// [`Self::expand_pairs`] itself, or first by a join whose pairs' rounds run within
     /// a loop of its own ([`Self::expand_pairs_within`]), before that loop.
     pub(super) fn join_result(&mut self) -> R<Option<JoinResult>> {
-        let Some((_, until, filtered)) = self.join_window else {
+        let Some((_, until, end)) = self.join_window else {
             return Ok(None);
         };
         let columns = self
@@ -271,10 +286,10 @@ impl Lower<'_> {
             rows: Vec::new(),
         };
         let acc = self.launch(kernel.clone(), Vec::new(), &refs)?;
-        // A select's runs (an output without columns has no length to compare and is
-        // appended to `acc` alone).
+        // The runs of a select or a duplicate removal (an output without columns has no
+        // length to compare and is appended to `acc` alone).
         let mut runs = Vec::new();
-        if filtered && !columns.is_empty() {
+        if end != RoundsEnd::Aggregation && !columns.is_empty() {
             for k in 0..SURVIVOR_RUNS {
                 let names: Vec<(String, Option<Type>)> = Self::col_names(&columns)
                     .into_iter()
@@ -518,5 +533,128 @@ impl Lower<'_> {
         }
         self.end_rounds(&round, outer.as_ref())?;
         Ok(Val::unordered(acc, columns))
+    }
+}
+
+impl Lower<'_> {
+    /// `a ∪ b` for two sets of `width` columns, each sorted ascending on the columns in
+    /// the order `perm` and duplicate-free: their rows merged in that order, repeats
+    /// dropped (`MergeUnion` over the columns permuted by `perm`, its outputs put back).
+    fn merge_distinct(&mut self, a: &[BufId], b: &[BufId], perm: &[usize], columns: &[Column]) -> R<Vec<BufId>> {
+        let width = perm.len();
+        let mut args: Vec<BufId> = perm.iter().map(|&c| a[c]).collect();
+        args.extend(perm.iter().map(|&c| b[c]));
+        let names: Vec<Column> = perm.iter().map(|&c| columns[c].clone()).collect();
+        let outs = self.launch_cols(Kernel::MergeUnion { width, disjoint: false }, args, &names)?;
+        let mut merged = vec![BufId(0); width];
+        for (j, &c) in perm.iter().enumerate() {
+            merged[c] = outs[j];
+        }
+        Ok(merged)
+    }
+
+    /// Folds the distinct rows `from` into the distinct rows `into` (both sorted ascending
+    /// on the columns in the order `perm`): merged with repeats dropped; then `from` is
+    /// emptied when `clear`.
+    fn fold_distinct(
+        &mut self,
+        from: &[BufId],
+        into: &[BufId],
+        perm: &[usize],
+        columns: &[Column],
+        clear: bool,
+    ) -> R<()> {
+        let merged = self.merge_distinct(into, from, perm, columns)?;
+        for (&n, m) in into.iter().zip(merged) {
+            self.instrs.push(Instr::Move { dst: n, src: m });
+        }
+        if clear {
+            let kernel = Kernel::Const {
+                types: phys_types(columns),
+                rows: Vec::new(),
+            };
+            self.launch_into(kernel, Vec::new(), from.to_vec())?;
+        }
+        Ok(())
+    }
+
+    /// Ends the rounds of a join at the duplicate removal that reads it: `v`, one round's
+    /// rows through the chain after the join, is sorted on `keys` (then every other
+    /// column) made ascending, its repeats dropped, and merged into run 0 with repeats
+    /// dropped ([`Self::fold_distinct`]); a run that outgrows the next is merged into it
+    /// ([`SURVIVOR_RUNS`]), each fold in a block of its own; the next window taken and the
+    /// loop repeated while one is left. After the loop the runs are merged, smallest
+    /// first, into the oldest rows. Returns
+    /// the distinct rows of all rounds, sorted on `keys` then every other column, as the
+    /// duplicate removal of the whole join's rows sorts them. Without columns every row is
+    /// equal: each round's row (if any) is appended and the repeats dropped once after
+    /// the loop.
+    pub(super) fn close_unique_round(&mut self, v: Val, keys: &[SortKey], columns: Vec<Column>) -> R<Val> {
+        let JoinRound {
+            round,
+            outer,
+            acc,
+            runs,
+            ..
+        } = self
+            .join_round
+            .take()
+            .ok_or_else(|| LowerError::Invalid("a duplicate removal ends rounds that never began".into()))?;
+        let width = acc.len();
+        if v.cols.len() != width || runs.iter().any(|r| r.len() != width) {
+            return Err(LowerError::Invalid("a join's rounds lost a column".into()));
+        }
+        let full = Order::unique_keys(keys, v.arity());
+        if columns.is_empty() || runs.is_empty() {
+            let u = self.unique_on(v, &full)?;
+            let mut args = acc.clone();
+            args.extend(&u.cols);
+            let grown = self.launch_cols(Kernel::Concat { parts: 2, width }, args, &columns)?;
+            for (&a, g) in acc.iter().zip(grown) {
+                self.instrs.push(Instr::Move { dst: a, src: g });
+            }
+            self.end_rounds(&round, outer.as_ref())?;
+            let all = Val::unordered(acc, columns.clone());
+            let u = self.unique_on(all, &full)?;
+            return Ok(Val { columns, ..u });
+        }
+        // The runs are sorted ascending on the columns in the order of `full`.
+        let perm: Vec<usize> = full.iter().map(|k| k.col).collect();
+        let ascending = asc(perm.iter().copied());
+        let u = self.unique_on(v, &ascending)?;
+        self.fold_distinct(&u.cols, &runs[0], &perm, &columns, false)?;
+        let label = self.cur_label.clone();
+        let cont = self.new_block(format!("{label} after merging the round's rows"));
+        for k in 0..runs.len() {
+            let next = runs.get(k + 1).unwrap_or(&acc).clone();
+            let flag = self.launch1(
+                Kernel::Outgrows {
+                    factor: SURVIVOR_FACTOR,
+                },
+                vec![runs[k][0], next[0]],
+                &format!("distinct.run{k}.full"),
+                None,
+            )?;
+            let fold = self.new_block(format!("{label} fold distinct run {k}"));
+            self.end_block(Terminator::If {
+                nonempty: vec![flag],
+                then: fold,
+                otherwise: cont,
+            });
+            self.start_block(fold);
+            self.fold_distinct(&runs[k], &next, &perm, &columns, true)?;
+        }
+        self.end_block(Terminator::Jump(cont));
+        self.start_block(cont);
+        self.end_rounds(&round, outer.as_ref())?;
+        for k in 0..runs.len() {
+            let next = runs.get(k + 1).unwrap_or(&acc).clone();
+            self.fold_distinct(&runs[k], &next, &perm, &columns, false)?;
+        }
+        let mut v = Val::unordered(acc, columns.clone());
+        v.order = Order::unordered().sort_code(&ascending, &v.types());
+        v.order.unique = true;
+        let v = self.sort_code(v, &full)?;
+        Ok(Val { columns, ..v })
     }
 }

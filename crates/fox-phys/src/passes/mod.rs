@@ -16,7 +16,7 @@ pub(crate) mod order;
 mod partitioning;
 mod rounds;
 pub use partitioning::{boxed_listing_placement, BOXES_PER_DEVICE};
-pub use rounds::{join_rounds_end, join_window_row_bytes, JoinRoundsEnd};
+pub use rounds::{join_rounds_end, join_unique_row_bytes, join_window_row_bytes, JoinRoundsEnd};
 mod tiering;
 mod verify;
 

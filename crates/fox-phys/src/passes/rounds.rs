@@ -14,7 +14,14 @@
 //! pairs come from an expansion ([`join_expands`]) may be written in rounds too: one
 //! window of its pairs at a time (sized at run time), each aggregated through the chain
 //! after it, the rounds' aggregates combined. Whether it takes more than one round is
-//! decided at run time by the memory the run may still use.
+//! decided at run time by the memory the run may still use (and a window holds at most
+//! the pairs u32 row indices address).
+//!
+//! Such a join whose rows only a duplicate removal reads ([`join_deduplicated_by`]) is
+//! written in rounds the same way: each round's rows go through the chain and are sorted
+//! with their repeats dropped, and the rounds' sorted runs are merged with repeats
+//! dropped, giving the rows of the `unique` of the whole in its order (same generation's
+//! iteration, whose raw pairs outnumber its distinct ones many times over).
 //!
 //! A join without keys (a cross product) whose only reader is the select right after it
 //! ([`join_filtered_by`]) and that is not a band join ([`join_filters`]) is written in
@@ -40,7 +47,7 @@ impl Pass for RoundsPass {
     }
 
     fn decides(&self) -> &'static str {
-        "which levels of each multi-way join, and which binary joins read only by an aggregation, expand in windowed rounds bounded by the memory budget, and what an expanded row of each costs"
+        "which levels of each multi-way join, and which binary joins read only by an aggregation, a duplicate removal or (a cross product) a select, expand in windowed rounds bounded by the memory budget, and what an expanded row of each costs"
     }
 
     fn run(&self, plan: &mut PhysPlan, _stats: &Statistics) -> Result<(), PhysError> {
@@ -76,10 +83,15 @@ impl Pass for RoundsPass {
                     set.push((t, Rounds { windows }));
                 }
                 if let Op::Join { left_keys, .. } = op {
-                    let end = join_rounds_end(&b.stmts, t, &plan.node(t).algorithm, left_keys.len());
-                    if end.is_some() {
+                    let end = join_rounds_end(&b.stmts, t, &plan.node(t).algorithm, left_keys.len())
+                        .filter(|e| !matches!(e, JoinRoundsEnd::Unique(u) if chain_moves(plan, &b.stmts, t, *u)));
+                    if let Some(end) = end {
                         let columns = plan.ra.temps[t.0 as usize].columns.len();
-                        let windows = vec![Some(join_window_row_bytes(columns))];
+                        let bytes = match end {
+                            JoinRoundsEnd::Unique(_) => join_unique_row_bytes(columns),
+                            _ => join_window_row_bytes(columns),
+                        };
+                        let windows = vec![Some(bytes)];
                         set.push((t, Rounds { windows }));
                     }
                     if let Some(JoinRoundsEnd::Select(select)) = end {
@@ -107,6 +119,50 @@ impl Pass for RoundsPass {
 /// Such a join may be written in rounds: each round's rows go through the chain and are
 /// aggregated, and the rounds' aggregates are combined, so its whole output is never held.
 pub fn join_aggregated_by(stmts: &[Stmt], join: TempId) -> Option<TempId> {
+    match chain_end(stmts, join)? {
+        (dst, Op::Aggregate { aggs, .. }) => aggs.iter().all(combines).then_some(dst),
+        _ => None,
+    }
+}
+
+/// The duplicate removal that alone consumes the rows of the binary join `join` of
+/// `stmts` (a block's statements), if any: the statements right after the join's are a
+/// chain of selects, maps and projections, each reading the one before and read by
+/// nothing else, ending in a `unique`. Such a join may be written
+/// in rounds: each round's rows go through the chain and are sorted with their repeats
+/// dropped, and the rounds' sorted runs are merged, repeats dropped, into what the
+/// `unique` of the whole gives (the same rows in the same order), so its whole output is
+/// never held.
+pub fn join_deduplicated_by(stmts: &[Stmt], join: TempId) -> Option<TempId> {
+    match chain_end(stmts, join)? {
+        (dst, Op::Unique(_)) => Some(dst),
+        _ => None,
+    }
+}
+
+/// Whether rows move between devices (`moves`) before a statement after the join `join`
+/// of `stmts`, up to and including `until`, reads them: such a chain exchanges rows, which
+/// the devices must do together, so it is not run once per round of each device.
+pub fn chain_moves(plan: &PhysPlan, stmts: &[Stmt], join: TempId, until: TempId) -> bool {
+    let mut after = false;
+    for s in stmts {
+        let Stmt::Let { dst, .. } = s else { continue };
+        if after && !plan.node(*dst).moves.is_empty() {
+            return true;
+        }
+        if *dst == until {
+            return false;
+        }
+        after |= *dst == join;
+    }
+    false
+}
+
+/// The statement ending the chain that alone reads the binary join `join` of `stmts`:
+/// the statements right after the join's are selects, maps and projections, each reading
+/// the one before and read by nothing else, up to the first other statement, which must
+/// read the last of them (and nothing else) and be its only reader.
+fn chain_end(stmts: &[Stmt], join: TempId) -> Option<(TempId, &Op)> {
     let reads = |t: TempId| reads(stmts, t);
     let at = stmts
         .iter()
@@ -121,8 +177,7 @@ pub fn join_aggregated_by(stmts: &[Stmt], join: TempId) -> Option<TempId> {
         }
         match op {
             Op::Select { .. } | Op::Map { .. } | Op::Project { .. } => cur = *dst,
-            Op::Aggregate { aggs, .. } => return aggs.iter().all(combines).then_some(*dst),
-            _ => return None,
+            _ => return Some((*dst, op)),
         }
     }
     None
@@ -169,17 +224,28 @@ pub enum JoinRoundsEnd {
     /// At the select that alone reads a join without keys ([`join_filtered_by`]): each
     /// round's survivors kept.
     Select(TempId),
+    /// At the duplicate removal that alone reads the join's rows
+    /// ([`join_deduplicated_by`]): each round's rows sorted with their repeats dropped,
+    /// the rounds' runs merged with repeats dropped.
+    Unique(TempId),
 }
 
 /// Where the rounds of binary join `t`, lowered by `algorithm` with `keys` keys, would
 /// end, if it may be written in rounds: aggregated per round where only an aggregation
-/// reads its rows (a cross product too, its pairs expanded from one range per left row),
-/// else, for a join without keys, filtered per round by the select reading it.
+/// reads its rows (a cross product too, its pairs expanded from one range per left row);
+/// for a join whose pairs come from an expansion, deduplicated per round where only a
+/// duplicate removal reads its rows; else, for a join without keys, filtered per round by
+/// the select reading it.
 pub fn join_rounds_end(stmts: &[Stmt], t: TempId, algorithm: &Algorithm, keys: usize) -> Option<JoinRoundsEnd> {
     let cross = join_filters(algorithm, keys);
     if join_expands(algorithm, keys) || cross {
         if let Some(a) = join_aggregated_by(stmts, t) {
             return Some(JoinRoundsEnd::Aggregation(a));
+        }
+    }
+    if join_expands(algorithm, keys) {
+        if let Some(u) = join_deduplicated_by(stmts, t) {
+            return Some(JoinRoundsEnd::Unique(u));
         }
     }
     if cross {
@@ -211,6 +277,14 @@ fn combines(a: &AggCall) -> bool {
 /// for what the chain to the aggregation copies, and a filter flag.
 pub fn join_window_row_bytes(columns: usize) -> u64 {
     2 * (8 + 8 * columns as u64 + 1)
+}
+
+/// What one output row of a binary join written in rounds up to a duplicate removal
+/// costs while its round runs: what [`join_window_row_bytes`] counts, and the sort of the
+/// round's rows (a permutation and a sorted copy of the columns, at most 8 bytes each,
+/// twice for the sort's scratch).
+pub fn join_unique_row_bytes(columns: usize) -> u64 {
+    join_window_row_bytes(columns) + 2 * (8 + 8 * columns as u64)
 }
 
 /// Whether a binary join lowered by `algorithm` can be written in rounds: its pairs come

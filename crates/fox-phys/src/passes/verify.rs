@@ -10,7 +10,9 @@
 //! - a multi-way join's rounds name each of its variables (or none), never window a
 //!   counted last level and give each window a positive row cost; a binary join's rounds
 //!   are one positive window, on a join whose pairs come from an expansion and whose rows
-//!   only an aggregation reads (`join_aggregated_by`; a join without keys too), or on a
+//!   only an aggregation reads (`join_aggregated_by`; a join without keys too) or only a
+//!   duplicate removal reads (`join_deduplicated_by`, with no rows moving between devices
+//!   on the way), or on a
 //!   join without keys that is not a band join whose only reader is the select right
 //!   after it and that no aggregation alone reads (`join_filtered_by`: filtered per
 //!   round), which is then not deferred (`join_rounds_end` chooses); no other
@@ -270,9 +272,17 @@ fn check(plan: &PhysPlan) -> Result<(), String> {
                     };
                     if end.is_none() {
                         return Err(format!(
-                            "t{} is written in rounds but is neither an expanding join read only by an aggregation nor a join without keys read only by a select",
+                            "t{} is written in rounds but is neither an expanding join read only by an aggregation or a duplicate removal nor a join without keys read only by a select",
                             t.0
                         ));
+                    }
+                    if let Some(JoinRoundsEnd::Unique(u)) = end {
+                        if super::rounds::chain_moves(plan, &b.stmts, t, u) {
+                            return Err(format!(
+                                "t{} is deduplicated per round by t{}, but rows move between devices on the way",
+                                t.0, u.0
+                            ));
+                        }
                     }
                     if let Some(s) = filtered.filter(|s| plan.node(*s).deferred_into.is_some()) {
                         return Err(format!(

@@ -67,12 +67,16 @@ fn rounds_on_an_operator_that_is_not_a_multi_way_join_are_caught() {
         windows: vec![Some(100), None],
     };
     assert!(err(&mut p).contains("other than one positive window"));
-    // The join of `p` is listed, not aggregated.
-    let mut p = plan();
+    // The join of `q` is read by an anti-join, neither aggregated nor only deduplicated.
+    let src = "e(x, y) -> int32(x), int32(y).\n.input e.\nq(x, z) <- e(x, y), e(y, z), !e(x, z).\n.output q.\n";
+    let mut p = phys_after(src, Some("partitioning"), &Statistics::none());
+    let j = find(&p, |op| matches!(op, Op::Join { .. }))[0];
     p.node_mut(j).rounds = Rounds {
         windows: vec![Some(100)],
     };
-    assert!(err(&mut p).contains("neither an expanding join read only by an aggregation nor a join without keys"));
+    assert!(err(&mut p).contains(
+        "neither an expanding join read only by an aggregation or a duplicate removal nor a join without keys"
+    ));
 }
 
 #[test]

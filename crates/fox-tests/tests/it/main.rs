@@ -8,3 +8,4 @@ mod common;
 mod differential;
 mod ineq_rounds;
 mod reference;
+mod unique_rounds;

@@ -6,6 +6,24 @@ use std::collections::BTreeSet;
 
 use fox_kernel::*;
 
+/// [`kernels`] with the physical passes `disabled` left out.
+pub fn kernels_without(src: &str, disabled: &[&str]) -> KernelPlan {
+    let (ast, _) = fox_syntax::parse(src);
+    let (core, diags) = fox_sema::check(&ast);
+    let core = core.unwrap_or_else(|| panic!("{}", fox_syntax::diag::render("q.logic", src, &diags, false)));
+    let ra = fox_ra::plan(&core).unwrap_or_else(|e| panic!("{e}"));
+    let opts = fox_phys::Options {
+        disabled: disabled.iter().map(|d| d.to_string()).collect(),
+        stop_after: None,
+        join: fox_phys::JoinChoice::Auto,
+        devices: 1,
+    };
+    let phys = fox_phys::run(ra, &fox_phys::Statistics::none(), &opts).unwrap_or_else(|e| panic!("{e}"));
+    let plan = lower_physical(&phys).unwrap_or_else(|e| panic!("{e}"));
+    validate(&plan).unwrap_or_else(|e| panic!("{e}\n{}", print_kernels(&plan)));
+    plan
+}
+
 /// Parses, checks, plans and lowers `src`; panics with the diagnostics when it fails.
 pub fn kernels(src: &str) -> KernelPlan {
     let (ast, diags) = fox_syntax::parse(src);

@@ -86,6 +86,8 @@ pub struct EngineOptions {
     pub lower: fox_kernel::LowerOptions,
     /// The run's memory limit (`--memory-limit`).
     pub memory_limit: Option<u64>,
+    /// The most outputs a window of an expansion holds (`RunOptions::window_rows`).
+    pub window_rows: Option<u64>,
 }
 
 /// The kernel plan of `prog` as the engine runs it under `opts`, reloaded from its RON
@@ -111,6 +113,7 @@ pub fn run_engine_opts(prog: &CoreProgram, data_dir: &Path, opts: &EngineOptions
         data_dir: Some(data_dir.to_path_buf()),
         timing: false,
         memory_limit: opts.memory_limit,
+        window_rows: opts.window_rows,
         ..Default::default()
     };
     let result = fox_runtime::run(&kp, &mut backend, &ropts).map_err(|e| format!("run failed: {e}"))?;
