@@ -92,13 +92,19 @@ impl RunObserver for RunProgress {
     fn event(&self, event: &RunEvent<'_>) {
         let message = event_message(event);
         if let (Some(start), RunEvent::Iteration { block, .. }) = (self.iterations, event) {
-            if block.starts_with("stratum ") {
+            if semi_naive_loop(block) {
                 let at = start.elapsed().as_secs_f64() * 1e3;
                 self.spinner.suspend(|| eprintln!("{message} (at {at:.1} ms)"));
             }
         }
         self.spinner.set(message);
     }
+}
+
+/// Whether the block labelled `block` is the body of a semi-naive loop (labelled
+/// `stratum N loop (…)` by the planner), not of the rounds of a windowed expansion.
+pub fn semi_naive_loop(block: &str) -> bool {
+    block.starts_with("stratum ")
 }
 
 /// What the spinner says for an event. Blocks of semi-naive loops are labelled
@@ -111,7 +117,7 @@ pub fn event_message(event: &RunEvent<'_>) -> String {
             block,
             iterations,
             rows,
-        } if block.starts_with("stratum ") => {
+        } if semi_naive_loop(block) => {
             format!("{block}: iteration {iterations}, {}", plural(*rows, "new row"))
         }
         RunEvent::Iteration {

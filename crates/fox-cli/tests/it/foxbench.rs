@@ -807,3 +807,38 @@ impl FoundOr for Option<usize> {
         self.unwrap_or_else(|| panic!("{text}"))
     }
 }
+
+/// `foxbench datalog`'s iterations are the times the semi-naive loop's body ran: on a
+/// chain of 5 vertices transitive closure derives paths of 2, 3 and 4 edges, then finds
+/// nothing new, 4 iterations (`foxrun --timing` prints the same 4), though its join is
+/// written in rounds, whose loops are not iterations of the recursion.
+#[test]
+fn datalog_iterations_count_the_recursion_not_the_rounds() {
+    let dir = std::env::temp_dir().join(format!("foxbench-chain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let graph = dir.join("chain.txt");
+    std::fs::write(&graph, "1 2\n2 3\n3 4\n4 5\n").unwrap();
+    let o = foxbench_at_root(&[
+        "datalog",
+        "--program",
+        "tc",
+        "--graph",
+        graph.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--no-progress",
+    ]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", text(&o.stderr));
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("Fox, ") && !l.contains(": "))
+        .unwrap_or_else(|| panic!("{out}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    let at = cells
+        .iter()
+        .position(|c| *c == "10")
+        .unwrap_or_else(|| panic!("10 tuples: {row}"));
+    assert_eq!(cells[at + 1], "4", "iterations: {row}");
+    std::fs::remove_dir_all(&dir).ok();
+}

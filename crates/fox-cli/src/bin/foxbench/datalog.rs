@@ -288,18 +288,22 @@ fn write_inputs(a: &DatalogArgs, spec: &str, dir: &Path) -> anyhow::Result<Strin
     Ok(what)
 }
 
-/// Counts the iterations of the recursive loops: at each loop's exit, the times its body
-/// ran.
+/// Counts the iterations of the recursive loops: at each semi-naive loop's exit, the
+/// times its body ran (the loops over the rounds of a windowed join are not counted).
 #[derive(Debug, Default)]
 struct Iterations(AtomicU64);
 
 impl RunObserver for Iterations {
     fn event(&self, event: &RunEvent<'_>) {
         if let RunEvent::Iteration {
-            iterations, rows: 0, ..
+            block,
+            iterations,
+            rows: 0,
         } = event
         {
-            self.0.fetch_add(*iterations, Ordering::Relaxed);
+            if fox_cli::progress::semi_naive_loop(block) {
+                self.0.fetch_add(*iterations, Ordering::Relaxed);
+            }
         }
     }
 }
