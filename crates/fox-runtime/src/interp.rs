@@ -3113,7 +3113,7 @@ impl Interp<'_> {
                             self.peer_stop.set(true);
                             return Err(HostError::Run(RuntimeError::Cancelled));
                         }
-                        d.comm.claim(expansion, total, boxes).map_err(HostError::Plan)?
+                        d.comm.claim(expansion, d.rank, total, boxes).map_err(HostError::Plan)?
                     }
                     None => {
                         let k = (self.local_next < boxes).then_some(self.local_next);

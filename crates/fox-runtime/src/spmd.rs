@@ -130,7 +130,11 @@ struct Round {
 struct Boxes {
     total: u64,
     boxes: u32,
+    /// The next box of the shared counter: boxes below the number of devices are each
+    /// reserved for the device of that rank's first claim.
     next: u32,
+    /// Whether each device made its first claim (and took its reserved box, if any).
+    started: Vec<bool>,
 }
 
 /// The first output of box `k` of `boxes` cutting `total` outputs: `k·total/boxes`,
@@ -300,14 +304,23 @@ impl Comm {
     }
 
     /// Takes the next box of expansion `k` (the `k`-th one a device starts), which cuts
-    /// `total` outputs into `boxes` boxes: the box's number, or `None` once every box is
-    /// taken. Each box is taken by one device, and the boxes in increasing order. Not a
-    /// collective: no device waits for another. Devices that cut expansion `k`
-    /// differently fail with a plan error (they would not share its boxes).
-    pub(crate) fn claim(&self, k: usize, total: u64, boxes: u32) -> Result<Option<u32>, String> {
+    /// `total` outputs into `boxes` boxes, for device `rank`: the box's number, or `None`
+    /// once every box is taken. A device's first claim takes the box of its own rank
+    /// (where there is one), so every device takes a box however late it starts; later
+    /// claims take the lowest box no device took (work stealing). Each box is taken by
+    /// one device, and each device's boxes in increasing order. Not a collective: no
+    /// device waits for another. Devices that cut expansion `k` differently fail with a
+    /// plan error (they would not share its boxes).
+    pub(crate) fn claim(&self, k: usize, rank: usize, total: u64, boxes: u32) -> Result<Option<u32>, String> {
         let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
         if claims.len() == k {
-            claims.push(Boxes { total, boxes, next: 0 });
+            let reserved = u32::try_from(self.size).unwrap_or(u32::MAX).min(boxes);
+            claims.push(Boxes {
+                total,
+                boxes,
+                next: reserved,
+                started: vec![false; self.size],
+            });
         }
         let Some(c) = claims.get_mut(k) else {
             return Err(format!(
@@ -320,6 +333,12 @@ impl Comm {
                 "the devices cut an expansion differently: {} outputs in {} boxes, and {total} in {boxes}",
                 c.total, c.boxes
             ));
+        }
+        if let Some(started) = c.started.get_mut(rank).filter(|s| !**s) {
+            *started = true;
+            if (rank as u64) < u64::from(c.boxes) {
+                return Ok(Some(rank as u32));
+            }
         }
         if c.next >= c.boxes {
             return Ok(None);
@@ -919,7 +938,7 @@ mod tests {
                         let mut per = Vec::new();
                         for k in 0..2 {
                             let mut mine = Vec::new();
-                            while let Some(b) = comm.claim(k, 1000, boxes).unwrap() {
+                            while let Some(b) = comm.claim(k, r, 1000, boxes).unwrap() {
                                 // Device 0's first box of the first expansion is slow.
                                 if r == 0 && k == 0 && mine.is_empty() {
                                     std::thread::sleep(Duration::from_millis(300));
@@ -947,8 +966,30 @@ mod tests {
         // Device 0 slept through most boxes of the first expansion: the others took them.
         assert!(taken[0][0].len() < taken[1][0].len() + taken[2][0].len(), "{taken:?}");
         assert!(taken[0][0].len() <= 2, "{:?}", taken[0][0]);
-        let err = comm.claim(0, 999, boxes).unwrap_err();
+        let err = comm.claim(0, 1, 999, boxes).unwrap_err();
         assert!(err.contains("cut an expansion differently"), "{err}");
+    }
+
+    /// A device that starts an expansion after the others took every box it could
+    /// still takes the box of its rank; with fewer boxes than devices, the devices past
+    /// the last box take none.
+    #[test]
+    fn a_device_starting_late_still_takes_its_box() {
+        let comm = Comm::new(3, None, DEFAULT_STALL_LIMIT);
+        let mut first = Vec::new();
+        while let Some(b) = comm.claim(0, 0, 100, 10).unwrap() {
+            first.push(b);
+        }
+        assert_eq!(first, [0, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(comm.claim(0, 2, 100, 10).unwrap(), Some(2));
+        assert_eq!(comm.claim(0, 2, 100, 10).unwrap(), None);
+        assert_eq!(comm.claim(0, 1, 100, 10).unwrap(), Some(1));
+        assert_eq!(comm.claim(0, 1, 100, 10).unwrap(), None);
+        // Two boxes over three devices.
+        assert_eq!(comm.claim(1, 2, 100, 2).unwrap(), None);
+        assert_eq!(comm.claim(1, 1, 100, 2).unwrap(), Some(1));
+        assert_eq!(comm.claim(1, 0, 100, 2).unwrap(), Some(0));
+        assert_eq!(comm.claim(1, 0, 100, 2).unwrap(), None);
     }
 
     #[test]
