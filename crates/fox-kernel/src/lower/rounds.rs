@@ -415,34 +415,20 @@ impl Lower<'_> {
             return Ok(Val::unordered(acc, columns));
         };
         append(self, run0, &cols)?;
-        let label = self.cur_label.clone();
-        let cont = self.new_block(format!("{label} after appending the survivors"));
-        for k in 0..runs.len() {
-            let next = runs.get(k + 1).unwrap_or(&acc);
-            let flag = self.launch1(
-                Kernel::Outgrows {
-                    factor: SURVIVOR_FACTOR,
-                },
-                vec![runs[k][0], next[0]],
-                &format!("survivors.run{k}.full"),
-                None,
-            )?;
-            let fold = self.new_block(format!("{label} fold survivors run {k}"));
-            self.end_block(Terminator::If {
-                nonempty: vec![flag],
-                then: fold,
-                otherwise: cont,
-            });
-            self.start_block(fold);
-            append(self, next, &runs[k])?;
-            let kernel = Kernel::Const {
-                types: phys_types(&columns),
-                rows: Vec::new(),
-            };
-            self.launch_into(kernel, Vec::new(), runs[k].clone())?;
-        }
-        self.end_block(Terminator::Jump(cont));
-        self.start_block(cont);
+        self.fold_round_runs(
+            &runs,
+            &acc,
+            "survivors",
+            "after appending the survivors",
+            |l, run, next| {
+                append(l, next, run)?;
+                let kernel = Kernel::Const {
+                    types: phys_types(&columns),
+                    rows: Vec::new(),
+                };
+                l.launch_into(kernel, Vec::new(), run.to_vec())
+            },
+        )?;
         self.end_rounds(&round, outer.as_ref())?;
         let mut args = acc;
         for run in runs.iter().rev() {
@@ -457,6 +443,44 @@ impl Lower<'_> {
             &columns,
         )?;
         Ok(Val::unordered(all, columns))
+    }
+
+    /// The cascade of a join's rounds' runs ([`SURVIVOR_RUNS`]): for each run `k` in turn,
+    /// when it holds more than `1 / SURVIVOR_FACTOR` of the next's rows (`acc` after the
+    /// last), `fold(run k, next)` in a block of its own (labelled `fold {what} run k`);
+    /// the blocks then join in one labelled `{after}`, where lowering goes on.
+    fn fold_round_runs(
+        &mut self,
+        runs: &[Vec<BufId>],
+        acc: &[BufId],
+        what: &str,
+        after: &str,
+        mut fold: impl FnMut(&mut Self, &[BufId], &[BufId]) -> R<()>,
+    ) -> R<()> {
+        let label = self.cur_label.clone();
+        let cont = self.new_block(format!("{label} {after}"));
+        for k in 0..runs.len() {
+            let next = runs.get(k + 1).map_or(acc, Vec::as_slice);
+            let flag = self.launch1(
+                Kernel::Outgrows {
+                    factor: SURVIVOR_FACTOR,
+                },
+                vec![runs[k][0], next[0]],
+                &format!("{what}.run{k}.full"),
+                None,
+            )?;
+            let fold_block = self.new_block(format!("{label} fold {what} run {k}"));
+            self.end_block(Terminator::If {
+                nonempty: vec![flag],
+                then: fold_block,
+                otherwise: cont,
+            });
+            self.start_block(fold_block);
+            fold(self, &runs[k], next)?;
+        }
+        self.end_block(Terminator::Jump(cont));
+        self.start_block(cont);
+        Ok(())
     }
 
     /// Ends the loop of a join's rounds `round` and then the loop `outer` they run within.
@@ -623,29 +647,13 @@ impl Lower<'_> {
         let ascending = asc(perm.iter().copied());
         let u = self.unique_on(v, &ascending)?;
         self.fold_distinct(&u.cols, &runs[0], &perm, &columns, false)?;
-        let label = self.cur_label.clone();
-        let cont = self.new_block(format!("{label} after merging the round's rows"));
-        for k in 0..runs.len() {
-            let next = runs.get(k + 1).unwrap_or(&acc).clone();
-            let flag = self.launch1(
-                Kernel::Outgrows {
-                    factor: SURVIVOR_FACTOR,
-                },
-                vec![runs[k][0], next[0]],
-                &format!("distinct.run{k}.full"),
-                None,
-            )?;
-            let fold = self.new_block(format!("{label} fold distinct run {k}"));
-            self.end_block(Terminator::If {
-                nonempty: vec![flag],
-                then: fold,
-                otherwise: cont,
-            });
-            self.start_block(fold);
-            self.fold_distinct(&runs[k], &next, &perm, &columns, true)?;
-        }
-        self.end_block(Terminator::Jump(cont));
-        self.start_block(cont);
+        self.fold_round_runs(
+            &runs,
+            &acc,
+            "distinct",
+            "after merging the round's rows",
+            |l, run, next| l.fold_distinct(run, next, &perm, &columns, true),
+        )?;
         self.end_rounds(&round, outer.as_ref())?;
         for k in 0..runs.len() {
             let next = runs.get(k + 1).unwrap_or(&acc).clone();
