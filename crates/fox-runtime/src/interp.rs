@@ -2934,6 +2934,7 @@ impl Interp<'_> {
                 // `new_strings[k]`, the strings not in the dictionary in the order first met.
                 let (mut out, new_strings) = {
                     let by_code = match ops {
+                        Operands::Substr(s, st, ln) if self.spmd.is_some() => self.substr_over_devices(s, st, ln)?,
                         Operands::Substr(s, st, ln)
                             if !s.is_empty()
                                 && st.par_iter().all(|&x| x == st[0])
@@ -3264,6 +3265,66 @@ impl Interp<'_> {
             }
         }
         Ok(mine)
+    }
+
+    /// `substr(s, st, ln)` on one device of several, by a table of the codes of every
+    /// device's rows made once for the run (a collective: every device decides alike).
+    /// Where start and length are the same on every row of every device, and the codes
+    /// from the smallest of all devices' rows to the largest number at most 4 per row of
+    /// all devices, the first device to ask makes the table and the others read it, so
+    /// that N devices whose parts span the same codes do not each compute them all.
+    /// `None` (each device goes by row) otherwise.
+    fn substr_over_devices(&self, s: &[u32], st: &[i64], ln: &[i64]) -> Result<Option<StrFnCodes>, HostError> {
+        use rayon::prelude::*;
+        #[derive(Clone, Copy, PartialEq)]
+        struct Ask {
+            constant: bool,
+            args: Option<(i64, i64)>,
+            range: Option<(u32, u32)>,
+            rows: usize,
+        }
+        let d = self.spmd.as_ref().expect("a run over several devices");
+        let constant = s.is_empty() || (st.par_iter().all(|&x| x == st[0]) && ln.par_iter().all(|&x| x == ln[0]));
+        let ask = Ask {
+            constant,
+            args: (!s.is_empty()).then(|| (st[0], ln[0])),
+            range: code_range(s),
+            rows: s.len(),
+        };
+        let (block, i) = self.pos;
+        let plan = self.plan;
+        let what = || at(plan, block, i);
+        let g = self.collective((block, i), ask, &what).map_err(HostError::Run)?;
+        let asks: Vec<Ask> = (0..d.comm.size()).map(|r| *g.get::<Ask>(r)).collect();
+        if asks.iter().any(|a| !a.constant) {
+            return Ok(None);
+        }
+        let mut args = asks.iter().filter_map(|a| a.args);
+        let Some((start, length)) = args.next() else {
+            return Ok(None);
+        };
+        if args.any(|a| a != (start, length)) {
+            return Ok(None);
+        }
+        let (lo, hi) = asks
+            .iter()
+            .filter_map(|a| a.range)
+            .fold((u32::MAX, 0), |(lo, hi), (a, b)| (lo.min(a), hi.max(b)));
+        if !substr_by_code_pays(lo, hi, asks.iter().map(|a| a.rows).sum()) {
+            return Ok(None);
+        }
+        let table = d
+            .comm
+            .substr_table((lo, hi, start, length), || {
+                substr_table(&self.dict, lo, hi, start, length).map(std::sync::Arc::new)
+            })
+            .map_err(HostError::Kernel)?;
+        match table.as_ref() {
+            Some(t) => Ok(Some(
+                substr_by_shared_table(&self.dict, s, t).map_err(HostError::Kernel)?,
+            )),
+            None => Ok(None),
+        }
     }
 
     /// `LoadInput` of device `rank` of several: its slice of each column of the input, or
@@ -3729,22 +3790,10 @@ fn code_or_new(dict: &Dictionary, v: &str, new_strings: &mut Vec<String>) -> Res
     })
 }
 
-/// `substr(s, start, length)` with the same start and length on every row, computed once
-/// per dictionary code from the smallest code of `s` to the largest and then looked up by
-/// each row: the same results, in the same form, as [`str_fn_by_row`].
-///
-/// The codes of a range are read in order, so the dictionary's strings are read end to
-/// end (a row at a time they are read at random, a cache and TLB miss or two each), and
-/// a prefix (`start` 1) is the same for runs of neighbouring codes, which are numbered
-/// without hashing. `None` (nothing done) where the range holds more than 4 codes per row
-/// of `s`, or the range's strings give more than 2^16 distinct results, where rows are
-/// better done one by one.
-fn substr_by_code(dict: &Dictionary, s: &[u32], start: i64, length: i64) -> Result<Option<StrFnCodes>, String> {
+/// The smallest and the largest code of `s`; `None` when `s` is empty.
+fn code_range(s: &[u32]) -> Option<(u32, u32)> {
     use rayon::prelude::*;
-    const CHUNK: usize = 1 << 16;
-    const MAX_DISTINCT: usize = 1 << 16;
-    let Some((lo, hi)) = s
-        .par_iter()
+    s.par_iter()
         .fold(
             || None,
             |m: Option<(u32, u32)>, &c| Some(m.map_or((c, c), |(a, b)| (a.min(c), b.max(c)))),
@@ -3757,13 +3806,35 @@ fn substr_by_code(dict: &Dictionary, s: &[u32], start: i64, length: i64) -> Resu
                 (None, y) => y,
             },
         )
-    else {
-        return Ok(None);
-    };
+}
+
+/// Whether `substr` over the codes `lo..=hi` is worth doing by code for `rows` rows: the
+/// range holds at most 4 codes per row.
+fn substr_by_code_pays(lo: u32, hi: u32, rows: usize) -> bool {
+    ((hi - lo) as usize + 1) / 4 <= rows
+}
+
+/// `substr(_, start, length)` of every dictionary code from `lo` to `hi`: `numbers[c - lo]`
+/// is the index in `distinct` of code `c`'s result; `distinct` holds the results in the
+/// order first met over the codes. Owned, so that the devices of a run share one.
+pub(crate) struct SubstrTable {
+    lo: u32,
+    numbers: Vec<u32>,
+    distinct: Vec<String>,
+}
+
+/// [`SubstrTable`] of the codes `lo..=hi`; `None` where they give more than 2^16 distinct
+/// results (rows are better done one by one).
+///
+/// The codes of a range are read in order, so the dictionary's strings are read end to
+/// end (a row at a time they are read at random, a cache and TLB miss or two each), and
+/// a prefix (`start` 1) is the same for runs of neighbouring codes, which are numbered
+/// without hashing.
+fn substr_table(dict: &Dictionary, lo: u32, hi: u32, start: i64, length: i64) -> Result<Option<SubstrTable>, String> {
+    use rayon::prelude::*;
+    const CHUNK: usize = 1 << 16;
+    const MAX_DISTINCT: usize = 1 << 16;
     let range = (hi - lo) as usize + 1;
-    if range / 4 > s.len() {
-        return Ok(None);
-    }
     let text = |code: u32| dict.get(code).unwrap_or_default();
     // Each chunk of the range numbers the distinct results of its codes in the order met.
     let parts: Vec<Option<(Vec<u32>, Vec<&str>)>> = (0..range.div_ceil(CHUNK))
@@ -3798,14 +3869,14 @@ fn substr_by_code(dict: &Dictionary, s: &[u32], start: i64, length: i64) -> Resu
     let Some(parts) = parts.into_iter().collect::<Option<Vec<_>>>() else {
         return Ok(None);
     };
-    // Number the results of the whole range; `table[c - lo]` is the number of code c's.
-    let mut numbers: crate::load::FxHashMap<&str, u32> = Default::default();
+    // Number the results of the whole range; `numbers[c - lo]` is the number of code c's.
+    let mut index: crate::load::FxHashMap<&str, u32> = Default::default();
     let mut distinct: Vec<&str> = Vec::new();
     let mut maps: Vec<Vec<u32>> = Vec::with_capacity(parts.len());
     for (_, part) in &parts {
         let mut map = Vec::with_capacity(part.len());
         for &v in part {
-            map.push(*numbers.entry(v).or_insert_with(|| {
+            map.push(*index.entry(v).or_insert_with(|| {
                 distinct.push(v);
                 distinct.len() as u32 - 1
             }));
@@ -3815,20 +3886,42 @@ fn substr_by_code(dict: &Dictionary, s: &[u32], start: i64, length: i64) -> Resu
         }
         maps.push(map);
     }
-    drop(numbers);
-    let mut table: Vec<u32> = crate::alloc::try_with_capacity(range, STR_FN_WHAT)?;
-    table.par_extend(
+    drop(index);
+    let mut numbers: Vec<u32> = crate::alloc::try_with_capacity(range, STR_FN_WHAT)?;
+    numbers.par_extend(
         parts
             .par_iter()
             .zip(&maps)
             .flat_map_iter(|((ids, _), map)| ids.iter().map(move |&i| map[i as usize])),
     );
-    drop(parts);
+    let distinct = distinct
+        .into_iter()
+        .map(|v| crate::alloc::try_string(v, STR_FN_WHAT))
+        .collect::<Result<_, _>>()?;
+    Ok(Some(SubstrTable { lo, numbers, distinct }))
+}
+
+/// `substr(s, start, length)` with the same start and length on every row, computed once
+/// per dictionary code from the smallest code of `s` to the largest ([`substr_table`]) and
+/// then looked up by each row: the same results, in the same form, as [`str_fn_by_row`].
+/// `None` (nothing done) where the range holds more than 4 codes per row of `s`, or the
+/// range's strings give more than 2^16 distinct results.
+fn substr_by_code(dict: &Dictionary, s: &[u32], start: i64, length: i64) -> Result<Option<StrFnCodes>, String> {
+    use rayon::prelude::*;
+    const CHUNK: usize = 1 << 16;
+    let Some((lo, hi)) = code_range(s) else {
+        return Ok(None);
+    };
+    if !substr_by_code_pays(lo, hi, s.len()) {
+        return Ok(None);
+    }
+    let Some(table) = substr_table(dict, lo, hi, start, length)? else {
+        return Ok(None);
+    };
     // Each row's number, and each chunk of rows' numbers in the order first met there.
-    let d = distinct.len();
+    let d = table.distinct.len();
     let mut out: Vec<u32> = crate::alloc::try_with_capacity(s.len(), STR_FN_WHAT)?;
-    out.par_extend(s.par_iter().map(|&c| table[(c - lo) as usize]));
-    drop(table);
+    out.par_extend(s.par_iter().map(|&c| table.numbers[(c - lo) as usize]));
     let firsts: Vec<Vec<u32>> = out
         .par_chunks(CHUNK)
         .map(|rows| {
@@ -3851,13 +3944,33 @@ fn substr_by_code(dict: &Dictionary, s: &[u32], start: i64, length: i64) -> Resu
     let mut new_strings: Vec<String> = Vec::new();
     for &i in firsts.iter().flatten() {
         if code[i as usize].is_none() {
-            code[i as usize] = Some(code_or_new(dict, distinct[i as usize], &mut new_strings)?);
+            code[i as usize] = Some(code_or_new(dict, &table.distinct[i as usize], &mut new_strings)?);
         }
     }
     // Every row's number was met above, so each has its code.
     out.par_iter_mut()
         .for_each(|i| *i = code[*i as usize].unwrap_or(u32::MAX));
     Ok(Some((out, new_strings)))
+}
+
+/// `substr(s, start, length)` of the rows `s` of one device by a [`SubstrTable`] that
+/// every device of the run shares: the rows' results in the form of [`str_fn_by_row`],
+/// where the new strings are every new result of the table in the table's order (the
+/// same list on every device, so their codes are the same everywhere).
+fn substr_by_shared_table(dict: &Dictionary, s: &[u32], table: &SubstrTable) -> Result<StrFnCodes, String> {
+    use rayon::prelude::*;
+    let mut new_strings: Vec<String> = Vec::new();
+    let code: Vec<u32> = table
+        .distinct
+        .iter()
+        .map(|v| code_or_new(dict, v, &mut new_strings))
+        .collect::<Result<_, _>>()?;
+    let mut out: Vec<u32> = crate::alloc::try_with_capacity(s.len(), STR_FN_WHAT)?;
+    out.par_extend(
+        s.par_iter()
+            .map(|&c| code[table.numbers[(c - table.lo) as usize] as usize]),
+    );
+    Ok((out, new_strings))
 }
 
 fn dict_text(dict: &Dictionary, code: u32) -> Result<&str, HostError> {

@@ -97,6 +97,9 @@ pub(crate) struct Comm {
     /// first device to start it; a new run has a new communicator, so a run's boxes are
     /// never those of another.
     claims: Mutex<Vec<Boxes>>,
+    /// The last `substr` table of the run, by its codes, start and length
+    /// ([`Comm::substr_table`]).
+    substr: Mutex<Option<(SubstrKey, Arc<Option<crate::interp::SubstrTable>>)>>,
     cv: Condvar,
     aborted: AtomicBool,
     cancel: Option<crate::CancelToken>,
@@ -152,6 +155,9 @@ pub(crate) fn box_of(total: u64, boxes: u32, at: u64) -> u32 {
     (((u128::from(at) + 1) * b).div_ceil(t) - 1) as u32
 }
 
+/// The codes (from, to), start and length of a shared `substr` table.
+pub(crate) type SubstrKey = (u32, u32, i64, i64);
+
 /// What every device deposited at one collective, in device order.
 pub(crate) struct Gathered {
     tags: Vec<Tag>,
@@ -197,6 +203,7 @@ impl Comm {
                 last: None,
             }),
             claims: Mutex::new(Vec::new()),
+            substr: Mutex::new(None),
             cv: Condvar::new(),
             aborted: AtomicBool::new(false),
             cancel,
@@ -261,6 +268,30 @@ impl Comm {
         }
         let t = make()?;
         tables.insert(op.clone(), t.clone());
+        Ok(t)
+    }
+
+    /// The run's `substr` table of `key` (codes from, codes to, start, length): made by
+    /// `make` on the first device that asks (the others asking meanwhile wait for it),
+    /// then shared. One table is kept, the last one asked for: every device asks for a
+    /// table between two collectives that all of them reach, so when one asks for
+    /// another key, none still reads the previous table. A failure is the asking
+    /// device's; the next device to ask makes it again.
+    pub(crate) fn substr_table<E>(
+        &self,
+        key: SubstrKey,
+        make: impl FnOnce() -> Result<Arc<Option<crate::interp::SubstrTable>>, E>,
+    ) -> Result<Arc<Option<crate::interp::SubstrTable>>, E> {
+        let mut last = self.substr.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((k, t)) = &*last {
+            if *k == key {
+                return Ok(t.clone());
+            }
+        }
+        // The previous table is freed before the next is made.
+        *last = None;
+        let t = make()?;
+        *last = Some((key, t.clone()));
         Ok(t)
     }
 

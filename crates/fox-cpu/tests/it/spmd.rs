@@ -687,6 +687,84 @@ fn strings_made_on_every_device_get_the_same_codes_everywhere() {
     }
 }
 
+/// A row's string, start and length.
+type SubstrRow = (String, i64, i64);
+
+/// `substr(s, start, length)` of constant rows spread by `Keep`.
+fn substr_plan(rows: &[SubstrRow]) -> KernelPlan {
+    use Type::{Int64 as I, String as S};
+    let rows: Vec<Vec<Value>> = rows
+        .iter()
+        .map(|(s, st, ln)| vec![Value::String(s.clone()), Value::Int64(*st), Value::Int64(*ln)])
+        .collect();
+    plan(
+        buffers(&[S, I, I, S, I, I, S]),
+        Vec::new(),
+        vec![block(
+            "main",
+            vec![
+                launch(
+                    Kernel::Const {
+                        types: vec![S, I, I],
+                        rows,
+                    },
+                    &[],
+                    &[0, 1, 2],
+                ),
+                launch(
+                    Kernel::Exchange {
+                        width: 3,
+                        to: Exchange::Keep { cols: vec![0] },
+                    },
+                    &[0, 1, 2],
+                    &[3, 4, 5],
+                ),
+                launch(Kernel::StrFn { func: StrFunc::Substr }, &[3, 4, 5], &[6]),
+                output("s", &[("s", S)], &[6]),
+            ],
+            Terminator::Halt,
+        )],
+    )
+}
+
+#[test]
+fn substrings_over_several_devices_are_those_of_one_device() {
+    // Phone-like strings: their prefixes are new strings, some of them also in the
+    // dictionary ("13"), made by code over a table every device shares where start and
+    // length are the same on every row, else row by row.
+    let phones: Vec<String> = (0..300)
+        .map(|i| format!("{}-{:03}-{:04}", 10 + (i * 7) % 25, (i * 37) % 1000, (i * 101) % 10_000))
+        .chain(["13".to_string(), "".to_string(), "1é-2".to_string()])
+        .collect();
+    let cases: Vec<(&str, Vec<SubstrRow>)> = vec![
+        ("a prefix", phones.iter().map(|s| (s.clone(), 1, 2)).collect()),
+        ("a middle", phones.iter().map(|s| (s.clone(), 2, 3)).collect()),
+        ("past the end", phones.iter().map(|s| (s.clone(), 20, 3)).collect()),
+        (
+            "starts that differ by row",
+            phones
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.clone(), 1 + (i % 3) as i64, 2))
+                .collect(),
+        ),
+        (
+            "a range sparser than 4 codes a row",
+            phones.iter().step_by(60).map(|s| (s.clone(), 1, 2)).collect(),
+        ),
+    ];
+    for (what, rows) in cases {
+        let p = substr_plan(&rows);
+        let (one, _) = run_on(1, &p, &RunOptions::default());
+        let want = one.unwrap_or_else(|e| panic!("{what}, 1 device: {e}")).outputs[0].rows();
+        for n in 2..=4 {
+            let (res, _) = run_on(n, &p, &RunOptions::default());
+            let got = res.unwrap_or_else(|e| panic!("{what}, {n} devices: {e}")).outputs[0].rows();
+            assert_eq!(got, want, "{what}, {n} devices");
+        }
+    }
+}
+
 /// `1 / ((v - z0) * (v - z1) * …)` of constant rows `values` spread by `Keep`, so that a
 /// row of a `z` fails on its device only; then an exchange every device must reach.
 fn failing_plan(values: &[i32], zeroes: &[i32]) -> KernelPlan {
