@@ -329,8 +329,10 @@ pub enum Kernel {
     /// expression.
     Eval { expr: KExpr, n_cols: usize },
     /// args: the argument columns of a built-in that works on the text of strings
-    /// (`substr`, `concat`, `to_string`, `to_number`, `to_unsigned`), of equal length
-    /// ([`StrFunc::params`]). outs: one column of [`StrFunc::output`]: string codes, or
+    /// (`substr`, `concat`, `to_string`, `to_number`, `to_unsigned`), of equal length,
+    /// except that an argument after the first may have one row, its value for every row
+    /// ([`StrFunc::params`]). outs: one column of [`StrFunc::output`], as long as the
+    /// first argument: string codes, or
     /// the integers `to_number` reads. Runs on the host side (it adds strings to the
     /// dictionary, reads their text).
     StrFn { func: StrFunc },

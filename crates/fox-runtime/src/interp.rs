@@ -2879,8 +2879,9 @@ impl Interp<'_> {
                 for &s in args {
                     cols.push(self.download_arg(s)?);
                 }
+                // An argument after the first of one row holds the value of every row.
                 let len = cols[0].len();
-                if cols.iter().any(|c| c.len() != len) {
+                if cols[1..].iter().any(|c| c.len() != len && c.len() != 1) {
                     return Err(HostError::Plan("its arguments have different lengths".into()));
                 }
                 use rayon::prelude::*;
@@ -3683,7 +3684,18 @@ fn check_error(check: &fox_kernel::Check, row: &[String], origin: Option<fox_ker
     }
 }
 
-/// The operands of a string function that makes strings (`StrFn`), one value per row.
+/// Row `r` of an argument of a string function: an argument after the first may hold
+/// one row, the value of every row ([`fox_kernel::Kernel::StrFn`]).
+fn row<T: Copy>(col: &[T], r: usize) -> T {
+    if col.len() == 1 {
+        col[0]
+    } else {
+        col[r]
+    }
+}
+
+/// The operands of a string function that makes strings (`StrFn`), one value per row
+/// (an argument after the first may hold one, the value of every row).
 #[derive(Clone, Copy)]
 enum Operands<'c> {
     Substr(&'c [u32], &'c [i64], &'c [i64]),
@@ -3709,9 +3721,9 @@ fn str_fn_by_row(dict: &Dictionary, ops: Operands, len: usize) -> Result<StrFnCo
     let text = |code: u32| dict.get(code).unwrap_or_default();
     let result = |r: usize| -> Result<Cow, String> {
         Ok(match ops {
-            Operands::Substr(s, st, ln) => Cow::Borrowed(crate::dict::substr_of(text(s[r]), st[r], ln[r])),
+            Operands::Substr(s, st, ln) => Cow::Borrowed(crate::dict::substr_of(text(s[r]), row(st, r), row(ln, r))),
             Operands::Concat(a, b) => {
-                let (a, b) = (text(a[r]), text(b[r]));
+                let (a, b) = (text(a[r]), text(row(b, r)));
                 let mut v = String::new();
                 crate::alloc::fallible(|| v.try_reserve_exact(a.len() + b.len())).map_err(|_| {
                     crate::alloc::out_of_memory(a.len() as u128 + b.len() as u128, "a string made by concat")
@@ -3814,28 +3826,95 @@ fn substr_by_code_pays(lo: u32, hi: u32, rows: usize) -> bool {
     ((hi - lo) as usize + 1) / 4 <= rows
 }
 
-/// `substr(_, start, length)` of every dictionary code from `lo` to `hi`: `numbers[c - lo]`
-/// is the index in `distinct` of code `c`'s result; `distinct` holds the results in the
-/// order first met over the codes. Owned, so that the devices of a run share one.
+/// `substr(_, start, length)` of every dictionary code from `lo` to `hi`: the index in
+/// `distinct` of each code's result ([`SubstrTable::number`]); `distinct` holds the
+/// results in the order first met over the codes. Owned, so that the devices of a run
+/// share one.
 pub(crate) struct SubstrTable {
     lo: u32,
-    numbers: Vec<u32>,
+    numbers: SubstrNumbers,
     distinct: Vec<String>,
 }
+
+enum SubstrNumbers {
+    /// `numbers[c - lo]` is code `c`'s number.
+    Dense(Vec<u32>),
+    /// The first code of each run of codes with the same result, ascending from `lo`;
+    /// run `k`'s result is number `k` (each result is one run).
+    Runs(Vec<u32>),
+}
+
+impl SubstrTable {
+    /// The number of code `c`'s result; `c` from `lo` to the table's last code.
+    fn number(&self, c: u32) -> u32 {
+        match &self.numbers {
+            SubstrNumbers::Dense(n) => n[(c - self.lo) as usize],
+            SubstrNumbers::Runs(firsts) => (firsts.partition_point(|&f| f <= c) - 1) as u32,
+        }
+    }
+}
+
+/// At most this many distinct results of a `substr` are numbered by code.
+const SUBSTR_MAX_DISTINCT: usize = 1 << 16;
 
 /// [`SubstrTable`] of the codes `lo..=hi`; `None` where they give more than 2^16 distinct
 /// results (rows are better done one by one).
 ///
-/// The codes of a range are read in order, so the dictionary's strings are read end to
-/// end (a row at a time they are read at random, a cache and TLB miss or two each), and
-/// a prefix (`start` 1) is the same for runs of neighbouring codes, which are numbered
-/// without hashing.
+/// A prefix (`start` at most 1) of codes of the dictionary's sorted part is monotone in
+/// the code (byte order is code point order, and cutting two strings to their first `k`
+/// characters keeps their order), so each result is one run of codes: the runs' ends are
+/// found by galloping and bisection, reading a few strings per distinct result. Other
+/// ranges are read in order, so the dictionary's strings are read end to end (a row at
+/// a time they are read at random, a cache and TLB miss or two each), and a result the
+/// same for neighbouring codes is numbered without hashing.
 fn substr_table(dict: &Dictionary, lo: u32, hi: u32, start: i64, length: i64) -> Result<Option<SubstrTable>, String> {
     use rayon::prelude::*;
     const CHUNK: usize = 1 << 16;
-    const MAX_DISTINCT: usize = 1 << 16;
+    const MAX_DISTINCT: usize = SUBSTR_MAX_DISTINCT;
     let range = (hi - lo) as usize + 1;
     let text = |code: u32| dict.get(code).unwrap_or_default();
+    if start <= 1 && (hi as usize) < dict.sorted_len() {
+        let result = |c: u32| crate::dict::substr_of(text(c), start, length);
+        let mut firsts: Vec<u32> = Vec::new();
+        let mut distinct: Vec<String> = Vec::new();
+        let mut c = u64::from(lo);
+        let end = u64::from(hi) + 1;
+        while c < end {
+            let v = result(c as u32);
+            firsts.push(c as u32);
+            distinct.push(crate::alloc::try_string(v, STR_FN_WHAT)?);
+            if distinct.len() > MAX_DISTINCT {
+                return Ok(None);
+            }
+            // `same` has v, `other` is the first code found without it (or `end`).
+            let (mut same, mut step) = (c, 1u64);
+            let mut other = loop {
+                let probe = same + step;
+                if probe >= end {
+                    break end;
+                }
+                if result(probe as u32) != v {
+                    break probe;
+                }
+                same = probe;
+                step *= 2;
+            };
+            while other - same > 1 {
+                let mid = same + (other - same) / 2;
+                if result(mid as u32) == v {
+                    same = mid;
+                } else {
+                    other = mid;
+                }
+            }
+            c = other;
+        }
+        return Ok(Some(SubstrTable {
+            lo,
+            numbers: SubstrNumbers::Runs(firsts),
+            distinct,
+        }));
+    }
     // Each chunk of the range numbers the distinct results of its codes in the order met.
     let parts: Vec<Option<(Vec<u32>, Vec<&str>)>> = (0..range.div_ceil(CHUNK))
         .into_par_iter()
@@ -3898,7 +3977,11 @@ fn substr_table(dict: &Dictionary, lo: u32, hi: u32, start: i64, length: i64) ->
         .into_iter()
         .map(|v| crate::alloc::try_string(v, STR_FN_WHAT))
         .collect::<Result<_, _>>()?;
-    Ok(Some(SubstrTable { lo, numbers, distinct }))
+    Ok(Some(SubstrTable {
+        lo,
+        numbers: SubstrNumbers::Dense(numbers),
+        distinct,
+    }))
 }
 
 /// `substr(s, start, length)` with the same start and length on every row, computed once
@@ -3921,7 +4004,7 @@ fn substr_by_code(dict: &Dictionary, s: &[u32], start: i64, length: i64) -> Resu
     // Each row's number, and each chunk of rows' numbers in the order first met there.
     let d = table.distinct.len();
     let mut out: Vec<u32> = crate::alloc::try_with_capacity(s.len(), STR_FN_WHAT)?;
-    out.par_extend(s.par_iter().map(|&c| table.numbers[(c - lo) as usize]));
+    out.par_extend(s.par_iter().map(|&c| table.number(c)));
     let firsts: Vec<Vec<u32>> = out
         .par_chunks(CHUNK)
         .map(|rows| {
@@ -3966,10 +4049,7 @@ fn substr_by_shared_table(dict: &Dictionary, s: &[u32], table: &SubstrTable) -> 
         .map(|v| code_or_new(dict, v, &mut new_strings))
         .collect::<Result<_, _>>()?;
     let mut out: Vec<u32> = crate::alloc::try_with_capacity(s.len(), STR_FN_WHAT)?;
-    out.par_extend(
-        s.par_iter()
-            .map(|&c| code[table.numbers[(c - table.lo) as usize] as usize]),
-    );
+    out.par_extend(s.par_iter().map(|&c| code[table.number(c) as usize]));
     Ok((out, new_strings))
 }
 
@@ -4096,5 +4176,37 @@ mod tests {
         assert!(both(&dict, &sparse, 1, 2).is_none());
         // One row.
         assert!(both(&dict, &[n / 2], 1, 2).is_some());
+        // Prefixes of the sorted part are found by their runs of codes: every result one
+        // run, however the results interleave with other strings' (the accented ones).
+        for (start, length) in [(1, 2), (1, 3), (0, 3), (-1, 2), (1, 0), (-5, 3)] {
+            let t = substr_table(&dict, 0, n - 1, start, length)
+                .expect("the table")
+                .expect("few distinct prefixes");
+            assert!(
+                matches!(t.numbers, SubstrNumbers::Runs(_)),
+                "substr(_, {start}, {length})"
+            );
+            for c in (0..n).step_by(7) {
+                let v = crate::dict::substr_of(dict.get(c).expect("a code"), start, length);
+                assert_eq!(
+                    t.distinct[t.number(c) as usize],
+                    v,
+                    "code {c}, substr(_, {start}, {length})"
+                );
+            }
+        }
+        // Strings appended after the sorted part (not in code order) are read one by one.
+        let mut grown = dict.clone();
+        let late: Vec<u32> = ["99-late", "00-early", "13-new", "é"]
+            .iter()
+            .map(|s| grown.intern(s).expect("room"))
+            .collect();
+        let mut mixed: Vec<u32> = (0..50_000).map(|i| n - 1 - i % 40_000).collect();
+        mixed.extend(&late);
+        let t = substr_table(&grown, n - 40_000, late[3], 1, 2)
+            .expect("the table")
+            .expect("few");
+        assert!(matches!(t.numbers, SubstrNumbers::Dense(_)));
+        assert!(both(&grown, &mixed, 1, 2).is_some());
     }
 }

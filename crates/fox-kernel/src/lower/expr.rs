@@ -75,6 +75,18 @@ impl Lower<'_> {
         }
         let mut cols = Vec::with_capacity(args.len());
         for (i, (a, &t)) in args.iter().zip(want).enumerate() {
+            // A constant after the first argument is one row, the value of every row (as
+            // `substr(s, 1, 2)`'s start and length), not a column of the rows' length.
+            if i > 0 {
+                if let Some(value) = const_arg(a, t) {
+                    let kernel = Kernel::Const {
+                        types: vec![t],
+                        rows: vec![vec![value]],
+                    };
+                    cols.push(self.launch1(kernel, Vec::new(), &format!("{label}.arg{i}"), Some(t))?);
+                    continue;
+                }
+            }
             let a = if a.ty == t {
                 a.clone()
             } else {
@@ -236,5 +248,17 @@ impl Lower<'_> {
                 cx.tables.len() - 1
             }
         })
+    }
+}
+
+/// The value of `a` as a `t` where `a` is a literal (an integer literal as an int64 too).
+fn const_arg(a: &Expr, t: Type) -> Option<Value> {
+    let ExprKind::Const(v) = &a.kind else {
+        return None;
+    };
+    match (v, t) {
+        (Value::Int64(_), Type::Int64) | (Value::String(_), Type::String) => Some(v.clone()),
+        (Value::Int32(x), Type::Int64) => Some(Value::Int64(i64::from(*x))),
+        _ => None,
     }
 }
