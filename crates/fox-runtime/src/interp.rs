@@ -3149,13 +3149,14 @@ impl Interp<'_> {
     /// besides the window, those on the device and those of the buffers every round
     /// reads as they were before the loop ([`tier::loop_reads`]) that wait in the host
     /// tier (they come back during the round; counted only where they all fit beside a
-    /// round of one row, since otherwise their readers run in pieces). When the window would not take every row
-    /// left (it may take half of what is left), the buffers the loop does not read make
-    /// room first:
-    /// resident columns this run no longer holds are given back, then the others move to
-    /// the host tier (furthest next use first) until the rows left fit or none is left
-    /// to move. So the rounds keep what every round reads (the tries' levels) on the
-    /// device from round to round, and a plan that fits is sized as before.
+    /// round of one row, since otherwise their readers run in pieces). When the window
+    /// would not take every row left (it may take half of what is left), the buffers the
+    /// loop does not read make room first: resident columns this run no longer holds are
+    /// given back, then the others move to the host tier (furthest next use first) until
+    /// the rows left fit or none is left to move. So the rounds keep what every round
+    /// reads (the tries' levels) on the device from round to round, and a plan that fits
+    /// is sized as before. Where that still leaves no room, the buffers every round reads
+    /// move to the host tier as well, and the rounds' kernels take them in pieces.
     fn round_room(&mut self, rows: u64, row_bytes: u64) -> Result<RoundRoom, String> {
         let (limit, in_use) = self.round_memory();
         let plan = self.plan;
@@ -3222,6 +3223,18 @@ impl Interp<'_> {
                 continue;
             }
             self.evict(c.slot)?;
+        }
+        if short(self) > 0 {
+            // What every round reads leaves no room for a round beside it: it goes to the
+            // host tier too, where it no longer counts once it could not all come back
+            // beside a round of one row, and the rounds' kernels take it in pieces.
+            let others: Vec<usize> = keep.iter().copied().filter(|s| !invariant.contains(s)).collect();
+            for c in self.victims(&others) {
+                if short(self) == 0 {
+                    break;
+                }
+                self.evict(c.slot)?;
+            }
         }
         Ok(room(self))
     }

@@ -74,6 +74,15 @@ fn same_in_pieces(program: &str, e_rows: &str, limits: &[&str]) {
             String::from_utf8_lossy(&cut.stdout) == String::from_utf8_lossy(&whole.stdout),
             "{program} under {limit}: outputs differ"
         );
+        // The same joins written in rounds (the default plan) keep the limit too: what
+        // every round reads goes to the host tier where it leaves no room for a round.
+        let rounds = foxrun(&[p, "--data", d, "--memory-limit", limit]);
+        let e = String::from_utf8_lossy(&rounds.stderr).into_owned();
+        assert!(rounds.status.success(), "{program} in rounds under {limit}: {e}");
+        assert!(
+            rounds.stdout == whole.stdout,
+            "{program} in rounds under {limit}: outputs differ"
+        );
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
