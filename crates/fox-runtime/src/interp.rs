@@ -1868,17 +1868,17 @@ impl Interp<'_> {
                     })?;
                     host.push(col);
                 }
-                let mut bounds: Vec<usize> = Vec::new();
+                let mut parts = vec![host];
                 if self.spmd.is_some() {
                     // Device 0 makes the table of every device's rows, in device order.
                     let waited = Instant::now();
-                    let g = self.collective((block, i), std::sync::Mutex::new(Some(host)), &|| what.clone())?;
+                    let mine = std::sync::Mutex::new(parts.pop());
+                    let g = self.collective((block, i), mine, &|| what.clone())?;
                     self.stats.exchange.output_wait += waited.elapsed();
                     if !self.leads() {
                         self.record(block, i, || fox_kernel::output_label(name), start.elapsed());
                         return Ok(());
                     }
-                    let mut by_col: Vec<Vec<HostCol>> = cols.iter().map(|_| Vec::new()).collect();
                     for d in 0..self.spmd.as_ref().map_or(1, |d| d.comm.size()) {
                         let part = g
                             .get::<std::sync::Mutex<Option<Vec<HostCol>>>>(d)
@@ -1886,42 +1886,19 @@ impl Interp<'_> {
                             .unwrap_or_else(|e| e.into_inner())
                             .take()
                             .unwrap_or_default();
-                        for (c, col) in part.into_iter().enumerate() {
-                            by_col[c].push(col);
-                        }
+                        parts.push(part);
                     }
-                    // Where each device's rows begin, for the table to merge parts in order.
-                    bounds = vec![0];
-                    if let Some(first) = by_col.first() {
-                        for p in first {
-                            bounds.push(bounds.last().copied().unwrap_or(0) + p.len());
-                        }
-                    }
-                    let joined = Instant::now();
-                    host = Vec::with_capacity(cols.len());
-                    for (c, parts) in cols.iter().zip(by_col) {
-                        let elem = self.plan.buffers[c.0 as usize].elem;
-                        let col = HostCol::try_concat(elem, parts, "the rows of an output")
-                            .map_err(|msg| RuntimeError::Kernel { at: what.clone(), msg })?;
-                        host.push(col);
-                    }
+                }
+                let joined = Instant::now();
+                let several = parts.len() > 1;
+                let hidden_rows = (hidden == 1).then(|| parts.iter().map(|p| p.first().map_or(0, HostCol::len)).sum());
+                if hidden == 1 {
+                    parts = vec![Vec::new()];
+                }
+                let table = build_table_parts(&what, name, columns, parts, hidden_rows, &self.dict, order, *limit)?;
+                if several {
                     self.stats.exchange.output_join += joined.elapsed();
                 }
-                let hidden_rows = (hidden == 1).then(|| host[0].len());
-                if hidden == 1 {
-                    host.clear();
-                }
-                let table = build_table_parts(
-                    &what,
-                    name,
-                    columns,
-                    host,
-                    hidden_rows,
-                    &self.dict,
-                    order,
-                    *limit,
-                    &bounds,
-                )?;
                 self.outputs.push(table);
                 let d = start.elapsed();
                 self.stats.output += d.saturating_sub(self.stats.download - download_before);

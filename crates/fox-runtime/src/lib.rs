@@ -210,7 +210,9 @@ pub struct ExchangeStats {
     /// Outputs: device 0's wait for every device's downloaded part (the slowest device's
     /// download, beyond device 0's own, which is in `download`).
     pub output_wait: Duration,
-    /// Outputs: joining the devices' parts into one table's columns.
+    /// Outputs: joining the devices' parts into one table's columns in the output's
+    /// order (merged where each part is in order, else put one after the other and
+    /// sorted); part of `output`.
     pub output_join: Duration,
     /// The routings (every row's device) of inputs loaded hashed over the devices that
     /// the run computed: one per input and key columns however many devices load it, none
@@ -441,7 +443,7 @@ pub fn format_stats(stats: &RunStats) -> String {
         ));
         if e.output_wait + e.output_join > Duration::ZERO {
             out.push_str(&format!(
-                "outputs of several devices: {:.3} ms waiting for the devices' parts, {:.3} ms joining them (ordering in `output`)\n",
+                "outputs of several devices: {:.3} ms waiting for the devices' parts, {:.3} ms joining them in order (in `output`)\n",
                 ms(e.output_wait),
                 ms(e.output_join)
             ));

@@ -430,6 +430,17 @@ fn cmp_keyed(cols: &[HostCol], keys: &[(usize, bool)], i: usize, j: usize) -> Or
     Ordering::Equal
 }
 
+/// [`cmp_keyed`] of row `i` of `a` and row `j` of `b` (columns of the same types).
+fn cmp_across(a: &[HostCol], i: usize, b: &[HostCol], j: usize, keys: &[(usize, bool)]) -> Ordering {
+    for &(c, desc) in keys {
+        let o = image(&a[c], i, desc).cmp(&image(&b[c], j, desc));
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    Ordering::Equal
+}
+
 /// Whether the rows `rows` of `cols` are already in the order of `keys` (one linear pass).
 /// Keys of at most 64 bits in all are packed ([`packed_keys`]) a block of rows at a time,
 /// column by column, and the packed words compared; wider keys row by row.
@@ -543,43 +554,65 @@ pub(crate) fn order_perm(cols: &[HostCol], keys: &[(usize, bool)], n: usize) -> 
 
 /// The permutation that merges the parts `bounds[k]..bounds[k + 1]` of `cols`, each in
 /// the order of `keys`, ties to the earlier part: the permutation of a stable sort (what
-/// [`order_perm`] gives). One k-way pass: the output is cut into pieces at rows of the
-/// largest part (every part's rows up to and including that row's key go before the
-/// cut, so equal keys never straddle a cut), and the pieces are merged in parallel, each
-/// writing its own range of the permutation.
+/// [`order_perm`] gives). See [`merge_sources`].
+#[cfg(test)]
 fn merge_perm(cols: &[HostCol], keys: &[(usize, bool)], bounds: &[usize]) -> Result<Vec<u32>, String> {
-    if key_bits(cols, keys) <= 64 {
-        // Keys of at most 64 bits in all compare as one packed word per row.
-        merge_by(bounds, |i| packed_key(cols, keys, i), |a: &u64, b: &u64| a < b)
+    let lens: Vec<usize> = bounds.windows(2).map(|w| w[1] - w[0]).collect();
+    let m = if key_bits(cols, keys) <= 64 {
+        merge_sources(
+            &lens,
+            |p, i| packed_key(cols, keys, bounds[p] + i),
+            |a: &u64, b: &u64| a < b,
+        )?
     } else {
-        merge_by(
-            bounds,
-            |i| i,
+        merge_sources(
+            &lens,
+            |p, i| bounds[p] + i,
             |&a: &usize, &b: &usize| cmp_keyed(cols, keys, a, b) == Ordering::Less,
-        )
-    }
+        )?
+    };
+    let firsts: Vec<u32> = bounds[..lens.len()].iter().map(|&b| b as u32).collect();
+    replay(&firsts, &m, m.src.len(), |&first, i| first + i as u32)
 }
 
-/// [`merge_perm`] over rows whose order is that of `head(row)` under `less`.
-fn merge_by<H: Send>(
-    bounds: &[usize],
-    head: impl Fn(usize) -> H + Sync,
+/// A merge of parts each in order: the part each output row comes from, and the pieces
+/// the output was cut into (each piece's first output row and where it begins in each
+/// part), merged and replayed in parallel.
+struct Merge {
+    src: Vec<u8>,
+    pieces: Vec<(usize, Vec<usize>)>,
+}
+
+/// The merge of parts of `lens` rows (at most 255 parts), each in the order of
+/// `head(part, row)` under `less`, ties to the earlier part: the order of a stable sort
+/// of the parts one after the other. One k-way pass: the output is cut into pieces at
+/// rows of the largest part (every part's rows up to and including that row's key go
+/// before the cut, so equal keys never straddle a cut), and the pieces are merged in
+/// parallel, each writing its own range of sources.
+fn merge_sources<H: Send>(
+    lens: &[usize],
+    head: impl Fn(usize, usize) -> H + Sync,
     less: impl Fn(&H, &H) -> bool + Sync,
-) -> Result<Vec<u32>, String> {
+) -> Result<Merge, String> {
     const WHAT: &str = "the order of the output's rows";
-    let parts = bounds.len().saturating_sub(1);
-    let n = bounds.last().copied().unwrap_or(0);
-    if parts == 0 || n == 0 {
-        return Ok(Vec::new());
+    let parts = lens.len();
+    if parts > usize::from(u8::MAX) {
+        return Err(format!("{parts} parts to merge; at most 255 are merged"));
     }
-    let len = |p: usize| bounds[p + 1] - bounds[p];
-    let big = (0..parts).max_by_key(|&p| (len(p), std::cmp::Reverse(p))).unwrap_or(0);
-    // The first row of part `p` in `lo..hi` whose key is greater than row `s`'s.
-    let after = |lo: usize, hi: usize, s: &H| {
-        let (mut lo, mut hi) = (lo, hi);
+    let n: usize = lens.iter().sum();
+    if parts == 0 || n == 0 {
+        return Ok(Merge {
+            src: Vec::new(),
+            pieces: Vec::new(),
+        });
+    }
+    let big = (0..parts).max_by_key(|&p| (lens[p], std::cmp::Reverse(p))).unwrap_or(0);
+    // The first row of part `p` whose key is greater than `s`.
+    let after = |p: usize, s: &H| {
+        let (mut lo, mut hi) = (0, lens[p]);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if less(s, &head(mid)) {
+            if less(s, &head(p, mid)) {
                 hi = mid;
             } else {
                 lo = mid + 1;
@@ -591,28 +624,32 @@ fn merge_by<H: Send>(
     // cuts[j][p]: where piece j begins in part p; nondecreasing in j because the cutting
     // rows of the largest part are.
     let mut cuts: Vec<Vec<usize>> = Vec::with_capacity(pieces + 1);
-    cuts.push(bounds[..parts].to_vec());
+    cuts.push(vec![0; parts]);
     let inner: Vec<Vec<usize>> = (1..pieces)
         .into_par_iter()
         .map(|j| {
-            let s = head(bounds[big] + len(big) * j / pieces);
-            (0..parts).map(|p| after(bounds[p], bounds[p + 1], &s)).collect()
+            let s = head(big, lens[big] * j / pieces);
+            (0..parts).map(|p| after(p, &s)).collect()
         })
         .collect();
     cuts.extend(inner);
-    cuts.push(bounds[1..].to_vec());
-    let mut out: Vec<u32> = try_with_capacity(n, WHAT)?;
-    let mut rest = &mut out.spare_capacity_mut()[..n];
+    cuts.push(lens.to_vec());
+    let mut src: Vec<u8> = try_with_capacity(n, WHAT)?;
+    let mut rest = &mut src.spare_capacity_mut()[..n];
     let mut work = Vec::with_capacity(pieces);
+    let mut starts = Vec::with_capacity(pieces);
+    let mut first = 0;
     for w in cuts.windows(2) {
         let size: usize = (0..parts).map(|p| w[1][p] - w[0][p]).sum();
         let (dst, tail) = rest.split_at_mut(size);
         work.push((dst, &w[0], &w[1]));
+        starts.push((first, w[0].clone()));
+        first += size;
         rest = tail;
     }
     work.into_par_iter().for_each(|(dst, from, to)| {
         let mut at = from.clone();
-        let mut heads: Vec<Option<H>> = (0..parts).map(|p| (at[p] < to[p]).then(|| head(at[p]))).collect();
+        let mut heads: Vec<Option<H>> = (0..parts).map(|p| (at[p] < to[p]).then(|| head(p, at[p]))).collect();
         for d in dst.iter_mut() {
             // The smallest head, ties to the earlier part.
             let mut best = usize::MAX;
@@ -623,14 +660,83 @@ fn merge_by<H: Send>(
                     }
                 }
             }
-            d.write(at[best] as u32);
+            d.write(best as u8);
             at[best] += 1;
-            heads[best] = (at[best] < to[best]).then(|| head(at[best]));
+            heads[best] = (at[best] < to[best]).then(|| head(best, at[best]));
         }
     });
     // SAFETY: the pieces' ranges tile `0..n`, and each piece wrote every slot of its range
     // (its size is the number of rows its parts hold between its cuts).
+    unsafe { src.set_len(n) };
+    Ok(Merge { src, pieces: starts })
+}
+
+/// The first `n` rows of a merge ([`merge_sources`]) of the parts `parts`, row `i` of a
+/// part read as `value(part, i)`: each piece replayed in parallel into its own range.
+fn replay<P: Sync, T: Send>(
+    parts: &[P],
+    m: &Merge,
+    n: usize,
+    value: impl Fn(&P, usize) -> T + Sync,
+) -> Result<Vec<T>, String> {
+    let n = n.min(m.src.len());
+    let mut out: Vec<T> = try_with_capacity(n, "the merged rows of an output")?;
+    let mut rest = &mut out.spare_capacity_mut()[..n];
+    let mut work = Vec::with_capacity(m.pieces.len());
+    for (j, (first, at)) in m.pieces.iter().enumerate() {
+        if *first >= n {
+            break;
+        }
+        let end = m.pieces.get(j + 1).map_or(n, |p| p.0).min(n);
+        let (dst, tail) = rest.split_at_mut(end - first);
+        work.push((dst, &m.src[*first..end], at));
+        rest = tail;
+    }
+    work.into_par_iter().for_each(|(dst, src, at)| {
+        let mut at = at.clone();
+        for (d, &p) in dst.iter_mut().zip(src) {
+            let p = usize::from(p);
+            d.write(value(&parts[p], at[p]));
+            at[p] += 1;
+        }
+    });
+    // SAFETY: the pieces before `n` tile `0..n` (the last one cut at `n`), and each wrote
+    // every slot of its range.
     unsafe { out.set_len(n) };
+    Ok(out)
+}
+
+/// The first `n` rows of the merge `m` of `parts` (each a list of columns of the same
+/// types), as columns: a column at a time, each part's column freed once merged.
+fn merge_columns(mut parts: Vec<Vec<HostCol>>, m: &Merge, n: usize) -> Result<Vec<HostCol>, String> {
+    let width = parts.first().map_or(0, Vec::len);
+    let mut out = Vec::with_capacity(width);
+    for c in 0..width {
+        macro_rules! merged_as {
+            ($variant:ident) => {{
+                let srcs: Vec<&[_]> = parts
+                    .iter()
+                    .map(|p| match &p[c] {
+                        HostCol::$variant(v) => Ok(v.as_slice()),
+                        other => Err(format!("a part's column {c} is {:?}", other.elem())),
+                    })
+                    .collect::<Result<_, String>>()?;
+                HostCol::$variant(replay(&srcs, m, n, |v, i| v[i])?)
+            }};
+        }
+        out.push(match &parts[0][c] {
+            HostCol::U8(_) => merged_as!(U8),
+            HostCol::I32(_) => merged_as!(I32),
+            HostCol::U32(_) => merged_as!(U32),
+            HostCol::I64(_) => merged_as!(I64),
+            HostCol::U64(_) => merged_as!(U64),
+            HostCol::F64(_) => merged_as!(F64),
+            HostCol::I128(_) => merged_as!(I128),
+        });
+        for p in parts.iter_mut() {
+            p[c] = HostCol::U8(Vec::new());
+        }
+    }
     Ok(out)
 }
 
@@ -640,60 +746,93 @@ const PAR_MIN: usize = 1 << 15;
 /// Builds an output table from downloaded columns of the types of `columns` (or, for a
 /// relation with no columns, the row count `hidden_rows`): ordered by `order` (column
 /// index, descending) then ascending on every column, at most `limit` rows. `what` names
-/// the output in messages. The rows may come in parts (`bounds`: each part's first row,
-/// then the number of rows; empty for one part), each of which may already be in order
-/// (the outputs of several devices): when every part is, they are merged rather than
-/// sorted, to the same order.
+/// the output in messages. The rows come in parts (the outputs of several devices, one
+/// after the other; one part otherwise): when every part is already in order they are
+/// merged from the parts into new columns ([`merge_sources`]), to the order a sort of
+/// them all gives; otherwise they are put one after the other and sorted.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn build_table_parts(
     what: &str,
     name: &str,
     columns: &[Column],
-    mut cols: Vec<HostCol>,
+    mut parts: Vec<Vec<HostCol>>,
     hidden_rows: Option<usize>,
     dict: &Dictionary,
     order: &[(usize, bool)],
     limit: Option<u64>,
-    bounds: &[usize],
 ) -> Result<OutputTable, RuntimeError> {
     let limit = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+    let kernel_error = |msg: String| RuntimeError::Kernel {
+        at: what.to_string(),
+        msg,
+    };
     let (cols, strings, perm, len) = match hidden_rows {
         Some(n) => (Vec::new(), Vec::new(), None, n.min(limit)),
         None => {
-            let n = check_columns(what, columns, &cols)?;
-            let strings = localize_strings(what, columns, &mut cols, dict)?;
-            let keys = order_keys(order, cols.len());
-            let parts_ordered = || bounds.windows(2).all(|w| is_ordered(&cols, &keys, w[0]..w[1]));
-            let perm = if is_ordered(&cols, &keys, 0..n) {
-                None
-            } else if bounds.len() > 2 && bounds.last() == Some(&n) && parts_ordered() {
-                // Parts each in order (the outputs of several devices): merged.
-                let mut p = merge_perm(&cols, &keys, bounds).map_err(|msg| RuntimeError::Kernel {
-                    at: what.to_string(),
-                    msg,
-                })?;
-                p.truncate(limit);
-                // The columns are put in the merged order here, in parallel, so that the
-                // writers read them in sequence (through the permutation they would read
-                // every part at once, a row at a time).
-                for c in cols.iter_mut() {
-                    *c = c
-                        .try_par_pick(&p, "the merged rows of an output")
-                        .map_err(|msg| RuntimeError::Kernel {
-                            at: what.to_string(),
-                            msg,
-                        })?;
-                }
-                None
+            let mut n = 0;
+            for part in &parts {
+                n += check_columns(what, columns, part)?;
+            }
+            let strings = if parts.len() == 1 {
+                localize_strings(what, columns, &mut parts[0], dict)?
             } else {
-                let mut p = order_perm(&cols, &keys, n).map_err(|msg| RuntimeError::Kernel {
-                    at: what.to_string(),
-                    msg,
-                })?;
-                p.truncate(limit);
-                Some(p)
+                // One table of local strings for every part: each part's columns in turn.
+                let width = columns.len();
+                let reps: Vec<Column> = parts.iter().flat_map(|_| columns.iter().cloned()).collect();
+                let mut flat: Vec<HostCol> = parts.drain(..).flatten().collect();
+                let strings = localize_strings(what, &reps, &mut flat, dict)?;
+                let mut it = flat.into_iter();
+                while it.len() > 0 {
+                    parts.push(it.by_ref().take(width).collect());
+                }
+                strings
             };
-            (cols, strings, perm, n.min(limit))
+            let keys = order_keys(order, columns.len());
+            let rows = |p: &[HostCol]| p.first().map_or(0, HostCol::len);
+            if parts.len() > 1 && parts.iter().all(|p| is_ordered(p, &keys, 0..rows(p))) {
+                // Parts each in order: merged into new columns, in the merged order, so that
+                // the writers read them in sequence.
+                let lens: Vec<usize> = parts.iter().map(|p| rows(p)).collect();
+                let m = if parts.iter().all(|p| key_bits(p, &keys) <= 64) {
+                    merge_sources(&lens, |p, i| packed_key(&parts[p], &keys, i), |a: &u64, b: &u64| a < b)
+                } else {
+                    merge_sources(
+                        &lens,
+                        |p, i| (p, i),
+                        |&(p, i): &(usize, usize), &(q, j): &(usize, usize)| {
+                            cmp_across(&parts[p], i, &parts[q], j, &keys) == Ordering::Less
+                        },
+                    )
+                }
+                .map_err(kernel_error)?;
+                let cols = merge_columns(parts, &m, n.min(limit)).map_err(kernel_error)?;
+                (cols, strings, None, n.min(limit))
+            } else {
+                let cols = if parts.len() == 1 {
+                    parts.pop().unwrap_or_default()
+                } else {
+                    let mut cols = Vec::with_capacity(columns.len());
+                    for c in 0..columns.len() {
+                        let elem = parts[0][c].elem();
+                        let col_parts = parts
+                            .iter_mut()
+                            .map(|p| std::mem::replace(&mut p[c], HostCol::empty(elem)));
+                        cols.push(
+                            HostCol::try_concat(elem, col_parts.collect(), "the rows of an output")
+                                .map_err(kernel_error)?,
+                        );
+                    }
+                    cols
+                };
+                let perm = if is_ordered(&cols, &keys, 0..n) {
+                    None
+                } else {
+                    let mut p = order_perm(&cols, &keys, n).map_err(kernel_error)?;
+                    p.truncate(limit);
+                    Some(p)
+                };
+                (cols, strings, perm, n.min(limit))
+            }
         }
     };
     Ok(OutputTable {
@@ -1494,7 +1633,7 @@ mod tests {
         order: &[(usize, bool)],
         limit: Option<u64>,
     ) -> OutputTable {
-        build_table_parts("test", "t", columns, cols, None, dict, order, limit, &[]).unwrap()
+        build_table_parts("test", "t", columns, vec![cols], None, dict, order, limit).unwrap()
     }
 
     fn expected(t: &OutputTable, order: &[(usize, bool)], limit: Option<u64>) -> Vec<Vec<Value>> {
@@ -1532,13 +1671,74 @@ mod tests {
         }
         for limit in [None, Some(1000)] {
             let cols = || vec![HostCol::I32(x.clone()), HostCol::I64(y.clone())];
-            let merged = build_table_parts("test", "t", &columns, cols(), None, &dict, &order, limit, &bounds).unwrap();
+            let parts: Vec<Vec<HostCol>> = bounds
+                .windows(2)
+                .map(|w| {
+                    vec![
+                        HostCol::I32(x[w[0]..w[1]].to_vec()),
+                        HostCol::I64(y[w[0]..w[1]].to_vec()),
+                    ]
+                })
+                .collect();
+            let merged = build_table_parts("test", "t", &columns, parts, None, &dict, &order, limit).unwrap();
             let Data::Cols(ct) = &merged.data else { panic!() };
             assert!(ct.perm.is_none(), "merged columns are in order");
             let sorted = table(cols(), &columns, &dict, &order, limit);
             assert_eq!(merged.rows(), sorted.rows());
             assert_eq!(csv_text(&merged), csv_text(&sorted));
         }
+    }
+
+    #[test]
+    fn parts_with_strings_and_keys_wider_than_a_word_are_merged_into_ordered_columns() {
+        // Strings appended to the dictionary out of text order, so the parts are in the
+        // order of the strings' text, not of their codes; keys of 32 + 64 + 64 bits.
+        let mut dict = Dictionary::from_strings(["m", "c", "x"].map(String::from));
+        for w in ["b", "zz", "a", "n"] {
+            dict.intern(w).unwrap();
+        }
+        let words = ["a", "b", "c", "m", "n", "x", "zz"];
+        let columns = [col("s", Type::String), col("a", Type::Int64), col("b", Type::Int64)];
+        let mut seed = 7u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed >> 33
+        };
+        let mut parts = Vec::new();
+        for len in [50_000usize, 1, 0, 80_003] {
+            let mut rows: Vec<(&str, i64, i64)> = (0..len)
+                .map(|_| {
+                    let w = words[(next() % 7) as usize];
+                    (w, (next() % 5) as i64 - 2, (next() % 1000) as i64 * 1_000_000_007)
+                })
+                .collect();
+            rows.sort();
+            parts.push(vec![
+                HostCol::U32(rows.iter().map(|r| dict.code(r.0).unwrap()).collect()),
+                HostCol::I64(rows.iter().map(|r| r.1).collect()),
+                HostCol::I64(rows.iter().map(|r| r.2).collect()),
+            ]);
+        }
+        for limit in [None, Some(777)] {
+            let merged = build_table_parts("test", "t", &columns, parts.clone(), None, &dict, &[], limit).unwrap();
+            let Data::Cols(ct) = &merged.data else { panic!() };
+            assert!(ct.perm.is_none(), "merged columns are in order");
+            let whole: Vec<HostCol> = (0..3)
+                .map(|c| {
+                    HostCol::try_concat(parts[0][c].elem(), parts.iter().map(|p| p[c].clone()).collect(), "t").unwrap()
+                })
+                .collect();
+            let sorted = table(whole, &columns, &dict, &[], limit);
+            assert_eq!(merged.rows(), sorted.rows(), "limit {limit:?}");
+            assert_eq!(csv_text(&merged), csv_text(&sorted), "limit {limit:?}");
+        }
+        // A part out of order: the parts are put one after the other and sorted.
+        let mut unordered = parts.clone();
+        unordered[3][1] = HostCol::I64((0..80_003).map(|i| (i % 3) as i64).rev().collect());
+        let t = build_table_parts("test", "t", &columns, unordered.clone(), None, &dict, &[], None).unwrap();
+        let Data::Cols(ct) = &t.data else { panic!() };
+        assert!(ct.perm.is_some(), "sorted through a permutation");
+        assert_eq!(t.rows(), expected(&t, &[], None));
     }
 
     #[test]

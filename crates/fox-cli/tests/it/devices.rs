@@ -122,7 +122,7 @@ fn timing_reports_the_exchanges_and_each_device_s_peak() {
         .unwrap_or_else(|| panic!("no line of the outputs' parts: {err}"));
     assert!(
         line.contains(" ms waiting for the devices' parts, ")
-            && line.ends_with(" ms joining them (ordering in `output`)"),
+            && line.ends_with(" ms joining them in order (in `output`)"),
         "{line}"
     );
     for d in 0..3 {
