@@ -462,8 +462,62 @@ pub(crate) fn bound_range(
     Ok(vec![HostCol::U32(lo), HostCol::U32(hi)])
 }
 
+/// The first row at or after `from` of `s` (in which the rows `before` holds for come
+/// first) for which `before` does not hold: by doubling steps from `from`, then a binary
+/// search within the last step, so a row `k` rows on costs about `2 log k` comparisons.
+fn gallop_while<T>(s: &[T], from: usize, before: impl Fn(&T) -> bool) -> usize {
+    if from >= s.len() || !before(&s[from]) {
+        return from;
+    }
+    // `s[at]` is before; the answer is beyond it.
+    let (mut at, mut step) = (from, 1);
+    loop {
+        let probe = at + step;
+        if probe >= s.len() || !before(&s[probe]) {
+            let end = probe.min(s.len());
+            return at + 1 + s[at + 1..end].partition_point(&before);
+        }
+        at = probe;
+        step *= 2;
+    }
+}
+
+/// [`equal_range`] of one key column of integers (`s` sorted): per probe, the first row
+/// not less than it, then the end of its run of equal rows galloping from there. Probes
+/// are taken in pieces in parallel; within a piece, a probe not less than the one before
+/// gallops from that one's row instead of searching all of `s`, so ascending probes
+/// (a sorted relation's column) cost about the log of the distance between their rows.
+fn equal_range_of<T: Ord + Copy + Send + Sync>(s: &[T], p: &[T]) -> KResult<(Vec<u32>, Vec<u32>)> {
+    const PIECE: usize = 1 << 12;
+    let n = p.len();
+    let mut lo = alloc::<u32>(n, "the ranges")?;
+    let mut hi = alloc::<u32>(n, "the ranges")?;
+    let piece = |((probes, lo), hi): ((&[T], &mut [u32]), &mut [u32])| {
+        let mut prev: Option<(T, usize)> = None;
+        for ((&x, l), h) in probes.iter().zip(lo.iter_mut()).zip(hi.iter_mut()) {
+            let first = match prev {
+                Some((y, at)) if y <= x => gallop_while(s, at, |v: &T| *v < x),
+                _ => s.partition_point(|v| *v < x),
+            };
+            let end = gallop_while(s, first, |v: &T| *v <= x);
+            (*l, *h) = (first as u32, end as u32);
+            prev = Some((x, first));
+        }
+    };
+    if n < crate::util::PAR_MIN {
+        piece(((p, &mut lo[..]), &mut hi[..]));
+    } else {
+        p.par_chunks(PIECE)
+            .zip(lo.par_chunks_mut(PIECE))
+            .zip(hi.par_chunks_mut(PIECE))
+            .for_each(piece);
+    }
+    Ok((lo, hi))
+}
+
 /// `BoundRange` without bounds: per probing row, the run of searched rows (sorted on the
-/// keys) with its keys, by two binary searches.
+/// keys) with its keys, by two binary searches (one key column of integers:
+/// [`equal_range_of`]).
 fn equal_range(args: &[&HostCol], nkeys: usize) -> KResult<Vec<HostCol>> {
     if nkeys == 0 {
         return Err("a range without bounds needs at least one key".into());
@@ -471,6 +525,19 @@ fn equal_range(args: &[&HostCol], nkeys: usize) -> KResult<Vec<HostCol>> {
     let (skeys, pkeys) = args.split_at(nkeys);
     let len = skeys[0].len();
     crate::util::check_u32_rows(len, "the searched keys")?;
+    if nkeys == 1 {
+        let typed = match (skeys[0], pkeys[0]) {
+            (HostCol::I32(s), HostCol::I32(p)) => Some(equal_range_of(s, p)),
+            (HostCol::U32(s), HostCol::U32(p)) => Some(equal_range_of(s, p)),
+            (HostCol::I64(s), HostCol::I64(p)) => Some(equal_range_of(s, p)),
+            (HostCol::U64(s), HostCol::U64(p)) => Some(equal_range_of(s, p)),
+            _ => None,
+        };
+        if let Some(r) = typed {
+            let (lo, hi) = r?;
+            return Ok(vec![HostCol::U32(lo), HostCol::U32(hi)]);
+        }
+    }
     let n = pkeys[0].len();
     let before = |i: usize, with_equal: bool| {
         let (mut a, mut b) = (0, len);
@@ -493,4 +560,69 @@ fn equal_range(args: &[&HostCol], nkeys: usize) -> KResult<Vec<HostCol>> {
         HostCol::U32(ranges.iter().map(|r| r.0).collect()),
         HostCol::U32(ranges.iter().map(|r| r.1).collect()),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each probe's run in `s` by two searches of all of `s`.
+    fn reference(s: &[i32], p: &[i32]) -> (Vec<u32>, Vec<u32>) {
+        p.iter()
+            .map(|&x| {
+                (
+                    s.partition_point(|&v| v < x) as u32,
+                    s.partition_point(|&v| v <= x) as u32,
+                )
+            })
+            .unzip()
+    }
+
+    #[test]
+    fn equal_ranges_of_integer_keys_are_those_of_two_searches() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let sizes = [0usize, 1, 2, 4095, 4097, 70_001];
+        for &len in &sizes {
+            for distinct in [1u64, 3, 1000, 1 << 30] {
+                let mut s: Vec<i32> = (0..len).map(|_| (next() % distinct) as i32 - 1).collect();
+                s.sort_unstable();
+                for &n in &sizes {
+                    let random: Vec<i32> = (0..n).map(|_| (next() % (distinct + 2)) as i32 - 2).collect();
+                    let mut ascending = random.clone();
+                    ascending.sort_unstable();
+                    let descending: Vec<i32> = ascending.iter().rev().copied().collect();
+                    // Ascending runs broken every few rows (a gallop from a larger probe).
+                    let sawtooth: Vec<i32> = ascending.chunks(5).flat_map(|c| c.iter().rev().copied()).collect();
+                    for (what, p) in [
+                        ("random", &random),
+                        ("ascending", &ascending),
+                        ("descending", &descending),
+                        ("sawtooth", &sawtooth),
+                    ] {
+                        let got = equal_range_of(&s, p).unwrap();
+                        assert_eq!(
+                            got,
+                            reference(&s, p),
+                            "{len} rows, {distinct} values, {n} {what} probes"
+                        );
+                        // The kernel's result, through the typed path, is the same.
+                        let out = equal_range(&[&HostCol::I32(s.clone()), &HostCol::I32(p.clone())], 1).unwrap();
+                        assert_eq!(out[0], HostCol::U32(got.0.clone()));
+                        assert_eq!(out[1], HostCol::U32(got.1.clone()));
+                    }
+                }
+            }
+        }
+        // Extreme values next to each other.
+        let s = vec![i64::MIN, i64::MIN, 0, i64::MAX, i64::MAX];
+        let p = vec![i64::MIN, i64::MAX, -1, i64::MAX, i64::MIN];
+        let (lo, hi) = equal_range_of(&s, &p).unwrap();
+        assert_eq!((lo, hi), (vec![0, 3, 2, 3, 0], vec![2, 5, 2, 5, 2]));
+    }
 }
