@@ -7,7 +7,7 @@
 //! [`Rows`] views, monomorphised for the common key shapes.
 
 use crate::keys::{gallop, search, with_rows, Rows};
-use crate::util::{alloc, as_u64, check_stop, chunks, first_err, map_ranges, KResult, Stop, PAR_MIN};
+use crate::util::{alloc, as_u64, check_stop, chunks, first_err, map_ranges, with_capacity, KResult, Stop, PAR_MIN};
 use fox_runtime::cancel::is_set;
 use fox_runtime::HostCol;
 use rayon::prelude::*;
@@ -119,18 +119,22 @@ pub(crate) fn exclusive_scan(args: &[&HostCol]) -> KResult<Vec<HostCol>> {
         bases.push(total);
         total = total.checked_add(s).ok_or_else(overflow)?;
     }
-    let mut offsets = alloc::<u64>(counts.len(), "the join offsets")?;
-    offsets
+    let n = counts.len();
+    let mut offsets: Vec<u64> = with_capacity(n, "the join offsets")?;
+    offsets.spare_capacity_mut()[..n]
         .par_chunks_mut(crate::util::CHUNK)
         .zip(counts.par_chunks(crate::util::CHUNK))
         .zip(bases.par_iter())
         .for_each(|((out, cnt), &base)| {
             let mut s = base;
             for (o, &c) in out.iter_mut().zip(cnt) {
-                *o = s;
+                o.write(s);
                 s += c;
             }
         });
+    // SAFETY: the chunks of `counts` and of the first `n` slots pair up, and each chunk
+    // wrote every slot of its own.
+    unsafe { offsets.set_len(n) };
     Ok(vec![HostCol::U64(offsets), HostCol::U64(vec![total])])
 }
 

@@ -95,47 +95,56 @@ pub(crate) fn expand(args: &[&HostCol], stop: &Stop) -> KResult<Vec<HostCol>> {
         },
     };
     let len = usize::try_from(w1 - w0).map_err(|_| format!("{} outputs do not fit in memory", w1 - w0))?;
-    let mut parent = alloc::<u32>(len, "the expanded rows' parents")?;
-    let mut pos = alloc::<u32>(len, "the expanded rows' positions")?;
-    // Each row writes its own disjoint part of the window.
-    let first = offsets.partition_point(|&o| o <= w0).saturating_sub(1);
-    let mut work = Vec::new();
-    let (mut prest, mut qrest) = (&mut parent[..], &mut pos[..]);
-    for (i, &off) in offsets.iter().enumerate().skip(first) {
-        let (s, e) = (off.max(w0), end(i).min(w1));
-        if s >= w1 {
-            break;
+    let mut parent: Vec<u32> = with_capacity(len, "the expanded rows' parents")?;
+    let mut pos: Vec<u32> = with_capacity(len, "the expanded rows' positions")?;
+    // Pieces of the window's outputs, in parallel: each finds the row of its first
+    // output, then writes each row's run of outputs in turn.
+    const PIECE: usize = 1 << 14;
+    type Out<'a> = &'a mut [std::mem::MaybeUninit<u32>];
+    let piece = |(k, (p, q)): (usize, (Out, Out))| {
+        if is_set(stop) {
+            return;
         }
-        if e <= s {
-            continue;
-        }
-        let k0 = (s - off) as u32;
-        let (p, pr) = prest.split_at_mut((e - s) as usize);
-        let (q, qr) = qrest.split_at_mut((e - s) as usize);
-        prest = pr;
-        qrest = qr;
-        // One item per input row of the window: as many as the rows expanded.
-        fox_runtime::alloc::try_reserve(&mut work, 1, "the expanded rows' work list")?;
-        work.push((i, k0, p, q));
-    }
-    let write = |(i, k0, p, q): &mut (usize, u32, &mut [u32], &mut [u32])| {
-        for (k, (p, q)) in p.iter_mut().zip(q.iter_mut()).enumerate() {
-            *p = *i as u32;
-            *q = lo[*i] + *k0 + k as u32;
-        }
-    };
-    // Rows in chunks of rows, each chunk skipped once `stop` is set.
-    let run = |rows: &mut [(usize, u32, &mut [u32], &mut [u32])]| {
-        if !is_set(stop) {
-            rows.iter_mut().for_each(write);
+        let mut at = w0 + (k * PIECE) as u64;
+        // The last row whose outputs start at or before `at` holds it (rows before it
+        // with the same start have none).
+        let mut i = offsets.partition_point(|&o| o <= at) - 1;
+        let mut o = 0;
+        while o < p.len() {
+            while end(i) <= at {
+                i += 1;
+            }
+            let run = ((end(i) - at) as usize).min(p.len() - o);
+            let base = lo[i] + (at - offsets[i]) as u32;
+            for k in 0..run {
+                p[o + k].write(i as u32);
+                q[o + k].write(base + k as u32);
+            }
+            o += run;
+            at += run as u64;
         }
     };
-    if len < crate::util::PAR_MIN {
-        work.chunks_mut(1024).for_each(run);
-    } else {
-        work.par_chunks_mut(1024).for_each(run);
+    {
+        let (p, q) = (
+            &mut parent.spare_capacity_mut()[..len],
+            &mut pos.spare_capacity_mut()[..len],
+        );
+        if len < crate::util::PAR_MIN {
+            p.chunks_mut(PIECE).zip(q.chunks_mut(PIECE)).enumerate().for_each(piece);
+        } else {
+            p.par_chunks_mut(PIECE)
+                .zip(q.par_chunks_mut(PIECE))
+                .enumerate()
+                .for_each(piece);
+        }
     }
     check_stop(stop)?;
+    // SAFETY: every piece wrote each of its slots (the rows' runs from its first output
+    // cover it), and no piece was skipped, or `check_stop` returned above.
+    unsafe {
+        parent.set_len(len);
+        pos.set_len(len);
+    }
     Ok(vec![HostCol::U32(parent), HostCol::U32(pos)])
 }
 
@@ -489,10 +498,11 @@ fn gallop_while<T>(s: &[T], from: usize, before: impl Fn(&T) -> bool) -> usize {
 /// (a sorted relation's column) cost about the log of the distance between their rows.
 fn equal_range_of<T: Ord + Copy + Send + Sync>(s: &[T], p: &[T]) -> KResult<(Vec<u32>, Vec<u32>)> {
     const PIECE: usize = 1 << 12;
+    type Out<'a> = &'a mut [std::mem::MaybeUninit<u32>];
     let n = p.len();
-    let mut lo = alloc::<u32>(n, "the ranges")?;
-    let mut hi = alloc::<u32>(n, "the ranges")?;
-    let piece = |((probes, lo), hi): ((&[T], &mut [u32]), &mut [u32])| {
+    let mut lo: Vec<u32> = with_capacity(n, "the ranges")?;
+    let mut hi: Vec<u32> = with_capacity(n, "the ranges")?;
+    let piece = |((probes, lo), hi): ((&[T], Out), Out)| {
         let mut prev: Option<(T, usize)> = None;
         for ((&x, l), h) in probes.iter().zip(lo.iter_mut()).zip(hi.iter_mut()) {
             let first = match prev {
@@ -500,17 +510,26 @@ fn equal_range_of<T: Ord + Copy + Send + Sync>(s: &[T], p: &[T]) -> KResult<(Vec
                 _ => s.partition_point(|v| *v < x),
             };
             let end = gallop_while(s, first, |v: &T| *v <= x);
-            (*l, *h) = (first as u32, end as u32);
+            l.write(first as u32);
+            h.write(end as u32);
             prev = Some((x, first));
         }
     };
-    if n < crate::util::PAR_MIN {
-        piece(((p, &mut lo[..]), &mut hi[..]));
-    } else {
-        p.par_chunks(PIECE)
-            .zip(lo.par_chunks_mut(PIECE))
-            .zip(hi.par_chunks_mut(PIECE))
-            .for_each(piece);
+    {
+        let (l, h) = (&mut lo.spare_capacity_mut()[..n], &mut hi.spare_capacity_mut()[..n]);
+        if n < crate::util::PAR_MIN {
+            piece(((p, l), h));
+        } else {
+            p.par_chunks(PIECE)
+                .zip(l.par_chunks_mut(PIECE))
+                .zip(h.par_chunks_mut(PIECE))
+                .for_each(piece);
+        }
+    }
+    // SAFETY: each probe's piece wrote its two slots.
+    unsafe {
+        lo.set_len(n);
+        hi.set_len(n);
     }
     Ok((lo, hi))
 }
