@@ -387,28 +387,16 @@ impl Interp<'_> {
                 }
                 Part::Rows(a, b) => (a, b),
             };
-            let part = match &self.tiers[s] {
-                Tier::Host(col) => {
-                    let part = host_slice(col, a, b).map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
-                    self.upload_room(part)
-                        .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?
-                }
-                Tier::Db(rows) => {
-                    let part = rows
-                        .slice(a, b)
-                        .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
-                    self.upload_room(part)
-                        .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?
-                }
-                Tier::Device => {
-                    let elem = self.slot_buf(s).elem;
-                    let slice = Kernel::Slice {
-                        start: a as u64,
-                        len: (b - a) as u64,
-                    };
-                    let mut got = self.launch_evicting(&slice, &[s], &[elem], what)?;
-                    match (got.pop(), got.is_empty()) {
-                        (Some(x), true) => x,
+            let mut sliced = None;
+            if matches!(self.tiers[s], Tier::Device) {
+                let elem = self.slot_buf(s).elem;
+                let slice = Kernel::Slice {
+                    start: a as u64,
+                    len: (b - a) as u64,
+                };
+                match self.launch_evicting(&slice, &[s], &[elem], what) {
+                    Ok(mut got) => match (got.pop(), got.is_empty()) {
+                        (Some(x), true) => sliced = Some(x),
                         (x, _) => {
                             x.into_iter().chain(got).for_each(|x| self.backend.free(x));
                             return Err(RuntimeError::Plan(format!(
@@ -416,9 +404,37 @@ impl Interp<'_> {
                                 what()
                             )));
                         }
+                    },
+                    // The column itself leaves no room for its piece beside it (nothing
+                    // else was left to move): it moves to the host tier, and the piece
+                    // comes from there.
+                    Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && !self.pinned[s] => {
+                        self.evict(s).map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
                     }
+                    Err(e) => return Err(e),
                 }
-                Tier::Gone => {
+            }
+            let part = match (&self.tiers[s], sliced) {
+                (_, Some(x)) => x,
+                (Tier::Host(col), None) => {
+                    let part = host_slice(col, a, b).map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+                    self.upload_room(part)
+                        .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?
+                }
+                (Tier::Db(rows), None) => {
+                    let part = rows
+                        .slice(a, b)
+                        .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+                    self.upload_room(part)
+                        .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?
+                }
+                (Tier::Device, None) => {
+                    return Err(RuntimeError::Plan(format!(
+                        "{}: a column on the device was neither sliced nor moved to the host tier",
+                        what()
+                    )))
+                }
+                (Tier::Gone, None) => {
                     return Err(RuntimeError::Kernel {
                         at: what(),
                         msg: "a buffer was lost bringing it back to the device".into(),
