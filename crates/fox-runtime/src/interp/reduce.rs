@@ -222,6 +222,9 @@ impl Interp<'_> {
         what: &dyn Fn() -> String,
     ) -> Result<Vec<HostCol>, RuntimeError> {
         let kerr = |msg: String| RuntimeError::Kernel { at: what(), msg };
+        // Every argument of a combining launch is a column of the host (the slots beside
+        // them are not read).
+        let unread = vec![arg_slots[0]; out_elems.len()];
         let mut partial: Vec<HostCol> = out_elems.iter().map(|&e| HostCol::empty(e)).collect();
         let mut x = a;
         while x < b {
@@ -234,11 +237,16 @@ impl Interp<'_> {
                 host_append(p, c).map_err(kerr)?;
             }
             x = y;
+            // The partial rows are combined once they are as many as a piece's rows, into
+            // one, so that no combining launch reads more rows than a piece (the smaller
+            // the pieces, the more partial rows): the rows are combined in their order,
+            // as one launch over all of them would.
+            if x < b && partial[0].len() >= chunk.max(2) {
+                let parts = std::mem::take(&mut partial).into_iter().map(Part::Col).collect();
+                partial = self.launch_parts(combine, &unread, parts, out_elems, what)?;
+            }
         }
-        // Every argument of the combining launch is a column of the host (the slots
-        // beside them are not read).
         let parts = partial.into_iter().map(Part::Col).collect();
-        let unread = vec![arg_slots[0]; out_elems.len()];
         self.launch_parts(combine, &unread, parts, out_elems, what)
     }
 
