@@ -1408,6 +1408,18 @@ impl<'a> Planner<'a> {
 
     fn plan_outputs(&mut self) -> Result<(), PlanError> {
         for o in &self.core.outputs {
+            // An output's operators (its duplicate removal, order and limit) come from its
+            // directive: their errors point there.
+            let outer = self.origin.replace(o.span);
+            let r = self.plan_output(o);
+            self.origin = outer;
+            r?;
+        }
+        Ok(())
+    }
+
+    fn plan_output(&mut self, o: &fox_sema::core::OutputSpec) -> Result<(), PlanError> {
+        {
             let rel = self.full_rel(o.pred)?;
             let (columns, props) = {
                 let r = self.rel(rel)?;

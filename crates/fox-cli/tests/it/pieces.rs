@@ -69,6 +69,19 @@ fn every_tpch_query_at_sf_0_01_keeps_a_48k_limit_and_q1_a_16k_one() {
     }
 }
 
+#[test]
+fn an_output_s_order_that_does_not_fit_is_an_error_at_its_directive() {
+    // Q10's output is ordered by strings, whose sort reads the dictionary's rank table
+    // whole (23.5 KiB at SF 0.01), more than 16K leaves it.
+    let o = foxrun(&["tpch/queries/q10.logic", "--tpch", "0.01", "--memory-limit", "16K"]);
+    let e = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(o.stdout.is_empty(), "{e}");
+    assert!(e.contains("out of memory"), "{e}");
+    assert!(e.contains("tpch/queries/q10.logic:49:1"), "{e}");
+    assert!(e.contains(".output q10 order by revenue desc limit 20."), "{e}");
+}
+
 /// A program over `e.csv` (and `one.csv`) run without a limit and under each of
 /// `limits`: the same output, some operator in pieces.
 fn same_in_pieces(program: &str, e_rows: &str, limits: &[&str]) {
