@@ -226,7 +226,7 @@ fn a_compiled_plan_without_exchanges_runs_on_one_device_only() {
 /// Programs whose answers need rows of several slices to meet (joins, aggregations,
 /// recursion, negation, functional checks, strings made at run time, triangles): the
 /// partitioning pass places their relations and exchanges rows, and every program of
-/// the test corpus gives one device's output on 2, 3 and 4, errors included.
+/// the test corpus gives one device's output on 2, 3, 4 and 8, errors included.
 #[test]
 fn every_program_of_the_corpus_gives_one_device_s_results_on_several() {
     let data = repo().join("tests/programs/data").display().to_string();
@@ -256,7 +256,7 @@ fn every_program_of_the_corpus_gives_one_device_s_results_on_several() {
             )
         };
         let one = run("1");
-        for n in ["2", "3", "4"] {
+        for n in ["2", "3", "4", "8"] {
             let o = run(n);
             assert_eq!(
                 o.status.code(),
@@ -269,10 +269,10 @@ fn every_program_of_the_corpus_gives_one_device_s_results_on_several() {
     }
 }
 
-/// The 22 TPC-H queries, generated at SF 0.01 and sliced over three devices: each
-/// answer byte for byte one device's.
+/// The 22 TPC-H queries, generated at SF 0.01 and sliced over three and over eight
+/// devices: each answer byte for byte one device's.
 #[test]
-fn tpch_queries_give_one_device_s_answers_on_three_devices() {
+fn tpch_queries_give_one_device_s_answers_on_three_and_eight_devices() {
     for q in 1..=22 {
         let q = format!("tpch/queries/q{q:02}.logic");
         let run = |n: &str| {
@@ -294,7 +294,9 @@ fn tpch_queries_give_one_device_s_answers_on_three_devices() {
             assert_eq!(o.status.code(), Some(0), "{q} --devices {n}: {}", text(&o.stderr));
             o.stdout
         };
-        assert_eq!(text(&run("3")), text(&run("1")), "{q}");
+        let one = text(&run("1"));
+        assert_eq!(text(&run("3")), one, "{q} on 3 devices");
+        assert_eq!(text(&run("8")), one, "{q} on 8 devices");
     }
 }
 
