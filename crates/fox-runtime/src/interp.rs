@@ -2401,6 +2401,10 @@ impl Interp<'_> {
                             self.note_pieces(0);
                             return Ok(());
                         }
+                        // A concatenation that does not fit is made on the host.
+                        if matches!(kernel, Kernel::Concat { .. }) {
+                            return self.concat_on_host(kernel, &arg_slots, outs, &what);
+                        }
                         // A trie's levels in pieces of its rows (`trie.rs`).
                         if let Kernel::TrieBuild { arity } = kernel {
                             return self.trie_in_pieces(*arity, &arg_slots, &out_elems, outs, &what);
@@ -2426,6 +2430,13 @@ impl Interp<'_> {
                     for (j, (o, part)) in outs.iter().zip(parts).enumerate() {
                         let one = self.launch_evicting(&one_kernel, &part, &out_elems[j..=j], &what);
                         let mut one = match one {
+                            // A concatenated column that does not fit is made on the host.
+                            Err(RuntimeError::Kernel { msg, .. })
+                                if is_out_of_memory(&msg) && matches!(one_kernel, Kernel::Concat { .. }) =>
+                            {
+                                self.concat_on_host(&one_kernel, &part, &outs[j..=j], &what)?;
+                                continue;
+                            }
                             // A column that does not fit runs over chunks of its rows.
                             Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && by_rows => {
                                 match self.launch_in_rows(&one_kernel, &part, &out_elems[j..=j], &outs[j..=j], &what) {
@@ -2737,6 +2748,44 @@ impl Interp<'_> {
         let col = self.backend.download(buf).map_err(|e| HostError::Kernel(e.0));
         self.stats.download += t.elapsed();
         col
+    }
+
+    /// `Concat { parts, width }` on the host, for columns that do not fit the device
+    /// budget: each output column is its parts one after the other, read from wherever
+    /// they are, and defined in the host tier.
+    fn concat_on_host(
+        &mut self,
+        kernel: &Kernel,
+        arg_slots: &[usize],
+        outs: &[fox_kernel::BufId],
+        what: &dyn Fn() -> String,
+    ) -> Result<(), RuntimeError> {
+        let Kernel::Concat { parts, width } = *kernel else {
+            return Err(RuntimeError::Plan(format!("{}: not a concatenation", what())));
+        };
+        if arg_slots.len() != parts * width || outs.len() != width {
+            return Err(RuntimeError::Plan(format!(
+                "{}: {} arguments and {} outputs for {parts} parts of {width} columns",
+                what(),
+                arg_slots.len(),
+                outs.len()
+            )));
+        }
+        for (j, o) in outs.iter().enumerate() {
+            let mut cols = Vec::with_capacity(parts);
+            for g in 0..parts {
+                cols.push(self.download_arg(arg_slots[g * width + j]).map_err(|e| match e {
+                    HostError::Plan(m) => RuntimeError::Plan(format!("{}: {m}", what())),
+                    HostError::Kernel(m) => RuntimeError::Kernel { at: what(), msg: m },
+                    HostError::Run(e) => e,
+                })?);
+            }
+            let elem = self.plan.buffers[o.0 as usize].elem;
+            let col = HostCol::try_concat(elem, cols, "the concatenated column")
+                .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+            self.define_in_host_tier(o.0 as usize, col);
+        }
+        Ok(())
     }
 
     /// The codes the run's strings can have (the database's codes of the plan's string

@@ -70,6 +70,30 @@ fn every_tpch_query_at_sf_0_01_keeps_a_48k_limit_and_q1_a_16k_one() {
 }
 
 #[test]
+fn a_concatenation_that_does_not_fit_is_made_on_the_host() {
+    // The corpus's interval program under 32K, its joins written whole: the rows of a
+    // union concatenated take more than the limit leaves, and are put together on the
+    // host instead.
+    let p = "tests/programs/intervals.logic";
+    let whole = foxrun(&[p, "--data", "tests/programs/data", "--disable-pass", "rounds"]);
+    assert!(whole.status.success(), "{}", String::from_utf8_lossy(&whole.stderr));
+    for limit in ["32K", "24K"] {
+        let cut = foxrun(&[
+            p,
+            "--data",
+            "tests/programs/data",
+            "--disable-pass",
+            "rounds",
+            "--memory-limit",
+            limit,
+        ]);
+        let e = String::from_utf8_lossy(&cut.stderr).into_owned();
+        assert!(cut.status.success(), "under {limit}: {e}");
+        assert!(cut.stdout == whole.stdout, "under {limit}: outputs differ");
+    }
+}
+
+#[test]
 fn an_output_s_order_that_does_not_fit_is_an_error_at_its_directive() {
     // Q10's output is ordered by strings, whose sort reads the dictionary's rank table
     // whole (23.5 KiB at SF 0.01), more than 16K leaves it.
