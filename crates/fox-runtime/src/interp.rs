@@ -2348,6 +2348,10 @@ impl Interp<'_> {
                 {
                     let by_rows = rows::row_aligned(kernel, arg_slots.len()).is_some();
                     let Some((one_kernel, parts)) = column_split(kernel, &arg_slots, outs.len()) else {
+                        // A slice whose columns do not fit is taken on the host.
+                        if matches!(kernel, Kernel::Slice { .. }) {
+                            return self.slice_on_host(kernel, &arg_slots, outs, &what);
+                        }
                         if by_rows {
                             let r = self.launch_in_rows(kernel, &arg_slots, &out_elems, outs, &what);
                             return match (r, kernel, outs) {
@@ -2748,6 +2752,49 @@ impl Interp<'_> {
         let col = self.backend.download(buf).map_err(|e| HostError::Kernel(e.0));
         self.stats.download += t.elapsed();
         col
+    }
+
+    /// `Slice { start, len }` on the host, for columns that do not fit the device budget
+    /// (a limit's first rows of an output's sorted columns): each output column is its
+    /// column's rows, read from wherever it is, defined in the host tier.
+    fn slice_on_host(
+        &mut self,
+        kernel: &Kernel,
+        arg_slots: &[usize],
+        outs: &[fox_kernel::BufId],
+        what: &dyn Fn() -> String,
+    ) -> Result<(), RuntimeError> {
+        let Kernel::Slice { start, len } = *kernel else {
+            return Err(RuntimeError::Plan(format!("{}: not a slice", what())));
+        };
+        if arg_slots.len() != outs.len() {
+            return Err(RuntimeError::Plan(format!(
+                "{}: {} columns sliced into {} outputs",
+                what(),
+                arg_slots.len(),
+                outs.len()
+            )));
+        }
+        let kerr = |msg: String| RuntimeError::Kernel { at: what(), msg };
+        for (&s, o) in arg_slots.iter().zip(outs) {
+            let n = self.slot_buf(s).len;
+            let a = usize::try_from(start).unwrap_or(usize::MAX).min(n);
+            let b = usize::try_from(start.saturating_add(len)).unwrap_or(usize::MAX).min(n);
+            let part = match &self.tiers[s] {
+                Tier::Host(col) => rows::host_slice(col, a, b).map_err(kerr)?,
+                Tier::Db(db) => db.slice(a, b).map_err(kerr)?,
+                Tier::Device | Tier::Gone => {
+                    let col = self.download_arg(s).map_err(|e| match e {
+                        HostError::Plan(m) => RuntimeError::Plan(format!("{}: {m}", what())),
+                        HostError::Kernel(m) => kerr(m),
+                        HostError::Run(e) => e,
+                    })?;
+                    rows::host_slice(&col, a, b).map_err(kerr)?
+                }
+            };
+            self.define_in_host_tier(o.0 as usize, part);
+        }
+        Ok(())
     }
 
     /// `Concat { parts, width }` on the host, for columns that do not fit the device

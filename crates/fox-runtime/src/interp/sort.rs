@@ -197,9 +197,36 @@ impl Interp<'_> {
             + 8;
         let budget = self.device_cap.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
         let mut chunk = (budget / 4 / row_bytes).clamp(1, n.max(1));
+        // A rank table of more than a quarter of the budget is not read by the runs: the
+        // keys sorted by rank are put in rank order on the host (each code replaced by
+        // its rank, as the comparison by rank reads it), and the runs sort those plainly.
+        let mut ranked: Vec<usize> = Vec::new();
+        let by_ranks = match rank {
+            Some(r) if r.len().saturating_mul(4).saturating_mul(4) > budget => {
+                let res = self.ranked_keys(arg_slots, by_rank, r, what, &mut ranked);
+                if let Err(e) = res {
+                    for s in ranked {
+                        self.drop_temp_slot(s);
+                    }
+                    return Err(e);
+                }
+                res.ok()
+            }
+            _ => None,
+        };
+        let no_ranks = vec![false; nkeys];
+        let plain = Kernel::SortPerm {
+            desc: desc.clone(),
+            by_rank: no_ranks.clone(),
+        };
+        let (kernel, arg_slots, by_rank, rank) = match &by_ranks {
+            Some(slots) => (&plain, slots.as_slice(), &no_ranks[..], None),
+            None => (kernel, arg_slots, &by_rank[..], rank),
+        };
         let aligned: Vec<bool> = (0..arg_slots.len()).map(|i| i < nkeys).collect();
         let mut runs: Vec<Run> = Vec::new();
         let mut a = 0;
+        let mut failed = None;
         while a < n {
             let b = (a + chunk).min(n);
             match self.sort_run(kernel, arg_slots, &aligned, a, b, what) {
@@ -210,14 +237,64 @@ impl Interp<'_> {
                 Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && rows::may_halve(chunk, n) => {
                     chunk /= 2;
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
             }
+        }
+        for s in ranked {
+            self.drop_temp_slot(s);
+        }
+        if let Some(e) = failed {
+            return Err(e);
         }
         self.note_pieces(runs.len() as u64);
         let perm = merge_runs(&runs, desc, by_rank, rank, n).map_err(kerr)?;
         drop(runs);
         self.define_in_host_tier(out.0 as usize, HostCol::U32(perm));
         Ok(())
+    }
+
+    /// The key slots of a sort with each key sorted by rank replaced by its ranks (each
+    /// code's rank in `rank`, `u32::MAX` beyond it, as [`KeyCol`] compares), made on the
+    /// host and held in the host tier in slots pushed to `temps`.
+    fn ranked_keys(
+        &mut self,
+        arg_slots: &[usize],
+        by_rank: &[bool],
+        rank: &[u32],
+        what: &dyn Fn() -> String,
+        temps: &mut Vec<usize>,
+    ) -> Result<Vec<usize>, RuntimeError> {
+        use rayon::prelude::*;
+        let mut slots = arg_slots[..by_rank.len()].to_vec();
+        for (k, _) in by_rank.iter().enumerate().filter(|(_, &r)| r) {
+            let codes = match self.download_arg(slots[k]) {
+                Ok(HostCol::U32(v)) => v,
+                Ok(_) => {
+                    return Err(RuntimeError::Plan(format!(
+                        "{}: a key sorted by rank is not U32",
+                        what()
+                    )))
+                }
+                Err(HostError::Run(e)) => return Err(e),
+                Err(HostError::Plan(m)) | Err(HostError::Kernel(m)) => {
+                    return Err(RuntimeError::Kernel { at: what(), msg: m })
+                }
+            };
+            let ranks: Vec<u32> = crate::alloc::try_par_collect(
+                codes
+                    .par_iter()
+                    .map(|&c| rank.get(c as usize).copied().unwrap_or(u32::MAX)),
+                "the ranks of a sort's keys",
+            )
+            .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+            let t = self.host_temp_slot(HostCol::U32(ranks));
+            temps.push(t);
+            slots[k] = t;
+        }
+        Ok(slots)
     }
 
     /// One run: rows `a..b` sorted on the device, its keys gathered in order; both taken
