@@ -216,6 +216,9 @@ impl Interp<'_> {
         let budget = self.device_cap.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
         let mut chunk = (budget / 4 / row_bytes).clamp(1, n.max(1));
         let mut acc: Vec<HostCol> = out_elems.iter().map(|&e| HostCol::empty(e)).collect();
+        let combine = combiner(kernel);
+        // The combining launch reads host columns only (the slots beside them are not read).
+        let unread = vec![arg_slots[first]; out_elems.len()];
         let mut chunks = 0u64;
         let mut a = 0;
         while a < n {
@@ -229,6 +232,15 @@ impl Interp<'_> {
                     }
                     chunks += 1;
                     a = b;
+                    // An aggregation's partial rows are combined once they are as many as
+                    // a chunk's rows, into one, in their order: no combining launch reads
+                    // more rows than a chunk, however small the chunks.
+                    if let Some(c) = &combine {
+                        if a < n && acc.first().map_or(0, HostCol::len) >= chunk.max(2) {
+                            let parts = std::mem::take(&mut acc).into_iter().map(Part::Col).collect();
+                            acc = self.launch_parts(c, &unread, parts, out_elems, what)?;
+                        }
+                    }
                 }
                 Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && may_halve(chunk, n) => {
                     chunk /= 2;
@@ -243,7 +255,7 @@ impl Interp<'_> {
             }
         }
         self.note_pieces(chunks);
-        if let Some(combine) = combiner(kernel) {
+        if let Some(combine) = combine {
             // The chunks' partial aggregates (a row each, none for no rows) aggregated.
             let mut temps = Vec::with_capacity(acc.len());
             let mut res = Ok(Vec::new());
