@@ -297,6 +297,9 @@ struct Interp<'a> {
     peer_stop: std::cell::Cell<bool>,
     /// The `Window` just run took a window of no rows on a device with none left.
     window_spent: bool,
+    /// Whether the last launch [`Interp::launch_evicting`] gave up on ran out of memory
+    /// and left memory behind: such a launch is not tried again, nor done on the host.
+    failure_leaked: bool,
     /// The expansions cut into boxes this device has started (`Claim` without a previous
     /// window); the last is the one its claims take boxes of.
     claims_started: usize,
@@ -362,6 +365,7 @@ impl<'a> Interp<'a> {
             spent: Vec::new(),
             peer_stop: std::cell::Cell::new(false),
             window_spent: false,
+            failure_leaked: false,
             claims_started: 0,
             local_next: 0,
         }
@@ -2349,7 +2353,7 @@ impl Interp<'_> {
                     let by_rows = rows::row_aligned(kernel, arg_slots.len()).is_some();
                     let Some((one_kernel, parts)) = column_split(kernel, &arg_slots, outs.len()) else {
                         // A slice whose columns do not fit is taken on the host.
-                        if matches!(kernel, Kernel::Slice { .. }) {
+                        if matches!(kernel, Kernel::Slice { .. }) && !self.failure_leaked {
                             return self.slice_on_host(kernel, &arg_slots, outs, &what);
                         }
                         if by_rows {
@@ -2406,7 +2410,7 @@ impl Interp<'_> {
                             return Ok(());
                         }
                         // A concatenation that does not fit is made on the host.
-                        if matches!(kernel, Kernel::Concat { .. }) {
+                        if matches!(kernel, Kernel::Concat { .. }) && !self.failure_leaked {
                             return self.concat_on_host(kernel, &arg_slots, outs, &what);
                         }
                         // A trie's levels in pieces of its rows (`trie.rs`).
@@ -2436,7 +2440,9 @@ impl Interp<'_> {
                         let mut one = match one {
                             // A concatenated column that does not fit is made on the host.
                             Err(RuntimeError::Kernel { msg, .. })
-                                if is_out_of_memory(&msg) && matches!(one_kernel, Kernel::Concat { .. }) =>
+                                if is_out_of_memory(&msg)
+                                    && matches!(one_kernel, Kernel::Concat { .. })
+                                    && !self.failure_leaked =>
                             {
                                 self.concat_on_host(&one_kernel, &part, &outs[j..=j], &what)?;
                                 continue;
@@ -2519,6 +2525,7 @@ impl Interp<'_> {
     ) -> Result<Vec<DevBuf>, RuntimeError> {
         let plan = self.plan;
         let mut moved = 0;
+        self.failure_leaked = false;
         loop {
             self.restore(arg_slots)
                 .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
@@ -2555,7 +2562,10 @@ impl Interp<'_> {
                     }
                     moved += freed;
                 }
-                Err(e) => return Err(RuntimeError::Kernel { at: what(), msg: e.0 }),
+                Err(e) => {
+                    self.failure_leaked = is_out_of_memory(&e.0) && self.backend.mem().in_use != before;
+                    return Err(RuntimeError::Kernel { at: what(), msg: e.0 });
+                }
             }
         }
     }

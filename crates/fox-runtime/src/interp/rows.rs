@@ -107,14 +107,14 @@ fn host_skip(col: HostCol, k: usize) -> HostCol {
     each_col!(col, v => { let mut v = v; v.drain(..k.min(v.len())); v })
 }
 
-/// The smallest chunk a launch halves to: at least this many rows, and at most
-/// [`MAX_CHUNKS`] chunks; below it, what does not fit is what is read whole.
-pub(super) const MIN_CHUNK_ROWS: usize = 1024;
+/// The most chunks a launch halves to; below their size, what does not fit is what is
+/// read whole.
 pub(super) const MAX_CHUNKS: usize = 4096;
 
-/// Whether a chunk of `chunk` rows out of `n` may still halve.
+/// Whether a chunk of `chunk` rows out of `n` may still halve: while its half has a row
+/// and the rows make at most [`MAX_CHUNKS`] chunks of that half.
 pub(super) fn may_halve(chunk: usize, n: usize) -> bool {
-    chunk / 2 >= MIN_CHUNK_ROWS.max(n / MAX_CHUNKS)
+    chunk / 2 >= (n / MAX_CHUNKS).max(1)
 }
 
 /// Rows `a..b` of `col`, copied.
