@@ -475,6 +475,16 @@ fn column_split(kernel: &Kernel, args: &[usize], n_outs: usize) -> Option<(Kerne
     }
 }
 
+/// A host kernel's error as the run's: a plan error or a kernel error of the
+/// instruction `what` names, or the run's own error.
+fn host_error(e: HostError, what: &dyn Fn() -> String) -> RuntimeError {
+    match e {
+        HostError::Plan(m) => RuntimeError::Plan(format!("{}: {m}", what())),
+        HostError::Kernel(m) => RuntimeError::Kernel { at: what(), msg: m },
+        HostError::Run(e) => e,
+    }
+}
+
 /// Whether a backend's error is an allocation refused or failed (see
 /// [`crate::alloc::rows_out_of_memory`]).
 fn is_out_of_memory(msg: &str) -> bool {
@@ -2247,11 +2257,7 @@ impl Interp<'_> {
                     let mut cols = self.host_kernel(kernel, &arg_slots, 1)?;
                     Ok(std::sync::Arc::new(cols.pop().expect("one table")))
                 });
-                let table = table.map_err(|e| match e {
-                    HostError::Plan(m) => RuntimeError::Plan(format!("{}: {m}", what())),
-                    HostError::Kernel(m) => RuntimeError::Kernel { at: what(), msg: m },
-                    HostError::Run(e) => e,
-                })?;
+                let table = table.map_err(|e| host_error(e, &what))?;
                 let b = self
                     .upload_room_rows(&table, 0..table.len())
                     .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
@@ -2278,11 +2284,9 @@ impl Interp<'_> {
         }
         let host_kernel = kernel.runs_in_runtime();
         let results: Vec<DevBuf> = if host_kernel {
-            let cols = self.host_kernel(kernel, &arg_slots, outs.len()).map_err(|e| match e {
-                HostError::Plan(m) => RuntimeError::Plan(format!("{}: {m}", what())),
-                HostError::Kernel(m) => RuntimeError::Kernel { at: what(), msg: m },
-                HostError::Run(e) => e,
-            })?;
+            let cols = self
+                .host_kernel(kernel, &arg_slots, outs.len())
+                .map_err(|e| host_error(e, &what))?;
             if cols.len() != outs.len() {
                 return Err(RuntimeError::Plan(format!(
                     "{}: the kernel returned {} buffers but the plan names {} outputs",
@@ -2794,11 +2798,7 @@ impl Interp<'_> {
                 Tier::Host(col) => rows::host_slice(col, a, b).map_err(kerr)?,
                 Tier::Db(db) => db.slice(a, b).map_err(kerr)?,
                 Tier::Device | Tier::Gone => {
-                    let col = self.download_arg(s).map_err(|e| match e {
-                        HostError::Plan(m) => RuntimeError::Plan(format!("{}: {m}", what())),
-                        HostError::Kernel(m) => kerr(m),
-                        HostError::Run(e) => e,
-                    })?;
+                    let col = self.download_arg(s).map_err(|e| host_error(e, what))?;
                     rows::host_slice(&col, a, b).map_err(kerr)?
                 }
             };
@@ -2831,11 +2831,10 @@ impl Interp<'_> {
         for (j, o) in outs.iter().enumerate() {
             let mut cols = Vec::with_capacity(parts);
             for g in 0..parts {
-                cols.push(self.download_arg(arg_slots[g * width + j]).map_err(|e| match e {
-                    HostError::Plan(m) => RuntimeError::Plan(format!("{}: {m}", what())),
-                    HostError::Kernel(m) => RuntimeError::Kernel { at: what(), msg: m },
-                    HostError::Run(e) => e,
-                })?);
+                cols.push(
+                    self.download_arg(arg_slots[g * width + j])
+                        .map_err(|e| host_error(e, what))?,
+                );
             }
             let elem = self.plan.buffers[o.0 as usize].elem;
             let col = HostCol::try_concat(elem, cols, "the concatenated column")

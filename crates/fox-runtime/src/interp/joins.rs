@@ -128,13 +128,7 @@ impl Interp<'_> {
                 self.evict(s).map_err(kerr)?;
             }
         }
-        let host = |me: &mut Self, s: usize| {
-            me.download_arg(s).map_err(|e| match e {
-                HostError::Plan(m) => RuntimeError::Plan(format!("{}: {m}", what())),
-                HostError::Kernel(m) => kerr(m),
-                HostError::Run(e) => e,
-            })
-        };
+        let host = |me: &mut Self, s: usize| me.download_arg(s).map_err(|e| host_error(e, what));
         let w = sides.width;
         // The right sides: none for `Expand`, one or more for `MatchFlags`, else one.
         let nsides = match kernel {

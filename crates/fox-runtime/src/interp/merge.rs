@@ -235,11 +235,7 @@ impl Interp<'_> {
         for &s in arg_slots {
             owned.push(match self.tiers[s] {
                 Tier::Host(_) => None,
-                _ => Some(self.download_arg(s).map_err(|e| match e {
-                    HostError::Plan(m) => RuntimeError::Plan(format!("{}: {m}", what())),
-                    HostError::Kernel(m) => kerr(m),
-                    HostError::Run(e) => e,
-                })?),
+                _ => Some(self.download_arg(s).map_err(|e| host_error(e, what))?),
             });
         }
         let (na, nb) = (self.slot_buf(arg_slots[0]).len, self.slot_buf(arg_slots[w]).len);

@@ -129,11 +129,7 @@ impl Interp<'_> {
         }
         let mut keys = Vec::with_capacity(nkeys);
         for &s in &arg_slots[..nkeys] {
-            keys.push(self.download_arg(s).map_err(|e| match e {
-                HostError::Plan(m) => RuntimeError::Plan(format!("{}: {m}", what())),
-                HostError::Kernel(m) => kerr(m),
-                HostError::Run(e) => e,
-            })?);
+            keys.push(self.download_arg(s).map_err(|e| host_error(e, what))?);
         }
         let n = self.slot_buf(arg_slots[0]).len;
         let row_bytes: usize = arg_slots[..n_aligned]

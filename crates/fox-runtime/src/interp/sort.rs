@@ -173,11 +173,7 @@ impl Interp<'_> {
         }
         let kerr = |msg: String| RuntimeError::Kernel { at: what(), msg };
         let rank: Option<HostCol> = match arg_slots.get(nkeys) {
-            Some(&s) => Some(self.download_arg(s).map_err(|e| match e {
-                HostError::Plan(m) => RuntimeError::Plan(format!("{}: {m}", what())),
-                HostError::Kernel(m) => kerr(m),
-                HostError::Run(e) => e,
-            })?),
+            Some(&s) => Some(self.download_arg(s).map_err(|e| host_error(e, what))?),
             None => None,
         };
         let rank = match &rank {

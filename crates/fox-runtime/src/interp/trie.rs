@@ -89,11 +89,7 @@ impl Interp<'_> {
         }
         let mut cols = Vec::with_capacity(arity);
         for &s in arg_slots {
-            cols.push(self.download_arg(s).map_err(|e| match e {
-                HostError::Plan(m) => RuntimeError::Plan(format!("{}: {m}", what())),
-                HostError::Kernel(m) => kerr(m),
-                HostError::Run(e) => e,
-            })?);
+            cols.push(self.download_arg(s).map_err(|e| host_error(e, what))?);
         }
         let n = self.slot_buf(arg_slots[0]).len;
         // A row's columns and, at most, a node of every level with its start.
