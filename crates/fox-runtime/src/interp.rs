@@ -221,6 +221,16 @@ struct RoundRoom {
     others: u64,
 }
 
+/// What a round of an expansion costs besides its rows (its launches, its window, its
+/// host synchronisation), in ms, against [`HOST_TIER_BYTES_PER_MS`]: the buffers every
+/// round reads move to the host tier for larger windows only where the rounds they save
+/// cost more than bringing them back every round.
+const ROUND_MS: f64 = 1.0;
+
+/// Bytes the host tier brings back to the device per ms (PCIe of the lent machines, about
+/// 20 GB/s, rounded down).
+const HOST_TIER_BYTES_PER_MS: f64 = 16e6;
+
 /// An input's columns, encoded, waiting for its `LoadInput`.
 struct LoadedInput {
     cols: Vec<HostCol>,
@@ -3093,8 +3103,7 @@ impl Interp<'_> {
                     }
                     return Ok(vec![HostCol::U64(Vec::new())]);
                 }
-                let rows = self.round_rows(total - start, *row_bytes)?;
-                let rows = rows.min(max_rows.unwrap_or(u64::MAX)).max(1);
+                let rows = self.round_rows(total - start, *row_bytes, max_rows.unwrap_or(u64::MAX))?;
                 self.stats.rounds += 1;
                 Ok(vec![HostCol::U64(vec![start, total.min(start.saturating_add(rows))])])
             }
@@ -3114,12 +3123,13 @@ impl Interp<'_> {
 
     /// The most outputs of `row_bytes` bytes each (of `left` still to expand) that the
     /// next round of an expansion may take: what fits half the memory the run may still
-    /// use ([`Interp::round_room`]), at least one, and at most the run's window cap
-    /// ([`MAX_WINDOW_ROWS`], so that a round's rows stay u32-addressed); an error when not
-    /// even one fits.
-    fn round_rows(&mut self, left: u64, row_bytes: u64) -> Result<u64, HostError> {
+    /// use ([`Interp::round_room`], asked for room for no more rows than the window may
+    /// take), at least one, and at most `cap` and the run's window cap ([`MAX_WINDOW_ROWS`],
+    /// so that a round's rows stay u32-addressed); an error when not even one fits.
+    fn round_rows(&mut self, left: u64, row_bytes: u64, cap: u64) -> Result<u64, HostError> {
         let row_bytes = row_bytes.max(1);
-        let room = self.round_room(left, row_bytes).map_err(HostError::Kernel)?;
+        let cap = cap.min(self.window_rows).max(1);
+        let room = self.round_room(left.min(cap), row_bytes).map_err(HostError::Kernel)?;
         let (limit, in_use) = (room.limit, room.reads + room.others);
         let budget = limit.saturating_sub(in_use) / 2;
         if budget < row_bytes {
@@ -3144,7 +3154,7 @@ impl Interp<'_> {
                 b(in_use.saturating_add(row_bytes.saturating_mul(2)))
             )));
         }
-        Ok((budget / row_bytes).clamp(1, self.window_rows))
+        Ok((budget / row_bytes).clamp(1, cap))
     }
 
     /// `Claim`: the next window of an expansion cut into `boxes` boxes that this device
@@ -3217,7 +3227,7 @@ impl Interp<'_> {
         };
         let end = match row_bytes {
             Some(b) => {
-                let rows = self.round_rows(end - start, b)?;
+                let rows = self.round_rows(end - start, b, u64::MAX)?;
                 self.stats.rounds += 1;
                 end.min(start.saturating_add(rows))
             }
@@ -3226,19 +3236,22 @@ impl Interp<'_> {
         Ok(vec![HostCol::U64(vec![start, end])])
     }
 
-    /// The memory the next window of an expansion with `rows` rows left, `row_bytes` each,
-    /// is sized by: the limit of [`Interp::round_memory`] and the bytes the rounds hold
-    /// besides the window, those on the device and those of the buffers every round
-    /// reads as they were before the loop ([`tier::loop_reads`]) that wait in the host
-    /// tier (they come back during the round; counted only where they all fit beside a
-    /// round of one row, since otherwise their readers run in pieces). When the window
-    /// would not take every row left (it may take half of what is left), the buffers the
-    /// loop does not read make room first: resident columns this run no longer holds are
-    /// given back, then the others move to the host tier (furthest next use first) until
-    /// the rows left fit or none is left to move. So the rounds keep what every round
-    /// reads (the tries' levels) on the device from round to round, and a plan that fits
-    /// is sized as before. Where that still leaves no room, the buffers every round reads
-    /// move to the host tier as well, and the rounds' kernels take them in pieces.
+    /// The memory the next window of an expansion that would take `rows` rows (those left,
+    /// at most its cap), `row_bytes` each, is sized by: the limit of
+    /// [`Interp::round_memory`] and the bytes the rounds hold besides the window, those on
+    /// the device and those of the buffers every round reads as they were before the loop
+    /// ([`tier::loop_reads`]) that wait in the host tier (they come back during the round;
+    /// counted only where they all fit beside a round of one row, since otherwise their
+    /// readers run in pieces). When the window would take less than a quarter of `rows`
+    /// (it may take half of what is left), the buffers the loop does not read make room:
+    /// resident columns this run no longer holds are given back, then the others move to
+    /// the host tier (furthest next use first) until `rows` fit or none is left to move.
+    /// So the rounds keep what every round reads (the tries' levels) on the device from
+    /// round to round, and a plan that fits, or whose windows take their cap, is sized as
+    /// before. Where that still leaves no room for one row, or where the windows it would
+    /// make larger save more rounds than bringing them back every round costs
+    /// ([`ROUND_MS`], [`HOST_TIER_BYTES_PER_MS`]), the buffers every round reads move to
+    /// the host tier as well, and the rounds' kernels take them in pieces.
     fn round_room(&mut self, rows: u64, row_bytes: u64) -> Result<RoundRoom, String> {
         let (limit, in_use) = self.round_memory();
         let plan = self.plan;
@@ -3286,12 +3299,17 @@ impl Interp<'_> {
                 others: in_use.saturating_sub(on_device),
             }
         };
-        let need = rows.saturating_mul(row_bytes).saturating_mul(2);
-        let short = |me: &Self| {
+        // How far the memory is from a window of `rows` rows (taking half of what is left).
+        let short_of = |me: &Self, rows: u64| {
             let r = room(me);
-            (r.reads + r.others).saturating_add(need).saturating_sub(limit)
+            (r.reads + r.others)
+                .saturating_add(rows.saturating_mul(row_bytes).saturating_mul(2))
+                .saturating_sub(limit)
         };
-        if self.device_cap.is_none() || short(self) == 0 {
+        let short = |me: &Self| short_of(me, rows);
+        // Making room costs transfers (and resident columns a later run uploads again):
+        // only for a window at least four times what fits as things are.
+        if self.device_cap.is_none() || short_of(self, rows.div_ceil(4)) == 0 {
             return Ok(room(self));
         }
         self.release_resident(short(self).min(usize::MAX as u64) as usize);
@@ -3306,10 +3324,25 @@ impl Interp<'_> {
             }
             self.evict(c.slot)?;
         }
-        if short(self) > 0 {
-            // What every round reads leaves no room for a round beside it: it goes to the
-            // host tier too, where it no longer counts once it could not all come back
-            // beside a round of one row, and the rounds' kernels take it in pieces.
+        // What every round reads may go to the host tier too, where it no longer counts
+        // once it could not all come back beside a round of one row, and the rounds'
+        // kernels take it in pieces: then every round brings it back. Only where no row
+        // of a window fits beside it, or where the larger windows save more rounds than
+        // bringing it back costs (a round's fixed cost against the bytes at the host
+        // tier's speed).
+        let fits = |me: &Self, on_device: u64| {
+            let r = room(me);
+            let left = limit.saturating_sub(r.others.saturating_add(on_device)) / 2;
+            (left / row_bytes).min(rows)
+        };
+        let invariant_on_device: u64 = invariant
+            .iter()
+            .filter(|&&s| matches!(self.tiers[s], Tier::Device))
+            .map(|&s| self.slot_buf(s).bytes() as u64)
+            .sum();
+        let (now, without) = (fits(self, room(self).reads), fits(self, 0));
+        let back_ms = invariant_on_device as f64 / HOST_TIER_BYTES_PER_MS;
+        if short(self) > 0 && (now == 0 || without as f64 > now as f64 * (1.0 + back_ms / ROUND_MS)) {
             let others: Vec<usize> = keep.iter().copied().filter(|s| !invariant.contains(s)).collect();
             for c in self.victims(&others) {
                 if short(self) == 0 {

@@ -8,4 +8,5 @@ mod common;
 mod differential;
 mod ineq_rounds;
 mod reference;
+mod round_room;
 mod unique_rounds;
