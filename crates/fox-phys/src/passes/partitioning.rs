@@ -148,9 +148,12 @@ pub fn boxed_listing_placement(output: &[usize], n: usize) -> Partitioning {
 
 /// The boxes a multi-way join over several devices cuts its work into, per device: many
 /// more than devices, so that a device whose boxes are heavy (a hub's bindings) takes
-/// fewer and the others take the rest, while each box still holds enough work to be worth
-/// its launches.
-pub const BOXES_PER_DEVICE: u32 = 16;
+/// fewer and the others take the rest, and the last boxes taken leave the others idle
+/// for little time (a box weighs its first variable's bindings by the rows they expand
+/// to, while their work grows faster than that with a hub's degree), while each box
+/// still holds enough work to be worth its launches (tens of them, a host
+/// synchronisation or two).
+pub const BOXES_PER_DEVICE: u32 = 64;
 
 /// The decisions for one block.
 struct Decided {
