@@ -80,7 +80,7 @@ impl Pass for PartitioningPass {
         "how each result and relation is distributed over devices (one device: single), and the exchanges between them"
     }
 
-    fn run(&self, plan: &mut PhysPlan, _stats: &Statistics) -> Result<(), PhysError> {
+    fn run(&self, plan: &mut PhysPlan, stats: &Statistics) -> Result<(), PhysError> {
         let n = plan.devices.max(1);
         if n == 1 {
             for node in &mut plan.nodes {
@@ -97,7 +97,7 @@ impl Pass for PartitioningPass {
         plan.rel_partitioning = parts;
         let followers = producer_placed(plan, &unvoted);
         follow_producers(plan, n, &followers);
-        place_inputs(plan, n, &followers);
+        place_inputs(plan, n, &followers, stats);
         let decided: Vec<Decided> = plan.ra.blocks.iter().map(|b| block(plan, b, n)).collect();
         plan.stmt_moves.clear();
         for (bi, d) in decided.into_iter().enumerate() {
@@ -669,7 +669,7 @@ fn read_whole(plan: &PhysPlan, r: usize) -> bool {
 ///   device's work up to the join (the selects, projections and maps before it, the
 ///   duplicate removal and sort of the join's inputs, with the fast paths of an input
 ///   loaded sorted or unique).
-fn place_inputs(plan: &mut PhysPlan, n: usize, followers: &[(RelId, usize, usize)]) {
+fn place_inputs(plan: &mut PhysPlan, n: usize, followers: &[(RelId, usize, usize)], stats: &Statistics) {
     let looping = looping_blocks(&plan.ra);
     let mut best = rows_moved(plan, n, &looping);
     for r in 0..plan.ra.relations.len() {
@@ -682,6 +682,9 @@ fn place_inputs(plan: &mut PhysPlan, n: usize, followers: &[(RelId, usize, usize
             options.push(Partitioning::Split { parts: n });
         }
         for cols in hash_candidates(plan, r) {
+            if !spreads(plan, r, &cols, n, stats) {
+                continue;
+            }
             let p = Partitioning::Hash { cols, parts: n };
             if p != current {
                 options.push(p);
@@ -703,6 +706,30 @@ fn place_inputs(plan: &mut PhysPlan, n: usize, followers: &[(RelId, usize, usize
         plan.rel_partitioning[r] = chosen;
         follow_producers(plan, n, followers);
     }
+}
+
+/// The distinct keys an input hashed at load must have per device: with fewer (TPC-H Q1's
+/// `lineitem` on its 4 groups of `l_returnflag` and `l_linestatus`), some devices get
+/// most of the rows or none, and a split load aggregated in part on each device is
+/// faster, though it moves a few partial rows.
+pub const MIN_KEYS_PER_DEVICE: u64 = 32;
+
+/// Whether input `r` hashed on `cols` spreads its rows over `n` devices: its loaded data
+/// has at least [`MIN_KEYS_PER_DEVICE`] times `n` distinct keys on them, estimated as the
+/// product of the columns' distinct counts (capped at its rows). Without statistics of
+/// the input or of one of the columns, it is assumed to.
+fn spreads(plan: &PhysPlan, r: usize, cols: &[usize], n: usize, stats: &Statistics) -> bool {
+    let Some(rs) = stats.get(&plan.ra.relations[r].name) else {
+        return true;
+    };
+    let mut keys: u64 = 1;
+    for &c in cols {
+        let Some(cs) = rs.column(c) else {
+            return true;
+        };
+        keys = keys.saturating_mul(cs.distinct.max(1));
+    }
+    keys.min(rs.rows.max(1)) >= MIN_KEYS_PER_DEVICE.saturating_mul(n as u64)
 }
 
 /// The key columns of relation `r` that its readers meet on, in the plan's order: the

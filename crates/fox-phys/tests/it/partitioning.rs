@@ -434,3 +434,49 @@ fn a_relation_its_producer_hashes_on_all_columns_is_hashed_on_the_columns_its_re
     assert!(p.node(uniques[1]).moves.is_empty(), "{:?}", p.node(uniques[1]).moves);
     assert!(p.stmt_moves.is_empty(), "{:?}", p.stmt_moves);
 }
+
+/// An input aggregated by a few groups (TPC-H Q1's `lineitem` by its 4 flag pairs) is
+/// loaded split and aggregated in part on each device, not hashed on its groups, which
+/// would leave some devices most of the rows and others none; with many groups it is
+/// hashed on them and nothing moves.
+#[test]
+fn an_input_is_not_hashed_on_keys_too_few_to_spread_it() {
+    let src = "l(f, s, q) -> int32(f), int32(s), int64(q).\n.input l.\n\
+               t(f, s, n) <- agg<<n = sum(q)>> l(f, s, q).\n.output t.\n";
+    let with = |df: u64, ds: u64| {
+        let col = |distinct| {
+            Some(ColumnStats {
+                distinct,
+                min: None,
+                max: None,
+                sorted: false,
+            })
+        };
+        let mut s = Statistics::none();
+        s.insert(
+            "l",
+            RelationStats {
+                rows: 1_000_000,
+                columns: vec![col(df), col(ds), col(1000)],
+            },
+        );
+        let opts = Options {
+            devices: 4,
+            ..Options::default()
+        };
+        let p = fox_phys::run(ra(src), &s, &opts).unwrap();
+        let l = p.ra.relations.iter().position(|r| r.name == "l").unwrap();
+        let agg = first(&p, |op| matches!(op, Op::Aggregate { .. }));
+        (
+            p.rel_partitioning[l].clone(),
+            agg.partial.is_some(),
+            agg.moves.is_empty(),
+        )
+    };
+    // 3 × 2 keys over 4 devices: split, partial rows move.
+    assert_eq!(with(3, 2), (Partitioning::Split { parts: 4 }, true, true));
+    // 1,000 × 2 keys: hashed on the groups, nothing moves.
+    let (p, partial, unmoved) = with(1000, 2);
+    assert!(matches!(p, Partitioning::Hash { .. }), "{p:?}");
+    assert!(!partial && unmoved);
+}
