@@ -2804,10 +2804,9 @@ impl Interp<'_> {
             let n = self.slot_buf(s).len;
             let a = usize::try_from(start).unwrap_or(usize::MAX).min(n);
             let b = usize::try_from(start.saturating_add(len)).unwrap_or(usize::MAX).min(n);
-            let part = match &self.tiers[s] {
-                Tier::Host(col) => rows::host_slice(col, a, b).map_err(kerr)?,
-                Tier::Db(db) => db.slice(a, b).map_err(kerr)?,
-                Tier::Device | Tier::Gone => {
+            let part = match self.rows_off_device(s, a, b) {
+                Some(part) => part.map_err(kerr)?,
+                None => {
                     let col = self.download_arg(s).map_err(|e| host_error(e, what))?;
                     rows::host_slice(&col, a, b).map_err(kerr)?
                 }

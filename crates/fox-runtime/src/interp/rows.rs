@@ -371,6 +371,16 @@ impl Interp<'_> {
         self.part_args(arg_slots, parts, what, temps)
     }
 
+    /// Rows `a..b` of slot `s`'s column where it waits off the device, in the host tier or
+    /// in the database (copied to the host); `None` where it is on the device or lost.
+    pub(super) fn rows_off_device(&self, s: usize, a: usize, b: usize) -> Option<Result<HostCol, String>> {
+        match &self.tiers[s] {
+            Tier::Host(col) => Some(host_slice(col, a, b)),
+            Tier::Db(rows) => Some(rows.slice(a, b)),
+            Tier::Device | Tier::Gone => None,
+        }
+    }
+
     /// The argument slots of a launch on pieces: each argument whole, its rows `a..b`
     /// or a column of the host, the latter two in temporary slots (recorded in `temps`,
     /// for the caller to drop).
@@ -426,32 +436,27 @@ impl Interp<'_> {
                     Err(e) => return Err(e),
                 }
             }
-            let part = match (&self.tiers[s], sliced) {
-                (_, Some(x)) => x,
-                (Tier::Host(col), None) => {
-                    let part = host_slice(col, a, b).map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
-                    self.upload_room(part)
-                        .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?
-                }
-                (Tier::Db(rows), None) => {
-                    let part = rows
-                        .slice(a, b)
-                        .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
-                    self.upload_room(part)
-                        .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?
-                }
-                (Tier::Device, None) => {
-                    return Err(RuntimeError::Plan(format!(
-                        "{}: a column on the device was neither sliced nor moved to the host tier",
-                        what()
-                    )))
-                }
-                (Tier::Gone, None) => {
-                    return Err(RuntimeError::Kernel {
-                        at: what(),
-                        msg: "a buffer was lost bringing it back to the device".into(),
-                    })
-                }
+            let part = match sliced {
+                Some(x) => x,
+                None => match self.rows_off_device(s, a, b) {
+                    Some(part) => {
+                        let part = part.map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
+                        self.upload_room(part)
+                            .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?
+                    }
+                    None if matches!(self.tiers[s], Tier::Device) => {
+                        return Err(RuntimeError::Plan(format!(
+                            "{}: a column on the device was neither sliced nor moved to the host tier",
+                            what()
+                        )))
+                    }
+                    None => {
+                        return Err(RuntimeError::Kernel {
+                            at: what(),
+                            msg: "a buffer was lost bringing it back to the device".into(),
+                        })
+                    }
+                },
             };
             let t = self.temp_slot(part);
             temps.push(t);
