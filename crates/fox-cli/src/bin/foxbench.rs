@@ -179,16 +179,17 @@ struct CliqueArgs {
     /// Also run the LFTJ over N devices (SPMD, as `foxrun --devices`: planned for N
     /// devices, each device holding the edges, which only the multi-way join reads, from the
     /// warm-up run on, and taking boxes of the first variable's bindings until none is
-    /// left), in a row of its
-    /// own after the LFTJ on one device (and the CPU LFTJ), and print the speed-up (the 1-device median over the
-    /// N-device one); the run fails when the counts differ. On the GPU backend N GPUs from
-    /// the first (`all`: every visible GPU), on the CPU backend N simulated devices
-    /// (`all`: 1). --memory-limit applies to each device.
-    /// A device that fails stops the others at their next collective; devices waiting
-    /// at a collective while no device made progress for FOX_STALL_TIMEOUT_S seconds
-    /// (default 120) fail the run with an error naming the devices that did not come.
-    #[arg(long, value_name = "N|all", default_value = "1", value_parser = fox_cli::parse_devices)]
-    devices: fox_cli::Devices,
+    /// left), in a row of its own after the LFTJ on one device (and the CPU LFTJ), and
+    /// print the speed-up (the 1-device median over the N-device one); the run fails when
+    /// the counts differ. Several counts (e.g. 2,4) run one after the other on the same
+    /// graph, a row and a speed-up each. On the GPU backend N GPUs from the first (`all`:
+    /// every visible GPU), on the CPU backend N simulated devices (`all`: 1).
+    /// --memory-limit applies to each device. A device that fails stops the others at
+    /// their next collective; devices waiting at a collective while no device made
+    /// progress for FOX_STALL_TIMEOUT_S seconds (default 120) fail the run with an error
+    /// naming the devices that did not come.
+    #[arg(long, value_name = "N[,M…]|all", default_value = "1", value_delimiter = ',', value_parser = fox_cli::parse_devices)]
+    devices: Vec<fox_cli::Devices>,
 }
 
 #[derive(Args)]
@@ -537,6 +538,35 @@ impl BackendChoice {
             BackendChoice::Cpu => fox_cli::BackendChoice::Cpu,
         }
     }
+}
+
+/// The backends of one benchmark run, one per device.
+type Backends = Vec<Box<dyn Backend + Send>>;
+
+/// The backends of the largest of `devices` (`all`: every visible GPU), and the counts
+/// above 1 to run over, in increasing order without repeats.
+fn open_device_counts(choice: BackendChoice, devices: &[fox_cli::Devices]) -> anyhow::Result<(Backends, Vec<usize>)> {
+    let widest = devices
+        .iter()
+        .copied()
+        .max_by_key(|d| match d {
+            fox_cli::Devices::All => usize::MAX,
+            fox_cli::Devices::Count(n) => *n,
+        })
+        .unwrap_or(fox_cli::Devices::Count(1));
+    let backends = open_devices(choice, widest)?;
+    let most = backends.len();
+    let mut counts: Vec<usize> = devices
+        .iter()
+        .map(|d| match d {
+            fox_cli::Devices::All => most,
+            fox_cli::Devices::Count(n) => *n,
+        })
+        .filter(|&n| n > 1)
+        .collect();
+    counts.sort_unstable();
+    counts.dedup();
+    Ok((backends, counts))
 }
 
 /// The backends of a benchmark with `--devices`: the one `choice` names for
@@ -1201,28 +1231,8 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
     }
     // The largest count's devices are opened first: `all` becomes a number, and a count
     // beyond the machine's stops before the data is generated.
-    let widest = a
-        .devices
-        .iter()
-        .copied()
-        .max_by_key(|d| match d {
-            fox_cli::Devices::All => usize::MAX,
-            fox_cli::Devices::Count(n) => *n,
-        })
-        .unwrap_or(fox_cli::Devices::Count(1));
-    let mut backends = open_devices(a.backend, widest)?;
+    let (mut backends, counts) = open_device_counts(a.backend, &a.devices)?;
     let most = backends.len();
-    let mut counts: Vec<usize> = a
-        .devices
-        .iter()
-        .map(|d| match d {
-            fox_cli::Devices::All => most,
-            fox_cli::Devices::Count(n) => *n,
-        })
-        .filter(|&n| n > 1)
-        .collect();
-    counts.sort_unstable();
-    counts.dedup();
     let mut programs = t::compile_programs(&a.dir, &queries)?;
     for (_, program, _) in &mut programs {
         program.join = a.join.choice();
@@ -1542,30 +1552,34 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
     )?
     .ok_or_else(|| anyhow::anyhow!("{query} has errors"))?;
     // The backends first: `auto` says which it took before the graph is generated.
-    let mut held = open_devices(a.backend, a.devices)?;
-    let devices = held.len();
+    // The largest count's devices: `all` becomes a number, and a count beyond the
+    // machine's stops before the graph is generated.
+    let (mut held, counts) = open_device_counts(a.backend, &a.devices)?;
     let gpu = match a.backend {
         BackendChoice::Gpu => true,
         BackendChoice::Cpu => false,
         BackendChoice::Auto => held[0].name() != fox_cpu::CpuBackend::new().name(),
     };
-    // With --devices, the LFTJ planned for that many devices too.
-    let lftj_on_devices = match devices {
-        1 => None,
-        n => {
+    // With --devices, the LFTJ planned for each count too.
+    let lftj_on_devices = counts
+        .iter()
+        .map(|&n| {
             let mut program = fox_cli::compile_program(&[path.to_path_buf()], false, "foxbench", &options)?
                 .ok_or_else(|| anyhow::anyhow!("{query} has errors"))?;
             program.devices = n;
-            Some(program.kernel_plan(&fox_phys::Statistics::none(), &fox_kernel::LowerOptions::default())?)
-        }
-    };
+            Ok((
+                n,
+                program.kernel_plan(&fox_phys::Statistics::none(), &fox_kernel::LowerOptions::default())?,
+            ))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let spec = a
         .graph
         .clone()
         .with_symmetrize(a.symmetrize)
         .with_degree_order(a.degree_order);
     let mut plans = vec![&lftj];
-    plans.extend(lftj_on_devices.as_ref());
+    plans.extend(lftj_on_devices.iter().map(|(_, p)| p));
     let db = Database::load(
         &DataSource::Graph(spec.clone()),
         &plans,
@@ -1607,8 +1621,8 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
     let db = std::sync::Arc::new(db);
     // (system, on the GPU, devices, plan)
     let mut systems: Vec<(&'static str, bool, usize, &fox_kernel::KernelPlan)> = vec![("LFTJ", gpu, 1, &lftj)];
-    if let Some(plan) = &lftj_on_devices {
-        systems.push(("LFTJ", gpu, devices, plan));
+    for (n, plan) in &lftj_on_devices {
+        systems.push(("LFTJ", gpu, *n, plan));
     }
     if !a.no_baselines {
         if gpu && a.cpu_kernels {
@@ -1619,11 +1633,15 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     let mut profile = String::new();
     for (k, (system, on_gpu, n, plan)) in systems.into_iter().enumerate() {
-        // The first two systems run on the devices opened first; the others on a
-        // backend of their own.
+        // The LFTJ on one device and over the largest count run on the devices opened
+        // first; a smaller count over devices opened for it (a communicator spans exactly
+        // the devices of a run), the other systems on a backend of their own.
         let mut own = Vec::new();
-        let backends: &mut [Box<dyn Backend + Send>] = if n > 1 {
+        let backends: &mut [Box<dyn Backend + Send>] = if n > 1 && n == held.len() {
             &mut held[..]
+        } else if n > 1 {
+            own = open_devices(a.backend, fox_cli::Devices::Count(n))?;
+            &mut own[..]
         } else if k == 0 {
             &mut held[..1]
         } else {
@@ -1812,16 +1830,16 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
             }
         }
     }
-    // The LFTJ on one device (the first row) against the LFTJ on --devices.
-    let on_devices = rows.iter().find(|r| r.devices > 1);
-    let one_and_many = match (
-        rows.first().map(|r| &r.result),
-        on_devices.map(|r| (&r.result, r.devices)),
-    ) {
-        (Some(Ok(one)), Some((Ok(many), n))) => Some((one, many, n)),
-        _ => None,
+    // The LFTJ on one device (the first row) against the LFTJ on each --devices count.
+    let one_and_many: Vec<(&CliqueResult, &CliqueResult, usize)> = match rows.first().map(|r| &r.result) {
+        Some(Ok(one)) => rows
+            .iter()
+            .filter(|r| r.devices > 1)
+            .filter_map(|r| r.result.as_ref().ok().map(|many| (one, many, r.devices)))
+            .collect(),
+        _ => Vec::new(),
     };
-    if let Some((one, many, n)) = one_and_many {
+    for (one, many, n) in &one_and_many {
         let _ = writeln!(
             text,
             "speed-up of the LFTJ on {n} devices: {:.2}x (the median on 1 device over the median on {n}); \
@@ -1848,7 +1866,7 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
     if let Some(p) = &a.profile {
         fox_runtime::write_bytes(p, profile.as_bytes())?;
     }
-    if let Some((one, many, n)) = one_and_many.filter(|(one, many, _)| one.count != many.count) {
+    if let Some((one, many, n)) = one_and_many.iter().find(|(one, many, _)| one.count != many.count) {
         anyhow::bail!(
             "the answers on 1 device and on {n} devices differ: {} cliques against {}",
             one.count,

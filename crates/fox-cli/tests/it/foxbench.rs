@@ -522,10 +522,11 @@ fn tpch_on_one_device_has_no_comparison() {
     assert!(text(&o.stderr).contains("at least 1 device"), "{}", text(&o.stderr));
 }
 
-/// `foxbench clique --devices 3` on simulated CPU devices: the LFTJ on one device and on
-/// three count the same triangles, and the speed-up is the ratio of their medians.
+/// `foxbench clique --devices 3,2` on simulated CPU devices: the LFTJ on one device, on
+/// two and on three (each count over devices of its own) count the same triangles, a row
+/// each in increasing order, and each speed-up is the ratio of the medians.
 #[test]
-fn clique_on_one_device_and_on_three() {
+fn clique_on_one_device_and_on_two_and_three() {
     let o = foxbench_at_root(&[
         "clique",
         "--graph",
@@ -536,36 +537,36 @@ fn clique_on_one_device_and_on_three() {
         "1",
         "--no-baselines",
         "--devices",
-        "3",
+        "3,2",
     ]);
     let out = text(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}{}", text(&o.stderr));
     let rows = clique_rows(&out);
-    assert_eq!(rows.len(), 2, "{out}");
+    assert_eq!(rows.len(), 3, "{out}");
     assert!(!rows[0].contains("devices"), "{out}");
-    assert!(rows[1].contains("3 cpu devices (simulated)"), "{out}");
+    assert!(rows[1].contains("2 cpu devices (simulated)"), "{out}");
+    assert!(rows[2].contains("3 cpu devices (simulated)"), "{out}");
     let field = |r: &str, back: usize| -> String {
         let w: Vec<&str> = r.split_whitespace().collect();
         w[w.len() - back].to_string()
     };
-    // The count (before the median and six more columns) is the same.
-    assert_eq!(field(rows[0], 10), field(rows[1], 10), "{out}");
-    let (m1, m3): (f64, f64) = (field(rows[0], 9).parse().unwrap(), field(rows[1], 9).parse().unwrap());
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("speed-up of the LFTJ on 3 devices: "))
-        .unwrap_or_else(|| panic!("{out}"));
-    assert!(line.ends_with("counts the same"), "{line}");
-    let speedup: f64 = line["speed-up of the LFTJ on 3 devices: ".len()..]
-        .split('x')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(
-        (speedup - m1 / m3).abs() <= 0.01 + 0.01 * speedup,
-        "{line} vs {m1} / {m3}"
-    );
+    let m1: f64 = field(rows[0], 9).parse().unwrap();
+    for (row, n) in [(rows[1], 2), (rows[2], 3)] {
+        // The count (before the median and six more columns) is the same.
+        assert_eq!(field(rows[0], 10), field(row, 10), "{out}");
+        let mn: f64 = field(row, 9).parse().unwrap();
+        let head = format!("speed-up of the LFTJ on {n} devices: ");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&head))
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(line.ends_with("counts the same"), "{line}");
+        let speedup: f64 = line[head.len()..].split('x').next().unwrap().parse().unwrap();
+        assert!(
+            (speedup - m1 / mn).abs() <= 0.01 + 0.01 * speedup,
+            "{line} vs {m1} / {mn}"
+        );
+    }
 }
 
 /// `foxbench datalog --devices 2` on simulated CPU devices: transitive closure on one
