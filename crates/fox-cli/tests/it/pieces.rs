@@ -562,6 +562,26 @@ fn every_tpch_query_at_sf_0_01_under_a_sixteenth_of_its_peak_in_pieces() {
     }
 }
 
+#[test]
+fn every_tpch_query_at_sf_0_1_under_a_sixteenth_of_its_peak_in_pieces() {
+    let kernels = tpch_queries_in_pieces(0.1, "sf0.1");
+    // At this scale hash joins are chosen too: their probes ran in pieces.
+    for k in [
+        "sort_perm",
+        "gather",
+        "compact",
+        "eval",
+        "fused_reduce",
+        "reduce_by_key",
+        "bound_range",
+        "hash_probe",
+        "merge_union",
+        "expand",
+    ] {
+        assert!(kernels.contains(k), "{k} never ran in pieces: {kernels:?}");
+    }
+}
+
 /// Rows `p,x,y,z,d,f` of `n` rows: `p` spread first (so that a key's rows are scattered
 /// over the input's order), keys `x` with `big` of every ten rows on key 7 and the rest
 /// spread over 300, int32 `y` (even), int64 `z`, decimals `d` of two digits and floats
