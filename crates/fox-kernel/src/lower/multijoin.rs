@@ -618,10 +618,6 @@ impl Lower<'_> {
         self.launch1(Kernel::Eval { expr, n_cols }, found, &format!("{lvl}.found"), None)
     }
 
-    /// Moves a multi-way join's state columns, and `extra` columns after them, through a
-    /// row-selecting kernel (`Gather` by parent rows, `Compact` by flags) whose first
-    /// argument is `by`. Returns the moved state and the moved extras; nothing is launched
-    /// when there is nothing to move.
     /// The state of a multi-way join's first level, its rows (one per binding of the
     /// first variable, in value order) reordered so that each box the devices claim of the
     /// next expansion (a contiguous run of its outputs) holds bindings from all over the
@@ -668,6 +664,10 @@ impl Lower<'_> {
         Ok(next)
     }
 
+    /// Moves a multi-way join's state columns, and `extra` columns after them, through a
+    /// row-selecting kernel (`Gather` by parent rows, `Compact` by flags) whose first
+    /// argument is `by`. Returns the moved state and the moved extras; nothing is launched
+    /// when there is nothing to move.
     pub(super) fn carry_state(
         &mut self,
         kernel: Kernel,
