@@ -1554,14 +1554,14 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
     // The backends first: `auto` says which it took before the graph is generated.
     // The largest count's devices: `all` becomes a number, and a count beyond the
     // machine's stops before the graph is generated.
-    let (mut held, counts) = open_device_counts(a.backend, &a.devices)?;
+    let (mut held, device_counts) = open_device_counts(a.backend, &a.devices)?;
     let gpu = match a.backend {
         BackendChoice::Gpu => true,
         BackendChoice::Cpu => false,
         BackendChoice::Auto => held[0].name() != fox_cpu::CpuBackend::new().name(),
     };
     // With --devices, the LFTJ planned for each count too.
-    let lftj_on_devices = counts
+    let lftj_on_devices = device_counts
         .iter()
         .map(|&n| {
             let mut program = fox_cli::compile_program(&[path.to_path_buf()], false, "foxbench", &options)?
