@@ -444,27 +444,7 @@ fn an_input_is_not_hashed_on_keys_too_few_to_spread_it() {
     let src = "l(f, s, q) -> int32(f), int32(s), int64(q).\n.input l.\n\
                t(f, s, n) <- agg<<n = sum(q)>> l(f, s, q).\n.output t.\n";
     let with = |df: u64, ds: u64| {
-        let col = |distinct| {
-            Some(ColumnStats {
-                distinct,
-                min: None,
-                max: None,
-                sorted: false,
-            })
-        };
-        let mut s = Statistics::none();
-        s.insert(
-            "l",
-            RelationStats {
-                rows: 1_000_000,
-                columns: vec![col(df), col(ds), col(1000)],
-            },
-        );
-        let opts = Options {
-            devices: 4,
-            ..Options::default()
-        };
-        let p = fox_phys::run(ra(src), &s, &opts).unwrap();
+        let p = on_devices_with(src, 4, &rows_of(&[("l", 1_000_000, &[df, ds, 1000])]));
         let l = p.ra.relations.iter().position(|r| r.name == "l").unwrap();
         let agg = first(&p, |op| matches!(op, Op::Aggregate { .. }));
         (
