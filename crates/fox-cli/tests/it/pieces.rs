@@ -497,12 +497,15 @@ fn an_inequality_join_whose_tree_does_not_fit_is_an_error_naming_it_and_its_need
 /// without a limit and under a sixteenth of its device peak (at least 192 KiB, below which
 /// chunks of rows stop halving): the same rows, within the limit, and the kernels that
 /// ran in pieces over all of them (Q1's averages by key among them).
-fn tpch_queries_in_pieces(sf: f64, tag: &str) -> std::collections::BTreeSet<String> {
+/// Every TPC-H query at scale factor `sf` under a sixteenth of its unlimited peak gives
+/// its unlimited rows, most of them in pieces, and each of `kernels` ran in pieces in
+/// some query.
+fn tpch_queries_in_pieces(sf: f64, tag: &str, kernels: &[&str]) {
     let dir = temp_dir("fox-pieces-tpch", tag);
     fox_runtime::tpch::write_tbl(&dir, sf, &|_, _| {}).unwrap();
     let queries: Vec<u32> = (1..=22).collect();
     let plans = fox_cli::tpch::compile_queries(&repo().join("tpch/queries"), &queries).unwrap();
-    let mut kernels = std::collections::BTreeSet::new();
+    let mut ran = std::collections::BTreeSet::new();
     let mut failures = Vec::new();
     let mut in_pieces = 0;
     for (q, plan, _) in &plans {
@@ -531,7 +534,7 @@ fn tpch_queries_in_pieces(sf: f64, tag: &str) -> std::collections::BTreeSet<Stri
                 if *q == 1 && !cut.stats.pieces.iter().any(|p| p.kernel == "fused_reduce") {
                     failures.push(format!("Q1 under {limit} bytes: its aggregation ran whole"));
                 }
-                kernels.extend(cut.stats.pieces.iter().map(|p| p.kernel.clone()));
+                ran.extend(cut.stats.pieces.iter().map(|p| p.kernel.clone()));
             }
             Err(e) => failures.push(format!("Q{q} under {limit} bytes: {e}")),
         }
@@ -540,46 +543,50 @@ fn tpch_queries_in_pieces(sf: f64, tag: &str) -> std::collections::BTreeSet<Stri
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // The others (the smallest peaks) fit their operators whole and only evict.
     assert!(in_pieces >= 18, "only {in_pieces} queries ran in pieces");
-    kernels
+    for k in kernels {
+        assert!(ran.contains(*k), "{k} never ran in pieces: {ran:?}");
+    }
 }
 
 #[test]
 fn every_tpch_query_at_sf_0_01_under_a_sixteenth_of_its_peak_in_pieces() {
-    let kernels = tpch_queries_in_pieces(0.01, "sf0.01");
     // The joins the cost model picks at this scale are mostly index nested-loop joins
     // (`bound_range`); hash probes in pieces are checked with the join forced to hash
     // (`hash_tables_that_do_not_fit_are_searched_as_sorted_keys_in_pieces`).
-    for k in [
-        "sort_perm",
-        "gather",
-        "compact",
-        "eval",
-        "fused_reduce",
-        "bound_range",
-        "expand",
-    ] {
-        assert!(kernels.contains(k), "{k} never ran in pieces: {kernels:?}");
-    }
+    tpch_queries_in_pieces(
+        0.01,
+        "sf0.01",
+        &[
+            "sort_perm",
+            "gather",
+            "compact",
+            "eval",
+            "fused_reduce",
+            "bound_range",
+            "expand",
+        ],
+    );
 }
 
 #[test]
 fn every_tpch_query_at_sf_0_1_under_a_sixteenth_of_its_peak_in_pieces() {
-    let kernels = tpch_queries_in_pieces(0.1, "sf0.1");
     // At this scale hash joins are chosen too: their probes ran in pieces.
-    for k in [
-        "sort_perm",
-        "gather",
-        "compact",
-        "eval",
-        "fused_reduce",
-        "reduce_by_key",
-        "bound_range",
-        "hash_probe",
-        "merge_union",
-        "expand",
-    ] {
-        assert!(kernels.contains(k), "{k} never ran in pieces: {kernels:?}");
-    }
+    tpch_queries_in_pieces(
+        0.1,
+        "sf0.1",
+        &[
+            "sort_perm",
+            "gather",
+            "compact",
+            "eval",
+            "fused_reduce",
+            "reduce_by_key",
+            "bound_range",
+            "hash_probe",
+            "merge_union",
+            "expand",
+        ],
+    );
 }
 
 /// Rows `p,x,y,z,d,f` of `n` rows: `p` spread first (so that a key's rows are scattered
