@@ -49,7 +49,9 @@ pub enum Token {
     Float(String),
     #[token("\"", lex_string)]
     Str(String),
-    #[regex(r#"date\("[^"\n]*"\)"#, lex_date)]
+    // The text holds no quote and no backslash: `date("\")" + x)` is the
+    // predicate `date` applied to a string that starts with an escaped quote.
+    #[regex(r#"date\("[^"\\\n]*"\)"#, lex_date)]
     Date(String),
     #[token("true")]
     True,
@@ -574,6 +576,18 @@ mod tests {
                 Token::Ident("date".into()),
                 Token::LParen,
                 Token::Ident("d".into()),
+                Token::RParen
+            ]
+        );
+        // An escaped quote ends no date literal: this is an atom of `date`.
+        assert_eq!(
+            toks(r#"date("\")" + a)"#),
+            vec![
+                Token::Ident("date".into()),
+                Token::LParen,
+                Token::Str("\")".into()),
+                Token::Plus,
+                Token::Ident("a".into()),
                 Token::RParen
             ]
         );

@@ -82,6 +82,9 @@ fn cmp_op() -> impl Strategy<Value = CmpOp> {
 /// Formulas in the shape the parser builds: `Or` of `And`s and literals, `And` of literals.
 fn formula() -> impl Strategy<Value = Formula> {
     let atom = (ident(), prop::collection::vec(expr(), 0..3))
+        .prop_filter("date of a string literal", |(p, a)| {
+            !date_literal_form(p, a.first(), a.len())
+        })
         .prop_map(|(pred, args)| Literal::Atom(Atom { pred, args, span: sp() }));
     let compare = (expr(), prop::collection::vec((cmp_op(), expr()), 1..3)).prop_map(|(first, rest)| {
         Literal::Compare(Compare {
@@ -139,7 +142,12 @@ fn head() -> impl Strategy<Value = Head> {
         prop::collection::vec(expr(), 0..3).prop_map(HeadKind::Relational),
         (prop::collection::vec(expr(), 0..3), expr()).prop_map(|(keys, value)| HeadKind::Functional { keys, value }),
     ];
-    (ident(), kind).prop_map(|(pred, kind)| Head { pred, kind, span: sp() })
+    (ident(), kind)
+        .prop_filter("date of a string literal", |(pred, kind)| match kind {
+            HeadKind::Relational(a) => !date_literal_form(pred, a.first(), a.len()),
+            HeadKind::Functional { .. } => true,
+        })
+        .prop_map(|(pred, kind)| Head { pred, kind, span: sp() })
 }
 
 fn item() -> impl Strategy<Value = Item> {
