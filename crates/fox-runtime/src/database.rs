@@ -11,11 +11,12 @@
 //! runs, which `fox repl` keeps) to a loaded database without copying its tables.
 
 use crate::dict::Dictionary;
-use crate::load::{check_key, load_input_cols_reporting, Interner, LoadedCol};
+use crate::load::{load_input_cols_reporting, Interner, LoadedCol};
 use crate::routing::Routing;
+use crate::stored::StoredCol;
 use crate::strings::StrArena;
 use crate::{DevBuf, HostCol, OutputTable, RuntimeError};
-use fox_kernel::{InputRel, Instr, Kernel, KernelPlan};
+use fox_kernel::{Elem, InputRel, Instr, Kernel, KernelPlan};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -84,7 +85,8 @@ impl LoadProgress for NoProgress {
 pub struct Table {
     pub input: InputRel,
     /// One entry per declared column; `None` for the columns no plan reads.
-    cols: Vec<Option<HostCol>>,
+    /// Each packed ([`StoredCol::pack`]) when loaded from a data source.
+    cols: Vec<Option<StoredCol>>,
     /// For each loaded string column, its distinct codes in ascending order.
     distinct: Vec<Option<Arc<Vec<u32>>>>,
     pub rows: usize,
@@ -232,8 +234,11 @@ impl Database {
     ) -> Result<Database, RuntimeError> {
         let start = Instant::now();
         let _phase = crate::alloc::LoadPhase::enter();
-        // Each table comes in parts, each with strings numbered by its own interner.
+        // Each table comes in parts, each with strings numbered by its own interner; its
+        // columns that hold no strings are assembled and packed as soon as it is made
+        // (`numeric`), so that only one table is held unpacked at a time.
         let mut loaded: Vec<(InputRel, Vec<bool>, Vec<Part>)> = Vec::new();
+        let mut numeric: Vec<Vec<Option<StoredCol>>> = Vec::new();
         let stop = progress.cancel_flag();
         let check_stop = || {
             if crate::cancel::is_set(stop) {
@@ -272,6 +277,8 @@ impl Database {
                 }
             };
             progress.finish();
+            let mut parts = parts;
+            numeric.push(pack_numeric(&input, &used, &mut parts)?);
             loaded.push((input, used, parts));
         }
         check_stop()?;
@@ -319,9 +326,11 @@ impl Database {
             .into_iter()
             .map(|(input, used, parts)| (input, used, parts.into_iter().map(|(cols, _)| cols).collect()))
             .collect();
+        let dict_len = sorted.len();
+        let dict = Dictionary::from_sorted(sorted);
         let mut next_part = 0;
-        let mut tables_cols: Vec<(InputRel, Vec<bool>, Vec<LoadedCol>)> = Vec::with_capacity(loaded.len());
-        for (input, used, mut parts) in loaded {
+        let mut tables = BTreeMap::new();
+        for ((input, used, mut parts), numeric) in loaded.into_iter().zip(numeric) {
             use rayon::prelude::*;
             for cols in &mut parts {
                 let remap = std::mem::take(&mut remaps[next_part]);
@@ -332,67 +341,31 @@ impl Database {
                     }
                 });
             }
-            // One column at a time: the whole column is allocated once and each part's
-            // piece is freed as soon as it is copied, so the table is held about once. A
-            // table of one part (a file, a graph) is its columns, with no copy.
-            let what = format!("the table `{}`", input.name);
-            let cols: Vec<LoadedCol> = if parts.len() == 1 {
-                let mut cols = parts.pop().unwrap_or_default();
-                cols.iter_mut().for_each(LoadedCol::shrink_to_fit);
-                cols
-            } else {
-                input
-                    .columns
-                    .iter()
-                    .enumerate()
-                    .map(|(c, col)| {
-                        let rows: usize = parts.iter().map(|p| p[c].len()).sum();
-                        let mut whole = LoadedCol::new(col.ty);
-                        whole
-                            .try_reserve_exact(rows, &what)
-                            .map_err(|msg| RuntimeError::Data { msg })?;
-                        for p in &mut parts {
-                            whole.append(std::mem::replace(&mut p[c], LoadedCol::new(col.ty)));
-                        }
-                        Ok(whole)
-                    })
-                    .collect::<Result<_, RuntimeError>>()?
-            };
-            if matches!(source, DataSource::Tpch(_)) {
-                check_key(&format!("TPC-H {}", input.name), &input, &cols, &used)?;
+            // The string columns, one at a time: their distinct codes, then the column
+            // packed from its parts' pieces (each freed once copied).
+            let data = |msg: String| RuntimeError::Data { msg };
+            let mut cols = numeric;
+            let mut distinct: Vec<Option<Arc<Vec<u32>>>> = vec![None; input.columns.len()];
+            for (c, col) in input.columns.iter().enumerate() {
+                if !used[c] || col.ty != fox_sema::core::Type::String {
+                    continue;
+                }
+                let what = format!("the column `{}` of `{}`", col.name, input.name);
+                let one = parts.len() == 1;
+                let pieces: Vec<HostCol> = parts.iter_mut().map(|p| take_piece(&mut p[c], col.ty, one)).collect();
+                let d = crate::stored::distinct_codes(&pieces, dict_len, &what).map_err(data)?;
+                cols[c] = Some(match StoredCol::pack_pieces(Elem::U32, pieces, Some(&d), &what) {
+                    Ok(packed) => packed,
+                    Err(pieces) => {
+                        StoredCol::Plain(crate::stored::concat_pieces(Elem::U32, pieces, &what).map_err(data)?)
+                    }
+                });
+                distinct[c] = Some(d);
             }
-            tables_cols.push((input, used, cols));
-        }
-        let dict = Dictionary::from_sorted(sorted);
-        let mut tables = BTreeMap::new();
-        for (input, used, cols) in tables_cols {
-            let rows = cols
-                .iter()
-                .zip(&used)
-                .filter(|(_, u)| **u)
-                .map(|(c, _)| c.len())
-                .max()
-                .unwrap_or(0);
-            let cols: Vec<Option<HostCol>> = cols
-                .into_iter()
-                .zip(&used)
-                // String columns hold dictionary codes already.
-                .map(|(c, &u)| {
-                    u.then(|| match c {
-                        LoadedCol::Str(v) => HostCol::U32(v),
-                        other => to_host(other, &[]),
-                    })
-                })
-                .collect();
-            let distinct = cols
-                .iter()
-                .zip(&input.columns)
-                .map(|(c, col)| match (c, col.ty) {
-                    (Some(HostCol::U32(v)), fox_sema::core::Type::String) => distinct_codes(v).map(Some),
-                    _ => Ok(None),
-                })
-                .collect::<Result<_, _>>()
-                .map_err(|msg| RuntimeError::Data { msg })?;
+            if matches!(source, DataSource::Tpch(_)) {
+                check_stored_key(&format!("TPC-H {}", input.name), &input, &cols)?;
+            }
+            let rows = cols.iter().flatten().map(StoredCol::len).max().unwrap_or(0);
             tables.insert(
                 input.name.clone(),
                 Arc::new(Table {
@@ -503,7 +476,7 @@ impl Database {
         Ok((r, true))
     }
 
-    /// The bytes of the loaded columns of every table.
+    /// The bytes of the loaded columns of every table, as plans read them (unpacked).
     fn column_bytes(&self) -> usize {
         self.tables
             .values()
@@ -596,7 +569,7 @@ impl Database {
                 input.name.clone(),
                 Arc::new(Table {
                     input: input.clone(),
-                    cols: cols.into_iter().map(Some).collect(),
+                    cols: cols.into_iter().map(|c| Some(StoredCol::Plain(c))).collect(),
                     distinct,
                     rows: t.len(),
                 }),
@@ -634,10 +607,66 @@ impl Database {
         Ok(t)
     }
 
-    /// Column `c` of a table as the plan reads it; `None` when it was not loaded.
-    pub fn column(t: &Table, c: usize) -> Option<&HostCol> {
+    /// Column `c` of a table as host memory holds it (widened, it is the column the plan
+    /// reads); `None` when it was not loaded.
+    pub fn column(t: &Table, c: usize) -> Option<&StoredCol> {
         t.cols.get(c).and_then(Option::as_ref)
     }
+}
+
+/// The used columns of a table that hold no strings, each assembled from the parts'
+/// pieces (taken from them, each freed once copied) and packed; `None` for the others.
+fn pack_numeric(input: &InputRel, used: &[bool], parts: &mut [Part]) -> Result<Vec<Option<StoredCol>>, RuntimeError> {
+    let mut cols = Vec::with_capacity(input.columns.len());
+    for (c, col) in input.columns.iter().enumerate() {
+        if !used.get(c).copied().unwrap_or(false) || col.ty == fox_sema::core::Type::String {
+            cols.push(None);
+            continue;
+        }
+        let what = format!("the column `{}` of `{}`", col.name, input.name);
+        let elem = Elem::of(col.ty);
+        let one = parts.len() == 1;
+        let pieces: Vec<HostCol> = parts
+            .iter_mut()
+            .map(|(p, _)| take_piece(&mut p[c], col.ty, one))
+            .collect();
+        cols.push(Some(match StoredCol::pack_pieces(elem, pieces, None, &what) {
+            Ok(packed) => packed,
+            Err(pieces) => StoredCol::Plain(
+                crate::stored::concat_pieces(elem, pieces, &what).map_err(|msg| RuntimeError::Data { msg })?,
+            ),
+        }));
+    }
+    Ok(cols)
+}
+
+/// A part's piece of a column of type `ty`, taken from it (string ids as they are: after
+/// the dictionary, its codes); the only piece of a table of one part (a file, a graph)
+/// without the spare capacity it grew with.
+fn take_piece(piece: &mut LoadedCol, ty: fox_sema::core::Type, only: bool) -> HostCol {
+    let mut piece = std::mem::replace(piece, LoadedCol::new(ty));
+    if only {
+        piece.shrink_to_fit();
+    }
+    match piece {
+        LoadedCol::Str(v) => HostCol::U32(v),
+        other => to_host(other, &[]),
+    }
+}
+
+/// [`crate::load::check_key`] of a table's stored columns: the rows of its declared key are distinct.
+fn check_stored_key(file: &str, input: &InputRel, cols: &[Option<StoredCol>]) -> Result<(), RuntimeError> {
+    let key: Vec<&StoredCol> = input
+        .key
+        .iter()
+        .filter_map(|&k| cols.get(k).and_then(Option::as_ref))
+        .collect();
+    crate::load::check_key_by(file, input, key.len(), key.first().map_or(0, |c| c.len()), |a, b| {
+        key.iter()
+            .map(|c| c.order_at(a).cmp(&c.order_at(b)))
+            .find(|o| o.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    })
 }
 
 /// The distinct dictionary codes among `codes`, in ascending order (sorted on all cores);
@@ -1016,8 +1045,14 @@ mod tests {
         assert!(!db.dictionary().is_ordered());
         let table = db.table_for(&input).unwrap();
         assert_eq!(table.rows, 3);
-        assert_eq!(Database::column(table, 0), Some(&HostCol::I32(vec![1, 2, 3])));
-        assert_eq!(Database::column(table, 1), Some(&HostCol::U32(vec![1, 2, 1])));
+        assert_eq!(
+            Database::column(table, 0),
+            Some(&StoredCol::Plain(HostCol::I32(vec![1, 2, 3])))
+        );
+        assert_eq!(
+            Database::column(table, 1),
+            Some(&StoredCol::Plain(HostCol::U32(vec![1, 2, 1])))
+        );
         assert_eq!(table.distinct[1].as_deref(), Some(&vec![1, 2]));
         // The database it came from is unchanged; other types are refused.
         assert_eq!(base.dictionary().code("a"), None);

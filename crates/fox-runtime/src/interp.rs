@@ -21,6 +21,7 @@ use crate::dict::Dictionary;
 use crate::inputs::LoadedInputs;
 use crate::load::{load_input_cols, Interner};
 use crate::output::{build_table_parts, OutputTable};
+use crate::stored::ColRef;
 use crate::tier::{self, Candidate};
 use crate::{
     Backend, DevBuf, HostCol, InstrStat, LaunchCtx, RunEvent, RunObserver, RunOptions, RunResult, RunStats,
@@ -450,13 +451,17 @@ struct DbRows {
 
 impl DbRows {
     /// The whole column the rows belong to (its rows `self.rows` are this value's).
-    fn column(&self) -> &HostCol {
+    fn column(&self) -> &crate::stored::StoredCol {
         Database::column(&self.table, self.col).expect("a referenced column is loaded")
     }
 
-    /// The rows `a..b` of this value, copied.
+    /// The rows `a..b` of this value, copied (widened when the column is packed).
     fn slice(&self, a: usize, b: usize) -> Result<HostCol, String> {
-        rows::host_slice(self.column(), self.rows.start + a, self.rows.start + b)
+        let (a, b) = (self.rows.start + a, self.rows.start + b);
+        match self.column().plain() {
+            Some(h) => rows::host_slice(h, a, b),
+            None => self.column().slice(a, b, "a chunk of rows for the device"),
+        }
     }
 
     /// The whole value, copied.
@@ -784,7 +789,9 @@ impl Interp<'_> {
     fn load_resident(&mut self, db: &Database, input: usize, outs: &[fox_kernel::BufId]) -> Result<(), RuntimeError> {
         let rel = &self.plan.inputs[input];
         let t = db.table_for(rel).map_err(|msg| RuntimeError::Data { msg })?;
-        let source: Vec<Option<&HostCol>> = (0..rel.columns.len()).map(|c| Database::column(t, c)).collect();
+        let source: Vec<Option<ColRef>> = (0..rel.columns.len())
+            .map(|c| Database::column(t, c).map(ColRef::Stored))
+            .collect();
         self.load_rows(input, &source, LoadRows::Range(None), Some(t), outs, None)
     }
 
@@ -804,7 +811,7 @@ impl Interp<'_> {
     fn load_rows(
         &mut self,
         input: usize,
-        source: &[Option<&HostCol>],
+        source: &[Option<ColRef>],
         rows: LoadRows,
         table: Option<&std::sync::Arc<crate::database::Table>>,
         outs: &[fox_kernel::BufId],
@@ -853,10 +860,11 @@ impl Interp<'_> {
                 routing = Some(found);
             }
             // A hashed part is gathered on the host; a whole column or a run of its rows is
-            // uploaded from the column itself.
+            // uploaded from the column itself (a packed one widened first).
             let picked = match (column, &part, &routing) {
                 (Some(h), crate::database::Rows::Hashed { rank, .. }, Some(r)) => Some(
-                    r.pick(h, *rank, &format!("a part of `{}`", rel.name))
+                    h.widen(&format!("`{}`, widened", rel.name))
+                        .and_then(|h| r.pick(&h, *rank, &format!("a part of `{}`", rel.name)))
                         .map_err(|msg| RuntimeError::Kernel { at: at_copy(), msg })?,
                 ),
                 (Some(_), _, _) => None,
@@ -872,7 +880,7 @@ impl Interp<'_> {
                 let host = match (picked, column) {
                     (Some(p), _) => p,
                     (None, Some(h)) => h
-                        .try_slice(rows.clone(), &format!("a part of `{}`", rel.name))
+                        .slice(rows.start, rows.end, &format!("a part of `{}`", rel.name))
                         .map_err(|msg| RuntimeError::Kernel { at: at_copy(), msg })?,
                     (None, None) => HostCol::empty(Elem::of(col.ty)),
                 };
@@ -882,7 +890,15 @@ impl Interp<'_> {
             let keep = from_database && self.resident.is_some() && column.is_some() && self.admit_resident(bytes);
             let up = match (picked, column) {
                 (Some(p), _) => self.upload_room(p),
-                (None, Some(h)) => self.upload_room_rows(h, rows.clone()),
+                (None, Some(h)) => match h.plain() {
+                    Some(h) => self.upload_room_rows(h, rows.clone()),
+                    None => {
+                        let wide = h
+                            .slice(rows.start, rows.end, &format!("a part of `{}`, widened", rel.name))
+                            .map_err(|msg| RuntimeError::Kernel { at: at_copy(), msg })?;
+                        self.upload_room(wide)
+                    }
+                },
                 (None, None) => self.upload_room(HostCol::empty(Elem::of(col.ty))),
             };
             let b = up.map_err(|e| RuntimeError::Kernel {
@@ -918,25 +934,42 @@ impl Interp<'_> {
     fn routing(
         &mut self,
         input: usize,
-        source: &[Option<&HostCol>],
+        source: &[Option<ColRef>],
         keys: &[usize],
         devices: usize,
         from_database: bool,
     ) -> Result<std::sync::Arc<crate::routing::Routing>, String> {
         use crate::routing::Routing;
         let name = &self.plan.inputs[input].name;
+        // Routed on the key columns as plans read them (packed ones widened meanwhile).
+        let of_source = || -> Result<Routing, String> {
+            let wide: Vec<Option<std::borrow::Cow<HostCol>>> = source
+                .iter()
+                .enumerate()
+                .map(|(c, s)| match s {
+                    Some(s) if keys.contains(&c) => s.widen(&format!("a key of `{name}`, widened")).map(Some),
+                    _ => Ok(None),
+                })
+                .collect::<Result<_, String>>()?;
+            let len = source.iter().flatten().map(|c| c.len()).max().unwrap_or(0);
+            if wide.iter().flatten().any(|k| k.len() != len) {
+                return Err(format!(
+                    "the key columns of `{name}`, hashed over the devices, are not all loaded"
+                ));
+            }
+            let cols: Vec<Option<&HostCol>> = wide.iter().map(|c| c.as_deref()).collect();
+            Routing::of(&cols, keys, devices)
+        };
         let db = self.database.clone().filter(|_| from_database);
         let mut made = false;
         let mut make = || match &db {
-            Some(db) => db
-                .routing(name, keys, devices, || Routing::of(source, keys, devices))
-                .map(|(r, new)| {
-                    made = new;
-                    r
-                }),
+            Some(db) => db.routing(name, keys, devices, of_source).map(|(r, new)| {
+                made = new;
+                r
+            }),
             None => {
                 made = true;
-                Routing::of(source, keys, devices).map(std::sync::Arc::new)
+                of_source().map(std::sync::Arc::new)
             }
         };
         let routing = match self.spmd.as_ref().map(|d| d.comm) {
@@ -957,13 +990,16 @@ impl Interp<'_> {
         &self,
         table: Option<&std::sync::Arc<crate::database::Table>>,
         c: usize,
-        column: Option<&HostCol>,
+        column: Option<ColRef>,
         part: &crate::database::Rows,
         rows: &std::ops::Range<usize>,
     ) -> Option<DbRows> {
         self.memory_limit?;
         let (table, column) = (table?, column?);
-        let same = Database::column(table, c).is_some_and(|h| std::ptr::eq(h, column));
+        let same = match column {
+            ColRef::Stored(s) => Database::column(table, c).is_some_and(|h| std::ptr::eq(h, s)),
+            ColRef::Host(_) => false,
+        };
         let ranged = matches!(part, crate::database::Rows::All | crate::database::Rows::Part(_));
         (same && ranged && rows.end <= column.len()).then(|| DbRows {
             table: table.clone(),
@@ -2701,7 +2737,7 @@ impl Interp<'_> {
             let col = match &self.tiers[slot] {
                 // A column in the host tier (an operator run in chunks of rows) is read there.
                 Tier::Host(h) if row < h.len() => rows::host_row(h, row),
-                Tier::Db(d) if row < d.rows.len() => rows::host_row(d.column(), d.rows.start + row),
+                Tier::Db(d) if row < d.rows.len() => d.column().row(d.rows.start + row),
                 Tier::Device => {
                     let buf = &self.slots[slot].as_ref().expect("occupied").0;
                     if row >= buf.len {
@@ -3472,13 +3508,17 @@ impl Interp<'_> {
         let d = self.spmd.as_ref().expect("a run over several devices");
         let (rank, n, shared) = (d.rank, d.comm.size(), d.inputs.clone());
         let db = self.database.clone();
-        let source: Vec<Option<&HostCol>> = match &db {
+        let source: Vec<Option<ColRef>> = match &db {
             Some(db) => {
                 let t = db.table_for(rel).map_err(|msg| RuntimeError::Data { msg })?;
-                (0..rel.columns.len()).map(|c| Database::column(t, c)).collect()
+                (0..rel.columns.len())
+                    .map(|c| Database::column(t, c).map(ColRef::Stored))
+                    .collect()
             }
             None => match shared.get(input) {
-                Some(Some(cols)) if cols.len() == rel.columns.len() => cols.iter().map(Some).collect(),
+                Some(Some(cols)) if cols.len() == rel.columns.len() => {
+                    cols.iter().map(|c| Some(ColRef::Host(c))).collect()
+                }
                 _ => {
                     return Err(RuntimeError::Plan(format!(
                         "{}: the input `{}` was not read before the run",

@@ -25,6 +25,7 @@ pub mod parquet_input;
 mod routing;
 mod spmd;
 pub mod stats;
+pub mod stored;
 pub mod strings;
 pub mod tempfiles;
 mod tier;

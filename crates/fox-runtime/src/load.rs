@@ -1387,13 +1387,9 @@ pub fn check_key(file: &str, input: &InputRel, cols: &[LoadedCol], wanted: &[boo
         return Ok(());
     }
     let key: Vec<&LoadedCol> = input.key.iter().filter_map(|&k| cols.get(k)).collect();
-    if key.len() != input.key.len() || input.key.iter().any(|&k| !wanted.get(k).copied().unwrap_or(false)) {
-        return Err(RuntimeError::Plan(format!(
-            "the key of `{}` names a column that was not loaded",
-            input.name
-        )));
+    if input.key.iter().any(|&k| !wanted.get(k).copied().unwrap_or(false)) {
+        return check_key_by(file, input, 0, 0, |_, _| std::cmp::Ordering::Equal);
     }
-    let rows = key[0].len();
     let cmp = |a: usize, b: usize| -> std::cmp::Ordering {
         for c in &key {
             let o = match c {
@@ -1409,6 +1405,28 @@ pub fn check_key(file: &str, input: &InputRel, cols: &[LoadedCol], wanted: &[boo
         }
         std::cmp::Ordering::Equal
     };
+    check_key_by(file, input, key.len(), key.first().map_or(0, |c| c.len()), cmp)
+}
+
+/// The key check of `input`'s `rows` rows, of which `found` key columns were loaded, with
+/// `cmp` comparing two rows on the key: an error naming two rows of equal keys, or a
+/// key column that was not loaded.
+pub(crate) fn check_key_by(
+    file: &str,
+    input: &InputRel,
+    found: usize,
+    rows: usize,
+    cmp: impl Fn(usize, usize) -> std::cmp::Ordering + Sync,
+) -> Result<(), RuntimeError> {
+    if input.key.is_empty() {
+        return Ok(());
+    }
+    if found != input.key.len() {
+        return Err(RuntimeError::Plan(format!(
+            "the key of `{}` names a column that was not loaded",
+            input.name
+        )));
+    }
     let increasing = (1..rows).all(|r| cmp(r - 1, r) == std::cmp::Ordering::Less);
     if increasing {
         return Ok(());

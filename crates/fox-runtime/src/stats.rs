@@ -10,6 +10,7 @@
 
 use crate::database::Database;
 use crate::dict::Dictionary;
+use crate::stored::ColRef;
 use crate::HostCol;
 use fox_kernel::InputRel;
 use fox_phys::{ColumnStats, Hll, RelationStats, Statistics};
@@ -254,17 +255,30 @@ fn fold128(x: i128) -> u64 {
 /// `cols[c]` when it was loaded.
 fn relation_stats(
     input: &InputRel,
-    cols: &[Option<&HostCol>],
+    cols: &[Option<ColRef>],
     rows: usize,
     dict: &Dictionary,
     rank: Option<&[u32]>,
 ) -> RelationStats {
-    let columns = input
+    // Columns held as they are read, all at once; packed ones widened one at a time,
+    // so that at most one widened copy is held (none when memory for it runs out).
+    let mut columns: Vec<Option<ColumnStats>> = input
         .columns
         .par_iter()
         .zip(cols.par_iter())
-        .map(|(col, h)| h.and_then(|h| column_stats(h, col.ty, dict, rank)))
+        .map(|(col, h)| {
+            h.and_then(|h| h.plain())
+                .and_then(|h| column_stats(h, col.ty, dict, rank))
+        })
         .collect();
+    for ((col, h), s) in input.columns.iter().zip(cols).zip(&mut columns) {
+        if let Some(h) = h.filter(|h| h.plain().is_none()) {
+            *s = h
+                .widen("a packed column, widened for its statistics")
+                .ok()
+                .and_then(|w| column_stats(&w, col.ty, dict, rank));
+        }
+    }
     RelationStats {
         rows: rows as u64,
         columns,
@@ -296,8 +310,12 @@ fn of_tables_where(db: &Database, wanted: impl Fn(&str) -> bool) -> Statistics {
     };
     let mut stats = Statistics::none();
     for t in db.tables().filter(|t| wanted(&t.input.name)) {
-        let cols: Vec<Option<&HostCol>> = (0..t.input.columns.len())
-            .map(|c| Database::column(t, c).filter(|_| rank.is_ok() || t.input.columns[c].ty != Type::String))
+        let cols: Vec<Option<ColRef>> = (0..t.input.columns.len())
+            .map(|c| {
+                Database::column(t, c)
+                    .filter(|_| rank.is_ok() || t.input.columns[c].ty != Type::String)
+                    .map(ColRef::Stored)
+            })
             .collect();
         let order = rank.as_ref().ok().and_then(|r| r.as_deref());
         stats.insert(
@@ -316,6 +334,7 @@ pub(crate) fn of_relations<'a>(
 ) -> Statistics {
     let mut stats = Statistics::none();
     for (input, cols, rows) in relations {
+        let cols: Vec<Option<ColRef>> = cols.into_iter().map(|c| c.map(ColRef::Host)).collect();
         stats.insert(input.name.clone(), relation_stats(input, &cols, rows, dict, None));
     }
     stats

@@ -1590,7 +1590,15 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
         .tables()
         .find(|t| t.input.name == "edge")
         .ok_or_else(|| anyhow::anyhow!("{query} reads no relation `edge`"))?;
-    let (x, y) = (Database::column(table, 0), Database::column(table, 1));
+    // The columns as plans read them (borrowed unless the database packed them).
+    let widen = |c: usize| {
+        Database::column(table, c)
+            .map(|s| s.widen("the edges, widened"))
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    };
+    let (xw, yw) = (widen(0)?, widen(1)?);
+    let (x, y) = (xw.as_deref(), yw.as_deref());
     // The edges the query can use: x < y (each undirected edge once when symmetric).
     let edges = match (x, y) {
         (Some(HostCol::I32(x)), Some(HostCol::I32(y))) => x.iter().zip(y).filter(|(a, b)| a < b).count(),

@@ -1,0 +1,522 @@
+//! Database columns as host memory keeps them: the column a plan reads, or a narrower
+//! encoding of it that is widened when it is read.
+//!
+//! Invariant: widening a stored column gives back exactly the column it was packed from
+//! (same element type, same values, same length); only the bytes held differ. Packing
+//! never changes which values a plan sees, so every reader may widen any rows it needs
+//! at any time.
+
+use crate::HostCol;
+use fox_kernel::Elem;
+use rayon::prelude::*;
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// Unsigned offsets of the narrowest width that holds a column's range.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Small {
+    U8(Vec<u8>),
+    U16(Vec<u16>),
+    U32(Vec<u32>),
+}
+
+impl Small {
+    fn len(&self) -> usize {
+        match self {
+            Small::U8(v) => v.len(),
+            Small::U16(v) => v.len(),
+            Small::U32(v) => v.len(),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Small::U8(v) => v.len(),
+            Small::U16(v) => 2 * v.len(),
+            Small::U32(v) => 4 * v.len(),
+        }
+    }
+
+    /// Room for `n` offsets of `bytes` bytes each (1, 2 or 4).
+    fn with_capacity(bytes: usize, n: usize, what: &str) -> Result<Small, String> {
+        use crate::alloc::try_with_capacity;
+        Ok(match bytes {
+            1 => Small::U8(try_with_capacity(n, what)?),
+            2 => Small::U16(try_with_capacity(n, what)?),
+            _ => Small::U32(try_with_capacity(n, what)?),
+        })
+    }
+
+    /// Appends the offsets `off(0..n)` (on all cores; each fits the width).
+    fn extend(&mut self, n: usize, off: impl Fn(usize) -> u64 + Sync + Send) {
+        let rows = (0..n).into_par_iter();
+        match self {
+            Small::U8(v) => v.par_extend(rows.map(|i| off(i) as u8)),
+            Small::U16(v) => v.par_extend(rows.map(|i| off(i) as u16)),
+            Small::U32(v) => v.par_extend(rows.map(|i| off(i) as u32)),
+        }
+    }
+}
+
+/// The bytes of the narrowest offset that holds `span` when narrower than `limit`.
+fn width(span: u64, limit: usize) -> Option<usize> {
+    [1usize, 2, 4]
+        .into_iter()
+        .find(|&w| w < limit && span <= u64::MAX >> (64 - 8 * w))
+}
+
+/// Applies `$body` to the offsets of a [`Small`] as a slice named `$v`.
+macro_rules! each_small {
+    ($s:expr, $v:ident => $body:expr) => {
+        match $s {
+            Small::U8($v) => $body,
+            Small::U16($v) => $body,
+            Small::U32($v) => $body,
+        }
+    };
+}
+
+/// A loaded database column.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoredCol {
+    /// The column as a plan reads it.
+    Plain(HostCol),
+    /// An int32 or int64 column (`elem`) as offsets from its least value `base`.
+    Offset { elem: Elem, base: i64, offsets: Small },
+    /// A string column as the position of each row's dictionary code among the column's
+    /// distinct codes `codes` (ascending).
+    Codes { codes: Arc<Vec<u32>>, at: Small },
+}
+
+const WHAT: &str = "a loaded column, packed";
+
+impl StoredCol {
+    /// `col` in the fewest bytes this type knows: integer columns (int32, int64) whose
+    /// range fits a narrower width as offsets from their least value, and string columns
+    /// (`distinct`, their distinct codes, is `Some`) of at most 65,536 distinct strings
+    /// as positions among them; any other column as it is, and every column as it is
+    /// when memory for the packed copy runs out.
+    pub fn pack(col: HostCol, distinct: Option<&Arc<Vec<u32>>>) -> StoredCol {
+        match Self::pack_pieces(col.elem(), vec![col], distinct, WHAT) {
+            Ok(s) => s,
+            Err(mut pieces) => StoredCol::Plain(pieces.pop().expect("the one piece given back")),
+        }
+    }
+
+    /// The column of element type `elem` made of `pieces` (in order), packed as
+    /// [`StoredCol::pack`] packs a column, each piece freed as soon as it is copied; the
+    /// pieces back, untouched, when the column has no narrower form or memory for it
+    /// runs out (`what` names it then).
+    pub fn pack_pieces(
+        elem: Elem,
+        pieces: Vec<HostCol>,
+        distinct: Option<&Arc<Vec<u32>>>,
+        what: &str,
+    ) -> Result<StoredCol, Vec<HostCol>> {
+        let n: usize = pieces.iter().map(HostCol::len).sum();
+        if n == 0 || pieces.iter().any(|p| p.elem() != elem) {
+            return Err(pieces);
+        }
+        // The offsets' origin: the least value, or the distinct codes.
+        let (base, codes, span) = match (elem, distinct) {
+            (Elem::U32, Some(codes)) => (0, Some(codes), codes.len().saturating_sub(1) as u64),
+            (Elem::I32 | Elem::I64, _) => {
+                let range = |p: &HostCol| -> (i64, i64) {
+                    let fold = |a: (i64, i64), x: i64| (a.0.min(x), a.1.max(x));
+                    let id = || (i64::MAX, i64::MIN);
+                    let both = |a: (i64, i64), b: (i64, i64)| (a.0.min(b.0), a.1.max(b.1));
+                    match p {
+                        HostCol::I32(v) => v.par_iter().fold(id, |a, &x| fold(a, x as i64)).reduce(id, both),
+                        HostCol::I64(v) => v.par_iter().fold(id, |a, &x| fold(a, x)).reduce(id, both),
+                        _ => id(),
+                    }
+                };
+                let (lo, hi) = pieces
+                    .iter()
+                    .map(range)
+                    .fold((i64::MAX, i64::MIN), |a, b| (a.0.min(b.0), a.1.max(b.1)));
+                let span = (hi as i128 - lo as i128) as u128;
+                if span > u32::MAX as u128 {
+                    return Err(pieces);
+                }
+                (lo, None, span as u64)
+            }
+            _ => return Err(pieces),
+        };
+        let Some(bytes) = width(span, if codes.is_some() { 4 } else { elem.size() }) else {
+            return Err(pieces);
+        };
+        let Ok(mut at) = Small::with_capacity(bytes, n, what) else {
+            return Err(pieces);
+        };
+        for p in pieces {
+            match (&p, codes) {
+                (HostCol::U32(v), Some(codes)) => at.extend(v.len(), |i| codes.partition_point(|&c| c < v[i]) as u64),
+                (HostCol::I32(v), _) => at.extend(v.len(), |i| (v[i] as i64 - base) as u64),
+                (HostCol::I64(v), _) => at.extend(v.len(), |i| (v[i] as i128 - base as i128) as u64),
+                _ => unreachable!("every piece is of the column's element type"),
+            }
+        }
+        Ok(match codes {
+            Some(codes) => StoredCol::Codes {
+                codes: codes.clone(),
+                at,
+            },
+            None => StoredCol::Offset {
+                elem,
+                base,
+                offsets: at,
+            },
+        })
+    }
+
+    /// The element type of the column a plan reads.
+    pub fn elem(&self) -> Elem {
+        match self {
+            StoredCol::Plain(h) => h.elem(),
+            StoredCol::Offset { elem, .. } => *elem,
+            StoredCol::Codes { .. } => Elem::U32,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            StoredCol::Plain(h) => h.len(),
+            StoredCol::Offset { offsets, .. } => offsets.len(),
+            StoredCol::Codes { at, .. } => at.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes host memory holds for the column (the distinct codes of a string column
+    /// are shared with the table and not counted).
+    pub fn bytes(&self) -> usize {
+        match self {
+            StoredCol::Plain(h) => h.len() * h.elem().size(),
+            StoredCol::Offset { offsets, .. } => offsets.bytes(),
+            StoredCol::Codes { at, .. } => at.bytes(),
+        }
+    }
+
+    /// The column as it is held when it is not packed.
+    pub fn plain(&self) -> Option<&HostCol> {
+        match self {
+            StoredCol::Plain(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// The rows `a..b` of the column a plan reads, as a new column (on all cores).
+    pub fn slice(&self, a: usize, b: usize, what: &str) -> Result<HostCol, String> {
+        match self {
+            StoredCol::Plain(h) => h.try_slice(a..b, what),
+            StoredCol::Offset { elem, base, offsets } => {
+                let base = *base;
+                Ok(each_small!(offsets, v => {
+                    let v = &v[a..b];
+                    match elem {
+                        Elem::I32 => HostCol::I32(crate::alloc::try_par_collect(
+                            v.par_iter().map(|&o| (base + o as i64) as i32),
+                            what,
+                        )?),
+                        _ => HostCol::I64(crate::alloc::try_par_collect(v.par_iter().map(|&o| base + o as i64), what)?),
+                    }
+                }))
+            }
+            StoredCol::Codes { codes, at } => Ok(each_small!(at, v => HostCol::U32(crate::alloc::try_par_collect(
+                v[a..b].par_iter().map(|&k| codes[k as usize]),
+                what
+            )?))),
+        }
+    }
+
+    /// The whole column a plan reads: borrowed when it is held as it is, else widened.
+    pub fn widen(&self, what: &str) -> Result<Cow<'_, HostCol>, String> {
+        match self {
+            StoredCol::Plain(h) => Ok(Cow::Borrowed(h)),
+            _ => self.slice(0, self.len(), what).map(Cow::Owned),
+        }
+    }
+
+    /// Row `r` as an integer in the order of the column's values (floats in their total
+    /// order, string codes by code: equal values give equal integers).
+    pub fn order_at(&self, r: usize) -> i128 {
+        match self {
+            StoredCol::Plain(h) => match h {
+                HostCol::U8(v) => v[r].into(),
+                HostCol::I32(v) => v[r].into(),
+                HostCol::U32(v) => v[r].into(),
+                HostCol::I64(v) => v[r].into(),
+                HostCol::U64(v) => v[r].into(),
+                HostCol::I128(v) => v[r],
+                HostCol::F64(v) => {
+                    // The total order of `f64::total_cmp`, as a signed integer.
+                    let b = v[r].to_bits() as i64;
+                    (b ^ (((b >> 63) as u64) >> 1) as i64).into()
+                }
+            },
+            StoredCol::Offset { base, offsets, .. } => *base as i128 + each_small!(offsets, v => v[r] as i128),
+            StoredCol::Codes { codes, at } => codes[each_small!(at, v => v[r] as usize)].into(),
+        }
+    }
+
+    /// Row `r` as a column of one row.
+    pub fn row(&self, r: usize) -> HostCol {
+        self.slice(r, r + 1, "one row of a loaded column")
+            .expect("one row is always allocated")
+    }
+}
+
+/// The column of element type `elem` made of `pieces` (in order), as it is: allocated
+/// once, each piece freed as soon as it is copied; one piece is the column itself.
+pub fn concat_pieces(elem: Elem, mut pieces: Vec<HostCol>, what: &str) -> Result<HostCol, String> {
+    if pieces.len() == 1 && pieces[0].elem() == elem {
+        return Ok(pieces.pop().expect("one piece"));
+    }
+    if let Some(p) = pieces.iter().find(|p| p.elem() != elem) {
+        return Err(format!("{what}: a piece is {:?}, not {elem:?}", p.elem()));
+    }
+    let n: usize = pieces.iter().map(HostCol::len).sum();
+    macro_rules! concat_as {
+        ($variant:ident) => {{
+            let mut whole = crate::alloc::try_with_capacity(n, what)?;
+            for p in pieces {
+                if let HostCol::$variant(v) = p {
+                    whole.par_extend(v.into_par_iter());
+                }
+            }
+            HostCol::$variant(whole)
+        }};
+    }
+    Ok(match elem {
+        Elem::U8 => concat_as!(U8),
+        Elem::I32 => concat_as!(I32),
+        Elem::U32 => concat_as!(U32),
+        Elem::I64 => concat_as!(I64),
+        Elem::U64 => concat_as!(U64),
+        Elem::F64 => concat_as!(F64),
+        Elem::I128 => concat_as!(I128),
+    })
+}
+
+/// The distinct codes among the string column made of `pieces` (dictionary codes, each
+/// less than `codes`), in ascending order: one bit per code, set on all cores.
+pub fn distinct_codes(pieces: &[HostCol], codes: usize, what: &str) -> Result<Arc<Vec<u32>>, String> {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    let words: Vec<AtomicU64> =
+        crate::alloc::try_par_collect((0..codes.div_ceil(64)).into_par_iter().map(|_| AtomicU64::new(0)), what)?;
+    for p in pieces {
+        let HostCol::U32(v) = p else {
+            return Err(format!("{what}: a piece of a string column is {:?}", p.elem()));
+        };
+        if let Some(&c) = v.iter().find(|&&c| c as usize >= codes) {
+            return Err(format!("{what}: code {c} is not in the dictionary of {codes} strings"));
+        }
+        v.par_iter().for_each(|&c| {
+            let (w, bit) = (&words[c as usize / 64], 1u64 << (c % 64));
+            // Read first: most rows repeat a code whose bit is set, and reads share the line.
+            if w.load(Relaxed) & bit == 0 {
+                w.fetch_or(bit, Relaxed);
+            }
+        });
+    }
+    let n: usize = words.iter().map(|w| w.load(Relaxed).count_ones() as usize).sum();
+    let mut out = crate::alloc::try_with_capacity(n, what)?;
+    for (k, w) in words.iter().enumerate() {
+        let mut bits = w.load(Relaxed);
+        while bits != 0 {
+            out.push((k * 64) as u32 + bits.trailing_zeros());
+            bits &= bits - 1;
+        }
+    }
+    Ok(Arc::new(out))
+}
+
+/// A column a load reads: a database's stored column or a column held as it is read.
+#[derive(Debug, Clone, Copy)]
+pub enum ColRef<'a> {
+    Host(&'a HostCol),
+    Stored(&'a StoredCol),
+}
+
+impl<'a> ColRef<'a> {
+    pub fn len(&self) -> usize {
+        match self {
+            ColRef::Host(h) => h.len(),
+            ColRef::Stored(s) => s.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The element type of the column a plan reads.
+    pub fn elem(&self) -> Elem {
+        match self {
+            ColRef::Host(h) => h.elem(),
+            ColRef::Stored(s) => s.elem(),
+        }
+    }
+
+    /// The whole column a plan reads: borrowed unless it is packed.
+    pub fn widen(&self, what: &str) -> Result<Cow<'a, HostCol>, String> {
+        match *self {
+            ColRef::Host(h) => Ok(Cow::Borrowed(h)),
+            ColRef::Stored(s) => s.widen(what),
+        }
+    }
+
+    /// The column held as it is read, when it is not packed.
+    pub fn plain(&self) -> Option<&'a HostCol> {
+        match *self {
+            ColRef::Host(h) => Some(h),
+            ColRef::Stored(s) => s.plain(),
+        }
+    }
+
+    /// The rows `a..b` of the column a plan reads, copied.
+    pub fn slice(&self, a: usize, b: usize, what: &str) -> Result<HostCol, String> {
+        match self {
+            ColRef::Host(h) => h.try_slice(a..b, what),
+            ColRef::Stored(s) => s.slice(a, b, what),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(col: HostCol, distinct: Option<Arc<Vec<u32>>>) -> StoredCol {
+        let s = StoredCol::pack(col.clone(), distinct.as_ref());
+        assert_eq!(s.len(), col.len());
+        assert_eq!(s.elem(), col.elem());
+        assert_eq!(s.widen("t").unwrap().into_owned(), col);
+        for (a, b) in [(0, 0), (0, col.len()), (col.len() / 3, col.len() / 2)] {
+            assert_eq!(s.slice(a, b, "t").unwrap(), col.try_slice(a..b, "t").unwrap());
+        }
+        if !col.is_empty() {
+            let r = col.len() - 1;
+            assert_eq!(s.row(r), col.try_slice(r..r + 1, "t").unwrap());
+        }
+        let plain = StoredCol::Plain(col.clone());
+        for a in 0..col.len() {
+            for b in 0..col.len().min(50) {
+                assert_eq!(
+                    s.order_at(a).cmp(&s.order_at(b)),
+                    plain.order_at(a).cmp(&plain.order_at(b))
+                );
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn integer_columns_keep_their_values_in_the_narrowest_width() {
+        let s = round_trip(HostCol::I32(vec![-3, 250, 7, -3]), None);
+        assert_eq!(s.bytes(), 4, "a span of 253 takes one byte a row: {s:?}");
+        let s = round_trip(HostCol::I32(vec![19920101, 19981231, 19950615]), None);
+        assert_eq!(s.bytes(), 3 * 2, "a span under 65,536 takes two bytes a row: {s:?}");
+        let s = round_trip(HostCol::I32(vec![i32::MIN, i32::MAX, 0]), None);
+        assert_eq!(s, StoredCol::Plain(HostCol::I32(vec![i32::MIN, i32::MAX, 0])));
+        let s = round_trip(HostCol::I64(vec![10_494_950, 90_100, 0, 55_528_516]), None);
+        assert_eq!(s.bytes(), 4 * 4);
+        let s = round_trip(HostCol::I64(vec![i64::MIN, i64::MAX]), None);
+        assert!(matches!(s, StoredCol::Plain(_)));
+        let s = round_trip(HostCol::I64(vec![i64::MAX - 3, i64::MAX, i64::MAX - 1]), None);
+        assert_eq!(s.bytes(), 3);
+        let s = round_trip(HostCol::I64(vec![-(1 << 40); 1000]), None);
+        assert_eq!(s.bytes(), 1000, "all duplicates: a span of zero");
+        // Empty and one-row columns, and a size not a multiple of anything.
+        round_trip(HostCol::I64(vec![]), None);
+        round_trip(HostCol::I32(vec![42]), None);
+        let skewed: Vec<i64> = (0..1237).map(|i| if i % 97 == 0 { 1 << 31 } else { i % 5 }).collect();
+        let s = round_trip(HostCol::I64(skewed), None);
+        assert_eq!(s.bytes(), 1237 * 4);
+    }
+
+    #[test]
+    fn string_columns_keep_their_codes_as_positions_among_the_distinct_ones() {
+        let codes = Arc::new(vec![3u32, 17, 4000, 4_000_000]);
+        let col = HostCol::U32(vec![17, 3, 4_000_000, 4000, 17, 17]);
+        let s = round_trip(col, Some(codes.clone()));
+        assert_eq!(s.bytes(), 6);
+        let many: Arc<Vec<u32>> = Arc::new((0..300u32).map(|i| i * 7).collect());
+        let col = HostCol::U32((0..1000u32).map(|i| (i * 13 % 300) * 7).collect());
+        let s = round_trip(col, Some(many));
+        assert_eq!(s.bytes(), 2000);
+        // Without the distinct codes, a u32 column is kept as it is.
+        let col = HostCol::U32(vec![1, 2, 3]);
+        assert_eq!(round_trip(col.clone(), None), StoredCol::Plain(col));
+        round_trip(HostCol::U32(vec![]), Some(Arc::new(vec![])));
+        // Other element types are kept as they are.
+        let col = HostCol::F64(vec![1.5, -0.0, 0.0, -2.5, f64::INFINITY]);
+        let s = round_trip(col.clone(), None);
+        assert_eq!(s, StoredCol::Plain(col.clone()));
+        let HostCol::F64(v) = &col else { unreachable!() };
+        for a in 0..v.len() {
+            for b in 0..v.len() {
+                assert_eq!(
+                    s.order_at(a).cmp(&s.order_at(b)),
+                    v[a].total_cmp(&v[b]),
+                    "{} {}",
+                    v[a],
+                    v[b]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn pieces_pack_as_their_whole_column_does() {
+        let pieces = vec![
+            HostCol::I64(vec![100, 105]),
+            HostCol::I64(vec![]),
+            HostCol::I64(vec![90, 100_000, 7]),
+        ];
+        let whole = HostCol::I64(vec![100, 105, 90, 100_000, 7]);
+        let s = StoredCol::pack_pieces(Elem::I64, pieces.clone(), None, "t").unwrap();
+        assert_eq!(s, StoredCol::pack(whole.clone(), None));
+        assert_eq!(s.widen("t").unwrap().into_owned(), whole);
+        assert_eq!(concat_pieces(Elem::I64, pieces, "t").unwrap(), whole);
+        // A column with no narrower form gives its pieces back.
+        let wide = vec![HostCol::I32(vec![i32::MIN]), HostCol::I32(vec![i32::MAX])];
+        assert_eq!(
+            StoredCol::pack_pieces(Elem::I32, wide.clone(), None, "t"),
+            Err(wide.clone())
+        );
+        assert_eq!(
+            concat_pieces(Elem::I32, wide, "t").unwrap(),
+            HostCol::I32(vec![i32::MIN, i32::MAX])
+        );
+        // String codes: the distinct ones of all pieces, then positions among them.
+        let pieces = vec![HostCol::U32(vec![9, 2, 9]), HostCol::U32(vec![64, 2, 130])];
+        let d = distinct_codes(&pieces, 131, "t").unwrap();
+        assert_eq!(*d, vec![2, 9, 64, 130]);
+        let s = StoredCol::pack_pieces(Elem::U32, pieces, Some(&d), "t").unwrap();
+        assert_eq!(
+            s.widen("t").unwrap().into_owned(),
+            HostCol::U32(vec![9, 2, 9, 64, 2, 130])
+        );
+        assert_eq!(s.bytes(), 6);
+        assert!(distinct_codes(&[HostCol::U32(vec![131])], 131, "t").is_err());
+        assert_eq!(*distinct_codes(&[], 0, "t").unwrap(), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn column_references_widen_what_is_packed_and_borrow_the_rest() {
+        let h = HostCol::I64(vec![5, 6, 7]);
+        let s = StoredCol::pack(h.clone(), None);
+        assert!(s.plain().is_none());
+        let r = ColRef::Stored(&s);
+        assert!(matches!(r.widen("t").unwrap(), Cow::Owned(_)));
+        assert_eq!(r.widen("t").unwrap().into_owned(), h);
+        assert_eq!(r.slice(1, 3, "t").unwrap(), HostCol::I64(vec![6, 7]));
+        assert!(matches!(ColRef::Host(&h).widen("t").unwrap(), Cow::Borrowed(_)));
+        assert_eq!(ColRef::Host(&h).elem(), Elem::I64);
+    }
+}
