@@ -859,14 +859,20 @@ impl Interp<'_> {
                     .map_err(|msg| RuntimeError::Kernel { at: at_copy(), msg })?;
                 routing = Some(found);
             }
-            // A hashed part is gathered on the host; a whole column or a run of its rows is
-            // uploaded from the column itself (a packed one widened first).
+            // A hashed part is gathered on the host (widened as it is gathered); a whole
+            // column or a run of its rows is uploaded from the column itself (the rows of
+            // a packed one widened first).
             let picked = match (column, &part, &routing) {
-                (Some(h), crate::database::Rows::Hashed { rank, .. }, Some(r)) => Some(
-                    h.widen(&format!("`{}`, widened", rel.name))
-                        .and_then(|h| r.pick(&h, *rank, &format!("a part of `{}`", rel.name)))
+                (Some(h), crate::database::Rows::Hashed { rank, .. }, Some(r)) => {
+                    let what = format!("a part of `{}`", rel.name);
+                    Some(
+                        match h {
+                            ColRef::Host(h) => r.pick(h, *rank, &what),
+                            ColRef::Stored(s) => r.pick_stored(s, *rank, &what),
+                        }
                         .map_err(|msg| RuntimeError::Kernel { at: at_copy(), msg })?,
-                ),
+                    )
+                }
                 (Some(_), _, _) => None,
                 (None, _, _) => Some(HostCol::empty(Elem::of(col.ty))),
             };

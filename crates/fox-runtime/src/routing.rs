@@ -6,6 +6,7 @@
 //! the input's order.
 
 use crate::backend::HostCol;
+use crate::stored::StoredCol;
 use fox_kernel::{device_of, mix64, row_hash, value_bits_f64, value_bits_i128, value_bits_i32};
 use std::mem::MaybeUninit;
 
@@ -128,20 +129,34 @@ impl Routing {
     /// gathered in parallel; or the message naming what does not match or ran out of
     /// memory (`what`).
     pub(crate) fn pick(&self, col: &HostCol, rank: usize, what: &str) -> Result<HostCol, String> {
-        if col.len() != self.len() || rank >= self.devices() {
-            return Err(format!(
-                "the routing of an input of {} rows over {} devices was asked for device {rank}'s part of a column \
-                 of {} rows",
-                self.len(),
-                self.devices(),
-                col.len()
-            ));
-        }
-        let span = self.starts[rank]..self.starts[rank + 1];
+        let span = self.span(col.len(), rank)?;
         match &self.rows {
             RowList::Narrow(r) => col.try_par_pick(&r[span], what),
             RowList::Wide(r) => col.try_par_pick_by(&r[span], RowIndex::at, what),
         }
+    }
+
+    /// [`Routing::pick`] of a database's stored column: device `rank`'s rows, widened
+    /// as they are gathered (a packed column is never widened whole).
+    pub(crate) fn pick_stored(&self, col: &StoredCol, rank: usize, what: &str) -> Result<HostCol, String> {
+        let span = self.span(col.len(), rank)?;
+        match &self.rows {
+            RowList::Narrow(r) => col.try_par_pick_by(&r[span], RowIndex::at, what),
+            RowList::Wide(r) => col.try_par_pick_by(&r[span], RowIndex::at, what),
+        }
+    }
+
+    /// Where device `rank`'s rows are in the list, for a column of `len` rows.
+    fn span(&self, len: usize, rank: usize) -> Result<std::ops::Range<usize>, String> {
+        if len != self.len() || rank >= self.devices() {
+            return Err(format!(
+                "the routing of an input of {} rows over {} devices was asked for device {rank}'s part of a column \
+                 of {len} rows",
+                self.len(),
+                self.devices(),
+            ));
+        }
+        Ok(self.starts[rank]..self.starts[rank + 1])
     }
 }
 

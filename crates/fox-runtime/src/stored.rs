@@ -233,6 +233,34 @@ impl StoredCol {
         }
     }
 
+    /// The rows `index(rows[i])` (each in range) of the column a plan reads, in the
+    /// order of `rows`, gathered and widened in parallel.
+    pub fn try_par_pick_by<I: Copy + Send + Sync>(
+        &self,
+        rows: &[I],
+        index: impl Fn(I) -> usize + Send + Sync,
+        what: &str,
+    ) -> Result<HostCol, String> {
+        use crate::alloc::try_par_collect;
+        if let StoredCol::Plain(h) = self {
+            return h.try_par_pick_by(rows, index, what);
+        }
+        let rows = rows.par_iter().with_min_len(1 << 14);
+        Ok(match self {
+            StoredCol::Plain(_) => unreachable!("picked above"),
+            StoredCol::Offset { elem, base, offsets } => {
+                let base = *base;
+                each_small!(offsets, v => match elem {
+                    Elem::I32 => HostCol::I32(try_par_collect(rows.map(|&r| (base + v[index(r)] as i64) as i32), what)?),
+                    _ => HostCol::I64(try_par_collect(rows.map(|&r| base + v[index(r)] as i64), what)?),
+                })
+            }
+            StoredCol::Codes { codes, at } => {
+                each_small!(at, v => HostCol::U32(try_par_collect(rows.map(|&r| codes[v[index(r)] as usize]), what)?))
+            }
+        })
+    }
+
     /// The whole column a plan reads: borrowed when it is held as it is, else widened.
     pub fn widen(&self, what: &str) -> Result<Cow<'_, HostCol>, String> {
         match self {
@@ -517,6 +545,24 @@ mod tests {
         assert_eq!(r.widen("t").unwrap().into_owned(), h);
         assert_eq!(r.slice(1, 3, "t").unwrap(), HostCol::I64(vec![6, 7]));
         assert!(matches!(ColRef::Host(&h).widen("t").unwrap(), Cow::Borrowed(_)));
+        // Rows picked from a packed column are its widened rows.
+        let rows = [2u32, 0, 2];
+        assert_eq!(
+            s.try_par_pick_by(&rows, |r| r as usize, "t").unwrap(),
+            HostCol::I64(vec![7, 5, 7])
+        );
+        let codes = Arc::new(vec![4u32, 900]);
+        let c = StoredCol::pack(HostCol::U32(vec![900, 4, 4]), Some(&codes));
+        assert_eq!(
+            c.try_par_pick_by(&rows, |r| r as usize, "t").unwrap(),
+            HostCol::U32(vec![4, 900, 4])
+        );
+        let i = StoredCol::pack(HostCol::I32(vec![-1, 300, 7]), None);
+        assert!(i.plain().is_none());
+        assert_eq!(
+            i.try_par_pick_by(&rows, |r| r as usize, "t").unwrap(),
+            HostCol::I32(vec![7, -1, 7])
+        );
         assert_eq!(ColRef::Host(&h).elem(), Elem::I64);
     }
 }
