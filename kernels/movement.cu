@@ -1,5 +1,6 @@
 // Data movement: gather (with a shift and a bounds check), range counts of the leapfrog
-// triejoin levels. Concat and Slice are device-to-device copies issued by the host.
+// triejoin levels, the routing of rows over devices, and packed columns widened as they
+// are uploaded. Concat and Slice are device-to-device copies issued by the host.
 //
 // Errors go to the error word of common.cuh (`report_err`), keyed by the failing key;
 // their codes, ERR_INDEX and ERR_RANGE, come with the prelude (k_move.rs).
@@ -144,5 +145,42 @@ extern "C" __global__ void route_flags(unsigned char* __restrict__ flags, const 
     const u64 stride = (u64)gridDim.x * blockDim.x;
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         flags[i] = (unsigned char)(__umul64hi(h[i], (u64)devices) == (u64)d);
+    }
+}
+
+// Rows of a packed database column (fox_runtime::stored::StoredCol), widened on the device:
+// `at` holds n offsets of `width` bytes (1, 2 or 4) each.
+__device__ __forceinline__ u32 packed_at(const unsigned char* __restrict__ at, u64 i, u32 width) {
+    if (width == 1) return at[i];
+    if (width == 2) return reinterpret_cast<const unsigned short*>(at)[i];
+    return reinterpret_cast<const u32*>(at)[i];
+}
+
+// out[i] = base + at[i], an int32 column (wrapping arithmetic: base is the column's least
+// value as 64 bits, so the sum is the value).
+extern "C" __global__ void widen_i32(int* __restrict__ out, const unsigned char* __restrict__ at, u64 n,
+                                     u32 width, u64 base) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        out[i] = (int)(u32)(base + (u64)packed_at(at, i, width));
+    }
+}
+
+// out[i] = base + at[i], an int64 column.
+extern "C" __global__ void widen_i64(u64* __restrict__ out, const unsigned char* __restrict__ at, u64 n,
+                                     u32 width, u64 base) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        out[i] = base + (u64)packed_at(at, i, width);
+    }
+}
+
+// out[i] = codes[at[i]], a string column: each row's position among the column's distinct
+// dictionary codes (every position is below the number of codes).
+extern "C" __global__ void widen_codes(u32* __restrict__ out, const unsigned char* __restrict__ at, u64 n,
+                                       u32 width, const u32* __restrict__ codes) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        out[i] = __ldg(&codes[packed_at(at, i, width)]);
     }
 }

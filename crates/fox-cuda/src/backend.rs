@@ -262,6 +262,14 @@ impl Backend for CudaBackend {
         crate::k_move::upload_flags(&mut self.gpu, len, ones)
     }
 
+    fn upload_stored(
+        &mut self,
+        col: &fox_runtime::stored::StoredCol,
+        rows: std::ops::Range<usize>,
+    ) -> Result<DevBuf, BackendError> {
+        crate::k_move::upload_stored(&mut self.gpu, col, rows)
+    }
+
     fn download(&mut self, buf: &DevBuf) -> Result<HostCol, BackendError> {
         self.gpu.download(buf)
     }

@@ -727,6 +727,18 @@ impl Gpu {
         self.upload_rows(col, 0..col.len())
     }
 
+    /// A new `U8` buffer holding `bytes`, copied from them.
+    pub(crate) fn upload_bytes(&mut self, bytes: &[u8]) -> Result<DevBuf, BackendError> {
+        let buf = self.alloc(Elem::U8, bytes.len())?;
+        match self.htod(&buf, bytes) {
+            Ok(()) => Ok(buf),
+            Err(e) => {
+                self.free(buf);
+                Err(e)
+            }
+        }
+    }
+
     /// A new buffer holding the rows `rows` of `col`, copied from `col` itself.
     pub fn upload_rows(&mut self, col: &HostCol, rows: std::ops::Range<usize>) -> Result<DevBuf, BackendError> {
         if rows.start > rows.end || rows.end > col.len() {

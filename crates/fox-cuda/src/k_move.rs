@@ -363,3 +363,70 @@ pub(crate) fn upload_flags(gpu: &mut Gpu, len: usize, ones: &[u32]) -> Result<De
         }
     }
 }
+
+/// The rows `rows` of a database's stored column as the column a plan reads: a column
+/// held as it is read is copied as it is; a packed one moves its packed rows (1, 2 or 4
+/// bytes a row, and a string column's distinct codes) and is widened on the device
+/// (kernels/movement.cu `widen_i32`, `widen_i64`, `widen_codes`), the packed rows freed
+/// after. Nothing is left allocated on an error.
+pub(crate) fn upload_stored(
+    gpu: &mut Gpu,
+    col: &fox_runtime::stored::StoredCol,
+    rows: std::ops::Range<usize>,
+) -> Result<DevBuf, BackendError> {
+    if let Some(h) = col.plain() {
+        return gpu.upload_rows(h, rows);
+    }
+    if rows.start > rows.end || rows.end > col.len() {
+        return Err(err(format!(
+            "rows {}..{} of a packed column of {} rows uploaded",
+            rows.start,
+            rows.end,
+            col.len()
+        )));
+    }
+    let Some((bytes, width, how)) = col.packed_rows(rows.start, rows.end) else {
+        return Err(err("a packed column without packed rows".to_string()));
+    };
+    let n = rows.len();
+    let out = gpu.alloc(col.elem(), n)?;
+    if n == 0 {
+        return Ok(out);
+    }
+    let mut temps = Vec::with_capacity(2);
+    let res = (|| {
+        temps.push(gpu.upload_bytes(bytes)?);
+        let at = gpu.ptr(&temps[0])?;
+        let (kernel, last) = match how {
+            Ok(base) => (
+                if col.elem() == Elem::I32 {
+                    "widen_i32"
+                } else {
+                    "widen_i64"
+                },
+                KArg::U64(base as u64),
+            ),
+            Err(codes) => {
+                temps.push(gpu.upload(&HostCol::U32(codes.to_vec()))?);
+                ("widen_codes", KArg::Ptr(gpu.ptr(&temps[1])?))
+            }
+        };
+        let args = [
+            KArg::Ptr(gpu.ptr(&out)?),
+            KArg::Ptr(at),
+            KArg::U64(n as u64),
+            KArg::U32(width),
+            last,
+        ];
+        let grid = gpu.grid_for(n, BLOCK, 4, 16);
+        gpu.launch("movement", kernel, grid, BLOCK, 0, &args)
+    })();
+    free_all(gpu, temps);
+    match res {
+        Ok(()) => Ok(out),
+        Err(e) => {
+            gpu.free(out);
+            Err(e)
+        }
+    }
+}

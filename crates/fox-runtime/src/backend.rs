@@ -263,6 +263,27 @@ pub trait Backend {
         let part = col.try_slice(rows, "an uploaded column").map_err(BackendError)?;
         self.upload(part)
     }
+    /// Uploads the rows `rows` (in range) of a database's stored column as the column a
+    /// plan reads: widened when it is packed ([`crate::stored::StoredCol`]). A backend
+    /// with memory of its own may move the packed rows and widen them on the device (its
+    /// buffers then need the packed rows' bytes besides the column's while it runs:
+    /// [`crate::stored::StoredCol::packed_bytes`]). The default widens them on the host
+    /// and uploads that.
+    fn upload_stored(
+        &mut self,
+        col: &crate::stored::StoredCol,
+        rows: std::ops::Range<usize>,
+    ) -> Result<DevBuf, BackendError> {
+        match col.plain() {
+            Some(h) => self.upload_rows(h, rows),
+            None => {
+                let wide = col
+                    .slice(rows.start, rows.end, "an uploaded column, widened")
+                    .map_err(BackendError)?;
+                self.upload(wide)
+            }
+        }
+    }
     /// A new `U8` buffer of `len` rows, 1 at the rows `ones` (each below `len`) and 0
     /// elsewhere: a table of flags most of whose rows are 0 (a pattern's table over a
     /// large dictionary of which a run reads few strings), which a backend with memory

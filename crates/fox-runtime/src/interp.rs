@@ -896,15 +896,8 @@ impl Interp<'_> {
             let keep = from_database && self.resident.is_some() && column.is_some() && self.admit_resident(bytes);
             let up = match (picked, column) {
                 (Some(p), _) => self.upload_room(p),
-                (None, Some(h)) => match h.plain() {
-                    Some(h) => self.upload_room_rows(h, rows.clone()),
-                    None => {
-                        let wide = h
-                            .slice(rows.start, rows.end, &format!("a part of `{}`, widened", rel.name))
-                            .map_err(|msg| RuntimeError::Kernel { at: at_copy(), msg })?;
-                        self.upload_room(wide)
-                    }
-                },
+                (None, Some(ColRef::Host(h))) => self.upload_room_rows(h, rows.clone()),
+                (None, Some(ColRef::Stored(s))) => self.upload_room_stored(s, rows.clone()),
                 (None, None) => self.upload_room(HostCol::empty(Elem::of(col.ty))),
             };
             let b = up.map_err(|e| RuntimeError::Kernel {
@@ -1795,6 +1788,33 @@ impl Interp<'_> {
         up
     }
 
+    /// [`Self::upload_room`] of the rows `rows` of a database's stored column
+    /// ([`Backend::upload_stored`]: a packed column widened where the backend chooses),
+    /// with room for its packed rows too.
+    fn upload_room_stored(
+        &mut self,
+        col: &crate::stored::StoredCol,
+        rows: std::ops::Range<usize>,
+    ) -> Result<DevBuf, crate::BackendError> {
+        let bytes = rows.len() * col.elem().size() + self.packed_room(col, rows.len());
+        self.make_room(bytes, &[]).map_err(crate::BackendError)?;
+        let t = Instant::now();
+        let up = self.backend.upload_stored(col, rows);
+        self.stats.upload += t.elapsed();
+        up
+    }
+
+    /// The device bytes `n` rows of a stored column take while they are widened there,
+    /// besides the column's own: its packed rows on a backend with memory of its own
+    /// (which widens them on the device), none where the device is host memory.
+    fn packed_room(&self, col: &crate::stored::StoredCol, n: usize) -> usize {
+        if self.backend.memory_is_separate() {
+            col.packed_bytes(n)
+        } else {
+            0
+        }
+    }
+
     /// Brings the slots of `slots` that are in the host tier back to the device, making
     /// room for each (keeping all of `slots`). One that does not fit beside the others
     /// within the run's device budget stays in the host tier, and the error says so.
@@ -1809,10 +1829,15 @@ impl Interp<'_> {
                 let b = self.slot_buf(s);
                 (b.bytes(), b.len, b.elem.size())
             };
-            self.make_room(bytes, slots)?;
+            // The database's rows come with their packed rows while they are widened.
+            let packed = match &self.tiers[s] {
+                Tier::Db(rows) => self.packed_room(rows.column(), rows.rows.len()),
+                _ => 0,
+            };
+            self.make_room(bytes + packed, slots)?;
             if let Some(cap) = self.device_cap {
                 let left = cap.saturating_sub(self.backend.mem().in_use as u64);
-                if bytes as u64 > left {
+                if (bytes + packed) as u64 > left {
                     let why = if self.memory_limit.is_some() {
                         crate::alloc::limit_refusal(u128::from(left))
                     } else {
@@ -1829,21 +1854,20 @@ impl Interp<'_> {
                     ));
                 }
             }
-            let col = match std::mem::replace(&mut self.tiers[s], Tier::Gone) {
+            let t = Instant::now();
+            let up = match std::mem::replace(&mut self.tiers[s], Tier::Gone) {
                 Tier::Host(col) => {
                     self.host_in_use -= bytes as u64;
-                    col
+                    self.backend.upload(col)
                 }
                 Tier::Db(rows) => {
-                    let col = rows.copy();
+                    let up = self.backend.upload_stored(rows.column(), rows.rows.clone());
                     // The slot reads the database until its rows are on the device.
                     self.tiers[s] = Tier::Db(rows);
-                    col?
+                    up
                 }
                 Tier::Device | Tier::Gone => unreachable!("checked above"),
             };
-            let t = Instant::now();
-            let up = self.backend.upload(col);
             self.stats.upload += t.elapsed();
             let b = up.map_err(|e| e.0)?;
             self.slots[s].as_mut().expect("occupied").0 = b;

@@ -201,6 +201,43 @@ impl StoredCol {
         }
     }
 
+    /// The bytes `n` packed rows take (with the distinct codes of a string column), as
+    /// a backend that widens them on its device holds them meanwhile; 0 for a column held
+    /// as it is read.
+    pub fn packed_bytes(&self, n: usize) -> usize {
+        let width = |s: &Small| match s {
+            Small::U8(_) => 1,
+            Small::U16(_) => 2,
+            Small::U32(_) => 4,
+        };
+        match self {
+            StoredCol::Plain(_) => 0,
+            StoredCol::Offset { offsets, .. } => n * width(offsets),
+            StoredCol::Codes { codes, at } => n * width(at) + 4 * codes.len(),
+        }
+    }
+
+    /// The packed rows `a..b` as bytes (native order), their width in bytes, and what
+    /// widens them: `Ok(base)` for an integer column, `Err(codes)` for a string column;
+    /// `None` for a column held as it is read.
+    #[allow(clippy::type_complexity)]
+    pub fn packed_rows(&self, a: usize, b: usize) -> Option<(&[u8], u32, Result<i64, &[u32]>)> {
+        fn bytes<T: Copy>(v: &[T]) -> &[u8] {
+            // SAFETY: u8, u16 and u32 have no padding and every byte is initialised.
+            unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+        }
+        let (s, how) = match self {
+            StoredCol::Plain(_) => return None,
+            StoredCol::Offset { base, offsets, .. } => (offsets, Ok(*base)),
+            StoredCol::Codes { codes, at } => (at, Err(codes.as_slice())),
+        };
+        Some(match s {
+            Small::U8(v) => (bytes(&v[a..b]), 1, how),
+            Small::U16(v) => (bytes(&v[a..b]), 2, how),
+            Small::U32(v) => (bytes(&v[a..b]), 4, how),
+        })
+    }
+
     /// The column as it is held when it is not packed.
     pub fn plain(&self) -> Option<&HostCol> {
         match self {
@@ -209,8 +246,12 @@ impl StoredCol {
         }
     }
 
-    /// The rows `a..b` of the column a plan reads, as a new column (on all cores).
+    /// The rows `a..b` of the column a plan reads, as a new column (on all cores); an
+    /// error for rows past the column.
     pub fn slice(&self, a: usize, b: usize, what: &str) -> Result<HostCol, String> {
+        if a > b || b > self.len() {
+            return Err(format!("{what}: rows {a}..{b} of a column of {} rows", self.len()));
+        }
         match self {
             StoredCol::Plain(h) => h.try_slice(a..b, what),
             StoredCol::Offset { elem, base, offsets } => {
@@ -544,6 +585,10 @@ mod tests {
         assert!(matches!(r.widen("t").unwrap(), Cow::Owned(_)));
         assert_eq!(r.widen("t").unwrap().into_owned(), h);
         assert_eq!(r.slice(1, 3, "t").unwrap(), HostCol::I64(vec![6, 7]));
+        assert!(
+            s.slice(2, 4, "t").is_err() && s.slice(2, 1, "t").is_err(),
+            "rows past the column"
+        );
         assert!(matches!(ColRef::Host(&h).widen("t").unwrap(), Cow::Borrowed(_)));
         // Rows picked from a packed column are its widened rows.
         let rows = [2u32, 0, 2];

@@ -345,6 +345,80 @@ fn upload_flags_matches_cpu() {
     assert_eq!(gpu.mem().in_use, before, "nothing left allocated after a refusal");
 }
 
+/// `upload_stored` widens a packed database column on the device to exactly what the CPU
+/// backend widens on the host: int32 and int64 columns whose ranges pack in 1, 2 and 4
+/// bytes, string columns of 3 and 300 distinct codes (1 and 2 bytes), under every
+/// distribution, sizes around the block size, whole, interior and empty ranges; a column
+/// held as it is uploads as it is; rows past the column are refused, nothing left
+/// allocated.
+fn upload_stored_matches_cpu() {
+    use fox_runtime::stored::StoredCol;
+    use fox_runtime::Backend;
+    use std::sync::Arc;
+    let mut gpu = gpu("upload_stored_matches_cpu");
+    let mut cpu = fox_cpu::CpuBackend::new();
+    let mut rng = Rng::new(10);
+    let mut packed = 0;
+    for &n in SIZES {
+        for dist in Dist::ALL {
+            let HostCol::I64(v) = random_col(&mut rng, Elem::I64, n, dist) else {
+                unreachable!("an int64 column")
+            };
+            let mut cols = Vec::new();
+            for span in [200i64, 60_000, 3_000_000_000] {
+                let lo = -(1i64 << 40) + rng.below(1000) as i64;
+                cols.push(StoredCol::pack(
+                    HostCol::I64(v.iter().map(|&x| lo + x.rem_euclid(span)).collect()),
+                    None,
+                ));
+                if span < 1 << 31 {
+                    let narrow = v.iter().map(|&x| (x.rem_euclid(span) - 5_000) as i32).collect();
+                    cols.push(StoredCol::pack(HostCol::I32(narrow), None));
+                }
+            }
+            for k in [3i64, 300] {
+                let codes: Vec<u32> = (0..k as u32).map(|c| c * 7919 + 11).collect();
+                let col: Vec<u32> = v.iter().map(|&x| codes[x.rem_euclid(k) as usize]).collect();
+                let mut distinct = col.clone();
+                distinct.sort_unstable();
+                distinct.dedup();
+                cols.push(StoredCol::pack(HostCol::U32(col), Some(&Arc::new(distinct))));
+            }
+            cols.push(StoredCol::Plain(HostCol::I64(v.clone())));
+            for col in &cols {
+                packed += usize::from(col.plain().is_none());
+                for (a, b) in [(0, n), (n / 3, n / 2 + 1), (n, n), (0, n.min(1))] {
+                    let rows = a.min(n)..b.min(n).max(a.min(n));
+                    let case = format!(
+                        "{dist:?}, {n} rows, rows {rows:?}, {:?} held in {} bytes",
+                        col.elem(),
+                        col.bytes()
+                    );
+                    let g = gpu
+                        .upload_stored(col, rows.clone())
+                        .unwrap_or_else(|e| panic!("{case}: {e}"));
+                    let c = cpu
+                        .upload_stored(col, rows.clone())
+                        .unwrap_or_else(|e| panic!("{case}: {e}"));
+                    let got = gpu.download(&g).expect("download");
+                    assert_eq!(got, cpu.download(&c).expect("download"), "{case}");
+                    assert_eq!(got.len(), rows.len(), "{case}");
+                    assert_eq!(got, col.slice(rows.start, rows.end, "t").expect("slice"), "{case}");
+                    gpu.free(g);
+                    cpu.free(c);
+                }
+            }
+        }
+    }
+    assert!(packed > 100, "the cases pack their columns ({packed} packed)");
+    let col = StoredCol::pack(HostCol::I64(vec![5, 6, 7]), None);
+    assert!(col.plain().is_none());
+    let before = gpu.mem().in_use;
+    assert!(gpu.upload_stored(&col, 2..4).is_err(), "rows past the end are refused");
+    assert!(cpu.upload_stored(&col, 2..4).is_err(), "rows past the end are refused");
+    assert_eq!(gpu.mem().in_use, before, "nothing left allocated after a refusal");
+}
+
 tests![
     Gpu gather_every_type_size_and_shift,
     Gpu gather_columns_of_different_lengths_and_no_columns,
@@ -355,4 +429,5 @@ tests![
     Gpu root_range_and_range_count,
     Gpu upload_rows_matches_cpu,
     Gpu upload_flags_matches_cpu,
+    Gpu upload_stored_matches_cpu,
 ];

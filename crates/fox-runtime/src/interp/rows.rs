@@ -438,6 +438,16 @@ impl Interp<'_> {
             }
             let part = match sliced {
                 Some(x) => x,
+                // The database's rows, widened where the backend chooses.
+                None if matches!(self.tiers[s], Tier::Db(_)) => {
+                    let Tier::Db(rows) = &self.tiers[s] else {
+                        unreachable!("matched above")
+                    };
+                    let (table, c, start) = (rows.table.clone(), rows.col, rows.rows.start);
+                    let col = Database::column(&table, c).expect("a referenced column is loaded");
+                    self.upload_room_stored(col, start + a..start + b)
+                        .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?
+                }
                 None => match self.rows_off_device(s, a, b) {
                     Some(part) => {
                         let part = part.map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;
