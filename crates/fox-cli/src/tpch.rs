@@ -658,6 +658,65 @@ pub fn table(runs: &[QueryRun]) -> String {
     s
 }
 
+/// The bytes [`upload_bandwidth`] moves in each of its copies.
+pub const BANDWIDTH_BYTES: usize = 256 << 20;
+
+/// The bandwidth of copies from the host to `backend`'s device, in bytes per second: the
+/// median of three uploads of [`BANDWIDTH_BYTES`] from a column the host keeps
+/// (`Backend::upload_rows`, as the database's columns are uploaded), each waited for.
+pub fn upload_bandwidth(backend: &mut dyn fox_runtime::Backend) -> Result<f64, String> {
+    let col = fox_runtime::HostCol::U8(fox_runtime::alloc::try_filled(
+        BANDWIDTH_BYTES,
+        1u8,
+        "the bandwidth test's column",
+    )?);
+    let mut times = Vec::with_capacity(3);
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        let buf = backend.upload_rows(&col, 0..BANDWIDTH_BYTES).map_err(|e| e.0)?;
+        let synced = backend.sync();
+        times.push(t.elapsed().as_secs_f64());
+        backend.free(buf);
+        synced.map_err(|e| e.0)?;
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(BANDWIDTH_BYTES as f64 / times[1].max(1e-9))
+}
+
+/// The floor of the median runs' copies to the device at `bandwidth` bytes per second,
+/// per query and in all, beside the runs' times: the time the bus alone would take.
+pub fn bus_floor(runs: &[QueryRun], bandwidth: f64) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let (mut bytes, mut total) = (0u64, 0.0);
+    for r in runs {
+        bytes += r.stats.bytes_in;
+        total += ms(r.median());
+    }
+    let floor = |b: u64| b as f64 / bandwidth * 1e3;
+    let _ = writeln!(
+        s,
+        "to the device: {} bytes in the median runs; at {:.2} GB/s (host to device, measured: {} MiB copied, median of 3) the floor is {:.1} ms of the {:.1} ms total ({:.2})",
+        bytes,
+        bandwidth / 1e9,
+        BANDWIDTH_BYTES >> 20,
+        floor(bytes),
+        total,
+        floor(bytes) / total.max(1e-9)
+    );
+    for r in runs {
+        let _ = writeln!(
+            s,
+            "  Q{}: {} bytes, floor {:.1} ms of {:.1} ms",
+            r.query,
+            r.stats.bytes_in,
+            floor(r.stats.bytes_in),
+            ms(r.median())
+        );
+    }
+    s
+}
+
 /// Per query, the device peak, the host tier's peak and what ran in pieces, of the
 /// median's run (for runs under a `--memory-limit`).
 pub fn tier_lines(runs: &[QueryRun]) -> String {

@@ -169,6 +169,7 @@ impl Backend for CpuBackend {
                 )));
             }
         }
+        self.mem.bytes_in += bytes as u64;
         Ok(self.register(col))
     }
 

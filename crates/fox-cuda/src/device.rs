@@ -769,6 +769,7 @@ impl Gpu {
     }
 
     fn htod<T: cudarc::driver::DeviceRepr>(&mut self, buf: &DevBuf, v: &[T]) -> Result<(), BackendError> {
+        self.mem.bytes_in += std::mem::size_of_val(v) as u64;
         if std::mem::size_of_val(v) >= STAGING_MIN && self.staging_ready(std::mem::size_of_val(v)) {
             let dst = self.ptr(buf)?;
             if buf.len < v.len() {

@@ -217,6 +217,9 @@ pub struct MemStats {
     pub peak: usize,
     /// The sum of the sizes of every buffer ever allocated.
     pub total_allocated: usize,
+    /// The bytes copied from the host into the device's buffers by uploads, over the
+    /// backend's life (a packed column's packed rows where the device widens them).
+    pub bytes_in: u64,
 }
 
 /// An error a backend reports: a kernel's data error (division by zero, overflow, an

@@ -316,6 +316,8 @@ struct Interp<'a> {
     claims_started: usize,
     /// On one device, the next box of the expansion under way.
     local_next: u32,
+    /// The backend's `MemStats::bytes_in` when the run started.
+    bytes_in_at_start: u64,
 }
 
 impl<'a> Interp<'a> {
@@ -379,12 +381,14 @@ impl<'a> Interp<'a> {
             failure_leaked: false,
             claims_started: 0,
             local_next: 0,
+            bytes_in_at_start: 0,
         }
     }
 
     /// Gives the backend the run's memory limit and works out the device budget.
     fn start(&mut self, opts: &RunOptions) {
         self.stats.backend = self.backend.name();
+        self.bytes_in_at_start = self.backend.mem().bytes_in;
         self.backend.set_memory_limit(opts.memory_limit);
         let separate = self.backend.memory_is_separate();
         self.device_cap = match (opts.memory_limit, self.backend.memory_capacity()) {
@@ -403,6 +407,7 @@ impl<'a> Interp<'a> {
         self.end_resident(mem.peak);
         self.stats.compile = self.backend.compile_time();
         self.stats.total_allocated_bytes = mem.total_allocated;
+        self.stats.bytes_in = mem.bytes_in.saturating_sub(self.bytes_in_at_start);
         self.stats.instrs = self.instr_stats.iter().flatten().flatten().cloned().collect();
         let plan = self.plan;
         self.stats.pieces = std::mem::take(&mut self.pieces)

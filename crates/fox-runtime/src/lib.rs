@@ -152,6 +152,10 @@ pub struct RunStats {
     pub peak_bytes: usize,
     /// The sum of the sizes of every buffer allocated during the run, in bytes.
     pub total_allocated_bytes: usize,
+    /// The bytes the run copied from the host to the device ([`MemStats::bytes_in`]: what
+    /// crossed the bus on a GPU; a packed column counts its packed rows where the device
+    /// widens them). Summed over the devices of a run over several.
+    pub bytes_in: u64,
     /// The plan's largest live set, in buffers, from liveness analysis.
     pub planned_peak_buffers: usize,
     /// The largest number of buffer variables that held a value at once during the run.

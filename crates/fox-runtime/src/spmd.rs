@@ -817,6 +817,7 @@ fn combine(devices: Vec<crate::RunStats>) -> crate::RunStats {
         all.peak_bytes = all.peak_bytes.max(d.peak_bytes);
         all.device_peaks.push(d.peak_bytes);
         all.total_allocated_bytes += d.total_allocated_bytes;
+        all.bytes_in += d.bytes_in;
         all.actual_peak_buffers = all.actual_peak_buffers.max(d.actual_peak_buffers);
         all.rounds += d.rounds;
         all.boxes += d.boxes;

@@ -224,9 +224,12 @@ struct TpchArgs {
     check_sf1: bool,
     /// The device memory the runs may use (e.g. 512M, 16G; default: all of the
     /// device's): operators that do not fit run in pieces and buffers wait in the host
-    /// tier; each query's device peak and host-tier peak are printed after the table. The
-    /// columns the runs read stay on the device between runs within the limit less the
-    /// largest working set of a run so far; over --devices the limit is each device's.
+    /// tier; each query's device peak and host-tier peak are printed after the table,
+    /// then the bytes its median run copied to the device and their floor at the
+    /// host-to-device bandwidth measured before the runs (256 MiB copies, median of 3),
+    /// per query and against the total. The columns the runs read stay on the device
+    /// between runs within the limit less the largest working set of a run so far; over
+    /// --devices the limit is each device's.
     #[arg(long, value_name = "SIZE", value_parser = fox_cli::parse_memory_size)]
     memory_limit: Option<u64>,
     /// Also write the measurements to FILE as JSON (tpch/bench-duckdb.py --fox-json reads it).
@@ -1271,6 +1274,11 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
         }
     );
     let db = std::sync::Arc::new(db);
+    // Under a limit, the bus's bandwidth, for the floor of the bytes the runs move.
+    let bandwidth = match a.memory_limit {
+        Some(_) => Some(t::upload_bandwidth(backends[0].as_mut()).map_err(|e| anyhow::anyhow!("{e}"))?),
+        None => None,
+    };
     let spinner = Spinner::new(progress, "running the queries");
     let mut failures = Vec::new();
     let runs = t::run_queries_with(
@@ -1368,6 +1376,9 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
     }
     if a.memory_limit.is_some() {
         fox_cli::stdout::print(&t::tier_lines(&runs))?;
+    }
+    if let Some(bw) = bandwidth {
+        fox_cli::stdout::print(&t::bus_floor(&runs, bw))?;
     }
     // Every file of the run (results, profile, measurements) is written, or none is.
     let mut files = fox_runtime::OutputFiles::new();

@@ -722,6 +722,56 @@ fn cliques_under_a_memory_limit_keep_their_count_within_the_budget() {
     );
 }
 
+/// Under `--memory-limit`, `tpch` prints the bytes each query's median run copied to the
+/// device and their floor at the host-to-device bandwidth it measured, per query and in
+/// all; the lines add up, and each floor is its bytes over that bandwidth. Without a
+/// limit there is no such line.
+#[test]
+fn tpch_under_a_memory_limit_prints_the_bytes_to_the_device_and_their_floor() {
+    let run = |limit: Option<&str>| {
+        let mut args = vec![
+            "tpch",
+            "--sf",
+            "0.01",
+            "--backend",
+            "cpu",
+            "--queries",
+            "1,6",
+            "--repeat",
+            "1",
+        ];
+        args.extend(limit.iter().flat_map(|l| ["--memory-limit", *l]));
+        let o = foxbench_at_root(&args);
+        let (out, e) = (text(&o.stdout), text(&o.stderr));
+        assert_eq!(o.status.code(), Some(0), "{out}{e}");
+        out
+    };
+    assert!(!run(None).contains("to the device:"));
+    let out = run(Some("256K"));
+    let find = |prefix: &str| -> Vec<String> {
+        let l = out.lines().find(|l| l.starts_with(prefix));
+        let l = l.unwrap_or_else(|| panic!("no line `{prefix}…` in\n{out}"));
+        l.split_whitespace().map(str::to_string).collect()
+    };
+    let num = |w: &[String], k: usize| -> f64 { w[k].parse().unwrap_or_else(|_| panic!("{w:?}")) };
+    let words = find("to the device: ");
+    let (total, gbs) = (num(&words, 3) as u64, num(&words, 10));
+    assert!(total > 0 && gbs > 0.0, "{words:?}");
+    let mut sum = 0;
+    for q in [1, 6] {
+        let w = find(&format!("  Q{q}: "));
+        let (bytes, floor) = (num(&w, 1) as u64, num(&w, 4));
+        assert!(bytes > 0, "the columns are read from the host under 256K: {w:?}");
+        let want = bytes as f64 / (gbs * 1e9) * 1e3;
+        assert!(
+            (floor - want).abs() <= 0.05 + want * 0.01,
+            "{w:?}: {want} ms at {gbs} GB/s"
+        );
+        sum += bytes;
+    }
+    assert_eq!(sum, total, "{out}");
+}
+
 /// `--profile` with `--devices 2` writes each query's 1-device statistics and, under
 /// `== QN on 2 devices`, the 2-device run's statistics and its kernels by device: each
 /// kernel's ms on one device, on device 0 and on device 1, and its calls on each; each
