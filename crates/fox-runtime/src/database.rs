@@ -235,10 +235,11 @@ impl Database {
         let start = Instant::now();
         let _phase = crate::alloc::LoadPhase::enter();
         // Each table comes in parts, each with strings numbered by its own interner; its
-        // columns that hold no strings are assembled and packed as soon as it is made
-        // (`numeric`), so that only one table is held unpacked at a time.
+        // columns are packed as soon as it is made (`numeric`: those that hold no strings
+        // assembled, the string ones as each part's pieces of ids until the dictionary
+        // gives them codes), so that only one table is held unpacked at a time.
         let mut loaded: Vec<(InputRel, Vec<bool>, Vec<Part>)> = Vec::new();
-        let mut numeric: Vec<Vec<Option<StoredCol>>> = Vec::new();
+        let mut numeric: Vec<Early> = Vec::new();
         let stop = progress.cancel_flag();
         let check_stop = || {
             if crate::cancel::is_set(stop) {
@@ -278,7 +279,7 @@ impl Database {
             };
             progress.finish();
             let mut parts = parts;
-            numeric.push(pack_numeric(&input, &used, &mut parts)?);
+            numeric.push(pack_table(&input, &used, &mut parts)?);
             loaded.push((input, used, parts));
         }
         check_stop()?;
@@ -295,7 +296,7 @@ impl Database {
         // The dictionary: every string of every part, named by (part, id) in 8 bytes and
         // sorted on all cores by its text; a pass over the sorted strings numbers the
         // distinct ones and gives each part's numbers their dictionary codes.
-        let (sorted, mut remaps) = {
+        let (sorted, remaps) = {
             use rayon::prelude::*;
             const WHAT: &str = "the string dictionary";
             let data = |msg: String| RuntimeError::Data { msg };
@@ -328,38 +329,21 @@ impl Database {
             .collect();
         let dict_len = sorted.len();
         let dict = Dictionary::from_sorted(sorted);
-        let mut next_part = 0;
+        let mut remaps = remaps.into_iter();
         let mut tables = BTreeMap::new();
-        for ((input, used, mut parts), numeric) in loaded.into_iter().zip(numeric) {
-            use rayon::prelude::*;
-            for cols in &mut parts {
-                let remap = std::mem::take(&mut remaps[next_part]);
-                next_part += 1;
-                cols.par_iter_mut().for_each(|c| {
-                    if let LoadedCol::Str(v) = c {
-                        v.iter_mut().for_each(|i| *i = remap[*i as usize]);
-                    }
-                });
-            }
-            // The string columns, one at a time: their distinct codes, then the column
-            // packed from its parts' pieces (each freed once copied).
-            let data = |msg: String| RuntimeError::Data { msg };
-            let mut cols = numeric;
+        for ((input, _, parts), (mut cols, mut strings)) in loaded.into_iter().zip(numeric) {
+            // Each part's string ids to dictionary codes, for this table's string columns,
+            // each packed one at a time from its parts' pieces.
+            let remaps: Vec<Vec<u32>> = remaps.by_ref().take(parts.len()).collect();
+            drop(parts);
+            let remaps: Vec<&[u32]> = remaps.iter().map(Vec::as_slice).collect();
             let mut distinct: Vec<Option<Arc<Vec<u32>>>> = vec![None; input.columns.len()];
             for (c, col) in input.columns.iter().enumerate() {
-                if !used[c] || col.ty != fox_sema::core::Type::String {
-                    continue;
-                }
+                let Some(pieces) = strings[c].take() else { continue };
                 let what = format!("the column `{}` of `{}`", col.name, input.name);
-                let one = parts.len() == 1;
-                let pieces: Vec<HostCol> = parts.iter_mut().map(|p| take_piece(&mut p[c], col.ty, one)).collect();
-                let d = crate::stored::distinct_codes(&pieces, dict_len, &what).map_err(data)?;
-                cols[c] = Some(match StoredCol::pack_pieces(Elem::U32, pieces, Some(&d), &what) {
-                    Ok(packed) => packed,
-                    Err(pieces) => {
-                        StoredCol::Plain(crate::stored::concat_pieces(Elem::U32, pieces, &what).map_err(data)?)
-                    }
-                });
+                let (d, packed) = crate::stored::pack_string_pieces(pieces, &remaps, dict_len, &what)
+                    .map_err(|msg| RuntimeError::Data { msg })?;
+                cols[c] = Some(packed);
                 distinct[c] = Some(d);
             }
             if matches!(source, DataSource::Tpch(_)) {
@@ -614,30 +598,50 @@ impl Database {
     }
 }
 
-/// The used columns of a table that hold no strings, each assembled from the parts'
-/// pieces (taken from them, each freed once copied) and packed; `None` for the others.
-fn pack_numeric(input: &InputRel, used: &[bool], parts: &mut [Part]) -> Result<Vec<Option<StoredCol>>, RuntimeError> {
+/// A table's columns as soon as it is made: those that hold no strings assembled and
+/// packed, and each string column as its parts' pieces of string ids (each part numbers
+/// its strings itself), packed; `None` for the columns not loaded.
+type Early = (Vec<Option<StoredCol>>, Vec<Option<Vec<crate::stored::IdPiece>>>);
+
+/// The used columns of a table, taken from its parts (each piece freed once copied):
+/// [`Early`].
+fn pack_table(input: &InputRel, used: &[bool], parts: &mut [Part]) -> Result<Early, RuntimeError> {
+    let data = |msg: String| RuntimeError::Data { msg };
     let mut cols = Vec::with_capacity(input.columns.len());
+    let mut strings = Vec::with_capacity(input.columns.len());
+    let one = parts.len() == 1;
     for (c, col) in input.columns.iter().enumerate() {
-        if !used.get(c).copied().unwrap_or(false) || col.ty == fox_sema::core::Type::String {
+        if !used.get(c).copied().unwrap_or(false) {
             cols.push(None);
+            strings.push(None);
             continue;
         }
         let what = format!("the column `{}` of `{}`", col.name, input.name);
+        if col.ty == fox_sema::core::Type::String {
+            let pieces = parts
+                .iter_mut()
+                .map(|(p, _)| match take_piece(&mut p[c], col.ty, false) {
+                    HostCol::U32(ids) => crate::stored::IdPiece::pack(ids, &what),
+                    other => Err(format!("{what}: string ids loaded as {:?}", other.elem())),
+                })
+                .collect::<Result<Vec<_>, String>>()
+                .map_err(data)?;
+            cols.push(None);
+            strings.push(Some(pieces));
+            continue;
+        }
         let elem = Elem::of(col.ty);
-        let one = parts.len() == 1;
         let pieces: Vec<HostCol> = parts
             .iter_mut()
             .map(|(p, _)| take_piece(&mut p[c], col.ty, one))
             .collect();
         cols.push(Some(match StoredCol::pack_pieces(elem, pieces, None, &what) {
             Ok(packed) => packed,
-            Err(pieces) => StoredCol::Plain(
-                crate::stored::concat_pieces(elem, pieces, &what).map_err(|msg| RuntimeError::Data { msg })?,
-            ),
+            Err(pieces) => StoredCol::Plain(crate::stored::concat_pieces(elem, pieces, &what).map_err(data)?),
         }));
+        strings.push(None);
     }
-    Ok(cols)
+    Ok((cols, strings))
 }
 
 /// A part's piece of a column of type `ty`, taken from it (string ids as they are: after

@@ -371,37 +371,135 @@ pub fn concat_pieces(elem: Elem, mut pieces: Vec<HostCol>, what: &str) -> Result
     })
 }
 
-/// The distinct codes among the string column made of `pieces` (dictionary codes, each
-/// less than `codes`), in ascending order: one bit per code, set on all cores.
-pub fn distinct_codes(pieces: &[HostCol], codes: usize, what: &str) -> Result<Arc<Vec<u32>>, String> {
+/// One part's piece of a string column before the dictionary is built: the part's own
+/// string ids (each part of a table numbers its strings itself) as offsets from the least
+/// of them, in the narrowest width that holds them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdPiece {
+    first: u32,
+    ids: Small,
+}
+
+impl IdPiece {
+    /// The piece of string ids `ids`, packed; `ids` is freed.
+    pub fn pack(ids: Vec<u32>, what: &str) -> Result<IdPiece, String> {
+        let lo = ids.par_iter().copied().min().unwrap_or(0);
+        let hi = ids.par_iter().copied().max().unwrap_or(0);
+        let bytes = width(u64::from(hi - lo), 8).expect("a span of 32 bits fits 4 bytes");
+        let mut packed = Small::with_capacity(bytes, ids.len(), what)?;
+        packed.extend(ids.len(), |i| u64::from(ids[i] - lo));
+        Ok(IdPiece { first: lo, ids: packed })
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The greatest offset (0 for an empty piece).
+    fn span(&self) -> usize {
+        each_small!(&self.ids, v => v.par_iter().map(|&o| o as usize).max().unwrap_or(0))
+    }
+
+    /// Appends `f(offset)` of every row, in order, to `out` (on all cores).
+    fn extend<T: Send>(&self, out: &mut Vec<T>, f: impl Fn(usize) -> T + Sync + Send) {
+        each_small!(&self.ids, v => out.par_extend(v.par_iter().map(|&o| f(o as usize))))
+    }
+}
+
+/// The string column made of `pieces` (in order), piece `k` a part's string ids whose
+/// dictionary codes are `remaps[k]` (indexed by id): its distinct codes (ascending), and
+/// the column packed as positions among them ([`StoredCol::Codes`]), or as its codes
+/// when it has more than 65,536. Each piece is freed once copied; each part's table of
+/// positions (one entry per id in its piece's span) is held while its piece is copied.
+/// `codes` is the dictionary's size (every code is less).
+pub fn pack_string_pieces(
+    pieces: Vec<IdPiece>,
+    remaps: &[&[u32]],
+    codes: usize,
+    what: &str,
+) -> Result<(Arc<Vec<u32>>, StoredCol), String> {
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-    let words: Vec<AtomicU64> =
-        crate::alloc::try_par_collect((0..codes.div_ceil(64)).into_par_iter().map(|_| AtomicU64::new(0)), what)?;
-    for p in pieces {
-        let HostCol::U32(v) = p else {
-            return Err(format!("{what}: a piece of a string column is {:?}", p.elem()));
-        };
-        if let Some(&c) = v.iter().find(|&&c| c as usize >= codes) {
+    if pieces.len() != remaps.len() {
+        return Err(format!("{what}: {} pieces and {} parts", pieces.len(), remaps.len()));
+    }
+    let spans: Vec<usize> = pieces.iter().map(IdPiece::span).collect();
+    for ((p, &span), remap) in pieces.iter().zip(&spans).zip(remaps) {
+        let end = p.first as usize + span;
+        if !p.is_empty() && end >= remap.len() {
+            return Err(format!("{what}: string id {end} of a part of {} strings", remap.len()));
+        }
+        if let Some(&c) = remap.iter().find(|&&c| c as usize >= codes) {
             return Err(format!("{what}: code {c} is not in the dictionary of {codes} strings"));
         }
-        v.par_iter().for_each(|&c| {
+    }
+    // The distinct codes: one bit per code, set for every id a piece holds.
+    let words: Vec<AtomicU64> =
+        crate::alloc::try_par_collect((0..codes.div_ceil(64)).into_par_iter().map(|_| AtomicU64::new(0)), what)?;
+    for (p, remap) in pieces.iter().zip(remaps) {
+        let first = p.first as usize;
+        each_small!(&p.ids, v => v.par_iter().for_each(|&o| {
+            let c = remap[first + o as usize];
             let (w, bit) = (&words[c as usize / 64], 1u64 << (c % 64));
             // Read first: most rows repeat a code whose bit is set, and reads share the line.
             if w.load(Relaxed) & bit == 0 {
                 w.fetch_or(bit, Relaxed);
             }
-        });
+        }));
     }
     let n: usize = words.iter().map(|w| w.load(Relaxed).count_ones() as usize).sum();
-    let mut out = crate::alloc::try_with_capacity(n, what)?;
+    let mut distinct = crate::alloc::try_with_capacity(n, what)?;
     for (k, w) in words.iter().enumerate() {
         let mut bits = w.load(Relaxed);
         while bits != 0 {
-            out.push((k * 64) as u32 + bits.trailing_zeros());
+            distinct.push((k * 64) as u32 + bits.trailing_zeros());
             bits &= bits - 1;
         }
     }
-    Ok(Arc::new(out))
+    drop(words);
+    let distinct = Arc::new(distinct);
+    let rows: usize = pieces.iter().map(IdPiece::len).sum();
+    let code_of = |first: u32, remap: &[u32], span: usize| -> Vec<u32> {
+        (0..=span).into_par_iter().map(|o| remap[first as usize + o]).collect()
+    };
+    let col = match width(distinct.len().saturating_sub(1) as u64, 4) {
+        Some(bytes) if rows > 0 => {
+            let mut at = Small::with_capacity(bytes, rows, what)?;
+            for ((p, &span), remap) in pieces.into_iter().zip(&spans).zip(remaps) {
+                if p.is_empty() {
+                    continue;
+                }
+                let pos: Vec<u32> = code_of(p.first, remap, span)
+                    .into_par_iter()
+                    .map(|c| distinct.partition_point(|&d| d < c) as u32)
+                    .collect();
+                match &mut at {
+                    Small::U8(out) => p.extend(out, |o| pos[o] as u8),
+                    Small::U16(out) => p.extend(out, |o| pos[o] as u16),
+                    Small::U32(out) => p.extend(out, |o| pos[o]),
+                }
+            }
+            StoredCol::Codes {
+                codes: distinct.clone(),
+                at,
+            }
+        }
+        _ => {
+            let mut out: Vec<u32> = crate::alloc::try_with_capacity(rows, what)?;
+            for ((p, &span), remap) in pieces.into_iter().zip(&spans).zip(remaps) {
+                if p.is_empty() {
+                    continue;
+                }
+                let code = code_of(p.first, remap, span);
+                p.extend(&mut out, |o| code[o]);
+            }
+            StoredCol::Plain(HostCol::U32(out))
+        }
+    };
+    Ok((distinct, col))
 }
 
 /// A column a load reads: a database's stored column or a column held as it is read.
@@ -564,16 +662,40 @@ mod tests {
         );
         // String codes: the distinct ones of all pieces, then positions among them.
         let pieces = vec![HostCol::U32(vec![9, 2, 9]), HostCol::U32(vec![64, 2, 130])];
-        let d = distinct_codes(&pieces, 131, "t").unwrap();
-        assert_eq!(*d, vec![2, 9, 64, 130]);
+        let d = Arc::new(vec![2, 9, 64, 130]);
         let s = StoredCol::pack_pieces(Elem::U32, pieces, Some(&d), "t").unwrap();
         assert_eq!(
             s.widen("t").unwrap().into_owned(),
             HostCol::U32(vec![9, 2, 9, 64, 2, 130])
         );
         assert_eq!(s.bytes(), 6);
-        assert!(distinct_codes(&[HostCol::U32(vec![131])], 131, "t").is_err());
-        assert_eq!(*distinct_codes(&[], 0, "t").unwrap(), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn string_pieces_before_the_dictionary_pack_as_their_codes_would() {
+        // Two parts numbering their own strings; remaps give each id its code.
+        let remaps: Vec<Vec<u32>> = vec![vec![40, 7, 19, 7], vec![19, 3]];
+        let ids = [vec![1u32, 2, 1, 3, 2], vec![1, 0, 1]];
+        let codes: Vec<u32> = vec![7, 19, 7, 7, 19, 3, 19, 3];
+        let pieces: Vec<IdPiece> = ids.iter().map(|v| IdPiece::pack(v.clone(), "t").unwrap()).collect();
+        let r: Vec<&[u32]> = remaps.iter().map(Vec::as_slice).collect();
+        let (distinct, col) = pack_string_pieces(pieces, &r, 41, "t").unwrap();
+        assert_eq!(*distinct, vec![3, 7, 19]);
+        assert!(matches!(col, StoredCol::Codes { .. }), "{col:?}");
+        assert_eq!(col.widen("t").unwrap().into_owned(), HostCol::U32(codes.clone()));
+        assert_eq!(col, StoredCol::pack(HostCol::U32(codes), Some(&distinct)));
+        // More than 65,536 distinct codes: the codes themselves.
+        let n = 70_000u32;
+        let remap: Vec<u32> = (0..n).map(|i| n - 1 - i).collect();
+        let piece = IdPiece::pack((0..n).collect(), "t").unwrap();
+        let (distinct, col) = pack_string_pieces(vec![piece], &[&remap], n as usize, "t").unwrap();
+        assert_eq!(distinct.len(), n as usize);
+        assert_eq!(col, StoredCol::Plain(HostCol::U32(remap.clone())));
+        // No rows; an id past its part's strings, a code past the dictionary.
+        let (d, col) = pack_string_pieces(vec![IdPiece::pack(vec![], "t").unwrap()], &[&[]], 0, "t").unwrap();
+        assert!(d.is_empty() && col.is_empty());
+        assert!(pack_string_pieces(vec![IdPiece::pack(vec![2], "t").unwrap()], &[&[0, 1]], 5, "t").is_err());
+        assert!(pack_string_pieces(vec![IdPiece::pack(vec![0], "t").unwrap()], &[&[9]], 5, "t").is_err());
     }
 
     #[test]
