@@ -1801,12 +1801,34 @@ impl Interp<'_> {
         col: &crate::stored::StoredCol,
         rows: std::ops::Range<usize>,
     ) -> Result<DevBuf, crate::BackendError> {
-        let bytes = rows.len() * col.elem().size() + self.packed_room(col, rows.len());
-        self.make_room(bytes, &[]).map_err(crate::BackendError)?;
+        let bytes = rows.len() * col.elem().size();
+        let packed = self.packed_room(col, rows.len());
+        // Widened on the device when its packed rows fit beside it, else on the host.
+        let on_device = packed > 0 && self.make_room(bytes + packed, &[]).is_ok() && self.room_left() >= bytes + packed;
+        if !on_device {
+            self.make_room(bytes, &[]).map_err(crate::BackendError)?;
+        }
         let t = Instant::now();
-        let up = self.backend.upload_stored(col, rows);
+        let up = if on_device || packed == 0 {
+            self.backend.upload_stored(col, rows)
+        } else {
+            col.slice(rows.start, rows.end, "an uploaded column, widened")
+                .map_err(crate::BackendError)
+                .and_then(|wide| self.backend.upload(wide))
+        };
         self.stats.upload += t.elapsed();
         up
+    }
+
+    /// The device bytes the run's budget has left beside the buffers in use (all of them
+    /// without a budget).
+    fn room_left(&self) -> usize {
+        match self.device_cap {
+            Some(cap) => cap
+                .saturating_sub(self.backend.mem().in_use as u64)
+                .min(usize::MAX as u64) as usize,
+            None => usize::MAX,
+        }
     }
 
     /// The device bytes `n` rows of a stored column take while they are widened there,
@@ -1834,15 +1856,18 @@ impl Interp<'_> {
                 let b = self.slot_buf(s);
                 (b.bytes(), b.len, b.elem.size())
             };
-            // The database's rows come with their packed rows while they are widened.
+            // The database's rows come with their packed rows while they are widened on
+            // the device, where those fit beside them; else they are widened on the host.
             let packed = match &self.tiers[s] {
                 Tier::Db(rows) => self.packed_room(rows.column(), rows.rows.len()),
                 _ => 0,
             };
-            self.make_room(bytes + packed, slots)?;
+            let on_device =
+                packed > 0 && self.make_room(bytes + packed, slots).is_ok() && self.room_left() >= bytes + packed;
+            self.make_room(bytes, slots)?;
             if let Some(cap) = self.device_cap {
                 let left = cap.saturating_sub(self.backend.mem().in_use as u64);
-                if (bytes + packed) as u64 > left {
+                if bytes as u64 > left {
                     let why = if self.memory_limit.is_some() {
                         crate::alloc::limit_refusal(u128::from(left))
                     } else {
@@ -1866,7 +1891,13 @@ impl Interp<'_> {
                     self.backend.upload(col)
                 }
                 Tier::Db(rows) => {
-                    let up = self.backend.upload_stored(rows.column(), rows.rows.clone());
+                    let up = if on_device || packed == 0 {
+                        self.backend.upload_stored(rows.column(), rows.rows.clone())
+                    } else {
+                        rows.copy()
+                            .map_err(crate::BackendError)
+                            .and_then(|wide| self.backend.upload(wide))
+                    };
                     // The slot reads the database until its rows are on the device.
                     self.tiers[s] = Tier::Db(rows);
                     up

@@ -6,7 +6,8 @@
 
 use crate::common::{next, repo, temp_dir};
 use fox_cli::tpch;
-use fox_runtime::{DataSource, RunOptions};
+use fox_kernel::Kernel;
+use fox_runtime::{BackendError, DataSource, DevBuf, HostCol, LaunchCtx, RunOptions};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
@@ -168,6 +169,119 @@ fn database_columns_beyond_the_limit_are_read_in_place_not_copied_to_the_host() 
             }
         }
     }
+}
+
+/// The CPU backend as a device with memory of its own: the upload of a packed database
+/// column moves its packed rows into a buffer of their own (counted against the limit,
+/// as the GPU's are) while the rows are widened, as the GPU backend does.
+struct OwnMemory {
+    cpu: fox_cpu::CpuBackend,
+    /// Uploads widened "on the device".
+    widened: usize,
+}
+
+impl fox_runtime::Backend for OwnMemory {
+    fn name(&self) -> String {
+        self.cpu.name()
+    }
+    fn upload(&mut self, col: HostCol) -> Result<DevBuf, BackendError> {
+        self.cpu.upload(col)
+    }
+    fn upload_stored(
+        &mut self,
+        col: &fox_runtime::stored::StoredCol,
+        rows: std::ops::Range<usize>,
+    ) -> Result<DevBuf, BackendError> {
+        let Some((bytes, _, _)) = col.packed_rows(rows.start, rows.end.min(col.len()).max(rows.start)) else {
+            return self.cpu.upload_stored(col, rows);
+        };
+        let packed = self.cpu.upload(HostCol::U8(bytes.to_vec()))?;
+        let out = self.cpu.upload_stored(col, rows);
+        self.cpu.free(packed);
+        self.widened += 1;
+        out
+    }
+    fn download(&mut self, buf: &DevBuf) -> Result<HostCol, BackendError> {
+        self.cpu.download(buf)
+    }
+    fn launch(&mut self, kernel: &Kernel, args: &[&DevBuf], ctx: &dyn LaunchCtx) -> Result<Vec<DevBuf>, BackendError> {
+        self.cpu.launch(kernel, args, ctx)
+    }
+    fn launch_composite(
+        &mut self,
+        kernel: &Kernel,
+        args: &[&DevBuf],
+        ctx: &dyn LaunchCtx,
+    ) -> Result<Option<Vec<DevBuf>>, BackendError> {
+        self.cpu.launch_composite(kernel, args, ctx)
+    }
+    fn free(&mut self, buf: DevBuf) {
+        self.cpu.free(buf)
+    }
+    fn take(&mut self, buf: DevBuf) -> Result<HostCol, BackendError> {
+        self.cpu.take(buf)
+    }
+    fn sync(&mut self) -> Result<(), BackendError> {
+        self.cpu.sync()
+    }
+    fn mem(&self) -> fox_runtime::MemStats {
+        self.cpu.mem()
+    }
+    fn memory_capacity(&self) -> Option<usize> {
+        self.cpu.memory_capacity()
+    }
+    fn memory_is_separate(&self) -> bool {
+        true
+    }
+    fn set_memory_limit(&mut self, limit: Option<u64>) {
+        self.cpu.set_memory_limit(limit)
+    }
+    fn reset_peak(&mut self) {
+        self.cpu.reset_peak()
+    }
+}
+
+/// On a device with memory of its own, a packed database column is uploaded with room
+/// for its packed rows beside it (widened there where they fit, on the host where not):
+/// under budgets of a half and a third of the unlimited peak, with the columns kept
+/// resident across runs, every buffer stays within the limit, every answer is the
+/// unlimited one, and some uploads widened on the device.
+#[test]
+fn packed_columns_widened_on_a_device_of_its_own_keep_the_limit_and_the_answers() {
+    use fox_runtime::Backend;
+    let queries = [1, 3, 6, 9, 14, 18];
+    let plans = tpch::compile_queries(&repo().join("tpch/queries"), &queries).unwrap();
+    let db = Arc::new(tpch::load(&DataSource::Tpch(0.01), &plans, false).unwrap());
+    let text = |r: &fox_runtime::RunResult| r.outputs.iter().map(fox_runtime::output::csv_text).collect::<Vec<_>>();
+    let mut widened = 0;
+    for (q, plan, _) in &plans {
+        let opts = |limit: Option<u64>| RunOptions {
+            database: Some(db.clone()),
+            memory_limit: limit,
+            ..RunOptions::default()
+        };
+        let mut cpu = fox_cpu::CpuBackend::new();
+        let whole = fox_runtime::run(plan, &mut cpu, &opts(None)).unwrap();
+        let (expected, peak) = (text(&whole), whole.stats.peak_bytes as u64);
+        for limit in [peak / 2, peak / 3] {
+            let mut dev = OwnMemory {
+                cpu: fox_cpu::CpuBackend::new(),
+                widened: 0,
+            };
+            let mut resident = fox_runtime::Resident::default();
+            for _ in 0..2 {
+                dev.reset_peak();
+                let r = fox_runtime::run_resident(plan, &mut dev, &opts(Some(limit)), Some(&mut resident))
+                    .unwrap_or_else(|e| panic!("Q{q} under {limit} bytes: {e}"));
+                assert_eq!(text(&r), expected, "Q{q} under {limit} bytes");
+                assert!(r.stats.peak_bytes as u64 <= limit, "Q{q} under {limit} bytes");
+            }
+            resident.release(&mut dev);
+            assert_eq!(dev.mem().in_use, 0, "Q{q}: every buffer freed");
+            widened += dev.widened;
+        }
+    }
+    assert!(widened > 0, "no packed column was widened on the device");
 }
 
 #[test]
