@@ -81,6 +81,19 @@ pub fn meminfo(field: &str) -> Option<u64> {
     meminfo_in(&std::fs::read_to_string("/proc/meminfo").ok()?, field)
 }
 
+/// The most host memory this process has held resident so far (`VmHWM` of
+/// /proc/self/status), in bytes, where the system says.
+pub fn peak_resident() -> Option<u64> {
+    meminfo_in(&std::fs::read_to_string("/proc/self/status").ok()?, "VmHWM")
+}
+
+/// The words ` (host memory peak N)` for a message, empty where the system does not say.
+pub fn peak_resident_words() -> String {
+    peak_resident().map_or(String::new(), |b| {
+        format!(" (host memory peak {})", crate::human_bytes(b))
+    })
+}
+
 /// A field of the text of /proc/meminfo in bytes.
 fn meminfo_in(info: &str, field: &str) -> Option<u64> {
     let line = info
@@ -405,6 +418,17 @@ pub fn try_to_vec<T: Clone>(s: &[T], what: &str) -> Result<Vec<T>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_peak_resident_memory_is_read_from_the_status_text() {
+        let status = "Name:\tfoxbench\nVmPeak:\t 2048 kB\nVmHWM:\t  826380 kB\nVmRSS:\t  708004 kB\n";
+        assert_eq!(meminfo_in(status, "VmHWM"), Some(826_380 * 1024));
+        assert_eq!(meminfo_in(status, "VmHW"), None, "a field is matched whole");
+        if cfg!(target_os = "linux") {
+            let peak = peak_resident().expect("Linux says");
+            assert!(peak > 0 && peak_resident_words().starts_with(" (host memory peak "));
+        }
+    }
 
     #[test]
     fn a_request_over_the_budget_is_refused_and_names_the_limit() {

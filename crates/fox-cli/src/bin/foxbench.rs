@@ -1258,7 +1258,7 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
     let rows: usize = db.tables().map(|t| t.rows).sum();
     let name = backends[0].name();
     eprintln!(
-        "foxbench: TPC-H {} ({} in {}) loaded in {:.1} s; {}, {} per query{}",
+        "foxbench: TPC-H {} ({} in {}) loaded in {:.1} s{}; {}, {} per query{}",
         match &a.data {
             Some(d) => format!("from {}", d.display()),
             None => format!("SF {scale}"),
@@ -1266,6 +1266,7 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
         plural(rows as u64, "row"),
         plural(db.tables().count() as u64, "table"),
         db.load_time.as_secs_f64(),
+        fox_runtime::alloc::peak_resident_words(),
         name,
         plural(u64::from(a.repeat), "hot run"),
         match counts.iter().map(|n| n.to_string()).collect::<Vec<_>>()[..] {
@@ -1618,11 +1619,12 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
     };
     let threads = fox_cpu::lftj::threads();
     eprintln!(
-        "foxbench: graph {spec} ({}{} of edge, {edges} undirected edges) loaded in {:.1} s; {}-cliques with {query}",
+        "foxbench: graph {spec} ({}{} of edge, {edges} undirected edges) loaded in {:.1} s{}; {}-cliques with {query}",
         spec.vertex_labels()
             .map_or(String::new(), |n| format!("{n} vertex labels, ")),
         plural(table.rows as u64, "row"),
         db.load_time.as_secs_f64(),
+        fox_runtime::alloc::peak_resident_words(),
         a.k
     );
     let progress = Spinner::new(progress, "running");

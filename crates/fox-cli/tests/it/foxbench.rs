@@ -725,7 +725,7 @@ fn cliques_under_a_memory_limit_keep_their_count_within_the_budget() {
 /// Under `--memory-limit`, `tpch` prints the bytes each query's median run copied to the
 /// device and their floor at the host-to-device bandwidth it measured, per query and in
 /// all; the lines add up, and each floor is its bytes over that bandwidth. Without a
-/// limit there is no such line.
+/// limit there is no such line. The load's line gives the peak host memory.
 #[test]
 fn tpch_under_a_memory_limit_prints_the_bytes_to_the_device_and_their_floor() {
     let run = |limit: Option<&str>| {
@@ -748,6 +748,26 @@ fn tpch_under_a_memory_limit_prints_the_bytes_to_the_device_and_their_floor() {
     };
     assert!(!run(None).contains("to the device:"));
     let out = run(Some("256K"));
+    // The load's line gives the process's peak host memory (Linux says).
+    let o = foxbench_at_root(&[
+        "tpch",
+        "--sf",
+        "0.001",
+        "--backend",
+        "cpu",
+        "--queries",
+        "6",
+        "--repeat",
+        "0",
+    ]);
+    let loaded = text(&o.stderr);
+    let loaded = loaded
+        .lines()
+        .find(|l| l.contains(" loaded in "))
+        .unwrap_or_else(|| panic!("{loaded}"));
+    if cfg!(target_os = "linux") {
+        assert!(loaded.contains(" s (host memory peak "), "{loaded}");
+    }
     let find = |prefix: &str| -> Vec<String> {
         let l = out.lines().find(|l| l.starts_with(prefix));
         let l = l.unwrap_or_else(|| panic!("no line `{prefix}…` in\n{out}"));
