@@ -7,9 +7,32 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// The address space the runs may use: about twice what `foxrun` takes to load a small
-/// file.
-const LIMIT: libc::rlim_t = 64 << 20;
+/// The address space the runs may use beyond the executable's own segments: about
+/// twice what `foxrun` takes to load a small file.
+const LIMIT: libc::rlim_t = 16 << 20;
+
+/// The bytes of address space `foxrun`'s executable maps (the memory sizes of its ELF
+/// `PT_LOAD` segments, each rounded up to pages): the limits below are this much plus
+/// what the run may use, so that they mean the same however large the binary grows (a
+/// debug build maps about 60 MB of code).
+fn executable_bytes() -> libc::rlim_t {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(env!("CARGO_BIN_EXE_foxrun")).unwrap();
+    let mut head = [0u8; 64];
+    f.read_exact(&mut head).unwrap();
+    assert_eq!(&head[..5], b"\x7fELF\x02", "a 64-bit ELF executable");
+    let u16_at = |b: &[u8], at: usize| u16::from_le_bytes([b[at], b[at + 1]]) as usize;
+    let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    let (phoff, phentsize, phnum) = (u64_at(&head, 0x20), u16_at(&head, 0x36), u16_at(&head, 0x38));
+    let mut table = vec![0u8; phentsize * phnum];
+    f.seek(SeekFrom::Start(phoff)).unwrap();
+    f.read_exact(&mut table).unwrap();
+    table
+        .chunks(phentsize)
+        .filter(|h| u32::from_le_bytes([h[0], h[1], h[2], h[3]]) == 1)
+        .map(|h| u64_at(h, 0x28).div_ceil(4096) * 4096)
+        .sum::<u64>() as libc::rlim_t
+}
 
 fn temp_dir(tag: &str) -> PathBuf {
     crate::common::temp_dir("fox-large", tag)
@@ -34,14 +57,15 @@ fn foxrun_limited(program: &Path, dir: &Path) -> Output {
 }
 
 /// Runs `foxrun ARGS --backend cpu` in the repository's root with its address space
-/// limited to `limit` (two worker threads and two malloc arenas, so that the limit means
-/// the same on any machine).
+/// limited to `limit` beyond its executable's segments (two worker threads and two malloc
+/// arenas, so that the limit means the same on any machine).
 fn foxrun_within(limit: libc::rlim_t, args: &[&std::ffi::OsStr]) -> Output {
     foxrun_within_threads(limit, args, 2)
 }
 
 /// [`foxrun_within`] with `threads` worker threads.
 fn foxrun_within_threads(limit: libc::rlim_t, args: &[&std::ffi::OsStr], threads: usize) -> Output {
+    let limit = executable_bytes() + limit;
     let mut c = Command::new(env!("CARGO_BIN_EXE_foxrun"));
     c.args(args)
         .args(["--backend", "cpu"])
@@ -116,7 +140,7 @@ fn a_column_larger_than_memory() {
     std::fs::write(dir.join("r.csv"), "1\n".repeat(4_500_000)).unwrap();
     let program = count_program(&dir, "r.csv", "int64");
     let args = [program.as_os_str(), "--data".as_ref(), dir.as_os_str()];
-    let o = foxrun_within_threads(96 << 20, &args, 1);
+    let o = foxrun_within_threads(34 << 20, &args, 1);
     expect_out_of_memory(&o, &format!("the column `x` of `{}`", dir.join("r.csv").display()));
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -125,7 +149,7 @@ fn a_column_larger_than_memory() {
 fn tpch_data_without_memory_for_the_generators_text() {
     // The generators' text pool alone is 300 MiB.
     let args = ["tpch/queries/q06.logic", "--tpch", "1"].map(std::ffi::OsStr::new);
-    let o = foxrun_within(256 << 20, &args);
+    let o = foxrun_within(192 << 20, &args);
     expect_out_of_memory(&o, "the text pool of the TPC-H generator");
 }
 
