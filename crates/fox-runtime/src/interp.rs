@@ -462,11 +462,8 @@ impl DbRows {
 
     /// The rows `a..b` of this value, copied (widened when the column is packed).
     fn slice(&self, a: usize, b: usize) -> Result<HostCol, String> {
-        let (a, b) = (self.rows.start + a, self.rows.start + b);
-        match self.column().plain() {
-            Some(h) => rows::host_slice(h, a, b),
-            None => self.column().slice(a, b, "a chunk of rows for the device"),
-        }
+        let at = self.rows.start;
+        self.column().slice(at + a, at + b, "a chunk of rows for the device")
     }
 
     /// The whole value, copied.
@@ -1802,22 +1799,41 @@ impl Interp<'_> {
         rows: std::ops::Range<usize>,
     ) -> Result<DevBuf, crate::BackendError> {
         let bytes = rows.len() * col.elem().size();
-        let packed = self.packed_room(col, rows.len());
-        // Widened on the device when its packed rows fit beside it, else on the host.
-        let on_device = packed > 0 && self.make_room(bytes + packed, &[]).is_ok() && self.room_left() >= bytes + packed;
+        let on_device = self.room_to_widen(col, rows.len(), bytes, &[]);
         if !on_device {
             self.make_room(bytes, &[]).map_err(crate::BackendError)?;
         }
         let t = Instant::now();
-        let up = if on_device || packed == 0 {
+        let up = self.upload_widened(col, rows, on_device);
+        self.stats.upload += t.elapsed();
+        up
+    }
+
+    /// Whether `n` rows of a stored column (`bytes` once widened) may be widened on the
+    /// device: the backend would (they are packed and its memory is its own) and room
+    /// for their packed rows beside them was made within the budget (keeping `keep`).
+    fn room_to_widen(&mut self, col: &crate::stored::StoredCol, n: usize, bytes: usize, keep: &[usize]) -> bool {
+        let packed = self.packed_room(col, n);
+        packed > 0 && self.make_room(bytes + packed, keep).is_ok() && self.room_left() >= bytes + packed
+    }
+
+    /// Uploads the rows `rows` of a stored column as the plan reads them: through
+    /// [`Backend::upload_stored`] where the backend widens them itself without more
+    /// room (host memory, a column held as it is) or `on_device` made that room
+    /// ([`Self::room_to_widen`]), else widened on the host first.
+    fn upload_widened(
+        &mut self,
+        col: &crate::stored::StoredCol,
+        rows: std::ops::Range<usize>,
+        on_device: bool,
+    ) -> Result<DevBuf, crate::BackendError> {
+        if on_device || self.packed_room(col, rows.len()) == 0 {
             self.backend.upload_stored(col, rows)
         } else {
             col.slice(rows.start, rows.end, "an uploaded column, widened")
                 .map_err(crate::BackendError)
                 .and_then(|wide| self.backend.upload(wide))
-        };
-        self.stats.upload += t.elapsed();
-        up
+        }
     }
 
     /// The device bytes the run's budget has left beside the buffers in use (all of them
@@ -1858,12 +1874,14 @@ impl Interp<'_> {
             };
             // The database's rows come with their packed rows while they are widened on
             // the device, where those fit beside them; else they are widened on the host.
-            let packed = match &self.tiers[s] {
-                Tier::Db(rows) => self.packed_room(rows.column(), rows.rows.len()),
-                _ => 0,
+            let on_device = match &self.tiers[s] {
+                Tier::Db(rows) => {
+                    let (table, c, n) = (rows.table.clone(), rows.col, rows.rows.len());
+                    let col = Database::column(&table, c).expect("a referenced column is loaded");
+                    self.room_to_widen(col, n, bytes, slots)
+                }
+                _ => false,
             };
-            let on_device =
-                packed > 0 && self.make_room(bytes + packed, slots).is_ok() && self.room_left() >= bytes + packed;
             self.make_room(bytes, slots)?;
             if let Some(cap) = self.device_cap {
                 let left = cap.saturating_sub(self.backend.mem().in_use as u64);
@@ -1891,13 +1909,7 @@ impl Interp<'_> {
                     self.backend.upload(col)
                 }
                 Tier::Db(rows) => {
-                    let up = if on_device || packed == 0 {
-                        self.backend.upload_stored(rows.column(), rows.rows.clone())
-                    } else {
-                        rows.copy()
-                            .map_err(crate::BackendError)
-                            .and_then(|wide| self.backend.upload(wide))
-                    };
+                    let up = self.upload_widened(rows.column(), rows.rows.clone(), on_device);
                     // The slot reads the database until its rows are on the device.
                     self.tiers[s] = Tier::Db(rows);
                     up

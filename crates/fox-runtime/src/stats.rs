@@ -10,7 +10,7 @@
 
 use crate::database::Database;
 use crate::dict::Dictionary;
-use crate::stored::{ColRef, Small, StoredCol};
+use crate::stored::{each_small, ColRef, StoredCol};
 use crate::HostCol;
 use fox_kernel::InputRel;
 use fox_phys::{ColumnStats, Hll, RelationStats, Statistics};
@@ -245,15 +245,6 @@ pub fn column_stats(col: &HostCol, ty: Type, dict: &Dictionary, rank: Option<&[u
 /// as their values, positions as their codes). `None` for a column held as it is read,
 /// or whose type its packing does not know.
 pub fn packed_column_stats(col: &StoredCol, ty: Type, dict: &Dictionary, rank: Option<&[u32]>) -> Option<ColumnStats> {
-    macro_rules! each_small {
-        ($s:expr, $v:ident => $body:expr) => {
-            match $s {
-                Small::U8($v) => $body,
-                Small::U16($v) => $body,
-                Small::U32($v) => $body,
-            }
-        };
-    }
     Some(match col {
         StoredCol::Plain(_) => return None,
         StoredCol::Offset { base, offsets, .. } => {
@@ -313,32 +304,18 @@ fn relation_stats(
     dict: &Dictionary,
     rank: Option<&[u32]>,
 ) -> RelationStats {
-    // Every column read where it is held (packed ones too); one whose packing the
-    // statistics do not know is widened, one at a time (none when memory runs out).
-    let mut columns: Vec<Option<Result<ColumnStats, ()>>> = input
+    // Every column read where it is held, packed ones too (`None`, as for a column held
+    // as it is, when its elements are not those of its type).
+    let columns: Vec<Option<ColumnStats>> = input
         .columns
         .par_iter()
         .zip(cols.par_iter())
-        .map(|(col, h)| {
-            h.map(|h| match (h.plain(), h) {
-                (Some(p), _) => column_stats(p, col.ty, dict, rank).ok_or(()),
-                (None, ColRef::Stored(s)) => packed_column_stats(s, col.ty, dict, rank).ok_or(()),
-                (None, ColRef::Host(_)) => Err(()),
-            })
+        .map(|(col, h)| match (h.and_then(|h| h.plain()), h) {
+            (Some(p), _) => column_stats(p, col.ty, dict, rank),
+            (None, Some(ColRef::Stored(s))) => packed_column_stats(s, col.ty, dict, rank),
+            (None, _) => None,
         })
         .collect();
-    for ((col, h), s) in input.columns.iter().zip(cols).zip(&mut columns) {
-        if let (Some(h), Some(Err(()))) = (h, &s) {
-            if h.plain().is_none() {
-                *s = h
-                    .widen("a packed column, widened for its statistics")
-                    .ok()
-                    .and_then(|w| column_stats(&w, col.ty, dict, rank))
-                    .map(Ok);
-            }
-        }
-    }
-    let columns: Vec<Option<ColumnStats>> = columns.into_iter().map(|s| s.and_then(Result::ok)).collect();
     RelationStats {
         rows: rows as u64,
         columns,

@@ -69,12 +69,13 @@ fn width(span: u64, limit: usize) -> Option<usize> {
 macro_rules! each_small {
     ($s:expr, $v:ident => $body:expr) => {
         match $s {
-            Small::U8($v) => $body,
-            Small::U16($v) => $body,
-            Small::U32($v) => $body,
+            $crate::stored::Small::U8($v) => $body,
+            $crate::stored::Small::U16($v) => $body,
+            $crate::stored::Small::U32($v) => $body,
         }
     };
 }
+pub(crate) use each_small;
 
 /// A loaded database column.
 #[derive(Debug, Clone, PartialEq)]
