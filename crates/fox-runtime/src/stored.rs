@@ -463,8 +463,12 @@ pub fn pack_string_pieces(
     drop(words);
     let distinct = Arc::new(distinct);
     let rows: usize = pieces.iter().map(IdPiece::len).sum();
-    let code_of = |first: u32, remap: &[u32], span: usize| -> Vec<u32> {
-        (0..=span).into_par_iter().map(|o| remap[first as usize + o]).collect()
+    // A part's table of codes (or positions) by offset, one entry per offset of its span.
+    let by_offset = |first: u32, remap: &[u32], span: usize, f: &(dyn Fn(u32) -> u32 + Sync)| {
+        crate::alloc::try_par_collect(
+            (0..span + 1).into_par_iter().map(|o| f(remap[first as usize + o])),
+            what,
+        )
     };
     let col = match width(distinct.len().saturating_sub(1) as u64, 4) {
         Some(bytes) if rows > 0 => {
@@ -473,10 +477,7 @@ pub fn pack_string_pieces(
                 if p.is_empty() {
                     continue;
                 }
-                let pos: Vec<u32> = code_of(p.first, remap, span)
-                    .into_par_iter()
-                    .map(|c| distinct.partition_point(|&d| d < c) as u32)
-                    .collect();
+                let pos = by_offset(p.first, remap, span, &|c| distinct.partition_point(|&d| d < c) as u32)?;
                 match &mut at {
                     Small::U8(out) => p.extend(out, |o| pos[o] as u8),
                     Small::U16(out) => p.extend(out, |o| pos[o] as u16),
@@ -494,7 +495,7 @@ pub fn pack_string_pieces(
                 if p.is_empty() {
                     continue;
                 }
-                let code = code_of(p.first, remap, span);
+                let code = by_offset(p.first, remap, span, &|c| c)?;
                 p.extend(&mut out, |o| code[o]);
             }
             StoredCol::Plain(HostCol::U32(out))
