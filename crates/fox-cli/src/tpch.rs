@@ -717,14 +717,15 @@ pub fn bus_floor(runs: &[QueryRun], bandwidth: f64) -> String {
     s
 }
 
-/// Per query, the device peak, the host tier's peak and what ran in pieces, of the
-/// median's run (for runs under a `--memory-limit`).
+/// Per query, the device peak, the host tier's peak, what ran in pieces and the packed
+/// rows kept on the device and widened from them, of the median's run (for runs under a
+/// `--memory-limit`).
 pub fn tier_lines(runs: &[QueryRun]) -> String {
     let mut s = String::new();
     for r in runs {
         let t = &r.stats.tier;
         s.push_str(&format!(
-            "Q{}: device peak {}, host tier peak {}, {} bytes to the host and {} back, {} bytes read from the database in place, {} launches in {} pieces\n",
+            "Q{}: device peak {}, host tier peak {}, {} bytes to the host and {} back, {} bytes read from the database in place, {} launches in {} pieces, {} bytes of packed rows kept on the device and {} widened from them\n",
             r.query,
             fox_runtime::human_bytes(r.stats.peak_bytes as u64),
             fox_runtime::human_bytes(t.host_peak_bytes),
@@ -732,7 +733,9 @@ pub fn tier_lines(runs: &[QueryRun]) -> String {
             t.bytes_to_device,
             t.in_database_bytes,
             t.operators_in_pieces,
-            t.pieces
+            t.pieces,
+            t.packed_kept_bytes,
+            t.widened_on_device_bytes
         ));
     }
     s

@@ -270,6 +270,24 @@ impl Backend for CudaBackend {
         crate::k_move::upload_stored(&mut self.gpu, col, rows)
     }
 
+    fn upload_packed(
+        &mut self,
+        col: &fox_runtime::stored::StoredCol,
+        rows: std::ops::Range<usize>,
+    ) -> Result<Option<DevBuf>, BackendError> {
+        crate::k_move::upload_packed(&mut self.gpu, col, rows)
+    }
+
+    fn widen_packed(
+        &mut self,
+        packed: &DevBuf,
+        col: &fox_runtime::stored::StoredCol,
+        kept: std::ops::Range<usize>,
+        rows: std::ops::Range<usize>,
+    ) -> Result<DevBuf, BackendError> {
+        crate::k_move::widen_packed(&mut self.gpu, packed, col, kept, rows)
+    }
+
     fn download(&mut self, buf: &DevBuf) -> Result<HostCol, BackendError> {
         self.gpu.download(buf)
     }

@@ -164,7 +164,7 @@ fn host_copy(dst: &mut [u8], src: &[u8]) {
 }
 
 /// The bytes of a slice of plain numbers.
-fn bytes_of<T: cudarc::driver::DeviceRepr>(v: &[T]) -> &[u8] {
+pub(crate) fn bytes_of<T: cudarc::driver::DeviceRepr>(v: &[T]) -> &[u8] {
     // SAFETY: the element types of host columns (u8, i32, u32, i64, u64, f64, i128) have
     // no padding and every byte is initialised.
     unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
@@ -727,16 +727,32 @@ impl Gpu {
         self.upload_rows(col, 0..col.len())
     }
 
-    /// A new `U8` buffer holding `bytes`, copied from them.
-    pub(crate) fn upload_bytes(&mut self, bytes: &[u8]) -> Result<DevBuf, BackendError> {
-        let buf = self.alloc(Elem::U8, bytes.len())?;
-        match self.htod(&buf, bytes) {
-            Ok(()) => Ok(buf),
-            Err(e) => {
-                self.free(buf);
-                Err(e)
-            }
+    /// Copies `bytes` into the `U8` buffer `buf` from its byte `at` on (the range must lie
+    /// in the buffer): large copies through the staging buffer, as every upload.
+    pub(crate) fn htod_at(&mut self, buf: &DevBuf, at: usize, bytes: &[u8]) -> Result<(), BackendError> {
+        if buf.elem != Elem::U8 || at.checked_add(bytes.len()).is_none_or(|e| e > buf.len) {
+            return Err(BackendError(format!(
+                "gpu backend: {} bytes copied to byte {at} of a {} buffer of {} rows",
+                bytes.len(),
+                buf.elem.name(),
+                buf.len
+            )));
         }
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        self.mem.bytes_in += bytes.len() as u64;
+        let dst = self.ptr(buf)? + at as u64;
+        if bytes.len() >= STAGING_MIN && self.staging_ready(bytes.len()) {
+            return self.htod_staged(dst, bytes);
+        }
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| drv("cannot bind the CUDA context", e))?;
+        // SAFETY: the destination range lies in the buffer (checked above); a copy from
+        // pageable memory has read its source when the call returns.
+        unsafe { result::memcpy_htod_async(dst, bytes, self.stream.cu_stream()) }
+            .map_err(|e| drv("cannot copy to the device", e))
     }
 
     /// A new buffer holding the rows `rows` of `col`, copied from `col` itself.

@@ -367,8 +367,7 @@ pub(crate) fn upload_flags(gpu: &mut Gpu, len: usize, ones: &[u32]) -> Result<De
 /// The rows `rows` of a database's stored column as the column a plan reads: a column
 /// held as it is read is copied as it is; a packed one moves its packed rows (1, 2 or 4
 /// bytes a row, and a string column's distinct codes) and is widened on the device
-/// (kernels/movement.cu `widen_i32`, `widen_i64`, `widen_codes`), the packed rows freed
-/// after. Nothing is left allocated on an error.
+/// ([`widen_packed`]), the packed rows freed after. Nothing is left allocated on an error.
 pub(crate) fn upload_stored(
     gpu: &mut Gpu,
     col: &fox_runtime::stored::StoredCol,
@@ -377,6 +376,45 @@ pub(crate) fn upload_stored(
     if let Some(h) = col.plain() {
         return gpu.upload_rows(h, rows);
     }
+    match upload_packed(gpu, col, rows.clone())? {
+        Some(packed) => {
+            let out = widen_packed(gpu, &packed, col, rows.clone(), rows);
+            gpu.free(packed);
+            out
+        }
+        None => Err(err("a packed column without packed rows".to_string())),
+    }
+}
+
+/// The packed rows `rows` of a stored column in one new `U8` buffer, laid out as
+/// `StoredCol::packed_bytes` says (the rows, then a string column's distinct codes at
+/// `StoredCol::codes_at`); `None` for a column held as it is read. Nothing is left
+/// allocated on an error.
+pub(crate) fn upload_packed(
+    gpu: &mut Gpu,
+    col: &fox_runtime::stored::StoredCol,
+    rows: std::ops::Range<usize>,
+) -> Result<Option<DevBuf>, BackendError> {
+    check_rows(col, &rows)?;
+    let Some((bytes, _, how)) = col.packed_rows(rows.start, rows.end) else {
+        return Ok(None);
+    };
+    let n = rows.len();
+    let buf = gpu.alloc(Elem::U8, col.packed_bytes(n))?;
+    let res = gpu.htod_at(&buf, 0, bytes).and_then(|()| match how {
+        Ok(_) => Ok(()),
+        Err(codes) => gpu.htod_at(&buf, col.codes_at(n), crate::device::bytes_of(codes)),
+    });
+    match res {
+        Ok(()) => Ok(Some(buf)),
+        Err(e) => {
+            gpu.free(buf);
+            Err(e)
+        }
+    }
+}
+
+fn check_rows(col: &fox_runtime::stored::StoredCol, rows: &std::ops::Range<usize>) -> Result<(), BackendError> {
     if rows.start > rows.end || rows.end > col.len() {
         return Err(err(format!(
             "rows {}..{} of a packed column of {} rows uploaded",
@@ -385,31 +423,61 @@ pub(crate) fn upload_stored(
             col.len()
         )));
     }
-    let Some((bytes, width, how)) = col.packed_rows(rows.start, rows.end) else {
-        return Err(err("a packed column without packed rows".to_string()));
+    Ok(())
+}
+
+/// The rows `rows` of a packed stored column widened into a new buffer from `packed`,
+/// the buffer [`upload_packed`] made of its rows `kept` (kernels/movement.cu
+/// `widen_i32`, `widen_i64`, `widen_codes`); `packed` stays. An error for rows outside
+/// `kept` or a buffer not of their packed bytes; nothing is left allocated on an error.
+pub(crate) fn widen_packed(
+    gpu: &mut Gpu,
+    packed: &DevBuf,
+    col: &fox_runtime::stored::StoredCol,
+    kept: std::ops::Range<usize>,
+    rows: std::ops::Range<usize>,
+) -> Result<DevBuf, BackendError> {
+    check_rows(col, &rows)?;
+    check_rows(col, &kept)?;
+    let Some((_, width, how)) = col.packed_rows(0, 0) else {
+        return Err(err("packed rows widened for a column held as it is read".to_string()));
     };
-    let n = rows.len();
+    if packed.elem != Elem::U8
+        || packed.len != col.packed_bytes(kept.len())
+        || rows.start < kept.start
+        || rows.end > kept.end
+    {
+        return Err(err(format!(
+            "rows {}..{} widened from a {} buffer of {} bytes said to hold the packed rows {}..{} ({} bytes)",
+            rows.start,
+            rows.end,
+            packed.elem.name(),
+            packed.len,
+            kept.start,
+            kept.end,
+            col.packed_bytes(kept.len())
+        )));
+    }
+    let (from, n) = (rows.start - kept.start, rows.len());
+    // A string column's codes follow the kept rows, from a multiple of 4 bytes.
+    let codes_at = col.codes_at(kept.len());
     let out = gpu.alloc(col.elem(), n)?;
     if n == 0 {
         return Ok(out);
     }
-    let mut temps = Vec::with_capacity(2);
     let res = (|| {
-        temps.push(gpu.upload_bytes(bytes)?);
-        let at = gpu.ptr(&temps[0])?;
+        let base = gpu.ptr(packed)?;
+        let at = base + (from * width as usize) as u64;
         let (kernel, last) = match how {
-            Ok(base) => (
+            Ok(b) => (
                 if col.elem() == Elem::I32 {
                     "widen_i32"
                 } else {
                     "widen_i64"
                 },
-                KArg::U64(base as u64),
+                KArg::U64(b as u64),
             ),
-            Err(codes) => {
-                temps.push(gpu.upload(&HostCol::U32(codes.to_vec()))?);
-                ("widen_codes", KArg::Ptr(gpu.ptr(&temps[1])?))
-            }
+            Err(_) => ("widen_codes", KArg::Ptr(base + codes_at as u64)),
         };
         let args = [
             KArg::Ptr(gpu.ptr(&out)?),
@@ -421,7 +489,6 @@ pub(crate) fn upload_stored(
         let grid = gpu.grid_for(n, BLOCK, 4, 16);
         gpu.launch("movement", kernel, grid, BLOCK, 0, &args)
     })();
-    free_all(gpu, temps);
     match res {
         Ok(()) => Ok(out),
         Err(e) => {

@@ -287,6 +287,36 @@ pub trait Backend {
             }
         }
     }
+    /// Uploads the packed rows `rows` (in range) of a database's stored column into one
+    /// `U8` buffer laid out as [`crate::stored::StoredCol::packed_bytes`] says (the rows,
+    /// then a string column's distinct codes at
+    /// [`crate::stored::StoredCol::codes_at`]), kept on the device so that
+    /// [`Backend::widen_packed`] makes any run of those rows from it without moving them
+    /// again. `Ok(None)` where the backend keeps no packed rows (the default: a backend
+    /// whose buffers are host memory reads the database in place) or the column is held
+    /// as it is read.
+    fn upload_packed(
+        &mut self,
+        col: &crate::stored::StoredCol,
+        rows: std::ops::Range<usize>,
+    ) -> Result<Option<DevBuf>, BackendError> {
+        let _ = (col, rows);
+        Ok(None)
+    }
+    /// The rows `rows` of the stored column `col`, as the column a plan reads, made on
+    /// the device from `packed`: the buffer [`Backend::upload_packed`] made of the rows
+    /// `kept` of `col`. `packed` stays as it is; rows outside `kept` are an error. The
+    /// default (a backend that keeps no packed rows) is an error.
+    fn widen_packed(
+        &mut self,
+        packed: &DevBuf,
+        col: &crate::stored::StoredCol,
+        kept: std::ops::Range<usize>,
+        rows: std::ops::Range<usize>,
+    ) -> Result<DevBuf, BackendError> {
+        let _ = (packed, col, kept, rows);
+        Err(BackendError(format!("{} keeps no packed rows to widen", self.name())))
+    }
     /// A new `U8` buffer of `len` rows, 1 at the rows `ones` (each below `len`) and 0
     /// elsewhere: a table of flags most of whose rows are 0 (a pattern's table over a
     /// large dictionary of which a run reads few strings), which a backend with memory

@@ -838,11 +838,17 @@ pub struct Resident {
     pub(crate) room: u64,
     /// The bound of the last run.
     pub(crate) bound: Option<u64>,
+    /// The plans (by [`crate::interp`]'s signature of the columns they read and their
+    /// instructions) that keep no packed rows on the device: a run of theirs that kept
+    /// some moved its own buffers to the host for want of the room they took.
+    pub(crate) without_packed: std::collections::HashSet<u64>,
 }
 
 /// The rows of a column a resident buffer holds: every row, the rows `start..end` (a
 /// part that is not the whole column), or those that hashing on the key columns `keys`
-/// gives device `rank` of `devices`.
+/// gives device `rank` of `devices`; or the packed rows `start..end` of a packed column
+/// ([`crate::Backend::upload_packed`]), from which runs of those rows are widened on the
+/// device.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Rows {
     All,
@@ -852,6 +858,7 @@ pub(crate) enum Rows {
         rank: usize,
         devices: usize,
     },
+    Packed(std::ops::Range<usize>),
 }
 
 impl Rows {
@@ -870,6 +877,7 @@ impl Rows {
             Rows::All => (0, 0, 0, Vec::new()),
             Rows::Part(p) => (1, p.start, p.end, Vec::new()),
             Rows::Hashed { keys, rank, devices } => (2, *rank, *devices, keys.clone()),
+            Rows::Packed(p) => (3, p.start, p.end, Vec::new()),
         }
     }
 }
@@ -944,7 +952,7 @@ impl Resident {
     /// The buffers held, sorted: each one's table, column (its index in the table's
     /// declaration; for the dictionary's tables, whose table starts with `$`, the
     /// dictionary's size), rows in words (`all`, `rows A..B`, `hashed on [K] for device R
-    /// of N`) and bytes.
+    /// of N`, `packed rows A..B`) and bytes.
     pub fn held(&self) -> Vec<(String, usize, String, usize)> {
         let mut keys: Vec<(&ResidentKey, usize)> = self.bufs.iter().map(|(k, b)| (k, b.bytes())).collect();
         keys.sort_by(|(x, _), (y, _)| (&x.0, x.1, x.2.order()).cmp(&(&y.0, y.1, y.2.order())));
@@ -956,6 +964,7 @@ impl Resident {
                     Rows::Hashed { keys, rank, devices } => {
                         format!("hashed on {keys:?} for device {rank} of {devices}")
                     }
+                    Rows::Packed(r) => format!("packed rows {}..{}", r.start, r.end),
                 };
                 (t.clone(), *c, rows, bytes)
             })

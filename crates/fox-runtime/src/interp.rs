@@ -318,6 +318,20 @@ struct Interp<'a> {
     local_next: u32,
     /// The backend's `MemStats::bytes_in` when the run started.
     bytes_in_at_start: u64,
+    /// The kept packed rows being widened now ([`Interp::upload_db_rows`]): never freed
+    /// to make room meanwhile.
+    packed_busy: Option<u64>,
+    /// Whether [`Interp::make_room`] may give back the packed rows the run reads (not
+    /// while it makes room to keep more of them).
+    packed_last_resort: bool,
+    /// The run gave back packed rows it reads to make room: it keeps no more.
+    packed_closed: bool,
+    /// The plan keeps no packed rows (see [`Interp::packed_share`]), and reads none it
+    /// finds kept.
+    packed_off: bool,
+    /// The plan's signature ([`Interp::plan_signature`]), worked out with its resident
+    /// buffers.
+    signature: u64,
 }
 
 impl<'a> Interp<'a> {
@@ -367,6 +381,11 @@ impl<'a> Interp<'a> {
             outputs: Vec::new(),
             timing: opts.timing,
             memory_limit: opts.memory_limit,
+            packed_busy: None,
+            packed_last_resort: true,
+            packed_closed: false,
+            packed_off: false,
+            signature: 0,
             window_rows: opts
                 .window_rows
                 .map_or(MAX_WINDOW_ROWS, |r| r.clamp(1, MAX_WINDOW_ROWS)),
@@ -470,6 +489,15 @@ impl DbRows {
     fn copy(&self) -> Result<HostCol, String> {
         self.slice(0, self.rows.len())
     }
+
+    /// The key of these rows' packed rows kept on the device.
+    fn packed_key(&self) -> crate::database::ResidentKey {
+        (
+            self.table.input.name.clone(),
+            self.col,
+            crate::database::Rows::Packed(self.rows.clone()),
+        )
+    }
 }
 
 /// A kernel whose output columns are independent, as one kernel per output column and
@@ -490,6 +518,26 @@ fn column_split(kernel: &Kernel, args: &[usize], n_outs: usize) -> Option<(Kerne
         )),
         _ => None,
     }
+}
+
+/// Whether a launch of `kernel` on `args` with `n_outs` outputs that does not fit the
+/// device budget runs in pieces, or on the host, instead (the fallbacks of
+/// [`Interp::instr`]'s launches).
+fn in_pieces(kernel: &Kernel, args: &[usize], n_outs: usize) -> bool {
+    rows::row_aligned(kernel, args.len()).is_some()
+        || column_split(kernel, args, n_outs).is_some()
+        || joins::runs_in_pieces(kernel, args.len())
+        || reduce::keyed(kernel, args.len()).is_some()
+        || matches!(
+            kernel,
+            Kernel::Slice { .. }
+                | Kernel::ExclusiveScan
+                | Kernel::MergeUnion { .. }
+                | Kernel::SortPerm { .. }
+                | Kernel::HashBuild { .. }
+                | Kernel::Concat { .. }
+                | Kernel::TrieBuild { .. }
+        )
 }
 
 /// A host kernel's error as the run's: a plan error or a kernel error of the
@@ -851,6 +899,10 @@ impl Interp<'_> {
             if let Some(d) = &in_db {
                 let bytes = d.rows.len() * d.column().elem().size();
                 if !self.fits_without_moving(bytes) {
+                    // Its packed rows stay on the device where they fit the share kept
+                    // for them; its readers widen their rows from there.
+                    self.packed_on_device(d, &[])
+                        .map_err(|msg| RuntimeError::Kernel { at: at_upload(), msg })?;
                     self.define_in_database(var, d.clone());
                     continue;
                 }
@@ -896,7 +948,14 @@ impl Interp<'_> {
                 continue;
             }
             let keep = from_database && self.resident.is_some() && column.is_some() && self.admit_resident(bytes);
+            // Rows whose packed rows an earlier run kept on the device are widened there.
+            let kept = in_db.as_ref().filter(|d| self.packed_kept(d)).cloned();
             let up = match (picked, column) {
+                _ if kept.is_some() => {
+                    let d = kept.expect("checked");
+                    self.upload_db_rows(&d, 0..d.rows.len(), &[])
+                        .map_err(crate::BackendError)
+                }
                 (Some(p), _) => self.upload_room(p),
                 (None, Some(ColRef::Host(h))) => self.upload_room_rows(h, rows.clone()),
                 (None, Some(ColRef::Stored(s))) => self.upload_room_stored(s, rows.clone()),
@@ -1496,7 +1555,13 @@ impl Interp<'_> {
             .iter()
             .filter(|(_, b)| !held.contains(&b.id))
             .filter_map(|(k, _)| {
-                let group = if self.wanted.contains_key(k) {
+                // Packed rows the run reads are given back last ([`Interp::make_room`]).
+                let group = if matches!(k.2, crate::database::Rows::Packed(_)) {
+                    if self.reads_packed(k) {
+                        return None;
+                    }
+                    1
+                } else if self.wanted.contains_key(k) {
                     2
                 } else if columns.contains(&(k.0.as_str(), k.1)) {
                     0
@@ -1551,8 +1616,12 @@ impl Interp<'_> {
             return;
         }
         self.wanted = self.wanted_keys();
+        if self.memory_limit.is_some() && self.backend.memory_is_separate() {
+            self.signature = self.plan_signature();
+        }
         let cap = self.device_cap;
         let r = self.resident.as_mut().expect("checked above");
+        self.packed_off = r.without_packed.contains(&self.signature);
         r.runs += 1;
         r.bound = r.bound_under(cap);
         self.resident_begun = true;
@@ -1571,7 +1640,11 @@ impl Interp<'_> {
             let others: Vec<crate::database::ResidentKey> = r
                 .bufs
                 .keys()
-                .filter(|k| !self.wanted.contains_key(*k) && columns.contains(&(k.0.as_str(), k.1)))
+                .filter(|k| {
+                    !self.wanted.contains_key(*k)
+                        && columns.contains(&(k.0.as_str(), k.1))
+                        && !matches!(k.2, crate::database::Rows::Packed(_))
+                })
                 .cloned()
                 .collect();
             for k in others {
@@ -1595,9 +1668,37 @@ impl Interp<'_> {
         let working = (peak as u64).saturating_sub(r.bytes() as u64);
         r.room = r.room.max(working);
         r.bound = r.bound_under(cap);
+        // Packed rows kept at the price of room the run's own buffers needed (it gave
+        // them back, or moved more than a 64th of the bytes widened from them to the
+        // host): the plan keeps none from its next run on.
+        let t = &self.stats.tier;
+        if !self.packed_off
+            && t.widened_on_device + t.packed_kept > 0
+            && (self.packed_closed || t.bytes_to_host.saturating_mul(64) > t.widened_on_device_bytes)
+        {
+            r.without_packed.insert(self.signature);
+        }
         if let Some(bound) = r.bound {
             self.trim_resident(bound, true);
         }
+    }
+
+    /// A signature of the plan, for what [`Resident`] learns of its runs: the resident
+    /// buffers it reads ([`Interp::wanted_keys`], in order) and the instructions of each
+    /// block, as text.
+    fn plan_signature(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut keys: Vec<&crate::database::ResidentKey> = self.wanted.keys().collect();
+        keys.sort_by(|x, y| (&x.0, x.1, x.2.order()).cmp(&(&y.0, y.1, y.2.order())));
+        for k in keys {
+            (&k.0, k.1, k.2.order()).hash(&mut h);
+        }
+        for b in &self.plan.blocks {
+            b.label.hash(&mut h);
+            format!("{:?}", b.instrs).hash(&mut h);
+        }
+        h.finish()
     }
 
     /// Whether a column of `bytes` uploaded now may be kept resident: it fits under the
@@ -1646,7 +1747,7 @@ impl Interp<'_> {
                     };
                     let share = match (&rows, device) {
                         (Rows::All, _) | (_, None) => len,
-                        (Rows::Part(r), _) => r.len(),
+                        (Rows::Part(r) | Rows::Packed(r), _) => r.len(),
                         (Rows::Hashed { .. }, Some((_, n))) => len.div_ceil(n),
                     };
                     for (c, l, size) in cols {
@@ -1729,11 +1830,33 @@ impl Interp<'_> {
     }
 
     /// Moves buffers to the host tier, furthest next use first, until at least `target`
-    /// bytes have left the device, keeping the slots of `keep`; the bytes moved (fewer
-    /// when no buffer is left to move).
+    /// bytes have left the device, keeping the slots of `keep` (with packed rows kept,
+    /// the device copies of the database's rows first, then those packed rows, as
+    /// [`Interp::make_room`] does); the bytes moved (fewer when no buffer is left to
+    /// move).
     fn evict_some(&mut self, target: usize, keep: &[usize]) -> Result<usize, String> {
         let mut freed = self.release_resident(target);
-        for c in self.victims(keep) {
+        let mut victims = self.victims(keep);
+        if self.packed_share().is_some() {
+            let (copies, others): (Vec<Candidate>, Vec<Candidate>) =
+                victims.into_iter().partition(|c| self.in_db[c.slot].is_some());
+            victims = others;
+            for c in copies {
+                if freed >= target {
+                    return Ok(freed);
+                }
+                self.evict(c.slot)?;
+                freed += c.bytes;
+            }
+            for key in self.packed_read() {
+                if freed >= target {
+                    return Ok(freed);
+                }
+                freed += self.free_resident(&key);
+                self.packed_closed = true;
+            }
+        }
+        for c in victims {
             if freed >= target {
                 break;
             }
@@ -1741,6 +1864,29 @@ impl Interp<'_> {
             freed += c.bytes;
         }
         Ok(freed)
+    }
+
+    /// When the arguments `args` that are off the device cannot fit the run's device
+    /// budget even once every buffer that may leave it has left (every other buffer of
+    /// the run, and every resident one it does not hold): the bytes they need and the
+    /// bytes the budget could leave them.
+    fn never_fits(&self, args: &[usize]) -> Option<(u64, u64)> {
+        let cap = self.device_cap?;
+        let mut seen = std::collections::HashSet::new();
+        let need: u64 = args
+            .iter()
+            .filter(|&&s| seen.insert(s) && !matches!(self.tiers[s], Tier::Device))
+            .map(|&s| self.slot_buf(s).bytes() as u64)
+            .sum();
+        let in_use = self.backend.mem().in_use as u64;
+        if in_use.saturating_add(need) <= cap {
+            return None;
+        }
+        let movable: u64 = self.victims(args).iter().map(|c| c.bytes as u64).sum::<u64>()
+            + self.resident_bytes_of(&self.resident_victims(true))
+            + self.resident_bytes_of(&self.packed_read());
+        let fixed = in_use.saturating_sub(movable);
+        (fixed.saturating_add(need) > cap).then(|| (need, cap.saturating_sub(fixed)))
     }
 
     /// Moves buffers to the host tier until `bytes` more fit the run's device budget
@@ -1759,13 +1905,48 @@ impl Interp<'_> {
         if !over(self) {
             return Ok(());
         }
-        for c in self.victims(keep) {
+        let mut victims = self.victims(keep);
+        if self.packed_share().is_some() {
+            // With packed rows kept: the device copies of the database's rows leave first
+            // (they are only freed), then the packed rows the run reads (where allowed;
+            // the run keeps no more of them), and only then do the run's own buffers go
+            // to the host.
+            let (copies, others): (Vec<Candidate>, Vec<Candidate>) =
+                victims.into_iter().partition(|c| self.in_db[c.slot].is_some());
+            victims = others;
+            for c in copies {
+                self.evict(c.slot)?;
+                if !over(self) {
+                    return Ok(());
+                }
+            }
+            if self.packed_last_resort {
+                for key in self.packed_read() {
+                    self.free_resident(&key);
+                    self.packed_closed = true;
+                    if !over(self) {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        for c in victims {
             self.evict(c.slot)?;
             if !over(self) {
-                break;
+                return Ok(());
             }
         }
         Ok(())
+    }
+
+    /// The device bytes of the resident buffers `keys`.
+    fn resident_bytes_of(&self, keys: &[crate::database::ResidentKey]) -> u64 {
+        self.resident.as_ref().map_or(0, |r| {
+            keys.iter()
+                .filter_map(|k| r.bufs.get(k))
+                .map(|b| b.bytes() as u64)
+                .sum()
+        })
     }
 
     /// Uploads a column for an instruction's output (or an input), making room first.
@@ -1847,6 +2028,191 @@ impl Interp<'_> {
         }
     }
 
+    /// An out-of-memory error when `len` rows of `size` bytes do not fit the run's device
+    /// budget beside the buffers in use (`what` names them).
+    fn check_room(&self, len: usize, size: usize, what: &str) -> Result<(), String> {
+        let Some(cap) = self.device_cap else {
+            return Ok(());
+        };
+        let left = cap.saturating_sub(self.backend.mem().in_use as u64);
+        if (len as u64).saturating_mul(size as u64) <= left {
+            return Ok(());
+        }
+        let why = if self.memory_limit.is_some() {
+            crate::alloc::limit_refusal(u128::from(left))
+        } else {
+            format!(
+                "the device's memory leaves {} to this operation",
+                crate::alloc::bytes_text(u128::from(left))
+            )
+        };
+        Err(crate::alloc::rows_out_of_memory(len as u128, size, what, Some(&why)))
+    }
+
+    /// Under a memory limit, on a backend with memory of its own that keeps a database's
+    /// resident columns: the device bytes the packed rows kept there
+    /// ([`Interp::packed_on_device`]) may take, half of the budget. The other half is
+    /// left to the run's own buffers, so that operators in pieces keep pieces of a size
+    /// worth a launch. `None` otherwise (no packed rows are kept).
+    fn packed_share(&self) -> Option<u64> {
+        if self.packed_off
+            || self.memory_limit.is_none()
+            || self.resident.is_none()
+            || !self.backend.memory_is_separate()
+        {
+            return None;
+        }
+        self.device_cap.map(|c| c / 2)
+    }
+
+    /// The device bytes of the packed rows kept now.
+    fn packed_held(&self) -> u64 {
+        self.resident.as_ref().map_or(0, |r| {
+            r.bufs
+                .iter()
+                .filter(|(k, _)| matches!(k.2, crate::database::Rows::Packed(_)))
+                .map(|(_, b)| b.bytes() as u64)
+                .sum()
+        })
+    }
+
+    /// Whether the kept packed rows `key` are rows of a column this run loads, as it
+    /// loads them: the whole column, or the same part of it.
+    fn reads_packed(&self, key: &crate::database::ResidentKey) -> bool {
+        use crate::database::Rows;
+        let Rows::Packed(range) = &key.2 else {
+            return false;
+        };
+        if self.packed_off {
+            return false;
+        }
+        let (t, c) = (key.0.clone(), key.1);
+        self.wanted.contains_key(&(t.clone(), c, Rows::Part(range.clone())))
+            || (range.start == 0 && self.wanted.contains_key(&(t, c, Rows::All)))
+    }
+
+    /// Kept packed rows, least recently used first (then by table, column and rows):
+    /// those of columns the run reads (`read`, never the ones being widened now) or those
+    /// of the others.
+    fn kept_packed(&self, read: bool) -> Vec<crate::database::ResidentKey> {
+        let Some(r) = self.resident.as_ref() else {
+            return Vec::new();
+        };
+        let mut keys: Vec<(u64, &crate::database::ResidentKey)> = r
+            .bufs
+            .iter()
+            .filter(|(k, b)| {
+                matches!(k.2, crate::database::Rows::Packed(_))
+                    && self.reads_packed(k) == read
+                    && Some(b.id) != self.packed_busy
+            })
+            .map(|(k, _)| (r.used.get(k).copied().unwrap_or(0), k))
+            .collect();
+        keys.sort_by(|(u, x), (v, y)| (u, &x.0, x.1, x.2.order()).cmp(&(v, &y.0, y.1, y.2.order())));
+        keys.into_iter().map(|(_, k)| k.clone()).collect()
+    }
+
+    /// The kept packed rows of the columns this run reads, in the order they are given
+    /// back when nothing else is left to move ([`Interp::make_room`]).
+    fn packed_read(&self) -> Vec<crate::database::ResidentKey> {
+        self.kept_packed(true)
+    }
+
+    /// Under a packed share ([`Interp::packed_share`]): the device copy of the packed
+    /// rows of `d` (database rows read in place), kept for this run and later ones
+    /// ([`crate::database::Rows::Packed`]). Touched when held; else uploaded and kept
+    /// when the column is packed and its packed rows fit the share (once the packed rows
+    /// of columns the run does not read are given back, least recently used first) and
+    /// the budget beside the run's buffers (room made keeping `keep`). `None` otherwise:
+    /// the rows are uploaded from the host each time they are read.
+    fn packed_on_device(&mut self, d: &DbRows, keep: &[usize]) -> Result<Option<DevBuf>, String> {
+        let key = d.packed_key();
+        if self.packed_off {
+            return Ok(None);
+        }
+        if let Some(b) = self.resident.as_mut().and_then(|r| r.touch(&key)) {
+            return Ok(Some(b));
+        }
+        let Some(share) = self.packed_share().filter(|_| !self.packed_closed) else {
+            return Ok(None);
+        };
+        let col = d.column();
+        let bytes = col.packed_bytes(d.rows.len()) as u64;
+        if bytes == 0 {
+            return Ok(None);
+        }
+        if self.packed_held() + bytes > share {
+            for k in self.kept_packed(false) {
+                self.free_resident(&k);
+                if self.packed_held() + bytes <= share {
+                    break;
+                }
+            }
+            if self.packed_held() + bytes > share {
+                return Ok(None);
+            }
+        }
+        let last_resort = std::mem::replace(&mut self.packed_last_resort, false);
+        let made = self.make_room(bytes as usize, keep);
+        self.packed_last_resort = last_resort;
+        made?;
+        if (self.room_left() as u64) < bytes {
+            return Ok(None);
+        }
+        let t = Instant::now();
+        let up = self.backend.upload_packed(col, d.rows.clone());
+        self.stats.upload += t.elapsed();
+        match up {
+            Ok(Some(b)) => {
+                let copy = DevBuf {
+                    id: b.id,
+                    elem: b.elem,
+                    len: b.len,
+                };
+                self.stats.tier.packed_kept += 1;
+                self.stats.tier.packed_kept_bytes += bytes;
+                if let Some(r) = self.resident.as_mut() {
+                    r.keep(key, b);
+                }
+                Ok(Some(copy))
+            }
+            Ok(None) => Ok(None),
+            Err(e) if is_out_of_memory(&e.0) => Ok(None),
+            Err(e) => Err(e.0),
+        }
+    }
+
+    /// Whether the packed rows of `d` are kept on the device.
+    fn packed_kept(&self, d: &DbRows) -> bool {
+        let key = d.packed_key();
+        !self.packed_off && self.resident.as_ref().is_some_and(|r| r.bufs.contains_key(&key))
+    }
+
+    /// The rows `part` of database rows `d` read in place, on the device as the plan
+    /// reads them, room made keeping `keep`: widened from their packed rows kept on the
+    /// device where those are or can be ([`Interp::packed_on_device`]), else uploaded
+    /// ([`Interp::upload_room_stored`]).
+    fn upload_db_rows(&mut self, d: &DbRows, part: std::ops::Range<usize>, keep: &[usize]) -> Result<DevBuf, String> {
+        let col = d.column();
+        let rows = d.rows.start + part.start..d.rows.start + part.end;
+        let Some(packed) = self.packed_on_device(d, keep)? else {
+            return self.upload_room_stored(col, rows).map_err(|e| e.0);
+        };
+        let size = col.elem().size();
+        self.packed_busy = Some(packed.id);
+        let made = self.make_room(rows.len() * size, keep);
+        self.packed_busy = None;
+        made?;
+        self.check_room(rows.len(), size, "database rows widened on the device")?;
+        let t = Instant::now();
+        let up = self.backend.widen_packed(&packed, col, d.rows.clone(), rows.clone());
+        self.stats.upload += t.elapsed();
+        let b = up.map_err(|e| e.0)?;
+        self.stats.tier.widened_on_device += 1;
+        self.stats.tier.widened_on_device_bytes += (rows.len() * size) as u64;
+        Ok(b)
+    }
+
     /// The device bytes `n` rows of a stored column take while they are widened there,
     /// besides the column's own: its packed rows on a backend with memory of its own
     /// (which widens them on the device), none where the device is host memory.
@@ -1872,6 +2238,17 @@ impl Interp<'_> {
                 let b = self.slot_buf(s);
                 (b.bytes(), b.len, b.elem.size())
             };
+            // Database rows whose packed rows are kept on the device are widened there.
+            if let Tier::Db(rows) = &self.tiers[s] {
+                let d = rows.clone();
+                if self.packed_on_device(&d, slots)?.is_some() {
+                    let b = self.upload_db_rows(&d, 0..d.rows.len(), slots)?;
+                    self.slots[s].as_mut().expect("occupied").0 = b;
+                    self.tiers[s] = Tier::Device;
+                    self.stats.tier.restores += 1;
+                    continue;
+                }
+            }
             // The database's rows come with their packed rows while they are widened on
             // the device, where those fit beside them; else they are widened on the host.
             let on_device = match &self.tiers[s] {
@@ -1883,25 +2260,7 @@ impl Interp<'_> {
                 _ => false,
             };
             self.make_room(bytes, slots)?;
-            if let Some(cap) = self.device_cap {
-                let left = cap.saturating_sub(self.backend.mem().in_use as u64);
-                if bytes as u64 > left {
-                    let why = if self.memory_limit.is_some() {
-                        crate::alloc::limit_refusal(u128::from(left))
-                    } else {
-                        format!(
-                            "the device's memory leaves {} to this operation",
-                            crate::alloc::bytes_text(u128::from(left))
-                        )
-                    };
-                    return Err(crate::alloc::rows_out_of_memory(
-                        len as u128,
-                        size,
-                        "a buffer brought back from the host tier",
-                        Some(&why),
-                    ));
-                }
-            }
+            self.check_room(len, size, "a buffer brought back from the host tier")?;
             let t = Instant::now();
             let up = match std::mem::replace(&mut self.tiers[s], Tier::Gone) {
                 Tier::Host(col) => {
@@ -2654,6 +3013,25 @@ impl Interp<'_> {
         let plan = self.plan;
         let mut moved = 0;
         self.failure_leaked = false;
+        // The packed rows the run reads are given back only for a kernel that cannot run
+        // in pieces, which would widen from them.
+        // A launch that runs in pieces when it does not fit goes to its pieces at once
+        // when its arguments could never be on the device together: nothing is moved for
+        // it (the pieces widen from the packed rows kept, which stay).
+        if let Some((need, left)) = in_pieces(kernel, arg_slots, out_elems.len())
+            .then(|| self.never_fits(arg_slots))
+            .flatten()
+        {
+            return Err(RuntimeError::Kernel {
+                at: what(),
+                msg: format!(
+                    "out of memory: its arguments need {} on the device at once, and the device budget leaves \
+                     them at most {}",
+                    crate::alloc::bytes_text(u128::from(need)),
+                    crate::alloc::bytes_text(u128::from(left))
+                ),
+            });
+        }
         loop {
             self.restore(arg_slots)
                 .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?;

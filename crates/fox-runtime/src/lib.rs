@@ -256,6 +256,14 @@ pub struct TierStats {
     /// bringing them to the device counts in `bytes_to_device`.
     pub in_database: u64,
     pub in_database_bytes: u64,
+    /// Packed rows of database columns read in place uploaded to stay on the device for
+    /// this run and later ones ([`crate::Backend::upload_packed`]), and their bytes.
+    pub packed_kept: u64,
+    pub packed_kept_bytes: u64,
+    /// Runs of those columns' rows widened on the device from their kept packed rows
+    /// instead of uploaded, and the bytes made.
+    pub widened_on_device: u64,
+    pub widened_on_device_bytes: u64,
 }
 
 /// The rows of one observed operator over a run, against the planner's estimate.
@@ -490,6 +498,15 @@ pub fn format_stats(stats: &RunStats) -> String {
             "read from the database in place: {} ({} bytes), not copied to the host tier\n",
             plural(t.in_database, "column"),
             t.in_database_bytes
+        ));
+    }
+    if t.packed_kept > 0 || t.widened_on_device > 0 {
+        out.push_str(&format!(
+            "packed rows kept on the device: {} ({} bytes) uploaded, {} ({} bytes) widened from them\n",
+            plural(t.packed_kept, "column"),
+            t.packed_kept_bytes,
+            plural(t.widened_on_device, "piece"),
+            t.widened_on_device_bytes
         ));
     }
     if t.operators_in_pieces > 0 {

@@ -828,6 +828,10 @@ fn combine(devices: Vec<crate::RunStats>) -> crate::RunStats {
         all.tier.bytes_to_device += d.tier.bytes_to_device;
         all.tier.in_database += d.tier.in_database;
         all.tier.in_database_bytes += d.tier.in_database_bytes;
+        all.tier.packed_kept += d.tier.packed_kept;
+        all.tier.packed_kept_bytes += d.tier.packed_kept_bytes;
+        all.tier.widened_on_device += d.tier.widened_on_device;
+        all.tier.widened_on_device_bytes += d.tier.widened_on_device_bytes;
         all.tier.host_peak_bytes = all.tier.host_peak_bytes.max(d.tier.host_peak_bytes);
         all.exchange.rows += d.exchange.rows;
         all.exchange.bytes += d.exchange.bytes;

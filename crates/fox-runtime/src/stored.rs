@@ -91,6 +91,15 @@ pub enum StoredCol {
 
 const WHAT: &str = "a loaded column, packed";
 
+/// The bytes of one packed row.
+fn small_width(s: &Small) -> usize {
+    match s {
+        Small::U8(_) => 1,
+        Small::U16(_) => 2,
+        Small::U32(_) => 4,
+    }
+}
+
 impl StoredCol {
     /// `col` in the fewest bytes this type knows: integer columns (int32, int64) whose
     /// range fits a narrower width as offsets from their least value, and string columns
@@ -203,18 +212,24 @@ impl StoredCol {
     }
 
     /// The bytes `n` packed rows take (with the distinct codes of a string column), as
-    /// a backend that widens them on its device holds them meanwhile; 0 for a column held
-    /// as it is read.
+    /// a backend that widens them on its device holds them: the rows, then for a string
+    /// column its codes from the next multiple of 4 bytes ([`StoredCol::codes_at`]); 0
+    /// for a column held as it is read.
     pub fn packed_bytes(&self, n: usize) -> usize {
-        let width = |s: &Small| match s {
-            Small::U8(_) => 1,
-            Small::U16(_) => 2,
-            Small::U32(_) => 4,
-        };
         match self {
             StoredCol::Plain(_) => 0,
-            StoredCol::Offset { offsets, .. } => n * width(offsets),
-            StoredCol::Codes { codes, at } => n * width(at) + 4 * codes.len(),
+            StoredCol::Offset { offsets, .. } => n * small_width(offsets),
+            StoredCol::Codes { codes, .. } => self.codes_at(n) + 4 * codes.len(),
+        }
+    }
+
+    /// Where a string column's distinct codes begin in the bytes of `n` of its packed
+    /// rows as [`StoredCol::packed_bytes`] lays them out: the rows' bytes rounded up to a
+    /// multiple of 4 (0 for any other column).
+    pub fn codes_at(&self, n: usize) -> usize {
+        match self {
+            StoredCol::Codes { at, .. } => (n * small_width(at)).next_multiple_of(4),
+            _ => 0,
         }
     }
 

@@ -419,6 +419,113 @@ fn upload_stored_matches_cpu() {
     assert_eq!(gpu.mem().in_use, before, "nothing left allocated after a refusal");
 }
 
+/// Packed rows kept on the device (`upload_packed` of a run of a column's rows) widen
+/// into every run of the rows they hold as the CPU widens them (`StoredCol::slice`):
+/// int32 and int64 columns packed in 1, 2 and 4 bytes, string columns of 3 and 300
+/// distinct codes, every distribution, sizes around the block size, runs at odd offsets
+/// (the packed rows misaligned to 4 bytes before the codes), empty runs; the kept buffer
+/// takes `packed_bytes` and stays as it is; a column held as it is keeps nothing; rows the
+/// buffer does not hold are refused with nothing left allocated.
+fn widen_packed_matches_cpu() {
+    use fox_runtime::stored::StoredCol;
+    use fox_runtime::Backend;
+    use std::sync::Arc;
+    let mut gpu = gpu("widen_packed_matches_cpu");
+    let mut rng = Rng::new(11);
+    let mut cases = 0;
+    for &n in SIZES {
+        for dist in Dist::ALL {
+            let HostCol::I64(v) = random_col(&mut rng, Elem::I64, n, dist) else {
+                unreachable!("an int64 column")
+            };
+            let mut cols = Vec::new();
+            for span in [200i64, 60_000, 3_000_000_000] {
+                let lo = (1i64 << 41) - rng.below(1000) as i64;
+                cols.push(StoredCol::pack(
+                    HostCol::I64(v.iter().map(|&x| lo + x.rem_euclid(span)).collect()),
+                    None,
+                ));
+                if span < 1 << 31 {
+                    let narrow = v.iter().map(|&x| (x.rem_euclid(span) - 7) as i32).collect();
+                    cols.push(StoredCol::pack(HostCol::I32(narrow), None));
+                }
+            }
+            for k in [3i64, 300] {
+                let codes: Vec<u32> = (0..k as u32).map(|c| c * 104_729 + 3).collect();
+                let col: Vec<u32> = v.iter().map(|&x| codes[x.rem_euclid(k) as usize]).collect();
+                let mut distinct = col.clone();
+                distinct.sort_unstable();
+                distinct.dedup();
+                cols.push(StoredCol::pack(HostCol::U32(col), Some(&Arc::new(distinct))));
+            }
+            for col in &cols {
+                if col.plain().is_some() {
+                    continue;
+                }
+                // The kept rows: all of them, and an interior run from an odd row.
+                let first = (n / 5) | usize::from(n > 2);
+                for kept in [0..n, first.min(n)..n - n / 7] {
+                    let case = format!("{dist:?}, {n} rows, kept {kept:?}, {:?}", col.elem());
+                    let packed = gpu
+                        .upload_packed(col, kept.clone())
+                        .unwrap_or_else(|e| panic!("{case}: {e}"))
+                        .unwrap_or_else(|| panic!("{case}: nothing kept"));
+                    assert_eq!(packed.len, col.packed_bytes(kept.len()), "{case}");
+                    let image = gpu.download(&packed).expect("download");
+                    let len = kept.len();
+                    for (a, b) in [(0, len), (1, len / 2 + 1), (len / 3, len), (len, len)] {
+                        let rows = kept.start + a.min(len)..kept.start + b.min(len).max(a.min(len));
+                        let w = gpu
+                            .widen_packed(&packed, col, kept.clone(), rows.clone())
+                            .unwrap_or_else(|e| panic!("{case}, rows {rows:?}: {e}"));
+                        let got = gpu.download(&w).expect("download");
+                        assert_eq!(
+                            got,
+                            col.slice(rows.start, rows.end, "t").expect("slice"),
+                            "{case}, rows {rows:?}"
+                        );
+                        gpu.free(w);
+                        cases += 1;
+                    }
+                    assert_eq!(
+                        gpu.download(&packed).expect("download"),
+                        image,
+                        "{case}: the kept rows stay"
+                    );
+                    let before = gpu.mem().in_use;
+                    let past = kept.start..kept.end + 1;
+                    if kept.end < n {
+                        assert!(gpu.widen_packed(&packed, col, kept.clone(), past).is_err(), "{case}");
+                    }
+                    if kept.start > 0 {
+                        let before_first = kept.start - 1..kept.start;
+                        assert!(
+                            gpu.widen_packed(&packed, col, kept.clone(), before_first).is_err(),
+                            "{case}"
+                        );
+                        let wrong = kept.start - 1..kept.end;
+                        if col.packed_bytes(wrong.len()) != packed.len {
+                            assert!(
+                                gpu.widen_packed(&packed, col, wrong.clone(), wrong).is_err(),
+                                "{case}: another size"
+                            );
+                        }
+                    }
+                    assert_eq!(
+                        gpu.mem().in_use,
+                        before,
+                        "{case}: nothing left allocated after a refusal"
+                    );
+                    gpu.free(packed);
+                }
+            }
+        }
+    }
+    assert!(cases > 500, "{cases} runs widened");
+    let plain = StoredCol::Plain(HostCol::I64(vec![1, 2, 3]));
+    assert!(gpu.upload_packed(&plain, 0..3).expect("a plain column").is_none());
+}
+
 tests![
     Gpu gather_every_type_size_and_shift,
     Gpu gather_columns_of_different_lengths_and_no_columns,
@@ -430,4 +537,5 @@ tests![
     Gpu upload_rows_matches_cpu,
     Gpu upload_flags_matches_cpu,
     Gpu upload_stored_matches_cpu,
+    Gpu widen_packed_matches_cpu,
 ];

@@ -443,10 +443,9 @@ impl Interp<'_> {
                     let Tier::Db(rows) = &self.tiers[s] else {
                         unreachable!("matched above")
                     };
-                    let (table, c, start) = (rows.table.clone(), rows.col, rows.rows.start);
-                    let col = Database::column(&table, c).expect("a referenced column is loaded");
-                    self.upload_room_stored(col, start + a..start + b)
-                        .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?
+                    let rows = rows.clone();
+                    self.upload_db_rows(&rows, a..b, &[])
+                        .map_err(|msg| RuntimeError::Kernel { at: what(), msg })?
                 }
                 None => match self.rows_off_device(s, a, b) {
                     Some(part) => {
