@@ -824,7 +824,20 @@ pub(crate) fn to_host(c: LoadedCol, remap: &[u32]) -> HostCol {
 ///
 /// So a run whose columns and working set fit the device with everything kept before it
 /// frees nothing and uploads nothing twice, and [`Resident::bytes`] is within
-/// [`Resident::bound`] after every run that has a bound.
+/// [`Resident::bound`] after every run that has a bound, less the packed rows kept of
+/// the columns it read.
+///
+/// Packed rows ([`Rows::Packed`]) are kept only under a memory limit on a backend with
+/// memory of their own, for columns a run reads in place (too large for the device
+/// beside its buffers): within half the budget ([`Resident::packed_bytes`]), those of
+/// columns the run does not read given back first; the run widens its rows from them.
+/// They are given back before any buffer of the run moves to the host (after the device
+/// copies of database rows, which are only freed), except while room is made for more
+/// packed rows, and a launch that runs in pieces does not give them back to try its
+/// arguments whole when they could never fit together. A plan whose run gave them back,
+/// or moved more than a 64th of the bytes it widened from them to the host, keeps none
+/// in its later runs (`without_packed`, by a signature of its columns and blocks)
+/// and reads none it finds kept.
 #[derive(Debug, Default)]
 pub struct Resident {
     pub(crate) bufs: HashMap<ResidentKey, DevBuf>,
@@ -838,9 +851,9 @@ pub struct Resident {
     pub(crate) room: u64,
     /// The bound of the last run.
     pub(crate) bound: Option<u64>,
-    /// The plans (by [`crate::interp`]'s signature of the columns they read and their
-    /// instructions) that keep no packed rows on the device: a run of theirs that kept
-    /// some moved its own buffers to the host for want of the room they took.
+    /// The plans (by the interpreter's signature of the columns they read and their
+    /// blocks) that keep no packed rows on the device: a run of theirs that kept
+    /// some gave them back or moved its own buffers to the host for want of their room.
     pub(crate) without_packed: std::collections::HashSet<u64>,
 }
 
@@ -942,6 +955,15 @@ impl Resident {
     /// Bytes held on the device.
     pub fn bytes(&self) -> usize {
         self.bufs.values().map(DevBuf::bytes).sum()
+    }
+
+    /// Bytes of packed rows held on the device ([`Rows::Packed`]; part of [`Resident::bytes`]).
+    pub fn packed_bytes(&self) -> usize {
+        self.bufs
+            .iter()
+            .filter(|(k, _)| matches!(k.2, Rows::Packed(_)))
+            .map(|(_, b)| b.bytes())
+            .sum()
     }
 
     /// The number of buffers held on the device.

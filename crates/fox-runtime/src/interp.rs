@@ -1684,8 +1684,9 @@ impl Interp<'_> {
     }
 
     /// A signature of the plan, for what [`Resident`] learns of its runs: the resident
-    /// buffers it reads ([`Interp::wanted_keys`], in order) and the instructions of each
-    /// block, as text.
+    /// buffers it reads ([`Interp::wanted_keys`], in order), its buffers' count and each
+    /// block's label and number of instructions (cheap next to a run; two plans that
+    /// share them share what is learnt).
     fn plan_signature(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -1694,9 +1695,9 @@ impl Interp<'_> {
         for k in keys {
             (&k.0, k.1, k.2.order()).hash(&mut h);
         }
+        self.plan.buffers.len().hash(&mut h);
         for b in &self.plan.blocks {
-            b.label.hash(&mut h);
-            format!("{:?}", b.instrs).hash(&mut h);
+            (&b.label, b.instrs.len()).hash(&mut h);
         }
         h.finish()
     }
@@ -2067,13 +2068,7 @@ impl Interp<'_> {
 
     /// The device bytes of the packed rows kept now.
     fn packed_held(&self) -> u64 {
-        self.resident.as_ref().map_or(0, |r| {
-            r.bufs
-                .iter()
-                .filter(|(k, _)| matches!(k.2, crate::database::Rows::Packed(_)))
-                .map(|(_, b)| b.bytes() as u64)
-                .sum()
-        })
+        self.resident.as_ref().map_or(0, |r| r.packed_bytes() as u64)
     }
 
     /// Whether the kept packed rows `key` are rows of a column this run loads, as it

@@ -228,8 +228,11 @@ struct TpchArgs {
     /// then the bytes its median run copied to the device and their floor at the
     /// host-to-device bandwidth measured before the runs (256 MiB copies, median of 3),
     /// per query and against the total. The columns the runs read stay on the device
-    /// between runs within the limit less the largest working set of a run so far; over
-    /// --devices the limit is each device's.
+    /// between runs within the limit less the largest working set of a run so far; on a
+    /// GPU, the packed rows of columns too large for that stay within half the limit,
+    /// for the queries whose runs do not need the room (each query's line gives their
+    /// bytes and the bytes widened from them); over --devices the limit is each
+    /// device's.
     #[arg(long, value_name = "SIZE", value_parser = fox_cli::parse_memory_size)]
     memory_limit: Option<u64>,
     /// Also write the measurements to FILE as JSON (tpch/bench-duckdb.py --fox-json reads it).
