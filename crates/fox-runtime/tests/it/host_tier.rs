@@ -234,6 +234,71 @@ fn a_launch_whose_failure_left_memory_behind_is_not_tried_again() {
     assert_eq!(be.mem.in_use, 40);
 }
 
+/// A launch that can run in pieces (a `Slice`, taken on the host when it does not fit)
+/// whose argument could never be on the device, even with every other buffer moved,
+/// moves nothing for it: the 1,000-byte column b0 waits in the host tier under a limit of
+/// 900 bytes, and the 400-byte b1 stays on the device while b0's slice is taken on the
+/// host.
+#[test]
+fn a_launch_whose_arguments_could_never_fit_moves_no_other_buffer() {
+    let buffers = (0..3)
+        .map(|i| BufVar {
+            name: format!("b{i}"),
+            elem: Elem::I32,
+            ty: Some(Type::Int32),
+        })
+        .collect();
+    let small = Instr::Launch {
+        kernel: Kernel::Const {
+            types: vec![Type::Int32],
+            rows: (0..100).map(|v| vec![Value::Int32(v)]).collect(),
+        },
+        args: Vec::new(),
+        outs: vec![BufId(1)],
+        origin: None,
+    };
+    let p = KernelPlan {
+        version: KERNEL_PLAN_VERSION,
+        buffers,
+        inputs: Vec::new(),
+        blocks: vec![Block {
+            label: "main".into(),
+            local: false,
+            instrs: vec![
+                with_outs(column(0), &[0]),
+                small,
+                slice(0, 2),
+                Instr::Free { buf: BufId(0) },
+                output("slice", 2),
+                Instr::Free { buf: BufId(2) },
+                output("small", 1),
+                Instr::Free { buf: BufId(1) },
+            ],
+            term: Terminator::Halt,
+        }],
+        entry: BlockId(0),
+        planned_peak_buffers: 3,
+        sources: Vec::new(),
+        observed: Vec::new(),
+    };
+    let whole = run(&p, &mut Budget::new(0), &RunOptions::default()).unwrap();
+    let mut be = Budget::new(0);
+    let opts = RunOptions {
+        memory_limit: Some(900),
+        ..Default::default()
+    };
+    let cut = run(&p, &mut be, &opts).unwrap();
+    for k in 0..2 {
+        assert_eq!(values(&cut, k), values(&whole, k));
+    }
+    // b0 and the slice were made in the host tier; b1 never left the device.
+    let t = cut.stats.tier;
+    assert_eq!(t.bytes_to_host, 2000, "{t:?}");
+    assert_eq!((t.restores, t.bytes_to_device), (0, 0), "{t:?}");
+    assert_eq!(be.launches, 0, "the slice was taken on the host without a launch");
+    assert_eq!(be.mem.in_use, 0);
+}
+
 /// A loaded table `t` of three int32 columns of 250 rows (1,000 bytes each, the column
 /// `c` holding `v + 1000 * c` at row `v`), and a plan that loads it (b0, b1, b2), slices
 /// b2, then b1, then b0, outputting each slice.
