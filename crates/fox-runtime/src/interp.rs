@@ -448,6 +448,14 @@ impl<'a> Interp<'a> {
     }
 }
 
+/// One thing that may leave the device to make room ([`Interp::leaving`]).
+enum Leaving {
+    /// A buffer of the run.
+    Slot(Candidate),
+    /// Packed rows the run reads, kept in the resident.
+    Packed(crate::database::ResidentKey),
+}
+
 /// Where a slot's value is.
 enum Tier {
     /// On the device, in the slot's buffer.
@@ -1830,41 +1838,59 @@ impl Interp<'_> {
         Ok((self.backend.mem().in_use as u64).saturating_add(bytes as u64) > cap)
     }
 
-    /// Moves buffers to the host tier, furthest next use first, until at least `target`
-    /// bytes have left the device, keeping the slots of `keep` (with packed rows kept,
-    /// the device copies of the database's rows first, then those packed rows, as
-    /// [`Interp::make_room`] does); the bytes moved (fewer when no buffer is left to
-    /// move).
+    /// Takes what may leave the device off it, in [`Interp::leaving`]'s order (keeping
+    /// the slots of `keep`), until at least `target` bytes have left; the bytes moved
+    /// (fewer when nothing is left to move).
     fn evict_some(&mut self, target: usize, keep: &[usize]) -> Result<usize, String> {
         let mut freed = self.release_resident(target);
-        let mut victims = self.victims(keep);
-        if self.packed_share().is_some() {
-            let (copies, others): (Vec<Candidate>, Vec<Candidate>) =
-                victims.into_iter().partition(|c| self.in_db[c.slot].is_some());
-            victims = others;
-            for c in copies {
-                if freed >= target {
-                    return Ok(freed);
-                }
-                self.evict(c.slot)?;
-                freed += c.bytes;
-            }
-            for key in self.packed_read() {
-                if freed >= target {
-                    return Ok(freed);
-                }
-                freed += self.free_resident(&key);
-                self.packed_closed = true;
-            }
-        }
-        for c in victims {
+        for l in self.leaving(keep) {
             if freed >= target {
                 break;
             }
-            self.evict(c.slot)?;
-            freed += c.bytes;
+            freed += self.leave(l)?;
         }
         Ok(freed)
+    }
+
+    /// What may leave the device for a launch or an allocation that keeps the slots of
+    /// `keep` (besides the resident columns no buffer of the run holds), in the order it
+    /// leaves: the run's buffers in [`Interp::victims`]' order; with packed rows kept,
+    /// the device copies of the database's rows first (they are only freed), then the
+    /// packed rows the run reads (where `packed_last_resort` allows), and only
+    /// then the run's other buffers, which go to the host.
+    fn leaving(&self, keep: &[usize]) -> Vec<Leaving> {
+        let victims = self.victims(keep);
+        if self.packed_share().is_none() {
+            return victims.into_iter().map(Leaving::Slot).collect();
+        }
+        let (copies, others): (Vec<Candidate>, Vec<Candidate>) =
+            victims.into_iter().partition(|c| self.in_db[c.slot].is_some());
+        let packed = if self.packed_last_resort {
+            self.packed_read()
+        } else {
+            Vec::new()
+        };
+        copies
+            .into_iter()
+            .map(Leaving::Slot)
+            .chain(packed.into_iter().map(Leaving::Packed))
+            .chain(others.into_iter().map(Leaving::Slot))
+            .collect()
+    }
+
+    /// Takes `l` off the device: a slot to the host tier (or freed, when it copies the
+    /// database's rows), packed rows given back (the run keeps no more of them); its bytes.
+    fn leave(&mut self, l: Leaving) -> Result<usize, String> {
+        match l {
+            Leaving::Slot(c) => {
+                self.evict(c.slot)?;
+                Ok(c.bytes)
+            }
+            Leaving::Packed(key) => {
+                self.packed_closed = true;
+                Ok(self.free_resident(&key))
+            }
+        }
     }
 
     /// When the arguments `args` that are off the device cannot fit the run's device
@@ -1891,8 +1917,9 @@ impl Interp<'_> {
     }
 
     /// Moves buffers to the host tier until `bytes` more fit the run's device budget
-    /// beside the buffers in use, keeping the slots of `keep`; stops when none is left to
-    /// move (the allocation that follows may then fail, with its own error).
+    /// beside the buffers in use, keeping the slots of `keep` (idle resident columns
+    /// first, then in [`Interp::leaving`]'s order); stops when none is left to move (the
+    /// allocation that follows may then fail, with its own error).
     fn make_room(&mut self, bytes: usize, keep: &[usize]) -> Result<(), String> {
         let Some(cap) = self.device_cap else {
             return Ok(());
@@ -1906,33 +1933,8 @@ impl Interp<'_> {
         if !over(self) {
             return Ok(());
         }
-        let mut victims = self.victims(keep);
-        if self.packed_share().is_some() {
-            // With packed rows kept: the device copies of the database's rows leave first
-            // (they are only freed), then the packed rows the run reads (where allowed;
-            // the run keeps no more of them), and only then do the run's own buffers go
-            // to the host.
-            let (copies, others): (Vec<Candidate>, Vec<Candidate>) =
-                victims.into_iter().partition(|c| self.in_db[c.slot].is_some());
-            victims = others;
-            for c in copies {
-                self.evict(c.slot)?;
-                if !over(self) {
-                    return Ok(());
-                }
-            }
-            if self.packed_last_resort {
-                for key in self.packed_read() {
-                    self.free_resident(&key);
-                    self.packed_closed = true;
-                    if !over(self) {
-                        return Ok(());
-                    }
-                }
-            }
-        }
-        for c in victims {
-            self.evict(c.slot)?;
+        for l in self.leaving(keep) {
+            self.leave(l)?;
             if !over(self) {
                 return Ok(());
             }
@@ -2188,11 +2190,27 @@ impl Interp<'_> {
     /// device where those are or can be ([`Interp::packed_on_device`]), else uploaded
     /// ([`Interp::upload_room_stored`]).
     fn upload_db_rows(&mut self, d: &DbRows, part: std::ops::Range<usize>, keep: &[usize]) -> Result<DevBuf, String> {
+        match self.packed_on_device(d, keep)? {
+            Some(packed) => self.widen_kept(d, &packed, part, keep),
+            None => {
+                let rows = d.rows.start + part.start..d.rows.start + part.end;
+                self.upload_room_stored(d.column(), rows).map_err(|e| e.0)
+            }
+        }
+    }
+
+    /// The rows `part` of database rows `d`, widened on the device from `packed`, their
+    /// packed rows kept there ([`Interp::packed_on_device`]), room made keeping `keep`
+    /// (and `packed`).
+    fn widen_kept(
+        &mut self,
+        d: &DbRows,
+        packed: &DevBuf,
+        part: std::ops::Range<usize>,
+        keep: &[usize],
+    ) -> Result<DevBuf, String> {
         let col = d.column();
         let rows = d.rows.start + part.start..d.rows.start + part.end;
-        let Some(packed) = self.packed_on_device(d, keep)? else {
-            return self.upload_room_stored(col, rows).map_err(|e| e.0);
-        };
         let size = col.elem().size();
         self.packed_busy = Some(packed.id);
         let made = self.make_room(rows.len() * size, keep);
@@ -2200,7 +2218,7 @@ impl Interp<'_> {
         made?;
         self.check_room(rows.len(), size, "database rows widened on the device")?;
         let t = Instant::now();
-        let up = self.backend.widen_packed(&packed, col, d.rows.clone(), rows.clone());
+        let up = self.backend.widen_packed(packed, col, d.rows.clone(), rows.clone());
         self.stats.upload += t.elapsed();
         let b = up.map_err(|e| e.0)?;
         self.stats.tier.widened_on_device += 1;
@@ -2236,8 +2254,8 @@ impl Interp<'_> {
             // Database rows whose packed rows are kept on the device are widened there.
             if let Tier::Db(rows) = &self.tiers[s] {
                 let d = rows.clone();
-                if self.packed_on_device(&d, slots)?.is_some() {
-                    let b = self.upload_db_rows(&d, 0..d.rows.len(), slots)?;
+                if let Some(packed) = self.packed_on_device(&d, slots)? {
+                    let b = self.widen_kept(&d, &packed, 0..d.rows.len(), slots)?;
                     self.slots[s].as_mut().expect("occupied").0 = b;
                     self.tiers[s] = Tier::Device;
                     self.stats.tier.restores += 1;

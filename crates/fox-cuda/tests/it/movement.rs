@@ -345,6 +345,42 @@ fn upload_flags_matches_cpu() {
     assert_eq!(gpu.mem().in_use, before, "nothing left allocated after a refusal");
 }
 
+/// Stored columns made from the values `v`, for each span 200, 60,000 and 3·10^9: an
+/// int64 column of `v` modulo the span from the least value `lo(r)` (`r` drawn below
+/// 1,000) and, for spans within int32, an int32 column of `v` modulo the span less
+/// `shift`; then string columns of 3 and 300 distinct codes (`code(c)` for the c-th).
+/// Each packed as a loaded column is.
+fn packed_cases(
+    rng: &mut Rng,
+    v: &[i64],
+    lo: impl Fn(i64) -> i64,
+    shift: i64,
+    code: impl Fn(u32) -> u32,
+) -> Vec<fox_runtime::stored::StoredCol> {
+    use fox_runtime::stored::StoredCol;
+    let mut cols = Vec::new();
+    for span in [200i64, 60_000, 3_000_000_000] {
+        let lo = lo(rng.below(1000) as i64);
+        cols.push(StoredCol::pack(
+            HostCol::I64(v.iter().map(|&x| lo + x.rem_euclid(span)).collect()),
+            None,
+        ));
+        if span < 1 << 31 {
+            let narrow = v.iter().map(|&x| (x.rem_euclid(span) - shift) as i32).collect();
+            cols.push(StoredCol::pack(HostCol::I32(narrow), None));
+        }
+    }
+    for k in [3i64, 300] {
+        let codes: Vec<u32> = (0..k as u32).map(&code).collect();
+        let col: Vec<u32> = v.iter().map(|&x| codes[x.rem_euclid(k) as usize]).collect();
+        let mut distinct = col.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        cols.push(StoredCol::pack(HostCol::U32(col), Some(&std::sync::Arc::new(distinct))));
+    }
+    cols
+}
+
 /// `upload_stored` widens a packed database column on the device to exactly what the CPU
 /// backend widens on the host: int32 and int64 columns whose ranges pack in 1, 2 and 4
 /// bytes, string columns of 3 and 300 distinct codes (1 and 2 bytes), under every
@@ -354,7 +390,6 @@ fn upload_flags_matches_cpu() {
 fn upload_stored_matches_cpu() {
     use fox_runtime::stored::StoredCol;
     use fox_runtime::Backend;
-    use std::sync::Arc;
     let mut gpu = gpu("upload_stored_matches_cpu");
     let mut cpu = fox_cpu::CpuBackend::new();
     let mut rng = Rng::new(10);
@@ -364,26 +399,7 @@ fn upload_stored_matches_cpu() {
             let HostCol::I64(v) = random_col(&mut rng, Elem::I64, n, dist) else {
                 unreachable!("an int64 column")
             };
-            let mut cols = Vec::new();
-            for span in [200i64, 60_000, 3_000_000_000] {
-                let lo = -(1i64 << 40) + rng.below(1000) as i64;
-                cols.push(StoredCol::pack(
-                    HostCol::I64(v.iter().map(|&x| lo + x.rem_euclid(span)).collect()),
-                    None,
-                ));
-                if span < 1 << 31 {
-                    let narrow = v.iter().map(|&x| (x.rem_euclid(span) - 5_000) as i32).collect();
-                    cols.push(StoredCol::pack(HostCol::I32(narrow), None));
-                }
-            }
-            for k in [3i64, 300] {
-                let codes: Vec<u32> = (0..k as u32).map(|c| c * 7919 + 11).collect();
-                let col: Vec<u32> = v.iter().map(|&x| codes[x.rem_euclid(k) as usize]).collect();
-                let mut distinct = col.clone();
-                distinct.sort_unstable();
-                distinct.dedup();
-                cols.push(StoredCol::pack(HostCol::U32(col), Some(&Arc::new(distinct))));
-            }
+            let mut cols = packed_cases(&mut rng, &v, |r| -(1i64 << 40) + r, 5_000, |c| c * 7919 + 11);
             cols.push(StoredCol::Plain(HostCol::I64(v.clone())));
             for col in &cols {
                 packed += usize::from(col.plain().is_none());
@@ -429,7 +445,6 @@ fn upload_stored_matches_cpu() {
 fn widen_packed_matches_cpu() {
     use fox_runtime::stored::StoredCol;
     use fox_runtime::Backend;
-    use std::sync::Arc;
     let mut gpu = gpu("widen_packed_matches_cpu");
     let mut rng = Rng::new(11);
     let mut cases = 0;
@@ -438,26 +453,7 @@ fn widen_packed_matches_cpu() {
             let HostCol::I64(v) = random_col(&mut rng, Elem::I64, n, dist) else {
                 unreachable!("an int64 column")
             };
-            let mut cols = Vec::new();
-            for span in [200i64, 60_000, 3_000_000_000] {
-                let lo = (1i64 << 41) - rng.below(1000) as i64;
-                cols.push(StoredCol::pack(
-                    HostCol::I64(v.iter().map(|&x| lo + x.rem_euclid(span)).collect()),
-                    None,
-                ));
-                if span < 1 << 31 {
-                    let narrow = v.iter().map(|&x| (x.rem_euclid(span) - 7) as i32).collect();
-                    cols.push(StoredCol::pack(HostCol::I32(narrow), None));
-                }
-            }
-            for k in [3i64, 300] {
-                let codes: Vec<u32> = (0..k as u32).map(|c| c * 104_729 + 3).collect();
-                let col: Vec<u32> = v.iter().map(|&x| codes[x.rem_euclid(k) as usize]).collect();
-                let mut distinct = col.clone();
-                distinct.sort_unstable();
-                distinct.dedup();
-                cols.push(StoredCol::pack(HostCol::U32(col), Some(&Arc::new(distinct))));
-            }
+            let cols = packed_cases(&mut rng, &v, |r| (1i64 << 41) - r, 7, |c| c * 104_729 + 3);
             for col in &cols {
                 if col.plain().is_some() {
                     continue;

@@ -108,14 +108,49 @@ impl Backend for Budget {
 
 /// 250 int32 values from `from` (1,000 bytes).
 fn column(from: i32) -> Instr {
+    column_of(from, 250)
+}
+
+/// `rows` int32 values from `from`.
+fn column_of(from: i32, rows: i32) -> Instr {
     Instr::Launch {
         kernel: Kernel::Const {
             types: vec![Type::Int32],
-            rows: (from..from + 250).map(|v| vec![Value::Int32(v)]).collect(),
+            rows: (from..from + rows).map(|v| vec![Value::Int32(v)]).collect(),
         },
         args: Vec::new(),
         outs: Vec::new(),
         origin: None,
+    }
+}
+
+/// A plan of one block `instrs` over the int32 buffers b0..b{buffers} and `inputs`.
+fn one_block(
+    buffers: usize,
+    inputs: Vec<fox_kernel::InputRel>,
+    instrs: Vec<Instr>,
+    planned_peak_buffers: usize,
+) -> KernelPlan {
+    KernelPlan {
+        version: KERNEL_PLAN_VERSION,
+        buffers: (0..buffers)
+            .map(|i| BufVar {
+                name: format!("b{i}"),
+                elem: Elem::I32,
+                ty: Some(Type::Int32),
+            })
+            .collect(),
+        inputs,
+        blocks: vec![Block {
+            label: "main".into(),
+            local: false,
+            instrs,
+            term: Terminator::Halt,
+        }],
+        entry: BlockId(0),
+        planned_peak_buffers,
+        sources: Vec::new(),
+        observed: Vec::new(),
     }
 }
 
@@ -151,42 +186,22 @@ fn output(name: &str, b: u32) -> Instr {
 /// b0, b1, b2 of 1,000 bytes each; b3 := slice(b2) needs a fourth while b0 is read
 /// last and b1 sooner; then b4 := slice(b0) brings b0 back.
 fn plan() -> KernelPlan {
-    let buffers = (0..5)
-        .map(|i| BufVar {
-            name: format!("b{i}"),
-            elem: Elem::I32,
-            ty: Some(Type::Int32),
-        })
-        .collect();
-    KernelPlan {
-        version: KERNEL_PLAN_VERSION,
-        buffers,
-        inputs: Vec::new(),
-        blocks: vec![Block {
-            label: "main".into(),
-            local: false,
-            instrs: vec![
-                with_outs(column(0), &[0]),
-                with_outs(column(1000), &[1]),
-                with_outs(column(2000), &[2]),
-                slice(2, 3),
-                Instr::Free { buf: BufId(2) },
-                output("one", 1),
-                Instr::Free { buf: BufId(1) },
-                output("three", 3),
-                Instr::Free { buf: BufId(3) },
-                slice(0, 4),
-                Instr::Free { buf: BufId(0) },
-                output("four", 4),
-                Instr::Free { buf: BufId(4) },
-            ],
-            term: Terminator::Halt,
-        }],
-        entry: BlockId(0),
-        planned_peak_buffers: 4,
-        sources: Vec::new(),
-        observed: Vec::new(),
-    }
+    let instrs = vec![
+        with_outs(column(0), &[0]),
+        with_outs(column(1000), &[1]),
+        with_outs(column(2000), &[2]),
+        slice(2, 3),
+        Instr::Free { buf: BufId(2) },
+        output("one", 1),
+        Instr::Free { buf: BufId(1) },
+        output("three", 3),
+        Instr::Free { buf: BufId(3) },
+        slice(0, 4),
+        Instr::Free { buf: BufId(0) },
+        output("four", 4),
+        Instr::Free { buf: BufId(4) },
+    ];
+    one_block(5, Vec::new(), instrs, 4)
 }
 
 fn values(r: &fox_runtime::RunResult, k: usize) -> Vec<String> {
@@ -241,46 +256,17 @@ fn a_launch_whose_failure_left_memory_behind_is_not_tried_again() {
 /// host.
 #[test]
 fn a_launch_whose_arguments_could_never_fit_moves_no_other_buffer() {
-    let buffers = (0..3)
-        .map(|i| BufVar {
-            name: format!("b{i}"),
-            elem: Elem::I32,
-            ty: Some(Type::Int32),
-        })
-        .collect();
-    let small = Instr::Launch {
-        kernel: Kernel::Const {
-            types: vec![Type::Int32],
-            rows: (0..100).map(|v| vec![Value::Int32(v)]).collect(),
-        },
-        args: Vec::new(),
-        outs: vec![BufId(1)],
-        origin: None,
-    };
-    let p = KernelPlan {
-        version: KERNEL_PLAN_VERSION,
-        buffers,
-        inputs: Vec::new(),
-        blocks: vec![Block {
-            label: "main".into(),
-            local: false,
-            instrs: vec![
-                with_outs(column(0), &[0]),
-                small,
-                slice(0, 2),
-                Instr::Free { buf: BufId(0) },
-                output("slice", 2),
-                Instr::Free { buf: BufId(2) },
-                output("small", 1),
-                Instr::Free { buf: BufId(1) },
-            ],
-            term: Terminator::Halt,
-        }],
-        entry: BlockId(0),
-        planned_peak_buffers: 3,
-        sources: Vec::new(),
-        observed: Vec::new(),
-    };
+    let instrs = vec![
+        with_outs(column(0), &[0]),
+        with_outs(column_of(0, 100), &[1]),
+        slice(0, 2),
+        Instr::Free { buf: BufId(0) },
+        output("slice", 2),
+        Instr::Free { buf: BufId(2) },
+        output("small", 1),
+        Instr::Free { buf: BufId(1) },
+    ];
+    let p = one_block(3, Vec::new(), instrs, 3);
     let whole = run(&p, &mut Budget::new(0), &RunOptions::default()).unwrap();
     let mut be = Budget::new(0);
     let opts = RunOptions {
@@ -324,13 +310,6 @@ fn database_and_plan(dir: &std::path::Path) -> (fox_runtime::Database, KernelPla
         &fox_runtime::NoProgress,
     )
     .unwrap();
-    let buffers = (0..6)
-        .map(|i| BufVar {
-            name: format!("b{i}"),
-            elem: Elem::I32,
-            ty: Some(Type::Int32),
-        })
-        .collect();
     let load = Instr::Launch {
         kernel: Kernel::LoadInput {
             input: 0,
@@ -342,35 +321,22 @@ fn database_and_plan(dir: &std::path::Path) -> (fox_runtime::Database, KernelPla
         origin: None,
     };
     let free = |b| Instr::Free { buf: BufId(b) };
-    let plan = KernelPlan {
-        version: KERNEL_PLAN_VERSION,
-        buffers,
-        inputs: vec![rel],
-        blocks: vec![Block {
-            label: "main".into(),
-            local: false,
-            instrs: vec![
-                load,
-                slice(2, 3),
-                free(2),
-                output("c", 3),
-                free(3),
-                slice(1, 4),
-                free(1),
-                output("b", 4),
-                free(4),
-                slice(0, 5),
-                free(0),
-                output("a", 5),
-                free(5),
-            ],
-            term: Terminator::Halt,
-        }],
-        entry: BlockId(0),
-        planned_peak_buffers: 4,
-        sources: Vec::new(),
-        observed: Vec::new(),
-    };
+    let instrs = vec![
+        load,
+        slice(2, 3),
+        free(2),
+        output("c", 3),
+        free(3),
+        slice(1, 4),
+        free(1),
+        output("b", 4),
+        free(4),
+        slice(0, 5),
+        free(0),
+        output("a", 5),
+        free(5),
+    ];
+    let plan = one_block(6, vec![rel], instrs, 4);
     (db, plan)
 }
 
