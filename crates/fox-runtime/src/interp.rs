@@ -2513,22 +2513,38 @@ impl Interp<'_> {
                 // The per-kernel table shows the device's own time where the backend
                 // measures it (CUDA events), the host clock otherwise.
                 let shown = self.device_time.take().unwrap_or(d);
-                self.record(block, i, || kernel_name(kernel, plan), shown);
+                self.record_timed(block, i, || kernel_name(kernel, plan), shown, d);
                 Ok(())
             }
         }
     }
 
+    /// Counts a call of instruction `i` of `block` that took `d` on the host clock.
     fn record(&mut self, block: usize, i: usize, kernel: impl FnOnce() -> String, d: Duration) {
+        self.record_timed(block, i, kernel, d, d)
+    }
+
+    /// Counts a call of instruction `i` of `block`: `shown` its kernels' time, `wall` the
+    /// whole instruction's on the host clock.
+    fn record_timed(
+        &mut self,
+        block: usize,
+        i: usize,
+        kernel: impl FnOnce() -> String,
+        shown: Duration,
+        wall: Duration,
+    ) {
         let label = &self.plan.blocks[block].label;
         let s = self.instr_stats[block][i].get_or_insert_with(|| InstrStat {
             label: format!("{label}.{i}"),
             kernel: kernel(),
             calls: 0,
             total: Duration::ZERO,
+            wall: Duration::ZERO,
         });
         s.calls += 1;
-        s.total += d;
+        s.total += shown;
+        s.wall += wall;
     }
 
     /// A kernel's error message as a program's error shows it: the location and the notes
@@ -3059,7 +3075,10 @@ impl Interp<'_> {
             let ctx = DictCtx(&self.dict, stop_flag(&self.spmd, &self.cancel));
             let res = if self.timing {
                 self.backend.launch_timed(kernel, &refs, &ctx).map(|(outs, device)| {
-                    self.device_time = device;
+                    // An instruction's launches (its pieces, its slices) add up.
+                    if let Some(d) = device {
+                        self.device_time = Some(self.device_time.unwrap_or_default() + d);
+                    }
                     outs
                 })
             } else {

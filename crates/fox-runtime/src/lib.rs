@@ -299,7 +299,13 @@ pub struct InstrStat {
     /// The kernel (`SortPerm`, `LoadInput(edge)`) or `Output(path)`.
     pub kernel: String,
     pub calls: u64,
+    /// The device's own time where the backend measures it (CUDA events), the host
+    /// clock otherwise.
     pub total: Duration,
+    /// The host clock over the whole instruction: `total` and what the runtime did around
+    /// it (moves between the device and the host tier, pieces and their host work,
+    /// uploads and downloads).
+    pub wall: Duration,
 }
 
 /// Why a run failed. Every message is complete on its own (it names the file and line of
@@ -390,22 +396,31 @@ pub fn format_stats(stats: &RunStats) -> String {
     for (k, calls, total) in &by_kernel {
         out.push_str(&format!("{k:<kw$}  {calls:>7}  {:>12.3}\n", ms(*total)));
     }
+    // The slowest by the larger of the two clocks: an instruction whose moves between
+    // tiers or pieces cost more than its kernels is among them.
     let mut rows: Vec<&InstrStat> = stats.instrs.iter().collect();
-    rows.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.label.cmp(&b.label)));
+    rows.sort_by(|a, b| {
+        b.total
+            .max(b.wall)
+            .cmp(&a.total.max(a.wall))
+            .then_with(|| a.label.cmp(&b.label))
+    });
     rows.truncate(SLOWEST_SHOWN);
     let lw = rows.iter().map(|r| r.label.chars().count()).max().unwrap_or(0).max(5);
     let kw = rows.iter().map(|r| r.kernel.chars().count()).max().unwrap_or(0).max(6);
     out.push_str(&format!(
-        "slowest instructions\n{:<lw$}  {:<kw$}  {:>7}  {:>12}\n",
-        "instr", "kernel", "calls", "total ms"
+        "slowest instructions (wall: with moves between tiers, pieces, uploads and downloads)\n\
+         {:<lw$}  {:<kw$}  {:>7}  {:>12}  {:>12}\n",
+        "instr", "kernel", "calls", "total ms", "wall ms"
     ));
     for r in rows {
         out.push_str(&format!(
-            "{:<lw$}  {:<kw$}  {:>7}  {:>12.3}\n",
+            "{:<lw$}  {:<kw$}  {:>7}  {:>12.3}  {:>12.3}\n",
             r.label,
             r.kernel,
             r.calls,
-            ms(r.total)
+            ms(r.total),
+            ms(r.wall)
         ));
     }
     let parts = stats.load + stats.upload + stats.compute + stats.download + stats.output;
@@ -880,6 +895,46 @@ mod tests {
         );
     }
 
+    /// The slowest instructions are ordered by the larger of their kernels' time and
+    /// their wall time, and show both: an instruction whose moves between tiers cost more
+    /// than its kernel comes first.
+    #[test]
+    fn slowest_instructions_show_the_wall_beside_the_kernels() {
+        let ms = Duration::from_millis;
+        let instr = |label: &str, kernel: &str, total: u64, wall: u64| InstrStat {
+            label: label.into(),
+            kernel: kernel.into(),
+            calls: 1,
+            total: ms(total),
+            wall: ms(wall),
+        };
+        let stats = RunStats {
+            instrs: vec![
+                instr("main.0", "sort_perm", 5, 6),
+                instr("main.1", "trie_build", 1, 9),
+                instr("main.2", "gather", 2, 2),
+            ],
+            ..RunStats::default()
+        };
+        let t = format_stats(&stats);
+        let lines: Vec<Vec<&str>> = t
+            .lines()
+            .skip_while(|l| !l.starts_with("slowest instructions"))
+            .skip(2)
+            .take(3)
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                ["main.1", "trie_build", "1", "1.000", "9.000"],
+                ["main.0", "sort_perm", "1", "5.000", "6.000"],
+                ["main.2", "gather", "1", "2.000", "2.000"],
+            ],
+            "{t}"
+        );
+    }
+
     /// The kernels by device: one column per device and one for the 1-device run, the
     /// kernels slowest first by their largest time, `-` where a run has no such kernel,
     /// the calls of each run, and the totals.
@@ -891,6 +946,7 @@ mod tests {
             kernel: kernel.into(),
             calls,
             total: ms(t),
+            wall: ms(t),
         };
         let one = RunStats {
             instrs: vec![instr("main.0", "sort_perm", 2, 5), instr("main.1", "sort_perm", 1, 1)],

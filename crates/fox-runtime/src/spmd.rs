@@ -850,6 +850,7 @@ fn combine(devices: Vec<crate::RunStats>) -> crate::RunStats {
                 Some(&k) => {
                     let a = &mut all.instrs[k];
                     a.total = a.total.max(s.total);
+                    a.wall = a.wall.max(s.wall);
                     a.calls = a.calls.max(s.calls);
                 }
                 None => {
@@ -912,6 +913,7 @@ mod tests {
                 kernel: "exchange".into(),
                 calls: 1,
                 total: ms(compute),
+                wall: ms(compute),
             }],
             ..RunStats::default()
         };
