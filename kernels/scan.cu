@@ -245,6 +245,33 @@ extern "C" __global__ void __launch_bounds__(CPT_THREADS)
     compact_scatter_impl<u64>(flags, col, n, offsets, out);
 }
 
+// out[offsets[tile] + k] = the row number of the k-th flagged row of tile `tile`, in
+// order (one block per tile; row numbers below 2^32).
+extern "C" __global__ void __launch_bounds__(CPT_THREADS)
+    compact_rows_u32(const u8* __restrict__ flags, u64 n, const u64* __restrict__ offsets, u32* __restrict__ out) {
+    typedef cub::BlockScan<u32, CPT_THREADS> Scan;
+    __shared__ typename Scan::TempStorage scan_storage;
+    __shared__ u32 stage[CPT_TILE];
+    const u64 base = (u64)blockIdx.x * CPT_TILE;
+    const int valid = (int)min((u64)CPT_TILE, n - base);
+    u8 f[CPT_ITEMS];
+    load_flags16(flags, base, valid, f);
+    u32 c = 0;
+#pragma unroll
+    for (int j = 0; j < CPT_ITEMS; j++) c += f[j] != 0;
+    u32 pos, tile_total;
+    Scan(scan_storage).ExclusiveSum(c, pos, tile_total);
+    if (tile_total == 0) return;  // uniform across the block
+    const u32 first = (u32)base + threadIdx.x * CPT_ITEMS;
+#pragma unroll
+    for (int j = 0; j < CPT_ITEMS; j++) {
+        if (f[j]) stage[pos++] = first + j;
+    }
+    __syncthreads();
+    const u64 dst = offsets[blockIdx.x];
+    for (u32 i = threadIdx.x; i < tile_total; i += CPT_THREADS) out[dst + i] = stage[i];
+}
+
 // 16-byte elements (i128): the staged tile takes CPT_TILE * 16 bytes of shared memory
 // (32 KiB at 2048 rows).
 extern "C" __global__ void __launch_bounds__(CPT_THREADS)

@@ -67,6 +67,13 @@ extern "C" __global__ void trie_start(const unsigned* parents, u64 np, const uns
     }
 }
 
+// The starts of the parents of a last level whose every row is a node: a parent's first
+// child is the node of its own row. start[j] = parents[j]; start[np] = nd.
+extern "C" __global__ void trie_start_rows(const unsigned* parents, u64 np, u64 nd, unsigned* start) {
+    for (u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x; j <= np; j += (u64)gridDim.x * blockDim.x)
+        start[j] = j == np ? (unsigned)nd : parents[j];
+}
+
 // Checks the arguments of Expand: offsets[0] == 0, offsets non-decreasing up to total
 // (code 1), and lo[i] + count_i <= 2^32 (code 2).
 extern "C" __global__ void expand_check(const unsigned* lo, const u64* offsets, u64 n, u64 total, u64* err) {

@@ -119,37 +119,93 @@ fn scatter_name(elem: Elem) -> &'static str {
     }
 }
 
+/// The flags (U8) counted by tiles of compaction and the counts scanned: each tile's
+/// offset among the flagged rows (for the scatter kernels) and how many rows are flagged.
+/// `n > 0`.
+pub(crate) fn count_flags(gpu: &mut Gpu, flags: &DevBuf) -> Result<(DevBuf, usize), BackendError> {
+    let n = flags.len;
+    let ntiles = n.div_ceil(CPT_TILE);
+    let grid = grid_u32(ntiles, "compaction")?;
+    let counts = gpu.alloc(Elem::U64, ntiles)?;
+    let res = (|| {
+        let args = [
+            KArg::Ptr(gpu.ptr(flags)?),
+            KArg::U64(n as u64),
+            KArg::Ptr(gpu.ptr(&counts)?),
+        ];
+        gpu.launch("scan", "compact_count", grid, CPT_THREADS, 0, &args)?;
+        // Per-tile counts are at most 2048 and sum to at most n: the scan cannot overflow.
+        scan(gpu, &counts, false)
+    })();
+    gpu.free(counts);
+    let (offsets, total) = res?;
+    let m = gpu.read_u64(&total, 0);
+    gpu.free(total);
+    match m.map(usize::try_from) {
+        Ok(Ok(m)) if m <= n => Ok((offsets, m)),
+        Ok(m) => {
+            gpu.free(offsets);
+            Err(err(format!("compaction counted {m:?} rows out of {n}")))
+        }
+        Err(e) => {
+            gpu.free(offsets);
+            Err(e)
+        }
+    }
+}
+
+/// The row numbers (U32) of the `m` rows whose flag is set, in order, from the tiles'
+/// `offsets` of [`count_flags`]. The flags' rows must fit u32 indices.
+pub(crate) fn flagged_rows(gpu: &mut Gpu, flags: &DevBuf, offsets: &DevBuf, m: usize) -> Result<DevBuf, BackendError> {
+    let n = flags.len;
+    if n > u32::MAX as usize {
+        return Err(err(format!("{n} rows are more than u32 row numbers can address")));
+    }
+    let out = gpu.alloc(Elem::U32, m)?;
+    if m == 0 {
+        return Ok(out);
+    }
+    let res = (|| {
+        let grid = grid_u32(n.div_ceil(CPT_TILE), "compaction")?;
+        let args = [
+            KArg::Ptr(gpu.ptr(flags)?),
+            KArg::U64(n as u64),
+            KArg::Ptr(gpu.ptr(offsets)?),
+            KArg::Ptr(gpu.ptr(&out)?),
+        ];
+        gpu.launch("scan", "compact_rows_u32", grid, CPT_THREADS, 0, &args)
+    })();
+    match res {
+        Ok(()) => Ok(out),
+        Err(e) => {
+            gpu.free(out);
+            Err(e)
+        }
+    }
+}
+
 /// The rows of `cols` whose flag (U8) is non-zero, in order. Every column has as many
 /// rows as `flags`.
 pub(crate) fn compact(gpu: &mut Gpu, flags: &DevBuf, cols: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
     let n = flags.len;
     let mut outs = Vec::with_capacity(cols.len());
-    let mut temps = Vec::new();
-    let res = (|| {
-        if n == 0 || cols.is_empty() {
-            for c in cols {
-                outs.push(gpu.alloc(c.elem, 0)?);
+    if n == 0 || cols.is_empty() {
+        for c in cols {
+            match gpu.alloc(c.elem, 0) {
+                Ok(b) => outs.push(b),
+                Err(e) => {
+                    free_all(gpu, outs);
+                    return Err(e);
+                }
             }
-            return Ok(());
         }
-        let ntiles = n.div_ceil(CPT_TILE);
-        let grid = grid_u32(ntiles, "compaction")?;
+        return Ok(outs);
+    }
+    let (offsets, m) = count_flags(gpu, flags)?;
+    let res = (|| {
+        let grid = grid_u32(n.div_ceil(CPT_TILE), "compaction")?;
         let flags_ptr = gpu.ptr(flags)?;
-        let counts = gpu.alloc(Elem::U64, ntiles)?;
-        let counts_ptr = gpu.ptr(&counts)?;
-        temps.push(counts);
-        let args = [KArg::Ptr(flags_ptr), KArg::U64(n as u64), KArg::Ptr(counts_ptr)];
-        gpu.launch("scan", "compact_count", grid, CPT_THREADS, 0, &args)?;
-        // Per-tile counts are at most 2048 and sum to at most n: the scan cannot overflow.
-        let (offsets, total) = scan(gpu, &temps[0], false)?;
         let offsets_ptr = gpu.ptr(&offsets)?;
-        temps.push(offsets);
-        let m = gpu.read_u64(&total, 0)?;
-        temps.push(total);
-        let m = usize::try_from(m)
-            .ok()
-            .filter(|m| *m <= n)
-            .ok_or_else(|| err(format!("compaction counted {m} rows out of {n}")))?;
         for col in cols {
             let out = gpu.alloc(col.elem, m)?;
             let out_ptr = gpu.ptr(&out)?;
@@ -168,7 +224,7 @@ pub(crate) fn compact(gpu: &mut Gpu, flags: &DevBuf, cols: &[&DevBuf]) -> Result
         }
         Ok(())
     })();
-    free_all(gpu, temps);
+    gpu.free(offsets);
     match res {
         Ok(()) => Ok(outs),
         Err(e) => {

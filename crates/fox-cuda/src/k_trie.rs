@@ -5,7 +5,8 @@
 //! prefix of length d+1 when it starts one of length d or differs from the previous row in
 //! column d), compacts their row numbers into the level's node rows, gathers the level's
 //! values, and finds each parent's first child by binary search in the child node rows
-//! (every parent row is also a child row).
+//! (every parent row is also a child row); a last level of distinct rows is the last
+//! column itself.
 
 use crate::device::{Gpu, KArg};
 use crate::k_join::{blocks, desc_buffer, err, expand_pairs, stride_grid, tile_owners, Scratch, BLOCK, EXPAND_TILE};
@@ -24,6 +25,11 @@ pub(crate) fn iota(gpu: &mut Gpu, s: &mut Scratch, n: usize) -> Result<DevBuf, B
 }
 
 /// `TrieBuild { arity }`: the levels of the trie of a sorted, duplicate-free relation.
+/// One byte per row marks, updated in place level by level, the rows that start a new
+/// prefix; a level's node rows are the marked rows' numbers. A last level whose every row
+/// is a node (a duplicate-free relation's) is the last column itself, and each parent's
+/// first child the node of its own row: no node rows, no gather. Besides the outputs it
+/// holds the marks, the tiles' offsets and the node rows of the levels above the last.
 pub(crate) fn trie_build(gpu: &mut Gpu, arity: usize, args: &[&DevBuf]) -> Result<Vec<DevBuf>, BackendError> {
     let n = args[0].len;
     if n > u32::MAX as usize {
@@ -43,28 +49,42 @@ pub(crate) fn trie_build(gpu: &mut Gpu, arity: usize, args: &[&DevBuf]) -> Resul
             }
             return Ok(outs);
         }
-        let rows = iota(gpu, &mut s, n)?;
-        let mut prev: Option<(DevBuf, DevBuf)> = None;
-        for col in args {
-            let flags = s.alloc(gpu, Elem::U8, n)?;
+        let flags = s.alloc(gpu, Elem::U8, n)?;
+        let flags_ptr = gpu.ptr(&flags)?;
+        // The node rows of the level above.
+        let mut parents: Option<DevBuf> = None;
+        for (d, col) in args.iter().enumerate() {
             let fargs = [
-                KArg::Ptr(match &prev {
-                    Some((f, _)) => gpu.ptr(f)?,
-                    None => 0,
-                }),
+                KArg::Ptr(if d == 0 { 0 } else { flags_ptr }),
                 KArg::Ptr(gpu.ptr(col)?),
                 KArg::I32(type_code(col.elem) as i32),
                 KArg::U64(n as u64),
-                KArg::Ptr(gpu.ptr(&flags)?),
+                KArg::Ptr(flags_ptr),
             ];
             let grid = stride_grid(gpu, n);
             gpu.launch("trie", "trie_flags", grid, BLOCK, 0, &fargs)?;
-            let mut nodes = s.adopt_all(k_scan::compact(gpu, &flags, &[&rows])?);
-            if nodes.len() != 1 {
-                return Err(err(format!("compaction gave {} columns for one", nodes.len())));
+            let (offsets, m) = k_scan::count_flags(gpu, &flags)?;
+            let offsets = s.adopt(offsets);
+            if d + 1 == arity && m == n {
+                if let Some(parents) = &parents {
+                    let start = s.alloc(gpu, Elem::U32, parents.len + 1)?;
+                    let targs = [
+                        KArg::Ptr(gpu.ptr(parents)?),
+                        KArg::U64(parents.len as u64),
+                        KArg::U64(n as u64),
+                        KArg::Ptr(gpu.ptr(&start)?),
+                    ];
+                    let grid = stride_grid(gpu, parents.len + 1);
+                    gpu.launch("trie", "trie_start_rows", grid, BLOCK, 0, &targs)?;
+                    outs.push(start);
+                }
+                let values = s.alloc(gpu, col.elem, n)?;
+                gpu.copy(&values, 0, col, 0, n)?;
+                outs.push(values);
+                break;
             }
-            let nodes = nodes.remove(0);
-            if let Some((_, parents)) = &prev {
+            let nodes = s.adopt(k_scan::flagged_rows(gpu, &flags, &offsets, m)?);
+            if let Some(parents) = &parents {
                 let start = s.alloc(gpu, Elem::U32, parents.len + 1)?;
                 let targs = [
                     KArg::Ptr(gpu.ptr(parents)?),
@@ -79,7 +99,7 @@ pub(crate) fn trie_build(gpu: &mut Gpu, arity: usize, args: &[&DevBuf]) -> Resul
             }
             let mut values = s.adopt_all(k_move::gather(gpu, &nodes, 0, &[*col])?);
             outs.push(values.remove(0));
-            prev = Some((flags, nodes));
+            parents = Some(nodes);
         }
         Ok(outs)
     })();

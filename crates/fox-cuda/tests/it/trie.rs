@@ -1,4 +1,5 @@
-//! GPU vs CPU: TrieBuild on random sorted unique relations of arity 1 to 3, Expand with
+//! GPU vs CPU: TrieBuild on random sorted unique relations of arity 1 to 3 (and on sorted
+//! rows with repeats), Expand with
 //! zero-length and long ranges (and windows of its outputs), SortedSearch hits and misses,
 //! IntersectCount over 1 to 4 ways with skewed range sizes and with one way shared by runs
 //! of rows (the shared-memory tables), BoundRange with every kind of bound, their
@@ -40,6 +41,23 @@ fn trie_build_arity_one_to_three() {
         .collect();
     let rel = sort_rows(&cols, true);
     compare(&mut gpu, &Kernel::TrieBuild { arity: 2 }, &rel, &ctx, "large arity 2").expect("succeeds");
+    // Sorted rows with repeats (outside the contract): a repeated row is one node, as on
+    // the CPU, where the last level is not the last column.
+    for elems in [
+        &[Elem::U32][..],
+        &[Elem::I32, Elem::U32],
+        &[Elem::U8, Elem::I64, Elem::U64],
+    ] {
+        for n in [1, 2, 5_000, 100_003] {
+            let cols: Vec<HostCol> = elems
+                .iter()
+                .map(|&e| random_col(&mut rng, e, n, Dist::Range(4)))
+                .collect();
+            let rel = sort_rows(&cols, false);
+            let case = format!("repeated rows, columns {elems:?}, n {n}");
+            compare(&mut gpu, &Kernel::TrieBuild { arity: elems.len() }, &rel, &ctx, &case).expect("succeeds");
+        }
+    }
 }
 
 /// `lo`, `offsets`, `total` of random ranges with lengths below `max_len` (many zero).
