@@ -199,6 +199,14 @@ impl CudaBackend {
         self.gpu.table_kicks = kicks;
     }
 
+    /// Sets the packed bytes an upload of a packed database column moves and widens at a
+    /// time (default [`WIDEN_PIECE_BYTES`](crate::WIDEN_PIECE_BYTES), at least
+    /// 4). The columns never depend on it: the tests use a few bytes to reach the
+    /// uploads in pieces on small columns.
+    pub fn set_widen_piece_bytes(&mut self, bytes: usize) {
+        self.gpu.widen_piece_bytes = bytes.max(4);
+    }
+
     /// Sets the table size in bytes beyond which `HashBuild` builds the radix-partitioned
     /// table (default [`HASH_PARTITION_BYTES`](crate::HASH_PARTITION_BYTES)) and the
     /// shared memory in bytes a probe gives one partition's sub-table (default
@@ -268,6 +276,10 @@ impl Backend for CudaBackend {
         rows: std::ops::Range<usize>,
     ) -> Result<DevBuf, BackendError> {
         crate::k_move::upload_stored(&mut self.gpu, col, rows)
+    }
+
+    fn stored_upload_room(&self, col: &fox_runtime::stored::StoredCol, n: usize) -> usize {
+        crate::k_move::stored_upload_room(col, n, self.gpu.widen_piece_bytes)
     }
 
     fn upload_packed(

@@ -206,6 +206,9 @@ pub(crate) struct Gpu {
     /// Evictions a cuckoo insertion of `IntersectCount` makes before its block searches
     /// instead (k_trie.rs).
     pub(crate) table_kicks: u32,
+    /// The packed bytes an upload of a packed column moves at a time
+    /// ([`crate::k_move::upload_stored`]).
+    pub(crate) widen_piece_bytes: usize,
     /// When `HashBuild` partitions its table, and the shared memory of a sub-table
     /// (k_join.rs [`crate::k_join::HashPartitioning`]).
     pub(crate) hash_partitioning: crate::k_join::HashPartitioning,
@@ -375,6 +378,7 @@ impl Gpu {
             staging: None,
             fused_one_pass: 0,
             table_kicks: crate::k_trie::DEFAULT_TABLE_KICKS,
+            widen_piece_bytes: crate::k_move::WIDEN_PIECE_BYTES,
             hash_partitioning: crate::k_join::HashPartitioning::default(),
         })
     }

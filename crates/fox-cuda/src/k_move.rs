@@ -364,10 +364,29 @@ pub(crate) fn upload_flags(gpu: &mut Gpu, len: usize, ones: &[u32]) -> Result<De
     }
 }
 
+/// The packed bytes an upload of a packed column moves at a time: the rows of a larger
+/// upload go through one buffer of this size, each piece widened into the column before
+/// the next moves.
+pub const WIDEN_PIECE_BYTES: usize = 64 << 20;
+
+/// The device bytes [`upload_stored`] of `n` rows of `col` holds besides the column: its
+/// packed rows, at most `piece` bytes of them (and a string column's codes).
+pub(crate) fn stored_upload_room(col: &fox_runtime::stored::StoredCol, n: usize, piece: usize) -> usize {
+    let all = col.packed_bytes(n);
+    if all - col.packed_bytes(0) <= piece {
+        all
+    } else {
+        // The piece, rounded up to a multiple of 4 bytes, and the codes.
+        piece + 4 + col.packed_bytes(0)
+    }
+}
+
 /// The rows `rows` of a database's stored column as the column a plan reads: a column
 /// held as it is read is copied as it is; a packed one moves its packed rows (1, 2 or 4
 /// bytes a row, and a string column's distinct codes) and is widened on the device
-/// ([`widen_packed`]), the packed rows freed after. Nothing is left allocated on an error.
+/// ([`widen_packed`]): at once where they take at most `Gpu::widen_piece_bytes`
+/// ([`WIDEN_PIECE_BYTES`]), else through one buffer of that size, piece by piece, into
+/// the column. Nothing is left allocated on an error.
 pub(crate) fn upload_stored(
     gpu: &mut Gpu,
     col: &fox_runtime::stored::StoredCol,
@@ -376,13 +395,73 @@ pub(crate) fn upload_stored(
     if let Some(h) = col.plain() {
         return gpu.upload_rows(h, rows);
     }
-    match upload_packed(gpu, col, rows.clone())? {
-        Some(packed) => {
-            let out = widen_packed(gpu, &packed, col, rows.clone(), rows);
-            gpu.free(packed);
-            out
+    check_rows(col, &rows)?;
+    let n = rows.len();
+    let piece_bytes = gpu.widen_piece_bytes;
+    if col.packed_bytes(n) - col.packed_bytes(0) <= piece_bytes {
+        return match upload_packed(gpu, col, rows.clone())? {
+            Some(packed) => {
+                let out = widen_packed(gpu, &packed, col, rows.clone(), rows);
+                gpu.free(packed);
+                out
+            }
+            None => Err(err("a packed column without packed rows".to_string())),
+        };
+    }
+    let Some((_, width, how)) = col.packed_rows(0, 0) else {
+        return Err(err("a packed column without packed rows".to_string()));
+    };
+    let per = (piece_bytes / width as usize).max(1);
+    let out = gpu.alloc(col.elem(), n)?;
+    let mut temps: Vec<DevBuf> = Vec::with_capacity(2);
+    let res = (|| {
+        let piece = gpu.alloc(Elem::U8, (per * width as usize).next_multiple_of(4))?;
+        let piece_ptr = gpu.ptr(&piece)?;
+        temps.push(piece);
+        let last = match how {
+            Ok(base) => KArg::U64(base as u64),
+            Err(codes) => {
+                let c = gpu.alloc(Elem::U8, 4 * codes.len())?;
+                temps.push(c);
+                let c = temps.last().expect("just pushed");
+                gpu.htod_at(c, 0, crate::device::bytes_of(codes))?;
+                KArg::Ptr(gpu.ptr(c)?)
+            }
+        };
+        let kernel = match (how, col.elem()) {
+            (Err(_), _) => "widen_codes",
+            (Ok(_), Elem::I32) => "widen_i32",
+            (Ok(_), _) => "widen_i64",
+        };
+        let out_ptr = gpu.ptr(&out)?;
+        let size = col.elem().size() as u64;
+        let mut a = rows.start;
+        while a < rows.end {
+            let b = (a + per).min(rows.end);
+            let (bytes, _, _) = col.packed_rows(a, b).expect("packed");
+            // The piece's buffer is read by the widening of the piece before: the copy
+            // into it follows that launch on the stream.
+            gpu.htod_at(&temps[0], 0, bytes)?;
+            let args = [
+                KArg::Ptr(out_ptr + (a - rows.start) as u64 * size),
+                KArg::Ptr(piece_ptr),
+                KArg::U64((b - a) as u64),
+                KArg::U32(width),
+                last,
+            ];
+            let grid = gpu.grid_for(b - a, BLOCK, 4, 16);
+            gpu.launch("movement", kernel, grid, BLOCK, 0, &args)?;
+            a = b;
         }
-        None => Err(err("a packed column without packed rows".to_string())),
+        Ok(())
+    })();
+    free_all(gpu, temps);
+    match res {
+        Ok(()) => Ok(out),
+        Err(e) => {
+            gpu.free(out);
+            Err(e)
+        }
     }
 }
 

@@ -27,3 +27,4 @@ pub mod testing;
 pub use backend::{device_count, link_devices, CudaBackend};
 pub use compile::CompileStats;
 pub use k_join::{HASH_PARTITION_BYTES, HASH_SUB_TABLE_BYTES};
+pub use k_move::WIDEN_PIECE_BYTES;

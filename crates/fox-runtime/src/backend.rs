@@ -269,9 +269,8 @@ pub trait Backend {
     /// Uploads the rows `rows` (in range) of a database's stored column as the column a
     /// plan reads: widened when it is packed ([`crate::stored::StoredCol`]). A backend
     /// with memory of its own may move the packed rows and widen them on the device (its
-    /// buffers then need the packed rows' bytes besides the column's while it runs:
-    /// [`crate::stored::StoredCol::packed_bytes`]). The default widens them on the host
-    /// and uploads that.
+    /// buffers then need [`Backend::stored_upload_room`] bytes besides the column's while
+    /// it runs). The default widens them on the host and uploads that.
     fn upload_stored(
         &mut self,
         col: &crate::stored::StoredCol,
@@ -287,6 +286,19 @@ pub trait Backend {
             }
         }
     }
+    /// The device bytes [`Backend::upload_stored`] of `n` rows of `col` takes besides
+    /// the widened column while it runs: 0 where the backend's buffers are host memory
+    /// (it widens them in place), else all of their packed rows
+    /// ([`crate::stored::StoredCol::packed_bytes`]) unless the backend says it moves them
+    /// in smaller pieces.
+    fn stored_upload_room(&self, col: &crate::stored::StoredCol, n: usize) -> usize {
+        if self.memory_is_separate() {
+            col.packed_bytes(n)
+        } else {
+            0
+        }
+    }
+
     /// Uploads the packed rows `rows` (in range) of a database's stored column into one
     /// `U8` buffer laid out as [`crate::stored::StoredCol::packed_bytes`] says (the rows,
     /// then a string column's distinct codes at

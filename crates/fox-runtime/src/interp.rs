@@ -2227,14 +2227,11 @@ impl Interp<'_> {
     }
 
     /// The device bytes `n` rows of a stored column take while they are widened there,
-    /// besides the column's own: its packed rows on a backend with memory of its own
-    /// (which widens them on the device), none where the device is host memory.
+    /// besides the column's own ([`Backend::stored_upload_room`]): their packed rows, or
+    /// a piece of them, on a backend with memory of its own (which widens them on the
+    /// device), none where the device is host memory.
     fn packed_room(&self, col: &crate::stored::StoredCol, n: usize) -> usize {
-        if self.backend.memory_is_separate() {
-            col.packed_bytes(n)
-        } else {
-            0
-        }
+        self.backend.stored_upload_room(col, n)
     }
 
     /// Brings the slots of `slots` that are in the host tier back to the device, making

@@ -384,9 +384,9 @@ fn packed_cases(
 /// `upload_stored` widens a packed database column on the device to exactly what the CPU
 /// backend widens on the host: int32 and int64 columns whose ranges pack in 1, 2 and 4
 /// bytes, string columns of 3 and 300 distinct codes (1 and 2 bytes), under every
-/// distribution, sizes around the block size, whole, interior and empty ranges; a column
-/// held as it is uploads as it is; rows past the column are refused, nothing left
-/// allocated.
+/// distribution, sizes around the block size, whole, interior and empty ranges, moved at
+/// once and in pieces of a few bytes; a column held as it is uploads as it is; rows past
+/// the column are refused, nothing left allocated.
 fn upload_stored_matches_cpu() {
     use fox_runtime::stored::StoredCol;
     use fox_runtime::Backend;
@@ -394,7 +394,12 @@ fn upload_stored_matches_cpu() {
     let mut cpu = fox_cpu::CpuBackend::new();
     let mut rng = Rng::new(10);
     let mut packed = 0;
-    for &n in SIZES {
+    // Whole, and through pieces of 4 and 37 packed bytes (not a multiple of any width).
+    for (piece, &n) in [fox_cuda::WIDEN_PIECE_BYTES, 4, 37]
+        .into_iter()
+        .flat_map(|p| SIZES.iter().map(move |n| (p, n)))
+    {
+        gpu.set_widen_piece_bytes(piece);
         for dist in Dist::ALL {
             let HostCol::I64(v) = random_col(&mut rng, Elem::I64, n, dist) else {
                 unreachable!("an int64 column")
@@ -406,10 +411,11 @@ fn upload_stored_matches_cpu() {
                 for (a, b) in [(0, n), (n / 3, n / 2 + 1), (n, n), (0, n.min(1))] {
                     let rows = a.min(n)..b.min(n).max(a.min(n));
                     let case = format!(
-                        "{dist:?}, {n} rows, rows {rows:?}, {:?} held in {} bytes",
+                        "{dist:?}, {n} rows, rows {rows:?}, {:?} held in {} bytes, pieces of {piece} bytes",
                         col.elem(),
                         col.bytes()
                     );
+                    let before = gpu.mem().in_use;
                     let g = gpu
                         .upload_stored(col, rows.clone())
                         .unwrap_or_else(|e| panic!("{case}: {e}"));
@@ -422,11 +428,13 @@ fn upload_stored_matches_cpu() {
                     assert_eq!(got, col.slice(rows.start, rows.end, "t").expect("slice"), "{case}");
                     gpu.free(g);
                     cpu.free(c);
+                    assert_eq!(gpu.mem().in_use, before, "{case}: nothing else left allocated");
                 }
             }
         }
     }
-    assert!(packed > 100, "the cases pack their columns ({packed} packed)");
+    gpu.set_widen_piece_bytes(fox_cuda::WIDEN_PIECE_BYTES);
+    assert!(packed > 300, "the cases pack their columns ({packed} packed)");
     let col = StoredCol::pack(HostCol::I64(vec![5, 6, 7]), None);
     assert!(col.plain().is_none());
     let before = gpu.mem().in_use;
