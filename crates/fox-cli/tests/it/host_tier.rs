@@ -540,3 +540,90 @@ fn each_device_reads_its_slice_of_a_database_column_in_place_under_a_limit() {
         }
     }
 }
+
+/// On a device with memory of its own, a row-local launch run in chunks keeps the
+/// chunks' outputs there and joins them on the device: a filter of a database column
+/// larger than the budget leaves (with its argument) reads the column's rows in place
+/// chunk by chunk, and neither its marks nor the rows it keeps go to the host tier.
+#[test]
+fn chunks_of_a_row_local_launch_keep_their_outputs_on_the_device() {
+    use fox_kernel::{BufId, Instr};
+    let dir = temp_dir("host-tier", "row-chunks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = dir.join("filter.logic");
+    std::fs::write(
+        &program,
+        "t(x) -> int32(x).\n.input t.\nr(x) <- t(x), x * 7 > 250000.\n.output r.\n",
+    )
+    .unwrap();
+    let rows: String = (0..40_000).map(|v| format!("{v}\n")).collect();
+    std::fs::write(dir.join("t.csv"), rows).unwrap();
+    // The plan's load, filter and compaction, and the output of what they keep.
+    let mut plan = fox_cli::load_plan_with(&program, false, "t", &fox_ra::PlanOptions::default())
+        .unwrap()
+        .unwrap();
+    let kept = plan.buffers.iter().position(|b| b.name == "t1.x").expect("t1.x") as u32;
+    let instrs = &mut plan.blocks[0].instrs;
+    let at = instrs
+        .iter()
+        .position(|i| {
+            matches!(
+                i,
+                Instr::Launch {
+                    kernel: Kernel::Compact,
+                    ..
+                }
+            )
+        })
+        .expect("a compaction");
+    assert!(
+        matches!(
+            &instrs[at - 1],
+            Instr::Launch {
+                kernel: Kernel::Eval { .. },
+                ..
+            }
+        ),
+        "{instrs:?}"
+    );
+    instrs.truncate(at + 2);
+    instrs.push(Instr::Output {
+        name: "r".into(),
+        columns: vec![fox_sema::core::Column {
+            name: "x".into(),
+            ty: fox_sema::core::Type::Int32,
+        }],
+        cols: vec![BufId(kept)],
+        order: Vec::new(),
+        limit: None,
+    });
+    instrs.push(Instr::Free { buf: BufId(kept) });
+    let db = Arc::new(
+        fox_runtime::Database::load_tables(
+            &DataSource::Files(dir.clone()),
+            vec![(plan.inputs[0].clone(), vec![true])],
+            &fox_runtime::NoProgress,
+        )
+        .unwrap(),
+    );
+    let opts = |limit: Option<u64>| RunOptions {
+        database: Some(db.clone()),
+        memory_limit: limit,
+        ..RunOptions::default()
+    };
+    let text = |r: &fox_runtime::RunResult| fox_runtime::output::csv_text(&r.outputs[0]);
+    let whole = fox_runtime::run(&plan, &mut fox_cpu::CpuBackend::new(), &opts(None)).unwrap();
+    assert_eq!(whole.outputs[0].len(), 40_000 - 35_715);
+    // The column (160,000 bytes) fits, but not beside its filter's marks (40,000).
+    let mut dev = OwnMemory {
+        cpu: fox_cpu::CpuBackend::new(),
+        widened: 0,
+    };
+    let cut = fox_runtime::run(&plan, &mut dev, &opts(Some(180_000))).unwrap();
+    assert_eq!(text(&cut), text(&whole));
+    assert!(cut.stats.peak_bytes <= 180_000, "{}", cut.stats.peak_bytes);
+    let t = cut.stats.tier;
+    assert!(t.operators_in_pieces >= 2 && t.pieces >= 4, "{t:?}");
+    assert_eq!((t.evictions, t.bytes_to_host, t.host_peak_bytes), (0, 0, 0), "{t:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

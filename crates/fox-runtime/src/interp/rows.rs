@@ -185,7 +185,9 @@ pub(super) enum Part {
 
 impl Interp<'_> {
     /// Runs a row-local `kernel` ([`row_aligned`]) over chunks of its rows and defines
-    /// its outputs `outs` in the host tier. Chunks start at a quarter of the device
+    /// its outputs `outs`: joined on the device where its memory is its own and the kernel
+    /// keeps every row it writes ([`Interp::rows_on_device`]), else in the host tier (an
+    /// aggregation's partial rows combined as they come). Chunks start at a quarter of the device
     /// budget's worth of rows and halve when one does not fit, down to
     /// [`may_halve`]; an error of an expression on a row names the row of the whole.
     pub(super) fn launch_in_rows(
@@ -217,6 +219,12 @@ impl Interp<'_> {
         let mut chunk = (budget / 4 / row_bytes).clamp(1, n.max(1));
         let mut acc: Vec<HostCol> = out_elems.iter().map(|&e| HostCol::empty(e)).collect();
         let combine = combiner(kernel);
+        // On a device with memory of its own, the chunks' outputs of a kernel that keeps
+        // every row it writes stay there (moving to the host tier only to make room) and
+        // are concatenated on the device at the end.
+        if combine.is_none() && overlap(kernel) == 0 && self.backend.memory_is_separate() {
+            return self.rows_on_device(kernel, arg_slots, &aligned, n, chunk, out_elems, outs, what);
+        }
         // The combining launch reads host columns only (the slots beside them are not read).
         let unread = vec![arg_slots[first]; out_elems.len()];
         let mut chunks = 0u64;
@@ -283,6 +291,115 @@ impl Interp<'_> {
             self.define_in_host_tier(o.0 as usize, col);
         }
         Ok(())
+    }
+
+    /// [`Interp::launch_in_rows`] whose chunks' outputs stay in slots of their own, on the
+    /// device until room is made there, and are joined by one concatenation per output
+    /// (on the device, or on the host where that does not fit) into `outs`.
+    #[allow(clippy::too_many_arguments)]
+    fn rows_on_device(
+        &mut self,
+        kernel: &Kernel,
+        arg_slots: &[usize],
+        aligned: &[bool],
+        n: usize,
+        mut chunk: usize,
+        out_elems: &[Elem],
+        outs: &[fox_kernel::BufId],
+        what: &dyn Fn() -> String,
+    ) -> Result<(), RuntimeError> {
+        // The chunks' outputs: a slot per chunk and output, chunk by chunk (`None` once
+        // dropped).
+        let mut held: Vec<Option<usize>> = Vec::new();
+        let res = (|| {
+            let mut chunks = 0u64;
+            let mut a = 0;
+            while a < n {
+                let b = (a + chunk).min(n);
+                let parts = aligned
+                    .iter()
+                    .map(|&al| if al { Part::Rows(a, b) } else { Part::Whole })
+                    .collect();
+                match self.launch_parts_held(kernel, arg_slots, parts, out_elems, what) {
+                    Ok(bufs) => {
+                        held.extend(bufs.into_iter().map(|b| Some(self.temp_slot(b))));
+                        chunks += 1;
+                        a = b;
+                    }
+                    Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && may_halve(chunk, n) => {
+                        chunk /= 2;
+                    }
+                    Err(RuntimeError::Kernel { msg, at }) => {
+                        return Err(RuntimeError::Kernel {
+                            msg: rebase_row(msg, a),
+                            at,
+                        })
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            self.note_pieces(chunks);
+            let width = out_elems.len();
+            let parts = held.len() / width.max(1);
+            let concat = Kernel::Concat { parts, width: 1 };
+            for (j, o) in outs.iter().enumerate() {
+                if parts == 0 {
+                    let b = self
+                        .upload_room(HostCol::empty(out_elems[j]))
+                        .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
+                    self.define(o.0 as usize, b);
+                    continue;
+                }
+                let slots: Vec<usize> = (0..parts).filter_map(|g| held[g * width + j]).collect();
+                match self.launch_evicting(&concat, &slots, &out_elems[j..=j], what) {
+                    Ok(mut got) if got.len() == 1 => {
+                        let b = got.pop().expect("one column");
+                        self.define(o.0 as usize, b);
+                    }
+                    Ok(got) => {
+                        got.into_iter().for_each(|b| self.backend.free(b));
+                        return Err(RuntimeError::Plan(format!(
+                            "{}: a concatenation returned other than one column",
+                            what()
+                        )));
+                    }
+                    Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && !self.failure_leaked => {
+                        self.concat_on_host(&concat, &slots, &outs[j..=j], what)?;
+                    }
+                    Err(e) => return Err(e),
+                }
+                // Each chunk's output is freed once it is joined.
+                for g in 0..parts {
+                    if let Some(s) = held[g * width + j].take() {
+                        self.drop_temp_slot(s);
+                    }
+                }
+            }
+            Ok(())
+        })();
+        for s in held.into_iter().flatten() {
+            self.drop_temp_slot(s);
+        }
+        res
+    }
+
+    /// [`Interp::launch_parts`] whose outputs stay on the device.
+    fn launch_parts_held(
+        &mut self,
+        kernel: &Kernel,
+        arg_slots: &[usize],
+        parts: Vec<Part>,
+        out_elems: &[Elem],
+        what: &dyn Fn() -> String,
+    ) -> Result<Vec<DevBuf>, RuntimeError> {
+        let mut temps: Vec<usize> = Vec::new();
+        let res = self
+            .part_args(arg_slots, parts, what, &mut temps)
+            .and_then(|args| self.launch_evicting(kernel, &args, out_elems, what));
+        for s in temps {
+            self.drop_temp_slot(s);
+        }
+        res
     }
 
     /// One chunk of rows `a..b`: its arguments on the device, the launch, its outputs
