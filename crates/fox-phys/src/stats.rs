@@ -31,6 +31,14 @@ pub struct ColumnStats {
 pub struct RelationStats {
     pub rows: u64,
     pub columns: Vec<Option<ColumnStats>>,
+    /// The rows, as loaded, ascend on all their columns taken together (in declaration
+    /// order, compared by value), every column loaded and of a type whose codes order as
+    /// its values (not strings, nor floats).
+    #[serde(default)]
+    pub rows_sorted: bool,
+    /// And strictly: no two rows are equal.
+    #[serde(default)]
+    pub rows_distinct: bool,
 }
 
 impl RelationStats {

@@ -316,10 +316,103 @@ fn relation_stats(
             (None, _) => None,
         })
         .collect();
+    let (rows_sorted, rows_distinct) = rows_order(input, cols, rows);
     RelationStats {
         rows: rows as u64,
         columns,
+        rows_sorted,
+        rows_distinct,
     }
+}
+
+/// A column's rows as keys ordered as its values: integers, dates and decimals as held,
+/// or a packed column's offsets (ascending with the values).
+enum OrderKeys<'a> {
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+    I128(&'a [i128]),
+    U8(&'a [u8]),
+    U16(&'a [u16]),
+    U32(&'a [u32]),
+}
+
+impl OrderKeys<'_> {
+    /// `None` for a column whose codes do not order as its values (strings, floats).
+    fn of<'a>(col: &ColRef<'a>, ty: Type) -> Option<OrderKeys<'a>> {
+        if matches!(ty, Type::String | Type::Float64) {
+            return None;
+        }
+        let plain = |h: &'a HostCol| match h {
+            HostCol::I32(v) => Some(OrderKeys::I32(v)),
+            HostCol::I64(v) => Some(OrderKeys::I64(v)),
+            HostCol::I128(v) => Some(OrderKeys::I128(v)),
+            _ => None,
+        };
+        match *col {
+            ColRef::Host(h) => plain(h),
+            ColRef::Stored(StoredCol::Plain(h)) => plain(h),
+            ColRef::Stored(StoredCol::Offset { offsets, .. }) => Some(match offsets {
+                crate::stored::Small::U8(v) => OrderKeys::U8(v),
+                crate::stored::Small::U16(v) => OrderKeys::U16(v),
+                crate::stored::Small::U32(v) => OrderKeys::U32(v),
+            }),
+            ColRef::Stored(StoredCol::Codes { .. }) => None,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            OrderKeys::I32(v) => v.len(),
+            OrderKeys::I64(v) => v.len(),
+            OrderKeys::I128(v) => v.len(),
+            OrderKeys::U8(v) => v.len(),
+            OrderKeys::U16(v) => v.len(),
+            OrderKeys::U32(v) => v.len(),
+        }
+    }
+
+    /// How row `i` compares with row `j`.
+    fn cmp(&self, i: usize, j: usize) -> std::cmp::Ordering {
+        match self {
+            OrderKeys::I32(v) => v[i].cmp(&v[j]),
+            OrderKeys::I64(v) => v[i].cmp(&v[j]),
+            OrderKeys::I128(v) => v[i].cmp(&v[j]),
+            OrderKeys::U8(v) => v[i].cmp(&v[j]),
+            OrderKeys::U16(v) => v[i].cmp(&v[j]),
+            OrderKeys::U32(v) => v[i].cmp(&v[j]),
+        }
+    }
+}
+
+/// Whether the `rows` rows of a relation declared as `input` (its columns `cols`) ascend
+/// on all their columns together, and whether strictly (see
+/// [`RelationStats::rows_sorted`]): read in chunks on every core, each pair of
+/// neighbouring rows compared column by column until one differs, stopping at the first
+/// pair that descends.
+fn rows_order(input: &InputRel, cols: &[Option<ColRef>], rows: usize) -> (bool, bool) {
+    let keys: Option<Vec<OrderKeys>> = input
+        .columns
+        .iter()
+        .zip(cols)
+        .map(|(c, col)| col.as_ref().and_then(|col| OrderKeys::of(col, c.ty)))
+        .collect();
+    let Some(keys) = keys.filter(|k| !k.is_empty() && k.iter().all(|k| k.len() == rows)) else {
+        return (false, false);
+    };
+    let pair = |i: usize| {
+        keys.iter()
+            .map(|k| k.cmp(i - 1, i))
+            .find(|o| o.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    };
+    let all = |want: fn(std::cmp::Ordering) -> bool| {
+        (1..rows.max(1))
+            .into_par_iter()
+            .with_min_len(CHUNK)
+            .all(|i| want(pair(i)))
+    };
+    let sorted = all(|o| o.is_le());
+    (sorted, sorted && all(|o| o.is_lt()))
 }
 
 /// The statistics of every table of a loaded database.
@@ -625,6 +718,68 @@ mod tests {
         check_ints(&v);
     }
 
+    /// Rows ascending on all their columns together are seen so (strictly when no two
+    /// are equal) whether their columns are held as they are or packed, across the chunks
+    /// the rows are read in; a descending pair anywhere, a string or float column, or a
+    /// column not loaded says nothing.
+    #[test]
+    fn rows_ascending_together_are_seen_sorted_and_distinct() {
+        let input = |tys: &[Type]| InputRel {
+            name: "r".into(),
+            columns: tys.iter().map(|&t| col("c", t)).collect(),
+            file: String::new(),
+            sep: ",".into(),
+            key: Vec::new(),
+            header: false,
+        };
+        let n = 3 * CHUNK + 17;
+        // (x, y): x = i / 4 ascending, y cycling within each x, so y alone does not ascend.
+        let x: Vec<i64> = (0..n as i64).map(|i| 1_000_000 + i / 4).collect();
+        let y: Vec<i32> = (0..n as i32).map(|i| 7 * (i % 4)).collect();
+        let order = |x: &[i64], y: &[i32], packed: bool| {
+            let (hx, hy) = (HostCol::I64(x.to_vec()), HostCol::I32(y.to_vec()));
+            let (sx, sy) = (StoredCol::pack(hx.clone(), None), StoredCol::pack(hy.clone(), None));
+            let cols = if packed {
+                assert!(x.len() < 2 || (sx.plain().is_none() && sy.plain().is_none()), "packed");
+                vec![Some(ColRef::Stored(&sx)), Some(ColRef::Stored(&sy))]
+            } else {
+                vec![Some(ColRef::Host(&hx)), Some(ColRef::Host(&hy))]
+            };
+            rows_order(&input(&[Type::Int64, Type::Int32]), &cols, x.len())
+        };
+        for packed in [false, true] {
+            assert_eq!(order(&x, &y, packed), (true, true), "packed {packed}");
+            // A repeated row, in the last chunk.
+            let (mut x2, mut y2) = (x.clone(), y.clone());
+            x2[n - 1] = x2[n - 2];
+            y2[n - 1] = y2[n - 2];
+            assert_eq!(order(&x2, &y2, packed), (true, false), "packed {packed}");
+            // A pair that descends on the second column only, in the second chunk.
+            let mut y3 = y.clone();
+            y3.swap(CHUNK + 1, CHUNK + 2);
+            assert_eq!(order(&x, &y3, packed), (false, false), "packed {packed}");
+            // One row, and no rows.
+            assert_eq!(order(&x[..1], &y[..1], packed), (true, true));
+            assert_eq!(order(&[], &[], packed), (true, true));
+        }
+        let h = HostCol::I64(x.clone());
+        let f = HostCol::F64((0..n).map(|i| i as f64).collect());
+        assert_eq!(
+            rows_order(
+                &input(&[Type::Int64, Type::Float64]),
+                &[Some(ColRef::Host(&h)), Some(ColRef::Host(&f))],
+                n
+            ),
+            (false, false),
+            "a float column"
+        );
+        assert_eq!(
+            rows_order(&input(&[Type::Int64, Type::Int64]), &[Some(ColRef::Host(&h)), None], n),
+            (false, false),
+            "a column not loaded"
+        );
+    }
+
     fn col(name: &str, ty: Type) -> fox_sema::core::Column {
         fox_sema::core::Column { name: name.into(), ty }
     }
@@ -699,6 +854,8 @@ mod tests {
                         sorted: false,
                     }),
                 ],
+                rows_sorted: false,
+                rows_distinct: false,
             },
         );
         let input = |name: &str| InputRel {

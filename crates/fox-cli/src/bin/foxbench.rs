@@ -1556,16 +1556,6 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
     };
     let lftj = fox_cli::load_plan_with(path, false, "foxbench", &options)?
         .ok_or_else(|| anyhow::anyhow!("{query} has errors"))?;
-    let binary = fox_cli::load_plan_with(
-        path,
-        false,
-        "foxbench",
-        &fox_ra::PlanOptions {
-            multiway: false,
-            ..fox_ra::PlanOptions::default()
-        },
-    )?
-    .ok_or_else(|| anyhow::anyhow!("{query} has errors"))?;
     // The backends first: `auto` says which it took before the graph is generated.
     // The largest count's devices: `all` becomes a number, and a count beyond the
     // machine's stops before the graph is generated.
@@ -1605,6 +1595,28 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
         .tables()
         .find(|t| t.input.name == "edge")
         .ok_or_else(|| anyhow::anyhow!("{query} reads no relation `edge`"))?;
+    // Every plan made again with the statistics of the graph, as `foxrun` plans after
+    // loading (an edge list sorted on its rows needs no sort, a distinct one no
+    // duplicate removal).
+    let stats = fox_runtime::stats::of_database(&db);
+    let replan = |options: &fox_ra::PlanOptions, devices: usize| -> anyhow::Result<fox_kernel::KernelPlan> {
+        let mut program = fox_cli::compile_program(&[path.to_path_buf()], false, "foxbench", options)?
+            .ok_or_else(|| anyhow::anyhow!("{query} has errors"))?;
+        program.devices = devices;
+        program.kernel_plan(&stats, &fox_kernel::LowerOptions::default())
+    };
+    let lftj = replan(&options, 1)?;
+    let binary = replan(
+        &fox_ra::PlanOptions {
+            multiway: false,
+            ..fox_ra::PlanOptions::default()
+        },
+        1,
+    )?;
+    let lftj_on_devices = device_counts
+        .iter()
+        .map(|&n| Ok((n, replan(&options, n)?)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     // The columns as plans read them (borrowed unless the database packed them).
     let widen = |c: usize| {
         Database::column(table, c)

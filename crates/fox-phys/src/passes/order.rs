@@ -179,9 +179,11 @@ fn props_val(p: &Props, types: Vec<Type>) -> Val {
 /// ascending order (rows ascending on each of several columns are ascending on all of
 /// them together, in any order of the columns). Only columns whose code order is their
 /// value order count (not strings, whose codes follow their text only until strings are
-/// appended, nor floats). Over several devices each device's part of an input keeps the
-/// rows' order (a slice, the rows of its hashed keys in their order, or every row), and
-/// rows of a sorted table taken in their order are sorted.
+/// appended, nor floats); rows the statistics saw ascending on all their columns together
+/// (`RelationStats::rows_sorted`) are sorted on all of them in their order. Over several
+/// devices each device's part of an input keeps the rows' order (a slice, the rows of its
+/// hashed keys in their order, or every row), and rows of a sorted table taken in their
+/// order are sorted.
 fn loaded_order(_plan: &PhysPlan, stats: &Statistics, rel: &fox_ra::RelVar) -> Vec<SortKey> {
     if !matches!(rel.kind, fox_ra::RelKind::Input { .. }) {
         return Vec::new();
@@ -189,6 +191,10 @@ fn loaded_order(_plan: &PhysPlan, stats: &Statistics, rel: &fox_ra::RelVar) -> V
     let Some(s) = stats.get(&rel.name) else {
         return Vec::new();
     };
+    // Rows ascending on all their columns together are sorted on every prefix of them.
+    if s.rows_sorted && s.columns.len() == rel.columns.len() {
+        return asc(0..rel.columns.len());
+    }
     let cols =
         rel.columns.iter().enumerate().filter(|(c, col)| {
             !matches!(col.ty, Type::String | Type::Float64) && s.column(*c).is_some_and(|cs| cs.sorted)
@@ -239,6 +245,13 @@ fn block(plan: &PhysPlan, stats: &Statistics, b: &Block, out: &mut Vec<(TempId, 
                 let mut v = props_val(&rel.props, types.clone());
                 if v.o.sorted.is_empty() {
                     v.o.sorted = loaded_order(plan, stats, rel);
+                }
+                // Rows the statistics saw strictly ascending are distinct (an input's
+                // rows as loaded, whatever part of them a device reads).
+                if matches!(rel.kind, fox_ra::RelKind::Input { .. })
+                    && stats.get(&rel.name).is_some_and(|s| s.rows_distinct)
+                {
+                    v.o.unique = true;
                 }
                 Some(v)
             }

@@ -16,6 +16,8 @@ fn stats_e(rows: u64, dx: u64, dy: u64) -> Statistics {
         RelationStats {
             rows,
             columns: vec![Some(col(dx)), Some(col(dy))],
+            rows_sorted: false,
+            rows_distinct: false,
         },
     );
     s

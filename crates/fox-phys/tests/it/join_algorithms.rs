@@ -27,6 +27,8 @@ fn stats(rels: &[(&str, u64)]) -> Statistics {
             RelationStats {
                 rows,
                 columns: vec![col(rows.min(1000)), col(rows.min(1000))],
+                rows_sorted: false,
+                rows_distinct: false,
             },
         );
     }

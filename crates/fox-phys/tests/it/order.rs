@@ -105,3 +105,45 @@ fn an_inequality_join_keeps_its_probing_sides_order() {
     // Each pair once: both sides are unique and the tree's blocks of a row are disjoint.
     assert!(o.unique, "{o:?}");
 }
+
+/// An input whose rows the statistics saw ascending on all their columns together is
+/// sorted on all of them in their order (though neither column ascends alone), and
+/// unique where they strictly ascend.
+#[test]
+fn a_scan_of_rows_sorted_together_is_sorted_on_all_columns_and_unique_when_strict() {
+    use fox_phys::{ColumnStats, RelationStats};
+    let src = format!("{EDGE}{PATH2}");
+    for (sorted, distinct) in [(true, true), (true, false), (false, false)] {
+        let col = || {
+            Some(ColumnStats {
+                distinct: 10,
+                min: None,
+                max: None,
+                sorted: false,
+            })
+        };
+        let mut stats = Statistics::none();
+        stats.insert(
+            "e",
+            RelationStats {
+                rows: 100,
+                columns: vec![col(), col()],
+                rows_sorted: sorted,
+                rows_distinct: distinct,
+            },
+        );
+        let p = phys_after(&src, Some("order"), &stats);
+        let scan = find(&p, |op| matches!(op, Op::Scan(_)))[0];
+        let o = &p.node(scan).order.as_ref().unwrap().provides;
+        let want = if sorted {
+            vec![SortKey::asc(0), SortKey::asc(1)]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(
+            (&o.sorted, o.unique),
+            (&want, distinct),
+            "sorted {sorted}, distinct {distinct}"
+        );
+    }
+}

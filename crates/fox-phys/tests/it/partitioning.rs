@@ -237,6 +237,8 @@ fn rows_of(rels: &[(&str, u64, &[u64])]) -> Statistics {
                         })
                     })
                     .collect(),
+                rows_sorted: false,
+                rows_distinct: false,
             },
         );
     }
