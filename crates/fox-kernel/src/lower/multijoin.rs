@@ -5,7 +5,6 @@
 
 use fox_phys::levels::{plan_levels, Refinements};
 use fox_phys::{Expand, Level};
-use fox_sema::core::ArithOp;
 
 use super::*;
 
@@ -153,9 +152,6 @@ impl Lower<'_> {
             }
         });
         for (var, vcol) in vars.iter().enumerate() {
-            if var > 0 && boxed_level == Some(var) {
-                state = self.interleave_bindings(state, vars)?;
-            }
             let level = &planned[var];
             let window = windows.get(var).copied().flatten();
             let cut = Cut {
@@ -616,52 +612,6 @@ impl Lower<'_> {
         };
         let n_cols = found.len();
         self.launch1(Kernel::Eval { expr, n_cols }, found, &format!("{lvl}.found"), None)
-    }
-
-    /// The state of a multi-way join's first level, its rows (one per binding of the
-    /// first variable, in value order) reordered so that each box the devices claim of the
-    /// next expansion (a contiguous run of its outputs) holds bindings from all over the
-    /// first variable's values: they are sorted on a hash of the value's bits
-    /// (`v ^ v >>> 10 ^ v >>> 20`, its low 10 bits), then on the value, an order every
-    /// device computes alike. Bindings whose work differs widely along the values (a
-    /// graph's vertices in degree order) then spread evenly over the boxes, and each box's
-    /// kernels mix heavy and light rows. The state is unchanged where the first variable
-    /// is not an integer.
-    fn interleave_bindings(&mut self, state: MjState, vars: &[Column]) -> R<MjState> {
-        let ty = vars[0].ty;
-        if !matches!(ty, Type::Int32 | Type::Int64) {
-            return Ok(state);
-        }
-        let Some(&(_, x)) = state.iter().find(|(s, _)| *s == MjSlot::Var(0)) else {
-            return Err(LowerError::Invalid("a multi-way join lost its first variable".into()));
-        };
-        let int = |kind: KExprKind| KExpr { kind, ty: Type::Int64 };
-        let v = || {
-            Box::new(int(KExprKind::Cast(Box::new(KExpr {
-                kind: KExprKind::Col(0),
-                ty,
-            }))))
-        };
-        let c = |n: i64| Box::new(int(KExprKind::Const(Value::Int64(n))));
-        let shr = |n: i64| Box::new(int(KExprKind::Arith(ArithOp::ShrU, v(), c(n))));
-        let mixed = int(KExprKind::Arith(
-            ArithOp::BitXor,
-            Box::new(int(KExprKind::Arith(ArithOp::BitXor, v(), shr(10)))),
-            shr(20),
-        ));
-        let expr = int(KExprKind::Arith(ArithOp::BitAnd, Box::new(mixed), c(1023)));
-        let key = self.launch1(Kernel::Eval { expr, n_cols: 1 }, vec![x], "interleave", None)?;
-        let perm = self.launch1(
-            Kernel::SortPerm {
-                desc: vec![false, false],
-                by_rank: vec![false, false],
-            },
-            vec![key, x],
-            "interleave.perm",
-            None,
-        )?;
-        let (next, _) = self.carry_state(Kernel::Gather { shift: 0 }, perm, &state, &[])?;
-        Ok(next)
     }
 
     /// Moves a multi-way join's state columns, and `extra` columns after them, through a
