@@ -503,7 +503,12 @@ pub fn format_statistics(stats: &Statistics, inputs: &[InputRel]) -> String {
             out.push_str(&format!("{}: no statistics\n", input.name));
             continue;
         };
-        out.push_str(&format!("{}: {}\n", input.name, crate::plural(r.rows, "row")));
+        let together = match (r.rows_sorted, r.rows_distinct) {
+            (true, true) => " (ascending on all columns together, no two equal)",
+            (true, false) => " (ascending on all columns together)",
+            _ => "",
+        };
+        out.push_str(&format!("{}: {}{together}\n", input.name, crate::plural(r.rows, "row")));
         let mut rows: Vec<[String; 6]> = vec![[
             "column".into(),
             "type".into(),

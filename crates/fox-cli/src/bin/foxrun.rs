@@ -134,7 +134,8 @@ struct Cli {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_iterations: Option<u64>,
     /// Print the statistics of the program's inputs on standard output instead of running
-    /// it: per input relation its rows, and per column its type, its number of distinct
+    /// it: per input relation its rows (and, where they do, that they ascend on all its
+    /// columns together, and with no two equal), and per column its type, its number of distinct
     /// values (exact up to 256, estimated beyond), its least and greatest values and
     /// whether the rows are in ascending order of it as loaded (`not read` for a column the
     /// program does not read, which is not loaded).

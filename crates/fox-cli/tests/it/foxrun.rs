@@ -906,9 +906,10 @@ fn a_sum_of_integers_into_a_decimal_column() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// `--stats` does what its help says: per input relation its rows, and per column its
-/// type, distinct values, least and greatest values by value and whether it is sorted as
-/// loaded, `not read` for a column the program does not read; the program does not run.
+/// `--stats` does what its help says: per input relation its rows (and whether they
+/// ascend on all columns together, and strictly), and per column its type, distinct
+/// values, least and greatest values by value and whether it is sorted as loaded, `not
+/// read` for a column the program does not read; the program does not run.
 #[test]
 fn stats_prints_the_statistics_of_the_inputs_instead_of_running() {
     let dir = temp_dir("stats");
@@ -944,7 +945,7 @@ fn stats_prints_the_statistics_of_the_inputs_instead_of_running() {
          price   decimal(2)         3  -1.50       10.25       no\n  \
          note    string      not read  -           -           -\n\
          \n\
-         visit: 4 rows\n  \
+         visit: 4 rows (ascending on all columns together)\n  \
          column  type   distinct  min  max  sorted\n  \
          d       int64         3  1    7    yes\n\
          \n\
@@ -971,7 +972,7 @@ fn stats_prints_the_statistics_of_the_inputs_instead_of_running() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(
         stdout(&o),
-        "edge: 30 rows\n  \
+        "edge: 30 rows (ascending on all columns together, no two equal)\n  \
          column  type   distinct  min  max  sorted\n  \
          x       int32         6  0    5    yes\n  \
          y       int32         6  0    5    no\n"
