@@ -1554,8 +1554,21 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
         var_order: a.var_order.clone(),
         ..fox_ra::PlanOptions::default()
     };
-    let lftj = fox_cli::load_plan_with(path, false, "foxbench", &options)?
-        .ok_or_else(|| anyhow::anyhow!("{query} has errors"))?;
+    // The plans over `devices` devices: before loading without statistics (they say
+    // which columns to load), after it with the graph's, as `foxrun` plans after loading
+    // (an edge list sorted on its rows needs no sort, a distinct one no duplicate
+    // removal).
+    let plan_with = |options: &fox_ra::PlanOptions,
+                     devices: usize,
+                     stats: &fox_phys::Statistics|
+     -> anyhow::Result<fox_kernel::KernelPlan> {
+        let mut program = fox_cli::compile_program(&[path.to_path_buf()], false, "foxbench", options)?
+            .ok_or_else(|| anyhow::anyhow!("{query} has errors"))?;
+        program.devices = devices;
+        program.kernel_plan(stats, &fox_kernel::LowerOptions::default())
+    };
+    let none = fox_phys::Statistics::none();
+    let lftj = plan_with(&options, 1, &none)?;
     // The backends first: `auto` says which it took before the graph is generated.
     // The largest count's devices: `all` becomes a number, and a count beyond the
     // machine's stops before the graph is generated.
@@ -1568,15 +1581,7 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
     // With --devices, the LFTJ planned for each count too.
     let lftj_on_devices = device_counts
         .iter()
-        .map(|&n| {
-            let mut program = fox_cli::compile_program(&[path.to_path_buf()], false, "foxbench", &options)?
-                .ok_or_else(|| anyhow::anyhow!("{query} has errors"))?;
-            program.devices = n;
-            Ok((
-                n,
-                program.kernel_plan(&fox_phys::Statistics::none(), &fox_kernel::LowerOptions::default())?,
-            ))
-        })
+        .map(|&n| Ok((n, plan_with(&options, n, &none)?)))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let spec = a
         .graph
@@ -1595,27 +1600,20 @@ fn clique(a: &CliqueArgs, progress: bool) -> anyhow::Result<()> {
         .tables()
         .find(|t| t.input.name == "edge")
         .ok_or_else(|| anyhow::anyhow!("{query} reads no relation `edge`"))?;
-    // Every plan made again with the statistics of the graph, as `foxrun` plans after
-    // loading (an edge list sorted on its rows needs no sort, a distinct one no
-    // duplicate removal).
+    // Every plan made again with the statistics of the graph.
     let stats = fox_runtime::stats::of_database(&db);
-    let replan = |options: &fox_ra::PlanOptions, devices: usize| -> anyhow::Result<fox_kernel::KernelPlan> {
-        let mut program = fox_cli::compile_program(&[path.to_path_buf()], false, "foxbench", options)?
-            .ok_or_else(|| anyhow::anyhow!("{query} has errors"))?;
-        program.devices = devices;
-        program.kernel_plan(&stats, &fox_kernel::LowerOptions::default())
-    };
-    let lftj = replan(&options, 1)?;
-    let binary = replan(
+    let lftj = plan_with(&options, 1, &stats)?;
+    let binary = plan_with(
         &fox_ra::PlanOptions {
             multiway: false,
             ..fox_ra::PlanOptions::default()
         },
         1,
+        &stats,
     )?;
     let lftj_on_devices = device_counts
         .iter()
-        .map(|&n| Ok((n, replan(&options, n)?)))
+        .map(|&n| Ok((n, plan_with(&options, n, &stats)?)))
         .collect::<anyhow::Result<Vec<_>>>()?;
     // The columns as plans read them (borrowed unless the database packed them).
     let widen = |c: usize| {

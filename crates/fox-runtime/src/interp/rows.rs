@@ -183,6 +183,15 @@ pub(super) enum Part {
     Col(HostCol),
 }
 
+/// What a chunk of rows `a..b` reads of each argument: its rows of the row-aligned ones
+/// (`aligned`), the others whole.
+fn chunk_parts(aligned: &[bool], a: usize, b: usize) -> Vec<Part> {
+    aligned
+        .iter()
+        .map(|&al| if al { Part::Rows(a, b) } else { Part::Whole })
+        .collect()
+}
+
 impl Interp<'_> {
     /// Runs a row-local `kernel` ([`row_aligned`]) over chunks of its rows and defines
     /// its outputs `outs`: joined on the device where its memory is its own and the kernel
@@ -316,10 +325,7 @@ impl Interp<'_> {
             let mut a = 0;
             while a < n {
                 let b = (a + chunk).min(n);
-                let parts = aligned
-                    .iter()
-                    .map(|&al| if al { Part::Rows(a, b) } else { Part::Whole })
-                    .collect();
+                let parts = chunk_parts(aligned, a, b);
                 match self.launch_parts_held(kernel, arg_slots, parts, out_elems, what) {
                     Ok(bufs) => {
                         held.extend(bufs.into_iter().map(|b| Some(self.temp_slot(b))));
@@ -383,7 +389,9 @@ impl Interp<'_> {
         res
     }
 
-    /// [`Interp::launch_parts`] whose outputs stay on the device.
+    /// One launch of `kernel` on pieces of its arguments (`parts`, one per argument): its
+    /// arguments on the device (their pieces' temporary slots dropped after), the launch,
+    /// its outputs left on the device.
     fn launch_parts_held(
         &mut self,
         kernel: &Kernel,
@@ -415,10 +423,7 @@ impl Interp<'_> {
         out_elems: &[Elem],
         what: &dyn Fn() -> String,
     ) -> Result<Vec<HostCol>, RuntimeError> {
-        let parts = aligned
-            .iter()
-            .map(|&al| if al { Part::Rows(a, b) } else { Part::Whole })
-            .collect();
+        let parts = chunk_parts(aligned, a, b);
         self.launch_parts(kernel, arg_slots, parts, out_elems, what)
     }
 
@@ -432,15 +437,8 @@ impl Interp<'_> {
         out_elems: &[Elem],
         what: &dyn Fn() -> String,
     ) -> Result<Vec<HostCol>, RuntimeError> {
-        let mut temps: Vec<usize> = Vec::new();
-        let res = self.part_args(arg_slots, parts, what, &mut temps).and_then(|args| {
-            let outs = self.launch_evicting(kernel, &args, out_elems, what)?;
-            self.take_all(outs, what)
-        });
-        for s in temps {
-            self.drop_temp_slot(s);
-        }
-        res
+        let outs = self.launch_parts_held(kernel, arg_slots, parts, out_elems, what)?;
+        self.take_all(outs, what)
     }
 
     /// The buffers `outs` moved to the host (all of them freed on the device, whatever
@@ -481,10 +479,7 @@ impl Interp<'_> {
         what: &dyn Fn() -> String,
         temps: &mut Vec<usize>,
     ) -> Result<Vec<usize>, RuntimeError> {
-        let parts = aligned
-            .iter()
-            .map(|&al| if al { Part::Rows(a, b) } else { Part::Whole })
-            .collect();
+        let parts = chunk_parts(aligned, a, b);
         self.part_args(arg_slots, parts, what, temps)
     }
 

@@ -4,7 +4,7 @@
 //! outputs read it from the host, and a launch whose failure left memory behind is not
 //! tried again.
 
-use fox_kernel::{Block, BlockId, BufId, BufVar, Elem, Instr, Kernel, KernelPlan, Terminator, KERNEL_PLAN_VERSION};
+use fox_kernel::{BufId, BufVar, Elem, Instr, Kernel, KernelPlan};
 use fox_runtime::{run, Backend, BackendError, DevBuf, HostCol, LaunchCtx, MemStats, RunOptions};
 use fox_sema::core::{Column, Type, Value};
 use std::collections::HashMap;
@@ -124,33 +124,24 @@ fn column_of(from: i32, rows: i32) -> Instr {
     }
 }
 
-/// A plan of one block `instrs` over the int32 buffers b0..b{buffers} and `inputs`.
+/// A plan of one block `instrs` over the int32 buffers b0..b{buffers} and `inputs`
+/// ([`crate::run::plan`]), planned to hold `planned_peak_buffers` at once.
 fn one_block(
     buffers: usize,
     inputs: Vec<fox_kernel::InputRel>,
     instrs: Vec<Instr>,
     planned_peak_buffers: usize,
 ) -> KernelPlan {
+    let buffers = (0..buffers)
+        .map(|i| BufVar {
+            name: format!("b{i}"),
+            elem: Elem::I32,
+            ty: Some(Type::Int32),
+        })
+        .collect();
     KernelPlan {
-        version: KERNEL_PLAN_VERSION,
-        buffers: (0..buffers)
-            .map(|i| BufVar {
-                name: format!("b{i}"),
-                elem: Elem::I32,
-                ty: Some(Type::Int32),
-            })
-            .collect(),
-        inputs,
-        blocks: vec![Block {
-            label: "main".into(),
-            local: false,
-            instrs,
-            term: Terminator::Halt,
-        }],
-        entry: BlockId(0),
         planned_peak_buffers,
-        sources: Vec::new(),
-        observed: Vec::new(),
+        ..crate::run::plan(buffers, inputs, instrs)
     }
 }
 

@@ -108,7 +108,8 @@ fn output(name: &str, columns: Vec<Column>, cols: &[u32], order: Vec<(usize, boo
     }
 }
 
-fn plan(buffers: Vec<BufVar>, inputs: Vec<InputRel>, instrs: Vec<Instr>) -> KernelPlan {
+/// A plan of one block `instrs` over `buffers` and `inputs`, planned to hold 3 buffers.
+pub(crate) fn plan(buffers: Vec<BufVar>, inputs: Vec<InputRel>, instrs: Vec<Instr>) -> KernelPlan {
     KernelPlan {
         version: KERNEL_PLAN_VERSION,
         buffers,
