@@ -466,11 +466,13 @@ pub enum Kernel {
     /// every buffer's length. A tiered relation folds a run into the next when it
     /// outgrows it ([`fox_phys::Tiering`]).
     Outgrows { factor: u32 },
-    /// The next window of an expansion's outputs a device works on, taken from `boxes`
-    /// boxes shared by the devices of a run: box `k` holds the outputs
-    /// `k·total/boxes .. (k+1)·total/boxes` (rounded down), and each device takes the
-    /// next box not yet taken from a counter the run's devices share (work stealing: a
-    /// device with cheap boxes takes more of them). args: `total` (U64, one row), then
+    /// The next window of an expansion's outputs a device works on, taken from the boxes
+    /// shared by the devices of a run: contiguous runs of the outputs, in batches of one
+    /// box per device, each batch's boxes holding half of the outputs left over the
+    /// devices and none fewer than `total/boxes` (so the first boxes are large and the
+    /// last small; the runtime's `BoxCut`), and each device takes the next box not yet
+    /// taken from a counter the run's devices share (work stealing: a device with cheap
+    /// boxes takes more of them). args: `total` (U64, one row), then
     /// optionally `prev` (U64: this device's previous window). outs: `window` (U64): two
     /// rows `start`, `end` (as [`Kernel::Window`]'s, never empty), or no rows when every
     /// box has been taken. Without `prev` the device starts on the boxes of a new

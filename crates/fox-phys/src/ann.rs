@@ -25,9 +25,10 @@ pub struct Node {
     /// with the same move share one exchange.
     pub moves: Vec<(usize, Redistribute)>,
     /// Set by `partitioning` on a multi-way join over several devices (0 otherwise): the
-    /// number of boxes its work is cut into. Every input is replicated, every device
-    /// computes the first variable's bindings, and the expansion of the next level (each
-    /// binding weighing the rows it expands to) is cut into this many contiguous boxes;
+    /// finest cut of its work, the smallest box holding `1/boxes` of it. Every input is
+    /// replicated, every device computes the first variable's bindings, and the
+    /// expansion of the next level (each binding weighing the rows it expands to) is cut
+    /// into contiguous boxes, large ones first and down to that size last;
     /// each device takes the next box no device has taken (`fox_kernel::Kernel::Claim`)
     /// and runs the rest of the join on it until none is left (work stealing: a device
     /// with a skewed share takes fewer boxes). A counting join's partial counts are

@@ -155,7 +155,7 @@ fn annotations(plan: &PhysPlan, stmts: &[Stmt], dst: fox_ra::TempId, op: &Op, co
             _ => ", the partial counts summed",
         };
         parts.push(format!(
-            "work taken by the devices in {} boxes of the first variable's bindings{after}",
+            "work taken by the devices in boxes of the first variable's bindings, large ones first, the smallest 1/{} of them{after}",
             n.boxes
         ));
     }

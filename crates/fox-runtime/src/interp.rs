@@ -3677,10 +3677,11 @@ impl Interp<'_> {
         Ok((budget / row_bytes).clamp(1, cap))
     }
 
-    /// `Claim`: the next window of an expansion cut into `boxes` boxes that this device
-    /// works on (see [`Kernel::Claim`]): the rest of its current box, else the next box
-    /// no device has taken (from the run's shared counter; on one device, every box in
-    /// turn), at most what fits with `row_bytes`; no rows when every box is taken.
+    /// `Claim`: the next window of an expansion cut into boxes of at least `1/boxes` of its
+    /// outputs ([`crate::spmd::BoxCut`] over the run's devices) that this device works on
+    /// (see [`Kernel::Claim`]): the rest of its current box, else the next box no device
+    /// has taken (from the run's shared counter; on one device, every box in turn), at
+    /// most what fits with `row_bytes`; no rows when every box is taken.
     fn claim(&mut self, args: &[usize], boxes: u32, row_bytes: Option<u64>) -> Result<Vec<HostCol>, HostError> {
         let total = match self.download_arg(args[0])? {
             HostCol::U64(v) if v.len() == 1 => v[0],
@@ -3711,16 +3712,12 @@ impl Interp<'_> {
             .claims_started
             .checked_sub(1)
             .ok_or_else(|| HostError::Plan("a claim goes on from a window before any expansion started".into()))?;
-        let bounds = |k: u32| {
-            (
-                crate::spmd::box_start(total, boxes, k),
-                crate::spmd::box_start(total, boxes, k + 1),
-            )
-        };
-        // The rest of the current box, else the next box not taken that holds outputs.
-        let (start, end) = match prev.map(|(s, e)| (e, bounds(crate::spmd::box_of(total, boxes, s)).1)) {
+        let devices = self.spmd.as_ref().map_or(1, |d| d.comm.size());
+        let cut = crate::spmd::BoxCut::new(total, boxes, devices);
+        // The rest of the current box, else the next box not taken.
+        let (start, end) = match prev.map(|(s, e)| (e, cut.bounds(cut.of(s)).1)) {
             Some((e, box_end)) if e < box_end => (e, box_end),
-            _ => loop {
+            _ => {
                 let k = match &self.spmd {
                     Some(d) => {
                         if d.comm.is_aborted() {
@@ -3730,7 +3727,7 @@ impl Interp<'_> {
                         d.comm.claim(expansion, d.rank, total, boxes).map_err(HostError::Plan)?
                     }
                     None => {
-                        let k = (self.local_next < boxes).then_some(self.local_next);
+                        let k = (self.local_next < cut.len()).then_some(self.local_next);
                         self.local_next = self.local_next.saturating_add(1);
                         k
                     }
@@ -3739,11 +3736,8 @@ impl Interp<'_> {
                     return Ok(vec![HostCol::U64(Vec::new())]);
                 };
                 self.stats.boxes += 1;
-                let (s, e) = bounds(k);
-                if s < e {
-                    break (s, e);
-                }
-            },
+                cut.bounds(k)
+            }
         };
         let end = match row_bytes {
             Some(b) => {

@@ -132,6 +132,8 @@ struct Round {
 /// device has taken.
 struct Boxes {
     total: u64,
+    finest: u32,
+    /// The boxes of the cut ([`BoxCut::len`]).
     boxes: u32,
     /// The next box of the shared counter: boxes below the number of devices are each
     /// reserved for the device of that rank's first claim.
@@ -140,19 +142,56 @@ struct Boxes {
     started: Vec<bool>,
 }
 
-/// The first output of box `k` of `boxes` cutting `total` outputs: `k·total/boxes`,
-/// rounded down (box `k` holds the outputs up to the first of box `k + 1`; some are
-/// empty when there are fewer outputs than boxes).
-pub(crate) fn box_start(total: u64, boxes: u32, k: u32) -> u64 {
-    (u128::from(total) * u128::from(k) / u128::from(boxes.max(1))) as u64
+/// How an expansion's `total` outputs are cut into the boxes `devices` devices take in
+/// turn (contiguous runs of the outputs, in order), by factoring: the boxes come in
+/// batches of `devices`, each box of a batch holding the outputs left at the batch's start
+/// over `2 · devices` (rounded up), and none fewer than `total / finest` (rounded up;
+/// only the last box may hold fewer). So half of what is left goes out in each batch:
+/// the first boxes are large (few launches, few host synchronisations, few launches'
+/// tails), and the last ones small, so that a device whose boxes were heavy is waited
+/// for little. `devices · (log2(finest / (2 · devices)) + 3)` boxes or fewer; none when
+/// `total` is 0. Depends on nothing but its arguments, so every device cuts alike.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct BoxCut {
+    /// The first output of each box, increasing; the end of the last box is `total`.
+    starts: Vec<u64>,
+    total: u64,
 }
 
-/// The box holding output `at` (below `total`) of `boxes` cutting `total` outputs: the
-/// last `k` whose [`box_start`] is at most `at`.
-pub(crate) fn box_of(total: u64, boxes: u32, at: u64) -> u32 {
-    // box_start(k) <= at  <=>  k·total < (at + 1)·boxes.
-    let (t, b) = (u128::from(total.max(1)), u128::from(boxes.max(1)));
-    (((u128::from(at) + 1) * b).div_ceil(t) - 1) as u32
+impl BoxCut {
+    pub(crate) fn new(total: u64, finest: u32, devices: usize) -> BoxCut {
+        let devices = devices.max(1) as u64;
+        let least = total.div_ceil(u64::from(finest.max(1))).max(1);
+        let mut starts = Vec::new();
+        let mut at = 0u64;
+        while at < total {
+            let size = (total - at).div_ceil(2 * devices).max(least);
+            for _ in 0..devices {
+                if at >= total {
+                    break;
+                }
+                starts.push(at);
+                at = at.saturating_add(size).min(total);
+            }
+        }
+        BoxCut { starts, total }
+    }
+
+    /// The number of boxes.
+    pub(crate) fn len(&self) -> u32 {
+        self.starts.len() as u32
+    }
+
+    /// The outputs `start .. end` of box `k` (below [`BoxCut::len`]); never empty.
+    pub(crate) fn bounds(&self, k: u32) -> (u64, u64) {
+        let k = k as usize;
+        (self.starts[k], self.starts.get(k + 1).copied().unwrap_or(self.total))
+    }
+
+    /// The box holding output `at` (below `total`).
+    pub(crate) fn of(&self, at: u64) -> u32 {
+        (self.starts.partition_point(|&s| s <= at) - 1) as u32
+    }
 }
 
 /// The codes (from, to), start and length of a shared `substr` table.
@@ -334,20 +373,22 @@ impl Comm {
         self.aborted.load(Ordering::SeqCst)
     }
 
-    /// Takes the next box of expansion `k` (the `k`-th one a device starts), which cuts
-    /// `total` outputs into `boxes` boxes, for device `rank`: the box's number, or `None`
-    /// once every box is taken. A device's first claim takes the box of its own rank
-    /// (where there is one), so every device takes a box however late it starts; later
-    /// claims take the lowest box no device took (work stealing). Each box is taken by
-    /// one device, and each device's boxes in increasing order. Not a collective: no
-    /// device waits for another. Devices that cut expansion `k` differently fail with a
-    /// plan error (they would not share its boxes).
-    pub(crate) fn claim(&self, k: usize, rank: usize, total: u64, boxes: u32) -> Result<Option<u32>, String> {
+    /// Takes the next box of expansion `k` (the `k`-th one a device starts), whose `total`
+    /// outputs are cut as [`BoxCut::new`]`(total, finest, devices)` cuts them, for device
+    /// `rank`: the box's number, or `None` once every box is taken. A device's first
+    /// claim takes the box of its own rank (where there is one), so every device takes a
+    /// box however late it starts; later claims take the lowest box no device took (work
+    /// stealing). Each box is taken by one device, and each device's boxes in increasing
+    /// order. Not a collective: no device waits for another. Devices that cut expansion
+    /// `k` differently fail with a plan error (they would not share its boxes).
+    pub(crate) fn claim(&self, k: usize, rank: usize, total: u64, finest: u32) -> Result<Option<u32>, String> {
         let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
         if claims.len() == k {
+            let boxes = BoxCut::new(total, finest, self.size).len();
             let reserved = u32::try_from(self.size).unwrap_or(u32::MAX).min(boxes);
             claims.push(Boxes {
                 total,
+                finest,
                 boxes,
                 next: reserved,
                 started: vec![false; self.size],
@@ -359,10 +400,10 @@ impl Comm {
                 claims.len()
             ));
         };
-        if (c.total, c.boxes) != (total, boxes) {
+        if (c.total, c.finest) != (total, finest) {
             return Err(format!(
-                "the devices cut an expansion differently: {} outputs in {} boxes, and {total} in {boxes}",
-                c.total, c.boxes
+                "the devices cut an expansion differently: {} outputs in boxes of at least 1/{} of them, and {total} in 1/{finest}",
+                c.total, c.finest
             ));
         }
         if let Some(started) = c.started.get_mut(rank).filter(|s| !**s) {
@@ -941,23 +982,48 @@ mod tests {
         assert_eq!(each, [ms(5), ms(9), ms(2)]);
     }
 
+    /// The boxes cover every output once, in order, none empty; each output knows its
+    /// box; batches of one box per device halve what is left, none smaller than the
+    /// finest cut but the last; and there are few of them.
     #[test]
-    fn boxes_cover_every_output_once_and_each_output_knows_its_box() {
-        for total in [0u64, 1, 2, 3, 7, 10, 31, 1000, u64::MAX / 3] {
-            for boxes in [1u32, 2, 3, 4, 16, 64] {
-                assert_eq!(box_start(total, boxes, 0), 0);
-                assert_eq!(box_start(total, boxes, boxes), total);
-                for k in 0..boxes {
-                    let (s, e) = (box_start(total, boxes, k), box_start(total, boxes, k + 1));
-                    assert!(s <= e);
-                    // Boxes differ by at most one output.
-                    assert!(e - s <= total / u64::from(boxes) + 1, "{total} {boxes} {k}");
-                    for at in [s, e.saturating_sub(1)].into_iter().filter(|&a| a >= s && a < e) {
-                        assert_eq!(box_of(total, boxes, at), k, "output {at} of {total} in {boxes} boxes");
+    fn boxes_cover_every_output_once_large_ones_first() {
+        for total in [0u64, 1, 2, 3, 7, 10, 31, 1000, 12_345_678, u64::MAX / 3] {
+            for finest in [1u32, 2, 3, 4, 16, 64, 128, 256, 512] {
+                for devices in [1usize, 2, 3, 4, 8] {
+                    let cut = BoxCut::new(total, finest, devices);
+                    let least = total.div_ceil(u64::from(finest)).max(1);
+                    let mut at = 0;
+                    for k in 0..cut.len() {
+                        let (s, e) = cut.bounds(k);
+                        assert_eq!(s, at, "{total} {finest} {devices} {k}");
+                        assert!(s < e, "{total} {finest} {devices} {k}");
+                        assert!(e - s >= least || e == total, "{total} {finest} {devices} {k}");
+                        // A batch's boxes hold half of what is left at its start over the
+                        // devices, the same each (the last box of all may hold less).
+                        let first = k - k % devices as u32;
+                        let (bs, be) = cut.bounds(first);
+                        assert!(be - bs <= (total - bs).div_ceil(2 * devices as u64).max(least));
+                        assert!(e - s == be - bs || e == total, "{total} {finest} {devices} {k}");
+                        for a in [s, (s + e) / 2, e - 1] {
+                            assert_eq!(cut.of(a), k, "output {a} of {total}");
+                        }
+                        at = e;
                     }
+                    assert_eq!(at, total, "{total} {finest} {devices}");
+                    let per = finest as f64 / (2 * devices) as f64;
+                    let most = devices as f64 * (per.max(1.0).log2().ceil() + 3.0);
+                    assert!(
+                        f64::from(cut.len()) <= most,
+                        "{total} {finest} {devices}: {}",
+                        cut.len()
+                    );
                 }
             }
         }
+        // Two devices, the finest cut 1/128: a quarter each first, then an eighth, ...
+        let cut = BoxCut::new(1024, 128, 2);
+        let sizes: Vec<u64> = (0..cut.len()).map(|k| cut.bounds(k).1 - cut.bounds(k).0).collect();
+        assert_eq!(sizes, [256, 256, 128, 128, 64, 64, 32, 32, 16, 16, 8, 8, 8, 8]);
     }
 
     /// Devices claiming the boxes of two expansions: each box of each is taken by exactly
@@ -999,7 +1065,11 @@ mod tests {
                 assert!(d[k].windows(2).all(|w| w[0] < w[1]), "{:?}", d[k]);
             }
             all.sort_unstable();
-            assert_eq!(all, (0..boxes).collect::<Vec<_>>(), "expansion {k}");
+            assert_eq!(
+                all,
+                (0..BoxCut::new(1000, boxes, 3).len()).collect::<Vec<_>>(),
+                "expansion {k}"
+            );
         }
         // Device 0 slept through most boxes of the first expansion: the others took them.
         assert!(taken[0][0].len() < taken[1][0].len() + taken[2][0].len(), "{taken:?}");
@@ -1018,7 +1088,9 @@ mod tests {
         while let Some(b) = comm.claim(0, 0, 100, 10).unwrap() {
             first.push(b);
         }
-        assert_eq!(first, [0, 3, 4, 5, 6, 7, 8, 9]);
+        // 100 outputs in boxes of at least 10 over three devices: 17, 17, 17, 10, 10, 10,
+        // 10, 9.
+        assert_eq!(first, [0, 3, 4, 5, 6, 7]);
         assert_eq!(comm.claim(0, 2, 100, 10).unwrap(), Some(2));
         assert_eq!(comm.claim(0, 2, 100, 10).unwrap(), None);
         assert_eq!(comm.claim(0, 1, 100, 10).unwrap(), Some(1));

@@ -637,7 +637,7 @@ fn boxes_taken(stderr: &str) -> Option<Vec<u64>> {
 
 /// Triangles and 4-cliques of an R-MAT graph, counted and listed, on 2, 3 and 4 devices:
 /// every device claims boxes of the joins' first variable bindings until none is left
-/// (`--timing` tells how many each took: all of the plan's boxes, each once), and every
+/// (`--timing` tells how many each took: at least one, a few in all), and every
 /// answer is one device's, byte for byte; `--emit physical` says how the work is taken.
 #[test]
 fn multi_way_joins_in_boxes_give_one_device_s_counts_and_listings() {
@@ -679,7 +679,10 @@ fn multi_way_joins_in_boxes_give_one_device_s_counts_and_listings() {
             assert_eq!(text(&o.stdout), one, "{query} --devices {n}");
             let taken = boxes_taken(&text(&o.stderr)).unwrap_or_else(|| panic!("{}", text(&o.stderr)));
             assert_eq!(taken.len() as u64, n, "{query}: {taken:?}");
-            assert_eq!(taken.iter().sum::<u64>(), per_device * n, "{query}: {taken:?}");
+            // Every device takes a box; large boxes first keep them to a few per device.
+            assert!(taken.iter().all(|&t| t >= 1), "{query}: {taken:?}");
+            let most = n * (u64::from((per_device / 2).ilog2()) + 3);
+            assert!(taken.iter().sum::<u64>() <= most, "{query}: {taken:?}");
         }
     }
     let o = Command::new(env!("CARGO_BIN_EXE_foxc"))
@@ -697,7 +700,7 @@ fn multi_way_joins_in_boxes_give_one_device_s_counts_and_listings() {
     let plan = text(&o.stdout);
     assert!(
         plan.contains(&format!(
-            "work taken by the devices in {} boxes of the first variable's bindings",
+            "work taken by the devices in boxes of the first variable's bindings, large ones first, the smallest 1/{} of them",
             2 * per_device
         )),
         "{plan}{}",

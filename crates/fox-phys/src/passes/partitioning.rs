@@ -146,13 +146,15 @@ pub fn boxed_listing_placement(output: &[usize], n: usize) -> Partitioning {
     }
 }
 
-/// The boxes a multi-way join over several devices cuts its work into, per device: many
-/// more than devices, so that a device whose boxes are heavy (a hub's bindings) takes
-/// fewer and the others take the rest, and the last boxes taken leave the others idle
-/// for little time (a box weighs its first variable's bindings by the rows they expand
-/// to, while their work grows faster than that with a hub's degree), while each box
-/// still holds enough work to be worth its launches (tens of them, a host
-/// synchronisation or two).
+/// The finest cut of a multi-way join's work over several devices, per device: its
+/// smallest boxes hold `1 / (BOXES_PER_DEVICE · devices)` of the work, so that a device
+/// whose boxes are heavy (a hub's bindings) takes fewer and the others take the rest,
+/// and the last boxes taken leave the others idle for little time (a box weighs its
+/// first variable's bindings by the rows they expand to, while their work grows faster
+/// than that with a hub's degree). The boxes taken first are much larger (the runtime
+/// halves what is left in each batch of one box per device), since every box costs
+/// its launches' fixed costs and tails (tens of launches, a host synchronisation or
+/// two).
 pub const BOXES_PER_DEVICE: u32 = 64;
 
 /// The decisions for one block.
