@@ -935,6 +935,11 @@ impl Resident {
         }
     }
 
+    /// Whether the buffer `key` is held (not counted as read).
+    pub(crate) fn holds(&self, key: &ResidentKey) -> bool {
+        self.bufs.contains_key(key)
+    }
+
     /// The buffer `key`, when held, counted as read by the current run.
     pub(crate) fn touch(&mut self, key: &ResidentKey) -> Option<DevBuf> {
         let b = self.bufs.get(key)?;

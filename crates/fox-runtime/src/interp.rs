@@ -316,6 +316,8 @@ struct Interp<'a> {
     claims_started: usize,
     /// On one device, the next box of the expansion under way.
     local_next: u32,
+    /// The instruction the last one ran with it, to be skipped (block, index).
+    fused: Option<(usize, usize)>,
     /// The backend's `MemStats::bytes_in` when the run started.
     bytes_in_at_start: u64,
     /// The kept packed rows being widened now ([`Interp::upload_db_rows`]): never freed
@@ -400,6 +402,7 @@ impl<'a> Interp<'a> {
             failure_leaked: false,
             claims_started: 0,
             local_next: 0,
+            fused: None,
             bytes_in_at_start: 0,
         }
     }
@@ -859,8 +862,9 @@ impl Interp<'_> {
     /// from `resident` when it holds those rows of that column, otherwise it is uploaded
     /// and left in `resident` when there is one. Under a memory limit, a database column
     /// whose rows are a range of the table's (not hashed) that does not fit beside the
-    /// run's buffers (idle resident columns given back first, nothing moved to the host)
-    /// is not uploaded: its slot reads the database's rows in place ([`Tier::Db`]), and
+    /// run's buffers (idle resident columns given back first, nothing moved to the host),
+    /// or whose input's such columns (those not resident) do not fit there together, is
+    /// not uploaded: its slot reads the database's rows in place ([`Tier::Db`]), and
     /// an uploaded one may leave the device the same way ([`Interp::in_db`]). Any other
     /// column that does not fit the device with every other buffer moved stays in the
     /// host tier for this run (its readers take it in chunks) and is not kept. Each output
@@ -890,6 +894,21 @@ impl Interp<'_> {
         let at_upload = || what.map_or_else(|| format!("load_input[{}]", rel.name), |w| w());
         // The rows of every device of a hashed input, found when a column is first copied.
         let mut routing: Option<std::sync::Arc<crate::routing::Routing>> = None;
+        // An input whose columns read in place would not fit together is read in place
+        // whole: its readers, which take its columns together chunk by chunk, would
+        // otherwise read a column uploaded alone again from the database.
+        let mut together = 0usize;
+        for c in 0..rel.columns.len() {
+            let key = (rel.name.clone(), c, part.clone());
+            if from_database && self.resident.as_ref().is_some_and(|r| r.holds(&key)) {
+                continue;
+            }
+            let column = source[c].filter(|h| h.len() == len);
+            if let Some(d) = self.database_rows(table, c, column, &part, &rows) {
+                together = together.saturating_add(d.rows.len() * d.column().elem().size());
+            }
+        }
+        let all_in_place = together > 0 && !self.fits_without_moving(together);
         for (c, col) in rel.columns.iter().enumerate() {
             let var = outs[c].0 as usize;
             let key = (rel.name.clone(), c, part.clone());
@@ -906,7 +925,7 @@ impl Interp<'_> {
             let in_db = self.database_rows(table, c, column, &part, &rows);
             if let Some(d) = &in_db {
                 let bytes = d.rows.len() * d.column().elem().size();
-                if !self.fits_without_moving(bytes) {
+                if all_in_place || !self.fits_without_moving(bytes) {
                     // Its packed rows stay on the device where they fit the share kept
                     // for them; its readers widen their rows from there.
                     self.packed_on_device(d, &[])
@@ -1180,6 +1199,10 @@ impl Interp<'_> {
             }
             for (i, ins) in b.instrs.iter().enumerate() {
                 self.check_cancel()?;
+                // An instruction run with the one before it (`Interp::filter_in_rows`).
+                if self.fused.take_if(|&mut at| at == (block, i)).is_some() {
+                    continue;
+                }
                 self.pos = (block, i);
                 let set = self.backend.set_check_site(Some((block, i)));
                 if let Err(e) = set.map_err(|e| RuntimeError::Kernel {
@@ -2868,6 +2891,27 @@ impl Interp<'_> {
                         // A slice whose columns do not fit is taken on the host.
                         if matches!(kernel, Kernel::Slice { .. }) && !self.failure_leaked {
                             return self.slice_on_host(kernel, &arg_slots, outs, &what);
+                        }
+                        // A filter's marks and the compaction of the rows they keep run
+                        // chunk by chunk together, each chunk's rows read once.
+                        if let (Kernel::Eval { n_cols, .. }, [marks], true) =
+                            (kernel, outs, self.backend.memory_is_separate())
+                        {
+                            let n = arg_slots.first().map_or(0, |&s| self.slot_buf(s).len);
+                            if let Some((cols, c_outs)) = (*n_cols >= 1)
+                                .then(|| self.compact_after(block, i, *marks, n))
+                                .flatten()
+                            {
+                                let mut c_elems = Vec::with_capacity(c_outs.len());
+                                for o in &c_outs {
+                                    c_elems.push(self.check_out(o.0 as usize).map_err(|w| {
+                                        RuntimeError::Plan(format!("{}: its compaction writes {w}", what()))
+                                    })?);
+                                }
+                                self.filter_in_rows(kernel, &arg_slots, *marks, &cols, &c_outs, &c_elems, &what)?;
+                                self.fused = Some((block, i + 1));
+                                return Ok(());
+                            }
                         }
                         if by_rows {
                             let r = self.launch_in_rows(kernel, &arg_slots, &out_elems, outs, &what);

@@ -180,6 +180,8 @@ struct OwnMemory {
     cpu: fox_cpu::CpuBackend,
     /// Uploads widened "on the device".
     widened: usize,
+    /// Rows of database columns uploaded.
+    stored_rows: usize,
 }
 
 /// The bytes the GPU backend keeps for the packed rows `rows` of `col`: the rows, then a
@@ -207,6 +209,7 @@ impl fox_runtime::Backend for OwnMemory {
         col: &fox_runtime::stored::StoredCol,
         rows: std::ops::Range<usize>,
     ) -> Result<DevBuf, BackendError> {
+        self.stored_rows += rows.len();
         let Some((bytes, _, _)) = col.packed_rows(rows.start, rows.end.min(col.len()).max(rows.start)) else {
             return self.cpu.upload_stored(col, rows);
         };
@@ -314,6 +317,7 @@ fn packed_columns_widened_on_a_device_of_its_own_keep_the_limit_and_the_answers(
             let mut dev = OwnMemory {
                 cpu: fox_cpu::CpuBackend::new(),
                 widened: 0,
+                stored_rows: 0,
             };
             let mut resident = fox_runtime::Resident::default();
             let mut runs: Vec<fox_runtime::TierStats> = Vec::new();
@@ -541,6 +545,113 @@ fn each_device_reads_its_slice_of_a_database_column_in_place_under_a_limit() {
     }
 }
 
+/// On a device with memory of its own, a filter of a database column larger than the
+/// budget leaves runs its marks and their compaction together chunk by chunk: each
+/// chunk's rows come to the device once (the column is read once, not once per launch),
+/// one operator runs in pieces, nothing goes to the host tier, and the rows kept are
+/// those of the run without a limit; the same plan on a CPU backend (one memory) runs
+/// the two launches in chunks of their own, with the same rows.
+#[test]
+fn a_filter_in_chunks_reads_its_rows_once_for_its_marks_and_compaction() {
+    use fox_kernel::{BufId, Instr};
+    let dir = temp_dir("host-tier", "filter-once");
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = dir.join("filter.logic");
+    std::fs::write(
+        &program,
+        "t(x, y) -> int32(x), int32(y).\n.input t.\nr(x, y) <- t(x, y), x * 7 > y + 250000.\n.output r.\n",
+    )
+    .unwrap();
+    let rows: String = (0..40_000).map(|v| format!("{v},{}\n", (v * 31) % 1000)).collect();
+    std::fs::write(dir.join("t.csv"), rows).unwrap();
+    let mut plan = fox_cli::load_plan_with(&program, false, "t", &fox_ra::PlanOptions::default())
+        .unwrap()
+        .unwrap();
+    let kept: Vec<BufId> = ["t1.x", "t1.y"]
+        .iter()
+        .map(|n| BufId(plan.buffers.iter().position(|b| &b.name == n).expect(n) as u32))
+        .collect();
+    let instrs = &mut plan.blocks[0].instrs;
+    let at = instrs
+        .iter()
+        .position(|i| {
+            matches!(
+                i,
+                Instr::Launch {
+                    kernel: Kernel::Compact,
+                    ..
+                }
+            )
+        })
+        .expect("a compaction");
+    assert!(
+        matches!(
+            &instrs[at - 1],
+            Instr::Launch {
+                kernel: Kernel::Eval { .. },
+                ..
+            }
+        ),
+        "{instrs:?}"
+    );
+    // The load, the marks, the compaction and the frees of the marks and the input.
+    let frees = instrs[at + 1..]
+        .iter()
+        .take_while(|i| matches!(i, Instr::Free { .. }))
+        .count();
+    assert_eq!(frees, 3, "{instrs:?}");
+    instrs.truncate(at + 1 + frees);
+    let ty = fox_sema::core::Type::Int32;
+    instrs.push(Instr::Output {
+        name: "r".into(),
+        columns: ["x", "y"]
+            .iter()
+            .map(|n| fox_sema::core::Column { name: (*n).into(), ty })
+            .collect(),
+        cols: kept.clone(),
+        order: Vec::new(),
+        limit: None,
+    });
+    instrs.extend(kept.iter().map(|&buf| Instr::Free { buf }));
+    let db = Arc::new(
+        fox_runtime::Database::load_tables(
+            &DataSource::Files(dir.clone()),
+            vec![(plan.inputs[0].clone(), vec![true, true])],
+            &fox_runtime::NoProgress,
+        )
+        .unwrap(),
+    );
+    let opts = |limit: Option<u64>| RunOptions {
+        database: Some(db.clone()),
+        memory_limit: limit,
+        ..RunOptions::default()
+    };
+    let text = |r: &fox_runtime::RunResult| fox_runtime::output::csv_text(&r.outputs[0]);
+    let whole = fox_runtime::run(&plan, &mut fox_cpu::CpuBackend::new(), &opts(None)).unwrap();
+    let expect = (0..40_000i64).filter(|v| v * 7 > (v * 31) % 1000 + 250_000).count();
+    assert_eq!(whole.outputs[0].len(), expect);
+    // The columns (320,000 bytes) do not fit.
+    let limit = 200_000;
+    let mut dev = OwnMemory {
+        cpu: fox_cpu::CpuBackend::new(),
+        widened: 0,
+        stored_rows: 0,
+    };
+    let cut = fox_runtime::run(&plan, &mut dev, &opts(Some(limit))).unwrap();
+    assert_eq!(text(&cut), text(&whole));
+    assert!(cut.stats.peak_bytes <= limit as usize, "{}", cut.stats.peak_bytes);
+    let t = cut.stats.tier;
+    assert_eq!(t.operators_in_pieces, 1, "{t:?}");
+    assert!(t.pieces >= 2, "{t:?}");
+    assert_eq!((t.evictions, t.bytes_to_host, t.host_peak_bytes), (0, 0, 0), "{t:?}");
+    // Each of the two columns' 40,000 rows uploaded once.
+    assert_eq!(dev.stored_rows, 80_000);
+    let cpu = fox_runtime::run(&plan, &mut fox_cpu::CpuBackend::new(), &opts(Some(limit))).unwrap();
+    assert_eq!(text(&cpu), text(&whole));
+    assert!(cpu.stats.tier.operators_in_pieces >= 2, "{:?}", cpu.stats.tier);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// On a device with memory of its own, a row-local launch run in chunks keeps the
 /// chunks' outputs there and joins them on the device: a filter of a database column
 /// larger than the budget leaves (with its argument) reads the column's rows in place
@@ -618,6 +729,7 @@ fn chunks_of_a_row_local_launch_keep_their_outputs_on_the_device() {
     let mut dev = OwnMemory {
         cpu: fox_cpu::CpuBackend::new(),
         widened: 0,
+        stored_rows: 0,
     };
     let cut = fox_runtime::run(&plan, &mut dev, &opts(Some(180_000))).unwrap();
     assert_eq!(text(&cut), text(&whole));

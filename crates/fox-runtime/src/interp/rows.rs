@@ -345,48 +345,244 @@ impl Interp<'_> {
                 }
             }
             self.note_pieces(chunks);
-            let width = out_elems.len();
-            let parts = held.len() / width.max(1);
-            let concat = Kernel::Concat { parts, width: 1 };
-            for (j, o) in outs.iter().enumerate() {
-                if parts == 0 {
-                    let b = self
-                        .upload_room(HostCol::empty(out_elems[j]))
-                        .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
-                    self.define(o.0 as usize, b);
-                    continue;
-                }
-                let slots: Vec<usize> = (0..parts).filter_map(|g| held[g * width + j]).collect();
-                match self.launch_evicting(&concat, &slots, &out_elems[j..=j], what) {
-                    Ok(mut got) if got.len() == 1 => {
-                        let b = got.pop().expect("one column");
-                        self.define(o.0 as usize, b);
-                    }
-                    Ok(got) => {
-                        got.into_iter().for_each(|b| self.backend.free(b));
-                        return Err(RuntimeError::Plan(format!(
-                            "{}: a concatenation returned other than one column",
-                            what()
-                        )));
-                    }
-                    Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && !self.failure_leaked => {
-                        self.concat_on_host(&concat, &slots, &outs[j..=j], what)?;
-                    }
-                    Err(e) => return Err(e),
-                }
-                // Each chunk's output is freed once it is joined.
-                for g in 0..parts {
-                    if let Some(s) = held[g * width + j].take() {
-                        self.drop_temp_slot(s);
-                    }
-                }
-            }
-            Ok(())
+            self.join_held(&mut held, out_elems, outs, what)
         })();
         for s in held.into_iter().flatten() {
             self.drop_temp_slot(s);
         }
         res
+    }
+
+    /// Defines `outs` as the concatenation of the chunks' outputs `held` (a slot per chunk
+    /// and output, chunk by chunk), one output at a time: on the device, or on the host
+    /// where that does not fit. Each chunk's slot is dropped (set to `None`) once joined.
+    fn join_held(
+        &mut self,
+        held: &mut [Option<usize>],
+        out_elems: &[Elem],
+        outs: &[fox_kernel::BufId],
+        what: &dyn Fn() -> String,
+    ) -> Result<(), RuntimeError> {
+        let width = out_elems.len();
+        let parts = held.len() / width.max(1);
+        let concat = Kernel::Concat { parts, width: 1 };
+        for (j, o) in outs.iter().enumerate() {
+            if parts == 0 {
+                let b = self
+                    .upload_room(HostCol::empty(out_elems[j]))
+                    .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
+                self.define(o.0 as usize, b);
+                continue;
+            }
+            let slots: Vec<usize> = (0..parts).filter_map(|g| held[g * width + j]).collect();
+            match self.launch_evicting(&concat, &slots, &out_elems[j..=j], what) {
+                Ok(mut got) if got.len() == 1 => {
+                    let b = got.pop().expect("one column");
+                    self.define(o.0 as usize, b);
+                }
+                Ok(got) => {
+                    got.into_iter().for_each(|b| self.backend.free(b));
+                    return Err(RuntimeError::Plan(format!(
+                        "{}: a concatenation returned other than one column",
+                        what()
+                    )));
+                }
+                Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && !self.failure_leaked => {
+                    self.concat_on_host(&concat, &slots, &outs[j..=j], what)?;
+                }
+                Err(e) => return Err(e),
+            }
+            // Each chunk's output is freed once it is joined.
+            for g in 0..parts {
+                if let Some(s) = held[g * width + j].take() {
+                    self.drop_temp_slot(s);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The `Compact` that keeps the rows a filter's `Eval` (instruction `i` of `block`,
+    /// writing `marks` for `n` rows) marks: instruction `i + 1`, reading `marks` first and
+    /// then columns of `n` rows each (on the device or off it), none of them its own
+    /// output, with `marks` freed by the frees right after it (nothing else reads them).
+    /// Its column slots (without `marks`) and outputs; `None` where the plan is otherwise.
+    pub(super) fn compact_after(
+        &self,
+        block: usize,
+        i: usize,
+        marks: fox_kernel::BufId,
+        n: usize,
+    ) -> Option<(Vec<usize>, Vec<fox_kernel::BufId>)> {
+        let instrs = &self.plan.blocks.get(block)?.instrs;
+        let Some(Instr::Launch {
+            kernel: Kernel::Compact,
+            args,
+            outs,
+            ..
+        }) = instrs.get(i + 1)
+        else {
+            return None;
+        };
+        if args.len() < 2 || args[0] != marks || args[1..].contains(&marks) || outs.len() + 1 != args.len() {
+            return None;
+        }
+        if outs.iter().any(|o| args.contains(o)) {
+            return None;
+        }
+        let freed = instrs[i + 2..]
+            .iter()
+            .map_while(|ins| match ins {
+                Instr::Free { buf } => Some(*buf),
+                _ => None,
+            })
+            .any(|b| b == marks);
+        if !freed {
+            return None;
+        }
+        let mut slots = Vec::with_capacity(args.len() - 1);
+        for a in &args[1..] {
+            let s = self.var_slot(a.0 as usize).ok()?;
+            if self.slot_buf(s).len != n {
+                return None;
+            }
+            slots.push(s);
+        }
+        Some((slots, outs.clone()))
+    }
+
+    /// A filter run in chunks of its rows on a device with memory of its own: the
+    /// `Eval` `kernel` over `arg_slots` (its `n` rows' marks) and the `Compact` right after
+    /// it ([`Interp::compact_after`]: its columns `cols`, outputs `outs` of `out_elems`)
+    /// run chunk by chunk, each chunk's rows brought to the device once for both (a
+    /// column both read is sliced or uploaded once), its marks kept only for its
+    /// compaction, and the rows kept held on the device and joined as
+    /// [`Interp::rows_on_device`] joins them. Chunks start at a quarter of the budget's
+    /// worth of rows and halve when one does not fit. The result is the two launches'
+    /// row for row; `marks` is left defined with no rows (only the frees after the
+    /// compaction read it), and the caller skips the compaction.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn filter_in_rows(
+        &mut self,
+        kernel: &Kernel,
+        arg_slots: &[usize],
+        marks: fox_kernel::BufId,
+        cols: &[usize],
+        outs: &[fox_kernel::BufId],
+        out_elems: &[Elem],
+        what: &dyn Fn() -> String,
+    ) -> Result<(), RuntimeError> {
+        let Some(aligned) = row_aligned(kernel, arg_slots.len()) else {
+            return Err(RuntimeError::Plan(format!(
+                "{}: the kernel does not run in chunks of rows",
+                what()
+            )));
+        };
+        // The row-aligned slots both launches read, each sliced once per chunk.
+        let mut rowed: Vec<usize> = arg_slots
+            .iter()
+            .zip(&aligned)
+            .filter(|(_, &a)| a)
+            .map(|(&s, _)| s)
+            .chain(cols.iter().copied())
+            .collect();
+        rowed.sort_unstable();
+        rowed.dedup();
+        let n = cols.first().map_or(0, |&s| self.slot_buf(s).len);
+        let row_bytes: usize = rowed
+            .iter()
+            .map(|&s| self.slot_buf(s).elem.size())
+            .chain(out_elems.iter().map(|e| e.size()))
+            .sum::<usize>()
+            + 1;
+        let budget = self.device_cap.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
+        let mut chunk = (budget / 4 / row_bytes).clamp(1, n.max(1));
+        let mut held: Vec<Option<usize>> = Vec::new();
+        let res = (|| {
+            let mut chunks = 0u64;
+            let mut a = 0;
+            while a < n {
+                let b = (a + chunk).min(n);
+                let mut temps = Vec::new();
+                let got = self.filter_chunk(
+                    kernel, arg_slots, &aligned, &rowed, cols, out_elems, a, b, what, &mut temps,
+                );
+                for t in temps {
+                    self.drop_temp_slot(t);
+                }
+                match got {
+                    Ok(bufs) => {
+                        held.extend(bufs.into_iter().map(|b| Some(self.temp_slot(b))));
+                        chunks += 1;
+                        a = b;
+                    }
+                    Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && may_halve(chunk, n) => {
+                        chunk /= 2;
+                    }
+                    Err(RuntimeError::Kernel { msg, at }) => {
+                        return Err(RuntimeError::Kernel {
+                            msg: rebase_row(msg, a),
+                            at,
+                        })
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            self.note_pieces(chunks);
+            self.join_held(&mut held, out_elems, outs, what)
+        })();
+        for s in held.into_iter().flatten() {
+            self.drop_temp_slot(s);
+        }
+        res?;
+        let none = self
+            .upload_room(HostCol::U8(Vec::new()))
+            .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
+        self.define(marks.0 as usize, none);
+        Ok(())
+    }
+
+    /// One chunk of [`Interp::filter_in_rows`], rows `a..b`: the slots `rowed` sliced
+    /// once (temporary slots in `temps`, for the caller to drop), the marks, the
+    /// compaction; its outputs left on the device.
+    #[allow(clippy::too_many_arguments)]
+    fn filter_chunk(
+        &mut self,
+        kernel: &Kernel,
+        arg_slots: &[usize],
+        aligned: &[bool],
+        rowed: &[usize],
+        cols: &[usize],
+        out_elems: &[Elem],
+        a: usize,
+        b: usize,
+        what: &dyn Fn() -> String,
+        temps: &mut Vec<usize>,
+    ) -> Result<Vec<DevBuf>, RuntimeError> {
+        let parts = rowed.iter().map(|_| Part::Rows(a, b)).collect();
+        let pieces = self.part_args(rowed, parts, what, temps)?;
+        let piece = |s: usize| rowed.iter().position(|&r| r == s).map_or(s, |k| pieces[k]);
+        let eval_args: Vec<usize> = arg_slots
+            .iter()
+            .zip(aligned)
+            .map(|(&s, &al)| if al { piece(s) } else { s })
+            .collect();
+        let mut marks = self.launch_evicting(kernel, &eval_args, &[Elem::U8], what)?;
+        let m = match (marks.pop(), marks.is_empty()) {
+            (Some(m), true) => m,
+            (m, _) => {
+                m.into_iter().chain(marks).for_each(|m| self.backend.free(m));
+                return Err(RuntimeError::Plan(format!(
+                    "{}: a filter's marks are other than one column",
+                    what()
+                )));
+            }
+        };
+        let m = self.temp_slot(m);
+        temps.push(m);
+        let mut compact_args = vec![m];
+        compact_args.extend(cols.iter().map(|&s| piece(s)));
+        self.launch_evicting(&Kernel::Compact, &compact_args, out_elems, what)
     }
 
     /// One launch of `kernel` on pieces of its arguments (`parts`, one per argument): its
