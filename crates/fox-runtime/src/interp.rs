@@ -863,7 +863,9 @@ impl Interp<'_> {
     /// and left in `resident` when there is one. Under a memory limit, a database column
     /// whose rows are a range of the table's (not hashed) that does not fit beside the
     /// run's buffers (idle resident columns given back first, nothing moved to the host),
-    /// or whose input's such columns (those not resident) do not fit there together, is
+    /// or whose input's such columns (those not resident) do not fit there together
+    /// beside what a filter reading them first writes
+    /// ([`Interp::row_outputs_of_first_reader`]), is
     /// not uploaded: its slot reads the database's rows in place ([`Tier::Db`]), and
     /// an uploaded one may leave the device the same way ([`Interp::in_db`]). Any other
     /// column that does not fit the device with every other buffer moved stays in the
@@ -894,9 +896,10 @@ impl Interp<'_> {
         let at_upload = || what.map_or_else(|| format!("load_input[{}]", rel.name), |w| w());
         // The rows of every device of a hashed input, found when a column is first copied.
         let mut routing: Option<std::sync::Arc<crate::routing::Routing>> = None;
-        // An input whose columns read in place would not fit together is read in place
-        // whole: its readers, which take its columns together chunk by chunk, would
-        // otherwise read a column uploaded alone again from the database.
+        // An input whose columns read in place would not fit together, beside the rows its
+        // first reader writes, is read in place whole: that reader, which then takes its
+        // columns chunk by chunk, would otherwise read columns it dropped to make room
+        // again from the database.
         let mut together = 0usize;
         for c in 0..rel.columns.len() {
             let key = (rel.name.clone(), c, part.clone());
@@ -908,7 +911,8 @@ impl Interp<'_> {
                 together = together.saturating_add(d.rows.len() * d.column().elem().size());
             }
         }
-        let all_in_place = together > 0 && !self.fits_without_moving(together);
+        let beside = self.row_outputs_of_first_reader(outs, rows.len());
+        let all_in_place = together > 0 && !self.fits_without_moving(together.saturating_add(beside));
         for (c, col) in rel.columns.iter().enumerate() {
             let var = outs[c].0 as usize;
             let key = (rel.name.clone(), c, part.clone());
@@ -1093,6 +1097,33 @@ impl Interp<'_> {
             col: c,
             rows: rows.clone(),
         })
+    }
+
+    /// The bytes the first instruction after the current one (in its block) that reads one
+    /// of `vars` (`n` rows each) writes when it is a filter's `Eval` or `Compact`, at most
+    /// `n` rows of each output; 0 for another reader or none.
+    fn row_outputs_of_first_reader(&self, vars: &[fox_kernel::BufId], n: usize) -> usize {
+        let (block, i) = self.pos;
+        let Some(b) = self.plan.blocks.get(block) else {
+            return 0;
+        };
+        for ins in b.instrs.iter().skip(i + 1) {
+            let Instr::Launch { kernel, args, outs, .. } = ins else {
+                continue;
+            };
+            if !args.iter().any(|a| vars.contains(a)) {
+                continue;
+            }
+            if !matches!(kernel, Kernel::Eval { .. } | Kernel::Compact) {
+                return 0;
+            }
+            return outs
+                .iter()
+                .filter_map(|o| self.plan.buffers.get(o.0 as usize))
+                .map(|b| n.saturating_mul(b.elem.size()))
+                .fold(0, usize::saturating_add);
+        }
+        0
     }
 
     /// Whether `bytes` more fit the run's device budget beside the buffers in use, once
