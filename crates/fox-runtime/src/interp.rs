@@ -901,12 +901,12 @@ impl Interp<'_> {
         // columns chunk by chunk, would otherwise read columns it dropped to make room
         // again from the database.
         let mut together = 0usize;
-        for c in 0..rel.columns.len() {
+        for (c, column) in source.iter().enumerate().take(rel.columns.len()) {
             let key = (rel.name.clone(), c, part.clone());
             if from_database && self.resident.as_ref().is_some_and(|r| r.holds(&key)) {
                 continue;
             }
-            let column = source[c].filter(|h| h.len() == len);
+            let column = column.filter(|h| h.len() == len);
             if let Some(d) = self.database_rows(table, c, column, &part, &rows) {
                 together = together.saturating_add(d.rows.len() * d.column().elem().size());
             }
@@ -1947,18 +1947,37 @@ impl Interp<'_> {
         }
     }
 
-    /// When the arguments `args` that are off the device cannot fit the run's device
-    /// budget even once every buffer that may leave it has left (every other buffer of
-    /// the run, and every resident one it does not hold): the bytes they need and the
-    /// bytes the budget could leave them.
-    fn never_fits(&self, args: &[usize]) -> Option<(u64, u64)> {
+    /// The bytes the outputs `out_elems` of a launch of `kernel` over `args` take whatever
+    /// its arguments hold: one row per row of its first argument for `Eval` (over its
+    /// columns), `AdjacentDistinct` and `RangeCount`, per position for `Gather`; 0 where
+    /// that is not known before the launch.
+    fn known_out_bytes(&self, kernel: &Kernel, args: &[usize], out_elems: &[Elem]) -> u64 {
+        let rowed = matches!(
+            kernel,
+            Kernel::Eval { n_cols: 1.., .. } | Kernel::AdjacentDistinct | Kernel::RangeCount | Kernel::Gather { .. }
+        );
+        match args.first() {
+            Some(&s) if rowed => {
+                let n = self.slot_buf(s).len as u64;
+                out_elems.iter().map(|e| n.saturating_mul(e.size() as u64)).sum()
+            }
+            _ => 0,
+        }
+    }
+
+    /// When the arguments `args` that are off the device, with `outs` bytes of outputs
+    /// beside them, cannot fit the run's device budget even once every buffer that may
+    /// leave it has left (every other buffer of the run, and every resident one it does
+    /// not hold): the bytes they need and the bytes the budget could leave them.
+    fn never_fits(&self, args: &[usize], outs: u64) -> Option<(u64, u64)> {
         let cap = self.device_cap?;
         let mut seen = std::collections::HashSet::new();
         let need: u64 = args
             .iter()
             .filter(|&&s| seen.insert(s) && !matches!(self.tiers[s], Tier::Device))
             .map(|&s| self.slot_buf(s).bytes() as u64)
-            .sum();
+            .sum::<u64>()
+            .saturating_add(outs);
         let in_use = self.backend.mem().in_use as u64;
         if in_use.saturating_add(need) <= cap {
             return None;
@@ -3120,14 +3139,14 @@ impl Interp<'_> {
         // when its arguments could never be on the device together: nothing is moved for
         // it (the pieces widen from the packed rows kept, which stay).
         if let Some((need, left)) = in_pieces(kernel, arg_slots, out_elems.len())
-            .then(|| self.never_fits(arg_slots))
+            .then(|| self.never_fits(arg_slots, self.known_out_bytes(kernel, arg_slots, out_elems)))
             .flatten()
         {
             return Err(RuntimeError::Kernel {
                 at: what(),
                 msg: format!(
-                    "out of memory: its arguments need {} on the device at once, and the device budget leaves \
-                     them at most {}",
+                    "out of memory: its arguments and the outputs it writes need {} on the device at once, and \
+                     the device budget leaves them at most {}",
                     crate::alloc::bytes_text(u128::from(need)),
                     crate::alloc::bytes_text(u128::from(left))
                 ),

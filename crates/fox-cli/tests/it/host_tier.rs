@@ -631,8 +631,9 @@ fn a_filter_in_chunks_reads_its_rows_once_for_its_marks_and_compaction() {
     let expect = (0..40_000i64).filter(|v| v * 7 > (v * 31) % 1000 + 250_000).count();
     assert_eq!(whole.outputs[0].len(), expect);
     // The columns (320,000 bytes) do not fit; they fit, but not beside their marks
-    // (40,000 bytes), so the load leaves them in place too.
-    for limit in [200_000u64, 330_000] {
+    // (40,000 bytes), so the load leaves them in place too, and the filter goes to its
+    // chunks without bringing them to the device whole first.
+    for limit in [200_000u64, 330_000, 350_000] {
         let mut dev = OwnMemory {
             cpu: fox_cpu::CpuBackend::new(),
             widened: 0,
@@ -649,6 +650,7 @@ fn a_filter_in_chunks_reads_its_rows_once_for_its_marks_and_compaction() {
             (0, 0, 0),
             "{limit}: {t:?}"
         );
+        assert_eq!((t.restores, t.bytes_to_device), (0, 0), "{limit}: {t:?}");
         // Each of the two columns' 40,000 rows uploaded once.
         assert_eq!(dev.stored_rows, 80_000, "{limit}");
         let cpu = fox_runtime::run(&plan, &mut fox_cpu::CpuBackend::new(), &opts(Some(limit))).unwrap();
