@@ -207,6 +207,11 @@ impl CudaBackend {
         self.gpu.widen_piece_bytes = bytes.max(4);
     }
 
+    /// The host bytes page-locked now for copies to the device ([`Backend::pin_host`]).
+    pub fn pinned_host_bytes(&self) -> usize {
+        self.gpu.pinned_bytes()
+    }
+
     /// Sets the table size in bytes beyond which `HashBuild` builds the radix-partitioned
     /// table (default [`HASH_PARTITION_BYTES`](crate::HASH_PARTITION_BYTES)) and the
     /// shared memory in bytes a probe gives one partition's sub-table (default
@@ -280,6 +285,11 @@ impl Backend for CudaBackend {
 
     fn stored_upload_room(&self, col: &fox_runtime::stored::StoredCol, n: usize) -> usize {
         crate::k_move::stored_upload_room(col, n, self.gpu.widen_piece_bytes)
+    }
+
+    unsafe fn pin_host(&mut self, owner: &std::sync::Arc<dyn std::any::Any + Send + Sync>, bytes: &[u8]) -> bool {
+        // SAFETY: the caller's contract is the device's.
+        unsafe { self.gpu.pin_host(owner, bytes) }
     }
 
     fn upload_packed(

@@ -11,7 +11,9 @@
 //! buffer (grown on demand up to [`STAGING_MAX`]) in two halves: the host copies one
 //! chunk into a half while the DMA engine moves the other, and an event per half says
 //! when it may be reused. When the staging buffer cannot be allocated, or
-//! `FOX_PINNED_STAGING=0`, transfers are plain (pageable) copies.
+//! `FOX_PINNED_STAGING=0`, transfers are plain (pageable) copies. Host ranges page-locked
+//! in place (`Gpu::pin_host`: database columns read in place again and again) are copied
+//! from directly, without staging.
 
 use crate::compile::{module_source, CompileStats, Compiler, NVRTC_MISSING};
 use cudarc::driver::{
@@ -136,6 +138,13 @@ impl Drop for Gpu {
         for (_, handle) in self.pending.drain() {
             let _ = handle.join();
         }
+        // Copies from locked host memory may still run: wait for them, then unlock it
+        // before its owners may free it.
+        let _ = self.stream.synchronize();
+        for p in self.pinned.drain(..) {
+            // SAFETY: the range was locked by `cuMemHostRegister` and no copy uses it now.
+            let _ = unsafe { sys::cuMemHostUnregister(p.start as *mut std::ffi::c_void) };
+        }
     }
 }
 
@@ -212,6 +221,37 @@ pub(crate) struct Gpu {
     /// When `HashBuild` partitions its table, and the shared memory of a sub-table
     /// (k_join.rs [`crate::k_join::HashPartitioning`]).
     pub(crate) hash_partitioning: crate::k_join::HashPartitioning,
+    /// Host ranges page-locked for copies to the device ([`Gpu::pin_host`]).
+    pinned: Vec<PinnedRange>,
+    /// Host ranges offered once and not locked (address, bytes): locked when offered again.
+    pin_seen: HashSet<(usize, usize)>,
+    /// Host ranges the driver would not lock: not tried again.
+    pin_refused: HashSet<(usize, usize)>,
+    /// The most host bytes locked at once: half of the machine's memory.
+    pin_cap: usize,
+}
+
+/// A host range page-locked with `cuMemHostRegister`, and the owner that keeps its memory
+/// valid and unchanged while it is locked.
+struct PinnedRange {
+    start: usize,
+    len: usize,
+    owner: Arc<dyn std::any::Any + Send + Sync>,
+}
+
+/// Host ranges smaller than this are not page-locked (staged copies move them about as
+/// fast, and locking costs about as much as a copy).
+const PIN_MIN: usize = 64 << 20;
+
+/// Half of the machine's memory (`MemTotal` of /proc/meminfo), 0 where unknown: the most
+/// host memory the backend page-locks, so that the host keeps memory to run in.
+fn pin_cap() -> usize {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
+    });
+    total.map_or(0, |kb| kb.saturating_mul(1024) / 2)
 }
 
 /// A kernel module compiled and loaded in the background, with what its compiler counted.
@@ -380,6 +420,10 @@ impl Gpu {
             table_kicks: crate::k_trie::DEFAULT_TABLE_KICKS,
             widen_piece_bytes: crate::k_move::WIDEN_PIECE_BYTES,
             hash_partitioning: crate::k_join::HashPartitioning::default(),
+            pinned: Vec::new(),
+            pin_seen: HashSet::new(),
+            pin_refused: HashSet::new(),
+            pin_cap: pin_cap(),
         })
     }
 
@@ -747,16 +791,89 @@ impl Gpu {
         }
         self.mem.bytes_in += bytes.len() as u64;
         let dst = self.ptr(buf)? + at as u64;
-        if bytes.len() >= STAGING_MIN && self.staging_ready(bytes.len()) {
+        if bytes.len() >= STAGING_MIN && !self.is_pinned(bytes) && self.staging_ready(bytes.len()) {
             return self.htod_staged(dst, bytes);
         }
         self.ctx
             .bind_to_thread()
             .map_err(|e| drv("cannot bind the CUDA context", e))?;
         // SAFETY: the destination range lies in the buffer (checked above); a copy from
-        // pageable memory has read its source when the call returns.
+        // pageable memory has read its source when the call returns, and locked memory
+        // stays valid and unchanged while it is locked (`Gpu::pin_host`).
         unsafe { result::memcpy_htod_async(dst, bytes, self.stream.cu_stream()) }
             .map_err(|e| drv("cannot copy to the device", e))
+    }
+
+    /// Offers `bytes`, owned by `owner`, to be page-locked (`cuMemHostRegister`) so that
+    /// copies from them go straight to the device at the bus's speed instead of through
+    /// the staging buffer: locked when offered the second time (a range read once is
+    /// cheaper to stage than to lock), when at least [`PIN_MIN`] bytes and within
+    /// `pin_cap` with what is locked already; a range the driver refuses (locked by
+    /// another context, too little lockable memory) is not tried again. The backend
+    /// keeps `owner` while the range is locked, and unlocks ranges whose owner only it
+    /// still holds (at the next offer, or when it drops). Returns whether `bytes` are
+    /// locked now.
+    ///
+    /// # Safety
+    /// `bytes` lies in memory that `owner` owns and that stays valid and unchanged for as
+    /// long as `owner` lives.
+    pub(crate) unsafe fn pin_host(&mut self, owner: &Arc<dyn std::any::Any + Send + Sync>, bytes: &[u8]) -> bool {
+        self.unpin_unowned();
+        let key = (bytes.as_ptr() as usize, bytes.len());
+        if self.pinned.iter().any(|p| (p.start, p.len) == key) {
+            return true;
+        }
+        if bytes.len() < PIN_MIN || self.pin_refused.contains(&key) || self.pin_seen.insert(key) {
+            return false;
+        }
+        let held: usize = self.pinned.iter().map(|p| p.len).sum();
+        if held.saturating_add(bytes.len()) > self.pin_cap || self.ctx.bind_to_thread().is_err() {
+            return false;
+        }
+        // SAFETY: the range is valid host memory (the caller's contract); it stays
+        // registered only while `owner`, which keeps it valid, is held below.
+        let r = unsafe { sys::cuMemHostRegister_v2(bytes.as_ptr() as *mut std::ffi::c_void, bytes.len(), 0) };
+        if r != sys::CUresult::CUDA_SUCCESS {
+            self.pin_refused.insert(key);
+            return false;
+        }
+        self.pin_seen.remove(&key);
+        self.pinned.push(PinnedRange {
+            start: key.0,
+            len: key.1,
+            owner: owner.clone(),
+        });
+        true
+    }
+
+    /// Unlocks the locked ranges whose owner only the backend still holds (their memory
+    /// is freed once the backend lets go), after the copies under way.
+    fn unpin_unowned(&mut self) {
+        if !self.pinned.iter().any(|p| Arc::strong_count(&p.owner) == 1) {
+            return;
+        }
+        if self.stream.synchronize().is_err() {
+            return;
+        }
+        self.pinned.retain(|p| {
+            if Arc::strong_count(&p.owner) > 1 {
+                return true;
+            }
+            // SAFETY: the range was locked by `cuMemHostRegister`; no copy uses it now.
+            let _ = unsafe { sys::cuMemHostUnregister(p.start as *mut std::ffi::c_void) };
+            false
+        });
+    }
+
+    /// Whether `bytes` lie within a locked range.
+    fn is_pinned(&self, bytes: &[u8]) -> bool {
+        let (a, b) = (bytes.as_ptr() as usize, bytes.as_ptr() as usize + bytes.len());
+        self.pinned.iter().any(|p| p.start <= a && b <= p.start + p.len)
+    }
+
+    /// The host bytes locked now.
+    pub(crate) fn pinned_bytes(&self) -> usize {
+        self.pinned.iter().map(|p| p.len).sum()
     }
 
     /// A new buffer holding the rows `rows` of `col`, copied from `col` itself.
@@ -790,7 +907,10 @@ impl Gpu {
 
     fn htod<T: cudarc::driver::DeviceRepr>(&mut self, buf: &DevBuf, v: &[T]) -> Result<(), BackendError> {
         self.mem.bytes_in += std::mem::size_of_val(v) as u64;
-        if std::mem::size_of_val(v) >= STAGING_MIN && self.staging_ready(std::mem::size_of_val(v)) {
+        if std::mem::size_of_val(v) >= STAGING_MIN
+            && !self.is_pinned(bytes_of(v))
+            && self.staging_ready(std::mem::size_of_val(v))
+        {
             let dst = self.ptr(buf)?;
             if buf.len < v.len() {
                 return Err(BackendError("gpu backend: upload larger than its buffer".to_string()));

@@ -329,6 +329,20 @@ pub trait Backend {
         let _ = (packed, col, kept, rows);
         Err(BackendError(format!("{} keeps no packed rows to widen", self.name())))
     }
+    /// Offers the host bytes `bytes` of a database column read in place (owned by
+    /// `owner`) to be page-locked, so that the copies of its rows to the device run at the
+    /// bus's full speed; a backend may lock them when they are offered again (by a later
+    /// run, which reads them again), keeping a reference to `owner` for as long as they
+    /// stay locked. Returns whether they are locked now. The default (a backend whose
+    /// buffers are host memory) never locks.
+    ///
+    /// # Safety
+    /// `bytes` lies in memory that `owner` owns and that stays valid and unchanged for as
+    /// long as `owner` lives.
+    unsafe fn pin_host(&mut self, owner: &std::sync::Arc<dyn std::any::Any + Send + Sync>, bytes: &[u8]) -> bool {
+        let _ = (owner, bytes);
+        false
+    }
     /// A new `U8` buffer of `len` rows, 1 at the rows `ones` (each below `len`) and 0
     /// elsewhere: a table of flags most of whose rows are 0 (a pattern's table over a
     /// large dictionary of which a run reads few strings), which a backend with memory

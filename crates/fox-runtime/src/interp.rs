@@ -318,6 +318,8 @@ struct Interp<'a> {
     local_next: u32,
     /// The instruction the last one ran with it, to be skipped (block, index).
     fused: Option<(usize, usize)>,
+    /// The host bytes of database columns offered to be page-locked this run (by address).
+    pin_offered: std::collections::HashSet<usize>,
     /// The backend's `MemStats::bytes_in` when the run started.
     bytes_in_at_start: u64,
     /// The kept packed rows being widened now ([`Interp::upload_db_rows`]): never freed
@@ -403,6 +405,7 @@ impl<'a> Interp<'a> {
             claims_started: 0,
             local_next: 0,
             fused: None,
+            pin_offered: std::collections::HashSet::new(),
             bytes_in_at_start: 0,
         }
     }
@@ -2266,9 +2269,26 @@ impl Interp<'_> {
         match self.packed_on_device(d, keep)? {
             Some(packed) => self.widen_kept(d, &packed, part, keep),
             None => {
+                self.offer_pinned(d);
                 let rows = d.rows.start + part.start..d.rows.start + part.end;
                 self.upload_room_stored(d.column(), rows).map_err(|e| e.0)
             }
+        }
+    }
+
+    /// Offers the host bytes of the column of `d` to be page-locked
+    /// ([`Backend::pin_host`]), once per run; counts the columns locked.
+    fn offer_pinned(&mut self, d: &DbRows) {
+        let bytes = d.column().storage();
+        if bytes.is_empty() || !self.pin_offered.insert(bytes.as_ptr() as usize) {
+            return;
+        }
+        let owner: std::sync::Arc<dyn std::any::Any + Send + Sync> = d.table.clone();
+        // SAFETY: a table's columns are never changed once loaded and live as long as
+        // the table, which `owner` holds.
+        if unsafe { self.backend.pin_host(&owner, bytes) } {
+            self.stats.tier.pinned += 1;
+            self.stats.tier.pinned_bytes += bytes.len() as u64;
         }
     }
 
@@ -2331,6 +2351,7 @@ impl Interp<'_> {
                     self.stats.tier.restores += 1;
                     continue;
                 }
+                self.offer_pinned(&d);
             }
             // The database's rows come with their packed rows while they are widened on
             // the device, where those fit beside them; else they are widened on the host.

@@ -264,6 +264,10 @@ pub struct TierStats {
     /// instead of uploaded, and the bytes made.
     pub widened_on_device: u64,
     pub widened_on_device_bytes: u64,
+    /// Database columns read in place whose host bytes are page-locked for the device's
+    /// copies ([`Backend::pin_host`]), and their bytes.
+    pub pinned: u64,
+    pub pinned_bytes: u64,
 }
 
 /// The rows of one observed operator over a run, against the planner's estimate.
@@ -522,6 +526,13 @@ pub fn format_stats(stats: &RunStats) -> String {
             t.packed_kept_bytes,
             plural(t.widened_on_device, "piece"),
             t.widened_on_device_bytes
+        ));
+    }
+    if t.pinned > 0 {
+        out.push_str(&format!(
+            "page-locked for the device's copies: {} ({} bytes) read in place\n",
+            plural(t.pinned, "column"),
+            t.pinned_bytes
         ));
     }
     if t.operators_in_pieces > 0 {

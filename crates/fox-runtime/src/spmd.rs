@@ -873,6 +873,8 @@ fn combine(devices: Vec<crate::RunStats>) -> crate::RunStats {
         all.tier.packed_kept_bytes += d.tier.packed_kept_bytes;
         all.tier.widened_on_device += d.tier.widened_on_device;
         all.tier.widened_on_device_bytes += d.tier.widened_on_device_bytes;
+        all.tier.pinned += d.tier.pinned;
+        all.tier.pinned_bytes += d.tier.pinned_bytes;
         all.tier.host_peak_bytes = all.tier.host_peak_bytes.max(d.tier.host_peak_bytes);
         all.exchange.rows += d.exchange.rows;
         all.exchange.bytes += d.exchange.bytes;

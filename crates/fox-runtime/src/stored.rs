@@ -262,6 +262,36 @@ impl StoredCol {
         }
     }
 
+    /// The host bytes every upload of the column's rows copies from: a plain column's
+    /// values, a packed one's packed rows (every [`StoredCol::packed_rows`] lies within).
+    pub fn storage(&self) -> &[u8] {
+        fn bytes<T: Copy>(v: &[T]) -> &[u8] {
+            // SAFETY: the element types of columns have no padding and every byte is
+            // initialised.
+            unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+        }
+        let s = match self {
+            StoredCol::Plain(h) => {
+                return match h {
+                    HostCol::U8(v) => bytes(v),
+                    HostCol::I32(v) => bytes(v),
+                    HostCol::U32(v) => bytes(v),
+                    HostCol::I64(v) => bytes(v),
+                    HostCol::U64(v) => bytes(v),
+                    HostCol::F64(v) => bytes(v),
+                    HostCol::I128(v) => bytes(v),
+                }
+            }
+            StoredCol::Offset { offsets, .. } => offsets,
+            StoredCol::Codes { at, .. } => at,
+        };
+        match s {
+            Small::U8(v) => bytes(v),
+            Small::U16(v) => bytes(v),
+            Small::U32(v) => bytes(v),
+        }
+    }
+
     /// The rows `a..b` of the column a plan reads, as a new column (on all cores); an
     /// error for rows past the column.
     pub fn slice(&self, a: usize, b: usize, what: &str) -> Result<HostCol, String> {

@@ -530,7 +530,68 @@ fn widen_packed_matches_cpu() {
     assert!(gpu.upload_packed(&plain, 0..3).expect("a plain column").is_none());
 }
 
+/// Host bytes of a database column offered to be page-locked: not locked at the first
+/// offer, nor when small; locked at the second; uploads of any rows from them are the
+/// CPU backend's; unlocked once the backend holds their owner alone (at the next offer),
+/// nothing left allocated; a packed column's packed rows lock the same way.
+fn pin_host_locks_a_column_read_again_and_lets_it_go() {
+    use fox_runtime::stored::StoredCol;
+    use fox_runtime::Backend;
+    use std::any::Any;
+    use std::sync::Arc;
+    let mut gpu = gpu("pin_host_locks_a_column_read_again_and_lets_it_go");
+    let mut cpu = fox_cpu::CpuBackend::new();
+    let mut rng = Rng::new(41);
+    // 80 MiB of int32 (at least the 64 MiB the backend locks), and a packed column of
+    // 2-byte rows as large.
+    let n = 20 << 20;
+    let HostCol::I32(v) = random_col(&mut rng, Elem::I32, n, Dist::Uniform) else {
+        unreachable!("an int32 column")
+    };
+    let small: Vec<i64> = (0..40i64 << 20).map(|i| (i * 7919) % 60_000 - 30_000).collect();
+    let packed = StoredCol::pack(HostCol::I64(small), None);
+    assert!(packed.plain().is_none(), "the column packs");
+    for col in [StoredCol::Plain(HostCol::I32(v)), packed] {
+        let owner: Arc<StoredCol> = Arc::new(col);
+        let as_any: Arc<dyn Any + Send + Sync> = owner.clone();
+        let bytes = owner.storage();
+        let before = gpu.mem().in_use;
+        // SAFETY: `owner` owns the bytes and never changes them.
+        assert!(!unsafe { gpu.pin_host(&as_any, bytes) }, "the first offer");
+        assert_eq!(gpu.pinned_host_bytes(), 0);
+        assert!(!unsafe { gpu.pin_host(&as_any, &bytes[..1 << 20]) }, "a small range");
+        assert!(
+            !unsafe { gpu.pin_host(&as_any, &bytes[..1 << 20]) },
+            "a small range again"
+        );
+        assert!(unsafe { gpu.pin_host(&as_any, bytes) }, "the second offer");
+        assert!(unsafe { gpu.pin_host(&as_any, bytes) }, "locked");
+        assert_eq!(gpu.pinned_host_bytes(), bytes.len());
+        let len = owner.len();
+        for (a, b) in [(0, len), (len / 3, len / 2 + 1), (len - 1, len), (5, 5)] {
+            let g = gpu.upload_stored(&owner, a..b).expect("upload");
+            let c = cpu.upload_stored(&owner, a..b).expect("upload");
+            assert_eq!(
+                gpu.download(&g).expect("download"),
+                cpu.download(&c).expect("download"),
+                "rows {a}..{b}"
+            );
+            gpu.free(g);
+            cpu.free(c);
+        }
+        assert_eq!(gpu.mem().in_use, before);
+        drop(as_any);
+        drop(owner);
+        // The next offer lets the range whose owner only the backend holds go.
+        let other = Arc::new(vec![0u8; 8]);
+        let other_any: Arc<dyn Any + Send + Sync> = other.clone();
+        assert!(!unsafe { gpu.pin_host(&other_any, other.as_slice()) });
+        assert_eq!(gpu.pinned_host_bytes(), 0);
+    }
+}
+
 tests![
+    Gpu pin_host_locks_a_column_read_again_and_lets_it_go,
     Gpu gather_every_type_size_and_shift,
     Gpu gather_columns_of_different_lengths_and_no_columns,
     Gpu gather_out_of_range_is_an_error_on_both,
