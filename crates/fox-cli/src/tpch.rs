@@ -683,6 +683,37 @@ pub fn upload_bandwidth(backend: &mut dyn fox_runtime::Backend) -> Result<f64, S
     Ok(BANDWIDTH_BYTES as f64 / times[1].max(1e-9))
 }
 
+/// The table of `--also-unlimited`: each query's median without the memory limit
+/// (`whole`) and under it (`limited`, the same queries in the same order), the ratio of
+/// the second to the first, and whether the answers are the same; then the totals.
+pub fn limit_table(whole: &[QueryRun], limited: &[QueryRun]) -> String {
+    use std::fmt::Write;
+    let mut s = String::from(
+        "under the memory limit against without it (medians, ms):\nquery    no limit       limit     ratio  answers\n",
+    );
+    let (mut a, mut b) = (0.0, 0.0);
+    for (w, l) in whole.iter().zip(limited) {
+        let (x, y) = (ms(w.median()), ms(l.median()));
+        a += x;
+        b += y;
+        let same = if difference(&w.output, &l.output).is_none() {
+            "same"
+        } else {
+            "DIFFER"
+        };
+        let _ = writeln!(
+            s,
+            "  Q{:<4} {:>10.2} {:>11.2} {:>8.2}x  {same}",
+            w.query,
+            x,
+            y,
+            y / x.max(1e-9)
+        );
+    }
+    let _ = writeln!(s, "total  {:>10.1} {:>11.1} {:>8.2}x", a, b, b / a.max(1e-9));
+    s
+}
+
 /// The floor of the median runs' copies to the device at `bandwidth` bytes per second,
 /// per query and in all, beside the runs' times: the time the bus alone would take.
 pub fn bus_floor(runs: &[QueryRun], bandwidth: f64) -> String {

@@ -235,6 +235,13 @@ struct TpchArgs {
     /// device's.
     #[arg(long, value_name = "SIZE", value_parser = fox_cli::parse_memory_size)]
     memory_limit: Option<u64>,
+    /// With --memory-limit: first run every query without the limit too, on the same
+    /// data (once and --repeat times, on one device), then print a table of each query's
+    /// median without the limit and under it, the ratio (the limited median over the
+    /// other) and the totals; the run fails when an answer under the limit differs from
+    /// the one without.
+    #[arg(long, requires = "memory_limit")]
+    also_unlimited: bool,
     /// Also write the measurements to FILE as JSON (tpch/bench-duckdb.py --fox-json reads it).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -1285,6 +1292,37 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
     };
     let spinner = Spinner::new(progress, "running the queries");
     let mut failures = Vec::new();
+    let unlimited = if a.also_unlimited {
+        let runs = t::run_queries_with(
+            backends[0].as_mut(),
+            db.clone(),
+            &plans,
+            a.repeat,
+            false,
+            None,
+            &mut |q, run| {
+                spinner.set(match run {
+                    t::Run::First => format!("Q{q} without the limit: first run"),
+                    t::Run::Hot(k) => format!("Q{q} without the limit: hot run {k} of {}", a.repeat),
+                    t::Run::Profile => format!("Q{q} without the limit: run with per-kernel timing"),
+                })
+            },
+            |r| {
+                spinner.suspend(|| {
+                    eprintln!(
+                        "  Q{:<2} {:>9.2} ms median without the limit, first {:.2} ms, {}",
+                        r.query,
+                        r.median().as_secs_f64() * 1e3,
+                        r.first.as_secs_f64() * 1e3,
+                        plural(r.output.len() as u64, "row")
+                    )
+                });
+            },
+        )?;
+        Some(runs)
+    } else {
+        None
+    };
     let runs = t::run_queries_with(
         backends[0].as_mut(),
         db.clone(),
@@ -1384,6 +1422,9 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
     if let Some(bw) = bandwidth {
         fox_cli::stdout::print(&t::bus_floor(&runs, bw))?;
     }
+    if let Some(whole) = &unlimited {
+        fox_cli::stdout::print(&t::limit_table(whole, &runs))?;
+    }
     // Every file of the run (results, profile, measurements) is written, or none is.
     let mut files = fox_runtime::OutputFiles::new();
     let created = a.out.as_ref().filter(|dir| !dir.exists());
@@ -1409,6 +1450,19 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
             let _ = std::fs::remove_dir(dir);
         }
         return Err(e.into());
+    }
+    if let Some(whole) = &unlimited {
+        let differ: Vec<String> = whole
+            .iter()
+            .zip(&runs)
+            .filter_map(|(w, r)| t::difference(&w.output, &r.output).map(|d| format!("Q{} ({d})", w.query)))
+            .collect();
+        if !differ.is_empty() {
+            anyhow::bail!(
+                "answers under the memory limit differ from those without it: {}",
+                differ.join(", ")
+            );
+        }
     }
     for (devices, many) in &runs_on_devices {
         let differ: Vec<String> = runs

@@ -792,6 +792,63 @@ fn tpch_under_a_memory_limit_prints_the_bytes_to_the_device_and_their_floor() {
     assert_eq!(sum, total, "{out}");
 }
 
+/// `tpch --memory-limit … --also-unlimited` runs the queries without the limit too and
+/// prints each query's two medians, their ratio and whether the answers are the same,
+/// then the totals (which add up the medians); without --memory-limit the flag is a
+/// usage error.
+#[test]
+fn tpch_also_unlimited_prints_both_medians_their_ratio_and_the_same_answers() {
+    let o = foxbench_at_root(&[
+        "tpch",
+        "--sf",
+        "0.01",
+        "--backend",
+        "cpu",
+        "--queries",
+        "1,6",
+        "--repeat",
+        "1",
+        "--memory-limit",
+        "256K",
+        "--also-unlimited",
+    ]);
+    let (out, e) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{out}{e}");
+    assert!(e.contains("ms median without the limit"), "{e}");
+    let table = out
+        .split("under the memory limit against without it (medians, ms):\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{out}"));
+    let num = |w: &str| -> f64 { w.trim_end_matches('x').parse().unwrap_or_else(|_| panic!("{w}")) };
+    let (mut a, mut b) = (0.0, 0.0);
+    for q in [1, 6] {
+        let l = table
+            .lines()
+            .find(|l| l.starts_with(&format!("  Q{q} ")))
+            .unwrap_or_else(|| panic!("{table}"));
+        let w: Vec<&str> = l.split_whitespace().collect();
+        assert_eq!(w.len(), 5, "{l}");
+        let (x, y, r) = (num(w[1]), num(w[2]), num(w[3]));
+        assert!(x > 0.0 && y > 0.0, "{l}");
+        assert!((r - y / x).abs() <= 0.01 + r * 0.01, "{l}");
+        assert_eq!(w[4], "same", "{l}");
+        a += x;
+        b += y;
+    }
+    let total = table
+        .lines()
+        .find(|l| l.starts_with("total"))
+        .unwrap_or_else(|| panic!("{table}"));
+    let w: Vec<&str> = total.split_whitespace().collect();
+    assert!(
+        (num(w[1]) - a).abs() <= 0.1 && (num(w[2]) - b).abs() <= 0.1,
+        "{total} ({a}, {b})"
+    );
+    let o = foxbench_at_root(&["tpch", "--sf", "0.01", "--backend", "cpu", "--also-unlimited"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("--memory-limit"), "{}", text(&o.stderr));
+}
+
 /// `--profile` with `--devices 2` writes each query's 1-device statistics and, under
 /// `== QN on 2 devices`, the 2-device run's statistics and its kernels by device: each
 /// kernel's ms on one device, on device 0 and on device 1, and its calls on each; each
