@@ -670,17 +670,48 @@ pub fn upload_bandwidth(backend: &mut dyn fox_runtime::Backend) -> Result<f64, S
         1u8,
         "the bandwidth test's column",
     )?);
+    time_uploads(backend, &col)
+}
+
+/// [`upload_bandwidth`] from host memory the backend page-locks ([`Backend::pin_host`],
+/// offered twice, as a column read in place by two runs is); `None` where the backend
+/// locks none (the CPU backend; a GPU whose driver refuses). The backend keeps the
+/// memory locked until its next offer.
+///
+/// [`Backend::pin_host`]: fox_runtime::Backend::pin_host
+pub fn locked_bandwidth(backend: &mut dyn fox_runtime::Backend) -> Result<Option<f64>, String> {
+    let col = Arc::new(fox_runtime::HostCol::U8(fox_runtime::alloc::try_filled(
+        BANDWIDTH_BYTES,
+        1u8,
+        "the bandwidth test's column",
+    )?));
+    let owner: Arc<dyn std::any::Any + Send + Sync> = col.clone();
+    let fox_runtime::HostCol::U8(bytes) = col.as_ref() else {
+        unreachable!("made as bytes")
+    };
+    // SAFETY: `owner` owns the bytes, and nothing changes them.
+    let locked = unsafe { backend.pin_host(&owner, bytes) || backend.pin_host(&owner, bytes) };
+    if !locked {
+        return Ok(None);
+    }
+    time_uploads(backend, &col).map(Some)
+}
+
+/// The median rate of three uploads of the whole of `col` (bytes per second), each
+/// waited for.
+fn time_uploads(backend: &mut dyn fox_runtime::Backend, col: &fox_runtime::HostCol) -> Result<f64, String> {
+    let n = col.len();
     let mut times = Vec::with_capacity(3);
     for _ in 0..3 {
         let t = std::time::Instant::now();
-        let buf = backend.upload_rows(&col, 0..BANDWIDTH_BYTES).map_err(|e| e.0)?;
+        let buf = backend.upload_rows(col, 0..n).map_err(|e| e.0)?;
         let synced = backend.sync();
         times.push(t.elapsed().as_secs_f64());
         backend.free(buf);
         synced.map_err(|e| e.0)?;
     }
     times.sort_by(f64::total_cmp);
-    Ok(BANDWIDTH_BYTES as f64 / times[1].max(1e-9))
+    Ok((n * col.elem().size()) as f64 / times[1].max(1e-9))
 }
 
 /// The table of `--also-unlimited`: each query's median without the memory limit
@@ -715,8 +746,10 @@ pub fn limit_table(whole: &[QueryRun], limited: &[QueryRun]) -> String {
 }
 
 /// The floor of the median runs' copies to the device at `bandwidth` bytes per second,
-/// per query and in all, beside the runs' times: the time the bus alone would take.
-pub fn bus_floor(runs: &[QueryRun], bandwidth: f64) -> String {
+/// per query and in all, beside the runs' times: the time the bus alone would take; and
+/// in all at `locked` bytes per second, the rate from page-locked memory, where the
+/// backend locks the columns runs read again.
+pub fn bus_floor(runs: &[QueryRun], bandwidth: f64, locked: Option<f64>) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let (mut bytes, mut total) = (0u64, 0.0);
@@ -735,6 +768,15 @@ pub fn bus_floor(runs: &[QueryRun], bandwidth: f64) -> String {
         total,
         floor(bytes) / total.max(1e-9)
     );
+    if let Some(l) = locked {
+        s.pop();
+        let _ = writeln!(
+            s,
+            "; from page-locked memory (the database columns runs read again are locked) at {:.2} GB/s it is {:.1} ms",
+            l / 1e9,
+            bytes as f64 / l * 1e3
+        );
+    }
     for r in runs {
         let _ = writeln!(
             s,

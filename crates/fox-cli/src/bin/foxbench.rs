@@ -227,7 +227,8 @@ struct TpchArgs {
     /// tier; each query's device peak and host-tier peak are printed after the table,
     /// then the bytes its median run copied to the device and their floor at the
     /// host-to-device bandwidth measured before the runs (256 MiB copies, median of 3),
-    /// per query and against the total. The columns the runs read stay on the device
+    /// per query and against the total, and on a GPU the total's floor from page-locked
+    /// memory too (the database columns runs read again are locked). The columns the runs read stay on the device
     /// between runs within the limit less the largest working set of a run so far; on a
     /// GPU, the packed rows of columns too large for that stay within half the limit,
     /// for the queries whose runs do not need the room (each query's line gives their
@@ -1287,7 +1288,11 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
     let db = std::sync::Arc::new(db);
     // Under a limit, the bus's bandwidth, for the floor of the bytes the runs move.
     let bandwidth = match a.memory_limit {
-        Some(_) => Some(t::upload_bandwidth(backends[0].as_mut()).map_err(|e| anyhow::anyhow!("{e}"))?),
+        Some(_) => {
+            let staged = t::upload_bandwidth(backends[0].as_mut()).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let locked = t::locked_bandwidth(backends[0].as_mut()).map_err(|e| anyhow::anyhow!("{e}"))?;
+            Some((staged, locked))
+        }
         None => None,
     };
     let spinner = Spinner::new(progress, "running the queries");
@@ -1419,8 +1424,8 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
     if a.memory_limit.is_some() {
         fox_cli::stdout::print(&t::tier_lines(&runs))?;
     }
-    if let Some(bw) = bandwidth {
-        fox_cli::stdout::print(&t::bus_floor(&runs, bw))?;
+    if let Some((staged, locked)) = bandwidth {
+        fox_cli::stdout::print(&t::bus_floor(&runs, staged, locked))?;
     }
     if let Some(whole) = &unlimited {
         fox_cli::stdout::print(&t::limit_table(whole, &runs))?;

@@ -748,6 +748,8 @@ fn tpch_under_a_memory_limit_prints_the_bytes_to_the_device_and_their_floor() {
     };
     assert!(!run(None).contains("to the device:"));
     let out = run(Some("256K"));
+    // The CPU backend's buffers are host memory: it locks nothing.
+    assert!(!out.contains("page-locked"), "{out}");
     // The load's line gives the process's peak host memory (Linux says).
     let o = foxbench_at_root(&[
         "tpch",
