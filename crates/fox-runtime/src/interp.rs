@@ -866,9 +866,8 @@ impl Interp<'_> {
     /// and left in `resident` when there is one. Under a memory limit, a database column
     /// whose rows are a range of the table's (not hashed) that does not fit beside the
     /// run's buffers (idle resident columns given back first, nothing moved to the host),
-    /// or whose input's such columns (those not resident) do not fit there together
-    /// beside what a filter reading them first writes
-    /// ([`Interp::row_outputs_of_first_reader`]), is
+    /// or whose input is first read by a filter whose columns of it (those not resident)
+    /// do not fit there beside the rows it writes ([`Interp::first_filter_reads`]), is
     /// not uploaded: its slot reads the database's rows in place ([`Tier::Db`]), and
     /// an uploaded one may leave the device the same way ([`Interp::in_db`]). Any other
     /// column that does not fit the device with every other buffer moved stays in the
@@ -899,14 +898,16 @@ impl Interp<'_> {
         let at_upload = || what.map_or_else(|| format!("load_input[{}]", rel.name), |w| w());
         // The rows of every device of a hashed input, found when a column is first copied.
         let mut routing: Option<std::sync::Arc<crate::routing::Routing>> = None;
-        // An input whose columns read in place would not fit together, beside the rows its
-        // first reader writes, is read in place whole: that reader, which then takes its
-        // columns chunk by chunk, would otherwise read columns it dropped to make room
-        // again from the database.
+        // An input whose first reader is a filter that will run in chunks (the columns it
+        // reads that could be read in place, those not resident, and the rows it writes
+        // do not fit together) is read in place whole: that filter would drop columns
+        // uploaded now to make room and read them again from the database.
         let mut together = 0usize;
+        let read = self.first_filter_reads(outs);
         for (c, column) in source.iter().enumerate().take(rel.columns.len()) {
             let key = (rel.name.clone(), c, part.clone());
-            if from_database && self.resident.as_ref().is_some_and(|r| r.holds(&key)) {
+            let resident = from_database && self.resident.as_ref().is_some_and(|r| r.holds(&key));
+            if resident || !read.as_ref().is_some_and(|(cols, _)| cols.contains(&outs[c])) {
                 continue;
             }
             let column = column.filter(|h| h.len() == len);
@@ -914,8 +915,12 @@ impl Interp<'_> {
                 together = together.saturating_add(d.rows.len() * d.column().elem().size());
             }
         }
-        let beside = self.row_outputs_of_first_reader(outs, rows.len());
-        let all_in_place = together > 0 && !self.fits_without_moving(together.saturating_add(beside));
+        let all_in_place = match &read {
+            Some((_, out_sizes)) if together > 0 => {
+                !self.fits_without_moving(together.saturating_add(rows.len().saturating_mul(*out_sizes)))
+            }
+            _ => false,
+        };
         for (c, col) in rel.columns.iter().enumerate() {
             let var = outs[c].0 as usize;
             let key = (rel.name.clone(), c, part.clone());
@@ -1102,14 +1107,13 @@ impl Interp<'_> {
         })
     }
 
-    /// The bytes the first instruction after the current one (in its block) that reads one
-    /// of `vars` (`n` rows each) writes when it is a filter's `Eval` or `Compact`, at most
-    /// `n` rows of each output; 0 for another reader or none.
-    fn row_outputs_of_first_reader(&self, vars: &[fox_kernel::BufId], n: usize) -> usize {
+    /// When the first instruction after the current one (in its block) that reads one of
+    /// `vars` is a filter's `Eval` or `Compact`: the variables of `vars` it reads, and the
+    /// bytes per row of its outputs (at most one row per row it reads); `None` for
+    /// another reader or none.
+    fn first_filter_reads(&self, vars: &[fox_kernel::BufId]) -> Option<(Vec<fox_kernel::BufId>, usize)> {
         let (block, i) = self.pos;
-        let Some(b) = self.plan.blocks.get(block) else {
-            return 0;
-        };
+        let b = self.plan.blocks.get(block)?;
         for ins in b.instrs.iter().skip(i + 1) {
             let Instr::Launch { kernel, args, outs, .. } = ins else {
                 continue;
@@ -1118,15 +1122,17 @@ impl Interp<'_> {
                 continue;
             }
             if !matches!(kernel, Kernel::Eval { .. } | Kernel::Compact) {
-                return 0;
+                return None;
             }
-            return outs
+            let read = args.iter().filter(|a| vars.contains(a)).copied().collect();
+            let sizes = outs
                 .iter()
                 .filter_map(|o| self.plan.buffers.get(o.0 as usize))
-                .map(|b| n.saturating_mul(b.elem.size()))
-                .fold(0, usize::saturating_add);
+                .map(|b| b.elem.size())
+                .sum();
+            return Some((read, sizes));
         }
-        0
+        None
     }
 
     /// Whether `bytes` more fit the run's device budget beside the buffers in use, once

@@ -44,7 +44,7 @@ pub use output::{
     OutputTable,
 };
 pub use spmd::{
-    name_devices, route_host, run_devices, run_devices_resident, seconds, stall_limit, DEFAULT_STALL_LIMIT,
+    box_count, name_devices, route_host, run_devices, run_devices_resident, seconds, stall_limit, DEFAULT_STALL_LIMIT,
     STALL_LIMIT_VAR,
 };
 

@@ -142,6 +142,13 @@ struct Boxes {
     started: Vec<bool>,
 }
 
+/// The number of boxes an expansion of `total` outputs is cut into for `devices` devices
+/// with the finest cut `1/finest` ([`BoxCut::new`]): what a run's `RunStats::boxes`
+/// counts for each loop over claimed boxes.
+pub fn box_count(total: u64, finest: u32, devices: usize) -> u32 {
+    BoxCut::new(total, finest, devices).len()
+}
+
 /// How an expansion's `total` outputs are cut into the boxes `devices` devices take in
 /// turn (contiguous runs of the outputs, in order), by factoring: the boxes come in
 /// batches of `devices`, each box of a batch holding the outputs left at the batch's start
