@@ -296,6 +296,45 @@ impl fox_runtime::Backend for OwnMemory {
 /// their packed rows on the device between runs: a later run widens from them without
 /// uploading them again, and a plan whose run kept some while moving more than a 64th
 /// of the bytes widened from them to the host keeps none in its next runs.
+/// Every TPC-H query at SF 0.1 on a device with memory of its own (the GPU's paths: the
+/// database read in place, filters whose marks and compaction run together chunk by
+/// chunk, packed rows widened on the device), under a sixth of its peak without a
+/// limit: the results are byte for byte those without a limit, the device peak stays
+/// within the limit, every buffer is freed, and most queries read columns in place and
+/// run operators in pieces.
+#[test]
+fn every_tpch_query_at_sf_0_1_on_a_device_of_its_own_memory_under_a_sixth_of_its_peak() {
+    use fox_runtime::Backend;
+    let queries: Vec<u32> = (1..=22).collect();
+    let plans = tpch::compile_queries(&repo().join("tpch/queries"), &queries).unwrap();
+    let db = Arc::new(tpch::load(&DataSource::Tpch(0.1), &plans, false).unwrap());
+    let text = |r: &fox_runtime::RunResult| r.outputs.iter().map(fox_runtime::output::csv_text).collect::<Vec<_>>();
+    let (mut in_place, mut pieces) = (0, 0);
+    for (q, plan, _) in &plans {
+        let opts = |limit: Option<u64>| RunOptions {
+            database: Some(db.clone()),
+            memory_limit: limit,
+            ..RunOptions::default()
+        };
+        let whole = fox_runtime::run(plan, &mut fox_cpu::CpuBackend::new(), &opts(None)).unwrap();
+        let limit = whole.stats.peak_bytes as u64 / 6;
+        let mut dev = OwnMemory {
+            cpu: fox_cpu::CpuBackend::new(),
+            widened: 0,
+            stored_rows: 0,
+        };
+        let cut = fox_runtime::run(plan, &mut dev, &opts(Some(limit)))
+            .unwrap_or_else(|e| panic!("Q{q} under {limit} bytes: {e}"));
+        assert_eq!(text(&cut), text(&whole), "Q{q} under {limit} bytes");
+        assert!(cut.stats.peak_bytes as u64 <= limit, "Q{q}");
+        assert_eq!(dev.mem().in_use, 0, "Q{q}: every buffer freed");
+        in_place += usize::from(cut.stats.tier.in_database > 0);
+        pieces += usize::from(cut.stats.tier.operators_in_pieces > 0);
+    }
+    assert!(in_place >= 15, "only {in_place} queries read columns in place");
+    assert!(pieces >= 15, "only {pieces} queries ran an operator in pieces");
+}
+
 #[test]
 fn packed_columns_widened_on_a_device_of_its_own_keep_the_limit_and_the_answers() {
     use fox_runtime::Backend;
