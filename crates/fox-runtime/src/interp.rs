@@ -2971,14 +2971,11 @@ impl Interp<'_> {
                         }
                         // A filter's marks and the compaction of the rows they keep run
                         // chunk by chunk together, each chunk's rows read once.
-                        if let (Kernel::Eval { n_cols, .. }, [marks], true) =
+                        if let (Kernel::Eval { n_cols: 1.., .. }, [marks], true) =
                             (kernel, outs, self.backend.memory_is_separate())
                         {
                             let n = arg_slots.first().map_or(0, |&s| self.slot_buf(s).len);
-                            if let Some((cols, c_outs)) = (*n_cols >= 1)
-                                .then(|| self.compact_after(block, i, *marks, n))
-                                .flatten()
-                            {
+                            if let Some((cols, c_outs)) = self.compact_after(block, i, *marks, n) {
                                 let mut c_elems = Vec::with_capacity(c_outs.len());
                                 for o in &c_outs {
                                     c_elems.push(self.check_out(o.0 as usize).map_err(|w| {

@@ -312,10 +312,29 @@ impl Interp<'_> {
         arg_slots: &[usize],
         aligned: &[bool],
         n: usize,
+        chunk: usize,
+        out_elems: &[Elem],
+        outs: &[fox_kernel::BufId],
+        what: &dyn Fn() -> String,
+    ) -> Result<(), RuntimeError> {
+        self.hold_chunks(n, chunk, out_elems, outs, what, |me, a, b| {
+            me.launch_parts_held(kernel, arg_slots, chunk_parts(aligned, a, b), out_elems, what)
+        })
+    }
+
+    /// Runs `launch` over the chunks `a..b` of `n` rows (`chunk` rows at first, halved
+    /// while one does not fit, down to [`may_halve`]), each chunk's outputs (`out_elems`,
+    /// left on the device by `launch`) held in slots of their own, then joined into `outs`
+    /// ([`Interp::join_held`]); an error of a chunk names the row of the whole. Every
+    /// held slot is dropped, whatever fails.
+    fn hold_chunks(
+        &mut self,
+        n: usize,
         mut chunk: usize,
         out_elems: &[Elem],
         outs: &[fox_kernel::BufId],
         what: &dyn Fn() -> String,
+        mut launch: impl FnMut(&mut Self, usize, usize) -> Result<Vec<DevBuf>, RuntimeError>,
     ) -> Result<(), RuntimeError> {
         // The chunks' outputs: a slot per chunk and output, chunk by chunk (`None` once
         // dropped).
@@ -325,8 +344,7 @@ impl Interp<'_> {
             let mut a = 0;
             while a < n {
                 let b = (a + chunk).min(n);
-                let parts = chunk_parts(aligned, a, b);
-                match self.launch_parts_held(kernel, arg_slots, parts, out_elems, what) {
+                match launch(self, a, b) {
                     Ok(bufs) => {
                         held.extend(bufs.into_iter().map(|b| Some(self.temp_slot(b))));
                         chunks += 1;
@@ -496,45 +514,17 @@ impl Interp<'_> {
             .sum::<usize>()
             + 1;
         let budget = self.device_cap.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
-        let mut chunk = (budget / 4 / row_bytes).clamp(1, n.max(1));
-        let mut held: Vec<Option<usize>> = Vec::new();
-        let res = (|| {
-            let mut chunks = 0u64;
-            let mut a = 0;
-            while a < n {
-                let b = (a + chunk).min(n);
-                let mut temps = Vec::new();
-                let got = self.filter_chunk(
-                    kernel, arg_slots, &aligned, &rowed, cols, out_elems, a, b, what, &mut temps,
-                );
-                for t in temps {
-                    self.drop_temp_slot(t);
-                }
-                match got {
-                    Ok(bufs) => {
-                        held.extend(bufs.into_iter().map(|b| Some(self.temp_slot(b))));
-                        chunks += 1;
-                        a = b;
-                    }
-                    Err(RuntimeError::Kernel { msg, .. }) if is_out_of_memory(&msg) && may_halve(chunk, n) => {
-                        chunk /= 2;
-                    }
-                    Err(RuntimeError::Kernel { msg, at }) => {
-                        return Err(RuntimeError::Kernel {
-                            msg: rebase_row(msg, a),
-                            at,
-                        })
-                    }
-                    Err(e) => return Err(e),
-                }
+        let chunk = (budget / 4 / row_bytes).clamp(1, n.max(1));
+        self.hold_chunks(n, chunk, out_elems, outs, what, |me, a, b| {
+            let mut temps = Vec::new();
+            let got = me.filter_chunk(
+                kernel, arg_slots, &aligned, &rowed, cols, out_elems, a, b, what, &mut temps,
+            );
+            for t in temps {
+                me.drop_temp_slot(t);
             }
-            self.note_pieces(chunks);
-            self.join_held(&mut held, out_elems, outs, what)
-        })();
-        for s in held.into_iter().flatten() {
-            self.drop_temp_slot(s);
-        }
-        res?;
+            got
+        })?;
         let none = self
             .upload_room(HostCol::U8(Vec::new()))
             .map_err(|e| RuntimeError::Kernel { at: what(), msg: e.0 })?;
@@ -567,22 +557,33 @@ impl Interp<'_> {
             .zip(aligned)
             .map(|(&s, &al)| if al { piece(s) } else { s })
             .collect();
-        let mut marks = self.launch_evicting(kernel, &eval_args, &[Elem::U8], what)?;
-        let m = match (marks.pop(), marks.is_empty()) {
-            (Some(m), true) => m,
-            (m, _) => {
-                m.into_iter().chain(marks).for_each(|m| self.backend.free(m));
-                return Err(RuntimeError::Plan(format!(
-                    "{}: a filter's marks are other than one column",
-                    what()
-                )));
-            }
-        };
+        let marks = self.launch_evicting(kernel, &eval_args, &[Elem::U8], what)?;
+        let m = self.one_column(marks, "a filter's marks are", what)?;
         let m = self.temp_slot(m);
         temps.push(m);
         let mut compact_args = vec![m];
         compact_args.extend(cols.iter().map(|&s| piece(s)));
         self.launch_evicting(&Kernel::Compact, &compact_args, out_elems, what)
+    }
+
+    /// The one buffer of `bufs`, a launch's outputs; otherwise every buffer freed and a plan
+    /// error, "`what`: `returned` other than one column".
+    pub(super) fn one_column(
+        &mut self,
+        mut bufs: Vec<DevBuf>,
+        returned: &str,
+        what: &dyn Fn() -> String,
+    ) -> Result<DevBuf, RuntimeError> {
+        match (bufs.pop(), bufs.is_empty()) {
+            (Some(b), true) => Ok(b),
+            (b, _) => {
+                b.into_iter().chain(bufs).for_each(|b| self.backend.free(b));
+                Err(RuntimeError::Plan(format!(
+                    "{}: {returned} other than one column",
+                    what()
+                )))
+            }
+        }
     }
 
     /// One launch of `kernel` on pieces of its arguments (`parts`, one per argument): its
@@ -725,16 +726,7 @@ impl Interp<'_> {
                     len: (b - a) as u64,
                 };
                 match self.launch_evicting(&slice, &[s], &[elem], what) {
-                    Ok(mut got) => match (got.pop(), got.is_empty()) {
-                        (Some(x), true) => sliced = Some(x),
-                        (x, _) => {
-                            x.into_iter().chain(got).for_each(|x| self.backend.free(x));
-                            return Err(RuntimeError::Plan(format!(
-                                "{}: a slice returned other than one column",
-                                what()
-                            )));
-                        }
-                    },
+                    Ok(got) => sliced = Some(self.one_column(got, "a slice returned", what)?),
                     // The column itself leaves no room for its piece beside it (nothing
                     // else was left to move): it moves to the host tier, and the piece
                     // comes from there.

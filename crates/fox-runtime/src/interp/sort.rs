@@ -308,17 +308,8 @@ impl Interp<'_> {
         let mut temps: Vec<usize> = Vec::new();
         let res = (|| {
             let args = self.chunk_args(arg_slots, aligned, a, b, what, &mut temps)?;
-            let mut perm = self.launch_evicting(kernel, &args, &[Elem::U32], what)?;
-            let perm = match (perm.pop(), perm.is_empty()) {
-                (Some(p), true) => p,
-                (p, _) => {
-                    p.into_iter().chain(perm).for_each(|p| self.backend.free(p));
-                    return Err(RuntimeError::Plan(format!(
-                        "{}: a sort returned other than one column",
-                        what()
-                    )));
-                }
-            };
+            let perm = self.launch_evicting(kernel, &args, &[Elem::U32], what)?;
+            let perm = self.one_column(perm, "a sort returned", what)?;
             let p = self.temp_slot(perm);
             temps.push(p);
             let mut keys = Vec::with_capacity(nkeys);
