@@ -714,6 +714,15 @@ fn time_uploads(backend: &mut dyn fox_runtime::Backend, col: &fox_runtime::HostC
     Ok((n * col.elem().size()) as f64 / times[1].max(1e-9))
 }
 
+/// The queries whose answers differ between `a` and `b` (the same queries in the same
+/// order), each as `QN (how)` ([`difference`]).
+pub fn differences(a: &[QueryRun], b: &[QueryRun]) -> Vec<String> {
+    a.iter()
+        .zip(b)
+        .filter_map(|(x, y)| difference(&x.output, &y.output).map(|d| format!("Q{} ({d})", x.query)))
+        .collect()
+}
+
 /// The table of `--also-unlimited`: each query's median without the memory limit
 /// (`whole`) and under it (`limited`, the same queries in the same order), the ratio of
 /// the second to the first, and whether the answers are the same; then the totals.

@@ -1297,25 +1297,26 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
     };
     let spinner = Spinner::new(progress, "running the queries");
     let mut failures = Vec::new();
-    let unlimited = if a.also_unlimited {
-        let runs = t::run_queries_with(
+    // The queries on one device, under `limit`, each run's line said with `tag`.
+    let mut on_one = |limit: Option<u64>, profile: bool, tag: &str| {
+        t::run_queries_with(
             backends[0].as_mut(),
             db.clone(),
             &plans,
             a.repeat,
-            false,
-            None,
+            profile,
+            limit,
             &mut |q, run| {
                 spinner.set(match run {
-                    t::Run::First => format!("Q{q} without the limit: first run"),
-                    t::Run::Hot(k) => format!("Q{q} without the limit: hot run {k} of {}", a.repeat),
-                    t::Run::Profile => format!("Q{q} without the limit: run with per-kernel timing"),
+                    t::Run::First => format!("Q{q}{tag}: first run"),
+                    t::Run::Hot(k) => format!("Q{q}{tag}: hot run {k} of {}", a.repeat),
+                    t::Run::Profile => format!("Q{q}{tag}: run with per-kernel timing"),
                 })
             },
             |r| {
                 spinner.suspend(|| {
                     eprintln!(
-                        "  Q{:<2} {:>9.2} ms median without the limit, first {:.2} ms, {}",
+                        "  Q{:<2} {:>9.2} ms median{tag}, first {:.2} ms, {}",
                         r.query,
                         r.median().as_secs_f64() * 1e3,
                         r.first.as_secs_f64() * 1e3,
@@ -1323,37 +1324,13 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
                     )
                 });
             },
-        )?;
-        Some(runs)
-    } else {
-        None
+        )
     };
-    let runs = t::run_queries_with(
-        backends[0].as_mut(),
-        db.clone(),
-        &plans,
-        a.repeat,
-        a.profile.is_some(),
-        a.memory_limit,
-        &mut |q, run| {
-            spinner.set(match run {
-                t::Run::First => format!("Q{q}: first run"),
-                t::Run::Hot(k) => format!("Q{q}: hot run {k} of {}", a.repeat),
-                t::Run::Profile => format!("Q{q}: run with per-kernel timing"),
-            })
-        },
-        |r| {
-            spinner.suspend(|| {
-                eprintln!(
-                    "  Q{:<2} {:>9.2} ms median, first {:.2} ms, {}",
-                    r.query,
-                    r.median().as_secs_f64() * 1e3,
-                    r.first.as_secs_f64() * 1e3,
-                    plural(r.output.len() as u64, "row")
-                )
-            });
-        },
-    )?;
+    let unlimited = match a.also_unlimited {
+        true => Some(on_one(None, false, " without the limit")?),
+        false => None,
+    };
+    let runs = on_one(a.memory_limit, a.profile.is_some(), "")?;
     // Each count runs over its own devices (a communicator spans exactly the devices of
     // a run): the widest set opened above, the others opened for their runs and closed
     // after them.
@@ -1457,11 +1434,7 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
         return Err(e.into());
     }
     if let Some(whole) = &unlimited {
-        let differ: Vec<String> = whole
-            .iter()
-            .zip(&runs)
-            .filter_map(|(w, r)| t::difference(&w.output, &r.output).map(|d| format!("Q{} ({d})", w.query)))
-            .collect();
+        let differ = t::differences(whole, &runs);
         if !differ.is_empty() {
             anyhow::bail!(
                 "answers under the memory limit differ from those without it: {}",
@@ -1470,11 +1443,7 @@ fn tpch(a: &TpchArgs, progress: bool) -> anyhow::Result<()> {
         }
     }
     for (devices, many) in &runs_on_devices {
-        let differ: Vec<String> = runs
-            .iter()
-            .zip(many)
-            .filter_map(|(one, r)| t::difference(&one.output, &r.output).map(|d| format!("Q{} ({d})", one.query)))
-            .collect();
+        let differ = t::differences(&runs, many);
         if !differ.is_empty() {
             anyhow::bail!(
                 "the answers on 1 device and on {devices} devices differ: {}",
