@@ -722,6 +722,19 @@ fn cliques_under_a_memory_limit_keep_their_count_within_the_budget() {
     );
 }
 
+/// `foxbench tpch` over Q1 and Q6 at SF 0.01 on the CPU, one hot run each.
+const TPCH_Q1_Q6: [&str; 9] = [
+    "tpch",
+    "--sf",
+    "0.01",
+    "--backend",
+    "cpu",
+    "--queries",
+    "1,6",
+    "--repeat",
+    "1",
+];
+
 /// Under `--memory-limit`, `tpch` prints the bytes each query's median run copied to the
 /// device and their floor at the host-to-device bandwidth it measured, per query and in
 /// all; the lines add up, and each floor is its bytes over that bandwidth. Without a
@@ -729,17 +742,7 @@ fn cliques_under_a_memory_limit_keep_their_count_within_the_budget() {
 #[test]
 fn tpch_under_a_memory_limit_prints_the_bytes_to_the_device_and_their_floor() {
     let run = |limit: Option<&str>| {
-        let mut args = vec![
-            "tpch",
-            "--sf",
-            "0.01",
-            "--backend",
-            "cpu",
-            "--queries",
-            "1,6",
-            "--repeat",
-            "1",
-        ];
+        let mut args = TPCH_Q1_Q6.to_vec();
         args.extend(limit.iter().flat_map(|l| ["--memory-limit", *l]));
         let o = foxbench_at_root(&args);
         let (out, e) = (text(&o.stdout), text(&o.stderr));
@@ -800,20 +803,7 @@ fn tpch_under_a_memory_limit_prints_the_bytes_to_the_device_and_their_floor() {
 /// usage error.
 #[test]
 fn tpch_also_unlimited_prints_both_medians_their_ratio_and_the_same_answers() {
-    let o = foxbench_at_root(&[
-        "tpch",
-        "--sf",
-        "0.01",
-        "--backend",
-        "cpu",
-        "--queries",
-        "1,6",
-        "--repeat",
-        "1",
-        "--memory-limit",
-        "256K",
-        "--also-unlimited",
-    ]);
+    let o = foxbench_at_root(&[&TPCH_Q1_Q6[..], &["--memory-limit", "256K", "--also-unlimited"]].concat());
     let (out, e) = (text(&o.stdout), text(&o.stderr));
     assert_eq!(o.status.code(), Some(0), "{out}{e}");
     assert!(e.contains("ms median without the limit"), "{e}");

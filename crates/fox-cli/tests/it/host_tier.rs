@@ -184,6 +184,16 @@ struct OwnMemory {
     stored_rows: usize,
 }
 
+impl OwnMemory {
+    fn new() -> OwnMemory {
+        OwnMemory {
+            cpu: fox_cpu::CpuBackend::new(),
+            widened: 0,
+            stored_rows: 0,
+        }
+    }
+}
+
 /// The bytes the GPU backend keeps for the packed rows `rows` of `col`: the rows, then a
 /// string column's codes from `codes_at`.
 fn packed_image(col: &fox_runtime::stored::StoredCol, rows: std::ops::Range<usize>) -> Option<Vec<u8>> {
@@ -318,11 +328,7 @@ fn every_tpch_query_at_sf_0_1_on_a_device_of_its_own_memory_under_a_sixth_of_its
         };
         let whole = fox_runtime::run(plan, &mut fox_cpu::CpuBackend::new(), &opts(None)).unwrap();
         let limit = whole.stats.peak_bytes as u64 / 6;
-        let mut dev = OwnMemory {
-            cpu: fox_cpu::CpuBackend::new(),
-            widened: 0,
-            stored_rows: 0,
-        };
+        let mut dev = OwnMemory::new();
         let cut = fox_runtime::run(plan, &mut dev, &opts(Some(limit)))
             .unwrap_or_else(|e| panic!("Q{q} under {limit} bytes: {e}"));
         assert_eq!(text(&cut), text(&whole), "Q{q} under {limit} bytes");
@@ -353,11 +359,7 @@ fn packed_columns_widened_on_a_device_of_its_own_keep_the_limit_and_the_answers(
         let whole = fox_runtime::run(plan, &mut cpu, &opts(None)).unwrap();
         let (expected, peak) = (text(&whole), whole.stats.peak_bytes as u64);
         for limit in [peak / 2, peak / 3] {
-            let mut dev = OwnMemory {
-                cpu: fox_cpu::CpuBackend::new(),
-                widened: 0,
-                stored_rows: 0,
-            };
+            let mut dev = OwnMemory::new();
             let mut resident = fox_runtime::Resident::default();
             let mut runs: Vec<fox_runtime::TierStats> = Vec::new();
             for run in 0..3 {
@@ -584,31 +586,40 @@ fn each_device_reads_its_slice_of_a_database_column_in_place_under_a_limit() {
     }
 }
 
-/// On a device with memory of its own, a filter of a database column larger than the
-/// budget leaves runs its marks and their compaction together chunk by chunk: each
-/// chunk's rows come to the device once (the column is read once, not once per launch),
-/// one operator runs in pieces, nothing goes to the host tier, and the rows kept are
-/// those of the run without a limit; the same plan on a CPU backend (one memory) runs
-/// the two launches in chunks of their own, with the same rows.
-#[test]
-fn a_filter_in_chunks_reads_its_rows_once_for_its_marks_and_compaction() {
+/// The plan of `program` (a filter of input `t`, whose rows `rows` are written to
+/// `t.csv` in a fresh folder named after `case`) up to the filter's `Eval`, its
+/// `Compact` and the `frees` instructions after it, then an output `r` of the kept int32
+/// columns `kept` (buffers named `t1.COL`, output as `COL`) and their frees; and the
+/// database of `t` with every column loaded. The folder is the caller's to remove.
+fn filter_plan(
+    case: &str,
+    program: &str,
+    rows: String,
+    kept: &[&str],
+    frees: impl Fn(&[fox_kernel::Instr]) -> usize,
+) -> (std::path::PathBuf, fox_kernel::KernelPlan, Arc<fox_runtime::Database>) {
     use fox_kernel::{BufId, Instr};
-    let dir = temp_dir("host-tier", "filter-once");
+    let dir = temp_dir("host-tier", case);
     std::fs::create_dir_all(&dir).unwrap();
-    let program = dir.join("filter.logic");
-    std::fs::write(
-        &program,
-        "t(x, y) -> int32(x), int32(y).\n.input t.\nr(x, y) <- t(x, y), x * 7 > y + 250000.\n.output r.\n",
-    )
-    .unwrap();
-    let rows: String = (0..40_000).map(|v| format!("{v},{}\n", (v * 31) % 1000)).collect();
+    let path = dir.join("filter.logic");
+    std::fs::write(&path, program).unwrap();
     std::fs::write(dir.join("t.csv"), rows).unwrap();
-    let mut plan = fox_cli::load_plan_with(&program, false, "t", &fox_ra::PlanOptions::default())
+    let mut plan = fox_cli::load_plan_with(&path, false, "t", &fox_ra::PlanOptions::default())
         .unwrap()
         .unwrap();
-    let kept: Vec<BufId> = ["t1.x", "t1.y"]
+    let kept: Vec<BufId> = kept
         .iter()
-        .map(|n| BufId(plan.buffers.iter().position(|b| &b.name == n).expect(n) as u32))
+        .map(|c| {
+            let name = format!("t1.{c}");
+            BufId(plan.buffers.iter().position(|b| b.name == name).expect(&name) as u32)
+        })
+        .collect();
+    let columns: Vec<fox_sema::core::Column> = kept
+        .iter()
+        .map(|b| fox_sema::core::Column {
+            name: plan.buffers[b.0 as usize].name["t1.".len()..].into(),
+            ty: fox_sema::core::Type::Int32,
+        })
         .collect();
     let instrs = &mut plan.blocks[0].instrs;
     let at = instrs
@@ -633,32 +644,51 @@ fn a_filter_in_chunks_reads_its_rows_once_for_its_marks_and_compaction() {
         ),
         "{instrs:?}"
     );
-    // The load, the marks, the compaction and the frees of the marks and the input.
-    let frees = instrs[at + 1..]
-        .iter()
-        .take_while(|i| matches!(i, Instr::Free { .. }))
-        .count();
-    assert_eq!(frees, 3, "{instrs:?}");
+    let frees = frees(&instrs[at + 1..]);
     instrs.truncate(at + 1 + frees);
-    let ty = fox_sema::core::Type::Int32;
     instrs.push(Instr::Output {
         name: "r".into(),
-        columns: ["x", "y"]
-            .iter()
-            .map(|n| fox_sema::core::Column { name: (*n).into(), ty })
-            .collect(),
+        columns,
         cols: kept.clone(),
         order: Vec::new(),
         limit: None,
     });
     instrs.extend(kept.iter().map(|&buf| Instr::Free { buf }));
+    let loaded = vec![true; plan.inputs[0].columns.len()];
     let db = Arc::new(
         fox_runtime::Database::load_tables(
             &DataSource::Files(dir.clone()),
-            vec![(plan.inputs[0].clone(), vec![true, true])],
+            vec![(plan.inputs[0].clone(), loaded)],
             &fox_runtime::NoProgress,
         )
         .unwrap(),
+    );
+    (dir, plan, db)
+}
+
+/// On a device with memory of its own, a filter of a database column larger than the
+/// budget leaves runs its marks and their compaction together chunk by chunk: each
+/// chunk's rows come to the device once (the column is read once, not once per launch),
+/// one operator runs in pieces, nothing goes to the host tier, and the rows kept are
+/// those of the run without a limit; the same plan on a CPU backend (one memory) runs
+/// the two launches in chunks of their own, with the same rows.
+#[test]
+fn a_filter_in_chunks_reads_its_rows_once_for_its_marks_and_compaction() {
+    let rows: String = (0..40_000).map(|v| format!("{v},{}\n", (v * 31) % 1000)).collect();
+    // The load, the marks, the compaction and the frees of the marks and the input.
+    let (dir, plan, db) = filter_plan(
+        "filter-once",
+        "t(x, y) -> int32(x), int32(y).\n.input t.\nr(x, y) <- t(x, y), x * 7 > y + 250000.\n.output r.\n",
+        rows,
+        &["x", "y"],
+        |after| {
+            let frees = after
+                .iter()
+                .take_while(|i| matches!(i, fox_kernel::Instr::Free { .. }))
+                .count();
+            assert_eq!(frees, 3, "{after:?}");
+            frees
+        },
     );
     let opts = |limit: Option<u64>| RunOptions {
         database: Some(db.clone()),
@@ -673,11 +703,7 @@ fn a_filter_in_chunks_reads_its_rows_once_for_its_marks_and_compaction() {
     // (40,000 bytes), so the load leaves them in place too, and the filter goes to its
     // chunks without bringing them to the device whole first.
     for limit in [200_000u64, 330_000, 350_000] {
-        let mut dev = OwnMemory {
-            cpu: fox_cpu::CpuBackend::new(),
-            widened: 0,
-            stored_rows: 0,
-        };
+        let mut dev = OwnMemory::new();
         let cut = fox_runtime::run(&plan, &mut dev, &opts(Some(limit))).unwrap();
         assert_eq!(text(&cut), text(&whole));
         assert!(cut.stats.peak_bytes <= limit as usize, "{}", cut.stats.peak_bytes);
@@ -705,64 +731,15 @@ fn a_filter_in_chunks_reads_its_rows_once_for_its_marks_and_compaction() {
 /// chunk by chunk, and neither its marks nor the rows it keeps go to the host tier.
 #[test]
 fn chunks_of_a_row_local_launch_keep_their_outputs_on_the_device() {
-    use fox_kernel::{BufId, Instr};
-    let dir = temp_dir("host-tier", "row-chunks");
-    std::fs::create_dir_all(&dir).unwrap();
-    let program = dir.join("filter.logic");
-    std::fs::write(
-        &program,
-        "t(x) -> int32(x).\n.input t.\nr(x) <- t(x), x * 7 > 250000.\n.output r.\n",
-    )
-    .unwrap();
     let rows: String = (0..40_000).map(|v| format!("{v}\n")).collect();
-    std::fs::write(dir.join("t.csv"), rows).unwrap();
-    // The plan's load, filter and compaction, and the output of what they keep.
-    let mut plan = fox_cli::load_plan_with(&program, false, "t", &fox_ra::PlanOptions::default())
-        .unwrap()
-        .unwrap();
-    let kept = plan.buffers.iter().position(|b| b.name == "t1.x").expect("t1.x") as u32;
-    let instrs = &mut plan.blocks[0].instrs;
-    let at = instrs
-        .iter()
-        .position(|i| {
-            matches!(
-                i,
-                Instr::Launch {
-                    kernel: Kernel::Compact,
-                    ..
-                }
-            )
-        })
-        .expect("a compaction");
-    assert!(
-        matches!(
-            &instrs[at - 1],
-            Instr::Launch {
-                kernel: Kernel::Eval { .. },
-                ..
-            }
-        ),
-        "{instrs:?}"
-    );
-    instrs.truncate(at + 2);
-    instrs.push(Instr::Output {
-        name: "r".into(),
-        columns: vec![fox_sema::core::Column {
-            name: "x".into(),
-            ty: fox_sema::core::Type::Int32,
-        }],
-        cols: vec![BufId(kept)],
-        order: Vec::new(),
-        limit: None,
-    });
-    instrs.push(Instr::Free { buf: BufId(kept) });
-    let db = Arc::new(
-        fox_runtime::Database::load_tables(
-            &DataSource::Files(dir.clone()),
-            vec![(plan.inputs[0].clone(), vec![true])],
-            &fox_runtime::NoProgress,
-        )
-        .unwrap(),
+    // The plan's load, filter and compaction (and the free of the input after it, not of
+    // the marks), and the output of what they keep.
+    let (dir, plan, db) = filter_plan(
+        "row-chunks",
+        "t(x) -> int32(x).\n.input t.\nr(x) <- t(x), x * 7 > 250000.\n.output r.\n",
+        rows,
+        &["x"],
+        |_| 1,
     );
     let opts = |limit: Option<u64>| RunOptions {
         database: Some(db.clone()),
@@ -773,11 +750,7 @@ fn chunks_of_a_row_local_launch_keep_their_outputs_on_the_device() {
     let whole = fox_runtime::run(&plan, &mut fox_cpu::CpuBackend::new(), &opts(None)).unwrap();
     assert_eq!(whole.outputs[0].len(), 40_000 - 35_715);
     // The column (160,000 bytes) fits, but not beside its filter's marks (40,000).
-    let mut dev = OwnMemory {
-        cpu: fox_cpu::CpuBackend::new(),
-        widened: 0,
-        stored_rows: 0,
-    };
+    let mut dev = OwnMemory::new();
     let cut = fox_runtime::run(&plan, &mut dev, &opts(Some(180_000))).unwrap();
     assert_eq!(text(&cut), text(&whole));
     assert!(cut.stats.peak_bytes <= 180_000, "{}", cut.stats.peak_bytes);
